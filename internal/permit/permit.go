@@ -1,0 +1,115 @@
+// Package permit holds the permit handle that every lanes package returns.
+//
+// A [Permit] is a small value: a pointer to a [Token], the token's generation
+// at the time of the grant, and the weight. The token is owned by whatever
+// granted the permit (a semaphore, a keyed semaphore's entry, a Redis lane)
+// and is reused after release, so the generation is what makes Release
+// once-only: the first Release moves the token's generation on with a
+// compare-and-swap, and every later Release, through any copy of the handle,
+// finds a different generation and does nothing. Generations are 64-bit, so
+// they do not wrap in the life of a process.
+//
+// Users do not import this package: semaphore.Permit is an alias of [Permit].
+package permit
+
+import "sync/atomic"
+
+// Owner is what a [Token] gives its permits back to.
+type Owner interface {
+	// ReleaseToken takes back the n units held through t. It is called
+	// exactly once per grant, after the token's generation has moved on.
+	ReleaseToken(t *Token, n int64)
+	// CountDoubleRelease records a Release that found the permit already
+	// released. It must not touch t beyond its immutable fields.
+	CountDoubleRelease(t *Token)
+}
+
+// Token is the reusable part of a permit. Its fields never change after
+// Init; the generation it points to moves on by one with each release. The
+// generation is kept apart from the token so that an owner can place it
+// where its fast path already works (a semaphore keeps its inline tokens'
+// generations in the cache line of its state word).
+type Token struct {
+	gen   *atomic.Uint64
+	owner Owner
+	// Slot is the owner's index for the token (for example its bit in a
+	// free-token bitmap); -1 when the owner does not index it.
+	Slot int
+}
+
+// NewToken returns a token owned by o with the given slot and a generation
+// of its own.
+func NewToken(o Owner, slot int) *Token {
+	t := &struct {
+		Token
+		g atomic.Uint64
+	}{}
+	t.Init(o, slot, &t.g)
+	return &t.Token
+}
+
+// Init sets the owner, slot and generation word of a token embedded in a
+// larger struct. It must be called before the token is first granted, and
+// never again.
+func (t *Token) Init(o Owner, slot int, gen *atomic.Uint64) {
+	t.owner = o
+	t.Slot = slot
+	t.gen = gen
+}
+
+// Gen returns the token's current generation. The owner reads it when it
+// grants the token, while no permit for it is out.
+func (t *Token) Gen() uint64 { return t.gen.Load() }
+
+// Owner returns the token's owner.
+func (t *Token) Owner() Owner { return t.owner }
+
+// Permit is the handle of n units granted through a token. The zero Permit
+// holds nothing; its Release returns false.
+//
+// A Permit is owned by exactly one party at a time: whoever received it from
+// an acquire call, or whoever it was handed to. The owner must call Release
+// once; Release on a copy, or a second Release, returns false and frees
+// nothing, even after the token has been granted again to somebody else.
+type Permit struct {
+	t   *Token
+	gen uint64
+	n   int64
+}
+
+// Make returns the permit for the grant of n units through t at generation
+// gen (the value of t.Gen() when the token was claimed).
+func Make(t *Token, gen uint64, n int64) Permit {
+	return Permit{t: t, gen: gen, n: n}
+}
+
+// Release gives the permit back. It returns true the first time it is called
+// for a grant and false ever after, whichever copy of the handle it is called
+// on; a false return is counted as a double release by the owner (except on
+// the zero Permit, which belongs to nobody).
+//
+// A Release happens before the acquire call that it unblocks returns.
+func (p Permit) Release() bool {
+	t := p.t
+	if t == nil {
+		return false
+	}
+	if !t.gen.CompareAndSwap(p.gen, p.gen+1) {
+		t.owner.CountDoubleRelease(t)
+		return false
+	}
+	t.owner.ReleaseToken(t, p.n)
+	return true
+}
+
+// Weight returns the number of units the permit holds (0 for the zero
+// Permit). It does not change when the permit is released.
+func (p Permit) Weight() int64 { return p.n }
+
+// Valid reports whether p came from a grant (it is not the zero Permit). It
+// does not tell whether p has been released.
+func (p Permit) Valid() bool { return p.t != nil }
+
+// Token returns the token the permit was granted through (nil for the zero
+// Permit), so that an owner can recognise its own permits.
+func (p Permit) Token() *Token { return p.t }

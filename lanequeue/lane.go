@@ -1,0 +1,79 @@
+package lanequeue
+
+import (
+	"context"
+
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// Kind is a lane's place in the canonical acquisition order of
+// [Queue.AcquireAll]: every keyed lane first, then every global lane, then
+// every rate lane, whatever order the caller names them in.
+type Kind int
+
+const (
+	// Keyed lanes serialise (or bound) work per key: a session lane.
+	Keyed Kind = iota
+	// Global lanes bound a budget shared by every key.
+	Global
+	// Rate lanes bound how often work starts; their permits give nothing
+	// back on release.
+	Rate
+)
+
+// String returns "keyed", "global" or "rate".
+func (k Kind) String() string {
+	switch k {
+	case Keyed:
+		return "keyed"
+	case Global:
+		return "global"
+	case Rate:
+		return "rate"
+	}
+	return "unknown"
+}
+
+// Lane is one named budget of a [Queue]. The lanes of this package, and
+// lanes from other packages (the Redis lanes of redislane), implement it, so
+// any of them can be registered with [Queue.Add] and mixed in one
+// AcquireAll.
+//
+// Implementations must be safe for concurrent use, and must follow the
+// permit ownership contract of package semaphore: Acquire returns a permit
+// that the caller owns if and only if the error is nil, and a cancelled
+// Acquire leaves the lane as it was.
+type Lane[K comparable] interface {
+	// Kind tells where the lane stands in the canonical order.
+	Kind() Kind
+	// MaxWeight is the largest weight the lane can ever grant to one key
+	// (its capacity, or per-key capacity, or rate burst). AcquireAll
+	// refuses heavier requests before taking anything.
+	MaxWeight() int64
+	// Acquire takes n units for key, waiting if needed. Global lanes
+	// ignore the key. A rate lane returns the zero Permit on success: a
+	// spent rate token is not given back.
+	Acquire(ctx context.Context, key K, n int64) (semaphore.Permit, error)
+	// TryAcquire takes n units for key if it can without waiting.
+	TryAcquire(key K, n int64) (semaphore.Permit, bool)
+	// Stats returns a snapshot of the lane.
+	Stats() LaneStats
+	// Close wakes the lane's waiters with an error and refuses later
+	// acquires; permits out stay valid.
+	Close()
+}
+
+// LaneStats is a snapshot of one lane.
+type LaneStats struct {
+	Name     string
+	Kind     Kind
+	Capacity int64 // capacity of a global lane, per-key capacity of a keyed lane, burst of a rate lane
+	Held     int64 // weight held now, over all keys
+	Waiters  int   // callers waiting now
+	Keys     int   // entries alive (keyed lanes)
+
+	Acquired  uint64
+	Released  uint64
+	Cancelled uint64 // acquires ended by their context
+	Rejected  uint64 // acquires refused at once (full queue, too heavy, closed, too many keys)
+}

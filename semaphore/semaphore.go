@@ -1,0 +1,696 @@
+package semaphore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/fastctx"
+	"github.com/sessionlane/lanes/internal/permit"
+)
+
+// Permit is the handle of permits taken from a semaphore. Every lanes
+// package returns this same type.
+//
+// A Permit is owned by whoever received it from an acquire call, or whoever
+// it was handed to; it may be passed to another goroutine, which then owns
+// it. Release gives the permits back and returns true the first time; a
+// second Release, or a Release through a copy of the handle, returns false,
+// frees nothing and is counted in [Stats].DoubleReleases, even after the
+// permit's memory has been reused for a later grant. Weight returns the
+// number of permits held. The zero Permit holds nothing and its Release
+// returns false.
+//
+// A Release happens before the Acquire that it unblocks returns.
+type Permit = permit.Permit
+
+// Clock is the time source of [WithMaxWait]; tests replace it with a fake
+// clock. Its Timer is one-shot.
+type Clock = clock.Clock
+
+// Timer is a one-shot timer made by a [Clock].
+type Timer = clock.Timer
+
+// Sentinel errors, for errors.Is. Context errors are returned as they are.
+var (
+	// ErrClosed is returned by acquire calls on a closed semaphore, and to
+	// the waiters that Close wakes.
+	ErrClosed = errors.New("semaphore: closed")
+	// ErrQueueFull is returned when waiting would exceed WithMaxWaiters or
+	// WithMaxWaitingWeight.
+	ErrQueueFull = errors.New("semaphore: wait queue full")
+	// ErrWaitTooLong is returned to a waiter that waited longer than
+	// WithMaxWait.
+	ErrWaitTooLong = errors.New("semaphore: waited too long")
+	// ErrTooHeavy is returned for a request of more permits than the
+	// capacity, which could never be granted; also to a waiter whose request
+	// no longer fits after SetCapacity shrank the semaphore.
+	ErrTooHeavy = errors.New("semaphore: weight exceeds capacity")
+	// ErrInvalidWeight is returned for a request of zero or fewer permits.
+	ErrInvalidWeight = errors.New("semaphore: weight must be positive")
+)
+
+// MaxCapacity is the largest capacity a semaphore can have. The count of
+// available permits shares one 64-bit word with the fast path's flags.
+const MaxCapacity = 1<<(63-availShift) - 1
+
+// Layout of Weighted.state, the word the fast paths work on with one
+// compare-and-swap each:
+//
+//	bits 0..6    free inline tokens (bit i set: tokens[i] is free)
+//	bit  7       slow: waiters are queued or the semaphore is closed; every
+//	             change of the word then happens under mu
+//	bits 8..63   available permits, signed (negative after a shrink)
+//
+// Seven inline tokens, because their generations and the state word fill
+// one 64-byte cache line: an uncontended acquire and release touch that
+// line only, and contended ones bounce only that line between cores, as a
+// mutex-based semaphore bounces its mutex word.
+const (
+	inlineTokens = 7
+	tokenMask    = 1<<inlineTokens - 1
+	flagSlow     = 1 << inlineTokens
+	availShift   = inlineTokens + 1
+)
+
+// cacheLine is the size of a cache line on the machines we target (amd64,
+// arm64 servers).
+const cacheLine = 64
+
+type paddedGen struct {
+	atomic.Uint64
+	_ [cacheLine - 8]byte
+}
+
+func avail(st uint64) int64 { return int64(st) >> availShift }
+
+// Weighted is a weighted semaphore with strict FIFO service: a waiter is
+// never overtaken, neither by a later lighter request nor by TryAcquire.
+//
+// It must be created with [New] and must not be copied after first use. All
+// methods are safe for concurrent use.
+type Weighted struct {
+	// state is the fast-path word (see the layout above). It changes by
+	// compare-and-swap or atomic add, from any goroutine; with the slow
+	// flag set, acquirers change it only under mu.
+	state atomic.Uint64
+	_     [cacheLine - 8]byte
+	// gens are the generations of the inline tokens, each on its own line.
+	gens [inlineTokens]paddedGen
+
+	capacity atomic.Int64               // written under mu; read anywhere
+	tokens   [inlineTokens]permit.Token // immutable after New
+
+	mu sync.Mutex // protects everything below
+	// head is the oldest waiter; waiters form a doubly linked list.
+	head, tail  *waiter
+	waiters     int
+	waitWeight  int64
+	closed      bool
+	spare       []*permit.Token // free tokens beyond the inline ones
+	spareOut    int64           // spare tokens currently granted
+	spareFreed  uint64          // releases through spare tokens
+	cancelled   uint64
+	timedOut    uint64
+	rejected    uint64
+	maxWaiters  int
+	maxWaitWt   int64
+	maxWait     time.Duration
+	clock       Clock
+	doubleRel   atomic.Uint64 // counted without mu
+	grantedWait uint64        // grants that had to wait
+}
+
+// Option configures a semaphore made by [New].
+type Option func(*Weighted)
+
+// WithMaxWaiters bounds the number of callers that may wait at once; an
+// Acquire that would be waiter n+1 fails at once with [ErrQueueFull].
+// n <= 0 means no bound (the default).
+func WithMaxWaiters(n int) Option { return func(s *Weighted) { s.maxWaiters = n } }
+
+// WithMaxWaitingWeight bounds the total weight of the waiting requests; an
+// Acquire that would take it over w fails at once with [ErrQueueFull].
+// w <= 0 means no bound (the default).
+func WithMaxWaitingWeight(w int64) Option { return func(s *Weighted) { s.maxWaitWt = w } }
+
+// WithMaxWait bounds how long a caller waits in the queue: after d it
+// leaves with [ErrWaitTooLong], as if its context had been cancelled.
+// d <= 0 means no bound (the default). The context's own deadline still
+// applies.
+func WithMaxWait(d time.Duration) Option { return func(s *Weighted) { s.maxWait = d } }
+
+// WithClock replaces the clock that WithMaxWait uses; tests pass a fake
+// clock. nil means the system clock.
+func WithClock(c Clock) Option { return func(s *Weighted) { s.clock = c } }
+
+// New returns a semaphore with the given capacity, all of it available.
+//
+// New panics if capacity is negative or above [MaxCapacity]; a capacity of
+// 0 makes every acquire fail with [ErrTooHeavy] until SetCapacity grows it.
+func New(capacity int64, opts ...Option) *Weighted {
+	if capacity < 0 || capacity > MaxCapacity {
+		panic(fmt.Sprintf("semaphore: capacity %d out of range [0, %d]", capacity, int64(MaxCapacity)))
+	}
+	s := &Weighted{}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.clock == nil {
+		s.clock = clock.Real{}
+	}
+	for i := range s.tokens {
+		s.tokens[i].Init(s, i, &s.gens[i].Uint64)
+	}
+	s.capacity.Store(capacity)
+	s.state.Store(uint64(capacity)<<availShift | tokenMask)
+	return s
+}
+
+// Acquire takes n permits, waiting in FIFO order until they are available.
+//
+// On success it returns a [Permit] that the caller owns and must release
+// once. On failure it returns the zero Permit and an error, and leaves the
+// semaphore as it was: ctx.Err() if the context ends first (or had already
+// ended: Acquire then fails at once, even if permits are free);
+// [ErrInvalidWeight] for n <= 0; [ErrTooHeavy] for n above the capacity;
+// [ErrClosed] after Close; [ErrQueueFull] when the wait queue is at its
+// bound; [ErrWaitTooLong] after waiting WithMaxWait.
+//
+// Cancellation: a caller whose context ends while it waits leaves the queue
+// at once, and the waiters behind it move up (if it was at the head, the
+// next ones are served if they fit). If the permits were granted while the
+// cancellation was in flight, Acquire gives them back and returns the
+// context's error: the caller owns a permit if and only if the error is nil.
+//
+// Acquire panics if ctx is nil.
+func (s *Weighted) Acquire(ctx context.Context, n int64) (Permit, error) {
+	if ctx == nil {
+		panic("semaphore: nil Context")
+	}
+	if !fastctx.NeverDone(ctx) {
+		if done := ctx.Done(); done != nil {
+			select {
+			case <-done:
+				return Permit{}, s.failFast(ctx)
+			default:
+			}
+		}
+	}
+	st := s.state.Load()
+	if n > 0 && st&(flagSlow) == 0 && avail(st) >= n && st&tokenMask != 0 {
+		slot := bits.TrailingZeros64(st)
+		if s.state.CompareAndSwap(st, st-uint64(n)<<availShift-1<<slot) {
+			return permit.Make(&s.tokens[slot], s.gens[slot].Load(), n), nil
+		}
+	}
+	return s.acquireSlow(ctx, n)
+}
+
+// TryAcquire takes n permits if they are available now and nobody is
+// waiting, without blocking. It reports whether it did; on false the
+// semaphore is unchanged. It never overtakes a waiter. It returns false for
+// n <= 0, n above the capacity, and after Close.
+func (s *Weighted) TryAcquire(n int64) (Permit, bool) {
+	st := s.state.Load()
+	if n > 0 && st&(flagSlow) == 0 && avail(st) >= n && st&tokenMask != 0 {
+		slot := bits.TrailingZeros64(st)
+		if s.state.CompareAndSwap(st, st-uint64(n)<<availShift-1<<slot) {
+			t := &s.tokens[slot]
+			return permit.Make(t, t.Gen(), n), true
+		}
+	}
+	if n <= 0 {
+		return Permit{}, false
+	}
+	s.mu.Lock()
+	p, ok := s.takeLocked(n)
+	s.mu.Unlock()
+	return p, ok
+}
+
+// Do acquires n permits, runs fn with ctx, and releases the permits when fn
+// returns, also if fn panics (the panic then goes on). It returns the
+// acquire error, or fn's error.
+//
+// Cancellation: if ctx ends while Do waits, Do returns ctx.Err() without
+// calling fn. Once fn runs, the permits are held until fn returns, whatever
+// happens to ctx: work that ignores its deadline keeps its permits.
+func (s *Weighted) Do(ctx context.Context, n int64, fn func(context.Context) error) error {
+	p, err := s.Acquire(ctx, n)
+	if err != nil {
+		return err
+	}
+	defer p.Release()
+	return fn(ctx)
+}
+
+func (s *Weighted) failFast(ctx context.Context) error {
+	s.mu.Lock()
+	s.cancelled++
+	s.mu.Unlock()
+	return ctx.Err()
+}
+
+// takeLocked takes n permits if nobody waits and they are available. It
+// must be called with mu held.
+func (s *Weighted) takeLocked(n int64) (Permit, bool) {
+	if s.closed || s.head != nil || n > s.capacity.Load() {
+		return Permit{}, false
+	}
+	for {
+		st := s.state.Load()
+		if avail(st) < n {
+			return Permit{}, false
+		}
+		if t, ok := s.claimLocked(st, n); ok {
+			return permit.Make(t, t.Gen(), n), true
+		}
+	}
+}
+
+// claimLocked takes n permits and a token from state st by one
+// compare-and-swap, taking a spare token when no inline one is free. It
+// returns false if the state changed meanwhile. It must be called with mu
+// held and with avail(st) >= n.
+func (s *Weighted) claimLocked(st uint64, n int64) (*permit.Token, bool) {
+	if st&tokenMask != 0 {
+		slot := bits.TrailingZeros64(st)
+		if !s.state.CompareAndSwap(st, st-uint64(n)<<availShift-1<<slot) {
+			return nil, false
+		}
+		return &s.tokens[slot], true
+	}
+	if !s.state.CompareAndSwap(st, st-uint64(n)<<availShift) {
+		return nil, false
+	}
+	var t *permit.Token
+	if k := len(s.spare); k > 0 {
+		t = s.spare[k-1]
+		s.spare[k-1] = nil
+		s.spare = s.spare[:k-1]
+	} else {
+		t = permit.NewToken(s, -1)
+	}
+	s.spareOut++
+	return t, true
+}
+
+func (s *Weighted) acquireSlow(ctx context.Context, n int64) (Permit, error) {
+	if n <= 0 {
+		s.reject()
+		return Permit{}, ErrInvalidWeight
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.rejected++
+		s.mu.Unlock()
+		return Permit{}, ErrClosed
+	}
+	if n > s.capacity.Load() {
+		s.rejected++
+		s.mu.Unlock()
+		return Permit{}, ErrTooHeavy
+	}
+	for {
+		st := s.state.Load()
+		if s.head == nil && avail(st) >= n {
+			if t, ok := s.claimLocked(st, n); ok {
+				s.mu.Unlock()
+				return permit.Make(t, t.Gen(), n), nil
+			}
+			continue
+		}
+		if (s.maxWaiters > 0 && s.waiters >= s.maxWaiters) ||
+			(s.maxWaitWt > 0 && s.waitWeight+n > s.maxWaitWt) {
+			s.rejected++
+			s.mu.Unlock()
+			return Permit{}, ErrQueueFull
+		}
+		// Set the slow flag before queueing, so that no fast-path release
+		// can slip past the queue. If the word moved, look again: the
+		// permits may have come back.
+		if st&flagSlow != 0 || s.state.CompareAndSwap(st, st|flagSlow) {
+			break
+		}
+	}
+	w := getWaiter()
+	w.n = n
+	s.push(w)
+	s.mu.Unlock()
+
+	done := ctx.Done()
+	var timer Timer
+	var expired <-chan time.Time
+	if s.maxWait > 0 {
+		timer = s.clock.NewTimer(s.maxWait)
+		expired = timer.C()
+	}
+	var err error
+	if done == nil && expired == nil {
+		<-w.ready
+	} else {
+		select {
+		case <-w.ready:
+		case <-done:
+			err = ctx.Err()
+		case <-expired:
+			err = ErrWaitTooLong
+		}
+	}
+	if timer != nil {
+		timer.Stop()
+	}
+	if err != nil {
+		return Permit{}, s.leave(w, err)
+	}
+	return s.outcome(w)
+}
+
+// outcome reads what the waker decided for w, after w.ready fired, and puts
+// w back in the pool.
+func (s *Weighted) outcome(w *waiter) (Permit, error) {
+	p, err := permit.Make(w.tok, w.gen, w.n), w.err
+	putWaiter(w)
+	if err != nil {
+		return Permit{}, err
+	}
+	return p, nil
+}
+
+// leave takes w out of the queue after its context ended or its wait grew
+// too long. If w was already served (granted or failed) it waits for the
+// wake-up, gives back a grant, and returns err.
+func (s *Weighted) leave(w *waiter, err error) error {
+	s.mu.Lock()
+	if w.served {
+		s.mu.Unlock()
+		<-w.ready // sent just after the waker unlocked
+		if w.err != nil {
+			werr := w.err
+			putWaiter(w)
+			return werr
+		}
+		p := permit.Make(w.tok, w.gen, w.n)
+		putWaiter(w)
+		s.mu.Lock()
+		s.countLeft(err)
+		s.mu.Unlock()
+		p.Release()
+		return err
+	}
+	s.countLeft(err)
+	wasHead := s.head == w
+	s.unlink(w)
+	var wake *waiter
+	if wasHead {
+		wake = s.grantLocked()
+	} else {
+		s.settleLocked()
+	}
+	s.mu.Unlock()
+	putWaiter(w)
+	wakeAll(wake)
+	return err
+}
+
+func (s *Weighted) countLeft(err error) {
+	if err == ErrWaitTooLong {
+		s.timedOut++
+	} else {
+		s.cancelled++
+	}
+}
+
+func (s *Weighted) reject() {
+	s.mu.Lock()
+	s.rejected++
+	s.mu.Unlock()
+}
+
+// ReleaseToken gives back n permits held through t. It is called by
+// Permit.Release, once per grant; it is not meant to be called directly.
+func (s *Weighted) ReleaseToken(t *permit.Token, n int64) {
+	add := uint64(n) << availShift
+	if t.Slot >= 0 {
+		// One atomic add returns the permits and the token. If the slow
+		// flag was set, waiters may now fit: serve them under mu (the add
+		// needs no lock, see grantLocked).
+		if s.state.Add(add|1<<t.Slot)&flagSlow == 0 {
+			return
+		}
+		s.mu.Lock()
+	} else {
+		s.mu.Lock()
+		s.spare = append(s.spare, t)
+		s.spareOut--
+		s.spareFreed++
+		s.state.Add(add)
+	}
+	wake := s.grantLocked()
+	s.mu.Unlock()
+	wakeAll(wake)
+}
+
+// CountDoubleRelease counts a Release of a permit already released. It is
+// called by Permit.Release; it is not meant to be called directly.
+func (s *Weighted) CountDoubleRelease(*permit.Token) { s.doubleRel.Add(1) }
+
+// grantLocked serves the waiters at the head of the queue, in order, for as
+// long as their requests fit, and clears the slow flag when the queue is
+// empty. It returns the served waiters, linked through wnext, for the
+// caller to wake after unlocking mu.
+//
+// Releases add to state with one atomic add, with or without mu: every
+// other change of the word is a compare-and-swap that retries, or an add,
+// so no update is lost. A release that finds the slow flag set (or that
+// races with the flag being set) takes mu and runs grantLocked, so no
+// waiter misses permits given back.
+func (s *Weighted) grantLocked() *waiter {
+	var first, last *waiter
+	for w := s.head; w != nil; w = s.head {
+		st := s.state.Load()
+		if avail(st) < w.n {
+			break
+		}
+		t, ok := s.claimLocked(st, w.n)
+		if !ok {
+			continue
+		}
+		s.unlink(w)
+		s.grantedWait++
+		w.tok, w.gen, w.served = t, t.Gen(), true
+		if last == nil {
+			first = w
+		} else {
+			last.wnext = w
+		}
+		last = w
+	}
+	s.settleLocked()
+	return first
+}
+
+// settleLocked clears the slow flag once the queue is empty (unless
+// closed). It must be called with mu held.
+func (s *Weighted) settleLocked() {
+	if s.head != nil || s.closed {
+		return
+	}
+	for {
+		st := s.state.Load()
+		if st&flagSlow == 0 || s.state.CompareAndSwap(st, st&^flagSlow) {
+			return
+		}
+	}
+}
+
+// wakeAll wakes the waiters of a list made under mu. Each waiter may be
+// reused as soon as it is woken, so the next link is read first.
+func wakeAll(w *waiter) {
+	for w != nil {
+		next := w.wnext
+		w.wnext = nil
+		w.ready <- struct{}{}
+		w = next
+	}
+}
+
+// failAllLocked serves every waiter for which fail returns an error with
+// that error, and returns them linked for waking.
+func (s *Weighted) failLocked(fail func(*waiter) error) *waiter {
+	var first, last *waiter
+	for w := s.head; w != nil; {
+		next := w.next
+		if err := fail(w); err != nil {
+			s.unlink(w)
+			w.err, w.served = err, true
+			if last == nil {
+				first = w
+			} else {
+				last.wnext = w
+			}
+			last = w
+		}
+		w = next
+	}
+	return first
+}
+
+// SetCapacity changes the capacity to n. Growing makes the new permits
+// available and serves waiters in FIFO order; shrinking takes permits away
+// from what is available, which may go negative until holders release:
+// nothing is taken from holders. Waiters whose request is now above the
+// capacity fail with [ErrTooHeavy].
+//
+// SetCapacity panics if n is negative or above [MaxCapacity].
+func (s *Weighted) SetCapacity(n int64) {
+	if n < 0 || n > MaxCapacity {
+		panic(fmt.Sprintf("semaphore: capacity %d out of range [0, %d]", n, int64(MaxCapacity)))
+	}
+	s.mu.Lock()
+	delta := n - s.capacity.Load()
+	s.capacity.Store(n)
+	s.state.Add(uint64(delta) << availShift)
+	failed := s.failLocked(func(w *waiter) error {
+		if w.n > n {
+			return ErrTooHeavy
+		}
+		return nil
+	})
+	granted := s.grantLocked()
+	s.mu.Unlock()
+	wakeAll(failed)
+	wakeAll(granted)
+}
+
+// Close stops the semaphore: every waiter is woken with [ErrClosed], and
+// later acquire calls fail with ErrClosed (TryAcquire returns false).
+// Permits already held stay valid, and their releases are still counted.
+// Close is idempotent.
+func (s *Weighted) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	for {
+		st := s.state.Load()
+		if s.state.CompareAndSwap(st, st|flagSlow) {
+			break
+		}
+	}
+	failed := s.failLocked(func(*waiter) error { return ErrClosed })
+	s.mu.Unlock()
+	wakeAll(failed)
+}
+
+// Stats is a snapshot of a semaphore.
+type Stats struct {
+	Capacity      int64 // current capacity
+	Available     int64 // permits free now (negative after a shrink, until holders release)
+	Held          int64 // weight of the permits out: Capacity - Available
+	Waiters       int   // callers waiting
+	WaitingWeight int64 // total weight they wait for
+	Closed        bool
+
+	Acquired       uint64 // grants, with or without waiting
+	Released       uint64 // first releases of granted permits
+	Waited         uint64 // grants that had to wait in the queue
+	Cancelled      uint64 // acquires that ended with a context error
+	TimedOut       uint64 // acquires that ended with ErrWaitTooLong
+	Rejected       uint64 // acquires refused at once: invalid weight, too heavy, closed, queue full
+	DoubleReleases uint64 // Release calls on permits already released
+}
+
+// Stats returns a snapshot of the semaphore. The capacity, available count,
+// waiters and the counters of the slow path are read together under the
+// lock. Grants and releases on the lock-free fast path are counted through
+// the tokens' generations: under concurrent use, a release in flight may be
+// seen as released and still held for an instant; once the calls have
+// returned, Acquired - Released is the number of permits out.
+func (s *Weighted) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.state.Load()
+	var released uint64
+	for i := range s.gens {
+		released += s.gens[i].Uint64.Load()
+	}
+	released += s.spareFreed
+	out := uint64(inlineTokens-bits.OnesCount64(st&tokenMask)) + uint64(s.spareOut)
+	c := s.capacity.Load()
+	a := avail(st)
+	return Stats{
+		Capacity:       c,
+		Available:      a,
+		Held:           c - a,
+		Waiters:        s.waiters,
+		WaitingWeight:  s.waitWeight,
+		Closed:         s.closed,
+		Acquired:       released + out,
+		Released:       released,
+		Waited:         s.grantedWait,
+		Cancelled:      s.cancelled,
+		TimedOut:       s.timedOut,
+		Rejected:       s.rejected,
+		DoubleReleases: s.doubleRel.Load(),
+	}
+}
+
+// waiter is one caller in the queue. Waiters are pooled: ready is buffered
+// with room for one wake-up, which the waiter always consumes before it goes
+// back to the pool.
+type waiter struct {
+	n          int64
+	next, prev *waiter       // queue links, under mu
+	wnext      *waiter       // wake list link, under mu until woken
+	ready      chan struct{} // one send per service, after mu is released
+	served     bool          // under mu: granted or failed, and off the queue
+	err        error         // set with served when failed
+	tok        *permit.Token // set with served when granted
+	gen        uint64
+}
+
+var waiterPool = sync.Pool{New: func() any { return &waiter{ready: make(chan struct{}, 1)} }}
+
+func getWaiter() *waiter { return waiterPool.Get().(*waiter) }
+
+func putWaiter(w *waiter) {
+	w.n, w.served, w.err, w.tok, w.gen = 0, false, nil, nil, 0
+	waiterPool.Put(w)
+}
+
+func (s *Weighted) push(w *waiter) {
+	w.prev = s.tail
+	if s.tail == nil {
+		s.head = w
+	} else {
+		s.tail.next = w
+	}
+	s.tail = w
+	s.waiters++
+	s.waitWeight += w.n
+}
+
+func (s *Weighted) unlink(w *waiter) {
+	if w.prev == nil {
+		s.head = w.next
+	} else {
+		w.prev.next = w.next
+	}
+	if w.next == nil {
+		s.tail = w.prev
+	} else {
+		w.next.prev = w.prev
+	}
+	w.next, w.prev = nil, nil
+	s.waiters--
+	s.waitWeight -= w.n
+}
