@@ -71,11 +71,14 @@ const MaxCapacity = 1<<(63-availShift) - 1
 // one 64-byte cache line: an uncontended acquire and release touch that
 // line only, and contended ones bounce only that line between cores, as a
 // mutex-based semaphore bounces its mutex word.
+//
+// The layout is permit's, so that Permit.Release returns an inline token
+// to the word by itself, with no call into the semaphore.
 const (
-	inlineTokens = 7
+	inlineTokens = permit.WordTokens
 	tokenMask    = 1<<inlineTokens - 1
-	flagSlow     = 1 << inlineTokens
-	availShift   = inlineTokens + 1
+	flagSlow     = permit.WordSlow
+	availShift   = permit.WordShift
 )
 
 // cacheLine is the size of a cache line on the machines we target (amd64,
@@ -166,6 +169,7 @@ func New(capacity int64, opts ...Option) *Weighted {
 	}
 	for i := range s.tokens {
 		s.tokens[i].Init(s, i, &s.gens[i].Uint64)
+		s.tokens[i].SetWord(&s.state)
 	}
 	s.capacity.Store(capacity)
 	s.state.Store(uint64(capacity)<<availShift | tokenMask)
@@ -433,25 +437,27 @@ func (s *Weighted) reject() {
 	s.mu.Unlock()
 }
 
-// ReleaseToken gives back n permits held through t. It is called by
-// Permit.Release, once per grant; it is not meant to be called directly.
+// ReleaseToken gives back n permits held through a spare token (inline
+// tokens go back through their state word, see WakeAfterRelease). It is
+// called by Permit.Release, once per grant; it is not meant to be called
+// directly.
 func (s *Weighted) ReleaseToken(t *permit.Token, n int64) {
-	add := uint64(n) << availShift
-	if t.Slot >= 0 {
-		// One atomic add returns the permits and the token. If the slow
-		// flag was set, waiters may now fit: serve them under mu (the add
-		// needs no lock, see grantLocked).
-		if s.state.Add(add|1<<t.Slot)&flagSlow == 0 {
-			return
-		}
-		s.mu.Lock()
-	} else {
-		s.mu.Lock()
-		s.spare = append(s.spare, t)
-		s.spareOut--
-		s.spareFreed++
-		s.state.Add(add)
-	}
+	s.mu.Lock()
+	s.spare = append(s.spare, t)
+	s.spareOut--
+	s.spareFreed++
+	s.state.Add(uint64(n) << availShift)
+	wake := s.grantLocked()
+	s.mu.Unlock()
+	wakeAll(wake)
+}
+
+// WakeAfterRelease serves the waiters after Permit.Release returned an
+// inline token and its permits to the state word with one atomic add that
+// found the slow flag set (the add needs no lock, see grantLocked). It is
+// called by Permit.Release; it is not meant to be called directly.
+func (s *Weighted) WakeAfterRelease() {
+	s.mu.Lock()
 	wake := s.grantLocked()
 	s.mu.Unlock()
 	wakeAll(wake)

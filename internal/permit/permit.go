@@ -30,7 +30,12 @@ type Owner interface {
 // where its fast path already works (a semaphore keeps its inline tokens'
 // generations in the cache line of its state word).
 type Token struct {
-	gen   *atomic.Uint64
+	gen *atomic.Uint64
+	// word, when set, is the owner's state word in the layout of
+	// WordTokens/WordSlow/WordShift: Release then gives the units and the
+	// token back with one atomic add, without calling the owner, unless
+	// the add finds the slow flag set (see Waker).
+	word  *atomic.Uint64
 	owner Owner
 	// Slot is the owner's index for the token (for example its bit in a
 	// free-token bitmap); -1 when the owner does not index it.
@@ -55,6 +60,38 @@ func (t *Token) Init(o Owner, slot int, gen *atomic.Uint64) {
 	t.owner = o
 	t.Slot = slot
 	t.gen = gen
+}
+
+// Layout of a state word that Release can update by itself (see
+// Token.SetWord): bits 0..WordTokens-1 are free-token bits (a set bit is a
+// free token, the token's Slot is its bit), bit WordSlow says that the
+// owner must be told of releases, and the bits from WordShift up count the
+// free units, signed.
+const (
+	WordTokens = 7
+	WordSlow   = 1 << WordTokens
+	WordShift  = WordTokens + 1
+)
+
+// Waker is implemented by owners whose tokens have a state word: Release
+// calls WakeAfterRelease when its add to the word found the slow flag set,
+// so that the owner serves its waiters. The units and the token are
+// already back in the word by then.
+type Waker interface {
+	WakeAfterRelease()
+}
+
+// SetWord makes Release return the token's units and its Slot bit to w
+// directly. The owner must implement [Waker], and the token's Slot must be
+// below WordTokens. Like Init, it is called once, before the first grant.
+func (t *Token) SetWord(w *atomic.Uint64) {
+	if t.Slot < 0 || t.Slot >= WordTokens {
+		panic("permit: a token with a state word needs a slot below WordTokens")
+	}
+	if _, ok := t.owner.(Waker); !ok {
+		panic("permit: a token with a state word needs an owner that is a Waker")
+	}
+	t.word = w
 }
 
 // Gen returns the token's current generation. The owner reads it when it
@@ -97,6 +134,12 @@ func (p Permit) Release() bool {
 	if !t.gen.CompareAndSwap(p.gen, p.gen+1) {
 		t.owner.CountDoubleRelease(t)
 		return false
+	}
+	if w := t.word; w != nil {
+		if w.Add(uint64(p.n)<<WordShift|1<<t.Slot)&WordSlow != 0 {
+			t.owner.(Waker).WakeAfterRelease()
+		}
+		return true
 	}
 	t.owner.ReleaseToken(t, p.n)
 	return true

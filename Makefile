@@ -1,0 +1,54 @@
+# lanes: build, test, benchmark and fuzz targets. `make test` is what CI runs.
+#
+# Nested modules (bench/, redislane/) have their own go.mod so their
+# dependencies never enter the core's requirements; every target visits them.
+
+GO          ?= go
+MODULES     := . $(wildcard bench redislane)
+STRESS      ?= 30
+FUZZTIME    ?= 30s
+BENCHCOUNT  ?= 10
+BENCHTIME   ?= 1s
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+.PHONY: all test vet unit stress test386 fuzzseed lint staticcheck bench bench-report fuzz lanesim clean
+
+all: lint test
+
+## test: vet, race-enabled tests of every module, a stress pass, 386 and staticcheck
+test: vet unit stress test386 staticcheck
+
+vet:
+	@for m in $(MODULES); do echo "== go vet ($$m)"; (cd $$m && $(GO) vet ./...) || exit 1; done
+
+unit:
+	@for m in $(MODULES); do echo "== go test -race ($$m)"; (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
+
+## stress: the concurrency tests again, many times, under the race detector
+stress:
+	$(GO) test -race -count=$(STRESS) -run 'Stress|Race|Exclusion|Deadlock' ./semaphore/ ./keyedsem/ ./lanequeue/
+
+## test386: 32-bit build and tests (64-bit atomics alignment); no race detector on 386
+test386:
+	GOARCH=386 $(GO) test -count=1 ./...
+
+lint: vet staticcheck
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+staticcheck:
+	@for m in $(MODULES); do echo "== staticcheck ($$m)"; (cd $$m && $(GO) run $(STATICCHECK) ./...) || exit 1; done
+
+## bench: the in-package benchmarks of the core (quick look; see bench-report for the published figures)
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) ./semaphore/ ./keyedsem/ ./lanequeue/
+
+## fuzz: each fuzz target for FUZZTIME (default 30s)
+fuzz:
+	@for t in $$($(GO) test -list '^Fuzz' ./fuzz/ | grep '^Fuzz'); do \
+		echo "== $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime=$(FUZZTIME) ./fuzz/ || exit 1; done
+
+lanesim:
+	$(GO) run ./cmd/lanesim
+
+clean:
+	$(GO) clean -testcache
