@@ -125,8 +125,9 @@ type Weighted struct {
 	maxWaitWt   int64
 	maxWait     time.Duration
 	clock       Clock
-	doubleRel   atomic.Uint64 // counted without mu
-	grantedWait uint64        // grants that had to wait
+	doubleRel   atomic.Uint64          // counted without mu
+	cached      atomic.Pointer[waiter] // a free waiter, see getWaiter
+	grantedWait uint64                 // grants that had to wait
 }
 
 // Option configures a semaphore made by [New].
@@ -343,7 +344,7 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64) (Permit, error) {
 			break
 		}
 	}
-	w := getWaiter()
+	w := s.getWaiter()
 	w.n = n
 	s.push(w)
 	s.mu.Unlock()
@@ -380,7 +381,7 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64) (Permit, error) {
 // w back in the pool.
 func (s *Weighted) outcome(w *waiter) (Permit, error) {
 	p, err := permit.Make(w.tok, w.gen, w.n), w.err
-	putWaiter(w)
+	s.putWaiter(w)
 	if err != nil {
 		return Permit{}, err
 	}
@@ -397,11 +398,11 @@ func (s *Weighted) leave(w *waiter, err error) error {
 		<-w.ready // sent just after the waker unlocked
 		if w.err != nil {
 			werr := w.err
-			putWaiter(w)
+			s.putWaiter(w)
 			return werr
 		}
 		p := permit.Make(w.tok, w.gen, w.n)
-		putWaiter(w)
+		s.putWaiter(w)
 		s.mu.Lock()
 		s.countLeft(err)
 		s.mu.Unlock()
@@ -418,7 +419,7 @@ func (s *Weighted) leave(w *waiter, err error) error {
 		s.settleLocked()
 	}
 	s.mu.Unlock()
-	putWaiter(w)
+	s.putWaiter(w)
 	wakeAll(wake)
 	return err
 }
@@ -666,11 +667,22 @@ type waiter struct {
 
 var waiterPool = sync.Pool{New: func() any { return &waiter{ready: make(chan struct{}, 1)} }}
 
-func getWaiter() *waiter { return waiterPool.Get().(*waiter) }
+// getWaiter returns a waiter from the semaphore's one-slot cache, else from
+// the shared pool. Under steady contention the same few waiters cycle
+// through the cache, which costs one atomic swap instead of a pool round
+// trip.
+func (s *Weighted) getWaiter() *waiter {
+	if w := s.cached.Swap(nil); w != nil {
+		return w
+	}
+	return waiterPool.Get().(*waiter)
+}
 
-func putWaiter(w *waiter) {
+func (s *Weighted) putWaiter(w *waiter) {
 	w.n, w.served, w.err, w.tok, w.gen = 0, false, nil, nil, 0
-	waiterPool.Put(w)
+	if !s.cached.CompareAndSwap(nil, w) {
+		waiterPool.Put(w)
+	}
 }
 
 func (s *Weighted) push(w *waiter) {
