@@ -1,0 +1,301 @@
+package model
+
+import "fmt"
+
+// Err names the outcome of an operation on the semaphore model. The tests
+// map each to the sentinel error of the real package.
+type Err int
+
+// Outcomes of an acquire, for a caller or a waiter.
+const (
+	OK            Err = iota // granted
+	InvalidWeight            // n <= 0
+	TooHeavy                 // n above the capacity (at once, or after a shrink)
+	Closed                   // the semaphore is, or was just, closed
+	QueueFull                // the wait queue is at one of its bounds
+	Cancelled                // the caller's context ended
+	WaitTooLong              // the caller waited longer than the maximum wait
+)
+
+var errNames = [...]string{"OK", "InvalidWeight", "TooHeavy", "Closed", "QueueFull", "Cancelled", "WaitTooLong"}
+
+// String returns the outcome's name.
+func (e Err) String() string {
+	if e >= 0 && int(e) < len(errNames) {
+		return errNames[e]
+	}
+	return fmt.Sprintf("Err(%d)", int(e))
+}
+
+// Waiter is a request waiting in the model's queue.
+type Waiter struct {
+	ID int   // the id Acquire returned for the request
+	N  int64 // its weight
+}
+
+// Served is a waiter taken off the queue by an operation, with what it got.
+type Served struct {
+	ID  int
+	Err Err // OK for a grant
+}
+
+// SemStats mirrors the real semaphore's Stats.
+type SemStats struct {
+	Capacity      int64
+	Available     int64
+	Held          int64
+	Waiters       int
+	WaitingWeight int64
+	Closed        bool
+
+	Acquired       uint64
+	Released       uint64
+	Waited         uint64
+	Cancelled      uint64
+	TimedOut       uint64
+	Rejected       uint64
+	DoubleReleases uint64
+}
+
+// Semaphore is a sequential model of a weighted FIFO semaphore: a capacity,
+// a count of available permits, a slice of waiters in arrival order, the
+// permits out, and the counters of the real semaphore's Stats.
+//
+// Every acquire call gets an id. A granted request's id names its permit
+// (for Release); a queued request's id names its waiter (for Cancel and
+// Expire) and, once granted, its permit.
+type Semaphore struct {
+	capacity      int64
+	available     int64
+	maxWaiters    int   // <= 0: no bound
+	maxWaitWeight int64 // <= 0: no bound
+	closed        bool
+	queue         []Waiter
+	held          map[int]int64 // permit id -> weight, for permits out
+	released      map[int]bool  // permit ids released at least once
+	nextID        int
+	st            SemStats // counters only
+}
+
+// NewSemaphore returns a model of a semaphore of the given capacity, with
+// the given bounds on the number and total weight of waiters (<= 0: none).
+func NewSemaphore(capacity int64, maxWaiters int, maxWaitWeight int64) *Semaphore {
+	if capacity < 0 {
+		panic("model: negative capacity")
+	}
+	return &Semaphore{
+		capacity:      capacity,
+		available:     capacity,
+		maxWaiters:    maxWaiters,
+		maxWaitWeight: maxWaitWeight,
+		held:          make(map[int]int64),
+		released:      make(map[int]bool),
+	}
+}
+
+func (m *Semaphore) id() int {
+	m.nextID++
+	return m.nextID
+}
+
+func (m *Semaphore) grant(id int, n int64) {
+	m.available -= n
+	m.held[id] = n
+	m.st.Acquired++
+}
+
+// Acquire models a blocking Acquire of n permits with a live context. It
+// returns the request's id and either OK (granted at once), queued == true
+// (the caller now waits, at the tail), or the error the call fails with at
+// once.
+func (m *Semaphore) Acquire(n int64) (id int, queued bool, err Err) {
+	id = m.id()
+	switch {
+	case n <= 0:
+		m.st.Rejected++
+		return id, false, InvalidWeight
+	case m.closed:
+		m.st.Rejected++
+		return id, false, Closed
+	case n > m.capacity:
+		m.st.Rejected++
+		return id, false, TooHeavy
+	case len(m.queue) == 0 && m.available >= n:
+		m.grant(id, n)
+		return id, false, OK
+	case m.maxWaiters > 0 && len(m.queue) >= m.maxWaiters,
+		m.maxWaitWeight > 0 && m.waitingWeight()+n > m.maxWaitWeight:
+		m.st.Rejected++
+		return id, false, QueueFull
+	}
+	m.queue = append(m.queue, Waiter{ID: id, N: n})
+	return id, true, OK
+}
+
+// AcquireDone models an Acquire whose context had already ended: it fails
+// at once with the context's error, whatever the state.
+func (m *Semaphore) AcquireDone() Err {
+	m.st.Cancelled++
+	return Cancelled
+}
+
+// TryAcquire models TryAcquire(n): granted only if nobody waits, the
+// semaphore is open, and n permits are available now.
+func (m *Semaphore) TryAcquire(n int64) (id int, ok bool) {
+	if n <= 0 || m.closed || len(m.queue) > 0 || n > m.capacity || m.available < n {
+		return 0, false
+	}
+	id = m.id()
+	m.grant(id, n)
+	return id, true
+}
+
+// Release models the Release of permit id. It reports whether it was the
+// first release of a permit out (false is counted as a double release), and
+// returns the waiters it lets in.
+func (m *Semaphore) Release(id int) (first bool, granted []Served) {
+	n, ok := m.held[id]
+	if !ok {
+		if !m.released[id] {
+			panic(fmt.Sprintf("model: release of permit %d that was never granted", id))
+		}
+		m.st.DoubleReleases++
+		return false, nil
+	}
+	delete(m.held, id)
+	m.released[id] = true
+	m.available += n
+	m.st.Released++
+	return true, m.serve()
+}
+
+// Cancel models waiter id's context ending while it waits: it leaves the
+// queue, and the waiters behind it move up.
+func (m *Semaphore) Cancel(id int) (granted []Served) {
+	m.remove(id)
+	m.st.Cancelled++
+	return m.serve()
+}
+
+// Expire models waiter id waiting longer than the maximum wait.
+func (m *Semaphore) Expire(id int) (granted []Served) {
+	m.remove(id)
+	m.st.TimedOut++
+	return m.serve()
+}
+
+// SetCapacity models SetCapacity(n): waiters heavier than n fail with
+// TooHeavy, then the head of the queue is served for as long as it fits.
+func (m *Semaphore) SetCapacity(n int64) (served []Served) {
+	if n < 0 {
+		panic("model: negative capacity")
+	}
+	m.available += n - m.capacity
+	m.capacity = n
+	keep := m.queue[:0]
+	for _, w := range m.queue {
+		if w.N > n {
+			served = append(served, Served{ID: w.ID, Err: TooHeavy})
+			continue
+		}
+		keep = append(keep, w)
+	}
+	m.queue = keep
+	return append(served, m.serve()...)
+}
+
+// Close models Close: every waiter fails with Closed; later acquires fail.
+func (m *Semaphore) Close() (failed []Served) {
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	for _, w := range m.queue {
+		failed = append(failed, Served{ID: w.ID, Err: Closed})
+	}
+	m.queue = nil
+	return failed
+}
+
+// serve grants the head of the queue, in order, while it fits.
+func (m *Semaphore) serve() (granted []Served) {
+	for len(m.queue) > 0 && m.queue[0].N <= m.available {
+		w := m.queue[0]
+		m.queue = m.queue[1:]
+		m.grant(w.ID, w.N)
+		m.st.Waited++
+		granted = append(granted, Served{ID: w.ID, Err: OK})
+	}
+	return granted
+}
+
+func (m *Semaphore) remove(id int) {
+	for i, w := range m.queue {
+		if w.ID == id {
+			m.queue = append(m.queue[:i], m.queue[i+1:]...)
+			return
+		}
+	}
+	panic(fmt.Sprintf("model: waiter %d is not queued", id))
+}
+
+func (m *Semaphore) waitingWeight() int64 {
+	var w int64
+	for _, x := range m.queue {
+		w += x.N
+	}
+	return w
+}
+
+// Queue returns a copy of the waiters, oldest first.
+func (m *Semaphore) Queue() []Waiter { return append([]Waiter(nil), m.queue...) }
+
+// Held returns the ids of the permits out, with their weights.
+func (m *Semaphore) Held() map[int]int64 {
+	h := make(map[int]int64, len(m.held))
+	for id, n := range m.held {
+		h[id] = n
+	}
+	return h
+}
+
+// Capacity returns the current capacity.
+func (m *Semaphore) Capacity() int64 { return m.capacity }
+
+// Available returns the permits free now (negative after a shrink, until
+// holders release).
+func (m *Semaphore) Available() int64 { return m.available }
+
+// IsClosed reports whether Close has been called.
+func (m *Semaphore) IsClosed() bool { return m.closed }
+
+// Stats returns the model's view of the real semaphore's Stats.
+func (m *Semaphore) Stats() SemStats {
+	s := m.st
+	s.Capacity = m.capacity
+	s.Available = m.available
+	for _, n := range m.held {
+		s.Held += n
+	}
+	s.Waiters = len(m.queue)
+	s.WaitingWeight = m.waitingWeight()
+	s.Closed = m.closed
+	return s
+}
+
+// Check returns an error if the model's own invariants do not hold: the
+// permits out plus those available make up the capacity, and nobody waits
+// while the head of the queue would fit.
+func (m *Semaphore) Check() error {
+	s := m.Stats()
+	if s.Available+s.Held != s.Capacity {
+		return fmt.Errorf("model: available %d + held %d != capacity %d", s.Available, s.Held, s.Capacity)
+	}
+	if len(m.queue) > 0 && m.queue[0].N <= m.available {
+		return fmt.Errorf("model: head waiter %v fits in %d available", m.queue[0], m.available)
+	}
+	if m.closed && len(m.queue) > 0 {
+		return fmt.Errorf("model: %d waiters on a closed semaphore", len(m.queue))
+	}
+	return nil
+}

@@ -1,0 +1,38 @@
+package keyedsem
+
+import "unsafe"
+
+// Sizes of the structures whose layout matters (see TestLayout).
+var (
+	EntrySizeString = unsafe.Sizeof(entry[string]{})
+	TokenSize       = unsafe.Sizeof(token[string]{})
+)
+
+// Has reports whether s's map holds an entry for key (in use or idle).
+func Has[K comparable](s *KeyedSemaphore[K], key K) bool {
+	_, ok := s.m.Load(key)
+	return ok
+}
+
+// JoinAfter does what a lookup of key does, with between run after the map
+// returned key's entry and before the reference is raised on it: the window
+// in which the entry may be evicted and reused for another key. It reports
+// whether the join was refused as stale, and whether the entry had been
+// reused for another key by then. A join that is wrongly accepted is undone.
+func JoinAfter[K comparable](s *KeyedSemaphore[K], key K, between func()) (stale, reused bool) {
+	e, ok := s.m.Load(key)
+	if !ok {
+		panic("JoinAfter: key has no entry")
+	}
+	between()
+	reused = e.state.Load()&deadBit == 0 && e.key != key // no other goroutine runs
+	took, res := s.join(e, key, 1, false)
+	if res == joinOK {
+		var n int64
+		if took {
+			n = 1
+		}
+		s.release(e, n)
+	}
+	return res == joinStale, reused
+}

@@ -1,0 +1,1023 @@
+package keyedsem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/puzpuzpuz/xsync/v4"
+
+	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/fastctx"
+	"github.com/sessionlane/lanes/internal/permit"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// Permit is the handle of permits taken from a key; it is the same type as
+// [semaphore.Permit], with the same once-only Release.
+type Permit = semaphore.Permit
+
+// Sentinel errors, for errors.Is. Context errors are returned as they are;
+// a request of zero or fewer permits fails with [semaphore.ErrInvalidWeight],
+// and one above the per-key capacity with [semaphore.ErrTooHeavy].
+var (
+	// ErrClosed is returned by acquire calls after Close, and to the
+	// waiters that Close wakes.
+	ErrClosed = errors.New("keyedsem: closed")
+	// ErrTooManyKeys is returned, with WithHardMaxKeys, for a key that has
+	// no entry when the cap is reached and no idle entry can be evicted.
+	ErrTooManyKeys = errors.New("keyedsem: too many keys")
+	// ErrQueueFull is returned when waiting would exceed
+	// WithMaxWaitersPerKey.
+	ErrQueueFull = errors.New("keyedsem: wait queue full")
+)
+
+// MaxPerKeyCapacity is the largest per-key capacity (2^28-1). A key's
+// available permits share one 64-bit word with its reference count and
+// flags.
+const MaxPerKeyCapacity = 1<<28 - 1
+
+// Layout of entry.state, the word that every lookup, acquire and release of
+// a key works on with one compare-and-swap:
+//
+//	bit  63      dead: the entry is unpublished (pooled, or being removed
+//	             from the map); no reference can be raised on it
+//	bit  62      busy: the entry is referenced; the bits below are then
+//	bit  61        queued: waiters are queued; acquirers change avail only
+//	               under the entry's mutex, and releases go through it
+//	bits 28..60    refs: holders + waiters + callers between lookup and
+//	               acquire (33 bits)
+//	bits 0..27     avail: permits free (28 bits)
+//	bits 0..61   with busy and dead clear, the entry is idle: no references,
+//	             all permits free, no waiters; the bits hold the time it went
+//	             idle, in nanoseconds since the semaphore was made
+//
+// Folding the idle time into the word makes an eviction exact: the
+// compare-and-swap that kills an idle entry fails if the entry was used in
+// between, even if it went idle again, because it went idle at another
+// time.
+const (
+	deadBit   = 1 << 63
+	busyBit   = 1 << 62
+	queuedBit = 1 << 61
+	refShift  = 28
+	refOne    = 1 << refShift
+	refMask   = (1<<33 - 1) << refShift
+	availMask = MaxPerKeyCapacity // 1<<refShift - 1
+	stampMask = 1<<62 - 1
+)
+
+func avail(st uint64) int64 { return int64(st & availMask) }
+
+// cacheLine is the size of a cache line on the machines we target (amd64,
+// arm64 servers).
+const cacheLine = 64
+
+// entry is the semaphore of one key. It holds no token of its own: tokens
+// come from a pool for the time a permit is out, so that an idle entry is
+// five words with a string key (40 bytes, a 48-byte size class), where an
+// x/sync semaphore alone takes 80. It has no goroutine, timer or channel.
+//
+// Entries are recycled through a pool. A goroutine may still hold a pointer
+// to an entry after it was removed from the map and reused for another key,
+// so: only a holder of a reference may read key; an entry whose reference
+// was raised through a stale pointer is recognised by its key (see join);
+// and the party that sets the dead bit owns the entry until it puts it back
+// in the pool.
+type entry[K comparable] struct {
+	state atomic.Uint64 // see the layout above
+	mu    sync.Mutex    // protects head, and the queued bit's transitions
+	head  *waiter       // oldest waiter; the list is circular (head.prev is the newest)
+	key   K             // written while the entry is dead; read by reference holders and by the owner of a dead entry
+}
+
+// token is a permit's token, pooled per semaphore, for the time a permit
+// is out. Its owner is its stripe.
+type token[K comparable] struct {
+	permit.Token               // first, so that a *permit.Token of ours is a *token (see tokenOf)
+	gen          atomic.Uint64 // the generation of Token
+	e            *entry[K]     // the entry of the permit out; written by the granter, read by the releaser
+}
+
+// tokenOf returns the token that t is the first field of. t must be a
+// token of a semaphore of key type K: its owner is a *stripe[K].
+func tokenOf[K comparable](t *permit.Token) *token[K] {
+	return (*token[K])(unsafe.Pointer(t))
+}
+
+// stripe counts grants and releases without every core updating one word,
+// and is the permit.Owner of its tokens: a token counts in its own stripe,
+// and tokens live in a sync.Pool, which keeps them near the processor that
+// released them.
+type stripe[K comparable] struct {
+	s        *KeyedSemaphore[K]
+	acquired atomic.Uint64
+	released atomic.Uint64
+	_        [cacheLine - 24]byte
+}
+
+// KeyedSemaphore is a weighted FIFO semaphore per key: callers of the same
+// key share the per-key capacity (1 by default: one at a time, in arrival
+// order), and callers of different keys never wait for each other. Entries
+// are made on first use and evicted when idle, so memory follows the keys
+// in use, not every key ever seen.
+//
+// It must be created with [New] and must not be copied after first use. All
+// methods are safe for concurrent use.
+type KeyedSemaphore[K comparable] struct {
+	// Read-mostly: configuration, the map and the closed flag.
+	m          *xsync.Map[K, *entry[K]]
+	capacity   int64
+	idle       int64 // idle timeout in nanoseconds; 0: an entry dies with its last reference
+	maxKeys    int64
+	target     int64 // an eviction pass brings the entries down to this
+	hard       bool
+	maxWaiters int
+	clock      semaphore.Clock
+	realClock  bool
+	epoch      time.Time
+	stripes    []stripe[K]
+	mask       uint32
+	closed     atomic.Bool
+	_          [cacheLine]byte
+
+	tokens     sync.Pool // *token[K]
+	entries    sync.Pool // *entry[K], dead
+	nextStripe atomic.Uint32
+	alive      atomic.Int64 // entries in the map (including dead ones not yet removed)
+	waiters    atomic.Int64
+	created    atomic.Uint64
+	evicted    atomic.Uint64
+	cancelled  atomic.Uint64
+	rejected   atomic.Uint64
+	doubleRel  atomic.Uint64
+
+	evictMu sync.Mutex     // one eviction pass at a time; protects buf
+	buf     []candidate[K] // reused by eviction passes
+}
+
+type config struct {
+	capacity   int64
+	idle       time.Duration
+	maxKeys    int
+	hard       bool
+	maxWaiters int
+	clock      semaphore.Clock
+}
+
+// Option configures a keyed semaphore made by [New].
+type Option func(*config)
+
+// WithPerKeyCapacity sets the capacity of every key (default 1: callers of
+// one key run one at a time). New panics if n is not in [1,
+// MaxPerKeyCapacity].
+func WithPerKeyCapacity(n int64) Option { return func(c *config) { c.capacity = n } }
+
+// WithIdleTimeout sets how long an idle entry (no holder, no waiter) is
+// kept (default one hour). Keeping entries makes the next use of a key
+// cheap (no allocation); they are evicted by [KeyedSemaphore.Sweep], or
+// when there are more than WithMaxKeys. d == 0 drops an entry as soon as
+// nobody uses it: the cheapest choice for keys used once (sub-agents with
+// unique ids), where keeping entries only means evicting them later. New
+// panics if d is negative.
+func WithIdleTimeout(d time.Duration) Option { return func(c *config) { c.idle = d } }
+
+// WithMaxKeys sets the cap on the number of entries (default 4096). It is
+// soft: when a new key takes the count over the cap, the oldest idle
+// entries are evicted, in a batch that brings the count an eighth under the
+// cap; entries in use are never evicted, so they may exceed it. New panics
+// if n < 1.
+func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
+
+// WithHardMaxKeys makes the cap of WithMaxKeys hard: a key without an entry
+// when the cap is reached, and no idle entry to evict, fails at once with
+// [ErrTooManyKeys]. Use it when keys come from untrusted input.
+func WithHardMaxKeys() Option { return func(c *config) { c.hard = true } }
+
+// WithMaxWaitersPerKey bounds the callers that may wait for one key; an
+// acquire that would be waiter n+1 fails at once with [ErrQueueFull].
+// n <= 0 means no bound (the default).
+func WithMaxWaitersPerKey(n int) Option { return func(c *config) { c.maxWaiters = n } }
+
+// WithClock replaces the clock that measures idle time; tests pass a fake
+// clock. Only its Now method is used. nil means the system clock.
+func WithClock(c semaphore.Clock) Option { return func(cf *config) { cf.clock = c } }
+
+// New returns a keyed semaphore with no entries. Keys are compared with ==,
+// as in a Go map: a key that is not equal to itself (a float NaN) would
+// never find its entry again.
+func New[K comparable](opts ...Option) *KeyedSemaphore[K] {
+	c := config{capacity: 1, idle: time.Hour, maxKeys: 4096}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.capacity < 1 || c.capacity > MaxPerKeyCapacity {
+		panic(fmt.Sprintf("keyedsem: per-key capacity %d out of range [1, %d]", c.capacity, MaxPerKeyCapacity))
+	}
+	if c.idle < 0 {
+		panic(fmt.Sprintf("keyedsem: negative idle timeout %v", c.idle))
+	}
+	if c.maxKeys < 1 {
+		panic(fmt.Sprintf("keyedsem: max keys %d < 1", c.maxKeys))
+	}
+	s := &KeyedSemaphore[K]{
+		m:          xsync.NewMap[K, *entry[K]](),
+		capacity:   c.capacity,
+		idle:       int64(c.idle),
+		maxKeys:    int64(c.maxKeys),
+		target:     int64(c.maxKeys - max(1, c.maxKeys/8)),
+		hard:       c.hard,
+		maxWaiters: c.maxWaiters,
+		clock:      c.clock,
+	}
+	if _, ok := c.clock.(clock.Real); ok || c.clock == nil {
+		s.clock, s.realClock = clock.Real{}, true
+	}
+	s.epoch = s.clock.Now()
+	n := uint32(1)
+	for n < 2*uint32(max(1, runtime.GOMAXPROCS(0))) {
+		n <<= 1
+	}
+	s.stripes, s.mask = make([]stripe[K], n), n-1
+	for i := range s.stripes {
+		s.stripes[i].s = s
+	}
+	s.tokens.New = func() any {
+		t := new(token[K])
+		t.Init(&s.stripes[s.nextStripe.Add(1)&s.mask], -1, &t.gen)
+		return t
+	}
+	s.entries.New = func() any {
+		e := new(entry[K])
+		e.state.Store(deadBit)
+		return e
+	}
+	return s
+}
+
+// Acquire takes one permit for key, waiting in FIFO order behind the
+// key's earlier callers. It is AcquireN(ctx, key, 1).
+//
+// Cancellation: as for [KeyedSemaphore.AcquireN].
+func (s *KeyedSemaphore[K]) Acquire(ctx context.Context, key K) (Permit, error) {
+	return s.AcquireN(ctx, key, 1)
+}
+
+// AcquireN takes n permits for key, waiting in FIFO order until the key
+// has them free. Other keys are not affected: no lock shared by keys is
+// held while a caller waits.
+//
+// On success it returns a [Permit] that the caller owns and must release
+// once. On failure it returns the zero Permit and an error, and leaves the
+// key as it was: ctx.Err() if the context ends first (or had already
+// ended: AcquireN then fails at once, even if permits are free);
+// [semaphore.ErrInvalidWeight] for n <= 0; [semaphore.ErrTooHeavy] for n
+// above the per-key capacity; [ErrClosed] after Close; [ErrQueueFull] when
+// the key's waiters are at WithMaxWaitersPerKey; [ErrTooManyKeys] when
+// WithHardMaxKeys refuses a new key.
+//
+// Cancellation: a caller whose context ends while it waits leaves the
+// key's queue at once, and the waiters behind it move up (if it was at the
+// head, the next ones are served if they fit). If the permits were granted
+// while the cancellation was in flight, AcquireN gives them back and
+// returns the context's error: the caller owns a permit if and only if the
+// error is nil.
+//
+// AcquireN panics if ctx is nil.
+func (s *KeyedSemaphore[K]) AcquireN(ctx context.Context, key K, n int64) (Permit, error) {
+	if ctx == nil {
+		panic("keyedsem: nil Context")
+	}
+	if !fastctx.NeverDone(ctx) {
+		if done := ctx.Done(); done != nil {
+			select {
+			case <-done:
+				s.cancelled.Add(1)
+				return Permit{}, ctx.Err()
+			default:
+			}
+		}
+	}
+	if n <= 0 || n > s.capacity || s.closed.Load() {
+		return Permit{}, s.refuse(n)
+	}
+	e, took, err := s.lookup(key, n, false)
+	if err != nil {
+		s.rejected.Add(1)
+		return Permit{}, err
+	}
+	if took {
+		return s.grant(e, n), nil
+	}
+	return s.wait(ctx, e, n)
+}
+
+// TryAcquire takes one permit for key if it is free now; it is
+// TryAcquireN(key, 1).
+func (s *KeyedSemaphore[K]) TryAcquire(key K) (Permit, bool) {
+	return s.TryAcquireN(key, 1)
+}
+
+// TryAcquireN takes n permits for key if they are free now and nobody is
+// waiting for the key, without blocking. It reports whether it did; on
+// false nothing changed for the key. It never overtakes a waiter. It
+// returns false for n <= 0, n above the per-key capacity, after Close, and
+// for a new key that WithHardMaxKeys refuses (after an eviction pass that
+// tried to make room, which may wait for a running Sweep).
+func (s *KeyedSemaphore[K]) TryAcquireN(key K, n int64) (Permit, bool) {
+	if n <= 0 || n > s.capacity || s.closed.Load() {
+		return Permit{}, false
+	}
+	e, took, _ := s.lookup(key, n, true)
+	if !took {
+		return Permit{}, false
+	}
+	return s.grant(e, n), true
+}
+
+// Do acquires one permit for key, runs fn with ctx, and releases the permit
+// when fn returns, also if fn panics (the panic then goes on). It returns
+// the acquire error, or fn's error.
+//
+// Cancellation: if ctx ends while Do waits, Do returns ctx.Err() without
+// calling fn. Once fn runs, the permit is held until fn returns, whatever
+// happens to ctx: work that ignores its deadline keeps its key.
+func (s *KeyedSemaphore[K]) Do(ctx context.Context, key K, fn func(context.Context) error) error {
+	p, err := s.Acquire(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer p.Release()
+	return fn(ctx)
+}
+
+// refuse counts and returns the error for an acquire refused before any
+// lookup.
+func (s *KeyedSemaphore[K]) refuse(n int64) error {
+	s.rejected.Add(1)
+	switch {
+	case n <= 0:
+		return semaphore.ErrInvalidWeight
+	case s.closed.Load():
+		return ErrClosed
+	default:
+		return semaphore.ErrTooHeavy
+	}
+}
+
+// errBusy is lookup's answer to a try whose key has no free permits.
+var errBusy = errors.New("keyedsem: busy")
+
+// next returns the state after raising a reference on an entry in state st
+// (not dead), taking n permits if they are free and nobody waits, and
+// whether it took them.
+func (s *KeyedSemaphore[K]) next(st uint64, n int64) (uint64, bool) {
+	if st&busyBit == 0 {
+		return busyBit | refOne | uint64(s.capacity-n), true
+	}
+	if st&refMask == refMask {
+		panic("keyedsem: too many references to one key")
+	}
+	if st&queuedBit == 0 && avail(st) >= n {
+		return st + refOne - uint64(n), true
+	}
+	return st + refOne, false
+}
+
+// lookup finds or makes key's entry and raises a reference on it, in one
+// atomic step, taking n permits if they are free and nobody waits. With try
+// it takes a reference only together with the permits, and otherwise
+// returns errBusy. The error is ErrTooManyKeys if the hard cap refused a
+// new entry.
+func (s *KeyedSemaphore[K]) lookup(key K, n int64, try bool) (*entry[K], bool, error) {
+	// One hash and one pass over the bucket for the two common cases: the
+	// key has a live entry (no lock taken), or it has none (the entry is
+	// made under the bucket's lock).
+	var made, full bool
+	e, loaded := s.m.LoadOrCompute(key, func() (*entry[K], bool) {
+		if !s.reserve() {
+			full = true
+			return nil, true
+		}
+		made = true
+		return s.publish(key, n), false
+	})
+	switch {
+	case made:
+		s.made()
+		return e, true, nil
+	case loaded:
+		took, res := s.join(e, key, n, try)
+		if res == joinOK {
+			return e, took, nil
+		}
+		if res == joinBusy {
+			return nil, false, errBusy
+		}
+	case full:
+		if !s.makeRoom() {
+			return nil, false, ErrTooManyKeys
+		}
+	}
+	// The entry found was dead or reused, or room was made: look again
+	// under the bucket's lock, replacing a dead entry.
+	for {
+		e, took, err, again := s.compute(key, n, try)
+		if !again {
+			return e, took, err
+		}
+	}
+}
+
+// publish makes a live entry for key, from the pool, with one reference
+// and n permits taken for the caller. It must be called under key's bucket
+// lock, with the map about to hold the entry: from the state's store on, a
+// caller holding a stale pointer to the pooled entry may join it, and that
+// is right, because it is key's entry.
+func (s *KeyedSemaphore[K]) publish(key K, n int64) *entry[K] {
+	e := s.entries.Get().(*entry[K])
+	e.key = key
+	e.state.Store(busyBit | refOne | uint64(s.capacity-n))
+	return e
+}
+
+// made counts a new entry, and evicts idle ones if it took the count over
+// the soft cap.
+func (s *KeyedSemaphore[K]) made() {
+	s.created.Add(1)
+	if !s.hard && s.alive.Load() > s.maxKeys {
+		s.evictOverCap()
+	}
+}
+
+const (
+	joinOK = iota
+	joinBusy
+	joinStale
+)
+
+// join raises a reference on e, an entry that the map held for key a
+// moment ago, taking n permits if it can. It returns joinStale if e is dead
+// or no longer key's: the caller then looks again under the map's lock.
+//
+// e may have been evicted and reused for another key since the map
+// returned it. The compare-and-swap fails on a dead entry; if it succeeds
+// on a reused one, the reference keeps the entry (and its key) from
+// changing while join compares the key, and is then dropped.
+func (s *KeyedSemaphore[K]) join(e *entry[K], key K, n int64, try bool) (bool, int) {
+	for {
+		st := e.state.Load()
+		if st&deadBit != 0 {
+			return false, joinStale
+		}
+		nst, took := s.next(st, n)
+		if try && !took {
+			return false, joinBusy
+		}
+		if !e.state.CompareAndSwap(st, nst) {
+			continue
+		}
+		if e.key == key {
+			return took, joinOK
+		}
+		var w int64
+		if took {
+			w = n
+		}
+		s.release(e, w)
+		return false, joinStale
+	}
+}
+
+// compute does lookup's work under the map's lock for key: it joins the
+// live entry, or makes one (replacing a dead one that its owner has not
+// removed yet). A new entry's permits are taken at once. again asks the
+// caller to look again, after the hard cap made room.
+func (s *KeyedSemaphore[K]) compute(key K, n int64, try bool) (e *entry[K], took bool, err error, again bool) {
+	var full, busy, made bool
+	s.m.Compute(key, func(cur *entry[K], loaded bool) (*entry[K], xsync.ComputeOp) {
+		if loaded {
+			for {
+				st := cur.state.Load()
+				if st&deadBit != 0 {
+					break // replace it below; its owner's removal will find it gone
+				}
+				nst, t := s.next(st, n)
+				if try && !t {
+					busy = true
+					return cur, xsync.CancelOp
+				}
+				if cur.state.CompareAndSwap(st, nst) {
+					e, took = cur, t
+					return cur, xsync.CancelOp
+				}
+			}
+		} else if !s.reserve() {
+			full = true
+			return nil, xsync.CancelOp
+		}
+		ne := s.publish(key, n)
+		e, took, made = ne, true, true
+		return ne, xsync.UpdateOp
+	})
+	switch {
+	case busy:
+		return nil, false, errBusy, false
+	case full:
+		if s.makeRoom() {
+			return nil, false, nil, true
+		}
+		return nil, false, ErrTooManyKeys, false
+	case made:
+		s.made()
+	}
+	return e, took, nil, false
+}
+
+// reserve counts a new entry in alive, or reports that the hard cap has no
+// room for it.
+func (s *KeyedSemaphore[K]) reserve() bool {
+	if !s.hard {
+		s.alive.Add(1)
+		return true
+	}
+	for {
+		c := s.alive.Load()
+		if c >= s.maxKeys {
+			return false
+		}
+		if s.alive.CompareAndSwap(c, c+1) {
+			return true
+		}
+	}
+}
+
+// grant returns the permit for n permits taken on e.
+func (s *KeyedSemaphore[K]) grant(e *entry[K], n int64) Permit {
+	t := s.token(e)
+	return permit.Make(&t.Token, t.gen.Load(), n)
+}
+
+// token takes a token from the pool for a grant on e, and counts the grant.
+func (s *KeyedSemaphore[K]) token(e *entry[K]) *token[K] {
+	t := s.tokens.Get().(*token[K])
+	t.e = e
+	t.Owner().(*stripe[K]).acquired.Add(1)
+	return t
+}
+
+// ReleaseToken gives back n permits held through t. It is called by
+// Permit.Release, once per grant; it is not meant to be called directly.
+func (st *stripe[K]) ReleaseToken(pt *permit.Token, n int64) {
+	t := tokenOf[K](pt)
+	e := t.e // copy before the token goes back to the pool
+	t.e = nil
+	st.released.Add(1)
+	st.s.tokens.Put(t)
+	st.s.release(e, n)
+}
+
+// CountDoubleRelease counts a Release of a permit already released. It is
+// called by Permit.Release; it is not meant to be called directly.
+func (st *stripe[K]) CountDoubleRelease(*permit.Token) { st.s.doubleRel.Add(1) }
+
+// idleState returns the state of an entry that has just lost its last
+// reference: idle since now, or dead with an idle timeout of 0.
+func (s *KeyedSemaphore[K]) idleState() uint64 {
+	if s.idle == 0 {
+		return deadBit
+	}
+	return uint64(s.now())
+}
+
+// now returns the time since the semaphore was made, in nanoseconds.
+func (s *KeyedSemaphore[K]) now() int64 {
+	var d time.Duration
+	if s.realClock {
+		d = time.Since(s.epoch) // monotonic, and half the cost of time.Now
+	} else {
+		d = s.clock.Now().Sub(s.epoch)
+	}
+	return min(max(int64(d), 0), stampMask)
+}
+
+// release drops a reference on e and gives back n permits with it (n may
+// be 0). Without waiters it is one compare-and-swap; with waiters it
+// serves them under e.mu. The last reference makes the entry idle, or
+// dead (and removed) with an idle timeout of 0.
+func (s *KeyedSemaphore[K]) release(e *entry[K], n int64) {
+	var idle uint64
+	haveIdle := false
+	for {
+		st := e.state.Load()
+		if st&queuedBit != 0 {
+			s.releaseQueued(e, n)
+			return
+		}
+		nst := st - refOne + uint64(n)
+		if nst&refMask == 0 {
+			if avail(nst) != s.capacity {
+				panic("keyedsem: internal error: last reference dropped with permits out")
+			}
+			if !haveIdle {
+				idle, haveIdle = s.idleState(), true
+			}
+			nst = idle
+		}
+		if e.state.CompareAndSwap(st, nst) {
+			if nst&deadBit != 0 {
+				s.drop(e)
+			}
+			return
+		}
+	}
+}
+
+// releaseQueued is release when waiters are queued: under e.mu, it gives
+// the permits back and serves the waiters that now fit, in order, and wakes
+// them after unlocking.
+func (s *KeyedSemaphore[K]) releaseQueued(e *entry[K], n int64) {
+	e.mu.Lock()
+	dead := s.unrefLocked(e, n)
+	var wake *waiter
+	if !dead && e.head != nil {
+		wake = s.grantLocked(e)
+	}
+	e.mu.Unlock()
+	wakeAll(wake)
+	if dead {
+		s.drop(e)
+	}
+}
+
+// unrefLocked drops a reference on e, giving back n permits, and clears
+// the queued bit if nobody waits. It must be called with e.mu held. It
+// reports whether the entry died (the caller then owns it and must drop
+// it after unlocking).
+func (s *KeyedSemaphore[K]) unrefLocked(e *entry[K], n int64) bool {
+	var idle uint64
+	haveIdle := false
+	for {
+		st := e.state.Load()
+		nst := st - refOne + uint64(n)
+		if nst&refMask == 0 {
+			// Waiters hold references, so nobody waits.
+			if !haveIdle {
+				idle, haveIdle = s.idleState(), true
+			}
+			nst = idle
+		} else if e.head == nil {
+			nst &^= queuedBit
+		}
+		if e.state.CompareAndSwap(st, nst) {
+			return nst&deadBit != 0
+		}
+	}
+}
+
+// grantLocked serves the waiters at the head of e's queue, in order, for
+// as long as their requests fit, and clears the queued bit when the queue
+// is empty. Each waiter's reference becomes its holder's. It returns the
+// served waiters, linked through wnext, for the caller to wake after
+// unlocking e.mu.
+//
+// Releases without waiters change the state by compare-and-swap without
+// e.mu; once the queued bit is set, acquirers change avail only under
+// e.mu, and a release that finds the bit set takes e.mu and comes here, so
+// no waiter misses permits given back.
+func (s *KeyedSemaphore[K]) grantLocked(e *entry[K]) *waiter {
+	var first, last *waiter
+	for w := e.head; w != nil; w = e.head {
+		st := e.state.Load()
+		if avail(st) < w.n {
+			break
+		}
+		if !e.state.CompareAndSwap(st, st-uint64(w.n)) {
+			continue
+		}
+		e.unlink(w)
+		s.waiters.Add(-1)
+		t := s.token(e)
+		w.tok, w.gen, w.served = &t.Token, t.gen.Load(), true
+		if last == nil {
+			first = w
+		} else {
+			last.wnext = w
+		}
+		last = w
+	}
+	if e.head == nil {
+		clearQueued(e)
+	}
+	return first
+}
+
+// clearQueued clears e's queued bit. It must be called with e.mu held, by
+// a holder of a reference, once the queue is empty.
+func clearQueued[K comparable](e *entry[K]) {
+	for {
+		st := e.state.Load()
+		if st&queuedBit == 0 || e.state.CompareAndSwap(st, st&^queuedBit) {
+			return
+		}
+	}
+}
+
+// wait queues the caller, who holds a reference on e but no permits, for n
+// permits of e.
+func (s *KeyedSemaphore[K]) wait(ctx context.Context, e *entry[K], n int64) (Permit, error) {
+	e.mu.Lock()
+	var err error
+	for err == nil {
+		if s.closed.Load() {
+			err = ErrClosed
+			break
+		}
+		st := e.state.Load()
+		if e.head == nil && avail(st) >= n {
+			if e.state.CompareAndSwap(st, st-uint64(n)) {
+				e.mu.Unlock()
+				return s.grant(e, n), nil
+			}
+			continue
+		}
+		if s.maxWaiters > 0 && e.count(s.maxWaiters) >= s.maxWaiters {
+			err = ErrQueueFull
+			break
+		}
+		// Set the queued bit before queueing, so that no lock-free acquire
+		// or release can slip past the queue. If the word moved, look
+		// again: the permits may have come back.
+		if st&queuedBit != 0 || e.state.CompareAndSwap(st, st|queuedBit) {
+			break
+		}
+	}
+	if err != nil {
+		dead := s.unrefLocked(e, 0)
+		e.mu.Unlock()
+		if dead {
+			s.drop(e)
+		}
+		s.rejected.Add(1)
+		return Permit{}, err
+	}
+	w := getWaiter()
+	w.n = n
+	e.push(w)
+	s.waiters.Add(1)
+	e.mu.Unlock()
+
+	if done := ctx.Done(); done == nil {
+		<-w.ready
+	} else {
+		select {
+		case <-w.ready:
+		case <-done:
+			return Permit{}, s.leave(e, w, ctx.Err())
+		}
+	}
+	return s.outcome(e, w)
+}
+
+// outcome reads what the waker decided for w, after w.ready fired, and
+// puts w back in the pool. A failed waiter drops its reference.
+func (s *KeyedSemaphore[K]) outcome(e *entry[K], w *waiter) (Permit, error) {
+	p, err := permit.Make(w.tok, w.gen, w.n), w.err
+	putWaiter(w)
+	if err != nil {
+		s.rejected.Add(1)
+		s.release(e, 0)
+		return Permit{}, err
+	}
+	return p, nil
+}
+
+// leave takes w out of e's queue after its context ended. If w was already
+// served it waits for the wake-up, gives back a grant (or takes the
+// failure), and returns the error.
+func (s *KeyedSemaphore[K]) leave(e *entry[K], w *waiter, err error) error {
+	e.mu.Lock()
+	if w.served {
+		e.mu.Unlock()
+		<-w.ready // sent just after the waker unlocked
+		if w.err != nil {
+			werr := w.err
+			putWaiter(w)
+			s.rejected.Add(1)
+			s.release(e, 0)
+			return werr
+		}
+		p := permit.Make(w.tok, w.gen, w.n)
+		putWaiter(w)
+		s.cancelled.Add(1)
+		p.Release()
+		return err
+	}
+	wasHead := e.head == w
+	e.unlink(w)
+	s.waiters.Add(-1)
+	var wake *waiter
+	if wasHead && e.head != nil {
+		wake = s.grantLocked(e)
+	}
+	dead := s.unrefLocked(e, 0)
+	e.mu.Unlock()
+	putWaiter(w)
+	wakeAll(wake)
+	if dead {
+		s.drop(e)
+	}
+	s.cancelled.Add(1)
+	return err
+}
+
+// drop removes e, which the caller has just made dead (so owns), from the
+// map if the map still holds it, and puts it back in the pool. The key is
+// read from e only now: while e was referenced, another party could have
+// killed and reused it the moment the reference was gone.
+func (s *KeyedSemaphore[K]) drop(e *entry[K]) {
+	removed := false
+	s.m.Compute(e.key, func(cur *entry[K], loaded bool) (*entry[K], xsync.ComputeOp) {
+		if loaded && cur == e {
+			removed = true
+			return nil, xsync.DeleteOp
+		}
+		return cur, xsync.CancelOp
+	})
+	if removed {
+		// Otherwise a new entry replaced e, and took over its count.
+		s.alive.Add(-1)
+	}
+	s.evicted.Add(1)
+	var zero K
+	e.key = zero
+	s.entries.Put(e)
+}
+
+// Close stops the semaphore: every waiter is woken with [ErrClosed], and
+// later acquire calls fail with ErrClosed (TryAcquire returns false).
+// Permits already held stay valid, and their releases still count and
+// still drop idle entries. Close is idempotent.
+func (s *KeyedSemaphore[K]) Close() {
+	if !s.closed.CompareAndSwap(false, true) {
+		return
+	}
+	// A caller that queues on an entry checks closed under the entry's
+	// mutex after the map gave it the entry: either it sees closed, or it
+	// queued before this pass locks that entry's mutex.
+	s.m.Range(func(_ K, e *entry[K]) bool {
+		e.mu.Lock()
+		var first, last *waiter
+		for w := e.head; w != nil; w = e.head {
+			e.unlink(w)
+			s.waiters.Add(-1)
+			w.err, w.served = ErrClosed, true
+			if last == nil {
+				first = w
+			} else {
+				last.wnext = w
+			}
+			last = w
+		}
+		if first != nil {
+			clearQueued(e) // the failed waiters still hold their references
+		}
+		e.mu.Unlock()
+		wakeAll(first)
+		return true
+	})
+}
+
+// Len returns the number of entries alive: keys in use, and idle keys not
+// evicted yet.
+func (s *KeyedSemaphore[K]) Len() int { return int(s.alive.Load()) }
+
+// PerKeyCapacity returns the capacity of every key.
+func (s *KeyedSemaphore[K]) PerKeyCapacity() int64 { return s.capacity }
+
+// Stats is a snapshot of a keyed semaphore.
+type Stats struct {
+	Keys     int   // entries alive (Len)
+	Capacity int64 // per-key capacity
+	Held     int64 // weight of the permits out, over all keys
+	Waiters  int   // callers waiting, over all keys
+	Closed   bool
+
+	Acquired       uint64 // grants, with or without waiting
+	Released       uint64 // first releases of granted permits
+	Cancelled      uint64 // acquires that ended with a context error
+	Rejected       uint64 // acquires refused: invalid weight, too heavy, closed (also waiters woken by Close), queue full, too many keys; TryAcquire's false is not counted
+	Created        uint64 // entries made
+	Evicted        uint64 // entries removed: idle ones evicted, and with idle timeout 0 those dropped at their last release
+	DoubleReleases uint64 // Release calls on permits already released
+}
+
+// Stats returns a snapshot of the semaphore. Held is summed over the
+// entries and the counters are striped, so under concurrent use the fields
+// are not read at one instant: a release in flight may be counted as
+// released and still held. Once the calls have returned, Acquired -
+// Released is the number of permits out, Created - Evicted == Keys, and
+// Held is the weight they hold. Stats takes time in proportion to the
+// number of entries.
+func (s *KeyedSemaphore[K]) Stats() Stats {
+	st := Stats{Capacity: s.capacity, Closed: s.closed.Load()}
+	s.m.RangeRelaxed(func(_ K, e *entry[K]) bool {
+		if w := e.state.Load(); w&(busyBit|deadBit) == busyBit {
+			st.Held += s.capacity - avail(w)
+		}
+		return true
+	})
+	for i := range s.stripes {
+		st.Released += s.stripes[i].released.Load()
+	}
+	for i := range s.stripes {
+		st.Acquired += s.stripes[i].acquired.Load()
+	}
+	st.Keys = s.Len()
+	st.Waiters = int(s.waiters.Load())
+	st.Cancelled = s.cancelled.Load()
+	st.Rejected = s.rejected.Load()
+	st.Evicted = s.evicted.Load()
+	st.Created = s.created.Load()
+	st.DoubleReleases = s.doubleRel.Load()
+	return st
+}
+
+// waiter is one caller in a key's queue. Waiters are pooled: ready is
+// buffered with room for one wake-up, which the waiter always consumes
+// before it goes back to the pool.
+type waiter struct {
+	n          int64
+	next, prev *waiter       // queue links, under the entry's mu
+	wnext      *waiter       // wake list link, under mu until woken
+	ready      chan struct{} // one send per service, after mu is released
+	served     bool          // under mu: granted or failed, and off the queue
+	err        error         // set with served when failed
+	tok        *permit.Token // set with served when granted
+	gen        uint64
+}
+
+var waiterPool = sync.Pool{New: func() any { return &waiter{ready: make(chan struct{}, 1)} }}
+
+func getWaiter() *waiter { return waiterPool.Get().(*waiter) }
+
+func putWaiter(w *waiter) {
+	w.n, w.served, w.err, w.tok, w.gen = 0, false, nil, nil, 0
+	waiterPool.Put(w)
+}
+
+// wakeAll wakes the waiters of a list made under a mutex. Each waiter may
+// be reused as soon as it is woken, so the next link is read first.
+func wakeAll(w *waiter) {
+	for w != nil {
+		next := w.wnext
+		w.wnext = nil
+		w.ready <- struct{}{}
+		w = next
+	}
+}
+
+// push appends w to e's queue. It must be called with e.mu held.
+func (e *entry[K]) push(w *waiter) {
+	if e.head == nil {
+		w.next, w.prev = w, w
+		e.head = w
+		return
+	}
+	tail := e.head.prev
+	w.prev, w.next = tail, e.head
+	tail.next = w
+	e.head.prev = w
+}
+
+// unlink takes w out of e's queue. It must be called with e.mu held.
+func (e *entry[K]) unlink(w *waiter) {
+	if w.next == w {
+		e.head = nil
+	} else {
+		w.prev.next = w.next
+		w.next.prev = w.prev
+		if e.head == w {
+			e.head = w.next
+		}
+	}
+	w.next, w.prev = nil, nil
+}
+
+// count returns the number of e's waiters, counting no further than limit.
+// It must be called with e.mu held.
+func (e *entry[K]) count(limit int) int {
+	if e.head == nil {
+		return 0
+	}
+	c := 1
+	for w := e.head.next; w != e.head && c < limit; w = w.next {
+		c++
+	}
+	return c
+}
