@@ -1,0 +1,433 @@
+// Command lanesim simulates a chat gateway and shows what per-key lanes
+// change: many channels and threads send messages, each handled with a
+// simulated model latency, and the same traffic runs through
+//
+//   - global-1: one lane of capacity 1 for everybody, the serialising bug
+//     (thread B waits for thread A although they share nothing), and
+//   - session+global: a keyed "session" lane (one message at a time per
+//     thread, in order) and a shared "global" lane (-global calls at once).
+//
+// It prints a table: throughput, p50/p99 latency (arrival to done), the
+// most handlers ever seen at once for one thread (must be 1), order
+// violations (a message started before the previous one of its thread had
+// finished: must be 0), keys alive in the session lane after the run,
+// evictions, and the heap. With -unsafe it adds a third run through the
+// global lane alone, which is fast but breaks both per-thread guarantees.
+//
+// The exit status is 1 if a run with a per-thread lane shows more than one
+// handler at once for a thread, or an order violation; 2 for bad flags.
+//
+//	go run ./cmd/lanesim
+//	go run ./cmd/lanesim -keys 256 -messages 16 -latency 5ms -global 32 -json
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/lanequeue"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// config is one simulation's traffic and lanes.
+type config struct {
+	Keys     int           `json:"keys"`        // chat threads
+	Channels int           `json:"channels"`    // channels the threads are spread over
+	Messages int           `json:"messages"`    // messages per thread
+	Latency  time.Duration `json:"latency_ns"`  // mean simulated model latency
+	Jitter   float64       `json:"jitter"`      // latency varies by ± this fraction
+	Gap      time.Duration `json:"gap_ns"`      // mean gap between a thread's messages (0: all queued at the start)
+	Global   int64         `json:"global"`      // capacity of the global lane of session+global
+	Duration time.Duration `json:"duration_ns"` // cap on each run
+	Idle     time.Duration `json:"idle_ns"`     // idle timeout of the session lane's keys
+	Seed     uint64        `json:"seed"`        // seed of the latencies and gaps
+	Unsafe   bool          `json:"unsafe"`      // also run the global lane alone
+	Progress time.Duration `json:"-"`           // progress line period
+}
+
+// threadKey names a chat thread: a struct key, no string building.
+type threadKey struct {
+	Channel string
+	Thread  int
+}
+
+var channelNames = []string{"telegram", "slack", "discord", "whatsapp", "signal", "matrix", "email", "sms"}
+
+func (c config) key(i int) threadKey {
+	return threadKey{Channel: channelNames[i%c.Channels], Thread: i / c.Channels}
+}
+
+// mode is one way through the queue.
+type mode struct {
+	Name   string
+	Lanes  []string
+	PerKey bool // the lanes serialise each thread: the guarantees must hold
+}
+
+var (
+	modeGlobal1 = mode{Name: "global-1 (bug)", Lanes: []string{"serial"}, PerKey: true}
+	modeSession = mode{Name: "session+global", Lanes: []string{"session", "global"}, PerKey: true}
+	modeUnsafe  = mode{Name: "global only", Lanes: []string{"global"}, PerKey: false}
+)
+
+// result is what one run measured.
+type result struct {
+	Mode            string        `json:"mode"`
+	PerKey          bool          `json:"per_key"`
+	Messages        int           `json:"messages"`
+	Handled         int           `json:"handled"`
+	Incomplete      int           `json:"incomplete"` // cut off by -duration
+	Elapsed         time.Duration `json:"elapsed_ns"`
+	Throughput      float64       `json:"throughput"` // messages per second
+	P50             time.Duration `json:"p50_ns"`
+	P99             time.Duration `json:"p99_ns"`
+	MaxPerKey       int32         `json:"max_holders_per_key"`
+	OrderViolations int64         `json:"order_violations"`
+	MaxGlobal       int64         `json:"max_in_flight"`
+	KeysAlive       int           `json:"keys_alive"` // session lane entries after the run (-1: not used)
+	Evictions       uint64        `json:"evictions"`
+	HeapBytes       uint64        `json:"heap_bytes"` // live heap after the run and a GC
+}
+
+// ok reports whether the run kept the per-thread guarantees it claims.
+func (r result) ok() bool {
+	return !r.PerKey || (r.MaxPerKey <= 1 && r.OrderViolations == 0)
+}
+
+// tracker watches the handlers of one thread: how many run at once, and
+// whether each message starts only after the previous one finished.
+type tracker struct {
+	inFlight atomic.Int32
+	max      atomic.Int32
+	lastDone atomic.Int64 // sequence number of the last message finished (0: none)
+}
+
+// start records that message seq (1, 2, ...) starts, and reports whether
+// that breaks the order (the previous message has not finished).
+func (t *tracker) start(seq int64) (violation bool) {
+	n := t.inFlight.Add(1)
+	for m := t.max.Load(); n > m && !t.max.CompareAndSwap(m, n); m = t.max.Load() {
+	}
+	return t.lastDone.Load() != seq-1
+}
+
+// finish records that message seq finished.
+func (t *tracker) finish(seq int64) {
+	for d := t.lastDone.Load(); seq > d && !t.lastDone.CompareAndSwap(d, seq); d = t.lastDone.Load() {
+	}
+	t.inFlight.Add(-1)
+}
+
+// message is one message of a thread.
+type message struct {
+	seq     int64
+	arrival time.Time
+	latency time.Duration
+}
+
+// simulate runs the traffic of cfg through the lanes of m and reports what
+// it saw. progress, if not nil, gets a progress line every cfg.Progress.
+func simulate(ctx context.Context, cfg config, m mode, progress io.Writer) result {
+	ks := keyedsem.New[threadKey](keyedsem.WithIdleTimeout(cfg.Idle))
+	q := lanequeue.New[threadKey]()
+	defer q.Close()
+	for _, err := range []error{
+		q.Add("session", lanequeue.NewSessionLane(ks)),
+		q.AddLane("global", cfg.Global),
+		q.AddLane("serial", 1),
+	} {
+		if err != nil {
+			panic(err) // fixed names and a capacity checked by run
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	defer cancel()
+
+	total := cfg.Keys * cfg.Messages
+	trackers := make([]tracker, cfg.Keys)
+	var (
+		violations atomic.Int64
+		handled    atomic.Int64
+		inFlight   atomic.Int64
+		maxFlight  atomic.Int64
+		mu         sync.Mutex
+		latencies  = make([]time.Duration, 0, total)
+		workers    sync.WaitGroup
+		readers    sync.WaitGroup
+	)
+	start := time.Now()
+	stopProgress := startProgress(progress, cfg.Progress, m.Name, total, &handled, &inFlight)
+
+	for i := range cfg.Keys {
+		key, tr := cfg.key(i), &trackers[i]
+		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(i)))
+		inbox := make(chan message, cfg.Messages)
+		readers.Add(2)
+		go func() { // the thread's users
+			defer readers.Done()
+			defer close(inbox)
+			for s := 1; s <= cfg.Messages; s++ {
+				if cfg.Gap > 0 && s > 1 && !sleep(ctx, time.Duration(rng.ExpFloat64()*float64(cfg.Gap))) {
+					return
+				}
+				j := 1 + cfg.Jitter*(2*rng.Float64()-1)
+				inbox <- message{seq: int64(s), arrival: time.Now(), latency: time.Duration(float64(cfg.Latency) * j)}
+			}
+		}()
+		go func() { // the gateway's reader for the thread
+			defer readers.Done()
+			for msg := range inbox {
+				t, err := q.AcquireAll(ctx, key, m.Lanes)
+				if err != nil {
+					continue // cut off by -duration: counted as incomplete
+				}
+				workers.Add(1)
+				go func() { // the handler owns the ticket
+					defer workers.Done()
+					defer t.Release()
+					n := inFlight.Add(1)
+					for mx := maxFlight.Load(); n > mx && !maxFlight.CompareAndSwap(mx, n); mx = maxFlight.Load() {
+					}
+					if tr.start(msg.seq) {
+						violations.Add(1)
+					}
+					done := sleep(ctx, msg.latency) // the model call
+					tr.finish(msg.seq)
+					inFlight.Add(-1)
+					if !done {
+						return
+					}
+					lat := time.Since(msg.arrival)
+					handled.Add(1)
+					mu.Lock()
+					latencies = append(latencies, lat)
+					mu.Unlock()
+				}()
+			}
+		}()
+	}
+	readers.Wait()
+	workers.Wait()
+	elapsed := time.Since(start)
+	stopProgress()
+
+	r := result{
+		Mode:            m.Name,
+		PerKey:          m.PerKey,
+		Messages:        total,
+		Handled:         int(handled.Load()),
+		Elapsed:         elapsed,
+		OrderViolations: violations.Load(),
+		MaxGlobal:       maxFlight.Load(),
+		KeysAlive:       -1,
+	}
+	r.Incomplete = total - r.Handled
+	if elapsed > 0 {
+		r.Throughput = float64(r.Handled) / elapsed.Seconds()
+	}
+	slices.Sort(latencies)
+	r.P50, r.P99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
+	for i := range trackers {
+		r.MaxPerKey = max(r.MaxPerKey, trackers[i].max.Load())
+	}
+	if slices.Contains(m.Lanes, "session") {
+		st := ks.Stats()
+		r.KeysAlive, r.Evictions = ks.Len(), st.Evicted
+	}
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	r.HeapBytes = ms.HeapAlloc
+	return r
+}
+
+// sleep waits d, or until ctx ends; it reports whether it waited d.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(p*float64(len(sorted))+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// startProgress writes a progress line to w every period, overwriting it
+// with \r, until the returned function is called (which clears the line).
+func startProgress(w io.Writer, period time.Duration, name string, total int, handled, inFlight *atomic.Int64) (stop func()) {
+	if w == nil || period <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		start := time.Now()
+		for {
+			select {
+			case <-done:
+				fmt.Fprintf(w, "\r%-78s\r", "")
+				return
+			case <-tick.C:
+				fmt.Fprintf(w, "\r%-16s %6d/%d handled, %4d in flight, %6.1fs", name, handled.Load(), total, inFlight.Load(), time.Since(start).Seconds())
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
+// report is the -json output.
+type report struct {
+	Config  config   `json:"config"`
+	Results []result `json:"results"`
+	Speedup float64  `json:"speedup"` // session+global throughput / global-1 throughput
+	OK      bool     `json:"ok"`
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lanesim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := config{Channels: 4, Jitter: 0.5, Seed: 1, Progress: 250 * time.Millisecond}
+	fs.IntVar(&cfg.Keys, "keys", 64, "chat threads (keys)")
+	fs.IntVar(&cfg.Channels, "channels", 4, fmt.Sprintf("channels the threads are spread over (1-%d)", len(channelNames)))
+	fs.IntVar(&cfg.Messages, "messages", 8, "messages per thread")
+	fs.DurationVar(&cfg.Latency, "latency", 2*time.Millisecond, "mean simulated model latency per message")
+	fs.Float64Var(&cfg.Jitter, "jitter", 0.5, "latency varies uniformly by ± this fraction (0-1)")
+	fs.DurationVar(&cfg.Gap, "gap", 0, "mean gap between a thread's messages (0: all queued at the start)")
+	fs.Int64Var(&cfg.Global, "global", 64, "capacity of the global lane in session+global")
+	fs.DurationVar(&cfg.Duration, "duration", 20*time.Second, "cap on the run time of each configuration")
+	fs.DurationVar(&cfg.Idle, "idle", 0, "idle timeout of the session lane's keys (0: drop a key as soon as nobody uses it)")
+	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the simulated latencies and gaps")
+	fs.BoolVar(&cfg.Unsafe, "unsafe", false, "also run the global lane alone (no per-thread lane): fast but unordered")
+	asJSON := fs.Bool("json", false, "print the results as JSON")
+	quiet := fs.Bool("quiet", false, "no progress line")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	switch {
+	case cfg.Keys < 1, cfg.Messages < 1, cfg.Global < 1, cfg.Duration <= 0, cfg.Latency < 0, cfg.Gap < 0, cfg.Idle < 0:
+		fmt.Fprintln(stderr, "lanesim: -keys, -messages and -global must be at least 1, -duration positive, durations not negative")
+		return 2
+	case cfg.Channels < 1 || cfg.Channels > len(channelNames):
+		fmt.Fprintf(stderr, "lanesim: -channels must be in [1, %d]\n", len(channelNames))
+		return 2
+	case cfg.Jitter < 0 || cfg.Jitter > 1:
+		fmt.Fprintln(stderr, "lanesim: -jitter must be in [0, 1]")
+		return 2
+	}
+	var progress io.Writer = stderr
+	if *quiet {
+		progress = nil
+	}
+	rep := simulateAll(context.Background(), cfg, progress)
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintln(stderr, "lanesim:", err)
+			return 1
+		}
+	} else {
+		printTable(stdout, rep)
+	}
+	if !rep.OK {
+		fmt.Fprintln(stderr, "lanesim: FAIL: a per-thread lane let a thread run twice at once or out of order")
+		return 1
+	}
+	return 0
+}
+
+// simulateAll runs every mode of cfg in turn.
+func simulateAll(ctx context.Context, cfg config, progress io.Writer) report {
+	modes := []mode{modeGlobal1, modeSession}
+	if cfg.Unsafe {
+		modes = append(modes, modeUnsafe)
+	}
+	rep := report{Config: cfg, OK: true}
+	for _, m := range modes {
+		r := simulate(ctx, cfg, m, progress)
+		rep.Results = append(rep.Results, r)
+		rep.OK = rep.OK && r.ok()
+	}
+	if a, b := rep.Results[0].Throughput, rep.Results[1].Throughput; a > 0 {
+		rep.Speedup = b / a
+	}
+	return rep
+}
+
+// short formats d with three significant digits or so.
+func short(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	case d >= 10*time.Millisecond:
+		return fmt.Sprintf("%.0fms", float64(d)/1e6)
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.1fms", float64(d)/1e6)
+	}
+	return fmt.Sprintf("%.0fµs", float64(d)/1e3)
+}
+
+func printTable(w io.Writer, rep report) {
+	c := rep.Config
+	fmt.Fprintf(w, "lanesim: %d threads on %d channels, %d messages each (%d), model latency %v ±%.0f%%, global capacity %d\n\n",
+		c.Keys, c.Channels, c.Messages, c.Keys*c.Messages, c.Latency, c.Jitter*100, c.Global)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "mode\thandled\ttime\tmsgs/s\tp50\tp99\tmax/thread\torder viol.\tin flight\tkeys alive\tevictions\theap\t")
+	for _, r := range rep.Results {
+		keys, ev := "-", "-"
+		if r.KeysAlive >= 0 {
+			keys, ev = fmt.Sprint(r.KeysAlive), fmt.Sprint(r.Evictions)
+		}
+		handled := fmt.Sprint(r.Handled)
+		if r.Incomplete > 0 {
+			handled = fmt.Sprintf("%d (cut %d)", r.Handled, r.Incomplete)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%.1f MiB\t\n",
+			r.Mode, handled, short(r.Elapsed), r.Throughput, short(r.P50), short(r.P99),
+			r.MaxPerKey, r.OrderViolations, r.MaxGlobal, keys, ev, float64(r.HeapBytes)/(1<<20))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nsession+global is %.1fx the throughput of global-1 (ideal: min(threads, global) = %d).\n",
+		rep.Speedup, min(int64(c.Keys), c.Global))
+	if rep.OK {
+		fmt.Fprintln(w, "per-thread lanes: at most 1 handler per thread at once, 0 order violations: OK")
+	}
+}

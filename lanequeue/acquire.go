@@ -1,0 +1,282 @@
+package lanequeue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sessionlane/lanes/internal/fastctx"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// AcquireOption changes how [Queue.AcquireAll], [Queue.TryAcquireAll] and
+// [Queue.Do] acquire. It is a small value, so passing options costs no
+// allocation.
+type AcquireOption struct {
+	lane string // "" for every lane
+	n    int64
+}
+
+// WithWeight takes n units on every lane named (1 by default): n permits of
+// a global lane, n of a key's budget on a keyed lane, n tokens of a rate
+// lane. Big jobs take more of a shared budget than small ones. A weight
+// below 1 makes the call fail with [ErrInvalidWeight]; a weight above a
+// lane's MaxWeight with [ErrTooHeavy].
+func WithWeight(n int64) AcquireOption { return AcquireOption{n: n} }
+
+// WithLaneWeight takes n units on the named lane, whatever [WithWeight]
+// says: for example a weight of 4 on "global" for a big job, while its
+// "session" lane, serial per key, takes 1. Naming a lane that the call does
+// not name is an error ([ErrUnknownLane]).
+func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{lane: lane, n: n} }
+
+// AcquireAll takes a permit on every lane named, for key, and returns them
+// together as a [Ticket] that the caller owns and must release once.
+//
+// Lanes are taken one at a time in the canonical order, whatever order
+// they are named in: keyed lanes, then global lanes, then rate lanes, each
+// group by name. So two callers can never wait for each other in a cycle;
+// a caller waiting for its key holds no global permit; and a rate token is
+// spent only once every other permit is held.
+//
+// On failure AcquireAll returns a nil ticket and an error, and holds
+// nothing: every permit taken so far is released, in reverse order, before
+// it returns. These errors come at once, before anything is taken:
+// [ErrNoLanes] for an empty list; [ErrUnknownLane] for a name with no lane;
+// [ErrDuplicateLane] for a lane named twice; [ErrInvalidWeight] and
+// [ErrTooHeavy] for a weight no lane could grant; [ErrClosed] on a closed
+// queue; [ErrReentrant] when ctx carries a ticket for key that holds one of
+// the lanes (see [WithTicket]); ctx.Err() when ctx has already ended (even
+// if every lane has room). While waiting, it fails with ctx.Err(), with
+// ErrClosed if the queue is closed, or with a lane's error wrapped with the
+// lane's name (for example semaphore.ErrQueueFull or keyedsem.ErrTooManyKeys).
+//
+// Cancellation: a caller whose context ends while it waits for a lane
+// leaves that lane's queue at once (the lane's own guarantee) and gives
+// back what it took on the lanes before it, newest first; a permit granted
+// while the cancellation was in flight is given back too. A rate lane whose
+// wait is cancelled gives its tokens back. The caller owns a ticket if and
+// only if the error is nil. Once granted, the ticket is held until
+// released, whatever happens to ctx.
+//
+// AcquireAll panics if ctx is nil.
+func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes []string, opts ...AcquireOption) (*Ticket[K], error) {
+	if ctx == nil {
+		panic("lanequeue: nil Context")
+	}
+	t := &Ticket[K]{q: q, key: key}
+	if err := q.resolve(t, lanes, opts); err != nil {
+		return nil, err
+	}
+	// context.Background and TODO carry no values and never end: skip both
+	// checks for them.
+	if !fastctx.NeverDone(ctx) {
+		if done := ctx.Done(); done != nil {
+			select {
+			case <-done:
+				return nil, ctx.Err()
+			default:
+			}
+		}
+		if err := checkReentry(ctx, t); err != nil {
+			return nil, err
+		}
+	}
+	hs := t.held()
+	for i := range hs {
+		h := &hs[i]
+		if h.e.kind == Rate {
+			if err := q.takeRateTail(ctx, t, i); err != nil {
+				q.rollback(t, i)
+				return nil, q.laneErr(ctx, nil, err)
+			}
+			break
+		}
+		p, err := h.e.lane.Acquire(ctx, key, h.n)
+		if err != nil {
+			q.rollback(t, i)
+			return nil, q.laneErr(ctx, h.e, err)
+		}
+		h.p = p
+	}
+	q.publish(t)
+	return t, nil
+}
+
+// TryAcquireAll takes a permit on every lane named, for key, if it can do
+// so without waiting, and reports whether it did. On false it holds
+// nothing: what it took is given back in reverse order (rate tokens too).
+//
+// Like a lane's TryAcquire, it never overtakes a caller waiting on a lane.
+// It also returns false for every input that AcquireAll refuses at once
+// (no lanes, unknown or repeated lane, bad weight, closed queue); use
+// [Queue.Check] to tell these apart.
+func (q *Queue[K]) TryAcquireAll(key K, lanes []string, opts ...AcquireOption) (*Ticket[K], bool) {
+	// Work on a ticket on the stack, so that a try that fails (a scheduler
+	// polling busy keys) allocates nothing; move it to the heap on success.
+	var st Ticket[K]
+	st.q, st.key = q, key
+	if q.resolve(&st, lanes, opts) != nil {
+		return nil, false
+	}
+	hs := st.held()
+	for i := range hs {
+		h := &hs[i]
+		if h.e.kind == Rate {
+			if !q.tryRateTail(&st, i) {
+				q.rollback(&st, i)
+				return nil, false
+			}
+			break
+		}
+		p, ok := h.e.lane.TryAcquire(key, h.n)
+		if !ok {
+			q.rollback(&st, i)
+			return nil, false
+		}
+		h.p = p
+	}
+	t := &Ticket[K]{q: q, key: key, weight: st.weight, n: st.n, more: st.more, inline: st.inline}
+	q.publish(t)
+	return t, true
+}
+
+// Do acquires the lanes named for key, as AcquireAll does, runs fn, and
+// releases the ticket when fn returns, also if fn panics (the panic then
+// goes on). fn's context is ctx carrying the ticket (see [WithTicket]), so
+// a nested Do or AcquireAll for the same key and lane fails with
+// [ErrReentrant] instead of waiting for itself. Do returns the acquire
+// error, or fn's error.
+//
+// Cancellation: if ctx ends while Do waits, Do returns ctx.Err() without
+// calling fn and holds nothing. Once fn runs, the permits are held until fn
+// returns, whatever happens to ctx.
+func (q *Queue[K]) Do(ctx context.Context, key K, lanes []string, fn func(context.Context) error, opts ...AcquireOption) error {
+	t, err := q.AcquireAll(ctx, key, lanes, opts...)
+	if err != nil {
+		return err
+	}
+	defer t.Release()
+	return fn(WithTicket(ctx, t))
+}
+
+// Check returns the error that AcquireAll would return at once for these
+// lanes and options, before taking anything (nil if none): [ErrNoLanes],
+// [ErrUnknownLane], [ErrDuplicateLane], [ErrInvalidWeight], [ErrTooHeavy]
+// or [ErrClosed]. It takes nothing.
+func (q *Queue[K]) Check(lanes []string, opts ...AcquireOption) error {
+	var t Ticket[K]
+	return q.resolve(&t, lanes, opts)
+}
+
+// checkReentry fails if ctx carries a held ticket that t would wait for.
+func checkReentry[K comparable](ctx context.Context, t *Ticket[K]) error {
+	v := ctx.Value(ticketCtxKey[K]{})
+	for v != nil {
+		c := v.(*ticketCtx[K])
+		if t.conflicts(c.t) {
+			return fmt.Errorf("%w: the context holds a ticket for this key on one of these lanes", ErrReentrant)
+		}
+		v = c.Context.Value(ticketCtxKey[K]{})
+	}
+	return nil
+}
+
+// publish stamps t and lists it for Holders.
+func (q *Queue[K]) publish(t *Ticket[K]) {
+	t.since = q.clock.read()
+	q.holders.add(t)
+}
+
+// rollback releases the permits of the first i lanes of t, newest first.
+func (q *Queue[K]) rollback(t *Ticket[K], i int) {
+	hs := t.held()
+	for j := i - 1; j >= 0; j-- {
+		hs[j].p.Release()
+		hs[j].p = semaphore.Permit{}
+	}
+}
+
+// laneErr maps the failure of a lane (e, or nil for the rate lanes) to
+// AcquireAll's error: ErrClosed when the queue is closed, context errors as
+// they are, others wrapped with the lane's name.
+func (q *Queue[K]) laneErr(ctx context.Context, e *laneEntry[K], err error) error {
+	if q.closed.Load() {
+		return ErrClosed
+	}
+	if err == ctx.Err() || errors.Is(err, ErrClosed) || errors.Is(err, errRateDeadline) {
+		return err
+	}
+	if e == nil {
+		return err
+	}
+	return fmt.Errorf("lanequeue: lane %q: %w", e.name, err)
+}
+
+// rateSplit collects the rate lanes of t.held()[from:] (the rate lanes
+// come last): this package's rate lanes into reqs, for one joint reservation,
+// and the others (from other packages) into ext.
+func rateSplit[K comparable](t *Ticket[K], from int, reqs []rateReq[K], ext []int) ([]rateReq[K], []int) {
+	hs := t.held()
+	for i := from; i < len(hs); i++ {
+		h := &hs[i]
+		if h.e.rate != nil {
+			reqs = append(reqs, rateReq[K]{l: h.e.rate, n: h.n})
+		} else {
+			ext = append(ext, i)
+		}
+	}
+	return reqs, ext
+}
+
+// takeRateTail takes the rate lanes t.held()[from:]: this package's lanes
+// together (takeRates), then the others one by one. If one of those fails,
+// the tokens reserved on this package's lanes are given back; a rate lane
+// from another package cannot give its tokens back, so a call should name
+// at most one such lane.
+func (q *Queue[K]) takeRateTail(ctx context.Context, t *Ticket[K], from int) error {
+	var reqBuf [inlineLanes]rateReq[K]
+	var extBuf [inlineLanes]int
+	reqs, ext := rateSplit(t, from, reqBuf[:0], extBuf[:0])
+	if len(reqs) > 0 {
+		if err := takeRates(ctx, reqs, q.done); err != nil {
+			return err
+		}
+	}
+	hs := t.held()
+	for _, i := range ext {
+		h := &hs[i]
+		if _, err := h.e.lane.Acquire(ctx, t.key, h.n); err != nil {
+			cancelRates(reqs, time.Now())
+			return q.laneErr(ctx, h.e, err)
+		}
+	}
+	commitRates(reqs)
+	return nil
+}
+
+// tryRateTail is takeRateTail without waiting.
+func (q *Queue[K]) tryRateTail(t *Ticket[K], from int) bool {
+	var reqBuf [inlineLanes]rateReq[K]
+	var extBuf [inlineLanes]int
+	reqs, ext := rateSplit(t, from, reqBuf[:0], extBuf[:0])
+	if len(reqs) == 1 && len(ext) == 0 {
+		// One lane: AllowN, which costs no reservation.
+		_, ok := reqs[0].l.TryAcquire(t.key, reqs[0].n)
+		return ok
+	}
+	if len(reqs) > 0 && !tryRates(reqs) {
+		return false
+	}
+	hs := t.held()
+	for _, i := range ext {
+		h := &hs[i]
+		if _, ok := h.e.lane.TryAcquire(t.key, h.n); !ok {
+			cancelRates(reqs, time.Now())
+			return false
+		}
+	}
+	commitRates(reqs)
+	return true
+}

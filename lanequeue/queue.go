@@ -1,0 +1,320 @@
+package lanequeue
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// Sentinel errors, for errors.Is. Context errors are returned as they are;
+// the errors of a lane are returned wrapped with the lane's name.
+var (
+	// ErrClosed is returned by every call on a closed queue, and to the
+	// callers that Close wakes.
+	ErrClosed = errors.New("lanequeue: closed")
+	// ErrEmptyName is returned when a lane is added with an empty name.
+	ErrEmptyName = errors.New("lanequeue: empty lane name")
+	// ErrDuplicateLane is returned when a lane is added under a name the
+	// queue already has, and by AcquireAll when a list names a lane twice.
+	ErrDuplicateLane = errors.New("lanequeue: duplicate lane")
+	// ErrUnknownLane is returned by AcquireAll for a name the queue has no
+	// lane for.
+	ErrUnknownLane = errors.New("lanequeue: unknown lane")
+	// ErrNoLanes is returned by AcquireAll for an empty list of lanes.
+	ErrNoLanes = errors.New("lanequeue: no lanes named")
+	// ErrReentrant is returned by AcquireAll when its context carries a
+	// live ticket for the same key that holds one of the lanes asked for
+	// (see [WithTicket]): the call would wait for itself.
+	ErrReentrant = errors.New("lanequeue: re-entrant acquire")
+	// ErrInvalidCapacity is returned by AddLane and AddRateLane for a
+	// capacity or burst below 1.
+	ErrInvalidCapacity = errors.New("lanequeue: capacity must be at least 1")
+
+	// ErrInvalidWeight is semaphore.ErrInvalidWeight: a weight below 1.
+	ErrInvalidWeight = semaphore.ErrInvalidWeight
+	// ErrTooHeavy is semaphore.ErrTooHeavy: a weight above a lane's
+	// MaxWeight, which could never be granted.
+	ErrTooHeavy = semaphore.ErrTooHeavy
+)
+
+// DefaultGlobalCapacity is the capacity of the "global" lane of [Default]:
+// 16 requests in flight at once across all keys, a budget most hosted model
+// APIs accept from one process. Build the queue with [New] and
+// [Queue.AddLane] to choose another.
+const DefaultGlobalCapacity = 16
+
+// Names of the lanes of [Default].
+const (
+	SessionLane = "session"
+	GlobalLane  = "global"
+)
+
+// Queue is a set of named lanes that callers acquire together, all or
+// nothing, with [Queue.AcquireAll].
+//
+// A Queue must be made with [New] (or [Default]) and must not be copied.
+// Lanes may be added at any time, also while other goroutines acquire; all
+// methods are safe for concurrent use.
+type Queue[K comparable] struct {
+	mu sync.Mutex // serialises Add and Close
+
+	// table is the current set of lanes, immutable once published (its
+	// cache of resolved lists aside): Add copies it and swaps the pointer
+	// under mu, so AcquireAll resolves names with one atomic load and a
+	// cache or map read, without a lock.
+	table atomic.Pointer[laneTable[K]]
+
+	closed atomic.Bool   // set by Close, before done is closed
+	done   chan struct{} // closed by Close; ends the waits of rate lanes
+
+	clock   coarseClock // the tickets' since
+	holders holderSet[K]
+}
+
+// laneTable is one published set of lanes.
+type laneTable[K comparable] struct {
+	byName  map[string]laneRef[K]
+	ordered []*laneEntry[K] // canonical order: by kind, then name
+	sets    setCache[K]     // lists of names already resolved against this table
+}
+
+// laneRef is a lane and its position in the canonical order of its table.
+// Positions of the same lanes differ between tables, but their order never
+// does: it is a total order on (kind, name).
+type laneRef[K comparable] struct {
+	e    *laneEntry[K]
+	rank int
+}
+
+// laneEntry is one registered lane. Immutable.
+type laneEntry[K comparable] struct {
+	name string
+	kind Kind
+	lane Lane[K]
+	rate *rateLane[K] // the lane, when it is this package's rate lane
+	// fixedMax is the lane's MaxWeight when it can never change (a lane
+	// this package built), or -1: ask the lane each time.
+	fixedMax int64
+}
+
+// fixedMaxOf returns what laneEntry.fixedMax should be for l.
+func fixedMaxOf[K comparable](l Lane[K]) int64 {
+	switch l := l.(type) {
+	case *globalLane[K]:
+		return l.capacity // -1 for a semaphore from outside
+	case *sessionLane[K]:
+		return l.s.PerKeyCapacity() // set by keyedsem.New, never changed
+	case *rateLane[K]:
+		return l.burst // -1 for a limiter from outside
+	}
+	return -1
+}
+
+// New returns a queue with no lanes.
+func New[K comparable]() *Queue[K] {
+	q := &Queue[K]{done: make(chan struct{})}
+	q.clock.epoch = time.Now()
+	q.table.Store(&laneTable[K]{byName: map[string]laneRef[K]{}})
+	return q
+}
+
+// Default returns a queue with the usual gateway pair: [SessionLane]
+// ("session"), a keyed lane with one caller at a time per key and the
+// given keyedsem options, and [GlobalLane] ("global"), a global lane of
+// [DefaultGlobalCapacity].
+func Default[K comparable](sessionOpts ...keyedsem.Option) *Queue[K] {
+	q := New[K]()
+	if err := q.AddSessionLane(SessionLane, sessionOpts...); err != nil {
+		panic(err) // unreachable: fresh queue, valid names
+	}
+	if err := q.AddLane(GlobalLane, DefaultGlobalCapacity); err != nil {
+		panic(err)
+	}
+	return q
+}
+
+// Add registers l under name. Any [Lane] implementation can be added: a
+// lane of this package made with [NewGlobalLane], [NewSessionLane] or
+// [NewRateLane], or one from another package (a Redis lane). The queue
+// owns l from then on: [Queue.Close] closes it.
+//
+// Add returns [ErrEmptyName], [ErrDuplicateLane], or [ErrClosed], and then
+// registers nothing. It panics if l is nil or its Kind is not one of
+// [Keyed], [Global], [Rate].
+func (q *Queue[K]) Add(name string, l Lane[K]) error {
+	if l == nil {
+		panic("lanequeue: nil Lane")
+	}
+	k := l.Kind()
+	if k != Keyed && k != Global && k != Rate {
+		panic(fmt.Sprintf("lanequeue: lane %q has unknown kind %d", name, int(k)))
+	}
+	e := &laneEntry[K]{name: name, kind: k, lane: l}
+	if r, ok := l.(*rateLane[K]); ok {
+		e.rate = r
+	}
+	return q.add(e)
+}
+
+// AddLane adds a [Global] lane of the given capacity: a
+// [semaphore.Weighted] made with opts, shared by every key, FIFO.
+// A weight of n takes n of its capacity.
+//
+// AddLane returns [ErrInvalidCapacity] for a capacity below 1 (or above
+// semaphore.MaxCapacity), and the errors of [Queue.Add].
+func (q *Queue[K]) AddLane(name string, capacity int64, opts ...semaphore.Option) error {
+	if capacity < 1 || capacity > semaphore.MaxCapacity {
+		return fmt.Errorf("lanequeue: lane %q: capacity %d: %w", name, capacity, ErrInvalidCapacity)
+	}
+	if err := q.checkName(name); err != nil {
+		return err
+	}
+	l := &globalLane[K]{s: semaphore.New(capacity, opts...), capacity: capacity}
+	return q.add(&laneEntry[K]{name: name, kind: Global, lane: l})
+}
+
+// AddSessionLane adds a [Keyed] lane: a [keyedsem.KeyedSemaphore] made
+// with opts, one budget per key (by default one caller at a time per key,
+// served in arrival order; see [keyedsem.WithPerKeyCapacity]).
+//
+// AddSessionLane returns the errors of [Queue.Add].
+func (q *Queue[K]) AddSessionLane(name string, opts ...keyedsem.Option) error {
+	if err := q.checkName(name); err != nil {
+		return err
+	}
+	l := &sessionLane[K]{s: keyedsem.New[K](opts...)}
+	if err := q.add(&laneEntry[K]{name: name, kind: Keyed, lane: l}); err != nil {
+		l.Close()
+		return err
+	}
+	return nil
+}
+
+// AddRateLane adds a [Rate] lane: a [rate.Limiter] of limit tokens per
+// second and the given burst. A weight of n spends n tokens; nothing is
+// given back on release. See [NewRateLane] for how it waits.
+//
+// Concurrency and rate are different budgets: a model API may allow 10
+// requests in flight (a global lane) and 50 requests a minute (a rate
+// lane); name both in AcquireAll.
+//
+// AddRateLane returns [ErrInvalidCapacity] for a burst below 1, and the
+// errors of [Queue.Add].
+func (q *Queue[K]) AddRateLane(name string, limit rate.Limit, burst int) error {
+	if burst < 1 {
+		return fmt.Errorf("lanequeue: lane %q: burst %d: %w", name, burst, ErrInvalidCapacity)
+	}
+	if err := q.checkName(name); err != nil {
+		return err
+	}
+	l := newRateLane[K](rate.NewLimiter(limit, burst), int64(burst))
+	return q.add(&laneEntry[K]{name: name, kind: Rate, lane: l, rate: l})
+}
+
+// checkName tells at once about a name that add would refuse, so that the
+// Add methods do not build a lane for nothing. add checks again under mu.
+func (q *Queue[K]) checkName(name string) error {
+	if name == "" {
+		return ErrEmptyName
+	}
+	if q.closed.Load() {
+		return ErrClosed
+	}
+	if _, ok := q.table.Load().byName[name]; ok {
+		return fmt.Errorf("%w: %q", ErrDuplicateLane, name)
+	}
+	return nil
+}
+
+// add publishes a new table with e in it.
+func (q *Queue[K]) add(e *laneEntry[K]) error {
+	if e.name == "" {
+		return ErrEmptyName
+	}
+	e.fixedMax = fixedMaxOf(e.lane)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed.Load() {
+		return ErrClosed
+	}
+	old := q.table.Load()
+	if _, ok := old.byName[e.name]; ok {
+		return fmt.Errorf("%w: %q", ErrDuplicateLane, e.name)
+	}
+	ordered := append(slices.Clip(old.ordered), e)
+	slices.SortFunc(ordered, func(a, b *laneEntry[K]) int {
+		if c := cmp.Compare(a.kind, b.kind); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.name, b.name)
+	})
+	t := &laneTable[K]{byName: make(map[string]laneRef[K], len(ordered)), ordered: ordered}
+	for i, x := range ordered {
+		t.byName[x.name] = laneRef[K]{e: x, rank: i}
+	}
+	q.table.Store(t)
+	return nil
+}
+
+// Lane returns the lane registered under name.
+func (q *Queue[K]) Lane(name string) (Lane[K], bool) {
+	r, ok := q.table.Load().byName[name]
+	if !ok {
+		return nil, false
+	}
+	return r.e.lane, true
+}
+
+// Names returns the names of the lanes in canonical order: keyed lanes,
+// then global, then rate, each group by name.
+func (q *Queue[K]) Names() []string {
+	t := q.table.Load()
+	out := make([]string, len(t.ordered))
+	for i, e := range t.ordered {
+		out[i] = e.name
+	}
+	return out
+}
+
+// Stats returns a snapshot of every lane, in canonical order, with Name
+// and Kind filled in. Each lane's snapshot is taken on its own: under
+// concurrent use, the lanes' figures are not from one instant.
+func (q *Queue[K]) Stats() []LaneStats {
+	t := q.table.Load()
+	out := make([]LaneStats, len(t.ordered))
+	for i, e := range t.ordered {
+		st := e.lane.Stats()
+		st.Name, st.Kind = e.name, e.kind
+		out[i] = st
+	}
+	return out
+}
+
+// Close closes the queue and every lane in it: waiters are woken with an
+// error (AcquireAll then returns [ErrClosed]) and later calls fail with
+// ErrClosed (TryAcquireAll returns false). Tickets already out stay valid
+// and must still be released. Close is idempotent.
+func (q *Queue[K]) Close() {
+	q.mu.Lock()
+	if q.closed.Load() {
+		q.mu.Unlock()
+		return
+	}
+	q.closed.Store(true)
+	close(q.done)
+	q.clock.stop()
+	t := q.table.Load()
+	q.mu.Unlock()
+	for _, e := range t.ordered {
+		e.lane.Close()
+	}
+}

@@ -1,0 +1,693 @@
+package lanequeue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/time/rate"
+
+	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// testQueue builds a queue with a session lane, a global lane of the given
+// capacity, and a rate lane "rate" of burst 1 that does not refill during a
+// test.
+func testQueue(t *testing.T, global int64) *lanequeue.Queue[string] {
+	t.Helper()
+	q := lanequeue.New[string]()
+	must(t, q.AddSessionLane("session"))
+	must(t, q.AddLane("global", global))
+	must(t, q.AddRateLane("rate", rate.Limit(1e-9), 1))
+	t.Cleanup(q.Close)
+	return q
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func laneStats(t *testing.T, q *lanequeue.Queue[string], name string) lanequeue.LaneStats {
+	t.Helper()
+	for _, st := range q.Stats() {
+		if st.Name == name {
+			return st
+		}
+	}
+	t.Fatalf("no lane %q", name)
+	return lanequeue.LaneStats{}
+}
+
+// assertNothingHeld checks that no lane of q holds anything and Holders
+// lists nothing.
+func assertNothingHeld(t *testing.T, q *lanequeue.Queue[string]) {
+	t.Helper()
+	for _, st := range q.Stats() {
+		if st.Held != 0 || st.Waiters != 0 {
+			t.Errorf("lane %q: held %d, waiters %d; want nothing", st.Name, st.Held, st.Waiters)
+		}
+	}
+	if hs := q.Holders(); len(hs) != 0 {
+		t.Errorf("Holders() = %v; want none", hs)
+	}
+}
+
+// acquireAsync runs AcquireAll in a goroutine; the result arrives on the
+// channel.
+func acquireAsync(ctx context.Context, q *lanequeue.Queue[string], key string, lanes []string, opts ...lanequeue.AcquireOption) <-chan acquireResult {
+	ch := make(chan acquireResult, 1)
+	go func() {
+		tk, err := q.AcquireAll(ctx, key, lanes, opts...)
+		ch <- acquireResult{tk, err}
+	}()
+	return ch
+}
+
+func receive(t *testing.T, ch <-chan acquireResult) acquireResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(failsafe):
+		t.Fatalf("AcquireAll did not return (failsafe %v)", failsafe)
+		return acquireResult{}
+	}
+}
+
+// TestDeadlockFreeOppositeOrders has two callers name the same lanes in
+// opposite orders, thousands of times each. Taken in the order named, two
+// global lanes of capacity 1 (or a session lane and a global lane of
+// capacity 1, same key) deadlock quickly; the canonical order makes every
+// call finish. The context deadline is only a failsafe: reaching it fails
+// the test.
+func TestDeadlockFreeOppositeOrders(t *testing.T) {
+	const rounds = 3000
+	for _, c := range []struct {
+		name   string
+		a, b   []string
+		keyOf  func(g int) string
+		global int64
+	}{
+		{"two global lanes", []string{"global", "other"}, []string{"other", "global"}, func(g int) string { return fmt.Sprint("key", g) }, 1},
+		{"session and global, same key", []string{"session", "global"}, []string{"global", "session"}, func(int) string { return "same" }, 1},
+		{"three lanes", []string{"session", "global", "other"}, []string{"other", "global", "session"}, func(int) string { return "same" }, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			q := testQueue(t, c.global)
+			must(t, q.AddLane("other", 1))
+			ctx, cancel := context.WithTimeout(context.Background(), failsafe)
+			defer cancel()
+			var inGlobal atomic.Int32
+			var wg sync.WaitGroup
+			errs := make(chan error, 2)
+			for g, lanes := range [][]string{c.a, c.b} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range rounds {
+						tk, err := q.AcquireAll(ctx, c.keyOf(g), lanes)
+						if err != nil {
+							errs <- fmt.Errorf("caller %d: %w (deadlock?)", g, err)
+							return
+						}
+						if n := inGlobal.Add(1); n > 1 {
+							errs <- fmt.Errorf("%d holders of a capacity-1 lane", n)
+						}
+						inGlobal.Add(-1)
+						tk.Release()
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			assertNothingHeld(t, q)
+		})
+	}
+}
+
+// TestWaitingOnKeyHoldsNoGlobalPermit checks the first canonical-order
+// claim: a caller blocked on its key holds no global permit, even when it
+// names the global lane first.
+func TestWaitingOnKeyHoldsNoGlobalPermit(t *testing.T) {
+	q := testQueue(t, 4)
+	first, err := q.AcquireAll(context.Background(), "thread-1", []string{"session", "global"})
+	must(t, err)
+	ch := acquireAsync(context.Background(), q, "thread-1", []string{"global", "session"})
+	waitFor(t, "second caller to wait on the session lane", func() bool { return laneStats(t, q, "session").Waiters == 1 })
+	if held := laneStats(t, q, "global").Held; held != 1 {
+		t.Fatalf("global lane holds %d while the second caller waits for its key; want 1 (the first caller's only)", held)
+	}
+	// Another thread is not held up by thread-1's queue.
+	other, ok := q.TryAcquireAll("thread-2", []string{"session", "global"})
+	if !ok {
+		t.Fatal("thread-2 could not acquire while thread-1 waits")
+	}
+	other.Release()
+	first.Release()
+	r := receive(t, ch)
+	must(t, r.err)
+	if held := laneStats(t, q, "global").Held; held != 1 {
+		t.Fatalf("global lane holds %d with one ticket out; want 1", held)
+	}
+	r.t.Release()
+	assertNothingHeld(t, q)
+}
+
+// TestFailedAcquireAllSpendsNoRateToken checks the second canonical-order
+// claim: a rate token is spent only when every permit is held. The rate
+// lane has burst 1 and does not refill, so a spent token would show.
+func TestFailedAcquireAllSpendsNoRateToken(t *testing.T) {
+	tokenLeft := func(t *testing.T, q *lanequeue.Queue[string], lane string) {
+		t.Helper()
+		tk, ok := q.TryAcquireAll("probe", []string{lane})
+		if !ok {
+			t.Fatalf("rate lane %q: token spent by a failed AcquireAll", lane)
+		}
+		tk.Release()
+		if _, ok := q.TryAcquireAll("probe", []string{lane}); ok {
+			t.Fatalf("rate lane %q granted a second token with burst 1", lane)
+		}
+	}
+	t.Run("TryAcquireAll with the global lane full", func(t *testing.T) {
+		q := testQueue(t, 1)
+		holder, err := q.AcquireAll(context.Background(), "a", []string{"global"})
+		must(t, err)
+		if _, ok := q.TryAcquireAll("b", []string{"rate", "global"}); ok {
+			t.Fatal("TryAcquireAll succeeded with the global lane full")
+		}
+		holder.Release()
+		tokenLeft(t, q, "rate")
+	})
+	t.Run("context cancelled while waiting on the global lane", func(t *testing.T) {
+		q := testQueue(t, 1)
+		holder, err := q.AcquireAll(context.Background(), "a", []string{"global"})
+		must(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		ch := acquireAsync(ctx, q, "b", []string{"rate", "session", "global"})
+		waitFor(t, "caller to wait on the global lane", func() bool { return laneStats(t, q, "global").Waiters == 1 })
+		cancel()
+		if r := receive(t, ch); !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("AcquireAll = %v; want context.Canceled", r.err)
+		}
+		holder.Release()
+		assertNothingHeld(t, q)
+		tokenLeft(t, q, "rate")
+	})
+	t.Run("context cancelled while waiting on another rate lane", func(t *testing.T) {
+		q := testQueue(t, 1)
+		must(t, q.AddRateLane("rate2", rate.Limit(1e-9), 1))
+		spent, ok := q.TryAcquireAll("a", []string{"rate2"})
+		if !ok {
+			t.Fatal("fresh rate lane refused a token")
+		}
+		spent.Release()
+		ctx, cancel := context.WithCancel(context.Background())
+		ch := acquireAsync(ctx, q, "b", []string{"rate", "rate2", "global"})
+		waitFor(t, "caller to wait on rate2", func() bool { return laneStats(t, q, "rate2").Waiters == 1 })
+		cancel()
+		if r := receive(t, ch); !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("AcquireAll = %v; want context.Canceled", r.err)
+		}
+		assertNothingHeld(t, q)
+		tokenLeft(t, q, "rate")
+	})
+	t.Run("deadline before the next token", func(t *testing.T) {
+		q := testQueue(t, 1)
+		spent, ok := q.TryAcquireAll("a", []string{"rate"})
+		if !ok {
+			t.Fatal("fresh rate lane refused a token")
+		}
+		spent.Release()
+		ctx, cancel := context.WithTimeout(context.Background(), failsafe)
+		defer cancel()
+		r := receive(t, acquireAsync(ctx, q, "b", []string{"session", "global", "rate"}))
+		if !errors.Is(r.err, context.DeadlineExceeded) || ctx.Err() != nil {
+			t.Fatalf("AcquireAll = %v (ctx %v); want an immediate error wrapping DeadlineExceeded", r.err, ctx.Err())
+		}
+		assertNothingHeld(t, q)
+	})
+}
+
+// TestBadInputFailsAtOnce checks that input AcquireAll can judge in
+// advance fails with the documented error at once, takes nothing, and does
+// not wait, although the global lane is full (a valid call would block).
+func TestBadInputFailsAtOnce(t *testing.T) {
+	q := testQueue(t, 2)
+	full, err := q.AcquireAll(context.Background(), "holder", []string{"global"}, lanequeue.WithWeight(2))
+	must(t, err)
+	for _, c := range []struct {
+		name  string
+		lanes []string
+		opts  []lanequeue.AcquireOption
+		want  error
+	}{
+		{"unknown lane", []string{"session", "global", "nope"}, nil, lanequeue.ErrUnknownLane},
+		{"nil list", nil, nil, lanequeue.ErrNoLanes},
+		{"empty list", []string{}, nil, lanequeue.ErrNoLanes},
+		{"lane named twice", []string{"global", "session", "global"}, nil, lanequeue.ErrDuplicateLane},
+		{"weight above capacity", []string{"session", "global"}, []lanequeue.AcquireOption{lanequeue.WithWeight(3)}, lanequeue.ErrTooHeavy},
+		{"weight above per-key capacity", []string{"session"}, []lanequeue.AcquireOption{lanequeue.WithWeight(2)}, lanequeue.ErrTooHeavy},
+		{"weight above burst", []string{"rate"}, []lanequeue.AcquireOption{lanequeue.WithWeight(2)}, lanequeue.ErrTooHeavy},
+		{"lane weight above capacity", []string{"session", "global"}, []lanequeue.AcquireOption{lanequeue.WithLaneWeight("global", 3)}, lanequeue.ErrTooHeavy},
+		{"zero weight", []string{"session", "global"}, []lanequeue.AcquireOption{lanequeue.WithWeight(0)}, lanequeue.ErrInvalidWeight},
+		{"weight for a lane not named", []string{"session"}, []lanequeue.AcquireOption{lanequeue.WithLaneWeight("global", 1)}, lanequeue.ErrUnknownLane},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := receive(t, acquireAsync(context.Background(), q, "k", c.lanes, c.opts...))
+			if !errors.Is(r.err, c.want) || r.t != nil {
+				t.Fatalf("AcquireAll = %v, %v; want %v", r.t, r.err, c.want)
+			}
+			if err := q.Check(c.lanes, c.opts...); !errors.Is(err, c.want) {
+				t.Fatalf("Check = %v; want %v", err, c.want)
+			}
+			if _, ok := q.TryAcquireAll("k", c.lanes, c.opts...); ok {
+				t.Fatal("TryAcquireAll succeeded")
+			}
+			if st := laneStats(t, q, "session"); st.Held != 0 || st.Waiters != 0 {
+				t.Fatalf("session lane %+v; want nothing held or waiting", st)
+			}
+			if st := laneStats(t, q, "global"); st.Held != 2 || st.Waiters != 0 {
+				t.Fatalf("global lane %+v; want only the holder's 2", st)
+			}
+		})
+	}
+	full.Release()
+	t.Run("closed queue", func(t *testing.T) {
+		q.Close()
+		r := receive(t, acquireAsync(context.Background(), q, "k", []string{"session", "global"}))
+		if !errors.Is(r.err, lanequeue.ErrClosed) {
+			t.Fatalf("AcquireAll on a closed queue = %v; want ErrClosed", r.err)
+		}
+		if _, ok := q.TryAcquireAll("k", []string{"session"}); ok {
+			t.Fatal("TryAcquireAll succeeded on a closed queue")
+		}
+		if err := q.AddLane("late", 1); !errors.Is(err, lanequeue.ErrClosed) {
+			t.Fatalf("AddLane on a closed queue = %v; want ErrClosed", err)
+		}
+		assertNothingHeld(t, q)
+	})
+}
+
+// TestAcquireWithDoneContextFailsFast: a context that has already ended
+// fails with its error even though every lane has room.
+func TestAcquireWithDoneContextFailsFast(t *testing.T) {
+	q := testQueue(t, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := q.AcquireAll(ctx, "k", []string{"session", "global", "rate"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("AcquireAll = %v; want context.Canceled", err)
+	}
+	assertNothingHeld(t, q)
+	if _, ok := q.TryAcquireAll("k", []string{"rate"}); !ok {
+		t.Fatal("rate token spent by a call with a done context")
+	}
+}
+
+// TestCloseWakesWaiters: Close wakes a caller waiting part-way through
+// with ErrClosed; it gives back what it took; tickets out stay valid.
+func TestCloseWakesWaiters(t *testing.T) {
+	q := testQueue(t, 1)
+	holder, err := q.AcquireAll(context.Background(), "a", []string{"global"})
+	must(t, err)
+	ch := acquireAsync(context.Background(), q, "b", []string{"session", "global"})
+	waitFor(t, "caller to wait on the global lane", func() bool { return laneStats(t, q, "global").Waiters == 1 })
+	q.Close()
+	if r := receive(t, ch); !errors.Is(r.err, lanequeue.ErrClosed) {
+		t.Fatalf("waiting AcquireAll after Close = %v; want ErrClosed", r.err)
+	}
+	if st := laneStats(t, q, "session"); st.Held != 0 {
+		t.Fatalf("session lane holds %d after the woken caller returned", st.Held)
+	}
+	if !holder.Release() {
+		t.Fatal("Release of a ticket out at Close returned false")
+	}
+	assertNothingHeld(t, q)
+}
+
+// TestReentrantAcquireFails: inside Do, acquiring again for the same key
+// and a lane the ticket holds fails at once with ErrReentrant instead of
+// waiting for itself; other keys and other lanes are fine.
+func TestReentrantAcquireFails(t *testing.T) {
+	q := testQueue(t, 4)
+	must(t, q.AddLane("tools", 2))
+	err := q.Do(context.Background(), "thread-1", []string{"session", "global"}, func(ctx context.Context) error {
+		if _, err := q.AcquireAll(ctx, "thread-1", []string{"session"}); !errors.Is(err, lanequeue.ErrReentrant) {
+			return fmt.Errorf("same key, same lane: %v; want ErrReentrant", err)
+		}
+		// Nested Do, in a derived context.
+		sub, cancel := context.WithCancel(ctx)
+		defer cancel()
+		if err := q.Do(sub, "thread-1", []string{"global", "tools"}, func(context.Context) error { return nil }); !errors.Is(err, lanequeue.ErrReentrant) {
+			return fmt.Errorf("nested Do on the global lane: %v; want ErrReentrant", err)
+		}
+		// Another key may take the same lanes; the same key other lanes.
+		if err := q.Do(ctx, "thread-2", []string{"session", "global"}, func(context.Context) error { return nil }); err != nil {
+			return fmt.Errorf("other key: %v", err)
+		}
+		return q.Do(ctx, "thread-1", []string{"tools", "rate"}, func(ctx context.Context) error {
+			// Two tickets in the chain: both are checked.
+			if _, err := q.AcquireAll(ctx, "thread-1", []string{"tools"}); !errors.Is(err, lanequeue.ErrReentrant) {
+				return fmt.Errorf("inner ticket's lane: %v; want ErrReentrant", err)
+			}
+			if _, err := q.AcquireAll(ctx, "thread-1", []string{"session"}); !errors.Is(err, lanequeue.ErrReentrant) {
+				return fmt.Errorf("outer ticket's lane: %v; want ErrReentrant", err)
+			}
+			return nil
+		})
+	})
+	must(t, err)
+	assertNothingHeld(t, q)
+
+	t.Run("released ticket in the context", func(t *testing.T) {
+		tk, err := q.AcquireAll(context.Background(), "k", []string{"session"})
+		must(t, err)
+		ctx := lanequeue.WithTicket(context.Background(), tk)
+		if got, ok := lanequeue.TicketFrom[string](ctx); !ok || got != tk {
+			t.Fatal("TicketFrom does not return the ticket")
+		}
+		tk.Release()
+		again, err := q.AcquireAll(ctx, "k", []string{"session"})
+		if err != nil {
+			t.Fatalf("AcquireAll with a released ticket in the context = %v", err)
+		}
+		again.Release()
+	})
+}
+
+// TestTicketReleaseOnce: the first Release returns true and frees every
+// permit; later ones, from any goroutine, return false and free nothing
+// (the lanes count no double release).
+func TestTicketReleaseOnce(t *testing.T) {
+	sem := semaphore.New(3)
+	q := lanequeue.New[string]()
+	defer q.Close()
+	must(t, q.Add("global", lanequeue.NewGlobalLane[string](sem)))
+	must(t, q.AddSessionLane("session"))
+	for range 100 {
+		tk, err := q.AcquireAll(context.Background(), "k", []string{"session", "global"})
+		must(t, err)
+		var wins atomic.Int32
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if tk.Release() {
+					wins.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		if wins.Load() != 1 {
+			t.Fatalf("%d concurrent Releases returned true; want exactly 1", wins.Load())
+		}
+		if tk.Release() {
+			t.Fatal("Release after release returned true")
+		}
+		if !tk.Released() {
+			t.Fatal("Released() false after Release")
+		}
+	}
+	st := sem.Stats()
+	if st.Held != 0 || st.DoubleReleases != 0 || st.Acquired != 100 || st.Released != 100 {
+		t.Fatalf("semaphore %+v; want 100 acquired and released once each", st)
+	}
+	assertNothingHeld(t, q)
+}
+
+// TestTicketHandedToWorker: a ticket acquired by one goroutine is released
+// by another, and keeps the per-key exclusion in the meantime.
+func TestTicketHandedToWorker(t *testing.T) {
+	q := testQueue(t, 8)
+	tickets := make(chan *lanequeue.Ticket[string])
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the worker
+		defer wg.Done()
+		for tk := range tickets {
+			if _, ok := q.TryAcquireAll(tk.Key(), []string{"session"}); ok {
+				t.Error("key free while its ticket is with the worker")
+			}
+			tk.Release()
+		}
+	}()
+	for i := range 50 {
+		tk, err := q.AcquireAll(context.Background(), fmt.Sprint("thread-", i%3), []string{"session", "global"})
+		must(t, err)
+		tickets <- tk
+	}
+	close(tickets)
+	wg.Wait()
+	assertNothingHeld(t, q)
+}
+
+// TestDoReleasesOnPanic: Do gives the lanes back when fn panics, and the
+// panic goes on.
+func TestDoReleasesOnPanic(t *testing.T) {
+	q := testQueue(t, 1)
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Fatalf("recovered %v; want the panic of fn", r)
+			}
+		}()
+		_ = q.Do(context.Background(), "k", []string{"session", "global"}, func(context.Context) error { panic("boom") })
+	}()
+	assertNothingHeld(t, q)
+	want := errors.New("work failed")
+	if err := q.Do(context.Background(), "k", []string{"session", "global"}, func(context.Context) error { return want }); err != want {
+		t.Fatalf("Do = %v; want fn's error", err)
+	}
+	assertNothingHeld(t, q)
+}
+
+// TestPerKeyExclusionStress runs many goroutines over a few keys through
+// session + global and checks, inside every critical section, that its key
+// has one holder and the global lane at most its capacity.
+func TestPerKeyExclusionStress(t *testing.T) {
+	const keys, goroutines, rounds, global = 4, 16, 200, 3
+	q := testQueue(t, global)
+	var perKey [keys]atomic.Int32
+	var inGlobal atomic.Int32
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k := g % keys
+			for range rounds {
+				err := q.Do(context.Background(), fmt.Sprint("key-", k), []string{"global", "session"}, func(context.Context) error {
+					if n := perKey[k].Add(1); n != 1 {
+						return fmt.Errorf("key %d has %d holders", k, n)
+					}
+					if n := inGlobal.Add(1); n > global {
+						return fmt.Errorf("global lane has %d holders, capacity %d", n, global)
+					}
+					inGlobal.Add(-1)
+					perKey[k].Add(-1)
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	assertNothingHeld(t, q)
+}
+
+// TestHolders lists what is held, with lane, key, per-lane weight and
+// time, oldest first; released tickets drop out; rate lanes are not listed.
+func TestHolders(t *testing.T) {
+	q := testQueue(t, 8)
+	first, err := q.AcquireAll(context.Background(), "thread-1", []string{"global", "session"}, lanequeue.WithLaneWeight("global", 3))
+	must(t, err)
+	second, err := q.AcquireAll(context.Background(), "thread-2", []string{"session", "global", "rate"}, lanequeue.WithLaneWeight("session", 1), lanequeue.WithWeight(1))
+	must(t, err)
+	hs := q.Holders()
+	type row struct {
+		lane, key string
+		weight    int64
+	}
+	var got []row
+	for _, h := range hs {
+		got = append(got, row{h.Lane, h.Key, h.Weight})
+		if h.Since.IsZero() {
+			t.Errorf("holder %+v has no time", h)
+		}
+	}
+	for i := 1; i < len(hs); i++ {
+		if hs[i].Since.Before(hs[i-1].Since) {
+			t.Errorf("Holders not oldest first: %v", hs)
+		}
+	}
+	slices.SortFunc(got, func(a, b row) int {
+		if a.key != b.key {
+			return map[bool]int{true: -1, false: 1}[a.key < b.key]
+		}
+		return map[bool]int{true: -1, false: 1}[a.lane > b.lane]
+	})
+	want := []row{{"session", "thread-1", 1}, {"global", "thread-1", 3}, {"session", "thread-2", 1}, {"global", "thread-2", 1}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Holders() = %v; want %v", got, want)
+	}
+	if w, ok := first.LaneWeight("global"); !ok || w != 3 {
+		t.Fatalf("LaneWeight(global) = %d, %v; want 3", w, ok)
+	}
+	first.Release()
+	if hs := q.Holders(); len(hs) != 2 || hs[0].Key != "thread-2" {
+		t.Fatalf("Holders() after a release = %v; want thread-2's two lanes", hs)
+	}
+	second.Release()
+	assertNothingHeld(t, q)
+}
+
+// TestAddLaneErrors: empty and duplicate names, bad capacities.
+func TestAddLaneErrors(t *testing.T) {
+	q := lanequeue.New[string]()
+	defer q.Close()
+	must(t, q.AddLane("global", 2))
+	for _, c := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"empty AddLane", q.AddLane("", 1), lanequeue.ErrEmptyName},
+		{"empty AddSessionLane", q.AddSessionLane(""), lanequeue.ErrEmptyName},
+		{"empty AddRateLane", q.AddRateLane("", 1, 1), lanequeue.ErrEmptyName},
+		{"empty Add", q.Add("", lanequeue.NewGlobalLane[string](semaphore.New(1))), lanequeue.ErrEmptyName},
+		{"duplicate AddLane", q.AddLane("global", 1), lanequeue.ErrDuplicateLane},
+		{"duplicate AddSessionLane", q.AddSessionLane("global"), lanequeue.ErrDuplicateLane},
+		{"duplicate AddRateLane", q.AddRateLane("global", 1, 1), lanequeue.ErrDuplicateLane},
+		{"duplicate Add", q.Add("global", lanequeue.NewSessionLane(keyedsem.New[string]())), lanequeue.ErrDuplicateLane},
+		{"zero capacity", q.AddLane("zero", 0), lanequeue.ErrInvalidCapacity},
+		{"zero burst", q.AddRateLane("zero", 1, 0), lanequeue.ErrInvalidCapacity},
+	} {
+		if !errors.Is(c.err, c.want) {
+			t.Errorf("%s: %v; want %v", c.name, c.err, c.want)
+		}
+	}
+	if names := q.Names(); !slices.Equal(names, []string{"global"}) {
+		t.Fatalf("Names() = %v after failed adds; want [global]", names)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("Add of a nil lane did not panic")
+			}
+		}()
+		_ = q.Add("nil", nil)
+	}()
+}
+
+// TestDefaultQueue: Default has a keyed "session" lane (serial per key) and
+// a global "global" lane of DefaultGlobalCapacity.
+func TestDefaultQueue(t *testing.T) {
+	q := lanequeue.Default[string]()
+	defer q.Close()
+	st := q.Stats()
+	if len(st) != 2 || st[0].Name != lanequeue.SessionLane || st[0].Kind != lanequeue.Keyed || st[0].Capacity != 1 ||
+		st[1].Name != lanequeue.GlobalLane || st[1].Kind != lanequeue.Global || st[1].Capacity != lanequeue.DefaultGlobalCapacity {
+		t.Fatalf("Default().Stats() = %+v", st)
+	}
+}
+
+// TestCanonicalOrderAcrossAdds: a ticket lists its lanes keyed, global,
+// rate, by name within each kind, whatever the order named or added.
+func TestCanonicalOrderAcrossAdds(t *testing.T) {
+	q := lanequeue.New[string]()
+	defer q.Close()
+	must(t, q.AddRateLane("a-rate", rate.Inf, 1))
+	must(t, q.AddLane("z-global", 2))
+	must(t, q.AddLane("b-global", 2))
+	must(t, q.AddSessionLane("y-session"))
+	must(t, q.AddSessionLane("c-session"))
+	want := []string{"c-session", "y-session", "b-global", "z-global", "a-rate"}
+	if got := q.Names(); !slices.Equal(got, want) {
+		t.Fatalf("Names() = %v; want %v", got, want)
+	}
+	tk, err := q.AcquireAll(context.Background(), "k", []string{"a-rate", "z-global", "y-session", "b-global", "c-session"})
+	must(t, err)
+	defer tk.Release()
+	if got := tk.Lanes(); !slices.Equal(got, want) {
+		t.Fatalf("Ticket.Lanes() = %v; want %v", got, want)
+	}
+}
+
+// TestTicketLayout pins the size of the one allocation of AcquireAll: on
+// 64-bit platforms a Ticket[string] with its four inline lanes fits the
+// 240-byte size class. The allocation is most of AcquireAll's cost beyond
+// the lanes' own (see BenchmarkAcquireRatio); growing the Ticket moves
+// every AcquireAll to a larger class.
+func TestTicketLayout(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("layout pinned on 64-bit platforms")
+	}
+	if lanequeue.TicketSize > 240 || lanequeue.InlineLanes != 4 {
+		t.Fatalf("Ticket[string] is %d bytes with %d inline lanes; want <= 240 with 4", lanequeue.TicketSize, lanequeue.InlineLanes)
+	}
+}
+
+// TestAcquireAllAllocatesOnce: an AcquireAll and Release of up to four
+// lanes (no rate lane) allocate the Ticket and nothing else.
+func TestAcquireAllAllocatesOnce(t *testing.T) {
+	if testing.CoverMode() != "" || raceEnabled {
+		t.Skip("allocation counts differ under -race and -cover")
+	}
+	q := testQueue(t, 4)
+	must(t, q.AddLane("background", 3))
+	must(t, q.AddSessionLane("tenant"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lanes := []string{"global", "session", "background", "tenant"}
+	allocs := testing.AllocsPerRun(1000, func() {
+		tk, err := q.AcquireAll(ctx, "thread-1", lanes, lanequeue.WithWeight(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.Release()
+	})
+	if allocs > 1 {
+		t.Fatalf("AcquireAll+Release of 4 lanes: %.1f allocs; want 1 (the Ticket)", allocs)
+	}
+}
+
+// TestFailedTryAcquireAllAllocatesNothing: a scheduler that polls busy
+// keys with TryAcquireAll pays no allocation for the tries that fail.
+func TestFailedTryAcquireAllAllocatesNothing(t *testing.T) {
+	if testing.CoverMode() != "" || raceEnabled {
+		t.Skip("allocation counts differ under -race and -cover")
+	}
+	q := testQueue(t, 4)
+	busy, err := q.AcquireAll(context.Background(), "chat-2", []string{"session"})
+	must(t, err)
+	defer busy.Release()
+	lanes := []string{"global", "session"}
+	allocs := testing.AllocsPerRun(1000, func() {
+		if _, ok := q.TryAcquireAll("chat-2", lanes); ok {
+			t.Fatal("TryAcquireAll succeeded on a busy key")
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("failed TryAcquireAll: %.1f allocs; want 0", allocs)
+	}
+	if held := laneStats(t, q, "global").Held; held != 0 {
+		t.Fatalf("global lane holds %d after failed tries", held)
+	}
+}

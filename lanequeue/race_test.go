@@ -1,0 +1,5 @@
+//go:build race
+
+package lanequeue_test
+
+const raceEnabled = true
