@@ -185,7 +185,7 @@ func checkReentry[K comparable](ctx context.Context, t *Ticket[K]) error {
 
 // publish stamps t and lists it for Holders.
 func (q *Queue[K]) publish(t *Ticket[K]) {
-	t.since = q.clock.read()
+	t.since = q.clock.Read()
 	q.holders.add(t)
 }
 

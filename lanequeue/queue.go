@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/sessionlane/lanes/internal/coarse"
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -76,7 +77,7 @@ type Queue[K comparable] struct {
 	closed atomic.Bool   // set by Close, before done is closed
 	done   chan struct{} // closed by Close; ends the waits of rate lanes
 
-	clock   coarseClock // the tickets' since
+	clock   coarse.Clock // the tickets' since
 	holders holderSet[K]
 }
 
@@ -122,7 +123,7 @@ func fixedMaxOf[K comparable](l Lane[K]) int64 {
 // New returns a queue with no lanes.
 func New[K comparable]() *Queue[K] {
 	q := &Queue[K]{done: make(chan struct{})}
-	q.clock.epoch = time.Now()
+	q.clock.Init(time.Now())
 	q.table.Store(&laneTable[K]{byName: map[string]laneRef[K]{}})
 	return q
 }
@@ -311,7 +312,7 @@ func (q *Queue[K]) Close() {
 	}
 	q.closed.Store(true)
 	close(q.done)
-	q.clock.stop()
+	q.clock.Stop()
 	t := q.table.Load()
 	q.mu.Unlock()
 	for _, e := range t.ordered {

@@ -28,7 +28,7 @@ type Ticket[K comparable] struct {
 	key    K
 	weight int64 // the weight of WithWeight
 	// since is when every permit was held: nanoseconds since q.epoch on
-	// the queue's coarse clock (see coarseClock).
+	// the queue's coarse clock (see coarse.Clock).
 	since int64
 
 	state atomic.Uint32 // 0 while held; 1 once Release has begun
@@ -116,7 +116,7 @@ func (t *Ticket[K]) LaneWeight(lane string) (int64, bool) {
 
 // Since returns when the ticket's last permit was granted, to about a
 // millisecond (see [Queue.Holders]).
-func (t *Ticket[K]) Since() time.Time { return t.q.clock.epoch.Add(time.Duration(t.since)) }
+func (t *Ticket[K]) Since() time.Time { return t.q.clock.Time(t.since) }
 
 // ticketCtx is a context that carries a ticket, for the re-entry check.
 // Its Value answers ticketCtxKey[K] with itself; the check then goes on
@@ -278,81 +278,3 @@ func (q *Queue[K]) Holders() []Holder[K] {
 	return out
 }
 
-// coarseResolution is how often the coarse clock moves on while tickets
-// are being granted.
-const coarseResolution = time.Millisecond
-
-// coarseClock is a clock that AcquireAll reads with an atomic load instead
-// of a system call (a clock read costs 25-100 ns, as much as a whole keyed
-// acquire). While tickets are being granted, a timer moves it on every
-// coarseResolution; after a tick with no grant the timer stops, so an idle
-// queue costs nothing and leaves no goroutine behind. The first grant
-// after a pause restarts it with a fresh reading. Readings are therefore
-// at most about coarseResolution old (more if the timer is late).
-type coarseClock struct {
-	epoch  time.Time    // monotonic origin; immutable
-	now    atomic.Int64 // nanoseconds since epoch, as of the last tick
-	active atomic.Bool  // the timer is running
-	used   atomic.Bool  // a grant read the clock since the last tick
-
-	mu      sync.Mutex // protects timer and stopped
-	timer   *time.Timer
-	stopped bool // stop was called: never restart
-}
-
-// read returns the coarse time, starting the timer if it is stopped.
-func (c *coarseClock) read() int64 {
-	if !c.active.Load() {
-		c.start()
-	}
-	// Written by many goroutines at once, the flag would bounce its cache
-	// line between cores; set it only when a tick has cleared it.
-	if !c.used.Load() {
-		c.used.Store(true)
-	}
-	return c.now.Load()
-}
-
-func (c *coarseClock) start() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stopped || c.active.Load() {
-		return
-	}
-	c.now.Store(int64(time.Since(c.epoch)))
-	c.active.Store(true)
-	if c.timer == nil {
-		c.timer = time.AfterFunc(coarseResolution, c.tick)
-	} else {
-		c.timer.Reset(coarseResolution)
-	}
-}
-
-// tick moves the clock on, and keeps the timer going only if the last
-// period saw a grant. A grant that reads the clock between the Swap and the
-// Store below reads the value just stored, and the next grant restarts the
-// timer.
-func (c *coarseClock) tick() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stopped {
-		return
-	}
-	c.now.Store(int64(time.Since(c.epoch)))
-	if c.used.Swap(false) {
-		c.timer.Reset(coarseResolution)
-		return
-	}
-	c.active.Store(false)
-}
-
-// stop stops the timer for good; read then returns the last reading.
-func (c *coarseClock) stop() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.stopped = true
-	c.active.Store(true) // read never tries to start it again
-	if c.timer != nil {
-		c.timer.Stop()
-	}
-}

@@ -607,6 +607,9 @@ type Stats struct {
 	WaitingWeight int64 // total weight they wait for
 	Closed        bool
 
+	// Counters since New. A grant taken back because a cancellation raced
+	// with it counts in Acquired, Released and Cancelled; waiters failed by
+	// Close or by a shrink below their weight count in none of them.
 	Acquired       uint64 // grants, with or without waiting
 	Released       uint64 // first releases of granted permits
 	Waited         uint64 // grants that had to wait in the queue

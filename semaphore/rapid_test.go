@@ -1,0 +1,502 @@
+package semaphore_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/model"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// maxWaitInModel is the WithMaxWait of the runs that use one. Each queued
+// waiter arms its timer at a distinct fake time, so that the "expire" action
+// can make exactly one waiter time out.
+const maxWaitInModel = time.Hour
+
+// served is what one Acquire goroutine of the model test returned.
+type served struct {
+	id  int
+	p   semaphore.Permit
+	err error
+}
+
+// modelRun drives a real semaphore and a model.Semaphore with the same
+// operations, one at a time, and checks after each that they agree.
+//
+// Blocking Acquires run in goroutines that report on one channel. The test
+// waits for each to queue before the next step, so arrival order is the
+// order of the steps; and after each step it collects exactly the waiters
+// that the model says the step served, so that a grant to the wrong waiter
+// is caught at once, as an unexpected id.
+type modelRun struct {
+	t   *rapid.T
+	s   *semaphore.Weighted
+	m   *model.Semaphore
+	clk *clock.Fake // nil: no WithMaxWait
+
+	results   chan served
+	running   int                        // goroutines whose result is not yet received
+	waiting   map[int]context.CancelFunc // queued waiters by id
+	deadlines map[int]time.Time          // their max-wait deadlines
+	permits   map[int]semaphore.Permit   // permits out by id
+	released  map[int]semaphore.Permit   // permits released, for double releases
+	cancels   map[int]context.CancelFunc // contexts of granted acquires, cancelled at cleanup
+	weights   map[int]int64              // weight of each acquire by id
+	log       []string                   // the steps, for failure messages
+}
+
+// TestSemaphoreMatchesModel checks random sequences of operations against
+// the sequential model: the same grants, to the same waiters, in FIFO order,
+// the same failures, and the same Stats after every step. A failure prints
+// the steps and the seed; -rapid.seed replays it, and -rapid.checks=1000
+// -rapid.steps=100 searches longer.
+func TestSemaphoreMatchesModel(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		r := newModelRun(rt)
+		defer r.cleanup()
+		rt.Repeat(map[string]func(*rapid.T){
+			"acquire":       r.acquire,
+			"acquireAgain":  r.acquire, // blocking acquires twice as often
+			"acquireDone":   r.acquireDone,
+			"tryAcquire":    r.tryAcquire,
+			"release":       r.release,
+			"doubleRelease": r.doubleRelease,
+			"cancel":        r.cancel,
+			"expire":        r.expire,
+			"setCapacity":   r.setCapacity,
+			"close":         r.close,
+			"":              r.check,
+		})
+		r.finish()
+	})
+}
+
+func newModelRun(t *rapid.T) *modelRun {
+	capacity := rapid.Int64Range(1, 8).Draw(t, "capacity")
+	// Half the runs have no bound on the queue, so that it grows.
+	maxWaiters := rapid.OneOf(rapid.Just(0), rapid.IntRange(1, 5)).Draw(t, "maxWaiters")
+	maxWaitWeight := rapid.OneOf(rapid.Just[int64](0), rapid.Int64Range(1, 16)).Draw(t, "maxWaitWeight")
+	opts := []semaphore.Option{
+		semaphore.WithMaxWaiters(maxWaiters),
+		semaphore.WithMaxWaitingWeight(maxWaitWeight),
+	}
+	r := &modelRun{
+		t:         t,
+		m:         model.NewSemaphore(capacity, maxWaiters, maxWaitWeight),
+		results:   make(chan served, 1024),
+		waiting:   make(map[int]context.CancelFunc),
+		deadlines: make(map[int]time.Time),
+		permits:   make(map[int]semaphore.Permit),
+		released:  make(map[int]semaphore.Permit),
+		cancels:   make(map[int]context.CancelFunc),
+		weights:   make(map[int]int64),
+	}
+	if rapid.Bool().Draw(t, "maxWait") {
+		r.clk = clock.NewFake(time.Unix(0, 0))
+		opts = append(opts, semaphore.WithMaxWait(maxWaitInModel), semaphore.WithClock(r.clk))
+	}
+	r.s = semaphore.New(capacity, opts...)
+	return r
+}
+
+func errOf(e model.Err) error {
+	switch e {
+	case model.OK:
+		return nil
+	case model.InvalidWeight:
+		return semaphore.ErrInvalidWeight
+	case model.TooHeavy:
+		return semaphore.ErrTooHeavy
+	case model.Closed:
+		return semaphore.ErrClosed
+	case model.QueueFull:
+		return semaphore.ErrQueueFull
+	case model.Cancelled:
+		return context.Canceled
+	case model.WaitTooLong:
+		return semaphore.ErrWaitTooLong
+	}
+	panic(fmt.Sprintf("unknown model outcome %v", e))
+}
+
+func (r *modelRun) step(format string, args ...any) {
+	r.log = append(r.log, fmt.Sprintf(format, args...))
+}
+
+func (r *modelRun) fatalf(format string, args ...any) {
+	r.t.Helper()
+	r.t.Fatalf("%s\nsteps:\n  %s\nreal: %+v\nmodel: %+v queue %v",
+		fmt.Sprintf(format, args...), strings.Join(r.log, "\n  "), r.s.Stats(), r.m.Stats(), r.m.Queue())
+}
+
+// drawWeight draws a weight around the current capacity, including the
+// invalid and too heavy ones.
+func (r *modelRun) drawWeight(t *rapid.T) int64 {
+	return rapid.Int64Range(0, r.m.Capacity()+1).Draw(t, "n")
+}
+
+// acquire starts a blocking Acquire with a live context.
+func (r *modelRun) acquire(t *rapid.T) {
+	n := r.drawWeight(t)
+	id, queued, want := r.m.Acquire(n)
+	r.step("acquire#%d(%d): queued=%v %v", id, n, queued, want)
+	r.weights[id] = n
+	ctx, cancel := context.WithCancel(context.Background())
+	r.running++
+	go func() {
+		p, err := r.s.Acquire(ctx, n)
+		r.results <- served{id, p, err}
+	}()
+	if !queued {
+		got := r.receive(func() string {
+			if st := r.s.Stats(); st.Waiters > r.m.Stats().Waiters {
+				return fmt.Sprintf("acquire#%d(%d) waits where the model answers %v at once", id, n, want)
+			}
+			return ""
+		})
+		if got.id != id {
+			r.fatalf("waiter %d returned while acquire#%d should have answered at once", got.id, id)
+		}
+		r.expect(got, want)
+		if want == model.OK {
+			r.cancels[id] = cancel
+		} else {
+			cancel()
+		}
+		return
+	}
+	r.waiting[id] = cancel
+	wantWaiters := r.m.Stats().Waiters
+	r.spin(fmt.Sprintf("acquire#%d to queue", id), func() bool {
+		if len(r.results) > 0 {
+			got := <-r.results
+			r.running--
+			r.fatalf("acquire#%d returned (weight %d, %v) where the model queues it", got.id, got.p.Weight(), got.err)
+		}
+		if r.clk != nil && r.clk.Pending() < wantWaiters {
+			return false // queued, but its max-wait timer is not armed yet
+		}
+		return r.s.Stats().Waiters == wantWaiters
+	})
+	if r.clk != nil {
+		r.deadlines[id] = r.clk.Now().Add(maxWaitInModel)
+		r.tick()
+	}
+}
+
+// tick moves the fake clock on a little after a waiter armed its timer, so
+// that the next waiter's deadline differs, without reaching any deadline.
+func (r *modelRun) tick() {
+	step := time.Second
+	for _, w := range r.m.Queue() {
+		if d := r.deadlines[w.ID].Sub(r.clk.Now()) / 2; d < step {
+			step = d
+		}
+	}
+	if step > 0 {
+		r.clk.Advance(step)
+	}
+}
+
+// acquireDone calls Acquire with a context that has already ended.
+func (r *modelRun) acquireDone(t *rapid.T) {
+	n := r.drawWeight(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	want := r.m.AcquireDone()
+	r.step("acquireDone(%d): %v", n, want)
+	p, err := r.s.Acquire(ctx, n)
+	if err != errOf(want) || p.Valid() {
+		r.fatalf("Acquire(done ctx, %d) = (valid %v, %v), want %v", n, p.Valid(), err, errOf(want))
+	}
+}
+
+func (r *modelRun) tryAcquire(t *rapid.T) {
+	n := r.drawWeight(t)
+	id, want := r.m.TryAcquire(n)
+	r.step("tryAcquire#%d(%d): %v", id, n, want)
+	p, ok := r.s.TryAcquire(n)
+	if ok != want {
+		r.fatalf("TryAcquire(%d) = %v, model says %v", n, ok, want)
+	}
+	if ok {
+		if p.Weight() != n {
+			r.fatalf("TryAcquire(%d) granted weight %d", n, p.Weight())
+		}
+		r.permits[id] = p
+		r.weights[id] = n
+	}
+}
+
+func (r *modelRun) release(t *rapid.T) {
+	ids := slices.Sorted(maps.Keys(r.permits))
+	if len(ids) == 0 {
+		t.Skip("no permit out")
+	}
+	id := rapid.SampledFrom(ids).Draw(t, "permit")
+	first, granted := r.m.Release(id)
+	r.step("release#%d (weight %d): grants %v", id, r.weights[id], granted)
+	p := r.permits[id]
+	delete(r.permits, id)
+	r.released[id] = p
+	if got := p.Release(); got != first {
+		r.fatalf("Release of permit %d = %v, want %v", id, got, first)
+	}
+	r.collect(granted, 0)
+}
+
+func (r *modelRun) doubleRelease(t *rapid.T) {
+	ids := slices.Sorted(maps.Keys(r.released))
+	if len(ids) == 0 {
+		t.Skip("no permit released yet")
+	}
+	id := rapid.SampledFrom(ids).Draw(t, "permit")
+	first, _ := r.m.Release(id)
+	r.step("doubleRelease#%d", id)
+	cp := r.released[id] // a copy of the handle
+	if cp.Release() != first {
+		r.fatalf("second Release of permit %d returned true", id)
+	}
+}
+
+func (r *modelRun) cancel(t *rapid.T) {
+	ids := slices.Sorted(maps.Keys(r.waiting))
+	if len(ids) == 0 {
+		t.Skip("nobody waits")
+	}
+	id := rapid.SampledFrom(ids).Draw(t, "waiter")
+	granted := r.m.Cancel(id)
+	r.step("cancel#%d: grants %v", id, granted)
+	r.waiting[id]()
+	r.collect(append([]model.Served{{ID: id, Err: model.Cancelled}}, granted...), id)
+}
+
+// expire moves the fake clock to the oldest waiter's deadline, which no
+// other waiter shares.
+func (r *modelRun) expire(t *rapid.T) {
+	q := r.m.Queue()
+	if r.clk == nil || len(q) == 0 {
+		t.Skip("no waiter with a max wait")
+	}
+	id := q[0].ID
+	at := r.deadlines[id]
+	for _, w := range q[1:] {
+		if !r.deadlines[w.ID].After(at) {
+			t.Skip("another waiter has the same deadline")
+		}
+	}
+	granted := r.m.Expire(id)
+	r.step("expire#%d: grants %v", id, granted)
+	r.clk.Advance(at.Sub(r.clk.Now()))
+	r.collect(append([]model.Served{{ID: id, Err: model.WaitTooLong}}, granted...), id)
+}
+
+func (r *modelRun) setCapacity(t *rapid.T) {
+	n := rapid.Int64Range(0, 9).Draw(t, "capacity")
+	out := r.m.SetCapacity(n)
+	r.step("setCapacity(%d): serves %v", n, out)
+	r.s.SetCapacity(n)
+	r.collect(out, 0)
+}
+
+func (r *modelRun) close(t *rapid.T) {
+	// Close ends the interesting part of a run, so it is drawn rarely.
+	if rapid.IntRange(0, 3).Draw(t, "reallyClose") != 0 {
+		t.Skip("not this time")
+	}
+	failed := r.m.Close()
+	r.step("close: fails %v", failed)
+	r.s.Close()
+	r.collect(failed, 0)
+}
+
+// receive returns the next result of an Acquire goroutine. It fails the
+// test if abort, polled while it waits, reports a reason to stop.
+func (r *modelRun) receive(abort func() string) served {
+	r.t.Helper()
+	var got served
+	r.spin("an Acquire to return", func() bool {
+		select {
+		case got = <-r.results:
+			r.running--
+			return true
+		default:
+		}
+		if abort != nil {
+			if why := abort(); why != "" {
+				r.fatalf("%s", why)
+			}
+		}
+		return false
+	})
+	return got
+}
+
+// collect receives the results of exactly the waiters the model says the
+// last step served, in any order, and checks each. The step decided them
+// all under the semaphore's lock before it returned, so Stats must already
+// agree with the model: collect compares them first, so that a waiter not
+// served fails the test at once instead of being waited for. A waiter that
+// left by itself (leaving != 0: cancelled or timed out) decides its
+// followers' grants before it returns, so its result is awaited first.
+func (r *modelRun) collect(want []model.Served, leaving int) {
+	r.t.Helper()
+	outcome := make(map[int]model.Err, len(want))
+	for _, w := range want {
+		outcome[w.ID] = w.Err
+	}
+	take := func(got served) {
+		r.t.Helper()
+		e, ok := outcome[got.id]
+		if !ok {
+			r.fatalf("waiter %d returned (weight %d, %v); the model serves only %v", got.id, got.p.Weight(), got.err, want)
+		}
+		delete(outcome, got.id)
+		r.expect(got, e)
+		cancel := r.waiting[got.id]
+		delete(r.waiting, got.id)
+		delete(r.deadlines, got.id)
+		if e == model.OK {
+			r.cancels[got.id] = cancel
+		} else {
+			cancel()
+		}
+	}
+	if leaving != 0 {
+		for {
+			got := r.receive(nil)
+			take(got)
+			if got.id == leaving {
+				break
+			}
+		}
+	}
+	r.compareStats()
+	for len(outcome) > 0 {
+		take(r.receive(nil))
+	}
+}
+
+// expect checks one Acquire result against the model's outcome, and keeps
+// the permit if it was a grant.
+func (r *modelRun) expect(got served, want model.Err) {
+	r.t.Helper()
+	werr := errOf(want)
+	if got.err != werr {
+		r.fatalf("acquire#%d (weight %d) returned %v, want %v", got.id, r.weights[got.id], got.err, werr)
+	}
+	if want != model.OK {
+		if got.p.Valid() {
+			r.fatalf("acquire#%d failed with %v but returned a permit", got.id, got.err)
+		}
+		return
+	}
+	if got.p.Weight() != r.weights[got.id] {
+		r.fatalf("acquire#%d granted weight %d, want %d", got.id, got.p.Weight(), r.weights[got.id])
+	}
+	r.permits[got.id] = got.p
+}
+
+// check runs after every step: the model's own invariants hold, no Acquire
+// returned that the model did not serve, and Stats equal the model's.
+func (r *modelRun) check(t *rapid.T) {
+	if err := r.m.Check(); err != nil {
+		r.fatalf("%v", err)
+	}
+	if len(r.results) > 0 {
+		got := <-r.results
+		r.running--
+		r.fatalf("acquire#%d returned (weight %d, %v) that the model did not serve", got.id, got.p.Weight(), got.err)
+	}
+	r.compareStats()
+	if want := r.m.Stats().Waiters; r.clk != nil && r.clk.Pending() != want {
+		r.fatalf("%d max-wait timers pending for %d waiters", r.clk.Pending(), want)
+	}
+}
+
+// compareStats checks the invariant, and every field of Stats against the
+// model.
+func (r *modelRun) compareStats() {
+	r.t.Helper()
+	got, want := r.s.Stats(), r.m.Stats()
+	if got.Available+got.Held != got.Capacity {
+		r.fatalf("Available %d + Held %d != Capacity %d", got.Available, got.Held, got.Capacity)
+	}
+	if got.Held > got.Capacity && want.Available >= 0 {
+		r.fatalf("Held %d above Capacity %d without a shrink", got.Held, got.Capacity)
+	}
+	if (got != semaphore.Stats{
+		Capacity:       want.Capacity,
+		Available:      want.Available,
+		Held:           want.Held,
+		Waiters:        want.Waiters,
+		WaitingWeight:  want.WaitingWeight,
+		Closed:         want.Closed,
+		Acquired:       want.Acquired,
+		Released:       want.Released,
+		Waited:         want.Waited,
+		Cancelled:      want.Cancelled,
+		TimedOut:       want.TimedOut,
+		Rejected:       want.Rejected,
+		DoubleReleases: want.DoubleReleases,
+	}) {
+		r.fatalf("Stats differ from the model")
+	}
+}
+
+func (r *modelRun) spin(what string, cond func() bool) {
+	r.t.Helper()
+	for range spinBound {
+		if cond() {
+			return
+		}
+		runtime.Gosched()
+	}
+	r.fatalf("gave up waiting for %s", what)
+}
+
+// cleanup ends every goroutine of the run, pass or fail: Close wakes the
+// waiters, and their results are drained; then the permits go back.
+func (r *modelRun) cleanup() {
+	r.s.Close()
+	for _, cancel := range r.waiting {
+		cancel()
+	}
+	for _, cancel := range r.cancels {
+		cancel()
+	}
+	for i := 0; r.running > 0 && i < spinBound; i++ {
+		select {
+		case got := <-r.results:
+			r.running--
+			got.p.Release()
+		default:
+			runtime.Gosched()
+		}
+	}
+	for id, p := range r.permits {
+		p.Release()
+		delete(r.permits, id)
+	}
+}
+
+// finish ends a run that passed: after cleanup, every permit is back.
+func (r *modelRun) finish() {
+	r.cleanup()
+	if r.running != 0 {
+		r.fatalf("%d Acquire calls did not return after Close", r.running)
+	}
+	st := r.s.Stats()
+	if st.Available != st.Capacity || st.Held != 0 || st.Waiters != 0 || st.Acquired != st.Released {
+		r.fatalf("not balanced after Close and the releases: %+v", st)
+	}
+}
