@@ -1,0 +1,541 @@
+// Command fleetsim runs a fleet of processes contending for one
+// redislane.Semaphore and checks, from every process's log, that the limit
+// was never exceeded.
+//
+// It starts -procs copies of itself (children) against one Redis (by
+// default a redis-server of its own on a free loopback port, persistence
+// off). Each child runs -contenders goroutines that loop: acquire -weight
+// units, hold them for -hold, release. Each child logs every grant: the
+// system-wide monotonic time when Acquire returned and when Release was
+// called (or the lease ended, if earlier), the weight and the fencing
+// token. The parent merges the logs and prints the most weight ever in use
+// at once against the limit, grants per second, acquire latency p50/p99,
+// and Redis calls per grant (counted by a go-redis hook in each child). It
+// exits with status 1 if the limit was exceeded or a fencing token repeats.
+//
+// -mode=uncontended instead runs one process, one goroutine, acquiring and
+// releasing in a loop, and reports the p50 of acquire+release in Redis round
+// trips (the p50 of a PING).
+//
+//	go run ./cmd/fleetsim                       # 4 x 25, limit 10, 5 s
+//	go run ./cmd/fleetsim -procs 8 -duration 10s -json
+//	go run ./cmd/fleetsim -mode uncontended
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime/pprof"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sessionlane/lanes/redislane"
+	"github.com/sessionlane/lanes/redislane/internal/redisserver"
+	"github.com/sessionlane/lanes/redislane/internal/sysclock"
+)
+
+type config struct {
+	Mode       string        `json:"mode"`
+	Procs      int           `json:"procs"`
+	Contenders int           `json:"contenders"`
+	Limit      int64         `json:"limit"`
+	Weight     int64         `json:"weight"`
+	Hold       time.Duration `json:"hold_ns"`
+	Duration   time.Duration `json:"duration_ns"`
+	Lease      time.Duration `json:"lease_ns"`
+	Quarantine time.Duration `json:"quarantine_ns"`
+	Redis      string        `json:"redis"`
+	OwnRedis   bool          `json:"own_redis"`
+	Name       string        `json:"name"`
+	Protocol   int           `json:"resp"`
+	cpuprofile string
+}
+
+// grant is one line of a child's log.
+type grant struct {
+	Start int64 `json:"s"` // Acquire returned (system monotonic ns)
+	End   int64 `json:"e"` // Release called, or the lease ended if earlier
+	W     int64 `json:"w"`
+	Fence int64 `json:"f"`
+	Lat   int64 `json:"l"` // acquire latency, ns
+}
+
+// childReport is the last line of a child's output.
+type childReport struct {
+	Grants   []grant `json:"grants"`
+	Calls    int64   `json:"calls"`
+	Errors   int     `json:"errors"`
+	LeaseEnd int     `json:"lease_ended"`
+	Stats    redislane.Stats
+}
+
+// Result is what the parent prints with -json.
+type Result struct {
+	Config         config  `json:"config"`
+	MaxInUse       int64   `json:"max_in_use"`
+	Limit          int64   `json:"limit"`
+	LimitHeld      bool    `json:"limit_held"`
+	FencesUnique   bool    `json:"fences_unique"`
+	Grants         int     `json:"grants"`
+	GrantsPerSec   float64 `json:"grants_per_sec"`
+	AcquireP50Ms   float64 `json:"acquire_p50_ms"`
+	AcquireP99Ms   float64 `json:"acquire_p99_ms"`
+	AcquireMaxMs   float64 `json:"acquire_max_ms"`
+	CallsPerGrant  float64 `json:"redis_calls_per_grant"`
+	Errors         int     `json:"errors"`
+	LeasesEnded    int     `json:"leases_ended"`
+	Handoffs       uint64  `json:"handoffs"`
+	Polls          uint64  `json:"polls"`
+	CycleP50Us     float64 `json:"uncontended_cycle_p50_us,omitempty"`
+	PingP50Us      float64 `json:"ping_p50_us,omitempty"`
+	CycleRoundTrip float64 `json:"uncontended_cycle_p50_round_trips,omitempty"`
+	ScriptUs       float64 `json:"redis_usec_per_script,omitempty"`
+}
+
+func main() {
+	var cfg config
+	child := flag.Int("child", -1, "internal: run as child number n")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of each child to this path plus .<n>")
+	jsonOut := flag.Bool("json", false, "print the result as JSON")
+	flag.StringVar(&cfg.Mode, "mode", "contended", "contended (a fleet of processes) or uncontended (one caller, round trips)")
+	flag.IntVar(&cfg.Procs, "procs", 4, "processes")
+	flag.IntVar(&cfg.Contenders, "contenders", 25, "goroutines per process")
+	flag.Int64Var(&cfg.Limit, "limit", 10, "limit of the semaphore")
+	flag.Int64Var(&cfg.Weight, "weight", 1, "weight of each acquire")
+	flag.DurationVar(&cfg.Hold, "hold", time.Millisecond, "how long a permit is held")
+	flag.DurationVar(&cfg.Duration, "duration", 5*time.Second, "how long the traffic runs")
+	flag.DurationVar(&cfg.Lease, "lease", 2*time.Second, "lease of the permits")
+	flag.DurationVar(&cfg.Quarantine, "quarantine", -1, "quarantine after the lane's state is created (default: 0 with a redis-server of its own, else the lease)")
+	flag.StringVar(&cfg.Redis, "redis", "", "Redis address (default: start a redis-server of its own on a free loopback port)")
+	flag.StringVar(&cfg.Name, "name", "", "lane name (default: a fresh one)")
+	flag.IntVar(&cfg.Protocol, "resp", 3, "RESP version of the go-redis clients (2 or 3)")
+	flag.Parse()
+
+	if *child >= 0 {
+		if *cpuprofile != "" {
+			f, err := os.Create(*cpuprofile + "." + strconv.Itoa(*child))
+			if err == nil {
+				_ = pprof.StartCPUProfile(f)
+				defer pprof.StopCPUProfile()
+			}
+		}
+		if err := runChild(cfg); err != nil {
+			fmt.Fprintln(os.Stderr, "fleetsim child:", err)
+			os.Exit(2)
+		}
+		return
+	}
+	cfg.cpuprofile = *cpuprofile
+	res, err := runParent(&cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fleetsim:", err)
+		os.Exit(2)
+	}
+	if *jsonOut {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(res)
+	} else {
+		printResult(res)
+	}
+	if !res.LimitHeld || !res.FencesUnique {
+		os.Exit(1)
+	}
+}
+
+func runParent(cfg *config) (*Result, error) {
+	if cfg.Procs < 1 || cfg.Contenders < 1 || cfg.Limit < 1 || cfg.Weight < 1 || cfg.Weight > cfg.Limit {
+		return nil, errors.New("need procs, contenders, limit >= 1 and 1 <= weight <= limit")
+	}
+	if cfg.Redis == "" {
+		srv, err := redisserver.Start()
+		if err != nil {
+			return nil, err
+		}
+		defer srv.Stop()
+		cfg.Redis, cfg.OwnRedis = srv.Addr, true
+	}
+	if cfg.Quarantine < 0 {
+		cfg.Quarantine = cfg.Lease
+		if cfg.OwnRedis {
+			cfg.Quarantine = 0 // a fresh server: no holder can predate it
+		}
+	}
+	if cfg.Name == "" {
+		cfg.Name = fmt.Sprintf("fleetsim-%d-%d", os.Getpid(), time.Now().UnixNano())
+	}
+	if cfg.Mode == "uncontended" {
+		return runUncontended(cfg)
+	}
+	if cfg.Mode != "contended" {
+		return nil, fmt.Errorf("unknown mode %q", cfg.Mode)
+	}
+
+	// Create the lane's state (and sit out its quarantine) before the clock
+	// starts.
+	if err := warmUp(cfg); err != nil {
+		return nil, err
+	}
+
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	type proc struct {
+		cmd   *exec.Cmd
+		in    io.WriteCloser
+		out   *bufio.Reader
+		wait  chan error
+		lines chan string
+	}
+	procs := make([]*proc, cfg.Procs)
+	for i := range procs {
+		cmd := exec.Command(exe, "-child", strconv.Itoa(i),
+			"-redis", cfg.Redis, "-name", cfg.Name,
+			"-contenders", strconv.Itoa(cfg.Contenders),
+			"-limit", strconv.FormatInt(cfg.Limit, 10), "-weight", strconv.FormatInt(cfg.Weight, 10),
+			"-hold", cfg.Hold.String(), "-duration", cfg.Duration.String(),
+			"-lease", cfg.Lease.String(), "-quarantine", cfg.Quarantine.String(),
+			"-cpuprofile", cfg.cpuprofile, "-resp", strconv.Itoa(cfg.Protocol))
+		cmd.Stderr = os.Stderr
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			return nil, err
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		p := &proc{cmd: cmd, in: in, out: bufio.NewReaderSize(out, 1<<20)}
+		procs[i] = p
+		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	}
+	for i, p := range procs { // wait until every child is connected
+		line, err := p.out.ReadString('\n')
+		if err != nil || line != "ready\n" {
+			return nil, fmt.Errorf("child %d did not start: %q %v", i, line, err)
+		}
+	}
+	for _, p := range procs {
+		if _, err := io.WriteString(p.in, "go\n"); err != nil {
+			return nil, err
+		}
+	}
+	reports := make([]childReport, len(procs))
+	for i, p := range procs {
+		line, err := p.out.ReadBytes('\n')
+		if err != nil {
+			return nil, fmt.Errorf("child %d: %v", i, err)
+		}
+		if err := json.Unmarshal(line, &reports[i]); err != nil {
+			return nil, fmt.Errorf("child %d: bad report: %v", i, err)
+		}
+		if err := p.cmd.Wait(); err != nil {
+			return nil, fmt.Errorf("child %d: %v", i, err)
+		}
+	}
+	return summarize(cfg, reports), nil
+}
+
+func newClient(cfg *config) (*redis.Client, *callCounter) {
+	rc := redis.NewClient(&redis.Options{Addr: cfg.Redis, DisableIdentity: true, PoolSize: 64, Protocol: cfg.Protocol})
+	cc := &callCounter{}
+	rc.AddHook(cc)
+	return rc, cc
+}
+
+func newSemaphore(cfg *config, rc redis.UniversalClient) (*redislane.Semaphore, error) {
+	return redislane.NewSemaphore(rc, cfg.Name, cfg.Limit,
+		redislane.WithLease(cfg.Lease), redislane.WithQuarantine(cfg.Quarantine))
+}
+
+func warmUp(cfg *config) error {
+	rc, _ := newClient(cfg)
+	defer rc.Close()
+	s, err := newSemaphore(cfg, rc)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Quarantine+30*time.Second)
+	defer cancel()
+	p, err := s.Acquire(ctx, 1)
+	if err != nil {
+		return fmt.Errorf("warm-up acquire: %w", err)
+	}
+	p.Release()
+	return nil
+}
+
+func runChild(cfg config) error {
+	rc, cc := newClient(&cfg)
+	defer rc.Close()
+	s, err := newSemaphore(&cfg, rc)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if err := rc.Ping(context.Background()).Err(); err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	if line, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil || line != "go\n" {
+		return fmt.Errorf("no go signal: %q %v", line, err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration)
+	defer cancel()
+	calls0 := cc.n.Load()
+	var (
+		mu       sync.Mutex
+		grants   = make([]grant, 0, 1<<14)
+		errs     int
+		leaseEnd int
+		wg       sync.WaitGroup
+	)
+	for range cfg.Contenders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local := make([]grant, 0, 1<<12)
+			var e, le int
+			for ctx.Err() == nil {
+				t0 := sysclock.Now()
+				p, err := s.Acquire(ctx, cfg.Weight)
+				if err != nil {
+					if ctx.Err() == nil {
+						e++
+					}
+					continue
+				}
+				start := sysclock.Now()
+				time.Sleep(cfg.Hold) // the work the permit protects
+				end := sysclock.Now()
+				if left := time.Until(p.Deadline()); left < 0 {
+					end += int64(left)
+					le++
+				}
+				p.Release()
+				local = append(local, grant{Start: start, End: end, W: p.Weight(), Fence: p.Fence(), Lat: start - t0})
+			}
+			mu.Lock()
+			grants = append(grants, local...)
+			errs += e
+			leaseEnd += le
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	calls := cc.n.Load() - calls0
+	s.Close()
+	rep := childReport{Grants: grants, Calls: calls, Errors: errs, LeaseEnd: leaseEnd, Stats: s.Stats()}
+	w := bufio.NewWriterSize(os.Stdout, 1<<20)
+	if err := json.NewEncoder(w).Encode(rep); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+func summarize(cfg *config, reports []childReport) *Result {
+	var all []grant
+	var calls int64
+	res := &Result{Config: *cfg, Limit: cfg.Limit}
+	for _, r := range reports {
+		all = append(all, r.Grants...)
+		calls += r.Calls
+		res.Errors += r.Errors
+		res.LeasesEnded += r.LeaseEnd
+		res.Handoffs += r.Stats.Handoffs
+		res.Polls += r.Stats.Polls
+	}
+	res.Grants = len(all)
+	res.GrantsPerSec = float64(len(all)) / cfg.Duration.Seconds()
+	res.MaxInUse = maxInUse(all)
+	res.LimitHeld = res.MaxInUse <= cfg.Limit
+	res.FencesUnique = fencesUnique(all)
+	if len(all) > 0 {
+		res.CallsPerGrant = float64(calls) / float64(len(all))
+		lat := make([]int64, len(all))
+		for i, g := range all {
+			lat[i] = g.Lat
+		}
+		slices.Sort(lat)
+		res.AcquireP50Ms = float64(pct(lat, 0.50)) / 1e6
+		res.AcquireP99Ms = float64(pct(lat, 0.99)) / 1e6
+		res.AcquireMaxMs = float64(lat[len(lat)-1]) / 1e6
+	}
+	return res
+}
+
+// maxInUse sweeps the merged spans; at equal times a grant counts before a
+// release, so touching spans count as overlapping.
+func maxInUse(gs []grant) int64 {
+	type ev struct{ t, d int64 }
+	evs := make([]ev, 0, 2*len(gs))
+	for _, g := range gs {
+		evs = append(evs, ev{g.Start, g.W}, ev{g.End, -g.W})
+	}
+	sort.Slice(evs, func(i, j int) bool {
+		if evs[i].t != evs[j].t {
+			return evs[i].t < evs[j].t
+		}
+		return evs[i].d > evs[j].d
+	})
+	var cur, top int64
+	for _, e := range evs {
+		cur += e.d
+		top = max(top, cur)
+	}
+	return top
+}
+
+func fencesUnique(gs []grant) bool {
+	seen := make(map[int64]bool, len(gs))
+	for _, g := range gs {
+		if seen[g.Fence] {
+			return false
+		}
+		seen[g.Fence] = true
+	}
+	return true
+}
+
+func pct(sorted []int64, q float64) int64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
+}
+
+func runUncontended(cfg *config) (*Result, error) {
+	rc, cc := newClient(cfg)
+	defer rc.Close()
+	s, err := newSemaphore(cfg, rc)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	ctx := context.Background()
+	for range 100 { // load the scripts, warm the connection
+		p, err := s.Acquire(ctx, cfg.Weight)
+		if err != nil {
+			return nil, err
+		}
+		p.Release()
+		if err := rc.Ping(ctx).Err(); err != nil {
+			return nil, err
+		}
+	}
+	var cycles, pings []int64
+	_ = rc.ConfigResetStat(ctx).Err()
+	calls0 := cc.n.Load()
+	end := time.Now().Add(cfg.Duration)
+	for time.Now().Before(end) {
+		t0 := time.Now()
+		p, err := s.Acquire(ctx, cfg.Weight)
+		if err != nil {
+			return nil, err
+		}
+		p.Release()
+		t1 := time.Now()
+		if err := rc.Ping(ctx).Err(); err != nil {
+			return nil, err
+		}
+		cycles = append(cycles, int64(t1.Sub(t0)))
+		pings = append(pings, int64(time.Since(t1)))
+	}
+	calls := cc.n.Load() - calls0 - int64(len(pings))
+	scriptUs := evalshaMicros(ctx, rc)
+	slices.Sort(cycles)
+	slices.Sort(pings)
+	res := &Result{Config: *cfg, Limit: cfg.Limit, LimitHeld: true, FencesUnique: true, Grants: len(cycles)}
+	res.GrantsPerSec = float64(len(cycles)) / cfg.Duration.Seconds()
+	res.CallsPerGrant = float64(calls) / float64(len(cycles))
+	res.CycleP50Us = float64(pct(cycles, 0.5)) / 1e3
+	res.PingP50Us = float64(pct(pings, 0.5)) / 1e3
+	res.CycleRoundTrip = res.CycleP50Us / res.PingP50Us
+	res.MaxInUse = cfg.Weight
+	res.ScriptUs = scriptUs
+	return res, nil
+}
+
+// evalshaMicros returns the server's time per EVALSHA (INFO commandstats),
+// or 0 if it cannot tell.
+func evalshaMicros(ctx context.Context, rc *redis.Client) float64 {
+	info, err := rc.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if !strings.HasPrefix(line, "cmdstat_evalsha:") {
+			continue
+		}
+		for _, f := range strings.Split(strings.TrimSpace(line), ",") {
+			if v, ok := strings.CutPrefix(f, "usec_per_call="); ok {
+				x, _ := strconv.ParseFloat(v, 64)
+				return x
+			}
+		}
+	}
+	return 0
+}
+
+func printResult(r *Result) {
+	c := r.Config
+	own := ""
+	if c.OwnRedis {
+		own = " (own redis-server)"
+	}
+	if c.Mode == "uncontended" {
+		fmt.Printf("fleetsim uncontended: 1 caller, weight %d, limit %d, %v, redis %s%s\n", c.Weight, c.Limit, c.Duration, c.Redis, own)
+		fmt.Printf("  acquire+release p50: %.1f µs = %.2f round trips (PING p50 %.1f µs)\n", r.CycleP50Us, r.CycleRoundTrip, r.PingP50Us)
+		fmt.Printf("  cycles: %d (%.0f/s), Redis calls per cycle: %.2f; time in Redis per script call: %.1f µs\n",
+			r.Grants, r.GrantsPerSec, r.CallsPerGrant, r.ScriptUs)
+		return
+	}
+	fmt.Printf("fleetsim: %d procs x %d contenders, limit %d, weight %d, hold %v, lease %v, %v, redis %s%s\n",
+		c.Procs, c.Contenders, c.Limit, c.Weight, c.Hold, c.Lease, c.Duration, c.Redis, own)
+	verdict := "OK"
+	if !r.LimitHeld {
+		verdict = "EXCEEDED"
+	}
+	fmt.Printf("  most weight in use at once: %d of limit %d  %s\n", r.MaxInUse, r.Limit, verdict)
+	fmt.Printf("  grants: %d (%.0f/s)\n", r.Grants, r.GrantsPerSec)
+	fmt.Printf("  acquire latency: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", r.AcquireP50Ms, r.AcquireP99Ms, r.AcquireMaxMs)
+	fmt.Printf("  Redis calls per grant: %.2f (grants handed over by pub/sub: %d; waits ended by the timer: %d)\n", r.CallsPerGrant, r.Handoffs, r.Polls)
+	fmt.Printf("  fencing tokens unique: %v; acquire errors: %d; leases ended before release: %d\n", r.FencesUnique, r.Errors, r.LeasesEnded)
+}
+
+// callCounter is a go-redis hook counting the commands sent.
+type callCounter struct{ n atomic.Int64 }
+
+func (c *callCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *callCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (c *callCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}

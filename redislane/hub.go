@@ -1,0 +1,218 @@
+package redislane
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A hub is the one pub/sub subscription of a process to the wake channels of
+// its lanes on one Redis client. It fans the messages out to the waiters by
+// permit id. Pub/sub drops messages across reconnects, so every waiter also
+// polls on a timer; a message only makes a handoff faster.
+type hub struct {
+	client redis.UniversalClient
+	refs   int // guarded by hubs.mu: lanes using the hub
+
+	mu       sync.Mutex // protects the fields below
+	watchers map[string]chan<- string
+	lanes    map[string]int         // channel -> lanes using it
+	subbed   map[string]*subscribed // channels subscribed (or being subscribed)
+	ps       *redis.PubSub          // nil until the first subscription
+	closed   bool
+	stop     chan struct{} // closed with the hub
+
+	wg sync.WaitGroup // the receive loop
+}
+
+var hubs struct {
+	mu sync.Mutex
+	m  map[redis.UniversalClient]*hub
+}
+
+// joinHub returns the hub of client, creating it, and counts one more lane
+// using it, on channel. It starts nothing: the subscription waits for the
+// first waiter.
+func joinHub(client redis.UniversalClient, channel string) *hub {
+	hubs.mu.Lock()
+	defer hubs.mu.Unlock()
+	if hubs.m == nil {
+		hubs.m = make(map[redis.UniversalClient]*hub)
+	}
+	h := hubs.m[client]
+	if h == nil {
+		h = &hub{
+			client:   client,
+			watchers: make(map[string]chan<- string),
+			lanes:    make(map[string]int),
+			subbed:   make(map[string]*subscribed),
+			stop:     make(chan struct{}),
+		}
+		hubs.m[client] = h
+	}
+	h.refs++
+	h.mu.Lock()
+	h.lanes[channel]++
+	h.mu.Unlock()
+	return h
+}
+
+// leave counts one lane less on channel; the last lane of a channel
+// unsubscribes from it, and the last lane of the hub closes the
+// subscription and waits for the receive loop to end.
+func (h *hub) leave(channel string) {
+	h.mu.Lock()
+	h.lanes[channel]--
+	unsub := h.lanes[channel] == 0 && h.subbed[channel] != nil
+	if h.lanes[channel] == 0 {
+		delete(h.lanes, channel)
+		delete(h.subbed, channel)
+	}
+	ps := h.ps
+	h.mu.Unlock()
+
+	hubs.mu.Lock()
+	h.refs--
+	last := h.refs == 0
+	if last {
+		delete(hubs.m, h.client)
+	}
+	hubs.mu.Unlock()
+	if !last {
+		if unsub && ps != nil {
+			_ = ps.Unsubscribe(context.Background(), channel)
+		}
+		return
+	}
+	h.mu.Lock()
+	h.closed = true
+	close(h.stop)
+	ps = h.ps
+	h.mu.Unlock()
+	if ps != nil {
+		_ = ps.Close() // fails the loop's receive; the loop sees closed and ends
+	}
+	h.wg.Wait()
+}
+
+// subscribed is a channel's subscription; ready is closed when Redis has
+// confirmed it.
+type subscribed struct {
+	ready     chan struct{}
+	confirmed bool
+}
+
+// watch routes the messages for id to ch (which must be buffered; a message
+// that finds it full is dropped, the waiter's timer covers it). The first
+// watch of a channel subscribes to it and waits, at most maxWait, until
+// Redis confirms, so that the first handoff is not lost.
+func (h *hub) watch(channel, id string, ch chan<- string) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return
+	}
+	h.watchers[id] = ch
+	sub := h.subbed[channel]
+	if sub != nil {
+		h.mu.Unlock()
+		select {
+		case <-sub.ready:
+			return
+		default:
+		}
+	} else {
+		sub = &subscribed{ready: make(chan struct{})}
+		h.subbed[channel] = sub
+		if h.ps == nil {
+			h.ps = h.client.Subscribe(context.Background())
+			h.wg.Add(1)
+			go h.loop(h.ps)
+		}
+		ps := h.ps
+		h.mu.Unlock()
+		// Outside the lock: this may dial. On failure go-redis keeps the
+		// channel and subscribes again when it reconnects.
+		_ = ps.Subscribe(context.Background(), channel)
+	}
+	t := time.NewTimer(maxWait)
+	defer t.Stop()
+	select {
+	case <-sub.ready:
+	case <-t.C: // Redis is slow or away; waiters poll meanwhile
+	}
+}
+
+func (h *hub) unwatch(id string) {
+	h.mu.Lock()
+	delete(h.watchers, id)
+	h.mu.Unlock()
+}
+
+// receiveTimeout bounds a silent wait on the subscription; after it the
+// loop pings, so that a dead connection is noticed and replaced.
+const receiveTimeout = 5 * time.Second
+
+// loop reads the subscription itself (rather than through go-redis's
+// channel) so that a handoff reaches its waiter with one goroutine switch.
+func (h *hub) loop(ps *redis.PubSub) {
+	defer h.wg.Done()
+	ctx := context.Background()
+	backoff := time.Duration(0)
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, receiveTimeout)
+		if err != nil {
+			select {
+			case <-h.stop:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				_ = ps.Ping(ctx) // go-redis replaces a broken connection on the next receive
+				continue
+			}
+			// Redis is unreachable; waiters poll meanwhile.
+			backoff = min(max(2*backoff, minWait), maxWait)
+			t := time.NewTimer(jitter(backoff))
+			select {
+			case <-t.C:
+			case <-h.stop:
+				t.Stop()
+				return
+			}
+			continue
+		}
+		backoff = 0
+		m, ok := msg.(*redis.Message)
+		if !ok {
+			if sub, ok := msg.(*redis.Subscription); ok && sub.Kind == "subscribe" {
+				h.mu.Lock()
+				if s := h.subbed[sub.Channel]; s != nil && !s.confirmed {
+					s.confirmed = true
+					close(s.ready)
+				}
+				h.mu.Unlock()
+			}
+			continue
+		}
+		id, fence, ok := strings.Cut(m.Payload, " ")
+		if !ok {
+			continue
+		}
+		h.mu.Lock()
+		ch := h.watchers[id]
+		h.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- fence:
+			default:
+			}
+		}
+	}
+}

@@ -1,0 +1,147 @@
+// Package redisserver starts and stops a throwaway redis-server on a free
+// loopback port, with persistence off, for the tests and for fleetsim.
+package redisserver
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrNotInstalled is returned by Start when no redis-server binary is found.
+var ErrNotInstalled = errors.New("redisserver: redis-server not found in PATH (on Debian: apt-get install redis-server)")
+
+// Server is a running redis-server.
+type Server struct {
+	Addr string // 127.0.0.1:<port>
+	Port int
+	bin  string
+	dir  string
+	cmd  *exec.Cmd
+	exit chan struct{}
+}
+
+// Start starts redis-server on a free loopback port with persistence off
+// (no snapshots, no append-only file), and returns once it answers PING.
+func Start() (*Server, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, ErrNotInstalled
+	}
+	dir, err := os.MkdirTemp("", "redislane-redis-")
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for range 5 { // the free port may be taken between probe and bind
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, bin: bin, dir: dir}
+		if lastErr = s.start(); lastErr == nil {
+			return s, nil
+		}
+	}
+	_ = os.RemoveAll(dir)
+	return nil, lastErr
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (s *Server) start() error {
+	cmd := exec.Command(s.bin,
+		"--port", strconv.Itoa(s.Port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", s.dir,
+		"--daemonize", "no",
+		"--maxmemory-policy", "noeviction",
+		"--loglevel", "warning",
+	)
+	cmd.Stdout = nil
+	cmd.Stderr = nil
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("redisserver: start %s: %w", s.bin, err)
+	}
+	s.cmd = cmd
+	s.exit = make(chan struct{})
+	go func() { _ = cmd.Wait(); close(s.exit) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.exit:
+			return fmt.Errorf("redisserver: redis-server exited at start (port %d taken?)", s.Port)
+		default:
+		}
+		if ping(s.Addr) == nil {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond) // polling a process we cannot be told about
+	}
+	s.Kill()
+	return fmt.Errorf("redisserver: redis-server on %s did not answer PING within 10s", s.Addr)
+}
+
+func ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("redisserver: PING answered %q", line)
+	}
+	return nil
+}
+
+// Kill stops the server with SIGKILL, losing its state, and waits for it.
+func (s *Server) Kill() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.exit
+	s.cmd = nil
+}
+
+// Restart kills the server and starts a new, empty one on the same port.
+func (s *Server) Restart() error {
+	s.Kill()
+	var err error
+	for range 50 { // the port can linger briefly after the kill
+		if err = s.start(); err == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return err
+}
+
+// Stop kills the server and removes its directory.
+func (s *Server) Stop() {
+	s.Kill()
+	_ = os.RemoveAll(s.dir)
+}

@@ -1,0 +1,197 @@
+package redislane_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/sessionlane/lanes/redislane/internal/redisserver"
+	"github.com/sessionlane/lanes/redislane/internal/sysclock"
+)
+
+// redisAddr is the address of the redis-server that the examples use.
+var redisAddr string
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		// A child process of a multi-process test: run only the helper,
+		// which exits by itself.
+		os.Exit(m.Run())
+	}
+	flag.Parse()
+	srv, err := redisserver.Start()
+	switch {
+	case err == nil:
+		redisAddr = srv.Addr
+	case os.Getenv("CI") == "true":
+		fmt.Fprintf(os.Stderr, "redislane tests need a real redis-server and CI=true: %v\n", err)
+		os.Exit(1)
+	default:
+		// The tests skip with the reason; examples cannot skip, so they are
+		// left out.
+		fmt.Fprintf(os.Stderr, "redislane: examples not run: %v\n", err)
+		if f := flag.Lookup("test.run"); f != nil && f.Value.String() == "" {
+			_ = f.Value.Set("^Test")
+		}
+	}
+	code := m.Run()
+	if srv != nil {
+		srv.Stop()
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// startRedis starts a redis-server of the test's own on a free loopback port
+// (persistence off) and stops it when the test ends. Without redis-server
+// the test fails under CI (CI=true) and is skipped elsewhere.
+func startRedis(t testing.TB) *redisserver.Server {
+	t.Helper()
+	s, err := redisserver.Start()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("redislane tests need a real redis-server and CI=true: %v", err)
+		}
+		t.Skipf("skipping: cannot start redis-server: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// newClient returns a client of addr, closed when the test ends.
+func newClient(t testing.TB, addr string, tweak ...func(*redis.Options)) *redis.Client {
+	t.Helper()
+	o := &redis.Options{Addr: addr, DisableIdentity: true}
+	for _, f := range tweak {
+		f(o)
+	}
+	c := redis.NewClient(o)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// counter is a go-redis hook that counts the commands a client sends.
+type counter struct {
+	calls atomic.Int64
+	evals atomic.Int64 // EVALSHA and EVAL
+}
+
+func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.calls.Add(1)
+		if n := cmd.Name(); n == "evalsha" || n == "eval" {
+			c.evals.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.calls.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// span is the time one permit was in use, on the system-wide monotonic
+// clock: from the return of Acquire to the call of Release, or to the end of
+// the lease if that came first.
+type span struct {
+	Start, End int64
+	W          int64
+	Fence      int64
+}
+
+// oracle collects spans from any number of goroutines.
+type oracle struct {
+	mu    sync.Mutex
+	spans []span
+}
+
+func (o *oracle) add(s span) {
+	o.mu.Lock()
+	o.spans = append(o.spans, s)
+	o.mu.Unlock()
+}
+
+// maxInUse returns the most weight in use at once. At equal times a start
+// counts before an end, so that touching spans count as overlapping.
+func maxInUse(spans []span) int64 {
+	type ev struct {
+		t int64
+		d int64
+	}
+	evs := make([]ev, 0, 2*len(spans))
+	for _, s := range spans {
+		evs = append(evs, ev{s.Start, s.W}, ev{s.End, -s.W})
+	}
+	sort.Slice(evs, func(i, j int) bool {
+		if evs[i].t != evs[j].t {
+			return evs[i].t < evs[j].t
+		}
+		return evs[i].d > evs[j].d
+	})
+	var cur, top int64
+	for _, e := range evs {
+		cur += e.d
+		top = max(top, cur)
+	}
+	return top
+}
+
+// endOf returns when a permit stopped being usable: now, or its deadline if
+// the lease ended first.
+func endOf(deadline time.Time) int64 {
+	now := sysclock.Now()
+	if left := time.Until(deadline); left < 0 {
+		return now + int64(left)
+	}
+	return now
+}
+
+// checkFences fails the test if two permits share a fencing token.
+func checkFences(t *testing.T, spans []span) {
+	t.Helper()
+	seen := make(map[int64]bool, len(spans))
+	for _, s := range spans {
+		if seen[s.Fence] {
+			t.Fatalf("fencing token %d granted twice", s.Fence)
+		}
+		seen[s.Fence] = true
+	}
+}
+
+// waitFor polls cond every few milliseconds until it holds or d passes.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+const helperEnv = "REDISLANE_HELPER"
+
+var nameSeq atomic.Int64
+
+// laneName returns a lane name unique to the test run.
+func laneName(t testing.TB) string {
+	return fmt.Sprintf("%s-%d", t.Name(), nameSeq.Add(1))
+}

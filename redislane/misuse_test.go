@@ -1,0 +1,186 @@
+package redislane_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionlane/lanes/redislane"
+)
+
+// Scenario 6: misuse.
+
+// A second instance of a lane with another limit fails at once, and the
+// stored limit does not change.
+func TestLimitMismatchIsAnError(t *testing.T) {
+	srv := startRedis(t)
+	rc := newClient(t, srv.Addr)
+	name := laneName(t)
+	a, err := redislane.NewSemaphore(rc, name, 3, redislane.WithLease(testLease), redislane.WithQuarantine(0))
+	require.NoError(t, err)
+	defer a.Close()
+	warm(t, a)
+
+	b, err := redislane.NewSemaphore(rc, name, 4, redislane.WithLease(testLease), redislane.WithQuarantine(0))
+	require.NoError(t, err)
+	defer b.Close()
+	_, err = b.Acquire(context.Background(), 1)
+	require.ErrorIs(t, err, redislane.ErrLimitMismatch)
+	_, ok := b.TryAcquire(1)
+	assert.False(t, ok)
+	assert.Equal(t, "3", rc.HGet(context.Background(), "{lanes:"+name+"}:meta", "limit").Val())
+
+	// A keyed lane may not share the name of a global one either.
+	k, err := redislane.NewKeyed(rc, name, 3, redislane.WithLease(testLease), redislane.WithQuarantine(0))
+	require.NoError(t, err)
+	defer k.Close()
+	_, err = k.Acquire(context.Background(), "x")
+	require.ErrorIs(t, err, redislane.ErrLimitMismatch)
+
+	warm(t, a) // the first instance is unaffected
+}
+
+// A second Release, through the permit or any copy of its lane handle,
+// returns false, frees nothing and is counted.
+func TestDoubleReleaseIsANoOp(t *testing.T) {
+	srv := startRedis(t)
+	rc := newClient(t, srv.Addr)
+	name := laneName(t)
+	s, err := redislane.NewSemaphore(rc, name, 2, redislane.WithLease(testLease), redislane.WithQuarantine(0))
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+
+	p, err := s.Acquire(ctx, 1)
+	require.NoError(t, err)
+	q, err := s.Acquire(ctx, 1)
+	require.NoError(t, err)
+	assert.True(t, p.Release())
+	assert.False(t, p.Release())
+
+	// Through the lane: the handle, a copy of it, and the Redis permit.
+	lane := redislane.AsLane[string](s)
+	h, err := lane.Acquire(ctx, "ignored", 1)
+	require.NoError(t, err)
+	cp := h
+	assert.True(t, h.Release())
+	assert.False(t, cp.Release())
+	assert.False(t, redislane.PermitOf(h).Release())
+
+	st := s.Stats()
+	assert.EqualValues(t, 3, st.DoubleReleases)
+	assert.EqualValues(t, 2, st.Released)
+	assert.EqualValues(t, 1, st.Held)
+	assert.EqualValues(t, 1, rc.ZCard(ctx, "{lanes:"+name+"}:g:h").Val(), "only q still holds")
+	assert.EqualValues(t, "1", rc.HGet(ctx, "{lanes:"+name+"}:g:d", "held").Val())
+	q.Release()
+}
+
+// Releases racing with refreshes: a refresh never re-creates a released
+// permit, and a released permit's cause is ErrReleased, never a lost lease.
+func TestReleaseRacingRefreshNeverRecreatesPermit(t *testing.T) {
+	srv := startRedis(t)
+	rc := newClient(t, srv.Addr)
+	var cnt counter
+	rc.AddHook(&cnt)
+	name := laneName(t)
+	const lease = 300 * time.Millisecond
+	s, err := redislane.NewSemaphore(rc, name, 64, redislane.WithLease(lease),
+		redislane.WithRefreshEvery(2*time.Millisecond), redislane.WithQuarantine(0))
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+	key := "{lanes:" + name + "}:g:h"
+
+	for round := range 10 {
+		ps := make([]*redislane.Permit, 32)
+		for i := range ps {
+			ps[i], err = s.Acquire(ctx, 1)
+			require.NoError(t, err)
+		}
+		var wg sync.WaitGroup
+		for _, p := range ps {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				assert.True(t, p.Release())
+			}()
+		}
+		wg.Wait()
+		for _, p := range ps {
+			assert.ErrorIs(t, context.Cause(p.Context()), redislane.ErrReleased, "round %d", round)
+		}
+		assert.Zero(t, rc.ZCard(ctx, key).Val(), "round %d: a released permit is in Redis", round)
+	}
+	// Let more refreshes run: nothing comes back.
+	p, err := s.Acquire(ctx, 1) // keeps the refresher busy
+	require.NoError(t, err)
+	calls := cnt.evals.Load()
+	waitFor(t, 5*time.Second, "more refreshes", func() bool { return cnt.evals.Load() >= calls+5 })
+	assert.EqualValues(t, 1, rc.ZCard(ctx, key).Val())
+	p.Release()
+	st := s.Stats()
+	assert.Zero(t, st.LeasesLost+st.LeasesExpired)
+	assert.Zero(t, st.DoubleReleases)
+}
+
+// Bad input fails at once with a clear error, without calling Redis.
+func TestBadInputFailsAtOnce(t *testing.T) {
+	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	defer rc.Close()
+
+	for _, tc := range []struct {
+		name   string
+		client redis.UniversalClient
+		lane   string
+		limit  int64
+		opts   []redislane.Option
+	}{
+		{"nil client", nil, "x", 1, nil},
+		{"empty name", rc, "", 1, nil},
+		{"brace in name", rc, "a}b", 1, nil},
+		{"zero limit", rc, "x", 0, nil},
+		{"negative limit", rc, "x", -3, nil},
+		{"tiny lease", rc, "x", 1, []redislane.Option{redislane.WithLease(time.Millisecond)}},
+		{"refresh slower than the lease", rc, "x", 1, []redislane.Option{redislane.WithLease(time.Second), redislane.WithRefreshEvery(time.Second)}},
+		{"negative refresh", rc, "x", 1, []redislane.Option{redislane.WithRefreshEvery(-time.Second)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := redislane.NewSemaphore(tc.client, tc.lane, tc.limit, tc.opts...)
+			assert.ErrorIs(t, err, redislane.ErrInvalidConfig)
+			assert.Nil(t, s)
+			k, err := redislane.NewKeyed(tc.client, tc.lane, tc.limit, tc.opts...)
+			assert.ErrorIs(t, err, redislane.ErrInvalidConfig)
+			assert.Nil(t, k)
+		})
+	}
+
+	s, err := redislane.NewSemaphore(rc, "x", 3)
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+	_, err = s.Acquire(ctx, 0)
+	assert.ErrorIs(t, err, redislane.ErrInvalidWeight)
+	_, err = s.Acquire(ctx, -1)
+	assert.ErrorIs(t, err, redislane.ErrInvalidWeight)
+	_, err = s.Acquire(ctx, 4)
+	assert.ErrorIs(t, err, redislane.ErrTooHeavy)
+	_, ok := s.TryAcquire(4)
+	assert.False(t, ok)
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = s.Acquire(cancelled, 1)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.EqualValues(t, 4, s.Stats().Rejected)
+
+	k, err := redislane.NewKeyed(rc, "y", 1)
+	require.NoError(t, err)
+	defer k.Close()
+	_, err = k.AcquireN(ctx, "a", 2)
+	assert.ErrorIs(t, err, redislane.ErrTooHeavy)
+}

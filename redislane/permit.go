@@ -1,0 +1,175 @@
+package redislane
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sessionlane/lanes/internal/permit"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// Permit is a grant of units of a Redis lane, held under a lease that the
+// instance that granted it keeps refreshing until Release.
+//
+// A Permit is owned by exactly one party at a time; it may be handed to
+// another goroutine. Release gives it back once: the first call returns
+// true, every later one false.
+//
+// The lease can end before Release: when the holder cannot reach Redis for
+// longer than the lease allows, when its process was paused past the lease,
+// or when Redis lost its state. The permit's [Permit.Context] is then
+// cancelled, with [ErrLeaseExpired] or [ErrLeaseLost] as its cause, and the
+// holder must stop using what the permit protects. The permit must still be
+// released.
+type Permit struct {
+	tok   permit.Token
+	gen   atomic.Uint64
+	c     *core
+	id    string
+	rk    [4]string
+	n     int64
+	fence int64
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	due time.Time // guarded by c.mu: when the refresher should next extend the lease
+
+	mu       sync.Mutex // protects the fields below
+	state    int
+	deadline time.Time
+	timer    *time.Timer // fires at deadline
+}
+
+const (
+	active   = iota // the lease is kept
+	ended           // lease lost or expired; not yet released
+	released        // released
+)
+
+// Release gives the permit back. It returns true the first time it is
+// called, whichever copy of the lane handle it goes through (see
+// [PermitOf]), and false ever after (counted in [Stats].DoubleReleases).
+//
+// Release first stops refreshing the lease and cancels the permit's
+// context (cause [ErrReleased]), then removes the permit from Redis with one
+// call, which hands the units to the next waiter. If Redis cannot be
+// reached, the units come back when the lease runs out.
+func (p *Permit) Release() bool { return p.handle().Release() }
+
+// Weight returns the number of units the permit holds.
+func (p *Permit) Weight() int64 { return p.n }
+
+// Fence returns the permit's fencing token: it is larger than the token of
+// every permit of the same lane granted before it, by any instance, also
+// after Redis lost its state (it is then seeded from the server's clock in
+// microseconds). Pass it along to the resource the permit protects, which
+// must reject any request carrying a token smaller than the largest it has
+// seen; that makes a holder that was paused past its lease harmless.
+func (p *Permit) Fence() int64 { return p.fence }
+
+// Context returns a context that is cancelled when the permit stops being
+// valid: on Release (cause [ErrReleased]), when a refresh finds the permit
+// gone ([ErrLeaseLost]), or when its local deadline passes with no
+// successful refresh ([ErrLeaseExpired]). Read the cause with
+// [context.Cause]. It does not derive from the context given to Acquire.
+func (p *Permit) Context() context.Context { return p.ctx }
+
+// Deadline returns the local time until which the lease is known to hold:
+// the send time of the last successful grant or refresh call, plus the
+// lease, minus a fifth of it as a margin for reply time and clock rate.
+// It moves forward with each refresh and stops moving when the lease ends;
+// after a loss detected by a refresh it is the time of the detection.
+func (p *Permit) Deadline() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.deadline
+}
+
+func (p *Permit) handle() semaphore.Permit { return permit.Make(&p.tok, 0, p.n) }
+
+// PermitOf returns the Redis permit behind a permit returned by a lane of
+// this package ([AsLane], [AsKeyedLane]), for its Fence and Context, or nil
+// for any other permit. Releasing either one releases both.
+func PermitOf(sp semaphore.Permit) *Permit {
+	t := sp.Token()
+	if t == nil {
+		return nil
+	}
+	if o, ok := t.Owner().(*owner); ok {
+		return (*Permit)(o)
+	}
+	return nil
+}
+
+// extend moves the deadline forward after a refresh sent at sent found the
+// permit held.
+func (p *Permit) extend(sent time.Time) {
+	dl := sent.Add(p.c.cfg.validity())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.state != active || !dl.After(p.deadline) {
+		return
+	}
+	p.deadline = dl
+	p.timer.Reset(time.Until(dl))
+}
+
+// lose ends the lease after a refresh found the permit gone.
+func (p *Permit) lose() {
+	p.mu.Lock()
+	if p.state != active {
+		p.mu.Unlock()
+		return
+	}
+	p.state = ended
+	if now := time.Now(); now.Before(p.deadline) {
+		p.deadline = now
+	}
+	p.timer.Stop()
+	p.mu.Unlock()
+	p.cancel(ErrLeaseLost)
+	p.c.forget(p)
+	p.c.st.lost.Add(1)
+}
+
+// onTimer ends the lease when the deadline has passed without a refresh.
+func (p *Permit) onTimer() {
+	p.mu.Lock()
+	if p.state != active {
+		p.mu.Unlock()
+		return
+	}
+	if d := time.Until(p.deadline); d > 0 { // extended meanwhile
+		p.timer.Reset(d)
+		p.mu.Unlock()
+		return
+	}
+	p.state = ended
+	p.mu.Unlock()
+	p.cancel(ErrLeaseExpired)
+	p.c.forget(p)
+	p.c.st.expired.Add(1)
+}
+
+// owner is the permit as the owner of its token; its methods are called by
+// the token's once-only Release.
+type owner Permit
+
+func (o *owner) ReleaseToken(_ *permit.Token, n int64) {
+	p := (*Permit)(o)
+	c := p.c
+	p.mu.Lock()
+	p.state = released
+	p.timer.Stop()
+	p.mu.Unlock()
+	c.forget(p) // stop refreshing first
+	p.cancel(ErrReleased)
+	c.held.Add(-n)
+	c.st.released.Add(1)
+	_, _ = c.cleanup(p.rk, p.id)
+}
+
+func (o *owner) CountDoubleRelease(*permit.Token) { o.c.st.doubleRel.Add(1) }

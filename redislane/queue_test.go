@@ -1,0 +1,73 @@
+package redislane_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/redislane"
+	"github.com/sessionlane/lanes/redislane/internal/sysclock"
+)
+
+// A lanequeue.Queue takes a local session lane and a Redis global lane in
+// one AcquireAll: per key one at a time (locally), across two "processes"
+// (two queues on two clients) never more than the Redis limit.
+func TestQueueMixesLocalSessionAndRedisGlobal(t *testing.T) {
+	srv := startRedis(t)
+	name := laneName(t)
+	const limit = 3
+	var queues []*lanequeue.Queue[string]
+	for range 2 {
+		s, err := redislane.NewSemaphore(newClient(t, srv.Addr), name, limit,
+			redislane.WithLease(testLease), redislane.WithQuarantine(0))
+		require.NoError(t, err)
+		q := lanequeue.New[string]()
+		require.NoError(t, q.AddSessionLane("session"))
+		require.NoError(t, q.Add("global", redislane.AsLane[string](s)))
+		t.Cleanup(q.Close) // closes s too
+		queues = append(queues, q)
+	}
+
+	var global oracle
+	perKey := map[string]*oracle{"t1": {}, "t2": {}, "t3": {}, "t4": {}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, q := range queues {
+		for g := range 8 {
+			key := []string{"t1", "t2", "t3", "t4"}[g%4]
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					tk, err := q.AcquireAll(ctx, key, []string{"global", "session"})
+					if err != nil {
+						continue
+					}
+					sp := span{Start: sysclock.Now(), W: 1}
+					time.Sleep(time.Millisecond) // the work
+					sp.End = sysclock.Now()
+					global.add(sp)
+					if key == "t1" && q == queues[0] {
+						perKey[key].add(sp) // one process: its session lane serialises t1
+					}
+					tk.Release()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	require.NotEmpty(t, global.spans)
+	assert.LessOrEqual(t, maxInUse(global.spans), int64(limit))
+	assert.LessOrEqual(t, maxInUse(perKey["t1"].spans), int64(1))
+	for _, q := range queues {
+		for _, st := range q.Stats() {
+			assert.Zero(t, st.Held, "lane %s still held", st.Name)
+		}
+	}
+}

@@ -1,0 +1,130 @@
+package redislane
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+var (
+	// ErrClosed is returned by acquire calls on a closed lane, and to the
+	// callers waiting when it is closed. It is [semaphore.ErrClosed].
+	ErrClosed = semaphore.ErrClosed
+	// ErrInvalidWeight is returned for a request of zero or fewer units. It
+	// is [semaphore.ErrInvalidWeight].
+	ErrInvalidWeight = semaphore.ErrInvalidWeight
+	// ErrTooHeavy is returned for a request of more units than the limit
+	// (the per-key limit of a keyed lane). It is [semaphore.ErrTooHeavy].
+	ErrTooHeavy = semaphore.ErrTooHeavy
+	// ErrLimitMismatch is returned by acquire calls when Redis already holds
+	// the lane under the same name with another limit, or as the other kind
+	// (a [Semaphore] and a [Keyed] may not share a name). The stored limit
+	// is never changed silently; see the package documentation for how to
+	// change it on purpose.
+	ErrLimitMismatch = errors.New("redislane: lane exists in Redis with another limit or kind")
+	// ErrLeaseLost is the cause of a permit's context when a refresh found
+	// that Redis no longer holds the permit: it expired and was reclaimed,
+	// or Redis lost its state.
+	ErrLeaseLost = errors.New("redislane: lease lost")
+	// ErrLeaseExpired is the cause of a permit's context when no refresh
+	// succeeded before the permit's local deadline (see [Permit.Deadline]).
+	ErrLeaseExpired = errors.New("redislane: lease expired")
+	// ErrReleased is the cause of a permit's context after Release.
+	ErrReleased = errors.New("redislane: permit released")
+	// ErrInvalidConfig is wrapped by the errors of [NewSemaphore] and
+	// [NewKeyed] for a nil client, a bad name, a limit below 1 or a bad
+	// option.
+	ErrInvalidConfig = errors.New("redislane: invalid configuration")
+)
+
+// DefaultLease is the lease of a permit when no [WithLease] is given.
+const DefaultLease = 10 * time.Second
+
+// minLease keeps the margins and the refresh period at whole milliseconds,
+// the unit of the server-side expiry times.
+const minLease = 20 * time.Millisecond
+
+// Option configures a [Semaphore] or a [Keyed].
+type Option func(*config)
+
+type config struct {
+	lease        time.Duration
+	refreshEvery time.Duration // 0: lease/3
+	quarantine   time.Duration // <0: the lease
+}
+
+// WithLease sets how long Redis keeps a permit without hearing from its
+// holder (default [DefaultLease]). A holder that dies, hangs or loses its
+// connection gives its units back at most one lease later; a holder whose
+// process is paused for longer than the lease loses its permit. Every
+// instance of a lane should use the same lease (see [WithQuarantine]).
+func WithLease(d time.Duration) Option { return func(c *config) { c.lease = d } }
+
+// WithRefreshEvery sets how often the permits held by this instance are
+// refreshed, all of them with one Redis call (default: a third of the
+// lease). It must be shorter than the local validity of a lease (four
+// fifths of it); the default survives one failed refresh.
+func WithRefreshEvery(d time.Duration) Option { return func(c *config) { c.refreshEvery = d } }
+
+// WithQuarantine sets how long the lane grants nothing after its state in
+// Redis was created: on first use, and after Redis lost its state (a
+// restart without persistence, a failover to a replica that missed writes,
+// an eviction). Holders from before the loss see their leases end within
+// one lease, so the default, the lease, keeps them from overlapping with new
+// holders. Set it to the longest lease used by any instance of the lane. 0
+// turns quarantine off: only for a Redis that never loses state while
+// permits are out, or for a lane that may overlap after a loss.
+func WithQuarantine(d time.Duration) Option { return func(c *config) { c.quarantine = d } }
+
+func newConfig(opts []Option) (config, error) {
+	c := config{lease: DefaultLease, quarantine: -1}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.lease < minLease {
+		return c, fmt.Errorf("%w: lease %v is below %v", ErrInvalidConfig, c.lease, minLease)
+	}
+	if c.refreshEvery == 0 {
+		c.refreshEvery = c.lease / 3
+	}
+	if c.refreshEvery < 0 || c.refreshEvery >= c.validity() {
+		return c, fmt.Errorf("%w: refresh period %v must be positive and below %v (lease %v minus its safety margin)",
+			ErrInvalidConfig, c.refreshEvery, c.validity(), c.lease)
+	}
+	if c.quarantine < 0 {
+		c.quarantine = c.lease
+	}
+	return c, nil
+}
+
+// margin is what a holder subtracts from its lease to cover the time a
+// reply takes to come back and any difference in the rate of the server's
+// and the holder's clocks: a fifth of the lease.
+func (c config) margin() time.Duration { return c.lease / 5 }
+
+// validity is how long after the send time of a successful call a holder
+// relies on its lease.
+func (c config) validity() time.Duration { return c.lease - c.margin() }
+
+func checkArgs(client redis.UniversalClient, name string, limit int64) error {
+	switch {
+	case client == nil:
+		return fmt.Errorf("%w: nil Redis client", ErrInvalidConfig)
+	case name == "":
+		return fmt.Errorf("%w: empty lane name", ErrInvalidConfig)
+	case strings.ContainsAny(name, "{}"):
+		return fmt.Errorf("%w: lane name %q contains a brace (it goes inside a Redis hash tag)", ErrInvalidConfig, name)
+	case limit < 1:
+		return fmt.Errorf("%w: limit %d is below 1", ErrInvalidConfig, limit)
+	}
+	return nil
+}
+
+func ms(d time.Duration) int64 { return int64(d / time.Millisecond) }
+
+var errBadRefresh = errors.New("redislane: refresh script returned a reply of the wrong length")

@@ -1,0 +1,368 @@
+package redislane
+
+import "github.com/redis/go-redis/v9"
+
+// The state of a lane in Redis. Every key carries the hash tag
+// {lanes:<name>}, so one lane lives in one Cluster slot and each script
+// touches one slot.
+//
+//	{lanes:<name>}:meta   hash: limit, kind, fence (the last fencing token),
+//	                      qu (quarantine until, ms), ml (longest lease seen,
+//	                      ms), epoch (creation time, ms). No TTL: it is what
+//	                      tells a lane in use from a lane whose state is gone.
+//	{lanes:<name>}:wake   pub/sub channel: "<id> <fence>" for every permit
+//	                      handed to a queued waiter.
+//
+// and per bucket (the one bucket of a Semaphore, one per key of a Keyed),
+// with <b> = "g" or "k:<key>":
+//
+//	{lanes:<name>}:<b>:h  zset holder id -> expiry (ms, server time)
+//	{lanes:<name>}:<b>:q  zset queued id -> arrival number (FIFO order)
+//	{lanes:<name>}:<b>:x  zset queued id -> expiry (ms, server time)
+//	{lanes:<name>}:<b>:d  hash w:<id> weight, f:<id> fencing token,
+//	                      t:<id> lease of a queued id (ms), held (total
+//	                      weight of the holders), seq (arrival counter)
+//
+// Bucket keys expire two longest leases after an entry was last added or
+// extended (d always with the others, so it never goes first), so an idle
+// key of a Keyed lane leaves nothing behind.
+//
+// Time comes only from the server's TIME. A holder's entry is valid while
+// its expiry is later than now; an expired entry is never extended, only
+// removed.
+
+// prelude is shared by the scripts. Each redis.call costs a few
+// microseconds of the server's one thread, so the scripts read each thing
+// once, batch the removals, and gather the writes to a bucket's hash into
+// one HSET and one HDEL at the end (flush).
+const prelude = `
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
+
+-- integers are written with %.0f: exact below 2^53, never in e-notation
+local function s(x) return string.format('%.0f', x) end
+
+-- meta reads the lane's meta hash, creating it (with a quarantine) when it
+-- is missing: on first use, or because Redis lost the lane's state.
+local function meta(mk, limit, kind, lease, quar)
+  local m = redis.call('HMGET', mk, 'limit', 'kind', 'qu', 'ml', 'fence')
+  if not m[1] then
+    local M = {mk = mk, ok = true, limit = limit, qu = now + quar, ml = lease, fence = 0}
+    redis.call('HSET', mk, 'limit', limit, 'kind', kind, 'qu', s(M.qu), 'ml', lease,
+      'fence', 0, 'epoch', s(now))
+    return M
+  end
+  local M = {mk = mk, limit = tonumber(m[1]), qu = tonumber(m[3]) or 0,
+    ml = tonumber(m[4]) or 0, fence = tonumber(m[5]) or 0}
+  M.ok = M.limit == limit and m[2] == kind
+  if M.ok and lease > M.ml then redis.call('HSET', mk, 'ml', lease); M.ml = lease end
+  return M
+end
+
+-- next_fence returns the next fencing token: one more than the last, and
+-- never below the server's clock in microseconds, so that tokens keep
+-- increasing when the counter is lost with the rest of the state.
+local function next_fence(M)
+  local f = M.fence + 1
+  if f < nowus then f = nowus end
+  M.fence = f
+  M.dirty = true
+  return f
+end
+
+local function save(M)
+  if M.dirty then redis.call('HSET', M.mk, 'fence', s(M.fence)) end
+end
+
+local function bucket(i, ml)
+  return {h = KEYS[i], q = KEYS[i + 1], x = KEYS[i + 2], d = KEYS[i + 3], ml = ml, f = {}}
+end
+
+-- need makes the bucket's keys outlive an entry that expires at e. All its
+-- keys expire at the mark kx (kept in d), which moves three longest leases
+-- ahead when it comes within one longest lease of an entry's expiry.
+local function need(B, e)
+  if not B.kx or B.kx < e + B.ml then
+    B.kx = e + 3 * B.ml
+    B.kxDirty = true
+  end
+end
+
+-- look reads the bucket once: held weight, expiry mark, arrival counter,
+-- earliest holder expiry (first), first queued id (head). It removes
+-- expired holders and expired queued ids, a bounded number of each.
+local function look(B)
+  local d = redis.call('HMGET', B.d, 'held', 'kx', 'seq')
+  B.held, B.kx, B.seq = tonumber(d[1]) or 0, tonumber(d[2]), tonumber(d[3]) or 0
+  local e = redis.call('ZRANGE', B.h, 0, 0, 'WITHSCORES')
+  if e[1] and tonumber(e[2]) <= now then
+    local gone = redis.call('ZRANGEBYSCORE', B.h, '-inf', now, 'LIMIT', 0, 64)
+    local fields = {}
+    for i, id in ipairs(gone) do fields[i] = 'w:' .. id end
+    local ws = redis.call('HMGET', B.d, unpack(fields))
+    for i, id in ipairs(gone) do
+      B.held = B.held - (tonumber(ws[i]) or 0)
+      B.f['w:' .. id], B.f['f:' .. id], B.f['t:' .. id] = false, false, false
+    end
+    redis.call('ZREM', B.h, unpack(gone))
+    B.heldDirty = true
+    e = redis.call('ZRANGE', B.h, 0, 0, 'WITHSCORES')
+  end
+  if e[1] then
+    B.first = tonumber(e[2])
+  elseif B.held ~= 0 then -- no holder left: the counter is stale
+    B.held, B.heldDirty = 0, true
+  end
+  B.head = redis.call('ZRANGE', B.q, 0, 0)[1]
+  if B.head then
+    local stale = redis.call('ZRANGEBYSCORE', B.x, '-inf', now, 'LIMIT', 0, 64)
+    if #stale > 0 then
+      redis.call('ZREM', B.q, unpack(stale))
+      redis.call('ZREM', B.x, unpack(stale))
+      for _, id in ipairs(stale) do B.f['w:' .. id], B.f['t:' .. id] = false, false end
+      B.head = redis.call('ZRANGE', B.q, 0, 0)[1]
+    end
+  end
+end
+
+-- flush writes what the script changed in the bucket's hash, and the
+-- expiry of keys that got it late or were created.
+local function flush(B)
+  local set, del = {}, {}
+  for k, v in pairs(B.f) do
+    if v then set[#set + 1] = k; set[#set + 1] = v else del[#del + 1] = k end
+  end
+  if B.heldDirty then set[#set + 1] = 'held'; set[#set + 1] = B.held end
+  if B.seqDirty then set[#set + 1] = 'seq'; set[#set + 1] = B.seq end
+  if #set > 0 and not B.kx then need(B, now) end
+  if B.kxDirty then set[#set + 1] = 'kx'; set[#set + 1] = s(B.kx) end
+  if #del > 0 then redis.call('HDEL', B.d, unpack(del)) end
+  if #set > 0 then redis.call('HSET', B.d, unpack(set)) end
+  local kx = s(B.kx or 0)
+  if B.kxDirty then
+    for _, k in ipairs({B.h, B.q, B.x, B.d}) do redis.call('PEXPIREAT', k, kx) end
+  else
+    if B.newH then redis.call('PEXPIREAT', B.h, kx) end
+    if B.newQ then redis.call('PEXPIREAT', B.q, kx); redis.call('PEXPIREAT', B.x, kx) end
+  end
+end
+
+local function grant(B, M, id, w, ttl)
+  local f = next_fence(M)
+  local e = now + ttl
+  redis.call('ZADD', B.h, s(e), id)
+  if not B.first then B.first, B.newH = e, true end
+  B.f['w:' .. id], B.f['f:' .. id] = w, s(f)
+  B.held, B.heldDirty = B.held + w, true
+  need(B, e)
+  return f
+end
+
+-- pump hands free units to the queued ids in arrival order, as long as the
+-- first one fits, and tells each one on the wake channel.
+local function pump(B, M, chan)
+  if now < M.qu then return end
+  for _ = 1, 64 do
+    local head = B.head
+    if not head then return end
+    local wt = redis.call('HMGET', B.d, 'w:' .. head, 't:' .. head)
+    local w, ttl = tonumber(wt[1]) or 0, tonumber(wt[2]) or 0
+    if w >= 1 and B.held + w > M.limit then return end
+    redis.call('ZREM', B.q, head)
+    redis.call('ZREM', B.x, head)
+    B.f['t:' .. head] = false
+    if w >= 1 and ttl >= 1 then
+      redis.call('PUBLISH', chan, head .. ' ' .. s(grant(B, M, head, w, ttl)))
+    else -- a broken entry: drop it
+      B.f['w:' .. head] = false
+    end
+    B.head = redis.call('ZRANGE', B.q, 0, 0)[1]
+  end
+end
+`
+
+// Status codes of the acquire script.
+const (
+	stTry      = 0  // try mode: not granted, not queued {0, hint ms, quarantined 0/1}
+	stGranted  = 1  // {1, fence}
+	stQueued   = 2  // {2, hint ms, quarantined 0/1}
+	stMismatch = -1 // {-1, stored limit}
+)
+
+// acquireScript grants id if nobody is queued and the weight fits, returns
+// the existing grant (with a fresh lease) if id already holds, so that a
+// retried call never grants twice, and otherwise queues id (or, in try
+// mode, does nothing) and returns a hint: how long until something can
+// change.
+//
+// KEYS: meta, h, q, x, d
+// ARGV: id, weight, limit, kind, lease ms, quarantine ms, try (0/1), channel
+var acquireScript = redis.NewScript(acquireSrc)
+
+const acquireSrc = prelude + `
+local id, w, limit, kind = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local ttl, quar, try, chan = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7] == '1', ARGV[8]
+
+local M = meta(KEYS[1], limit, kind, ttl, quar)
+if not M.ok then return {-1, M.limit} end
+local B = bucket(2, M.ml)
+look(B)
+pump(B, M, chan)
+
+if B.first then
+  local exp = redis.call('ZSCORE', B.h, id)
+  if exp and tonumber(exp) > now then -- a retried call: the same grant
+    local e = now + ttl
+    redis.call('ZADD', B.h, 'XX', s(e), id)
+    need(B, e)
+    local f = B.f['f:' .. id] or redis.call('HGET', B.d, 'f:' .. id)
+    flush(B)
+    save(M)
+    return {1, tonumber(f)}
+  elseif exp then -- expired, beyond what look removed
+    B.held = B.held - (tonumber(redis.call('HGET', B.d, 'w:' .. id)) or 0)
+    B.heldDirty = true
+    redis.call('ZREM', B.h, id)
+    B.f['w:' .. id], B.f['f:' .. id], B.f['t:' .. id] = false, false, false
+  end
+end
+
+local queued = B.head and redis.call('ZSCORE', B.q, id)
+local quarantined = now < M.qu
+if not queued and not quarantined and not B.head and B.held + w <= M.limit then
+  local f = grant(B, M, id, w, ttl)
+  flush(B)
+  save(M)
+  return {1, f}
+end
+
+local hint, qflag = ttl, 0
+if quarantined then
+  hint, qflag = M.qu - now, 1
+elseif B.first then
+  hint = B.first - now
+end
+if not try then
+  local e = now + ttl
+  if queued then
+    redis.call('ZADD', B.x, 'XX', s(e), id)
+  else
+    B.seq, B.seqDirty = B.seq + 1, true
+    redis.call('ZADD', B.q, B.seq, id)
+    redis.call('ZADD', B.x, s(e), id)
+    if not B.head then B.newQ = true end
+    B.f['w:' .. id], B.f['t:' .. id] = w, ttl
+  end
+  need(B, e)
+end
+flush(B)
+save(M)
+if try then return {0, hint, qflag} end
+return {2, hint, qflag}
+`
+
+// Results of the release script.
+const (
+	relMissing = 0 // id was neither held nor queued
+	relValid   = 1 // id held a valid lease
+	relExpired = 2 // id held an expired lease
+	relQueued  = 3 // id was queued
+)
+
+// releaseScript removes id, held or queued, and hands the freed units to the
+// queue. It is idempotent.
+//
+// KEYS: meta, h, q, x, d
+// ARGV: id, limit, kind, lease ms, quarantine ms, channel
+var releaseScript = redis.NewScript(releaseSrc)
+
+const releaseSrc = prelude + `
+local id, limit, kind = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local ttl, quar, chan = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local h, q, x, d = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+
+local res = 0
+local exp = redis.call('ZSCORE', h, id)
+if exp then
+  res = 2
+  if tonumber(exp) > now then res = 1 end
+  local w = tonumber(redis.call('HGET', d, 'w:' .. id))
+  redis.call('ZREM', h, id)
+  if w then
+    redis.call('HDEL', d, 'w:' .. id, 'f:' .. id, 't:' .. id)
+    redis.call('HINCRBY', d, 'held', -w)
+  end
+elseif redis.call('ZSCORE', q, id) then
+  redis.call('ZREM', q, id)
+  redis.call('ZREM', x, id)
+  redis.call('HDEL', d, 'w:' .. id, 't:' .. id)
+  res = 3
+end
+if redis.call('ZRANGE', q, 0, 0)[1] then -- somebody waits: hand the units on
+  local M = meta(KEYS[1], limit, kind, ttl, quar)
+  local B = bucket(2, M.ml)
+  look(B)
+  pump(B, M, chan)
+  flush(B)
+  save(M)
+end
+return res
+`
+
+// Results of the refresh script, one per id.
+const (
+	refMissing = 0 // neither held nor queued: a holder's lease is lost
+	refHeld    = 1 // held; the lease now runs one lease from the call
+	refQueued  = 2 // queued; the queue entry now runs one lease from the call
+)
+
+// refreshScript extends the ids of one instance, held or queued, by one
+// lease from now. It extends only ids that are present and unexpired, and
+// never re-creates a missing one.
+//
+// KEYS: meta, then h, q, x, d of each bucket
+// ARGV: limit, kind, lease ms, quarantine ms, channel, then pairs of
+// (bucket number from 0, id)
+var refreshScript = redis.NewScript(refreshSrc)
+
+const refreshSrc = prelude + `
+local limit, kind = tonumber(ARGV[1]), ARGV[2]
+local ttl, quar, chan = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+
+local M = meta(KEYS[1], limit, kind, ttl, quar)
+local out = {}
+local bs = {}
+for i = 6, #ARGV, 2 do
+  local b = tonumber(ARGV[i])
+  local id = ARGV[i + 1]
+  local B = bs[b]
+  if not B then
+    B = bucket(2 + 4 * b, math.max(M.ml, ttl))
+    look(B)
+    bs[b] = B
+  end
+  local st = 0
+  if M.ok then
+    local e = now + ttl
+    local exp = redis.call('ZSCORE', B.h, id)
+    if exp and tonumber(exp) > now then
+      redis.call('ZADD', B.h, 'XX', s(e), id)
+      need(B, e)
+      st = 1
+    elseif not exp and B.head and redis.call('ZSCORE', B.q, id) then
+      redis.call('ZADD', B.x, 'XX', s(e), id)
+      need(B, e)
+      st = 2
+    end
+  end
+  out[#out + 1] = st
+end
+for _, B in pairs(bs) do
+  if M.ok then pump(B, M, chan) end
+  flush(B)
+end
+save(M)
+return out
+`

@@ -1,0 +1,100 @@
+package redislane
+
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sessionlane/lanes/lanequeue"
+)
+
+// Semaphore is a weighted semaphore whose limit is shared by every instance,
+// in any process, that uses the same Redis and the same name.
+//
+// Instances may be made freely, one per process and name being the usual
+// case; they must all use the same limit (else acquires fail with
+// [ErrLimitMismatch]) and should use the same lease. A Semaphore is safe for
+// concurrent use. Close it to stop its goroutines.
+type Semaphore struct {
+	c *core
+}
+
+// NewSemaphore returns the instance of the lane name, of limit units, on
+// client (a single node, Sentinel or Cluster client). It makes no call to
+// Redis: a wrong client shows at the first Acquire. It fails for a nil
+// client, an empty name or one with a brace, a limit below 1, or bad
+// options, with an error wrapping [ErrInvalidConfig].
+func NewSemaphore(client redis.UniversalClient, name string, limit int64, opts ...Option) (*Semaphore, error) {
+	c, err := newCore(client, name, lanequeue.Global, limit, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Semaphore{c: c}, nil
+}
+
+// Acquire takes n units, waiting until they are free. On success it returns
+// a [Permit] that the caller owns and must release once. It fails at once
+// with [ErrInvalidWeight] for n <= 0, [ErrTooHeavy] for n above the limit,
+// [ErrClosed] after Close, and [ErrLimitMismatch] when Redis holds the lane
+// with another limit.
+//
+// Waiting: callers of one instance wait in one local FIFO line, and only the
+// first of them asks Redis; in Redis, the first waiters of all instances wait
+// in one FIFO queue, so a heavy request is not overtaken by lighter ones,
+// and instances take turns. A waiter is woken by a pub/sub message when a
+// release hands it the units, and asks again after a hint from Redis
+// (jittered, 5-250 ms) in case the message was lost. Failed calls are
+// retried (with the same permit id, so a retry never grants twice) until ctx
+// ends.
+//
+// Cancellation: when ctx ends, Acquire returns ctx.Err() at once (wrapping
+// the last Redis error, if the last call failed), even with a call in
+// flight; its place in the line goes to the next waiter, and whatever Redis
+// granted or queued for it is released in the background. If ctx is already
+// done, Acquire fails without calling Redis. A grant that races with the
+// cancellation is released, never returned and lost.
+func (s *Semaphore) Acquire(ctx context.Context, n int64) (*Permit, error) {
+	return s.c.acquire(ctx, "", n)
+}
+
+// TryAcquire takes n units if Redis grants them at once and no caller of
+// this instance is waiting. It makes one call to Redis, with a timeout of a
+// fifth of the lease, and never waits in a queue.
+func (s *Semaphore) TryAcquire(n int64) (*Permit, bool) { return s.c.tryAcquire("", n) }
+
+// Do acquires n units, runs fn, and releases them when fn returns or panics.
+// fn's context ends when ctx ends or when the permit's lease ends; its cause
+// then tells which. Do returns Acquire's error, or fn's.
+func (s *Semaphore) Do(ctx context.Context, n int64, fn func(context.Context) error) error {
+	p, err := s.Acquire(ctx, n)
+	if err != nil {
+		return err
+	}
+	return p.run(ctx, fn)
+}
+
+// Limit returns the limit.
+func (s *Semaphore) Limit() int64 { return s.c.limit }
+
+// Name returns the lane's name.
+func (s *Semaphore) Name() string { return s.c.name }
+
+// Stats returns a snapshot of this instance.
+func (s *Semaphore) Stats() Stats { return s.c.stats() }
+
+// Close refuses later acquires and sends the callers waiting with
+// [ErrClosed]; it returns when they have left and their last calls have
+// finished. Permits out stay valid: the instance keeps refreshing them until
+// they are released (its refresher ends with the last one), and they may be
+// released after Close. Close does not close the Redis client.
+func (s *Semaphore) Close() { s.c.close() }
+
+// run runs fn under the permit, releasing it on every way out.
+func (p *Permit) run(ctx context.Context, fn func(context.Context) error) error {
+	defer p.Release()
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(p.ctx, func() { cancel(context.Cause(p.ctx)) })
+	defer stop()
+	return fn(fctx)
+}
