@@ -159,6 +159,8 @@ type KeyedSemaphore[K comparable] struct {
 	rejected   atomic.Uint64
 	doubleRel  atomic.Uint64
 
+	cachedWaiter atomic.Pointer[waiter] // a free waiter, see getWaiter
+
 	evictMu sync.Mutex     // one eviction pass at a time; protects buf
 	buf     []candidate[K] // reused by eviction passes
 }
@@ -774,7 +776,7 @@ func (s *KeyedSemaphore[K]) wait(ctx context.Context, e *entry[K], n int64) (Per
 		s.rejected.Add(1)
 		return Permit{}, err
 	}
-	w := getWaiter()
+	w := s.getWaiter()
 	w.n = n
 	e.push(w)
 	s.waiters.Add(1)
@@ -796,7 +798,7 @@ func (s *KeyedSemaphore[K]) wait(ctx context.Context, e *entry[K], n int64) (Per
 // puts w back in the pool. A failed waiter drops its reference.
 func (s *KeyedSemaphore[K]) outcome(e *entry[K], w *waiter) (Permit, error) {
 	p, err := permit.Make(w.tok, w.gen, w.n), w.err
-	putWaiter(w)
+	s.putWaiter(w)
 	if err != nil {
 		s.rejected.Add(1)
 		s.release(e, 0)
@@ -815,13 +817,13 @@ func (s *KeyedSemaphore[K]) leave(e *entry[K], w *waiter, err error) error {
 		<-w.ready // sent just after the waker unlocked
 		if w.err != nil {
 			werr := w.err
-			putWaiter(w)
+			s.putWaiter(w)
 			s.rejected.Add(1)
 			s.release(e, 0)
 			return werr
 		}
 		p := permit.Make(w.tok, w.gen, w.n)
-		putWaiter(w)
+		s.putWaiter(w)
 		s.cancelled.Add(1)
 		p.Release()
 		return err
@@ -835,7 +837,7 @@ func (s *KeyedSemaphore[K]) leave(e *entry[K], w *waiter, err error) error {
 	}
 	dead := s.unrefLocked(e, 0)
 	e.mu.Unlock()
-	putWaiter(w)
+	s.putWaiter(w)
 	wakeAll(wake)
 	if dead {
 		s.drop(e)
@@ -973,11 +975,21 @@ type waiter struct {
 
 var waiterPool = sync.Pool{New: func() any { return &waiter{ready: make(chan struct{}, 1)} }}
 
-func getWaiter() *waiter { return waiterPool.Get().(*waiter) }
+// getWaiter returns a waiter from the semaphore's one-slot cache, else from
+// the shared pool: on a hot key the same few waiters cycle, and the cache
+// costs one atomic swap instead of a pool round trip.
+func (s *KeyedSemaphore[K]) getWaiter() *waiter {
+	if w := s.cachedWaiter.Swap(nil); w != nil {
+		return w
+	}
+	return waiterPool.Get().(*waiter)
+}
 
-func putWaiter(w *waiter) {
+func (s *KeyedSemaphore[K]) putWaiter(w *waiter) {
 	w.n, w.served, w.err, w.tok, w.gen = 0, false, nil, nil, 0
-	waiterPool.Put(w)
+	if !s.cachedWaiter.CompareAndSwap(nil, w) {
+		waiterPool.Put(w)
+	}
 }
 
 // wakeAll wakes the waiters of a list made under a mutex. Each waiter may
