@@ -21,7 +21,10 @@ type candidate[K comparable] struct {
 func (s *KeyedSemaphore[K]) Sweep() int {
 	s.evictMu.Lock()
 	defer s.evictMu.Unlock()
-	return s.pass(false)
+	n := s.pass(false)
+	s.nextPass.Store(0)
+	s.starved.Store(false)
+	return n
 }
 
 // evictOverCap runs after a new entry took the count over the soft cap. If
@@ -34,20 +37,41 @@ func (s *KeyedSemaphore[K]) evictOverCap() {
 	defer s.evictMu.Unlock()
 	for s.alive.Load() > s.maxKeys {
 		if s.pass(true) == 0 {
+			// Everything over the cap is in use: wait for another
+			// eighth of new keys, so that passes cost a bounded amount
+			// per new key however large the burst.
+			n := s.alive.Load()
+			s.nextPass.Store(n + max(1, n/8))
 			return
 		}
 	}
+	s.nextPass.Store(0)
 }
 
 // makeRoom runs when the hard cap refused a new entry. It reports whether
-// there may be room now.
+// there may be room now. After a pass that found nothing idle, it refuses
+// at once until some entry goes idle (wentIdle clears starved), so that a
+// flood of new keys against a cap full of busy entries costs no pass each.
 func (s *KeyedSemaphore[K]) makeRoom() bool {
 	s.evictMu.Lock()
 	defer s.evictMu.Unlock()
 	if s.alive.Load() < s.maxKeys {
 		return true
 	}
-	return s.pass(true) > 0
+	if s.starved.Load() {
+		return false // nothing has gone idle since a pass found nothing to evict
+	}
+	if s.pass(true) > 0 {
+		return true
+	}
+	s.starved.Store(true)
+	// An entry that went idle during the pass may have missed the flag
+	// being set; one more look costs little and keeps the refusal exact.
+	if s.pass(true) > 0 {
+		s.starved.Store(false)
+		return true
+	}
+	return false
 }
 
 // pass is one eviction pass; it must be called with evictMu held. It
@@ -62,6 +86,7 @@ func (s *KeyedSemaphore[K]) makeRoom() bool {
 // makes a new one under the map's lock. The pass then removes that entry,
 // and only that one, from the map (drop).
 func (s *KeyedSemaphore[K]) pass(overCap bool) int {
+	s.passes++
 	buf := s.buf[:0]
 	s.m.RangeRelaxed(func(_ K, e *entry[K]) bool {
 		if st := e.state.Load(); st&(deadBit|busyBit) == 0 {

@@ -36,3 +36,10 @@ func JoinAfter[K comparable](s *KeyedSemaphore[K], key K, between func()) (stale
 	}
 	return res == joinStale, reused
 }
+
+// Passes returns the number of eviction passes s has run.
+func Passes[K comparable](s *KeyedSemaphore[K]) uint64 {
+	s.evictMu.Lock()
+	defer s.evictMu.Unlock()
+	return s.passes
+}

@@ -163,6 +163,13 @@ type KeyedSemaphore[K comparable] struct {
 
 	evictMu sync.Mutex     // one eviction pass at a time; protects buf
 	buf     []candidate[K] // reused by eviction passes
+	// nextPass is the count of entries at which the soft cap runs its next
+	// eviction pass (see made); starved says that the last pass of the
+	// hard cap found nothing idle and no entry has gone idle since (see
+	// makeRoom). Both are written under evictMu.
+	nextPass atomic.Int64
+	starved  atomic.Bool
+	passes   uint64 // eviction passes run, for tests; under evictMu
 }
 
 type config struct {
@@ -453,10 +460,17 @@ func (s *KeyedSemaphore[K]) publish(key K, n int64) *entry[K] {
 
 // made counts a new entry, and evicts idle ones if it took the count over
 // the soft cap.
+//
+// When the entries over the cap are in use, a pass finds nothing to evict;
+// running one for every new key would make a burst of busy keys cost the
+// square of its size. So after such a pass the next one waits until the
+// count has grown by another eighth (see evictOverCap).
 func (s *KeyedSemaphore[K]) made() {
 	s.created.Add(1)
-	if !s.hard && s.alive.Load() > s.maxKeys {
-		s.evictOverCap()
+	if !s.hard {
+		if n := s.alive.Load(); n > s.maxKeys && n >= s.nextPass.Load() {
+			s.evictOverCap()
+		}
 	}
 }
 
@@ -642,9 +656,21 @@ func (s *KeyedSemaphore[K]) release(e *entry[K], n int64) {
 		if e.state.CompareAndSwap(st, nst) {
 			if nst&deadBit != 0 {
 				s.drop(e)
+			} else if nst&busyBit == 0 {
+				s.wentIdle()
 			}
 			return
 		}
+	}
+}
+
+// wentIdle notes that an entry has gone idle, so that an eviction pass is
+// worth running again after one that found nothing to evict. The flag is
+// read on every idle transition and written only after a fruitless pass,
+// so its cache line stays shared between cores.
+func (s *KeyedSemaphore[K]) wentIdle() {
+	if s.starved.Load() {
+		s.starved.Store(false)
 	}
 }
 
@@ -685,6 +711,9 @@ func (s *KeyedSemaphore[K]) unrefLocked(e *entry[K], n int64) bool {
 			nst &^= queuedBit
 		}
 		if e.state.CompareAndSwap(st, nst) {
+			if nst&(busyBit|deadBit) == 0 {
+				s.wentIdle()
+			}
 			return nst&deadBit != 0
 		}
 	}

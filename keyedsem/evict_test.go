@@ -1,0 +1,67 @@
+package keyedsem_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// Regression: when the entries over the soft cap were all in use, every new
+// key ran a full eviction pass that found nothing, so a burst of n held
+// keys cost n²/2 entry visits (100k held keys took 11 minutes). Passes must
+// now grow logarithmically with the burst.
+func TestBusyBurstOverSoftCapRunsFewPasses(t *testing.T) {
+	const maxKeys, burst = 64, 64 * 40
+	s := keyedsem.New[string](keyedsem.WithMaxKeys(maxKeys))
+	defer s.Close()
+	held := make([]semaphore.Permit, 0, burst)
+	for i := range burst {
+		p, ok := s.TryAcquire(fmt.Sprintf("burst-%d", i))
+		require.True(t, ok)
+		held = append(held, p)
+	}
+	require.Equal(t, burst, s.Len(), "busy entries may exceed the soft cap")
+	// From 64 to 2560 keys in steps of an eighth: about 32 passes; one
+	// per new key would be about 2500.
+	require.LessOrEqual(t, keyedsem.Passes(s), uint64(60))
+
+	for _, p := range held {
+		require.True(t, p.Release())
+	}
+	// Once idle, they are trimmed to the cap by Sweep (or by new keys).
+	s.Sweep()
+	require.LessOrEqual(t, s.Len(), maxKeys)
+}
+
+// With a hard cap full of busy entries, a flood of new keys is refused at
+// once without a pass each; as soon as one entry goes idle, a new key
+// evicts it and gets in.
+func TestHardCapFullOfBusyKeysRefusesWithoutScanning(t *testing.T) {
+	const maxKeys = 32
+	s := keyedsem.New[string](keyedsem.WithMaxKeys(maxKeys), keyedsem.WithHardMaxKeys())
+	defer s.Close()
+	held := make([]semaphore.Permit, 0, maxKeys)
+	for i := range maxKeys {
+		p, ok := s.TryAcquire(fmt.Sprintf("busy-%d", i))
+		require.True(t, ok)
+		held = append(held, p)
+	}
+	for i := range 1000 {
+		_, err := s.Acquire(t.Context(), fmt.Sprintf("new-%d", i))
+		require.True(t, errors.Is(err, keyedsem.ErrTooManyKeys), "got %v", err)
+	}
+	require.LessOrEqual(t, keyedsem.Passes(s), uint64(2), "a refused flood must not scan per key")
+
+	require.True(t, held[0].Release()) // busy-0 goes idle
+	p, err := s.Acquire(t.Context(), "newcomer")
+	require.NoError(t, err, "an idle entry must be evicted to make room")
+	require.True(t, p.Release())
+	for _, p := range held[1:] {
+		p.Release()
+	}
+}
