@@ -11,7 +11,7 @@ BENCHCOUNT  ?= 10
 BENCHTIME   ?= 1s
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all test vet unit stress test386 fuzzseed lint staticcheck bench bench-report fuzz lanesim clean
+.PHONY: all test vet unit stress test386 lint staticcheck bench bench-report fuzz lanesim clean
 
 all: lint test
 
@@ -42,10 +42,17 @@ staticcheck:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) ./semaphore/ ./keyedsem/ ./lanequeue/
 
-## fuzz: each fuzz target for FUZZTIME (default 30s)
+## bench-report: run bench/ side by side (COUNT runs x BENCHTIME), then regenerate
+## docs/benchmarks.md and docs/bench-*.svg. Quick check: make bench-report COUNT=1 BENCHTIME=100ms
+COUNT ?= $(BENCHCOUNT)
+bench-report:
+	cd bench && $(GO) run ./cmd/report -count=$(COUNT) -benchtime=$(BENCHTIME)
+
+## fuzz: each fuzz target for FUZZTIME (default 30s); the seed corpus runs in `make test`.
+## New inputs are minimised for at most 5s, or a short run can stall minimising.
 fuzz:
 	@for t in $$($(GO) test -list '^Fuzz' ./fuzz/ | grep '^Fuzz'); do \
-		echo "== $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime=$(FUZZTIME) ./fuzz/ || exit 1; done
+		echo "== $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s ./fuzz/ || exit 1; done
 
 lanesim:
 	$(GO) run ./cmd/lanesim

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// sample is a fragment of `go test -bench` output in the harness's naming.
+const sample = `goos: linux
+goarch: amd64
+pkg: github.com/sessionlane/lanes/bench
+BenchmarkSemaphore/ctx=bg/scenario=uncontended/impl=lanes-2   	100	 10.0 ns/op	 0 B/op	 0 allocs/op
+BenchmarkSemaphore/ctx=bg/scenario=uncontended/impl=lanes-2   	100	 12.0 ns/op	 0 B/op	 0 allocs/op
+BenchmarkSemaphore/ctx=bg/scenario=uncontended/impl=lanes-2   	100	 50.0 ns/op	 0 B/op	 0 allocs/op
+BenchmarkSemaphore/ctx=bg/scenario=uncontended/impl=xsync-2   	100	 20.0 ns/op	 0 B/op	 0 allocs/op
+BenchmarkSemaphore/ctx=bg/scenario=cap8-g2/impl=lanes-2       	100	 30.0 ns/op	 0 B/op	 0 allocs/op
+BenchmarkSemaphore/ctx=bg/scenario=cap8-g2/impl=xsync-2       	100	 20.0 ns/op	 0 B/op	 0 allocs/op
+BenchmarkSemaphore/ctx=bg/scenario=cap8-g4/impl=lanes-2       	100	 25.0 ns/op	 0 B/op	 0 allocs/op
+BenchmarkKeyedMemory/scenario=idle-100k/impl=lanes-idle0-2    	1	 5000000 ns/op	 0.04 B/key	 100 B/op	 3 allocs/op
+BenchmarkGateway/cs=sleep50us/impl=global-2   	100	 1000000 ns/op	 1000 cs-µs	 1000 ops/s	 1.0 parallel	 0 B/op	 0 allocs/op
+BenchmarkGateway/cs=sleep50us/impl=lanes-queue-2   	100	 5000 ns/op	 300 cs-µs	 200000 ops/s	 60.0 parallel	 0 B/op	 0 allocs/op
+PASS
+`
+
+func TestParseKeepsEverySampleAndTakesMedians(t *testing.T) {
+	r, err := parse(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.procs != 2 {
+		t.Errorf("procs = %d, want 2", r.procs)
+	}
+	name := "Semaphore/ctx=bg/scenario=uncontended/impl=lanes"
+	if n := r.count(name, "ns/op"); n != 3 {
+		t.Fatalf("%d samples of %s, want 3", n, name)
+	}
+	if m, _ := r.median(name, "ns/op"); m != 12 {
+		t.Errorf("median = %v, want 12 (the middle sample, not the mean)", m)
+	}
+	if m, _ := r.median("KeyedMemory/scenario=idle-100k/impl=lanes-idle0", "B/key"); m != 0.04 {
+		t.Errorf("B/key median = %v, want 0.04", m)
+	}
+	if got := r.values("Semaphore/ctx=bg/", "scenario"); strings.Join(got, ",") != "uncontended,cap8-g2,cap8-g4" {
+		t.Errorf("scenarios in run order = %v", got)
+	}
+}
+
+func TestTargetsAreComputedFromTheRun(t *testing.T) {
+	r, err := parse(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byWhat := map[string]verdict{}
+	for _, v := range evaluate(r) {
+		byWhat[v.what] = v
+	}
+	cases := []struct {
+		prefix string
+		want   status
+		in     string
+	}{
+		// 12/20 = 0.6: exactly at the bound.
+		{"uncontended Acquire+Release of 1: ≤ 0.6× x/sync's time, 0 allocs/op", met, "0.60×"},
+		// 30/20 = 1.5 > 1.
+		{"capacity 8, 2 goroutines: no slower than x/sync (≤ 1.0×)", notMet, "1.50×"},
+		{"capacity 8, 32 goroutines", missing, "not in this run"},
+		{"retained heap per idle key after 100k keys, idle timeout 0: 0 B", met, "0.04 B/key"},
+		// parallel 60 / 1 = 60 >= 58, although the raw ratio is 200.
+		{"gateway, 256 goroutines, 64 keys, `sleep50us` critical sections, through session + global", met, "60.0×"},
+	}
+	for _, c := range cases {
+		var v *verdict
+		for what, x := range byWhat {
+			if strings.HasPrefix(what, c.prefix) && !strings.Contains(what, "cancellable") {
+				x := x
+				v = &x
+				break
+			}
+		}
+		if v == nil {
+			t.Errorf("no target starting %q", c.prefix)
+			continue
+		}
+		if v.status != c.want || !strings.Contains(v.measured, c.in) {
+			t.Errorf("%q: %v, %q; want %v with %q", c.prefix, v.status, v.measured, c.want, c.in)
+		}
+	}
+}
+
+func TestRenderWritesTargetsTablesAndCharts(t *testing.T) {
+	r, err := parse(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	files, err := charts(r, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 1 || files[0] != "bench-semaphore-cap8.svg" {
+		t.Fatalf("charts = %v, want only the capacity-8 chart (the only series measured)", files)
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, files[0]))
+	if err != nil || !strings.Contains(string(svg), "<svg") {
+		t.Fatalf("chart is not an SVG: %v", err)
+	}
+	in := info{count: 3, benchtime: "1s", cpus: "2", command: "cd bench && go test ...", quick: true}
+	doc := render(in, r, evaluate(r), "benchstat output\n", files, config{bench: "."})
+	for _, want := range []string{
+		"## Targets", "**not met**", "| met |", "bench-semaphore-cap8.svg", "## Profiling contention",
+		"-mutexprofile", "-blockprofile", "Quick check", "benchstat output",
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("benchmarks.md lacks %q", want)
+		}
+	}
+	if strings.Contains(doc, "bench-gateway-keys.svg") {
+		t.Error("benchmarks.md links a chart that was not drawn")
+	}
+}

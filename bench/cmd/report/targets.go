@@ -1,0 +1,308 @@
+package main
+
+import "fmt"
+
+// status is the verdict on one target.
+type status int
+
+const (
+	met      status = iota
+	notMet          // measured, and outside the target
+	missing         // a benchmark the target needs is not in the run
+	reported        // no threshold: the figure is published as it is
+)
+
+func (s status) String() string {
+	return [...]string{"met", "**not met**", "not measured", "reported"}[s]
+}
+
+// target is one claim of issues 2-4, evaluated against a run.
+type target struct {
+	issue int
+	what  string
+	eval  func(r *results) (measured string, s status)
+}
+
+// verdict is an evaluated target.
+type verdict struct {
+	target
+	measured string
+	status   status
+}
+
+func evaluate(r *results) []verdict {
+	var out []verdict
+	for _, t := range targets() {
+		m, s := t.eval(r)
+		out = append(out, verdict{t, m, s})
+	}
+	return out
+}
+
+// get looks up medians; the first missing one makes ok false and is
+// named in miss.
+type getter struct {
+	r    *results
+	miss []string
+}
+
+func (g *getter) v(name, unit string) float64 {
+	v, ok := g.r.median(name, unit)
+	if !ok {
+		g.miss = append(g.miss, name+" ("+unit+")")
+	}
+	return v
+}
+
+func (g *getter) ns(name string) float64     { return g.v(name, "ns/op") }
+func (g *getter) allocs(name string) float64 { return g.v(name, "allocs/op") }
+
+func (g *getter) missing() (string, status, bool) {
+	if len(g.miss) == 0 {
+		return "", 0, false
+	}
+	m := "not in this run: " + g.miss[0]
+	if len(g.miss) > 1 {
+		m += fmt.Sprintf(" and %d more", len(g.miss)-1)
+	}
+	return m, missing, true
+}
+
+func verdictOf(ok ...bool) status {
+	for _, b := range ok {
+		if !b {
+			return notMet
+		}
+	}
+	return met
+}
+
+func ratio(x float64) string { return fmt.Sprintf("%.2f×", x) }
+
+func semName(ctx, scenario, impl string) string {
+	return "Semaphore/ctx=" + ctx + "/scenario=" + scenario + "/impl=" + impl
+}
+
+func keyedName(scenario, impl string) string {
+	return "Keyed/scenario=" + scenario + "/impl=" + impl
+}
+
+func memName(scenario, impl string) string {
+	return "KeyedMemory/scenario=" + scenario + "/impl=" + impl
+}
+
+func gatewayName(cs, impl string) string { return "Gateway/cs=" + cs + "/impl=" + impl }
+
+func gatewayKeysName(keys int, impl string) string {
+	return fmt.Sprintf("GatewayKeys/keys=%d/impl=%s", keys, impl)
+}
+
+func acquireAllName(scenario, impl string) string {
+	return "AcquireAll/scenario=" + scenario + "/impl=" + impl
+}
+
+// zeroAllocs is the test for "0 allocs/op": testing reports allocations
+// per op rounded down, so a median of 0 means less than one allocation in
+// every op on average.
+func zeroAllocs(a float64) bool { return a < 1 }
+
+func targets() []target {
+	var ts []target
+	for _, ctx := range []string{"bg", "cancel"} {
+		label := ""
+		if ctx == "cancel" {
+			label = " (cancellable context)"
+		}
+		sem := func(scenario, impl string) string { return semName(ctx, scenario, impl) }
+		ts = append(ts,
+			target{2, "uncontended Acquire+Release of 1: ≤ 0.6× x/sync's time, 0 allocs/op" + label,
+				func(r *results) (string, status) {
+					g := &getter{r: r}
+					x := g.ns(sem("uncontended", "lanes")) / g.ns(sem("uncontended", "xsync"))
+					a := g.allocs(sem("uncontended", "lanes"))
+					if m, s, ok := g.missing(); ok {
+						return m, s
+					}
+					return fmt.Sprintf("%s x/sync, %.0f allocs/op", ratio(x), a), verdictOf(x <= 0.6, zeroAllocs(a))
+				}},
+			target{2, "capacity 8, 2 goroutines: no slower than x/sync (≤ 1.0×)" + label,
+				func(r *results) (string, status) {
+					g := &getter{r: r}
+					x := g.ns(sem("cap8-g2", "lanes")) / g.ns(sem("cap8-g2", "xsync"))
+					if m, s, ok := g.missing(); ok {
+						return m, s
+					}
+					return ratio(x) + " x/sync", verdictOf(x <= 1.0)
+				}},
+			target{2, "capacity 8, 32 goroutines: ≤ 0.3× x/sync, no allocation per wait" + label,
+				func(r *results) (string, status) {
+					g := &getter{r: r}
+					x := g.ns(sem("cap8-g32", "lanes")) / g.ns(sem("cap8-g32", "xsync"))
+					a := g.allocs(sem("cap8-g32", "lanes"))
+					if m, s, ok := g.missing(); ok {
+						return m, s
+					}
+					return fmt.Sprintf("%s x/sync, %.0f allocs/op", ratio(x), a), verdictOf(x <= 0.3, zeroAllocs(a))
+				}},
+			target{2, "capacity 1, 32 goroutines: ≤ 0.5× x/sync and ≤ 1.5× the channel" + label,
+				func(r *results) (string, status) {
+					g := &getter{r: r}
+					l := g.ns(sem("cap1-g32", "lanes"))
+					x := l / g.ns(sem("cap1-g32", "xsync"))
+					c := l / g.ns(sem("cap1-g32", "chan"))
+					if m, s, ok := g.missing(); ok {
+						return m, s
+					}
+					return fmt.Sprintf("%s x/sync, %s chan", ratio(x), ratio(c)), verdictOf(x <= 0.5, c <= 1.5)
+				}},
+			target{2, "weighted 8,1,1,1 at capacity 10, 32 goroutines: ≤ 0.6× x/sync" + label,
+				func(r *results) (string, status) {
+					g := &getter{r: r}
+					x := g.ns(sem("w8111-cap10-g32", "lanes")) / g.ns(sem("w8111-cap10-g32", "xsync"))
+					if m, s, ok := g.missing(); ok {
+						return m, s
+					}
+					return ratio(x) + " x/sync", verdictOf(x <= 0.6)
+				}},
+		)
+	}
+
+	ts = append(ts,
+		target{3, "distinct keys, 32 goroutines, entries kept (idle 1h): ≤ 0.3× moby/locker's time, 0 allocs/op",
+			func(r *results) (string, status) {
+				g := &getter{r: r}
+				x := g.ns(keyedName("distinct-g32", "lanes-idle1h")) / g.ns(keyedName("distinct-g32", "locker"))
+				a := g.allocs(keyedName("distinct-g32", "lanes-idle1h"))
+				if m, s, ok := g.missing(); ok {
+					return m, s
+				}
+				return fmt.Sprintf("%s locker, %.0f allocs/op", ratio(x), a), verdictOf(x <= 0.3, zeroAllocs(a))
+			}},
+		target{3, "distinct keys, 32 goroutines, idle timeout 0 (entry made and dropped each time): reported",
+			func(r *results) (string, status) {
+				g := &getter{r: r}
+				n := g.ns(keyedName("distinct-g32", "lanes-idle0"))
+				x := n / g.ns(keyedName("distinct-g32", "locker"))
+				a := g.allocs(keyedName("distinct-g32", "lanes-idle0"))
+				if m, s, ok := g.missing(); ok {
+					return m, s
+				}
+				return fmt.Sprintf("%s/op, %s locker, %.0f allocs/op", fmtNs(n), ratio(x), a), reported
+			}},
+		target{3, "hot key, 32 goroutines: ≤ 0.7× the FIFO peer (map of x/sync semaphores); moby/locker beside it",
+			func(r *results) (string, status) {
+				g := &getter{r: r}
+				l := g.ns(keyedName("hot-g32", "lanes-idle1h"))
+				x := l / g.ns(keyedName("hot-g32", "semmap"))
+				y := l / g.ns(keyedName("hot-g32", "locker"))
+				if m, s, ok := g.missing(); ok {
+					return m, s
+				}
+				return fmt.Sprintf("%s semmap (%s locker, which is not FIFO)", ratio(x), ratio(y)), verdictOf(x <= 0.7)
+			}},
+	)
+	for _, impl := range []string{"lanes-idle0", "lanes-default"} {
+		ts = append(ts, target{3, "a new key every operation (" + impl + "): no slower than moby/locker net of building the key, ≤ 1 allocation beyond the key",
+			func(r *results) (string, status) {
+				g := &getter{r: r}
+				base := g.ns(keyedName("newkey", "baseline-keybuild"))
+				baseA := g.allocs(keyedName("newkey", "baseline-keybuild"))
+				l := g.ns(keyedName("newkey", impl)) - base
+				k := g.ns(keyedName("newkey", "locker")) - base
+				a := g.allocs(keyedName("newkey", impl)) - baseA
+				if m, s, ok := g.missing(); ok {
+					return m, s
+				}
+				return fmt.Sprintf("net %s vs locker's %s (%s), %.0f allocs beyond the key", fmtNs(l), fmtNs(k), ratio(l/k), a),
+					verdictOf(l <= k, a <= 1)
+			}})
+	}
+	ts = append(ts,
+		target{3, "a new struct key every operation (lanes-idle0-struct): no key to build, ≤ 1 allocation, no slower than moby/locker net",
+			func(r *results) (string, status) {
+				g := &getter{r: r}
+				base := g.ns(keyedName("newkey", "baseline-keybuild"))
+				l := g.ns(keyedName("newkey", "lanes-idle0-struct"))
+				k := g.ns(keyedName("newkey", "locker")) - base
+				a := g.allocs(keyedName("newkey", "lanes-idle0-struct"))
+				if m, s, ok := g.missing(); ok {
+					return m, s
+				}
+				return fmt.Sprintf("%s vs locker's net %s (%s), %.0f allocs/op", fmtNs(l), fmtNs(k), ratio(l/k), a), verdictOf(l <= k, a <= 1)
+			}},
+		target{3, "retained heap per idle key after 100k keys, idle timeout 0: 0 B",
+			func(r *results) (string, status) {
+				g := &getter{r: r}
+				b := g.v(memName("idle-100k", "lanes-idle0"), "B/key")
+				if m, s, ok := g.missing(); ok {
+					return m, s
+				}
+				return fmt.Sprintf("%.2f B/key", b), verdictOf(b < 0.5)
+			}},
+		target{3, "retained heap per idle key after 100k keys, long idle timeout: ≤ the never-evicting map of x/sync semaphores",
+			func(r *results) (string, status) {
+				g := &getter{r: r}
+				b := g.v(memName("idle-100k", "lanes-idle1h"), "B/key")
+				s := g.v(memName("idle-100k", "semmap"), "B/key")
+				if m, st, ok := g.missing(); ok {
+					return m, st
+				}
+				return fmt.Sprintf("%.0f B/key vs semmap's %.0f B/key (%s)", b, s, ratio(b/s)), verdictOf(b <= s)
+			}},
+		target{3, "after a burst of 100k held keys and a Sweep, the map shrinks back: less retained per peak key than the Go-map peers (locker, refmap)",
+			func(r *results) (string, status) {
+				g := &getter{r: r}
+				b := g.v(memName("burst-100k", "lanes-idle1h"), "B/key")
+				l := g.v(memName("burst-100k", "locker"), "B/key")
+				f := g.v(memName("burst-100k", "refmap"), "B/key")
+				if m, st, ok := g.missing(); ok {
+					return m, st
+				}
+				return fmt.Sprintf("%.1f B per peak key vs locker %.1f, refmap %.1f", b, l, f), verdictOf(b < l, b < f)
+			}},
+		target{4, "AcquireAll+Release of session + global: ≤ 2.5× one keyed Acquire+Release, ≤ 1 alloc/op",
+			func(r *results) (string, status) {
+				g := &getter{r: r}
+				x := g.ns(acquireAllName("seq", "queue")) / g.ns(acquireAllName("seq", "keyed"))
+				a := g.allocs(acquireAllName("seq", "queue"))
+				if m, s, ok := g.missing(); ok {
+					return m, s
+				}
+				return fmt.Sprintf("%s keyed, %.0f allocs/op", ratio(x), a), verdictOf(x <= 2.5, a <= 1)
+			}},
+		target{4, "AcquireAll+Release of session + global, 32 goroutines on distinct keys: reported",
+			func(r *results) (string, status) {
+				g := &getter{r: r}
+				x := g.ns(acquireAllName("g32", "queue")) / g.ns(acquireAllName("g32", "keyed"))
+				a := g.allocs(acquireAllName("g32", "queue"))
+				if m, s, ok := g.missing(); ok {
+					return m, s
+				}
+				return fmt.Sprintf("%s keyed, %.0f allocs/op", ratio(x), a), reported
+			}},
+	)
+	// The gateway, with each kind of waiting critical section: a timer
+	// (sleep50us) and a yielding loop (yield50us). Both yield the
+	// processor; on a machine whose timers are coarse when idle, only the
+	// second gives the global lane and the per-key lanes critical sections
+	// of about the same length.
+	for _, cs := range []string{"sleep50us", "yield50us"} {
+		for _, impl := range []string{"lanes-queue", "lanes"} {
+			how := map[string]string{"lanes-queue": "session + global lanes (AcquireAll)", "lanes": "one keyedsem lane"}[impl]
+			what := fmt.Sprintf("gateway, 256 goroutines, 64 keys, `%s` critical sections, through %s: ≥ 58× the global capacity-1 lane at equal critical-section length (ideal 64×)", cs, how)
+			ts = append(ts, target{4, what, func(r *results) (string, status) {
+				g := &getter{r: r}
+				x := g.v(gatewayName(cs, impl), "parallel") / g.v(gatewayName(cs, "global"), "parallel")
+				raw := g.ns(gatewayName(cs, "global")) / g.ns(gatewayName(cs, impl))
+				csG := g.v(gatewayName(cs, "global"), "cs-µs")
+				csL := g.v(gatewayName(cs, impl), "cs-µs")
+				if m, s, ok := g.missing(); ok {
+					return m, s
+				}
+				return fmt.Sprintf("%.1f× (raw throughput %.1f×; a critical section lasted %.0f µs under the global lane, %.0f µs here)", x, raw, csG, csL),
+					verdictOf(x >= 58)
+			}})
+		}
+	}
+	return ts
+}
