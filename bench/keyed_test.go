@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -250,6 +251,11 @@ const keysPerGoroutine = 64
 //     released. With N above lanes' soft cap on keys (4096 by default),
 //     every entry is busy, none can be evicted, and the cost of a new key
 //     shows whether the cap handling scales.
+//
+// sinkKeyAtomic keeps the keys of the parallel baseline from being
+// optimised away without a data race.
+var sinkKeyAtomic atomic.Pointer[string]
+
 func BenchmarkKeyed(b *testing.B) {
 	for _, p := range keyedPeers {
 		b.Run("scenario=distinct-g32/impl="+p.name, func(b *testing.B) {
@@ -304,6 +310,32 @@ func BenchmarkKeyed(b *testing.B) {
 				k := string(strconv.AppendInt(buf[:len(keyPrefix)], int64(i), 10))
 				l.Unlock(k, l.Lock(k))
 			}
+		})
+	}
+	// scenario=newkey-g32: 32 goroutines, each making a key never seen
+	// before on every operation (sub-agents with unique ids in a busy
+	// gateway); baseline-keybuild-g32 builds the keys alone.
+	newKeyG32 := func(b *testing.B, lockUnlock func(k string)) {
+		setGoroutines(b, 32)
+		var ids atomic.Int64
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			buf := strconv.AppendInt([]byte(keyPrefix), ids.Add(1), 10)
+			buf = append(buf, ':')
+			n := len(buf)
+			for i := int64(0); pb.Next(); i++ {
+				lockUnlock(string(strconv.AppendInt(buf[:n], i, 10)))
+			}
+		})
+	}
+	b.Run("scenario=newkey-g32/impl=baseline-keybuild", func(b *testing.B) {
+		newKeyG32(b, func(k string) { sinkKeyAtomic.Store(&k) })
+	})
+	for _, p := range []keyedPeer{lanesIdle0, lanesDefault, peerLocker, peerKM1024, peerRefMap, peerSemMap} {
+		b.Run("scenario=newkey-g32/impl="+p.name, func(b *testing.B) {
+			l := p.make()
+			newKeyG32(b, func(k string) { l.Unlock(k, l.Lock(k)) })
 		})
 	}
 	for _, n := range []int{2048, 16384} {

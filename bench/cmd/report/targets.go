@@ -217,6 +217,22 @@ func targets() []target {
 					verdictOf(l <= k, a <= 1)
 			}})
 	}
+	for _, impl := range []string{"lanes-idle0", "lanes-default"} {
+		ts = append(ts, target{3, "a new key every operation, 32 goroutines (" + impl + "): no slower than moby/locker net of building the key, ≤ 1 allocation beyond the key",
+			func(r *results) (string, status) {
+				g := &getter{r: r}
+				base := g.ns(keyedName("newkey-g32", "baseline-keybuild"))
+				baseA := g.allocs(keyedName("newkey-g32", "baseline-keybuild"))
+				l := g.ns(keyedName("newkey-g32", impl)) - base
+				k := g.ns(keyedName("newkey-g32", "locker")) - base
+				a := g.allocs(keyedName("newkey-g32", impl)) - baseA
+				if m, s, ok := g.missing(); ok {
+					return m, s
+				}
+				return fmt.Sprintf("net %s vs locker's %s (%s), %.0f allocs beyond the key", fmtNs(l), fmtNs(k), ratio(l/k), a),
+					verdictOf(l <= k, a <= 1)
+			}})
+	}
 	ts = append(ts,
 		target{3, "a new struct key every operation (lanes-idle0-struct): no key to build, ≤ 1 allocation, no slower than moby/locker net",
 			func(r *results) (string, status) {
