@@ -9,8 +9,8 @@ type candidate[K comparable] struct {
 
 // Sweep evicts the entries that have been idle for at least the idle
 // timeout and, if there are still more entries than WithMaxKeys (because
-// entries in use exceeded it), the oldest idle ones until there are an
-// eighth fewer than the cap. It returns the number of entries evicted.
+// entries in use exceeded it), the oldest idle ones until there are a
+// quarter fewer than the cap. It returns the number of entries evicted.
 //
 // Entries in use (held, waited for, or being looked up) are never evicted.
 // Sweep takes time in proportion to the number of entries; acquires and

@@ -200,9 +200,10 @@ func WithIdleTimeout(d time.Duration) Option { return func(c *config) { c.idle =
 
 // WithMaxKeys sets the cap on the number of entries (default 4096). It is
 // soft: when a new key takes the count over the cap, the oldest idle
-// entries are evicted, in a batch that brings the count an eighth under the
-// cap; entries in use are never evicted, so they may exceed it. New panics
-// if n < 1.
+// entries are evicted, in a batch that brings the count a quarter under
+// the cap (a pass visits every entry, so a large batch keeps the cost per
+// new key low); entries in use are never evicted, so they may exceed it.
+// New panics if n < 1.
 func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 
 // WithHardMaxKeys makes the cap of WithMaxKeys hard: a key without an entry
@@ -241,7 +242,7 @@ func New[K comparable](opts ...Option) *KeyedSemaphore[K] {
 		capacity:   c.capacity,
 		idle:       int64(c.idle),
 		maxKeys:    int64(c.maxKeys),
-		target:     int64(c.maxKeys - max(1, c.maxKeys/8)),
+		target:     int64(c.maxKeys - max(1, c.maxKeys/4)),
 		hard:       c.hard,
 		maxWaiters: c.maxWaiters,
 		clock:      c.clock,

@@ -63,7 +63,7 @@ type keyedHeld[K comparable] struct {
 // Its time is a duration since the start, moved by Advance, like the fake
 // clock of the real one's tests. An eviction pass evicts every idle entry
 // idle for at least the timeout, then, when over the cap, the oldest idle
-// entries until the count is the cap less an eighth (at least one). When
+// entries until the count is the cap less a quarter (at least one). When
 // several entries went idle at the same instant, which of them a pass
 // evicts is the implementation's choice: the model leaves them pending, and
 // Reconcile adopts the implementation's choice after checking that the
@@ -98,7 +98,7 @@ func (m *Keyed[K]) Advance(d time.Duration) { m.now += d }
 // the context's error and nothing changes but the count of cancellations.
 func (m *Keyed[K]) AcquireDone() { m.st.Cancelled++ }
 
-func (m *Keyed[K]) target() int { return m.cfg.MaxKeys - max(1, m.cfg.MaxKeys/8) }
+func (m *Keyed[K]) target() int { return m.cfg.MaxKeys - max(1, m.cfg.MaxKeys/4) }
 
 // Acquire takes n permits of key, or queues for them. It returns the id of
 // the grant or of the waiter (which keeps its id when served), whether it
