@@ -28,8 +28,8 @@ func (s *KeyedSemaphore[K]) Sweep() int {
 }
 
 // evictOverCap runs after a new entry took the count over the soft cap. If
-// another pass is running, it leaves the work to it: that pass looks at the
-// count again when it ends.
+// another pass is running, it leaves the work to it; entries made during a
+// Sweep may leave the count over the cap until the next new key.
 func (s *KeyedSemaphore[K]) evictOverCap() {
 	if !s.evictMu.TryLock() {
 		return
@@ -52,8 +52,17 @@ func (s *KeyedSemaphore[K]) evictOverCap() {
 // there may be room now. After a pass that found nothing idle, it refuses
 // at once until some entry goes idle (wentIdle clears starved), so that a
 // flood of new keys against a cap full of busy entries costs no pass each.
-func (s *KeyedSemaphore[K]) makeRoom() bool {
-	s.evictMu.Lock()
+//
+// With try (TryAcquire), it never waits for a running pass: it reports no
+// room instead.
+func (s *KeyedSemaphore[K]) makeRoom(try bool) bool {
+	if try {
+		if !s.evictMu.TryLock() {
+			return false
+		}
+	} else {
+		s.evictMu.Lock()
+	}
 	defer s.evictMu.Unlock()
 	if s.alive.Load() < s.maxKeys {
 		return true

@@ -43,3 +43,25 @@ func Passes[K comparable](s *KeyedSemaphore[K]) uint64 {
 	defer s.evictMu.Unlock()
 	return s.passes
 }
+
+// TryJoinAfter is JoinAfter for TryAcquire: the join takes permits only if
+// they are free. It reports whether the join asked for a look under the
+// map's lock (stale) instead of answering, and whether the entry had been
+// reused for another key. A join that is wrongly accepted is undone.
+func TryJoinAfter[K comparable](s *KeyedSemaphore[K], key K, between func()) (stale, reused bool) {
+	e, ok := s.m.Load(key)
+	if !ok {
+		panic("TryJoinAfter: key has no entry")
+	}
+	between()
+	reused = e.state.Load()&deadBit == 0 && e.key != key
+	took, res := s.join(e, key, 1, true)
+	if res == joinOK {
+		var n int64
+		if took {
+			n = 1
+		}
+		s.release(e, n)
+	}
+	return res == joinStale, reused
+}

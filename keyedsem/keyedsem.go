@@ -58,10 +58,12 @@ const MaxPerKeyCapacity = 1<<28 - 1
 //	             all permits free, no waiters; the bits hold the time it went
 //	             idle, in nanoseconds since the semaphore was made
 //
-// Folding the idle time into the word makes an eviction exact: the
+// Folding the idle time into the word makes an eviction precise: the
 // compare-and-swap that kills an idle entry fails if the entry was used in
-// between, even if it went idle again, because it went idle at another
-// time.
+// between and went idle again at another time. (With the coarse clock two
+// idle stamps may tie; the kill then evicts an entry that was used and is
+// idle again, which is only a matter of eviction order: a kill always
+// requires zero references.)
 const (
 	deadBit   = 1 << 63
 	busyBit   = 1 << 62
@@ -429,11 +431,8 @@ func (s *KeyedSemaphore[K]) lookup(key K, n int64, try bool) (*entry[K], bool, e
 		if res == joinOK {
 			return e, took, nil
 		}
-		if res == joinBusy {
-			return nil, false, errBusy
-		}
 	case full:
-		if !s.makeRoom() {
+		if !s.makeRoom(try) {
 			return nil, false, ErrTooManyKeys
 		}
 	}
@@ -477,7 +476,6 @@ func (s *KeyedSemaphore[K]) made() {
 
 const (
 	joinOK = iota
-	joinBusy
 	joinStale
 )
 
@@ -497,7 +495,9 @@ func (s *KeyedSemaphore[K]) join(e *entry[K], key K, n int64, try bool) (bool, i
 		}
 		nst, took := s.next(st, n)
 		if try && !took {
-			return false, joinBusy
+			// Busy, or a reused entry of another key that is busy: look
+			// again under the bucket's lock, where the map is exact.
+			return false, joinStale
 		}
 		if !e.state.CompareAndSwap(st, nst) {
 			continue
@@ -549,7 +549,7 @@ func (s *KeyedSemaphore[K]) compute(key K, n int64, try bool) (e *entry[K], took
 	case busy:
 		return nil, false, errBusy, false
 	case full:
-		if s.makeRoom() {
+		if s.makeRoom(try) {
 			return nil, false, nil, true
 		}
 		return nil, false, ErrTooManyKeys, false
@@ -587,7 +587,7 @@ func (s *KeyedSemaphore[K]) grant(e *entry[K], n int64) Permit {
 func (s *KeyedSemaphore[K]) token(e *entry[K]) *token[K] {
 	t := s.tokens.Get().(*token[K])
 	t.e = e
-	t.Owner().(*stripe[K]).acquired.Add(1)
+	permit.OwnerOf(&t.Token).(*stripe[K]).acquired.Add(1)
 	return t
 }
 
@@ -907,7 +907,8 @@ func (s *KeyedSemaphore[K]) Close() {
 	if !s.closed.CompareAndSwap(false, true) {
 		return
 	}
-	s.coarse.Stop()
+	// The coarse clock is not stopped: entries released after Close still
+	// go idle at the right time, and its timer stops by itself when idle.
 	// A caller that queues on an entry checks closed under the entry's
 	// mutex after the map gave it the entry: either it sees closed, or it
 	// queued before this pass locks that entry's mutex.

@@ -94,11 +94,11 @@ func (p *Permit) handle() semaphore.Permit { return permit.Make(&p.tok, 0, p.n) 
 // this package ([AsLane], [AsKeyedLane]), for its Fence and Context, or nil
 // for any other permit. Releasing either one releases both.
 func PermitOf(sp semaphore.Permit) *Permit {
-	t := sp.Token()
+	t := permit.TokenOf(sp)
 	if t == nil {
 		return nil
 	}
-	if o, ok := t.Owner().(*owner); ok {
+	if o, ok := permit.OwnerOf(t).(*owner); ok {
 		return (*Permit)(o)
 	}
 	return nil

@@ -24,8 +24,9 @@
 //
 // Speed: uncontended Acquire and Release are one atomic compare-and-swap
 // and two atomic read-modify-writes, with no lock and no allocation. A
-// semaphore keeps a few permit tokens inside itself for that; the waiters
-// of the slow path, and tokens beyond the inline ones, are pooled.
+// semaphore keeps seven permit tokens inside itself for that (about 1 KB,
+// each token's generation on its own cache line); the waiters of the slow
+// path, and tokens beyond the inline ones, are pooled.
 //
 // The zero Weighted is not usable; a Weighted must not be copied after
 // first use.

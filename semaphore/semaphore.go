@@ -67,10 +67,12 @@ const MaxCapacity = 1<<(63-availShift) - 1
 //	             change of the word then happens under mu
 //	bits 8..63   available permits, signed (negative after a shrink)
 //
-// Seven inline tokens, because their generations and the state word fill
-// one 64-byte cache line: an uncontended acquire and release touch that
-// line only, and contended ones bounce only that line between cores, as a
-// mutex-based semaphore bounces its mutex word.
+// Seven inline tokens: with the slow flag and the count, the bitmap fills
+// the low byte. The state word has a cache line of its own, and so does each
+// inline token's generation: a core that keeps taking the same slot keeps
+// that generation's line, so two cores working at once bounce only the
+// state word's line between them (with the generations packed beside the
+// state word, two goroutines at capacity 8 ran at half x/sync's speed).
 //
 // The layout is permit's, so that Permit.Release returns an inline token
 // to the word by itself, with no call into the semaphore.
@@ -169,7 +171,7 @@ func New(capacity int64, opts ...Option) *Weighted {
 		s.clock = clock.Real{}
 	}
 	for i := range s.tokens {
-		s.tokens[i].Init(s, i, &s.gens[i].Uint64)
+		s.tokens[i].Init((*owner)(s), i, &s.gens[i].Uint64)
 		s.tokens[i].SetWord(&s.state)
 	}
 	s.capacity.Store(capacity)
@@ -183,15 +185,23 @@ func New(capacity int64, opts ...Option) *Weighted {
 // once. On failure it returns the zero Permit and an error, and leaves the
 // semaphore as it was: ctx.Err() if the context ends first (or had already
 // ended: Acquire then fails at once, even if permits are free);
-// [ErrInvalidWeight] for n <= 0; [ErrTooHeavy] for n above the capacity;
-// [ErrClosed] after Close; [ErrQueueFull] when the wait queue is at its
-// bound; [ErrWaitTooLong] after waiting WithMaxWait.
+// [ErrInvalidWeight] for n <= 0; [ErrTooHeavy] for n above the capacity,
+// or while waiting, when SetCapacity shrinks the capacity below n;
+// [ErrClosed] after Close, or while waiting, when Close is called;
+// [ErrQueueFull] when the wait queue is at its bound; [ErrWaitTooLong]
+// after waiting WithMaxWait.
+//
+// Callers are served in the order they joined the queue (under the
+// semaphore's lock), which for callers that do not overlap is the order
+// of their calls.
 //
 // Cancellation: a caller whose context ends while it waits leaves the queue
 // at once, and the waiters behind it move up (if it was at the head, the
 // next ones are served if they fit). If the permits were granted while the
 // cancellation was in flight, Acquire gives them back and returns the
-// context's error: the caller owns a permit if and only if the error is nil.
+// context's error; if Close or a shrink failed the waiter first, Acquire
+// returns that error instead. Either way the caller owns a permit if and
+// only if the error is nil.
 //
 // Acquire panics if ctx is nil.
 func (s *Weighted) Acquire(ctx context.Context, n int64) (Permit, error) {
@@ -300,7 +310,7 @@ func (s *Weighted) claimLocked(st uint64, n int64) (*permit.Token, bool) {
 		s.spare[k-1] = nil
 		s.spare = s.spare[:k-1]
 	} else {
-		t = permit.NewToken(s, -1)
+		t = permit.NewToken((*owner)(s), -1)
 	}
 	s.spareOut++
 	return t, true
@@ -438,11 +448,16 @@ func (s *Weighted) reject() {
 	s.mu.Unlock()
 }
 
+// owner is the permit.Owner of a semaphore's tokens. It is a distinct,
+// unexported type, so that the methods Permit.Release calls are out of
+// users' reach: called directly, they would give back permits still held.
+type owner Weighted
+
 // ReleaseToken gives back n permits held through a spare token (inline
 // tokens go back through their state word, see WakeAfterRelease). It is
-// called by Permit.Release, once per grant; it is not meant to be called
-// directly.
-func (s *Weighted) ReleaseToken(t *permit.Token, n int64) {
+// called by Permit.Release, once per grant.
+func (o *owner) ReleaseToken(t *permit.Token, n int64) {
+	s := (*Weighted)(o)
 	s.mu.Lock()
 	s.spare = append(s.spare, t)
 	s.spareOut--
@@ -456,8 +471,9 @@ func (s *Weighted) ReleaseToken(t *permit.Token, n int64) {
 // WakeAfterRelease serves the waiters after Permit.Release returned an
 // inline token and its permits to the state word with one atomic add that
 // found the slow flag set (the add needs no lock, see grantLocked). It is
-// called by Permit.Release; it is not meant to be called directly.
-func (s *Weighted) WakeAfterRelease() {
+// called by Permit.Release.
+func (o *owner) WakeAfterRelease() {
+	s := (*Weighted)(o)
 	s.mu.Lock()
 	wake := s.grantLocked()
 	s.mu.Unlock()
@@ -465,8 +481,8 @@ func (s *Weighted) WakeAfterRelease() {
 }
 
 // CountDoubleRelease counts a Release of a permit already released. It is
-// called by Permit.Release; it is not meant to be called directly.
-func (s *Weighted) CountDoubleRelease(*permit.Token) { s.doubleRel.Add(1) }
+// called by Permit.Release.
+func (o *owner) CountDoubleRelease(*permit.Token) { o.doubleRel.Add(1) }
 
 // grantLocked serves the waiters at the head of the queue, in order, for as
 // long as their requests fit, and clears the slow flag when the queue is
@@ -528,7 +544,7 @@ func wakeAll(w *waiter) {
 	}
 }
 
-// failAllLocked serves every waiter for which fail returns an error with
+// failLocked serves every waiter for which fail returns an error with
 // that error, and returns them linked for waking.
 func (s *Weighted) failLocked(fail func(*waiter) error) *waiter {
 	var first, last *waiter

@@ -37,7 +37,7 @@ func (r realTimer) C() <-chan time.Time { return r.t.C }
 func (r realTimer) Stop() bool          { return r.t.Stop() }
 
 // Fake is a clock that moves only when Advance is called. It is safe for
-// concurrent use. Its zero value starts at the Unix epoch.
+// concurrent use. Make it with NewFake; its zero value is not usable.
 type Fake struct {
 	mu     sync.Mutex // protects the fields below
 	cond   *sync.Cond

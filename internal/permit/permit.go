@@ -27,8 +27,8 @@ type Owner interface {
 // Token is the reusable part of a permit. Its fields never change after
 // Init; the generation it points to moves on by one with each release. The
 // generation is kept apart from the token so that an owner can place it
-// where its fast path already works (a semaphore keeps its inline tokens'
-// generations in the cache line of its state word).
+// where its fast path wants it (a semaphore gives each inline token's
+// generation a cache line of its own).
 type Token struct {
 	gen *atomic.Uint64
 	// word, when set, is the owner's state word in the layout of
@@ -98,8 +98,10 @@ func (t *Token) SetWord(w *atomic.Uint64) {
 // grants the token, while no permit for it is out.
 func (t *Token) Gen() uint64 { return t.gen.Load() }
 
-// Owner returns the token's owner.
-func (t *Token) Owner() Owner { return t.owner }
+// OwnerOf returns t's owner. It is a function of this internal package,
+// not a method, so that no user can reach an owner through a permit and
+// give back permits that are still held.
+func OwnerOf(t *Token) Owner { return t.owner }
 
 // Permit is the handle of n units granted through a token. The zero Permit
 // holds nothing; its Release returns false.
@@ -153,6 +155,7 @@ func (p Permit) Weight() int64 { return p.n }
 // does not tell whether p has been released.
 func (p Permit) Valid() bool { return p.t != nil }
 
-// Token returns the token the permit was granted through (nil for the zero
-// Permit), so that an owner can recognise its own permits.
-func (p Permit) Token() *Token { return p.t }
+// TokenOf returns the token p was granted through (nil for the zero
+// Permit), so that an owner can recognise its own permits. Like OwnerOf it
+// is a function, not a method, so that it is out of users' reach.
+func TokenOf(p Permit) *Token { return p.t }
