@@ -263,13 +263,9 @@ if try then return {0, hint, qflag} end
 return {2, hint, qflag}
 `
 
-// Results of the release script.
-const (
-	relMissing = 0 // id was neither held nor queued
-	relValid   = 1 // id held a valid lease
-	relExpired = 2 // id held an expired lease
-	relQueued  = 3 // id was queued
-)
+// The release script returns 0 when id was neither held nor queued, 1 when
+// it held a valid lease, 2 when it held an expired lease, and 3 when it was
+// queued; callers only need to know that the call went through.
 
 // releaseScript removes id, held or queued, and hands the freed units to the
 // queue. It is idempotent.

@@ -196,11 +196,9 @@ func runParent(cfg *config) (*Result, error) {
 		return nil, err
 	}
 	type proc struct {
-		cmd   *exec.Cmd
-		in    io.WriteCloser
-		out   *bufio.Reader
-		wait  chan error
-		lines chan string
+		cmd *exec.Cmd
+		in  io.WriteCloser
+		out *bufio.Reader
 	}
 	procs := make([]*proc, cfg.Procs)
 	for i := range procs {
