@@ -65,8 +65,10 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes []string, opts .
 	if ctx == nil {
 		panic("lanequeue: nil Context")
 	}
-	t := &Ticket[K]{q: q, key: key}
-	if err := q.resolve(t, lanes, opts); err != nil {
+	// The grant is built on the stack: a call that fails allocates
+	// nothing, and one that succeeds allocates only the ticket's handle.
+	var g grant[K]
+	if err := q.resolve(&g, lanes, opts); err != nil {
 		return nil, err
 	}
 	// context.Background and TODO carry no values and never end: skip both
@@ -79,29 +81,28 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes []string, opts .
 			default:
 			}
 		}
-		if err := checkReentry(ctx, t); err != nil {
+		if err := checkReentry(ctx, q, key, &g); err != nil {
 			return nil, err
 		}
 	}
-	hs := t.held()
-	for i := range hs {
+	hs := g.held()
+	plain := int(g.plain)
+	for i := 0; i < plain; i++ {
 		h := &hs[i]
-		if h.e.kind == Rate {
-			if err := q.takeRateTail(ctx, t, i); err != nil {
-				q.rollback(t, i)
-				return nil, q.laneErr(ctx, nil, err)
-			}
-			break
-		}
-		p, err := h.e.lane.Acquire(ctx, key, h.n)
+		p, err := h.e.acquire(ctx, key, h.n)
 		if err != nil {
-			q.rollback(t, i)
+			rollback(&g, i)
 			return nil, q.laneErr(ctx, h.e, err)
 		}
 		h.p = p
 	}
-	q.publish(t)
-	return t, nil
+	if plain < len(hs) {
+		if err := q.takeRateTail(ctx, key, &g, plain); err != nil {
+			rollback(&g, plain)
+			return nil, q.laneErr(ctx, nil, err)
+		}
+	}
+	return q.publish(key, &g), nil
 }
 
 // TryAcquireAll takes a permit on every lane named, for key, if it can do
@@ -113,33 +114,28 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes []string, opts .
 // (no lanes, unknown or repeated lane, bad weight, closed queue); use
 // [Queue.Check] to tell these apart.
 func (q *Queue[K]) TryAcquireAll(key K, lanes []string, opts ...AcquireOption) (*Ticket[K], bool) {
-	// Work on a ticket on the stack, so that a try that fails (a scheduler
-	// polling busy keys) allocates nothing; move it to the heap on success.
-	var st Ticket[K]
-	st.q, st.key = q, key
-	if q.resolve(&st, lanes, opts) != nil {
+	// Work on a grant on the stack, so that a try that fails (a scheduler
+	// polling busy keys) allocates nothing.
+	var g grant[K]
+	if q.resolve(&g, lanes, opts) != nil {
 		return nil, false
 	}
-	hs := st.held()
-	for i := range hs {
+	hs := g.held()
+	plain := int(g.plain)
+	for i := 0; i < plain; i++ {
 		h := &hs[i]
-		if h.e.kind == Rate {
-			if !q.tryRateTail(&st, i) {
-				q.rollback(&st, i)
-				return nil, false
-			}
-			break
-		}
-		p, ok := h.e.lane.TryAcquire(key, h.n)
+		p, ok := h.e.tryAcquire(key, h.n)
 		if !ok {
-			q.rollback(&st, i)
+			rollback(&g, i)
 			return nil, false
 		}
 		h.p = p
 	}
-	t := &Ticket[K]{q: q, key: key, weight: st.weight, n: st.n, more: st.more, inline: st.inline}
-	q.publish(t)
-	return t, true
+	if plain < len(hs) && !tryRateTail(key, &g, plain) {
+		rollback(&g, plain)
+		return nil, false
+	}
+	return q.publish(key, &g), true
 }
 
 // Do acquires the lanes named for key, as AcquireAll does, runs fn, and
@@ -166,16 +162,17 @@ func (q *Queue[K]) Do(ctx context.Context, key K, lanes []string, fn func(contex
 // [ErrUnknownLane], [ErrDuplicateLane], [ErrInvalidWeight], [ErrTooHeavy]
 // or [ErrClosed]. It takes nothing.
 func (q *Queue[K]) Check(lanes []string, opts ...AcquireOption) error {
-	var t Ticket[K]
-	return q.resolve(&t, lanes, opts)
+	var g grant[K]
+	return q.resolve(&g, lanes, opts)
 }
 
-// checkReentry fails if ctx carries a held ticket that t would wait for.
-func checkReentry[K comparable](ctx context.Context, t *Ticket[K]) error {
+// checkReentry fails if ctx carries a held ticket that g, for key on q,
+// would wait for.
+func checkReentry[K comparable](ctx context.Context, q *Queue[K], key K, g *grant[K]) error {
 	v := ctx.Value(ticketCtxKey[K]{})
 	for v != nil {
 		c := v.(*ticketCtx[K])
-		if t.conflicts(c.t) {
+		if g.conflicts(q, key, c.t) {
 			return fmt.Errorf("%w: the context holds a ticket for this key on one of these lanes", ErrReentrant)
 		}
 		v = c.Context.Value(ticketCtxKey[K]{})
@@ -183,15 +180,9 @@ func checkReentry[K comparable](ctx context.Context, t *Ticket[K]) error {
 	return nil
 }
 
-// publish stamps t and lists it for Holders.
-func (q *Queue[K]) publish(t *Ticket[K]) {
-	t.since = q.clock.Read()
-	q.holders.add(t)
-}
-
-// rollback releases the permits of the first i lanes of t, newest first.
-func (q *Queue[K]) rollback(t *Ticket[K], i int) {
-	hs := t.held()
+// rollback releases the permits of the first i lanes of g, newest first.
+func rollback[K comparable](g *grant[K], i int) {
+	hs := g.held()
 	for j := i - 1; j >= 0; j-- {
 		hs[j].p.Release()
 		hs[j].p = semaphore.Permit{}
@@ -214,11 +205,11 @@ func (q *Queue[K]) laneErr(ctx context.Context, e *laneEntry[K], err error) erro
 	return fmt.Errorf("lanequeue: lane %q: %w", e.name, err)
 }
 
-// rateSplit collects the rate lanes of t.held()[from:] (the rate lanes
+// rateSplit collects the rate lanes of g.held()[from:] (the rate lanes
 // come last): this package's rate lanes into reqs, for one joint reservation,
 // and the others (from other packages) into ext.
-func rateSplit[K comparable](t *Ticket[K], from int, reqs []rateReq[K], ext []int) ([]rateReq[K], []int) {
-	hs := t.held()
+func rateSplit[K comparable](g *grant[K], from int, reqs []rateReq[K], ext []int) ([]rateReq[K], []int) {
+	hs := g.held()
 	for i := from; i < len(hs); i++ {
 		h := &hs[i]
 		if h.e.rate != nil {
@@ -230,24 +221,24 @@ func rateSplit[K comparable](t *Ticket[K], from int, reqs []rateReq[K], ext []in
 	return reqs, ext
 }
 
-// takeRateTail takes the rate lanes t.held()[from:]: this package's lanes
+// takeRateTail takes the rate lanes g.held()[from:], for key: this package's lanes
 // together (takeRates), then the others one by one. If one of those fails,
 // the tokens reserved on this package's lanes are given back; a rate lane
 // from another package cannot give its tokens back, so a call should name
 // at most one such lane.
-func (q *Queue[K]) takeRateTail(ctx context.Context, t *Ticket[K], from int) error {
+func (q *Queue[K]) takeRateTail(ctx context.Context, key K, g *grant[K], from int) error {
 	var reqBuf [inlineLanes]rateReq[K]
 	var extBuf [inlineLanes]int
-	reqs, ext := rateSplit(t, from, reqBuf[:0], extBuf[:0])
+	reqs, ext := rateSplit(g, from, reqBuf[:0], extBuf[:0])
 	if len(reqs) > 0 {
 		if err := takeRates(ctx, reqs, q.done); err != nil {
 			return err
 		}
 	}
-	hs := t.held()
+	hs := g.held()
 	for _, i := range ext {
 		h := &hs[i]
-		if _, err := h.e.lane.Acquire(ctx, t.key, h.n); err != nil {
+		if _, err := h.e.lane.Acquire(ctx, key, h.n); err != nil {
 			cancelRates(reqs, time.Now())
 			return q.laneErr(ctx, h.e, err)
 		}
@@ -257,22 +248,22 @@ func (q *Queue[K]) takeRateTail(ctx context.Context, t *Ticket[K], from int) err
 }
 
 // tryRateTail is takeRateTail without waiting.
-func (q *Queue[K]) tryRateTail(t *Ticket[K], from int) bool {
+func tryRateTail[K comparable](key K, g *grant[K], from int) bool {
 	var reqBuf [inlineLanes]rateReq[K]
 	var extBuf [inlineLanes]int
-	reqs, ext := rateSplit(t, from, reqBuf[:0], extBuf[:0])
+	reqs, ext := rateSplit(g, from, reqBuf[:0], extBuf[:0])
 	if len(reqs) == 1 && len(ext) == 0 {
 		// One lane: AllowN, which costs no reservation.
-		_, ok := reqs[0].l.TryAcquire(t.key, reqs[0].n)
+		_, ok := reqs[0].l.TryAcquire(key, reqs[0].n)
 		return ok
 	}
 	if len(reqs) > 0 && !tryRates(reqs) {
 		return false
 	}
-	hs := t.held()
+	hs := g.held()
 	for _, i := range ext {
 		h := &hs[i]
-		if _, ok := h.e.lane.TryAcquire(t.key, h.n); !ok {
+		if _, ok := h.e.lane.TryAcquire(key, h.n); !ok {
 			cancelRates(reqs, time.Now())
 			return false
 		}

@@ -41,7 +41,10 @@
 //
 // Ownership: the caller owns a ticket if and only if AcquireAll returned a
 // nil error; it may hand the ticket to another goroutine, which then
-// releases it. A second Release returns false and frees nothing.
+// releases it. A second Release returns false and frees nothing, also
+// once the queue has reused the ticket's record for another ticket. A
+// released ticket answers as the zero [Ticket] does (no key, no lanes), so
+// read what you need from it before releasing it.
 //
 // Memory ordering: a Release happens before the AcquireAll calls that it
 // unblocks return, as with a mutex.
@@ -50,14 +53,22 @@
 // since when), oldest first; [Queue.Stats] gives each lane's figures.
 //
 // Cost: an AcquireAll of a keyed and a global lane, and its Release, cost
-// one allocation (the 240-byte Ticket, which holds up to four lanes
-// inline), the lanes' own acquire and release, a lock-free lookup of the
-// list of names (cached per list, see below), and the bookkeeping of
-// Holders: one uncontended lock on one of 32 stripes at each end and a read
-// of a coarse clock (an atomic load). A TryAcquireAll that fails allocates
-// nothing. Lists of names are resolved once and cached (16 lists per set
-// of lanes), so naming the lanes with a []string literal costs no lookup.
-// See bench_test.go for the figures.
+// the lanes' own acquire and release, a lock-free lookup of the list of
+// names (cached per list, see below), and the bookkeeping of the ticket:
+// one uncontended lock on one of 32 stripes at each end, which takes a
+// record for the permits from the stripe's free records (four lanes
+// inline) and gives it back, and a read of a coarse clock (an atomic
+// load). The ticket's handle is 8 bytes, carved from a 512-byte block:
+// AcquireAll allocates once per 64 calls, and 8 bytes per call for the GC
+// to pace itself by. A TryAcquireAll that fails allocates nothing. Lists
+// of names are resolved once and cached (16 lists per set of lanes), so
+// naming the lanes with a []string literal costs no lookup, and passing
+// the same slice again (a package-level variable) costs no hashing of the
+// names either. See bench_test.go for the figures.
+//
+// Memory: a stripe keeps up to 8 free records (a few hundred bytes each)
+// for reuse, and a ticket kept for long keeps its 512-byte block of
+// handles alive.
 //
 // A Queue must be made with [New] or [Default]; the zero Queue is not
 // usable, and a Queue must not be copied.

@@ -3,8 +3,36 @@ package lanequeue
 import "unsafe"
 
 // TicketSize is the size of a Ticket[string], pinned by TestTicketLayout:
-// the Ticket is the one allocation of an AcquireAll.
+// the handle that an AcquireAll hands out, from a block of handles.
 const TicketSize = unsafe.Sizeof(Ticket[string]{})
 
-// InlineLanes is how many lanes a Ticket holds without a second allocation.
+// HandlesPerBlock is how many handles of a Ticket[string] one allocation
+// of a block holds.
+const HandlesPerBlock = handleBlockBytes / unsafe.Sizeof(Ticket[string]{})
+
+// StripeSize is the size of a stripe of the list of records.
+const StripeSize = unsafe.Sizeof(holderStripe[string]{})
+
+// InlineLanes is how many lanes a ticket holds without a second allocation.
 const InlineLanes = inlineLanes
+
+// MaxFree is how many free records a stripe keeps.
+const MaxFree = maxFree
+
+// SameRecord reports whether a and b were granted through the same record.
+func SameRecord[K comparable](a, b *Ticket[K]) bool { return a.r != nil && a.r == b.r }
+
+// Records counts the records that q keeps, held or free, over all stripes,
+// and the records in free lists.
+func (q *Queue[K]) Records() (all, free int) {
+	for i := range q.holders.stripes {
+		st := &q.holders.stripes[i]
+		st.mu.Lock()
+		for r := st.all; r != nil; r = r.next {
+			all++
+		}
+		free += st.nfree
+		st.mu.Unlock()
+	}
+	return all, free
+}

@@ -2,6 +2,7 @@ package lanequeue
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -105,6 +106,44 @@ type laneEntry[K comparable] struct {
 	// fixedMax is the lane's MaxWeight when it can never change (a lane
 	// this package built), or -1: ask the lane each time.
 	fixedMax int64
+	// The semaphore under the lane when it is this package's keyed or
+	// global lane (at most one is set): acquire calls it directly, without
+	// the interface call and the adapter's frame.
+	keyed  *keyedsem.KeyedSemaphore[K]
+	global *semaphore.Weighted
+}
+
+// bind sets the fields of e that add derives from e.lane.
+func (e *laneEntry[K]) bind() {
+	e.fixedMax = fixedMaxOf(e.lane)
+	switch l := e.lane.(type) {
+	case *sessionLane[K]:
+		e.keyed = l.s
+	case *globalLane[K]:
+		e.global = l.s
+	}
+}
+
+// acquire is e.lane.Acquire.
+func (e *laneEntry[K]) acquire(ctx context.Context, key K, n int64) (semaphore.Permit, error) {
+	if s := e.keyed; s != nil {
+		return s.AcquireN(ctx, key, n)
+	}
+	if s := e.global; s != nil {
+		return s.Acquire(ctx, n)
+	}
+	return e.lane.Acquire(ctx, key, n)
+}
+
+// tryAcquire is e.lane.TryAcquire.
+func (e *laneEntry[K]) tryAcquire(key K, n int64) (semaphore.Permit, bool) {
+	if s := e.keyed; s != nil {
+		return s.TryAcquireN(key, n)
+	}
+	if s := e.global; s != nil {
+		return s.TryAcquire(n)
+	}
+	return e.lane.TryAcquire(key, n)
 }
 
 // fixedMaxOf returns what laneEntry.fixedMax should be for l.
@@ -241,7 +280,7 @@ func (q *Queue[K]) add(e *laneEntry[K]) error {
 	if e.name == "" {
 		return ErrEmptyName
 	}
-	e.fixedMax = fixedMaxOf(e.lane)
+	e.bind()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed.Load() {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
+	"unsafe"
 )
 
 // setCacheSize is the number of lists of lane names that a table
@@ -13,12 +14,21 @@ import (
 const setCacheSize = 16
 
 // setCache maps lists of lane names to their resolution. It is a
-// direct-mapped cache whose slots are filled once and never replaced, so
-// it allocates at most setCacheSize times per table (a new table, made by
-// Add, starts empty), and a list that collides with another takes the
-// slower path through the name map instead of evicting it.
+// direct-mapped cache, by a hash of the names, whose slots are filled once
+// and never replaced, so it allocates at most setCacheSize times per table
+// (a new table, made by Add, starts empty), and a list that collides with
+// another takes the slower path through the name map instead of evicting
+// it.
+//
+// In front of it, bySrc finds a set by the address of the list it was made
+// from, for callers that pass the same slice again (a package-level
+// variable): one multiplication and a comparison of the strings' pointers
+// and lengths, without hashing the names or reading their bytes. A set
+// goes there when it is stored, over whatever set had the slot: bySrc
+// allocates nothing of its own.
 type setCache[K comparable] struct {
 	slots [setCacheSize]atomic.Pointer[laneSet[K]]
+	bySrc [setCacheSize]atomic.Pointer[laneSet[K]]
 }
 
 // laneSet is a list of lane names resolved against one table: the lanes in
@@ -26,9 +36,15 @@ type setCache[K comparable] struct {
 type laneSet[K comparable] struct {
 	names []string        // as the caller gave them (sharing their bytes)
 	lanes []*laneEntry[K] // canonical order
+	// src is the address of the first element of the slice the set was
+	// made from: a number, not a pointer, since the slice may be on a
+	// stack; a stale address that happens to match is caught by sameNames.
+	src uintptr
 	// fixedMax is the smallest fixed MaxWeight of the lanes, or -1 if a
 	// lane's MaxWeight may change (it must be asked each time).
 	fixedMax int64
+	// plain is the number of lanes before the first rate lane.
+	plain uint8
 }
 
 // slot returns the cache slot of a list of names, from a hash of the list's
@@ -45,8 +61,38 @@ func (c *setCache[K]) slot(names []string) *atomic.Pointer[laneSet[K]] {
 	return &c.slots[(h*0x9E3779B97F4A7C15)>>(64-4)]
 }
 
+// srcOf returns the address of the first element of names.
+func srcOf(names []string) uintptr {
+	return uintptr(unsafe.Pointer(unsafe.SliceData(names)))
+}
+
+// srcSlot returns the bySrc slot of the list at address src.
+func (c *setCache[K]) srcSlot(src uintptr) *atomic.Pointer[laneSet[K]] {
+	return &c.bySrc[(uint64(src)*0x9E3779B97F4A7C15)>>(64-4)]
+}
+
+// sameNames reports whether a and b hold the same strings by pointer and
+// length: if so they are equal; if not they may still be.
+func sameNames(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if len(a[i]) != len(b[i]) || unsafe.StringData(a[i]) != unsafe.StringData(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 // lookup returns the resolved set for names, or nil.
 func (c *setCache[K]) lookup(names []string) *laneSet[K] {
+	// The same slice again, unchanged (its strings are checked, since the
+	// caller may have changed them in place).
+	src := srcOf(names)
+	if s := c.srcSlot(src).Load(); s != nil && s.src == src && sameNames(s.names, names) {
+		return s
+	}
 	s := c.slot(names).Load()
 	if s == nil || len(s.names) != len(names) {
 		return nil
@@ -61,13 +107,15 @@ func (c *setCache[K]) lookup(names []string) *laneSet[K] {
 	return s
 }
 
-// store remembers the resolution of names if its slot is free.
+// store remembers the resolution of names if its slot is free, in the
+// slot and in bySrc.
 func (c *setCache[K]) store(names []string, lanes []*laneEntry[K]) {
 	p := c.slot(names)
 	if p.Load() != nil {
 		return
 	}
-	s := &laneSet[K]{names: slices.Clone(names), lanes: lanes, fixedMax: -1}
+	src := srcOf(names)
+	s := &laneSet[K]{names: slices.Clone(names), lanes: lanes, src: src, fixedMax: -1, plain: plainLanes(lanes)}
 	for i, e := range lanes {
 		if e.fixedMax < 0 {
 			s.fixedMax = -1
@@ -77,10 +125,22 @@ func (c *setCache[K]) store(names []string, lanes []*laneEntry[K]) {
 			s.fixedMax = e.fixedMax
 		}
 	}
-	p.CompareAndSwap(nil, s)
+	if p.CompareAndSwap(nil, s) {
+		c.srcSlot(src).Store(s)
+	}
 }
 
-// resolve fills t's lanes with the lanes named, in canonical order, with
+// plainLanes returns the number of lanes before the first rate lane
+// (lanes is in canonical order: rate lanes come last).
+func plainLanes[K comparable](lanes []*laneEntry[K]) uint8 {
+	n := 0
+	for n < len(lanes) && lanes[n].kind != Rate {
+		n++
+	}
+	return uint8(n)
+}
+
+// resolve fills g with the lanes named, in canonical order, with
 // their weights, and refuses what could never be granted. It takes nothing.
 // A list already resolved against the current table comes from its cache;
 // another is looked up name by name, sorted, and cached if its slot is
@@ -89,8 +149,8 @@ func (c *setCache[K]) store(names []string, lanes []*laneEntry[K]) {
 //
 // Names are sorted as ranks (their indexes in the table's canonical order)
 // in a local array: moving pointers would cost a write barrier each while
-// the GC runs. Only the final list is written to the ticket.
-func (q *Queue[K]) resolve(t *Ticket[K], names []string, opts []AcquireOption) error {
+// the GC runs. Only the final list is written to the grant.
+func (q *Queue[K]) resolve(g *grant[K], names []string, opts []AcquireOption) error {
 	if q.closed.Load() {
 		return ErrClosed
 	}
@@ -106,25 +166,28 @@ func (q *Queue[K]) resolve(t *Ticket[K], names []string, opts []AcquireOption) e
 			laneWeights = true
 		}
 	}
-	t.weight = w
+	g.weight = w
 	tbl := q.table.Load()
 	var lanes []*laneEntry[K]
 	fixedMax := int64(-1)
 	if s := tbl.sets.lookup(names); s != nil {
-		lanes, fixedMax = s.lanes, s.fixedMax
+		lanes, fixedMax, g.plain = s.lanes, s.fixedMax, s.plain
 	} else {
 		var err error
 		if lanes, err = tbl.sort(names); err != nil {
 			return err
 		}
+		g.plain = plainLanes(lanes)
 	}
 	var hs []held[K]
 	if len(lanes) > inlineLanes {
+		// A variable of its own: escape analysis is flow-insensitive, and
+		// storing hs, which may point into g, in g would move g to the heap.
 		more := make([]held[K], len(lanes))
-		t.more, hs = &more, more
+		g.more, hs = more, more
 	} else {
-		hs = t.inline[:len(lanes)]
-		t.n = uint8(len(lanes))
+		hs = g.inline[:len(lanes)]
+		g.n = uint8(len(lanes))
 	}
 	for i, e := range lanes {
 		hs[i].e, hs[i].n = e, w
