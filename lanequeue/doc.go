@@ -37,7 +37,11 @@
 // Re-entry: a goroutine that holds a ticket and acquires again for the
 // same key and lane would wait for itself. [Queue.Do] gives its function a
 // context that carries the ticket ([WithTicket] does it by hand), and
-// AcquireAll with such a context fails at once with [ErrReentrant].
+// AcquireAll with such a context fails at once with [ErrReentrant]. The
+// check covers the same key only: a holder of the whole capacity of a
+// global lane that acquires it again for another key (a sub-agent started
+// from inside a handler, say) still waits for itself; give sub-agents a
+// lane of their own, as the sub-agents example does.
 //
 // Ownership: the caller owns a ticket if and only if AcquireAll returned a
 // nil error; it may hand the ticket to another goroutine, which then

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -26,7 +27,9 @@ var (
 	// ErrEmptyName is returned when a lane is added with an empty name.
 	ErrEmptyName = errors.New("lanequeue: empty lane name")
 	// ErrDuplicateLane is returned when a lane is added under a name the
-	// queue already has, and by AcquireAll when a list names a lane twice.
+	// queue already has, or when the lane (or the semaphore, keyed
+	// semaphore or limiter it wraps) is already registered under another
+	// name, and by AcquireAll when a list names a lane twice.
 	ErrDuplicateLane = errors.New("lanequeue: duplicate lane")
 	// ErrUnknownLane is returned by AcquireAll for a name the queue has no
 	// lane for.
@@ -188,8 +191,10 @@ func Default[K comparable](sessionOpts ...keyedsem.Option) *Queue[K] {
 // owns l from then on: [Queue.Close] closes it.
 //
 // Add returns [ErrEmptyName], [ErrDuplicateLane], or [ErrClosed], and then
-// registers nothing. It panics if l is nil or its Kind is not one of
-// [Keyed], [Global], [Rate].
+// registers nothing and l stays the caller's. One budget registered under
+// two names is refused ([ErrDuplicateLane]): a call naming both would wait
+// for itself. It panics if l is nil or its Kind is not one of [Keyed],
+// [Global], [Rate].
 func (q *Queue[K]) Add(name string, l Lane[K]) error {
 	if l == nil {
 		panic("lanequeue: nil Lane")
@@ -290,6 +295,13 @@ func (q *Queue[K]) add(e *laneEntry[K]) error {
 	if _, ok := old.byName[e.name]; ok {
 		return fmt.Errorf("%w: %q", ErrDuplicateLane, e.name)
 	}
+	if b := budgetOf(e.lane); b != nil {
+		for _, x := range old.ordered {
+			if budgetOf(x.lane) == b {
+				return fmt.Errorf("%w: %q is the lane already registered as %q", ErrDuplicateLane, e.name, x.name)
+			}
+		}
+	}
 	ordered := append(slices.Clip(old.ordered), e)
 	slices.SortFunc(ordered, func(a, b *laneEntry[K]) int {
 		if c := cmp.Compare(a.kind, b.kind); c != 0 {
@@ -357,4 +369,22 @@ func (q *Queue[K]) Close() {
 	for _, e := range t.ordered {
 		e.lane.Close()
 	}
+}
+
+// budgetOf returns what identifies l's budget: the semaphore, keyed
+// semaphore or limiter that this package's lanes wrap, or l itself when
+// its dynamic type is comparable; nil when there is nothing to compare.
+func budgetOf[K comparable](l Lane[K]) any {
+	switch l := l.(type) {
+	case *globalLane[K]:
+		return l.s
+	case *sessionLane[K]:
+		return l.s
+	case *rateLane[K]:
+		return l.lim
+	}
+	if reflect.TypeOf(l).Comparable() {
+		return l
+	}
+	return nil
 }

@@ -912,3 +912,31 @@ func TestFailedTryAcquireAllAllocatesNothing(t *testing.T) {
 		t.Fatalf("global lane holds %d after failed tries", held)
 	}
 }
+
+// Regression (review): one budget registered under two names made a call
+// naming both wait for itself forever. Add refuses it, for the queue's own
+// wrappers (two wrappers of one semaphore) and for any comparable lane.
+func TestOneBudgetUnderTwoNamesIsRefused(t *testing.T) {
+	q := lanequeue.New[string]()
+	defer q.Close()
+	sem := semaphore.New(1)
+	must(t, q.Add("a", lanequeue.NewGlobalLane[string](sem)))
+	if err := q.Add("b", lanequeue.NewGlobalLane[string](sem)); !errors.Is(err, lanequeue.ErrDuplicateLane) {
+		t.Fatalf("second wrapper of one semaphore: %v, want ErrDuplicateLane", err)
+	}
+	ks := keyedsem.New[string]()
+	must(t, q.Add("s1", lanequeue.NewSessionLane(ks)))
+	if err := q.Add("s2", lanequeue.NewSessionLane(ks)); !errors.Is(err, lanequeue.ErrDuplicateLane) {
+		t.Fatalf("second wrapper of one keyed semaphore: %v, want ErrDuplicateLane", err)
+	}
+	l, ok := q.Lane("a")
+	if !ok {
+		t.Fatal("lane a not found")
+	}
+	if err := q.Add("c", l); !errors.Is(err, lanequeue.ErrDuplicateLane) {
+		t.Fatalf("the same lane under a second name: %v, want ErrDuplicateLane", err)
+	}
+	if _, err := q.AcquireAll(context.Background(), "k", []string{"a", "b"}); !errors.Is(err, lanequeue.ErrUnknownLane) {
+		t.Fatalf("AcquireAll naming the refused lane: %v, want ErrUnknownLane", err)
+	}
+}
