@@ -11,7 +11,7 @@ BENCHCOUNT  ?= 10
 BENCHTIME   ?= 1s
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all test vet unit stress test386 lint staticcheck bench bench-report fuzz lanesim clean
+.PHONY: all test vet unit stress test386 lint staticcheck bench bench-report bench-redis fuzz lanesim clean
 
 all: lint test
 
@@ -47,6 +47,15 @@ bench:
 COUNT ?= $(BENCHCOUNT)
 bench-report:
 	cd bench && $(GO) run ./cmd/report -count=$(COUNT) -benchtime=$(BENCHTIME)
+
+## bench-redis: the Redis lanes' load test (fleetsim starts its own redis-server), kept in
+## bench/results/redislane.txt for the next bench-report; then re-render docs/benchmarks.md from the saved run
+bench-redis:
+	{ echo "$$ cd redislane && go run ./cmd/fleetsim"; \
+	  (cd redislane && $(GO) run ./cmd/fleetsim); \
+	  echo; echo "$$ cd redislane && go run ./cmd/fleetsim -mode uncontended -duration 3s"; \
+	  (cd redislane && $(GO) run ./cmd/fleetsim -mode uncontended -duration 3s); } > bench/results/redislane.txt 2>&1
+	cd bench && $(GO) run ./cmd/report -raw results/bench.txt
 
 ## fuzz: each fuzz target for FUZZTIME (default 30s); the seed corpus runs in `make test`.
 ## New inputs are minimised for at most 5s, or a short run can stall minimising.

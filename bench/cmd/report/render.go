@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 )
@@ -142,6 +143,8 @@ func render(in info, r *results, vs []verdict, benchstat string, charts []string
 	p("goroutine; `g32`: 32 goroutines on keys of their own).\n\n")
 	p("%s\n", acquireAllTable(r))
 
+	p("%s", redisSection())
+
 	p("%s", profilingSection)
 
 	p("## benchstat\n\n")
@@ -188,3 +191,29 @@ const profilingSection = "## Profiling contention in your own workload\n\n" +
 	"- `lanequeue`: `Stats()` per lane (`Held`, `Waiters`, `Keys`, `Cancelled`, `Rejected`) finds the lane that\n" +
 	"  makes everyone wait, and `Holders()` lists who holds what since when, so the holder that blocks the others\n" +
 	"  can be named.\n\n"
+
+// redisFigures is where make bench-redis keeps the output of fleetsim, the
+// Redis lanes' load test (relative to bench/, where the report runs).
+const redisFigures = "results/redislane.txt"
+
+// redisSection shows the Redis lanes' figures: fleetsim's own report of
+// processes contending through one real redis-server, with its commands.
+// They come from a separate run (make bench-redis), not from go test -bench.
+func redisSection() string {
+	var b strings.Builder
+	b.WriteString("## Redis lanes\n\n")
+	b.WriteString("`redislane` against a real local `redis-server` (started by fleetsim on a loopback port), from\n")
+	b.WriteString("`make bench-redis`, which runs `cd redislane && go run ./cmd/fleetsim` (4 processes x 25 contenders,\n")
+	b.WriteString("limit 10, weight 1) and `go run ./cmd/fleetsim -mode uncontended -duration 3s`. Targets (issue 6): at\n")
+	b.WriteString("least 3,000 grants/s, acquire p99 ≤ 50 ms, ≤ 2 Redis calls per grant; uncontended acquire + release\n")
+	b.WriteString("p50 ≤ 2 round trips. \"Most weight in use at once\" comes from an oracle over every process's grant and\n")
+	b.WriteString("release log and must never pass the limit. An uncontended cycle is 2 Redis calls (2 round trips); its\n")
+	b.WriteString("time is also given in PING times, since each call runs a Lua script inside Redis.\n\n")
+	raw, err := os.ReadFile(redisFigures)
+	if err != nil {
+		b.WriteString("Not measured in this run: `make bench-redis` writes " + redisFigures + ".\n\n")
+		return b.String()
+	}
+	b.WriteString("```\n" + strings.TrimRight(string(raw), "\n") + "\n```\n\n")
+	return b.String()
+}
