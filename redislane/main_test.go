@@ -4,8 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	inuse "github.com/sessionlane/lanes/redislane/internal/oracle"
 	"os"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -128,29 +128,13 @@ func (o *oracle) add(s span) {
 	o.mu.Unlock()
 }
 
-// maxInUse returns the most weight in use at once. At equal times a start
-// counts before an end, so that touching spans count as overlapping.
+// maxInUse returns the most weight in use at once (see the internal oracle package).
 func maxInUse(spans []span) int64 {
-	type ev struct {
-		t int64
-		d int64
+	ss := make([]inuse.Span, len(spans))
+	for i, x := range spans {
+		ss[i] = inuse.Span{Start: x.Start, End: x.End, W: x.W}
 	}
-	evs := make([]ev, 0, 2*len(spans))
-	for _, s := range spans {
-		evs = append(evs, ev{s.Start, s.W}, ev{s.End, -s.W})
-	}
-	sort.Slice(evs, func(i, j int) bool {
-		if evs[i].t != evs[j].t {
-			return evs[i].t < evs[j].t
-		}
-		return evs[i].d > evs[j].d
-	})
-	var cur, top int64
-	for _, e := range evs {
-		cur += e.d
-		top = max(top, cur)
-	}
-	return top
+	return inuse.MaxInUse(ss)
 }
 
 // endOf returns when a permit stopped being usable: now, or its deadline if

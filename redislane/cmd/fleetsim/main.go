@@ -29,12 +29,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/sessionlane/lanes/redislane/internal/oracle"
 	"io"
 	"os"
 	"os/exec"
 	"runtime/pprof"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -382,26 +382,13 @@ func summarize(cfg *config, reports []childReport) *Result {
 	return res
 }
 
-// maxInUse sweeps the merged spans; at equal times a grant counts before a
-// release, so touching spans count as overlapping.
+// maxInUse is the oracle over every process's grants (see oracle.MaxInUse).
 func maxInUse(gs []grant) int64 {
-	type ev struct{ t, d int64 }
-	evs := make([]ev, 0, 2*len(gs))
-	for _, g := range gs {
-		evs = append(evs, ev{g.Start, g.W}, ev{g.End, -g.W})
+	spans := make([]oracle.Span, len(gs))
+	for i, g := range gs {
+		spans[i] = oracle.Span{Start: g.Start, End: g.End, W: g.W}
 	}
-	sort.Slice(evs, func(i, j int) bool {
-		if evs[i].t != evs[j].t {
-			return evs[i].t < evs[j].t
-		}
-		return evs[i].d > evs[j].d
-	})
-	var cur, top int64
-	for _, e := range evs {
-		cur += e.d
-		top = max(top, cur)
-	}
-	return top
+	return oracle.MaxInUse(spans)
 }
 
 func fencesUnique(gs []grant) bool {
