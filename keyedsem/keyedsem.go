@@ -16,6 +16,7 @@ import (
 	"github.com/sessionlane/lanes/internal/coarse"
 	"github.com/sessionlane/lanes/internal/fastctx"
 	"github.com/sessionlane/lanes/internal/permit"
+	"github.com/sessionlane/lanes/internal/waitq"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -95,7 +96,7 @@ const cacheLine = 64
 type entry[K comparable] struct {
 	state atomic.Uint64 // see the layout above
 	mu    sync.Mutex    // protects head, and the queued bit's transitions
-	head  *waiter       // oldest waiter; the list is circular (head.prev is the newest)
+	head  *waiter       // oldest waiter; the list is circular (head.Prev is the newest)
 	key   K             // written while the entry is dead; read by reference holders and by the owner of a dead entry
 }
 
@@ -161,7 +162,7 @@ type KeyedSemaphore[K comparable] struct {
 	rejected   atomic.Uint64
 	doubleRel  atomic.Uint64
 
-	cachedWaiter atomic.Pointer[waiter] // a free waiter, see getWaiter
+	wcache waitq.Cache // free waiters
 
 	evictMu sync.Mutex     // one eviction pass at a time; protects buf
 	buf     []candidate[K] // reused by eviction passes
@@ -684,7 +685,7 @@ func (s *KeyedSemaphore[K]) releaseQueued(e *entry[K], n int64) {
 		wake = s.grantLocked(e)
 	}
 	e.mu.Unlock()
-	wakeAll(wake)
+	waitq.WakeAll(wake)
 	if dead {
 		s.drop(e)
 	}
@@ -729,30 +730,25 @@ func (s *KeyedSemaphore[K]) unrefLocked(e *entry[K], n int64) bool {
 // e.mu, and a release that finds the bit set takes e.mu and comes here, so
 // no waiter misses permits given back.
 func (s *KeyedSemaphore[K]) grantLocked(e *entry[K]) *waiter {
-	var first, last *waiter
+	var chain waitq.Chain
 	for w := e.head; w != nil; w = e.head {
 		st := e.state.Load()
-		if avail(st) < w.n {
+		if avail(st) < w.N {
 			break
 		}
-		if !e.state.CompareAndSwap(st, st-uint64(w.n)) {
+		if !e.state.CompareAndSwap(st, st-uint64(w.N)) {
 			continue
 		}
 		e.unlink(w)
 		s.waiters.Add(-1)
 		t := s.token(e)
-		w.tok, w.gen, w.served = &t.Token, t.gen.Load(), true
-		if last == nil {
-			first = w
-		} else {
-			last.wnext = w
-		}
-		last = w
+		w.Tok, w.Gen, w.Served = &t.Token, t.gen.Load(), true
+		chain.Add(w)
 	}
 	if e.head == nil {
 		clearQueued(e)
 	}
-	return first
+	return chain.First()
 }
 
 // clearQueued clears e's queued bit. It must be called with e.mu held, by
@@ -804,17 +800,17 @@ func (s *KeyedSemaphore[K]) wait(ctx context.Context, e *entry[K], n int64) (Per
 		s.rejected.Add(1)
 		return Permit{}, err
 	}
-	w := s.getWaiter()
-	w.n = n
+	w := s.wcache.Get()
+	w.N = n
 	e.push(w)
 	s.waiters.Add(1)
 	e.mu.Unlock()
 
 	if done := ctx.Done(); done == nil {
-		<-w.ready
+		<-w.Ready
 	} else {
 		select {
-		case <-w.ready:
+		case <-w.Ready:
 		case <-done:
 			return Permit{}, s.leave(e, w, ctx.Err())
 		}
@@ -822,11 +818,11 @@ func (s *KeyedSemaphore[K]) wait(ctx context.Context, e *entry[K], n int64) (Per
 	return s.outcome(e, w)
 }
 
-// outcome reads what the waker decided for w, after w.ready fired, and
+// outcome reads what the waker decided for w, after w.Ready fired, and
 // puts w back in the pool. A failed waiter drops its reference.
 func (s *KeyedSemaphore[K]) outcome(e *entry[K], w *waiter) (Permit, error) {
-	p, err := permit.Make(w.tok, w.gen, w.n), w.err
-	s.putWaiter(w)
+	p, err := permit.Make(w.Tok, w.Gen, w.N), w.Err
+	s.wcache.Put(w)
 	if err != nil {
 		s.rejected.Add(1)
 		s.release(e, 0)
@@ -840,18 +836,18 @@ func (s *KeyedSemaphore[K]) outcome(e *entry[K], w *waiter) (Permit, error) {
 // failure), and returns the error.
 func (s *KeyedSemaphore[K]) leave(e *entry[K], w *waiter, err error) error {
 	e.mu.Lock()
-	if w.served {
+	if w.Served {
 		e.mu.Unlock()
-		<-w.ready // sent just after the waker unlocked
-		if w.err != nil {
-			werr := w.err
-			s.putWaiter(w)
+		<-w.Ready // sent just after the waker unlocked
+		if w.Err != nil {
+			werr := w.Err
+			s.wcache.Put(w)
 			s.rejected.Add(1)
 			s.release(e, 0)
 			return werr
 		}
-		p := permit.Make(w.tok, w.gen, w.n)
-		s.putWaiter(w)
+		p := permit.Make(w.Tok, w.Gen, w.N)
+		s.wcache.Put(w)
 		s.cancelled.Add(1)
 		p.Release()
 		return err
@@ -865,8 +861,8 @@ func (s *KeyedSemaphore[K]) leave(e *entry[K], w *waiter, err error) error {
 	}
 	dead := s.unrefLocked(e, 0)
 	e.mu.Unlock()
-	s.putWaiter(w)
-	wakeAll(wake)
+	s.wcache.Put(w)
+	waitq.WakeAll(wake)
 	if dead {
 		s.drop(e)
 	}
@@ -912,23 +908,18 @@ func (s *KeyedSemaphore[K]) Close() {
 	// queued before this pass locks that entry's mutex.
 	s.m.Range(func(_ K, e *entry[K]) bool {
 		e.mu.Lock()
-		var first, last *waiter
+		var chain waitq.Chain
 		for w := e.head; w != nil; w = e.head {
 			e.unlink(w)
 			s.waiters.Add(-1)
-			w.err, w.served = ErrClosed, true
-			if last == nil {
-				first = w
-			} else {
-				last.wnext = w
-			}
-			last = w
+			w.Err, w.Served = ErrClosed, true
+			chain.Add(w)
 		}
-		if first != nil {
+		if chain.First() != nil {
 			clearQueued(e) // the failed waiters still hold their references
 		}
 		e.mu.Unlock()
-		wakeAll(first)
+		waitq.WakeAll(chain.First())
 		return true
 	})
 }
@@ -988,75 +979,34 @@ func (s *KeyedSemaphore[K]) Stats() Stats {
 	return st
 }
 
-// waiter is one caller in a key's queue. Waiters are pooled: ready is
-// buffered with room for one wake-up, which the waiter always consumes
-// before it goes back to the pool.
-type waiter struct {
-	n          int64
-	next, prev *waiter       // queue links, under the entry's mu
-	wnext      *waiter       // wake list link, under mu until woken
-	ready      chan struct{} // one send per service, after mu is released
-	served     bool          // under mu: granted or failed, and off the queue
-	err        error         // set with served when failed
-	tok        *permit.Token // set with served when granted
-	gen        uint64
-}
-
-var waiterPool = sync.Pool{New: func() any { return &waiter{ready: make(chan struct{}, 1)} }}
-
-// getWaiter returns a waiter from the semaphore's one-slot cache, else from
-// the shared pool: on a hot key the same few waiters cycle, and the cache
-// costs one atomic swap instead of a pool round trip.
-func (s *KeyedSemaphore[K]) getWaiter() *waiter {
-	if w := s.cachedWaiter.Swap(nil); w != nil {
-		return w
-	}
-	return waiterPool.Get().(*waiter)
-}
-
-func (s *KeyedSemaphore[K]) putWaiter(w *waiter) {
-	w.n, w.served, w.err, w.tok, w.gen = 0, false, nil, nil, 0
-	if !s.cachedWaiter.CompareAndSwap(nil, w) {
-		waiterPool.Put(w)
-	}
-}
-
-// wakeAll wakes the waiters of a list made under a mutex. Each waiter may
-// be reused as soon as it is woken, so the next link is read first.
-func wakeAll(w *waiter) {
-	for w != nil {
-		next := w.wnext
-		w.wnext = nil
-		w.ready <- struct{}{}
-		w = next
-	}
-}
+// waiter is one caller in a queue (see package waitq for the protocol).
+type waiter = waitq.Waiter
 
 // push appends w to e's queue. It must be called with e.mu held.
 func (e *entry[K]) push(w *waiter) {
 	if e.head == nil {
-		w.next, w.prev = w, w
+		w.Next, w.Prev = w, w
 		e.head = w
 		return
 	}
-	tail := e.head.prev
-	w.prev, w.next = tail, e.head
-	tail.next = w
-	e.head.prev = w
+	tail := e.head.Prev
+	w.Prev, w.Next = tail, e.head
+	tail.Next = w
+	e.head.Prev = w
 }
 
 // unlink takes w out of e's queue. It must be called with e.mu held.
 func (e *entry[K]) unlink(w *waiter) {
-	if w.next == w {
+	if w.Next == w {
 		e.head = nil
 	} else {
-		w.prev.next = w.next
-		w.next.prev = w.prev
+		w.Prev.Next = w.Next
+		w.Next.Prev = w.Prev
 		if e.head == w {
-			e.head = w.next
+			e.head = w.Next
 		}
 	}
-	w.next, w.prev = nil, nil
+	w.Next, w.Prev = nil, nil
 }
 
 // count returns the number of e's waiters, counting no further than limit.
@@ -1066,7 +1016,7 @@ func (e *entry[K]) count(limit int) int {
 		return 0
 	}
 	c := 1
-	for w := e.head.next; w != e.head && c < limit; w = w.next {
+	for w := e.head.Next; w != e.head && c < limit; w = w.Next {
 		c++
 	}
 	return c

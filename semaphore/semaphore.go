@@ -12,6 +12,7 @@ import (
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/fastctx"
 	"github.com/sessionlane/lanes/internal/permit"
+	"github.com/sessionlane/lanes/internal/waitq"
 )
 
 // Permit is the handle of permits taken from a semaphore. Every lanes
@@ -127,9 +128,9 @@ type Weighted struct {
 	maxWaitWt   int64
 	maxWait     time.Duration
 	clock       Clock
-	doubleRel   atomic.Uint64          // counted without mu
-	cached      atomic.Pointer[waiter] // a free waiter, see getWaiter
-	grantedWait uint64                 // grants that had to wait
+	doubleRel   atomic.Uint64 // counted without mu
+	wcache      waitq.Cache   // free waiters
+	grantedWait uint64        // grants that had to wait
 }
 
 // Option configures a semaphore made by [New].
@@ -350,8 +351,8 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64) (Permit, error) {
 			break
 		}
 	}
-	w := s.getWaiter()
-	w.n = n
+	w := s.wcache.Get()
+	w.N = n
 	s.push(w)
 	s.mu.Unlock()
 
@@ -364,10 +365,10 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64) (Permit, error) {
 	}
 	var err error
 	if done == nil && expired == nil {
-		<-w.ready
+		<-w.Ready
 	} else {
 		select {
-		case <-w.ready:
+		case <-w.Ready:
 		case <-done:
 			err = ctx.Err()
 		case <-expired:
@@ -383,11 +384,11 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64) (Permit, error) {
 	return s.outcome(w)
 }
 
-// outcome reads what the waker decided for w, after w.ready fired, and puts
+// outcome reads what the waker decided for w, after w.Ready fired, and puts
 // w back in the pool.
 func (s *Weighted) outcome(w *waiter) (Permit, error) {
-	p, err := permit.Make(w.tok, w.gen, w.n), w.err
-	s.putWaiter(w)
+	p, err := permit.Make(w.Tok, w.Gen, w.N), w.Err
+	s.wcache.Put(w)
 	if err != nil {
 		return Permit{}, err
 	}
@@ -399,16 +400,16 @@ func (s *Weighted) outcome(w *waiter) (Permit, error) {
 // wake-up, gives back a grant, and returns err.
 func (s *Weighted) leave(w *waiter, err error) error {
 	s.mu.Lock()
-	if w.served {
+	if w.Served {
 		s.mu.Unlock()
-		<-w.ready // sent just after the waker unlocked
-		if w.err != nil {
-			werr := w.err
-			s.putWaiter(w)
+		<-w.Ready // sent just after the waker unlocked
+		if w.Err != nil {
+			werr := w.Err
+			s.wcache.Put(w)
 			return werr
 		}
-		p := permit.Make(w.tok, w.gen, w.n)
-		s.putWaiter(w)
+		p := permit.Make(w.Tok, w.Gen, w.N)
+		s.wcache.Put(w)
 		s.mu.Lock()
 		s.countLeft(err)
 		s.mu.Unlock()
@@ -425,8 +426,8 @@ func (s *Weighted) leave(w *waiter, err error) error {
 		s.settleLocked()
 	}
 	s.mu.Unlock()
-	s.putWaiter(w)
-	wakeAll(wake)
+	s.wcache.Put(w)
+	waitq.WakeAll(wake)
 	return err
 }
 
@@ -461,7 +462,7 @@ func (o *owner) ReleaseToken(t *permit.Token, n int64) {
 	s.state.Add(uint64(n) << availShift)
 	wake := s.grantLocked()
 	s.mu.Unlock()
-	wakeAll(wake)
+	waitq.WakeAll(wake)
 }
 
 // WakeAfterRelease serves the waiters after Permit.Release returned an
@@ -473,7 +474,7 @@ func (o *owner) WakeAfterRelease() {
 	s.mu.Lock()
 	wake := s.grantLocked()
 	s.mu.Unlock()
-	wakeAll(wake)
+	waitq.WakeAll(wake)
 }
 
 // CountDoubleRelease counts a Release of a permit already released. It is
@@ -491,28 +492,23 @@ func (o *owner) CountDoubleRelease(*permit.Token) { o.doubleRel.Add(1) }
 // races with the flag being set) takes mu and runs grantLocked, so no
 // waiter misses permits given back.
 func (s *Weighted) grantLocked() *waiter {
-	var first, last *waiter
+	var chain waitq.Chain
 	for w := s.head; w != nil; w = s.head {
 		st := s.state.Load()
-		if avail(st) < w.n {
+		if avail(st) < w.N {
 			break
 		}
-		t, ok := s.claimLocked(st, w.n)
+		t, ok := s.claimLocked(st, w.N)
 		if !ok {
 			continue
 		}
 		s.unlink(w)
 		s.grantedWait++
-		w.tok, w.gen, w.served = t, t.Gen(), true
-		if last == nil {
-			first = w
-		} else {
-			last.wnext = w
-		}
-		last = w
+		w.Tok, w.Gen, w.Served = t, t.Gen(), true
+		chain.Add(w)
 	}
 	s.settleLocked()
-	return first
+	return chain.First()
 }
 
 // settleLocked clears the slow flag once the queue is empty (unless
@@ -529,36 +525,20 @@ func (s *Weighted) settleLocked() {
 	}
 }
 
-// wakeAll wakes the waiters of a list made under mu. Each waiter may be
-// reused as soon as it is woken, so the next link is read first.
-func wakeAll(w *waiter) {
-	for w != nil {
-		next := w.wnext
-		w.wnext = nil
-		w.ready <- struct{}{}
-		w = next
-	}
-}
-
 // failLocked serves every waiter for which fail returns an error with
 // that error, and returns them linked for waking.
 func (s *Weighted) failLocked(fail func(*waiter) error) *waiter {
-	var first, last *waiter
+	var chain waitq.Chain
 	for w := s.head; w != nil; {
-		next := w.next
+		next := w.Next
 		if err := fail(w); err != nil {
 			s.unlink(w)
-			w.err, w.served = err, true
-			if last == nil {
-				first = w
-			} else {
-				last.wnext = w
-			}
-			last = w
+			w.Err, w.Served = err, true
+			chain.Add(w)
 		}
 		w = next
 	}
-	return first
+	return chain.First()
 }
 
 // SetCapacity changes the capacity to n. Growing makes the new permits
@@ -577,15 +557,15 @@ func (s *Weighted) SetCapacity(n int64) {
 	s.capacity.Store(n)
 	s.state.Add(uint64(delta) << availShift)
 	failed := s.failLocked(func(w *waiter) error {
-		if w.n > n {
+		if w.N > n {
 			return ErrTooHeavy
 		}
 		return nil
 	})
 	granted := s.grantLocked()
 	s.mu.Unlock()
-	wakeAll(failed)
-	wakeAll(granted)
+	waitq.WakeAll(failed)
+	waitq.WakeAll(granted)
 }
 
 // Close stops the semaphore: every waiter is woken with [ErrClosed], and
@@ -607,7 +587,7 @@ func (s *Weighted) Close() {
 	}
 	failed := s.failLocked(func(*waiter) error { return ErrClosed })
 	s.mu.Unlock()
-	wakeAll(failed)
+	waitq.WakeAll(failed)
 }
 
 // Stats is a snapshot of a semaphore.
@@ -666,64 +646,33 @@ func (s *Weighted) Stats() Stats {
 	}
 }
 
-// waiter is one caller in the queue. Waiters are pooled: ready is buffered
-// with room for one wake-up, which the waiter always consumes before it goes
-// back to the pool.
-type waiter struct {
-	n          int64
-	next, prev *waiter       // queue links, under mu
-	wnext      *waiter       // wake list link, under mu until woken
-	ready      chan struct{} // one send per service, after mu is released
-	served     bool          // under mu: granted or failed, and off the queue
-	err        error         // set with served when failed
-	tok        *permit.Token // set with served when granted
-	gen        uint64
-}
-
-var waiterPool = sync.Pool{New: func() any { return &waiter{ready: make(chan struct{}, 1)} }}
-
-// getWaiter returns a waiter from the semaphore's one-slot cache, else from
-// the shared pool. Under steady contention the same few waiters cycle
-// through the cache, which costs one atomic swap instead of a pool round
-// trip.
-func (s *Weighted) getWaiter() *waiter {
-	if w := s.cached.Swap(nil); w != nil {
-		return w
-	}
-	return waiterPool.Get().(*waiter)
-}
-
-func (s *Weighted) putWaiter(w *waiter) {
-	w.n, w.served, w.err, w.tok, w.gen = 0, false, nil, nil, 0
-	if !s.cached.CompareAndSwap(nil, w) {
-		waiterPool.Put(w)
-	}
-}
+// waiter is one caller in a queue (see package waitq for the protocol).
+type waiter = waitq.Waiter
 
 func (s *Weighted) push(w *waiter) {
-	w.prev = s.tail
+	w.Prev = s.tail
 	if s.tail == nil {
 		s.head = w
 	} else {
-		s.tail.next = w
+		s.tail.Next = w
 	}
 	s.tail = w
 	s.waiters++
-	s.waitWeight += w.n
+	s.waitWeight += w.N
 }
 
 func (s *Weighted) unlink(w *waiter) {
-	if w.prev == nil {
-		s.head = w.next
+	if w.Prev == nil {
+		s.head = w.Next
 	} else {
-		w.prev.next = w.next
+		w.Prev.Next = w.Next
 	}
-	if w.next == nil {
-		s.tail = w.prev
+	if w.Next == nil {
+		s.tail = w.Prev
 	} else {
-		w.next.prev = w.prev
+		w.Next.Prev = w.Prev
 	}
-	w.next, w.prev = nil, nil
+	w.Next, w.Prev = nil, nil
 	s.waiters--
-	s.waitWeight -= w.n
+	s.waitWeight -= w.N
 }
