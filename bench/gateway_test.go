@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -90,6 +91,7 @@ func runGateway(b *testing.B, group string, p keyedPeer, nkeys int, cs func()) {
 	var csTime atomic.Int64
 	var csCount atomic.Int64
 	b.ReportAllocs()
+	cpu0 := cpuTime()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		k := ks[int(id.Add(1)-1)%nkeys]
@@ -109,6 +111,12 @@ func runGateway(b *testing.B, group string, p keyedPeer, nkeys int, cs func()) {
 	b.StopTimer()
 	ops := float64(b.N) / b.Elapsed().Seconds()
 	b.ReportMetric(ops, "ops/s")
+	if cpu0 >= 0 {
+		// The share of the processors the process kept busy: near 100%,
+		// the run was bound by CPU, not by the lane's parallelism.
+		busy := float64(cpuTime()-cpu0) / float64(b.Elapsed()) / float64(runtime.GOMAXPROCS(0))
+		b.ReportMetric(100*busy, "cpu-%")
+	}
 	c := csCount.Load()
 	if c == 0 {
 		return
@@ -198,4 +206,14 @@ func BenchmarkAcquireAll(b *testing.B) {
 			})
 		})
 	}
+}
+
+// cpuTime returns the user and system CPU time the process has used so
+// far, or -1 if the system cannot tell.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return -1
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -252,7 +252,20 @@ func gatewayTable(r *results) string {
 		if l, ok := r.median(gatewayName(c, "lanes"), "cs-µs"); ok {
 			fmt.Fprintf(&cs, ", %.0f µs under lanes", l)
 		}
-		cs.WriteString(" (medians of the mean).\n")
+		cs.WriteString(" (medians of the mean)")
+		// cpu-%: how busy the processors were. Near 100%, throughput was
+		// bound by CPU (every waiting handler that yields in a loop costs
+		// some), not by how many keys the lane let run at once.
+		var busy []string
+		for _, impl := range []string{"global", "lanes", "lanes-queue"} {
+			if u, ok := r.median(gatewayName(c, impl), "cpu-%"); ok {
+				busy = append(busy, fmt.Sprintf("%s %.0f%%", impl, u))
+			}
+		}
+		if len(busy) > 0 {
+			fmt.Fprintf(&cs, "; processors busy: %s", strings.Join(busy, ", "))
+		}
+		cs.WriteString(".\n")
 	}
 	return t.String() + "\n" + cs.String()
 }
