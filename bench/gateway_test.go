@@ -86,7 +86,14 @@ var (
 func runGateway(b *testing.B, group string, p keyedPeer, nkeys int, cs func()) {
 	ks := keys(nkeys)
 	l := p.make()
-	setGoroutines(b, gatewayGoroutines)
+	if p.name == peerIdeal.name {
+		// One goroutine per key, so that no two run one key at once.
+		if g := setGoroutines(b, nkeys); g != nkeys {
+			b.Skipf("%d keys need a multiple of GOMAXPROCS goroutines; RunParallel would start %d", nkeys, g)
+		}
+	} else {
+		setGoroutines(b, gatewayGoroutines)
+	}
 	var id atomic.Int64
 	var csTime atomic.Int64
 	var csCount atomic.Int64
@@ -152,8 +159,24 @@ func BenchmarkGateway(b *testing.B) {
 				runGateway(b, "cs="+cs.name, p, 64, cs.run)
 			})
 		}
+		b.Run(fmt.Sprintf("cs=%s/impl=%s", cs.name, peerIdeal.name), func(b *testing.B) {
+			runGateway(b, "cs="+cs.name, peerIdeal, 64, cs.run)
+		})
 	}
 }
+
+// peerIdeal is no lane at all, run with one goroutine per key instead of
+// four: each key's messages are handled one after another by their own
+// goroutine, all keys at once, with nothing to acquire. No per-key lane
+// can do better, so its speed-up over the global lane is the most this
+// machine allows for the workload: when it falls short of the number of
+// keys, the processors, not the lanes, are the limit.
+var peerIdeal = keyedPeer{"ideal-no-lane", func() keyedLock { return noLane{} }}
+
+type noLane struct{}
+
+func (noLane) Lock(string) held    { return held{} }
+func (noLane) Unlock(string, held) {}
 
 // BenchmarkGatewayKeys is the gateway with 1, 2, 4, ..., 64 keys and the
 // 50 µs waiting handler: the speed-up over the global lane against the
