@@ -821,8 +821,7 @@ func (s *KeyedSemaphore[K]) wait(ctx context.Context, e *entry[K], n int64) (Per
 // outcome reads what the waker decided for w, after w.Ready fired, and
 // puts w back in the pool. A failed waiter drops its reference.
 func (s *KeyedSemaphore[K]) outcome(e *entry[K], w *waiter) (Permit, error) {
-	p, err := permit.Make(w.Tok, w.Gen, w.N), w.Err
-	s.wcache.Put(w)
+	p, err := s.wcache.Outcome(w)
 	if err != nil {
 		s.rejected.Add(1)
 		s.release(e, 0)
@@ -839,15 +838,10 @@ func (s *KeyedSemaphore[K]) leave(e *entry[K], w *waiter, err error) error {
 	if w.Served {
 		e.mu.Unlock()
 		<-w.Ready // sent just after the waker unlocked
-		if w.Err != nil {
-			werr := w.Err
-			s.wcache.Put(w)
-			s.rejected.Add(1)
-			s.release(e, 0)
+		p, werr := s.outcome(e, w)
+		if werr != nil {
 			return werr
 		}
-		p := permit.Make(w.Tok, w.Gen, w.N)
-		s.wcache.Put(w)
 		s.cancelled.Add(1)
 		p.Release()
 		return err

@@ -436,12 +436,7 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64) (Permit, error) {
 // outcome reads what the waker decided for w, after w.Ready fired, and puts
 // w back in the pool.
 func (s *Weighted) outcome(w *waiter) (Permit, error) {
-	p, err := permit.Make(w.Tok, w.Gen, w.N), w.Err
-	s.wcache.Put(w)
-	if err != nil {
-		return Permit{}, err
-	}
-	return p, nil
+	return s.wcache.Outcome(w)
 }
 
 // leave takes w out of the queue after its context ended or its wait grew
@@ -452,13 +447,10 @@ func (s *Weighted) leave(w *waiter, err error) error {
 	if w.Served {
 		s.mu.Unlock()
 		<-w.Ready // sent just after the waker unlocked
-		if w.Err != nil {
-			werr := w.Err
-			s.wcache.Put(w)
+		p, werr := s.wcache.Outcome(w)
+		if werr != nil {
 			return werr
 		}
-		p := permit.Make(w.Tok, w.Gen, w.N)
-		s.wcache.Put(w)
 		s.mu.Lock()
 		s.countLeft(err)
 		s.mu.Unlock()

@@ -58,6 +58,18 @@ func (c *Cache) Put(w *Waiter) {
 	}
 }
 
+// Outcome returns what the waker decided for w, a served waiter whose
+// wake-up has been received: the permit it was granted, or the error it
+// was failed with. w goes back to the cache.
+func (c *Cache) Outcome(w *Waiter) (permit.Permit, error) {
+	p, err := permit.Make(w.Tok, w.Gen, w.N), w.Err
+	c.Put(w)
+	if err != nil {
+		return permit.Permit{}, err
+	}
+	return p, nil
+}
+
 // Chain collects served waiters, in order, under the owner's lock. The zero
 // Chain is empty.
 type Chain struct {

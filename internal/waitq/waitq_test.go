@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/sessionlane/lanes/internal/permit"
 	"github.com/sessionlane/lanes/internal/waitq"
 )
 
@@ -56,5 +57,42 @@ func TestPutClearsTheOutcome(t *testing.T) {
 	}
 	if got.N != 0 || got.Served || got.Err != nil || got.Tok != nil || got.Gen != 0 {
 		t.Fatalf("a reused waiter kept its outcome: %+v", *got)
+	}
+}
+
+type countingOwner struct{ released int64 }
+
+func (o *countingOwner) ReleaseToken(_ *permit.Token, n int64) { o.released += n }
+func (o *countingOwner) CountDoubleRelease(*permit.Token)      {}
+
+// Outcome turns a served waiter into what its caller gets back: the permit
+// of a grant, or the error of a failure with no permit; either way the
+// waiter goes back to the cache.
+func TestOutcome(t *testing.T) {
+	var c waitq.Cache
+	o := &countingOwner{}
+	tok := permit.NewToken(o, -1)
+
+	w := c.Get()
+	w.N, w.Served, w.Tok, w.Gen = 2, true, tok, tok.Gen()
+	p, err := c.Outcome(w)
+	if err != nil || p.Weight() != 2 || permit.TokenOf(p) != tok {
+		t.Fatalf("a grant gave permit of weight %d through %p, error %v; want weight 2 through %p", p.Weight(), permit.TokenOf(p), err, tok)
+	}
+	if !p.Release() || o.released != 2 {
+		t.Fatalf("the granted permit did not give 2 units back (owner got %d)", o.released)
+	}
+	if c.Get() != w {
+		t.Fatal("Outcome did not put the waiter back")
+	}
+
+	failure := errors.New("closed")
+	w.N, w.Served, w.Err = 1, true, failure
+	p, err = c.Outcome(w)
+	if err != failure || p.Valid() {
+		t.Fatalf("a failure gave error %v and a valid permit %v; want %v and none", err, p.Valid(), failure)
+	}
+	if c.Get() != w {
+		t.Fatal("Outcome did not put the failed waiter back")
 	}
 }
