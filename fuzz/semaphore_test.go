@@ -355,13 +355,9 @@ func (d *semDriver) check() {
 	}
 	got := d.s.Stats()
 	want := d.m.Stats()
-	real := model.SemStats{
-		Capacity: got.Capacity, Available: got.Available, Held: got.Held,
-		Waiters: got.Waiters, WaitingWeight: got.WaitingWeight, Closed: got.Closed,
-		Acquired: got.Acquired, Released: got.Released, Waited: got.Waited,
-		Cancelled: got.Cancelled, TimedOut: got.TimedOut, Rejected: got.Rejected,
-		DoubleReleases: got.DoubleReleases,
-	}
+	// A conversion, not a field-by-field copy: a field added to either
+	// side and not the other stops the build.
+	real := model.SemStats(got)
 	if real != want {
 		d.fatalf("Stats differ from the model:\n  real  %+v\n  model %+v", real, want)
 	}
@@ -388,7 +384,8 @@ func (d *semDriver) finish() {
 	d.logf("Close() and release all")
 	d.s.Close()
 	d.served(d.m.Close())
-	for id, p := range d.held {
+	for _, id := range sortedIDs(d.held) { // in order, so that a failing input replays the same way
+		p := d.held[id]
 		if !p.Release() {
 			d.fatalf("final Release of permit %d returned false", id)
 		}

@@ -94,14 +94,13 @@ type Queue struct {
 	byName  map[string]int
 	closed  bool
 	tickets map[int]*queueTicket
-	done    map[int]bool // ids of released tickets
 	pending *QueuePending
 	nextID  int
 }
 
 // NewQueue returns a model of a queue with the given lanes.
 func NewQueue(lanes ...QueueLane) *Queue {
-	m := &Queue{byName: map[string]int{}, tickets: map[int]*queueTicket{}, done: map[int]bool{}}
+	m := &Queue{byName: map[string]int{}, tickets: map[int]*queueTicket{}}
 	ls := slices.Clone(lanes)
 	slices.SortFunc(ls, func(a, b QueueLane) int {
 		if c := cmp.Compare(a.Kind, b.Kind); c != 0 {
@@ -386,7 +385,6 @@ func (m *Queue) Release(id int) (first bool, granted int) {
 		return false, 0
 	}
 	delete(m.tickets, id)
-	m.done[id] = true
 	for j := len(t.lanes) - 1; j >= 0; j-- {
 		if i := t.lanes[j]; m.lanes[i].Kind != QueueRate {
 			m.give(i, t.key, t.n)
@@ -409,16 +407,6 @@ func (m *Queue) Close() {
 func (m *Queue) Tickets() []int {
 	ids := make([]int, 0, len(m.tickets))
 	for id := range m.tickets {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
-
-// Released returns the ids of released tickets, in order.
-func (m *Queue) Released() []int {
-	ids := make([]int, 0, len(m.done))
-	for id := range m.done {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
