@@ -266,7 +266,7 @@ func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 				c.st.rejected.Add(1)
 				return nil, fmt.Errorf("redislane: acquire %q: %w", c.name, r.err)
 			}
-			backoff = min(max(2*backoff, minWait), maxWait)
+			backoff = nextBackoff(backoff)
 			if !c.pause(ctx, jitter(backoff)) {
 				c.cleanupAsync(ln.rk, id)
 				return nil, c.quit(ctx, lastErr)
@@ -307,6 +307,13 @@ func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 				c.mu.Unlock()
 				if time.Until(sent.Add(c.cfg.validity())) <= c.cfg.margin() {
 					continue // too little left: confirm (and extend) with a call
+				}
+				if ctx.Err() != nil || c.isClosed() {
+					// The hand-off raced with the end of ctx or with Close
+					// (select picks at random among ready cases): give the
+					// units back rather than return a permit after either.
+					c.cleanupAsync(ln.rk, id)
+					return nil, c.quit(ctx, nil)
 				}
 				c.st.handoffs.Add(1)
 				return c.grant(ln.rk, id, w.n, fence, sent), nil
@@ -436,7 +443,7 @@ func (c *core) runAcquire(ctx context.Context, rk [4]string, id string, n int64,
 	case err != nil:
 		r.err = err
 	case len(v) < 2:
-		r.err = fmt.Errorf("redislane: acquire script returned %v", v)
+		r.err = fmt.Errorf("%w: acquire script returned %v", errBadReply, v)
 	default:
 		r.status, r.a = v[0], v[1]
 		if len(v) > 2 {
@@ -625,8 +632,13 @@ func (s Stats) laneStats(k lanequeue.Kind) lanequeue.LaneStats {
 }
 
 // retryable tells a failure worth another try (the network, a server busy,
-// loading or failing over) from one that will not go away.
+// loading or failing over) from one that will not go away: an error reply
+// such as OOM or NOPERM, a reply the scripts cannot have sent, or a client
+// that has been closed.
 func retryable(err error) bool {
+	if errors.Is(err, redis.ErrClosed) || errors.Is(err, errBadReply) {
+		return false
+	}
 	var re redis.Error
 	if !errors.As(err, &re) || errors.Is(err, context.DeadlineExceeded) {
 		return true
@@ -639,6 +651,13 @@ func retryable(err error) bool {
 	}
 	return false
 }
+
+// errBadReply marks a reply that the scripts cannot have sent: retrying
+// would not change it.
+var errBadReply = errors.New("redislane: malformed script reply")
+
+// nextBackoff doubles a retry delay, within [minWait, maxWait].
+func nextBackoff(d time.Duration) time.Duration { return min(max(2*d, minWait), maxWait) }
 
 // jitter spreads d over [0.75d, 1.25d).
 func jitter(d time.Duration) time.Duration {

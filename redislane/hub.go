@@ -178,7 +178,7 @@ func (h *hub) loop(ps *redis.PubSub) {
 				continue
 			}
 			// Redis is unreachable; waiters poll meanwhile.
-			backoff = min(max(2*backoff, minWait), maxWait)
+			backoff = nextBackoff(backoff)
 			t := time.NewTimer(jitter(backoff))
 			select {
 			case <-t.C:

@@ -17,6 +17,11 @@ import (
 // expire two leases after their last use. All keys of a lane live in one
 // Cluster slot (the lane's hash tag), so one lane is served by one Redis
 // node. Close it to stop its goroutines.
+//
+// All methods are safe for concurrent use. As with [Semaphore], every
+// instance of one name must use the same per-key limit and lease (another
+// limit or kind fails with [ErrLimitMismatch]), and the client must stay
+// open until the lane is closed and its permits are released.
 type Keyed struct {
 	c *core
 }
@@ -48,7 +53,8 @@ func (k *Keyed) AcquireN(ctx context.Context, key string, n int64) (*Permit, err
 // [Semaphore.TryAcquire].
 func (k *Keyed) TryAcquire(key string) (*Permit, bool) { return k.c.tryAcquire(key, 1) }
 
-// TryAcquireN takes n units of key if Redis grants them at once.
+// TryAcquireN takes n units of key if Redis grants them at once; see
+// [Semaphore.TryAcquire].
 func (k *Keyed) TryAcquireN(key string, n int64) (*Permit, bool) { return k.c.tryAcquire(key, n) }
 
 // Do acquires one unit of key, runs fn, and releases it when fn returns or

@@ -184,3 +184,21 @@ func TestBadInputFailsAtOnce(t *testing.T) {
 	_, err = k.AcquireN(ctx, "a", 2)
 	assert.ErrorIs(t, err, redislane.ErrTooHeavy)
 }
+
+// A client closed under a lane is a mistake that no retry mends: Acquire
+// fails at once with redis.ErrClosed instead of retrying until its context
+// ends.
+func TestClosedClientFailsAtOnce(t *testing.T) {
+	srv := startRedis(t)
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	s, err := redislane.NewSemaphore(rc, laneName(t), 2, redislane.WithLease(testLease), redislane.WithQuarantine(0))
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, rc.Close())
+
+	// Background: were the error taken for a passing one, Acquire would
+	// never return and the test would time out.
+	_, err = s.Acquire(context.Background(), 1)
+	require.ErrorIs(t, err, redis.ErrClosed)
+	assert.Equal(t, uint64(1), s.Stats().Rejected)
+}

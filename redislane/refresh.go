@@ -92,7 +92,7 @@ func (c *core) refreshLoop() {
 			backoff = 0
 			c.retryAt = time.Time{}
 		} else {
-			backoff = min(max(2*backoff, minWait), maxWait)
+			backoff = nextBackoff(backoff)
 			c.retryAt = time.Now().Add(jitter(backoff))
 		}
 		c.mu.Unlock()

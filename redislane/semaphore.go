@@ -43,9 +43,12 @@ func NewSemaphore(client redis.UniversalClient, name string, limit int64, opts .
 // in one FIFO queue, so a heavy request is not overtaken by lighter ones,
 // and instances take turns. A waiter is woken by a pub/sub message when a
 // release hands it the units, and asks again after a hint from Redis
-// (jittered, 5-250 ms) in case the message was lost. Failed calls are
-// retried (with the same permit id, so a retry never grants twice) until ctx
-// ends.
+// (jittered, 5-250 ms) in case the message was lost. Calls that fail for a
+// passing reason (the network, a server loading, busy or failing over) are
+// retried with the same permit id, so a retry never grants twice, until ctx
+// ends; other failures (an error reply such as OOM or NOPERM, a closed
+// client) end Acquire at once with the error wrapped. The client must stay
+// open until the lane is closed and its permits are released.
 //
 // Cancellation: when ctx ends, Acquire returns ctx.Err() at once (wrapping
 // the last Redis error, if the last call failed), even with a call in
