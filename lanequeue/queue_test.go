@@ -799,6 +799,24 @@ func TestZeroTicketHoldsNothing(t *testing.T) {
 	tk.Release()
 }
 
+// TestNilTicketAfterAFailedCall: AcquireAll returns a nil *Ticket with its
+// error, and a Release deferred before the error check must not panic: a
+// nil ticket answers as a released one.
+func TestNilTicketAfterAFailedCall(t *testing.T) {
+	q := testQueue(t, 1)
+	tk, err := q.AcquireAll(context.Background(), "k", []string{"no-such-lane"})
+	defer tk.Release()
+	if !errors.Is(err, lanequeue.ErrUnknownLane) || tk != nil {
+		t.Fatalf("AcquireAll of an unknown lane: %v, %v; want ErrUnknownLane and a nil ticket", tk, err)
+	}
+	if tk.Release() || !tk.Released() || tk.Key() != "" || tk.Weight() != 0 || tk.Lanes() != nil || !tk.Since().IsZero() {
+		t.Fatal("a nil ticket does not answer as a released one")
+	}
+	if _, ok := tk.LaneWeight("global"); ok {
+		t.Fatal("a nil ticket has a lane")
+	}
+}
+
 // TestRecordsAfterABurst: a goroutine that holds many tickets at once
 // gets a record each; once they are released, the queue keeps at most
 // MaxFree free records per stripe, Holders lists none of them, and their

@@ -33,7 +33,10 @@ const inlineLanes = 4
 // Lanes nil, LaneWeight 0 and false, and Since the zero Time. Read what
 // you need before releasing it.
 //
-// The zero Ticket holds nothing and counts as released.
+// The zero Ticket holds nothing and counts as released, and so does a nil
+// *Ticket (what AcquireAll returns with an error): its methods answer as a
+// released ticket's do, so that a deferred Release after a failed call is
+// harmless.
 type Ticket[K comparable] struct {
 	r *record[K]
 }
@@ -107,6 +110,9 @@ type held[K comparable] struct {
 //
 // A Release happens before the AcquireAll calls that it unblocks return.
 func (t *Ticket[K]) Release() bool {
+	if t == nil {
+		return false
+	}
 	r := t.r
 	if r == nil {
 		return false
@@ -165,6 +171,9 @@ func (t *Ticket[K]) Key() K {
 // holds it; otherwise it returns nil with nothing locked. The caller
 // unlocks r.home.mu.
 func (t *Ticket[K]) lock() *record[K] {
+	if t == nil {
+		return nil
+	}
 	r := t.r
 	if r == nil {
 		return nil
