@@ -220,7 +220,9 @@ func WithHardMaxKeys() Option { return func(c *config) { c.hard = true } }
 func WithMaxWaitersPerKey(n int) Option { return func(c *config) { c.maxWaiters = n } }
 
 // WithClock replaces the clock that measures idle time; tests pass a fake
-// clock. Only its Now method is used. nil means the system clock.
+// clock. Only its Now method is used, from many goroutines at once and
+// under a key's lock: it must be safe for concurrent use and must not
+// block. nil means the system clock.
 func WithClock(c semaphore.Clock) Option { return func(cf *config) { cf.clock = c } }
 
 // New returns a keyed semaphore with no entries. Keys are compared with ==,
@@ -295,7 +297,11 @@ func (s *KeyedSemaphore[K]) Acquire(ctx context.Context, key K) (Permit, error) 
 // [semaphore.ErrInvalidWeight] for n <= 0; [semaphore.ErrTooHeavy] for n
 // above the per-key capacity; [ErrClosed] after Close; [ErrQueueFull] when
 // the key's waiters are at WithMaxWaitersPerKey; [ErrTooManyKeys] when
-// WithHardMaxKeys refuses a new key.
+// WithHardMaxKeys refuses a new key. A waiter that Close fails returns
+// ErrClosed, also if its context ended meanwhile. A new key that
+// WithHardMaxKeys finds no room for waits, without watching ctx, for a
+// running eviction pass (Sweep or another caller's) before it is refused
+// or admitted.
 //
 // Cancellation: a caller whose context ends while it waits leaves the
 // key's queue at once, and the waiters behind it move up (if it was at the
@@ -341,8 +347,10 @@ func (s *KeyedSemaphore[K]) TryAcquire(key K) (Permit, bool) {
 // waiting for the key, without blocking. It reports whether it did; on
 // false nothing changed for the key. It never overtakes a waiter. It
 // returns false for n <= 0, n above the per-key capacity, after Close, and
-// for a new key that WithHardMaxKeys refuses (after an eviction pass that
-// tried to make room, which may wait for a running Sweep).
+// for a new key that WithHardMaxKeys refuses. It never waits for a running
+// Sweep, but a new key over the hard cap may itself run an eviction pass,
+// whose time grows with the number of keys. On true the caller owns the
+// permit, as with AcquireN.
 func (s *KeyedSemaphore[K]) TryAcquireN(key K, n int64) (Permit, bool) {
 	if n <= 0 || n > s.capacity || s.closed.Load() {
 		return Permit{}, false
@@ -359,8 +367,9 @@ func (s *KeyedSemaphore[K]) TryAcquireN(key K, n int64) (Permit, bool) {
 // the acquire error, or fn's error.
 //
 // Cancellation: if ctx ends while Do waits, Do returns ctx.Err() without
-// calling fn. Once fn runs, the permit is held until fn returns, whatever
-// happens to ctx: work that ignores its deadline keeps its key.
+// calling fn (and any other error of Acquire likewise). Once fn runs, the
+// permit is held until fn returns, whatever happens to ctx or to Close:
+// work that ignores its deadline keeps its key.
 func (s *KeyedSemaphore[K]) Do(ctx context.Context, key K, fn func(context.Context) error) error {
 	p, err := s.Acquire(ctx, key)
 	if err != nil {
@@ -890,7 +899,10 @@ func (s *KeyedSemaphore[K]) drop(e *entry[K]) {
 // Close stops the semaphore: every waiter is woken with [ErrClosed], and
 // later acquire calls fail with ErrClosed (TryAcquire returns false).
 // Permits already held stay valid, and their releases still count and
-// still drop idle entries. Close is idempotent.
+// still drop idle entries. Close is idempotent. An acquire call that
+// overlaps Close and finds its permits free without waiting may still
+// succeed (its permit must be released as any other); calls begun after
+// Close returns fail.
 func (s *KeyedSemaphore[K]) Close() {
 	if !s.closed.CompareAndSwap(false, true) {
 		return

@@ -50,7 +50,12 @@ func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{l
 // the lanes (see [WithTicket]); ctx.Err() when ctx has already ended (even
 // if every lane has room). While waiting, it fails with ctx.Err(), with
 // ErrClosed if the queue is closed, or with a lane's error wrapped with the
-// lane's name (for example semaphore.ErrQueueFull or keyedsem.ErrTooManyKeys).
+// lane's name (for example semaphore.ErrQueueFull, semaphore.ErrWaitTooLong
+// or keyedsem.ErrTooManyKeys). A rate lane whose next token comes after
+// ctx's deadline fails at once with an error wrapping
+// context.DeadlineExceeded while ctx.Err() is still nil, and a rate wait
+// holds the other lanes' permits: test errors with errors.Is, not against
+// ctx.Err().
 //
 // Cancellation: a caller whose context ends while it waits for a lane
 // leaves that lane's queue at once (the lane's own guarantee) and gives
@@ -106,7 +111,8 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes []string, opts .
 }
 
 // TryAcquireAll takes a permit on every lane named, for key, if it can do
-// so without waiting, and reports whether it did. On false it holds
+// so without waiting, and reports whether it did. On true the caller owns
+// the ticket, as with AcquireAll. On false the ticket is nil and it holds
 // nothing: what it took is given back in reverse order (rate tokens too).
 //
 // Like a lane's TryAcquire, it never overtakes a caller waiting on a lane.
@@ -145,9 +151,13 @@ func (q *Queue[K]) TryAcquireAll(key K, lanes []string, opts ...AcquireOption) (
 // [ErrReentrant] instead of waiting for itself. Do returns the acquire
 // error, or fn's error.
 //
-// Cancellation: if ctx ends while Do waits, Do returns ctx.Err() without
-// calling fn and holds nothing. Once fn runs, the permits are held until fn
-// returns, whatever happens to ctx.
+// The ticket in fn's context belongs to Do: fn must not release it or hand
+// it to work that outlives fn, since Do releases it when fn returns.
+//
+// Cancellation: if ctx ends while Do waits, Do returns ctx.Err() (or any
+// other error of AcquireAll) without calling fn and holds nothing. Once fn
+// runs, the permits are held until fn returns, whatever happens to ctx or
+// to Close.
 func (q *Queue[K]) Do(ctx context.Context, key K, lanes []string, fn func(context.Context) error, opts ...AcquireOption) error {
 	t, err := q.AcquireAll(ctx, key, lanes, opts...)
 	if err != nil {

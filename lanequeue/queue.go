@@ -354,7 +354,9 @@ func (q *Queue[K]) Stats() []LaneStats {
 // Close closes the queue and every lane in it: waiters are woken with an
 // error (AcquireAll then returns [ErrClosed]) and later calls fail with
 // ErrClosed (TryAcquireAll returns false). Tickets already out stay valid
-// and must still be released. Close is idempotent.
+// and must still be released, and so must a ticket that an AcquireAll in
+// progress during Close still obtains (one whose permits were all free);
+// calls begun after Close returns fail. Close is idempotent.
 func (q *Queue[K]) Close() {
 	q.mu.Lock()
 	if q.closed.Load() {

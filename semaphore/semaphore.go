@@ -153,7 +153,8 @@ func WithMaxWaitingWeight(w int64) Option { return func(s *Weighted) { s.maxWait
 func WithMaxWait(d time.Duration) Option { return func(s *Weighted) { s.maxWait = d } }
 
 // WithClock replaces the clock that WithMaxWait uses; tests pass a fake
-// clock. nil means the system clock.
+// clock. Every waiting Acquire calls its NewTimer, concurrently: it must be
+// safe for concurrent use. nil means the system clock.
 func WithClock(c Clock) Option { return func(s *Weighted) { s.clock = c } }
 
 // New returns a semaphore with the given capacity, all of it available.
@@ -276,7 +277,8 @@ func spinWait(k int) {
 // TryAcquire takes n permits if they are available now and nobody is
 // waiting, without blocking. It reports whether it did; on false the
 // semaphore is unchanged. It never overtakes a waiter. It returns false for
-// n <= 0, n above the capacity, and after Close.
+// n <= 0, n above the capacity, and after Close. On true the caller owns
+// the permit, as with Acquire.
 func (s *Weighted) TryAcquire(n int64) (Permit, bool) {
 	st := s.state.Load()
 	if n > 0 && st&(flagSlow) == 0 && avail(st) >= n && st&tokenMask != 0 {
@@ -300,8 +302,10 @@ func (s *Weighted) TryAcquire(n int64) (Permit, bool) {
 // acquire error, or fn's error.
 //
 // Cancellation: if ctx ends while Do waits, Do returns ctx.Err() without
-// calling fn. Once fn runs, the permits are held until fn returns, whatever
-// happens to ctx: work that ignores its deadline keeps its permits.
+// calling fn (and any other error of Acquire, such as ErrClosed or
+// ErrWaitTooLong, likewise). Once fn runs, the permits are held until fn
+// returns, whatever happens to ctx or to Close: work that ignores its
+// deadline keeps its permits.
 func (s *Weighted) Do(ctx context.Context, n int64, fn func(context.Context) error) error {
 	p, err := s.Acquire(ctx, n)
 	if err != nil {
