@@ -24,7 +24,7 @@
 //
 // Speed: uncontended Acquire and Release are one atomic compare-and-swap
 // and two atomic read-modify-writes, with no lock and no allocation. A
-// semaphore keeps seven permit tokens inside itself for that (about 1 KB,
+// semaphore keeps fifteen permit tokens inside itself for that (about 2 KB,
 // each token's generation on its own cache line); the waiters of the slow
 // path, and tokens beyond the inline ones, are pooled.
 //

@@ -1,6 +1,7 @@
 package semaphore
 
 import (
+	"context"
 	"testing"
 	"unsafe"
 )
@@ -17,5 +18,44 @@ func TestHotLineLayout(t *testing.T) {
 	}
 	if off := unsafe.Offsetof(s.capacity); off < cacheLine*(1+inlineTokens) {
 		t.Fatalf("capacity at byte %d shares a generation's line", off)
+	}
+}
+
+// Up to fifteen permits out at once each hold an inline token, which
+// Release gives back to the state word without taking mu; only a grant
+// beyond them takes a spare token. With seven, capacity 8 under load
+// released one grant in eight through mu.
+func TestFifteenGrantsHoldInlineTokens(t *testing.T) {
+	if inlineTokens != 15 {
+		t.Fatalf("%d inline tokens, want 15", inlineTokens)
+	}
+	s := New(16)
+	spares := func() int64 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.spareOut
+	}
+	var out []Permit
+	for i := range 16 {
+		p, err := s.Acquire(context.Background(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p)
+		want := int64(0)
+		if i >= 15 {
+			want = 1
+		}
+		if got := spares(); got != want {
+			t.Fatalf("with %d permits out, %d spare tokens out; want %d", i+1, got, want)
+		}
+	}
+	for _, p := range out {
+		if !p.Release() {
+			t.Fatal("a first Release returned false")
+		}
+	}
+	if st := s.Stats(); spares() != 0 || st.Available != 16 || st.Released != 16 {
+		t.Fatalf("after releasing all: %d spares out, available %d, released %d", spares(), st.Available, st.Released)
 	}
 }

@@ -68,7 +68,7 @@ func (t *Token) Init(o Owner, slot int, gen *atomic.Uint64) {
 // owner must be told of releases, and the bits from WordShift up count the
 // free units, signed.
 const (
-	WordTokens = 7
+	WordTokens = 15
 	WordSlow   = 1 << WordTokens
 	WordShift  = WordTokens + 1
 )
@@ -138,7 +138,9 @@ func (p Permit) Release() bool {
 		return false
 	}
 	if w := t.word; w != nil {
-		if w.Add(uint64(p.n)<<WordShift|1<<t.Slot)&WordSlow != 0 {
+		// SetWord checked that Slot is in [0, WordTokens): the mask only
+		// spares the shift its checks for negative and oversized counts.
+		if w.Add(uint64(p.n)<<WordShift|1<<(uint(t.Slot)&63))&WordSlow != 0 {
 			t.owner.(Waker).WakeAfterRelease()
 		}
 		return true
