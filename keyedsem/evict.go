@@ -1,5 +1,7 @@
 package keyedsem
 
+import "context"
+
 // candidate is an idle entry that an eviction pass found, with the state it
 // had then: the time it went idle.
 type candidate[K comparable] struct {
@@ -19,8 +21,8 @@ type candidate[K comparable] struct {
 // itself: call Sweep from time to time, for example every idle timeout
 // (the cap bounds the entries anyway).
 func (s *KeyedSemaphore[K]) Sweep() int {
-	s.evictMu.Lock()
-	defer s.evictMu.Unlock()
+	s.evict <- struct{}{}
+	defer s.unlockEvict()
 	n := s.pass(false)
 	s.nextPass.Store(0)
 	s.starved.Store(false)
@@ -31,10 +33,10 @@ func (s *KeyedSemaphore[K]) Sweep() int {
 // another pass is running, it leaves the work to it; entries made during a
 // Sweep may leave the count over the cap until the next new key.
 func (s *KeyedSemaphore[K]) evictOverCap() {
-	if !s.evictMu.TryLock() {
+	if !s.tryLockEvict() {
 		return
 	}
-	defer s.evictMu.Unlock()
+	defer s.unlockEvict()
 	for s.alive.Load() > s.maxKeys {
 		if s.pass(true) == 0 {
 			// Everything over the cap is in use: wait for another
@@ -49,41 +51,63 @@ func (s *KeyedSemaphore[K]) evictOverCap() {
 }
 
 // makeRoom runs when the hard cap refused a new entry. It reports whether
-// there may be room now. After a pass that found nothing idle, it refuses
-// at once until some entry goes idle (wentIdle clears starved), so that a
-// flood of new keys against a cap full of busy entries costs no pass each.
+// there may be room now; if not, the error is ErrTooManyKeys, or ctx's
+// error if ctx ended while makeRoom waited for a running pass. After a
+// pass that found nothing idle, it refuses at once until some entry goes
+// idle (wentIdle clears starved), so that a flood of new keys against a cap
+// full of busy entries costs no pass each.
 //
-// With try (TryAcquire), it never waits for a running pass: it reports no
-// room instead.
-func (s *KeyedSemaphore[K]) makeRoom(try bool) bool {
+// With try (TryAcquire; ctx is not used), it never waits for a running
+// pass: it reports no room instead.
+func (s *KeyedSemaphore[K]) makeRoom(ctx context.Context, try bool) (bool, error) {
 	if try {
-		if !s.evictMu.TryLock() {
-			return false
+		if !s.tryLockEvict() {
+			return false, ErrTooManyKeys
 		}
+	} else if done := ctx.Done(); done == nil {
+		s.evict <- struct{}{}
 	} else {
-		s.evictMu.Lock()
+		select {
+		case s.evict <- struct{}{}:
+		case <-done:
+			return false, ctx.Err()
+		}
 	}
-	defer s.evictMu.Unlock()
+	defer s.unlockEvict()
 	if s.alive.Load() < s.maxKeys {
-		return true
+		return true, nil
 	}
 	if s.starved.Load() {
-		return false // nothing has gone idle since a pass found nothing to evict
+		return false, ErrTooManyKeys // nothing has gone idle since a pass found nothing to evict
 	}
 	if s.pass(true) > 0 {
-		return true
+		return true, nil
 	}
 	s.starved.Store(true)
 	// An entry that went idle during the pass may have missed the flag
 	// being set; one more look costs little and keeps the refusal exact.
 	if s.pass(true) > 0 {
 		s.starved.Store(false)
-		return true
+		return true, nil
 	}
-	return false
+	return false, ErrTooManyKeys
 }
 
-// pass is one eviction pass; it must be called with evictMu held. It
+// tryLockEvict takes the eviction lock if it is free, without waiting.
+func (s *KeyedSemaphore[K]) tryLockEvict() bool {
+	select {
+	case s.evict <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// unlockEvict gives the eviction lock back.
+func (s *KeyedSemaphore[K]) unlockEvict() { <-s.evict }
+
+// pass is one eviction pass; it must be called with the eviction lock
+// held. It
 // evicts every idle entry whose idle time has reached the timeout; then, if
 // overCap or if the entries exceed the cap, the oldest idle ones until the
 // count is down to target. It returns the number evicted.

@@ -1,8 +1,10 @@
 package keyedsem_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,4 +101,57 @@ func TestTryAcquireIsNotRefusedByAnotherKeysReusedEntry(t *testing.T) {
 		}
 	}
 	t.Skip("the pool never handed the evicted entry to the next key")
+}
+
+// enteredCtx is a context that reports, by closing entered, the first time
+// its Err is asked: AcquireN asks it once on entry, before any wait.
+type enteredCtx struct {
+	context.Context
+	once    sync.Once
+	entered chan struct{}
+}
+
+func (c *enteredCtx) Err() error {
+	c.once.Do(func() { close(c.entered) })
+	return c.Context.Err()
+}
+
+// A new key that the hard cap refused waits for a running eviction pass
+// before it is refused or admitted, but not past the end of its context.
+// Before, it waited on a mutex and could not stop.
+func TestNewKeyStopsWaitingForAPassWhenItsContextEnds(t *testing.T) {
+	s := keyedsem.New[string](keyedsem.WithMaxKeys(1), keyedsem.WithHardMaxKeys())
+	defer s.Close()
+	a, err := s.Acquire(t.Context(), "a") // the cap's one entry, in use
+	require.NoError(t, err)
+
+	unlock := keyedsem.HoldEvictLock(s) // as a running Sweep would
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	c := &enteredCtx{Context: ctx, entered: make(chan struct{})}
+	res := make(chan error, 1)
+	go func() {
+		p, err := s.Acquire(c, "b")
+		if err == nil {
+			p.Release()
+		}
+		res <- err
+	}()
+	<-c.entered // past AcquireN's look at ctx: the cancel below ends a wait
+	cancel()
+	require.ErrorIs(t, <-res, context.Canceled)
+	st := s.Stats()
+	require.Equal(t, uint64(1), st.Cancelled, "the ended wait counts as cancelled")
+	require.Equal(t, uint64(0), st.Rejected, "and not as refused by the cap")
+	require.False(t, keyedsem.Has(s, "b"))
+	unlock()
+
+	// With the pass over, the cap decides as before: refused while "a" is
+	// in use, admitted (evicting "a") once it is idle.
+	_, err = s.Acquire(t.Context(), "b")
+	require.ErrorIs(t, err, keyedsem.ErrTooManyKeys)
+	require.True(t, a.Release())
+	b, err := s.Acquire(t.Context(), "b")
+	require.NoError(t, err)
+	require.True(t, b.Release())
 }

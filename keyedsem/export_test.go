@@ -39,8 +39,8 @@ func JoinAfter[K comparable](s *KeyedSemaphore[K], key K, between func()) (stale
 
 // Passes returns the number of eviction passes s has run.
 func Passes[K comparable](s *KeyedSemaphore[K]) uint64 {
-	s.evictMu.Lock()
-	defer s.evictMu.Unlock()
+	s.evict <- struct{}{}
+	defer s.unlockEvict()
 	return s.passes
 }
 
@@ -64,4 +64,11 @@ func TryJoinAfter[K comparable](s *KeyedSemaphore[K], key K, between func()) (st
 		s.release(e, n)
 	}
 	return res == joinStale, reused
+}
+
+// HoldEvictLock takes s's eviction lock, as a running Sweep would, and
+// returns the function that gives it back.
+func HoldEvictLock[K comparable](s *KeyedSemaphore[K]) (unlock func()) {
+	s.evict <- struct{}{}
+	return s.unlockEvict
 }

@@ -164,15 +164,19 @@ type KeyedSemaphore[K comparable] struct {
 
 	wcache waitq.Cache // free waiters
 
-	evictMu sync.Mutex     // one eviction pass at a time; protects buf
-	buf     []candidate[K] // reused by eviction passes
+	// evict is the eviction lock, a channel with room for one: whoever
+	// sent to it runs the one eviction pass at a time, and owns buf. It is
+	// a channel, not a sync.Mutex, so that a new key waiting for a running
+	// pass can stop waiting when its context ends (see makeRoom).
+	evict chan struct{}
+	buf   []candidate[K] // reused by eviction passes
 	// nextPass is the count of entries at which the soft cap runs its next
 	// eviction pass (see made); starved says that the last pass of the
 	// hard cap found nothing idle and no entry has gone idle since (see
-	// makeRoom). Both are written under evictMu.
+	// makeRoom). Both are written under the eviction lock.
 	nextPass atomic.Int64
 	starved  atomic.Bool
-	passes   uint64 // eviction passes run, for tests; under evictMu
+	passes   uint64 // eviction passes run, for tests; under the eviction lock
 }
 
 type config struct {
@@ -244,6 +248,7 @@ func New[K comparable](opts ...Option) *KeyedSemaphore[K] {
 	}
 	s := &KeyedSemaphore[K]{
 		m:          xsync.NewMap[K, *entry[K]](),
+		evict:      make(chan struct{}, 1),
 		capacity:   c.capacity,
 		idle:       int64(c.idle),
 		maxKeys:    int64(c.maxKeys),
@@ -299,9 +304,9 @@ func (s *KeyedSemaphore[K]) Acquire(ctx context.Context, key K) (Permit, error) 
 // the key's waiters are at WithMaxWaitersPerKey; [ErrTooManyKeys] when
 // WithHardMaxKeys refuses a new key. A waiter that Close fails returns
 // ErrClosed, also if its context ended meanwhile. A new key that
-// WithHardMaxKeys finds no room for waits, without watching ctx, for a
-// running eviction pass (Sweep or another caller's) before it is refused
-// or admitted.
+// WithHardMaxKeys finds no room for waits for a running eviction pass
+// (Sweep or another caller's) before it is refused or admitted, unless ctx
+// ends first.
 //
 // Cancellation: a caller whose context ends while it waits leaves the
 // key's queue at once, and the waiters behind it move up (if it was at the
@@ -326,9 +331,13 @@ func (s *KeyedSemaphore[K]) AcquireN(ctx context.Context, key K, n int64) (Permi
 	if n <= 0 || n > s.capacity || s.closed.Load() {
 		return Permit{}, s.refuse(n)
 	}
-	e, took, err := s.lookup(key, n, false)
+	e, took, err := s.lookup(ctx, key, n, false)
 	if err != nil {
-		s.rejected.Add(1)
+		if err == ErrTooManyKeys {
+			s.rejected.Add(1)
+		} else { // ctx ended while waiting for an eviction pass
+			s.cancelled.Add(1)
+		}
 		return Permit{}, err
 	}
 	if took {
@@ -355,7 +364,7 @@ func (s *KeyedSemaphore[K]) TryAcquireN(key K, n int64) (Permit, bool) {
 	if n <= 0 || n > s.capacity || s.closed.Load() {
 		return Permit{}, false
 	}
-	e, took, _ := s.lookup(key, n, true)
+	e, took, _ := s.lookup(context.TODO(), key, n, true)
 	if !took {
 		return Permit{}, false
 	}
@@ -416,8 +425,9 @@ func (s *KeyedSemaphore[K]) next(st uint64, n int64) (uint64, bool) {
 // atomic step, taking n permits if they are free and nobody waits. With try
 // it takes a reference only together with the permits, and otherwise
 // returns errBusy. The error is ErrTooManyKeys if the hard cap refused a
-// new entry.
-func (s *KeyedSemaphore[K]) lookup(key K, n int64, try bool) (*entry[K], bool, error) {
+// new entry, or ctx's error if ctx ended while the hard cap waited for an
+// eviction pass (with try, ctx is not used).
+func (s *KeyedSemaphore[K]) lookup(ctx context.Context, key K, n int64, try bool) (*entry[K], bool, error) {
 	// One hash and one pass over the bucket for the two common cases: the
 	// key has a live entry (no lock taken), or it has none (the entry is
 	// made under the bucket's lock).
@@ -440,14 +450,14 @@ func (s *KeyedSemaphore[K]) lookup(key K, n int64, try bool) (*entry[K], bool, e
 			return e, took, nil
 		}
 	case full:
-		if !s.makeRoom(try) {
-			return nil, false, ErrTooManyKeys
+		if room, err := s.makeRoom(ctx, try); !room {
+			return nil, false, err
 		}
 	}
 	// The entry found was dead or reused, or room was made: look again
 	// under the bucket's lock, replacing a dead entry.
 	for {
-		e, took, err, again := s.compute(key, n, try)
+		e, took, err, again := s.compute(ctx, key, n, try)
 		if !again {
 			return e, took, err
 		}
@@ -526,7 +536,7 @@ func (s *KeyedSemaphore[K]) join(e *entry[K], key K, n int64, try bool) (bool, i
 // live entry, or makes one (replacing a dead one that its owner has not
 // removed yet). A new entry's permits are taken at once. again asks the
 // caller to look again, after the hard cap made room.
-func (s *KeyedSemaphore[K]) compute(key K, n int64, try bool) (e *entry[K], took bool, err error, again bool) {
+func (s *KeyedSemaphore[K]) compute(ctx context.Context, key K, n int64, try bool) (e *entry[K], took bool, err error, again bool) {
 	var full, busy, made bool
 	s.m.Compute(key, func(cur *entry[K], loaded bool) (*entry[K], xsync.ComputeOp) {
 		if loaded {
@@ -557,10 +567,8 @@ func (s *KeyedSemaphore[K]) compute(key K, n int64, try bool) (e *entry[K], took
 	case busy:
 		return nil, false, errBusy, false
 	case full:
-		if s.makeRoom(try) {
-			return nil, false, nil, true
-		}
-		return nil, false, ErrTooManyKeys, false
+		room, err := s.makeRoom(ctx, try)
+		return nil, false, err, room
 	case made:
 		s.made()
 	}
