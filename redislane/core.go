@@ -243,9 +243,12 @@ func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 	}
 	id := newID()
 	w.wake = make(chan string, 2)
-	c.hub.watch(c.channel, id, w.wake)
+	c.hub.watch(ctx, c.done, c.channel, id, w.wake)
 	defer c.hub.unwatch(id)
 	defer c.unqueue(id, w)
+	if ctx.Err() != nil || c.isClosed() { // while it subscribed; nothing asked of Redis yet
+		return nil, c.quit(ctx, nil)
+	}
 
 	var lastErr error
 	backoff := time.Duration(0)

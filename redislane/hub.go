@@ -107,11 +107,17 @@ type subscribed struct {
 	confirmed bool
 }
 
+// confirmWait is how long the first watch of a channel waits, at most, for
+// Redis to confirm the subscription. Tests lengthen it.
+var confirmWait = maxWait
+
 // watch routes the messages for id to ch (which must be buffered; a message
 // that finds it full is dropped, the waiter's timer covers it). The first
-// watch of a channel subscribes to it and waits, at most maxWait, until
-// Redis confirms, so that the first handoff is not lost.
-func (h *hub) watch(channel, id string, ch chan<- string) {
+// watch of a channel subscribes to it and waits, at most confirmWait, until
+// Redis confirms, so that the first handoff is not lost. It stops waiting
+// when ctx ends or done (the lane's Close) is closed: the caller then
+// looks at them and leaves.
+func (h *hub) watch(ctx context.Context, done <-chan struct{}, channel, id string, ch chan<- string) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -140,11 +146,14 @@ func (h *hub) watch(channel, id string, ch chan<- string) {
 		// channel and subscribes again when it reconnects.
 		_ = ps.Subscribe(context.Background(), channel)
 	}
-	t := time.NewTimer(maxWait)
+	t := time.NewTimer(confirmWait)
 	defer t.Stop()
 	select {
 	case <-sub.ready:
 	case <-t.C: // Redis is slow or away; waiters poll meanwhile
+	case <-ctx.Done():
+	case <-done:
+	case <-h.stop:
 	}
 }
 

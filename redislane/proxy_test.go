@@ -30,6 +30,8 @@ type faultProxy struct {
 	black atomic.Bool           // drop everything, both ways
 	mute  atomic.Bool           // drop pub/sub messages to the client
 	muted atomic.Int64          // pub/sub messages dropped
+	deaf  atomic.Bool           // drop subscription confirmations to the client
+	subs  atomic.Int64          // SUBSCRIBE commands from the client
 }
 
 type fault struct {
@@ -77,6 +79,9 @@ func (p *faultProxy) accept() {
 		var pending atomic.Pointer[fault]
 		p.wg.Add(2)
 		go p.pipe(c, s, func(b []byte) bool { // client to server
+			if bytes.Contains(bytes.ToLower(b), []byte("subscribe")) {
+				p.subs.Add(1)
+			}
 			if bytes.Contains(bytes.ToLower(b), []byte("eval")) {
 				if f := p.armed.Swap(nil); f != nil {
 					pending.Store(f)
@@ -85,6 +90,9 @@ func (p *faultProxy) accept() {
 			return true
 		})
 		go p.pipe(s, c, func(b []byte) bool { // server to client
+			if p.deaf.Load() && bytes.Contains(b, []byte("subscribe")) {
+				return false
+			}
 			if p.mute.Load() && bytes.Contains(b, []byte("message")) {
 				p.muted.Add(1)
 				return false
@@ -331,4 +339,46 @@ func TestLostWakeUpIsCoveredByPolling(t *testing.T) {
 	st := waiter.Stats()
 	assert.Zero(t, st.Handoffs)
 	assert.Positive(t, st.Polls)
+}
+
+// The first waiter of a lane subscribes to the lane's channel and waits a
+// while for Redis to confirm. A waiter whose context ends, or whose lane is
+// closed, meanwhile stops waiting at once. Before, it waited out the whole
+// confirmation wait (250 ms, here lengthened to an hour, so that the old
+// code fails by timing out).
+func TestWaiterStopsWaitingForTheSubscription(t *testing.T) {
+	defer redislane.SetConfirmWait(time.Hour)()
+	srv := startRedis(t)
+	name := laneName(t)
+	px, rc, _ := proxied(t, srv.Addr, 5*time.Second)
+	px.deaf.Store(true) // Redis never confirms the subscription
+
+	s, err := redislane.NewSemaphore(rc, name, 1, redislane.WithLease(testLease), redislane.WithQuarantine(0))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res := make(chan error, 1)
+	go func() {
+		p, err := s.Acquire(ctx, 1)
+		if err == nil {
+			p.Release()
+		}
+		res <- err
+	}()
+	waitFor(t, 5*time.Second, "the waiter to subscribe", func() bool { return px.subs.Load() > 0 })
+	cancel()
+	require.ErrorIs(t, <-res, context.Canceled)
+
+	// The subscription is still unconfirmed; the next waiter waits for it
+	// too, until the lane is closed.
+	go func() {
+		p, err := s.Acquire(context.Background(), 1)
+		if err == nil {
+			p.Release()
+		}
+		res <- err
+	}()
+	waitFor(t, 5*time.Second, "the second waiter to queue", func() bool { return s.Stats().Waiters > 0 })
+	s.Close()
+	require.ErrorIs(t, <-res, redislane.ErrClosed)
 }
