@@ -84,6 +84,15 @@
 // delete the key {lanes:<name>}:meta. Instances should use the same lease
 // ([WithLease]); if they do not, set [WithQuarantine] to the longest.
 //
+// Give the go-redis client ContextTimeoutEnabled: true. The lane bounds
+// each of its own calls with a context deadline (a refresh by a third of a
+// lease, TryAcquire by the safety margin, the clean-up after a release or
+// an abandoned call by one lease), and go-redis applies a context's
+// deadline to the connection only with that option. Without it, a call
+// that Redis never answers blocks for the client's ReadTimeout instead. An
+// Acquire whose context ends returns at once either way: it leaves its
+// call in flight to a goroutine that cleans up after it.
+//
 // # Ownership, cancellation, memory ordering
 //
 // A permit is owned by whoever received it, until Release; Release is

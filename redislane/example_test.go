@@ -15,7 +15,7 @@ import (
 // Every instance makes the same Semaphore (same name, same limit); a
 // request holds one unit while it calls the API.
 func Example() {
-	client := redis.NewClient(&redis.Options{Addr: redisAddr})
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
 
 	// WithQuarantine(0): this example's Redis is fresh, so no holder can
@@ -54,7 +54,7 @@ func Example() {
 // arrive, whichever instance received them; other conversations run in
 // parallel.
 func ExampleKeyed() {
-	client := redis.NewClient(&redis.Options{Addr: redisAddr})
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
 	threads, err := redislane.NewKeyed(client, "example-threads", 1,
 		redislane.WithLease(2*time.Second), redislane.WithQuarantine(0))
@@ -81,7 +81,7 @@ func ExampleKeyed() {
 // protected store remembers the highest token it accepted and rejects
 // writes that carry a lower one.
 func ExamplePermit_Fence() {
-	client := redis.NewClient(&redis.Options{Addr: redisAddr})
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
 	lock, err := redislane.NewKeyed(client, "example-fenced", 1,
 		redislane.WithLease(2*time.Second), redislane.WithQuarantine(0))

@@ -253,7 +253,7 @@ func runParent(cfg *config) (*Result, error) {
 }
 
 func newClient(cfg *config) (*redis.Client, *callCounter) {
-	rc := redis.NewClient(&redis.Options{Addr: cfg.Redis, DisableIdentity: true, PoolSize: 64, Protocol: cfg.Protocol})
+	rc := redis.NewClient(&redis.Options{Addr: cfg.Redis, DisableIdentity: true, PoolSize: 64, Protocol: cfg.Protocol, ContextTimeoutEnabled: true})
 	cc := &callCounter{}
 	rc.AddHook(cc)
 	return rc, cc
