@@ -22,9 +22,10 @@ const (
 	semCancel             // cancel a waiter's context
 	semRelease            // release a held permit
 	semDouble             // release an already released permit again
-	semResize             // SetCapacity(0..9)
+	semResize             // SetCapacity(0..21)
 	semAdvance            // move the fake clock on (expires WithMaxWait waiters)
 	semClose              // Close
+	semFill               // TryAcquire(1) until refused
 	semOps
 )
 
@@ -69,14 +70,19 @@ type semDriver struct {
 // who was woken and how, and Stats (every field). It also checks that
 // available + held == capacity with the permits the driver holds.
 //
-// Input: capacity (0..8), WithMaxWaiters (0: none, 1..4), WithMaxWaitingWeight
+// Capacities reach past 15, and semFill takes single permits until one is
+// refused, so that more permits can be out at once than a semaphore has
+// inline tokens (15): the grants beyond them take spare tokens, whose
+// release goes through the lock.
+//
+// Input: capacity (0..20), WithMaxWaiters (0: none, 1..4), WithMaxWaitingWeight
 // (0: none, 1..11), WithMaxWait (0: none, 1..8 s on a fake clock), then
 // pairs of (op, argument).
 func FuzzSemaphore(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		defer watchdog()()
 		in := &input{b: data}
-		capacity := int64(in.byte() % 9)
+		capacity := int64(in.byte() % 21)
 		maxWaiters := int(in.byte() % 5)
 		maxWaitWeight := int64(in.byte() % 12)
 		var maxWait time.Duration
@@ -145,6 +151,22 @@ func (d *semDriver) step(op, arg byte) {
 		if ok {
 			d.grant(id, n, p)
 		}
+	case semFill:
+		// Single permits until one is refused: with a capacity past 15,
+		// the grants beyond the inline tokens take spare tokens.
+		for range d.m.Capacity() + 1 {
+			d.logf("TryAcquire(1)")
+			p, ok := d.s.TryAcquire(1)
+			id, want := d.m.TryAcquire(1)
+			d.logf("  -> id %d, %v", id, want)
+			if ok != want {
+				d.fatalf("TryAcquire(1) = %v, model says %v", ok, want)
+			}
+			if !ok {
+				break
+			}
+			d.grant(id, 1, p)
+		}
 	case semAcquire:
 		n := d.weight(arg)
 		if len(d.waiters) >= maxWaiters {
@@ -209,7 +231,7 @@ func (d *semDriver) step(op, arg byte) {
 		}
 		d.m.Release(id)
 	case semResize:
-		n := int64(arg % 10)
+		n := int64(arg % 22)
 		d.logf("SetCapacity(%d)", n)
 		d.s.SetCapacity(n)
 		d.served(d.m.SetCapacity(n))

@@ -68,6 +68,7 @@ func TestSemaphoreMatchesModel(t *testing.T) {
 			"acquireAgain":  r.acquire, // blocking acquires twice as often
 			"acquireDone":   r.acquireDone,
 			"tryAcquire":    r.tryAcquire,
+			"fill":          r.fill,
 			"release":       r.release,
 			"doubleRelease": r.doubleRelease,
 			"cancel":        r.cancel,
@@ -81,7 +82,10 @@ func TestSemaphoreMatchesModel(t *testing.T) {
 }
 
 func newModelRun(t *rapid.T) *modelRun {
-	capacity := rapid.Int64Range(1, 8).Draw(t, "capacity")
+	// Capacities past 15 and a weight of 1 for half the draws let more
+	// permits be out at once than a semaphore has inline tokens (15), so
+	// that grants take spare tokens too.
+	capacity := rapid.Int64Range(1, 20).Draw(t, "capacity")
 	// Half the runs have no bound on the queue, so that it grows.
 	maxWaiters := rapid.OneOf(rapid.Just(0), rapid.IntRange(1, 5)).Draw(t, "maxWaiters")
 	maxWaitWeight := rapid.OneOf(rapid.Just[int64](0), rapid.Int64Range(1, 16)).Draw(t, "maxWaitWeight")
@@ -138,9 +142,12 @@ func (r *modelRun) fatalf(format string, args ...any) {
 		fmt.Sprintf(format, args...), strings.Join(r.log, "\n  "), r.s.Stats(), r.m.Stats(), r.m.Queue())
 }
 
-// drawWeight draws a weight around the current capacity, including the
-// invalid and too heavy ones.
+// drawWeight draws 1 for half the draws, else a weight around the current
+// capacity, including the invalid and too heavy ones.
 func (r *modelRun) drawWeight(t *rapid.T) int64 {
+	if rapid.Bool().Draw(t, "one") {
+		return 1
+	}
 	return rapid.Int64Range(0, r.m.Capacity()+1).Draw(t, "n")
 }
 
@@ -237,6 +244,25 @@ func (r *modelRun) tryAcquire(t *rapid.T) {
 	}
 }
 
+// fill takes single permits with TryAcquire until one is refused. With a
+// capacity past 15, the grants beyond the inline tokens take spare tokens,
+// whose releases go through the lock.
+func (r *modelRun) fill(*rapid.T) {
+	for range r.m.Capacity() + 1 {
+		id, want := r.m.TryAcquire(1)
+		r.step("fill: tryAcquire#%d(1): %v", id, want)
+		p, ok := r.s.TryAcquire(1)
+		if ok != want {
+			r.fatalf("TryAcquire(1) = %v, model says %v", ok, want)
+		}
+		if !ok {
+			return
+		}
+		r.permits[id] = p
+		r.weights[id] = 1
+	}
+}
+
 func (r *modelRun) release(t *rapid.T) {
 	ids := slices.Sorted(maps.Keys(r.permits))
 	if len(ids) == 0 {
@@ -301,7 +327,7 @@ func (r *modelRun) expire(t *rapid.T) {
 }
 
 func (r *modelRun) setCapacity(t *rapid.T) {
-	n := rapid.Int64Range(0, 9).Draw(t, "capacity")
+	n := rapid.Int64Range(0, 21).Draw(t, "capacity")
 	out := r.m.SetCapacity(n)
 	r.step("setCapacity(%d): serves %v", n, out)
 	r.s.SetCapacity(n)
