@@ -60,17 +60,20 @@ func (s *KeyedSemaphore[K]) evictOverCap() {
 // With try (TryAcquire; ctx is not used), it never waits for a running
 // pass: it reports no room instead.
 func (s *KeyedSemaphore[K]) makeRoom(ctx context.Context, try bool) (bool, error) {
-	if try {
-		if !s.tryLockEvict() {
+	// The lock first, if it is free: then an ended ctx makes no difference
+	// here (the caller looks at ctx when it waits for its key).
+	if !s.tryLockEvict() {
+		if try {
 			return false, ErrTooManyKeys
 		}
-	} else if done := ctx.Done(); done == nil {
-		s.evict <- struct{}{}
-	} else {
-		select {
-		case s.evict <- struct{}{}:
-		case <-done:
-			return false, ctx.Err()
+		if done := ctx.Done(); done == nil {
+			s.evict <- struct{}{}
+		} else {
+			select {
+			case s.evict <- struct{}{}:
+			case <-done:
+				return false, ctx.Err()
+			}
 		}
 	}
 	defer s.unlockEvict()
