@@ -533,7 +533,7 @@ func (c *core) tryAcquire(key string, n int64) (*Permit, bool) {
 	switch {
 	case r.err != nil:
 		c.st.redisErrs.Add(1)
-		_, _ = c.cleanup(rk, id) // the outcome is unknown
+		c.cleanupAsync(rk, id) // the outcome is unknown
 		return nil, false
 	case r.status == stMismatch:
 		c.st.rejected.Add(1)
@@ -542,10 +542,10 @@ func (c *core) tryAcquire(key string, n int64) (*Permit, bool) {
 		return nil, false
 	case time.Since(r.sent) > c.cfg.margin():
 		c.st.late.Add(1)
-		_, _ = c.cleanup(rk, id)
+		c.cleanupAsync(rk, id)
 		return nil, false
 	case c.isClosed():
-		_, _ = c.cleanup(rk, id)
+		c.cleanupAsync(rk, id)
 		return nil, false
 	}
 	return c.grant(rk, id, n, r.a, r.sent), true

@@ -84,14 +84,16 @@
 // delete the key {lanes:<name>}:meta. Instances should use the same lease
 // ([WithLease]); if they do not, set [WithQuarantine] to the longest.
 //
-// Give the go-redis client ContextTimeoutEnabled: true. The lane bounds
-// each of its own calls with a context deadline (a refresh by a third of a
-// lease, TryAcquire by the safety margin, the clean-up after a release or
-// an abandoned call by one lease), and go-redis applies a context's
-// deadline to the connection only with that option. Without it, a call
-// that Redis never answers blocks for the client's ReadTimeout instead. An
-// Acquire whose context ends returns at once either way: it leaves its
-// call in flight to a goroutine that cleans up after it.
+// Give the go-redis client ContextTimeoutEnabled: true. The lane puts a
+// deadline on its own calls: a refresh gets one refresh interval
+// ([WithRefreshEvery]), a TryAcquire the safety margin (a fifth of the
+// lease), and the clean-up of a released or abandoned permit one lease. go-redis
+// applies a context's deadline to the connection only with that option
+// (and then the earlier of it and ReadTimeout); without it every call
+// waits up to ReadTimeout, whatever its context. An Acquire is not held
+// up either way: when its context ends, it returns and leaves its call in
+// flight to a goroutine that cleans up after it, and that call is bounded
+// by ReadTimeout alone.
 //
 // # Ownership, cancellation, memory ordering
 //

@@ -27,7 +27,7 @@ type hub struct {
 	closed   bool
 	stop     chan struct{} // closed with the hub
 
-	wg sync.WaitGroup // the receive loop
+	wg sync.WaitGroup // the receive loop and the Subscribe calls in flight
 }
 
 var hubs struct {
@@ -141,10 +141,16 @@ func (h *hub) watch(ctx context.Context, done <-chan struct{}, channel, id strin
 			go h.loop(h.ps)
 		}
 		ps := h.ps
+		h.wg.Add(1)
 		h.mu.Unlock()
-		// Outside the lock: this may dial. On failure go-redis keeps the
-		// channel and subscribes again when it reconnects.
-		_ = ps.Subscribe(context.Background(), channel)
+		// In the background: this may dial (up to the client's DialTimeout)
+		// or wait for the receive loop's reconnection, and the waiter must
+		// be free to leave meanwhile. On failure go-redis keeps the channel
+		// and subscribes again when it reconnects.
+		go func() {
+			defer h.wg.Done()
+			_ = ps.Subscribe(context.Background(), channel)
+		}()
 	}
 	t := time.NewTimer(confirmWait)
 	defer t.Stop()

@@ -79,9 +79,7 @@ func (p *faultProxy) accept() {
 		var pending atomic.Pointer[fault]
 		p.wg.Add(2)
 		go p.pipe(c, s, func(b []byte) bool { // client to server
-			if bytes.Contains(bytes.ToLower(b), []byte("subscribe")) {
-				p.subs.Add(1)
-			}
+			p.subs.Add(int64(bytes.Count(b, subscribeFrame)))
 			if bytes.Contains(bytes.ToLower(b), []byte("eval")) {
 				if f := p.armed.Swap(nil); f != nil {
 					pending.Store(f)
@@ -90,7 +88,7 @@ func (p *faultProxy) accept() {
 			return true
 		})
 		go p.pipe(s, c, func(b []byte) bool { // server to client
-			if p.deaf.Load() && bytes.Contains(b, []byte("subscribe")) {
+			if p.deaf.Load() && isConfirmation(b) {
 				return false
 			}
 			if p.mute.Load() && bytes.Contains(b, []byte("message")) {
@@ -109,6 +107,19 @@ func (p *faultProxy) accept() {
 			return true
 		})
 	}
+}
+
+// subscribeFrame is the command name of a SUBSCRIBE, and of Redis's
+// confirmation of it, as a RESP bulk string.
+var subscribeFrame = []byte("$9\r\nsubscribe\r\n")
+
+// isConfirmation reports whether chunk b is one confirmation of a
+// SUBSCRIBE and nothing else: an array (RESP2) or push (RESP3) of three
+// that starts with the command name.
+func isConfirmation(b []byte) bool {
+	return len(b) > 2 && (b[0] == '*' || b[0] == '>') && b[1] == '3' &&
+		bytes.HasPrefix(b[2:], append([]byte("\r\n"), subscribeFrame...)) &&
+		bytes.Count(b, subscribeFrame) == 1 && bytes.Count(b, []byte{b[0]}) == 1
 }
 
 // pipe copies from src to dst, passing each chunk through keep.
@@ -355,9 +366,21 @@ func TestWaiterStopsWaitingForTheSubscription(t *testing.T) {
 
 	s, err := redislane.NewSemaphore(rc, name, 1, redislane.WithLease(testLease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
+	t.Cleanup(s.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	res := make(chan error, 1)
+	// result fails the test, rather than hang it, if the waiter does not
+	// return (the old code would wait out the hour).
+	result := func() error {
+		select {
+		case err := <-res:
+			return err
+		case <-time.After(30 * time.Second):
+			t.Fatal("the waiter did not return")
+			return nil
+		}
+	}
 	go func() {
 		p, err := s.Acquire(ctx, 1)
 		if err == nil {
@@ -367,7 +390,7 @@ func TestWaiterStopsWaitingForTheSubscription(t *testing.T) {
 	}()
 	waitFor(t, 5*time.Second, "the waiter to subscribe", func() bool { return px.subs.Load() > 0 })
 	cancel()
-	require.ErrorIs(t, <-res, context.Canceled)
+	require.ErrorIs(t, result(), context.Canceled)
 
 	// The subscription is still unconfirmed; the next waiter waits for it
 	// too, until the lane is closed.
@@ -380,5 +403,5 @@ func TestWaiterStopsWaitingForTheSubscription(t *testing.T) {
 	}()
 	waitFor(t, 5*time.Second, "the second waiter to queue", func() bool { return s.Stats().Waiters > 0 })
 	s.Close()
-	require.ErrorIs(t, <-res, redislane.ErrClosed)
+	require.ErrorIs(t, result(), redislane.ErrClosed)
 }

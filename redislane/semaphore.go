@@ -62,7 +62,9 @@ func (s *Semaphore) Acquire(ctx context.Context, n int64) (*Permit, error) {
 
 // TryAcquire takes n units if Redis grants them at once and no caller of
 // this instance is waiting. It makes one call to Redis, with a timeout of a
-// fifth of the lease, and never waits in a queue.
+// fifth of the lease, and never waits in a queue. If the call fails or its
+// reply comes too late, the units it may have been granted are given back
+// in the background.
 func (s *Semaphore) TryAcquire(n int64) (*Permit, bool) { return s.c.tryAcquire("", n) }
 
 // Do acquires n units, runs fn, and releases them when fn returns or panics.
