@@ -110,10 +110,10 @@ func (s *KeyedSemaphore[K]) tryLockEvict() bool {
 func (s *KeyedSemaphore[K]) unlockEvict() { <-s.evict }
 
 // pass is one eviction pass; it must be called with the eviction lock
-// held. It
-// evicts every idle entry whose idle time has reached the timeout; then, if
-// overCap or if the entries exceed the cap, the oldest idle ones until the
-// count is down to target. It returns the number evicted.
+// held. It evicts every idle entry whose idle time has reached the
+// timeout; then, if overCap or if the entries exceed the cap, the oldest
+// idle ones until the count is down to target. It returns the number
+// evicted.
 //
 // Eviction is safe because it only ever kills an entry by one
 // compare-and-swap from the exact idle state it saw (no references, and
