@@ -219,11 +219,9 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) (Permit, error) {
 	if !fastctx.NeverDone(ctx) && ctx.Err() != nil {
 		return Permit{}, s.failFast(ctx)
 	}
-	st := s.state.Load()
-	if n > 0 && st&(flagSlow) == 0 && avail(st) >= n && st&tokenMask != 0 {
-		slot := bits.TrailingZeros64(st)
-		if s.state.CompareAndSwap(st, st-uint64(n)<<availShift-1<<slot) {
-			return permit.Make(&s.tokens[slot], s.gens[slot].Load(), n), nil
+	if st := s.state.Load(); n > 0 && fastOK(st, n) {
+		if p, ok := s.claimInline(st, n); ok {
+			return p, nil
 		}
 		if p, ok := s.acquireContended(n); ok {
 			return p, nil
@@ -246,15 +244,32 @@ func (s *Weighted) acquireContended(n int64) (Permit, bool) {
 	for i := 0; i < backoffRounds; i++ {
 		spinWait(backoffSpins << i)
 		st := s.state.Load()
-		if st&flagSlow != 0 || avail(st) < n || st&tokenMask == 0 {
+		if !fastOK(st, n) {
 			return Permit{}, false
 		}
-		slot := bits.TrailingZeros64(st)
-		if s.state.CompareAndSwap(st, st-uint64(n)<<availShift-1<<slot) {
-			return permit.Make(&s.tokens[slot], s.gens[slot].Load(), n), true
+		if p, ok := s.claimInline(st, n); ok {
+			return p, true
 		}
 	}
 	return Permit{}, false
+}
+
+// fastOK reports whether state st lets a caller take n permits (n > 0)
+// without the lock: nobody waits, the semaphore is open, n permits are
+// available and an inline token is free.
+func fastOK(st uint64, n int64) bool {
+	return st&flagSlow == 0 && avail(st) >= n && st&tokenMask != 0
+}
+
+// claimInline takes n permits and the lowest free inline token from state
+// st, for which fastOK holds, by one compare-and-swap. It returns false if
+// the word changed meanwhile.
+func (s *Weighted) claimInline(st uint64, n int64) (Permit, bool) {
+	slot := bits.TrailingZeros64(st)
+	if !s.state.CompareAndSwap(st, st-uint64(n)<<availShift-1<<slot) {
+		return Permit{}, false
+	}
+	return permit.Make(&s.tokens[slot], s.gens[slot].Load(), n), true
 }
 
 // The backoff of acquireContended: backoffRounds rounds of spinWait, the
@@ -284,12 +299,9 @@ func spinWait(k int) {
 // n <= 0, n above the capacity, and after Close. On true the caller owns
 // the permit, as with Acquire.
 func (s *Weighted) TryAcquire(n int64) (Permit, bool) {
-	st := s.state.Load()
-	if n > 0 && st&(flagSlow) == 0 && avail(st) >= n && st&tokenMask != 0 {
-		slot := bits.TrailingZeros64(st)
-		if s.state.CompareAndSwap(st, st-uint64(n)<<availShift-1<<slot) {
-			t := &s.tokens[slot]
-			return permit.Make(t, t.Gen(), n), true
+	if st := s.state.Load(); n > 0 && fastOK(st, n) {
+		if p, ok := s.claimInline(st, n); ok {
+			return p, true
 		}
 	}
 	if n <= 0 {
@@ -438,12 +450,6 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64) (Permit, error) {
 	if err != nil {
 		return Permit{}, s.leave(w, err)
 	}
-	return s.outcome(w)
-}
-
-// outcome reads what the waker decided for w, after w.Ready fired, and puts
-// w back in the pool.
-func (s *Weighted) outcome(w *waiter) (Permit, error) {
 	return s.wcache.Outcome(w)
 }
 
