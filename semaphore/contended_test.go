@@ -59,7 +59,10 @@ func TestAcquireContendedNeverOvertakesAWaiter(t *testing.T) {
 		}
 		got <- p
 	}()
-	for s.Stats().Waiters != 1 {
+	for i := 0; s.Stats().Waiters != 1; i++ {
+		if i == 1_000_000 {
+			t.Fatal("the waiter never queued")
+		}
 		runtime.Gosched()
 	}
 	if p, ok := s.acquireContended(1); ok {

@@ -27,23 +27,23 @@ func TestHotLineLayout(t *testing.T) {
 // released one grant in eight through mu.
 func TestFifteenGrantsHoldInlineTokens(t *testing.T) {
 	if inlineTokens != 15 {
-		t.Fatalf("%d inline tokens, want 15", inlineTokens)
+		t.Fatalf("%d inline tokens, want 15 (as the package doc says)", inlineTokens)
 	}
-	s := New(16)
+	s := New(inlineTokens + 1)
 	spares := func() int64 {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return s.spareOut
 	}
 	var out []Permit
-	for i := range 16 {
+	for i := range inlineTokens + 1 {
 		p, err := s.Acquire(context.Background(), 1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, p)
 		want := int64(0)
-		if i >= 15 {
+		if i >= inlineTokens {
 			want = 1
 		}
 		if got := spares(); got != want {
@@ -55,7 +55,7 @@ func TestFifteenGrantsHoldInlineTokens(t *testing.T) {
 			t.Fatal("a first Release returned false")
 		}
 	}
-	if st := s.Stats(); spares() != 0 || st.Available != 16 || st.Released != 16 {
+	if st := s.Stats(); spares() != 0 || st.Available != inlineTokens+1 || st.Released != inlineTokens+1 {
 		t.Fatalf("after releasing all: %d spares out, available %d, released %d", spares(), st.Available, st.Released)
 	}
 }

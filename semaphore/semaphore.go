@@ -56,8 +56,9 @@ var (
 	ErrInvalidWeight = errors.New("semaphore: weight must be positive")
 )
 
-// MaxCapacity is the largest capacity a semaphore can have. The count of
-// available permits shares one 64-bit word with the fast path's flags.
+// MaxCapacity is the largest capacity a semaphore can have: 2^47-1, about
+// 1.4e14. The count of available permits shares one 64-bit word with the
+// fast path's flags and tokens.
 const MaxCapacity = 1<<(63-availShift) - 1
 
 // Layout of Weighted.state, the word the fast paths work on with one
@@ -265,11 +266,19 @@ func fastOK(st uint64, n int64) bool {
 // st, for which fastOK holds, by one compare-and-swap. It returns false if
 // the word changed meanwhile.
 func (s *Weighted) claimInline(st uint64, n int64) (Permit, bool) {
-	slot := bits.TrailingZeros64(st)
-	if !s.state.CompareAndSwap(st, st-uint64(n)<<availShift-1<<slot) {
+	slot, ok := s.takeSlot(st, n)
+	if !ok {
 		return Permit{}, false
 	}
 	return permit.Make(&s.tokens[slot], s.gens[slot].Load(), n), true
+}
+
+// takeSlot takes n permits and the lowest free inline token (st must have
+// one) from state st by one compare-and-swap, and returns the token's
+// slot. It returns false if the word changed meanwhile.
+func (s *Weighted) takeSlot(st uint64, n int64) (int, bool) {
+	slot := bits.TrailingZeros64(st)
+	return slot, s.state.CompareAndSwap(st, st-uint64(n)<<availShift-1<<slot)
 }
 
 // The backoff of acquireContended: backoffRounds rounds of spinWait, the
@@ -361,8 +370,8 @@ func (s *Weighted) takeLocked(n int64) (Permit, bool) {
 // held and with avail(st) >= n.
 func (s *Weighted) claimLocked(st uint64, n int64) (*permit.Token, bool) {
 	if st&tokenMask != 0 {
-		slot := bits.TrailingZeros64(st)
-		if !s.state.CompareAndSwap(st, st-uint64(n)<<availShift-1<<slot) {
+		slot, ok := s.takeSlot(st, n)
+		if !ok {
 			return nil, false
 		}
 		return &s.tokens[slot], true

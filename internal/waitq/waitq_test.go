@@ -87,7 +87,9 @@ func TestOutcome(t *testing.T) {
 	}
 
 	failure := errors.New("closed")
-	w.N, w.Served, w.Err = 1, true, failure
+	// A failed waiter may still carry a token from an earlier life: the
+	// error alone decides.
+	w.N, w.Served, w.Err, w.Tok, w.Gen = 1, true, failure, tok, tok.Gen()
 	p, err = c.Outcome(w)
 	if err != failure || p.Valid() {
 		t.Fatalf("a failure gave error %v and a valid permit %v; want %v and none", err, p.Valid(), failure)
