@@ -130,9 +130,9 @@ func (p *Permit) lose() {
 	}
 	p.timer.Stop()
 	p.mu.Unlock()
+	p.c.st.lost.Add(1) // before the cancel, so that whoever sees it sees the count
 	p.cancel(ErrLeaseLost)
 	p.c.forget(p)
-	p.c.st.lost.Add(1)
 }
 
 // onTimer ends the lease when the deadline has passed without a refresh.
@@ -149,9 +149,9 @@ func (p *Permit) onTimer() {
 	}
 	p.state = ended
 	p.mu.Unlock()
+	p.c.st.expired.Add(1) // before the cancel, so that whoever sees it sees the count
 	p.cancel(ErrLeaseExpired)
 	p.c.forget(p)
-	p.c.st.expired.Add(1)
 }
 
 // owner is the permit as the owner of its token; its methods are called by
