@@ -66,14 +66,10 @@ func (s *KeyedSemaphore[K]) makeRoom(ctx context.Context, try bool) (bool, error
 		if try {
 			return false, ErrTooManyKeys
 		}
-		if done := ctx.Done(); done == nil {
-			s.evict <- struct{}{}
-		} else {
-			select {
-			case s.evict <- struct{}{}:
-			case <-done:
-				return false, ctx.Err()
-			}
+		select { // a nil Done (a context that never ends) is never ready
+		case s.evict <- struct{}{}:
+		case <-ctx.Done():
+			return false, ctx.Err()
 		}
 	}
 	defer s.unlockEvict()

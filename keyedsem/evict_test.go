@@ -103,17 +103,18 @@ func TestTryAcquireIsNotRefusedByAnotherKeysReusedEntry(t *testing.T) {
 	t.Skip("the pool never handed the evicted entry to the next key")
 }
 
-// enteredCtx is a context that reports, by closing entered, the first time
-// its Err is asked: AcquireN asks it once on entry, before any wait.
-type enteredCtx struct {
+// waitingCtx is a context that reports, by closing waiting, the first time
+// its Done is asked for: on a new key's path, that is makeRoom about to
+// wait for the eviction lock (AcquireN's entry check asks Err only).
+type waitingCtx struct {
 	context.Context
 	once    sync.Once
-	entered chan struct{}
+	waiting chan struct{}
 }
 
-func (c *enteredCtx) Err() error {
-	c.once.Do(func() { close(c.entered) })
-	return c.Context.Err()
+func (c *waitingCtx) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.waiting) })
+	return c.Context.Done()
 }
 
 // A new key that the hard cap refused waits for a running eviction pass
@@ -128,7 +129,7 @@ func TestNewKeyStopsWaitingForAPassWhenItsContextEnds(t *testing.T) {
 	unlock := keyedsem.HoldEvictLock(s) // as a running Sweep would
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	c := &enteredCtx{Context: ctx, entered: make(chan struct{})}
+	c := &waitingCtx{Context: ctx, waiting: make(chan struct{})}
 	res := make(chan error, 1)
 	go func() {
 		p, err := s.Acquire(c, "b")
@@ -137,7 +138,11 @@ func TestNewKeyStopsWaitingForAPassWhenItsContextEnds(t *testing.T) {
 		}
 		res <- err
 	}()
-	<-c.entered // past AcquireN's look at ctx: the cancel below ends a wait
+	select {
+	case <-c.waiting: // about to wait for the pass: the cancel ends that wait
+	case <-time.After(hangGuard):
+		t.Fatal("the new key never waited on its context for the pass")
+	}
 	cancel()
 	select {
 	case err := <-res:
