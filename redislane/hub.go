@@ -150,6 +150,15 @@ func (h *hub) watch(ctx context.Context, done <-chan struct{}, channel, id strin
 		go func() {
 			defer h.wg.Done()
 			_ = ps.Subscribe(context.Background(), channel)
+			// If the channel's last lane left meanwhile, its Unsubscribe
+			// may have gone first: take the subscription back. (A lane that
+			// came back on the channel has its own subscribed.)
+			h.mu.Lock()
+			gone := h.subbed[channel] == nil
+			h.mu.Unlock()
+			if gone {
+				_ = ps.Unsubscribe(context.Background(), channel)
+			}
 		}()
 	}
 	t := time.NewTimer(confirmWait)

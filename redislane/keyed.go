@@ -19,8 +19,9 @@ import (
 // node. Close it to stop its goroutines.
 //
 // All methods are safe for concurrent use. As with [Semaphore], every
-// instance of one name must use the same per-key limit and lease (another
-// limit or kind fails with [ErrLimitMismatch]), and the client must stay
+// instance of one name must use the same per-key limit (another limit or
+// kind fails with [ErrLimitMismatch]) and should use the same lease (else
+// see [WithQuarantine]), and the client must stay
 // open until the lane is closed and its permits are released.
 type Keyed struct {
 	c *core

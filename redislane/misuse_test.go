@@ -196,9 +196,13 @@ func TestClosedClientFailsAtOnce(t *testing.T) {
 	defer s.Close()
 	require.NoError(t, rc.Close())
 
-	// Background: were the error taken for a passing one, Acquire would
-	// never return and the test would time out.
-	_, err = s.Acquire(context.Background(), 1)
+	// Were the error taken for a passing one, Acquire would retry until
+	// ctx ends: the error would then be DeadlineExceeded (wrapping the
+	// last Redis error), after a wait bounded so as not to hang the package.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = s.Acquire(ctx, 1)
 	require.ErrorIs(t, err, redis.ErrClosed)
+	require.NotErrorIs(t, err, context.DeadlineExceeded, "Acquire retried until its context ended")
 	assert.Equal(t, uint64(1), s.Stats().Rejected)
 }

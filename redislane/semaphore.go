@@ -62,7 +62,8 @@ func (s *Semaphore) Acquire(ctx context.Context, n int64) (*Permit, error) {
 
 // TryAcquire takes n units if Redis grants them at once and no caller of
 // this instance is waiting. It makes one call to Redis, with a timeout of a
-// fifth of the lease, and never waits in a queue. If the call fails or its
+// fifth of the lease (which needs the client's ContextTimeoutEnabled; see
+// the package doc), and never waits in a queue. If the call fails or its
 // reply comes too late, the units it may have been granted are given back
 // in the background.
 func (s *Semaphore) TryAcquire(n int64) (*Permit, bool) { return s.c.tryAcquire("", n) }
