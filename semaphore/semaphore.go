@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -119,9 +120,13 @@ type Weighted struct {
 
 	mu sync.Mutex // protects everything below
 	// head is the oldest waiter; waiters form a doubly linked list.
-	head, tail  *waiter
-	waiters     int
-	waitWeight  int64
+	head, tail *waiter
+	waiters    int
+	// waitWeight is the total weight of the waiters, which can pass
+	// math.MaxInt64 (2^16 waiters of MaxCapacity do): it is counted in
+	// two words, waitHi the high one.
+	waitWeight  uint64
+	waitHi      uint64
 	closed      bool
 	spare       []*permit.Token // free tokens beyond the inline ones
 	spareOut    int64           // spare tokens currently granted
@@ -420,8 +425,11 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64) (Permit, error) {
 			}
 			continue
 		}
+		// Under a bound on the waiting weight, waitWeight never exceeds
+		// it, so the difference does not wrap (a sum could, past
+		// math.MaxInt64, and let the waiter in).
 		if (s.maxWaiters > 0 && s.waiters >= s.maxWaiters) ||
-			(s.maxWaitWt > 0 && s.waitWeight+n > s.maxWaitWt) {
+			(s.maxWaitWt > 0 && uint64(n) > uint64(s.maxWaitWt)-s.waitWeight) {
 			s.rejected++
 			s.mu.Unlock()
 			return Permit{}, ErrQueueFull
@@ -713,7 +721,7 @@ type Stats struct {
 	Available     int64 // permits free now (negative after a shrink, until holders release)
 	Held          int64 // weight of the permits out: Capacity - Available
 	Waiters       int   // callers waiting
-	WaitingWeight int64 // total weight they wait for
+	WaitingWeight int64 // total weight they wait for (math.MaxInt64 if more)
 	Closed        bool
 
 	// Counters since New. A grant taken back because the waiter's context
@@ -752,7 +760,7 @@ func (s *Weighted) Stats() Stats {
 		Available:      a,
 		Held:           c - a,
 		Waiters:        s.waiters,
-		WaitingWeight:  s.waitWeight,
+		WaitingWeight:  s.waitingWeight(),
 		Closed:         s.closed,
 		Acquired:       released + out,
 		Released:       released,
@@ -767,6 +775,15 @@ func (s *Weighted) Stats() Stats {
 // waiter is one caller in a queue (see package waitq for the protocol).
 type waiter = waitq.Waiter
 
+// waitingWeight returns the total weight of the waiters, or math.MaxInt64
+// if it is more. It must be called with mu held.
+func (s *Weighted) waitingWeight() int64 {
+	if s.waitHi != 0 || s.waitWeight > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(s.waitWeight)
+}
+
 func (s *Weighted) push(w *waiter) {
 	w.Prev = s.tail
 	if s.tail == nil {
@@ -776,7 +793,9 @@ func (s *Weighted) push(w *waiter) {
 	}
 	s.tail = w
 	s.waiters++
-	s.waitWeight += w.N
+	var carry uint64
+	s.waitWeight, carry = bits.Add64(s.waitWeight, uint64(w.N), 0)
+	s.waitHi += carry
 }
 
 func (s *Weighted) unlink(w *waiter) {
@@ -792,5 +811,7 @@ func (s *Weighted) unlink(w *waiter) {
 	}
 	w.Next, w.Prev = nil, nil
 	s.waiters--
-	s.waitWeight -= w.N
+	var borrow uint64
+	s.waitWeight, borrow = bits.Sub64(s.waitWeight, uint64(w.N), 0)
+	s.waitHi -= borrow
 }
