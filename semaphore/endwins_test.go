@@ -182,25 +182,63 @@ func (r *endRound) check(round int, ra result, b <-chan result, extraHeld []sema
 	}
 }
 
+// The ways permits come free for A after its wait ended, taken in turn.
+const (
+	byRelease = iota // the holder releases every permit
+	byGrow           // SetCapacity adds the two permits A and B need
+	bySpare          // a release, with the fifteen inline tokens out: A's grant takes a spare token
+	grantKinds
+)
+
+// endThenGrant runs round i: call starts A's call (waiting for 2 permits),
+// whose wait ends (a cancel, or with maxWait its max wait running out)
+// before permits come free for it as kind says.
+func endThenGrant(t *testing.T, i int, maxWait bool, kind int, call func(*endRound) <-chan result) {
+	t.Helper()
+	const inline = 15
+	capacity := int64(endCapacity)
+	if kind == bySpare {
+		capacity = inline + 2
+	}
+	r := newEndRound(t, maxWait, capacity)
+	var others []semaphore.Permit // held by the test to the end of the round
+	if kind == bySpare {
+		for range inline {
+			others = append(others, take(t, r.s, 1))
+		}
+	}
+	h := take(t, r.s, capacity-int64(len(others)))
+	// B can be served only with A's permits.
+	bWeight := h.Weight()
+	if kind == byGrow {
+		bWeight = 2
+	}
+	a, b := r.queueA(func() <-chan result { return call(r) }, bWeight)
+	r.end()
+	if kind == byGrow {
+		r.s.SetCapacity(capacity + 2)
+		others = append(others, h)
+	} else {
+		require.True(t, h.Release())
+	}
+	r.g.open()
+	wantAcquired := uint64(3) // h, B, and the test's check that all permits are back
+	if kind == bySpare {
+		wantAcquired += inline
+	}
+	r.check(i, recv(t, a), b, others, wantAcquired)
+}
+
 // TestEndBeforeReleaseWinsRace: A's context is cancelled (or its WithMaxWait
-// deadline passes), then the holder releases every permit; A is held between
-// queueing and waiting meanwhile, so that the grant and the ending are both
-// ready when it waits.
+// deadline passes, every other round), then permits come free for it (a
+// release, a grow, or a release whose grant takes a spare token, in turn);
+// A is held between queueing and waiting meanwhile, so that the grant and
+// the ending are both ready when it waits. On the code before the fix about
+// half the rounds returned a permit to A.
 func TestEndBeforeReleaseWinsRace(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		maxWait bool
-	}{{"cancel", false}, {"maxWait", true}} {
-		t.Run(tc.name, func(t *testing.T) {
-			for i := range endRounds {
-				r := newEndRound(t, tc.maxWait, endCapacity)
-				h := take(t, r.s, endCapacity)
-				a, b := r.queueA(func() <-chan result { return acquireAsync(r.ctx, r.s, 2) }, endCapacity)
-				r.end()
-				require.True(t, h.Release())
-				r.g.open()
-				r.check(i, recv(t, a), b, nil, 3)
-			}
+	for i := range endRounds {
+		endThenGrant(t, i, i%2 == 1, i/2%grantKinds, func(r *endRound) <-chan result {
+			return acquireAsync(r.ctx, r.s, 2)
 		})
 	}
 }
@@ -208,78 +246,16 @@ func TestEndBeforeReleaseWinsRace(t *testing.T) {
 // TestDoEndBeforeReleaseWinsRace is TestEndBeforeReleaseWinsRace through Do:
 // fn must not run.
 func TestDoEndBeforeReleaseWinsRace(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		maxWait bool
-	}{{"cancel", false}, {"maxWait", true}} {
-		t.Run(tc.name, func(t *testing.T) {
-			for i := range endRounds {
-				r := newEndRound(t, tc.maxWait, endCapacity)
-				h := take(t, r.s, endCapacity)
-				var ran atomic.Bool
-				a, b := r.queueA(func() <-chan result {
-					ch := make(chan result, 1)
-					go func() {
-						err := r.s.Do(r.ctx, 2, func(context.Context) error { ran.Store(true); return nil })
-						ch <- result{err: err}
-					}()
-					return ch
-				}, endCapacity)
-				r.end()
-				require.True(t, h.Release())
-				r.g.open()
-				ra := recv(t, a)
-				require.False(t, ran.Load(), "round %d: Do ran fn although its wait had ended before the release (Do returned %v)", i, ra.err)
-				r.check(i, ra, b, nil, 3)
-			}
+	for i := range endRounds {
+		var ran atomic.Bool
+		endThenGrant(t, i, i%2 == 1, i/2%grantKinds, func(r *endRound) <-chan result {
+			ch := make(chan result, 1)
+			go func() {
+				err := r.s.Do(r.ctx, 2, func(context.Context) error { ran.Store(true); return nil })
+				ch <- result{err: err}
+			}()
+			return ch
 		})
-	}
-}
-
-// TestEndBeforeGrowWinsRace: the permits that would grant A come from
-// SetCapacity growing the semaphore, after A's wait ended.
-func TestEndBeforeGrowWinsRace(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		maxWait bool
-	}{{"cancel", false}, {"maxWait", true}} {
-		t.Run(tc.name, func(t *testing.T) {
-			for i := range endRounds {
-				r := newEndRound(t, tc.maxWait, endCapacity)
-				h := take(t, r.s, endCapacity)
-				// B needs exactly the two permits the grow adds, as A does.
-				a, b := r.queueA(func() <-chan result { return acquireAsync(r.ctx, r.s, 2) }, 2)
-				r.end()
-				r.s.SetCapacity(endCapacity + 2)
-				r.g.open()
-				r.check(i, recv(t, a), b, []semaphore.Permit{h}, 3)
-			}
-		})
-	}
-}
-
-// TestEndBeforeReleaseWinsRaceSpareToken: A's grant takes a spare token
-// (all fifteen inline tokens are out), which must go back to the spares.
-func TestEndBeforeReleaseWinsRaceSpareToken(t *testing.T) {
-	const inline = 15
-	for _, tc := range []struct {
-		name    string
-		maxWait bool
-	}{{"cancel", false}, {"maxWait", true}} {
-		t.Run(tc.name, func(t *testing.T) {
-			for i := range endRounds {
-				r := newEndRound(t, tc.maxWait, inline+2)
-				singles := make([]semaphore.Permit, inline)
-				for j := range singles {
-					singles[j] = take(t, r.s, 1)
-				}
-				h := take(t, r.s, 2)
-				a, b := r.queueA(func() <-chan result { return acquireAsync(r.ctx, r.s, 2) }, 2)
-				r.end()
-				require.True(t, h.Release())
-				r.g.open()
-				r.check(i, recv(t, a), b, singles, inline+3)
-			}
-		})
+		require.False(t, ran.Load(), "round %d: Do ran fn although its wait had ended first", i)
 	}
 }
