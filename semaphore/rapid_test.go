@@ -73,6 +73,8 @@ func TestSemaphoreMatchesModel(t *testing.T) {
 			"doubleRelease": r.doubleRelease,
 			"cancel":        r.cancel,
 			"expire":        r.expire,
+			"cancelThen":    r.cancelThenGrant,
+			"expireThen":    r.expireThenGrant,
 			"setCapacity":   r.setCapacity,
 			"close":         r.close,
 			"":              r.check,
@@ -324,6 +326,71 @@ func (r *modelRun) expire(t *rapid.T) {
 	r.step("expire#%d: grants %v", id, granted)
 	r.clk.Advance(at.Sub(r.clk.Now()))
 	r.collect(append([]model.Served{{ID: id, Err: model.WaitTooLong}}, granted...), id)
+}
+
+// cancelThenGrant cancels a waiter and at once, without waiting for it to
+// leave, frees permits (a release, or a grow): they may reach the waiter
+// before it has seen its context end. Its context ended first, so it must
+// fail, and its permits must go where the model, which applies the cancel
+// and then the release, sends them; Stats must agree with the model too.
+func (r *modelRun) cancelThenGrant(t *rapid.T) {
+	ids := slices.Sorted(maps.Keys(r.waiting))
+	if len(ids) == 0 {
+		t.Skip("nobody waits")
+	}
+	id := rapid.SampledFrom(ids).Draw(t, "waiter")
+	granted := r.m.Cancel(id)
+	r.step("cancel#%d: grants %v", id, granted)
+	r.endThenGrant(t, id, model.Cancelled, granted, r.waiting[id])
+}
+
+// expireThenGrant is cancelThenGrant with the oldest waiter's max wait
+// running out.
+func (r *modelRun) expireThenGrant(t *rapid.T) {
+	q := r.m.Queue()
+	if r.clk == nil || len(q) == 0 {
+		t.Skip("no waiter with a max wait")
+	}
+	id := q[0].ID
+	at := r.deadlines[id]
+	for _, w := range q[1:] {
+		if !r.deadlines[w.ID].After(at) {
+			t.Skip("another waiter has the same deadline")
+		}
+	}
+	granted := r.m.Expire(id)
+	r.step("expire#%d: grants %v", id, granted)
+	r.endThenGrant(t, id, model.WaitTooLong, granted, func() { r.clk.Advance(at.Sub(r.clk.Now())) })
+}
+
+// endThenGrant ends waiter id's wait (end; the model has applied it and
+// granted those in granted), then at once releases a permit or grows the
+// capacity, and collects the outcomes.
+func (r *modelRun) endThenGrant(t *rapid.T, id int, e model.Err, granted []model.Served, end func()) {
+	var grant func()
+	if ids := slices.Sorted(maps.Keys(r.permits)); len(ids) > 0 && rapid.Bool().Draw(t, "byRelease") {
+		pid := rapid.SampledFrom(ids).Draw(t, "permit")
+		_, more := r.m.Release(pid)
+		r.step("  then release#%d (weight %d): grants %v", pid, r.weights[pid], more)
+		granted = append(granted, more...)
+		p := r.permits[pid]
+		delete(r.permits, pid)
+		r.released[pid] = p
+		grant = func() {
+			if !p.Release() {
+				r.fatalf("first Release of permit %d returned false", pid)
+			}
+		}
+	} else {
+		n := rapid.Int64Range(r.m.Capacity(), 21).Draw(t, "grow")
+		out := r.m.SetCapacity(n)
+		r.step("  then setCapacity(%d): serves %v", n, out)
+		granted = append(granted, out...)
+		grant = func() { r.s.SetCapacity(n) }
+	}
+	end()
+	grant()
+	r.collect(append([]model.Served{{ID: id, Err: e}}, granted...), id)
 }
 
 func (r *modelRun) setCapacity(t *rapid.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -119,9 +120,13 @@ type Weighted struct {
 
 	mu sync.Mutex // protects everything below
 	// head is the oldest waiter; waiters form a doubly linked list.
-	head, tail  *waiter
-	waiters     int
-	waitWeight  int64
+	head, tail *waiter
+	waiters    int
+	// waitWeight is the total weight of the waiters, which can pass
+	// math.MaxInt64 (2^16 waiters of MaxCapacity do): it is counted in
+	// two words, waitHi the high one.
+	waitWeight  uint64
+	waitHi      uint64
 	closed      bool
 	spare       []*permit.Token // free tokens beyond the inline ones
 	spareOut    int64           // spare tokens currently granted
@@ -204,11 +209,14 @@ func New(capacity int64, opts ...Option) *Weighted {
 //
 // Cancellation: a caller whose context ends while it waits leaves the queue
 // at once, and the waiters behind it move up (if it was at the head, the
-// next ones are served if they fit). If the permits were granted while the
-// cancellation was in flight, Acquire gives them back and returns the
-// context's error; if Close or a shrink failed the waiter first, Acquire
-// returns that error instead. Either way the caller owns a permit if and
-// only if the error is nil.
+// next ones are served if they fit). A context that ends before the
+// permits are granted wins, even when the grant follows at once, before
+// the waiter has run: if the permits were granted while the cancellation
+// was in flight, or after it, Acquire gives them back (they go to the
+// waiters behind, as if it had left first) and returns the context's
+// error. WithMaxWait's deadline is treated the same way. If Close or a
+// shrink failed the waiter first, Acquire returns that error instead.
+// Either way the caller owns a permit if and only if the error is nil.
 //
 // Acquire panics if ctx is nil.
 func (s *Weighted) Acquire(ctx context.Context, n int64) (Permit, error) {
@@ -327,10 +335,11 @@ func (s *Weighted) TryAcquire(n int64) (Permit, bool) {
 // acquire error, or fn's error.
 //
 // Cancellation: if ctx ends while Do waits, Do returns ctx.Err() without
-// calling fn (and any other error of Acquire, such as ErrClosed or
-// ErrWaitTooLong, likewise). Once fn runs, the permits are held until fn
-// returns, whatever happens to ctx or to Close: work that ignores its
-// deadline keeps its permits.
+// calling fn, also when the permits were granted after ctx ended but
+// before Do's wait saw it (and any other error of Acquire, such as
+// ErrClosed or ErrWaitTooLong, likewise). Once fn runs, the permits are
+// held until fn returns, whatever happens to ctx or to Close: work that
+// ignores its deadline keeps its permits.
 func (s *Weighted) Do(ctx context.Context, n int64, fn func(context.Context) error) error {
 	p, err := s.Acquire(ctx, n)
 	if err != nil {
@@ -416,8 +425,11 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64) (Permit, error) {
 			}
 			continue
 		}
+		// Under a bound on the waiting weight, waitWeight never exceeds
+		// it, so the difference does not wrap (a sum could, past
+		// math.MaxInt64, and let the waiter in).
 		if (s.maxWaiters > 0 && s.waiters >= s.maxWaiters) ||
-			(s.maxWaitWt > 0 && s.waitWeight+n > s.maxWaitWt) {
+			(s.maxWaitWt > 0 && uint64(n) > uint64(s.maxWaitWt)-s.waitWeight) {
 			s.rejected++
 			s.mu.Unlock()
 			return Permit{}, ErrQueueFull
@@ -442,11 +454,16 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64) (Permit, error) {
 		expired = timer.C()
 	}
 	var err error
+	woken := false
 	if done == nil && expired == nil {
 		<-w.Ready
 	} else {
 		select {
 		case <-w.Ready:
+			// The wait may have ended too, before the grant: when both are
+			// ready by the time the select runs, it picks one at random.
+			// An ending that is there to see wins (go.dev/issue/63615).
+			woken, err = true, ended(ctx, done, expired)
 		case <-done:
 			err = ctx.Err()
 		case <-expired:
@@ -456,10 +473,31 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64) (Permit, error) {
 	if timer != nil {
 		timer.Stop()
 	}
-	if err != nil {
+	switch {
+	case err == nil:
+		return s.wcache.Outcome(w)
+	case woken:
+		return Permit{}, s.handBack(w, err)
+	default:
 		return Permit{}, s.leave(w, err)
 	}
-	return s.wcache.Outcome(w)
+}
+
+// ended returns the error of a wait that has ended, nil if it has not:
+// ctx.Err() if done is closed, ErrWaitTooLong if the max-wait timer has
+// fired. done and expired may be nil.
+func ended(ctx context.Context, done <-chan struct{}, expired <-chan time.Time) error {
+	select {
+	case <-done:
+		return ctx.Err()
+	default:
+	}
+	select {
+	case <-expired:
+		return ErrWaitTooLong
+	default:
+	}
+	return nil
 }
 
 // leave takes w out of the queue after its context ended or its wait grew
@@ -470,15 +508,7 @@ func (s *Weighted) leave(w *waiter, err error) error {
 	if w.Served {
 		s.mu.Unlock()
 		<-w.Ready // sent just after the waker unlocked
-		p, werr := s.wcache.Outcome(w)
-		if werr != nil {
-			return werr
-		}
-		s.mu.Lock()
-		s.countLeft(err)
-		s.mu.Unlock()
-		p.Release()
-		return err
+		return s.handBack(w, err)
 	}
 	s.countLeft(err)
 	wasHead := s.head == w
@@ -489,6 +519,37 @@ func (s *Weighted) leave(w *waiter, err error) error {
 	} else {
 		s.settleLocked()
 	}
+	s.mu.Unlock()
+	s.wcache.Put(w)
+	waitq.WakeAll(wake)
+	return err
+}
+
+// handBack ends the wait of w, a served waiter whose wake-up has been
+// received, after its wait ended (err: the context's error or
+// ErrWaitTooLong). A waiter failed by Close or a shrink returns that error.
+// A grant is taken back as if w had left the queue before it: the permits
+// and the token return without a release (the permit never reached the
+// caller, so the grant counts in neither Acquired, Released nor Waited,
+// only in Cancelled or TimedOut), and the waiters behind are served.
+func (s *Weighted) handBack(w *waiter, err error) error {
+	if werr := w.Err; werr != nil {
+		s.wcache.Put(w)
+		return werr
+	}
+	s.mu.Lock()
+	s.countLeft(err)
+	s.grantedWait--
+	if t := w.Tok; t.Slot >= 0 {
+		// An inline token: its bit and the permits go back to the word
+		// at once, as Permit.Release would, but at the same generation.
+		s.state.Add(uint64(w.N)<<availShift | 1<<(uint(t.Slot)&63))
+	} else {
+		s.spare = append(s.spare, t)
+		s.spareOut--
+		s.state.Add(uint64(w.N) << availShift)
+	}
+	wake := s.grantLocked()
 	s.mu.Unlock()
 	s.wcache.Put(w)
 	waitq.WakeAll(wake)
@@ -660,12 +721,13 @@ type Stats struct {
 	Available     int64 // permits free now (negative after a shrink, until holders release)
 	Held          int64 // weight of the permits out: Capacity - Available
 	Waiters       int   // callers waiting
-	WaitingWeight int64 // total weight they wait for
+	WaitingWeight int64 // total weight they wait for (math.MaxInt64 if more)
 	Closed        bool
 
-	// Counters since New. A grant taken back because a cancellation raced
-	// with it counts in Acquired, Released and Cancelled; waiters failed by
-	// Close or by a shrink below their weight count in none of them.
+	// Counters since New. A grant taken back because the waiter's context
+	// or max wait ended first counts only in Cancelled or TimedOut, as if
+	// the waiter had left before the grant; waiters failed by Close or by
+	// a shrink below their weight count in none of them.
 	Acquired       uint64 // grants, with or without waiting
 	Released       uint64 // first releases of granted permits
 	Waited         uint64 // grants that had to wait in the queue
@@ -698,7 +760,7 @@ func (s *Weighted) Stats() Stats {
 		Available:      a,
 		Held:           c - a,
 		Waiters:        s.waiters,
-		WaitingWeight:  s.waitWeight,
+		WaitingWeight:  s.waitingWeight(),
 		Closed:         s.closed,
 		Acquired:       released + out,
 		Released:       released,
@@ -713,6 +775,15 @@ func (s *Weighted) Stats() Stats {
 // waiter is one caller in a queue (see package waitq for the protocol).
 type waiter = waitq.Waiter
 
+// waitingWeight returns the total weight of the waiters, or math.MaxInt64
+// if it is more. It must be called with mu held.
+func (s *Weighted) waitingWeight() int64 {
+	if s.waitHi != 0 || s.waitWeight > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(s.waitWeight)
+}
+
 func (s *Weighted) push(w *waiter) {
 	w.Prev = s.tail
 	if s.tail == nil {
@@ -722,7 +793,9 @@ func (s *Weighted) push(w *waiter) {
 	}
 	s.tail = w
 	s.waiters++
-	s.waitWeight += w.N
+	var carry uint64
+	s.waitWeight, carry = bits.Add64(s.waitWeight, uint64(w.N), 0)
+	s.waitHi += carry
 }
 
 func (s *Weighted) unlink(w *waiter) {
@@ -738,5 +811,7 @@ func (s *Weighted) unlink(w *waiter) {
 	}
 	w.Next, w.Prev = nil, nil
 	s.waiters--
-	s.waitWeight -= w.N
+	var borrow uint64
+	s.waitWeight, borrow = bits.Sub64(s.waitWeight, uint64(w.N), 0)
+	s.waitHi -= borrow
 }

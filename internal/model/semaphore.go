@@ -170,7 +170,11 @@ func (m *Semaphore) Release(id int) (first bool, granted []Served) {
 }
 
 // Cancel models waiter id's context ending while it waits: it leaves the
-// queue, and the waiters behind it move up.
+// queue, and the waiters behind it move up. A Release right after it, even
+// one that the real semaphore applies before the waiter has seen its
+// context end, comes after it in the model: the real semaphore must then
+// hand the grant on as if the waiter had left first, counted in Cancelled
+// only. Expire likewise.
 func (m *Semaphore) Cancel(id int) (granted []Served) {
 	m.remove(id)
 	m.st.Cancelled++
