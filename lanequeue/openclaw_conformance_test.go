@@ -546,3 +546,500 @@ func TestConformanceOpenClawSetConcurrency(t *testing.T) {
 		t.Fatalf("configured lanes went away: %v", names)
 	}
 }
+
+// TestConformanceOpenClawEvictsIdleConvLanes ports "command queue > evicts
+// idle conv: lanes after task completion" and "does not evict non-conv:
+// lanes after task completion" (openclaw/openclaw,
+// src/process/command-queue.test.ts, d71930802b2d): a conversation's lane
+// is gone once its task is done, and comes back for the next task; a
+// configured lane stays, with its capacity. Ours: the conversation is a key
+// of a keyed lane with WithIdleTimeout(0) (by default an idle key is kept
+// for an hour, then evicted); a global lane is never evicted.
+func TestConformanceOpenClawEvictsIdleConvLanes(t *testing.T) {
+	t.Parallel()
+	g := ocNew(t).scoped(t, "conv").global(t, "session-test", 1)
+	const key = "discord:acc1:channel:123"
+	for round := range 2 {
+		k := g.run(context.Background(), key, "conv", "session-test")
+		k.waitStarted(t)
+		if n := g.stats(t, "conv").Keys; n != 1 {
+			t.Fatalf("round %d: %d conv entries while the task runs, want 1", round, n)
+		}
+		k.release()
+		if err := k.result(t); err != nil {
+			t.Fatal(err)
+		}
+		if n := g.queueSize(t, "conv"); n != 0 {
+			t.Fatalf("round %d: getQueueSize(conv) = %d, want 0", round, n)
+		}
+		if n := g.stats(t, "conv").Keys; n != 0 {
+			t.Fatalf("round %d: the conv entry was not evicted (%d left)", round, n)
+		}
+	}
+	if st := g.keyed["conv"].Stats(); st.Created != 2 || st.Evicted != 2 {
+		t.Fatalf("conv entries: %+v, want made and evicted twice", st)
+	}
+	if st := g.stats(t, "session-test"); st.Capacity != 1 || !slices.Contains(g.q.Names(), "session-test") {
+		t.Fatalf("the configured lane changed or went away: %+v %v", st, g.q.Names())
+	}
+}
+
+// TestConformanceOpenClawRetiresIndependentScopedLanes ports "scoped command
+// lane lifecycle > retires ten independently completed %s lanes from the
+// shared registry" for session:, nested: and
+// context-engine-turn-maintenance: (openclaw/openclaw,
+// src/process/command-queue.scoped-lanes.test.ts): ten keys run at once (all
+// ten are inside before any leaves), and afterwards none is left, nothing
+// is active, and the results come back in order.
+func TestConformanceOpenClawRetiresIndependentScopedLanes(t *testing.T) {
+	t.Parallel()
+	prefixes := []string{"session", "nested", "context-engine-turn-maintenance"}
+	g := ocNew(t)
+	for _, p := range prefixes {
+		g.scoped(t, p)
+	}
+	for _, lane := range prefixes {
+		var active, peak atomic.Int32
+		allStarted := make(chan struct{})
+		results := make([]chan error, 10)
+		for i := range 10 {
+			results[i] = make(chan error, 1)
+			key := fmt.Sprintf("agent:main:autoqa-%d", i)
+			go func() {
+				results[i] <- g.q.Do(context.Background(), key, []string{lane}, func(context.Context) error {
+					n := active.Add(1)
+					for m := peak.Load(); n > m && !peak.CompareAndSwap(m, n); m = peak.Load() {
+					}
+					if n == 10 {
+						close(allStarted)
+					}
+					select {
+					case <-allStarted:
+					case <-time.After(ocDeadline):
+						return errors.New("the ten keys never ran at once")
+					}
+					active.Add(-1)
+					return nil
+				})
+			}()
+		}
+		for i, ch := range results {
+			select {
+			case err := <-ch:
+				if err != nil {
+					t.Fatalf("%s key %d: %v", lane, i, err)
+				}
+			case <-time.After(ocDeadline):
+				t.Fatalf("%s key %d did not finish", lane, i)
+			}
+		}
+		if p := peak.Load(); p != 10 {
+			t.Fatalf("%s: peak %d keys at once, want 10", lane, p)
+		}
+		if n := len(g.q.Holders()); n != 0 {
+			t.Fatalf("%s: getActiveTaskCount() = %d, want 0", lane, n)
+		}
+		if n := g.keyed[lane].Len(); n != 0 {
+			t.Fatalf("%s: %d scoped entries left, want 0", lane, n)
+		}
+	}
+}
+
+// TestConformanceOpenClawKeepsScopedLaneUntilSuccessorFinishes ports "scoped
+// command lane lifecycle > keeps a session lane until its queued successor
+// finishes" (openclaw/openclaw,
+// src/process/command-queue.scoped-lanes.test.ts): while a second command of
+// the key waits or runs, the key's entry stays; it goes when the last is
+// done.
+func TestConformanceOpenClawKeepsScopedLaneUntilSuccessorFinishes(t *testing.T) {
+	t.Parallel()
+	g := ocNew(t).scoped(t, "session")
+	const key = "agent:main:autoqa-queued"
+	first := g.run(context.Background(), key, "session")
+	first.waitStarted(t)
+	second := g.queued(t, context.Background(), key, "session", "session")
+	if n := g.keyed["session"].Len(); n != 1 {
+		t.Fatalf("%d entries with one running and one queued, want 1", n)
+	}
+	first.release()
+	if err := first.result(t); err != nil {
+		t.Fatal(err)
+	}
+	second.waitStarted(t)
+	if st := g.stats(t, "session"); st.Keys != 1 || st.Held != 1 || st.Waiters != 0 {
+		t.Fatalf("with the successor running: %+v, want 1 key, 1 active, 0 queued", st)
+	}
+	second.release()
+	if err := second.result(t); err != nil {
+		t.Fatal(err)
+	}
+	if n := g.keyed["session"].Len(); n != 0 {
+		t.Fatalf("%d entries after the last command, want 0", n)
+	}
+}
+
+// TestConformanceOpenClawPreservesFixedLanes ports "scoped command lane
+// lifecycle > preserves gateway-managed fixed lanes while scoped lanes
+// finish" and the configured-lane half of "preserves explicitly configured
+// and paused dynamic lanes" (openclaw/openclaw,
+// src/process/command-queue.scoped-lanes.test.ts): fixed lanes keep their
+// configuration, idle, while the scoped keys that ran are retired.
+func TestConformanceOpenClawPreservesFixedLanes(t *testing.T) {
+	t.Parallel()
+	fixed := []string{"main", "system-agent", "cron", "cron-nested", "skill-workshop-review", "subagent", "nested"}
+	g := ocNew(t).scoped(t, "scoped")
+	for _, lane := range fixed {
+		g.global(t, lane, 1)
+	}
+	g.global(t, "configured", 2)
+	var runs []*ocTask
+	for _, key := range []string{"session:agent:main:autoqa-fixed", "nested:agent:main:autoqa-fixed", "context-engine-turn-maintenance:agent:main:autoqa-fixed"} {
+		runs = append(runs, g.run(context.Background(), key, "scoped"))
+	}
+	runs = append(runs, g.run(context.Background(), "", "configured"), g.run(context.Background(), "", "configured"))
+	for _, k := range runs {
+		k.release()
+		if err := k.result(t); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, lane := range append(fixed, "configured") {
+		st := g.stats(t, lane)
+		want := int64(1)
+		if lane == "configured" {
+			want = 2
+		}
+		if st.Capacity != want || st.Held != 0 || st.Waiters != 0 {
+			t.Fatalf("fixed lane %q: %+v, want idle with capacity %d", lane, st, want)
+		}
+	}
+	if n := g.keyed["scoped"].Len(); n != 0 {
+		t.Fatalf("%d scoped entries left, want 0", n)
+	}
+}
+
+// TestConformanceOpenClawRecreatesScopedLaneForFollowUp ports "scoped
+// command lane lifecycle > recreates a maintenance lane for deferred
+// same-session follow-up work" (openclaw/openclaw,
+// src/process/command-queue.scoped-lanes.test.ts): follow-up work enqueued
+// for the key once its first command is done gets a fresh entry (a new one
+// is made: Created goes to 2), which is retired in turn.
+func TestConformanceOpenClawRecreatesScopedLaneForFollowUp(t *testing.T) {
+	t.Parallel()
+	g := ocNew(t).scoped(t, "maintenance")
+	const key = "agent:main:autoqa-rerun"
+	first := g.run(context.Background(), key, "maintenance")
+	first.release()
+	if err := first.result(t); err != nil {
+		t.Fatal(err)
+	}
+	follow := g.run(context.Background(), key, "maintenance")
+	follow.waitStarted(t)
+	ks := g.keyed["maintenance"]
+	if st := ks.Stats(); st.Keys != 1 || st.Created != 2 || st.Held != 1 {
+		t.Fatalf("with the follow-up running: %+v, want a second entry, held", st)
+	}
+	follow.release()
+	if err := follow.result(t); err != nil {
+		t.Fatal(err)
+	}
+	if n := ks.Len(); n != 0 {
+		t.Fatalf("%d entries after the follow-up, want 0", n)
+	}
+}
+
+// TestConformanceOpenClawRetiresScopedLaneAfterFailure ports "scoped command
+// lane lifecycle > retires a scoped lane after its active task rejects"
+// (openclaw/openclaw, src/process/command-queue.scoped-lanes.test.ts): the
+// task's error comes back from Do, and the key is retired as after success.
+func TestConformanceOpenClawRetiresScopedLaneAfterFailure(t *testing.T) {
+	t.Parallel()
+	g := ocNew(t).scoped(t, "nested")
+	boom := errors.New("scoped task failed")
+	k := g.runFailing(context.Background(), boom, "agent:main:autoqa-rejected", "nested")
+	k.release()
+	if err := k.result(t); !errors.Is(err, boom) {
+		t.Fatalf("Do = %v, want the task's error", err)
+	}
+	if n := g.keyed["nested"].Len(); n != 0 {
+		t.Fatalf("%d entries after the failed task, want 0", n)
+	}
+}
+
+// ocGroup builds the capacity-group fixture of
+// command-queue.capacity-groups.test.ts: member lanes cron-nested,
+// hook-dispatch and delivery-dispatch of 8 each, and the group's budget as a
+// global lane of its own that every member's command also names.
+func ocGroup(t testing.TB, budget int64) *ocGateway {
+	g := ocNew(t)
+	for _, lane := range []string{"cron-nested", "hook-dispatch", "delivery-dispatch"} {
+		g.global(t, lane, 8)
+	}
+	return g.global(t, "group", budget)
+}
+
+// TestConformanceOpenClawGroupBudgetNeverExceeded ports "command lane
+// capacity groups > total active never exceeds the group budget" and the
+// budget half of "a member may use the full group budget beyond its
+// reservation" (openclaw/openclaw,
+// src/process/command-queue.capacity-groups.test.ts): twenty commands over
+// two members of a group of 8 run 8 at a time, never more, and one member
+// alone may use the whole budget. Reservations are not supported (a member's
+// reserved share); without them the budget is simply shared.
+func TestConformanceOpenClawGroupBudgetNeverExceeded(t *testing.T) {
+	t.Parallel()
+	g := ocGroup(t, 8)
+	var runs []*ocTask
+	for i := range 20 {
+		member := "cron-nested"
+		if i%2 == 1 {
+			member = "hook-dispatch"
+		}
+		runs = append(runs, g.run(context.Background(), "", member, "group"))
+	}
+	waiting := func() int {
+		n := 0
+		for _, st := range g.q.Stats() {
+			n += st.Waiters
+		}
+		return n
+	}
+	ocEventually(t, "the group to fill", func() bool { return g.active("group") == 8 && waiting() == 12 })
+	if n := g.active("cron-nested") + g.active("hook-dispatch"); n != 8 {
+		t.Fatalf("%d members active, want exactly the budget 8", n)
+	}
+	for _, k := range runs {
+		k.release()
+	}
+	for _, k := range runs {
+		if err := k.result(t); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := g.stats(t, "group"); st.Acquired != 20 || st.Held != 0 {
+		t.Fatalf("group: %+v", st)
+	}
+
+	var solo []*ocTask
+	for range 9 {
+		solo = append(solo, g.run(context.Background(), "", "hook-dispatch", "group"))
+	}
+	ocEventually(t, "one member to fill the group", func() bool { return g.active("hook-dispatch") == 8 && g.stats(t, "group").Waiters == 1 })
+	for _, k := range solo {
+		k.release()
+	}
+	for _, k := range solo {
+		if err := k.result(t); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestConformanceOpenClawGroupFreedCapacityWakesSibling ports "command lane
+// capacity groups > capacity freed by one member wakes a queued sibling" and
+// "a failing task releases group capacity like a successful one"
+// (openclaw/openclaw, src/process/command-queue.capacity-groups.test.ts): a
+// member waiting for the group's budget starts when another member's command
+// ends, whether it succeeded or failed.
+func TestConformanceOpenClawGroupFreedCapacityWakesSibling(t *testing.T) {
+	t.Parallel()
+	for _, fail := range []error{nil, errors.New("task blew up")} {
+		g := ocGroup(t, 2)
+		first := g.runFailing(context.Background(), fail, "", "cron-nested", "group")
+		second := g.run(context.Background(), "", "cron-nested", "group")
+		first.waitStarted(t)
+		second.waitStarted(t)
+		hook := g.queued(t, context.Background(), "", "group", "hook-dispatch", "group")
+		if n := g.active("hook-dispatch"); n != 0 {
+			t.Fatalf("hook active %d with the budget full", n)
+		}
+		first.release()
+		if err := first.result(t); !errors.Is(err, fail) {
+			t.Fatalf("first = %v, want %v", err, fail)
+		}
+		hook.waitStarted(t)
+		hook.release()
+		second.release()
+		for _, k := range []*ocTask{hook, second} {
+			if err := k.result(t); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestConformanceOpenClawGroupServesInArrivalOrder ports "command lane
+// capacity groups > three-member arbitration is independent of member
+// iteration order", "equal-priority group heads keep global sequence after
+// clock rollback" and "a %s completion gives shared capacity to the older
+// eligible sibling head" without its reservation (openclaw/openclaw,
+// src/process/command-queue.capacity-groups.test.ts): the group's budget
+// goes to the member command that queued first, whatever the members'
+// order, the wall clock, or which member's command freed it. Ours orders a
+// lane's waiters by arrival alone (no clock is read to order them), so a
+// clock going back cannot reorder them.
+func TestConformanceOpenClawGroupServesInArrivalOrder(t *testing.T) {
+	t.Parallel()
+	// Three members, budget 1: delivery queued before hook goes first.
+	g := ocGroup(t, 1)
+	blocker := g.run(context.Background(), "", "cron-nested", "group")
+	blocker.waitStarted(t)
+	delivery := g.queued(t, context.Background(), "", "group", "delivery-dispatch", "group")
+	hook := g.queued(t, context.Background(), "", "group", "hook-dispatch", "group")
+	blocker.release()
+	if err := blocker.result(t); err != nil {
+		t.Fatal(err)
+	}
+	delivery.waitStarted(t)
+	hook.notStarted(t)
+	if w := g.stats(t, "group").Waiters; w != 1 {
+		t.Fatalf("group waiters %d, want the hook queued", w)
+	}
+	delivery.release()
+	hook.waitStarted(t)
+	hook.release()
+	for _, k := range []*ocTask{delivery, hook} {
+		if err := k.result(t); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Budget 2, held by two hooks; cron queues, then a third hook. A hook
+	// that ends (well or not) hands its share to the older cron.
+	for _, fail := range []error{nil, errors.New("expected hook failure")} {
+		g := ocGroup(t, 2)
+		h1 := g.runFailing(context.Background(), fail, "", "hook-dispatch", "group")
+		h2 := g.run(context.Background(), "", "hook-dispatch", "group")
+		h1.waitStarted(t)
+		h2.waitStarted(t)
+		cron := g.queued(t, context.Background(), "", "group", "cron-nested", "group")
+		h3 := g.queued(t, context.Background(), "", "group", "hook-dispatch", "group")
+		h1.release()
+		if err := h1.result(t); !errors.Is(err, fail) {
+			t.Fatalf("first hook = %v, want %v", err, fail)
+		}
+		cron.waitStarted(t)
+		h3.notStarted(t)
+		if a, w := g.active("hook-dispatch"), g.stats(t, "group").Waiters; a != 1 || w != 1 {
+			t.Fatalf("hooks active %d, queued %d; want 1 and 1", a, w)
+		}
+		for _, k := range []*ocTask{cron, h2, h3} {
+			k.release()
+		}
+		for _, k := range []*ocTask{cron, h2, h3} {
+			if err := k.result(t); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestConformanceOpenClawLanesOutsideGroupUnconstrained ports "command lane
+// capacity groups > lanes outside any group are unconstrained by it"
+// (openclaw/openclaw, src/process/command-queue.capacity-groups.test.ts):
+// with the group's budget used up, a lane that is not a member runs its
+// full capacity.
+func TestConformanceOpenClawLanesOutsideGroupUnconstrained(t *testing.T) {
+	t.Parallel()
+	g := ocGroup(t, 1).global(t, "unpooled", 4)
+	member := g.run(context.Background(), "", "cron-nested", "group")
+	member.waitStarted(t)
+	var runs []*ocTask
+	for range 4 {
+		k := g.run(context.Background(), "", "unpooled")
+		k.waitStarted(t)
+		runs = append(runs, k)
+	}
+	if n := g.active("unpooled"); n != 4 {
+		t.Fatalf("unpooled active %d, want 4", n)
+	}
+	for _, k := range append(runs, member) {
+		k.release()
+		if err := k.result(t); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestConformanceOpenClawNestedAcquireDoesNotDeadlock ports "command lane
+// capacity groups > rejects lanes that can be synchronously awaited"
+// (openclaw/openclaw, src/process/command-queue.capacity-groups.test.ts):
+// OpenClaw refuses, when a group is configured, lanes whose commands await
+// one another, since waiting inside would deadlock. Ours catches the wait
+// itself: a Do inside a Do for the same key and a lane it holds fails at
+// once with ErrReentrant instead of waiting for its own caller; lanes taken
+// in the canonical order keep two callers from waiting for each other in a
+// cycle. (The check is per key: a nested call for another key on a full
+// global lane would still wait; give such work a lane of its own.)
+func TestConformanceOpenClawNestedAcquireDoesNotDeadlock(t *testing.T) {
+	t.Parallel()
+	g := ocNew(t).scoped(t, "session").global(t, "main", 1)
+	for _, lanes := range [][]string{{"session"}, {"main"}, {"session", "main"}} {
+		err := g.q.Do(context.Background(), "abc", lanes, func(ctx context.Context) error {
+			return g.q.Do(ctx, "abc", lanes, func(context.Context) error {
+				t.Errorf("the nested command on %v ran", lanes)
+				return nil
+			})
+		})
+		if !errors.Is(err, lanequeue.ErrReentrant) {
+			t.Fatalf("a nested Do on %v = %v, want ErrReentrant", lanes, err)
+		}
+	}
+	if n := len(g.q.Holders()); n != 0 {
+		t.Fatalf("%d holders left", n)
+	}
+}
+
+// ocConv is a conversation key as OpenClaw's resolveConversationLane builds
+// it from its parts, typed instead of joined into a string.
+type ocConv struct{ Channel, Account, Peer string }
+
+// TestConformanceOpenClawConversationKeys ports "resolveConversationLane >
+// builds lane key from channel + accountId + peerId", "lowercases all
+// parts", "trims whitespace", "defaults accountId to 'default'" and "returns
+// empty string when both channel and peerId are missing"
+// (openclaw/openclaw, src/agents/pi-embedded-runner/lanes.test.ts). A struct
+// key needs no string building: the same conversation runs one at a time,
+// conversations that differ in any part run at once. Ours differs: keys are
+// compared as they are, with no lowercasing, trimming or defaults, so
+// "Discord" and "discord" are two conversations; normalise the parts before
+// building the key to fold them. The zero key is a key like any other (a
+// command that needs no per-conversation order does not name the keyed
+// lane).
+func TestConformanceOpenClawConversationKeys(t *testing.T) {
+	t.Parallel()
+	q := lanequeue.New[ocConv]()
+	defer q.Close()
+	if err := q.AddSessionLane("conv", keyedsem.WithIdleTimeout(0)); err != nil {
+		t.Fatal(err)
+	}
+	lanes := []string{"conv"}
+	convs := []ocConv{
+		{"discord", "acct1", "C12345"},
+		{"discord", "acct1", "C12346"},
+		{"discord", "acct2", "C12345"},
+		{"telegram", "acct1", "C12345"},
+		{"Discord", "ACCT1", "c12345"},
+		{"  discord  ", "acct1", "  C12345  "},
+		{},
+	}
+	var held []*lanequeue.Ticket[ocConv]
+	for _, c := range convs {
+		tk, ok := q.TryAcquireAll(c, lanes)
+		if !ok {
+			t.Fatalf("conversation %+v was blocked by another one", c)
+		}
+		held = append(held, tk)
+	}
+	for _, c := range convs {
+		if _, ok := q.TryAcquireAll(c, lanes); ok {
+			t.Fatalf("conversation %+v ran twice at once", c)
+		}
+	}
+	for _, tk := range held {
+		tk.Release()
+	}
+	if st := q.Stats()[0]; st.Keys != 0 || st.Held != 0 {
+		t.Fatalf("after the conversations: %+v", st)
+	}
+}
