@@ -1043,3 +1043,49 @@ func TestConformanceOpenClawConversationKeys(t *testing.T) {
 		t.Fatalf("after the conversations: %+v", st)
 	}
 }
+
+// TestConformanceOpenClawAbortBeforeReleaseWinsRace ports the ordering of
+// "command queue > rejects queued task when abortSignal fires while
+// waiting" and "abort removes only the targeted entry from the queue"
+// (openclaw/openclaw, src/process/command-queue.test.ts), where
+// controller.abort() runs before the blocker is resolved: the aborted
+// command must be rejected, never run, even though the lane comes free right
+// after the abort. Here the cancel happens before the release without
+// waiting in between, on a keyed and on a global lane, for many rounds: the
+// grant and the cancellation then race inside the lanes, and the
+// cancellation, which happened first, must win (issue 11, defect 1).
+func TestConformanceOpenClawAbortBeforeReleaseWinsRace(t *testing.T) {
+	t.Parallel()
+	rounds := 300
+	if testing.Short() {
+		rounds = 50
+	}
+	g := ocNew(t).scoped(t, "session").global(t, "main", 1)
+	for _, lane := range []string{"session", "main"} {
+		for round := range rounds {
+			first := g.run(context.Background(), "k", lane)
+			first.waitStarted(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			second := g.queued(t, ctx, "k", lane, lane)
+			cancel()
+			first.release()
+			select {
+			case <-second.started:
+				second.release()
+				t.Fatalf("%s, round %d: a command aborted before the lane came free ran (Do returned %v)", lane, round, second.result(t))
+			case err := <-second.done:
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("%s, round %d: a command aborted before the lane came free returned %v, want context.Canceled", lane, round, err)
+				}
+			case <-time.After(ocDeadline):
+				t.Fatalf("%s, round %d: the aborted command did not return", lane, round)
+			}
+			if err := first.result(t); err != nil {
+				t.Fatal(err)
+			}
+			if st := g.stats(t, lane); st.Held != 0 || st.Waiters != 0 {
+				t.Fatalf("%s, round %d: %+v after both ended", lane, round, st)
+			}
+		}
+	}
+}
