@@ -1056,9 +1056,9 @@ func TestConformanceOpenClawConversationKeys(t *testing.T) {
 // cancellation, which happened first, must win (issue 11, defect 1).
 func TestConformanceOpenClawAbortBeforeReleaseWinsRace(t *testing.T) {
 	t.Parallel()
-	rounds := 300
+	rounds := 1000
 	if testing.Short() {
-		rounds = 50
+		rounds = 100
 	}
 	g := ocNew(t).scoped(t, "session").global(t, "main", 1)
 	for _, lane := range []string{"session", "main"} {
