@@ -40,6 +40,9 @@ func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{l
 // a caller waiting for its key holds no global permit; and a rate token is
 // spent only once every other permit is held.
 //
+// A call may name any number of lanes (a ticket of more than four keeps
+// its list in an allocation of its own).
+//
 // On failure AcquireAll returns a nil ticket and an error, and holds
 // nothing: every permit taken so far is released, in reverse order, before
 // it returns. These errors come at once, before anything is taken:
@@ -91,7 +94,7 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes []string, opts .
 		}
 	}
 	hs := g.held()
-	plain := int(g.plain)
+	plain := g.plain
 	for i := 0; i < plain; i++ {
 		h := &hs[i]
 		p, err := h.e.acquire(ctx, key, h.n)
@@ -127,7 +130,7 @@ func (q *Queue[K]) TryAcquireAll(key K, lanes []string, opts ...AcquireOption) (
 		return nil, false
 	}
 	hs := g.held()
-	plain := int(g.plain)
+	plain := g.plain
 	for i := 0; i < plain; i++ {
 		h := &hs[i]
 		p, ok := h.e.tryAcquire(key, h.n)
