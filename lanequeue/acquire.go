@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/sessionlane/lanes/internal/fastctx"
 	"github.com/sessionlane/lanes/semaphore"
@@ -64,9 +63,14 @@ func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{l
 // leaves that lane's queue at once (the lane's own guarantee) and gives
 // back what it took on the lanes before it, newest first; a permit granted
 // while the cancellation was in flight is given back too. A rate lane whose
-// wait is cancelled gives its tokens back. The caller owns a ticket if and
-// only if the error is nil. Once granted, the ticket is held until
-// released, whatever happens to ctx.
+// wait is cancelled gives its tokens back. A context that ends before the
+// last permit is granted wins, even if a lane granted anyway (a grant and
+// the end both ready at once, or a lane that grants without looking at
+// ctx): once every permit is held AcquireAll looks at ctx once more and,
+// if it has ended, gives everything back, as a cancelled waiter would, and
+// returns ctx.Err(). The caller owns a ticket if and only if the error is
+// nil. Once granted, the ticket is held until released, whatever happens
+// to ctx.
 //
 // AcquireAll panics if ctx is nil.
 func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes []string, opts ...AcquireOption) (*Ticket[K], error) {
@@ -109,6 +113,13 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes []string, opts .
 			rollback(&g, plain)
 			return nil, q.laneErr(ctx, nil, err)
 		}
+	} else if ended(ctx) {
+		// Every permit is held, but ctx ended on the way: before the last
+		// grant, perhaps (a lane that granted across the cancellation, or
+		// one that grants at once without looking at ctx). The end wins:
+		// give everything back, as a cancelled waiter would.
+		rollback(&g, plain)
+		return nil, ctx.Err()
 	}
 	return q.publish(key, &g), nil
 }
@@ -252,9 +263,18 @@ func (q *Queue[K]) takeRateTail(ctx context.Context, key K, g *grant[K], from in
 	for _, i := range ext {
 		h := &hs[i]
 		if _, err := h.e.lane.Acquire(ctx, key, h.n); err != nil {
-			cancelRates(reqs, time.Now())
+			cancelRates(reqs, ratesNow(reqs))
 			return q.laneErr(ctx, h.e, err)
 		}
+	}
+	// Every permit is held. If ctx ended meanwhile, the end wins (see
+	// AcquireAll); the caller rolls the other lanes back.
+	if ended(ctx) {
+		cancelRates(reqs, ratesNow(reqs))
+		for i := range reqs {
+			reqs[i].l.cancelled.Add(1)
+		}
+		return ctx.Err()
 	}
 	commitRates(reqs)
 	return nil
@@ -277,7 +297,7 @@ func tryRateTail[K comparable](key K, g *grant[K], from int) bool {
 	for _, i := range ext {
 		h := &hs[i]
 		if _, ok := h.e.lane.TryAcquire(key, h.n); !ok {
-			cancelRates(reqs, time.Now())
+			cancelRates(reqs, ratesNow(reqs))
 			return false
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/fastctx"
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/semaphore"
@@ -124,7 +125,10 @@ func (l *sessionLane[K]) Close() { l.s.Close() }
 // context's deadline comes before they would be available: then it fails
 // at once with an error that wraps context.DeadlineExceeded, and spends
 // nothing. A cancelled wait gives its tokens back (rate.Reservation's
-// CancelAt). Close wakes the waiters with [ErrClosed].
+// CancelAt). A context that has ended by the time the tokens are there
+// wins over them (also when the wait's timer and the end come together):
+// the tokens are given back and Acquire returns ctx.Err(). Close wakes the
+// waiters with [ErrClosed].
 //
 // [Queue.AddRateLane] builds the limiter itself.
 func NewRateLane[K comparable](lim *rate.Limiter) Lane[K] {
@@ -147,6 +151,10 @@ type rateLane[K comparable] struct {
 	// nobody else can change it), or -1 for a limiter from outside, whose
 	// burst is asked each time (SetBurst may change it).
 	burst int64
+	// clk is the lane's time source; nil, as always outside this
+	// package's tests, is the system clock. rate.Limiter is told the time
+	// at each call, so a fake clock drives the limiter as well.
+	clk clock.Clock
 
 	closeOnce sync.Once
 	closed    chan struct{} // closed by Close
@@ -159,6 +167,23 @@ type rateLane[K comparable] struct {
 }
 
 func (l *rateLane[K]) Kind() Kind { return Rate }
+
+// now reads the lane's clock.
+func (l *rateLane[K]) now() time.Time {
+	if l.clk == nil {
+		return time.Now()
+	}
+	return l.clk.Now()
+}
+
+// ratesNow reads the clock of the lanes of reqs (the first lane's: the
+// lanes of one queue share one).
+func ratesNow[K comparable](reqs []rateReq[K]) time.Time {
+	if len(reqs) == 0 {
+		return time.Now()
+	}
+	return reqs[0].l.now()
+}
 
 func (l *rateLane[K]) MaxWeight() int64 {
 	if l.burst >= 0 {
@@ -187,7 +212,7 @@ func (l *rateLane[K]) TryAcquire(_ K, n int64) (semaphore.Permit, bool) {
 		l.rejected.Add(1)
 		return semaphore.Permit{}, false
 	}
-	if !l.lim.AllowN(time.Now(), int(n)) {
+	if !l.lim.AllowN(l.now(), int(n)) {
 		return semaphore.Permit{}, false
 	}
 	l.acquired.Add(1)
@@ -262,7 +287,7 @@ func takeRates[K comparable](ctx context.Context, reqs []rateReq[K], done <-chan
 			return err
 		}
 	}
-	now := time.Now()
+	now := ratesNow(reqs)
 	var delay time.Duration
 	for i := range reqs {
 		q := &reqs[i]
@@ -276,22 +301,48 @@ func takeRates[K comparable](ctx context.Context, reqs []rateReq[K], done <-chan
 		q.r, q.due = r, now.Add(d)
 		delay = max(delay, d)
 	}
-	if delay == 0 {
-		return nil
-	}
-	if err := waitRates(ctx, ctxDone, reqs, done, now, delay); err != nil {
-		return err
-	}
-	for i := range reqs {
-		if reqs[i].l.isClosed.Load() {
-			cancelRates(reqs, time.Now())
-			for j := range reqs {
-				reqs[j].l.rejected.Add(1)
+	if delay > 0 {
+		if err := waitRates(ctx, ctxDone, reqs, done, now, delay); err != nil {
+			return err
+		}
+		for i := range reqs {
+			if reqs[i].l.isClosed.Load() {
+				cancelRates(reqs, ratesNow(reqs))
+				for j := range reqs {
+					reqs[j].l.rejected.Add(1)
+				}
+				return ErrClosed
 			}
-			return ErrClosed
 		}
 	}
+	// The tokens are there. If ctx ended meanwhile (before the
+	// reservation, or while the timer and ctx were both ready, when the
+	// select above picks either), the end of ctx wins: a cancellation
+	// that came before the grant must not lose to it (go.dev/issue/63615).
+	if ctxDone != nil && isDone(ctxDone) {
+		cancelRates(reqs, ratesNow(reqs))
+		for i := range reqs {
+			reqs[i].l.cancelled.Add(1)
+		}
+		return ctx.Err()
+	}
 	return nil
+}
+
+// isDone reports whether done is closed, without waiting.
+func isDone(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
+// ended reports whether ctx has ended: free for the contexts that never
+// end, an atomic load (ctx.Err) for the standard ones.
+func ended(ctx context.Context) bool {
+	return !fastctx.NeverDone(ctx) && ctx.Err() != nil
 }
 
 // commitRates keeps the reservations of reqs: the tokens are spent.
@@ -313,7 +364,7 @@ func tryRates[K comparable](reqs []rateReq[K]) bool {
 			return false
 		}
 	}
-	now := time.Now()
+	now := ratesNow(reqs)
 	// Look before reserving: a reservation that must wait, even if
 	// cancelled at once, can leave the limiter's record of the latest
 	// reservation in the future (rate.Limiter rounds through float64), and
@@ -366,21 +417,37 @@ func waitRates[K comparable](ctx context.Context, ctxDone <-chan struct{}, reqs 
 	for i := range reqs {
 		reqs[i].l.waiters.Add(1)
 	}
-	timer := time.NewTimer(delay)
+	var (
+		rt    *time.Timer // the system clock's
+		ft    clock.Timer // a test clock's
+		fired <-chan time.Time
+	)
+	if c := reqs[0].l.clk; c != nil {
+		ft = c.NewTimer(delay)
+		fired = ft.C()
+	} else {
+		rt = time.NewTimer(delay)
+		fired = rt.C
+	}
 	var err error
 	select {
-	case <-timer.C:
+	case <-fired:
+		// ctx may have ended too: takeRates looks again.
 	case <-ctxDone:
 		err = ctx.Err()
 	case <-done:
 		err = ErrClosed
 	}
-	timer.Stop()
+	if rt != nil {
+		rt.Stop()
+	} else {
+		ft.Stop()
+	}
 	for i := range reqs {
 		reqs[i].l.waiters.Add(-1)
 	}
 	if err != nil {
-		cancelRates(reqs, time.Now())
+		cancelRates(reqs, ratesNow(reqs))
 		for i := range reqs {
 			if err == ErrClosed {
 				reqs[i].l.rejected.Add(1)
