@@ -53,6 +53,12 @@
 // Memory ordering: a Release happens before the AcquireAll calls that it
 // unblocks return, as with a mutex.
 //
+// The semaphores behind the lanes: [Queue.GlobalSemaphore] returns the
+// [semaphore.Weighted] of a global lane, to resize it with SetCapacity
+// (the queue honours the new capacity at once), and [Queue.KeyedSemaphore]
+// the [keyedsem.KeyedSemaphore] of a keyed lane, to Sweep its idle keys,
+// also for the lanes that [Default] and the Add methods build.
+//
 // Diagnostics: [Queue.Holders] lists the permits out (lane, key, weight,
 // since when), oldest first; [Queue.Stats] gives each lane's figures.
 //

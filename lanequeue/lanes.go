@@ -20,12 +20,15 @@ import (
 //
 // Use it to share one semaphore between a queue and code that acquires it
 // directly, or to watch the semaphore's own [semaphore.Stats].
-// [Queue.AddLane] builds the semaphore itself.
+// [Queue.AddLane] builds the semaphore itself ([Queue.GlobalSemaphore]
+// returns it).
 func NewGlobalLane[K comparable](s *semaphore.Weighted) Lane[K] {
 	if s == nil {
 		panic("lanequeue: nil semaphore")
 	}
-	return &globalLane[K]{s: s, capacity: -1}
+	l := &globalLane[K]{s: s}
+	l.capacity.Store(-1)
+	return l
 }
 
 // globalLane adapts a semaphore.Weighted. Its methods are thin: the
@@ -35,15 +38,16 @@ type globalLane[K comparable] struct {
 	// capacity is the semaphore's fixed capacity when the lane made it
 	// (AddLane: nobody else can change it), or -1 for a semaphore from
 	// outside, whose capacity is read from its Stats each time (it may be
-	// changed by SetCapacity).
-	capacity int64
+	// changed by SetCapacity). Queue.GlobalSemaphore, which hands the
+	// semaphore out, sets it to -1 for good.
+	capacity atomic.Int64
 }
 
 func (l *globalLane[K]) Kind() Kind { return Global }
 
 func (l *globalLane[K]) MaxWeight() int64 {
-	if l.capacity >= 0 {
-		return l.capacity
+	if c := l.capacity.Load(); c >= 0 {
+		return c
 	}
 	return l.s.Stats().Capacity
 }
@@ -76,7 +80,8 @@ func (l *globalLane[K]) Close() { l.s.Close() }
 // budget of s's per-key capacity (1 by default: one at a time per key, in
 // arrival order). The lane's Close closes s.
 //
-// [Queue.AddSessionLane] builds the keyed semaphore itself.
+// [Queue.AddSessionLane] builds the keyed semaphore itself
+// ([Queue.KeyedSemaphore] returns it).
 func NewSessionLane[K comparable](s *keyedsem.KeyedSemaphore[K]) Lane[K] {
 	if s == nil {
 		panic("lanequeue: nil keyed semaphore")

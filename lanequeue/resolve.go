@@ -118,12 +118,13 @@ func (c *setCache[K]) store(names []string, lanes []*laneEntry[K]) {
 	src := srcOf(names)
 	s := &laneSet[K]{names: slices.Clone(names), lanes: lanes, src: src, fixedMax: -1, plain: plainLanes(lanes)}
 	for i, e := range lanes {
-		if e.fixedMax < 0 {
+		m := e.fixedMax.Load()
+		if m < 0 {
 			s.fixedMax = -1
 			break
 		}
-		if i == 0 || e.fixedMax < s.fixedMax {
-			s.fixedMax = e.fixedMax
+		if i == 0 || m < s.fixedMax {
+			s.fixedMax = m
 		}
 	}
 	if p.CompareAndSwap(nil, s) {
