@@ -63,14 +63,15 @@ func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{l
 // leaves that lane's queue at once (the lane's own guarantee) and gives
 // back what it took on the lanes before it, newest first; a permit granted
 // while the cancellation was in flight is given back too. A rate lane whose
-// wait is cancelled gives its tokens back. A context that ends before the
-// last permit is granted wins, even if a lane granted anyway (a grant and
-// the end both ready at once, or a lane that grants without looking at
-// ctx): once every permit is held AcquireAll looks at ctx once more and,
-// if it has ended, gives everything back, as a cancelled waiter would, and
-// returns ctx.Err(). The caller owns a ticket if and only if the error is
-// nil. Once granted, the ticket is held until released, whatever happens
-// to ctx.
+// wait is cancelled gives its tokens back (as far as it can without
+// granting more than its bucket allows; see [NewRateLane]). A context
+// that ends before the last permit is granted wins, even if a lane granted
+// anyway (a grant and the end both ready at once, or a lane that grants
+// without looking at ctx): once every permit is held AcquireAll looks at
+// ctx once more and, if it has ended, gives everything back, as a
+// cancelled waiter would, and returns ctx.Err(). The caller owns a ticket
+// if and only if the error is nil. Once granted, the ticket is held until
+// released, whatever happens to ctx.
 //
 // AcquireAll panics if ctx is nil.
 func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes []string, opts ...AcquireOption) (*Ticket[K], error) {
@@ -263,14 +264,14 @@ func (q *Queue[K]) takeRateTail(ctx context.Context, key K, g *grant[K], from in
 	for _, i := range ext {
 		h := &hs[i]
 		if _, err := h.e.lane.Acquire(ctx, key, h.n); err != nil {
-			cancelRates(reqs, ratesNow(reqs))
+			cancelRates(reqs)
 			return q.laneErr(ctx, h.e, err)
 		}
 	}
 	// Every permit is held. If ctx ended meanwhile, the end wins (see
 	// AcquireAll); the caller rolls the other lanes back.
 	if ended(ctx) {
-		cancelRates(reqs, ratesNow(reqs))
+		cancelRates(reqs)
 		for i := range reqs {
 			reqs[i].l.cancelled.Add(1)
 		}
@@ -297,7 +298,7 @@ func tryRateTail[K comparable](key K, g *grant[K], from int) bool {
 	for _, i := range ext {
 		h := &hs[i]
 		if _, ok := h.e.lane.TryAcquire(key, h.n); !ok {
-			cancelRates(reqs, ratesNow(reqs))
+			cancelRates(reqs)
 			return false
 		}
 	}

@@ -18,10 +18,12 @@
 //
 // All or nothing: on any failure (a context ending, a closed lane, a full
 // wait queue) every permit already taken is released, newest first, before
-// AcquireAll returns, and rate tokens reserved are given back. Errors that
-// can be known in advance (an unknown or repeated lane, an empty list, a
-// weight no lane could grant, a closed queue) are returned before anything
-// is taken.
+// AcquireAll returns, and rate tokens reserved are given back as far as
+// the limiter can without granting more than its bucket allows (see
+// [NewRateLane]: tokens already due may stay spent). Errors that can be
+// known in advance (an unknown or repeated lane, an empty list, a weight
+// no lane could grant, a closed queue) are returned before anything is
+// taken.
 //
 // Canonical order: whatever order the caller names the lanes in, they are
 // taken keyed lanes first, then global lanes, then rate lanes, each group

@@ -3,6 +3,8 @@ package lanequeue
 import (
 	"unsafe"
 
+	"golang.org/x/time/rate"
+
 	"github.com/sessionlane/lanes/internal/clock"
 )
 
@@ -45,4 +47,9 @@ func (q *Queue[K]) Records() (all, free int) {
 // from c (and make its timers with it). Call it before q is used.
 func SetRateClock[K comparable](q *Queue[K], name string, c clock.Clock) {
 	q.table.Load().byName[name].e.rate.clk = c
+}
+
+// RateLimiter returns the limiter of the rate lane registered as name on q.
+func RateLimiter[K comparable](q *Queue[K], name string) *rate.Limiter {
+	return q.table.Load().byName[name].e.rate.lim
 }

@@ -129,11 +129,36 @@ func (l *sessionLane[K]) Close() { l.s.Close() }
 // A rate lane waits for its tokens, rather than failing at once, unless the
 // context's deadline comes before they would be available: then it fails
 // at once with an error that wraps context.DeadlineExceeded, and spends
-// nothing. A cancelled wait gives its tokens back (rate.Reservation's
-// CancelAt). A context that has ended by the time the tokens are there
-// wins over them (also when the wait's timer and the end come together):
-// the tokens are given back and Acquire returns ctx.Err(). Close wakes the
+// nothing. A context that has ended by the time the tokens are there wins
+// over them (also when the wait's timer and the end come together): the
+// tokens are given back and Acquire returns ctx.Err(). Close wakes the
 // waiters with [ErrClosed].
+//
+// Giving tokens back: a call that fails (a cancelled wait, or a later lane
+// of AcquireAll failing) gives back the tokens it reserved as far as
+// rate.Limiter can without granting more than the bucket allows, never
+// further. Tokens not yet due come back, through rate.Reservation.CancelAt
+// as of now, which gives back fewer when later reservations were made
+// after this one (golang/go#56924). Tokens already due (a call naming
+// several rate lanes waits for the slowest, so the others' tokens are often
+// due at once) come back only if the lane has not used the limiter since:
+// then they come back as if never reserved. Otherwise they stay spent, and
+// the lane grants less than it could: giving them back as of their due
+// time moves the limiter's clock back, and the stretch since refills
+// twice, up to about a token per lane more than the bucket allows.
+//
+// Time never goes back: the lane reads the clock under a lock of its own
+// and makes its calls on lim under it. rate.Limiter takes the time from
+// its caller, and one older than its last update (read before waiting for
+// the limiter's lock behind callers that read it later) moves its clock
+// back with the same effect, in ReserveN, AllowN and CancelAt alike: with
+// two goroutines draining a bare limiter of 20000 tokens a second, and 16
+// more cancelling reservations on it, it granted thousands of tokens over
+// its allowance in 100ms on a loaded machine (BenchmarkRateCancelOverGrant;
+// the lane: none). The lane orders only its own calls: code that uses lim
+// directly can still move its clock back, and a failed call may then give
+// back tokens due before such a use (up to its weight more than the bucket
+// allows). Prefer [Queue.AddRateLane], whose limiter the lane alone uses.
 //
 // [Queue.AddRateLane] builds the limiter itself.
 func NewRateLane[K comparable](lim *rate.Limiter) Lane[K] {
@@ -150,16 +175,33 @@ func newRateLane[K comparable](lim *rate.Limiter, burst int64) *rateLane[K] {
 // rateLane takes tokens from a rate.Limiter through reservations, so that a
 // wait that ends with an error, or a grant that AcquireAll must roll back,
 // puts its tokens back.
+//
+// The lane makes every call on its limiter under mu, with the time read
+// under mu, so the times it passes the limiter never go back. rate.Limiter
+// takes the time from its caller and, given one older than its last
+// update, moves its clock back to it, so that the stretch between refills
+// twice: goroutines that read the clock, then queue for the limiter's lock
+// behind others that read it later, made a lane grant thousands of tokens
+// over its allowance a second under contention (see
+// BenchmarkRateCancelOverGrant). A lane over a limiter from outside
+// (NewRateLane) orders only its own calls.
 type rateLane[K comparable] struct {
 	lim *rate.Limiter
 	// burst is the limiter's fixed burst when the lane made it (AddRateLane:
-	// nobody else can change it), or -1 for a limiter from outside, whose
-	// burst is asked each time (SetBurst may change it).
+	// nobody else can change it, nor use it), or -1 for a limiter from
+	// outside, whose burst is asked each time (SetBurst may change it).
 	burst int64
 	// clk is the lane's time source; nil, as always outside this
 	// package's tests, is the system clock. rate.Limiter is told the time
 	// at each call, so a fake clock drives the limiter as well.
 	clk clock.Clock
+
+	mu sync.Mutex // orders the lane's calls on lim; guards last
+	// last is the time of the lane's latest call that may have changed
+	// lim's state (a reservation or grant, a cancellation). For a lane
+	// that made its limiter, nothing else changes it, so lim has not moved
+	// since last; a limiter from outside may also be used directly.
+	last time.Time
 
 	closeOnce sync.Once
 	closed    chan struct{} // closed by Close
@@ -179,15 +221,6 @@ func (l *rateLane[K]) now() time.Time {
 		return time.Now()
 	}
 	return l.clk.Now()
-}
-
-// ratesNow reads the clock of the lanes of reqs (the first lane's: the
-// lanes of one queue share one).
-func ratesNow[K comparable](reqs []rateReq[K]) time.Time {
-	if len(reqs) == 0 {
-		return time.Now()
-	}
-	return reqs[0].l.now()
 }
 
 func (l *rateLane[K]) MaxWeight() int64 {
@@ -217,11 +250,59 @@ func (l *rateLane[K]) TryAcquire(_ K, n int64) (semaphore.Permit, bool) {
 		l.rejected.Add(1)
 		return semaphore.Permit{}, false
 	}
-	if !l.lim.AllowN(l.now(), int(n)) {
+	l.mu.Lock()
+	now := l.now()
+	ok := l.lim.AllowN(now, int(n))
+	if ok {
+		l.last = now
+	}
+	l.mu.Unlock()
+	if !ok {
 		return semaphore.Permit{}, false
 	}
 	l.acquired.Add(1)
 	return semaphore.Permit{}, true
+}
+
+// reserve reserves n tokens as of now, read under l.mu, and returns the
+// reservation, now, and when its tokens are there. With wait false, a
+// reservation that would have to wait is given back at once and reserve
+// returns nil.
+func (l *rateLane[K]) reserve(n int64, wait bool) (*rate.Reservation, time.Time, time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	r := l.lim.ReserveN(now, int(n))
+	if !r.OK() {
+		return r, now, now
+	}
+	l.last = now
+	d := r.DelayFrom(now)
+	if d > 0 && !wait {
+		r.CancelAt(now) // due after now: gives every token back
+		return nil, now, now
+	}
+	return r, now, now.Add(d)
+}
+
+// cancel gives back the tokens of r, due at due, as far as that can be
+// done without granting more than the bucket allows; see cancelRates.
+func (l *rateLane[K]) cancel(r *rate.Reservation, due time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	at := l.now()
+	if due.Before(at) && !l.last.After(due) {
+		// The tokens were due before now, but the lane has not used the
+		// limiter since: cancelled as of their due time, they come back as
+		// if never reserved, and the limiter's clock does not go back
+		// (unless code outside the lane used a shared limiter meanwhile;
+		// see NewRateLane).
+		at = due
+	}
+	r.CancelAt(at)
+	if at.After(l.last) {
+		l.last = at
+	}
 }
 
 // Stats reports the burst as the capacity; a rate lane holds nothing, so
@@ -250,26 +331,27 @@ type rateReq[K comparable] struct {
 	l   *rateLane[K]
 	n   int64
 	r   *rate.Reservation
-	due time.Time // when r's tokens are there (r's time to act)
+	due time.Time // when r's tokens are there
 }
 
 // errRateDeadline is wrapped in the error of a rate wait that could not
 // end before the context's deadline.
 var errRateDeadline = fmt.Errorf("lanequeue: rate tokens not available before the context deadline: %w", context.DeadlineExceeded)
 
-// takeRates reserves the tokens of every lane of reqs at one instant and
-// waits for the longest delay. On failure it gives every reservation back
-// (cancelRates). On success the reservations stay in reqs: the caller keeps
-// them with commitRates or, if a later lane fails, gives them back with
-// cancelRates.
+// takeRates reserves the tokens of every lane of reqs, one lane after the
+// other, and waits until the last of them are there. On failure it gives
+// every reservation back (cancelRates). On success the reservations stay
+// in reqs: the caller keeps them with commitRates or, if a later lane
+// fails, gives them back with cancelRates.
 //
 // done, if not nil, ends the wait with ErrClosed (a lane's or the queue's
 // Close); a lane closed while the wait is for another lane's tokens is
 // noticed when the wait ends.
 //
-// On failure it returns ctx.Err() (also when ctx had already ended), an
-// error wrapping context.DeadlineExceeded (the tokens would come after the
-// deadline: nothing is spent and the call does not wait), ErrClosed, or
+// On failure it returns ctx.Err() (also when ctx had already ended, or
+// ended by the time the tokens were there), an error wrapping
+// context.DeadlineExceeded (the tokens would come after the deadline:
+// nothing is spent and the call does not wait), ErrClosed, or
 // semaphore.ErrInvalidWeight / ErrTooHeavy.
 func takeRates[K comparable](ctx context.Context, reqs []rateReq[K], done <-chan struct{}) error {
 	var ctxDone <-chan struct{}
@@ -292,27 +374,28 @@ func takeRates[K comparable](ctx context.Context, reqs []rateReq[K], done <-chan
 			return err
 		}
 	}
-	now := ratesNow(reqs)
-	var delay time.Duration
+	var last, due time.Time // the latest time read, the latest due time
 	for i := range reqs {
 		q := &reqs[i]
-		r := q.l.lim.ReserveN(now, int(q.n))
+		r, now, d := q.l.reserve(q.n, true)
 		if !r.OK() { // the burst shrank below n since the check
 			q.l.rejected.Add(1)
-			cancelRates(reqs[:i], now)
+			cancelRates(reqs[:i])
 			return fmt.Errorf("lanequeue: %d rate tokens above the burst: %w", q.n, semaphore.ErrTooHeavy)
 		}
-		d := r.DelayFrom(now)
-		q.r, q.due = r, now.Add(d)
-		delay = max(delay, d)
+		q.r, q.due = r, d
+		if i == 0 || d.After(due) {
+			due = d
+		}
+		last = now
 	}
-	if delay > 0 {
-		if err := waitRates(ctx, ctxDone, reqs, done, now, delay); err != nil {
+	if delay := due.Sub(last); delay > 0 {
+		if err := waitRates(ctx, ctxDone, reqs, done, due, delay); err != nil {
 			return err
 		}
 		for i := range reqs {
 			if reqs[i].l.isClosed.Load() {
-				cancelRates(reqs, ratesNow(reqs))
+				cancelRates(reqs)
 				for j := range reqs {
 					reqs[j].l.rejected.Add(1)
 				}
@@ -325,7 +408,7 @@ func takeRates[K comparable](ctx context.Context, reqs []rateReq[K], done <-chan
 	// select above picks either), the end of ctx wins: a cancellation
 	// that came before the grant must not lose to it (go.dev/issue/63615).
 	if ctxDone != nil && isDone(ctxDone) {
-		cancelRates(reqs, ratesNow(reqs))
+		cancelRates(reqs)
 		for i := range reqs {
 			reqs[i].l.cancelled.Add(1)
 		}
@@ -369,25 +452,24 @@ func tryRates[K comparable](reqs []rateReq[K]) bool {
 			return false
 		}
 	}
-	now := ratesNow(reqs)
 	// Look before reserving: a reservation that must wait, even if
 	// cancelled at once, can leave the limiter's record of the latest
 	// reservation in the future (rate.Limiter rounds through float64), and
 	// then later cancellations give back fewer tokens than they should.
 	for i := range reqs {
-		if reqs[i].l.lim.TokensAt(now) < float64(reqs[i].n) {
+		l := reqs[i].l
+		if l.lim.TokensAt(l.now()) < float64(reqs[i].n) {
 			return false
 		}
 	}
 	for i := range reqs {
 		q := &reqs[i]
-		r := q.l.lim.ReserveN(now, int(q.n))
-		if !r.OK() || r.DelayFrom(now) > 0 { // another caller took the tokens since the look
-			r.CancelAt(now)
-			cancelRates(reqs[:i], now)
+		r, _, due := q.l.reserve(q.n, false)
+		if r == nil || !r.OK() { // another caller took the tokens since the look
+			cancelRates(reqs[:i])
 			return false
 		}
-		q.r, q.due = r, now
+		q.r, q.due = r, due
 	}
 	return true
 }
@@ -408,12 +490,12 @@ func (l *rateLane[K]) check(n int64) error {
 	return nil
 }
 
-// waitRates waits delay (from now) for the reservations of reqs, or until
-// ctx or done ends the wait; then it gives the reservations back and
-// returns the error.
-func waitRates[K comparable](ctx context.Context, ctxDone <-chan struct{}, reqs []rateReq[K], done <-chan struct{}, now time.Time, delay time.Duration) error {
-	if dl, ok := ctx.Deadline(); ok && dl.Before(now.Add(delay)) {
-		cancelRates(reqs, now)
+// waitRates waits delay for the reservations of reqs, the last of which
+// are due at due, or until ctx or done ends the wait; then it gives the
+// reservations back and returns the error.
+func waitRates[K comparable](ctx context.Context, ctxDone <-chan struct{}, reqs []rateReq[K], done <-chan struct{}, due time.Time, delay time.Duration) error {
+	if dl, ok := ctx.Deadline(); ok && dl.Before(due) {
+		cancelRates(reqs)
 		for i := range reqs {
 			reqs[i].l.cancelled.Add(1)
 		}
@@ -452,7 +534,7 @@ func waitRates[K comparable](ctx context.Context, ctxDone <-chan struct{}, reqs 
 		reqs[i].l.waiters.Add(-1)
 	}
 	if err != nil {
-		cancelRates(reqs, ratesNow(reqs))
+		cancelRates(reqs)
 		for i := range reqs {
 			if err == ErrClosed {
 				reqs[i].l.rejected.Add(1)
@@ -464,28 +546,29 @@ func waitRates[K comparable](ctx context.Context, ctxDone <-chan struct{}, reqs 
 	return err
 }
 
-// cancelRates gives back the reservations of reqs, newest first, as of now
-// or of each one's due time if that is earlier.
+// cancelRates gives back the reservations of reqs, newest first, as far as
+// rate.Limiter can without granting more than the bucket allows.
 //
 // rate.Reservation.CancelAt(t) gives nothing back for a reservation due
-// before t: its tokens count as spent. A request that takes several rate
-// lanes waits for the slowest, so the others are due (often at once) long
-// before the request fails; cancelling them as of their due time gives
-// their tokens back. The price: if others used the limiter between that
-// due time and now, the limiter refills that stretch twice (rate.Limiter
-// then moves its clock back), so it may grant up to rate x stretch extra
-// tokens, never above its burst. With one rate lane a request is exact.
-func cancelRates[K comparable](reqs []rateReq[K], now time.Time) {
+// before t, and moves the limiter's clock back to t if the limiter was
+// used after t. A request that takes several rate lanes waits for the
+// slowest, so the others' tokens are often due (at once) long before the
+// request fails. Each is cancelled as of now, which gives back the tokens
+// not yet due; tokens already due come back only if the lane has not used
+// the limiter since they were: cancelled as of their due time, they come
+// back as if never reserved (a limiter shared with code outside the lane
+// may have been used meanwhile, unseen; see NewRateLane). Otherwise
+// they stay spent, and the lane grants less than it could, never more:
+// cancelling them as of their due time anyway, as this package once did,
+// refilled the stretch from then to now twice, up to about a token per
+// lane more than the bucket allows (TestRateCancelAsOfNow).
+func cancelRates[K comparable](reqs []rateReq[K]) {
 	for i := len(reqs) - 1; i >= 0; i-- {
 		q := &reqs[i]
 		if q.r == nil {
 			continue
 		}
-		at := now
-		if q.due.Before(now) {
-			at = q.due
-		}
-		q.r.CancelAt(at)
+		q.l.cancel(q.r, q.due)
 		q.r = nil
 	}
 }

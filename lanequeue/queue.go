@@ -261,7 +261,9 @@ func (q *Queue[K]) AddSessionLane(name string, opts ...keyedsem.Option) error {
 
 // AddRateLane adds a [Rate] lane: a [rate.Limiter] of limit tokens per
 // second and the given burst. A weight of n spends n tokens; nothing is
-// given back on release. See [NewRateLane] for how it waits.
+// given back on release. See [NewRateLane] for how it waits and what a
+// failed call gives back; the limiter is the lane's alone, so the lane
+// never grants more than its bucket allows.
 //
 // Concurrency and rate are different budgets: a model API may allow 10
 // requests in flight (a global lane) and 50 requests a minute (a rate
