@@ -141,11 +141,13 @@ func (l *sessionLane[K]) Close() { l.s.Close() }
 // as of now, which gives back fewer when later reservations were made
 // after this one (golang/go#56924). Tokens already due (a call naming
 // several rate lanes waits for the slowest, so the others' tokens are often
-// due at once) come back only if the lane has not used the limiter since:
-// then they come back as if never reserved. Otherwise they stay spent, and
-// the lane grants less than it could: giving them back as of their due
-// time moves the limiter's clock back, and the stretch since refills
-// twice, up to about a token per lane more than the bucket allows.
+// due at once) come back only if no call through the lane (a grant, a
+// reservation, a cancellation, for any caller) has used the limiter since
+// they were reserved: then they come back as if never reserved. Otherwise
+// they stay spent, and the lane grants less than it could: giving them
+// back as of their due time would move the limiter's clock back, and the
+// stretch since would refill twice, up to about a token per lane more than
+// the bucket allows.
 //
 // Time never goes back: the lane reads the clock under a lock of its own
 // and makes its calls on lim under it. rate.Limiter takes the time from
@@ -196,12 +198,13 @@ type rateLane[K comparable] struct {
 	// at each call, so a fake clock drives the limiter as well.
 	clk clock.Clock
 
-	mu sync.Mutex // orders the lane's calls on lim; guards last
-	// last is the time of the lane's latest call that may have changed
-	// lim's state (a reservation or grant, a cancellation). For a lane
-	// that made its limiter, nothing else changes it, so lim has not moved
-	// since last; a limiter from outside may also be used directly.
-	last time.Time
+	mu sync.Mutex // orders the lane's calls on lim; guards uses
+	// uses counts the lane's calls that may have changed lim's state (a
+	// reservation or grant, a cancellation), so that a reservation can
+	// tell whether lim has moved since it was made. For a lane that made
+	// its limiter nothing else changes it; a limiter from outside may also
+	// be used directly, unseen.
+	uses uint64
 
 	closeOnce sync.Once
 	closed    chan struct{} // closed by Close
@@ -254,7 +257,7 @@ func (l *rateLane[K]) TryAcquire(_ K, n int64) (semaphore.Permit, bool) {
 	now := l.now()
 	ok := l.lim.AllowN(now, int(n))
 	if ok {
-		l.last = now
+		l.uses++
 	}
 	l.mu.Unlock()
 	if !ok {
@@ -264,45 +267,46 @@ func (l *rateLane[K]) TryAcquire(_ K, n int64) (semaphore.Permit, bool) {
 	return semaphore.Permit{}, true
 }
 
-// reserve reserves n tokens as of now, read under l.mu, and returns the
-// reservation, now, and when its tokens are there. With wait false, a
-// reservation that would have to wait is given back at once and reserve
-// returns nil.
-func (l *rateLane[K]) reserve(n int64, wait bool) (*rate.Reservation, time.Time, time.Time) {
+// reserve reserves q.n tokens as of now, read under l.mu, and records the
+// reservation in q; it returns now. With wait false, a reservation that
+// would have to wait is given back at once, and q.r stays nil. If the
+// burst is below q.n, q.r is a reservation that is not OK.
+func (l *rateLane[K]) reserve(q *rateReq[K], wait bool) time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	r := l.lim.ReserveN(now, int(n))
+	r := l.lim.ReserveN(now, int(q.n))
 	if !r.OK() {
-		return r, now, now
+		q.r = r
+		return now
 	}
-	l.last = now
+	l.uses++
 	d := r.DelayFrom(now)
 	if d > 0 && !wait {
 		r.CancelAt(now) // due after now: gives every token back
-		return nil, now, now
+		l.uses++
+		return now
 	}
-	return r, now, now.Add(d)
+	q.r, q.due, q.use = r, now.Add(d), l.uses
+	return now
 }
 
-// cancel gives back the tokens of r, due at due, as far as that can be
+// cancel gives back the tokens of q's reservation as far as that can be
 // done without granting more than the bucket allows; see cancelRates.
-func (l *rateLane[K]) cancel(r *rate.Reservation, due time.Time) {
+func (l *rateLane[K]) cancel(q *rateReq[K]) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	at := l.now()
-	if due.Before(at) && !l.last.After(due) {
+	if q.due.Before(at) && l.uses == q.use {
 		// The tokens were due before now, but the lane has not used the
-		// limiter since: cancelled as of their due time, they come back as
-		// if never reserved, and the limiter's clock does not go back
-		// (unless code outside the lane used a shared limiter meanwhile;
-		// see NewRateLane).
-		at = due
+		// limiter since it reserved them: cancelled as of their due time,
+		// they come back as if never reserved, and the limiter's clock
+		// does not go back (unless code outside the lane used a shared
+		// limiter meanwhile; see NewRateLane).
+		at = q.due
 	}
-	r.CancelAt(at)
-	if at.After(l.last) {
-		l.last = at
-	}
+	q.r.CancelAt(at)
+	l.uses++
 }
 
 // Stats reports the burst as the capacity; a rate lane holds nothing, so
@@ -332,6 +336,7 @@ type rateReq[K comparable] struct {
 	n   int64
 	r   *rate.Reservation
 	due time.Time // when r's tokens are there
+	use uint64    // l.uses just after r was made
 }
 
 // errRateDeadline is wrapped in the error of a rate wait that could not
@@ -377,17 +382,16 @@ func takeRates[K comparable](ctx context.Context, reqs []rateReq[K], done <-chan
 	var last, due time.Time // the latest time read, the latest due time
 	for i := range reqs {
 		q := &reqs[i]
-		r, now, d := q.l.reserve(q.n, true)
-		if !r.OK() { // the burst shrank below n since the check
+		last = q.l.reserve(q, true)
+		if !q.r.OK() { // the burst shrank below n since the check
+			q.r = nil
 			q.l.rejected.Add(1)
 			cancelRates(reqs[:i])
 			return fmt.Errorf("lanequeue: %d rate tokens above the burst: %w", q.n, semaphore.ErrTooHeavy)
 		}
-		q.r, q.due = r, d
-		if i == 0 || d.After(due) {
-			due = d
+		if i == 0 || q.due.After(due) {
+			due = q.due
 		}
-		last = now
 	}
 	if delay := due.Sub(last); delay > 0 {
 		if err := waitRates(ctx, ctxDone, reqs, done, due, delay); err != nil {
@@ -464,12 +468,12 @@ func tryRates[K comparable](reqs []rateReq[K]) bool {
 	}
 	for i := range reqs {
 		q := &reqs[i]
-		r, _, due := q.l.reserve(q.n, false)
-		if r == nil || !r.OK() { // another caller took the tokens since the look
+		q.l.reserve(q, false)
+		if q.r == nil || !q.r.OK() { // another caller took the tokens since the look
+			q.r = nil
 			cancelRates(reqs[:i])
 			return false
 		}
-		q.r, q.due = r, due
 	}
 	return true
 }
@@ -555,10 +559,11 @@ func waitRates[K comparable](ctx context.Context, ctxDone <-chan struct{}, reqs 
 // slowest, so the others' tokens are often due (at once) long before the
 // request fails. Each is cancelled as of now, which gives back the tokens
 // not yet due; tokens already due come back only if the lane has not used
-// the limiter since they were: cancelled as of their due time, they come
-// back as if never reserved (a limiter shared with code outside the lane
-// may have been used meanwhile, unseen; see NewRateLane). Otherwise
-// they stay spent, and the lane grants less than it could, never more:
+// the limiter since they were reserved: cancelled as of their due time,
+// they come back as if never reserved (a limiter shared with code outside
+// the lane may have been used meanwhile, unseen; see NewRateLane).
+// Otherwise they stay spent, and the lane grants less than it could, never
+// more:
 // cancelling them as of their due time anyway, as this package once did,
 // refilled the stretch from then to now twice, up to about a token per
 // lane more than the bucket allows (TestRateCancelAsOfNow).
@@ -568,7 +573,7 @@ func cancelRates[K comparable](reqs []rateReq[K]) {
 		if q.r == nil {
 			continue
 		}
-		q.l.cancel(q.r, q.due)
+		q.l.cancel(q)
 		q.r = nil
 	}
 }

@@ -275,3 +275,46 @@ func overGrantRun(b *testing.B, lane bool, cancellers int, d time.Duration) floa
 	end := time.Now()
 	return float64(granted.Load()) + limA.TokensAt(end) - startTokens - limit*end.Sub(start).Seconds()
 }
+
+// TestRateTokensDueAtOnce: a call waiting for a slow rate lane gives back
+// the tokens it took at once on a fast one if nothing has used the fast
+// lane since, and leaves them spent if the fast lane granted tokens since
+// (giving them back then could grant more than the bucket allows; see
+// NewRateLane). The queue model (internal/model) does the same.
+func TestRateTokensDueAtOnce(t *testing.T) {
+	for _, used := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fast lane used meanwhile=%v", used), func(t *testing.T) {
+			q := lanequeue.New[string]()
+			t.Cleanup(q.Close)
+			must(t, q.AddRateLane("fast", rate.Limit(1e-9), 3))
+			must(t, q.AddRateLane("slow", rate.Limit(1e-9), 1))
+			if _, ok := q.TryAcquireAll("drain", []string{"slow"}); !ok {
+				t.Fatal("lane slow: no first token")
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			ch := acquireAsync(ctx, q, "x", []string{"fast", "slow"})
+			waitFor(t, "the call to wait for lane slow", func() bool { return laneStats(t, q, "slow").Waiters == 1 })
+			want := 3
+			if used {
+				if _, ok := q.TryAcquireAll("y", []string{"fast"}); !ok {
+					t.Fatal("lane fast refused one of its two tokens left")
+				}
+				want = 1 // 3, less the other caller's, less the waiter's
+			}
+			cancel()
+			if r := receive(t, ch); !errors.Is(r.err, context.Canceled) {
+				t.Fatalf("AcquireAll = %v; want context.Canceled", r.err)
+			}
+			left := 0
+			for {
+				if _, ok := q.TryAcquireAll("z", []string{"fast"}); !ok {
+					break
+				}
+				left++
+			}
+			if left != want {
+				t.Fatalf("lane fast has %d tokens left after the cancellation; want %d", left, want)
+			}
+		})
+	}
+}
