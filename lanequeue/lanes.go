@@ -188,7 +188,7 @@ func newRateLane[K comparable](lim *rate.Limiter, burst int64) *rateLane[K] {
 // update, moves its clock back to it, so that the stretch between refills
 // twice: goroutines that read the clock, then queue for the limiter's lock
 // behind others that read it later, made a lane grant thousands of tokens
-// over its allowance a second under contention (see
+// over its allowance in 100ms under contention (see
 // BenchmarkRateCancelOverGrant). A lane over a limiter from outside
 // (NewRateLane) orders only its own calls.
 type rateLane[K comparable] struct {

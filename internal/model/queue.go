@@ -366,8 +366,7 @@ func (m *Queue) WaitingOn() (string, QueueKind, bool) {
 // Cancel models the pending request's context ending: it gives back what
 // the request took (rate reservations too, except the tokens of a rate
 // lane that were there at once when the lane has granted tokens since)
-// and forgets it. It reports
-// whether a request was pending.
+// and forgets it. It reports whether a request was pending.
 func (m *Queue) Cancel() bool {
 	p := m.pending
 	if p == nil {
