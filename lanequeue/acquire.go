@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/sessionlane/lanes/internal/fastctx"
 	"github.com/sessionlane/lanes/semaphore"
@@ -40,6 +39,9 @@ func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{l
 // a caller waiting for its key holds no global permit; and a rate token is
 // spent only once every other permit is held.
 //
+// A call may name any number of lanes (a ticket of more than four keeps
+// its list in an allocation of its own).
+//
 // On failure AcquireAll returns a nil ticket and an error, and holds
 // nothing: every permit taken so far is released, in reverse order, before
 // it returns. These errors come at once, before anything is taken:
@@ -61,8 +63,14 @@ func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{l
 // leaves that lane's queue at once (the lane's own guarantee) and gives
 // back what it took on the lanes before it, newest first; a permit granted
 // while the cancellation was in flight is given back too. A rate lane whose
-// wait is cancelled gives its tokens back. The caller owns a ticket if and
-// only if the error is nil. Once granted, the ticket is held until
+// wait is cancelled gives its tokens back (as far as it can without
+// granting more than its bucket allows; see [NewRateLane]). A context
+// that ends before the last permit is granted wins, even if a lane granted
+// anyway (a grant and the end both ready at once, or a lane that grants
+// without looking at ctx): once every permit is held AcquireAll looks at
+// ctx once more and, if it has ended, gives everything back, as a
+// cancelled waiter would, and returns ctx.Err(). The caller owns a ticket
+// if and only if the error is nil. Once granted, the ticket is held until
 // released, whatever happens to ctx.
 //
 // AcquireAll panics if ctx is nil.
@@ -91,7 +99,7 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes []string, opts .
 		}
 	}
 	hs := g.held()
-	plain := int(g.plain)
+	plain := g.plain
 	for i := 0; i < plain; i++ {
 		h := &hs[i]
 		p, err := h.e.acquire(ctx, key, h.n)
@@ -106,6 +114,13 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes []string, opts .
 			rollback(&g, plain)
 			return nil, q.laneErr(ctx, nil, err)
 		}
+	} else if ended(ctx) {
+		// Every permit is held, but ctx ended on the way: before the last
+		// grant, perhaps (a lane that granted across the cancellation, or
+		// one that grants at once without looking at ctx). The end wins:
+		// give everything back, as a cancelled waiter would.
+		rollback(&g, plain)
+		return nil, ctx.Err()
 	}
 	return q.publish(key, &g), nil
 }
@@ -127,7 +142,7 @@ func (q *Queue[K]) TryAcquireAll(key K, lanes []string, opts ...AcquireOption) (
 		return nil, false
 	}
 	hs := g.held()
-	plain := int(g.plain)
+	plain := g.plain
 	for i := 0; i < plain; i++ {
 		h := &hs[i]
 		p, ok := h.e.tryAcquire(key, h.n)
@@ -249,9 +264,18 @@ func (q *Queue[K]) takeRateTail(ctx context.Context, key K, g *grant[K], from in
 	for _, i := range ext {
 		h := &hs[i]
 		if _, err := h.e.lane.Acquire(ctx, key, h.n); err != nil {
-			cancelRates(reqs, time.Now())
+			cancelRates(reqs)
 			return q.laneErr(ctx, h.e, err)
 		}
+	}
+	// Every permit is held. If ctx ended meanwhile, the end wins (see
+	// AcquireAll); the caller rolls the other lanes back.
+	if ended(ctx) {
+		cancelRates(reqs)
+		for i := range reqs {
+			reqs[i].l.cancelled.Add(1)
+		}
+		return ctx.Err()
 	}
 	commitRates(reqs)
 	return nil
@@ -274,7 +298,7 @@ func tryRateTail[K comparable](key K, g *grant[K], from int) bool {
 	for _, i := range ext {
 		h := &hs[i]
 		if _, ok := h.e.lane.TryAcquire(key, h.n); !ok {
-			cancelRates(reqs, time.Now())
+			cancelRates(reqs)
 			return false
 		}
 	}

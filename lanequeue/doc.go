@@ -18,10 +18,12 @@
 //
 // All or nothing: on any failure (a context ending, a closed lane, a full
 // wait queue) every permit already taken is released, newest first, before
-// AcquireAll returns, and rate tokens reserved are given back. Errors that
-// can be known in advance (an unknown or repeated lane, an empty list, a
-// weight no lane could grant, a closed queue) are returned before anything
-// is taken.
+// AcquireAll returns, and rate tokens reserved are given back as far as
+// the limiter can without granting more than its bucket allows (see
+// [NewRateLane]: tokens already due may stay spent). Errors that can be
+// known in advance (an unknown or repeated lane, an empty list, a weight
+// no lane could grant, a closed queue) are returned before anything is
+// taken.
 //
 // Canonical order: whatever order the caller names the lanes in, they are
 // taken keyed lanes first, then global lanes, then rate lanes, each group
@@ -52,6 +54,12 @@
 //
 // Memory ordering: a Release happens before the AcquireAll calls that it
 // unblocks return, as with a mutex.
+//
+// The semaphores behind the lanes: [Queue.GlobalSemaphore] returns the
+// [semaphore.Weighted] of a global lane, to resize it with SetCapacity
+// (the queue honours the new capacity at once), and [Queue.KeyedSemaphore]
+// the [keyedsem.KeyedSemaphore] of a keyed lane, to Sweep its idle keys,
+// also for the lanes that [Default] and the Add methods build.
 //
 // Diagnostics: [Queue.Holders] lists the permits out (lane, key, weight,
 // since when), oldest first; [Queue.Stats] gives each lane's figures.

@@ -1,6 +1,12 @@
 package lanequeue
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"golang.org/x/time/rate"
+
+	"github.com/sessionlane/lanes/internal/clock"
+)
 
 // TicketSize is the size of a Ticket[string], pinned by TestTicketLayout:
 // the handle that an AcquireAll hands out, from a block of handles.
@@ -35,4 +41,15 @@ func (q *Queue[K]) Records() (all, free int) {
 		st.mu.Unlock()
 	}
 	return all, free
+}
+
+// SetRateClock makes the rate lane registered as name on q read the time
+// from c (and make its timers with it). Call it before q is used.
+func SetRateClock[K comparable](q *Queue[K], name string, c clock.Clock) {
+	q.table.Load().byName[name].e.rate.clk = c
+}
+
+// RateLimiter returns the limiter of the rate lane registered as name on q.
+func RateLimiter[K comparable](q *Queue[K], name string) *rate.Limiter {
+	return q.table.Load().byName[name].e.rate.lim
 }

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/fastctx"
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/semaphore"
@@ -19,12 +20,15 @@ import (
 //
 // Use it to share one semaphore between a queue and code that acquires it
 // directly, or to watch the semaphore's own [semaphore.Stats].
-// [Queue.AddLane] builds the semaphore itself.
+// [Queue.AddLane] builds the semaphore itself ([Queue.GlobalSemaphore]
+// returns it).
 func NewGlobalLane[K comparable](s *semaphore.Weighted) Lane[K] {
 	if s == nil {
 		panic("lanequeue: nil semaphore")
 	}
-	return &globalLane[K]{s: s, capacity: -1}
+	l := &globalLane[K]{s: s}
+	l.capacity.Store(-1)
+	return l
 }
 
 // globalLane adapts a semaphore.Weighted. Its methods are thin: the
@@ -34,15 +38,16 @@ type globalLane[K comparable] struct {
 	// capacity is the semaphore's fixed capacity when the lane made it
 	// (AddLane: nobody else can change it), or -1 for a semaphore from
 	// outside, whose capacity is read from its Stats each time (it may be
-	// changed by SetCapacity).
-	capacity int64
+	// changed by SetCapacity). Queue.GlobalSemaphore, which hands the
+	// semaphore out, sets it to -1 for good.
+	capacity atomic.Int64
 }
 
 func (l *globalLane[K]) Kind() Kind { return Global }
 
 func (l *globalLane[K]) MaxWeight() int64 {
-	if l.capacity >= 0 {
-		return l.capacity
+	if c := l.capacity.Load(); c >= 0 {
+		return c
 	}
 	return l.s.Stats().Capacity
 }
@@ -75,7 +80,8 @@ func (l *globalLane[K]) Close() { l.s.Close() }
 // budget of s's per-key capacity (1 by default: one at a time per key, in
 // arrival order). The lane's Close closes s.
 //
-// [Queue.AddSessionLane] builds the keyed semaphore itself.
+// [Queue.AddSessionLane] builds the keyed semaphore itself
+// ([Queue.KeyedSemaphore] returns it).
 func NewSessionLane[K comparable](s *keyedsem.KeyedSemaphore[K]) Lane[K] {
 	if s == nil {
 		panic("lanequeue: nil keyed semaphore")
@@ -123,8 +129,42 @@ func (l *sessionLane[K]) Close() { l.s.Close() }
 // A rate lane waits for its tokens, rather than failing at once, unless the
 // context's deadline comes before they would be available: then it fails
 // at once with an error that wraps context.DeadlineExceeded, and spends
-// nothing. A cancelled wait gives its tokens back (rate.Reservation's
-// CancelAt). Close wakes the waiters with [ErrClosed].
+// nothing (it looks at the limiter before it reserves, and then reserves
+// nothing). A context that has ended by the time the tokens are there
+// wins over them (also when the wait's timer and the end come together):
+// the tokens are given back and Acquire returns ctx.Err(). Close wakes the
+// waiters with [ErrClosed].
+//
+// Giving tokens back: a call that fails (a cancelled wait, or a later lane
+// of AcquireAll failing) gives back the tokens it reserved as far as
+// rate.Limiter can without granting more than the bucket allows, never
+// further. Tokens not yet due come back, through rate.Reservation.CancelAt
+// as of now, which gives back fewer when later reservations were made
+// after this one (golang/go#56924): waiters cancelled out of the order
+// they reserved in leave the lane short (with 4 or 16 goroutines
+// cancelling waits on a lane of 20000 tokens a second, by hundreds of
+// tokens in 100ms; BenchmarkRateCancelOverGrant). Tokens already due (a
+// call naming several rate lanes waits for the slowest, so the others'
+// tokens are often due at once) come back only if no call through the
+// lane (a grant, a reservation, a cancellation, for any caller) has used
+// the limiter since they were reserved: then they come back as if never
+// reserved. Otherwise they stay spent, and the lane grants less than it
+// could: giving them back as of their due time would move the limiter's
+// clock back, and the stretch since would refill twice, up to about a
+// token per lane more than the bucket allows.
+//
+// Time never goes back: the lane reads the clock under a lock of its own
+// and makes its calls on lim under it. rate.Limiter takes the time from
+// its caller, and one older than its last update (read before waiting for
+// the limiter's lock behind callers that read it later) moves its clock
+// back with the same effect, in ReserveN, AllowN and CancelAt alike: with
+// two goroutines draining a bare limiter of 20000 tokens a second, and 16
+// more cancelling reservations on it, it granted thousands of tokens over
+// its allowance in 100ms on a loaded machine (BenchmarkRateCancelOverGrant;
+// the lane: none). The lane orders only its own calls: code that uses lim
+// directly can still move its clock back, and a failed call may then give
+// back tokens due before such a use (up to its weight more than the bucket
+// allows). Prefer [Queue.AddRateLane], whose limiter the lane alone uses.
 //
 // [Queue.AddRateLane] builds the limiter itself.
 func NewRateLane[K comparable](lim *rate.Limiter) Lane[K] {
@@ -141,12 +181,34 @@ func newRateLane[K comparable](lim *rate.Limiter, burst int64) *rateLane[K] {
 // rateLane takes tokens from a rate.Limiter through reservations, so that a
 // wait that ends with an error, or a grant that AcquireAll must roll back,
 // puts its tokens back.
+//
+// The lane makes every call on its limiter under mu, with the time read
+// under mu, so the times it passes the limiter never go back. rate.Limiter
+// takes the time from its caller and, given one older than its last
+// update, moves its clock back to it, so that the stretch between refills
+// twice: goroutines that read the clock, then queue for the limiter's lock
+// behind others that read it later, made a lane grant thousands of tokens
+// over its allowance in 100ms under contention (see
+// BenchmarkRateCancelOverGrant). A lane over a limiter from outside
+// (NewRateLane) orders only its own calls.
 type rateLane[K comparable] struct {
 	lim *rate.Limiter
 	// burst is the limiter's fixed burst when the lane made it (AddRateLane:
-	// nobody else can change it), or -1 for a limiter from outside, whose
-	// burst is asked each time (SetBurst may change it).
+	// nobody else can change it, nor use it), or -1 for a limiter from
+	// outside, whose burst is asked each time (SetBurst may change it).
 	burst int64
+	// clk is the lane's time source; nil, as always outside this
+	// package's tests, is the system clock. rate.Limiter is told the time
+	// at each call, so a fake clock drives the limiter as well.
+	clk clock.Clock
+
+	mu sync.Mutex // orders the lane's calls on lim; guards uses
+	// uses counts the lane's calls that may have changed lim's state (a
+	// reservation or grant, a cancellation), so that a reservation can
+	// tell whether lim has moved since it was made. For a lane that made
+	// its limiter nothing else changes it; a limiter from outside may also
+	// be used directly, unseen.
+	uses uint64
 
 	closeOnce sync.Once
 	closed    chan struct{} // closed by Close
@@ -159,6 +221,14 @@ type rateLane[K comparable] struct {
 }
 
 func (l *rateLane[K]) Kind() Kind { return Rate }
+
+// now reads the lane's clock.
+func (l *rateLane[K]) now() time.Time {
+	if l.clk == nil {
+		return time.Now()
+	}
+	return l.clk.Now()
+}
 
 func (l *rateLane[K]) MaxWeight() int64 {
 	if l.burst >= 0 {
@@ -187,11 +257,79 @@ func (l *rateLane[K]) TryAcquire(_ K, n int64) (semaphore.Permit, bool) {
 		l.rejected.Add(1)
 		return semaphore.Permit{}, false
 	}
-	if !l.lim.AllowN(time.Now(), int(n)) {
+	l.mu.Lock()
+	now := l.now()
+	ok := l.lim.AllowN(now, int(n))
+	if ok {
+		l.uses++
+	}
+	l.mu.Unlock()
+	if !ok {
 		return semaphore.Permit{}, false
 	}
 	l.acquired.Add(1)
 	return semaphore.Permit{}, true
+}
+
+// reserve reserves q.n tokens as of now, read under l.mu, and records the
+// reservation in q; it returns now. With wait false, a reservation that
+// would have to wait is given back at once, and q.r stays nil. If the
+// burst is below q.n, q.r is a reservation that is not OK.
+func (l *rateLane[K]) reserve(q *rateReq[K], wait bool) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	r := l.lim.ReserveN(now, int(q.n))
+	if !r.OK() {
+		q.r = r
+		return now
+	}
+	l.uses++
+	d := r.DelayFrom(now)
+	if d > 0 && !wait {
+		r.CancelAt(now) // due after now: gives every token back
+		l.uses++
+		return now
+	}
+	q.r, q.due, q.use = r, now.Add(d), l.uses
+	return now
+}
+
+// late reports whether n tokens would come after deadline if reserved now
+// (the limiter's own arithmetic, so it is exact while no other caller
+// reserves meanwhile; takeRates checks again once it has reserved).
+func (l *rateLane[K]) late(n int64, deadline time.Time) bool {
+	now := l.now()
+	missing := float64(n) - l.lim.TokensAt(now)
+	if missing <= 0 {
+		return false
+	}
+	limit := l.lim.Limit()
+	if limit == rate.Inf {
+		return false
+	}
+	if limit <= 0 {
+		return true // never
+	}
+	return missing/float64(limit) > deadline.Sub(now).Seconds()
+}
+
+// cancel gives back the tokens of q's reservation as far as that can be
+// done without granting more than the bucket allows; see cancelRates.
+func (l *rateLane[K]) cancel(q *rateReq[K]) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	at := l.now()
+	if q.due.Before(at) && l.uses == q.use {
+		// The tokens were due before now, but the lane has not used the
+		// limiter since it reserved them: cancelled as of their due time,
+		// they come back as if never reserved, and the limiter's clock
+		// does not go back (unless code outside the lane used a shared
+		// limiter meanwhile; see NewRateLane).
+		at = q.due
+	}
+	q.r.CancelAt(at)
+	l.uses++
 }
 
 // Stats reports the burst as the capacity; a rate lane holds nothing, so
@@ -220,26 +358,28 @@ type rateReq[K comparable] struct {
 	l   *rateLane[K]
 	n   int64
 	r   *rate.Reservation
-	due time.Time // when r's tokens are there (r's time to act)
+	due time.Time // when r's tokens are there
+	use uint64    // l.uses just after r was made
 }
 
 // errRateDeadline is wrapped in the error of a rate wait that could not
 // end before the context's deadline.
 var errRateDeadline = fmt.Errorf("lanequeue: rate tokens not available before the context deadline: %w", context.DeadlineExceeded)
 
-// takeRates reserves the tokens of every lane of reqs at one instant and
-// waits for the longest delay. On failure it gives every reservation back
-// (cancelRates). On success the reservations stay in reqs: the caller keeps
-// them with commitRates or, if a later lane fails, gives them back with
-// cancelRates.
+// takeRates reserves the tokens of every lane of reqs, one lane after the
+// other, and waits until the last of them are there. On failure it gives
+// every reservation back (cancelRates). On success the reservations stay
+// in reqs: the caller keeps them with commitRates or, if a later lane
+// fails, gives them back with cancelRates.
 //
 // done, if not nil, ends the wait with ErrClosed (a lane's or the queue's
 // Close); a lane closed while the wait is for another lane's tokens is
 // noticed when the wait ends.
 //
-// On failure it returns ctx.Err() (also when ctx had already ended), an
-// error wrapping context.DeadlineExceeded (the tokens would come after the
-// deadline: nothing is spent and the call does not wait), ErrClosed, or
+// On failure it returns ctx.Err() (also when ctx had already ended, or
+// ended by the time the tokens were there), an error wrapping
+// context.DeadlineExceeded (the tokens would come after the deadline:
+// nothing is spent and the call does not wait), ErrClosed, or
 // semaphore.ErrInvalidWeight / ErrTooHeavy.
 func takeRates[K comparable](ctx context.Context, reqs []rateReq[K], done <-chan struct{}) error {
 	var ctxDone <-chan struct{}
@@ -262,36 +402,77 @@ func takeRates[K comparable](ctx context.Context, reqs []rateReq[K], done <-chan
 			return err
 		}
 	}
-	now := time.Now()
-	var delay time.Duration
+	// A call whose tokens cannot come before its deadline fails at once.
+	// Look before reserving: a reservation given back at once is not free
+	// (rate.Reservation.CancelAt gives back fewer tokens when others
+	// reserved after it, golang/go#56924), and under load the calls that
+	// time out would eat the lane's budget.
+	if dl, ok := ctx.Deadline(); ok {
+		for i := range reqs {
+			if reqs[i].l.late(reqs[i].n, dl) {
+				for j := range reqs {
+					reqs[j].l.cancelled.Add(1)
+				}
+				return errRateDeadline
+			}
+		}
+	}
+	var last, due time.Time // the latest time read, the latest due time
 	for i := range reqs {
 		q := &reqs[i]
-		r := q.l.lim.ReserveN(now, int(q.n))
-		if !r.OK() { // the burst shrank below n since the check
+		last = q.l.reserve(q, true)
+		if !q.r.OK() { // the burst shrank below n since the check
+			q.r = nil
 			q.l.rejected.Add(1)
-			cancelRates(reqs[:i], now)
+			cancelRates(reqs[:i])
 			return fmt.Errorf("lanequeue: %d rate tokens above the burst: %w", q.n, semaphore.ErrTooHeavy)
 		}
-		d := r.DelayFrom(now)
-		q.r, q.due = r, now.Add(d)
-		delay = max(delay, d)
-	}
-	if delay == 0 {
-		return nil
-	}
-	if err := waitRates(ctx, ctxDone, reqs, done, now, delay); err != nil {
-		return err
-	}
-	for i := range reqs {
-		if reqs[i].l.isClosed.Load() {
-			cancelRates(reqs, time.Now())
-			for j := range reqs {
-				reqs[j].l.rejected.Add(1)
-			}
-			return ErrClosed
+		if i == 0 || q.due.After(due) {
+			due = q.due
 		}
 	}
+	if delay := due.Sub(last); delay > 0 {
+		if err := waitRates(ctx, ctxDone, reqs, done, due, delay); err != nil {
+			return err
+		}
+		for i := range reqs {
+			if reqs[i].l.isClosed.Load() {
+				cancelRates(reqs)
+				for j := range reqs {
+					reqs[j].l.rejected.Add(1)
+				}
+				return ErrClosed
+			}
+		}
+	}
+	// The tokens are there. If ctx ended meanwhile (before the
+	// reservation, or while the timer and ctx were both ready, when the
+	// select above picks either), the end of ctx wins: a cancellation
+	// that came before the grant must not lose to it (go.dev/issue/63615).
+	if ctxDone != nil && isDone(ctxDone) {
+		cancelRates(reqs)
+		for i := range reqs {
+			reqs[i].l.cancelled.Add(1)
+		}
+		return ctx.Err()
+	}
 	return nil
+}
+
+// isDone reports whether done is closed, without waiting.
+func isDone(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
+// ended reports whether ctx has ended: free for the contexts that never
+// end, an atomic load (ctx.Err) for the standard ones.
+func ended(ctx context.Context) bool {
+	return !fastctx.NeverDone(ctx) && ctx.Err() != nil
 }
 
 // commitRates keeps the reservations of reqs: the tokens are spent.
@@ -313,25 +494,24 @@ func tryRates[K comparable](reqs []rateReq[K]) bool {
 			return false
 		}
 	}
-	now := time.Now()
 	// Look before reserving: a reservation that must wait, even if
 	// cancelled at once, can leave the limiter's record of the latest
 	// reservation in the future (rate.Limiter rounds through float64), and
 	// then later cancellations give back fewer tokens than they should.
 	for i := range reqs {
-		if reqs[i].l.lim.TokensAt(now) < float64(reqs[i].n) {
+		l := reqs[i].l
+		if l.lim.TokensAt(l.now()) < float64(reqs[i].n) {
 			return false
 		}
 	}
 	for i := range reqs {
 		q := &reqs[i]
-		r := q.l.lim.ReserveN(now, int(q.n))
-		if !r.OK() || r.DelayFrom(now) > 0 { // another caller took the tokens since the look
-			r.CancelAt(now)
-			cancelRates(reqs[:i], now)
+		q.l.reserve(q, false)
+		if q.r == nil || !q.r.OK() { // another caller took the tokens since the look
+			q.r = nil
+			cancelRates(reqs[:i])
 			return false
 		}
-		q.r, q.due = r, now
 	}
 	return true
 }
@@ -352,12 +532,12 @@ func (l *rateLane[K]) check(n int64) error {
 	return nil
 }
 
-// waitRates waits delay (from now) for the reservations of reqs, or until
-// ctx or done ends the wait; then it gives the reservations back and
-// returns the error.
-func waitRates[K comparable](ctx context.Context, ctxDone <-chan struct{}, reqs []rateReq[K], done <-chan struct{}, now time.Time, delay time.Duration) error {
-	if dl, ok := ctx.Deadline(); ok && dl.Before(now.Add(delay)) {
-		cancelRates(reqs, now)
+// waitRates waits delay for the reservations of reqs, the last of which
+// are due at due, or until ctx or done ends the wait; then it gives the
+// reservations back and returns the error.
+func waitRates[K comparable](ctx context.Context, ctxDone <-chan struct{}, reqs []rateReq[K], done <-chan struct{}, due time.Time, delay time.Duration) error {
+	if dl, ok := ctx.Deadline(); ok && dl.Before(due) {
+		cancelRates(reqs)
 		for i := range reqs {
 			reqs[i].l.cancelled.Add(1)
 		}
@@ -366,21 +546,37 @@ func waitRates[K comparable](ctx context.Context, ctxDone <-chan struct{}, reqs 
 	for i := range reqs {
 		reqs[i].l.waiters.Add(1)
 	}
-	timer := time.NewTimer(delay)
+	var (
+		rt    *time.Timer // the system clock's
+		ft    clock.Timer // a test clock's
+		fired <-chan time.Time
+	)
+	if c := reqs[0].l.clk; c != nil {
+		ft = c.NewTimer(delay)
+		fired = ft.C()
+	} else {
+		rt = time.NewTimer(delay)
+		fired = rt.C
+	}
 	var err error
 	select {
-	case <-timer.C:
+	case <-fired:
+		// ctx may have ended too: takeRates looks again.
 	case <-ctxDone:
 		err = ctx.Err()
 	case <-done:
 		err = ErrClosed
 	}
-	timer.Stop()
+	if rt != nil {
+		rt.Stop()
+	} else {
+		ft.Stop()
+	}
 	for i := range reqs {
 		reqs[i].l.waiters.Add(-1)
 	}
 	if err != nil {
-		cancelRates(reqs, time.Now())
+		cancelRates(reqs)
 		for i := range reqs {
 			if err == ErrClosed {
 				reqs[i].l.rejected.Add(1)
@@ -392,28 +588,30 @@ func waitRates[K comparable](ctx context.Context, ctxDone <-chan struct{}, reqs 
 	return err
 }
 
-// cancelRates gives back the reservations of reqs, newest first, as of now
-// or of each one's due time if that is earlier.
+// cancelRates gives back the reservations of reqs, newest first, as far as
+// rate.Limiter can without granting more than the bucket allows.
 //
 // rate.Reservation.CancelAt(t) gives nothing back for a reservation due
-// before t: its tokens count as spent. A request that takes several rate
-// lanes waits for the slowest, so the others are due (often at once) long
-// before the request fails; cancelling them as of their due time gives
-// their tokens back. The price: if others used the limiter between that
-// due time and now, the limiter refills that stretch twice (rate.Limiter
-// then moves its clock back), so it may grant up to rate x stretch extra
-// tokens, never above its burst. With one rate lane a request is exact.
-func cancelRates[K comparable](reqs []rateReq[K], now time.Time) {
+// before t, and moves the limiter's clock back to t if the limiter was
+// used after t. A request that takes several rate lanes waits for the
+// slowest, so the others' tokens are often due (at once) long before the
+// request fails. Each is cancelled as of now, which gives back the tokens
+// not yet due; tokens already due come back only if the lane has not used
+// the limiter since they were reserved: cancelled as of their due time,
+// they come back as if never reserved (a limiter shared with code outside
+// the lane may have been used meanwhile, unseen; see NewRateLane).
+// Otherwise they stay spent, and the lane grants less than it could, never
+// more:
+// cancelling them as of their due time anyway, as this package once did,
+// refilled the stretch from then to now twice, up to about a token per
+// lane more than the bucket allows (TestRateCancelAsOfNow).
+func cancelRates[K comparable](reqs []rateReq[K]) {
 	for i := len(reqs) - 1; i >= 0; i-- {
 		q := &reqs[i]
 		if q.r == nil {
 			continue
 		}
-		at := now
-		if q.due.Before(now) {
-			at = q.due
-		}
-		q.r.CancelAt(at)
+		q.l.cancel(q)
 		q.r = nil
 	}
 }

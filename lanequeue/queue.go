@@ -40,6 +40,11 @@ var (
 	// live ticket for the same key that holds one of the lanes asked for
 	// (see [WithTicket]): the call would wait for itself.
 	ErrReentrant = errors.New("lanequeue: re-entrant acquire")
+	// ErrNoSemaphore is returned by [Queue.GlobalSemaphore] and
+	// [Queue.KeyedSemaphore] for a lane that has no semaphore of the kind
+	// asked for behind it: a lane of another kind, or a lane from another
+	// package.
+	ErrNoSemaphore = errors.New("lanequeue: no semaphore of that kind behind the lane")
 	// ErrInvalidCapacity is returned by AddLane and AddRateLane for a
 	// capacity or burst below 1.
 	ErrInvalidCapacity = errors.New("lanequeue: capacity must be at least 1")
@@ -100,15 +105,18 @@ type laneRef[K comparable] struct {
 	rank int
 }
 
-// laneEntry is one registered lane. Immutable.
+// laneEntry is one registered lane. Immutable but for fixedMax.
 type laneEntry[K comparable] struct {
 	name string
 	kind Kind
 	lane Lane[K]
 	rate *rateLane[K] // the lane, when it is this package's rate lane
 	// fixedMax is the lane's MaxWeight when it can never change (a lane
-	// this package built), or -1: ask the lane each time.
-	fixedMax int64
+	// this package built), or -1: ask the lane each time. It goes from a
+	// capacity to -1, once, when GlobalSemaphore hands the lane's
+	// semaphore out; the lists resolved before are dropped then. Only
+	// resolving a list reads it.
+	fixedMax atomic.Int64
 	// The semaphore under the lane when it is this package's keyed or
 	// global lane (at most one is set): acquire calls it directly, without
 	// the interface call and the adapter's frame.
@@ -118,7 +126,7 @@ type laneEntry[K comparable] struct {
 
 // bind sets the fields of e that add derives from e.lane.
 func (e *laneEntry[K]) bind() {
-	e.fixedMax = fixedMaxOf(e.lane)
+	e.fixedMax.Store(fixedMaxOf(e.lane))
 	switch l := e.lane.(type) {
 	case *sessionLane[K]:
 		e.keyed = l.s
@@ -153,7 +161,7 @@ func (e *laneEntry[K]) tryAcquire(key K, n int64) (semaphore.Permit, bool) {
 func fixedMaxOf[K comparable](l Lane[K]) int64 {
 	switch l := l.(type) {
 	case *globalLane[K]:
-		return l.capacity // -1 for a semaphore from outside
+		return l.capacity.Load() // -1 for a semaphore from outside
 	case *sessionLane[K]:
 		return l.s.PerKeyCapacity() // set by keyedsem.New, never changed
 	case *rateLane[K]:
@@ -173,7 +181,9 @@ func New[K comparable]() *Queue[K] {
 // Default returns a queue with the usual gateway pair: [SessionLane]
 // ("session"), a keyed lane with one caller at a time per key and the
 // given keyedsem options, and [GlobalLane] ("global"), a global lane of
-// [DefaultGlobalCapacity].
+// [DefaultGlobalCapacity]. [Queue.KeyedSemaphore] and
+// [Queue.GlobalSemaphore] return their semaphores (to Sweep the session
+// lane's idle keys, to resize the global lane).
 func Default[K comparable](sessionOpts ...keyedsem.Option) *Queue[K] {
 	q := New[K]()
 	if err := q.AddSessionLane(SessionLane, sessionOpts...); err != nil {
@@ -214,6 +224,8 @@ func (q *Queue[K]) Add(name string, l Lane[K]) error {
 // [semaphore.Weighted] made with opts, shared by every key, FIFO.
 // A weight of n takes n of its capacity.
 //
+// [Queue.GlobalSemaphore] returns the semaphore, to resize the lane.
+//
 // AddLane returns [ErrInvalidCapacity] for a capacity below 1 (or above
 // semaphore.MaxCapacity), and the errors of [Queue.Add].
 func (q *Queue[K]) AddLane(name string, capacity int64, opts ...semaphore.Option) error {
@@ -223,13 +235,16 @@ func (q *Queue[K]) AddLane(name string, capacity int64, opts ...semaphore.Option
 	if err := q.checkName(name); err != nil {
 		return err
 	}
-	l := &globalLane[K]{s: semaphore.New(capacity, opts...), capacity: capacity}
+	l := &globalLane[K]{s: semaphore.New(capacity, opts...)}
+	l.capacity.Store(capacity)
 	return q.add(&laneEntry[K]{name: name, kind: Global, lane: l})
 }
 
 // AddSessionLane adds a [Keyed] lane: a [keyedsem.KeyedSemaphore] made
 // with opts, one budget per key (by default one caller at a time per key,
 // served in arrival order; see [keyedsem.WithPerKeyCapacity]).
+// [Queue.KeyedSemaphore] returns the keyed semaphore, to Sweep its idle
+// keys.
 //
 // AddSessionLane returns the errors of [Queue.Add].
 func (q *Queue[K]) AddSessionLane(name string, opts ...keyedsem.Option) error {
@@ -246,7 +261,9 @@ func (q *Queue[K]) AddSessionLane(name string, opts ...keyedsem.Option) error {
 
 // AddRateLane adds a [Rate] lane: a [rate.Limiter] of limit tokens per
 // second and the given burst. A weight of n spends n tokens; nothing is
-// given back on release. See [NewRateLane] for how it waits.
+// given back on release. See [NewRateLane] for how it waits and what a
+// failed call gives back; the limiter is the lane's alone, so the lane
+// never grants more than its bucket allows.
 //
 // Concurrency and rate are different budgets: a model API may allow 10
 // requests in flight (a global lane) and 50 requests a minute (a rate
@@ -324,6 +341,80 @@ func (q *Queue[K]) Lane(name string) (Lane[K], bool) {
 		return nil, false
 	}
 	return r.e.lane, true
+}
+
+// GlobalSemaphore returns the [semaphore.Weighted] behind the global lane
+// registered as name: the one [Queue.AddLane] made (or [Default] for
+// [GlobalLane]), or the one given to [NewGlobalLane]. Through it a caller
+// can resize the lane with SetCapacity, read its own [semaphore.Stats], or
+// acquire it directly, beside the queue (such permits are not listed by
+// [Queue.Holders]).
+//
+// The queue honours a new capacity at once: from the first call of
+// GlobalSemaphore on, the lane reads its capacity from the semaphore on
+// every AcquireAll that names it (one Stats call), instead of the capacity
+// it was made with, so a weight above the new capacity fails at once with
+// [ErrTooHeavy] and one within it waits as usual. A call that resolved its
+// lanes while the capacity changed may see the old capacity or the new;
+// a weight the semaphore no longer fits is then refused by the semaphore
+// (the error wraps semaphore.ErrTooHeavy), after the lanes before it were
+// taken and given back.
+//
+// It returns an error wrapping [ErrUnknownLane] if the queue has no lane
+// of that name, or [ErrNoSemaphore] if the lane is not a global lane of
+// this package (a keyed or rate lane, or a lane from another package).
+func (q *Queue[K]) GlobalSemaphore(name string) (*semaphore.Weighted, error) {
+	r, ok := q.table.Load().byName[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownLane, name)
+	}
+	l, ok := r.e.lane.(*globalLane[K])
+	if !ok {
+		return nil, fmt.Errorf("%w: lane %q is a %s lane without one", ErrNoSemaphore, name, r.e.kind)
+	}
+	if l.capacity.Load() >= 0 {
+		q.unfix(r.e, l)
+	}
+	return l.s, nil
+}
+
+// unfix makes the global lane l, registered as e, read its capacity from
+// its semaphore from now on, and drops the lists resolved with the fixed
+// capacity: the current table is published again with an empty cache.
+func (q *Queue[K]) unfix(e *laneEntry[K], l *globalLane[K]) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if l.capacity.Load() < 0 {
+		return // another call did it
+	}
+	l.capacity.Store(-1)
+	e.fixedMax.Store(-1)
+	old := q.table.Load()
+	q.table.Store(&laneTable[K]{byName: old.byName, ordered: old.ordered})
+}
+
+// KeyedSemaphore returns the [keyedsem.KeyedSemaphore] behind the keyed
+// lane registered as name: the one [Queue.AddSessionLane] made (or
+// [Default] for [SessionLane]), or the one given to [NewSessionLane].
+// Through it a caller can Sweep the lane's idle keys (for example from a
+// ticker, every idle timeout), read its own [keyedsem.Stats] or Len, or
+// acquire it directly, beside the queue (such permits are not listed by
+// [Queue.Holders]). The per-key capacity is set when the keyed semaphore
+// is made and never changes.
+//
+// It returns an error wrapping [ErrUnknownLane] if the queue has no lane
+// of that name, or [ErrNoSemaphore] if the lane is not a keyed lane of
+// this package (a global or rate lane, or a lane from another package).
+func (q *Queue[K]) KeyedSemaphore(name string) (*keyedsem.KeyedSemaphore[K], error) {
+	r, ok := q.table.Load().byName[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownLane, name)
+	}
+	l, ok := r.e.lane.(*sessionLane[K])
+	if !ok {
+		return nil, fmt.Errorf("%w: lane %q is a %s lane without one", ErrNoSemaphore, name, r.e.kind)
+	}
+	return l.s, nil
 }
 
 // Names returns the names of the lanes in canonical order: keyed lanes,

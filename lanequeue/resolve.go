@@ -43,8 +43,9 @@ type laneSet[K comparable] struct {
 	// fixedMax is the smallest fixed MaxWeight of the lanes, or -1 if a
 	// lane's MaxWeight may change (it must be asked each time).
 	fixedMax int64
-	// plain is the number of lanes before the first rate lane.
-	plain uint8
+	// plain is the number of lanes before the first rate lane (an int:
+	// a list may name any number of lanes).
+	plain int
 }
 
 // slot returns the cache slot of a list of names, from a hash of the list's
@@ -117,12 +118,13 @@ func (c *setCache[K]) store(names []string, lanes []*laneEntry[K]) {
 	src := srcOf(names)
 	s := &laneSet[K]{names: slices.Clone(names), lanes: lanes, src: src, fixedMax: -1, plain: plainLanes(lanes)}
 	for i, e := range lanes {
-		if e.fixedMax < 0 {
+		m := e.fixedMax.Load()
+		if m < 0 {
 			s.fixedMax = -1
 			break
 		}
-		if i == 0 || e.fixedMax < s.fixedMax {
-			s.fixedMax = e.fixedMax
+		if i == 0 || m < s.fixedMax {
+			s.fixedMax = m
 		}
 	}
 	if p.CompareAndSwap(nil, s) {
@@ -132,12 +134,12 @@ func (c *setCache[K]) store(names []string, lanes []*laneEntry[K]) {
 
 // plainLanes returns the number of lanes before the first rate lane
 // (lanes is in canonical order: rate lanes come last).
-func plainLanes[K comparable](lanes []*laneEntry[K]) uint8 {
+func plainLanes[K comparable](lanes []*laneEntry[K]) int {
 	n := 0
 	for n < len(lanes) && lanes[n].kind != Rate {
 		n++
 	}
-	return uint8(n)
+	return n
 }
 
 // resolve fills g with the lanes named, in canonical order, with

@@ -80,9 +80,15 @@ type record[K comparable] struct {
 // it on their stack, so that a call that fails allocates nothing; publish
 // copies it into a record once every permit is held.
 type grant[K comparable] struct {
-	weight int64     // the weight of WithWeight
-	n      uint8     // number of lanes in inline (0 when in more)
-	plain  uint8     // number of lanes before the first rate lane
+	weight int64 // the weight of WithWeight
+	// n is the number of lanes in inline (0 when they are in more): at
+	// most inlineLanes, so a byte holds it.
+	n uint8
+	// plain is the number of lanes before the first rate lane. A call may
+	// name any number of lanes, so it is an int: as a uint8 it wrapped at
+	// 256 and the lanes past it were taken as rate lanes (their permits
+	// dropped, never released).
+	plain  int
 	more   []held[K] // the lanes, when there are over inlineLanes
 	inline [inlineLanes]held[K]
 }

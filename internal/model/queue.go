@@ -57,6 +57,12 @@ type queueLane struct {
 	held   int64            // global and keyed lanes: weight held, over all keys
 	perKey map[string]int64 // keyed lanes: weight held per key
 	tokens int64            // rate lanes: tokens left (negative while a waiter has reserved ahead)
+	// Rate lanes, while the pending request has reserved its tokens:
+	// whether they were there at once (due), and whether the lane has
+	// granted tokens since (used). If both, a cancellation leaves them
+	// spent: the real lane cannot give back tokens already due once its
+	// limiter has moved on without granting more than its bucket allows.
+	due, used bool
 }
 
 // queueTicket is a granted request.
@@ -252,6 +258,9 @@ func (m *Queue) TryAcquire(key string, names []string, n int64) (int, bool, Queu
 	}
 	for _, i := range idx {
 		m.take(i, key, n)
+		if m.lanes[i].Kind == QueueRate {
+			m.lanes[i].used = true
+		}
 	}
 	return m.grant(key, idx, n), true, QueueOK
 }
@@ -320,7 +329,9 @@ func (m *Queue) reserveRates() bool {
 	short := false
 	for _, name := range p.Lanes[p.At:] {
 		i := m.byName[name]
-		if m.lanes[i].tokens < p.N {
+		l := m.lanes[i]
+		l.due, l.used = l.tokens >= p.N, false
+		if !l.due {
 			short = true
 		}
 		m.take(i, p.Key, p.N)
@@ -353,8 +364,9 @@ func (m *Queue) WaitingOn() (string, QueueKind, bool) {
 }
 
 // Cancel models the pending request's context ending: it gives back what
-// the request took (rate reservations too) and forgets it. It reports
-// whether a request was pending.
+// the request took (rate reservations too, except the tokens of a rate
+// lane that were there at once when the lane has granted tokens since)
+// and forgets it. It reports whether a request was pending.
 func (m *Queue) Cancel() bool {
 	p := m.pending
 	if p == nil {
@@ -371,7 +383,11 @@ func (m *Queue) rollback(p *QueuePending) {
 	}
 	if p.Reserved && p.At < len(p.Lanes) {
 		for _, name := range p.Lanes[p.At:] {
-			m.give(m.byName[name], p.Key, p.N)
+			i := m.byName[name]
+			if l := m.lanes[i]; l.due && l.used {
+				continue // spent: see queueLane.due
+			}
+			m.give(i, p.Key, p.N)
 		}
 	}
 }

@@ -1,0 +1,130 @@
+package lanequeue_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// TestGlobalSemaphoreResize resizes a global lane through the semaphore
+// that GlobalSemaphore hands out, and checks that the queue honours each
+// new capacity (issue 11, defect 5: the semaphores behind AddLane and
+// Default were out of reach). Before, the queue kept refusing weights
+// above the capacity the lane was made with, even once the semaphore had
+// grown.
+func TestGlobalSemaphoreResize(t *testing.T) {
+	q := lanequeue.Default[string]()
+	t.Cleanup(q.Close)
+	lanes := []string{lanequeue.SessionLane, lanequeue.GlobalLane}
+	big := lanequeue.WithLaneWeight(lanequeue.GlobalLane, lanequeue.DefaultGlobalCapacity+4)
+	// Resolve the list once with the fixed capacity, so that its cached
+	// resolution is in place when the capacity changes.
+	if err := q.Check(lanes, big); !errors.Is(err, lanequeue.ErrTooHeavy) {
+		t.Fatalf("Check of weight %d on capacity %d = %v; want ErrTooHeavy", lanequeue.DefaultGlobalCapacity+4, lanequeue.DefaultGlobalCapacity, err)
+	}
+	s, err := q.GlobalSemaphore(lanequeue.GlobalLane)
+	must(t, err)
+	if again, err := q.GlobalSemaphore(lanequeue.GlobalLane); err != nil || again != s {
+		t.Fatalf("a second GlobalSemaphore = %p, %v; want the same semaphore %p", again, err, s)
+	}
+
+	s.SetCapacity(lanequeue.DefaultGlobalCapacity + 4)
+	if err := q.Check(lanes, big); err != nil {
+		t.Fatalf("Check after growing the lane = %v; want nil", err)
+	}
+	tk, ok := q.TryAcquireAll("a", lanes, big)
+	if !ok {
+		t.Fatal("TryAcquireAll of the whole grown capacity = false")
+	}
+	if st := laneStats(t, q, lanequeue.GlobalLane); st.Capacity != lanequeue.DefaultGlobalCapacity+4 || st.Held != lanequeue.DefaultGlobalCapacity+4 {
+		t.Fatalf("global lane: capacity %d, held %d; want %d and %d", st.Capacity, st.Held, lanequeue.DefaultGlobalCapacity+4, lanequeue.DefaultGlobalCapacity+4)
+	}
+	tk.Release()
+
+	s.SetCapacity(1)
+	if err := q.Check(lanes, lanequeue.WithWeight(2)); !errors.Is(err, lanequeue.ErrTooHeavy) {
+		t.Fatalf("Check of weight 2 after shrinking the lane to 1 = %v; want ErrTooHeavy", err)
+	}
+	if _, err := q.AcquireAll(context.Background(), "a", lanes, lanequeue.WithLaneWeight(lanequeue.GlobalLane, 2)); !errors.Is(err, lanequeue.ErrTooHeavy) {
+		t.Fatalf("AcquireAll of weight 2 on capacity 1 = %v; want ErrTooHeavy", err)
+	}
+	holder, err := q.AcquireAll(context.Background(), "a", lanes)
+	must(t, err)
+	ch := acquireAsync(context.Background(), q, "b", lanes)
+	waitFor(t, "the second caller to wait on the shrunk lane", func() bool { return laneStats(t, q, lanequeue.GlobalLane).Waiters == 1 })
+	s.SetCapacity(2) // room for the waiter
+	r := receive(t, ch)
+	must(t, r.err)
+	r.t.Release()
+	holder.Release()
+	assertNothingHeld(t, q)
+}
+
+// TestKeyedSemaphoreSweep sweeps the idle keys of the session lane of a
+// Default queue through the keyed semaphore that KeyedSemaphore hands out
+// (issue 11, defect 5: no one could call Sweep under a queue).
+func TestKeyedSemaphoreSweep(t *testing.T) {
+	fake := clock.NewFake(time.Unix(1e9, 0))
+	q := lanequeue.Default[string](keyedsem.WithIdleTimeout(time.Minute), keyedsem.WithClock(fake))
+	t.Cleanup(q.Close)
+	ks, err := q.KeyedSemaphore(lanequeue.SessionLane)
+	must(t, err)
+	for _, key := range []string{"a", "b", "c"} {
+		tk, err := q.AcquireAll(context.Background(), key, []string{lanequeue.SessionLane, lanequeue.GlobalLane})
+		must(t, err)
+		tk.Release()
+	}
+	if st := laneStats(t, q, lanequeue.SessionLane); st.Keys != 3 {
+		t.Fatalf("session lane has %d keys; want 3", st.Keys)
+	}
+	fake.Advance(2 * time.Minute)
+	n := ks.Sweep()
+	if st := laneStats(t, q, lanequeue.SessionLane); st.Keys != 0 || ks.Len() != 0 {
+		t.Fatalf("after Sweep (evicted %d) the session lane has %d keys (Len %d); want 0", n, st.Keys, ks.Len())
+	}
+	// The lane still works after the sweep.
+	tk, err := q.AcquireAll(context.Background(), "a", []string{lanequeue.SessionLane})
+	must(t, err)
+	tk.Release()
+}
+
+// TestSemaphoreAccessorErrors: an unknown name, a lane of another kind and
+// a lane of another package are refused with the documented errors.
+func TestSemaphoreAccessorErrors(t *testing.T) {
+	q := lanequeue.Default[string]()
+	t.Cleanup(q.Close)
+	must(t, q.AddRateLane("rate", rate.Limit(1), 1))
+	must(t, q.Add("blind", &blindLane{kind: lanequeue.Global}))
+	own := semaphore.New(3)
+	must(t, q.Add("own", lanequeue.NewGlobalLane[string](own)))
+
+	if s, err := q.GlobalSemaphore("own"); err != nil || s != own {
+		t.Fatalf("GlobalSemaphore(own) = %p, %v; want %p, nil", s, err, own)
+	}
+	for _, name := range []string{"nope", ""} {
+		if _, err := q.GlobalSemaphore(name); !errors.Is(err, lanequeue.ErrUnknownLane) {
+			t.Errorf("GlobalSemaphore(%q) = %v; want ErrUnknownLane", name, err)
+		}
+		if _, err := q.KeyedSemaphore(name); !errors.Is(err, lanequeue.ErrUnknownLane) {
+			t.Errorf("KeyedSemaphore(%q) = %v; want ErrUnknownLane", name, err)
+		}
+	}
+	for _, name := range []string{lanequeue.SessionLane, "rate", "blind"} {
+		if s, err := q.GlobalSemaphore(name); !errors.Is(err, lanequeue.ErrNoSemaphore) || s != nil {
+			t.Errorf("GlobalSemaphore(%q) = %p, %v; want nil, ErrNoSemaphore", name, s, err)
+		}
+	}
+	for _, name := range []string{lanequeue.GlobalLane, "rate", "blind", "own"} {
+		if s, err := q.KeyedSemaphore(name); !errors.Is(err, lanequeue.ErrNoSemaphore) || s != nil {
+			t.Errorf("KeyedSemaphore(%q) = %p, %v; want nil, ErrNoSemaphore", name, s, err)
+		}
+	}
+}
