@@ -71,6 +71,7 @@ type counters struct {
 	acquired, released, cancelled, rejected, doubleRel atomic.Uint64
 	lost, expired, late, redisErrs                     atomic.Uint64
 	handoffs, polls                                    atomic.Uint64 // how queued waiters were granted / woke up
+	stale                                              atomic.Uint64 // hand-over messages for an earlier queue entry
 }
 
 // A line is the local FIFO of waiters for one bucket. Only its head talks to
@@ -293,49 +294,84 @@ func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 				ErrLimitMismatch, c.name, r.a, c.kindName(), c.limit)
 		case stQueued:
 			c.setQueued(w, ln.rk, id, r.sent)
-			t := time.NewTimer(jitter(min(max(time.Duration(r.a)*time.Millisecond, minWait), maxWait)))
-			select {
-			case f := <-w.wake:
-				t.Stop()
-				fence, err := strconv.ParseInt(f, 10, 64)
-				if f == "" || err != nil { // the refresher found id granted or gone
-					c.st.polls.Add(1)
-					continue
-				}
-				// Handed over by a release. The grant happened after the
-				// last call that found id queued was sent, so the lease runs
-				// at least until that send time plus the lease.
-				c.mu.Lock()
-				sent := w.lastQueued
-				c.mu.Unlock()
-				if time.Until(sent.Add(c.cfg.validity())) <= c.cfg.margin() {
-					continue // too little left: confirm (and extend) with a call
-				}
-				if ctx.Err() != nil || c.isClosed() {
-					// The hand-off raced with the end of ctx or with Close
-					// (select picks at random among ready cases): give the
-					// units back rather than return a permit after either.
-					c.cleanupAsync(ln.rk, id)
-					return nil, c.quit(ctx, nil)
-				}
-				c.st.handoffs.Add(1)
-				return c.grant(ln.rk, id, w.n, fence, sent), nil
-			case <-t.C:
-				c.st.polls.Add(1)
-			case <-ctx.Done():
-				t.Stop()
-				c.cleanupAsync(ln.rk, id)
-				return nil, c.quit(ctx, nil)
-			case <-c.done:
-				t.Stop()
-				c.cleanupAsync(ln.rk, id)
-				return nil, c.quit(ctx, nil)
+			p, err, next := c.waitQueued(ctx, ln, w, id, r)
+			if !next {
+				return p, err
 			}
 		default:
 			c.cleanupAsync(ln.rk, id)
 			return nil, fmt.Errorf("redislane: acquire %q: unexpected script status %d", c.name, r.status)
 		}
 	}
+}
+
+// waitQueued waits, after a call that found id queued (reply r), for a
+// hand-over message, the hint's timer, the end of ctx or Close. It returns
+// next == true when the waiter should call Redis again, and otherwise the
+// waiter's result.
+func (c *core) waitQueued(ctx context.Context, ln *line, w *waiter, id string, r reply) (_ *Permit, _ error, next bool) {
+	t := time.NewTimer(jitter(min(max(time.Duration(r.a)*time.Millisecond, minWait), maxWait)))
+	defer t.Stop()
+	for {
+		select {
+		case m := <-w.wake:
+			if m == "" { // the refresher found id granted or gone
+				c.st.polls.Add(1)
+				return nil, nil, true
+			}
+			fence, seq, ok := parseHandover(m)
+			if !ok {
+				// A message without an arrival number (from an older
+				// version): it cannot be matched to this entry; ask.
+				c.st.polls.Add(1)
+				return nil, nil, true
+			}
+			if seq != r.seq {
+				// Made for an earlier entry of id, which expired while the
+				// waiter could not reach Redis: never a grant of this one.
+				c.st.stale.Add(1)
+				continue
+			}
+			// Handed over by a release. The grant happened after the last
+			// call that found this entry queued was sent, so the lease runs
+			// at least until that send time plus the lease.
+			c.mu.Lock()
+			sent := w.lastQueued
+			c.mu.Unlock()
+			if time.Until(sent.Add(c.cfg.validity())) <= c.cfg.margin() {
+				return nil, nil, true // too little left: confirm (and extend) with a call
+			}
+			if ctx.Err() != nil || c.isClosed() {
+				// The hand-off raced with the end of ctx or with Close
+				// (select picks at random among ready cases): give the
+				// units back rather than return a permit after either.
+				c.cleanupAsync(ln.rk, id)
+				return nil, c.quit(ctx, nil), false
+			}
+			c.st.handoffs.Add(1)
+			return c.grant(ln.rk, id, w.n, fence, sent), nil, false
+		case <-t.C:
+			c.st.polls.Add(1)
+			return nil, nil, true
+		case <-ctx.Done():
+			c.cleanupAsync(ln.rk, id)
+			return nil, c.quit(ctx, nil), false
+		case <-c.done:
+			c.cleanupAsync(ln.rk, id)
+			return nil, c.quit(ctx, nil), false
+		}
+	}
+}
+
+// parseHandover reads a hand-over message, "<fence> <arrival number>".
+func parseHandover(m string) (fence, seq int64, ok bool) {
+	f, q, ok := strings.Cut(m, " ")
+	if !ok {
+		return 0, 0, false
+	}
+	fence, err1 := strconv.ParseInt(f, 10, 64)
+	seq, err2 := strconv.ParseInt(q, 10, 64)
+	return fence, seq, err1 == nil && err2 == nil
 }
 
 // quit returns the error of a waiter that stops waiting: ctx's error (with
@@ -397,6 +433,7 @@ func (c *core) unqueue(id string, w *waiter) {
 
 type reply struct {
 	status, a, b int64
+	seq          int64     // queued: the arrival number of the entry
 	sent         time.Time // taken before the call was sent
 	err          error
 }
@@ -451,6 +488,9 @@ func (c *core) runAcquire(ctx context.Context, rk [4]string, id string, n int64,
 		r.status, r.a = v[0], v[1]
 		if len(v) > 2 {
 			r.b = v[2]
+		}
+		if len(v) > 3 {
+			r.seq = v[3]
 		}
 	}
 	return r
@@ -602,6 +642,7 @@ func (c *core) stats() Stats {
 		RedisErrors:    c.st.redisErrs.Load(),
 		Handoffs:       c.st.handoffs.Load(),
 		Polls:          c.st.polls.Load(),
+		StaleHandovers: c.st.stale.Load(),
 	}
 }
 
@@ -625,6 +666,7 @@ type Stats struct {
 	RedisErrors    uint64 // failed Redis calls
 	Handoffs       uint64 // grants handed over by a release, told by a pub/sub message
 	Polls          uint64 // waits in the Redis queue that ended with no message: on the timer, or on a refresh that found the waiter granted
+	StaleHandovers uint64 // hand-over messages ignored: made for an earlier queue entry of the waiter, which expired
 }
 
 func (s Stats) laneStats(k lanequeue.Kind) lanequeue.LaneStats {

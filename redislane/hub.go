@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,6 +29,8 @@ type hub struct {
 	stop     chan struct{} // closed with the hub
 
 	wg sync.WaitGroup // the receive loop and the Subscribe calls in flight
+
+	delivered atomic.Int64 // messages handed to a watcher (for tests)
 }
 
 var hubs struct {
@@ -235,6 +238,7 @@ func (h *hub) loop(ps *redis.PubSub) {
 		if ch != nil {
 			select {
 			case ch <- fence:
+				h.delivered.Add(1)
 			default:
 			}
 		}
