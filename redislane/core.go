@@ -47,8 +47,11 @@ type core struct {
 	refDone   chan struct{} // closed when the refresher returns
 	kick      chan struct{} // wakes the refresher; buffered 1
 
+	closeBy atomic.Pointer[time.Time] // set by Close: no call of the lane outlasts it
+
 	mu      sync.Mutex // protects the fields below, and waiter.{id,rk,lastQueued,due}, Permit.due
 	closed  bool
+	bgDone  bool               // set by Close once the waiters left: no new background call
 	lines   map[string]*line   // local waiters by bucket; a line exists while it has waiters
 	permits map[string]*Permit // permits out whose lease is kept, by id
 	queued  map[string]*waiter // head waiters queued in Redis, by id
@@ -61,9 +64,9 @@ type core struct {
 	st   counters
 
 	// wg counts the calls and clean-ups that finish in the background after
-	// their caller left. They are started only by waiters (and before a
-	// waiter leaves its line), so after Close has seen the lines drained no
-	// new one starts, and Close can wait for them.
+	// their caller left: a waiter's, a TryAcquire's, a Release's. Close sets
+	// bgDone (under mu) once the waiters left, and after that none starts,
+	// so Close can wait for them.
 	wg sync.WaitGroup
 }
 
@@ -72,6 +75,7 @@ type counters struct {
 	lost, expired, late, redisErrs                     atomic.Uint64
 	handoffs, polls                                    atomic.Uint64 // how queued waiters were granted / woke up
 	stale                                              atomic.Uint64 // hand-over messages for an earlier queue entry
+	maxHold                                            atomic.Uint64 // permits ended by WithMaxHold
 }
 
 // A line is the local FIFO of waiters for one bucket. Only its head talks to
@@ -244,7 +248,7 @@ func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 	}
 	id := newID()
 	w.wake = make(chan string, 2)
-	c.hub.watch(ctx, c.done, c.channel, id, w.wake)
+	c.hub.watch(ctx, c.done, c.channel, id, w.wake, c.cfg.margin())
 	defer c.hub.unwatch(id)
 	defer c.unqueue(id, w)
 	if ctx.Err() != nil || c.isClosed() { // while it subscribed; nothing asked of Redis yet
@@ -277,17 +281,28 @@ func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 			}
 			continue
 		}
-		backoff, lastErr = 0, nil
+		lastErr = nil
+		if r.status == stGranted && time.Since(r.sent) > c.cfg.margin() {
+			// A late reply never yields a permit: too little of the lease
+			// is known to be left. Ask again with the same id, after a
+			// backoff as for a failed call (Redis or the network is slow);
+			// Redis returns the same grant with a fresh lease.
+			c.st.late.Add(1)
+			backoff = nextBackoff(backoff)
+			if !c.pause(ctx, jitter(backoff)) {
+				c.cleanupAsync(ln.rk, id)
+				return nil, c.quit(ctx, nil)
+			}
+			continue
+		}
+		backoff = 0
 		switch r.status {
 		case stGranted:
-			if time.Since(r.sent) > c.cfg.margin() {
-				// A late reply never yields a permit: too little of the lease
-				// is known to be left. Ask again with the same id; Redis
-				// returns the same grant with a fresh lease.
-				c.st.late.Add(1)
-				continue
+			p := c.grant(ln.rk, id, w.n, r.a, r.sent)
+			if p == nil { // Close came first
+				return nil, c.quit(ctx, nil)
 			}
-			return c.grant(ln.rk, id, w.n, r.a, r.sent), nil
+			return p, nil
 		case stMismatch:
 			c.st.rejected.Add(1)
 			return nil, fmt.Errorf("%w: %q has limit %d (or another kind) in Redis; this %s lane has %d",
@@ -348,8 +363,12 @@ func (c *core) waitQueued(ctx context.Context, ln *line, w *waiter, id string, r
 				c.cleanupAsync(ln.rk, id)
 				return nil, c.quit(ctx, nil), false
 			}
+			p := c.grant(ln.rk, id, w.n, fence, sent)
+			if p == nil { // Close came first
+				return nil, c.quit(ctx, nil), false
+			}
 			c.st.handoffs.Add(1)
-			return c.grant(ln.rk, id, w.n, fence, sent), nil, false
+			return p, nil, false
 		case <-t.C:
 			c.st.polls.Add(1)
 			return nil, nil, true
@@ -439,12 +458,10 @@ type reply struct {
 }
 
 // callAcquire runs the acquire script in a goroutine, so that the caller can
-// leave as soon as its context ends. If it leaves (abandoned is true), the
-// goroutine waits for the call and then releases id, whatever the call did.
+// leave as soon as its context ends or the lane closes. If it leaves
+// (abandoned is true), the goroutine waits for the call (bounded by one
+// margin) and then releases id, whatever the call did.
 func (c *core) callAcquire(ctx context.Context, rk [4]string, id string, n int64) (r reply, abandoned bool) {
-	if ctx.Done() == nil { // ctx never ends: no need to be able to leave
-		return c.runAcquire(ctx, rk, id, n, false), false
-	}
 	ch := make(chan reply, 1)
 	var state atomic.Int32 // 0: in flight, 1: delivered, 2: abandoned
 	c.wg.Add(1)
@@ -474,6 +491,8 @@ func (c *core) runAcquire(ctx context.Context, rk [4]string, id string, n int64,
 	if try {
 		tryFlag = 1
 	}
+	ctx, cancel := c.callCtx(ctx, c.cfg.margin())
+	defer cancel()
 	r := reply{sent: time.Now()}
 	v, err := acquireScript.Run(ctx, c.client,
 		[]string{c.metaKey, rk[0], rk[1], rk[2], rk[3]},
@@ -496,11 +515,26 @@ func (c *core) runAcquire(ctx context.Context, rk [4]string, id string, n int64,
 	return r
 }
 
+// callCtx returns the context of one call of the lane: it ends d from now,
+// or when Close's bound passes if that comes first (go-redis applies the
+// deadline to the connection, as the client has ContextTimeoutEnabled).
+// No call of the lane has a longer d than one margin, so every call in
+// flight when Close begins ends within one margin, and none begun after
+// ends later.
+func (c *core) callCtx(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	dl := time.Now().Add(d)
+	if by := c.closeBy.Load(); by != nil && by.Before(dl) {
+		dl = *by
+	}
+	return context.WithDeadline(parent, dl)
+}
+
 // cleanup removes id from Redis, held or queued. It is the release of a
 // permit, and the clean-up of a waiter that left while its id may be queued
-// or granted. If Redis cannot be reached the entry expires within a lease.
+// or granted. It waits at most one margin; if Redis cannot be reached the
+// entry expires within a lease.
 func (c *core) cleanup(rk [4]string, id string) (int64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.lease)
+	ctx, cancel := c.callCtx(context.Background(), c.cfg.margin())
 	defer cancel()
 	res, err := releaseScript.Run(ctx, c.client,
 		[]string{c.metaKey, rk[0], rk[1], rk[2], rk[3]},
@@ -512,28 +546,54 @@ func (c *core) cleanup(rk [4]string, id string) (int64, error) {
 	return res, err
 }
 
-func (c *core) cleanupAsync(rk [4]string, id string) {
+// cleanupAsync runs cleanup in the background and returns a channel closed
+// when it is done, or nil after Close (which leaves the entry to expire).
+func (c *core) cleanupAsync(rk [4]string, id string) <-chan struct{} {
+	c.mu.Lock()
+	if c.bgDone {
+		c.mu.Unlock()
+		return nil
+	}
 	c.wg.Add(1)
+	c.mu.Unlock()
+	done := make(chan struct{})
 	go func() {
 		defer c.wg.Done()
+		defer close(done)
 		_, _ = c.cleanup(rk, id)
 	}()
+	return done
 }
 
-// grant makes the permit for id, granted by a call sent at sent.
+// grant makes the permit for id, granted by a call sent at sent. After
+// Close it releases id instead and returns nil.
 func (c *core) grant(rk [4]string, id string, n, fence int64, sent time.Time) *Permit {
 	p := &Permit{c: c, id: id, rk: rk, n: n, fence: fence}
 	p.tok.Init((*owner)(p), -1, &p.gen)
 	p.ctx, p.cancel = context.WithCancelCause(context.Background())
 	p.mu.Lock()
 	p.deadline = sent.Add(c.cfg.validity())
-	p.timer = time.AfterFunc(time.Until(p.deadline), p.onTimer)
+	if c.cfg.maxHold > 0 {
+		p.holdUntil = time.Now().Add(c.cfg.maxHold)
+		if p.holdUntil.Before(p.deadline) {
+			p.deadline = p.holdUntil
+		}
+	}
 	p.mu.Unlock()
 
 	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		p.cancel(ErrClosed)
+		c.cleanupAsync(rk, id)
+		return nil
+	}
 	p.due = sent.Add(c.cfg.refreshEvery)
 	c.permits[id] = p
 	c.planLocked(p.due)
+	p.mu.Lock()
+	p.timer = time.AfterFunc(time.Until(p.deadline), p.onTimer)
+	p.mu.Unlock()
 	c.mu.Unlock()
 	c.held.Add(n)
 	c.st.acquired.Add(1)
@@ -567,9 +627,7 @@ func (c *core) tryAcquire(key string, n int64) (*Permit, bool) {
 
 	rk := c.bucketKeys(key)
 	id := newID()
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.margin())
-	r := c.runAcquire(ctx, rk, id, n, true)
-	cancel()
+	r := c.runAcquire(context.Background(), rk, id, n, true) // bounded by one margin
 	switch {
 	case r.err != nil:
 		c.st.redisErrs.Add(1)
@@ -584,19 +642,20 @@ func (c *core) tryAcquire(key string, n int64) (*Permit, bool) {
 		c.st.late.Add(1)
 		c.cleanupAsync(rk, id)
 		return nil, false
-	case c.isClosed():
-		c.cleanupAsync(rk, id)
-		return nil, false
 	}
-	return c.grant(rk, id, n, r.a, r.sent), true
+	p := c.grant(rk, id, n, r.a, r.sent)
+	return p, p != nil
 }
 
-// close refuses later acquires, sends the waiters away with ErrClosed, waits
-// for them and their background calls, and leaves the hub. The refresher
-// keeps the leases of the permits still out until they are released or
-// lost; Close waits for it only when none is out.
+// close refuses later acquires, sends the waiters away with ErrClosed, ends
+// every permit out (cause ErrClosed; their leases are left to run out),
+// waits for the waiters, the background calls and the refresher, and leaves
+// the hub. Every call in flight, and every call begun after it started,
+// ends within one margin of its start (see callCtx).
 func (c *core) close() {
 	c.closeOnce.Do(func() {
+		by := time.Now().Add(c.cfg.margin())
+		c.closeBy.Store(&by)
 		c.mu.Lock()
 		c.closed = true
 		close(c.done)
@@ -607,17 +666,25 @@ func (c *core) close() {
 		}
 		c.mu.Unlock()
 		if drained != nil {
-			<-drained
+			<-drained // waiters leave at once: their calls go on in wg
 		}
-		c.wg.Wait()
-		c.hub.leave(c.channel)
-		c.kickRefresher()
+		// The waiters are gone, so every grant has registered its permit
+		// (or, seeing closed, released it), and no background call starts
+		// after this.
 		c.mu.Lock()
-		idle := len(c.permits) == 0 && len(c.queued) == 0
-		c.mu.Unlock()
-		if idle {
-			<-c.refDone
+		c.bgDone = true
+		out := make([]*Permit, 0, len(c.permits))
+		for _, p := range c.permits {
+			out = append(out, p)
 		}
+		c.mu.Unlock()
+		for _, p := range out {
+			p.end(ErrClosed)
+		}
+		c.kickRefresher()
+		c.wg.Wait()
+		c.hub.leave(c.channel, by)
+		<-c.refDone
 	})
 }
 
@@ -643,6 +710,7 @@ func (c *core) stats() Stats {
 		Handoffs:       c.st.handoffs.Load(),
 		Polls:          c.st.polls.Load(),
 		StaleHandovers: c.st.stale.Load(),
+		MaxHolds:       c.st.maxHold.Load(),
 	}
 }
 
@@ -667,6 +735,7 @@ type Stats struct {
 	Handoffs       uint64 // grants handed over by a release, told by a pub/sub message
 	Polls          uint64 // waits in the Redis queue that ended with no message: on the timer, or on a refresh that found the waiter granted
 	StaleHandovers uint64 // hand-over messages ignored: made for an earlier queue entry of the waiter, which expired
+	MaxHolds       uint64 // permits ended by WithMaxHold
 }
 
 func (s Stats) laneStats(k lanequeue.Kind) lanequeue.LaneStats {

@@ -66,9 +66,11 @@ func joinHub(client redis.UniversalClient, channel string) *hub {
 }
 
 // leave counts one lane less on channel; the last lane of a channel
-// unsubscribes from it, and the last lane of the hub closes the
-// subscription and waits for the receive loop to end.
-func (h *hub) leave(channel string) {
+// unsubscribes from it (a call that ends by the deadline by), and the last
+// lane of the hub closes the subscription and waits for the receive loop
+// and the subscriptions in flight to end (each bounded by the margin of
+// the lane that began it; the loop's ping by maxWait).
+func (h *hub) leave(channel string, by time.Time) {
 	h.mu.Lock()
 	h.lanes[channel]--
 	unsub := h.lanes[channel] == 0 && h.subbed[channel] != nil
@@ -88,7 +90,9 @@ func (h *hub) leave(channel string) {
 	hubs.mu.Unlock()
 	if !last {
 		if unsub && ps != nil {
-			_ = ps.Unsubscribe(context.Background(), channel)
+			ctx, cancel := context.WithDeadline(context.Background(), by)
+			_ = ps.Unsubscribe(ctx, channel)
+			cancel()
 		}
 		return
 	}
@@ -116,11 +120,11 @@ var confirmWait = maxWait
 
 // watch routes the messages for id to ch (which must be buffered; a message
 // that finds it full is dropped, the waiter's timer covers it). The first
-// watch of a channel subscribes to it and waits, at most confirmWait, until
-// Redis confirms, so that the first handoff is not lost. It stops waiting
-// when ctx ends or done (the lane's Close) is closed: the caller then
-// looks at them and leaves.
-func (h *hub) watch(ctx context.Context, done <-chan struct{}, channel, id string, ch chan<- string) {
+// watch of a channel subscribes to it, in the background with a deadline of
+// timeout, and waits, at most confirmWait, until Redis confirms, so that
+// the first handoff is not lost. It stops waiting when ctx ends or done
+// (the lane's Close) is closed: the caller then looks at them and leaves.
+func (h *hub) watch(ctx context.Context, done <-chan struct{}, channel, id string, ch chan<- string, timeout time.Duration) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -152,7 +156,9 @@ func (h *hub) watch(ctx context.Context, done <-chan struct{}, channel, id strin
 		// and subscribes again when it reconnects.
 		go func() {
 			defer h.wg.Done()
-			_ = ps.Subscribe(context.Background(), channel)
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			_ = ps.Subscribe(ctx, channel)
 			// If the channel's last lane left meanwhile, its Unsubscribe
 			// may have gone first: take the subscription back. (A lane that
 			// came back on the channel has its own subscribed.)
@@ -160,7 +166,7 @@ func (h *hub) watch(ctx context.Context, done <-chan struct{}, channel, id strin
 			gone := h.subbed[channel] == nil
 			h.mu.Unlock()
 			if gone {
-				_ = ps.Unsubscribe(context.Background(), channel)
+				_ = ps.Unsubscribe(ctx, channel)
 			}
 		}()
 	}
@@ -201,7 +207,10 @@ func (h *hub) loop(ps *redis.PubSub) {
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				_ = ps.Ping(ctx) // go-redis replaces a broken connection on the next receive
+				// go-redis replaces a broken connection on the next receive.
+				pctx, cancel := context.WithTimeout(ctx, maxWait)
+				_ = ps.Ping(pctx)
+				cancel()
 				continue
 			}
 			// Redis is unreachable; waiters poll meanwhile.

@@ -210,12 +210,15 @@ func TestLateReplyNeverYieldsPermit(t *testing.T) {
 			evals := cnt.evals.Load()
 			p, err := s.Acquire(context.Background(), 2)
 			require.NoError(t, err)
+			calls := cnt.evals.Load() - evals
 			<-done
 			defer p.Release()
 
+			// The call gives up at the margin (its deadline), or its reply
+			// comes back too late to be used: either way it is asked again.
 			st := s.Stats()
-			assert.EqualValues(t, 1, st.LateReplies, "the late reply was used")
-			assert.EqualValues(t, 2, cnt.evals.Load()-evals, "one late call, one timely call")
+			assert.EqualValues(t, 1, st.LateReplies+st.RedisErrors, "the late reply was used")
+			assert.EqualValues(t, 2, calls, "one late call, one timely call")
 			ids, fences, counter := holderState(t, direct, name)
 			require.Len(t, ids, 1, "Redis holds more than one grant")
 			assert.Equal(t, p.Fence(), fences[0])

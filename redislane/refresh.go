@@ -157,7 +157,7 @@ func (c *core) refreshChunk(entries []refreshEntry) bool {
 		args = append(args, b, e.id)
 	}
 	sent := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.refreshEvery)
+	ctx, cancel := c.callCtx(context.Background(), min(c.cfg.refreshEvery, c.cfg.margin()))
 	v, err := refreshScript.Run(ctx, c.client, keys, args...).Int64Slice()
 	cancel()
 	if err == nil && len(v) != len(entries) {
