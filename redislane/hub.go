@@ -197,9 +197,17 @@ func (h *hub) loop(ps *redis.PubSub) {
 	defer h.wg.Done()
 	ctx := context.Background()
 	backoff := time.Duration(0)
+	// A receive with no connection dials one (and greets Redis) under the
+	// subscription's lock, which Close needs: that happens at the start and
+	// after an error, and is bounded by maxWait there. A receive on a
+	// working connection waits up to receiveTimeout without the lock.
+	wait := maxWait
 	for {
-		msg, err := ps.ReceiveTimeout(ctx, receiveTimeout)
+		rctx, cancel := context.WithTimeout(ctx, wait)
+		msg, err := ps.ReceiveTimeout(rctx, wait)
+		cancel()
 		if err != nil {
+			wait = maxWait
 			select {
 			case <-h.stop:
 				return
@@ -224,7 +232,7 @@ func (h *hub) loop(ps *redis.PubSub) {
 			}
 			continue
 		}
-		backoff = 0
+		backoff, wait = 0, receiveTimeout
 		m, ok := msg.(*redis.Message)
 		if !ok {
 			if sub, ok := msg.(*redis.Subscription); ok && sub.Kind == "subscribe" {

@@ -158,3 +158,72 @@ func TestStaleHandoverNeverYieldsPermit(t *testing.T) {
 		t.Fatal("b never got the unit")
 	}
 }
+
+// A permit that is never released does not outlive its lane: Close ends it
+// (cause ErrClosed) and stops refreshing its lease, so its units come back
+// to the other instances within one lease. Before, it was refreshed for as
+// long as the process lived.
+func TestCloseEndsPermitNeverReleased(t *testing.T) {
+	srv := startRedis(t)
+	name := laneName(t)
+	s, err := redislane.NewSemaphore(newClient(t, srv.Addr), name, 1, redislane.WithLease(testLease), redislane.WithQuarantine(0))
+	require.NoError(t, err)
+	other := newSem(t, srv.Addr, name, 1)
+	p, err := s.Acquire(context.Background(), 1)
+	require.NoError(t, err)
+
+	s.Close()
+	select {
+	case <-p.Context().Done():
+	default:
+		t.Fatal("Close left the permit's context alive")
+	}
+	assert.ErrorIs(t, context.Cause(p.Context()), redislane.ErrClosed)
+	assert.False(t, p.Deadline().After(time.Now()), "the deadline is after the end")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*testLease)
+	defer cancel()
+	q, err := other.Acquire(ctx, 1)
+	require.NoError(t, err, "the closed instance still holds the unit")
+	assert.Greater(t, q.Fence(), p.Fence())
+	q.Release()
+	assert.True(t, p.Release(), "the first Release of an ended permit")
+	assert.False(t, p.Release())
+}
+
+// WithMaxHold ends a permit that is held too long, with its own cause, and
+// stops refreshing its lease: its units come back within one lease while
+// the holder still has it.
+func TestMaxHoldEndsPermit(t *testing.T) {
+	srv := startRedis(t)
+	name := laneName(t)
+	const hold = 3 * testLease / 2 // longer than a lease: refreshed at least once
+	s := newSem(t, srv.Addr, name, 1, redislane.WithMaxHold(hold))
+	other := newSem(t, srv.Addr, name, 1)
+	start := time.Now()
+	p, err := s.Acquire(context.Background(), 1)
+	require.NoError(t, err)
+	assert.False(t, p.Deadline().After(start.Add(hold).Add(time.Second)), "deadline past the longest hold")
+
+	select {
+	case <-p.Context().Done():
+	case <-time.After(20 * testLease):
+		t.Fatal("the permit outlived its longest hold")
+	}
+	end := time.Now()
+	assert.ErrorIs(t, context.Cause(p.Context()), redislane.ErrMaxHold)
+	assert.EqualValues(t, 1, s.Stats().MaxHolds)
+	assert.Zero(t, s.Stats().LeasesExpired)
+	assert.False(t, end.Before(start.Add(hold)), "ended before its longest hold")
+	t.Logf("held %v with WithMaxHold(%v)", end.Sub(start), hold)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*testLease)
+	defer cancel()
+	q, err := other.Acquire(ctx, 1)
+	require.NoError(t, err, "the lease was still refreshed")
+	q.Release()
+	assert.True(t, p.Release())
+
+	_, err = redislane.NewSemaphore(newClient(t, srv.Addr), name, 1, redislane.WithMaxHold(-time.Second))
+	assert.ErrorIs(t, err, redislane.ErrInvalidConfig)
+}
