@@ -248,7 +248,12 @@ func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 	}
 	id := newID()
 	w.wake = make(chan string, 2)
-	c.hub.watch(ctx, c.done, c.channel, id, w.wake, c.cfg.margin())
+	mctx, cancel := c.callCtx(ctx, c.cfg.margin())
+	sharded, err := c.sharded(mctx)
+	cancel()
+	if err == nil { // else Redis is away: poll only, the next waiter asks again
+		c.hub.watch(ctx, c.done, c.channel, sharded, id, w.wake, c.cfg.margin())
+	}
 	defer c.hub.unwatch(id)
 	defer c.unqueue(id, w)
 	if ctx.Err() != nil || c.isClosed() { // while it subscribed; nothing asked of Redis yet
@@ -494,9 +499,14 @@ func (c *core) runAcquire(ctx context.Context, rk [4]string, id string, n int64,
 	ctx, cancel := c.callCtx(ctx, c.cfg.margin())
 	defer cancel()
 	r := reply{sent: time.Now()}
+	pub, err := c.pubCmd(ctx)
+	if err != nil {
+		r.err = err
+		return r
+	}
 	v, err := acquireScript.Run(ctx, c.client,
 		[]string{c.metaKey, rk[0], rk[1], rk[2], rk[3]},
-		id, n, c.limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), tryFlag, c.channel,
+		id, n, c.limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), tryFlag, c.channel, pub,
 	).Int64Slice()
 	switch {
 	case err != nil:
@@ -513,6 +523,28 @@ func (c *core) runAcquire(ctx context.Context, rk [4]string, id string, n int64,
 		}
 	}
 	return r
+}
+
+// sharded tells whether the lane's wake-ups go through sharded pub/sub:
+// where the server has it, unless WithClassicPubSub.
+func (c *core) sharded(ctx context.Context) (bool, error) {
+	if c.cfg.classicPubSub {
+		return false, nil
+	}
+	return c.hub.sharded(ctx)
+}
+
+// pubCmd returns the command with which the lane's scripts publish a
+// hand-over.
+func (c *core) pubCmd(ctx context.Context) (string, error) {
+	sh, err := c.sharded(ctx)
+	switch {
+	case err != nil:
+		return "", err
+	case sh:
+		return "SPUBLISH", nil
+	}
+	return "PUBLISH", nil
 }
 
 // callCtx returns the context of one call of the lane: it ends d from now,
@@ -536,9 +568,14 @@ func (c *core) callCtx(parent context.Context, d time.Duration) (context.Context
 func (c *core) cleanup(rk [4]string, id string) (int64, error) {
 	ctx, cancel := c.callCtx(context.Background(), c.cfg.margin())
 	defer cancel()
+	pub, err := c.pubCmd(ctx)
+	if err != nil {
+		c.st.redisErrs.Add(1)
+		return 0, err
+	}
 	res, err := releaseScript.Run(ctx, c.client,
 		[]string{c.metaKey, rk[0], rk[1], rk[2], rk[3]},
-		id, c.limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel,
+		id, c.limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub,
 	).Int64()
 	if err != nil {
 		c.st.redisErrs.Add(1)

@@ -61,6 +61,8 @@ type config struct {
 	refreshEvery time.Duration // 0: lease/3
 	quarantine   time.Duration // <0: the lease
 	maxHold      time.Duration // 0: no bound
+
+	classicPubSub bool
 }
 
 // WithLease sets how long Redis keeps a permit without hearing from its
@@ -95,6 +97,16 @@ func WithQuarantine(d time.Duration) Option { return func(c *config) { c.quarant
 // ever) from holding its units for as long as the process lives. 0, the
 // default, sets no bound.
 func WithMaxHold(d time.Duration) Option { return func(c *config) { c.maxHold = d } }
+
+// WithClassicPubSub makes the lane wake its waiters with PUBLISH and
+// SUBSCRIBE even where the server has sharded pub/sub (SPUBLISH and
+// SSUBSCRIBE, Redis 7), which the lane uses by default so that a Cluster
+// does not broadcast every hand-over to every node. Use it behind a proxy
+// that does not pass the sharded commands. Every instance of a lane must
+// make the same choice (and, by default, they do, as they ask the same
+// server): a waiter that listens on the other kind misses the messages and
+// is woken by its timer only (5-250 ms later).
+func WithClassicPubSub() Option { return func(c *config) { c.classicPubSub = true } }
 
 func newConfig(opts []Option) (config, error) {
 	c := config{lease: DefaultLease, quarantine: -1}

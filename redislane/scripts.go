@@ -171,8 +171,10 @@ end
 -- first one fits, and tells each one on the wake channel: "<id> <fence>
 -- <arrival number>". The arrival number names the queue entry the grant
 -- was made for, so that a waiter never takes a message that was meant for
--- an entry of its that has since expired as the grant of a later one.
-local function pump(B, M, chan)
+-- an entry of its that has since expired as the grant of a later one. pub
+-- is SPUBLISH (sharded pub/sub: a Cluster delivers on the lane's node only)
+-- or PUBLISH.
+local function pump(B, M, chan, pub)
   if now < M.qu then return end
   for _ = 1, 64 do
     local head = B.head
@@ -185,7 +187,7 @@ local function pump(B, M, chan)
     B.f['t:' .. head] = false
     if w >= 1 and ttl >= 1 then
       local hseq = B.hseq
-      redis.call('PUBLISH', chan, head .. ' ' .. s(grant(B, M, head, w, ttl)) .. ' ' .. s(tonumber(hseq)))
+      redis.call(pub, chan, head .. ' ' .. s(grant(B, M, head, w, ttl)) .. ' ' .. s(tonumber(hseq)))
     else -- a broken entry: drop it
       B.f['w:' .. head] = false
     end
@@ -209,18 +211,20 @@ const (
 // change.
 //
 // KEYS: meta, h, q, x, d
-// ARGV: id, weight, limit, kind, lease ms, quarantine ms, try (0/1), channel
+// ARGV: id, weight, limit, kind, lease ms, quarantine ms, try (0/1), channel,
+// publish command (SPUBLISH or PUBLISH)
 var acquireScript = redis.NewScript(acquireSrc)
 
 const acquireSrc = prelude + `
 local id, w, limit, kind = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local ttl, quar, try, chan = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7] == '1', ARGV[8]
+local pub = ARGV[9]
 
 local M = meta(KEYS[1], limit, kind, ttl, quar)
 if not M.ok then return {-1, M.limit} end
 local B = bucket(2, M.ml)
 look(B)
-pump(B, M, chan)
+pump(B, M, chan, pub)
 
 if B.first then
   local exp = redis.call('ZSCORE', B.h, id)
@@ -287,12 +291,12 @@ return {2, hint, qflag, seq}
 // queue. It is idempotent.
 //
 // KEYS: meta, h, q, x, d
-// ARGV: id, limit, kind, lease ms, quarantine ms, channel
+// ARGV: id, limit, kind, lease ms, quarantine ms, channel, publish command
 var releaseScript = redis.NewScript(releaseSrc)
 
 const releaseSrc = prelude + `
 local id, limit, kind = ARGV[1], tonumber(ARGV[2]), ARGV[3]
-local ttl, quar, chan = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local ttl, quar, chan, pub = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local h, q, x, d = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 
 local res = 0
@@ -316,7 +320,7 @@ if redis.call('ZRANGE', q, 0, 0)[1] then -- somebody waits: hand the units on
   local M = meta(KEYS[1], limit, kind, ttl, quar)
   local B = bucket(2, M.ml)
   look(B)
-  pump(B, M, chan)
+  pump(B, M, chan, pub)
   flush(B)
   save(M)
 end
@@ -335,18 +339,18 @@ const (
 // never re-creates a missing one.
 //
 // KEYS: meta, then h, q, x, d of each bucket
-// ARGV: limit, kind, lease ms, quarantine ms, channel, then pairs of
-// (bucket number from 0, id)
+// ARGV: limit, kind, lease ms, quarantine ms, channel, publish command, then
+// pairs of (bucket number from 0, id)
 var refreshScript = redis.NewScript(refreshSrc)
 
 const refreshSrc = prelude + `
 local limit, kind = tonumber(ARGV[1]), ARGV[2]
-local ttl, quar, chan = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local ttl, quar, chan, pub = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], ARGV[6]
 
 local M = meta(KEYS[1], limit, kind, ttl, quar)
 local out = {}
 local bs = {}
-for i = 6, #ARGV, 2 do
+for i = 7, #ARGV, 2 do
   local b = tonumber(ARGV[i])
   local id = ARGV[i + 1]
   local B = bs[b]
@@ -372,7 +376,7 @@ for i = 6, #ARGV, 2 do
   out[#out + 1] = st
 end
 for _, B in pairs(bs) do
-  if M.ok then pump(B, M, chan) end
+  if M.ok then pump(B, M, chan, pub) end
   flush(B)
 end
 save(M)
