@@ -550,9 +550,10 @@ func (c *core) pubCmd(ctx context.Context) (string, error) {
 // callCtx returns the context of one call of the lane: it ends d from now,
 // or when Close's bound passes if that comes first (go-redis applies the
 // deadline to the connection, as the client has ContextTimeoutEnabled).
-// No call of the lane has a longer d than one margin, so every call in
-// flight when Close begins ends within one margin, and none begun after
-// ends later.
+// No call of the lane has a longer d than a third of the lease (a refresh;
+// the others one margin), so every call in flight when Close begins ends
+// within a third of the lease, and none begun after ends later than one
+// margin after Close began.
 func (c *core) callCtx(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	dl := time.Now().Add(d)
 	if by := c.closeBy.Load(); by != nil && by.Before(dl) {
@@ -687,8 +688,9 @@ func (c *core) tryAcquire(key string, n int64) (*Permit, bool) {
 // close refuses later acquires, sends the waiters away with ErrClosed, ends
 // every permit out (cause ErrClosed; their leases are left to run out),
 // waits for the waiters, the background calls and the refresher, and leaves
-// the hub. Every call in flight, and every call begun after it started,
-// ends within one margin of its start (see callCtx).
+// the hub. Every call in flight ends within a third of the lease, and every
+// call begun after Close started within one margin of its start (see
+// callCtx).
 func (c *core) close() {
 	c.closeOnce.Do(func() {
 		by := time.Now().Add(c.cfg.margin())

@@ -100,11 +100,11 @@
 //
 // # Bounds
 //
-// Every Redis call of a lane has a deadline of at most the margin, a fifth
-// of the lease (2 s with [DefaultLease]): an acquire call, a refresh (the
-// shorter of the margin and the refresh period), the release or clean-up
-// of a permit or of a waiter that left, and the subscription of the first
-// waiter of a channel. The blocking calls return:
+// Every Redis call of a lane has a deadline: the margin, a fifth of the
+// lease (2 s with [DefaultLease]), for an acquire call, the release or
+// clean-up of a permit or of a waiter that left, and the subscription of
+// the first waiter of a channel; the refresh period, at most a third of the
+// lease, for a refresh. The blocking calls return:
 //
 //   - Acquire: when the units are granted, when its context ends (at once,
 //     even with a call in flight: the call goes on in the background and
@@ -114,8 +114,10 @@
 //   - [Permit.Release]: within the margin and at most 250 ms, whatever Redis
 //     does. The release goes on in the background if it takes longer, and
 //     the lease runs out anyway.
-//   - Close: within the margin plus 250 ms, whatever Redis does; with
-//     several lanes on one client, the margin is the longest of theirs.
+//   - Close: within a third of the lease plus 250 ms (3.6 s with the
+//     default lease), whatever Redis does: the longest a refresh call in
+//     flight may take, and a subscription's connection. With several lanes
+//     on one client, the lease is the longest of theirs.
 //   - Do: as Acquire, then fn, then Release.
 //
 // The other methods (Stats, Limit, Name, and a permit's Fence, Context,

@@ -141,6 +141,11 @@ func (c config) margin() time.Duration { return c.lease / 5 }
 // relies on its lease.
 func (c config) validity() time.Duration { return c.lease - c.margin() }
 
+// refreshTimeout is the deadline of a refresh call: the refresh period, at
+// most a third of the lease (with the default period, a refresh that takes
+// that long still leaves time for another before the deadline).
+func (c config) refreshTimeout() time.Duration { return min(c.refreshEvery, c.lease/3) }
+
 // releaseWait is how long Release waits for its call to Redis before it
 // leaves the call to the background: a margin, at most maxWait.
 func (c config) releaseWait() time.Duration { return min(c.margin(), maxWait) }

@@ -145,7 +145,7 @@ func (c *core) refreshAll() bool {
 
 func (c *core) refreshChunk(entries []refreshEntry) bool {
 	sent := time.Now()
-	ctx, cancel := c.callCtx(context.Background(), min(c.cfg.refreshEvery, c.cfg.margin()))
+	ctx, cancel := c.callCtx(context.Background(), c.cfg.refreshTimeout())
 	defer cancel()
 	pub, err := c.pubCmd(ctx)
 	if err != nil {

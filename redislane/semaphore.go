@@ -93,7 +93,7 @@ func (s *Semaphore) Stats() Stats { return s.c.stats() }
 // contexts are cancelled with [ErrClosed] as the cause, their leases are no
 // longer refreshed and run out in Redis within one lease (Release after
 // Close is allowed, and makes no call). It returns when the waiters have
-// left and the instance's goroutines and calls have ended: within a fifth of
+// left and the instance's goroutines and calls have ended: within a third of
 // the lease plus 250 ms, whatever Redis does. Close does not close the
 // Redis client.
 func (s *Semaphore) Close() { s.c.close() }
