@@ -248,9 +248,7 @@ func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 	}
 	id := newID()
 	w.wake = make(chan string, 2)
-	mctx, cancel := c.callCtx(ctx, c.cfg.margin())
-	sharded, err := c.sharded(mctx)
-	cancel()
+	sharded, err := c.sharded(ctx)
 	if err == nil { // else Redis is away: poll only, the next waiter asks again
 		c.hub.watch(ctx, c.done, c.channel, sharded, id, w.wake, c.cfg.margin())
 	}
@@ -467,6 +465,11 @@ type reply struct {
 // (abandoned is true), the goroutine waits for the call (bounded by one
 // margin) and then releases id, whatever the call did.
 func (c *core) callAcquire(ctx context.Context, rk [4]string, id string, n int64) (r reply, abandoned bool) {
+	if ctx.Done() == nil {
+		// ctx never ends: no need to be able to leave early. Close ends
+		// the waiter once the call returns, within one margin.
+		return c.runAcquire(ctx, rk, id, n, false), false
+	}
 	ch := make(chan reply, 1)
 	var state atomic.Int32 // 0: in flight, 1: delivered, 2: abandoned
 	c.wg.Add(1)
@@ -496,14 +499,13 @@ func (c *core) runAcquire(ctx context.Context, rk [4]string, id string, n int64,
 	if try {
 		tryFlag = 1
 	}
+	pub, err := c.pubCmd(ctx)
+	if err != nil {
+		return reply{sent: time.Now(), err: err}
+	}
 	ctx, cancel := c.callCtx(ctx, c.cfg.margin())
 	defer cancel()
 	r := reply{sent: time.Now()}
-	pub, err := c.pubCmd(ctx)
-	if err != nil {
-		r.err = err
-		return r
-	}
 	v, err := acquireScript.Run(ctx, c.client,
 		[]string{c.metaKey, rk[0], rk[1], rk[2], rk[3]},
 		id, n, c.limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), tryFlag, c.channel, pub,
@@ -526,11 +528,17 @@ func (c *core) runAcquire(ctx context.Context, rk [4]string, id string, n int64,
 }
 
 // sharded tells whether the lane's wake-ups go through sharded pub/sub:
-// where the server has it, unless WithClassicPubSub.
+// where the server has it, unless WithClassicPubSub. Asking the server
+// (once per client) is a call of the lane, bounded by one margin.
 func (c *core) sharded(ctx context.Context) (bool, error) {
 	if c.cfg.classicPubSub {
 		return false, nil
 	}
+	if sh, known := c.hub.knownSharded(); known {
+		return sh, nil
+	}
+	ctx, cancel := c.callCtx(ctx, c.cfg.margin())
+	defer cancel()
 	return c.hub.sharded(ctx)
 }
 
@@ -567,7 +575,12 @@ func (c *core) callCtx(parent context.Context, d time.Duration) (context.Context
 // or granted. It waits at most one margin; if Redis cannot be reached the
 // entry expires within a lease.
 func (c *core) cleanup(rk [4]string, id string) (int64, error) {
-	ctx, cancel := c.callCtx(context.Background(), c.cfg.margin())
+	return c.cleanupWithin(rk, id, c.cfg.margin())
+}
+
+// cleanupWithin is cleanup with a deadline of d.
+func (c *core) cleanupWithin(rk [4]string, id string, d time.Duration) (int64, error) {
+	ctx, cancel := c.callCtx(context.Background(), d)
 	defer cancel()
 	pub, err := c.pubCmd(ctx)
 	if err != nil {
@@ -584,23 +597,30 @@ func (c *core) cleanup(rk [4]string, id string) (int64, error) {
 	return res, err
 }
 
-// cleanupAsync runs cleanup in the background and returns a channel closed
-// when it is done, or nil after Close (which leaves the entry to expire).
-func (c *core) cleanupAsync(rk [4]string, id string) <-chan struct{} {
+// startBackground counts a call that Close must wait for, unless Close
+// has begun waiting (then it returns false and the call must not be made).
+func (c *core) startBackground() bool {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.bgDone {
-		c.mu.Unlock()
-		return nil
+		return false
 	}
 	c.wg.Add(1)
-	c.mu.Unlock()
-	done := make(chan struct{})
+	return true
+}
+
+func (c *core) endBackground() { c.wg.Done() }
+
+// cleanupAsync runs cleanup in the background, unless Close has begun
+// waiting (the entry then expires by itself).
+func (c *core) cleanupAsync(rk [4]string, id string) {
+	if !c.startBackground() {
+		return
+	}
 	go func() {
-		defer c.wg.Done()
-		defer close(done)
+		defer c.endBackground()
 		_, _ = c.cleanup(rk, id)
 	}()
-	return done
 }
 
 // grant makes the permit for id, granted by a call sent at sent. After

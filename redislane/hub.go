@@ -93,6 +93,17 @@ func joinHub(client redis.UniversalClient, channel string) *hub {
 	return h
 }
 
+// knownSharded returns what sharded found, if it has asked already.
+func (h *hub) knownSharded() (sharded, known bool) {
+	switch h.mode.Load() {
+	case modeSharded:
+		return true, true
+	case modeClassic:
+		return false, true
+	}
+	return false, false
+}
+
 // sharded tells whether the server has sharded pub/sub, asking it (COMMAND
 // INFO SPUBLISH, one call per client and process) the first time. Every
 // instance of a lane on the same server comes to the same answer, so that

@@ -206,13 +206,16 @@ func (o *owner) ReleaseToken(_ *permit.Token, n int64) {
 	p.cancel(ErrReleased)
 	c.held.Add(-n)
 	c.st.released.Add(1)
-	if done := c.cleanupAsync(p.rk, p.id); done != nil {
-		t := time.NewTimer(c.cfg.releaseWait())
-		select {
-		case <-done:
-		case <-t.C:
-		}
-		t.Stop()
+	if !c.startBackground() { // after Close: the lease runs out
+		return
+	}
+	// The release call, in this goroutine with a deadline of releaseWait;
+	// if that is not enough, once more in the background, within the
+	// margin (the call is idempotent).
+	_, err := c.cleanupWithin(p.rk, p.id, c.cfg.releaseWait())
+	c.endBackground()
+	if err != nil {
+		c.cleanupAsync(p.rk, p.id)
 	}
 }
 
