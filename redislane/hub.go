@@ -116,10 +116,13 @@ func (h *hub) sharded(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	v, err := h.client.Do(ctx, "COMMAND", "INFO", "SPUBLISH").Slice()
-	if err != nil {
-		return false, err
+	var re redis.Error
+	if err != nil && !errors.As(err, &re) {
+		return false, err // not answered: ask again next time
 	}
-	has := len(v) > 0 && v[0] != nil
+	// An error reply (a proxy or an ACL that does not pass COMMAND) is
+	// taken as no: the classic commands work everywhere.
+	has := err == nil && len(v) > 0 && v[0] != nil
 	m := modeClassic
 	if has {
 		m = modeSharded

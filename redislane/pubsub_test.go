@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -73,5 +74,72 @@ func TestHandoverThroughShardedAndClassicPubSub(t *testing.T) {
 			}
 			assert.EqualValues(t, 1, b.Stats().Handoffs, "the waiter was not woken by the message")
 		})
+	}
+}
+
+// replyErr is an error reply from the server, as go-redis returns one.
+type replyErr string
+
+func (e replyErr) Error() string { return string(e) }
+func (e replyErr) RedisError()   {}
+
+// noCommand is a go-redis hook that answers COMMAND with an error reply,
+// as a proxy or an ACL that does not pass it would.
+type noCommand struct{}
+
+func (noCommand) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (noCommand) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (noCommand) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "command" {
+			err := replyErr("ERR unknown command 'COMMAND'")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// A server (or proxy) that will not say whether it has sharded pub/sub is
+// used with the classic commands, and the lane works: the error reply is
+// not taken for a failure of the lane's calls.
+func TestUnansweredCommandInfoFallsBackToClassicPubSub(t *testing.T) {
+	srv := startRedis(t)
+	direct := newClient(t, srv.Addr)
+	ctx := context.Background()
+	lane := laneName(t)
+	a := newSem(t, srv.Addr, lane, 1)
+	rc := newClient(t, srv.Addr)
+	rc.AddHook(noCommand{})
+	b, err := redislane.NewSemaphore(rc, lane, 1, redislane.WithLease(testLease), redislane.WithQuarantine(0))
+	require.NoError(t, err)
+	defer b.Close()
+	p, err := b.Acquire(ctx, 1)
+	require.NoError(t, err, "the lane failed without COMMAND")
+	p.Release()
+
+	p, err = a.Acquire(ctx, 1)
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() {
+		q, err := b.Acquire(ctx, 1)
+		if err == nil {
+			q.Release()
+		}
+		got <- err
+	}()
+	channel := "{lanes:" + lane + "}:wake"
+	waitFor(t, 5*time.Second, "the waiter to subscribe (classic) and queue", func() bool {
+		return direct.PubSubNumSub(ctx, channel).Val()[channel] >= 1 &&
+			direct.ZCard(ctx, "{lanes:"+lane+"}:g:q").Val() == 1
+	})
+	p.Release()
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter was never granted")
 	}
 }
