@@ -112,8 +112,8 @@
 //     once). It has no bound of its own: give it a context with a deadline.
 //   - TryAcquire: within the margin (one call).
 //   - [Permit.Release]: within the margin and at most 250 ms, whatever Redis
-//     does. The release goes on in the background if it takes longer, and
-//     the lease runs out anyway.
+//     does. A release that did not get through by then is tried once more
+//     in the background, and the lease runs out anyway.
 //   - Close: within a third of the lease plus 250 ms (3.6 s with the
 //     default lease), whatever Redis does: the longest a refresh call in
 //     flight may take, and a subscription's connection. With several lanes

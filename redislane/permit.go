@@ -59,11 +59,12 @@ const (
 // Release first stops refreshing the lease and cancels the permit's
 // context (cause [ErrReleased], unless it had ended before), then removes
 // the permit from Redis with one call, which hands the units to the next
-// waiter. It waits for that call at most a fifth of the lease, and at most
-// 250 ms, whatever Redis does; a call still in flight then goes on in the
-// background, for at most a fifth of the lease. If Redis cannot be reached,
-// the units come back when the lease runs out. After the lane's Close,
-// Release makes no call: the lease runs out by itself.
+// waiter. It gives that call a fifth of the lease, and at most 250 ms, and
+// returns by then whatever Redis does; a call that did not get through is
+// made once more in the background (it is idempotent), for at most a fifth
+// of the lease. If Redis cannot be reached, the units come back when the
+// lease runs out. After the lane's Close, Release makes no call: the lease
+// runs out by itself.
 func (p *Permit) Release() bool { return p.handle().Release() }
 
 // Weight returns the number of units the permit holds.
