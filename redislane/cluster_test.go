@@ -105,12 +105,12 @@ func TestClusterHandoverThroughShardedAndClassicPubSub(t *testing.T) {
 					got <- err
 				}()
 				channel := "{lanes:" + lane + "}:wake"
-				waitFor(t, 5*time.Second, "the waiter to subscribe and queue", func() bool {
+				waitFor(t, 5*time.Second, "both instances to subscribe and the waiter to queue", func() bool {
 					n := direct.PubSubNumSub(ctx, channel).Val()[channel]
 					if sharded {
 						n = direct.PubSubShardNumSub(ctx, channel).Val()[channel]
 					}
-					return n >= 1 && direct.ZCard(ctx, "{lanes:"+lane+"}:g:q").Val() == 1
+					return n >= 2 && direct.ZCard(ctx, "{lanes:"+lane+"}:g:q").Val() == 1
 				})
 				p.Release()
 				select {
