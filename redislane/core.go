@@ -47,8 +47,11 @@ type core struct {
 	refDone   chan struct{} // closed when the refresher returns
 	kick      chan struct{} // wakes the refresher; buffered 1
 
+	closeBy atomic.Pointer[time.Time] // set by Close: no call of the lane outlasts it
+
 	mu      sync.Mutex // protects the fields below, and waiter.{id,rk,lastQueued,due}, Permit.due
 	closed  bool
+	bgDone  bool               // set by Close once the waiters left: no new background call
 	lines   map[string]*line   // local waiters by bucket; a line exists while it has waiters
 	permits map[string]*Permit // permits out whose lease is kept, by id
 	queued  map[string]*waiter // head waiters queued in Redis, by id
@@ -61,9 +64,9 @@ type core struct {
 	st   counters
 
 	// wg counts the calls and clean-ups that finish in the background after
-	// their caller left. They are started only by waiters (and before a
-	// waiter leaves its line), so after Close has seen the lines drained no
-	// new one starts, and Close can wait for them.
+	// their caller left: a waiter's, a TryAcquire's, a Release's. Close sets
+	// bgDone (under mu) once the waiters left, and after that none starts,
+	// so Close can wait for them.
 	wg sync.WaitGroup
 }
 
@@ -71,6 +74,8 @@ type counters struct {
 	acquired, released, cancelled, rejected, doubleRel atomic.Uint64
 	lost, expired, late, redisErrs                     atomic.Uint64
 	handoffs, polls                                    atomic.Uint64 // how queued waiters were granted / woke up
+	stale                                              atomic.Uint64 // hand-over messages for an earlier queue entry
+	maxHold                                            atomic.Uint64 // permits ended by WithMaxHold
 }
 
 // A line is the local FIFO of waiters for one bucket. Only its head talks to
@@ -243,7 +248,10 @@ func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 	}
 	id := newID()
 	w.wake = make(chan string, 2)
-	c.hub.watch(ctx, c.done, c.channel, id, w.wake)
+	sharded, err := c.sharded(ctx)
+	if err == nil { // else Redis is away: poll only, the next waiter asks again
+		c.hub.watch(ctx, c.done, c.channel, sharded, id, w.wake, c.cfg.margin())
+	}
 	defer c.hub.unwatch(id)
 	defer c.unqueue(id, w)
 	if ctx.Err() != nil || c.isClosed() { // while it subscribed; nothing asked of Redis yet
@@ -276,66 +284,116 @@ func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 			}
 			continue
 		}
-		backoff, lastErr = 0, nil
+		lastErr = nil
+		if r.status == stGranted && time.Since(r.sent) > c.cfg.margin() {
+			// A late reply never yields a permit: too little of the lease
+			// is known to be left. Ask again with the same id, after a
+			// backoff as for a failed call (Redis or the network is slow);
+			// Redis returns the same grant with a fresh lease.
+			c.st.late.Add(1)
+			backoff = nextBackoff(backoff)
+			if !c.pause(ctx, jitter(backoff)) {
+				c.cleanupAsync(ln.rk, id)
+				return nil, c.quit(ctx, nil)
+			}
+			continue
+		}
+		backoff = 0
 		switch r.status {
 		case stGranted:
-			if time.Since(r.sent) > c.cfg.margin() {
-				// A late reply never yields a permit: too little of the lease
-				// is known to be left. Ask again with the same id; Redis
-				// returns the same grant with a fresh lease.
-				c.st.late.Add(1)
-				continue
+			p := c.grant(ln.rk, id, w.n, r.a, r.sent)
+			if p == nil { // Close came first
+				return nil, c.quit(ctx, nil)
 			}
-			return c.grant(ln.rk, id, w.n, r.a, r.sent), nil
+			return p, nil
 		case stMismatch:
 			c.st.rejected.Add(1)
 			return nil, fmt.Errorf("%w: %q has limit %d (or another kind) in Redis; this %s lane has %d",
 				ErrLimitMismatch, c.name, r.a, c.kindName(), c.limit)
 		case stQueued:
 			c.setQueued(w, ln.rk, id, r.sent)
-			t := time.NewTimer(jitter(min(max(time.Duration(r.a)*time.Millisecond, minWait), maxWait)))
-			select {
-			case f := <-w.wake:
-				t.Stop()
-				fence, err := strconv.ParseInt(f, 10, 64)
-				if f == "" || err != nil { // the refresher found id granted or gone
-					c.st.polls.Add(1)
-					continue
-				}
-				// Handed over by a release. The grant happened after the
-				// last call that found id queued was sent, so the lease runs
-				// at least until that send time plus the lease.
-				c.mu.Lock()
-				sent := w.lastQueued
-				c.mu.Unlock()
-				if time.Until(sent.Add(c.cfg.validity())) <= c.cfg.margin() {
-					continue // too little left: confirm (and extend) with a call
-				}
-				if ctx.Err() != nil || c.isClosed() {
-					// The hand-off raced with the end of ctx or with Close
-					// (select picks at random among ready cases): give the
-					// units back rather than return a permit after either.
-					c.cleanupAsync(ln.rk, id)
-					return nil, c.quit(ctx, nil)
-				}
-				c.st.handoffs.Add(1)
-				return c.grant(ln.rk, id, w.n, fence, sent), nil
-			case <-t.C:
-				c.st.polls.Add(1)
-			case <-ctx.Done():
-				t.Stop()
-				c.cleanupAsync(ln.rk, id)
-				return nil, c.quit(ctx, nil)
-			case <-c.done:
-				t.Stop()
-				c.cleanupAsync(ln.rk, id)
-				return nil, c.quit(ctx, nil)
+			p, err, next := c.waitQueued(ctx, ln, w, id, r)
+			if !next {
+				return p, err
 			}
 		default:
 			c.cleanupAsync(ln.rk, id)
 			return nil, fmt.Errorf("redislane: acquire %q: unexpected script status %d", c.name, r.status)
 		}
 	}
+}
+
+// waitQueued waits, after a call that found id queued (reply r), for a
+// hand-over message, the hint's timer, the end of ctx or Close. It returns
+// next == true when the waiter should call Redis again, and otherwise the
+// waiter's result.
+func (c *core) waitQueued(ctx context.Context, ln *line, w *waiter, id string, r reply) (_ *Permit, _ error, next bool) {
+	t := time.NewTimer(jitter(min(max(time.Duration(r.a)*time.Millisecond, minWait), maxWait)))
+	defer t.Stop()
+	for {
+		select {
+		case m := <-w.wake:
+			if m == "" { // the refresher found id granted or gone
+				c.st.polls.Add(1)
+				return nil, nil, true
+			}
+			fence, seq, ok := parseHandover(m)
+			if !ok {
+				// A message without an arrival number (from an older
+				// version): it cannot be matched to this entry; ask.
+				c.st.polls.Add(1)
+				return nil, nil, true
+			}
+			if seq != r.seq {
+				// Made for an earlier entry of id, which expired while the
+				// waiter could not reach Redis: never a grant of this one.
+				c.st.stale.Add(1)
+				continue
+			}
+			// Handed over by a release. The grant happened after the last
+			// call that found this entry queued was sent, so the lease runs
+			// at least until that send time plus the lease.
+			c.mu.Lock()
+			sent := w.lastQueued
+			c.mu.Unlock()
+			if time.Until(sent.Add(c.cfg.validity())) <= c.cfg.margin() {
+				return nil, nil, true // too little left: confirm (and extend) with a call
+			}
+			if ctx.Err() != nil || c.isClosed() {
+				// The hand-off raced with the end of ctx or with Close
+				// (select picks at random among ready cases): give the
+				// units back rather than return a permit after either.
+				c.cleanupAsync(ln.rk, id)
+				return nil, c.quit(ctx, nil), false
+			}
+			p := c.grant(ln.rk, id, w.n, fence, sent)
+			if p == nil { // Close came first
+				return nil, c.quit(ctx, nil), false
+			}
+			c.st.handoffs.Add(1)
+			return p, nil, false
+		case <-t.C:
+			c.st.polls.Add(1)
+			return nil, nil, true
+		case <-ctx.Done():
+			c.cleanupAsync(ln.rk, id)
+			return nil, c.quit(ctx, nil), false
+		case <-c.done:
+			c.cleanupAsync(ln.rk, id)
+			return nil, c.quit(ctx, nil), false
+		}
+	}
+}
+
+// parseHandover reads a hand-over message, "<fence> <arrival number>".
+func parseHandover(m string) (fence, seq int64, ok bool) {
+	f, q, ok := strings.Cut(m, " ")
+	if !ok {
+		return 0, 0, false
+	}
+	fence, err1 := strconv.ParseInt(f, 10, 64)
+	seq, err2 := strconv.ParseInt(q, 10, 64)
+	return fence, seq, err1 == nil && err2 == nil
 }
 
 // quit returns the error of a waiter that stops waiting: ctx's error (with
@@ -397,15 +455,19 @@ func (c *core) unqueue(id string, w *waiter) {
 
 type reply struct {
 	status, a, b int64
+	seq          int64     // queued: the arrival number of the entry
 	sent         time.Time // taken before the call was sent
 	err          error
 }
 
 // callAcquire runs the acquire script in a goroutine, so that the caller can
-// leave as soon as its context ends. If it leaves (abandoned is true), the
-// goroutine waits for the call and then releases id, whatever the call did.
+// leave as soon as its context ends or the lane closes. If it leaves
+// (abandoned is true), the goroutine waits for the call (bounded by one
+// margin) and then releases id, whatever the call did.
 func (c *core) callAcquire(ctx context.Context, rk [4]string, id string, n int64) (r reply, abandoned bool) {
-	if ctx.Done() == nil { // ctx never ends: no need to be able to leave
+	if ctx.Done() == nil {
+		// ctx never ends: no need to be able to leave early. Close ends
+		// the waiter once the call returns, within one margin.
 		return c.runAcquire(ctx, rk, id, n, false), false
 	}
 	ch := make(chan reply, 1)
@@ -437,10 +499,16 @@ func (c *core) runAcquire(ctx context.Context, rk [4]string, id string, n int64,
 	if try {
 		tryFlag = 1
 	}
+	pub, err := c.pubCmd(ctx)
+	if err != nil {
+		return reply{sent: time.Now(), err: err}
+	}
+	ctx, cancel := c.callCtx(ctx, c.cfg.margin())
+	defer cancel()
 	r := reply{sent: time.Now()}
 	v, err := acquireScript.Run(ctx, c.client,
 		[]string{c.metaKey, rk[0], rk[1], rk[2], rk[3]},
-		id, n, c.limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), tryFlag, c.channel,
+		id, n, c.limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), tryFlag, c.channel, pub,
 	).Int64Slice()
 	switch {
 	case err != nil:
@@ -452,19 +520,76 @@ func (c *core) runAcquire(ctx context.Context, rk [4]string, id string, n int64,
 		if len(v) > 2 {
 			r.b = v[2]
 		}
+		if len(v) > 3 {
+			r.seq = v[3]
+		}
 	}
 	return r
 }
 
+// sharded tells whether the lane's wake-ups go through sharded pub/sub:
+// where the server has it, unless WithClassicPubSub. Asking the server
+// (once per client) is a call of the lane, bounded by one margin.
+func (c *core) sharded(ctx context.Context) (bool, error) {
+	if c.cfg.classicPubSub {
+		return false, nil
+	}
+	if sh, known := c.hub.knownSharded(); known {
+		return sh, nil
+	}
+	ctx, cancel := c.callCtx(ctx, c.cfg.margin())
+	defer cancel()
+	return c.hub.sharded(ctx)
+}
+
+// pubCmd returns the command with which the lane's scripts publish a
+// hand-over.
+func (c *core) pubCmd(ctx context.Context) (string, error) {
+	sh, err := c.sharded(ctx)
+	switch {
+	case err != nil:
+		return "", err
+	case sh:
+		return "SPUBLISH", nil
+	}
+	return "PUBLISH", nil
+}
+
+// callCtx returns the context of one call of the lane: it ends d from now,
+// or when Close's bound passes if that comes first (go-redis applies the
+// deadline to the connection, as the client has ContextTimeoutEnabled).
+// No call of the lane has a longer d than a third of the lease (a refresh;
+// the others one margin), so every call in flight when Close begins ends
+// within a third of the lease, and none begun after ends later than one
+// margin after Close began.
+func (c *core) callCtx(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	dl := time.Now().Add(d)
+	if by := c.closeBy.Load(); by != nil && by.Before(dl) {
+		dl = *by
+	}
+	return context.WithDeadline(parent, dl)
+}
+
 // cleanup removes id from Redis, held or queued. It is the release of a
 // permit, and the clean-up of a waiter that left while its id may be queued
-// or granted. If Redis cannot be reached the entry expires within a lease.
+// or granted. It waits at most one margin; if Redis cannot be reached the
+// entry expires within a lease.
 func (c *core) cleanup(rk [4]string, id string) (int64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.lease)
+	return c.cleanupWithin(rk, id, c.cfg.margin())
+}
+
+// cleanupWithin is cleanup with a deadline of d.
+func (c *core) cleanupWithin(rk [4]string, id string, d time.Duration) (int64, error) {
+	ctx, cancel := c.callCtx(context.Background(), d)
 	defer cancel()
+	pub, err := c.pubCmd(ctx)
+	if err != nil {
+		c.st.redisErrs.Add(1)
+		return 0, err
+	}
 	res, err := releaseScript.Run(ctx, c.client,
 		[]string{c.metaKey, rk[0], rk[1], rk[2], rk[3]},
-		id, c.limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel,
+		id, c.limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub,
 	).Int64()
 	if err != nil {
 		c.st.redisErrs.Add(1)
@@ -472,28 +597,61 @@ func (c *core) cleanup(rk [4]string, id string) (int64, error) {
 	return res, err
 }
 
-func (c *core) cleanupAsync(rk [4]string, id string) {
+// startBackground counts a call that Close must wait for, unless Close
+// has begun waiting (then it returns false and the call must not be made).
+func (c *core) startBackground() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.bgDone {
+		return false
+	}
 	c.wg.Add(1)
+	return true
+}
+
+func (c *core) endBackground() { c.wg.Done() }
+
+// cleanupAsync runs cleanup in the background, unless Close has begun
+// waiting (the entry then expires by itself).
+func (c *core) cleanupAsync(rk [4]string, id string) {
+	if !c.startBackground() {
+		return
+	}
 	go func() {
-		defer c.wg.Done()
+		defer c.endBackground()
 		_, _ = c.cleanup(rk, id)
 	}()
 }
 
-// grant makes the permit for id, granted by a call sent at sent.
+// grant makes the permit for id, granted by a call sent at sent. After
+// Close it releases id instead and returns nil.
 func (c *core) grant(rk [4]string, id string, n, fence int64, sent time.Time) *Permit {
 	p := &Permit{c: c, id: id, rk: rk, n: n, fence: fence}
 	p.tok.Init((*owner)(p), -1, &p.gen)
 	p.ctx, p.cancel = context.WithCancelCause(context.Background())
 	p.mu.Lock()
 	p.deadline = sent.Add(c.cfg.validity())
-	p.timer = time.AfterFunc(time.Until(p.deadline), p.onTimer)
+	if c.cfg.maxHold > 0 {
+		p.holdUntil = time.Now().Add(c.cfg.maxHold)
+		if p.holdUntil.Before(p.deadline) {
+			p.deadline = p.holdUntil
+		}
+	}
 	p.mu.Unlock()
 
 	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		p.cancel(ErrClosed)
+		c.cleanupAsync(rk, id)
+		return nil
+	}
 	p.due = sent.Add(c.cfg.refreshEvery)
 	c.permits[id] = p
 	c.planLocked(p.due)
+	p.mu.Lock()
+	p.timer = time.AfterFunc(time.Until(p.deadline), p.onTimer)
+	p.mu.Unlock()
 	c.mu.Unlock()
 	c.held.Add(n)
 	c.st.acquired.Add(1)
@@ -527,9 +685,7 @@ func (c *core) tryAcquire(key string, n int64) (*Permit, bool) {
 
 	rk := c.bucketKeys(key)
 	id := newID()
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.margin())
-	r := c.runAcquire(ctx, rk, id, n, true)
-	cancel()
+	r := c.runAcquire(context.Background(), rk, id, n, true) // bounded by one margin
 	switch {
 	case r.err != nil:
 		c.st.redisErrs.Add(1)
@@ -544,19 +700,21 @@ func (c *core) tryAcquire(key string, n int64) (*Permit, bool) {
 		c.st.late.Add(1)
 		c.cleanupAsync(rk, id)
 		return nil, false
-	case c.isClosed():
-		c.cleanupAsync(rk, id)
-		return nil, false
 	}
-	return c.grant(rk, id, n, r.a, r.sent), true
+	p := c.grant(rk, id, n, r.a, r.sent)
+	return p, p != nil
 }
 
-// close refuses later acquires, sends the waiters away with ErrClosed, waits
-// for them and their background calls, and leaves the hub. The refresher
-// keeps the leases of the permits still out until they are released or
-// lost; Close waits for it only when none is out.
+// close refuses later acquires, sends the waiters away with ErrClosed, ends
+// every permit out (cause ErrClosed; their leases are left to run out),
+// waits for the waiters, the background calls and the refresher, and leaves
+// the hub. Every call in flight ends within a third of the lease, and every
+// call begun after Close started within one margin of its start (see
+// callCtx).
 func (c *core) close() {
 	c.closeOnce.Do(func() {
+		by := time.Now().Add(c.cfg.margin())
+		c.closeBy.Store(&by)
 		c.mu.Lock()
 		c.closed = true
 		close(c.done)
@@ -567,17 +725,25 @@ func (c *core) close() {
 		}
 		c.mu.Unlock()
 		if drained != nil {
-			<-drained
+			<-drained // waiters leave at once: their calls go on in wg
 		}
-		c.wg.Wait()
-		c.hub.leave(c.channel)
-		c.kickRefresher()
+		// The waiters are gone, so every grant has registered its permit
+		// (or, seeing closed, released it), and no background call starts
+		// after this.
 		c.mu.Lock()
-		idle := len(c.permits) == 0 && len(c.queued) == 0
-		c.mu.Unlock()
-		if idle {
-			<-c.refDone
+		c.bgDone = true
+		out := make([]*Permit, 0, len(c.permits))
+		for _, p := range c.permits {
+			out = append(out, p)
 		}
+		c.mu.Unlock()
+		for _, p := range out {
+			p.end(ErrClosed)
+		}
+		c.kickRefresher()
+		c.wg.Wait()
+		c.hub.leave(c.channel, by)
+		<-c.refDone
 	})
 }
 
@@ -602,6 +768,8 @@ func (c *core) stats() Stats {
 		RedisErrors:    c.st.redisErrs.Load(),
 		Handoffs:       c.st.handoffs.Load(),
 		Polls:          c.st.polls.Load(),
+		StaleHandovers: c.st.stale.Load(),
+		MaxHolds:       c.st.maxHold.Load(),
 	}
 }
 
@@ -625,6 +793,8 @@ type Stats struct {
 	RedisErrors    uint64 // failed Redis calls
 	Handoffs       uint64 // grants handed over by a release, told by a pub/sub message
 	Polls          uint64 // waits in the Redis queue that ended with no message: on the timer, or on a refresh that found the waiter granted
+	StaleHandovers uint64 // hand-over messages ignored: made for an earlier queue entry of the waiter, which expired
+	MaxHolds       uint64 // permits ended by WithMaxHold
 }
 
 func (s Stats) laneStats(k lanequeue.Kind) lanequeue.LaneStats {

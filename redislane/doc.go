@@ -20,11 +20,17 @@
 // per bucket, and only its first waiter asks Redis; in Redis, the first
 // waiters of all instances queue in arrival order, and a release hands the
 // freed units to the queue directly and says so on a pub/sub channel (one
-// subscription per process and client). Pub/sub drops messages across
-// reconnects, so waiters also ask again after a hint from Redis (5-250 ms,
-// jittered). Every call is idempotent: an acquire retried with the same
-// permit id (after a timeout, a lost reply or a go-redis retry) returns the
-// grant already made, never a second one.
+// subscription per process and client). The message names the queue entry
+// it was made for (its arrival number), and a waiter takes it only for the
+// entry it is waiting with: a message that reaches it late, after that
+// entry expired and it queued again, is ignored. Where the server has
+// sharded pub/sub (Redis 7), the lanes use SPUBLISH and SSUBSCRIBE, so that
+// a Cluster delivers a message on the lane's node only (see
+// [WithClassicPubSub]). Pub/sub drops messages across reconnects, so
+// waiters also ask again after a hint from Redis (5-250 ms, jittered).
+// Every call is idempotent: an acquire retried with the same permit id
+// (after a timeout, a lost reply or a go-redis retry) returns the grant
+// already made, never a second one.
 //
 // Uncontended, an Acquire is one Redis call and a Release is one. Under
 // contention, a grant costs the waiter's call and the release that hands it
@@ -84,30 +90,60 @@
 // delete the key {lanes:<name>}:meta. Instances should use the same lease
 // ([WithLease]); if they do not, set [WithQuarantine] to the longest.
 //
-// Give the go-redis client ContextTimeoutEnabled: true. The lane puts a
-// deadline on its own calls: a refresh gets one refresh interval
-// ([WithRefreshEvery]), a TryAcquire the safety margin (a fifth of the
-// lease), and the clean-up of a released or abandoned permit one lease. go-redis
-// applies a context's deadline to the connection only with that option
-// (and then the earlier of it and ReadTimeout); without it every call
-// waits up to ReadTimeout, whatever its context. An Acquire is not held
-// up either way: when its context ends, it returns and leaves its call in
-// flight to a goroutine that cleans up after it, and that call is bounded
-// by ReadTimeout alone.
+// The go-redis client must have ContextTimeoutEnabled: true; [NewSemaphore]
+// and [NewKeyed] refuse a [redis.Client], [redis.ClusterClient] or
+// [redis.Ring] without it (an error wrapping [ErrInvalidConfig]). go-redis
+// applies a context's deadline to the connection only with that option;
+// without it every call waits up to ReadTimeout (times its retries),
+// whatever its context, and the bounds below could not hold. A client of
+// another type is taken at its word.
+//
+// # Bounds
+//
+// Every Redis call of a lane has a deadline: the margin, a fifth of the
+// lease (2 s with [DefaultLease]), for an acquire call, the release or
+// clean-up of a permit or of a waiter that left, and the subscription of
+// the first waiter of a channel; the refresh period, at most a third of the
+// lease, for a refresh. The blocking calls return:
+//
+//   - Acquire: when the units are granted, when its context ends (at once,
+//     even with a call in flight: the call goes on in the background and
+//     what it was granted is released), or at Close (with [ErrClosed], at
+//     once). It has no bound of its own: give it a context with a deadline.
+//   - TryAcquire: within the margin (one call).
+//   - [Permit.Release]: within the margin and at most 250 ms, whatever Redis
+//     does. A release that did not get through by then is tried once more
+//     in the background, and the lease runs out anyway.
+//   - Close: within a third of the lease plus 250 ms (3.6 s with the
+//     default lease), whatever Redis does: the longest a refresh call in
+//     flight may take, and a subscription's connection. With several lanes
+//     on one client, the lease is the longest of theirs.
+//   - Do: as Acquire, then fn, then Release.
+//
+// The other methods (Stats, Limit, Name, and a permit's Fence, Context,
+// Deadline, Weight) make no call and never block. A permit's context ends
+// at the latest at its [Permit.Deadline]; with [WithMaxHold] no permit is
+// held for longer than the bound given.
 //
 // # Ownership, cancellation, memory ordering
 //
 // A permit is owned by whoever received it, until Release; Release is
 // once-only, stops refreshing the lease first, then removes the permit from
-// Redis. If Acquire returns an error, nothing is held: a grant that raced
-// with the caller's cancellation is released in the background. The Redis
-// call that releases a permit happens before the call that grants its units
-// to a waiter, in any process.
+// Redis. Close ends every permit of the instance (cause [ErrClosed]); their
+// leases are no longer refreshed and run out in Redis within one lease. If
+// Acquire returns an error, nothing is held: a grant that raced with the
+// caller's cancellation, or with Close, is released in the background. A
+// context that ended before a grant reached the waiter wins: the grant is
+// released and Acquire returns the context's error. The Redis call that
+// releases a permit happens before the call that grants its units to a
+// waiter, in any process.
 //
 // # Goroutines
 //
 // Each instance runs one refresher goroutine; each process runs one pub/sub
-// receiver per Redis client while a lane on it is open; a waiter whose
-// context ends during a call leaves the call to a goroutine that cleans up.
-// Close stops them (the refresher once the permits still out are released).
+// receiver per Redis client while a lane on it is open (on a Cluster or Ring
+// client, one per shard channel); a waiter whose context ends during a call
+// leaves the call to a goroutine that cleans up, and a Release whose call
+// takes long leaves it to one. Close stops them all before it returns,
+// within its bound.
 package redislane

@@ -144,7 +144,7 @@ func TestHelperProcess(t *testing.T) {
 }
 
 func runHelper(role string) error {
-	rc := redis.NewClient(&redis.Options{Addr: os.Getenv("RL_ADDR"), DisableIdentity: true})
+	rc := redis.NewClient(&redis.Options{Addr: os.Getenv("RL_ADDR"), DisableIdentity: true, ContextTimeoutEnabled: true})
 	defer rc.Close()
 	s, err := redislane.NewSemaphore(rc, os.Getenv("RL_NAME"), envInt("RL_LIMIT"),
 		redislane.WithLease(envDur("RL_LEASE")), redislane.WithQuarantine(0))

@@ -6,28 +6,56 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// A hub is the one pub/sub subscription of a process to the wake channels of
-// its lanes on one Redis client. It fans the messages out to the waiters by
+// A hub is the pub/sub subscription of a process to the wake channels of its
+// lanes on one Redis client. It fans the messages out to the waiters by
 // permit id. Pub/sub drops messages across reconnects, so every waiter also
 // polls on a timer; a message only makes a handoff faster.
+//
+// Where the server has sharded pub/sub (Redis 7), the lanes publish with
+// SPUBLISH and the hub subscribes with SSUBSCRIBE, so that a Cluster
+// delivers a message on the node of the lane's slot only, instead of
+// broadcasting it to every node. A single node (or Sentinel) client takes
+// all its channels on one connection. On a Cluster (or Ring) client, a
+// shard channel can be subscribed only on the node of its slot, so each
+// shard channel gets its own connection; classic channels share one.
 type hub struct {
-	client redis.UniversalClient
-	refs   int // guarded by hubs.mu: lanes using the hub
+	client     redis.UniversalClient
+	refs       int  // guarded by hubs.mu: lanes using the hub
+	perChannel bool // a connection per shard channel
+	mode       atomic.Int32
 
 	mu       sync.Mutex // protects the fields below
 	watchers map[string]chan<- string
 	lanes    map[string]int         // channel -> lanes using it
 	subbed   map[string]*subscribed // channels subscribed (or being subscribed)
-	ps       *redis.PubSub          // nil until the first subscription
+	conns    map[string]*psConn     // by group (see group)
 	closed   bool
 	stop     chan struct{} // closed with the hub
 
-	wg sync.WaitGroup // the receive loop and the Subscribe calls in flight
+	wg sync.WaitGroup // the receive loops and the Subscribe calls in flight
+
+	delivered atomic.Int64 // messages handed to a watcher (for tests)
+}
+
+// Values of hub.mode: whether the server has sharded pub/sub.
+const (
+	modeUnknown int32 = iota
+	modeSharded
+	modeClassic
+)
+
+// A psConn is one pub/sub connection of a hub and its receive loop.
+type psConn struct {
+	ps    *redis.PubSub
+	chans int           // channels on it; guarded by hub.mu
+	stop  chan struct{} // closed when it is closed
+	done  chan struct{} // closed when its loop has ended
 }
 
 var hubs struct {
@@ -46,12 +74,15 @@ func joinHub(client redis.UniversalClient, channel string) *hub {
 	}
 	h := hubs.m[client]
 	if h == nil {
+		_, single := client.(*redis.Client)
 		h = &hub{
-			client:   client,
-			watchers: make(map[string]chan<- string),
-			lanes:    make(map[string]int),
-			subbed:   make(map[string]*subscribed),
-			stop:     make(chan struct{}),
+			client:     client,
+			perChannel: !single,
+			watchers:   make(map[string]chan<- string),
+			lanes:      make(map[string]int),
+			subbed:     make(map[string]*subscribed),
+			conns:      make(map[string]*psConn),
+			stop:       make(chan struct{}),
 		}
 		hubs.m[client] = h
 	}
@@ -62,18 +93,76 @@ func joinHub(client redis.UniversalClient, channel string) *hub {
 	return h
 }
 
+// knownSharded returns what sharded found, if it has asked already.
+func (h *hub) knownSharded() (sharded, known bool) {
+	switch h.mode.Load() {
+	case modeSharded:
+		return true, true
+	case modeClassic:
+		return false, true
+	}
+	return false, false
+}
+
+// sharded tells whether the server has sharded pub/sub, asking it (COMMAND
+// INFO SPUBLISH, one call per client and process) the first time. Every
+// instance of a lane on the same server comes to the same answer, so that
+// publishers and subscribers agree.
+func (h *hub) sharded(ctx context.Context) (bool, error) {
+	switch h.mode.Load() {
+	case modeSharded:
+		return true, nil
+	case modeClassic:
+		return false, nil
+	}
+	v, err := h.client.Do(ctx, "COMMAND", "INFO", "SPUBLISH").Slice()
+	var re redis.Error
+	if err != nil && !errors.As(err, &re) {
+		return false, err // not answered: ask again next time
+	}
+	// An error reply (a proxy or an ACL that does not pass COMMAND) is
+	// taken as no: the classic commands work everywhere.
+	has := err == nil && len(v) > 0 && v[0] != nil
+	m := modeClassic
+	if has {
+		m = modeSharded
+	}
+	h.mode.CompareAndSwap(modeUnknown, m)
+	return has, nil
+}
+
+// group names the connection that carries channel.
+func (h *hub) group(channel string, sharded bool) string {
+	if sharded && h.perChannel {
+		return "s:" + channel
+	}
+	return ""
+}
+
 // leave counts one lane less on channel; the last lane of a channel
-// unsubscribes from it, and the last lane of the hub closes the
-// subscription and waits for the receive loop to end.
-func (h *hub) leave(channel string) {
+// unsubscribes from it (a call that ends by the deadline by), or closes its
+// connection if it was the connection's last channel; the last lane of the
+// hub closes every connection and waits for the receive loops and the
+// subscriptions in flight to end (each bounded by the margin of the lane
+// that began it; a loop's ping by maxWait).
+func (h *hub) leave(channel string, by time.Time) {
 	h.mu.Lock()
 	h.lanes[channel]--
-	unsub := h.lanes[channel] == 0 && h.subbed[channel] != nil
+	var unsub *subscribed
+	var closing *psConn
 	if h.lanes[channel] == 0 {
 		delete(h.lanes, channel)
-		delete(h.subbed, channel)
+		if s := h.subbed[channel]; s != nil {
+			delete(h.subbed, channel)
+			s.conn.chans--
+			if s.conn.chans == 0 && s.group != "" {
+				delete(h.conns, s.group)
+				closing = s.conn
+			} else {
+				unsub = s
+			}
+		}
 	}
-	ps := h.ps
 	h.mu.Unlock()
 
 	hubs.mu.Lock()
@@ -83,21 +172,36 @@ func (h *hub) leave(channel string) {
 		delete(hubs.m, h.client)
 	}
 	hubs.mu.Unlock()
+
+	if closing != nil {
+		closing.close()
+	}
 	if !last {
-		if unsub && ps != nil {
-			_ = ps.Unsubscribe(context.Background(), channel)
+		if unsub != nil {
+			ctx, cancel := context.WithDeadline(context.Background(), by)
+			unsub.unsubscribe(ctx, channel)
+			cancel()
 		}
 		return
 	}
 	h.mu.Lock()
 	h.closed = true
 	close(h.stop)
-	ps = h.ps
+	conns := h.conns
+	h.conns = nil
 	h.mu.Unlock()
-	if ps != nil {
-		_ = ps.Close() // fails the loop's receive; the loop sees closed and ends
+	for _, pc := range conns {
+		pc.close()
 	}
 	h.wg.Wait()
+}
+
+// close closes the connection, which fails its loop's receive; the loop sees
+// stop and ends.
+func (pc *psConn) close() {
+	close(pc.stop)
+	_ = pc.ps.Close()
+	<-pc.done
 }
 
 // subscribed is a channel's subscription; ready is closed when Redis has
@@ -105,6 +209,17 @@ func (h *hub) leave(channel string) {
 type subscribed struct {
 	ready     chan struct{}
 	confirmed bool
+	sharded   bool
+	group     string
+	conn      *psConn
+}
+
+func (s *subscribed) unsubscribe(ctx context.Context, channel string) {
+	if s.sharded {
+		_ = s.conn.ps.SUnsubscribe(ctx, channel)
+	} else {
+		_ = s.conn.ps.Unsubscribe(ctx, channel)
+	}
 }
 
 // confirmWait is how long the first watch of a channel waits, at most, for
@@ -113,11 +228,12 @@ var confirmWait = maxWait
 
 // watch routes the messages for id to ch (which must be buffered; a message
 // that finds it full is dropped, the waiter's timer covers it). The first
-// watch of a channel subscribes to it and waits, at most confirmWait, until
-// Redis confirms, so that the first handoff is not lost. It stops waiting
-// when ctx ends or done (the lane's Close) is closed: the caller then
-// looks at them and leaves.
-func (h *hub) watch(ctx context.Context, done <-chan struct{}, channel, id string, ch chan<- string) {
+// watch of a channel subscribes to it (with SSUBSCRIBE if sharded), in the
+// background with a deadline of timeout, and waits, at most confirmWait,
+// until Redis confirms, so that the first handoff is not lost. It stops
+// waiting when ctx ends or done (the lane's Close) is closed: the caller
+// then looks at them and leaves.
+func (h *hub) watch(ctx context.Context, done <-chan struct{}, channel string, sharded bool, id string, ch chan<- string, timeout time.Duration) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -133,31 +249,44 @@ func (h *hub) watch(ctx context.Context, done <-chan struct{}, channel, id strin
 		default:
 		}
 	} else {
-		sub = &subscribed{ready: make(chan struct{})}
-		h.subbed[channel] = sub
-		if h.ps == nil {
-			h.ps = h.client.Subscribe(context.Background())
+		g := h.group(channel, sharded)
+		pc := h.conns[g]
+		if pc == nil {
+			pc = &psConn{
+				ps:   h.client.Subscribe(context.Background()), // no channel: no I/O
+				stop: make(chan struct{}),
+				done: make(chan struct{}),
+			}
+			h.conns[g] = pc
 			h.wg.Add(1)
-			go h.loop(h.ps)
+			go h.loop(pc)
 		}
-		ps := h.ps
+		pc.chans++
+		sub = &subscribed{ready: make(chan struct{}), sharded: sharded, group: g, conn: pc}
+		h.subbed[channel] = sub
 		h.wg.Add(1)
 		h.mu.Unlock()
-		// In the background: this may dial (up to the client's DialTimeout)
-		// or wait for the receive loop's reconnection, and the waiter must
-		// be free to leave meanwhile. On failure go-redis keeps the channel
-		// and subscribes again when it reconnects.
+		// In the background: this may dial or wait for the receive loop's
+		// reconnection, and the waiter must be free to leave meanwhile. On
+		// failure go-redis keeps the channel and subscribes again when it
+		// reconnects.
 		go func() {
 			defer h.wg.Done()
-			_ = ps.Subscribe(context.Background(), channel)
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			if sharded {
+				_ = pc.ps.SSubscribe(ctx, channel)
+			} else {
+				_ = pc.ps.Subscribe(ctx, channel)
+			}
 			// If the channel's last lane left meanwhile, its Unsubscribe
 			// may have gone first: take the subscription back. (A lane that
 			// came back on the channel has its own subscribed.)
 			h.mu.Lock()
-			gone := h.subbed[channel] == nil
+			gone := h.subbed[channel] != sub
 			h.mu.Unlock()
 			if gone {
-				_ = ps.Unsubscribe(context.Background(), channel)
+				sub.unsubscribe(ctx, channel)
 			}
 		}()
 	}
@@ -184,21 +313,34 @@ const receiveTimeout = 5 * time.Second
 
 // loop reads the subscription itself (rather than through go-redis's
 // channel) so that a handoff reaches its waiter with one goroutine switch.
-func (h *hub) loop(ps *redis.PubSub) {
+func (h *hub) loop(pc *psConn) {
 	defer h.wg.Done()
+	defer close(pc.done)
+	ps := pc.ps
 	ctx := context.Background()
 	backoff := time.Duration(0)
+	// A receive with no connection dials one (and greets Redis) under the
+	// subscription's lock, which Close needs: that happens at the start and
+	// after an error, and is bounded by maxWait there. A receive on a
+	// working connection waits up to receiveTimeout without the lock.
+	wait := maxWait
 	for {
-		msg, err := ps.ReceiveTimeout(ctx, receiveTimeout)
+		rctx, cancel := context.WithTimeout(ctx, wait)
+		msg, err := ps.ReceiveTimeout(rctx, wait)
+		cancel()
 		if err != nil {
+			wait = maxWait
 			select {
-			case <-h.stop:
+			case <-pc.stop:
 				return
 			default:
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				_ = ps.Ping(ctx) // go-redis replaces a broken connection on the next receive
+				// go-redis replaces a broken connection on the next receive.
+				pctx, cancel := context.WithTimeout(ctx, maxWait)
+				_ = ps.Ping(pctx)
+				cancel()
 				continue
 			}
 			// Redis is unreachable; waiters poll meanwhile.
@@ -206,18 +348,18 @@ func (h *hub) loop(ps *redis.PubSub) {
 			t := time.NewTimer(jitter(backoff))
 			select {
 			case <-t.C:
-			case <-h.stop:
+			case <-pc.stop:
 				t.Stop()
 				return
 			}
 			continue
 		}
-		backoff = 0
+		backoff, wait = 0, receiveTimeout
 		m, ok := msg.(*redis.Message)
 		if !ok {
-			if sub, ok := msg.(*redis.Subscription); ok && sub.Kind == "subscribe" {
+			if sub, ok := msg.(*redis.Subscription); ok && (sub.Kind == "subscribe" || sub.Kind == "ssubscribe") {
 				h.mu.Lock()
-				if s := h.subbed[sub.Channel]; s != nil && !s.confirmed {
+				if s := h.subbed[sub.Channel]; s != nil && s.conn == pc && !s.confirmed {
 					s.confirmed = true
 					close(s.ready)
 				}
@@ -235,6 +377,7 @@ func (h *hub) loop(ps *redis.PubSub) {
 		if ch != nil {
 			select {
 			case ch <- fence:
+				h.delivered.Add(1)
 			default:
 			}
 		}

@@ -75,7 +75,7 @@ func startRedis(t testing.TB) *redisserver.Server {
 // newClient returns a client of addr, closed when the test ends.
 func newClient(t testing.TB, addr string, tweak ...func(*redis.Options)) *redis.Client {
 	t.Helper()
-	o := &redis.Options{Addr: addr, DisableIdentity: true}
+	o := &redis.Options{Addr: addr, DisableIdentity: true, ContextTimeoutEnabled: true}
 	for _, f := range tweak {
 		f(o)
 	}

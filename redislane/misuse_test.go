@@ -131,7 +131,7 @@ func TestReleaseRacingRefreshNeverRecreatesPermit(t *testing.T) {
 
 // Bad input fails at once with a clear error, without calling Redis.
 func TestBadInputFailsAtOnce(t *testing.T) {
-	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true}) // never dialled
 	defer rc.Close()
 
 	for _, tc := range []struct {
@@ -190,7 +190,7 @@ func TestBadInputFailsAtOnce(t *testing.T) {
 // ends.
 func TestClosedClientFailsAtOnce(t *testing.T) {
 	srv := startRedis(t)
-	rc := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 	s, err := redislane.NewSemaphore(rc, laneName(t), 2, redislane.WithLease(testLease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer s.Close()

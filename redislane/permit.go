@@ -19,9 +19,11 @@ import (
 //
 // The lease can end before Release: when the holder cannot reach Redis for
 // longer than the lease allows, when its process was paused past the lease,
-// or when Redis lost its state. The permit's [Permit.Context] is then
-// cancelled, with [ErrLeaseExpired] or [ErrLeaseLost] as its cause, and the
-// holder must stop using what the permit protects. The permit must still be
+// when Redis lost its state, when the permit was held for the longest hold
+// ([WithMaxHold]), or when the lane was closed. The permit's
+// [Permit.Context] is then cancelled, with [ErrLeaseExpired],
+// [ErrLeaseLost], [ErrMaxHold] or [ErrClosed] as its cause, and the holder
+// must stop using what the permit protects. The permit should still be
 // released.
 type Permit struct {
 	tok   permit.Token
@@ -37,10 +39,11 @@ type Permit struct {
 
 	due time.Time // guarded by c.mu: when the refresher should next extend the lease
 
-	mu       sync.Mutex // protects the fields below
-	state    int
-	deadline time.Time
-	timer    *time.Timer // fires at deadline
+	mu        sync.Mutex // protects the fields below
+	state     int
+	deadline  time.Time
+	holdUntil time.Time   // WithMaxHold: the end of the longest hold (zero: none)
+	timer     *time.Timer // fires at deadline
 }
 
 const (
@@ -54,9 +57,14 @@ const (
 // [PermitOf]), and false ever after (counted in [Stats].DoubleReleases).
 //
 // Release first stops refreshing the lease and cancels the permit's
-// context (cause [ErrReleased]), then removes the permit from Redis with one
-// call, which hands the units to the next waiter. If Redis cannot be
-// reached, the units come back when the lease runs out.
+// context (cause [ErrReleased], unless it had ended before), then removes
+// the permit from Redis with one call, which hands the units to the next
+// waiter. It gives that call a fifth of the lease, and at most 250 ms, and
+// returns by then whatever Redis does; a call that did not get through is
+// made once more in the background (it is idempotent), for at most a fifth
+// of the lease. If Redis cannot be reached, the units come back when the
+// lease runs out. After the lane's Close, Release makes no call: the lease
+// runs out by itself.
 func (p *Permit) Release() bool { return p.handle().Release() }
 
 // Weight returns the number of units the permit holds.
@@ -72,16 +80,19 @@ func (p *Permit) Fence() int64 { return p.fence }
 
 // Context returns a context that is cancelled when the permit stops being
 // valid: on Release (cause [ErrReleased]), when a refresh finds the permit
-// gone ([ErrLeaseLost]), or when its local deadline passes with no
-// successful refresh ([ErrLeaseExpired]). Read the cause with
-// [context.Cause]. It does not derive from the context given to Acquire.
+// gone ([ErrLeaseLost]), when its local deadline passes with no
+// successful refresh ([ErrLeaseExpired]), when it has been held for the
+// longest hold ([ErrMaxHold], see [WithMaxHold]), or when the lane is
+// closed ([ErrClosed]). Read the cause with [context.Cause]. It does not
+// derive from the context given to Acquire.
 func (p *Permit) Context() context.Context { return p.ctx }
 
 // Deadline returns the local time until which the lease is known to hold:
 // the send time of the last successful grant or refresh call, plus the
 // lease, minus a fifth of it as a margin for reply time and clock rate.
 // It moves forward with each refresh and stops moving when the lease ends;
-// after a loss detected by a refresh it is the time of the detection.
+// after a loss detected by a refresh it is the time of the detection. With
+// [WithMaxHold] it is never later than the end of the longest hold.
 func (p *Permit) Deadline() time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -110,6 +121,9 @@ func (p *Permit) extend(sent time.Time) {
 	dl := sent.Add(p.c.cfg.validity())
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !p.holdUntil.IsZero() && p.holdUntil.Before(dl) {
+		dl = p.holdUntil
+	}
 	if p.state != active || !dl.After(p.deadline) {
 		return
 	}
@@ -148,9 +162,33 @@ func (p *Permit) onTimer() {
 		return
 	}
 	p.state = ended
+	maxHold := !p.holdUntil.IsZero() && !p.deadline.Before(p.holdUntil)
 	p.mu.Unlock()
-	p.c.st.expired.Add(1) // before the cancel, so that whoever sees it sees the count
-	p.cancel(ErrLeaseExpired)
+	if maxHold {
+		p.c.st.maxHold.Add(1) // before the cancel, so that whoever sees it sees the count
+		p.cancel(ErrMaxHold)
+	} else {
+		p.c.st.expired.Add(1)
+		p.cancel(ErrLeaseExpired)
+	}
+	p.c.forget(p)
+}
+
+// end ends the lease with cause, at Close: it is no longer refreshed, and
+// runs out in Redis.
+func (p *Permit) end(cause error) {
+	p.mu.Lock()
+	if p.state != active {
+		p.mu.Unlock()
+		return
+	}
+	p.state = ended
+	if now := time.Now(); now.Before(p.deadline) {
+		p.deadline = now
+	}
+	p.timer.Stop()
+	p.mu.Unlock()
+	p.cancel(cause)
 	p.c.forget(p)
 }
 
@@ -169,7 +207,17 @@ func (o *owner) ReleaseToken(_ *permit.Token, n int64) {
 	p.cancel(ErrReleased)
 	c.held.Add(-n)
 	c.st.released.Add(1)
-	_, _ = c.cleanup(p.rk, p.id)
+	if !c.startBackground() { // after Close: the lease runs out
+		return
+	}
+	// The release call, in this goroutine with a deadline of releaseWait;
+	// if that is not enough, once more in the background, within the
+	// margin (the call is idempotent).
+	_, err := c.cleanupWithin(p.rk, p.id, c.cfg.releaseWait())
+	c.endBackground()
+	if err != nil {
+		c.cleanupAsync(p.rk, p.id)
+	}
 }
 
 func (o *owner) CountDoubleRelease(*permit.Token) { o.c.st.doubleRel.Add(1) }

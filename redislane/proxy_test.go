@@ -79,7 +79,7 @@ func (p *faultProxy) accept() {
 		var pending atomic.Pointer[fault]
 		p.wg.Add(2)
 		go p.pipe(c, s, func(b []byte) bool { // client to server
-			p.subs.Add(int64(bytes.Count(b, subscribeFrame)))
+			p.subs.Add(int64(bytes.Count(b, subscribeFrame) + bytes.Count(b, ssubscribeFrame)))
 			if bytes.Contains(bytes.ToLower(b), []byte("eval")) {
 				if f := p.armed.Swap(nil); f != nil {
 					pending.Store(f)
@@ -109,17 +109,26 @@ func (p *faultProxy) accept() {
 	}
 }
 
-// subscribeFrame is the command name of a SUBSCRIBE, and of Redis's
-// confirmation of it, as a RESP bulk string.
-var subscribeFrame = []byte("$9\r\nsubscribe\r\n")
+// subscribeFrame and ssubscribeFrame are the command names of a SUBSCRIBE
+// and an SSUBSCRIBE (sharded pub/sub), and of Redis's confirmation of
+// them, as RESP bulk strings.
+var (
+	subscribeFrame  = []byte("$9\r\nsubscribe\r\n")
+	ssubscribeFrame = []byte("$10\r\nssubscribe\r\n")
+)
 
 // isConfirmation reports whether chunk b is one confirmation of a
-// SUBSCRIBE and nothing else: an array (RESP2) or push (RESP3) of three
-// that starts with the command name.
+// SUBSCRIBE or SSUBSCRIBE and nothing else: an array (RESP2) or push
+// (RESP3) of three that starts with the command name.
 func isConfirmation(b []byte) bool {
-	return len(b) > 2 && (b[0] == '*' || b[0] == '>') && b[1] == '3' &&
-		bytes.HasPrefix(b[2:], append([]byte("\r\n"), subscribeFrame...)) &&
-		bytes.Count(b, subscribeFrame) == 1 && bytes.Count(b, []byte{b[0]}) == 1
+	for _, f := range [][]byte{subscribeFrame, ssubscribeFrame} {
+		if len(b) > 2 && (b[0] == '*' || b[0] == '>') && b[1] == '3' &&
+			bytes.HasPrefix(b[2:], append([]byte("\r\n"), f...)) &&
+			bytes.Count(b, f) == 1 && bytes.Count(b, []byte{b[0]}) == 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // pipe copies from src to dst, passing each chunk through keep.
@@ -210,12 +219,15 @@ func TestLateReplyNeverYieldsPermit(t *testing.T) {
 			evals := cnt.evals.Load()
 			p, err := s.Acquire(context.Background(), 2)
 			require.NoError(t, err)
+			calls := cnt.evals.Load() - evals
 			<-done
 			defer p.Release()
 
+			// The call gives up at the margin (its deadline), or its reply
+			// comes back too late to be used: either way it is asked again.
 			st := s.Stats()
-			assert.EqualValues(t, 1, st.LateReplies, "the late reply was used")
-			assert.EqualValues(t, 2, cnt.evals.Load()-evals, "one late call, one timely call")
+			assert.EqualValues(t, 1, st.LateReplies+st.RedisErrors, "the late reply was used")
+			assert.EqualValues(t, 2, calls, "one late call, one timely call")
 			ids, fences, counter := holderState(t, direct, name)
 			require.Len(t, ids, 1, "Redis holds more than one grant")
 			assert.Equal(t, p.Fence(), fences[0])

@@ -36,6 +36,10 @@ var (
 	ErrLeaseExpired = errors.New("redislane: lease expired")
 	// ErrReleased is the cause of a permit's context after Release.
 	ErrReleased = errors.New("redislane: permit released")
+	// ErrMaxHold is the cause of a permit's context when it has been held
+	// for the time given with [WithMaxHold]: its lease is no longer
+	// refreshed and runs out in Redis within one lease.
+	ErrMaxHold = errors.New("redislane: permit held for its longest hold (WithMaxHold)")
 	// ErrInvalidConfig is wrapped by the errors of [NewSemaphore] and
 	// [NewKeyed] for a nil client, a bad name, a limit below 1 or a bad
 	// option.
@@ -56,6 +60,9 @@ type config struct {
 	lease        time.Duration
 	refreshEvery time.Duration // 0: lease/3
 	quarantine   time.Duration // <0: the lease
+	maxHold      time.Duration // 0: no bound
+
+	classicPubSub bool
 }
 
 // WithLease sets how long Redis keeps a permit without hearing from its
@@ -81,6 +88,26 @@ func WithRefreshEvery(d time.Duration) Option { return func(c *config) { c.refre
 // permits are out, or for a lane that may overlap after a loss.
 func WithQuarantine(d time.Duration) Option { return func(c *config) { c.quarantine = d } }
 
+// WithMaxHold bounds how long any permit of the instance may be held: d
+// after its grant, the permit ends as if its lease had run out, with
+// [ErrMaxHold] as the cause of its context, and its lease is no longer
+// refreshed (it runs out in Redis within one lease, or at the permit's
+// Release). [Permit.Deadline] is never later than the grant plus d. It
+// keeps a permit that is never released (a leaked one, a holder stuck for
+// ever) from holding its units for as long as the process lives. 0, the
+// default, sets no bound.
+func WithMaxHold(d time.Duration) Option { return func(c *config) { c.maxHold = d } }
+
+// WithClassicPubSub makes the lane wake its waiters with PUBLISH and
+// SUBSCRIBE even where the server has sharded pub/sub (SPUBLISH and
+// SSUBSCRIBE, Redis 7), which the lane uses by default so that a Cluster
+// does not broadcast every hand-over to every node. Use it behind a proxy
+// that does not pass the sharded commands. Every instance of a lane must
+// make the same choice (and, by default, they do, as they ask the same
+// server): a waiter that listens on the other kind misses the messages and
+// is woken by its timer only (5-250 ms later).
+func WithClassicPubSub() Option { return func(c *config) { c.classicPubSub = true } }
+
 func newConfig(opts []Option) (config, error) {
 	c := config{lease: DefaultLease, quarantine: -1}
 	for _, o := range opts {
@@ -99,6 +126,9 @@ func newConfig(opts []Option) (config, error) {
 	if c.quarantine < 0 {
 		c.quarantine = c.lease
 	}
+	if c.maxHold < 0 {
+		return c, fmt.Errorf("%w: longest hold %v is negative", ErrInvalidConfig, c.maxHold)
+	}
 	return c, nil
 }
 
@@ -111,6 +141,15 @@ func (c config) margin() time.Duration { return c.lease / 5 }
 // relies on its lease.
 func (c config) validity() time.Duration { return c.lease - c.margin() }
 
+// refreshTimeout is the deadline of a refresh call: the refresh period, at
+// most a third of the lease (with the default period, a refresh that takes
+// that long still leaves time for another before the deadline).
+func (c config) refreshTimeout() time.Duration { return min(c.refreshEvery, c.lease/3) }
+
+// releaseWait is how long Release waits for its call to Redis before it
+// leaves the call to the background: a margin, at most maxWait.
+func (c config) releaseWait() time.Duration { return min(c.margin(), maxWait) }
+
 func checkArgs(client redis.UniversalClient, name string, limit int64) error {
 	switch {
 	case client == nil:
@@ -121,8 +160,27 @@ func checkArgs(client redis.UniversalClient, name string, limit int64) error {
 		return fmt.Errorf("%w: lane name %q contains a brace (it goes inside a Redis hash tag)", ErrInvalidConfig, name)
 	case limit < 1:
 		return fmt.Errorf("%w: limit %d is below 1", ErrInvalidConfig, limit)
+	case !contextTimeouts(client):
+		return fmt.Errorf("%w: the Redis client lacks ContextTimeoutEnabled: without it go-redis ignores the deadlines "+
+			"the lane puts on its calls, and a call may block for the client's ReadTimeout times its retries "+
+			"(set ContextTimeoutEnabled: true in the client's options)", ErrInvalidConfig)
 	}
 	return nil
+}
+
+// contextTimeouts reports whether client applies a context's deadline to
+// its connections. A client of another type (a wrapper) is taken at its
+// word: it cannot be asked.
+func contextTimeouts(client redis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return true
 }
 
 func ms(d time.Duration) int64 { return int64(d / time.Millisecond) }

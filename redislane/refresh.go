@@ -144,9 +144,17 @@ func (c *core) refreshAll() bool {
 }
 
 func (c *core) refreshChunk(entries []refreshEntry) bool {
+	sent := time.Now()
+	ctx, cancel := c.callCtx(context.Background(), c.cfg.refreshTimeout())
+	defer cancel()
+	pub, err := c.pubCmd(ctx)
+	if err != nil {
+		c.st.redisErrs.Add(1)
+		return false
+	}
 	buckets := make(map[[4]string]int, 1)
 	keys := []string{c.metaKey}
-	args := []any{c.limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel}
+	args := []any{c.limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub}
 	for _, e := range entries {
 		b, seen := buckets[e.rk]
 		if !seen {
@@ -156,10 +164,7 @@ func (c *core) refreshChunk(entries []refreshEntry) bool {
 		}
 		args = append(args, b, e.id)
 	}
-	sent := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.refreshEvery)
 	v, err := refreshScript.Run(ctx, c.client, keys, args...).Int64Slice()
-	cancel()
 	if err == nil && len(v) != len(entries) {
 		err = errBadRefresh
 	}

@@ -10,14 +10,15 @@ import "github.com/redis/go-redis/v9"
 //	                      qu (quarantine until, ms), ml (longest lease seen,
 //	                      ms), epoch (creation time, ms). No TTL: it is what
 //	                      tells a lane in use from a lane whose state is gone.
-//	{lanes:<name>}:wake   pub/sub channel: "<id> <fence>" for every permit
-//	                      handed to a queued waiter.
+//	{lanes:<name>}:wake   pub/sub channel: "<id> <fence> <arrival number>"
+//	                      for every permit handed to a queued waiter.
 //
 // and per bucket (the one bucket of a Semaphore, one per key of a Keyed),
 // with <b> = "g" or "k:<key>":
 //
 //	{lanes:<name>}:<b>:h  zset holder id -> expiry (ms, server time)
-//	{lanes:<name>}:<b>:q  zset queued id -> arrival number (FIFO order)
+//	{lanes:<name>}:<b>:q  zset queued id -> arrival number (FIFO order; never
+//	                      below the server clock in microseconds)
 //	{lanes:<name>}:<b>:x  zset queued id -> expiry (ms, server time)
 //	{lanes:<name>}:<b>:d  hash w:<id> weight, f:<id> fencing token,
 //	                      t:<id> lease of a queued id (ms), held (total
@@ -90,6 +91,12 @@ local function need(B, e)
   end
 end
 
+-- first_queued reads the first queued id (head) and its arrival number.
+local function first_queued(B)
+  local r = redis.call('ZRANGE', B.q, 0, 0, 'WITHSCORES')
+  B.head, B.hseq = r[1], r[2]
+end
+
 -- look reads the bucket once: held weight, expiry mark, arrival counter,
 -- earliest holder expiry (first), first queued id (head). It removes
 -- expired holders and expired queued ids, a bounded number of each.
@@ -115,14 +122,14 @@ local function look(B)
   elseif B.held ~= 0 then -- no holder left: the counter is stale
     B.held, B.heldDirty = 0, true
   end
-  B.head = redis.call('ZRANGE', B.q, 0, 0)[1]
+  first_queued(B)
   if B.head then
     local stale = redis.call('ZRANGEBYSCORE', B.x, '-inf', now, 'LIMIT', 0, 64)
     if #stale > 0 then
       redis.call('ZREM', B.q, unpack(stale))
       redis.call('ZREM', B.x, unpack(stale))
       for _, id in ipairs(stale) do B.f['w:' .. id], B.f['t:' .. id] = false, false end
-      B.head = redis.call('ZRANGE', B.q, 0, 0)[1]
+      first_queued(B)
     end
   end
 end
@@ -135,7 +142,7 @@ local function flush(B)
     if v then set[#set + 1] = k; set[#set + 1] = v else del[#del + 1] = k end
   end
   if B.heldDirty then set[#set + 1] = 'held'; set[#set + 1] = B.held end
-  if B.seqDirty then set[#set + 1] = 'seq'; set[#set + 1] = B.seq end
+  if B.seqDirty then set[#set + 1] = 'seq'; set[#set + 1] = s(B.seq) end
   if #set > 0 and not B.kx then need(B, now) end
   if B.kxDirty then set[#set + 1] = 'kx'; set[#set + 1] = s(B.kx) end
   if #del > 0 then redis.call('HDEL', B.d, unpack(del)) end
@@ -161,8 +168,13 @@ local function grant(B, M, id, w, ttl)
 end
 
 -- pump hands free units to the queued ids in arrival order, as long as the
--- first one fits, and tells each one on the wake channel.
-local function pump(B, M, chan)
+-- first one fits, and tells each one on the wake channel: "<id> <fence>
+-- <arrival number>". The arrival number names the queue entry the grant
+-- was made for, so that a waiter never takes a message that was meant for
+-- an entry of its that has since expired as the grant of a later one. pub
+-- is SPUBLISH (sharded pub/sub: a Cluster delivers on the lane's node only)
+-- or PUBLISH.
+local function pump(B, M, chan, pub)
   if now < M.qu then return end
   for _ = 1, 64 do
     local head = B.head
@@ -174,11 +186,12 @@ local function pump(B, M, chan)
     redis.call('ZREM', B.x, head)
     B.f['t:' .. head] = false
     if w >= 1 and ttl >= 1 then
-      redis.call('PUBLISH', chan, head .. ' ' .. s(grant(B, M, head, w, ttl)))
+      local hseq = B.hseq
+      redis.call(pub, chan, head .. ' ' .. s(grant(B, M, head, w, ttl)) .. ' ' .. s(tonumber(hseq)))
     else -- a broken entry: drop it
       B.f['w:' .. head] = false
     end
-    B.head = redis.call('ZRANGE', B.q, 0, 0)[1]
+    first_queued(B)
   end
 end
 `
@@ -187,7 +200,7 @@ end
 const (
 	stTry      = 0  // try mode: not granted, not queued {0, hint ms, quarantined 0/1}
 	stGranted  = 1  // {1, fence}
-	stQueued   = 2  // {2, hint ms, quarantined 0/1}
+	stQueued   = 2  // {2, hint ms, quarantined 0/1, arrival number}
 	stMismatch = -1 // {-1, stored limit}
 )
 
@@ -198,18 +211,20 @@ const (
 // change.
 //
 // KEYS: meta, h, q, x, d
-// ARGV: id, weight, limit, kind, lease ms, quarantine ms, try (0/1), channel
+// ARGV: id, weight, limit, kind, lease ms, quarantine ms, try (0/1), channel,
+// publish command (SPUBLISH or PUBLISH)
 var acquireScript = redis.NewScript(acquireSrc)
 
 const acquireSrc = prelude + `
 local id, w, limit, kind = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local ttl, quar, try, chan = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7] == '1', ARGV[8]
+local pub = ARGV[9]
 
 local M = meta(KEYS[1], limit, kind, ttl, quar)
 if not M.ok then return {-1, M.limit} end
 local B = bucket(2, M.ml)
 look(B)
-pump(B, M, chan)
+pump(B, M, chan, pub)
 
 if B.first then
   local exp = redis.call('ZSCORE', B.h, id)
@@ -238,7 +253,7 @@ if not queued and not quarantined and not B.head and B.held + w <= M.limit then
   return {1, f}
 end
 
-local hint, qflag = ttl, 0
+local hint, qflag, seq = ttl, 0, 0
 if quarantined then
   hint, qflag = M.qu - now, 1
 elseif B.first then
@@ -248,9 +263,14 @@ if not try then
   local e = now + ttl
   if queued then
     redis.call('ZADD', B.x, 'XX', s(e), id)
+    seq = tonumber(queued)
   else
-    B.seq, B.seqDirty = B.seq + 1, true
-    redis.call('ZADD', B.q, B.seq, id)
+    -- Arrival numbers keep increasing when the counter is lost (with the
+    -- lane's state, or with an idle bucket's keys), as fencing tokens do,
+    -- so that one never names two entries.
+    B.seq, B.seqDirty = math.max(B.seq + 1, nowus), true
+    seq = B.seq
+    redis.call('ZADD', B.q, s(B.seq), id)
     redis.call('ZADD', B.x, s(e), id)
     if not B.head then B.newQ = true end
     B.f['w:' .. id], B.f['t:' .. id] = w, ttl
@@ -260,7 +280,7 @@ end
 flush(B)
 save(M)
 if try then return {0, hint, qflag} end
-return {2, hint, qflag}
+return {2, hint, qflag, seq}
 `
 
 // The release script returns 0 when id was neither held nor queued, 1 when
@@ -271,12 +291,12 @@ return {2, hint, qflag}
 // queue. It is idempotent.
 //
 // KEYS: meta, h, q, x, d
-// ARGV: id, limit, kind, lease ms, quarantine ms, channel
+// ARGV: id, limit, kind, lease ms, quarantine ms, channel, publish command
 var releaseScript = redis.NewScript(releaseSrc)
 
 const releaseSrc = prelude + `
 local id, limit, kind = ARGV[1], tonumber(ARGV[2]), ARGV[3]
-local ttl, quar, chan = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local ttl, quar, chan, pub = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local h, q, x, d = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 
 local res = 0
@@ -300,7 +320,7 @@ if redis.call('ZRANGE', q, 0, 0)[1] then -- somebody waits: hand the units on
   local M = meta(KEYS[1], limit, kind, ttl, quar)
   local B = bucket(2, M.ml)
   look(B)
-  pump(B, M, chan)
+  pump(B, M, chan, pub)
   flush(B)
   save(M)
 end
@@ -319,18 +339,18 @@ const (
 // never re-creates a missing one.
 //
 // KEYS: meta, then h, q, x, d of each bucket
-// ARGV: limit, kind, lease ms, quarantine ms, channel, then pairs of
-// (bucket number from 0, id)
+// ARGV: limit, kind, lease ms, quarantine ms, channel, publish command, then
+// pairs of (bucket number from 0, id)
 var refreshScript = redis.NewScript(refreshSrc)
 
 const refreshSrc = prelude + `
 local limit, kind = tonumber(ARGV[1]), ARGV[2]
-local ttl, quar, chan = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local ttl, quar, chan, pub = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], ARGV[6]
 
 local M = meta(KEYS[1], limit, kind, ttl, quar)
 local out = {}
 local bs = {}
-for i = 6, #ARGV, 2 do
+for i = 7, #ARGV, 2 do
   local b = tonumber(ARGV[i])
   local id = ARGV[i + 1]
   local B = bs[b]
@@ -356,7 +376,7 @@ for i = 6, #ARGV, 2 do
   out[#out + 1] = st
 end
 for _, B in pairs(bs) do
-  if M.ok then pump(B, M, chan) end
+  if M.ok then pump(B, M, chan, pub) end
   flush(B)
 end
 save(M)

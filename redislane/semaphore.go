@@ -22,8 +22,9 @@ type Semaphore struct {
 // NewSemaphore returns the instance of the lane name, of limit units, on
 // client (a single node, Sentinel or Cluster client). It makes no call to
 // Redis: a wrong client shows at the first Acquire. It fails for a nil
-// client, an empty name or one with a brace, a limit below 1, or bad
-// options, with an error wrapping [ErrInvalidConfig].
+// client, a client without ContextTimeoutEnabled (see the package doc), an
+// empty name or one with a brace, a limit below 1, or bad options, with an
+// error wrapping [ErrInvalidConfig].
 func NewSemaphore(client redis.UniversalClient, name string, limit int64, opts ...Option) (*Semaphore, error) {
 	c, err := newCore(client, name, lanequeue.Global, limit, opts)
 	if err != nil {
@@ -62,8 +63,7 @@ func (s *Semaphore) Acquire(ctx context.Context, n int64) (*Permit, error) {
 
 // TryAcquire takes n units if Redis grants them at once and no caller of
 // this instance is waiting. It makes one call to Redis, with a timeout of a
-// fifth of the lease (which needs the client's ContextTimeoutEnabled; see
-// the package doc), and never waits in a queue. If the call fails or its
+// fifth of the lease, and never waits in a queue. If the call fails or its
 // reply comes too late, the units it may have been granted are given back
 // in the background.
 func (s *Semaphore) TryAcquire(n int64) (*Permit, bool) { return s.c.tryAcquire("", n) }
@@ -88,11 +88,14 @@ func (s *Semaphore) Name() string { return s.c.name }
 // Stats returns a snapshot of this instance.
 func (s *Semaphore) Stats() Stats { return s.c.stats() }
 
-// Close refuses later acquires and sends the callers waiting with
-// [ErrClosed]; it returns when they have left and their last calls have
-// finished. Permits out stay valid: the instance keeps refreshing them until
-// they are released (its refresher ends with the last one), and they may be
-// released after Close. Close does not close the Redis client.
+// Close refuses later acquires, sends the callers waiting away with
+// [ErrClosed], and ends every permit of the instance still out: their
+// contexts are cancelled with [ErrClosed] as the cause, their leases are no
+// longer refreshed and run out in Redis within one lease (Release after
+// Close is allowed, and makes no call). It returns when the waiters have
+// left and the instance's goroutines and calls have ended: within a third of
+// the lease plus 250 ms, whatever Redis does. Close does not close the
+// Redis client.
 func (s *Semaphore) Close() { s.c.close() }
 
 // run runs fn under the permit, releasing it on every way out.
