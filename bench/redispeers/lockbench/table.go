@@ -16,7 +16,7 @@ func WriteTable(w io.Writer, rs []Result) error {
 		if !r.Exclusive() {
 			verdict = "TWO IN"
 		}
-		fmt.Fprintf(tw, "%s\t%.1f\t%s\t%s\t%s\t%.1f\t%d %s\t%d of %d\t%d\t\n",
+		fmt.Fprintf(tw, "%s\t%.1f\t%s\t%s\t%s\t%.2f\t%d %s\t%d of %d\t%d\t\n",
 			r.Impl, r.PerSec, dur(r.WaitP50), dur(r.WaitP99), dur(r.Longest), r.CallsPerGrant,
 			r.MostInUse, verdict, r.NeverGranted, r.Config.Groups*r.Config.Contenders, r.Errors)
 	}

@@ -175,7 +175,10 @@ func commit() string {
 		return "unknown"
 	}
 	c := strings.TrimSpace(string(out))
-	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+	// The results that make bench-redis is writing do not count as a change.
+	st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no", "--",
+		":(top)", ":(top,exclude)bench/results").Output()
+	if err == nil && len(st) > 0 {
 		c += " (with uncommitted changes)"
 	}
 	return c
