@@ -1,10 +1,10 @@
 # lanes: build, test, benchmark and fuzz targets. `make test` is what CI runs.
 #
-# Nested modules (bench/, redislane/) have their own go.mod so their
+# Nested modules (bench/, redislane/, bench/redispeers/) have their own go.mod so their
 # dependencies never enter the core's requirements; every target visits them.
 
 GO          ?= go
-MODULES     := . $(wildcard bench redislane)
+MODULES     := . $(wildcard bench redislane bench/redispeers)
 STRESS      ?= 30
 FUZZTIME    ?= 30s
 BENCHCOUNT  ?= 10
@@ -48,13 +48,18 @@ COUNT ?= $(BENCHCOUNT)
 bench-report:
 	cd bench && $(GO) run ./cmd/report -count=$(COUNT) -benchtime=$(BENCHTIME)
 
-## bench-redis: the Redis lanes' load test (fleetsim starts its own redis-server), kept in
-## bench/results/redislane.txt for the next bench-report; then re-render docs/benchmarks.md from the saved run
+## bench-redis: the Redis lanes' load test (fleetsim starts its own redis-server) and the per-key lock
+## against redsync and redislock (lockbench, likewise), kept in bench/results/redislane.txt and
+## redispeers.txt for the next bench-report; then re-render docs/benchmarks.md from the saved run
 bench-redis:
 	{ echo "$$ cd redislane && go run ./cmd/fleetsim"; \
 	  (cd redislane && $(GO) run ./cmd/fleetsim); \
+	  echo; echo "$$ cd redislane && go run ./cmd/fleetsim -hold 10ms"; \
+	  (cd redislane && $(GO) run ./cmd/fleetsim -hold 10ms); \
 	  echo; echo "$$ cd redislane && go run ./cmd/fleetsim -mode uncontended -duration 3s"; \
 	  (cd redislane && $(GO) run ./cmd/fleetsim -mode uncontended -duration 3s); } > bench/results/redislane.txt 2>&1
+	{ echo "$$ cd bench/redispeers && go run ./cmd/lockbench"; \
+	  (cd bench/redispeers && $(GO) run ./cmd/lockbench); } > bench/results/redispeers.txt 2>&1
 	cd bench && $(GO) run ./cmd/report -raw results/bench.txt
 
 ## fuzz: each fuzz target for FUZZTIME (default 30s); the seed corpus runs in `make test`.

@@ -111,10 +111,15 @@ func run(c config, log func(string, ...any)) error {
 		in = in.from(res, c)
 	}
 	log("benchstat: go run %s -col /impl %s", c.benchstat, raw)
-	bs, bsErr := exec.Command("go", "run", c.benchstat, "-col", "/impl", raw).CombinedOutput()
+	// Only benchstat's standard output goes on the page: go run's own
+	// messages ("go: downloading ...") go to standard error, shown on failure.
+	var bsStderr bytes.Buffer
+	bsCmd := exec.Command("go", "run", c.benchstat, "-col", "/impl", raw)
+	bsCmd.Stderr = &bsStderr
+	bs, bsErr := bsCmd.Output()
 	if bsErr != nil {
 		log("benchstat failed (%v); the report says so and goes on", bsErr)
-		bs = append([]byte(fmt.Sprintf("benchstat failed: %v\n", bsErr)), bs...)
+		bs = append([]byte(fmt.Sprintf("benchstat failed: %v\n%s", bsErr, bsStderr.Bytes())), bs...)
 	}
 	if err := os.MkdirAll(c.docs, 0o755); err != nil {
 		return err

@@ -200,25 +200,70 @@ const profilingSection = "## Profiling contention in your own workload\n\n" +
 	"  can be named.\n\n"
 
 // redisFigures is where make bench-redis keeps the output of fleetsim, the
-// Redis lanes' load test (relative to bench/, where the report runs).
-const redisFigures = "results/redislane.txt"
+// Redis lanes' load test, and redisPeers that of lockbench, the per-key lock
+// against redsync and redislock (relative to bench/, where the report runs).
+const (
+	redisFigures = "results/redislane.txt"
+	redisPeers   = "results/redispeers.txt"
+)
 
 // redisSection shows the Redis lanes' figures: fleetsim's own report of
-// processes contending through one real redis-server, with its commands.
-// They come from a separate run (make bench-redis), not from go test -bench.
+// processes contending through one real redis-server, with its commands,
+// then lockbench's comparison with the peers. They come from a separate run
+// (make bench-redis), not from go test -bench.
 func redisSection() string {
 	var b strings.Builder
 	b.WriteString("## Redis lanes\n\n")
 	b.WriteString("`redislane` against a real local `redis-server` (started by fleetsim on a loopback port), from\n")
 	b.WriteString("`make bench-redis`, which runs `cd redislane && go run ./cmd/fleetsim` (4 processes x 25 contenders,\n")
-	b.WriteString("limit 10, weight 1) and `go run ./cmd/fleetsim -mode uncontended -duration 3s`. Targets (issue 6): at\n")
-	b.WriteString("least 3,000 grants/s, acquire p99 ≤ 50 ms, ≤ 2 Redis calls per grant; uncontended acquire + release\n")
-	b.WriteString("p50 ≤ 2 round trips. \"Most weight in use at once\" comes from an oracle over every process's grant and\n")
+	b.WriteString("limit 10, weight 1, 1 ms hold), the same with `-hold 10ms`, and `go run ./cmd/fleetsim -mode uncontended\n")
+	b.WriteString("-duration 3s`. Targets (issue 6): at least 3,000 grants/s, acquire p99 ≤ 50 ms, ≤ 2 Redis calls per grant;\n")
+	b.WriteString("uncontended acquire + release p50 ≤ 2 round trips; and (issue 12) no regression from 5.7k grants/s and\n")
+	b.WriteString("2.0 calls per grant at the default settings. With a 10 ms hold and limit 10, 1,000 grants/s is the most\n")
+	b.WriteString("any semaphore can give. \"Most weight in use at once\" comes from an oracle over every process's grant and\n")
 	b.WriteString("release log and must never pass the limit. An uncontended cycle is 2 Redis calls (2 round trips); its\n")
-	b.WriteString("time is also given in PING times, since each call runs a Lua script inside Redis.\n\n")
+	b.WriteString("time is also given in PING times, since each call runs a Lua script inside Redis. The machine, Go version\n")
+	b.WriteString("and commit of the run are in the first lines of the comparison below, from the same `make bench-redis`.\n\n")
 	raw, err := os.ReadFile(redisFigures)
 	if err != nil {
 		b.WriteString("Not measured in this run: `make bench-redis` writes " + redisFigures + ".\n\n")
+	} else {
+		b.WriteString("```\n" + strings.TrimRight(string(raw), "\n") + "\n```\n\n")
+	}
+	b.WriteString(peersSection())
+	return b.String()
+}
+
+// peersSection shows lockbench's table: lanes' Keyed with a per-key limit of
+// 1 against go-redsync/redsync and bsm/redislock, one after another on one
+// redis-server with the same contenders.
+func peersSection() string {
+	var b strings.Builder
+	b.WriteString("## Redis lanes against redsync and redislock\n\n")
+	b.WriteString("A per-key lock across processes: `redislane.Keyed` with a per-key limit of 1 against\n")
+	b.WriteString("`github.com/go-redsync/redsync/v4` and `github.com/bsm/redislock` (versions pinned in\n")
+	b.WriteString("[`bench/redispeers/go.mod`](../bench/redispeers/go.mod), a module of its own so that neither enters a library's\n")
+	b.WriteString("go.mod). `make bench-redis` runs `cd bench/redispeers && go run ./cmd/lockbench`: one redis-server of its\n")
+	b.WriteString("own on a loopback port; for each lock in turn, 4 processes x 25 contenders on one key, each contender\n")
+	b.WriteString("looping lock, hold 10 ms, unlock, for 10 s; lease or expiry 2 s. One holder at a time and a 10 ms hold make\n")
+	b.WriteString("100 grants/s the most any lock can give, and 100 contenders served in turn wait about 1 s each.\n\n")
+	b.WriteString("- **wait p50 / p99**: from the lock call to its return, over the waits that ended in a grant.\n")
+	b.WriteString("  **longest wait** also counts the waits still going on when the run ended, and **never granted** is\n")
+	b.WriteString("  the contenders that got no grant in the whole run: a lock that is not FIFO lets the holder that just\n")
+	b.WriteString("  unlocked take it again, so its median is short and some contenders starve.\n")
+	b.WriteString("- **calls/grant**: Redis commands sent by every process (a go-redis hook on each client; a script call is\n")
+	b.WriteString("  one), divided by the grants. The peers poll: each retry is a command (redsync sends two, the `SET NX`\n")
+	b.WriteString("  and the release of a failed try), so their count depends on the retry delay; lanes' waiters are\n")
+	b.WriteString("  handed the lock by the release and told over pub/sub.\n")
+	b.WriteString("- **most in use**: an oracle over every process's log of when each holder got the lock and let it go (or\n")
+	b.WriteString("  its promised validity ended), merged on the machine's monotonic clock: it must never exceed 1.\n")
+	b.WriteString("- redsync gives up after 32 tries by default and redislock does not retry unless told to: both are run as a\n")
+	b.WriteString("  caller who must wait would run them, with the settings listed under the table.\n\n")
+	b.WriteString("lockbench prints the machine, Go version, commit and the load average before and after its runs: on a\n")
+	b.WriteString("busy machine the figures are noisy, so compare the rows of one run with each other, not with another run.\n\n")
+	raw, err := os.ReadFile(redisPeers)
+	if err != nil {
+		b.WriteString("Not measured in this run: `make bench-redis` writes " + redisPeers + ".\n\n")
 		return b.String()
 	}
 	b.WriteString("```\n" + strings.TrimRight(string(raw), "\n") + "\n```\n\n")

@@ -111,6 +111,7 @@ func TestRenderWritesTargetsTablesAndCharts(t *testing.T) {
 	for _, want := range []string{
 		"## Targets", "**not met**", "| met |", "bench-semaphore-cap8.svg", "## Profiling contention",
 		"-mutexprofile", "-blockprofile", "Quick check", "benchstat output",
+		"## Redis lanes\n", "## Redis lanes against redsync and redislock", "go run ./cmd/lockbench",
 	} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("benchmarks.md lacks %q", want)
