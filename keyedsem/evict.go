@@ -66,10 +66,19 @@ func (s *KeyedSemaphore[K]) makeRoom(ctx context.Context, try bool) (bool, error
 		if try {
 			return false, ErrTooManyKeys
 		}
-		select { // a nil Done (a context that never ends) is never ready
+		done := ctx.Done() // nil for a context that never ends: never ready
+		select {
 		case s.evict <- struct{}{}:
-		case <-ctx.Done():
+		case <-done:
 			return false, ctx.Err()
+		}
+		// Both may have been ready, and select picks at random: a
+		// context that ended while the pass ran wins.
+		select {
+		case <-done:
+			s.unlockEvict()
+			return false, ctx.Err()
+		default:
 		}
 	}
 	defer s.unlockEvict()

@@ -37,6 +37,12 @@ var (
 	// ErrQueueFull is returned when waiting would exceed
 	// WithMaxWaitersPerKey.
 	ErrQueueFull = errors.New("keyedsem: wait queue full")
+	// ErrNaNKey is returned for a key that is not equal to itself: a
+	// float or complex NaN, or a struct, array or interface value holding
+	// one. Such a key could never find its entry again (as in a Go map,
+	// where NaN keys cannot be looked up or deleted), so it is refused
+	// before anything is made for it.
+	ErrNaNKey = errors.New("keyedsem: key is not equal to itself (it holds a NaN)")
 )
 
 // MaxPerKeyCapacity is the largest per-key capacity (2^28-1). A key's
@@ -311,9 +317,11 @@ func (s *KeyedSemaphore[K]) Acquire(ctx context.Context, key K) (Permit, error) 
 // Cancellation: a caller whose context ends while it waits leaves the
 // key's queue at once, and the waiters behind it move up (if it was at the
 // head, the next ones are served if they fit). If the permits were granted
-// while the cancellation was in flight, AcquireN gives them back and
-// returns the context's error: the caller owns a permit if and only if the
-// error is nil.
+// while the cancellation was in flight, or the context has ended by the
+// time the waiter wakes with them, AcquireN gives them back (to the
+// waiters behind it, as if it had left in time) and returns the context's
+// error: a context that ended before the permits came free always wins,
+// and the caller owns a permit if and only if the error is nil.
 //
 // AcquireN panics if ctx is nil.
 func (s *KeyedSemaphore[K]) AcquireN(ctx context.Context, key K, n int64) (Permit, error) {
@@ -376,7 +384,8 @@ func (s *KeyedSemaphore[K]) TryAcquireN(key K, n int64) (Permit, bool) {
 // the acquire error, or fn's error.
 //
 // Cancellation: if ctx ends while Do waits, Do returns ctx.Err() without
-// calling fn (and any other error of Acquire likewise). Once fn runs, the
+// calling fn (and any other error of Acquire likewise), also if the
+// permit came free in the same instant. Once fn runs, the
 // permit is held until fn returns, whatever happens to ctx or to Close:
 // work that ignores its deadline keeps its key.
 func (s *KeyedSemaphore[K]) Do(ctx context.Context, key K, fn func(context.Context) error) error {
@@ -823,16 +832,39 @@ func (s *KeyedSemaphore[K]) wait(ctx context.Context, e *entry[K], n int64) (Per
 	s.waiters.Add(1)
 	e.mu.Unlock()
 
-	if done := ctx.Done(); done == nil {
+	done := ctx.Done()
+	if done == nil {
 		<-w.Ready
-	} else {
-		select {
-		case <-w.Ready:
-		case <-done:
-			return Permit{}, s.leave(e, w, ctx.Err())
-		}
+		return s.outcome(e, w)
+	}
+	select {
+	case <-w.Ready:
+	case <-done:
+		return Permit{}, s.leave(e, w, ctx.Err())
+	}
+	// When the grant and the end of ctx are both ready, select picks one
+	// at random; the context may have ended strictly before the release
+	// that granted w. Look at it once more: if it has ended, the caller
+	// does not get the permit, which goes on as a cancelled waiter's would.
+	select {
+	case <-done:
+		return Permit{}, s.giveBack(e, w, ctx.Err())
+	default:
 	}
 	return s.outcome(e, w)
+}
+
+// giveBack settles w, served and woken, whose context has ended: a grant
+// is released (serving the waiters behind it) and counted as a
+// cancellation, and err returned; a failure (Close) is returned as it is.
+func (s *KeyedSemaphore[K]) giveBack(e *entry[K], w *waiter, err error) error {
+	p, werr := s.outcome(e, w)
+	if werr != nil {
+		return werr
+	}
+	s.cancelled.Add(1)
+	p.Release()
+	return err
 }
 
 // outcome reads what the waker decided for w, after w.Ready fired, and
@@ -855,13 +887,7 @@ func (s *KeyedSemaphore[K]) leave(e *entry[K], w *waiter, err error) error {
 	if w.Served {
 		e.mu.Unlock()
 		<-w.Ready // sent just after the waker unlocked
-		p, werr := s.outcome(e, w)
-		if werr != nil {
-			return werr
-		}
-		s.cancelled.Add(1)
-		p.Release()
-		return err
+		return s.giveBack(e, w, err)
 	}
 	wasHead := e.head == w
 	e.unlink(w)
