@@ -10,6 +10,11 @@
 // [KeyedSemaphore.Do] wraps acquire, the work and release, and releases on
 // panic.
 //
+// Keys are compared with ==, as in a Go map. A key that is not equal to
+// itself, a float NaN or a struct, array or interface value holding one,
+// is refused with [ErrNaNKey] (TryAcquire returns false): its entry could
+// never be found or removed again.
+//
 // Fairness: per key, waiters are served strictly in arrival order; a heavy
 // request at the head of a key's queue is not overtaken by later lighter
 // ones, nor by [KeyedSemaphore.TryAcquire]. Nothing orders different keys.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -148,6 +149,7 @@ type KeyedSemaphore[K comparable] struct {
 	target     int64 // an eviction pass brings the entries down to this
 	hard       bool
 	maxWaiters int
+	nanKeys    bool // K can hold a value not equal to itself (a NaN)
 	clock      semaphore.Clock
 	realClock  bool
 	coarse     coarse.Clock // the real clock's readings, when realClock
@@ -236,8 +238,12 @@ func WithMaxWaitersPerKey(n int) Option { return func(c *config) { c.maxWaiters 
 func WithClock(c semaphore.Clock) Option { return func(cf *config) { cf.clock = c } }
 
 // New returns a keyed semaphore with no entries. Keys are compared with ==,
-// as in a Go map: a key that is not equal to itself (a float NaN) would
-// never find its entry again.
+// as in a Go map. A key that is not equal to itself (a float NaN, or a
+// struct, array or interface holding one) could never find its entry
+// again, so acquire calls refuse it with [ErrNaNKey]; the check costs
+// nothing for key types that cannot hold a NaN (strings, integers,
+// structs of them). An interface key holding a value whose type is not
+// comparable panics, as it would as a map key.
 func New[K comparable](opts ...Option) *KeyedSemaphore[K] {
 	c := config{capacity: 1, idle: time.Hour, maxKeys: 4096}
 	for _, o := range opts {
@@ -261,6 +267,7 @@ func New[K comparable](opts ...Option) *KeyedSemaphore[K] {
 		target:     int64(c.maxKeys - max(1, c.maxKeys/4)),
 		hard:       c.hard,
 		maxWaiters: c.maxWaiters,
+		nanKeys:    canHoldNaN(reflect.TypeFor[K]()),
 		clock:      c.clock,
 	}
 	if _, ok := c.clock.(clock.Real); ok || c.clock == nil {
@@ -308,7 +315,9 @@ func (s *KeyedSemaphore[K]) Acquire(ctx context.Context, key K) (Permit, error) 
 // [semaphore.ErrInvalidWeight] for n <= 0; [semaphore.ErrTooHeavy] for n
 // above the per-key capacity; [ErrClosed] after Close; [ErrQueueFull] when
 // the key's waiters are at WithMaxWaitersPerKey; [ErrTooManyKeys] when
-// WithHardMaxKeys refuses a new key. A waiter that Close fails returns
+// WithHardMaxKeys refuses a new key; [ErrNaNKey] for a key not equal to
+// itself (a NaN, or a value holding one), which, as in a Go map, could
+// never be found again. A waiter that Close fails returns
 // ErrClosed, also if its context ended meanwhile. A new key that
 // WithHardMaxKeys finds no room for waits for a running eviction pass
 // (Sweep or another caller's) before it is refused or admitted, unless ctx
@@ -336,7 +345,7 @@ func (s *KeyedSemaphore[K]) AcquireN(ctx context.Context, key K, n int64) (Permi
 			return Permit{}, err
 		}
 	}
-	if n <= 0 || n > s.capacity || s.closed.Load() {
+	if n <= 0 || n > s.capacity || s.closed.Load() || (s.nanKeys && key != key) {
 		return Permit{}, s.refuse(n)
 	}
 	e, took, err := s.lookup(ctx, key, n, false)
@@ -363,13 +372,14 @@ func (s *KeyedSemaphore[K]) TryAcquire(key K) (Permit, bool) {
 // TryAcquireN takes n permits for key if they are free now and nobody is
 // waiting for the key, without blocking. It reports whether it did; on
 // false nothing changed for the key. It never overtakes a waiter. It
-// returns false for n <= 0, n above the per-key capacity, after Close, and
-// for a new key that WithHardMaxKeys refuses. It never waits for a running
+// returns false for n <= 0, n above the per-key capacity, after Close, for
+// a key not equal to itself (see [ErrNaNKey]), and for a new key that
+// WithHardMaxKeys refuses. It never waits for a running
 // Sweep, but a new key over the hard cap may itself run an eviction pass,
 // whose time grows with the number of keys. On true the caller owns the
 // permit, as with AcquireN.
 func (s *KeyedSemaphore[K]) TryAcquireN(key K, n int64) (Permit, bool) {
-	if n <= 0 || n > s.capacity || s.closed.Load() {
+	if n <= 0 || n > s.capacity || s.closed.Load() || (s.nanKeys && key != key) {
 		return Permit{}, false
 	}
 	e, took, _ := s.lookup(context.TODO(), key, n, true)
@@ -406,9 +416,29 @@ func (s *KeyedSemaphore[K]) refuse(n int64) error {
 		return semaphore.ErrInvalidWeight
 	case s.closed.Load():
 		return ErrClosed
-	default:
+	case n > s.capacity:
 		return semaphore.ErrTooHeavy
+	default:
+		return ErrNaNKey
 	}
+}
+
+// canHoldNaN reports whether a value of type t can be unequal to itself:
+// whether it is, or holds, a float, a complex or an interface.
+func canHoldNaN(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128, reflect.Interface:
+		return true
+	case reflect.Array:
+		return t.Len() > 0 && canHoldNaN(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if canHoldNaN(t.Field(i).Type) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // errBusy is lookup's answer to a try whose key has no free permits.
@@ -982,7 +1012,7 @@ type Stats struct {
 	Acquired       uint64 // grants, with or without waiting
 	Released       uint64 // first releases of granted permits
 	Cancelled      uint64 // acquires that ended with a context error
-	Rejected       uint64 // acquires refused: invalid weight, too heavy, closed (also waiters woken by Close), queue full, too many keys; TryAcquire's false is not counted
+	Rejected       uint64 // acquires refused: invalid weight, too heavy, closed (also waiters woken by Close), queue full, too many keys, NaN key; TryAcquire's false is not counted
 	Created        uint64 // entries made
 	Evicted        uint64 // entries removed: idle ones evicted, and with idle timeout 0 those dropped at their last release
 	DoubleReleases uint64 // Release calls on permits already released
