@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"runtime"
 	"sync"
@@ -147,6 +148,7 @@ type KeyedSemaphore[K comparable] struct {
 	idle       int64 // idle timeout in nanoseconds; 0: an entry dies with its last reference
 	maxKeys    int64
 	target     int64 // an eviction pass brings the entries down to this
+	step       int64 // the least time between two expiry passes: max(idle/8, 1)
 	hard       bool
 	maxWaiters int
 	nanKeys    bool // K can hold a value not equal to itself (a NaN)
@@ -157,7 +159,18 @@ type KeyedSemaphore[K comparable] struct {
 	stripes    []stripe[K]
 	mask       uint32
 	closed     atomic.Bool
-	_          [cacheLine]byte
+	// Read on every idle transition, written by eviction passes (rarely):
+	// due is the time (as now returns it) from which an idle entry may
+	// have been idle for the timeout, so that the next idle transition or
+	// new key runs an expiry pass (see wentIdle); starved says that the
+	// last pass that had to make room found nothing idle and no entry has
+	// gone idle since (see trimLocked and makeRoom); owed says that a new
+	// key took the count over the soft cap while another pass held the
+	// eviction lock, which then runs the pass for it (see unlockEvict).
+	due     atomic.Int64
+	starved atomic.Bool
+	owed    atomic.Bool
+	_       [cacheLine]byte
 
 	tokens     sync.Pool // *token[K]
 	entries    sync.Pool // *entry[K], dead
@@ -176,15 +189,9 @@ type KeyedSemaphore[K comparable] struct {
 	// sent to it runs the one eviction pass at a time, and owns buf. It is
 	// a channel, not a sync.Mutex, so that a new key waiting for a running
 	// pass can stop waiting when its context ends (see makeRoom).
-	evict chan struct{}
-	buf   []candidate[K] // reused by eviction passes
-	// nextPass is the count of entries at which the soft cap runs its next
-	// eviction pass (see made); starved says that the last pass of the
-	// hard cap found nothing idle and no entry has gone idle since (see
-	// makeRoom). Both are written under the eviction lock.
-	nextPass atomic.Int64
-	starved  atomic.Bool
-	passes   uint64 // eviction passes run, for tests; under the eviction lock
+	evict  chan struct{}
+	buf    []candidate[K] // reused by eviction passes
+	passes uint64         // eviction passes run, for tests; under the eviction lock
 }
 
 type config struct {
@@ -206,19 +213,27 @@ func WithPerKeyCapacity(n int64) Option { return func(c *config) { c.capacity = 
 
 // WithIdleTimeout sets how long an idle entry (no holder, no waiter) is
 // kept (default one hour). Keeping entries makes the next use of a key
-// cheap (no allocation); they are evicted by [KeyedSemaphore.Sweep], or
-// when there are more than WithMaxKeys. d == 0 drops an entry as soon as
-// nobody uses it: the cheapest choice for keys used once (sub-agents with
-// unique ids), where keeping entries only means evicting them later. New
-// panics if d is negative.
+// cheap (no allocation). Entries idle for the timeout are evicted by
+// normal use, with no goroutine or timer: the first release that leaves
+// an entry idle, or the first new key, after the oldest idle entry is due
+// runs an eviction pass (at most one per eighth of the timeout, so an
+// entry goes between d and about 9d/8 after it went idle while the
+// semaphore is in use); [KeyedSemaphore.Sweep] does the same at once. They
+// are also evicted when there are more than WithMaxKeys. d == 0 drops an
+// entry as soon as nobody uses it: the cheapest choice for keys used once
+// (sub-agents with unique ids), where keeping entries only means evicting
+// them later. New panics if d is negative.
 func WithIdleTimeout(d time.Duration) Option { return func(c *config) { c.idle = d } }
 
 // WithMaxKeys sets the cap on the number of entries (default 4096). It is
 // soft: when a new key takes the count over the cap, the oldest idle
 // entries are evicted, in a batch that brings the count a quarter under
 // the cap (a pass visits every entry, so a large batch keeps the cost per
-// new key low); entries in use are never evicted, so they may exceed it.
-// New panics if n < 1.
+// new key low); entries in use are never evicted, so they may exceed it,
+// and an entry that goes idle while the count is over the cap is evicted
+// at once. So only entries in use are ever over the cap, once the calls
+// in flight have returned (a new key made while an eviction pass runs is
+// trimmed when that pass ends). New panics if n < 1.
 func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 
 // WithHardMaxKeys makes the cap of WithMaxKeys hard: a key without an entry
@@ -265,6 +280,7 @@ func New[K comparable](opts ...Option) *KeyedSemaphore[K] {
 		idle:       int64(c.idle),
 		maxKeys:    int64(c.maxKeys),
 		target:     int64(c.maxKeys - max(1, c.maxKeys/4)),
+		step:       max(int64(c.idle)/8, 1),
 		hard:       c.hard,
 		maxWaiters: c.maxWaiters,
 		nanKeys:    canHoldNaN(reflect.TypeFor[K]()),
@@ -274,6 +290,10 @@ func New[K comparable](opts ...Option) *KeyedSemaphore[K] {
 		s.clock, s.realClock = clock.Real{}, true
 	}
 	s.epoch = s.clock.Now()
+	s.due.Store(int64(c.idle)) // the first entry can expire no earlier
+	if c.idle == 0 {
+		s.due.Store(math.MaxInt64) // entries die with their last reference
+	}
 	s.coarse.Init(s.epoch)
 	n := uint32(1)
 	for n < 2*uint32(max(1, runtime.GOMAXPROCS(0))) {
@@ -471,17 +491,19 @@ func (s *KeyedSemaphore[K]) lookup(ctx context.Context, key K, n int64, try bool
 	// key has a live entry (no lock taken), or it has none (the entry is
 	// made under the bucket's lock).
 	var made, full bool
+	var count int64
 	e, loaded := s.m.LoadOrCompute(key, func() (*entry[K], bool) {
-		if !s.reserve() {
+		c, ok := s.reserve()
+		if !ok {
 			full = true
 			return nil, true
 		}
-		made = true
+		made, count = true, c
 		return s.publish(key, n), false
 	})
 	switch {
 	case made:
-		s.made()
+		s.made(count)
 		return e, true, nil
 	case loaded:
 		took, res := s.join(e, key, n, try)
@@ -515,19 +537,29 @@ func (s *KeyedSemaphore[K]) publish(key K, n int64) *entry[K] {
 	return e
 }
 
-// made counts a new entry, and evicts idle ones if it took the count over
-// the soft cap.
+// made counts a new entry, which took the count of entries to count, and
+// does the eviction work that is owed: if the count is over the soft cap,
+// a pass that evicts the oldest idle entries; otherwise an expiry pass if
+// one is due.
 //
 // When the entries over the cap are in use, a pass finds nothing to evict;
 // running one for every new key would make a burst of busy keys cost the
-// square of its size. So after such a pass the next one waits until the
-// count has grown by another eighth (see evictOverCap).
-func (s *KeyedSemaphore[K]) made() {
+// square of its size. So after such a pass none runs until an entry goes
+// idle (starved): an entry that goes idle while the count is over the cap
+// is evicted at once instead (see wentIdle), so none is missed.
+func (s *KeyedSemaphore[K]) made(count int64) {
 	s.created.Add(1)
-	if !s.hard {
-		if n := s.alive.Load(); n > s.maxKeys && n >= s.nextPass.Load() {
-			s.evictOverCap()
+	if s.idle == 0 {
+		return // no entry is ever idle
+	}
+	if !s.hard && count > s.maxKeys {
+		if !s.starved.Load() {
+			s.trim()
 		}
+		return
+	}
+	if s.now() >= s.due.Load() {
+		s.expire()
 	}
 }
 
@@ -577,12 +609,16 @@ func (s *KeyedSemaphore[K]) join(e *entry[K], key K, n int64, try bool) (bool, i
 // caller to look again, after the hard cap made room.
 func (s *KeyedSemaphore[K]) compute(ctx context.Context, key K, n int64, try bool) (e *entry[K], took bool, err error, again bool) {
 	var full, busy, made bool
+	var count int64
 	s.m.Compute(key, func(cur *entry[K], loaded bool) (*entry[K], xsync.ComputeOp) {
 		if loaded {
 			for {
 				st := cur.state.Load()
 				if st&deadBit != 0 {
-					break // replace it below; its owner's removal will find it gone
+					// Replace it below; its owner's removal will find it
+					// gone, and leave its count to the new entry.
+					count = s.alive.Load()
+					break
 				}
 				nst, t := s.next(st, n)
 				if try && !t {
@@ -594,7 +630,9 @@ func (s *KeyedSemaphore[K]) compute(ctx context.Context, key K, n int64, try boo
 					return cur, xsync.CancelOp
 				}
 			}
-		} else if !s.reserve() {
+		} else if c, ok := s.reserve(); ok {
+			count = c
+		} else {
 			full = true
 			return nil, xsync.CancelOp
 		}
@@ -609,25 +647,24 @@ func (s *KeyedSemaphore[K]) compute(ctx context.Context, key K, n int64, try boo
 		room, err := s.makeRoom(ctx, try)
 		return nil, false, err, room
 	case made:
-		s.made()
+		s.made(count)
 	}
 	return e, took, nil, false
 }
 
-// reserve counts a new entry in alive, or reports that the hard cap has no
-// room for it.
-func (s *KeyedSemaphore[K]) reserve() bool {
+// reserve counts a new entry in alive and returns the count with it, or
+// reports that the hard cap has no room for it.
+func (s *KeyedSemaphore[K]) reserve() (int64, bool) {
 	if !s.hard {
-		s.alive.Add(1)
-		return true
+		return s.alive.Add(1), true
 	}
 	for {
 		c := s.alive.Load()
 		if c >= s.maxKeys {
-			return false
+			return c, false
 		}
 		if s.alive.CompareAndSwap(c, c+1) {
-			return true
+			return c + 1, true
 		}
 	}
 }
@@ -710,23 +747,45 @@ func (s *KeyedSemaphore[K]) release(e *entry[K], n int64) {
 			nst = idle
 		}
 		if e.state.CompareAndSwap(st, nst) {
-			if nst&deadBit != 0 {
-				s.drop(e)
-			} else if nst&busyBit == 0 {
-				s.wentIdle()
-			}
+			s.settle(e, nst)
 			return
 		}
 	}
 }
 
-// wentIdle notes that an entry has gone idle, so that an eviction pass is
-// worth running again after one that found nothing to evict. The flag is
-// read on every idle transition and written only after a fruitless pass,
-// so its cache line stays shared between cores.
-func (s *KeyedSemaphore[K]) wentIdle() {
+// settle finishes the last release of e's reference, which left e in
+// state st: a dead entry is removed, an idle one may owe eviction work.
+// It must not be called with e.mu held.
+func (s *KeyedSemaphore[K]) settle(e *entry[K], st uint64) {
+	if st&deadBit != 0 {
+		s.drop(e)
+	} else if st&busyBit == 0 {
+		s.wentIdle(e, st)
+	}
+}
+
+// wentIdle runs after e went idle, in state st (its idle time), and does
+// the eviction work of the soft cap and the idle timeout, so that both
+// hold without Sweep:
+//
+//   - over the soft cap, an idle entry may not stay: e is evicted at once
+//     (the older idle entries were evicted when the count went over);
+//   - otherwise it notes that an entry is idle (after a pass that found
+//     none, see starved), and runs an expiry pass if one is due.
+//
+// The words it reads are written rarely, so their cache lines stay shared
+// between cores. After Close it only notes the idle entry: eviction is
+// then left to Sweep.
+func (s *KeyedSemaphore[K]) wentIdle(e *entry[K], st uint64) {
+	if !s.hard && s.alive.Load() > s.maxKeys && !s.closed.Load() {
+		s.kill(candidate[K]{e, st}) // fails if e was joined meanwhile
+		return
+	}
 	if s.starved.Load() {
 		s.starved.Store(false)
+	}
+	if int64(st) >= s.due.Load() {
+		s.expire()
 	}
 }
 
@@ -735,23 +794,21 @@ func (s *KeyedSemaphore[K]) wentIdle() {
 // them after unlocking.
 func (s *KeyedSemaphore[K]) releaseQueued(e *entry[K], n int64) {
 	e.mu.Lock()
-	dead := s.unrefLocked(e, n)
+	st := s.unrefLocked(e, n)
 	var wake *waiter
-	if !dead && e.head != nil {
+	if st&(busyBit|deadBit) == busyBit && e.head != nil {
 		wake = s.grantLocked(e)
 	}
 	e.mu.Unlock()
 	waitq.WakeAll(wake)
-	if dead {
-		s.drop(e)
-	}
+	s.settle(e, st)
 }
 
 // unrefLocked drops a reference on e, giving back n permits, and clears
 // the queued bit if nobody waits. It must be called with e.mu held. It
-// reports whether the entry died (the caller then owns it and must drop
-// it after unlocking).
-func (s *KeyedSemaphore[K]) unrefLocked(e *entry[K], n int64) bool {
+// returns the new state; if that is not busy (the entry died or went
+// idle), the caller must settle it after unlocking.
+func (s *KeyedSemaphore[K]) unrefLocked(e *entry[K], n int64) uint64 {
 	var idle uint64
 	haveIdle := false
 	for {
@@ -767,10 +824,7 @@ func (s *KeyedSemaphore[K]) unrefLocked(e *entry[K], n int64) bool {
 			nst &^= queuedBit
 		}
 		if e.state.CompareAndSwap(st, nst) {
-			if nst&(busyBit|deadBit) == 0 {
-				s.wentIdle()
-			}
-			return nst&deadBit != 0
+			return nst
 		}
 	}
 }
@@ -848,11 +902,9 @@ func (s *KeyedSemaphore[K]) wait(ctx context.Context, e *entry[K], n int64) (Per
 		}
 	}
 	if err != nil {
-		dead := s.unrefLocked(e, 0)
+		st := s.unrefLocked(e, 0)
 		e.mu.Unlock()
-		if dead {
-			s.drop(e)
-		}
+		s.settle(e, st)
 		s.rejected.Add(1)
 		return Permit{}, err
 	}
@@ -926,13 +978,11 @@ func (s *KeyedSemaphore[K]) leave(e *entry[K], w *waiter, err error) error {
 	if wasHead && e.head != nil {
 		wake = s.grantLocked(e)
 	}
-	dead := s.unrefLocked(e, 0)
+	st := s.unrefLocked(e, 0)
 	e.mu.Unlock()
 	s.wcache.Put(w)
 	waitq.WakeAll(wake)
-	if dead {
-		s.drop(e)
-	}
+	s.settle(e, st)
 	s.cancelled.Add(1)
 	return err
 }
@@ -962,8 +1012,9 @@ func (s *KeyedSemaphore[K]) drop(e *entry[K]) {
 
 // Close stops the semaphore: every waiter is woken with [ErrClosed], and
 // later acquire calls fail with ErrClosed (TryAcquire returns false).
-// Permits already held stay valid, and their releases still count and
-// still drop idle entries. Close is idempotent. An acquire call that
+// Permits already held stay valid, and their releases still count and,
+// with idle timeout 0, still drop their entries; the eviction that normal
+// use does stops (Sweep still evicts). Close is idempotent. An acquire call that
 // overlaps Close and finds its permits free without waiting may still
 // succeed (its permit must be released as any other); calls begun after
 // Close returns fail.
