@@ -23,9 +23,9 @@ type candidate[K comparable] struct {
 // the running pass before it tries to make room).
 //
 // Calling Sweep is not needed for the idle timeout to hold: normal use
-// expires idle entries by itself (see [WithIdleTimeout]). Sweep is for a
-// semaphore that may go unused for long, to give the memory back at once,
-// or after Close, which stops the eviction that normal use does.
+// expires idle entries by itself (see [WithIdleTimeout]), and
+// [WithJanitor] does while the semaphore is not used. Sweep gives the
+// memory back at once, also after Close, which stops the other two.
 func (s *KeyedSemaphore[K]) Sweep() int {
 	s.evict <- struct{}{}
 	defer s.unlockEvict()
@@ -206,7 +206,7 @@ func (s *KeyedSemaphore[K]) pass(overCap bool) int {
 		s.due.Store(max(addSat(now, s.step), addSat(int64(oldest), s.idle)))
 	}
 	clear(buf[:found]) // let evicted entries go
-	if cap(buf) > 2*int(s.maxKeys)+64 {
+	if int64(cap(buf)) > 2*min(s.maxKeys, math.MaxInt32)+64 {
 		buf = nil // after a burst of keys, do not keep its buffer
 	}
 	s.buf = buf[:0]

@@ -3,6 +3,7 @@ package keyedsem_test
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"testing"
 	"time"
 
@@ -161,4 +162,31 @@ func TestHugeIdleTimeoutNeverExpires(t *testing.T) {
 	}
 	require.Equal(t, 10, s.Len())
 	require.Equal(t, uint64(1), keyedsem.Passes(s), "only the Sweep")
+}
+
+// With WithJanitor, idle entries expire also while nobody uses the
+// semaphore; Close stops the janitor (goleak checks it in TestMain).
+func TestJanitorExpiresEntriesOfAnUnusedSemaphore(t *testing.T) {
+	clk := newFake()
+	s := keyedsem.New[string](keyedsem.WithIdleTimeout(time.Minute), keyedsem.WithClock(clk),
+		keyedsem.WithJanitor(time.Millisecond))
+	use(t, s, "a")
+	use(t, s, "b")
+	p, err := s.Acquire(bg, "held")
+	require.NoError(t, err)
+	clk.Advance(time.Minute)
+	deadline := time.Now().Add(hangGuard)
+	for s.Len() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the janitor left %d entries, want 1 (the held one)", s.Len())
+		}
+		runtime.Gosched() // the janitor ticks on the system clock
+	}
+	require.True(t, keyedsem.Has(s, "held"))
+	require.Equal(t, uint64(2), s.Stats().Evicted)
+	require.True(t, p.Release())
+	s.Close()
+	s.Close() // idempotent
+	require.Panics(t, func() { keyedsem.New[int](keyedsem.WithJanitor(-time.Second)) })
+	keyedsem.New[int](keyedsem.WithJanitor(time.Second), keyedsem.WithIdleTimeout(0)).Close() // nothing to expire: no goroutine
 }

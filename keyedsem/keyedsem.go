@@ -192,6 +192,8 @@ type KeyedSemaphore[K comparable] struct {
 	evict  chan struct{}
 	buf    []candidate[K] // reused by eviction passes
 	passes uint64         // eviction passes run, for tests; under the eviction lock
+
+	stopJanitor, janitorDone chan struct{} // nil without WithJanitor
 }
 
 type config struct {
@@ -201,6 +203,7 @@ type config struct {
 	hard       bool
 	maxWaiters int
 	clock      semaphore.Clock
+	janitor    time.Duration
 }
 
 // Option configures a keyed semaphore made by [New].
@@ -252,6 +255,15 @@ func WithMaxWaitersPerKey(n int) Option { return func(c *config) { c.maxWaiters 
 // block. nil means the system clock.
 func WithClock(c semaphore.Clock) Option { return func(cf *config) { cf.clock = c } }
 
+// WithJanitor starts, in New, one goroutine that every d (on the system
+// clock) runs an expiry pass if one is due, so that idle entries expire
+// also while nobody uses the semaphore; Close stops it and waits for it.
+// Without it (the default, d == 0) entries expire by normal use (see
+// WithIdleTimeout), which bounds the memory of a semaphore in use; the
+// janitor gives back that of one left unused. New panics if d is
+// negative.
+func WithJanitor(d time.Duration) Option { return func(cf *config) { cf.janitor = d } }
+
 // New returns a keyed semaphore with no entries. Keys are compared with ==,
 // as in a Go map. A key that is not equal to itself (a float NaN, or a
 // struct, array or interface holding one) could never find its entry
@@ -272,6 +284,9 @@ func New[K comparable](opts ...Option) *KeyedSemaphore[K] {
 	}
 	if c.maxKeys < 1 {
 		panic(fmt.Sprintf("keyedsem: max keys %d < 1", c.maxKeys))
+	}
+	if c.janitor < 0 {
+		panic(fmt.Sprintf("keyedsem: negative janitor interval %v", c.janitor))
 	}
 	s := &KeyedSemaphore[K]{
 		m:          xsync.NewMap[K, *entry[K]](),
@@ -313,7 +328,28 @@ func New[K comparable](opts ...Option) *KeyedSemaphore[K] {
 		e.state.Store(deadBit)
 		return e
 	}
+	if c.janitor > 0 && c.idle > 0 {
+		s.stopJanitor, s.janitorDone = make(chan struct{}), make(chan struct{})
+		go s.janitor(c.janitor)
+	}
 	return s
+}
+
+// janitor runs an expiry pass every d if one is due, until Close.
+func (s *KeyedSemaphore[K]) janitor(d time.Duration) {
+	defer close(s.janitorDone)
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopJanitor:
+			return
+		case <-t.C:
+			if s.now() >= s.due.Load() {
+				s.expire()
+			}
+		}
+	}
 }
 
 // Acquire takes one permit for key, waiting in FIFO order behind the
@@ -1021,6 +1057,10 @@ func (s *KeyedSemaphore[K]) drop(e *entry[K]) {
 func (s *KeyedSemaphore[K]) Close() {
 	if !s.closed.CompareAndSwap(false, true) {
 		return
+	}
+	if s.stopJanitor != nil {
+		close(s.stopJanitor)
+		<-s.janitorDone
 	}
 	// The coarse clock is not stopped: entries released after Close still
 	// go idle at the right time, and its timer stops by itself when idle.
