@@ -61,6 +61,7 @@ func (s *KeyedSemaphore[K]) trimLocked() {
 		return
 	}
 	s.starved.Store(true)
+	s.due.Store(0) // the next idle transition clears starved (see rearm)
 	if s.pass(true) > 0 {
 		s.starved.Store(false)
 	}
@@ -72,7 +73,7 @@ func (s *KeyedSemaphore[K]) expire() {
 	if s.closed.Load() || !s.tryLockEvict() {
 		return
 	}
-	if s.now() >= s.due.Load() {
+	if s.now() >= s.expiry.Load() {
 		s.pass(false)
 	}
 	s.unlockEvict()
@@ -120,6 +121,7 @@ func (s *KeyedSemaphore[K]) makeRoom(ctx context.Context, try bool) (bool, error
 		return true, nil
 	}
 	s.starved.Store(true)
+	s.due.Store(0) // the next idle transition clears starved (see rearm)
 	// An entry that went idle during the pass may have missed the flag
 	// being set; one more look costs little and keeps the refusal exact.
 	if s.pass(true) > 0 {
@@ -203,7 +205,8 @@ func (s *KeyedSemaphore[K]) pass(overCap bool) int {
 		}
 	}
 	if s.idle > 0 {
-		s.due.Store(max(addSat(now, s.step), addSat(int64(oldest), s.idle)))
+		s.expiry.Store(max(addSat(now, s.step), addSat(int64(oldest), s.idle)))
+		s.rearm()
 	}
 	clear(buf[:found]) // let evicted entries go
 	if int64(cap(buf)) > 2*min(s.maxKeys, math.MaxInt32)+64 {

@@ -159,15 +159,21 @@ type KeyedSemaphore[K comparable] struct {
 	stripes    []stripe[K]
 	mask       uint32
 	closed     atomic.Bool
-	// Read on every idle transition, written by eviction passes (rarely):
-	// due is the time (as now returns it) from which an idle entry may
-	// have been idle for the timeout, so that the next idle transition or
-	// new key runs an expiry pass (see wentIdle); starved says that the
-	// last pass that had to make room found nothing idle and no entry has
-	// gone idle since (see trimLocked and makeRoom); owed says that a new
-	// key took the count over the soft cap while another pass held the
+	// Read on every idle transition, written rarely. expiry is the time
+	// (as now returns it) from which an idle entry may have been idle for
+	// the timeout, set by each eviction pass: the next idle transition or
+	// new key from then runs an expiry pass. starved says that the last
+	// pass that had to make room found nothing idle and no entry has gone
+	// idle since (see trimLocked and makeRoom). owed says that a new key
+	// took the count over the soft cap while another pass held the
 	// eviction lock, which then runs the pass for it (see unlockEvict).
+	//
+	// due folds what an idle transition must look at into the one word
+	// that the release path loads: it is expiry, or 0 while the count may
+	// be over the soft cap or starved is set, so that an idle transition
+	// takes the slow path (wentIdle) only when there is work (see rearm).
 	due     atomic.Int64
+	expiry  atomic.Int64
 	starved atomic.Bool
 	owed    atomic.Bool
 	_       [cacheLine]byte
@@ -305,10 +311,11 @@ func New[K comparable](opts ...Option) *KeyedSemaphore[K] {
 		s.clock, s.realClock = clock.Real{}, true
 	}
 	s.epoch = s.clock.Now()
-	s.due.Store(int64(c.idle)) // the first entry can expire no earlier
+	s.expiry.Store(int64(c.idle)) // the first entry can expire no earlier
 	if c.idle == 0 {
-		s.due.Store(math.MaxInt64) // entries die with their last reference
+		s.expiry.Store(math.MaxInt64) // entries die with their last reference
 	}
+	s.due.Store(s.expiry.Load())
 	s.coarse.Init(s.epoch)
 	n := uint32(1)
 	for n < 2*uint32(max(1, runtime.GOMAXPROCS(0))) {
@@ -345,7 +352,7 @@ func (s *KeyedSemaphore[K]) janitor(d time.Duration) {
 		case <-s.stopJanitor:
 			return
 		case <-t.C:
-			if s.now() >= s.due.Load() {
+			if s.now() >= s.expiry.Load() {
 				s.expire()
 			}
 		}
@@ -589,12 +596,15 @@ func (s *KeyedSemaphore[K]) made(count int64) {
 		return // no entry is ever idle
 	}
 	if !s.hard && count > s.maxKeys {
+		if s.due.Load() != 0 {
+			s.due.Store(0) // entries going idle now must look at the count
+		}
 		if !s.starved.Load() {
 			s.trim()
 		}
 		return
 	}
-	if s.now() >= s.due.Load() {
+	if s.now() >= s.expiry.Load() {
 		s.expire()
 	}
 }
@@ -783,7 +793,13 @@ func (s *KeyedSemaphore[K]) release(e *entry[K], n int64) {
 			nst = idle
 		}
 		if e.state.CompareAndSwap(st, nst) {
-			s.settle(e, nst)
+			// settle, by hand: the idle transition without work to do is
+			// the uncontended release's common case, one load and compare.
+			if nst&deadBit != 0 {
+				s.drop(e)
+			} else if nst&busyBit == 0 && int64(nst) >= s.due.Load() {
+				s.wentIdle(e, nst)
+			}
 			return
 		}
 	}
@@ -795,23 +811,23 @@ func (s *KeyedSemaphore[K]) release(e *entry[K], n int64) {
 func (s *KeyedSemaphore[K]) settle(e *entry[K], st uint64) {
 	if st&deadBit != 0 {
 		s.drop(e)
-	} else if st&busyBit == 0 {
+	} else if st&busyBit == 0 && int64(st) >= s.due.Load() {
 		s.wentIdle(e, st)
 	}
 }
 
-// wentIdle runs after e went idle, in state st (its idle time), and does
-// the eviction work of the soft cap and the idle timeout, so that both
-// hold without Sweep:
+// wentIdle runs after e went idle, in state st (its idle time), when the
+// time is at or past due, and does the eviction work of the soft cap and
+// the idle timeout, so that both hold without Sweep:
 //
 //   - over the soft cap, an idle entry may not stay: e is evicted at once
 //     (the older idle entries were evicted when the count went over);
 //   - otherwise it notes that an entry is idle (after a pass that found
-//     none, see starved), and runs an expiry pass if one is due.
+//     none, see starved), runs an expiry pass if one is due, and sets due
+//     back to expiry if the count is no longer over the cap.
 //
-// The words it reads are written rarely, so their cache lines stay shared
-// between cores. After Close it only notes the idle entry: eviction is
-// then left to Sweep.
+// After Close it only notes the idle entry: eviction is then left to
+// Sweep.
 func (s *KeyedSemaphore[K]) wentIdle(e *entry[K], st uint64) {
 	if !s.hard && s.alive.Load() > s.maxKeys && !s.closed.Load() {
 		s.kill(candidate[K]{e, st}) // fails if e was joined meanwhile
@@ -820,8 +836,24 @@ func (s *KeyedSemaphore[K]) wentIdle(e *entry[K], st uint64) {
 	if s.starved.Load() {
 		s.starved.Store(false)
 	}
-	if int64(st) >= s.due.Load() {
-		s.expire()
+	if int64(st) >= s.expiry.Load() {
+		s.expire() // sets due itself, unless another pass runs or after Close
+	}
+	s.rearm()
+}
+
+// rearm sets due back to expiry, unless the count is over the soft cap or
+// starved is set. Whoever makes either true stores 0 in due after that;
+// rearm looks at both after its store, so that one of the two stores of
+// 0 comes last.
+func (s *KeyedSemaphore[K]) rearm() {
+	v := s.expiry.Load()
+	if s.due.Load() == v {
+		return
+	}
+	s.due.Store(v)
+	if (!s.hard && s.alive.Load() > s.maxKeys) || s.starved.Load() {
+		s.due.Store(0)
 	}
 }
 
