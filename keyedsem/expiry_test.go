@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -189,4 +190,61 @@ func TestJanitorExpiresEntriesOfAnUnusedSemaphore(t *testing.T) {
 	s.Close() // idempotent
 	require.Panics(t, func() { keyedsem.New[int](keyedsem.WithJanitor(-time.Second)) })
 	keyedsem.New[int](keyedsem.WithJanitor(time.Second), keyedsem.WithIdleTimeout(0)).Close() // nothing to expire: no goroutine
+}
+
+// Under concurrent use with a small soft cap, bursts of held keys and
+// Sweeps running meanwhile, the bound holds once everything is released:
+// at most the cap of entries, all idle. Before, idle entries stayed over
+// the cap after a pass found everything busy, or after keys were made
+// during a Sweep.
+func TestSoftCapBoundAfterConcurrentUseRace(t *testing.T) {
+	const maxKeys, workers = 8, 4
+	rounds := 200
+	if raceEnabled {
+		rounds = 60
+	}
+	for round := range rounds {
+		s := keyedsem.New[int](keyedsem.WithMaxKeys(maxKeys))
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				held := make([]keyedsem.Permit, 0, 8)
+				for i := range 40 {
+					if p, ok := s.TryAcquire((w*40 + i*7) % 48); ok {
+						held = append(held, p)
+					}
+					if len(held) == cap(held) || i%5 == 4 {
+						for _, p := range held {
+							p.Release()
+						}
+						held = held[:0]
+					}
+					if w == 0 && i%13 == 0 {
+						s.Sweep()
+					}
+				}
+				for _, p := range held {
+					p.Release()
+				}
+				// A closing burst: keys of its own, held at once, then
+				// released (the old code's passes found them all busy).
+				for i := range 2 * maxKeys {
+					if p, ok := s.TryAcquire(100 + w*2*maxKeys + i); ok {
+						held = append(held, p)
+					}
+				}
+				for _, p := range held {
+					p.Release()
+				}
+			}()
+		}
+		wg.Wait()
+		st := s.Stats()
+		require.Equal(t, int64(0), st.Held)
+		require.LessOrEqual(t, s.Len(), maxKeys, "round %d: idle entries over the soft cap", round)
+		require.Equal(t, st.Created-st.Evicted, uint64(s.Len()), "round %d", round)
+		s.Close()
+	}
 }

@@ -835,6 +835,11 @@ func (s *KeyedSemaphore[K]) wentIdle(e *entry[K], st uint64) {
 	}
 	if s.starved.Load() {
 		s.starved.Store(false)
+		// A new key may have taken the count over the cap and skipped its
+		// pass for starved in between our two looks: run it for that key.
+		if !s.hard && s.alive.Load() > s.maxKeys {
+			s.trim()
+		}
 	}
 	if int64(st) >= s.expiry.Load() {
 		s.expire() // sets due itself, unless another pass runs or after Close
