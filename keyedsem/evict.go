@@ -159,8 +159,9 @@ func (s *KeyedSemaphore[K]) unlockEvict() {
 // idle ones until the count is down to target. It returns the number
 // evicted, and sets the time the next expiry pass is due: when the
 // oldest idle entry it kept reaches the timeout (an entry that goes idle
-// later expires later), but no sooner than step from now, so that passes
-// cost a bounded share however the idle times are spread.
+// later expires later), but no sooner than step from now (nor than eight
+// times the pass took), so that passes cost a bounded share however the
+// idle times are spread.
 //
 // Eviction is safe because it only ever kills an entry by one
 // compare-and-swap from the exact idle state it saw (no references, and
@@ -205,7 +206,11 @@ func (s *KeyedSemaphore[K]) pass(overCap bool) int {
 		}
 	}
 	if s.idle > 0 {
-		s.expiry.Store(max(addSat(now, s.step), addSat(int64(oldest), s.idle)))
+		// No sooner than step, nor than eight times this pass took: with
+		// a tiny timeout and many entries, passes take at most about a
+		// ninth of one core.
+		gap := max(s.step, 8*(s.now()-now))
+		s.expiry.Store(max(addSat(now, gap), addSat(int64(oldest), s.idle)))
 		s.rearm()
 	}
 	clear(buf[:found]) // let evicted entries go

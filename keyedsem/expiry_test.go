@@ -248,3 +248,22 @@ func TestSoftCapBoundAfterConcurrentUseRace(t *testing.T) {
 		s.Close()
 	}
 }
+
+// After Close, releases evict nothing, also over the soft cap and with an
+// expiry due (found by TestKeyedMatchesModel: a release after Close ran a
+// trim); Sweep still does.
+func TestNoEvictionByReleasesAfterClose(t *testing.T) {
+	clk := newFake()
+	s := keyedsem.New[string](keyedsem.WithMaxKeys(1), keyedsem.WithIdleTimeout(time.Minute), keyedsem.WithClock(clk))
+	a, ok := s.TryAcquire("a")
+	require.True(t, ok)
+	b, ok := s.TryAcquire("b") // over the cap; the pass finds nothing idle
+	require.True(t, ok)
+	s.Close()
+	clk.Advance(time.Hour)
+	require.True(t, a.Release())
+	require.True(t, b.Release())
+	require.Equal(t, 2, s.Len())
+	require.Equal(t, 2, s.Sweep())
+	require.Equal(t, 0, s.Len())
+}

@@ -826,10 +826,12 @@ func (s *KeyedSemaphore[K]) settle(e *entry[K], st uint64) {
 //     none, see starved), runs an expiry pass if one is due, and sets due
 //     back to expiry if the count is no longer over the cap.
 //
-// After Close it only notes the idle entry: eviction is then left to
-// Sweep.
+// After Close it does nothing: eviction is then left to Sweep.
 func (s *KeyedSemaphore[K]) wentIdle(e *entry[K], st uint64) {
-	if !s.hard && s.alive.Load() > s.maxKeys && !s.closed.Load() {
+	if s.closed.Load() {
+		return
+	}
+	if !s.hard && s.alive.Load() > s.maxKeys {
 		s.kill(candidate[K]{e, st}) // fails if e was joined meanwhile
 		return
 	}
