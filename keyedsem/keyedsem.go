@@ -227,9 +227,12 @@ func WithPerKeyCapacity(n int64) Option { return func(c *config) { c.capacity = 
 // an entry idle, or the first new key, after the oldest idle entry is due
 // runs an eviction pass (at most one per eighth of the timeout, so an
 // entry goes between d and about 9d/8 after it went idle while the
-// semaphore is in use); [KeyedSemaphore.Sweep] does the same at once. They
-// are also evicted when there are more than WithMaxKeys. d == 0 drops an
-// entry as soon as nobody uses it: the cheapest choice for keys used once
+// semaphore is in use); the pass runs in that call and takes time in
+// proportion to the number of entries, as Sweep does. [WithJanitor] runs
+// the passes on a goroutine of its own instead, also while the semaphore
+// is not used; [KeyedSemaphore.Sweep] runs one at once. Idle entries are
+// also evicted when there are more than WithMaxKeys. d == 0 drops an entry
+// as soon as nobody uses it: the cheapest choice for keys used once
 // (sub-agents with unique ids), where keeping entries only means evicting
 // them later. New panics if d is negative.
 func WithIdleTimeout(d time.Duration) Option { return func(c *config) { c.idle = d } }
@@ -380,8 +383,8 @@ func (s *KeyedSemaphore[K]) Acquire(ctx context.Context, key K) (Permit, error) 
 // the key's waiters are at WithMaxWaitersPerKey; [ErrTooManyKeys] when
 // WithHardMaxKeys refuses a new key; [ErrNaNKey] for a key not equal to
 // itself (a NaN, or a value holding one), which, as in a Go map, could
-// never be found again. A waiter that Close fails returns
-// ErrClosed, also if its context ended meanwhile. A new key that
+// never be found again. A waiter that Close fails returns ErrClosed, also
+// if its context ended meanwhile. A new key that
 // WithHardMaxKeys finds no room for waits for a running eviction pass
 // (Sweep or another caller's) before it is refused or admitted, unless ctx
 // ends first.
@@ -437,9 +440,9 @@ func (s *KeyedSemaphore[K]) TryAcquire(key K) (Permit, bool) {
 // false nothing changed for the key. It never overtakes a waiter. It
 // returns false for n <= 0, n above the per-key capacity, after Close, for
 // a key not equal to itself (see [ErrNaNKey]), and for a new key that
-// WithHardMaxKeys refuses. It never waits for a running
-// Sweep, but a new key over the hard cap may itself run an eviction pass,
-// whose time grows with the number of keys. On true the caller owns the
+// WithHardMaxKeys refuses. It never waits for a running Sweep, but a new
+// key over the hard cap may itself run an eviction pass, whose time grows
+// with the number of keys. On true the caller owns the
 // permit, as with AcquireN.
 func (s *KeyedSemaphore[K]) TryAcquireN(key K, n int64) (Permit, bool) {
 	if n <= 0 || n > s.capacity || s.closed.Load() || (s.nanKeys && key != key) {
@@ -458,9 +461,9 @@ func (s *KeyedSemaphore[K]) TryAcquireN(key K, n int64) (Permit, bool) {
 //
 // Cancellation: if ctx ends while Do waits, Do returns ctx.Err() without
 // calling fn (and any other error of Acquire likewise), also if the
-// permit came free in the same instant. Once fn runs, the
-// permit is held until fn returns, whatever happens to ctx or to Close:
-// work that ignores its deadline keeps its key.
+// permit came free in the same instant. Once fn runs, the permit is held
+// until fn returns, whatever happens to ctx or to Close: work that ignores
+// its deadline keeps its key.
 func (s *KeyedSemaphore[K]) Do(ctx context.Context, key K, fn func(context.Context) error) error {
 	p, err := s.Acquire(ctx, key)
 	if err != nil {
@@ -1089,10 +1092,10 @@ func (s *KeyedSemaphore[K]) drop(e *entry[K]) {
 // later acquire calls fail with ErrClosed (TryAcquire returns false).
 // Permits already held stay valid, and their releases still count and,
 // with idle timeout 0, still drop their entries; the eviction that normal
-// use does stops (Sweep still evicts). Close is idempotent. An acquire call that
-// overlaps Close and finds its permits free without waiting may still
-// succeed (its permit must be released as any other); calls begun after
-// Close returns fail.
+// use does stops, and so does the janitor (Sweep still evicts). Close is
+// idempotent. An acquire call that overlaps Close and finds its permits
+// free without waiting may still succeed (its permit must be released as
+// any other); calls begun after Close returns fail.
 func (s *KeyedSemaphore[K]) Close() {
 	if !s.closed.CompareAndSwap(false, true) {
 		return
