@@ -10,6 +10,11 @@
 // [KeyedSemaphore.Do] wraps acquire, the work and release, and releases on
 // panic.
 //
+// Keys are compared with ==, as in a Go map. A key that is not equal to
+// itself, a float NaN or a struct, array or interface value holding one,
+// is refused with [ErrNaNKey] (TryAcquire returns false): its entry could
+// never be found or removed again.
+//
 // Fairness: per key, waiters are served strictly in arrival order; a heavy
 // request at the head of a key's queue is not overtaken by later lighter
 // ones, nor by [KeyedSemaphore.TryAcquire]. Nothing orders different keys.
@@ -28,9 +33,11 @@
 //
 // Memory: with [WithIdleTimeout] 0 an entry goes as soon as it is not used;
 // otherwise idle entries are kept for the timeout (default one hour), which
-// makes the next use of a key allocation-free, and are evicted by
-// [KeyedSemaphore.Sweep], and, oldest first, whenever the entries exceed
-// [WithMaxKeys] (default 4096; entries in use may exceed it). With
+// makes the next use of a key allocation-free, and are then evicted by
+// normal use (an eviction pass, amortised over releases and new keys; no
+// goroutine or timer per key) or by [KeyedSemaphore.Sweep]; and, oldest
+// first, whenever the entries exceed [WithMaxKeys] (default 4096; only
+// entries in use may exceed it). With
 // [WithHardMaxKeys] a new key over the cap fails with [ErrTooManyKeys]
 // instead, for keys from untrusted input. An idle entry holds no goroutine,
 // timer or channel: about 140 bytes per idle key in all with a 38-byte

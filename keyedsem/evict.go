@@ -1,6 +1,9 @@
 package keyedsem
 
-import "context"
+import (
+	"context"
+	"math"
+)
 
 // candidate is an idle entry that an eviction pass found, with the state it
 // had then: the time it went idle.
@@ -17,37 +20,63 @@ type candidate[K comparable] struct {
 // Entries in use (held, waited for, or being looked up) are never evicted.
 // Sweep takes time in proportion to the number of entries; acquires and
 // releases go on meanwhile (only a new key refused by the hard cap waits for
-// the running pass before it tries to make room). Nothing sweeps by
-// itself: call Sweep from time to time, for example every idle timeout
-// (the cap bounds the entries anyway).
+// the running pass before it tries to make room).
+//
+// Calling Sweep is not needed for the idle timeout to hold: normal use
+// expires idle entries by itself (see [WithIdleTimeout]), and
+// [WithJanitor] does while the semaphore is not used. Sweep gives the
+// memory back at once, also after Close, which stops the other two.
 func (s *KeyedSemaphore[K]) Sweep() int {
 	s.evict <- struct{}{}
 	defer s.unlockEvict()
 	n := s.pass(false)
-	s.nextPass.Store(0)
 	s.starved.Store(false)
 	return n
 }
 
-// evictOverCap runs after a new entry took the count over the soft cap. If
-// another pass is running, it leaves the work to it; entries made during a
-// Sweep may leave the count over the cap until the next new key.
-func (s *KeyedSemaphore[K]) evictOverCap() {
+// trim runs after a new entry took the count over the soft cap. If another
+// pass holds the eviction lock, the work is owed: the holder runs it when
+// it gives the lock back (unlockEvict).
+func (s *KeyedSemaphore[K]) trim() {
+	s.owed.Store(true)
 	if !s.tryLockEvict() {
 		return
 	}
-	defer s.unlockEvict()
-	for s.alive.Load() > s.maxKeys {
-		if s.pass(true) == 0 {
-			// Everything over the cap is in use: wait for another
-			// eighth of new keys, so that passes cost a bounded amount
-			// per new key however large the burst.
-			n := s.alive.Load()
-			s.nextPass.Store(n + max(1, n/8))
-			return
-		}
+	s.trimLocked()
+	s.unlockEvict()
+}
+
+// trimLocked evicts the oldest idle entries, if the count is over the soft
+// cap, down to a quarter under it. It must be called with the eviction
+// lock held. After a pass that found nothing idle it sets starved, so that
+// a burst of new keys against busy entries costs no pass each (see made);
+// an entry that went idle during the pass may have missed the flag being
+// set, so one more look keeps that exact.
+func (s *KeyedSemaphore[K]) trimLocked() {
+	s.owed.Store(false)
+	if s.alive.Load() <= s.maxKeys {
+		return
 	}
-	s.nextPass.Store(0)
+	if s.pass(true) > 0 {
+		return
+	}
+	s.starved.Store(true)
+	s.due.Store(0) // the next idle transition clears starved (see rearm)
+	if s.pass(true) > 0 {
+		s.starved.Store(false)
+	}
+}
+
+// expire runs an expiry pass if one is due. If another pass holds the
+// eviction lock it does nothing: that pass sets the next due time itself.
+func (s *KeyedSemaphore[K]) expire() {
+	if s.closed.Load() || !s.tryLockEvict() {
+		return
+	}
+	if s.now() >= s.expiry.Load() {
+		s.pass(false)
+	}
+	s.unlockEvict()
 }
 
 // makeRoom runs when the hard cap refused a new entry. It reports whether
@@ -66,10 +95,19 @@ func (s *KeyedSemaphore[K]) makeRoom(ctx context.Context, try bool) (bool, error
 		if try {
 			return false, ErrTooManyKeys
 		}
-		select { // a nil Done (a context that never ends) is never ready
+		done := ctx.Done() // nil for a context that never ends: never ready
+		select {
 		case s.evict <- struct{}{}:
-		case <-ctx.Done():
+		case <-done:
 			return false, ctx.Err()
+		}
+		// Both may have been ready, and select picks at random: a
+		// context that ended while the pass ran wins.
+		select {
+		case <-done:
+			s.unlockEvict()
+			return false, ctx.Err()
+		default:
 		}
 	}
 	defer s.unlockEvict()
@@ -83,6 +121,7 @@ func (s *KeyedSemaphore[K]) makeRoom(ctx context.Context, try bool) (bool, error
 		return true, nil
 	}
 	s.starved.Store(true)
+	s.due.Store(0) // the next idle transition clears starved (see rearm)
 	// An entry that went idle during the pass may have missed the flag
 	// being set; one more look costs little and keeps the refusal exact.
 	if s.pass(true) > 0 {
@@ -102,14 +141,27 @@ func (s *KeyedSemaphore[K]) tryLockEvict() bool {
 	}
 }
 
-// unlockEvict gives the eviction lock back.
-func (s *KeyedSemaphore[K]) unlockEvict() { <-s.evict }
+// unlockEvict gives the eviction lock back, and runs the trim that a new
+// key left owed while the lock was held. (The key sets owed before it
+// tries the lock, and the holder looks at owed after it gave the lock
+// back: either the key gets the lock, or the holder sees owed.)
+func (s *KeyedSemaphore[K]) unlockEvict() {
+	<-s.evict
+	for s.owed.Load() && s.tryLockEvict() {
+		s.trimLocked()
+		<-s.evict
+	}
+}
 
 // pass is one eviction pass; it must be called with the eviction lock
 // held. It evicts every idle entry whose idle time has reached the
 // timeout; then, if overCap or if the entries exceed the cap, the oldest
 // idle ones until the count is down to target. It returns the number
-// evicted.
+// evicted, and sets the time the next expiry pass is due: when the
+// oldest idle entry it kept reaches the timeout (an entry that goes idle
+// later expires later), but no sooner than step from now (nor than eight
+// times the pass took), so that passes cost a bounded share however the
+// idle times are spread.
 //
 // Eviction is safe because it only ever kills an entry by one
 // compare-and-swap from the exact idle state it saw (no references, and
@@ -119,6 +171,8 @@ func (s *KeyedSemaphore[K]) unlockEvict() { <-s.evict }
 // and only that one, from the map (drop).
 func (s *KeyedSemaphore[K]) pass(overCap bool) int {
 	s.passes++
+	now := s.now()
+	oldest := uint64(now)
 	buf := s.buf[:0]
 	s.m.RangeRelaxed(func(_ K, e *entry[K]) bool {
 		if st := e.state.Load(); st&(deadBit|busyBit) == 0 {
@@ -129,7 +183,6 @@ func (s *KeyedSemaphore[K]) pass(overCap bool) int {
 	found := len(buf)
 	evicted := 0
 	if found > 0 {
-		now := s.now()
 		keep := buf[:0]
 		for _, c := range buf {
 			if now-int64(c.st) >= s.idle {
@@ -138,6 +191,7 @@ func (s *KeyedSemaphore[K]) pass(overCap bool) int {
 				}
 			} else {
 				keep = append(keep, c)
+				oldest = min(oldest, c.st)
 			}
 		}
 		alive := s.alive.Load()
@@ -151,12 +205,28 @@ func (s *KeyedSemaphore[K]) pass(overCap bool) int {
 			}
 		}
 	}
+	if s.idle > 0 {
+		// No sooner than step, nor than eight times this pass took: with
+		// a tiny timeout and many entries, passes take at most about a
+		// ninth of one core.
+		gap := max(s.step, 8*(s.now()-now))
+		s.expiry.Store(max(addSat(now, gap), addSat(int64(oldest), s.idle)))
+		s.rearm()
+	}
 	clear(buf[:found]) // let evicted entries go
-	if cap(buf) > 2*int(s.maxKeys)+64 {
+	if int64(cap(buf)) > 2*min(s.maxKeys, math.MaxInt32)+64 {
 		buf = nil // after a burst of keys, do not keep its buffer
 	}
 	s.buf = buf[:0]
 	return evicted
+}
+
+// addSat returns a+b for b >= 0, or math.MaxInt64 if that overflows.
+func addSat(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // kill evicts c's entry if it is still in the idle state the pass saw.

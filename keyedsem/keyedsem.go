@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"reflect"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -37,6 +39,12 @@ var (
 	// ErrQueueFull is returned when waiting would exceed
 	// WithMaxWaitersPerKey.
 	ErrQueueFull = errors.New("keyedsem: wait queue full")
+	// ErrNaNKey is returned for a key that is not equal to itself: a
+	// float or complex NaN, or a struct, array or interface value holding
+	// one. Such a key could never find its entry again (as in a Go map,
+	// where NaN keys cannot be looked up or deleted), so it is refused
+	// before anything is made for it.
+	ErrNaNKey = errors.New("keyedsem: key is not equal to itself (it holds a NaN)")
 )
 
 // MaxPerKeyCapacity is the largest per-key capacity (2^28-1). A key's
@@ -140,8 +148,10 @@ type KeyedSemaphore[K comparable] struct {
 	idle       int64 // idle timeout in nanoseconds; 0: an entry dies with its last reference
 	maxKeys    int64
 	target     int64 // an eviction pass brings the entries down to this
+	step       int64 // the least time between two expiry passes: max(idle/8, 1)
 	hard       bool
 	maxWaiters int
+	nanKeys    bool // K can hold a value not equal to itself (a NaN)
 	clock      semaphore.Clock
 	realClock  bool
 	coarse     coarse.Clock // the real clock's readings, when realClock
@@ -149,7 +159,24 @@ type KeyedSemaphore[K comparable] struct {
 	stripes    []stripe[K]
 	mask       uint32
 	closed     atomic.Bool
-	_          [cacheLine]byte
+	// Read on every idle transition, written rarely. expiry is the time
+	// (as now returns it) from which an idle entry may have been idle for
+	// the timeout, set by each eviction pass: the next idle transition or
+	// new key from then runs an expiry pass. starved says that the last
+	// pass that had to make room found nothing idle and no entry has gone
+	// idle since (see trimLocked and makeRoom). owed says that a new key
+	// took the count over the soft cap while another pass held the
+	// eviction lock, which then runs the pass for it (see unlockEvict).
+	//
+	// due folds what an idle transition must look at into the one word
+	// that the release path loads: it is expiry, or 0 while the count may
+	// be over the soft cap or starved is set, so that an idle transition
+	// takes the slow path (wentIdle) only when there is work (see rearm).
+	due     atomic.Int64
+	expiry  atomic.Int64
+	starved atomic.Bool
+	owed    atomic.Bool
+	_       [cacheLine]byte
 
 	tokens     sync.Pool // *token[K]
 	entries    sync.Pool // *entry[K], dead
@@ -168,15 +195,11 @@ type KeyedSemaphore[K comparable] struct {
 	// sent to it runs the one eviction pass at a time, and owns buf. It is
 	// a channel, not a sync.Mutex, so that a new key waiting for a running
 	// pass can stop waiting when its context ends (see makeRoom).
-	evict chan struct{}
-	buf   []candidate[K] // reused by eviction passes
-	// nextPass is the count of entries at which the soft cap runs its next
-	// eviction pass (see made); starved says that the last pass of the
-	// hard cap found nothing idle and no entry has gone idle since (see
-	// makeRoom). Both are written under the eviction lock.
-	nextPass atomic.Int64
-	starved  atomic.Bool
-	passes   uint64 // eviction passes run, for tests; under the eviction lock
+	evict  chan struct{}
+	buf    []candidate[K] // reused by eviction passes
+	passes uint64         // eviction passes run, for tests; under the eviction lock
+
+	stopJanitor, janitorDone chan struct{} // nil without WithJanitor
 }
 
 type config struct {
@@ -186,6 +209,7 @@ type config struct {
 	hard       bool
 	maxWaiters int
 	clock      semaphore.Clock
+	janitor    time.Duration
 }
 
 // Option configures a keyed semaphore made by [New].
@@ -198,19 +222,30 @@ func WithPerKeyCapacity(n int64) Option { return func(c *config) { c.capacity = 
 
 // WithIdleTimeout sets how long an idle entry (no holder, no waiter) is
 // kept (default one hour). Keeping entries makes the next use of a key
-// cheap (no allocation); they are evicted by [KeyedSemaphore.Sweep], or
-// when there are more than WithMaxKeys. d == 0 drops an entry as soon as
-// nobody uses it: the cheapest choice for keys used once (sub-agents with
-// unique ids), where keeping entries only means evicting them later. New
-// panics if d is negative.
+// cheap (no allocation). Entries idle for the timeout are evicted by
+// normal use, with no goroutine or timer: the first release that leaves
+// an entry idle, or the first new key, after the oldest idle entry is due
+// runs an eviction pass (at most one per eighth of the timeout, so an
+// entry goes between d and about 9d/8 after it went idle while the
+// semaphore is in use); the pass runs in that call and takes time in
+// proportion to the number of entries, as Sweep does. [WithJanitor] runs
+// the passes on a goroutine of its own instead, also while the semaphore
+// is not used; [KeyedSemaphore.Sweep] runs one at once. Idle entries are
+// also evicted when there are more than WithMaxKeys. d == 0 drops an entry
+// as soon as nobody uses it: the cheapest choice for keys used once
+// (sub-agents with unique ids), where keeping entries only means evicting
+// them later. New panics if d is negative.
 func WithIdleTimeout(d time.Duration) Option { return func(c *config) { c.idle = d } }
 
 // WithMaxKeys sets the cap on the number of entries (default 4096). It is
 // soft: when a new key takes the count over the cap, the oldest idle
 // entries are evicted, in a batch that brings the count a quarter under
 // the cap (a pass visits every entry, so a large batch keeps the cost per
-// new key low); entries in use are never evicted, so they may exceed it.
-// New panics if n < 1.
+// new key low); entries in use are never evicted, so they may exceed it,
+// and an entry that goes idle while the count is over the cap is evicted
+// at once. So only entries in use are ever over the cap, once the calls
+// in flight have returned (a new key made while an eviction pass runs is
+// trimmed when that pass ends). New panics if n < 1.
 func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 
 // WithHardMaxKeys makes the cap of WithMaxKeys hard: a key without an entry
@@ -229,9 +264,22 @@ func WithMaxWaitersPerKey(n int) Option { return func(c *config) { c.maxWaiters 
 // block. nil means the system clock.
 func WithClock(c semaphore.Clock) Option { return func(cf *config) { cf.clock = c } }
 
+// WithJanitor starts, in New, one goroutine that every d (on the system
+// clock) runs an expiry pass if one is due, so that idle entries expire
+// also while nobody uses the semaphore; Close stops it and waits for it.
+// Without it (the default, d == 0) entries expire by normal use (see
+// WithIdleTimeout), which bounds the memory of a semaphore in use; the
+// janitor gives back that of one left unused. New panics if d is
+// negative.
+func WithJanitor(d time.Duration) Option { return func(cf *config) { cf.janitor = d } }
+
 // New returns a keyed semaphore with no entries. Keys are compared with ==,
-// as in a Go map: a key that is not equal to itself (a float NaN) would
-// never find its entry again.
+// as in a Go map. A key that is not equal to itself (a float NaN, or a
+// struct, array or interface holding one) could never find its entry
+// again, so acquire calls refuse it with [ErrNaNKey]; the check costs
+// nothing for key types that cannot hold a NaN (strings, integers,
+// structs of them). An interface key holding a value whose type is not
+// comparable panics, as it would as a map key.
 func New[K comparable](opts ...Option) *KeyedSemaphore[K] {
 	c := config{capacity: 1, idle: time.Hour, maxKeys: 4096}
 	for _, o := range opts {
@@ -246,6 +294,9 @@ func New[K comparable](opts ...Option) *KeyedSemaphore[K] {
 	if c.maxKeys < 1 {
 		panic(fmt.Sprintf("keyedsem: max keys %d < 1", c.maxKeys))
 	}
+	if c.janitor < 0 {
+		panic(fmt.Sprintf("keyedsem: negative janitor interval %v", c.janitor))
+	}
 	s := &KeyedSemaphore[K]{
 		m:          xsync.NewMap[K, *entry[K]](),
 		evict:      make(chan struct{}, 1),
@@ -253,14 +304,21 @@ func New[K comparable](opts ...Option) *KeyedSemaphore[K] {
 		idle:       int64(c.idle),
 		maxKeys:    int64(c.maxKeys),
 		target:     int64(c.maxKeys - max(1, c.maxKeys/4)),
+		step:       max(int64(c.idle)/8, 1),
 		hard:       c.hard,
 		maxWaiters: c.maxWaiters,
+		nanKeys:    canHoldNaN(reflect.TypeFor[K]()),
 		clock:      c.clock,
 	}
 	if _, ok := c.clock.(clock.Real); ok || c.clock == nil {
 		s.clock, s.realClock = clock.Real{}, true
 	}
 	s.epoch = s.clock.Now()
+	s.expiry.Store(int64(c.idle)) // the first entry can expire no earlier
+	if c.idle == 0 {
+		s.expiry.Store(math.MaxInt64) // entries die with their last reference
+	}
+	s.due.Store(s.expiry.Load())
 	s.coarse.Init(s.epoch)
 	n := uint32(1)
 	for n < 2*uint32(max(1, runtime.GOMAXPROCS(0))) {
@@ -280,7 +338,28 @@ func New[K comparable](opts ...Option) *KeyedSemaphore[K] {
 		e.state.Store(deadBit)
 		return e
 	}
+	if c.janitor > 0 && c.idle > 0 {
+		s.stopJanitor, s.janitorDone = make(chan struct{}), make(chan struct{})
+		go s.janitor(c.janitor)
+	}
 	return s
+}
+
+// janitor runs an expiry pass every d if one is due, until Close.
+func (s *KeyedSemaphore[K]) janitor(d time.Duration) {
+	defer close(s.janitorDone)
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopJanitor:
+			return
+		case <-t.C:
+			if s.now() >= s.expiry.Load() {
+				s.expire()
+			}
+		}
+	}
 }
 
 // Acquire takes one permit for key, waiting in FIFO order behind the
@@ -302,8 +381,10 @@ func (s *KeyedSemaphore[K]) Acquire(ctx context.Context, key K) (Permit, error) 
 // [semaphore.ErrInvalidWeight] for n <= 0; [semaphore.ErrTooHeavy] for n
 // above the per-key capacity; [ErrClosed] after Close; [ErrQueueFull] when
 // the key's waiters are at WithMaxWaitersPerKey; [ErrTooManyKeys] when
-// WithHardMaxKeys refuses a new key. A waiter that Close fails returns
-// ErrClosed, also if its context ended meanwhile. A new key that
+// WithHardMaxKeys refuses a new key; [ErrNaNKey] for a key not equal to
+// itself (a NaN, or a value holding one), which, as in a Go map, could
+// never be found again. A waiter that Close fails returns ErrClosed, also
+// if its context ended meanwhile. A new key that
 // WithHardMaxKeys finds no room for waits for a running eviction pass
 // (Sweep or another caller's) before it is refused or admitted, unless ctx
 // ends first.
@@ -311,9 +392,11 @@ func (s *KeyedSemaphore[K]) Acquire(ctx context.Context, key K) (Permit, error) 
 // Cancellation: a caller whose context ends while it waits leaves the
 // key's queue at once, and the waiters behind it move up (if it was at the
 // head, the next ones are served if they fit). If the permits were granted
-// while the cancellation was in flight, AcquireN gives them back and
-// returns the context's error: the caller owns a permit if and only if the
-// error is nil.
+// while the cancellation was in flight, or the context has ended by the
+// time the waiter wakes with them, AcquireN gives them back (to the
+// waiters behind it, as if it had left in time) and returns the context's
+// error: a context that ended before the permits came free always wins,
+// and the caller owns a permit if and only if the error is nil.
 //
 // AcquireN panics if ctx is nil.
 func (s *KeyedSemaphore[K]) AcquireN(ctx context.Context, key K, n int64) (Permit, error) {
@@ -328,7 +411,7 @@ func (s *KeyedSemaphore[K]) AcquireN(ctx context.Context, key K, n int64) (Permi
 			return Permit{}, err
 		}
 	}
-	if n <= 0 || n > s.capacity || s.closed.Load() {
+	if n <= 0 || n > s.capacity || s.closed.Load() || (s.nanKeys && key != key) {
 		return Permit{}, s.refuse(n)
 	}
 	e, took, err := s.lookup(ctx, key, n, false)
@@ -355,13 +438,14 @@ func (s *KeyedSemaphore[K]) TryAcquire(key K) (Permit, bool) {
 // TryAcquireN takes n permits for key if they are free now and nobody is
 // waiting for the key, without blocking. It reports whether it did; on
 // false nothing changed for the key. It never overtakes a waiter. It
-// returns false for n <= 0, n above the per-key capacity, after Close, and
-// for a new key that WithHardMaxKeys refuses. It never waits for a running
-// Sweep, but a new key over the hard cap may itself run an eviction pass,
-// whose time grows with the number of keys. On true the caller owns the
+// returns false for n <= 0, n above the per-key capacity, after Close, for
+// a key not equal to itself (see [ErrNaNKey]), and for a new key that
+// WithHardMaxKeys refuses. It never waits for a running Sweep, but a new
+// key over the hard cap may itself run an eviction pass, whose time grows
+// with the number of keys. On true the caller owns the
 // permit, as with AcquireN.
 func (s *KeyedSemaphore[K]) TryAcquireN(key K, n int64) (Permit, bool) {
-	if n <= 0 || n > s.capacity || s.closed.Load() {
+	if n <= 0 || n > s.capacity || s.closed.Load() || (s.nanKeys && key != key) {
 		return Permit{}, false
 	}
 	e, took, _ := s.lookup(context.TODO(), key, n, true)
@@ -376,9 +460,10 @@ func (s *KeyedSemaphore[K]) TryAcquireN(key K, n int64) (Permit, bool) {
 // the acquire error, or fn's error.
 //
 // Cancellation: if ctx ends while Do waits, Do returns ctx.Err() without
-// calling fn (and any other error of Acquire likewise). Once fn runs, the
-// permit is held until fn returns, whatever happens to ctx or to Close:
-// work that ignores its deadline keeps its key.
+// calling fn (and any other error of Acquire likewise), also if the
+// permit came free in the same instant. Once fn runs, the permit is held
+// until fn returns, whatever happens to ctx or to Close: work that ignores
+// its deadline keeps its key.
 func (s *KeyedSemaphore[K]) Do(ctx context.Context, key K, fn func(context.Context) error) error {
 	p, err := s.Acquire(ctx, key)
 	if err != nil {
@@ -397,9 +482,29 @@ func (s *KeyedSemaphore[K]) refuse(n int64) error {
 		return semaphore.ErrInvalidWeight
 	case s.closed.Load():
 		return ErrClosed
-	default:
+	case n > s.capacity:
 		return semaphore.ErrTooHeavy
+	default:
+		return ErrNaNKey
 	}
+}
+
+// canHoldNaN reports whether a value of type t can be unequal to itself:
+// whether it is, or holds, a float, a complex or an interface.
+func canHoldNaN(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128, reflect.Interface:
+		return true
+	case reflect.Array:
+		return t.Len() > 0 && canHoldNaN(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if canHoldNaN(t.Field(i).Type) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // errBusy is lookup's answer to a try whose key has no free permits.
@@ -432,17 +537,19 @@ func (s *KeyedSemaphore[K]) lookup(ctx context.Context, key K, n int64, try bool
 	// key has a live entry (no lock taken), or it has none (the entry is
 	// made under the bucket's lock).
 	var made, full bool
+	var count int64
 	e, loaded := s.m.LoadOrCompute(key, func() (*entry[K], bool) {
-		if !s.reserve() {
+		c, ok := s.reserve()
+		if !ok {
 			full = true
 			return nil, true
 		}
-		made = true
+		made, count = true, c
 		return s.publish(key, n), false
 	})
 	switch {
 	case made:
-		s.made()
+		s.made(count)
 		return e, true, nil
 	case loaded:
 		took, res := s.join(e, key, n, try)
@@ -476,19 +583,32 @@ func (s *KeyedSemaphore[K]) publish(key K, n int64) *entry[K] {
 	return e
 }
 
-// made counts a new entry, and evicts idle ones if it took the count over
-// the soft cap.
+// made counts a new entry, which took the count of entries to count, and
+// does the eviction work that is owed: if the count is over the soft cap,
+// a pass that evicts the oldest idle entries; otherwise an expiry pass if
+// one is due.
 //
 // When the entries over the cap are in use, a pass finds nothing to evict;
 // running one for every new key would make a burst of busy keys cost the
-// square of its size. So after such a pass the next one waits until the
-// count has grown by another eighth (see evictOverCap).
-func (s *KeyedSemaphore[K]) made() {
+// square of its size. So after such a pass none runs until an entry goes
+// idle (starved): an entry that goes idle while the count is over the cap
+// is evicted at once instead (see wentIdle), so none is missed.
+func (s *KeyedSemaphore[K]) made(count int64) {
 	s.created.Add(1)
-	if !s.hard {
-		if n := s.alive.Load(); n > s.maxKeys && n >= s.nextPass.Load() {
-			s.evictOverCap()
+	if s.idle == 0 {
+		return // no entry is ever idle
+	}
+	if !s.hard && count > s.maxKeys {
+		if s.due.Load() != 0 {
+			s.due.Store(0) // entries going idle now must look at the count
 		}
+		if !s.starved.Load() {
+			s.trim()
+		}
+		return
+	}
+	if s.now() >= s.expiry.Load() {
+		s.expire()
 	}
 }
 
@@ -538,12 +658,16 @@ func (s *KeyedSemaphore[K]) join(e *entry[K], key K, n int64, try bool) (bool, i
 // caller to look again, after the hard cap made room.
 func (s *KeyedSemaphore[K]) compute(ctx context.Context, key K, n int64, try bool) (e *entry[K], took bool, err error, again bool) {
 	var full, busy, made bool
+	var count int64
 	s.m.Compute(key, func(cur *entry[K], loaded bool) (*entry[K], xsync.ComputeOp) {
 		if loaded {
 			for {
 				st := cur.state.Load()
 				if st&deadBit != 0 {
-					break // replace it below; its owner's removal will find it gone
+					// Replace it below; its owner's removal will find it
+					// gone, and leave its count to the new entry.
+					count = s.alive.Load()
+					break
 				}
 				nst, t := s.next(st, n)
 				if try && !t {
@@ -555,7 +679,9 @@ func (s *KeyedSemaphore[K]) compute(ctx context.Context, key K, n int64, try boo
 					return cur, xsync.CancelOp
 				}
 			}
-		} else if !s.reserve() {
+		} else if c, ok := s.reserve(); ok {
+			count = c
+		} else {
 			full = true
 			return nil, xsync.CancelOp
 		}
@@ -570,25 +696,24 @@ func (s *KeyedSemaphore[K]) compute(ctx context.Context, key K, n int64, try boo
 		room, err := s.makeRoom(ctx, try)
 		return nil, false, err, room
 	case made:
-		s.made()
+		s.made(count)
 	}
 	return e, took, nil, false
 }
 
-// reserve counts a new entry in alive, or reports that the hard cap has no
-// room for it.
-func (s *KeyedSemaphore[K]) reserve() bool {
+// reserve counts a new entry in alive and returns the count with it, or
+// reports that the hard cap has no room for it.
+func (s *KeyedSemaphore[K]) reserve() (int64, bool) {
 	if !s.hard {
-		s.alive.Add(1)
-		return true
+		return s.alive.Add(1), true
 	}
 	for {
 		c := s.alive.Load()
 		if c >= s.maxKeys {
-			return false
+			return c, false
 		}
 		if s.alive.CompareAndSwap(c, c+1) {
-			return true
+			return c + 1, true
 		}
 	}
 }
@@ -671,23 +796,74 @@ func (s *KeyedSemaphore[K]) release(e *entry[K], n int64) {
 			nst = idle
 		}
 		if e.state.CompareAndSwap(st, nst) {
+			// settle, by hand: the idle transition without work to do is
+			// the uncontended release's common case, one load and compare.
 			if nst&deadBit != 0 {
 				s.drop(e)
-			} else if nst&busyBit == 0 {
-				s.wentIdle()
+			} else if nst&busyBit == 0 && int64(nst) >= s.due.Load() {
+				s.wentIdle(e, nst)
 			}
 			return
 		}
 	}
 }
 
-// wentIdle notes that an entry has gone idle, so that an eviction pass is
-// worth running again after one that found nothing to evict. The flag is
-// read on every idle transition and written only after a fruitless pass,
-// so its cache line stays shared between cores.
-func (s *KeyedSemaphore[K]) wentIdle() {
+// settle finishes the last release of e's reference, which left e in
+// state st: a dead entry is removed, an idle one may owe eviction work.
+// It must not be called with e.mu held.
+func (s *KeyedSemaphore[K]) settle(e *entry[K], st uint64) {
+	if st&deadBit != 0 {
+		s.drop(e)
+	} else if st&busyBit == 0 && int64(st) >= s.due.Load() {
+		s.wentIdle(e, st)
+	}
+}
+
+// wentIdle runs after e went idle, in state st (its idle time), when the
+// time is at or past due, and does the eviction work of the soft cap and
+// the idle timeout, so that both hold without Sweep:
+//
+//   - over the soft cap, an idle entry may not stay: e is evicted at once
+//     (the older idle entries were evicted when the count went over);
+//   - otherwise it notes that an entry is idle (after a pass that found
+//     none, see starved), runs an expiry pass if one is due, and sets due
+//     back to expiry if the count is no longer over the cap.
+//
+// After Close it does nothing: eviction is then left to Sweep.
+func (s *KeyedSemaphore[K]) wentIdle(e *entry[K], st uint64) {
+	if s.closed.Load() {
+		return
+	}
+	if !s.hard && s.alive.Load() > s.maxKeys {
+		s.kill(candidate[K]{e, st}) // fails if e was joined meanwhile
+		return
+	}
 	if s.starved.Load() {
 		s.starved.Store(false)
+		// A new key may have taken the count over the cap and skipped its
+		// pass for starved in between our two looks: run it for that key.
+		if !s.hard && s.alive.Load() > s.maxKeys {
+			s.trim()
+		}
+	}
+	if int64(st) >= s.expiry.Load() {
+		s.expire() // sets due itself, unless another pass runs or after Close
+	}
+	s.rearm()
+}
+
+// rearm sets due back to expiry, unless the count is over the soft cap or
+// starved is set. Whoever makes either true stores 0 in due after that;
+// rearm looks at both after its store, so that one of the two stores of
+// 0 comes last.
+func (s *KeyedSemaphore[K]) rearm() {
+	v := s.expiry.Load()
+	if s.due.Load() == v {
+		return
+	}
+	s.due.Store(v)
+	if (!s.hard && s.alive.Load() > s.maxKeys) || s.starved.Load() {
+		s.due.Store(0)
 	}
 }
 
@@ -696,23 +872,21 @@ func (s *KeyedSemaphore[K]) wentIdle() {
 // them after unlocking.
 func (s *KeyedSemaphore[K]) releaseQueued(e *entry[K], n int64) {
 	e.mu.Lock()
-	dead := s.unrefLocked(e, n)
+	st := s.unrefLocked(e, n)
 	var wake *waiter
-	if !dead && e.head != nil {
+	if st&(busyBit|deadBit) == busyBit && e.head != nil {
 		wake = s.grantLocked(e)
 	}
 	e.mu.Unlock()
 	waitq.WakeAll(wake)
-	if dead {
-		s.drop(e)
-	}
+	s.settle(e, st)
 }
 
 // unrefLocked drops a reference on e, giving back n permits, and clears
 // the queued bit if nobody waits. It must be called with e.mu held. It
-// reports whether the entry died (the caller then owns it and must drop
-// it after unlocking).
-func (s *KeyedSemaphore[K]) unrefLocked(e *entry[K], n int64) bool {
+// returns the new state; if that is not busy (the entry died or went
+// idle), the caller must settle it after unlocking.
+func (s *KeyedSemaphore[K]) unrefLocked(e *entry[K], n int64) uint64 {
 	var idle uint64
 	haveIdle := false
 	for {
@@ -728,10 +902,7 @@ func (s *KeyedSemaphore[K]) unrefLocked(e *entry[K], n int64) bool {
 			nst &^= queuedBit
 		}
 		if e.state.CompareAndSwap(st, nst) {
-			if nst&(busyBit|deadBit) == 0 {
-				s.wentIdle()
-			}
-			return nst&deadBit != 0
+			return nst
 		}
 	}
 }
@@ -809,11 +980,9 @@ func (s *KeyedSemaphore[K]) wait(ctx context.Context, e *entry[K], n int64) (Per
 		}
 	}
 	if err != nil {
-		dead := s.unrefLocked(e, 0)
+		st := s.unrefLocked(e, 0)
 		e.mu.Unlock()
-		if dead {
-			s.drop(e)
-		}
+		s.settle(e, st)
 		s.rejected.Add(1)
 		return Permit{}, err
 	}
@@ -823,16 +992,39 @@ func (s *KeyedSemaphore[K]) wait(ctx context.Context, e *entry[K], n int64) (Per
 	s.waiters.Add(1)
 	e.mu.Unlock()
 
-	if done := ctx.Done(); done == nil {
+	done := ctx.Done()
+	if done == nil {
 		<-w.Ready
-	} else {
-		select {
-		case <-w.Ready:
-		case <-done:
-			return Permit{}, s.leave(e, w, ctx.Err())
-		}
+		return s.outcome(e, w)
+	}
+	select {
+	case <-w.Ready:
+	case <-done:
+		return Permit{}, s.leave(e, w, ctx.Err())
+	}
+	// When the grant and the end of ctx are both ready, select picks one
+	// at random; the context may have ended strictly before the release
+	// that granted w. Look at it once more: if it has ended, the caller
+	// does not get the permit, which goes on as a cancelled waiter's would.
+	select {
+	case <-done:
+		return Permit{}, s.giveBack(e, w, ctx.Err())
+	default:
 	}
 	return s.outcome(e, w)
+}
+
+// giveBack settles w, served and woken, whose context has ended: a grant
+// is released (serving the waiters behind it) and counted as a
+// cancellation, and err returned; a failure (Close) is returned as it is.
+func (s *KeyedSemaphore[K]) giveBack(e *entry[K], w *waiter, err error) error {
+	p, werr := s.outcome(e, w)
+	if werr != nil {
+		return werr
+	}
+	s.cancelled.Add(1)
+	p.Release()
+	return err
 }
 
 // outcome reads what the waker decided for w, after w.Ready fired, and
@@ -855,13 +1047,7 @@ func (s *KeyedSemaphore[K]) leave(e *entry[K], w *waiter, err error) error {
 	if w.Served {
 		e.mu.Unlock()
 		<-w.Ready // sent just after the waker unlocked
-		p, werr := s.outcome(e, w)
-		if werr != nil {
-			return werr
-		}
-		s.cancelled.Add(1)
-		p.Release()
-		return err
+		return s.giveBack(e, w, err)
 	}
 	wasHead := e.head == w
 	e.unlink(w)
@@ -870,13 +1056,11 @@ func (s *KeyedSemaphore[K]) leave(e *entry[K], w *waiter, err error) error {
 	if wasHead && e.head != nil {
 		wake = s.grantLocked(e)
 	}
-	dead := s.unrefLocked(e, 0)
+	st := s.unrefLocked(e, 0)
 	e.mu.Unlock()
 	s.wcache.Put(w)
 	waitq.WakeAll(wake)
-	if dead {
-		s.drop(e)
-	}
+	s.settle(e, st)
 	s.cancelled.Add(1)
 	return err
 }
@@ -906,14 +1090,19 @@ func (s *KeyedSemaphore[K]) drop(e *entry[K]) {
 
 // Close stops the semaphore: every waiter is woken with [ErrClosed], and
 // later acquire calls fail with ErrClosed (TryAcquire returns false).
-// Permits already held stay valid, and their releases still count and
-// still drop idle entries. Close is idempotent. An acquire call that
-// overlaps Close and finds its permits free without waiting may still
-// succeed (its permit must be released as any other); calls begun after
-// Close returns fail.
+// Permits already held stay valid, and their releases still count and,
+// with idle timeout 0, still drop their entries; the eviction that normal
+// use does stops, and so does the janitor (Sweep still evicts). Close is
+// idempotent. An acquire call that overlaps Close and finds its permits
+// free without waiting may still succeed (its permit must be released as
+// any other); calls begun after Close returns fail.
 func (s *KeyedSemaphore[K]) Close() {
 	if !s.closed.CompareAndSwap(false, true) {
 		return
+	}
+	if s.stopJanitor != nil {
+		close(s.stopJanitor)
+		<-s.janitorDone
 	}
 	// The coarse clock is not stopped: entries released after Close still
 	// go idle at the right time, and its timer stops by itself when idle.
@@ -956,7 +1145,7 @@ type Stats struct {
 	Acquired       uint64 // grants, with or without waiting
 	Released       uint64 // first releases of granted permits
 	Cancelled      uint64 // acquires that ended with a context error
-	Rejected       uint64 // acquires refused: invalid weight, too heavy, closed (also waiters woken by Close), queue full, too many keys; TryAcquire's false is not counted
+	Rejected       uint64 // acquires refused: invalid weight, too heavy, closed (also waiters woken by Close), queue full, too many keys, NaN key; TryAcquire's false is not counted
 	Created        uint64 // entries made
 	Evicted        uint64 // entries removed: idle ones evicted, and with idle timeout 0 those dropped at their last release
 	DoubleReleases uint64 // Release calls on permits already released

@@ -610,7 +610,8 @@ func TestExclusionUnderEvictionStress(t *testing.T) {
 	}{
 		{"idle0/capacity1", 1, 0},
 		{"idle0/capacity2", 2, 0},
-		{"kept/capacity1", 1, time.Millisecond}, // fake time: evicted by Sweep and by the cap
+		{"kept/capacity1", 1, time.Millisecond}, // fake time: evicted by Sweep, by the cap and by expiry passes
+		{"kept/capacity2", 2, time.Millisecond},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			const workers, keys = 32, 4

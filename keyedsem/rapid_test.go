@@ -359,8 +359,8 @@ func (r *keyedRun) check(*rapid.T) {
 }
 
 // finish releases everything and checks that the entries go as the policy
-// says: at once with idle timeout 0, at the first Sweep after the timeout
-// otherwise.
+// says: at once with idle timeout 0, by the first Sweep after the timeout
+// otherwise (if normal use has not expired them already).
 func (r *keyedRun) finish() {
 	for _, id := range slices.Sorted(maps.Keys(r.waiting)) {
 		if !r.m.Waiting(id) {

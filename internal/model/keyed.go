@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"time"
 )
@@ -63,7 +64,14 @@ type keyedHeld[K comparable] struct {
 // Its time is a duration since the start, moved by Advance, like the fake
 // clock of the real one's tests. An eviction pass evicts every idle entry
 // idle for at least the timeout, then, when over the cap, the oldest idle
-// entries until the count is the cap less a quarter (at least one). When
+// entries until the count is the cap less a quarter (at least one). Passes
+// run by themselves: an expiry pass at an idle transition or a new key
+// once the oldest idle entry the last pass kept is due (but no sooner
+// than an eighth of the timeout after that pass), and a pass that makes
+// room when a new key takes the count over the cap (unless the last such
+// pass found nothing idle and nothing went idle since). Over the soft cap,
+// an entry that goes idle is evicted at once. After Close, only Sweep
+// evicts. When
 // several entries went idle at the same instant, which of them a pass
 // evicts is the implementation's choice: the model leaves them pending, and
 // Reconcile adopts the implementation's choice after checking that the
@@ -78,6 +86,11 @@ type Keyed[K comparable] struct {
 	closed   bool
 	st       KeyedStats
 	tiedGone int // how many tied entries the last pass evicted
+	// due is the time from which the next expiry pass runs, at an idle
+	// transition or a new key; starved says that the last pass that had to
+	// make room found nothing idle and no entry has gone idle since.
+	due     time.Duration
+	starved bool
 }
 
 // NewKeyed returns a model with no entries.
@@ -88,6 +101,7 @@ func NewKeyed[K comparable](cfg KeyedConfig) *Keyed[K] {
 		ids:     map[int]*keyedHeld[K]{},
 		waiting: map[int]K{},
 		st:      KeyedStats{Capacity: cfg.Capacity},
+		due:     cfg.IdleTimeout,
 	}
 }
 
@@ -204,7 +218,11 @@ func (m *Keyed[K]) Cancel(id int) (granted []Served) {
 
 // Sweep is an eviction pass that evicts the expired idle entries (and the
 // oldest idle ones if over the cap). It returns the number evicted.
-func (m *Keyed[K]) Sweep() int { return m.pass(false) }
+func (m *Keyed[K]) Sweep() int {
+	n := m.pass(false)
+	m.starved = false
+	return n
+}
 
 // Close fails every waiter with Closed and refuses later acquires. It
 // returns the failed waiters.
@@ -360,15 +378,25 @@ func (m *Keyed[K]) grant(key K, e *keyedEntry, n int64) int {
 // the key cap; nil if the hard cap refuses it.
 func (m *Keyed[K]) create(key K) *keyedEntry {
 	if m.cfg.Hard && len(m.entries) >= m.cfg.MaxKeys {
+		if m.starved {
+			return nil
+		}
 		if m.pass(true) == 0 {
+			m.starved = true
 			return nil
 		}
 	}
 	e := &keyedEntry{avail: m.cfg.Capacity, refs: 1}
 	m.entries[key] = e
 	m.st.Created++
-	if !m.cfg.Hard && len(m.entries) > m.cfg.MaxKeys {
-		m.pass(true)
+	switch {
+	case m.cfg.IdleTimeout == 0:
+	case !m.cfg.Hard && len(m.entries) > m.cfg.MaxKeys:
+		if !m.starved && m.pass(true) == 0 {
+			m.starved = true
+		}
+	case m.now >= m.due:
+		m.pass(false)
 	}
 	return e
 }
@@ -393,12 +421,16 @@ func (m *Keyed[K]) unref(key K, e *keyedEntry) {
 	if e.refs > 0 {
 		return
 	}
-	if m.cfg.IdleTimeout == 0 {
+	if m.cfg.IdleTimeout == 0 || (!m.closed && !m.cfg.Hard && len(m.entries) > m.cfg.MaxKeys) {
 		delete(m.entries, key)
 		m.st.Evicted++
 		return
 	}
 	e.idle = m.now
+	m.starved = false
+	if !m.closed && m.now >= m.due {
+		m.pass(false)
+	}
 }
 
 // pass is an eviction pass; see Keyed. It returns the number evicted.
@@ -411,6 +443,13 @@ func (m *Keyed[K]) pass(overCap bool) int {
 	}
 	var keep []cand
 	evicted := 0
+	oldest := m.now
+	defer func() {
+		if m.cfg.IdleTimeout > 0 {
+			step := max(m.cfg.IdleTimeout/8, 1)
+			m.due = max(addSat(m.now, step), addSat(oldest, m.cfg.IdleTimeout))
+		}
+	}()
 	for k, e := range m.entries {
 		if e.tied {
 			panic("model: eviction pass before Reconcile")
@@ -424,6 +463,7 @@ func (m *Keyed[K]) pass(overCap bool) int {
 			continue
 		}
 		keep = append(keep, cand{k, e.idle})
+		oldest = min(oldest, e.idle)
 	}
 	alive := len(m.entries)
 	if over := alive - m.target(); over > 0 && len(keep) > 0 && (overCap || alive > m.cfg.MaxKeys) {
@@ -445,4 +485,12 @@ func (m *Keyed[K]) pass(overCap bool) int {
 	}
 	m.st.Evicted += uint64(evicted)
 	return evicted
+}
+
+// addSat returns a+b for b >= 0, or the largest Duration if that overflows.
+func addSat(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
