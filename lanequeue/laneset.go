@@ -22,9 +22,10 @@ import (
 // its owner) fails the calls that reach it with its error, wrapped with
 // its name.
 //
-// A LaneSet is immutable: a value of one pointer, which may be copied,
-// compared and used by any number of goroutines at once. The zero LaneSet
-// names no lanes: calls with it fail with [ErrNoLanes].
+// A LaneSet is immutable: a value of one pointer, which may be copied and
+// used by any number of goroutines at once. Sets compare equal only when
+// one is a copy of the other (two calls of Lanes make two sets). The zero
+// LaneSet names no lanes: calls with it fail with [ErrNoLanes].
 type LaneSet[K comparable] struct {
 	s *laneSet[K]
 }

@@ -75,8 +75,9 @@ const (
 // [Queue.Lanes] prepares.
 //
 // A Queue must be made with [New] (or [Default]) and must not be copied.
-// Lanes may be added at any time, also while other goroutines acquire; all
-// methods are safe for concurrent use.
+// Lanes may be added at any time, also while other goroutines acquire (a
+// set prepared before does not hold them); all methods are safe for
+// concurrent use.
 type Queue[K comparable] struct {
 	mu sync.Mutex // serialises Add and Close
 
