@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // TestLaneSetCalls: a prepared set serves AcquireAll, TryAcquireAll, Do
@@ -210,7 +212,7 @@ func TestLaneSetKeepsItsLanes(t *testing.T) {
 // other sets prepared (the queue's table swapped under them): per key one
 // holder at a time, the global lane within its capacity, nothing left held.
 func TestLaneSetSharedRace(t *testing.T) {
-	const keys, goroutines, rounds, global = 3, 8, 100, 2
+	const keys, goroutines, rounds, global = 3, 8, 500, 2
 	q := testQueue(t, global)
 	ls, err := q.Lanes("global", "session")
 	must(t, err)
@@ -262,7 +264,7 @@ func TestLaneSetSharedRace(t *testing.T) {
 	wg.Add(1)
 	go func() { // the table changes under the shared set
 		defer wg.Done()
-		for i := range 20 {
+		for i := range 50 {
 			name := fmt.Sprintf("extra-%02d", i)
 			if err := q.AddLane(name, 1); err != nil {
 				t.Error(err)
@@ -300,4 +302,24 @@ func TestPreparedAcquireAllocatesNothing(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("AcquireAll+Release with a prepared set: %.2f allocs per call; want 0 (a block of handles per %d calls)", allocs, lanequeue.HandlesPerBlock)
 	}
+}
+
+// TestLaneSetWithALaneClosedOnItsOwn: a lane of the set closed through its
+// semaphore (not through the queue) fails the calls that reach it with its
+// own error, wrapped with its name, and they hold nothing.
+func TestLaneSetWithALaneClosedOnItsOwn(t *testing.T) {
+	q := testQueue(t, 4)
+	ls, err := q.Lanes("session", "global")
+	must(t, err)
+	s, err := q.GlobalSemaphore("global")
+	must(t, err)
+	s.Close()
+	_, err = q.AcquireAll(context.Background(), "k", ls)
+	if !errors.Is(err, semaphore.ErrClosed) || !strings.Contains(err.Error(), `"global"`) {
+		t.Fatalf("AcquireAll with the global lane closed = %v; want semaphore.ErrClosed, naming the lane", err)
+	}
+	if _, ok := q.TryAcquireAll("k", ls); ok {
+		t.Fatal("TryAcquireAll with the global lane closed = true")
+	}
+	assertNothingHeld(t, q)
 }
