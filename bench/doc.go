@@ -29,7 +29,8 @@
 //     messages for 64 threads (or 1..64), each handled in a critical
 //     section that waits or computes; throughput and the speed-up over one
 //     global lane of capacity 1.
-//   - BenchmarkAcquireAll: lanequeue's session + global against one keyed
+//   - BenchmarkAcquireAll: lanequeue's session + global, with a prepared
+//     lane set, against its parts: one keyed and one global
 //     Acquire+Release.
 //
 // TestKeyedPeersExclude checks that every keyed peer measured here really

@@ -75,7 +75,7 @@ func TestKeyedPeersExclude(t *testing.T) {
 		peerGlobal, peerLanes, peerQueue, lanesDefault,
 		{"lanes-idle0-maxkeys2", newLanes(keyedsem.WithIdleTimeout(0), keyedsem.WithMaxKeys(2))},
 		{"lanes-queue-idle0-maxkeys2", func() keyedLock {
-			return lanesQueue{newQueue(3, keyedsem.WithIdleTimeout(0), keyedsem.WithMaxKeys(2)), []string{"global", "session"}}
+			return newLanesQueue(newQueue(3, keyedsem.WithIdleTimeout(0), keyedsem.WithMaxKeys(2)), "global", "session")
 		}},
 	}, keyedPeers...)
 	rounds := 400

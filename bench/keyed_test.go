@@ -64,10 +64,20 @@ func newLanes(opts ...keyedsem.Option) func() keyedLock {
 }
 
 // lanesQueue is a lanequeue with a session lane and a global lane that
-// never binds (capacity 1024): AcquireAll of both, then Release.
+// never binds (capacity 1024): AcquireAll of both, then Release, with the
+// set of lanes prepared once.
 type lanesQueue struct {
 	q     *lanequeue.Queue[string]
-	lanes []string
+	lanes lanequeue.LaneSet[string]
+}
+
+// newLanesQueue returns a lanesQueue of q that takes the lanes named.
+func newLanesQueue(q *lanequeue.Queue[string], names ...string) lanesQueue {
+	ls, err := q.Lanes(names...)
+	if err != nil {
+		panic(err)
+	}
+	return lanesQueue{q, ls}
 }
 
 func newQueue(global int64, opts ...keyedsem.Option) *lanequeue.Queue[string] {

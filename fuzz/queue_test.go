@@ -176,7 +176,7 @@ func (d *queueDriver) step(op, a, b byte) {
 	switch op {
 	case queueTry:
 		names, key, n := d.request(a, b)
-		tk, ok := d.q.TryAcquireAll(key, names, lanequeue.WithWeight(n))
+		tk, ok := tryAcquireAll(d.q, key, names, lanequeue.WithWeight(n))
 		id, want, werr := d.m.TryAcquire(key, names, n)
 		d.logf("TryAcquireAll(%s, %v, %d) = %v (model %v %v, id %d)", key, names, n, ok, want, werr, id)
 		if ok != want {
@@ -193,7 +193,7 @@ func (d *queueDriver) step(op, a, b byte) {
 		ctx, cancel := context.WithCancel(context.Background())
 		res := make(chan ticketed, 1)
 		go func() {
-			tk, err := d.q.AcquireAll(ctx, key, names, lanequeue.WithWeight(n))
+			tk, err := acquireAll(d.q, ctx, key, names, lanequeue.WithWeight(n))
 			res <- ticketed{tk, err}
 		}()
 		id, now, werr := d.m.Acquire(key, names, n)
@@ -220,7 +220,7 @@ func (d *queueDriver) step(op, a, b byte) {
 		names, key, n := d.request(a, b)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		tk, err := d.q.AcquireAll(ctx, key, names, lanequeue.WithWeight(n))
+		tk, err := acquireAll(d.q, ctx, key, names, lanequeue.WithWeight(n))
 		_, werr := d.m.Resolve(names, n)
 		d.logf("AcquireAll(done ctx, %s, %v, %d) = %v (model %v)", key, names, n, err, werr)
 		want := error(context.Canceled)

@@ -26,29 +26,30 @@ func WithWeight(n int64) AcquireOption { return AcquireOption{n: n} }
 
 // WithLaneWeight takes n units on the named lane, whatever [WithWeight]
 // says: for example a weight of 4 on "global" for a big job, while its
-// "session" lane, serial per key, takes 1. Naming a lane that the call does
-// not name is an error ([ErrUnknownLane]).
+// "session" lane, serial per key, takes 1. Naming a lane that is not in
+// the call's set is an error ([ErrUnknownLane]).
 func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{lane: lane, n: n} }
 
-// AcquireAll takes a permit on every lane named, for key, and returns them
-// together as a [Ticket] that the caller owns and must release once.
+// AcquireAll takes a permit on every lane of the set (see [Queue.Lanes]),
+// for key, and returns them together as a [Ticket] that the caller owns and
+// must release once.
 //
 // Lanes are taken one at a time in the canonical order, whatever order
-// they are named in: keyed lanes, then global lanes, then rate lanes, each
+// they were named in: keyed lanes, then global lanes, then rate lanes, each
 // group by name. So two callers can never wait for each other in a cycle;
 // a caller waiting for its key holds no global permit; and a rate token is
 // spent only once every other permit is held.
 //
-// A call may name any number of lanes (a ticket of more than four keeps
-// its list in an allocation of its own).
+// A set may hold any number of lanes (a ticket of more than four keeps its
+// list in an allocation of its own).
 //
 // On failure AcquireAll returns a nil ticket and an error, and holds
 // nothing: every permit taken so far is released, in reverse order, before
 // it returns. These errors come at once, before anything is taken:
-// [ErrNoLanes] for an empty list; [ErrUnknownLane] for a name with no lane;
-// [ErrDuplicateLane] for a lane named twice; [ErrInvalidWeight] and
-// [ErrTooHeavy] for a weight no lane could grant; [ErrClosed] on a closed
-// queue; [ErrReentrant] when ctx carries a ticket for key that holds one of
+// [ErrNoLanes] for the zero LaneSet; an error wrapping [ErrUnknownLane] for
+// a set that another queue prepared, or a [WithLaneWeight] for a lane not
+// in the set; [ErrInvalidWeight] and [ErrTooHeavy] for a weight no lane
+// could grant; [ErrClosed] on a closed queue; [ErrReentrant] when ctx carries a ticket for key that holds one of
 // the lanes (see [WithTicket]); ctx.Err() when ctx has already ended (even
 // if every lane has room). While waiting, it fails with ctx.Err(), with
 // ErrClosed if the queue is closed, or with a lane's error wrapped with the
@@ -74,7 +75,7 @@ func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{l
 // released, whatever happens to ctx.
 //
 // AcquireAll panics if ctx is nil.
-func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes []string, opts ...AcquireOption) (*Ticket[K], error) {
+func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes LaneSet[K], opts ...AcquireOption) (*Ticket[K], error) {
 	if ctx == nil {
 		panic("lanequeue: nil Context")
 	}
@@ -125,16 +126,16 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes []string, opts .
 	return q.publish(key, &g), nil
 }
 
-// TryAcquireAll takes a permit on every lane named, for key, if it can do
+// TryAcquireAll takes a permit on every lane of the set, for key, if it can do
 // so without waiting, and reports whether it did. On true the caller owns
 // the ticket, as with AcquireAll. On false the ticket is nil and it holds
 // nothing: what it took is given back in reverse order (rate tokens too).
 //
 // Like a lane's TryAcquire, it never overtakes a caller waiting on a lane.
 // It also returns false for every input that AcquireAll refuses at once
-// (no lanes, unknown or repeated lane, bad weight, closed queue); use
+// (the zero set or another queue's, bad weight, closed queue); use
 // [Queue.Check] to tell these apart.
-func (q *Queue[K]) TryAcquireAll(key K, lanes []string, opts ...AcquireOption) (*Ticket[K], bool) {
+func (q *Queue[K]) TryAcquireAll(key K, lanes LaneSet[K], opts ...AcquireOption) (*Ticket[K], bool) {
 	// Work on a grant on the stack, so that a try that fails (a scheduler
 	// polling busy keys) allocates nothing.
 	var g grant[K]
@@ -159,7 +160,7 @@ func (q *Queue[K]) TryAcquireAll(key K, lanes []string, opts ...AcquireOption) (
 	return q.publish(key, &g), true
 }
 
-// Do acquires the lanes named for key, as AcquireAll does, runs fn, and
+// Do acquires the lanes of the set for key, as AcquireAll does, runs fn, and
 // releases the ticket when fn returns, also if fn panics (the panic then
 // goes on). fn's context is ctx carrying the ticket (see [WithTicket]), so
 // a nested Do or AcquireAll for the same key and lane fails with
@@ -173,7 +174,7 @@ func (q *Queue[K]) TryAcquireAll(key K, lanes []string, opts ...AcquireOption) (
 // other error of AcquireAll) without calling fn and holds nothing. Once fn
 // runs, the permits are held until fn returns, whatever happens to ctx or
 // to Close.
-func (q *Queue[K]) Do(ctx context.Context, key K, lanes []string, fn func(context.Context) error, opts ...AcquireOption) error {
+func (q *Queue[K]) Do(ctx context.Context, key K, lanes LaneSet[K], fn func(context.Context) error, opts ...AcquireOption) error {
 	t, err := q.AcquireAll(ctx, key, lanes, opts...)
 	if err != nil {
 		return err
@@ -182,11 +183,11 @@ func (q *Queue[K]) Do(ctx context.Context, key K, lanes []string, fn func(contex
 	return fn(WithTicket(ctx, t))
 }
 
-// Check returns the error that AcquireAll would return at once for these
-// lanes and options, before taking anything (nil if none): [ErrNoLanes],
-// [ErrUnknownLane], [ErrDuplicateLane], [ErrInvalidWeight], [ErrTooHeavy]
-// or [ErrClosed]. It takes nothing.
-func (q *Queue[K]) Check(lanes []string, opts ...AcquireOption) error {
+// Check returns the error that AcquireAll would return at once for this
+// set and these options, before taking anything (nil if none):
+// [ErrNoLanes], [ErrUnknownLane], [ErrInvalidWeight], [ErrTooHeavy] or
+// [ErrClosed]. It takes nothing.
+func (q *Queue[K]) Check(lanes LaneSet[K], opts ...AcquireOption) error {
 	var g grant[K]
 	return q.resolve(&g, lanes, opts)
 }

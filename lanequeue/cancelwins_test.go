@@ -115,7 +115,7 @@ func TestCancelBeforeGrantRace(t *testing.T) {
 		for range raceRounds {
 			ctx, cancel := context.WithCancel(context.Background())
 			l.cancel = cancel
-			tk, err := q.AcquireAll(ctx, "k", lanes)
+			tk, err := acquireAll(q, ctx, "k", lanes)
 			if err == nil {
 				won++
 				tk.Release()
@@ -146,14 +146,14 @@ func TestCancelBeforeGrantRace(t *testing.T) {
 		won := 0
 		for i := range raceRounds {
 			c.advance(time.Hour) // a full bucket
-			spent, ok := q.TryAcquireAll("other", []string{"rate"})
+			spent, ok := tryAcquireAll(q, "other", []string{"rate"})
 			if !ok {
 				t.Fatalf("round %d: a full bucket refused a token", i)
 			}
 			spent.Release()
 			ctx, cancel := context.WithCancel(context.Background())
 			c.onTimer = cancel // the ctx ends just before the timer fires
-			tk, err := q.AcquireAll(ctx, "k", []string{"session", "rate"})
+			tk, err := acquireAll(q, ctx, "k", []string{"session", "rate"})
 			c.onTimer = nil
 			cancel()
 			if err == nil {
@@ -166,7 +166,7 @@ func TestCancelBeforeGrantRace(t *testing.T) {
 			}
 			assertNothingHeld(t, q)
 			// Cancelled as the tokens came due, the wait gives them back.
-			back, ok := q.TryAcquireAll("other", []string{"rate"})
+			back, ok := tryAcquireAll(q, "other", []string{"rate"})
 			if !ok {
 				t.Fatalf("round %d: the cancelled wait kept its token", i)
 			}
@@ -191,7 +191,7 @@ func TestCancelBeforeGrantRace(t *testing.T) {
 			var err error
 			if i%2 == 0 {
 				var tk *lanequeue.Ticket[string]
-				if tk, err = q.AcquireAll(ctx, "k", []string{"session", "rate"}); err == nil {
+				if tk, err = acquireAll(q, ctx, "k", []string{"session", "rate"}); err == nil {
 					tk.Release()
 				}
 			} else {
@@ -206,7 +206,7 @@ func TestCancelBeforeGrantRace(t *testing.T) {
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("round %d: %v; want context.Canceled", i, err)
 			}
-			back, ok := q.TryAcquireAll("other", []string{"rate"})
+			back, ok := tryAcquireAll(q, "other", []string{"rate"})
 			if !ok {
 				t.Fatalf("round %d: the cancelled call kept its token", i)
 			}
@@ -224,7 +224,7 @@ func TestCancelBeforeGrantRace(t *testing.T) {
 		lanes := []string{"session", "global"}
 		won := 0
 		for range raceRounds {
-			holder, err := q.AcquireAll(context.Background(), "k", lanes)
+			holder, err := acquireAll(q, context.Background(), "k", lanes)
 			must(t, err)
 			ctx, cancel := context.WithCancel(context.Background())
 			ch := acquireAsync(ctx, q, "k", lanes)
@@ -255,12 +255,12 @@ func TestRateLaneRefillsAfterRound(t *testing.T) {
 	must(t, q.AddRateLane("rate", rate.Limit(1), 1))
 	lanequeue.SetRateClock(q, "rate", c)
 	for i := range 3 {
-		tk, ok := q.TryAcquireAll("k", []string{"rate"})
+		tk, ok := tryAcquireAll(q, "k", []string{"rate"})
 		if !ok {
 			t.Fatalf("round %d: no token after a second", i)
 		}
 		tk.Release()
-		if _, ok := q.TryAcquireAll("k", []string{"rate"}); ok {
+		if _, ok := tryAcquireAll(q, "k", []string{"rate"}); ok {
 			t.Fatalf("round %d: a second token at once with burst 1", i)
 		}
 		c.advance(time.Second)

@@ -2,6 +2,7 @@ package lanequeue_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -25,6 +26,11 @@ import (
 func Example_gateway() {
 	q := lanequeue.Default[string]() // "session" (per thread) + "global" (16)
 	defer q.Close()
+	// The lanes a message takes, resolved once and shared by every reader.
+	chat, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
+	if err != nil {
+		panic(err)
+	}
 
 	inbox := map[string][]string{
 		"telegram:alice": {"hi", "what's the weather?", "thanks"},
@@ -41,7 +47,7 @@ func Example_gateway() {
 		go func() { // the thread's reader
 			defer readers.Done()
 			for _, msg := range msgs {
-				t, err := q.AcquireAll(context.Background(), thread, []string{"session", "global"})
+				t, err := q.AcquireAll(context.Background(), thread, chat)
 				if err != nil {
 					fmt.Println(err)
 					return
@@ -79,13 +85,15 @@ func ExampleQueue_TryAcquireAll() {
 	defer q.Close()
 	_ = q.AddSessionLane("session")
 	_ = q.AddLane("scheduler", 1)
+	session, _ := q.Lanes("session")
+	job, _ := q.Lanes("scheduler", "session")
 
 	// A user is talking in chat-2 right now.
-	user, _ := q.AcquireAll(context.Background(), "chat-2", []string{"session"})
+	user, _ := q.AcquireAll(context.Background(), "chat-2", session)
 
 	var retry []string
 	for _, chat := range []string{"chat-1", "chat-2", "chat-3"} {
-		t, ok := q.TryAcquireAll(chat, []string{"scheduler", "session"})
+		t, ok := q.TryAcquireAll(chat, job)
 		if !ok {
 			fmt.Printf("%s busy, scheduler slots held: %d\n", chat, schedulerHeld(q))
 			retry = append(retry, chat)
@@ -97,7 +105,7 @@ func ExampleQueue_TryAcquireAll() {
 
 	user.Release() // the user's message is done
 	for _, chat := range retry {
-		if t, ok := q.TryAcquireAll(chat, []string{"scheduler", "session"}); ok {
+		if t, ok := q.TryAcquireAll(chat, job); ok {
 			fmt.Printf("%s: summary sent on retry\n", chat)
 			t.Release()
 		}
@@ -129,11 +137,13 @@ func Example_subAgents() {
 	defer q.Close()
 	_ = q.AddSessionLane("session")
 	_ = q.AddLane("subagents", 2)
+	agent, _ := q.Lanes("session", "subagents")
+	subagents, _ := q.Lanes("subagents")
 
 	// Two sub-agents running take the whole "subagents" lane...
-	a1, _ := q.AcquireAll(context.Background(), "agent-1", []string{"session", "subagents"})
-	a2, _ := q.AcquireAll(context.Background(), "agent-2", []string{"session", "subagents"})
-	_, ok := q.TryAcquireAll("agent-3", []string{"session", "subagents"})
+	a1, _ := q.AcquireAll(context.Background(), "agent-1", agent)
+	a2, _ := q.AcquireAll(context.Background(), "agent-2", agent)
+	_, ok := q.TryAcquireAll("agent-3", agent)
 	fmt.Println("third sub-agent can start now:", ok)
 	a1.Release()
 	a2.Release()
@@ -147,8 +157,8 @@ func Example_subAgents() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = q.Do(context.Background(), key, []string{"session", "subagents"}, func(ctx context.Context) error {
-				_, err := q.AcquireAll(ctx, key, []string{"subagents"}) // the mistake
+			_ = q.Do(context.Background(), key, agent, func(ctx context.Context) error {
+				_, err := q.AcquireAll(ctx, key, subagents) // the mistake
 				mu.Lock()
 				results = append(results, fmt.Sprintf("%s done (nested acquire: %v)", key, err != nil))
 				mu.Unlock()
@@ -179,16 +189,18 @@ func Example_reservation() {
 	const global = 4
 	_ = q.AddLane("global", global)
 	_ = q.AddLane("background", global-1)
+	background, _ := q.Lanes("background", "global")
+	users, _ := q.Lanes("global")
 
 	var jobs []*lanequeue.Ticket[string]
 	for i := 1; i <= 5; i++ {
-		t, ok := q.TryAcquireAll(fmt.Sprintf("job-%d", i), []string{"background", "global"})
+		t, ok := q.TryAcquireAll(fmt.Sprintf("job-%d", i), background)
 		fmt.Printf("background job-%d started: %v\n", i, ok)
 		if ok {
 			jobs = append(jobs, t)
 		}
 	}
-	user, ok := q.TryAcquireAll("user-42", []string{"global"})
+	user, ok := q.TryAcquireAll("user-42", users)
 	fmt.Println("user request started:", ok)
 	if ok {
 		user.Release()
@@ -203,4 +215,40 @@ func Example_reservation() {
 	// background job-4 started: false
 	// background job-5 started: false
 	// user request started: true
+}
+
+// Lanes resolves names once, at set-up: the errors of a list of names
+// come here, not on every call. A set belongs to the queue that made it,
+// and keeps the lanes it resolved.
+func ExampleQueue_Lanes() {
+	q := lanequeue.Default[string]()
+	defer q.Close()
+
+	chat, err := q.Lanes("global", "session") // any order
+	fmt.Println(chat, err)                    // canonical order: keyed, then global
+
+	_, err = q.Lanes("session", "gpu")
+	fmt.Println(errors.Is(err, lanequeue.ErrUnknownLane), err)
+	_, err = q.Lanes("session", "session")
+	fmt.Println(errors.Is(err, lanequeue.ErrDuplicateLane), err)
+	_, err = q.Lanes()
+	fmt.Println(errors.Is(err, lanequeue.ErrNoLanes), err)
+
+	// Another queue with lanes of the same names has other lanes.
+	other := lanequeue.Default[string]()
+	defer other.Close()
+	_, err = other.AcquireAll(context.Background(), "t1", chat)
+	fmt.Println(errors.Is(err, lanequeue.ErrUnknownLane), err)
+
+	// A lane added later is not in the sets made before.
+	_ = q.AddRateLane("model-rpm", 1, 10)
+	withRate, _ := q.Lanes("session", "global", "model-rpm")
+	fmt.Println(chat, withRate)
+	// Output:
+	// [session global] <nil>
+	// true lanequeue: unknown lane: "gpu"
+	// true lanequeue: duplicate lane: "session" named twice
+	// true lanequeue: no lanes named
+	// true lanequeue: unknown lane: the lane set was prepared by another queue
+	// [session global] [session global model-rpm]
 }

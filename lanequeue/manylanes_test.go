@@ -46,7 +46,7 @@ func globalsFree(t *testing.T, q *lanequeue.Queue[string], except string) {
 			}
 			continue
 		}
-		tk, ok := q.TryAcquireAll("probe", []string{st.Name})
+		tk, ok := tryAcquireAll(q, "probe", []string{st.Name})
 		if !ok {
 			t.Errorf("lane %q refuses a TryAcquireAll although it holds nothing", st.Name)
 			continue
@@ -71,7 +71,9 @@ func TestAcquireAllOfManyLanes(t *testing.T) {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			t.Run("AcquireAll then Release", func(t *testing.T) {
 				q, names := manyLaneQueue(t, n)
-				tk, err := q.AcquireAll(context.Background(), "k", names)
+				ls, err := q.Lanes(names...)
+				must(t, err)
+				tk, err := q.AcquireAll(context.Background(), "k", ls)
 				must(t, err)
 				if got := len(tk.Lanes()); got != len(names) {
 					t.Fatalf("ticket has %d lanes; want %d", got, len(names))
@@ -91,7 +93,9 @@ func TestAcquireAllOfManyLanes(t *testing.T) {
 			})
 			t.Run("TryAcquireAll then Release", func(t *testing.T) {
 				q, names := manyLaneQueue(t, n)
-				tk, ok := q.TryAcquireAll("k", names)
+				ls, err := q.Lanes(names...)
+				must(t, err)
+				tk, ok := q.TryAcquireAll("k", ls)
 				if !ok {
 					t.Fatal("TryAcquireAll = false on free lanes")
 				}
@@ -101,12 +105,12 @@ func TestAcquireAllOfManyLanes(t *testing.T) {
 			last := fmt.Sprintf("g%04d", n-1)
 			t.Run("TryAcquireAll fails on the last lane", func(t *testing.T) {
 				q, names := manyLaneQueue(t, n)
-				busy, ok := q.TryAcquireAll("other", []string{last})
+				busy, ok := tryAcquireAll(q, "other", []string{last})
 				if !ok {
 					t.Fatal("TryAcquireAll of one free lane = false")
 				}
 				defer busy.Release()
-				if tk, ok := q.TryAcquireAll("k", names); ok {
+				if tk, ok := tryAcquireAll(q, "k", names); ok {
 					tk.Release()
 					t.Fatalf("TryAcquireAll = true with %q busy", last)
 				}
@@ -115,7 +119,7 @@ func TestAcquireAllOfManyLanes(t *testing.T) {
 			})
 			t.Run("AcquireAll cancelled on the last lane", func(t *testing.T) {
 				q, names := manyLaneQueue(t, n)
-				busy, ok := q.TryAcquireAll("other", []string{last})
+				busy, ok := tryAcquireAll(q, "other", []string{last})
 				if !ok {
 					t.Fatal("TryAcquireAll of one free lane = false")
 				}
@@ -138,7 +142,7 @@ func TestAcquireAllOfManyLanes(t *testing.T) {
 // tokenKept checks that the rate lane of burst 1 still has its token.
 func tokenKept(t *testing.T, q *lanequeue.Queue[string], lane string) {
 	t.Helper()
-	tk, ok := q.TryAcquireAll("probe", []string{lane})
+	tk, ok := tryAcquireAll(q, "probe", []string{lane})
 	if !ok {
 		t.Fatalf("rate lane %q: token spent by a failed call", lane)
 	}

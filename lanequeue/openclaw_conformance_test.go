@@ -10,8 +10,8 @@ package lanequeue_test
 //
 // The API maps as follows (docs/compat.md has the reasons):
 //
-//	enqueueCommand(task)                   q.Do(ctx, key, []string{"main"}, fn) on a global lane "main" of capacity 1
-//	enqueueCommandInLane(lane, task)       q.Do(ctx, key, []string{lane}, fn)
+//	enqueueCommand(task)                   doAll(q, ctx, key, []string{"main"}, fn) on a global lane "main" of capacity 1
+//	enqueueCommandInLane(lane, task)       doAll(q, ctx, key, []string{lane}, fn)
 //	"session:<key>" / "conv:<...>" lanes    one keyed lane ("session") and the key; WithIdleTimeout(0) retires a key at once
 //	setCommandLaneConcurrency(lane, n)     SetCapacity(n) on the semaphore given to NewGlobalLane
 //	capacity group {budget, members}       one more global lane of the budget, named with the member lane
@@ -159,7 +159,7 @@ func (g *ocGateway) run(ctx context.Context, key string, lanes ...string) *ocTas
 func (g *ocGateway) runFailing(ctx context.Context, fail error, key string, lanes ...string) *ocTask {
 	k := &ocTask{started: make(chan struct{}), gate: make(chan struct{}), done: make(chan error, 1), fail: fail}
 	go func() {
-		k.done <- g.q.Do(ctx, key, lanes, func(context.Context) error {
+		k.done <- doAll(g.q, ctx, key, lanes, func(context.Context) error {
 			close(k.started)
 			<-k.gate
 			return k.fail
@@ -229,10 +229,10 @@ func TestConformanceOpenClawEmptyQueue(t *testing.T) {
 	if n := len(q.Holders()); n != 0 {
 		t.Fatalf("getActiveTaskCount() = %d on an empty queue", n)
 	}
-	if _, err := q.AcquireAll(context.Background(), "k", []string{"main"}); !errors.Is(err, lanequeue.ErrUnknownLane) {
+	if _, err := acquireAll(q, context.Background(), "k", []string{"main"}); !errors.Is(err, lanequeue.ErrUnknownLane) {
 		t.Fatalf("AcquireAll of an unknown lane = %v, want ErrUnknownLane", err)
 	}
-	if _, err := q.AcquireAll(context.Background(), "k", nil); !errors.Is(err, lanequeue.ErrNoLanes) {
+	if _, err := acquireAll(q, context.Background(), "k", nil); !errors.Is(err, lanequeue.ErrNoLanes) {
 		t.Fatalf("AcquireAll of no lanes = %v, want ErrNoLanes", err)
 	}
 	q.Close()
@@ -261,7 +261,7 @@ func TestConformanceOpenClawRunsTasksOneAtATimeInOrder(t *testing.T) {
 		results[i] = make(chan error, 1)
 		want := g.stats(t, "main").Waiters + 1
 		go func() {
-			results[i] <- g.q.Do(context.Background(), "", []string{"main"}, func(context.Context) error {
+			results[i] <- doAll(g.q, context.Background(), "", []string{"main"}, func(context.Context) error {
 				n := active.Add(1)
 				for m := maxActive.Load(); n > m && !maxActive.CompareAndSwap(m, n); m = maxActive.Load() {
 				}
@@ -351,7 +351,7 @@ func TestConformanceOpenClawCloseRejectsQueuedKeepsActive(t *testing.T) {
 		t.Fatalf("the queued command = %v, want ErrClosed", err)
 	}
 	second.notStarted(t)
-	if err := g.q.Do(context.Background(), "", []string{"main"}, func(context.Context) error {
+	if err := doAll(g.q, context.Background(), "", []string{"main"}, func(context.Context) error {
 		t.Error("a command enqueued after Close ran")
 		return nil
 	}); !errors.Is(err, lanequeue.ErrClosed) {
@@ -377,7 +377,7 @@ func TestConformanceOpenClawAbortBeforeEnqueue(t *testing.T) {
 	g := ocNew(t).global(t, "main", 1)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(errors.New("already cancelled"))
-	err := g.q.Do(ctx, "", []string{"main"}, func(context.Context) error {
+	err := doAll(g.q, ctx, "", []string{"main"}, func(context.Context) error {
 		t.Error("the task of an aborted command ran")
 		return nil
 	})
@@ -606,7 +606,7 @@ func TestConformanceOpenClawRetiresIndependentScopedLanes(t *testing.T) {
 			results[i] = make(chan error, 1)
 			key := fmt.Sprintf("agent:main:autoqa-%d", i)
 			go func() {
-				results[i] <- g.q.Do(context.Background(), key, []string{lane}, func(context.Context) error {
+				results[i] <- doAll(g.q, context.Background(), key, []string{lane}, func(context.Context) error {
 					n := active.Add(1)
 					for m := peak.Load(); n > m && !peak.CompareAndSwap(m, n); m = peak.Load() {
 					}
@@ -975,8 +975,8 @@ func TestConformanceOpenClawNestedAcquireDoesNotDeadlock(t *testing.T) {
 	t.Parallel()
 	g := ocNew(t).scoped(t, "session").global(t, "main", 1)
 	for _, lanes := range [][]string{{"session"}, {"main"}, {"session", "main"}} {
-		err := g.q.Do(context.Background(), "abc", lanes, func(ctx context.Context) error {
-			return g.q.Do(ctx, "abc", lanes, func(context.Context) error {
+		err := doAll(g.q, context.Background(), "abc", lanes, func(ctx context.Context) error {
+			return doAll(g.q, ctx, "abc", lanes, func(context.Context) error {
 				t.Errorf("the nested command on %v ran", lanes)
 				return nil
 			})
@@ -1025,14 +1025,14 @@ func TestConformanceOpenClawConversationKeys(t *testing.T) {
 	}
 	var held []*lanequeue.Ticket[ocConv]
 	for _, c := range convs {
-		tk, ok := q.TryAcquireAll(c, lanes)
+		tk, ok := tryAcquireAll(q, c, lanes)
 		if !ok {
 			t.Fatalf("conversation %+v was blocked by another one", c)
 		}
 		held = append(held, tk)
 	}
 	for _, c := range convs {
-		if _, ok := q.TryAcquireAll(c, lanes); ok {
+		if _, ok := tryAcquireAll(q, c, lanes); ok {
 			t.Fatalf("conversation %+v ran twice at once", c)
 		}
 	}

@@ -152,7 +152,7 @@ func (qm *queueMachine) Try(t *rapid.T) {
 	lanes, n := qm.drawLanes(t), qm.drawWeight(t)
 	before := qm.snapshot()
 	id, want, _ := qm.m.TryAcquire(key, lanes, n)
-	tk, ok := qm.q.TryAcquireAll(key, lanes, lanequeue.WithWeight(n))
+	tk, ok := tryAcquireAll(qm.q, key, lanes, lanequeue.WithWeight(n))
 	if ok != want {
 		t.Fatalf("TryAcquireAll(%q, %v, %d) = %v, model says %v", key, lanes, n, ok, want)
 	}
@@ -174,7 +174,7 @@ func (qm *queueMachine) Acquire(t *rapid.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &pendingCall{key: key, lanes: lanes, cancel: cancel, done: make(chan acquireResult, 1)}
 	go func() {
-		tk, err := qm.q.AcquireAll(ctx, key, lanes, lanequeue.WithWeight(n))
+		tk, err := acquireAll(qm.q, ctx, key, lanes, lanequeue.WithWeight(n))
 		p.done <- acquireResult{tk, err}
 	}()
 	switch {
@@ -257,7 +257,7 @@ func (qm *queueMachine) AcquireCancelled(t *rapid.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	before := qm.snapshot()
-	tk, err := qm.q.AcquireAll(ctx, key, lanes)
+	tk, err := acquireAll(qm.q, ctx, key, lanes)
 	_, merr := qm.m.Resolve(lanes, 1)
 	want := expectErr(merr)
 	if want == nil {
@@ -292,14 +292,14 @@ func (qm *queueMachine) BadInput(t *rapid.T) {
 		t.Skip("the input drawn is valid") // a heavy weight that fits every lane drawn
 	}
 	before := qm.snapshot()
-	tk, err := qm.q.AcquireAll(context.Background(), key, lanes, lanequeue.WithWeight(n))
+	tk, err := acquireAll(qm.q, context.Background(), key, lanes, lanequeue.WithWeight(n))
 	if !errors.Is(err, expectErr(merr)) || tk != nil {
 		t.Fatalf("AcquireAll(%q, %v, %d) = %v, %v; want %v", key, lanes, n, tk, err, expectErr(merr))
 	}
-	if err := qm.q.Check(lanes, lanequeue.WithWeight(n)); !errors.Is(err, expectErr(merr)) {
+	if err := check(qm.q, lanes, lanequeue.WithWeight(n)); !errors.Is(err, expectErr(merr)) {
 		t.Fatalf("Check(%v, %d) = %v; want %v", lanes, n, err, expectErr(merr))
 	}
-	if _, ok := qm.q.TryAcquireAll(key, lanes, lanequeue.WithWeight(n)); ok {
+	if _, ok := tryAcquireAll(qm.q, key, lanes, lanequeue.WithWeight(n)); ok {
 		t.Fatalf("TryAcquireAll(%v, %d) succeeded on bad input", lanes, n)
 	}
 	if after := qm.snapshot(); after != before {

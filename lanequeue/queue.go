@@ -29,12 +29,14 @@ var (
 	// ErrDuplicateLane is returned when a lane is added under a name the
 	// queue already has, or when the lane (or the semaphore, keyed
 	// semaphore or limiter it wraps) is already registered under another
-	// name, and by AcquireAll when a list names a lane twice.
+	// name, and by [Queue.Lanes] for a name given twice.
 	ErrDuplicateLane = errors.New("lanequeue: duplicate lane")
-	// ErrUnknownLane is returned by AcquireAll for a name the queue has no
-	// lane for.
+	// ErrUnknownLane is returned by [Queue.Lanes] for a name the queue has
+	// no lane for, and by AcquireAll for a [LaneSet] of another queue or a
+	// [WithLaneWeight] for a lane not in the set.
 	ErrUnknownLane = errors.New("lanequeue: unknown lane")
-	// ErrNoLanes is returned by AcquireAll for an empty list of lanes.
+	// ErrNoLanes is returned by [Queue.Lanes] for no names, and by
+	// AcquireAll for the zero [LaneSet].
 	ErrNoLanes = errors.New("lanequeue: no lanes named")
 	// ErrReentrant is returned by AcquireAll when its context carries a
 	// live ticket for the same key that holds one of the lanes asked for
@@ -69,18 +71,19 @@ const (
 )
 
 // Queue is a set of named lanes that callers acquire together, all or
-// nothing, with [Queue.AcquireAll].
+// nothing, with [Queue.AcquireAll], naming them by a [LaneSet] that
+// [Queue.Lanes] prepares.
 //
 // A Queue must be made with [New] (or [Default]) and must not be copied.
-// Lanes may be added at any time, also while other goroutines acquire; all
-// methods are safe for concurrent use.
+// Lanes may be added at any time, also while other goroutines acquire (a
+// set prepared before does not hold them); all methods are safe for
+// concurrent use.
 type Queue[K comparable] struct {
 	mu sync.Mutex // serialises Add and Close
 
-	// table is the current set of lanes, immutable once published (its
-	// cache of resolved lists aside): Add copies it and swaps the pointer
-	// under mu, so AcquireAll resolves names with one atomic load and a
-	// cache or map read, without a lock.
+	// table is the current set of lanes, immutable once published: Add
+	// copies it and swaps the pointer under mu, so Lanes and the lookups
+	// by name read it with one atomic load, without a lock.
 	table atomic.Pointer[laneTable[K]]
 
 	closed atomic.Bool   // set by Close, before done is closed
@@ -94,7 +97,6 @@ type Queue[K comparable] struct {
 type laneTable[K comparable] struct {
 	byName  map[string]laneRef[K]
 	ordered []*laneEntry[K] // canonical order: by kind, then name
-	sets    setCache[K]     // lists of names already resolved against this table
 }
 
 // laneRef is a lane and its position in the canonical order of its table.
@@ -114,8 +116,8 @@ type laneEntry[K comparable] struct {
 	// fixedMax is the lane's MaxWeight when it can never change (a lane
 	// this package built), or -1: ask the lane each time. It goes from a
 	// capacity to -1, once, when GlobalSemaphore hands the lane's
-	// semaphore out; the lists resolved before are dropped then. Only
-	// resolving a list reads it.
+	// semaphore out; every call reads it afresh (a LaneSet does not keep
+	// it).
 	fixedMax atomic.Int64
 	// The semaphore under the lane when it is this package's keyed or
 	// global lane (at most one is set): acquire calls it directly, without
@@ -352,8 +354,8 @@ func (q *Queue[K]) Lane(name string) (Lane[K], bool) {
 //
 // The queue honours a new capacity at once: from the first call of
 // GlobalSemaphore on, the lane reads its capacity from the semaphore on
-// every AcquireAll that names it (one Stats call), instead of the capacity
-// it was made with, so a weight above the new capacity fails at once with
+// every AcquireAll whose set holds it (one Stats call), instead of the
+// capacity it was made with (also for the sets prepared before), so a weight above the new capacity fails at once with
 // [ErrTooHeavy] and one within it waits as usual. A call that resolved its
 // lanes while the capacity changed may see the old capacity or the new;
 // a weight the semaphore no longer fits is then refused by the semaphore
@@ -379,18 +381,12 @@ func (q *Queue[K]) GlobalSemaphore(name string) (*semaphore.Weighted, error) {
 }
 
 // unfix makes the global lane l, registered as e, read its capacity from
-// its semaphore from now on, and drops the lists resolved with the fixed
-// capacity: the current table is published again with an empty cache.
+// its semaphore from now on: every call reads e.fixedMax afresh.
 func (q *Queue[K]) unfix(e *laneEntry[K], l *globalLane[K]) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if l.capacity.Load() < 0 {
-		return // another call did it
-	}
 	l.capacity.Store(-1)
 	e.fixedMax.Store(-1)
-	old := q.table.Load()
-	q.table.Store(&laneTable[K]{byName: old.byName, ordered: old.ordered})
 }
 
 // KeyedSemaphore returns the [keyedsem.KeyedSemaphore] behind the keyed

@@ -56,7 +56,7 @@ func newRateBench(t *testing.T) *rateBench {
 	must(t, q.AddRateLane("b", rate.Limit(1e-6), 1))
 	lanequeue.SetRateClock(q, "a", fake)
 	lanequeue.SetRateClock(q, "b", fake)
-	if _, ok := q.TryAcquireAll("drain", []string{"b"}); !ok {
+	if _, ok := tryAcquireAll(q, "drain", []string{"b"}); !ok {
 		t.Fatal("lane b: no first token")
 	}
 	return &rateBench{t: t, q: q, fake: fake}
@@ -66,7 +66,7 @@ func newRateBench(t *testing.T) *rateBench {
 func (rb *rateBench) greedy() int {
 	n := 0
 	for {
-		tk, ok := rb.q.TryAcquireAll("greedy", []string{"a"})
+		tk, ok := tryAcquireAll(rb.q, "greedy", []string{"a"})
 		if !ok {
 			break
 		}
@@ -247,7 +247,7 @@ func overGrantRun(b *testing.B, impl string, cancellers int, d time.Duration) fl
 			defer wg.Done()
 			for !stop.Load() {
 				if lane {
-					if tk, ok := q.TryAcquireAll("greedy", []string{"a"}); ok {
+					if tk, ok := tryAcquireAll(q, "greedy", []string{"a"}); ok {
 						tk.Release()
 						granted.Add(1)
 					}
@@ -264,7 +264,7 @@ func overGrantRun(b *testing.B, impl string, cancellers int, d time.Duration) fl
 			for !stop.Load() {
 				if impl == "lane/deadline" {
 					ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
-					if _, err := q.AcquireAll(ctx, "x", []string{"a", "b"}); err == nil {
+					if _, err := acquireAll(q, ctx, "x", []string{"a", "b"}); err == nil {
 						b.Error("a call waiting for lane b succeeded")
 					}
 					cancel()
@@ -274,7 +274,7 @@ func overGrantRun(b *testing.B, impl string, cancellers int, d time.Duration) fl
 					ctx, cancel := context.WithCancel(context.Background())
 					done := make(chan error, 1)
 					go func() {
-						_, err := q.AcquireAll(ctx, "x", []string{"a", "b"})
+						_, err := acquireAll(q, ctx, "x", []string{"a", "b"})
 						done <- err
 					}()
 					runtime.Gosched()
@@ -312,7 +312,7 @@ func TestRateTokensDueAtOnce(t *testing.T) {
 			t.Cleanup(q.Close)
 			must(t, q.AddRateLane("fast", rate.Limit(1e-9), 3))
 			must(t, q.AddRateLane("slow", rate.Limit(1e-9), 1))
-			if _, ok := q.TryAcquireAll("drain", []string{"slow"}); !ok {
+			if _, ok := tryAcquireAll(q, "drain", []string{"slow"}); !ok {
 				t.Fatal("lane slow: no first token")
 			}
 			ctx, cancel := context.WithCancel(context.Background())
@@ -320,7 +320,7 @@ func TestRateTokensDueAtOnce(t *testing.T) {
 			waitFor(t, "the call to wait for lane slow", func() bool { return laneStats(t, q, "slow").Waiters == 1 })
 			want := 3
 			if used {
-				if _, ok := q.TryAcquireAll("y", []string{"fast"}); !ok {
+				if _, ok := tryAcquireAll(q, "y", []string{"fast"}); !ok {
 					t.Fatal("lane fast refused one of its two tokens left")
 				}
 				want = 1 // 3, less the other caller's, less the waiter's
@@ -331,7 +331,7 @@ func TestRateTokensDueAtOnce(t *testing.T) {
 			}
 			left := 0
 			for {
-				if _, ok := q.TryAcquireAll("z", []string{"fast"}); !ok {
+				if _, ok := tryAcquireAll(q, "z", []string{"fast"}); !ok {
 					break
 				}
 				left++

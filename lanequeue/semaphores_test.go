@@ -23,10 +23,11 @@ import (
 func TestGlobalSemaphoreResize(t *testing.T) {
 	q := lanequeue.Default[string]()
 	t.Cleanup(q.Close)
-	lanes := []string{lanequeue.SessionLane, lanequeue.GlobalLane}
+	// A set prepared while the capacity is fixed still sees every new
+	// capacity.
+	lanes, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
+	must(t, err)
 	big := lanequeue.WithLaneWeight(lanequeue.GlobalLane, lanequeue.DefaultGlobalCapacity+4)
-	// Resolve the list once with the fixed capacity, so that its cached
-	// resolution is in place when the capacity changes.
 	if err := q.Check(lanes, big); !errors.Is(err, lanequeue.ErrTooHeavy) {
 		t.Fatalf("Check of weight %d on capacity %d = %v; want ErrTooHeavy", lanequeue.DefaultGlobalCapacity+4, lanequeue.DefaultGlobalCapacity, err)
 	}
@@ -58,7 +59,7 @@ func TestGlobalSemaphoreResize(t *testing.T) {
 	}
 	holder, err := q.AcquireAll(context.Background(), "a", lanes)
 	must(t, err)
-	ch := acquireAsync(context.Background(), q, "b", lanes)
+	ch := acquireAsync(context.Background(), q, "b", lanes.Names())
 	waitFor(t, "the second caller to wait on the shrunk lane", func() bool { return laneStats(t, q, lanequeue.GlobalLane).Waiters == 1 })
 	s.SetCapacity(2) // room for the waiter
 	r := receive(t, ch)
@@ -78,7 +79,7 @@ func TestKeyedSemaphoreSweep(t *testing.T) {
 	ks, err := q.KeyedSemaphore(lanequeue.SessionLane)
 	must(t, err)
 	for _, key := range []string{"a", "b", "c"} {
-		tk, err := q.AcquireAll(context.Background(), key, []string{lanequeue.SessionLane, lanequeue.GlobalLane})
+		tk, err := acquireAll(q, context.Background(), key, []string{lanequeue.SessionLane, lanequeue.GlobalLane})
 		must(t, err)
 		tk.Release()
 	}
@@ -91,7 +92,7 @@ func TestKeyedSemaphoreSweep(t *testing.T) {
 		t.Fatalf("after Sweep (evicted %d) the session lane has %d keys (Len %d); want 0", n, st.Keys, ks.Len())
 	}
 	// The lane still works after the sweep.
-	tk, err := q.AcquireAll(context.Background(), "a", []string{lanequeue.SessionLane})
+	tk, err := acquireAll(q, context.Background(), "a", []string{lanequeue.SessionLane})
 	must(t, err)
 	tk.Release()
 }

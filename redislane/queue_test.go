@@ -39,13 +39,15 @@ func TestQueueMixesLocalSessionAndRedisGlobal(t *testing.T) {
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, q := range queues {
+		lanes, err := q.Lanes("global", "session")
+		require.NoError(t, err)
 		for g := range 8 {
 			key := []string{"t1", "t2", "t3", "t4"}[g%4]
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for ctx.Err() == nil {
-					tk, err := q.AcquireAll(ctx, key, []string{"global", "session"})
+					tk, err := q.AcquireAll(ctx, key, lanes)
 					if err != nil {
 						continue
 					}

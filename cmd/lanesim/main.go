@@ -156,6 +156,10 @@ func simulate(ctx context.Context, cfg config, m mode, progress io.Writer) resul
 			panic(err) // fixed names and a capacity checked by run
 		}
 	}
+	lanes, err := q.Lanes(m.Lanes...) // resolved once, shared by every reader
+	if err != nil {
+		panic(err) // the modes name the lanes added above
+	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
 
@@ -193,7 +197,7 @@ func simulate(ctx context.Context, cfg config, m mode, progress io.Writer) resul
 		go func() { // the gateway's reader for the thread
 			defer readers.Done()
 			for msg := range inbox {
-				t, err := q.AcquireAll(ctx, key, m.Lanes)
+				t, err := q.AcquireAll(ctx, key, lanes)
 				if err != nil {
 					continue // cut off by -duration: counted as incomplete
 				}

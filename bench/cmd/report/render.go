@@ -145,9 +145,10 @@ func render(in info, r *results, vs []verdict, benchstat string, charts []string
 	chart("bench-gateway-keys.svg", "gateway speed-up against the number of keys")
 
 	p("## AcquireAll\n\n")
-	p("`BenchmarkAcquireAll`: lanequeue's `AcquireAll(ctx, key, []string{\"session\", \"global\"})` and\n")
-	p("`Ticket.Release`, against one keyedsem `Acquire`+`Release`, on 64 keys whose entries are kept (`seq`: one\n")
-	p("goroutine; `g32`: 32 goroutines on keys of their own).\n\n")
+	p("`BenchmarkAcquireAll`: lanequeue's `AcquireAll(ctx, key, set)`, the set prepared once by `q.Lanes(\"session\", \"global\")`, and\n")
+	p("`Ticket.Release`, against its two parts: one keyedsem `Acquire`+`Release` and one `Acquire`+`Release` of a\n")
+	p("semaphore of capacity 1024, on 64 keys whose entries are kept (`seq`: one goroutine; `g32`: 32 goroutines on\n")
+	p("keys of their own).\n\n")
 	p("%s\n", acquireAllTable(r))
 
 	p("%s", redisSection())

@@ -292,15 +292,19 @@ func gatewayKeysTable(r *results) string {
 }
 
 func acquireAllTable(r *results) string {
-	t := newTable("scenario", "keyed Acquire+Release", "AcquireAll(session, global)+Release", "queue ÷ keyed")
+	t := newTable("scenario", "keyed Acquire+Release", "global Acquire+Release", "AcquireAll(session, global)+Release", "queue ÷ keyed", "queue ÷ (keyed + global)")
 	for _, sc := range r.values("AcquireAll/", "scenario") {
 		k, kok := r.median(acquireAllName(sc, "keyed"), "ns/op")
+		gl, gok := r.median(acquireAllName(sc, "global"), "ns/op")
 		q, qok := r.median(acquireAllName(sc, "queue"), "ns/op")
-		x := "—"
+		x, xs := "—", "—"
 		if kok && qok {
 			x = ratio(q / k)
 		}
-		t.row(sc, r.timeCell(acquireAllName(sc, "keyed")), r.timeCell(acquireAllName(sc, "queue")), x)
+		if kok && gok && qok {
+			xs = ratio(q / (k + gl))
+		}
+		t.row(sc, r.timeCell(acquireAllName(sc, "keyed")), r.timeCell(acquireAllName(sc, "global")), r.timeCell(acquireAllName(sc, "queue")), x, xs)
 	}
 	return t.String()
 }

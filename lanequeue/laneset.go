@@ -1,0 +1,203 @@
+package lanequeue
+
+import (
+	"fmt"
+	"strings"
+)
+
+// LaneSet is a list of lanes of one [Queue], resolved once by
+// [Queue.Lanes]: [Queue.AcquireAll], [Queue.TryAcquireAll], [Queue.Do] and
+// [Queue.Check] take it, so that a call looks up no names. Prepare the
+// sets a program uses when it builds its queue, and keep them beside it.
+//
+// A set belongs to the queue that made it: a call on another queue fails
+// with an error wrapping [ErrUnknownLane], even if that queue has lanes of
+// the same names (they are other lanes). A set keeps the lanes it
+// resolved: a lane added to the queue later is not in it (prepare another
+// set to name it), and since a queue never drops a lane, the set's lanes
+// stay the queue's for as long as the queue lives. Once the queue is
+// closed, every call with the set fails with [ErrClosed] (TryAcquireAll
+// returns false), as every call does then; a lane closed on its own (a
+// semaphore closed through [Queue.GlobalSemaphore], a Redis lane closed by
+// its owner) fails the calls that reach it with its error, wrapped with
+// its name.
+//
+// A LaneSet is immutable: a value of one pointer, which may be copied and
+// used by any number of goroutines at once. Sets compare equal only when
+// one is a copy of the other (two calls of Lanes make two sets). The zero
+// LaneSet names no lanes: calls with it fail with [ErrNoLanes].
+type LaneSet[K comparable] struct {
+	s *laneSet[K]
+}
+
+// laneSet is what a LaneSet points to. Immutable.
+type laneSet[K comparable] struct {
+	q     *Queue[K]       // the queue it belongs to
+	lanes []*laneEntry[K] // canonical order
+	// plain is the number of lanes before the first rate lane (an int: a
+	// set may name any number of lanes).
+	plain int
+}
+
+// errForeignSet is returned for a LaneSet that another queue prepared. A
+// variable, so that a TryAcquireAll refused for it allocates nothing.
+var errForeignSet = fmt.Errorf("%w: the lane set was prepared by another queue", ErrUnknownLane)
+
+// Lanes resolves names to the lanes of q and returns them as a [LaneSet],
+// for [Queue.AcquireAll], [Queue.TryAcquireAll], [Queue.Do] and
+// [Queue.Check]. The order of names does not matter: lanes are always
+// taken in the canonical order (see [Queue.AcquireAll]).
+//
+// Lanes returns [ErrNoLanes] for no names, an error wrapping
+// [ErrUnknownLane] for a name q has no lane for, one wrapping
+// [ErrDuplicateLane] for a name given twice, and [ErrClosed] if q is
+// closed. Weights are checked by each call, since they come with it.
+//
+// Cost: one lookup per name and a sort; one allocation for the set. Calls
+// with the set then look up nothing.
+func (q *Queue[K]) Lanes(names ...string) (LaneSet[K], error) {
+	if q.closed.Load() {
+		return LaneSet[K]{}, ErrClosed
+	}
+	if len(names) == 0 {
+		return LaneSet[K]{}, ErrNoLanes
+	}
+	tbl := q.table.Load()
+	// Ranks (indexes in the table's canonical order), insertion-sorted:
+	// lists are short, and a duplicate shows as two equal neighbours.
+	ranks := make([]int, 0, len(names))
+	for _, name := range names {
+		r, ok := tbl.byName[name]
+		if !ok {
+			return LaneSet[K]{}, fmt.Errorf("%w: %q", ErrUnknownLane, name)
+		}
+		i := len(ranks)
+		ranks = append(ranks, 0)
+		for i > 0 && ranks[i-1] > r.rank {
+			ranks[i] = ranks[i-1]
+			i--
+		}
+		if i > 0 && ranks[i-1] == r.rank {
+			return LaneSet[K]{}, fmt.Errorf("%w: %q named twice", ErrDuplicateLane, name)
+		}
+		ranks[i] = r.rank
+	}
+	s := &laneSet[K]{q: q, lanes: make([]*laneEntry[K], len(ranks))}
+	for i, r := range ranks {
+		s.lanes[i] = tbl.ordered[r]
+	}
+	for s.plain < len(s.lanes) && s.lanes[s.plain].kind != Rate {
+		s.plain++
+	}
+	return LaneSet[K]{s: s}, nil
+}
+
+// Names returns the names of the lanes of the set in the canonical order
+// in which calls take them (keyed lanes, then global, then rate, each
+// group by name), in a new slice; nil for the zero LaneSet.
+func (ls LaneSet[K]) Names() []string {
+	if ls.s == nil {
+		return nil
+	}
+	out := make([]string, len(ls.s.lanes))
+	for i, e := range ls.s.lanes {
+		out[i] = e.name
+	}
+	return out
+}
+
+// String returns the names of the lanes, in canonical order, as
+// "[session global]".
+func (ls LaneSet[K]) String() string {
+	return "[" + strings.Join(ls.Names(), " ") + "]"
+}
+
+// resolve fills g with the lanes of ls, in canonical order, with their
+// weights, and refuses what could never be granted: a set of no lanes or
+// of another queue, a closed queue, a weight no lane could grant. It takes
+// nothing, and allocates only for a set of more than inlineLanes lanes, or
+// on error.
+func (q *Queue[K]) resolve(g *grant[K], ls LaneSet[K], opts []AcquireOption) error {
+	s := ls.s
+	if s == nil {
+		return ErrNoLanes
+	}
+	if s.q != q {
+		return errForeignSet
+	}
+	if q.closed.Load() {
+		return ErrClosed
+	}
+	w := int64(1)
+	laneWeights := false
+	for _, o := range opts {
+		if o.lane == "" {
+			w = o.n
+		} else {
+			laneWeights = true
+		}
+	}
+	g.weight = w
+	g.plain = s.plain
+	var hs []held[K]
+	if len(s.lanes) > inlineLanes {
+		// A variable of its own: escape analysis is flow-insensitive, and
+		// storing hs, which may point into g, in g would move g to the heap.
+		more := make([]held[K], len(s.lanes))
+		g.more, hs = more, more
+	} else {
+		hs = g.inline[:len(s.lanes)]
+		g.n = uint8(len(s.lanes))
+	}
+	// fits: w is within every lane's fixed MaxWeight, so no lane need be
+	// asked. fixedMax is read on every call, not when the set was made,
+	// since GlobalSemaphore unfixes a lane's capacity at any time.
+	fits := w >= 1
+	for i, e := range s.lanes {
+		hs[i].e, hs[i].n = e, w
+		if m := e.fixedMax.Load(); m < 0 || w > m {
+			fits = false
+		}
+	}
+	if laneWeights {
+		return applyLaneWeights(hs, opts)
+	}
+	if !fits {
+		return checkWeights(hs)
+	}
+	return nil
+}
+
+// applyLaneWeights sets the weights of WithLaneWeight and checks every
+// lane's weight.
+func applyLaneWeights[K comparable](hs []held[K], opts []AcquireOption) error {
+	for _, o := range opts {
+		if o.lane == "" {
+			continue
+		}
+		found := false
+		for i := range hs {
+			if hs[i].e.name == o.lane {
+				hs[i].n, found = o.n, true
+			}
+		}
+		if !found {
+			return fmt.Errorf("%w: %q has a weight but is not in the set", ErrUnknownLane, o.lane)
+		}
+	}
+	return checkWeights(hs)
+}
+
+// checkWeights refuses a weight below 1 or above a lane's MaxWeight.
+func checkWeights[K comparable](hs []held[K]) error {
+	for i := range hs {
+		h := &hs[i]
+		if h.n < 1 {
+			return fmt.Errorf("lanequeue: lane %q: weight %d: %w", h.e.name, h.n, ErrInvalidWeight)
+		}
+		if m := h.e.lane.MaxWeight(); h.n > m {
+			return fmt.Errorf("lanequeue: lane %q: weight %d above %d: %w", h.e.name, h.n, m, ErrTooHeavy)
+		}
+	}
+	return nil
+}
