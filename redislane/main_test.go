@@ -44,9 +44,8 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
-	if srv != nil {
-		srv.Stop()
-	}
+	// Also the servers of tests that failed before their clean-up ran.
+	redisserver.StopAll()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
@@ -70,6 +69,34 @@ func startRedis(t testing.TB) *redisserver.Server {
 	}
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// testCtx returns a context that ends after d (30 s if d is 0) or when the
+// test ends, for the calls of a test that must fail, not hang, when the lane
+// never grants or never returns.
+func testCtx(t testing.TB, d ...time.Duration) context.Context {
+	t.Helper()
+	limit := 30 * time.Second
+	if len(d) > 0 {
+		limit = d[0]
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// within waits for ch to be closed or to yield a value, failing the test
+// after d.
+func within[T any](t testing.TB, d time.Duration, what string, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatalf("timed out after %v waiting for %s", d, what)
+	}
+	var zero T
+	return zero
 }
 
 // newClient returns a client of addr, closed when the test ends.
