@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/sessionlane/lanes/redislane/internal/redisserver"
@@ -97,6 +99,30 @@ func within[T any](t testing.TB, d time.Duration, what string, ch <-chan T) T {
 	}
 	var zero T
 	return zero
+}
+
+// releaser is a permit of any kind: Redis, lane adapter, local.
+type releaser interface{ Release() bool }
+
+// refused fails the test if a TryAcquire that had to fail granted, and gives
+// the wrongly granted permit back, so that the test goes on to fail rather
+// than hang on units nobody releases.
+func refused[P releaser](t testing.TB, p P, ok bool, msgAndArgs ...any) {
+	t.Helper()
+	if ok {
+		p.Release()
+	}
+	assert.False(t, ok, msgAndArgs...)
+}
+
+// failed fails the test unless an Acquire failed with target, and gives a
+// wrongly granted permit back.
+func failed[P releaser](t testing.TB, p P, err, target error, msgAndArgs ...any) {
+	t.Helper()
+	if err == nil {
+		p.Release()
+	}
+	require.ErrorIs(t, err, target, msgAndArgs...)
 }
 
 // newClient returns a client of addr, closed when the test ends.

@@ -185,7 +185,7 @@ func holderState(t *testing.T, rc *redis.Client, name string) (ids []string, fen
 
 func warm(t *testing.T, s *redislane.Semaphore) {
 	t.Helper()
-	p, err := s.Acquire(context.Background(), 1)
+	p, err := s.Acquire(testCtx(t), 1)
 	require.NoError(t, err)
 	p.Release()
 }
@@ -208,9 +208,9 @@ func TestLateReplyNeverYieldsPermit(t *testing.T) {
 
 			done := px.arm(delay, false)
 			evals := cnt.evals.Load()
-			p, err := s.Acquire(context.Background(), 2)
+			p, err := s.Acquire(testCtx(t), 2)
 			require.NoError(t, err)
-			<-done
+			within(t, 30*time.Second, "the delayed reply", done)
 			defer p.Release()
 
 			st := s.Stats()
@@ -245,7 +245,7 @@ func TestLostReplyNeverGrantsTwice(t *testing.T) {
 	defer cancel()
 	p, err := s.Acquire(ctx, 2)
 	require.NoError(t, err, "the retry waited behind the lost grant")
-	<-done
+	within(t, 30*time.Second, "the reply to be dropped", done)
 	defer p.Release()
 
 	assert.Positive(t, s.Stats().RedisErrors, "the reply was not lost")
@@ -281,7 +281,7 @@ func TestCancelledCallInFlightReleasesLateGrant(t *testing.T) {
 		t.Fatal("Acquire waited for the delayed reply")
 	default:
 	}
-	<-done
+	within(t, 30*time.Second, "the delayed reply", done)
 	waitFor(t, 5*time.Second, "the late grant to be released", func() bool {
 		return direct.ZCard(context.Background(), "{lanes:"+name+"}:g:h").Val() == 0
 	})
@@ -299,7 +299,7 @@ func TestUnreachableRedisExpiresLease(t *testing.T) {
 	s, err := redislane.NewSemaphore(rc, laneName(t), 2, redislane.WithLease(lease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer s.Close()
-	p, err := s.Acquire(context.Background(), 1)
+	p, err := s.Acquire(testCtx(t), 1)
 	require.NoError(t, err)
 	deadline := p.Deadline()
 
@@ -330,7 +330,7 @@ func TestLostWakeUpIsCoveredByPolling(t *testing.T) {
 	warm(t, waiter) // subscribes
 	px.mute.Store(true)
 
-	ctx := context.Background()
+	ctx := testCtx(t)
 	p, err := holder.Acquire(ctx, 1)
 	require.NoError(t, err)
 	got := make(chan *redislane.Permit)
@@ -344,8 +344,10 @@ func TestLostWakeUpIsCoveredByPolling(t *testing.T) {
 		return direct.ZCard(ctx, "{lanes:"+name+"}:g:q").Val() == 1
 	})
 	p.Release() // hands the unit over; the message is dropped
-	q := <-got
-	q.Release()
+	q := within(t, 30*time.Second, "the grant", got)
+	if q != nil {
+		q.Release()
+	}
 	assert.Positive(t, px.muted.Load(), "no message was dropped")
 	st := waiter.Stats()
 	assert.Zero(t, st.Handoffs)
