@@ -290,34 +290,54 @@ func TestHandoverDeadlineCountsFromTheQueuedCall(t *testing.T) {
 // and keeps its permit until its local deadline. The lane's state is
 // re-created with a quarantine of one lease, which outlasts that deadline:
 // the next grant comes after the old permit ended. With no quarantine the
-// two overlap.
+// two overlap. The state is re-created by whichever call comes first: here
+// by the acquire of the next holder, or by a refresh of its instance (whose
+// permit on another key is found lost).
 func TestRestartQuarantineOutlastsCutOffHolder(t *testing.T) {
-	srv := startRedis(t)
-	name := laneName(t)
-	const lease = time.Second
-	px, rc, _ := proxied(t, srv.Addr, 100*time.Millisecond)
-	// The old holder's instance makes the lane's first state without a
-	// quarantine, to save the test a lease; it never reaches the new Redis.
-	a, err := redislane.NewSemaphore(rc, name, 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
-	require.NoError(t, err)
-	t.Cleanup(a.Close)
-	b := newSem(t, srv.Addr, name, 1, redislane.WithLease(lease), redislane.WithQuarantine(lease))
+	for _, byRefresh := range []bool{false, true} {
+		t.Run(map[bool]string{false: "recreated-by-acquire", true: "recreated-by-refresh"}[byRefresh], func(t *testing.T) {
+			srv := startRedis(t)
+			name := laneName(t)
+			const lease = time.Second
+			px, rc, _ := proxied(t, srv.Addr, 100*time.Millisecond)
+			// The old holder's instance makes the lane's first state without
+			// a quarantine, to save the test a lease; it never reaches the
+			// new Redis.
+			a, err := redislane.NewKeyed(rc, name, 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
+			require.NoError(t, err)
+			t.Cleanup(a.Close)
+			b, err := redislane.NewKeyed(newClient(t, srv.Addr), name, 1, redislane.WithLease(lease), redislane.WithQuarantine(lease))
+			require.NoError(t, err)
+			t.Cleanup(b.Close)
+			ctx := testCtx(t)
 
-	old, err := a.Acquire(testCtx(t), 1)
-	require.NoError(t, err)
-	px.black.Store(true)
-	require.NoError(t, srv.Restart())
-	require.NoError(t, old.Context().Err(), "the restart outlasted the old holder's lease: the test proves nothing")
+			old, err := a.Acquire(ctx, "k")
+			require.NoError(t, err)
+			var other *redislane.Permit
+			if byRefresh {
+				other, err = b.Acquire(ctx, "other")
+				require.NoError(t, err)
+				defer other.Release()
+			}
+			px.black.Store(true)
+			require.NoError(t, srv.Restart())
+			if byRefresh {
+				within(t, 10*lease, "a refresh to find the other permit gone", other.Context().Done())
+				require.ErrorIs(t, context.Cause(other.Context()), redislane.ErrLeaseLost)
+			}
+			require.NoError(t, old.Context().Err(), "the restart outlasted the old holder's lease: the test proves nothing")
 
-	p, err := b.Acquire(testCtx(t), 1)
-	require.NoError(t, err)
-	start := sysclock.Now()
-	within(t, 10*lease, "the cut-off holder's lease to end", old.Context().Done())
-	assert.ErrorIs(t, context.Cause(old.Context()), redislane.ErrLeaseExpired)
-	assert.LessOrEqual(t, endOf(old.Deadline()), start,
-		"a holder from before the restart still held its permit when a new one was granted")
-	assert.Greater(t, p.Fence(), old.Fence(), "fencing tokens went backwards across the restart")
-	p.Release()
-	px.black.Store(false)
-	old.Release()
+			p, err := b.Acquire(ctx, "k")
+			require.NoError(t, err)
+			start := sysclock.Now()
+			within(t, 10*lease, "the cut-off holder's lease to end", old.Context().Done())
+			assert.ErrorIs(t, context.Cause(old.Context()), redislane.ErrLeaseExpired)
+			assert.LessOrEqual(t, endOf(old.Deadline()), start,
+				"a holder from before the restart still held its permit when a new one was granted")
+			assert.Greater(t, p.Fence(), old.Fence(), "fencing tokens went backwards across the restart")
+			p.Release()
+			px.black.Store(false)
+			old.Release()
+		})
+	}
 }

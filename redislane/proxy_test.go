@@ -105,6 +105,12 @@ func (p *faultProxy) accept() {
 			if f == nil {
 				return true
 			}
+			if bytes.HasPrefix(b, []byte("-NOSCRIPT")) {
+				// Not the script's reply: the client sends the script
+				// itself next, and the fault waits for that reply.
+				pending.Store(f)
+				return true
+			}
 			defer close(f.done)
 			if f.drop {
 				return false
