@@ -204,13 +204,16 @@ func TestRefreshDeadlineCountsFromTheSendTime(t *testing.T) {
 	var log callLog
 	rc := newClient(t, px.addr(), func(o *redis.Options) { o.MaxRetries = -1 })
 	rc.AddHook(&log)
+	// A refresh every second: the delayed one is the only one for a while
+	// (0.7 s after its reply), and the lease keeps 0.7 s beyond that reply
+	// for a slow machine.
 	const (
-		lease = 2 * time.Second // validity 1.6 s
-		delay = 400 * time.Millisecond
+		lease   = 2500 * time.Millisecond // validity 2 s
+		refresh = time.Second
+		delay   = 300 * time.Millisecond
 	)
-	// A refresh every second: the delayed one is the only one for a while.
 	s, err := redislane.NewSemaphore(rc, laneName(t), 1, redislane.WithLease(lease),
-		redislane.WithRefreshEvery(lease/2), redislane.WithQuarantine(0))
+		redislane.WithRefreshEvery(refresh), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer s.Close()
 	p, err := s.Acquire(testCtx(t), 1)
@@ -221,7 +224,14 @@ func TestRefreshDeadlineCountsFromTheSendTime(t *testing.T) {
 
 	done := px.arm(delay, false) // the next call is the refresh
 	within(t, 10*time.Second, "the delayed refresh reply", done)
-	waitFor(t, 5*time.Second, "the delayed refresh to extend the deadline", func() bool { return p.Deadline().After(dl) })
+	deadline := time.Now().Add(5 * time.Second)
+	for !p.Deadline().After(dl) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the delayed refresh did not extend the deadline within 5s (permit ended: %v; stats %+v)",
+				context.Cause(p.Context()), s.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	dl = p.Deadline()
 	bound := log.bound(lease)
 	assert.False(t, dl.After(bound), "the refresh extended the deadline %v past the send time plus the lease's validity", dl.Sub(bound))
