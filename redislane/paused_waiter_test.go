@@ -48,7 +48,18 @@ func TestPausedWaiterNeverHoldsAfterItsLease(t *testing.T) {
 
 			hp, err := h.Acquire(ctx, 1)
 			require.NoError(t, err)
-			env := helperEnvs(srv.Addr, name, 1, lease)
+			// The child's pub/sub messages wait at the proxy until it has
+			// continued and asked Redis again, so that the stale hand-over
+			// reaches it when it is queued anew.
+			px := startProxy(t, srv.Addr)
+			gate := make(chan struct{})
+			px.held.Store(&gate)
+			defer func() {
+				if px.held.Swap(nil) != nil {
+					close(gate)
+				}
+			}()
+			env := helperEnvs(px.addr(), name, 1, lease)
 			env["RL_W"] = "1"
 			kid := startChild(t, "hold", env) // waits behind hp
 			waitFor(t, 30*time.Second, "the child to queue", func() bool { return rc.ZCard(ctx, q).Val() == 1 })
@@ -76,9 +87,15 @@ func TestPausedWaiterNeverHoldsAfterItsLease(t *testing.T) {
 				assert.EqualValues(t, 1, cnt.evals.Load()-evals, "the free unit was given to an expired queue entry")
 			}
 
-			// The waiter continues while x holds: watch it for a lease.
+			// The waiter continues while x holds, asks Redis again and is
+			// queued anew; then the message of the hand-over made while it
+			// was stopped reaches it. Watch it for a lease.
 			require.NoError(t, kid.cmd.Process.Signal(syscall.SIGCONT))
 			stopped = false
+			waitFor(t, 10*lease, "the continued waiter to queue again", func() bool { return rc.ZCard(ctx, q).Val() == 1 })
+			if px.held.Swap(nil) != nil {
+				close(gate)
+			}
 			var held event
 			select {
 			case e, ok := <-kid.events:
@@ -86,9 +103,6 @@ func TestPausedWaiterNeverHoldsAfterItsLease(t *testing.T) {
 				held = e // too early: the oracle below tells
 			case <-time.After(lease):
 			}
-			waitFor(t, 10*lease, "the continued waiter to queue again", func() bool {
-				return held.Ev != "" || rc.ZCard(ctx, q).Val() == 1
-			})
 			assert.NoError(t, xp.Context().Err())
 			mine.End = endOf(xp.Deadline())
 			xp.Release()

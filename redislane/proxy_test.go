@@ -26,14 +26,15 @@ type faultProxy struct {
 	mu    sync.Mutex
 	conns map[net.Conn]bool
 
-	armed  atomic.Pointer[fault] // for the reply to the next EVALSHA/EVAL
-	black  atomic.Bool           // drop everything, both ways
-	mute   atomic.Bool           // drop pub/sub messages to the client
-	muted  atomic.Int64          // pub/sub messages dropped
-	deaf   atomic.Bool           // drop subscription confirmations to the client
-	subs   atomic.Int64          // SUBSCRIBE commands from the client
-	slow   atomic.Int64          // delay (ns) of each pub/sub message to the client
-	slowed atomic.Int64          // pub/sub messages delayed
+	armed  atomic.Pointer[fault]         // for the reply to the next EVALSHA/EVAL
+	black  atomic.Bool                   // drop everything, both ways
+	mute   atomic.Bool                   // drop pub/sub messages to the client
+	muted  atomic.Int64                  // pub/sub messages dropped
+	deaf   atomic.Bool                   // drop subscription confirmations to the client
+	subs   atomic.Int64                  // SUBSCRIBE commands from the client
+	slow   atomic.Int64                  // delay (ns) of each pub/sub message to the client
+	slowed atomic.Int64                  // pub/sub messages delayed
+	held   atomic.Pointer[chan struct{}] // if set: pub/sub messages wait until it is closed
 }
 
 type fault struct {
@@ -96,6 +97,9 @@ func (p *faultProxy) accept() {
 			if p.mute.Load() && bytes.Contains(b, []byte("message")) {
 				p.muted.Add(1)
 				return false
+			}
+			if h := p.held.Load(); h != nil && bytes.Contains(b, []byte("message")) {
+				<-*h
 			}
 			if d := p.slow.Load(); d > 0 && bytes.Contains(b, []byte("message")) {
 				p.slowed.Add(1)
