@@ -32,12 +32,12 @@ func TestKeyedSerialisesOneKeyNotOthers(t *testing.T) {
 	name := laneName(t)
 	a := newKeyed(t, srv.Addr, name, 1)
 	b := newKeyed(t, srv.Addr, name, 1)
-	ctx := context.Background()
+	ctx := testCtx(t)
 
 	p, err := a.Acquire(ctx, "thread-1")
 	require.NoError(t, err)
-	_, ok := b.TryAcquire("thread-1")
-	assert.False(t, ok, "the same key ran twice at once")
+	x, ok := b.TryAcquire("thread-1")
+	refused(t, x, ok, "the same key ran twice at once")
 	q, ok := b.TryAcquire("thread-2")
 	require.True(t, ok, "another key was held up")
 	q.Release()
@@ -50,7 +50,7 @@ func TestKeyedSerialisesOneKeyNotOthers(t *testing.T) {
 	}()
 	waitFor(t, 5*time.Second, "b to wait for thread-1", func() bool { return b.Stats().Waiters == 1 })
 	p.Release()
-	r := <-got
+	r := within(t, 30*time.Second, "the hand-over", got)
 	assert.Greater(t, r.Fence(), p.Fence())
 	r.Release()
 }
@@ -107,7 +107,7 @@ func TestKeyedIdleKeysExpire(t *testing.T) {
 	name := laneName(t)
 	k := newKeyed(t, srv.Addr, name, 2)
 	rc := newClient(t, srv.Addr)
-	ctx := context.Background()
+	ctx := testCtx(t)
 	p, err := k.AcquireN(ctx, "job-7", 2)
 	require.NoError(t, err)
 	p.Release()
@@ -126,7 +126,7 @@ func TestKeyedIdleKeysExpire(t *testing.T) {
 // bound, permits whose Release runs the Redis release, and stats.
 func TestLaneAdapters(t *testing.T) {
 	srv := startRedis(t)
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s := newSem(t, srv.Addr, laneName(t), 4)
 	g := redislane.AsLane[int](s)
 	assert.Equal(t, lanequeue.Global, g.Kind())
@@ -137,8 +137,8 @@ func TestLaneAdapters(t *testing.T) {
 	rp := redislane.PermitOf(p)
 	require.NotNil(t, rp)
 	assert.Positive(t, rp.Fence())
-	_, ok := g.TryAcquire(7, 2)
-	assert.False(t, ok)
+	x, ok := g.TryAcquire(7, 2)
+	refused(t, x, ok)
 	st := g.Stats()
 	assert.Equal(t, s.Name(), st.Name)
 	assert.Equal(t, lanequeue.Global, st.Kind)
@@ -147,8 +147,8 @@ func TestLaneAdapters(t *testing.T) {
 	assert.True(t, p.Release())
 	assert.ErrorIs(t, context.Cause(rp.Context()), redislane.ErrReleased)
 	assert.Zero(t, g.Stats().Held)
-	_, err = g.Acquire(ctx, 1, 5)
-	assert.ErrorIs(t, err, redislane.ErrTooHeavy)
+	x, err = g.Acquire(ctx, 1, 5)
+	failed(t, x, err, redislane.ErrTooHeavy)
 
 	type session struct {
 		Channel string
@@ -160,8 +160,8 @@ func TestLaneAdapters(t *testing.T) {
 	assert.EqualValues(t, 1, kl.MaxWeight())
 	a, err := kl.Acquire(ctx, session{"slack", 1}, 1)
 	require.NoError(t, err)
-	_, ok = kl.TryAcquire(session{"slack", 1}, 1)
-	assert.False(t, ok)
+	x, ok = kl.TryAcquire(session{"slack", 1}, 1)
+	refused(t, x, ok)
 	b, ok := kl.TryAcquire(session{"slack", 2}, 1)
 	require.True(t, ok)
 	assert.EqualValues(t, 2, kl.Stats().Held)

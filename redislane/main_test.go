@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/sessionlane/lanes/redislane/internal/redisserver"
@@ -44,9 +46,8 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
-	if srv != nil {
-		srv.Stop()
-	}
+	// Also the servers of tests that failed before their clean-up ran.
+	redisserver.StopAll()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
@@ -70,6 +71,58 @@ func startRedis(t testing.TB) *redisserver.Server {
 	}
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// testCtx returns a context that ends after d (30 s if d is 0) or when the
+// test ends, for the calls of a test that must fail, not hang, when the lane
+// never grants or never returns.
+func testCtx(t testing.TB, d ...time.Duration) context.Context {
+	t.Helper()
+	limit := 30 * time.Second
+	if len(d) > 0 {
+		limit = d[0]
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// within waits for ch to be closed or to yield a value, failing the test
+// after d.
+func within[T any](t testing.TB, d time.Duration, what string, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatalf("timed out after %v waiting for %s", d, what)
+	}
+	var zero T
+	return zero
+}
+
+// releaser is a permit of any kind: Redis, lane adapter, local.
+type releaser interface{ Release() bool }
+
+// refused fails the test if a TryAcquire that had to fail granted, and gives
+// the wrongly granted permit back, so that the test goes on to fail rather
+// than hang on units nobody releases.
+func refused[P releaser](t testing.TB, p P, ok bool, msgAndArgs ...any) {
+	t.Helper()
+	if ok {
+		p.Release()
+	}
+	assert.False(t, ok, msgAndArgs...)
+}
+
+// failed fails the test unless an Acquire failed with target, and gives a
+// wrongly granted permit back.
+func failed[P releaser](t testing.TB, p P, err, target error, msgAndArgs ...any) {
+	t.Helper()
+	if err == nil {
+		p.Release()
+	}
+	require.ErrorIs(t, err, target, msgAndArgs...)
 }
 
 // newClient returns a client of addr, closed when the test ends.

@@ -29,18 +29,18 @@ func TestLimitMismatchIsAnError(t *testing.T) {
 	b, err := redislane.NewSemaphore(rc, name, 4, redislane.WithLease(testLease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer b.Close()
-	_, err = b.Acquire(context.Background(), 1)
-	require.ErrorIs(t, err, redislane.ErrLimitMismatch)
-	_, ok := b.TryAcquire(1)
-	assert.False(t, ok)
+	p, err := b.Acquire(testCtx(t), 1)
+	failed(t, p, err, redislane.ErrLimitMismatch)
+	p, ok := b.TryAcquire(1)
+	refused(t, p, ok)
 	assert.Equal(t, "3", rc.HGet(context.Background(), "{lanes:"+name+"}:meta", "limit").Val())
 
 	// A keyed lane may not share the name of a global one either.
 	k, err := redislane.NewKeyed(rc, name, 3, redislane.WithLease(testLease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer k.Close()
-	_, err = k.Acquire(context.Background(), "x")
-	require.ErrorIs(t, err, redislane.ErrLimitMismatch)
+	p, err = k.Acquire(testCtx(t), "x")
+	failed(t, p, err, redislane.ErrLimitMismatch)
 
 	warm(t, a) // the first instance is unaffected
 }
@@ -54,7 +54,7 @@ func TestDoubleReleaseIsANoOp(t *testing.T) {
 	s, err := redislane.NewSemaphore(rc, name, 2, redislane.WithLease(testLease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer s.Close()
-	ctx := context.Background()
+	ctx := testCtx(t)
 
 	p, err := s.Acquire(ctx, 1)
 	require.NoError(t, err)
@@ -94,7 +94,7 @@ func TestReleaseRacingRefreshNeverRecreatesPermit(t *testing.T) {
 		redislane.WithRefreshEvery(2*time.Millisecond), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer s.Close()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	key := "{lanes:" + name + "}:g:h"
 
 	for round := range 10 {
@@ -163,26 +163,26 @@ func TestBadInputFailsAtOnce(t *testing.T) {
 	s, err := redislane.NewSemaphore(rc, "x", 3)
 	require.NoError(t, err)
 	defer s.Close()
-	ctx := context.Background()
-	_, err = s.Acquire(ctx, 0)
-	assert.ErrorIs(t, err, redislane.ErrInvalidWeight)
-	_, err = s.Acquire(ctx, -1)
-	assert.ErrorIs(t, err, redislane.ErrInvalidWeight)
-	_, err = s.Acquire(ctx, 4)
-	assert.ErrorIs(t, err, redislane.ErrTooHeavy)
-	_, ok := s.TryAcquire(4)
-	assert.False(t, ok)
+	ctx := testCtx(t)
+	p, err := s.Acquire(ctx, 0)
+	failed(t, p, err, redislane.ErrInvalidWeight)
+	p, err = s.Acquire(ctx, -1)
+	failed(t, p, err, redislane.ErrInvalidWeight)
+	p, err = s.Acquire(ctx, 4)
+	failed(t, p, err, redislane.ErrTooHeavy)
+	p, ok := s.TryAcquire(4)
+	refused(t, p, ok)
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err = s.Acquire(cancelled, 1)
-	assert.ErrorIs(t, err, context.Canceled)
+	p, err = s.Acquire(cancelled, 1)
+	failed(t, p, err, context.Canceled)
 	assert.EqualValues(t, 4, s.Stats().Rejected)
 
 	k, err := redislane.NewKeyed(rc, "y", 1)
 	require.NoError(t, err)
 	defer k.Close()
-	_, err = k.AcquireN(ctx, "a", 2)
-	assert.ErrorIs(t, err, redislane.ErrTooHeavy)
+	p, err = k.AcquireN(ctx, "a", 2)
+	failed(t, p, err, redislane.ErrTooHeavy)
 }
 
 // A client closed under a lane is a mistake that no retry mends: Acquire
@@ -201,7 +201,10 @@ func TestClosedClientFailsAtOnce(t *testing.T) {
 	// last Redis error), after a wait bounded so as not to hang the package.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err = s.Acquire(ctx, 1)
+	p, err := s.Acquire(ctx, 1)
+	if err == nil {
+		p.Release()
+	}
 	require.ErrorIs(t, err, redis.ErrClosed)
 	require.NotErrorIs(t, err, context.DeadlineExceeded, "Acquire retried until its context ended")
 	assert.Equal(t, uint64(1), s.Stats().Rejected)

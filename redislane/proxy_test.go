@@ -26,12 +26,15 @@ type faultProxy struct {
 	mu    sync.Mutex
 	conns map[net.Conn]bool
 
-	armed atomic.Pointer[fault] // for the reply to the next EVALSHA/EVAL
-	black atomic.Bool           // drop everything, both ways
-	mute  atomic.Bool           // drop pub/sub messages to the client
-	muted atomic.Int64          // pub/sub messages dropped
-	deaf  atomic.Bool           // drop subscription confirmations to the client
-	subs  atomic.Int64          // SUBSCRIBE commands from the client
+	armed  atomic.Pointer[fault]         // for the reply to the next EVALSHA/EVAL
+	black  atomic.Bool                   // drop everything, both ways
+	mute   atomic.Bool                   // drop pub/sub messages to the client
+	muted  atomic.Int64                  // pub/sub messages dropped
+	deaf   atomic.Bool                   // drop subscription confirmations to the client
+	subs   atomic.Int64                  // SUBSCRIBE commands from the client
+	slow   atomic.Int64                  // delay (ns) of each pub/sub message to the client
+	slowed atomic.Int64                  // pub/sub messages delayed
+	held   atomic.Pointer[chan struct{}] // if set: pub/sub messages wait until it is closed
 }
 
 type fault struct {
@@ -95,8 +98,21 @@ func (p *faultProxy) accept() {
 				p.muted.Add(1)
 				return false
 			}
+			if h := p.held.Load(); h != nil && bytes.Contains(b, []byte("message")) {
+				<-*h
+			}
+			if d := p.slow.Load(); d > 0 && bytes.Contains(b, []byte("message")) {
+				p.slowed.Add(1)
+				time.Sleep(time.Duration(d)) // the network is slow on this connection
+			}
 			f := pending.Swap(nil)
 			if f == nil {
+				return true
+			}
+			if bytes.HasPrefix(b, []byte("-NOSCRIPT")) {
+				// Not the script's reply: the client sends the script
+				// itself next, and the fault waits for that reply.
+				pending.Store(f)
 				return true
 			}
 			defer close(f.done)
@@ -194,7 +210,7 @@ func holderState(t *testing.T, rc *redis.Client, name string) (ids []string, fen
 
 func warm(t *testing.T, s *redislane.Semaphore) {
 	t.Helper()
-	p, err := s.Acquire(context.Background(), 1)
+	p, err := s.Acquire(testCtx(t), 1)
 	require.NoError(t, err)
 	p.Release()
 }
@@ -217,10 +233,10 @@ func TestLateReplyNeverYieldsPermit(t *testing.T) {
 
 			done := px.arm(delay, false)
 			evals := cnt.evals.Load()
-			p, err := s.Acquire(context.Background(), 2)
+			p, err := s.Acquire(testCtx(t), 2)
 			require.NoError(t, err)
 			calls := cnt.evals.Load() - evals
-			<-done
+			within(t, 30*time.Second, "the delayed reply", done)
 			defer p.Release()
 
 			// The call gives up at the margin (its deadline), or its reply
@@ -257,7 +273,7 @@ func TestLostReplyNeverGrantsTwice(t *testing.T) {
 	defer cancel()
 	p, err := s.Acquire(ctx, 2)
 	require.NoError(t, err, "the retry waited behind the lost grant")
-	<-done
+	within(t, 30*time.Second, "the reply to be dropped", done)
 	defer p.Release()
 
 	assert.Positive(t, s.Stats().RedisErrors, "the reply was not lost")
@@ -293,7 +309,7 @@ func TestCancelledCallInFlightReleasesLateGrant(t *testing.T) {
 		t.Fatal("Acquire waited for the delayed reply")
 	default:
 	}
-	<-done
+	within(t, 30*time.Second, "the delayed reply", done)
 	waitFor(t, 5*time.Second, "the late grant to be released", func() bool {
 		return direct.ZCard(context.Background(), "{lanes:"+name+"}:g:h").Val() == 0
 	})
@@ -311,7 +327,7 @@ func TestUnreachableRedisExpiresLease(t *testing.T) {
 	s, err := redislane.NewSemaphore(rc, laneName(t), 2, redislane.WithLease(lease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer s.Close()
-	p, err := s.Acquire(context.Background(), 1)
+	p, err := s.Acquire(testCtx(t), 1)
 	require.NoError(t, err)
 	deadline := p.Deadline()
 
@@ -342,7 +358,7 @@ func TestLostWakeUpIsCoveredByPolling(t *testing.T) {
 	warm(t, waiter) // subscribes
 	px.mute.Store(true)
 
-	ctx := context.Background()
+	ctx := testCtx(t)
 	p, err := holder.Acquire(ctx, 1)
 	require.NoError(t, err)
 	got := make(chan *redislane.Permit)
@@ -356,8 +372,10 @@ func TestLostWakeUpIsCoveredByPolling(t *testing.T) {
 		return direct.ZCard(ctx, "{lanes:"+name+"}:g:q").Val() == 1
 	})
 	p.Release() // hands the unit over; the message is dropped
-	q := <-got
-	q.Release()
+	q := within(t, 30*time.Second, "the grant", got)
+	if q != nil {
+		q.Release()
+	}
 	assert.Positive(t, px.muted.Load(), "no message was dropped")
 	st := waiter.Stats()
 	assert.Zero(t, st.Handoffs)

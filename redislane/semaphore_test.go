@@ -22,7 +22,7 @@ func TestAcquireReleaseUncontended(t *testing.T) {
 	s, err := redislane.NewSemaphore(rc, laneName(t), 3, redislane.WithLease(testLease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer s.Close()
-	ctx := context.Background()
+	ctx := testCtx(t)
 
 	// The first use of each script costs an EVALSHA that fails with
 	// NOSCRIPT and an EVAL that loads it; after that, one EVALSHA each.
@@ -55,7 +55,7 @@ func TestAcquireReleaseUncontended(t *testing.T) {
 
 func TestWaiterIsHandedReleasedUnits(t *testing.T) {
 	srv := startRedis(t)
-	ctx := context.Background()
+	ctx := testCtx(t)
 	name := laneName(t)
 	a, err := redislane.NewSemaphore(newClient(t, srv.Addr), name, 2, redislane.WithLease(testLease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
@@ -74,12 +74,13 @@ func TestWaiterIsHandedReleasedUnits(t *testing.T) {
 	}()
 	waitFor(t, 5*time.Second, "b's waiter to queue in Redis", func() bool { return b.Stats().Waiters == 1 })
 	select {
-	case <-got:
+	case q := <-got:
+		q.Release()
 		t.Fatal("granted while the units were held")
 	default:
 	}
 	p.Release()
-	q := <-got
+	q := within(t, 30*time.Second, "the hand-over", got)
 	assert.Greater(t, q.Fence(), p.Fence())
 	q.Release()
 }
@@ -101,14 +102,14 @@ func TestCancelledWaiterLeavesNothingBehind(t *testing.T) {
 	a := newSem(t, srv.Addr, name, 2)
 	b := newSem(t, srv.Addr, name, 2)
 	rc := newClient(t, srv.Addr)
-	ctx := context.Background()
+	ctx := testCtx(t)
 
 	p, err := a.Acquire(ctx, 2)
 	require.NoError(t, err)
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	_, err = b.Acquire(short, 1)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
+	q, err := b.Acquire(short, 1)
+	failed(t, q, err, context.DeadlineExceeded)
 	waitFor(t, 5*time.Second, "the queued id to be removed", func() bool {
 		return rc.ZCard(ctx, "{lanes:"+name+"}:g:q").Val() == 0
 	})
@@ -126,7 +127,7 @@ func TestLocalLineIsFIFOAndSurvivesCancellation(t *testing.T) {
 	srv := startRedis(t)
 	name := laneName(t)
 	s := newSem(t, srv.Addr, name, 1)
-	ctx := context.Background()
+	ctx := testCtx(t)
 	p, err := s.Acquire(ctx, 1)
 	require.NoError(t, err)
 
@@ -169,7 +170,7 @@ func TestHeavyWaiterIsNotOvertaken(t *testing.T) {
 	a := newSem(t, srv.Addr, name, 3)
 	b := newSem(t, srv.Addr, name, 3)
 	c := newSem(t, srv.Addr, name, 3)
-	ctx := context.Background()
+	ctx := testCtx(t)
 	p, err := a.Acquire(ctx, 2)
 	require.NoError(t, err)
 	heavy := make(chan *redislane.Permit)
@@ -182,10 +183,10 @@ func TestHeavyWaiterIsNotOvertaken(t *testing.T) {
 	waitFor(t, 5*time.Second, "the heavy waiter to queue", func() bool {
 		return rc.ZCard(ctx, "{lanes:"+name+"}:g:q").Val() == 1
 	})
-	_, ok := c.TryAcquire(1)
-	assert.False(t, ok, "a light request overtook the heavy waiter")
+	l, ok := c.TryAcquire(1)
+	refused(t, l, ok, "a light request overtook the heavy waiter")
 	p.Release()
-	q := <-heavy
+	q := within(t, 30*time.Second, "the heavy waiter's grant", heavy)
 	assert.EqualValues(t, 3, q.Weight())
 	q.Release()
 }
@@ -197,22 +198,25 @@ func TestCloseWakesWaitersAndEndsPermits(t *testing.T) {
 	name := laneName(t)
 	s, err := redislane.NewSemaphore(newClient(t, srv.Addr), name, 1, redislane.WithLease(testLease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
-	ctx := context.Background()
-	p, err := s.Acquire(ctx, 1)
+	ctx := context.Background() // the waiters' wait never ends by itself: Close must end it
+	p, err := s.Acquire(testCtx(t), 1)
 	require.NoError(t, err)
 	errs := make(chan error, 2)
 	for range 2 {
 		go func() {
-			_, err := s.Acquire(ctx, 1)
+			q, err := s.Acquire(ctx, 1) // ctx never ends: Close must end the wait
+			if err == nil {
+				q.Release()
+			}
 			errs <- err
 		}()
 	}
 	waitFor(t, 5*time.Second, "two waiters", func() bool { return s.Stats().Waiters == 2 })
 	s.Close()
-	assert.ErrorIs(t, <-errs, redislane.ErrClosed)
-	assert.ErrorIs(t, <-errs, redislane.ErrClosed)
-	_, err = s.Acquire(ctx, 1)
-	assert.ErrorIs(t, err, redislane.ErrClosed)
+	assert.ErrorIs(t, within(t, 30*time.Second, "a waiter to end", errs), redislane.ErrClosed)
+	assert.ErrorIs(t, within(t, 30*time.Second, "a waiter to end", errs), redislane.ErrClosed)
+	q, err := s.Acquire(ctx, 1)
+	failed(t, q, err, redislane.ErrClosed)
 	assert.ErrorIs(t, context.Cause(p.Context()), redislane.ErrClosed, "Close did not end the permit")
 	assert.True(t, p.Release())
 	s.Close() // idempotent
@@ -226,7 +230,7 @@ func TestRefreshKeepsPermitPastItsLease(t *testing.T) {
 	name := laneName(t)
 	s := newSem(t, srv.Addr, name, 1, redislane.WithLease(lease))
 	other := newSem(t, srv.Addr, name, 1, redislane.WithLease(lease))
-	p, err := s.Acquire(context.Background(), 1)
+	p, err := s.Acquire(testCtx(t), 1)
 	require.NoError(t, err)
 	first := p.Deadline()
 	select { // real time must pass for leases to run out
@@ -235,8 +239,8 @@ func TestRefreshKeepsPermitPastItsLease(t *testing.T) {
 	case <-time.After(5 * lease):
 	}
 	assert.True(t, p.Deadline().After(first), "the deadline never moved")
-	_, ok := other.TryAcquire(1)
-	assert.False(t, ok, "the permit was reclaimed while refreshed")
+	q, ok := other.TryAcquire(1)
+	refused(t, q, ok, "the permit was reclaimed while refreshed")
 	p.Release()
 }
 
@@ -249,11 +253,11 @@ func TestNewLaneIsQuarantinedForOneLease(t *testing.T) {
 	s, err := redislane.NewSemaphore(rc, name, 1, redislane.WithLease(testLease))
 	require.NoError(t, err)
 	defer s.Close()
-	_, ok := s.TryAcquire(1)
-	assert.False(t, ok, "granted during the quarantine")
+	q, ok := s.TryAcquire(1)
+	refused(t, q, ok, "granted during the quarantine")
 	qu, err := rc.HGet(context.Background(), "{lanes:"+name+"}:meta", "qu").Int64()
 	require.NoError(t, err)
-	p, err := s.Acquire(context.Background(), 1)
+	p, err := s.Acquire(testCtx(t), 1)
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, p.Fence()/1000, qu, "granted before the quarantine ended")
 	p.Release()
@@ -264,7 +268,7 @@ func TestNewLaneIsQuarantinedForOneLease(t *testing.T) {
 func TestDoReleasesAfterFunction(t *testing.T) {
 	srv := startRedis(t)
 	s := newSem(t, srv.Addr, laneName(t), 1)
-	ctx := context.Background()
+	ctx := testCtx(t)
 	ran := false
 	require.NoError(t, s.Do(ctx, 1, func(ctx context.Context) error {
 		ran = true

@@ -1,5 +1,11 @@
 // Package redisserver starts and stops a throwaway redis-server on a free
 // loopback port, with persistence off, for the tests and for fleetsim.
+//
+// A server never outlives the process that started it by much: it runs in
+// a process group of its own, which Kill, Stop and StopAll kill as a whole,
+// and on Linux it also gets SIGKILL when the starting process dies, so that
+// a test binary that panics or times out (and so runs no clean-up) leaves no
+// redis-server behind.
 package redisserver
 
 import (
@@ -11,8 +17,30 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
+
+// running holds the servers started and not yet killed, for StopAll.
+var running struct {
+	sync.Mutex
+	m map[*Server]bool
+}
+
+// StopAll stops every server of this process that is still running. A
+// TestMain calls it after the tests, so that a test that failed before its
+// clean-up leaves no server behind.
+func StopAll() {
+	running.Lock()
+	ss := make([]*Server, 0, len(running.m))
+	for s := range running.m {
+		ss = append(ss, s)
+	}
+	running.Unlock()
+	for _, s := range ss {
+		s.Stop()
+	}
+}
 
 // ErrNotInstalled is returned by Start when no redis-server binary is found.
 var ErrNotInstalled = errors.New("redisserver: redis-server not found in PATH (on Debian: apt-get install redis-server)")
@@ -75,16 +103,38 @@ func (s *Server) start() error {
 	)
 	cmd.Stdout = nil
 	cmd.Stderr = nil
-	if err := cmd.Start(); err != nil {
+	cmd.SysProcAttr = procAttr()
+	s.exit = make(chan struct{})
+	started := make(chan error, 1)
+	go func() {
+		// The thread that starts the server stays locked until it exits: on
+		// Linux the server's parent-death signal fires when that thread
+		// ends, which must not happen while the server runs. The thread is
+		// dropped after the server exited (no UnlockOSThread).
+		lockThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+		close(s.exit)
+	}()
+	if err := <-started; err != nil {
 		return fmt.Errorf("redisserver: start %s: %w", s.bin, err)
 	}
 	s.cmd = cmd
-	s.exit = make(chan struct{})
-	go func() { _ = cmd.Wait(); close(s.exit) }()
+	running.Lock()
+	if running.m == nil {
+		running.m = make(map[*Server]bool)
+	}
+	running.m[s] = true
+	running.Unlock()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
 		case <-s.exit:
+			s.Kill() // only forgets it: it is gone
 			return fmt.Errorf("redisserver: redis-server exited at start (port %d taken?)", s.Port)
 		default:
 		}
@@ -117,14 +167,22 @@ func ping(addr string) error {
 	return nil
 }
 
-// Kill stops the server with SIGKILL, losing its state, and waits for it.
+// Kill stops the server with SIGKILL (its whole process group), losing its
+// state, and waits for it. A Server is used by one goroutine at a time.
 func (s *Server) Kill() {
 	if s.cmd == nil {
 		return
 	}
-	_ = s.cmd.Process.Kill()
-	<-s.exit
+	select {
+	case <-s.exit: // reaped: its pid may belong to another process by now
+	default:
+		killGroup(s.cmd.Process)
+		<-s.exit
+	}
 	s.cmd = nil
+	running.Lock()
+	delete(running.m, s)
+	running.Unlock()
 }
 
 // Restart kills the server and starts a new, empty one on the same port.
