@@ -118,3 +118,32 @@ func (r *results) spread(name, unit string) float64 {
 	}
 	return worst / m
 }
+
+// modes describes how the samples of name spread: one mode ("unimodal,
+// min–max") or two, split at the widest gap between consecutive sorted
+// samples when that gap is more than 1.5x ("bimodal: k of n near a, the
+// rest near b", a and b each mode's median).
+func (r *results) modes(name, unit string) string {
+	s := append([]float64(nil), r.samples[name][unit]...)
+	if len(s) == 0 {
+		return "none"
+	}
+	sort.Float64s(s)
+	split, gap := 0, 1.5
+	for i := 1; i < len(s); i++ {
+		if s[i-1] > 0 && s[i]/s[i-1] > gap {
+			split, gap = i, s[i]/s[i-1]
+		}
+	}
+	if split == 0 {
+		return fmt.Sprintf("unimodal, %s–%s", fmtNs(s[0]), fmtNs(s[len(s)-1]))
+	}
+	mid := func(c []float64) float64 {
+		n := len(c)
+		if n%2 == 1 {
+			return c[n/2]
+		}
+		return (c[n/2-1] + c[n/2]) / 2
+	}
+	return fmt.Sprintf("bimodal, %d of %d near %s, the rest near %s", split, len(s), fmtNs(mid(s[:split])), fmtNs(mid(s[split:])))
+}

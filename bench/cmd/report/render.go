@@ -57,7 +57,9 @@ func render(in info, r *results, vs []verdict, benchstat string, charts []string
 	p("`TestKeyedPeersExclude` checks that every keyed peer really lets one caller per key in, so a fast but wrong peer cannot win.\n\n")
 
 	p("## Targets\n\n")
-	p("Every target of issues 2 (`semaphore`), 3 (`keyedsem`) and 4 (`lanequeue`), evaluated on the medians of this run\n")
+	p("Every target of issues 2 (`semaphore`), 3 (`keyedsem`) and 4 (`lanequeue`), with issue 13's yardsticks in place of\n")
+	p("the ones judged unreachable there (contended rows against the channel, a new key against locker with a factor, the\n")
+	p("gateway reported here and judged at scale by `cmd/lanesim`), evaluated on the medians of this run\n")
 	p("by `bench/cmd/report/targets.go`. A ratio is lanes' time divided by the peer's: below 1, lanes is faster.\n\n")
 	p("%s\n", targetsTable(vs))
 

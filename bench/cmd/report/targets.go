@@ -16,7 +16,8 @@ func (s status) String() string {
 	return [...]string{"met", "**not met**", "not measured", "reported"}[s]
 }
 
-// target is one claim of issues 2-4, evaluated against a run.
+// target is one claim of an issue (2-4, and 13, whose yardsticks replace
+// the ones of 2-4 that were judged unreachable), evaluated against a run.
 type target struct {
 	issue int
 	what  string
@@ -134,27 +135,8 @@ func targets() []target {
 					}
 					return ratio(x) + " x/sync", verdictOf(x <= 1.0)
 				}},
-			target{2, "capacity 8, 32 goroutines: ≤ 0.3× x/sync, no allocation per wait" + label,
-				func(r *results) (string, status) {
-					g := &getter{r: r}
-					x := g.ns(sem("cap8-g32", "lanes")) / g.ns(sem("cap8-g32", "xsync"))
-					a := g.allocs(sem("cap8-g32", "lanes"))
-					if m, s, ok := g.missing(); ok {
-						return m, s
-					}
-					return fmt.Sprintf("%s x/sync, %.0f allocs/op", ratio(x), a), verdictOf(x <= 0.3, zeroAllocs(a))
-				}},
-			target{2, "capacity 1, 32 goroutines: ≤ 0.5× x/sync and ≤ 1.5× the channel" + label,
-				func(r *results) (string, status) {
-					g := &getter{r: r}
-					l := g.ns(sem("cap1-g32", "lanes"))
-					x := l / g.ns(sem("cap1-g32", "xsync"))
-					c := l / g.ns(sem("cap1-g32", "chan"))
-					if m, s, ok := g.missing(); ok {
-						return m, s
-					}
-					return fmt.Sprintf("%s x/sync, %s chan", ratio(x), ratio(c)), verdictOf(x <= 0.5, c <= 1.5)
-				}},
+			contended(ctx, label, "cap8-g32", "capacity 8"),
+			contended(ctx, label, "cap1-g32", "capacity 1"),
 			target{2, "weighted 8,1,1,1 at capacity 10, 32 goroutines: ≤ 0.6× x/sync" + label,
 				func(r *results) (string, status) {
 					g := &getter{r: r}
@@ -201,50 +183,23 @@ func targets() []target {
 				return fmt.Sprintf("%s semmap (%s locker, which is not FIFO)", ratio(x), ratio(y)), verdictOf(x <= 0.7)
 			}},
 	)
-	for _, impl := range []string{"lanes-idle0", "lanes-default"} {
-		ts = append(ts, target{3, "a new key every operation (" + impl + "): no slower than moby/locker net of building the key, ≤ 1 allocation beyond the key",
-			func(r *results) (string, status) {
-				g := &getter{r: r}
-				base := g.ns(keyedName("newkey", "baseline-keybuild"))
-				baseA := g.allocs(keyedName("newkey", "baseline-keybuild"))
-				l := g.ns(keyedName("newkey", impl)) - base
-				k := g.ns(keyedName("newkey", "locker")) - base
-				a := g.allocs(keyedName("newkey", impl)) - baseA
-				if m, s, ok := g.missing(); ok {
-					return m, s
-				}
-				return fmt.Sprintf("net %s vs locker's %s (%s), %.0f allocs beyond the key", fmtNs(l), fmtNs(k), ratio(l/k), a),
-					verdictOf(l <= k, a <= 1)
-			}})
-	}
-	for _, impl := range []string{"lanes-idle0", "lanes-default"} {
-		ts = append(ts, target{3, "a new key every operation, 32 goroutines (" + impl + "): no slower than moby/locker net of building the key, ≤ 1 allocation beyond the key",
-			func(r *results) (string, status) {
-				g := &getter{r: r}
-				base := g.ns(keyedName("newkey-g32", "baseline-keybuild"))
-				baseA := g.allocs(keyedName("newkey-g32", "baseline-keybuild"))
-				l := g.ns(keyedName("newkey-g32", impl)) - base
-				k := g.ns(keyedName("newkey-g32", "locker")) - base
-				a := g.allocs(keyedName("newkey-g32", impl)) - baseA
-				if m, s, ok := g.missing(); ok {
-					return m, s
-				}
-				return fmt.Sprintf("net %s vs locker's %s (%s), %.0f allocs beyond the key", fmtNs(l), fmtNs(k), ratio(l/k), a),
-					verdictOf(l <= k, a <= 1)
-			}})
-	}
 	ts = append(ts,
-		target{3, "a new struct key every operation (lanes-idle0-struct): no key to build, ≤ 1 allocation, no slower than moby/locker net",
+		newKey("newkey", "lanes-idle0", "idle timeout 0", 1.2),
+		newKey("newkey", "lanes-default", "default idle timeout", 2.0),
+		newKey("newkey-g32", "lanes-idle0", "idle timeout 0, 32 goroutines", 1.2),
+		newKey("newkey-g32", "lanes-default", "default idle timeout, 32 goroutines", 2.0),
+		target{13, "a new struct key every operation (lanes-idle0-struct, no key to build), beside the string row: reported",
 			func(r *results) (string, status) {
 				g := &getter{r: r}
 				base := g.ns(keyedName("newkey", "baseline-keybuild"))
 				l := g.ns(keyedName("newkey", "lanes-idle0-struct"))
+				str := g.ns(keyedName("newkey", "lanes-idle0")) - base
 				k := g.ns(keyedName("newkey", "locker")) - base
 				a := g.allocs(keyedName("newkey", "lanes-idle0-struct"))
 				if m, s, ok := g.missing(); ok {
 					return m, s
 				}
-				return fmt.Sprintf("%s vs locker's net %s (%s), %.0f allocs/op", fmtNs(l), fmtNs(k), ratio(l/k), a), verdictOf(l <= k, a <= 1)
+				return fmt.Sprintf("%s (%s locker net; the string row net %s), %.0f allocs/op", fmtNs(l), ratio(l/k), fmtNs(str), a), reported
 			}},
 		target{3, "retained heap per idle key after 100k keys, idle timeout 0: 0 B",
 			func(r *results) (string, status) {
@@ -276,7 +231,7 @@ func targets() []target {
 				}
 				return fmt.Sprintf("%.1f B per peak key vs locker %.1f, refmap %.1f", b, l, f), verdictOf(b < l, b < f)
 			}},
-		target{4, "AcquireAll+Release of session + global, prepared set: ≤ 2.5× one keyed plus one global Acquire+Release, 0 allocs/op",
+		target{13, "AcquireAll+Release of session + global, prepared set: ≤ 2.5× one keyed plus one global Acquire+Release, 0 allocs/op",
 			func(r *results) (string, status) {
 				g := &getter{r: r}
 				x := g.ns(acquireAllName("seq", "queue")) / (g.ns(acquireAllName("seq", "keyed")) + g.ns(acquireAllName("seq", "global")))
@@ -305,8 +260,8 @@ func targets() []target {
 	for _, cs := range []string{"sleep50us", "yield50us"} {
 		for _, impl := range []string{"lanes-queue", "lanes"} {
 			how := map[string]string{"lanes-queue": "session + global lanes (AcquireAll)", "lanes": "one keyedsem lane"}[impl]
-			what := fmt.Sprintf("gateway, 256 goroutines, 64 keys, `%s` critical sections, through %s: ≥ 58× the global capacity-1 lane at equal critical-section length (ideal 64×)", cs, how)
-			ts = append(ts, target{4, what, func(r *results) (string, status) {
+			what := fmt.Sprintf("gateway, 256 goroutines, 64 keys, `%s` critical sections, through %s: speed-up over the global capacity-1 lane at equal critical-section length (ideal 64×), reported (judged at scale by `cmd/lanesim`)", cs, how)
+			ts = append(ts, target{13, what, func(r *results) (string, status) {
 				g := &getter{r: r}
 				x := g.v(gatewayName(cs, impl), "parallel") / g.v(gatewayName(cs, "global"), "parallel")
 				raw := g.ns(gatewayName(cs, "global")) / g.ns(gatewayName(cs, impl))
@@ -316,9 +271,55 @@ func targets() []target {
 					return m, s
 				}
 				return fmt.Sprintf("%.1f× (raw throughput %.1f×; a critical section lasted %.0f µs under the global lane, %.0f µs here)", x, raw, csG, csL),
-					verdictOf(x >= 58)
+					reported
 			}})
 		}
 	}
 	return ts
+}
+
+// contended is issue 13's yardstick for a semaphore row under contention
+// (32 goroutines). Strict FIFO hands each freed permit to a parked waiter
+// once a queue forms, so the runtime's own hand-off (the buffered channel
+// in the same run) is the floor: lanes must be no slower than the channel
+// and at most half x/sync's time. The row's samples are often bimodal (fast
+// while nobody queues, one wake-up per operation once a queue forms), so
+// the verdict names both modes.
+func contended(ctx, label, scenario, what string) target {
+	sem := func(impl string) string { return semName(ctx, scenario, impl) }
+	return target{13, what + ", 32 goroutines: ≤ 1.0× the buffered channel and ≤ 0.5× x/sync, no allocation per wait" + label,
+		func(r *results) (string, status) {
+			g := &getter{r: r}
+			l := g.ns(sem("lanes"))
+			c := l / g.ns(sem("chan"))
+			x := l / g.ns(sem("xsync"))
+			a := g.allocs(sem("lanes"))
+			if m, s, ok := g.missing(); ok {
+				return m, s
+			}
+			return fmt.Sprintf("%s chan, %s x/sync, %.0f allocs/op; lanes' samples: %s", ratio(c), ratio(x), a, r.modes(sem("lanes"), "ns/op")),
+				verdictOf(c <= 1.0, x <= 0.5, zeroAllocs(a))
+		}}
+}
+
+// newKey is issue 13's yardstick for a new key on every call, net of
+// building the key. With idle timeout 0 an entry is made and dropped each
+// time, which needs at least one insert and one delete in the map (xsync's
+// pair alone costs about 0.95x locker's whole call), hence 1.2x; the
+// default idle timeout keeps entries and evicts over the soft cap, hence 2x.
+func newKey(scenario, impl, what string, limit float64) target {
+	return target{13, fmt.Sprintf("a new key every operation (%s, %s): ≤ %.1f× moby/locker net of building the key, ≤ 1 allocation beyond the key", impl, what, limit),
+		func(r *results) (string, status) {
+			g := &getter{r: r}
+			base := g.ns(keyedName(scenario, "baseline-keybuild"))
+			baseA := g.allocs(keyedName(scenario, "baseline-keybuild"))
+			l := g.ns(keyedName(scenario, impl)) - base
+			k := g.ns(keyedName(scenario, "locker")) - base
+			a := g.allocs(keyedName(scenario, impl)) - baseA
+			if m, s, ok := g.missing(); ok {
+				return m, s
+			}
+			return fmt.Sprintf("net %s vs locker's %s (%s), %.0f allocs beyond the key", fmtNs(l), fmtNs(k), ratio(l/k), a),
+				verdictOf(l <= limit*k, a <= 1)
+		}}
 }
