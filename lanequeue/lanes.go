@@ -37,7 +37,7 @@ type globalLane[K comparable] struct {
 	s *semaphore.Weighted
 	// capacity is the semaphore's fixed capacity when the lane made it
 	// (AddLane: nobody else can change it), or -1 for a semaphore from
-	// outside, whose capacity is read from its Stats each time (it may be
+	// outside, whose capacity is read from it each time (it may be
 	// changed by SetCapacity). Queue.GlobalSemaphore, which hands the
 	// semaphore out, sets it to -1 for good.
 	capacity atomic.Int64
@@ -49,7 +49,7 @@ func (l *globalLane[K]) MaxWeight() int64 {
 	if c := l.capacity.Load(); c >= 0 {
 		return c
 	}
-	return l.s.Stats().Capacity
+	return l.s.Capacity() // one atomic load: Stats would lock the semaphore on every AcquireAll
 }
 
 func (l *globalLane[K]) Acquire(ctx context.Context, _ K, n int64) (semaphore.Permit, error) {

@@ -352,7 +352,7 @@ func (q *Queue[K]) Lane(name string) (Lane[K], bool) {
 //
 // The queue honours a new capacity at once: from the first call of
 // GlobalSemaphore on, the lane reads its capacity from the semaphore on
-// every AcquireAll that names it (one Stats call), instead of the capacity
+// every AcquireAll that names it (one atomic load), instead of the capacity
 // it was made with, so a weight above the new capacity fails at once with
 // [ErrTooHeavy] and one within it waits as usual. A call that resolved its
 // lanes while the capacity changed may see the old capacity or the new;
