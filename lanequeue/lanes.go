@@ -142,8 +142,9 @@ func (l *sessionLane[K]) Close() { l.s.Close() }
 // as of now, which gives back fewer when later reservations were made
 // after this one (golang/go#56924): waiters cancelled out of the order
 // they reserved in leave the lane short (with 4 or 16 goroutines
-// cancelling waits on a lane of 20000 tokens a second, by hundreds of
-// tokens in 100ms; BenchmarkRateCancelOverGrant). Tokens already due (a
+// cancelling waits on a lane of 20000 tokens a second, by a hundred to
+// ten thousand tokens in 100ms, as much as the lane grants in half a
+// second; BenchmarkRateCancelOverGrant). Tokens already due (a
 // call naming several rate lanes waits for the slowest, so the others'
 // tokens are often due at once) come back only if no call through the
 // lane (a grant, a reservation, a cancellation, for any caller) has used
@@ -160,8 +161,8 @@ func (l *sessionLane[K]) Close() { l.s.Close() }
 // back with the same effect, in ReserveN, AllowN and CancelAt alike: with
 // two goroutines draining a bare limiter of 20000 tokens a second, and 16
 // more cancelling reservations on it, it granted thousands of tokens over
-// its allowance in 100ms on a loaded machine (BenchmarkRateCancelOverGrant;
-// the lane: none). The lane orders only its own calls: code that uses lim
+// its allowance in 100ms on a loaded machine, up to hundreds of thousands
+// (BenchmarkRateCancelOverGrant; the lane: none). The lane orders only its own calls: code that uses lim
 // directly can still move its clock back, and a failed call may then give
 // back tokens due before such a use (up to its weight more than the bucket
 // allows). Prefer [Queue.AddRateLane], whose limiter the lane alone uses.
