@@ -46,6 +46,19 @@ func awaitClosed(t *testing.T, c <-chan struct{}, what string) {
 	}
 }
 
+// recv returns the result on c, failing the test if none comes within
+// hangGuard.
+func recv(t *testing.T, c <-chan result, what string) result {
+	t.Helper()
+	select {
+	case r := <-c:
+		return r
+	case <-time.After(hangGuard):
+		t.Fatalf("%s: no result within %v", what, hangGuard)
+		return result{}
+	}
+}
+
 // Regression (issue 11, defect 1): a waiter whose context was cancelled
 // strictly before the release that granted it must fail with the
 // context's error, and hand the permit on to the next waiter, as a waiter
@@ -65,13 +78,13 @@ func TestCancelBeforeGrantWinsRace(t *testing.T) {
 		cancel()                     // strictly before the release
 		require.True(t, p.Release()) // grants the first waiter, whose select is not run yet
 		close(ctx.proceed)
-		r := <-first
+		r := recv(t, first, "the first waiter")
 		if r.err == nil {
 			r.p.Release()
 		}
 		require.ErrorIs(t, r.err, context.Canceled, "round %d: the acquire succeeded after its context was cancelled", i)
 		require.False(t, r.p.Valid())
-		r2 := <-second
+		r2 := recv(t, second, "the second waiter")
 		require.NoError(t, r2.err, "round %d: the permit was not handed on", i)
 		require.True(t, r2.p.Release())
 	}
@@ -100,7 +113,12 @@ func TestDoCancelBeforeGrantRace(t *testing.T) {
 		cancel()
 		require.True(t, p.Release())
 		close(ctx.proceed)
-		require.ErrorIs(t, <-res, context.Canceled, "round %d", i)
+		select {
+		case err := <-res:
+			require.ErrorIs(t, err, context.Canceled, "round %d", i)
+		case <-time.After(hangGuard):
+			t.Fatalf("round %d: Do did not return within %v", i, hangGuard)
+		}
 		require.False(t, ran, "round %d: fn ran although its context ended before the permit came free", i)
 	}
 	require.Equal(t, int64(0), s.Stats().Held)
@@ -119,7 +137,7 @@ func TestClosedWaiterWithEndedContextReturnsErrClosedRace(t *testing.T) {
 		s.Close()
 		cancel()
 		close(ctx.proceed)
-		r := <-w
+		r := recv(t, w, "the waiter failed by Close")
 		require.ErrorIs(t, r.err, keyedsem.ErrClosed, "round %d", i)
 		p.Release()
 	}
@@ -142,7 +160,7 @@ func TestNewKeyCancelledBeforePassEndsRace(t *testing.T) {
 		require.True(t, a.Release()) // room could be made now...
 		unlock()                     // ...and the pass is over: both are ready
 		close(ctx.proceed)
-		r := <-res
+		r := recv(t, res, "the new key")
 		if r.err == nil {
 			r.p.Release()
 		}

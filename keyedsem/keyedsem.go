@@ -441,9 +441,10 @@ func (s *KeyedSemaphore[K]) TryAcquire(key K) (Permit, bool) {
 // returns false for n <= 0, n above the per-key capacity, after Close, for
 // a key not equal to itself (see [ErrNaNKey]), and for a new key that
 // WithHardMaxKeys refuses. It never waits for a running Sweep, but a new
-// key over the hard cap may itself run an eviction pass, whose time grows
-// with the number of keys. On true the caller owns the
-// permit, as with AcquireN.
+// key may itself run an eviction pass (over the cap, soft or hard, or when
+// idle entries are due to expire; see [WithIdleTimeout]), whose time grows
+// with the number of keys. On true the caller owns the permit, as with
+// AcquireN.
 func (s *KeyedSemaphore[K]) TryAcquireN(key K, n int64) (Permit, bool) {
 	if n <= 0 || n > s.capacity || s.closed.Load() || (s.nanKeys && key != key) {
 		return Permit{}, false

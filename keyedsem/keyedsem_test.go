@@ -25,7 +25,11 @@ var bg = context.Background()
 
 // waitForWaiters spins until s has exactly n waiters.
 func waitForWaiters[K comparable](s *keyedsem.KeyedSemaphore[K], n int) {
+	deadline := time.Now().Add(hangGuard)
 	for s.Stats().Waiters != n {
+		if time.Now().After(deadline) {
+			panic(fmt.Sprintf("waited %v for %d waiters; there are %d", hangGuard, n, s.Stats().Waiters))
+		}
 		runtime.Gosched()
 	}
 }

@@ -37,7 +37,7 @@ type globalLane[K comparable] struct {
 	s *semaphore.Weighted
 	// capacity is the semaphore's fixed capacity when the lane made it
 	// (AddLane: nobody else can change it), or -1 for a semaphore from
-	// outside, whose capacity is read from its Stats each time (it may be
+	// outside, whose capacity is read from it each time (it may be
 	// changed by SetCapacity). Queue.GlobalSemaphore, which hands the
 	// semaphore out, sets it to -1 for good.
 	capacity atomic.Int64
@@ -49,7 +49,7 @@ func (l *globalLane[K]) MaxWeight() int64 {
 	if c := l.capacity.Load(); c >= 0 {
 		return c
 	}
-	return l.s.Stats().Capacity
+	return l.s.Capacity() // one atomic load: Stats would lock the semaphore on every AcquireAll
 }
 
 func (l *globalLane[K]) Acquire(ctx context.Context, _ K, n int64) (semaphore.Permit, error) {
@@ -142,8 +142,9 @@ func (l *sessionLane[K]) Close() { l.s.Close() }
 // as of now, which gives back fewer when later reservations were made
 // after this one (golang/go#56924): waiters cancelled out of the order
 // they reserved in leave the lane short (with 4 or 16 goroutines
-// cancelling waits on a lane of 20000 tokens a second, by hundreds of
-// tokens in 100ms; BenchmarkRateCancelOverGrant). Tokens already due (a
+// cancelling waits on a lane of 20000 tokens a second, by a hundred to
+// ten thousand tokens in 100ms, as much as the lane grants in half a
+// second; BenchmarkRateCancelOverGrant). Tokens already due (a
 // call naming several rate lanes waits for the slowest, so the others'
 // tokens are often due at once) come back only if no call through the
 // lane (a grant, a reservation, a cancellation, for any caller) has used
@@ -160,8 +161,8 @@ func (l *sessionLane[K]) Close() { l.s.Close() }
 // back with the same effect, in ReserveN, AllowN and CancelAt alike: with
 // two goroutines draining a bare limiter of 20000 tokens a second, and 16
 // more cancelling reservations on it, it granted thousands of tokens over
-// its allowance in 100ms on a loaded machine (BenchmarkRateCancelOverGrant;
-// the lane: none). The lane orders only its own calls: code that uses lim
+// its allowance in 100ms on a loaded machine, up to hundreds of thousands
+// (BenchmarkRateCancelOverGrant; the lane: none). The lane orders only its own calls: code that uses lim
 // directly can still move its clock back, and a failed call may then give
 // back tokens due before such a use (up to its weight more than the bucket
 // allows). Prefer [Queue.AddRateLane], whose limiter the lane alone uses.

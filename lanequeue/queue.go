@@ -354,8 +354,9 @@ func (q *Queue[K]) Lane(name string) (Lane[K], bool) {
 //
 // The queue honours a new capacity at once: from the first call of
 // GlobalSemaphore on, the lane reads its capacity from the semaphore on
-// every AcquireAll whose set holds it (one Stats call), instead of the
-// capacity it was made with (also for the sets prepared before), so a weight above the new capacity fails at once with
+// every AcquireAll whose set holds it (one atomic load), instead of the
+// capacity it was made with (also for the sets prepared before), so a
+// weight above the new capacity fails at once with
 // [ErrTooHeavy] and one within it waits as usual. A call that resolved its
 // lanes while the capacity changed may see the old capacity or the new;
 // a weight the semaphore no longer fits is then refused by the semaphore
@@ -392,10 +393,12 @@ func (q *Queue[K]) unfix(e *laneEntry[K], l *globalLane[K]) {
 // KeyedSemaphore returns the [keyedsem.KeyedSemaphore] behind the keyed
 // lane registered as name: the one [Queue.AddSessionLane] made (or
 // [Default] for [SessionLane]), or the one given to [NewSessionLane].
-// Through it a caller can Sweep the lane's idle keys (for example from a
-// ticker, every idle timeout), read its own [keyedsem.Stats] or Len, or
-// acquire it directly, beside the queue (such permits are not listed by
-// [Queue.Holders]). The per-key capacity is set when the keyed semaphore
+// Through it a caller can Sweep the lane's idle keys at once (not needed
+// for the idle timeout to hold: normal use of the lane expires them, and
+// [keyedsem.WithJanitor], passed to AddSessionLane or Default, does while
+// the lane is unused; see [keyedsem.WithIdleTimeout]), read its own
+// [keyedsem.Stats] or Len, or acquire it directly, beside the queue (such
+// permits are not listed by [Queue.Holders]). The per-key capacity is set when the keyed semaphore
 // is made and never changes.
 //
 // It returns an error wrapping [ErrUnknownLane] if the queue has no lane

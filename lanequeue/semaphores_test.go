@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	"golang.org/x/time/rate"
 
 	"github.com/sessionlane/lanes/internal/clock"
@@ -128,4 +129,38 @@ func TestSemaphoreAccessorErrors(t *testing.T) {
 			t.Errorf("KeyedSemaphore(%q) = %p, %v; want nil, ErrNoSemaphore", name, s, err)
 		}
 	}
+}
+
+// The session lane's idle keys expire by normal use of the queue, with no
+// Sweep (issue 11, defect 5); with keyedsem.WithJanitor, passed through
+// Default, also while the queue is unused; and Queue.Close stops the
+// janitor (a lane's Close closes its keyed semaphore).
+func TestSessionLaneKeysExpireWithoutSweep(t *testing.T) {
+	leaks := goleak.IgnoreCurrent()
+	fake := clock.NewFake(time.Unix(1e9, 0))
+	q := lanequeue.Default[string](keyedsem.WithIdleTimeout(time.Minute), keyedsem.WithClock(fake),
+		keyedsem.WithJanitor(time.Millisecond))
+	lanes, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
+	must(t, err)
+	use := func(key string) {
+		t.Helper()
+		tk, err := q.AcquireAll(context.Background(), key, lanes)
+		must(t, err)
+		tk.Release()
+	}
+	for _, key := range []string{"a", "b", "c"} {
+		use(key)
+	}
+	fake.Advance(time.Minute)
+	use("d") // a new key, after a, b and c have been idle for the timeout
+	if st := laneStats(t, q, lanequeue.SessionLane); st.Keys != 1 {
+		t.Fatalf("session lane has %d keys after the timeout; want 1 (d)", st.Keys)
+	}
+	// Unused: only the janitor can expire d.
+	fake.Advance(time.Minute)
+	waitFor(t, "the janitor to expire the idle key", func() bool {
+		return laneStats(t, q, lanequeue.SessionLane).Keys == 0
+	})
+	q.Close()
+	goleak.VerifyNone(t, leaks)
 }

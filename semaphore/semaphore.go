@@ -715,6 +715,12 @@ func (s *Weighted) Close() {
 	waitq.WakeAll(failed)
 }
 
+// Capacity returns the current capacity, as Stats().Capacity does, with
+// one atomic load: no lock, so it is cheap enough for a hot path (a lane
+// of package lanequeue reads it on every AcquireAll once its semaphore
+// may be resized).
+func (s *Weighted) Capacity() int64 { return s.capacity.Load() }
+
 // Stats is a snapshot of a semaphore.
 type Stats struct {
 	Capacity      int64 // current capacity

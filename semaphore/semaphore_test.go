@@ -1180,3 +1180,15 @@ func TestStressSetCapacityRacingAcquireRelease(t *testing.T) {
 	require.Equal(t, grants.Load(), st.Acquired)
 	require.Zero(t, st.Rejected)
 }
+
+// Capacity reads the capacity without the lock: it follows SetCapacity,
+// and answers while another goroutine's Stats or SetCapacity run.
+func TestCapacityFollowsSetCapacity(t *testing.T) {
+	s := semaphore.New(3)
+	require.Equal(t, int64(3), s.Capacity())
+	s.SetCapacity(7)
+	require.Equal(t, int64(7), s.Capacity())
+	require.Equal(t, s.Stats().Capacity, s.Capacity())
+	s.SetCapacity(0)
+	require.Zero(t, s.Capacity())
+}
