@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -56,14 +57,32 @@ func waitGone(t *testing.T, pid int, what string) {
 	}
 }
 
-// serverPid returns the pid of the process that listens on s's port.
-func serverPid(t *testing.T, s *redisserver.Server) int {
+// serverPid returns the pid of the server on port, from INFO server.
+func serverPid(t *testing.T, port int) int {
 	t.Helper()
-	out, err := exec.Command("redis-cli", "-p", strconv.Itoa(s.Port), "info", "server").Output()
+	c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 5*time.Second)
 	if err != nil {
-		t.Skipf("no redis-cli: %v", err)
+		t.Fatal(err)
 	}
-	for _, l := range strings.Split(string(out), "\n") {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("INFO server\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	head, err := r.ReadString('\n') // $<length>
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(head, "$")))
+	if err != nil {
+		t.Fatalf("INFO answered %q", head)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(body), "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "process_id:"); ok {
 			pid, err := strconv.Atoi(v)
 			if err != nil {
@@ -72,14 +91,14 @@ func serverPid(t *testing.T, s *redisserver.Server) int {
 			return pid
 		}
 	}
-	t.Fatalf("no process_id in INFO: %q", out)
+	t.Fatalf("no process_id in INFO: %q", body)
 	return 0
 }
 
 // The server runs in a process group of its own, and Kill kills it.
 func TestKillEndsTheServer(t *testing.T) {
 	s := start(t)
-	pid := serverPid(t, s)
+	pid := serverPid(t, s.Port)
 	pgid, err := syscall.Getpgid(pid)
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +111,7 @@ func TestKillEndsTheServer(t *testing.T) {
 	if err := s.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	pid = serverPid(t, s)
+	pid = serverPid(t, s.Port)
 	redisserver.StopAll()
 	waitGone(t, pid, "after StopAll")
 }
@@ -141,7 +160,7 @@ func TestServerDiesWithItsProcess(t *testing.T) {
 	if port == 0 {
 		t.Fatal("the child reported no server")
 	}
-	pid := serverPid(t, &redisserver.Server{Port: port})
+	pid := serverPid(t, port)
 	_ = in.Close()
 	for sc.Scan() {
 	}
