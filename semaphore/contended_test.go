@@ -15,7 +15,7 @@ import (
 
 func TestAcquireContendedTakesFreePermits(t *testing.T) {
 	s := New(3)
-	p, ok := s.acquireContended(2)
+	p, ok := s.acquireContended(context.Background(), 2)
 	if !ok {
 		t.Fatal("2 of 3 free permits were not taken")
 	}
@@ -36,7 +36,7 @@ func TestAcquireContendedRefusesWhatIsNotFree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := s.acquireContended(1); ok {
+	if _, ok := s.acquireContended(context.Background(), 1); ok {
 		t.Fatal("took a permit that was held")
 	}
 	held.Release()
@@ -65,7 +65,7 @@ func TestAcquireContendedNeverOvertakesAWaiter(t *testing.T) {
 		}
 		runtime.Gosched()
 	}
-	if p, ok := s.acquireContended(1); ok {
+	if p, ok := s.acquireContended(context.Background(), 1); ok {
 		p.Release()
 		t.Fatal("took the free permit past a queued waiter")
 	}
@@ -88,7 +88,7 @@ func TestAcquireContendedNeedsAnInlineToken(t *testing.T) {
 		}
 		out = append(out, p)
 	}
-	if _, ok := s.acquireContended(1); ok {
+	if _, ok := s.acquireContended(context.Background(), 1); ok {
 		t.Fatal("granted a permit without an inline token")
 	}
 	p, err := s.Acquire(context.Background(), 1) // the slow path, with a spare token

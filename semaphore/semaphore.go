@@ -223,20 +223,32 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) (Permit, error) {
 	if ctx == nil {
 		panic("semaphore: nil Context")
 	}
-	// A context that has ended has a non-nil Err (and a closed Done); Err
-	// is one atomic load for the standard contexts, cheaper than a select.
-	if !fastctx.NeverDone(ctx) && ctx.Err() != nil {
+	// The word is loaded before ctx is looked at, and claimed only as it
+	// was loaded: if the load saw permits that a release gave back, it
+	// also sees a cancellation that came before that release (atomics are
+	// sequentially consistent), so a context that ended before the
+	// permits came free always wins. A context that has ended has a
+	// non-nil Err (and a closed Done); Err is one atomic load for the
+	// standard contexts, cheaper than a select.
+	st := s.state.Load()
+	if ctxEnded(ctx) {
 		return Permit{}, s.failFast(ctx)
 	}
-	if st := s.state.Load(); n > 0 && fastOK(st, n) {
+	if n > 0 && fastOK(st, n) {
 		if p, ok := s.claimInline(st, n); ok {
 			return p, nil
 		}
-		if p, ok := s.acquireContended(n); ok {
+		if p, ok := s.acquireContended(ctx, n); ok {
 			return p, nil
 		}
 	}
 	return s.acquireSlow(ctx, n)
+}
+
+// ctxEnded reports whether ctx has ended; a context that never ends
+// (Background, TODO) is not asked.
+func ctxEnded(ctx context.Context) bool {
+	return !fastctx.NeverDone(ctx) && ctx.Err() != nil
 }
 
 // acquireContended retries the fast path after its compare-and-swap lost
@@ -249,11 +261,15 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) (Permit, error) {
 // the fast path no longer applies (permits or tokens run out, or waiters
 // queue: they are served in order under mu), and after backoffRounds
 // attempts. Waiters never spin here: FIFO service is unaffected.
-func (s *Weighted) acquireContended(n int64) (Permit, bool) {
+//
+// Each reload is followed by a look at ctx, as in Acquire: permits given
+// back while it spun must not go to a context that ended before they came
+// free (the slow path then returns ctx's error).
+func (s *Weighted) acquireContended(ctx context.Context, n int64) (Permit, bool) {
 	for i := 0; i < backoffRounds; i++ {
 		spinWait(backoffSpins << i)
 		st := s.state.Load()
-		if !fastOK(st, n) {
+		if !fastOK(st, n) || ctxEnded(ctx) {
 			return Permit{}, false
 		}
 		if p, ok := s.claimInline(st, n); ok {
@@ -418,6 +434,14 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64) (Permit, error) {
 	}
 	for {
 		st := s.state.Load()
+		// Permits given back since Acquire looked at ctx (a release of an
+		// inline token needs no lock) must not go to a context that ended
+		// before they came free: look again after each load.
+		if ctxEnded(ctx) {
+			s.cancelled++
+			s.mu.Unlock()
+			return Permit{}, ctx.Err()
+		}
 		if s.head == nil && avail(st) >= n {
 			if t, ok := s.claimLocked(st, n); ok {
 				s.mu.Unlock()
