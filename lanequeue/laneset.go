@@ -62,7 +62,7 @@ func (q *Queue[K]) Lanes(names ...string) (LaneSet[K], error) {
 	if len(names) == 0 {
 		return LaneSet[K]{}, ErrNoLanes
 	}
-	tbl := q.table.Load()
+	tbl := q.tbl()
 	// Ranks (indexes in the table's canonical order), insertion-sorted:
 	// lists are short, and a duplicate shows as two equal neighbours.
 	ranks := make([]int, 0, len(names))
