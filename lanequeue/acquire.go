@@ -22,13 +22,16 @@ type AcquireOption struct {
 // a global lane, n of a key's budget on a keyed lane, n tokens of a rate
 // lane. Big jobs take more of a shared budget than small ones. A weight
 // below 1 makes the call fail with [ErrInvalidWeight]; a weight above a
-// lane's MaxWeight with [ErrTooHeavy].
+// lane's MaxWeight with [ErrTooHeavy]. Given more than once, the last
+// WithWeight counts.
 func WithWeight(n int64) AcquireOption { return AcquireOption{n: n} }
 
 // WithLaneWeight takes n units on the named lane, whatever [WithWeight]
 // says: for example a weight of 4 on "global" for a big job, while its
 // "session" lane, serial per key, takes 1. Naming a lane that is not in
-// the call's set is an error ([ErrUnknownLane]).
+// the call's set is an error ([ErrUnknownLane]). Given more than once for
+// one lane, the last counts; a WithLaneWeight wins over WithWeight whatever
+// their order.
 func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{lane: lane, n: n} }
 
 // AcquireAll takes a permit on every lane of the set (see [Queue.Lanes]),
@@ -50,12 +53,15 @@ func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{l
 // [ErrNoLanes] for the zero LaneSet; an error wrapping [ErrUnknownLane] for
 // a set that another queue prepared, or a [WithLaneWeight] for a lane not
 // in the set; [ErrInvalidWeight] and [ErrTooHeavy] for a weight no lane
-// could grant; [ErrClosed] on a closed queue; [ErrReentrant] when ctx carries a ticket for key that holds one of
-// the lanes (see [WithTicket]); ctx.Err() when ctx has already ended (even
-// if every lane has room). While waiting, it fails with ctx.Err(), with
-// ErrClosed if the queue is closed, or with a lane's error wrapped with the
-// lane's name (for example semaphore.ErrQueueFull, semaphore.ErrWaitTooLong
-// or keyedsem.ErrTooManyKeys). A rate lane whose next token comes after
+// could grant (also [ErrTooHeavy] for a rate lane whose limiter is spent
+// and never refills); [ErrClosed] on a closed queue; [ErrNaNKey] for a key
+// not equal to itself; [ErrReentrant] when ctx carries a ticket for key
+// that holds one of the lanes (see [WithTicket]); ctx.Err() when ctx has
+// already ended (even if every lane has room). While waiting, it fails
+// with ctx.Err(), with ErrClosed if the queue is closed, or with a lane's
+// error wrapped with the lane's name (for example semaphore.ErrQueueFull,
+// semaphore.ErrWaitTooLong or keyedsem.ErrTooManyKeys; a lane closed on
+// its own fails at once with its error, which matches ErrClosed too). A rate lane whose next token comes after
 // ctx's deadline fails at once with an error wrapping
 // context.DeadlineExceeded while ctx.Err() is still nil, and a rate wait
 // holds the other lanes' permits: test errors with errors.Is, not against

@@ -23,7 +23,11 @@ import (
 // the errors of a lane are returned wrapped with the lane's name.
 var (
 	// ErrClosed is returned by every call on a closed queue, and to the
-	// callers that Close wakes.
+	// callers that Close wakes. The error of a lane closed on its own
+	// while the queue is open (a semaphore closed through
+	// [Queue.GlobalSemaphore] or [Queue.KeyedSemaphore], a Redis lane
+	// closed by its owner) names the lane and matches ErrClosed as well
+	// as the lane's own error (semaphore.ErrClosed, keyedsem.ErrClosed).
 	ErrClosed = errors.New("lanequeue: closed")
 	// ErrEmptyName is returned when a lane is added with an empty name.
 	ErrEmptyName = errors.New("lanequeue: empty lane name")
@@ -85,7 +89,8 @@ const (
 // nothing, with [Queue.AcquireAll], naming them by a [LaneSet] that
 // [Queue.Lanes] prepares.
 //
-// A Queue must be made with [New] (or [Default]) and must not be copied.
+// A Queue must be made with [New] (or [Default]) and must not be copied;
+// the methods of the zero Queue panic.
 // Lanes may be added at any time, also while other goroutines acquire (a
 // set prepared before does not hold them); all methods are safe for
 // concurrent use.
@@ -215,7 +220,8 @@ func New[K comparable]() *Queue[K] {
 // given keyedsem options, and [GlobalLane] ("global"), a global lane of
 // [DefaultGlobalCapacity]. [Queue.KeyedSemaphore] and
 // [Queue.GlobalSemaphore] return their semaphores (to Sweep the session
-// lane's idle keys, to resize the global lane).
+// lane's idle keys, to resize the global lane). Default panics for a
+// sessionOpts value out of range, as [keyedsem.New] does.
 func Default[K comparable](sessionOpts ...keyedsem.Option) *Queue[K] {
 	q := New[K]()
 	if err := q.AddSessionLane(SessionLane, sessionOpts...); err != nil {
@@ -396,12 +402,15 @@ func (q *Queue[K]) Lane(name string) (Lane[K], bool) {
 // acquire it directly, beside the queue (such permits are not listed by
 // [Queue.Holders]).
 //
-// The queue honours a new capacity at once: from the first call of
-// GlobalSemaphore on, the lane reads its capacity from the semaphore on
-// every AcquireAll whose set holds it (one atomic load), instead of the
-// capacity it was made with (also for the sets prepared before), so a
-// weight above the new capacity fails at once with
-// [ErrTooHeavy] and one within it waits as usual. A call that resolved its
+// The queue honours a new capacity at once, also for the sets prepared
+// before: a weight above the new capacity fails at once with
+// [ErrTooHeavy] and one within it waits as usual. A lane of
+// [NewGlobalLane] reads its capacity from its semaphore on every
+// AcquireAll whose set holds it (one atomic load), from the start, since
+// whoever made the semaphore may resize it. A lane of [Queue.AddLane],
+// whose semaphore nobody else can reach, keeps its capacity in the queue
+// until the first call of GlobalSemaphore hands the semaphore out, and
+// from then on reads it from the semaphore as well. A call that resolved its
 // lanes while the capacity changed may see the old capacity or the new;
 // a weight the semaphore no longer fits is then refused by the semaphore
 // (the error wraps semaphore.ErrTooHeavy), after the lanes before it were

@@ -298,3 +298,33 @@ func testNaNKey[K comparable](t *testing.T, nanKey, okKey K) {
 		q.Close()
 	}
 }
+
+// TestRepeatedWeightOptionsLastWins pins what the docs of WithWeight and
+// WithLaneWeight say of an option given twice: the last counts, and a
+// lane's own weight wins over WithWeight in either order.
+func TestRepeatedWeightOptionsLastWins(t *testing.T) {
+	q := lanequeue.New[string]()
+	defer q.Close()
+	must(t, q.AddLane("a", 10))
+	must(t, q.AddLane("b", 10))
+	ls, err := q.Lanes("a", "b")
+	must(t, err)
+	for _, c := range []struct {
+		opts []lanequeue.AcquireOption
+		a, b int64
+	}{
+		{[]lanequeue.AcquireOption{lanequeue.WithWeight(2), lanequeue.WithWeight(3)}, 3, 3},
+		{[]lanequeue.AcquireOption{lanequeue.WithLaneWeight("a", 4), lanequeue.WithLaneWeight("a", 5)}, 5, 1},
+		{[]lanequeue.AcquireOption{lanequeue.WithLaneWeight("a", 4), lanequeue.WithWeight(2)}, 4, 2},
+		{[]lanequeue.AcquireOption{lanequeue.WithWeight(2), lanequeue.WithLaneWeight("b", 6)}, 2, 6},
+	} {
+		tk, err := q.AcquireAll(context.Background(), "k", ls, c.opts...)
+		must(t, err)
+		a, _ := tk.LaneWeight("a")
+		b, _ := tk.LaneWeight("b")
+		tk.Release()
+		if a != c.a || b != c.b {
+			t.Errorf("options %v: weights a=%d b=%d; want a=%d b=%d", c.opts, a, b, c.a, c.b)
+		}
+	}
+}
