@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sessionlane/lanes/internal/fastctx"
+	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -21,13 +22,16 @@ type AcquireOption struct {
 // a global lane, n of a key's budget on a keyed lane, n tokens of a rate
 // lane. Big jobs take more of a shared budget than small ones. A weight
 // below 1 makes the call fail with [ErrInvalidWeight]; a weight above a
-// lane's MaxWeight with [ErrTooHeavy].
+// lane's MaxWeight with [ErrTooHeavy]. Given more than once, the last
+// WithWeight counts.
 func WithWeight(n int64) AcquireOption { return AcquireOption{n: n} }
 
 // WithLaneWeight takes n units on the named lane, whatever [WithWeight]
 // says: for example a weight of 4 on "global" for a big job, while its
 // "session" lane, serial per key, takes 1. Naming a lane that is not in
-// the call's set is an error ([ErrUnknownLane]).
+// the call's set is an error ([ErrUnknownLane]). Given more than once for
+// one lane, the last counts; a WithLaneWeight wins over WithWeight whatever
+// their order.
 func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{lane: lane, n: n} }
 
 // AcquireAll takes a permit on every lane of the set (see [Queue.Lanes]),
@@ -49,12 +53,15 @@ func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{l
 // [ErrNoLanes] for the zero LaneSet; an error wrapping [ErrUnknownLane] for
 // a set that another queue prepared, or a [WithLaneWeight] for a lane not
 // in the set; [ErrInvalidWeight] and [ErrTooHeavy] for a weight no lane
-// could grant; [ErrClosed] on a closed queue; [ErrReentrant] when ctx carries a ticket for key that holds one of
-// the lanes (see [WithTicket]); ctx.Err() when ctx has already ended (even
-// if every lane has room). While waiting, it fails with ctx.Err(), with
-// ErrClosed if the queue is closed, or with a lane's error wrapped with the
-// lane's name (for example semaphore.ErrQueueFull, semaphore.ErrWaitTooLong
-// or keyedsem.ErrTooManyKeys). A rate lane whose next token comes after
+// could grant (also [ErrTooHeavy] for a rate lane whose limiter is spent
+// and never refills); [ErrClosed] on a closed queue; [ErrNaNKey] for a key
+// not equal to itself; [ErrReentrant] when ctx carries a ticket for key
+// that holds one of the lanes (see [WithTicket]); ctx.Err() when ctx has
+// already ended (even if every lane has room). While waiting, it fails
+// with ctx.Err(), with ErrClosed if the queue is closed, or with a lane's
+// error wrapped with the lane's name (for example semaphore.ErrQueueFull,
+// semaphore.ErrWaitTooLong or keyedsem.ErrTooManyKeys; a lane closed on
+// its own fails at once with its error, which matches ErrClosed too). A rate lane whose next token comes after
 // ctx's deadline fails at once with an error wrapping
 // context.DeadlineExceeded while ctx.Err() is still nil, and a rate wait
 // holds the other lanes' permits: test errors with errors.Is, not against
@@ -84,6 +91,9 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes LaneSet[K], opts
 	var g grant[K]
 	if err := q.resolve(&g, lanes, opts); err != nil {
 		return nil, err
+	}
+	if q.nanKeys && key != key {
+		return nil, ErrNaNKey
 	}
 	// context.Background and TODO carry no values and never end: skip both
 	// checks for them.
@@ -139,7 +149,7 @@ func (q *Queue[K]) TryAcquireAll(key K, lanes LaneSet[K], opts ...AcquireOption)
 	// Work on a grant on the stack, so that a try that fails (a scheduler
 	// polling busy keys) allocates nothing.
 	var g grant[K]
-	if q.resolve(&g, lanes, opts) != nil {
+	if q.resolve(&g, lanes, opts) != nil || (q.nanKeys && key != key) {
 		return nil, false
 	}
 	hs := g.held()
@@ -184,13 +194,77 @@ func (q *Queue[K]) Do(ctx context.Context, key K, lanes LaneSet[K], fn func(cont
 }
 
 // Check returns the error that AcquireAll would return at once for this
-// set and these options, before taking anything (nil if none):
-// [ErrNoLanes], [ErrUnknownLane], [ErrInvalidWeight], [ErrTooHeavy] or
-// [ErrClosed]. It takes nothing.
+// set and these options, whatever the key, before taking anything (nil if
+// none): [ErrNoLanes], [ErrUnknownLane], [ErrInvalidWeight],
+// [ErrTooHeavy] (also for a rate lane whose limiter is spent and never
+// refills, see [NewRateLane]) or [ErrClosed] (also for one lane of this
+// package closed on its own, such as a semaphore closed through
+// [Queue.GlobalSemaphore] or [Queue.KeyedSemaphore]: the error AcquireAll
+// returns, naming the lane). It takes nothing. Errors that depend on the
+// key ([ErrReentrant], [ErrNaNKey]) or that only trying tells (a full
+// wait queue, a lane of another package closed on its own) are not
+// checked.
+//
+// Cost: besides what AcquireAll checks, Check reads each lane's state:
+// the Stats of a global lane's semaphore (under its lock) and of a keyed
+// lane's keyed semaphore (a walk over its keys), and a rate lane's
+// limiter. It is for diagnostics (why did TryAcquireAll say false?), not
+// for every call.
 func (q *Queue[K]) Check(lanes LaneSet[K], opts ...AcquireOption) error {
 	var g grant[K]
-	return q.resolve(&g, lanes, opts)
+	if err := q.resolve(&g, lanes, opts); err != nil {
+		return err
+	}
+	hs := g.held()
+	for i := range hs {
+		if err := hs[i].e.check(hs[i].n); err != nil {
+			return err
+		}
+	}
+	return nil
 }
+
+// check returns the error that acquiring n on e would fail with at once,
+// as far as the lanes of this package tell without trying: a lane closed
+// on its own, a rate lane that can never grant n.
+func (e *laneEntry[K]) check(n int64) error {
+	switch l := e.lane.(type) {
+	case *globalLane[K]:
+		if l.s.Stats().Closed {
+			return &laneClosedError{lane: e.name, err: semaphore.ErrClosed}
+		}
+	case *sessionLane[K]:
+		if l.s.Stats().Closed {
+			return &laneClosedError{lane: e.name, err: keyedsem.ErrClosed}
+		}
+	case *rateLane[K]:
+		if l.isClosed.Load() {
+			return ErrClosed
+		}
+		if err := l.never(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// laneClosedError is the error of a lane closed on its own (its semaphore
+// closed through GlobalSemaphore or KeyedSemaphore, a Redis lane closed by
+// its owner) while the queue is open: it names the lane, and matches both
+// [ErrClosed] and the lane's own error (semaphore.ErrClosed,
+// keyedsem.ErrClosed).
+type laneClosedError struct {
+	lane string
+	err  error
+}
+
+func (e *laneClosedError) Error() string {
+	return fmt.Sprintf("lanequeue: lane %q: %v", e.lane, e.err)
+}
+
+func (e *laneClosedError) Unwrap() error { return e.err }
+
+func (e *laneClosedError) Is(target error) bool { return target == ErrClosed }
 
 // checkReentry fails if ctx carries a held ticket that g, for key on q,
 // would wait for.
@@ -227,6 +301,9 @@ func (q *Queue[K]) laneErr(ctx context.Context, e *laneEntry[K], err error) erro
 	}
 	if e == nil {
 		return err
+	}
+	if errors.Is(err, semaphore.ErrClosed) || errors.Is(err, keyedsem.ErrClosed) {
+		return &laneClosedError{lane: e.name, err: err}
 	}
 	return fmt.Errorf("lanequeue: lane %q: %w", e.name, err)
 }

@@ -45,6 +45,26 @@
 // package semaphore, per key for keyed lanes). A caller queues on one lane
 // at a time; AcquireAll adds no queue of its own.
 //
+// Keeping one key's messages in order: callers are served in the order
+// they join a lane's line, which is the order their AcquireAll calls reach
+// it, not the order the messages came in. Starting one goroutine per
+// message does not keep arrival order: the goroutines race to join, and
+// the lane serves whichever joins first (a trial with a goroutine per
+// message saw 82 to 408 of 1000 messages of one key handled out of order).
+// Read each key's messages in sequence and take the lanes in that order,
+// from one goroutine per key: it takes the lanes for one message, runs it
+// (or hands the ticket to a worker that releases it, as Example_gateway
+// does), then takes them for the next. The session lane makes it wait for
+// the key's previous message, so the key's messages run one at a time in
+// the order read, while other keys' readers go on.
+//
+// Keys: any comparable type. A key that is not equal to itself (a float
+// NaN, or a struct, array or interface value holding one) is refused with
+// [ErrNaNKey] (TryAcquireAll returns false), whatever the lanes: the
+// re-entry check below compares keys, and a keyed lane could never find
+// its entry again. The check costs nothing for key types that cannot hold
+// a NaN (strings, integers, structs of them); [New] decides once.
+//
 // Re-entry: a goroutine that holds a ticket and acquires again for the
 // same key and lane would wait for itself. [Queue.Do] gives its function a
 // context that carries the ticket ([WithTicket] does it by hand), and
@@ -90,5 +110,6 @@
 // handles alive.
 //
 // A Queue must be made with [New] or [Default]; the zero Queue is not
-// usable, and a Queue must not be copied.
+// usable (its methods panic with "lanequeue: the zero Queue is not usable:
+// use New or Default"), and a Queue must not be copied.
 package lanequeue

@@ -135,6 +135,12 @@ func (l *sessionLane[K]) Close() { l.s.Close() }
 // the tokens are given back and Acquire returns ctx.Err(). Close wakes the
 // waiters with [ErrClosed].
 //
+// A limiter that does not refill (a limit of 0 or below) has its burst
+// and nothing more: once fewer tokens are left than a call asks for, the
+// call fails at once with an error wrapping [ErrTooHeavy], as a weight
+// above the burst does, rather than waiting for ever ([Queue.AddRateLane]
+// refuses such a limit).
+//
 // Giving tokens back: a call that fails (a cancelled wait, or a later lane
 // of AcquireAll failing) gives back the tokens it reserved as far as
 // rate.Limiter can without granting more than the bucket allows, never
@@ -287,6 +293,14 @@ func (l *rateLane[K]) reserve(q *rateReq[K], wait bool) time.Time {
 	}
 	l.uses++
 	d := r.DelayFrom(now)
+	if d > 0 && !(l.lim.Limit() > 0) {
+		// The limiter does not refill (a limit of 0 or below, set by
+		// SetLimit on a limiter from outside): the tokens never come.
+		r.CancelAt(now)
+		l.uses++
+		q.never = true
+		return now
+	}
 	if d > 0 && !wait {
 		r.CancelAt(now) // due after now: gives every token back
 		l.uses++
@@ -361,6 +375,9 @@ type rateReq[K comparable] struct {
 	r   *rate.Reservation
 	due time.Time // when r's tokens are there
 	use uint64    // l.uses just after r was made
+	// never is set by reserve, with r nil, when the tokens would never
+	// come: the limiter does not refill.
+	never bool
 }
 
 // errRateDeadline is wrapped in the error of a rate wait that could not
@@ -422,6 +439,12 @@ func takeRates[K comparable](ctx context.Context, reqs []rateReq[K], done <-chan
 	for i := range reqs {
 		q := &reqs[i]
 		last = q.l.reserve(q, true)
+		if q.never {
+			q.never = false
+			q.l.rejected.Add(1)
+			cancelRates(reqs[:i])
+			return neverErr(q.l.lim.Limit(), q.n)
+		}
 		if !q.r.OK() { // the burst shrank below n since the check
 			q.r = nil
 			q.l.rejected.Add(1)
@@ -530,7 +553,34 @@ func (l *rateLane[K]) check(n int64) error {
 		l.rejected.Add(1)
 		return fmt.Errorf("lanequeue: %d rate tokens above the burst: %w", n, semaphore.ErrTooHeavy)
 	}
+	if err := l.never(n); err != nil {
+		l.rejected.Add(1)
+		return err
+	}
 	return nil
+}
+
+// never returns the error for n tokens that the limiter can never grant:
+// it does not refill (a limit of 0 or below) and has fewer than n left.
+// It counts nothing.
+func (l *rateLane[K]) never(n int64) error {
+	limit := l.lim.Limit()
+	if limit > 0 {
+		return nil
+	}
+	l.mu.Lock()
+	left := l.lim.TokensAt(l.now())
+	l.mu.Unlock()
+	if left >= float64(n) {
+		return nil
+	}
+	return neverErr(limit, n)
+}
+
+// neverErr is the error of n tokens from a limiter that does not refill.
+// It wraps ErrTooHeavy, the error of a request that can never be granted.
+func neverErr(limit rate.Limit, n int64) error {
+	return fmt.Errorf("lanequeue: %d rate tokens never come: the limiter's limit is %v tokens a second and its tokens left are fewer: %w", n, float64(limit), semaphore.ErrTooHeavy)
 }
 
 // waitRates waits delay for the reservations of reqs, the last of which

@@ -20,7 +20,8 @@ import (
 // returns false), as every call does then; a lane closed on its own (a
 // semaphore closed through [Queue.GlobalSemaphore], a Redis lane closed by
 // its owner) fails the calls that reach it with its error, wrapped with
-// its name.
+// its name, which matches [ErrClosed] as well as the lane's own error
+// ([Queue.Check] reports it for the lanes of this package).
 //
 // A LaneSet is immutable: a value of one pointer, which may be copied and
 // used by any number of goroutines at once. Sets compare equal only when
@@ -62,7 +63,7 @@ func (q *Queue[K]) Lanes(names ...string) (LaneSet[K], error) {
 	if len(names) == 0 {
 		return LaneSet[K]{}, ErrNoLanes
 	}
-	tbl := q.table.Load()
+	tbl := q.tbl()
 	// Ranks (indexes in the table's canonical order), insertion-sorted:
 	// lists are short, and a duplicate shows as two equal neighbours.
 	ranks := make([]int, 0, len(names))

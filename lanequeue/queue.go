@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"sync"
@@ -22,7 +23,11 @@ import (
 // the errors of a lane are returned wrapped with the lane's name.
 var (
 	// ErrClosed is returned by every call on a closed queue, and to the
-	// callers that Close wakes.
+	// callers that Close wakes. The error of a lane closed on its own
+	// while the queue is open (a semaphore closed through
+	// [Queue.GlobalSemaphore] or [Queue.KeyedSemaphore], a Redis lane
+	// closed by its owner) names the lane and matches ErrClosed as well
+	// as the lane's own error (semaphore.ErrClosed, keyedsem.ErrClosed).
 	ErrClosed = errors.New("lanequeue: closed")
 	// ErrEmptyName is returned when a lane is added with an empty name.
 	ErrEmptyName = errors.New("lanequeue: empty lane name")
@@ -47,9 +52,19 @@ var (
 	// asked for behind it: a lane of another kind, or a lane from another
 	// package.
 	ErrNoSemaphore = errors.New("lanequeue: no semaphore of that kind behind the lane")
-	// ErrInvalidCapacity is returned by AddLane and AddRateLane for a
-	// capacity or burst below 1.
-	ErrInvalidCapacity = errors.New("lanequeue: capacity must be at least 1")
+	// ErrInvalidCapacity is returned by AddLane for a capacity below 1 or
+	// above semaphore.MaxCapacity, and by AddRateLane for a burst below 1;
+	// the error's text says which bound.
+	ErrInvalidCapacity = errors.New("lanequeue: invalid capacity")
+
+	// ErrInvalidRate is returned by AddRateLane for a limit that is not a
+	// positive number of tokens per second: 0 (rate.Limit(50/60) is 0, by
+	// integer division), negative, NaN or infinite (rate.Inf, the
+	// largest float64, means no limit and is accepted).
+	ErrInvalidRate = errors.New("lanequeue: rate limit must be positive (or rate.Inf)")
+	// ErrNaNKey is keyedsem.ErrNaNKey, the same value: AcquireAll,
+	// TryAcquireAll and Do refuse a key that is not equal to itself.
+	ErrNaNKey = keyedsem.ErrNaNKey
 
 	// ErrInvalidWeight is semaphore.ErrInvalidWeight: a weight below 1.
 	ErrInvalidWeight = semaphore.ErrInvalidWeight
@@ -74,7 +89,8 @@ const (
 // nothing, with [Queue.AcquireAll], naming them by a [LaneSet] that
 // [Queue.Lanes] prepares.
 //
-// A Queue must be made with [New] (or [Default]) and must not be copied.
+// A Queue must be made with [New] (or [Default]) and must not be copied;
+// the methods of the zero Queue panic.
 // Lanes may be added at any time, also while other goroutines acquire (a
 // set prepared before does not hold them); all methods are safe for
 // concurrent use.
@@ -91,6 +107,25 @@ type Queue[K comparable] struct {
 
 	clock   coarse.Clock // the tickets' since
 	holders holderSet[K]
+
+	// nanKeys is whether K can hold a value not equal to itself (a float,
+	// a complex or an interface, or a struct or array of one), decided
+	// once by New: only then do the acquire calls compare the key with
+	// itself.
+	nanKeys bool
+}
+
+// zeroQueue is the panic of a method called on a Queue not made by New.
+const zeroQueue = "lanequeue: the zero Queue is not usable: use New or Default"
+
+// tbl returns the current table, and panics with a clear message on the
+// zero Queue.
+func (q *Queue[K]) tbl() *laneTable[K] {
+	t := q.table.Load()
+	if t == nil {
+		panic(zeroQueue)
+	}
+	return t
 }
 
 // laneTable is one published set of lanes.
@@ -174,7 +209,7 @@ func fixedMaxOf[K comparable](l Lane[K]) int64 {
 
 // New returns a queue with no lanes.
 func New[K comparable]() *Queue[K] {
-	q := &Queue[K]{done: make(chan struct{})}
+	q := &Queue[K]{done: make(chan struct{}), nanKeys: canHoldNaN(reflect.TypeFor[K]())}
 	q.clock.Init(time.Now())
 	q.table.Store(&laneTable[K]{byName: map[string]laneRef[K]{}})
 	return q
@@ -185,7 +220,8 @@ func New[K comparable]() *Queue[K] {
 // given keyedsem options, and [GlobalLane] ("global"), a global lane of
 // [DefaultGlobalCapacity]. [Queue.KeyedSemaphore] and
 // [Queue.GlobalSemaphore] return their semaphores (to Sweep the session
-// lane's idle keys, to resize the global lane).
+// lane's idle keys, to resize the global lane). Default panics for a
+// sessionOpts value out of range, as [keyedsem.New] does.
 func Default[K comparable](sessionOpts ...keyedsem.Option) *Queue[K] {
 	q := New[K]()
 	if err := q.AddSessionLane(SessionLane, sessionOpts...); err != nil {
@@ -231,8 +267,11 @@ func (q *Queue[K]) Add(name string, l Lane[K]) error {
 // AddLane returns [ErrInvalidCapacity] for a capacity below 1 (or above
 // semaphore.MaxCapacity), and the errors of [Queue.Add].
 func (q *Queue[K]) AddLane(name string, capacity int64, opts ...semaphore.Option) error {
-	if capacity < 1 || capacity > semaphore.MaxCapacity {
-		return fmt.Errorf("lanequeue: lane %q: capacity %d: %w", name, capacity, ErrInvalidCapacity)
+	if capacity < 1 {
+		return fmt.Errorf("lanequeue: lane %q: capacity %d: must be at least 1: %w", name, capacity, ErrInvalidCapacity)
+	}
+	if capacity > semaphore.MaxCapacity {
+		return fmt.Errorf("lanequeue: lane %q: capacity %d: must be at most %d (semaphore.MaxCapacity): %w", name, capacity, int64(semaphore.MaxCapacity), ErrInvalidCapacity)
 	}
 	if err := q.checkName(name); err != nil {
 		return err
@@ -248,7 +287,13 @@ func (q *Queue[K]) AddLane(name string, capacity int64, opts ...semaphore.Option
 // [Queue.KeyedSemaphore] returns the keyed semaphore, to Sweep its idle
 // keys.
 //
-// AddSessionLane returns the errors of [Queue.Add].
+// AddSessionLane returns the errors of [Queue.Add]. An option out of range
+// (a per-key capacity outside [1, keyedsem.MaxPerKeyCapacity], a negative
+// idle timeout or janitor interval, max keys below 1) panics, as it does
+// in [keyedsem.New], which checks them: lanequeue cannot see the values
+// inside a keyedsem.Option. Options are a program's constants; build the
+// keyed semaphore with keyedsem.New and add it with [NewSessionLane] to
+// handle a bad one where it is made.
 func (q *Queue[K]) AddSessionLane(name string, opts ...keyedsem.Option) error {
 	if err := q.checkName(name); err != nil {
 		return err
@@ -271,11 +316,16 @@ func (q *Queue[K]) AddSessionLane(name string, opts ...keyedsem.Option) error {
 // requests in flight (a global lane) and 50 requests a minute (a rate
 // lane); name both in AcquireAll.
 //
-// AddRateLane returns [ErrInvalidCapacity] for a burst below 1, and the
-// errors of [Queue.Add].
+// AddRateLane returns [ErrInvalidRate] for a limit that is not positive
+// (0, negative or NaN: such a lane would grant its burst and then nothing,
+// ever) or infinite other than rate.Inf (which means no limit),
+// [ErrInvalidCapacity] for a burst below 1, and the errors of [Queue.Add].
 func (q *Queue[K]) AddRateLane(name string, limit rate.Limit, burst int) error {
+	if !(limit > 0) || (math.IsInf(float64(limit), 1) && limit != rate.Inf) {
+		return fmt.Errorf("lanequeue: lane %q: limit %v tokens a second: %w", name, float64(limit), ErrInvalidRate)
+	}
 	if burst < 1 {
-		return fmt.Errorf("lanequeue: lane %q: burst %d: %w", name, burst, ErrInvalidCapacity)
+		return fmt.Errorf("lanequeue: lane %q: burst %d: must be at least 1: %w", name, burst, ErrInvalidCapacity)
 	}
 	if err := q.checkName(name); err != nil {
 		return err
@@ -293,7 +343,7 @@ func (q *Queue[K]) checkName(name string) error {
 	if q.closed.Load() {
 		return ErrClosed
 	}
-	if _, ok := q.table.Load().byName[name]; ok {
+	if _, ok := q.tbl().byName[name]; ok {
 		return fmt.Errorf("%w: %q", ErrDuplicateLane, name)
 	}
 	return nil
@@ -307,10 +357,10 @@ func (q *Queue[K]) add(e *laneEntry[K]) error {
 	e.bind()
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	old := q.tbl()
 	if q.closed.Load() {
 		return ErrClosed
 	}
-	old := q.table.Load()
 	if _, ok := old.byName[e.name]; ok {
 		return fmt.Errorf("%w: %q", ErrDuplicateLane, e.name)
 	}
@@ -338,7 +388,7 @@ func (q *Queue[K]) add(e *laneEntry[K]) error {
 
 // Lane returns the lane registered under name.
 func (q *Queue[K]) Lane(name string) (Lane[K], bool) {
-	r, ok := q.table.Load().byName[name]
+	r, ok := q.tbl().byName[name]
 	if !ok {
 		return nil, false
 	}
@@ -352,12 +402,15 @@ func (q *Queue[K]) Lane(name string) (Lane[K], bool) {
 // acquire it directly, beside the queue (such permits are not listed by
 // [Queue.Holders]).
 //
-// The queue honours a new capacity at once: from the first call of
-// GlobalSemaphore on, the lane reads its capacity from the semaphore on
-// every AcquireAll whose set holds it (one atomic load), instead of the
-// capacity it was made with (also for the sets prepared before), so a
-// weight above the new capacity fails at once with
-// [ErrTooHeavy] and one within it waits as usual. A call that resolved its
+// The queue honours a new capacity at once, also for the sets prepared
+// before: a weight above the new capacity fails at once with
+// [ErrTooHeavy] and one within it waits as usual. A lane of
+// [NewGlobalLane] reads its capacity from its semaphore on every
+// AcquireAll whose set holds it (one atomic load), from the start, since
+// whoever made the semaphore may resize it. A lane of [Queue.AddLane],
+// whose semaphore nobody else can reach, keeps its capacity in the queue
+// until the first call of GlobalSemaphore hands the semaphore out, and
+// from then on reads it from the semaphore as well. A call that resolved its
 // lanes while the capacity changed may see the old capacity or the new;
 // a weight the semaphore no longer fits is then refused by the semaphore
 // (the error wraps semaphore.ErrTooHeavy), after the lanes before it were
@@ -367,7 +420,7 @@ func (q *Queue[K]) Lane(name string) (Lane[K], bool) {
 // of that name, or [ErrNoSemaphore] if the lane is not a global lane of
 // this package (a keyed or rate lane, or a lane from another package).
 func (q *Queue[K]) GlobalSemaphore(name string) (*semaphore.Weighted, error) {
-	r, ok := q.table.Load().byName[name]
+	r, ok := q.tbl().byName[name]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownLane, name)
 	}
@@ -405,7 +458,7 @@ func (q *Queue[K]) unfix(e *laneEntry[K], l *globalLane[K]) {
 // of that name, or [ErrNoSemaphore] if the lane is not a keyed lane of
 // this package (a global or rate lane, or a lane from another package).
 func (q *Queue[K]) KeyedSemaphore(name string) (*keyedsem.KeyedSemaphore[K], error) {
-	r, ok := q.table.Load().byName[name]
+	r, ok := q.tbl().byName[name]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownLane, name)
 	}
@@ -419,7 +472,7 @@ func (q *Queue[K]) KeyedSemaphore(name string) (*keyedsem.KeyedSemaphore[K], err
 // Names returns the names of the lanes in canonical order: keyed lanes,
 // then global, then rate, each group by name.
 func (q *Queue[K]) Names() []string {
-	t := q.table.Load()
+	t := q.tbl()
 	out := make([]string, len(t.ordered))
 	for i, e := range t.ordered {
 		out[i] = e.name
@@ -431,7 +484,7 @@ func (q *Queue[K]) Names() []string {
 // and Kind filled in. Each lane's snapshot is taken on its own: under
 // concurrent use, the lanes' figures are not from one instant.
 func (q *Queue[K]) Stats() []LaneStats {
-	t := q.table.Load()
+	t := q.tbl()
 	out := make([]LaneStats, len(t.ordered))
 	for i, e := range t.ordered {
 		st := e.lane.Stats()
@@ -448,6 +501,9 @@ func (q *Queue[K]) Stats() []LaneStats {
 // progress during Close still obtains (one whose permits were all free);
 // calls begun after Close returns fail. Close is idempotent.
 func (q *Queue[K]) Close() {
+	if q.done == nil {
+		panic(zeroQueue)
+	}
 	q.mu.Lock()
 	if q.closed.Load() {
 		q.mu.Unlock()
@@ -461,6 +517,25 @@ func (q *Queue[K]) Close() {
 	for _, e := range t.ordered {
 		e.lane.Close()
 	}
+}
+
+// canHoldNaN reports whether a value of type t can be unequal to itself:
+// whether it is, or holds, a float, a complex or an interface (as
+// keyedsem decides for its keys).
+func canHoldNaN(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128, reflect.Interface:
+		return true
+	case reflect.Array:
+		return t.Len() > 0 && canHoldNaN(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if canHoldNaN(t.Field(i).Type) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // budgetOf returns what identifies l's budget: the semaphore, keyed

@@ -1,0 +1,330 @@
+package lanequeue_test
+
+// Regression tests for the findings of a new-user trial and a review: each
+// failed (or hung, caught by returnsWithin) on the code before its fix.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// trialGuard bounds a call that must return at once: long enough for a
+// loaded machine under -race, short of a hang.
+const trialGuard = 10 * time.Second
+
+// returnsWithin runs f on a goroutine and returns its error, failing the
+// test if f has not returned within trialGuard (the goroutine is then left
+// behind, and goleak reports it too).
+func returnsWithin(t *testing.T, what string, f func() error) error {
+	t.Helper()
+	ch := make(chan error, 1)
+	go func() { ch <- f() }()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(trialGuard):
+		t.Fatalf("%s has not returned after %v: it waits for ever", what, trialGuard)
+		return nil
+	}
+}
+
+// TestAddRateLaneRefusesALimitThatNeverRefills: a limit of 0 (for example
+// rate.Limit(50/60), integer division), a negative one or NaN made a lane
+// whose second call waited for ever.
+func TestAddRateLaneRefusesALimitThatNeverRefills(t *testing.T) {
+	for _, lim := range []rate.Limit{0, -1, rate.Limit(math.NaN()), rate.Limit(math.Inf(1)), rate.Limit(math.Inf(-1))} {
+		q := lanequeue.New[string]()
+		err := q.AddRateLane("r", lim, 1)
+		if !errors.Is(err, lanequeue.ErrInvalidRate) {
+			t.Errorf("AddRateLane(limit %v) = %v; want ErrInvalidRate", lim, err)
+		}
+		if _, ok := q.Lane("r"); ok {
+			t.Errorf("AddRateLane(limit %v) registered the lane despite the error", lim)
+		}
+		q.Close()
+	}
+	q := lanequeue.New[string]()
+	defer q.Close()
+	must(t, q.AddRateLane("inf", rate.Inf, 1)) // rate.Inf: no limit
+	must(t, q.AddRateLane("slow", 0.001, 1))
+}
+
+// TestRateLaneThatNeverRefillsFailsAtOnce: a lane over a limiter of limit 0
+// (or below) has its burst and nothing more; once it is spent, a call fails
+// at once with ErrTooHeavy instead of waiting for ever, and Check says so.
+func TestRateLaneThatNeverRefillsFailsAtOnce(t *testing.T) {
+	for _, lim := range []rate.Limit{0, -1} {
+		t.Run(fmt.Sprint(lim), func(t *testing.T) {
+			q := lanequeue.New[string]()
+			defer q.Close()
+			must(t, q.Add("r", lanequeue.NewRateLane[string](rate.NewLimiter(lim, 2))))
+			r, err := q.Lanes("r")
+			must(t, err)
+			ctx := context.Background()
+			tk, err := q.AcquireAll(ctx, "k", r)
+			must(t, err)
+			tk.Release()
+			must(t, q.Check(r))
+			if err := q.Check(r, lanequeue.WithWeight(2)); !errors.Is(err, lanequeue.ErrTooHeavy) {
+				t.Errorf("Check of 2 tokens with 1 left and none to come = %v; want ErrTooHeavy", err)
+			}
+			tk, err = q.AcquireAll(ctx, "k", r)
+			must(t, err)
+			tk.Release()
+			for _, c := range []struct {
+				name string
+				ctx  context.Context
+			}{{"Background", ctx}, {"deadline", func() context.Context {
+				c, cancel := context.WithTimeout(ctx, time.Hour)
+				t.Cleanup(cancel)
+				return c
+			}()}} {
+				err := returnsWithin(t, "AcquireAll on a spent rate lane of limit "+fmt.Sprint(lim), func() error {
+					_, err := q.AcquireAll(c.ctx, "k", r)
+					return err
+				})
+				if !errors.Is(err, lanequeue.ErrTooHeavy) {
+					t.Errorf("AcquireAll (%s) on a spent lane = %v; want ErrTooHeavy", c.name, err)
+				}
+			}
+			if err := q.Check(r); !errors.Is(err, lanequeue.ErrTooHeavy) {
+				t.Errorf("Check on a spent lane = %v; want ErrTooHeavy", err)
+			}
+			if _, ok := q.TryAcquireAll("k", r); ok {
+				t.Error("TryAcquireAll on a spent lane succeeded")
+			}
+		})
+	}
+}
+
+// TestCapacityErrorsSayWhichBound: a capacity above semaphore.MaxCapacity
+// was reported as "capacity must be at least 1".
+func TestCapacityErrorsSayWhichBound(t *testing.T) {
+	q := lanequeue.New[string]()
+	defer q.Close()
+	for _, c := range []struct {
+		capacity int64
+		want     string
+	}{
+		{0, "at least 1"},
+		{-5, "at least 1"},
+		{math.MaxInt64, fmt.Sprintf("at most %d", int64(semaphore.MaxCapacity))},
+		{semaphore.MaxCapacity + 1, "at most"},
+	} {
+		err := q.AddLane("big", c.capacity)
+		if !errors.Is(err, lanequeue.ErrInvalidCapacity) {
+			t.Errorf("AddLane(%d) = %v; want ErrInvalidCapacity", c.capacity, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("AddLane(%d) = %q; want it to say %q", c.capacity, err, c.want)
+		}
+		if strings.Contains(err.Error(), "at least") && c.capacity > 0 {
+			t.Errorf("AddLane(%d) = %q: speaks of the lower bound", c.capacity, err)
+		}
+	}
+	must(t, q.AddLane("max", semaphore.MaxCapacity))
+	if err := q.AddRateLane("r", 1, 0); !errors.Is(err, lanequeue.ErrInvalidCapacity) || !strings.Contains(err.Error(), "at least 1") {
+		t.Errorf("AddRateLane(burst 0) = %v; want ErrInvalidCapacity saying at least 1", err)
+	}
+}
+
+// TestZeroQueuePanicsWithAClearMessage: the zero Queue is not usable (see
+// the package doc); its methods panicked with a bare nil dereference.
+func TestZeroQueuePanicsWithAClearMessage(t *testing.T) {
+	calls := map[string]func(q *lanequeue.Queue[string]){
+		"Lanes":          func(q *lanequeue.Queue[string]) { _, _ = q.Lanes("global") },
+		"AddLane":        func(q *lanequeue.Queue[string]) { _ = q.AddLane("global", 1) },
+		"AddSessionLane": func(q *lanequeue.Queue[string]) { _ = q.AddSessionLane("s") },
+		"AddRateLane":    func(q *lanequeue.Queue[string]) { _ = q.AddRateLane("r", 1, 1) },
+		"Add":            func(q *lanequeue.Queue[string]) { _ = q.Add("g", lanequeue.NewGlobalLane[string](semaphore.New(1))) },
+		"Lane":           func(q *lanequeue.Queue[string]) { q.Lane("global") },
+		"Names":          func(q *lanequeue.Queue[string]) { q.Names() },
+		"Stats":          func(q *lanequeue.Queue[string]) { q.Stats() },
+		"Close":          func(q *lanequeue.Queue[string]) { q.Close() },
+		"GlobalSemaphore": func(q *lanequeue.Queue[string]) {
+			_, _ = q.GlobalSemaphore("global")
+		},
+		"KeyedSemaphore": func(q *lanequeue.Queue[string]) {
+			_, _ = q.KeyedSemaphore("session")
+		},
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			var q lanequeue.Queue[string]
+			defer func() {
+				v := recover()
+				if v == nil {
+					t.Fatalf("%s on the zero Queue did not panic", name)
+				}
+				if s := fmt.Sprint(v); !strings.Contains(s, "use New or Default") {
+					t.Fatalf("%s on the zero Queue panicked with %q; want a message that says to use New or Default", name, s)
+				}
+			}()
+			call(&q)
+		})
+	}
+}
+
+// TestCheckSeesALaneClosedThroughItsSemaphore: Check returned nil for a set
+// whose global or keyed lane had been closed through the semaphore that
+// GlobalSemaphore or KeyedSemaphore handed out, while AcquireAll failed at
+// once; and that error did not match lanequeue.ErrClosed.
+func TestCheckSeesALaneClosedThroughItsSemaphore(t *testing.T) {
+	for _, c := range []struct {
+		lane  string
+		close func(*testing.T, *lanequeue.Queue[string])
+		inner error
+	}{
+		{lanequeue.GlobalLane, func(t *testing.T, q *lanequeue.Queue[string]) {
+			g, err := q.GlobalSemaphore(lanequeue.GlobalLane)
+			must(t, err)
+			g.Close()
+		}, semaphore.ErrClosed},
+		{lanequeue.SessionLane, func(t *testing.T, q *lanequeue.Queue[string]) {
+			s, err := q.KeyedSemaphore(lanequeue.SessionLane)
+			must(t, err)
+			s.Close()
+		}, keyedsem.ErrClosed},
+	} {
+		t.Run(c.lane, func(t *testing.T) {
+			q := lanequeue.Default[string]()
+			defer q.Close()
+			ls, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
+			must(t, err)
+			must(t, q.Check(ls))
+			c.close(t, q)
+			checkErr := q.Check(ls)
+			_, acqErr := q.AcquireAll(context.Background(), "k", ls)
+			if acqErr == nil {
+				t.Fatal("AcquireAll on a closed lane succeeded")
+			}
+			for what, err := range map[string]error{"Check": checkErr, "AcquireAll": acqErr} {
+				if !errors.Is(err, lanequeue.ErrClosed) {
+					t.Errorf("%s = %v; want it to match lanequeue.ErrClosed", what, err)
+				}
+				if !errors.Is(err, c.inner) {
+					t.Errorf("%s = %v; want it to match %v", what, err, c.inner)
+				}
+				if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("lane %q", c.lane)) {
+					t.Errorf("%s = %q; want it to name the lane", what, err)
+				}
+			}
+			if checkErr != nil && checkErr.Error() != acqErr.Error() {
+				t.Errorf("Check = %q, AcquireAll = %q; want the same error", checkErr, acqErr)
+			}
+		})
+	}
+}
+
+// TestCheckSeesAClosedRateLane: a rate lane closed on its own fails
+// AcquireAll at once with ErrClosed; Check must say so too.
+func TestCheckSeesAClosedRateLane(t *testing.T) {
+	q := lanequeue.New[string]()
+	defer q.Close()
+	must(t, q.AddRateLane("r", 10, 1))
+	r, err := q.Lanes("r")
+	must(t, err)
+	l, _ := q.Lane("r")
+	l.Close()
+	if _, err := q.AcquireAll(context.Background(), "k", r); !errors.Is(err, lanequeue.ErrClosed) {
+		t.Fatalf("AcquireAll on a closed rate lane = %v; want ErrClosed", err)
+	}
+	if err := q.Check(r); !errors.Is(err, lanequeue.ErrClosed) {
+		t.Fatalf("Check on a closed rate lane = %v; want ErrClosed", err)
+	}
+}
+
+type nanStruct struct {
+	ID string
+	F  float64
+}
+
+// TestNaNKeysAreRefusedAtTheDoor: a key not equal to itself was not refused
+// on a queue of global lanes, and the re-entry check, which compares keys,
+// never matched it: a nested Do waited for itself for ever.
+func TestNaNKeysAreRefusedAtTheDoor(t *testing.T) {
+	nan := math.NaN()
+	t.Run("float64", func(t *testing.T) { testNaNKey(t, nan, 1.5) })
+	t.Run("struct", func(t *testing.T) { testNaNKey(t, nanStruct{"a", nan}, nanStruct{"a", 1}) })
+	t.Run("interface", func(t *testing.T) { testNaNKey[any](t, nan, "ok") })
+	t.Run("array", func(t *testing.T) { testNaNKey(t, [2]complex128{0, complex(nan, 0)}, [2]complex128{}) })
+}
+
+func testNaNKey[K comparable](t *testing.T, nanKey, okKey K) {
+	for _, lanes := range [][]string{{lanequeue.GlobalLane}, {lanequeue.SessionLane, lanequeue.GlobalLane}} {
+		// A global lane of capacity 1: a nested Do that passes the
+		// re-entry check waits for itself.
+		q := lanequeue.New[K]()
+		must(t, q.AddSessionLane(lanequeue.SessionLane))
+		must(t, q.AddLane(lanequeue.GlobalLane, 1))
+		ls, err := q.Lanes(lanes...)
+		must(t, err)
+		ctx := context.Background()
+		err = returnsWithin(t, "a nested Do with a NaN key", func() error {
+			return q.Do(ctx, nanKey, ls, func(ctx context.Context) error {
+				return q.Do(ctx, nanKey, ls, func(context.Context) error { return nil })
+			})
+		})
+		if !errors.Is(err, keyedsem.ErrNaNKey) || !errors.Is(err, lanequeue.ErrNaNKey) {
+			t.Errorf("%v: nested Do with a NaN key = %v; want ErrNaNKey", lanes, err)
+		}
+		if tk, err := q.AcquireAll(ctx, nanKey, ls); !errors.Is(err, keyedsem.ErrNaNKey) {
+			tk.Release()
+			t.Errorf("%v: AcquireAll with a NaN key = %v; want ErrNaNKey", lanes, err)
+		}
+		if tk, ok := q.TryAcquireAll(nanKey, ls); ok {
+			tk.Release()
+			t.Errorf("%v: TryAcquireAll with a NaN key succeeded", lanes)
+		}
+		// A key equal to itself still works, and re-entry is still caught.
+		err = q.Do(ctx, okKey, ls, func(ctx context.Context) error {
+			return q.Do(ctx, okKey, ls, func(context.Context) error { return nil })
+		})
+		if !errors.Is(err, lanequeue.ErrReentrant) {
+			t.Errorf("%v: nested Do with key %v = %v; want ErrReentrant", lanes, okKey, err)
+		}
+		q.Close()
+	}
+}
+
+// TestRepeatedWeightOptionsLastWins pins what the docs of WithWeight and
+// WithLaneWeight say of an option given twice: the last counts, and a
+// lane's own weight wins over WithWeight in either order.
+func TestRepeatedWeightOptionsLastWins(t *testing.T) {
+	q := lanequeue.New[string]()
+	defer q.Close()
+	must(t, q.AddLane("a", 10))
+	must(t, q.AddLane("b", 10))
+	ls, err := q.Lanes("a", "b")
+	must(t, err)
+	for _, c := range []struct {
+		opts []lanequeue.AcquireOption
+		a, b int64
+	}{
+		{[]lanequeue.AcquireOption{lanequeue.WithWeight(2), lanequeue.WithWeight(3)}, 3, 3},
+		{[]lanequeue.AcquireOption{lanequeue.WithLaneWeight("a", 4), lanequeue.WithLaneWeight("a", 5)}, 5, 1},
+		{[]lanequeue.AcquireOption{lanequeue.WithLaneWeight("a", 4), lanequeue.WithWeight(2)}, 4, 2},
+		{[]lanequeue.AcquireOption{lanequeue.WithWeight(2), lanequeue.WithLaneWeight("b", 6)}, 2, 6},
+	} {
+		tk, err := q.AcquireAll(context.Background(), "k", ls, c.opts...)
+		must(t, err)
+		a, _ := tk.LaneWeight("a")
+		b, _ := tk.LaneWeight("b")
+		tk.Release()
+		if a != c.a || b != c.b {
+			t.Errorf("options %v: weights a=%d b=%d; want a=%d b=%d", c.opts, a, b, c.a, c.b)
+		}
+	}
+}
