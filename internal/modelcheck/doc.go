@@ -1,0 +1,59 @@
+// Package modelcheck holds the model-based drivers of lanes' tests: each
+// drives one real primitive and its sequential reference model of
+// internal/model with the same random operations, one at a time, and
+// checks after every step that they agree (outcomes, who was woken and
+// how, Stats field by field, and the invariants).
+//
+// A driver is a rapid property, func(*rapid.T), written once and run two
+// ways: by the package's model test with rapid.Check (random and shrunk
+// cases, -rapid.seed replays), and by the fuzz target of fuzz/ with
+// rapid.MakeFuzz (the fuzzer's bytes are the draws). So an operation or a
+// check is added in one place and both sides have it.
+//
+// The drivers are for tests only; the package has no other use.
+package modelcheck
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+)
+
+// Hang is how long a driver waits for something the model says must
+// happen (a waiter queued, a waiter woken) before it calls it a hang. It is
+// a guard against a stuck case, not a timing assertion: a correct
+// implementation gets there in microseconds.
+const Hang = 20 * time.Second
+
+// watchdog makes a case that runs longer than twice the hang guard crash
+// the process with every goroutine's stack, so that a call into the library
+// that never returns (no guard of the driver can see it) becomes a crasher
+// the fuzzer saves, not a stalled worker. Call the returned stop when the
+// case is done.
+func watchdog() (stop func()) {
+	t := time.AfterFunc(2*Hang, func() {
+		buf := make([]byte, 1<<20)
+		n := runtime.Stack(buf, true)
+		panic(fmt.Sprintf("modelcheck: a case still runs after %v: a call never returned\n%s", 2*Hang, buf[:n]))
+	})
+	return func() { t.Stop() }
+}
+
+// fataler is the part of *rapid.T that the helpers need.
+type fataler interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+// spin polls cond, yielding the processor, until it holds; it calls fail
+// after the hang guard.
+func spin(what string, cond func() bool, fail func(format string, args ...any)) {
+	deadline := time.Now().Add(Hang)
+	for i := 0; !cond(); i++ {
+		if i%1024 == 0 && time.Now().After(deadline) {
+			fail("hang: gave up waiting (%v) for %s", Hang, what)
+			return
+		}
+		runtime.Gosched()
+	}
+}
