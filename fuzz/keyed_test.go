@@ -8,12 +8,12 @@ import (
 	"github.com/sessionlane/lanes/internal/modelcheck"
 )
 
-// FuzzKeyed runs modelcheck.Keyed, the driver of keyedsem's
+// FuzzKeyed runs modelcheck.KeyedFuzz, the driver of keyedsem's
 // TestKeyedMatchesModel, on the fuzzer's bytes: one
 // keyedsem.KeyedSemaphore[string] and model.Keyed driven with the same
 // operations on a handful of keys, compared after every step. Without the
 // package's Has hook, the clocks move on by 1ns after every step so that
 // entries never tie.
 func FuzzKeyed(f *testing.F) {
-	f.Fuzz(rapid.MakeFuzz(modelcheck.Keyed(nil)))
+	f.Fuzz(rapid.MakeFuzz(modelcheck.KeyedFuzz))
 }

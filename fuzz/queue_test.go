@@ -8,10 +8,10 @@ import (
 	"github.com/sessionlane/lanes/internal/modelcheck"
 )
 
-// FuzzQueue runs modelcheck.Queue, the driver of lanequeue's
+// FuzzQueue runs modelcheck.QueueFuzz, the driver of lanequeue's
 // TestQueueMatchesModel, on the fuzzer's bytes: one lanequeue.Queue[string]
 // and model.Queue driven with the same operations, compared after every
 // step.
 func FuzzQueue(f *testing.F) {
-	f.Fuzz(rapid.MakeFuzz(modelcheck.Queue))
+	f.Fuzz(rapid.MakeFuzz(modelcheck.QueueFuzz))
 }

@@ -8,10 +8,10 @@ import (
 	"github.com/sessionlane/lanes/internal/modelcheck"
 )
 
-// FuzzSemaphore runs modelcheck.Semaphore, the driver of semaphore's
+// FuzzSemaphore runs modelcheck.SemaphoreFuzz, the driver of semaphore's
 // TestSemaphoreMatchesModel, on the fuzzer's bytes: one semaphore.Weighted
 // and model.Semaphore driven with the same operations, compared after
 // every step. An input too short for the draws it leads to is skipped.
 func FuzzSemaphore(f *testing.F) {
-	f.Fuzz(rapid.MakeFuzz(modelcheck.Semaphore))
+	f.Fuzz(rapid.MakeFuzz(modelcheck.SemaphoreFuzz))
 }

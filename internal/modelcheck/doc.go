@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"runtime"
 	"time"
+
+	"pgregory.net/rapid"
 )
 
 // Hang is how long a driver waits for something the model says must
@@ -39,10 +41,16 @@ func watchdog() (stop func()) {
 	return func() { t.Stop() }
 }
 
-// fataler is the part of *rapid.T that the helpers need.
-type fataler interface {
-	Helper()
-	Fatalf(format string, args ...any)
+// skip ends an operation that cannot run in the current state (nobody
+// waits, no permit is out). Under rapid.Check it is t.Skip: rapid draws
+// another operation. On fuzz bytes (fuzz set) it does nothing and the
+// caller returns: the same bytes would draw the same operation again and
+// again, and rapid would fail the input with "can't find a valid
+// (non-skipped) action".
+func skip(t *rapid.T, fuzz bool, why string) {
+	if !fuzz {
+		t.Skip(why)
+	}
 }
 
 // spin polls cond, yielding the processor, until it holds; it calls fail

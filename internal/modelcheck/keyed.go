@@ -37,6 +37,7 @@ type keyedRun struct {
 	has   func(*keyedsem.KeyedSemaphore[string], string) bool
 	ticks bool // move the clocks on by 1ns after every step: no ties
 	close bool // finish by Close, not by cancelling the waiters
+	fuzz  bool // see skip
 
 	results  chan keyedServed
 	running  int                        // goroutines whose result is not yet received
@@ -72,27 +73,37 @@ type keyedRun struct {
 // entry with references evicted. At the end: Close (or cancel the
 // waiters), release every permit in id order, then the entries go as the
 // policy says.
+//
+// Keyed is the driver for rapid.Check; KeyedFuzz is the same, without has,
+// for rapid.MakeFuzz (see skip).
 func Keyed(has func(*keyedsem.KeyedSemaphore[string], string) bool) func(*rapid.T) {
-	return func(t *rapid.T) {
-		defer watchdog()()
-		r := newKeyedRun(t, has)
-		defer r.cleanup()
-		t.Repeat(map[string]func(*rapid.T){
-			"acquire":       r.acquire,
-			"acquireAgain":  r.acquire, // blocking acquires twice as often
-			"acquireDone":   r.acquireDone,
-			"tryAcquire":    r.tryAcquire,
-			"release":       r.release,
-			"releaseAgain":  r.release,
-			"doubleRelease": r.doubleRelease,
-			"cancel":        r.cancel,
-			"sweep":         r.sweep,
-			"advance":       r.advance,
-			"close":         r.closeNow,
-			"":              r.check,
-		})
-		r.finish()
-	}
+	return func(t *rapid.T) { keyedDriver(t, has, false) }
+}
+
+// KeyedFuzz is Keyed(nil) for a fuzz target: an operation that cannot run
+// in the current state does nothing instead of asking rapid for another.
+func KeyedFuzz(t *rapid.T) { keyedDriver(t, nil, true) }
+
+func keyedDriver(t *rapid.T, has func(*keyedsem.KeyedSemaphore[string], string) bool, fuzz bool) {
+	defer watchdog()()
+	r := newKeyedRun(t, has)
+	r.fuzz = fuzz
+	defer r.cleanup()
+	t.Repeat(map[string]func(*rapid.T){
+		"acquire":       r.acquire,
+		"acquireAgain":  r.acquire, // blocking acquires twice as often
+		"acquireDone":   r.acquireDone,
+		"tryAcquire":    r.tryAcquire,
+		"release":       r.release,
+		"releaseAgain":  r.release,
+		"doubleRelease": r.doubleRelease,
+		"cancel":        r.cancel,
+		"sweep":         r.sweep,
+		"advance":       r.advance,
+		"close":         r.closeNow,
+		"":              r.check,
+	})
+	r.finish()
 }
 
 func newKeyedRun(t *rapid.T, has func(*keyedsem.KeyedSemaphore[string], string) bool) *keyedRun {
@@ -302,7 +313,8 @@ func (r *keyedRun) tryAcquire(t *rapid.T) {
 
 func (r *keyedRun) release(t *rapid.T) {
 	if len(r.permits) == 0 {
-		t.Skip("no permit out")
+		skip(t, r.fuzz, "no permit out")
+		return
 	}
 	id := rapid.SampledFrom(slices.Sorted(maps.Keys(r.permits))).Draw(t, "permit")
 	p := r.permits[id]
@@ -321,7 +333,8 @@ func (r *keyedRun) release(t *rapid.T) {
 // must still do nothing (the Stats check catches a freed grant).
 func (r *keyedRun) doubleRelease(t *rapid.T) {
 	if len(r.released) == 0 {
-		t.Skip("no permit released")
+		skip(t, r.fuzz, "no permit released")
+		return
 	}
 	id := rapid.SampledFrom(slices.Sorted(maps.Keys(r.released))).Draw(t, "permit")
 	first, _ := r.m.Release(id)
@@ -344,7 +357,8 @@ func (r *keyedRun) cancellable() []int {
 func (r *keyedRun) cancel(t *rapid.T) {
 	ids := r.cancellable()
 	if len(ids) == 0 {
-		t.Skip("nobody waiting with a context that can end")
+		skip(t, r.fuzz, "nobody waiting with a context that can end")
+		return
 	}
 	id := rapid.SampledFrom(ids).Draw(t, "waiter")
 	r.cancelWaiter(id)
@@ -382,7 +396,8 @@ func (r *keyedRun) advance(t *rapid.T) {
 
 func (r *keyedRun) closeNow(t *rapid.T) {
 	if rapid.IntRange(0, 3).Draw(t, "closeNow") != 0 {
-		t.Skip("close is rare")
+		skip(t, r.fuzz, "close is rare")
+		return
 	}
 	r.doClose()
 }

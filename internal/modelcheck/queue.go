@@ -35,6 +35,7 @@ type queueMachine struct {
 	releasedIDs []int // the model ids of released, in the same order
 
 	pending *queuePending
+	fuzz    bool // see skip
 }
 
 // queuePending is an AcquireAll running in its own goroutine.
@@ -174,7 +175,8 @@ func (qm *queueMachine) Try(t *rapid.T) {
 
 func (qm *queueMachine) Acquire(t *rapid.T) {
 	if qm.pending != nil {
-		t.Skip("a call is already waiting")
+		skip(t, qm.fuzz, "a call is already waiting")
+		return
 	}
 	key := rapid.SampledFrom(qm.keys).Draw(t, "key")
 	lanes, n := qm.drawLanes(t), qm.drawWeight(t)
@@ -209,7 +211,8 @@ func (qm *queueMachine) Acquire(t *rapid.T) {
 func (qm *queueMachine) CancelWaiting(t *rapid.T) {
 	p := qm.pending
 	if p == nil {
-		t.Skip("nothing waits")
+		skip(t, qm.fuzz, "nothing waits")
+		return
 	}
 	p.cancel()
 	r := qm.result(t, p)
@@ -225,7 +228,8 @@ func (qm *queueMachine) CancelWaiting(t *rapid.T) {
 func (qm *queueMachine) Release(t *rapid.T) {
 	ids := qm.m.Tickets()
 	if len(ids) == 0 {
-		t.Skip("no ticket out")
+		skip(t, qm.fuzz, "no ticket out")
+		return
 	}
 	id := rapid.SampledFrom(ids).Draw(t, "ticket")
 	tk := qm.tickets[id]
@@ -252,7 +256,8 @@ func (qm *queueMachine) Release(t *rapid.T) {
 
 func (qm *queueMachine) ReleaseAgain(t *rapid.T) {
 	if len(qm.released) == 0 {
-		t.Skip("nothing released")
+		skip(t, qm.fuzz, "nothing released")
+		return
 	}
 	i := rapid.IntRange(0, len(qm.released)-1).Draw(t, "released")
 	if qm.released[i].Release() {
@@ -301,7 +306,8 @@ func (qm *queueMachine) BadInput(t *rapid.T) {
 	}
 	_, merr := qm.m.Resolve(lanes, n)
 	if merr == model.QueueOK {
-		t.Skip("the input drawn is valid") // a heavy weight that fits every lane drawn
+		skip(t, qm.fuzz, "the input drawn is valid") // a heavy weight that fits every lane drawn
+		return
 	}
 	before := qm.snapshot()
 	tk, err := qm.q.AcquireAll(context.Background(), key, lanes, lanequeue.WithWeight(n))
@@ -321,7 +327,8 @@ func (qm *queueMachine) BadInput(t *rapid.T) {
 
 func (qm *queueMachine) Close(t *rapid.T) {
 	if rapid.IntRange(0, 14).Draw(t, "closeDice") != 0 {
-		t.Skip("not this time")
+		skip(t, qm.fuzz, "not this time")
+		return
 	}
 	qm.q.Close()
 	qm.m.Close()
@@ -504,9 +511,19 @@ func (qm *queueMachine) cleanup() {
 // TryAcquireAll never leaves a partial ticket behind; each lane has the
 // waiter the model says; each semaphore keeps Available+Held == Capacity;
 // and Holders lists exactly the model's tickets.
-func Queue(t *rapid.T) {
+//
+// Queue is the driver for rapid.Check; QueueFuzz is the same for
+// rapid.MakeFuzz (see skip).
+func Queue(t *rapid.T) { queueDriver(t, false) }
+
+// QueueFuzz is Queue for a fuzz target: an operation that cannot run in the
+// current state does nothing instead of asking rapid for another.
+func QueueFuzz(t *rapid.T) { queueDriver(t, true) }
+
+func queueDriver(t *rapid.T, fuzz bool) {
 	defer watchdog()()
 	qm := newQueueMachine(t)
+	qm.fuzz = fuzz
 	defer qm.cleanup()
 	t.Repeat(rapid.StateMachineActions(qm))
 	qm.finish(t)

@@ -36,6 +36,7 @@ type semRun struct {
 	m       *model.Semaphore
 	clk     *clock.Fake   // nil: no WithMaxWait
 	maxWait time.Duration // 0: no WithMaxWait
+	fuzz    bool          // see skip
 
 	results   chan semServed
 	running   int                        // goroutines whose result is not yet received
@@ -68,9 +69,20 @@ type semRun struct {
 // Capacities reach past 15, and fill and weight 1 for half the draws, so
 // that more permits can be out at once than a semaphore has inline tokens
 // (15): the grants beyond them take spare tokens.
-func Semaphore(t *rapid.T) {
+//
+// Semaphore is the driver for rapid.Check; SemaphoreFuzz is the same for
+// rapid.MakeFuzz (see skip).
+func Semaphore(t *rapid.T) { semaphoreDriver(t, false) }
+
+// SemaphoreFuzz is Semaphore for a fuzz target: an operation that cannot
+// run in the current state does nothing instead of asking rapid for
+// another.
+func SemaphoreFuzz(t *rapid.T) { semaphoreDriver(t, true) }
+
+func semaphoreDriver(t *rapid.T, fuzz bool) {
 	defer watchdog()()
 	r := newSemRun(t)
+	r.fuzz = fuzz
 	defer r.cleanup()
 	t.Repeat(map[string]func(*rapid.T){
 		"acquire":       r.acquire,
@@ -282,7 +294,8 @@ func (r *semRun) fill(*rapid.T) {
 func (r *semRun) release(t *rapid.T) {
 	ids := slices.Sorted(maps.Keys(r.permits))
 	if len(ids) == 0 {
-		t.Skip("no permit out")
+		skip(t, r.fuzz, "no permit out")
+		return
 	}
 	id := rapid.SampledFrom(ids).Draw(t, "permit")
 	first, granted := r.m.Release(id)
@@ -299,7 +312,8 @@ func (r *semRun) release(t *rapid.T) {
 func (r *semRun) doubleRelease(t *rapid.T) {
 	ids := slices.Sorted(maps.Keys(r.released))
 	if len(ids) == 0 {
-		t.Skip("no permit released yet")
+		skip(t, r.fuzz, "no permit released yet")
+		return
 	}
 	id := rapid.SampledFrom(ids).Draw(t, "permit")
 	first, _ := r.m.Release(id)
@@ -324,7 +338,8 @@ func (r *semRun) cancellable() []int {
 func (r *semRun) cancel(t *rapid.T) {
 	ids := r.cancellable()
 	if len(ids) == 0 {
-		t.Skip("nobody waits with a context that can end")
+		skip(t, r.fuzz, "nobody waits with a context that can end")
+		return
 	}
 	id := rapid.SampledFrom(ids).Draw(t, "waiter")
 	granted := r.m.Cancel(id)
@@ -334,17 +349,18 @@ func (r *semRun) cancel(t *rapid.T) {
 }
 
 // oldest returns the oldest waiter if its deadline is its own, for the
-// expire actions.
-func (r *semRun) oldest(t *rapid.T) (int, time.Time) {
+// expire actions; id 0 (model ids start at 1) if there is none.
+func (r *semRun) oldest(t *rapid.T) (id int, at time.Time) {
 	q := r.m.Queue()
 	if r.clk == nil || len(q) == 0 {
-		t.Skip("no waiter with a max wait")
+		skip(t, r.fuzz, "no waiter with a max wait")
+		return 0, time.Time{}
 	}
-	id := q[0].ID
-	at := r.deadlines[id]
+	id, at = q[0].ID, r.deadlines[q[0].ID]
 	for _, w := range q[1:] {
 		if !r.deadlines[w.ID].After(at) {
-			t.Skip("another waiter has the same deadline")
+			skip(t, r.fuzz, "another waiter has the same deadline")
+			return 0, time.Time{}
 		}
 	}
 	return id, at
@@ -354,6 +370,9 @@ func (r *semRun) oldest(t *rapid.T) (int, time.Time) {
 // other waiter shares.
 func (r *semRun) expire(t *rapid.T) {
 	id, at := r.oldest(t)
+	if id == 0 {
+		return
+	}
 	granted := r.m.Expire(id)
 	r.step("expire#%d: grants %v", id, granted)
 	r.clk.Advance(at.Sub(r.clk.Now()))
@@ -365,7 +384,8 @@ func (r *semRun) expire(t *rapid.T) {
 // out, and its leaving may grant those behind it.
 func (r *semRun) advance(t *rapid.T) {
 	if r.clk == nil {
-		t.Skip("no fake clock")
+		skip(t, r.fuzz, "no fake clock")
+		return
 	}
 	by := time.Duration(rapid.IntRange(0, 16).Draw(t, "eighths")) * r.maxWait / 8
 	end := r.clk.Now().Add(by)
@@ -396,7 +416,8 @@ func (r *semRun) advance(t *rapid.T) {
 func (r *semRun) cancelThenGrant(t *rapid.T) {
 	ids := r.cancellable()
 	if len(ids) == 0 {
-		t.Skip("nobody waits with a context that can end")
+		skip(t, r.fuzz, "nobody waits with a context that can end")
+		return
 	}
 	id := rapid.SampledFrom(ids).Draw(t, "waiter")
 	granted := r.m.Cancel(id)
@@ -408,6 +429,9 @@ func (r *semRun) cancelThenGrant(t *rapid.T) {
 // running out.
 func (r *semRun) expireThenGrant(t *rapid.T) {
 	id, at := r.oldest(t)
+	if id == 0 {
+		return
+	}
 	granted := r.m.Expire(id)
 	r.step("expire#%d: grants %v", id, granted)
 	r.endThenGrant(t, id, model.WaitTooLong, granted, func() { r.clk.Advance(at.Sub(r.clk.Now())) })
@@ -454,7 +478,8 @@ func (r *semRun) setCapacity(t *rapid.T) {
 func (r *semRun) close(t *rapid.T) {
 	// Close ends the interesting part of a run, so it is drawn rarely.
 	if rapid.IntRange(0, 3).Draw(t, "reallyClose") != 0 {
-		t.Skip("not this time")
+		skip(t, r.fuzz, "not this time")
+		return
 	}
 	failed := r.m.Close()
 	r.step("close: fails %v", failed)
