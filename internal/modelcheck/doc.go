@@ -65,3 +65,25 @@ func spin(what string, cond func() bool, fail func(format string, args ...any)) 
 		runtime.Gosched()
 	}
 }
+
+// steps wraps the actions of a driver so that *busy tells whether one is
+// running.
+func steps(busy *bool, actions map[string]func(*rapid.T)) map[string]func(*rapid.T) {
+	out := make(map[string]func(*rapid.T), len(actions))
+	for name, a := range actions {
+		if name == "" {
+			out[name] = a
+			continue
+		}
+		out[name] = func(t *rapid.T) {
+			*busy = true
+			a(t)
+			*busy = false
+		}
+	}
+	return out
+}
+
+// outOfBytes reports whether v, recovered from a driver, is rapid's panic
+// for a fuzz input that ran out of bytes (rapid then skips the input).
+func outOfBytes(v any) bool { return fmt.Sprintf("%T", v) == "rapid.invalidData" }
