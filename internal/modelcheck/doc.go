@@ -66,22 +66,65 @@ func spin(what string, cond func() bool, fail func(format string, args ...any)) 
 	}
 }
 
-// steps wraps the actions of a driver so that *busy tells whether one is
-// running.
-func steps(busy *bool, actions map[string]func(*rapid.T)) map[string]func(*rapid.T) {
+// Bounds of a fuzz input, as the fuzzer's mutations can make inputs whose
+// draws never stop the run (a run of 0xff bytes keeps rapid's Repeat
+// going): at most maxOps operations, then the run finishes; at most
+// maxWaiters goroutines waiting at once. A case of rapid.Check has about
+// 30 operations and stays far below both.
+const (
+	maxOps     = 256
+	maxWaiters = 24
+)
+
+// run is the bookkeeping of one case around a driver's operations.
+type run struct {
+	fuzz   bool   // on fuzz bytes (see skip)
+	finish func() // the driver's end-of-run checks
+	busy   bool   // an operation is running
+	ops    int    // operations started
+	done   bool   // finish has run
+}
+
+// steps wraps the actions of a driver: each operation marks the run busy
+// while it runs, and on fuzz bytes the check after the maxOps-th operation
+// finishes the run and skips the rest of the input.
+func (r *run) steps(actions map[string]func(*rapid.T)) map[string]func(*rapid.T) {
 	out := make(map[string]func(*rapid.T), len(actions))
 	for name, a := range actions {
 		if name == "" {
-			out[name] = a
+			out[name] = func(t *rapid.T) {
+				a(t)
+				if r.fuzz && r.ops >= maxOps && !r.done {
+					r.done = true
+					r.finish()
+					t.SkipNow()
+				}
+			}
 			continue
 		}
 		out[name] = func(t *rapid.T) {
-			*busy = true
+			r.busy = true
+			r.ops++
 			a(t)
-			*busy = false
+			r.busy = false
 		}
 	}
 	return out
+}
+
+// recovered is deferred by a driver: a fuzz input that runs out of bytes
+// between two operations still gets the end-of-run checks before rapid
+// skips it (most fuzz inputs end so). v is what the driver recovered; it
+// is panicked again.
+func (r *run) recovered(v any) {
+	if v == nil {
+		return
+	}
+	if r.fuzz && !r.busy && !r.done && outOfBytes(v) {
+		r.done = true
+		r.finish()
+	}
+	panic(v)
 }
 
 // outOfBytes reports whether v, recovered from a driver, is rapid's panic

@@ -89,18 +89,9 @@ func keyedDriver(t *rapid.T, has func(*keyedsem.KeyedSemaphore[string], string) 
 	r := newKeyedRun(t, has)
 	r.fuzz = fuzz
 	defer r.cleanup()
-	busy := false
-	// A fuzz input that runs out of bytes between two operations still gets
-	// the end-of-run checks, before rapid skips it: most fuzz inputs end so.
-	defer func() {
-		if v := recover(); v != nil {
-			if fuzz && !busy && outOfBytes(v) {
-				r.finish()
-			}
-			panic(v)
-		}
-	}()
-	t.Repeat(steps(&busy, map[string]func(*rapid.T){
+	st := &run{fuzz: fuzz, finish: r.finish}
+	defer func() { st.recovered(recover()) }()
+	t.Repeat(st.steps(map[string]func(*rapid.T){
 		"acquire":       r.acquire,
 		"acquireAgain":  r.acquire, // blocking acquires twice as often
 		"acquireDone":   r.acquireDone,
@@ -202,12 +193,32 @@ func (r *keyedRun) recv() keyedServed {
 	}
 }
 
+// granted checks, after a Release or once a waiter that left by itself
+// has returned, that the waiters the model says the step served have left
+// the queue: the release, or the leaving waiter, grants them under the
+// entry's lock before it returns, so a waiter it skipped fails here at
+// once instead of after the hang guard.
+func (r *keyedRun) granted() {
+	r.t.Helper()
+	if got, want := r.s.Stats().Waiters, r.m.Stats().Waiters; got != want {
+		r.fatalf("%d waiters queued after the release, model %d: a waiter it serves was not granted", got, want)
+	}
+}
+
 // collect receives the results of the goroutines that the model says the
 // step ended, each with the error it must have.
-func (r *keyedRun) collect(want map[int]error) {
+func (r *keyedRun) collect(want map[int]error) { r.collectAfter(want, 0) }
+
+// collectAfter is collect for a step in which waiter leaving (not 0) left
+// by itself: it decides its followers' grants before it returns, so once
+// its result is in, the queue must be what the model says (see granted).
+func (r *keyedRun) collectAfter(want map[int]error, leaving int) {
 	r.t.Helper()
 	for range len(want) {
 		res := r.recv()
+		if leaving != 0 && res.id == leaving {
+			r.granted()
+		}
 		werr, ok := want[res.id]
 		if !ok {
 			r.fatalf("acquire %d returned (%v), the model did not end it", res.id, res.err)
@@ -256,6 +267,10 @@ func (r *keyedRun) drawWeight(t *rapid.T) int64 {
 func (r *keyedRun) acquire(t *rapid.T) {
 	key, n := r.drawKey(t), r.drawWeight(t)
 	background := rapid.IntRange(0, 3).Draw(t, "background") == 0
+	if len(r.waiting) >= maxWaiters {
+		skip(t, r.fuzz, "enough waiters")
+		return
+	}
 	id, queued, merr := r.m.Acquire(key, n)
 	r.logf("acquire(%s, %d) [background=%v] -> id %d queued=%v %v", key, n, background, id, queued, merr)
 	tag := id
@@ -336,6 +351,7 @@ func (r *keyedRun) release(t *rapid.T) {
 	}
 	delete(r.permits, id)
 	r.released[id] = p
+	r.granted()
 	r.collect(r.served(granted))
 }
 
@@ -381,7 +397,7 @@ func (r *keyedRun) cancelWaiter(id int) {
 	r.waiting[id]()
 	want := r.served(granted)
 	want[id] = context.Canceled
-	r.collect(want)
+	r.collectAfter(want, id)
 }
 
 func (r *keyedRun) sweep(*rapid.T) {
@@ -485,6 +501,7 @@ func (r *keyedRun) finish() {
 			r.fatalf("final Release of permit %d returned false", id)
 		}
 		delete(r.permits, id)
+		r.granted()
 		r.collect(r.served(granted))
 	}
 	r.check(r.t)

@@ -544,18 +544,9 @@ func queueDriver(t *rapid.T, fuzz bool) {
 	qm := newQueueMachine(t)
 	qm.fuzz = fuzz
 	defer qm.cleanup()
-	busy := false
-	// A fuzz input that runs out of bytes between two operations still gets
-	// the end-of-run checks, before rapid skips it: most fuzz inputs end so.
-	defer func() {
-		if v := recover(); v != nil {
-			if fuzz && !busy && outOfBytes(v) {
-				qm.finish(t)
-			}
-			panic(v)
-		}
-	}()
-	t.Repeat(steps(&busy, rapid.StateMachineActions(qm)))
+	st := &run{fuzz: fuzz, finish: func() { qm.finish(t) }}
+	defer func() { st.recovered(recover()) }()
+	t.Repeat(st.steps(rapid.StateMachineActions(qm)))
 	qm.finish(t)
 }
 

@@ -84,18 +84,9 @@ func semaphoreDriver(t *rapid.T, fuzz bool) {
 	r := newSemRun(t)
 	r.fuzz = fuzz
 	defer r.cleanup()
-	busy := false
-	// A fuzz input that runs out of bytes between two operations still gets
-	// the end-of-run checks, before rapid skips it: most fuzz inputs end so.
-	defer func() {
-		if v := recover(); v != nil {
-			if fuzz && !busy && outOfBytes(v) {
-				r.finish()
-			}
-			panic(v)
-		}
-	}()
-	t.Repeat(steps(&busy, map[string]func(*rapid.T){
+	st := &run{fuzz: fuzz, finish: r.finish}
+	defer func() { st.recovered(recover()) }()
+	t.Repeat(st.steps(map[string]func(*rapid.T){
 		"acquire":       r.acquire,
 		"acquireAgain":  r.acquire, // blocking acquires twice as often
 		"acquireDone":   r.acquireDone,
@@ -190,6 +181,10 @@ func (r *semRun) drawWeight(t *rapid.T) int64 {
 func (r *semRun) acquire(t *rapid.T) {
 	n := r.drawWeight(t)
 	background := rapid.IntRange(0, 3).Draw(t, "background") == 0
+	if len(r.waiting) >= maxWaiters {
+		skip(t, r.fuzz, "enough waiters")
+		return
+	}
 	id, queued, want := r.m.Acquire(n)
 	r.step("acquire#%d(%d) [background=%v]: queued=%v %v", id, n, background, queued, want)
 	r.weights[id] = n
