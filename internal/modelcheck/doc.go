@@ -14,11 +14,17 @@
 package modelcheck
 
 import (
+	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/sessionlane/lanes/internal/model"
+	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // Hang is how long a driver waits for something the model says must
@@ -76,6 +82,18 @@ const (
 	maxWaiters = 24
 )
 
+// drive runs one case of a driver: the actions (with their check, under
+// the key "") until rapid stops, then finish; cleanup ends the case's
+// goroutines, pass or fail; a watchdog guards it all.
+func drive(t *rapid.T, fuzz bool, cleanup, finish func(), actions map[string]func(*rapid.T)) {
+	defer watchdog()()
+	defer cleanup()
+	st := &run{fuzz: fuzz, finish: finish}
+	defer func() { st.recovered(recover()) }()
+	t.Repeat(st.steps(actions))
+	finish()
+}
+
 // run is the bookkeeping of one case around a driver's operations.
 type run struct {
 	fuzz   bool   // on fuzz bytes (see skip)
@@ -130,3 +148,34 @@ func (r *run) recovered(v any) {
 // outOfBytes reports whether v, recovered from a driver, is rapid's panic
 // for a fuzz input that ran out of bytes (rapid then skips the input).
 func outOfBytes(v any) bool { return fmt.Sprintf("%T", v) == "rapid.invalidData" }
+
+// errOf maps a model outcome to the error a semaphore returns, given the
+// package's own ErrClosed and ErrQueueFull.
+func errOf(e model.Err, closed, full error) error {
+	switch e {
+	case model.OK:
+		return nil
+	case model.InvalidWeight:
+		return semaphore.ErrInvalidWeight
+	case model.TooHeavy:
+		return semaphore.ErrTooHeavy
+	case model.Closed:
+		return closed
+	case model.QueueFull:
+		return full
+	case model.Cancelled:
+		return context.Canceled
+	case model.WaitTooLong:
+		return semaphore.ErrWaitTooLong
+	case model.TooManyKeys:
+		return keyedsem.ErrTooManyKeys
+	}
+	panic(fmt.Sprintf("unknown model outcome %v", e))
+}
+
+// journal keeps the steps of a case, for failure messages.
+type journal []string
+
+func (j *journal) logf(format string, args ...any) { *j = append(*j, fmt.Sprintf(format, args...)) }
+
+func (j journal) String() string { return strings.Join(j, "\n  ") }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"pgregory.net/rapid"
@@ -14,7 +13,6 @@ import (
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/model"
 	"github.com/sessionlane/lanes/keyedsem"
-	"github.com/sessionlane/lanes/semaphore"
 )
 
 // keyedServed is what one acquire goroutine of the keyed driver returned.
@@ -46,7 +44,7 @@ type keyedRun struct {
 	permits  map[int]keyedsem.Permit    // permits out by id
 	released map[int]keyedsem.Permit    // permits released, for double and stale releases
 	weights  map[int]int64
-	log      []string
+	journal  // the steps, for failure messages
 }
 
 // Keyed returns the driver that checks random sequences of operations on a
@@ -85,13 +83,9 @@ func Keyed(has func(*keyedsem.KeyedSemaphore[string], string) bool) func(*rapid.
 func KeyedFuzz(t *rapid.T) { keyedDriver(t, nil, true) }
 
 func keyedDriver(t *rapid.T, has func(*keyedsem.KeyedSemaphore[string], string) bool, fuzz bool) {
-	defer watchdog()()
 	r := newKeyedRun(t, has)
 	r.fuzz = fuzz
-	defer r.cleanup()
-	st := &run{fuzz: fuzz, finish: r.finish}
-	defer func() { st.recovered(recover()) }()
-	t.Repeat(st.steps(map[string]func(*rapid.T){
+	drive(t, fuzz, r.cleanup, r.finish, map[string]func(*rapid.T){
 		"acquire":       r.acquire,
 		"acquireAgain":  r.acquire, // blocking acquires twice as often
 		"acquireDone":   r.acquireDone,
@@ -104,8 +98,7 @@ func keyedDriver(t *rapid.T, has func(*keyedsem.KeyedSemaphore[string], string) 
 		"advance":       r.advance,
 		"close":         r.closeNow,
 		"":              r.check,
-	}))
-	r.finish()
+	})
 }
 
 func newKeyedRun(t *rapid.T, has func(*keyedsem.KeyedSemaphore[string], string) bool) *keyedRun {
@@ -150,33 +143,12 @@ func newKeyedRun(t *rapid.T, has func(*keyedsem.KeyedSemaphore[string], string) 
 	return r
 }
 
-func keyedErrOf(e model.Err) error {
-	switch e {
-	case model.OK:
-		return nil
-	case model.InvalidWeight:
-		return semaphore.ErrInvalidWeight
-	case model.TooHeavy:
-		return semaphore.ErrTooHeavy
-	case model.Closed:
-		return keyedsem.ErrClosed
-	case model.QueueFull:
-		return keyedsem.ErrQueueFull
-	case model.Cancelled:
-		return context.Canceled
-	case model.TooManyKeys:
-		return keyedsem.ErrTooManyKeys
-	}
-	panic(fmt.Sprintf("unknown model outcome %v", e))
-}
-
-func (r *keyedRun) logf(format string, args ...any) {
-	r.log = append(r.log, fmt.Sprintf(format, args...))
-}
+// keyedErrOf is the error keyedsem returns for a model outcome.
+func keyedErrOf(e model.Err) error { return errOf(e, keyedsem.ErrClosed, keyedsem.ErrQueueFull) }
 
 func (r *keyedRun) fatalf(format string, args ...any) {
 	r.t.Helper()
-	r.t.Fatalf("%s\nsteps:\n  %s\nreal: %+v\nmodel: %+v", fmt.Sprintf(format, args...), strings.Join(r.log, "\n  "), r.s.Stats(), r.m.Stats())
+	r.t.Fatalf("%s\nsteps:\n  %s\nreal: %+v\nmodel: %+v", fmt.Sprintf(format, args...), r.journal, r.s.Stats(), r.m.Stats())
 }
 
 func (r *keyedRun) recv() keyedServed {

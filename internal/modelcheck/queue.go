@@ -150,7 +150,7 @@ func (qm *queueMachine) drawWeight(t *rapid.T) int64 {
 	return rapid.Int64Range(0, 5).Draw(t, "weight")
 }
 
-// expectErr maps a model outcome to the sentinel AcquireAll must return.
+// queueErrOf maps a model outcome to the sentinel AcquireAll must return.
 func queueErrOf(e model.QueueErr) error {
 	switch e {
 	case model.QueueClosed:
@@ -346,16 +346,7 @@ func (qm *queueMachine) Close(t *rapid.T) {
 		skip(t, qm.fuzz, "not this time")
 		return
 	}
-	qm.q.Close()
-	qm.m.Close()
-	if p := qm.pending; p != nil {
-		qm.pending = nil
-		r := qm.result(t, p)
-		p.cancel()
-		if !errors.Is(r.err, lanequeue.ErrClosed) {
-			t.Fatalf("waiting AcquireAll after Close = %v; want ErrClosed", r.err)
-		}
-	}
+	qm.closeAll(t)
 }
 
 // Check runs after every step.
@@ -540,19 +531,14 @@ func Queue(t *rapid.T) { queueDriver(t, false) }
 func QueueFuzz(t *rapid.T) { queueDriver(t, true) }
 
 func queueDriver(t *rapid.T, fuzz bool) {
-	defer watchdog()()
 	qm := newQueueMachine(t)
 	qm.fuzz = fuzz
-	defer qm.cleanup()
-	st := &run{fuzz: fuzz, finish: func() { qm.finish(t) }}
-	defer func() { st.recovered(recover()) }()
-	t.Repeat(st.steps(rapid.StateMachineActions(qm)))
-	qm.finish(t)
+	drive(t, fuzz, qm.cleanup, func() { qm.finish(t) }, rapid.StateMachineActions(qm))
 }
 
-// finish closes the queue, releases every ticket in id order, and checks
-// that every lane is empty.
-func (qm *queueMachine) finish(t *rapid.T) {
+// closeAll closes the queue and the model, and checks that a waiting
+// AcquireAll fails with ErrClosed.
+func (qm *queueMachine) closeAll(t *rapid.T) {
 	qm.q.Close()
 	qm.m.Close()
 	if p := qm.pending; p != nil {
@@ -563,6 +549,12 @@ func (qm *queueMachine) finish(t *rapid.T) {
 			t.Fatalf("waiting AcquireAll after Close = %v, %v; want ErrClosed", r.t, r.err)
 		}
 	}
+}
+
+// finish closes the queue, releases every ticket in id order, and checks
+// that every lane is empty.
+func (qm *queueMachine) finish(t *rapid.T) {
+	qm.closeAll(t)
 	for _, id := range slices.Sorted(maps.Keys(qm.tickets)) {
 		if !qm.tickets[id].Release() {
 			t.Fatalf("final Release of ticket %d returned false", id)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"pgregory.net/rapid"
@@ -46,7 +45,7 @@ type semRun struct {
 	released  map[int]semaphore.Permit   // permits released, for double releases
 	cancels   map[int]context.CancelFunc // contexts of granted acquires, cancelled at cleanup
 	weights   map[int]int64              // weight of each acquire by id
-	log       []string                   // the steps, for failure messages
+	journal                              // the steps, for failure messages
 }
 
 // Semaphore checks random sequences of operations on a semaphore.Weighted
@@ -80,13 +79,9 @@ func Semaphore(t *rapid.T) { semaphoreDriver(t, false) }
 func SemaphoreFuzz(t *rapid.T) { semaphoreDriver(t, true) }
 
 func semaphoreDriver(t *rapid.T, fuzz bool) {
-	defer watchdog()()
 	r := newSemRun(t)
 	r.fuzz = fuzz
-	defer r.cleanup()
-	st := &run{fuzz: fuzz, finish: r.finish}
-	defer func() { st.recovered(recover()) }()
-	t.Repeat(st.steps(map[string]func(*rapid.T){
+	drive(t, fuzz, r.cleanup, r.finish, map[string]func(*rapid.T){
 		"acquire":       r.acquire,
 		"acquireAgain":  r.acquire, // blocking acquires twice as often
 		"acquireDone":   r.acquireDone,
@@ -102,8 +97,7 @@ func semaphoreDriver(t *rapid.T, fuzz bool) {
 		"setCapacity":   r.setCapacity,
 		"close":         r.close,
 		"":              r.check,
-	}))
-	r.finish()
+	})
 }
 
 func newSemRun(t *rapid.T) *semRun {
@@ -132,38 +126,17 @@ func newSemRun(t *rapid.T) *semRun {
 		opts = append(opts, semaphore.WithMaxWait(r.maxWait), semaphore.WithClock(r.clk))
 	}
 	r.s = semaphore.New(capacity, opts...)
-	r.step("New(%d, maxWaiters=%d, maxWaitWeight=%d, maxWait=%v)", capacity, maxWaiters, maxWaitWeight, r.maxWait)
+	r.logf("New(%d, maxWaiters=%d, maxWaitWeight=%d, maxWait=%v)", capacity, maxWaiters, maxWaitWeight, r.maxWait)
 	return r
 }
 
-func semErrOf(e model.Err) error {
-	switch e {
-	case model.OK:
-		return nil
-	case model.InvalidWeight:
-		return semaphore.ErrInvalidWeight
-	case model.TooHeavy:
-		return semaphore.ErrTooHeavy
-	case model.Closed:
-		return semaphore.ErrClosed
-	case model.QueueFull:
-		return semaphore.ErrQueueFull
-	case model.Cancelled:
-		return context.Canceled
-	case model.WaitTooLong:
-		return semaphore.ErrWaitTooLong
-	}
-	panic(fmt.Sprintf("unknown model outcome %v", e))
-}
-
-func (r *semRun) step(format string, args ...any) {
-	r.log = append(r.log, fmt.Sprintf(format, args...))
-}
+// semErrOf is the error semaphore returns for a model outcome.
+func semErrOf(e model.Err) error { return errOf(e, semaphore.ErrClosed, semaphore.ErrQueueFull) }
 
 func (r *semRun) fatalf(format string, args ...any) {
 	r.t.Helper()
 	r.t.Fatalf("%s\nsteps:\n  %s\nreal: %+v\nmodel: %+v queue %v",
-		fmt.Sprintf(format, args...), strings.Join(r.log, "\n  "), r.s.Stats(), r.m.Stats(), r.m.Queue())
+		fmt.Sprintf(format, args...), r.journal, r.s.Stats(), r.m.Stats(), r.m.Queue())
 }
 
 // drawWeight draws 1 for half the draws, else a weight around the current
@@ -186,7 +159,7 @@ func (r *semRun) acquire(t *rapid.T) {
 		return
 	}
 	id, queued, want := r.m.Acquire(n)
-	r.step("acquire#%d(%d) [background=%v]: queued=%v %v", id, n, background, queued, want)
+	r.logf("acquire#%d(%d) [background=%v]: queued=%v %v", id, n, background, queued, want)
 	r.weights[id] = n
 	ctx, cancel := context.Background(), context.CancelFunc(nil)
 	if !background {
@@ -254,7 +227,7 @@ func (r *semRun) acquireDone(t *rapid.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	want := r.m.AcquireDone()
-	r.step("acquireDone(%d): %v", n, want)
+	r.logf("acquireDone(%d): %v", n, want)
 	p, err := r.s.Acquire(ctx, n)
 	if err != semErrOf(want) || p.Valid() {
 		r.fatalf("Acquire(done ctx, %d) = (valid %v, %v), want %v", n, p.Valid(), err, semErrOf(want))
@@ -264,7 +237,7 @@ func (r *semRun) acquireDone(t *rapid.T) {
 func (r *semRun) tryAcquire(t *rapid.T) {
 	n := r.drawWeight(t)
 	id, want := r.m.TryAcquire(n)
-	r.step("tryAcquire#%d(%d): %v", id, n, want)
+	r.logf("tryAcquire#%d(%d): %v", id, n, want)
 	p, ok := r.s.TryAcquire(n)
 	if ok != want {
 		r.fatalf("TryAcquire(%d) = %v, model says %v", n, ok, want)
@@ -284,7 +257,7 @@ func (r *semRun) tryAcquire(t *rapid.T) {
 func (r *semRun) fill(*rapid.T) {
 	for range r.m.Capacity() + 1 {
 		id, want := r.m.TryAcquire(1)
-		r.step("fill: tryAcquire#%d(1): %v", id, want)
+		r.logf("fill: tryAcquire#%d(1): %v", id, want)
 		p, ok := r.s.TryAcquire(1)
 		if ok != want {
 			r.fatalf("TryAcquire(1) = %v, model says %v", ok, want)
@@ -305,7 +278,7 @@ func (r *semRun) release(t *rapid.T) {
 	}
 	id := rapid.SampledFrom(ids).Draw(t, "permit")
 	first, granted := r.m.Release(id)
-	r.step("release#%d (weight %d): grants %v", id, r.weights[id], granted)
+	r.logf("release#%d (weight %d): grants %v", id, r.weights[id], granted)
 	p := r.permits[id]
 	delete(r.permits, id)
 	r.released[id] = p
@@ -323,7 +296,7 @@ func (r *semRun) doubleRelease(t *rapid.T) {
 	}
 	id := rapid.SampledFrom(ids).Draw(t, "permit")
 	first, _ := r.m.Release(id)
-	r.step("doubleRelease#%d", id)
+	r.logf("doubleRelease#%d", id)
 	cp := r.released[id] // a copy of the handle
 	if cp.Release() != first {
 		r.fatalf("second Release of permit %d returned true", id)
@@ -341,15 +314,25 @@ func (r *semRun) cancellable() []int {
 	return ids
 }
 
-func (r *semRun) cancel(t *rapid.T) {
+// cancelOne draws a waiter whose context can end and applies its
+// cancellation to the model; id 0 if there is none.
+func (r *semRun) cancelOne(t *rapid.T) (id int, granted []model.Served) {
 	ids := r.cancellable()
 	if len(ids) == 0 {
 		skip(t, r.fuzz, "nobody waits with a context that can end")
+		return 0, nil
+	}
+	id = rapid.SampledFrom(ids).Draw(t, "waiter")
+	granted = r.m.Cancel(id)
+	r.logf("cancel#%d: grants %v", id, granted)
+	return id, granted
+}
+
+func (r *semRun) cancel(t *rapid.T) {
+	id, granted := r.cancelOne(t)
+	if id == 0 {
 		return
 	}
-	id := rapid.SampledFrom(ids).Draw(t, "waiter")
-	granted := r.m.Cancel(id)
-	r.step("cancel#%d: grants %v", id, granted)
 	r.waiting[id]()
 	r.collect(append([]model.Served{{ID: id, Err: model.Cancelled}}, granted...), id)
 }
@@ -380,7 +363,7 @@ func (r *semRun) expire(t *rapid.T) {
 		return
 	}
 	granted := r.m.Expire(id)
-	r.step("expire#%d: grants %v", id, granted)
+	r.logf("expire#%d: grants %v", id, granted)
 	r.clk.Advance(at.Sub(r.clk.Now()))
 	r.collect(append([]model.Served{{ID: id, Err: model.WaitTooLong}}, granted...), id)
 }
@@ -395,7 +378,7 @@ func (r *semRun) advance(t *rapid.T) {
 	}
 	by := time.Duration(rapid.IntRange(0, 16).Draw(t, "eighths")) * r.maxWait / 8
 	end := r.clk.Now().Add(by)
-	r.step("advance(%v)", by)
+	r.logf("advance(%v)", by)
 	for {
 		next, at := 0, time.Time{}
 		for _, w := range r.m.Queue() {
@@ -407,7 +390,7 @@ func (r *semRun) advance(t *rapid.T) {
 			break
 		}
 		granted := r.m.Expire(next)
-		r.step("  expire#%d: grants %v", next, granted)
+		r.logf("  expire#%d: grants %v", next, granted)
 		r.clk.Advance(at.Sub(r.clk.Now()))
 		r.collect(append([]model.Served{{ID: next, Err: model.WaitTooLong}}, granted...), next)
 	}
@@ -420,14 +403,10 @@ func (r *semRun) advance(t *rapid.T) {
 // fail, and its permits must go where the model, which applies the cancel
 // and then the release, sends them; Stats must agree with the model too.
 func (r *semRun) cancelThenGrant(t *rapid.T) {
-	ids := r.cancellable()
-	if len(ids) == 0 {
-		skip(t, r.fuzz, "nobody waits with a context that can end")
+	id, granted := r.cancelOne(t)
+	if id == 0 {
 		return
 	}
-	id := rapid.SampledFrom(ids).Draw(t, "waiter")
-	granted := r.m.Cancel(id)
-	r.step("cancel#%d: grants %v", id, granted)
 	r.endThenGrant(t, id, model.Cancelled, granted, r.waiting[id])
 }
 
@@ -439,7 +418,7 @@ func (r *semRun) expireThenGrant(t *rapid.T) {
 		return
 	}
 	granted := r.m.Expire(id)
-	r.step("expire#%d: grants %v", id, granted)
+	r.logf("expire#%d: grants %v", id, granted)
 	r.endThenGrant(t, id, model.WaitTooLong, granted, func() { r.clk.Advance(at.Sub(r.clk.Now())) })
 }
 
@@ -451,7 +430,7 @@ func (r *semRun) endThenGrant(t *rapid.T, id int, e model.Err, granted []model.S
 	if ids := slices.Sorted(maps.Keys(r.permits)); len(ids) > 0 && rapid.Bool().Draw(t, "byRelease") {
 		pid := rapid.SampledFrom(ids).Draw(t, "permit")
 		_, more := r.m.Release(pid)
-		r.step("  then release#%d (weight %d): grants %v", pid, r.weights[pid], more)
+		r.logf("  then release#%d (weight %d): grants %v", pid, r.weights[pid], more)
 		granted = append(granted, more...)
 		p := r.permits[pid]
 		delete(r.permits, pid)
@@ -464,7 +443,7 @@ func (r *semRun) endThenGrant(t *rapid.T, id int, e model.Err, granted []model.S
 	} else {
 		n := rapid.Int64Range(r.m.Capacity(), 21).Draw(t, "grow")
 		out := r.m.SetCapacity(n)
-		r.step("  then setCapacity(%d): serves %v", n, out)
+		r.logf("  then setCapacity(%d): serves %v", n, out)
 		granted = append(granted, out...)
 		grant = func() { r.s.SetCapacity(n) }
 	}
@@ -476,7 +455,7 @@ func (r *semRun) endThenGrant(t *rapid.T, id int, e model.Err, granted []model.S
 func (r *semRun) setCapacity(t *rapid.T) {
 	n := rapid.Int64Range(0, 21).Draw(t, "capacity")
 	out := r.m.SetCapacity(n)
-	r.step("setCapacity(%d): serves %v", n, out)
+	r.logf("setCapacity(%d): serves %v", n, out)
 	r.s.SetCapacity(n)
 	r.collect(out, 0)
 }
@@ -488,7 +467,7 @@ func (r *semRun) close(t *rapid.T) {
 		return
 	}
 	failed := r.m.Close()
-	r.step("close: fails %v", failed)
+	r.logf("close: fails %v", failed)
 	r.s.Close()
 	r.collect(failed, 0)
 }
@@ -661,7 +640,7 @@ func (r *semRun) cleanup() {
 // replays the same way), and then everything is back.
 func (r *semRun) finish() {
 	failed := r.m.Close()
-	r.step("finish: close fails %v, then release all", failed)
+	r.logf("finish: close fails %v, then release all", failed)
 	r.s.Close()
 	r.collect(failed, 0)
 	for _, id := range slices.Sorted(maps.Keys(r.permits)) {
