@@ -1,17 +1,22 @@
 // Package fuzz holds the fuzz targets of lanes: FuzzSemaphore, FuzzKeyed
-// and FuzzQueue turn bytes into sequences of operations on the public API
-// (acquire without waiting, acquire in a goroutine that may wait, cancel,
-// release, release again, resize, close, sweep, move the fake clock) and
-// check every step against the sequential reference models of
-// internal/model, plus the invariants: available + held == capacity,
-// at most capacity holders per key, FIFO service, no entry with
+// and FuzzQueue run the model-based drivers of internal/modelcheck (the
+// same drivers as the packages' TestSemaphoreMatchesModel,
+// TestKeyedMatchesModel and TestQueueMatchesModel) through
+// rapid.MakeFuzz: the fuzzer's bytes are rapid's draws, eight bytes a
+// draw. Each drives the public API (acquire without waiting, acquire that
+// may wait, cancel, release, release again, resize, close, sweep, move the
+// fake clock) and checks every step against the sequential reference
+// models of internal/model, plus the invariants: available + held ==
+// capacity, at most capacity holders per key, FIFO service, no entry with
 // references evicted, no partial ticket.
 //
-// The driver runs one operation at a time and waits, after each, until the
-// real primitive has settled where the model says it must (a waiter queued
-// or woken), so that a step's outcome is deterministic and a failing input
-// replays. The seeds under testdata/fuzz run with `go test ./fuzz/` (part
-// of make test); `make fuzz` explores for FUZZTIME per target.
+// A driver runs one operation at a time and waits, after each, until the
+// real primitive has settled where the model says it must, so that a
+// step's outcome is deterministic and a failing input replays. An input
+// that runs out of bytes between two operations gets the end-of-run checks
+// and is then skipped. The seeds under testdata/fuzz run with
+// `go test ./fuzz/` (part of make test); `make fuzz` explores for FUZZTIME
+// per target.
 //
 // The package has no API.
 package fuzz
