@@ -206,3 +206,41 @@ func TestZeroValuePanics(t *testing.T) {
 		require.PanicsWithValue(t, "keyedsem: use New", f, name)
 	}
 }
+
+// An acquire whose context has already ended fails at once, also for a new
+// key (the context is now looked at when the map has no entry, before one
+// is made) and for a free key, and makes and takes nothing.
+func TestEndedContextFailsAtOnceOnNewAndFreeKeys(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []keyedsem.Option
+	}{
+		{"idle0", []keyedsem.Option{keyedsem.WithIdleTimeout(0)}},
+		{"default", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := keyedsem.New[string](tc.opts...)
+			defer s.Close()
+			ctx, cancel := context.WithCancel(bg)
+			cancel()
+			p, err := s.Acquire(ctx, "new")
+			require.ErrorIs(t, err, context.Canceled)
+			require.False(t, p.Valid())
+			require.False(t, keyedsem.Has(s, "new"), "an entry was made for an ended context")
+			q, ok := s.TryAcquire("free")
+			require.True(t, ok)
+			require.True(t, q.Release()) // "free" is idle (default) or gone (idle0)
+			p, err = s.Acquire(ctx, "free")
+			require.ErrorIs(t, err, context.Canceled)
+			require.False(t, p.Valid())
+			// Refusals come after the ended context, as before.
+			_, err = s.AcquireN(ctx, "new", 0)
+			require.ErrorIs(t, err, context.Canceled)
+			st := s.Stats()
+			require.Equal(t, uint64(3), st.Cancelled)
+			require.Equal(t, uint64(1), st.Acquired)
+			require.Equal(t, uint64(1), st.Created)
+			require.Equal(t, int64(0), st.Held)
+		})
+	}
+}
