@@ -51,6 +51,7 @@
 // Memory ordering: a Release happens before the acquire of the same key
 // that it unblocks returns, as with a mutex.
 //
-// The zero KeyedSemaphore is not usable; a KeyedSemaphore must not be
-// copied after first use.
+// The zero KeyedSemaphore is not usable (its methods panic with
+// "keyedsem: use New"); a KeyedSemaphore must not be copied after first
+// use.
 package keyedsem

@@ -27,6 +27,7 @@ type candidate[K comparable] struct {
 // [WithJanitor] does while the semaphore is not used. Sweep gives the
 // memory back at once, also after Close, which stops the other two.
 func (s *KeyedSemaphore[K]) Sweep() int {
+	s.mustBeMade()
 	s.evict <- struct{}{}
 	defer s.unlockEvict()
 	n := s.pass(false)

@@ -1,6 +1,9 @@
 package keyedsem
 
-import "unsafe"
+import (
+	"context"
+	"unsafe"
+)
 
 // Sizes of the structures whose layout matters (see TestLayout).
 var (
@@ -26,7 +29,7 @@ func JoinAfter[K comparable](s *KeyedSemaphore[K], key K, between func()) (stale
 	}
 	between()
 	reused = e.state.Load()&deadBit == 0 && e.key != key // no other goroutine runs
-	took, res := s.join(e, key, 1, false)
+	took, res, _ := s.join(context.TODO(), e, key, 1, false)
 	if res == joinOK {
 		var n int64
 		if took {
@@ -55,7 +58,7 @@ func TryJoinAfter[K comparable](s *KeyedSemaphore[K], key K, between func()) (st
 	}
 	between()
 	reused = e.state.Load()&deadBit == 0 && e.key != key
-	took, res := s.join(e, key, 1, true)
+	took, res, _ := s.join(context.TODO(), e, key, 1, true)
 	if res == joinOK {
 		var n int64
 		if took {
@@ -72,3 +75,8 @@ func HoldEvictLock[K comparable](s *KeyedSemaphore[K]) (unlock func()) {
 	s.evict <- struct{}{}
 	return s.unlockEvict
 }
+
+// SetBeforeWait makes every acquire of s that found its key busy, and
+// holds a reference on the key's entry, call f before it goes to wait for
+// the key (under no lock). Set it before the acquires start.
+func SetBeforeWait[K comparable](s *KeyedSemaphore[K], f func()) { s.beforeWait = f }

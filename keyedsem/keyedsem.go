@@ -140,7 +140,8 @@ type stripe[K comparable] struct {
 // in use, not every key ever seen.
 //
 // It must be created with [New] and must not be copied after first use. All
-// methods are safe for concurrent use.
+// methods are safe for concurrent use. The zero KeyedSemaphore is not
+// usable: each of its methods panics with "keyedsem: use New".
 type KeyedSemaphore[K comparable] struct {
 	// Read-mostly: configuration, the map and the closed flag.
 	m          *xsync.Map[K, *entry[K]]
@@ -200,6 +201,8 @@ type KeyedSemaphore[K comparable] struct {
 	passes uint64         // eviction passes run, for tests; under the eviction lock
 
 	stopJanitor, janitorDone chan struct{} // nil without WithJanitor
+
+	beforeWait func() // a test's hook, run by an acquire on its way to wait; nil
 }
 
 type config struct {
@@ -396,35 +399,43 @@ func (s *KeyedSemaphore[K]) Acquire(ctx context.Context, key K) (Permit, error) 
 // time the waiter wakes with them, AcquireN gives them back (to the
 // waiters behind it, as if it had left in time) and returns the context's
 // error: a context that ended before the permits came free always wins,
-// and the caller owns a permit if and only if the error is nil.
+// and the caller owns a permit if and only if the error is nil. This holds
+// on the path without waiting too: the context is looked at after the
+// key's state is read and before free permits are taken from it. Such a
+// grant given back counts only in Stats.Cancelled.
 //
 // AcquireN panics if ctx is nil.
 func (s *KeyedSemaphore[K]) AcquireN(ctx context.Context, key K, n int64) (Permit, error) {
 	if ctx == nil {
 		panic("keyedsem: nil Context")
 	}
-	// An ended context has a non-nil Err: one atomic load for the
-	// standard contexts, cheaper than a select on Done.
-	if !fastctx.NeverDone(ctx) {
-		if err := ctx.Err(); err != nil {
-			s.cancelled.Add(1)
-			return Permit{}, err
-		}
-	}
 	if n <= 0 || n > s.capacity || s.closed.Load() || (s.nanKeys && key != key) {
+		s.mustBeMade()
+		if err := ended(ctx); err != nil {
+			s.cancelled.Add(1)
+			return Permit{}, err // an ended context comes before any refusal
+		}
 		return Permit{}, s.refuse(n)
 	}
+	// The context is looked at by lookup, after it loaded the state that
+	// it claims permits from and before the claim: had it looked before
+	// the load, a release (and with idle timeout 0 the removal of the
+	// entry, and a new one) after the look could give the permit to a
+	// context cancelled before the release.
 	e, took, err := s.lookup(ctx, key, n, false)
 	if err != nil {
 		if err == ErrTooManyKeys {
 			s.rejected.Add(1)
-		} else { // ctx ended while waiting for an eviction pass
+		} else { // ctx had ended, or ended while waiting for an eviction pass
 			s.cancelled.Add(1)
 		}
 		return Permit{}, err
 	}
 	if took {
 		return s.grant(e, n), nil
+	}
+	if s.beforeWait != nil {
+		s.beforeWait()
 	}
 	return s.wait(ctx, e, n)
 }
@@ -447,6 +458,7 @@ func (s *KeyedSemaphore[K]) TryAcquire(key K) (Permit, bool) {
 // AcquireN.
 func (s *KeyedSemaphore[K]) TryAcquireN(key K, n int64) (Permit, bool) {
 	if n <= 0 || n > s.capacity || s.closed.Load() || (s.nanKeys && key != key) {
+		s.mustBeMade() // a zero KeyedSemaphore has capacity 0: every try comes here
 		return Permit{}, false
 	}
 	e, took, _ := s.lookup(context.TODO(), key, n, true)
@@ -477,6 +489,7 @@ func (s *KeyedSemaphore[K]) Do(ctx context.Context, key K, fn func(context.Conte
 // refuse counts and returns the error for an acquire refused before any
 // lookup.
 func (s *KeyedSemaphore[K]) refuse(n int64) error {
+	s.mustBeMade() // a zero KeyedSemaphore has capacity 0: every acquire comes here
 	s.rejected.Add(1)
 	switch {
 	case n <= 0:
@@ -487,6 +500,13 @@ func (s *KeyedSemaphore[K]) refuse(n int64) error {
 		return semaphore.ErrTooHeavy
 	default:
 		return ErrNaNKey
+	}
+}
+
+// mustBeMade panics if s is a zero KeyedSemaphore, not made by New.
+func (s *KeyedSemaphore[K]) mustBeMade() {
+	if s.m == nil {
+		panic("keyedsem: use New")
 	}
 }
 
@@ -506,6 +526,23 @@ func canHoldNaN(t reflect.Type) bool {
 		}
 	}
 	return false
+}
+
+// ended returns ctx's error, or nil at once for a context that never ends
+// (Background, TODO). An ended context has a non-nil Err: one atomic load
+// for the standard contexts, cheaper than a select on Done.
+//
+// An acquire calls it after each load of the state (or of the map) that a
+// claim of permits is made from, and before the claim: with Go's
+// sequentially consistent atomics, a load that sees the release that freed
+// the permits also lets ctx.Err see a cancellation that came before that
+// release, so a context that ended before the permits came free always
+// wins.
+func ended(ctx context.Context) error {
+	if fastctx.NeverDone(ctx) {
+		return nil
+	}
+	return ctx.Err()
 }
 
 // errBusy is lookup's answer to a try whose key has no free permits.
@@ -532,14 +569,19 @@ func (s *KeyedSemaphore[K]) next(st uint64, n int64) (uint64, bool) {
 // it takes a reference only together with the permits, and otherwise
 // returns errBusy. The error is ErrTooManyKeys if the hard cap refused a
 // new entry, or ctx's error if ctx ended while the hard cap waited for an
-// eviction pass (with try, ctx is not used).
+// eviction pass, or had ended when lookup was about to claim permits (with
+// try, ctx is a context that never ends).
 func (s *KeyedSemaphore[K]) lookup(ctx context.Context, key K, n int64, try bool) (*entry[K], bool, error) {
 	// One hash and one pass over the bucket for the two common cases: the
 	// key has a live entry (no lock taken), or it has none (the entry is
 	// made under the bucket's lock).
 	var made, full bool
 	var count int64
+	var cerr error
 	e, loaded := s.m.LoadOrCompute(key, func() (*entry[K], bool) {
+		if cerr = ended(ctx); cerr != nil {
+			return nil, true // the map had no entry: it may have just been dropped
+		}
 		c, ok := s.reserve()
 		if !ok {
 			full = true
@@ -553,10 +595,12 @@ func (s *KeyedSemaphore[K]) lookup(ctx context.Context, key K, n int64, try bool
 		s.made(count)
 		return e, true, nil
 	case loaded:
-		took, res := s.join(e, key, n, try)
+		took, res, err := s.join(ctx, e, key, n, try)
 		if res == joinOK {
-			return e, took, nil
+			return e, took, err
 		}
+	case cerr != nil:
+		return nil, false, cerr
 	case full:
 		if room, err := s.makeRoom(ctx, try); !room {
 			return nil, false, err
@@ -620,50 +664,61 @@ const (
 
 // join raises a reference on e, an entry that the map held for key a
 // moment ago, taking n permits if it can. It returns joinStale if e is dead
-// or no longer key's: the caller then looks again under the map's lock.
+// or no longer key's: the caller then looks again under the map's lock. If
+// ctx has ended when join is about to raise the reference, it raises none
+// and returns joinOK with ctx's error.
 //
 // e may have been evicted and reused for another key since the map
 // returned it. The compare-and-swap fails on a dead entry; if it succeeds
 // on a reused one, the reference keeps the entry (and its key) from
 // changing while join compares the key, and is then dropped.
-func (s *KeyedSemaphore[K]) join(e *entry[K], key K, n int64, try bool) (bool, int) {
+func (s *KeyedSemaphore[K]) join(ctx context.Context, e *entry[K], key K, n int64, try bool) (bool, int, error) {
 	for {
 		st := e.state.Load()
 		if st&deadBit != 0 {
-			return false, joinStale
+			return false, joinStale, nil
 		}
 		nst, took := s.next(st, n)
 		if try && !took {
 			// Busy, or a reused entry of another key that is busy: look
 			// again under the bucket's lock, where the map is exact.
-			return false, joinStale
+			return false, joinStale, nil
+		}
+		if err := ended(ctx); err != nil {
+			return false, joinOK, err // after the load: see ended
 		}
 		if !e.state.CompareAndSwap(st, nst) {
 			continue
 		}
 		if e.key == key {
-			return took, joinOK
+			return took, joinOK, nil
 		}
 		var w int64
 		if took {
 			w = n
 		}
 		s.release(e, w)
-		return false, joinStale
+		return false, joinStale, nil
 	}
 }
 
 // compute does lookup's work under the map's lock for key: it joins the
 // live entry, or makes one (replacing a dead one that its owner has not
 // removed yet). A new entry's permits are taken at once. again asks the
-// caller to look again, after the hard cap made room.
+// caller to look again, after the hard cap made room. ctx is looked at
+// after each load that a claim is made from, before the claim (see ended);
+// if it has ended, nothing is taken and its error returned.
 func (s *KeyedSemaphore[K]) compute(ctx context.Context, key K, n int64, try bool) (e *entry[K], took bool, err error, again bool) {
 	var full, busy, made bool
 	var count int64
+	var cerr error
 	s.m.Compute(key, func(cur *entry[K], loaded bool) (*entry[K], xsync.ComputeOp) {
 		if loaded {
 			for {
 				st := cur.state.Load()
+				if cerr = ended(ctx); cerr != nil {
+					return cur, xsync.CancelOp // after the load: see ended
+				}
 				if st&deadBit != 0 {
 					// Replace it below; its owner's removal will find it
 					// gone, and leave its count to the new entry.
@@ -680,6 +735,8 @@ func (s *KeyedSemaphore[K]) compute(ctx context.Context, key K, n int64, try boo
 					return cur, xsync.CancelOp
 				}
 			}
+		} else if cerr = ended(ctx); cerr != nil {
+			return nil, xsync.CancelOp // no entry: it may have just been dropped
 		} else if c, ok := s.reserve(); ok {
 			count = c
 		} else {
@@ -691,6 +748,8 @@ func (s *KeyedSemaphore[K]) compute(ctx context.Context, key K, n int64, try boo
 		return ne, xsync.UpdateOp
 	})
 	switch {
+	case cerr != nil:
+		return nil, false, cerr, false
 	case busy:
 		return nil, false, errBusy, false
 	case full:
@@ -956,6 +1015,7 @@ func clearQueued[K comparable](e *entry[K]) {
 func (s *KeyedSemaphore[K]) wait(ctx context.Context, e *entry[K], n int64) (Permit, error) {
 	e.mu.Lock()
 	var err error
+	cancelled := false
 	for err == nil {
 		if s.closed.Load() {
 			err = ErrClosed
@@ -963,6 +1023,12 @@ func (s *KeyedSemaphore[K]) wait(ctx context.Context, e *entry[K], n int64) (Per
 		}
 		st := e.state.Load()
 		if e.head == nil && avail(st) >= n {
+			// The permits came free since lookup: they may have come free
+			// after ctx ended (see ended).
+			if err = ended(ctx); err != nil {
+				cancelled = true
+				break
+			}
 			if e.state.CompareAndSwap(st, st-uint64(n)) {
 				e.mu.Unlock()
 				return s.grant(e, n), nil
@@ -984,7 +1050,11 @@ func (s *KeyedSemaphore[K]) wait(ctx context.Context, e *entry[K], n int64) (Per
 		st := s.unrefLocked(e, 0)
 		e.mu.Unlock()
 		s.settle(e, st)
-		s.rejected.Add(1)
+		if cancelled {
+			s.cancelled.Add(1)
+		} else {
+			s.rejected.Add(1)
+		}
 		return Permit{}, err
 	}
 	w := s.wcache.Get()
@@ -1016,15 +1086,24 @@ func (s *KeyedSemaphore[K]) wait(ctx context.Context, e *entry[K], n int64) (Per
 }
 
 // giveBack settles w, served and woken, whose context has ended: a grant
-// is released (serving the waiters behind it) and counted as a
-// cancellation, and err returned; a failure (Close) is returned as it is.
+// is taken back as if w had left the queue before it, as package semaphore
+// does: the token goes back to the pool without a release (the permit
+// never reached the caller), the grant is uncounted, so that it counts in
+// neither Acquired nor Released but only in Cancelled, the permits and w's
+// reference are given back (serving the waiters behind it), and err is
+// returned. A failure (Close) is returned as it is.
 func (s *KeyedSemaphore[K]) giveBack(e *entry[K], w *waiter, err error) error {
-	p, werr := s.outcome(e, w)
-	if werr != nil {
+	if w.Err != nil {
+		_, werr := s.outcome(e, w)
 		return werr
 	}
+	t, n := tokenOf[K](w.Tok), w.N
+	s.wcache.Put(w)
+	permit.OwnerOf(&t.Token).(*stripe[K]).acquired.Add(^uint64(0)) // uncount the grant
+	t.e = nil
+	s.tokens.Put(t) // at the same generation: no handle of it was ever returned
 	s.cancelled.Add(1)
-	p.Release()
+	s.release(e, n)
 	return err
 }
 
@@ -1098,6 +1177,7 @@ func (s *KeyedSemaphore[K]) drop(e *entry[K]) {
 // free without waiting may still succeed (its permit must be released as
 // any other); calls begun after Close returns fail.
 func (s *KeyedSemaphore[K]) Close() {
+	s.mustBeMade()
 	if !s.closed.CompareAndSwap(false, true) {
 		return
 	}
@@ -1130,10 +1210,16 @@ func (s *KeyedSemaphore[K]) Close() {
 
 // Len returns the number of entries alive: keys in use, and idle keys not
 // evicted yet.
-func (s *KeyedSemaphore[K]) Len() int { return int(s.alive.Load()) }
+func (s *KeyedSemaphore[K]) Len() int {
+	s.mustBeMade()
+	return int(s.alive.Load())
+}
 
 // PerKeyCapacity returns the capacity of every key.
-func (s *KeyedSemaphore[K]) PerKeyCapacity() int64 { return s.capacity }
+func (s *KeyedSemaphore[K]) PerKeyCapacity() int64 {
+	s.mustBeMade()
+	return s.capacity
+}
 
 // Stats is a snapshot of a keyed semaphore.
 type Stats struct {
@@ -1143,9 +1229,9 @@ type Stats struct {
 	Waiters  int   // callers waiting, over all keys
 	Closed   bool
 
-	Acquired       uint64 // grants, with or without waiting
+	Acquired       uint64 // grants, with or without waiting; a grant given back because the waiter's context had ended is not counted (see Cancelled)
 	Released       uint64 // first releases of granted permits
-	Cancelled      uint64 // acquires that ended with a context error
+	Cancelled      uint64 // acquires that ended with a context error, also a waiter granted its permits after its context ended, which gives them back (counted only here, as in package semaphore)
 	Rejected       uint64 // acquires refused: invalid weight, too heavy, closed (also waiters woken by Close), queue full, too many keys, NaN key; TryAcquire's false is not counted
 	Created        uint64 // entries made
 	Evicted        uint64 // entries removed: idle ones evicted, and with idle timeout 0 those dropped at their last release
@@ -1160,6 +1246,7 @@ type Stats struct {
 // Held is the weight they hold. Stats takes time in proportion to the
 // number of entries.
 func (s *KeyedSemaphore[K]) Stats() Stats {
+	s.mustBeMade()
 	st := Stats{Capacity: s.capacity, Closed: s.closed.Load()}
 	s.m.RangeRelaxed(func(_ K, e *entry[K]) bool {
 		if w := e.state.Load(); w&(busyBit|deadBit) == busyBit {
