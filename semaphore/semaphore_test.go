@@ -205,11 +205,13 @@ func TestAcquireWithDoneContextFailsFastEvenWithPermitsFree(t *testing.T) {
 // grantRace runs one round of a grant racing a waiter's departure. A holder
 // has the only permit; waiter A waits for it, waiter B waits behind A. The
 // holder's release and leave (which ends A's wait: a cancel, a max wait
-// running out) happen concurrently (mode 0), or back to back in either order
-// (modes 1 and 2), before A's goroutine has necessarily run. Whichever wins,
-// the permit has exactly one owner: A if its Acquire returned nil, else the
-// semaphore, which must pass it on to B. Never both, never neither. In mode
-// 2 A's wait ended strictly before the release, so A must fail.
+// running out) happen concurrently (mode 0); or the release comes first and
+// A has returned with the permit before leave (mode 1: A keeps it, and its
+// later leave changes nothing); or leave comes strictly first (mode 2: A
+// must fail, even when the release granted it before it ran). Whichever
+// wins, the permit has exactly one owner: A if its Acquire returned nil,
+// else the semaphore, which must pass it on to B. Never both, never
+// neither.
 //
 // It returns what happened to A: "kept" (A owns the permit) or "left" (A
 // failed: it left before the grant, or was granted, saw its wait end, and
@@ -228,7 +230,9 @@ func grantRace(t *testing.T, mode int, s *semaphore.Weighted, h semaphore.Permit
 		wg.Wait()
 	case 1:
 		h.Release()
+		ra := recv(t, a)
 		leave()
+		a = replay(ra)
 	case 2:
 		leave()
 		h.Release()
@@ -274,13 +278,20 @@ func grantRace(t *testing.T, mode int, s *semaphore.Weighted, h semaphore.Permit
 
 // requireRaceExercised checks that the rounds hit both outcomes. Mode 2
 // always makes A leave (often after the release granted it before it ran:
-// the semaphore then takes the grant back), mode 1 usually makes it keep
-// the permit, so missing either in hundreds of rounds means the test no
-// longer tests the race.
+// the semaphore then takes the grant back), mode 1 always makes it keep
+// the permit, so missing either means the test no longer tests both paths
+// (mode 0, the race itself, may go either way).
 func requireRaceExercised(t *testing.T, seen map[string]int) {
 	t.Helper()
 	require.Positive(t, seen["left"], "no round had A leave: %v", seen)
 	require.Positive(t, seen["kept"], "no round had A keep the permit: %v", seen)
+}
+
+// replay returns a channel that yields r, for a result already received.
+func replay(r result) <-chan result {
+	c := make(chan result, 1)
+	c <- r
+	return c
 }
 
 func TestGrantCancelRaceHasExactlyOneOwner(t *testing.T) {
