@@ -108,8 +108,11 @@
 //
 //   - Acquire: when the units are granted, when its context ends (at once,
 //     even with a call in flight: the call goes on in the background and
-//     what it was granted is released), or at Close (with [ErrClosed], at
-//     once). It has no bound of its own: give it a context with a deadline.
+//     what it was granted is released), or at Close (with [ErrClosed]: at
+//     once, but an Acquire whose context can never end, such as
+//     context.Background(), first waits for its call in flight, within one
+//     margin). It has no bound of its own: give it a context with a
+//     deadline.
 //   - TryAcquire: within the margin (one call).
 //   - [Permit.Release]: within the margin and at most 250 ms, whatever Redis
 //     does. A release that did not get through by then is tried once more
@@ -130,7 +133,8 @@
 // A permit is owned by whoever received it, until Release; Release is
 // once-only, stops refreshing the lease first, then removes the permit from
 // Redis. Close ends every permit of the instance (cause [ErrClosed]); their
-// leases are no longer refreshed and run out in Redis within one lease. If
+// leases are no longer refreshed and run out in Redis within one lease of
+// their last refresh (one in flight at Close may still go through). If
 // Acquire returns an error, nothing is held: a grant that raced with the
 // caller's cancellation, or with Close, is released in the background. A
 // context that ended before a grant reached the waiter wins: the grant is
