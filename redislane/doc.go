@@ -47,9 +47,11 @@
 //     the limit;
 //   - a holder's lease is valid until its [Permit.Deadline]: the send time
 //     of its last successful grant or refresh call, plus the lease, minus
-//     the margin. A reply that comes back later than the margin is not
-//     used. When the deadline passes without a successful refresh, or a
-//     refresh finds the permit gone, the permit's [Permit.Context] is
+//     the margin. A grant whose reply comes back later than the margin is
+//     not used (the lane asks again); the reply of a refresh is used
+//     whenever it comes within its deadline, as it counts from its send
+//     time too. When the deadline passes without a successful refresh, or
+//     a refresh finds the permit gone, the permit's [Permit.Context] is
 //     cancelled, with [ErrLeaseExpired] or [ErrLeaseLost] as its cause;
 //   - every permit carries a fencing token ([Permit.Fence]), larger than the
 //     token of every permit of the lane granted before it, also after Redis
