@@ -87,7 +87,7 @@ func TestReleaseReturnsPromptlyRedisBlackHoled(t *testing.T) {
 	const lease = 5 * time.Second
 	s, err := redislane.NewSemaphore(rc, laneName(t), 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
-	p, err := s.Acquire(context.Background(), 1)
+	p, err := s.Acquire(testCtx(t), 1)
 	require.NoError(t, err)
 
 	px.black.Store(true)
@@ -150,7 +150,7 @@ func TestCloseReturnsWithinBoundRedisBlackHoled(t *testing.T) {
 				px.black.Store(true) // the first waiter subscribes into the void
 				nwait = 1
 			} else {
-				p, err = s.Acquire(context.Background(), 1)
+				p, err = s.Acquire(testCtx(t), 1)
 				require.NoError(t, err)
 			}
 			errs := make(chan error, nwait)

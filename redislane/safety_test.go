@@ -169,7 +169,7 @@ func TestCloseEndsPermitNeverReleased(t *testing.T) {
 	s, err := redislane.NewSemaphore(newClient(t, srv.Addr), name, 1, redislane.WithLease(testLease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	other := newSem(t, srv.Addr, name, 1)
-	p, err := s.Acquire(context.Background(), 1)
+	p, err := s.Acquire(testCtx(t), 1)
 	require.NoError(t, err)
 
 	s.Close()
@@ -201,7 +201,7 @@ func TestMaxHoldEndsPermit(t *testing.T) {
 	s := newSem(t, srv.Addr, name, 1, redislane.WithMaxHold(hold))
 	other := newSem(t, srv.Addr, name, 1)
 	start := time.Now()
-	p, err := s.Acquire(context.Background(), 1)
+	p, err := s.Acquire(testCtx(t), 1)
 	require.NoError(t, err)
 	assert.False(t, p.Deadline().After(start.Add(hold).Add(time.Second)), "deadline past the longest hold")
 
