@@ -102,13 +102,15 @@ func (h *skewHook) shift(cmd redis.Cmder) {
 func TestClientClockSkewChangesNothing(t *testing.T) {
 	srv := startRedis(t)
 	name := laneName(t)
-	const lease = 500 * time.Millisecond
+	// A refresh may come 700 ms late, for a loaded machine, before the
+	// permit held across the first steps ends.
+	const lease = 1500 * time.Millisecond
 	instance := func(addr string, skew time.Duration) (*redislane.Semaphore, *skewHook) {
 		h := &skewHook{skew: skew}
 		rc := newClient(t, addr, func(o *redis.Options) {
 			o.MaxRetries = -1
-			o.ReadTimeout = 200 * time.Millisecond
-			o.WriteTimeout = 200 * time.Millisecond
+			o.ReadTimeout = lease / 2
+			o.WriteTimeout = lease / 2
 		})
 		rc.AddHook(h)
 		s, err := redislane.NewSemaphore(rc, name, 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
@@ -308,7 +310,9 @@ func TestRestartQuarantineOutlastsCutOffHolder(t *testing.T) {
 		t.Run(map[bool]string{false: "recreated-by-acquire", true: "recreated-by-refresh"}[byRefresh], func(t *testing.T) {
 			srv := startRedis(t)
 			name := laneName(t)
-			const lease = time.Second
+			// Long enough that the restart (and, by refresh, the detection)
+			// ends within the old holder's validity on a loaded machine.
+			const lease = 2 * time.Second
 			px, rc, _ := proxied(t, srv.Addr, 100*time.Millisecond)
 			// The old holder's instance makes the lane's first state without
 			// a quarantine, to save the test a lease; it never reaches the
