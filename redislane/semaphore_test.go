@@ -14,6 +14,13 @@ import (
 
 const testLease = 500 * time.Millisecond
 
+// handoverLease is the lease of the tests whose holder waits, holding, for
+// a waiter to subscribe and queue: with testLease, a late refresh on a
+// loaded machine ended the holder's permit, the waiter was granted
+// directly, and the wait for it to queue timed out. Nothing in those tests
+// waits for a lease to run out.
+const handoverLease = 5 * time.Second
+
 func TestAcquireReleaseUncontended(t *testing.T) {
 	srv := startRedis(t)
 	var cnt counter
