@@ -81,7 +81,7 @@ func TestClusterHandoverThroughShardedAndClassicPubSub(t *testing.T) {
 			name = "classic"
 		}
 		t.Run(name, func(t *testing.T) {
-			var opts = []redislane.Option{redislane.WithLease(testLease), redislane.WithQuarantine(0)}
+			var opts = []redislane.Option{redislane.WithLease(handoverLease), redislane.WithQuarantine(0)}
 			if classic {
 				opts = append(opts, redislane.WithClassicPubSub())
 			}

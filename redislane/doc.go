@@ -47,9 +47,11 @@
 //     the limit;
 //   - a holder's lease is valid until its [Permit.Deadline]: the send time
 //     of its last successful grant or refresh call, plus the lease, minus
-//     the margin. A reply that comes back later than the margin is not
-//     used. When the deadline passes without a successful refresh, or a
-//     refresh finds the permit gone, the permit's [Permit.Context] is
+//     the margin. A grant whose reply comes back later than the margin is
+//     not used (the lane asks again); the reply of a refresh is used
+//     whenever it comes within its deadline, as it counts from its send
+//     time too. When the deadline passes without a successful refresh, or
+//     a refresh finds the permit gone, the permit's [Permit.Context] is
 //     cancelled, with [ErrLeaseExpired] or [ErrLeaseLost] as its cause;
 //   - every permit carries a fencing token ([Permit.Fence]), larger than the
 //     token of every permit of the lane granted before it, also after Redis
@@ -108,8 +110,11 @@
 //
 //   - Acquire: when the units are granted, when its context ends (at once,
 //     even with a call in flight: the call goes on in the background and
-//     what it was granted is released), or at Close (with [ErrClosed], at
-//     once). It has no bound of its own: give it a context with a deadline.
+//     what it was granted is released), or at Close (with [ErrClosed]: at
+//     once, but an Acquire whose context can never end, such as
+//     context.Background(), first waits for its call in flight, within one
+//     margin). It has no bound of its own: give it a context with a
+//     deadline.
 //   - TryAcquire: within the margin (one call).
 //   - [Permit.Release]: within the margin and at most 250 ms, whatever Redis
 //     does. A release that did not get through by then is tried once more
@@ -130,7 +135,8 @@
 // A permit is owned by whoever received it, until Release; Release is
 // once-only, stops refreshing the lease first, then removes the permit from
 // Redis. Close ends every permit of the instance (cause [ErrClosed]); their
-// leases are no longer refreshed and run out in Redis within one lease. If
+// leases are no longer refreshed and run out in Redis within one lease of
+// their last refresh (one in flight at Close may still go through). If
 // Acquire returns an error, nothing is held: a grant that raced with the
 // caller's cancellation, or with Close, is released in the background. A
 // context that ended before a grant reached the waiter wins: the grant is

@@ -102,13 +102,15 @@ func (h *skewHook) shift(cmd redis.Cmder) {
 func TestClientClockSkewChangesNothing(t *testing.T) {
 	srv := startRedis(t)
 	name := laneName(t)
-	const lease = 500 * time.Millisecond
+	// A refresh may come 700 ms late, for a loaded machine, before the
+	// permit held across the first steps ends.
+	const lease = 1500 * time.Millisecond
 	instance := func(addr string, skew time.Duration) (*redislane.Semaphore, *skewHook) {
 		h := &skewHook{skew: skew}
 		rc := newClient(t, addr, func(o *redis.Options) {
 			o.MaxRetries = -1
-			o.ReadTimeout = 200 * time.Millisecond
-			o.WriteTimeout = 200 * time.Millisecond
+			o.ReadTimeout = lease / 2
+			o.WriteTimeout = lease / 2
 		})
 		rc.AddHook(h)
 		s, err := redislane.NewSemaphore(rc, name, 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
@@ -204,12 +206,14 @@ func TestRefreshDeadlineCountsFromTheSendTime(t *testing.T) {
 	var log callLog
 	rc := newClient(t, px.addr(), func(o *redis.Options) { o.MaxRetries = -1 })
 	rc.AddHook(&log)
-	// A refresh every second: the delayed one is the only one for a while
-	// (0.7 s after its reply), and the lease keeps 0.7 s beyond that reply
-	// for a slow machine.
+	// A refresh every two seconds: the delayed one is the only one for a
+	// while (1.7 s after its reply), and the lease keeps 1.7 s beyond that
+	// reply for a loaded machine (with 2.5 s, under a load of 12, no refresh
+	// got through before the deadline, the permit ended, and no refresh came
+	// to be delayed).
 	const (
-		lease   = 2500 * time.Millisecond // validity 2 s
-		refresh = time.Second
+		lease   = 5 * time.Second // validity 4 s; refresh deadline 1.67 s
+		refresh = 2 * time.Second
 		delay   = 300 * time.Millisecond
 	)
 	s, err := redislane.NewSemaphore(rc, laneName(t), 1, redislane.WithLease(lease),
@@ -223,7 +227,11 @@ func TestRefreshDeadlineCountsFromTheSendTime(t *testing.T) {
 	assert.False(t, dl.After(log.bound(lease)), "the grant's deadline is past its send time plus the lease's validity")
 
 	done := px.arm(delay, false) // the next call is the refresh
-	within(t, 10*time.Second, "the delayed refresh reply", done)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no delayed refresh reply within 10s (permit ended: %v; stats %+v)", context.Cause(p.Context()), s.Stats())
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	for !p.Deadline().After(dl) {
 		if time.Now().After(deadline) {
@@ -308,7 +316,9 @@ func TestRestartQuarantineOutlastsCutOffHolder(t *testing.T) {
 		t.Run(map[bool]string{false: "recreated-by-acquire", true: "recreated-by-refresh"}[byRefresh], func(t *testing.T) {
 			srv := startRedis(t)
 			name := laneName(t)
-			const lease = time.Second
+			// Long enough that the restart (and, by refresh, the detection)
+			// ends within the old holder's validity on a loaded machine.
+			const lease = 2 * time.Second
 			px, rc, _ := proxied(t, srv.Addr, 100*time.Millisecond)
 			// The old holder's instance makes the lane's first state without
 			// a quarantine, to save the test a lease; it never reaches the

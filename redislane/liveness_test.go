@@ -87,7 +87,7 @@ func TestReleaseReturnsPromptlyRedisBlackHoled(t *testing.T) {
 	const lease = 5 * time.Second
 	s, err := redislane.NewSemaphore(rc, laneName(t), 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
-	p, err := s.Acquire(context.Background(), 1)
+	p, err := s.Acquire(testCtx(t), 1)
 	require.NoError(t, err)
 
 	px.black.Store(true)
@@ -103,10 +103,12 @@ func TestReleaseReturnsPromptlyRedisBlackHoled(t *testing.T) {
 }
 
 // TryAcquire makes one call with a deadline of a fifth of the lease, and
-// returns by it when Redis does not answer.
+// returns by it when Redis does not answer. The fault it pins costs the
+// client's ReadTimeout (10 s here), so it allows twice the slack: under a
+// load of 15, 400 ms took 1.45 s.
 func TestTryAcquireReturnsWithinMarginRedisBlackHoled(t *testing.T) {
 	srv := startRedis(t)
-	px, rc, _ := proxied(t, srv.Addr, 5*time.Second)
+	px, rc, _ := proxied(t, srv.Addr, 10*time.Second)
 	const lease = 2 * time.Second
 	s, err := redislane.NewSemaphore(rc, laneName(t), 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
@@ -118,7 +120,7 @@ func TestTryAcquireReturnsWithinMarginRedisBlackHoled(t *testing.T) {
 	el := timed(func() { _, ok = s.TryAcquire(1) })
 	t.Logf("TryAcquire with Redis black-holed: %v (bound %v)", el, lease/5)
 	assert.False(t, ok)
-	assert.Less(t, el, lease/5+slack, "TryAcquire blocked")
+	assert.Less(t, el, lease/5+2*slack, "TryAcquire blocked")
 }
 
 // Close returns within its bound (a third of the lease, plus 250 ms) when
@@ -150,7 +152,7 @@ func TestCloseReturnsWithinBoundRedisBlackHoled(t *testing.T) {
 				px.black.Store(true) // the first waiter subscribes into the void
 				nwait = 1
 			} else {
-				p, err = s.Acquire(context.Background(), 1)
+				p, err = s.Acquire(testCtx(t), 1)
 				require.NoError(t, err)
 			}
 			errs := make(chan error, nwait)

@@ -236,14 +236,16 @@ func TestLateReplyNeverYieldsPermit(t *testing.T) {
 			p, err := s.Acquire(testCtx(t), 2)
 			require.NoError(t, err)
 			calls := cnt.evals.Load() - evals
+			st := s.Stats() // before the permit's first refresh, a third of a lease on
 			within(t, 30*time.Second, "the delayed reply", done)
 			defer p.Release()
 
 			// The call gives up at the margin (its deadline), or its reply
 			// comes back too late to be used: either way it is asked again.
-			st := s.Stats()
-			assert.EqualValues(t, 1, st.LateReplies+st.RedisErrors, "the late reply was used")
-			assert.EqualValues(t, 2, calls, "one late call, one timely call")
+			// On a loaded machine a retry can be late too (margin 200 ms),
+			// so count: every call but the last was given up.
+			assert.Positive(t, st.LateReplies+st.RedisErrors, "the late reply was used")
+			assert.EqualValues(t, 1+st.LateReplies+st.RedisErrors, calls, "calls that were given up, and the timely one")
 			ids, fences, counter := holderState(t, direct, name)
 			require.Len(t, ids, 1, "Redis holds more than one grant")
 			assert.Equal(t, p.Fence(), fences[0])
@@ -294,7 +296,10 @@ func TestCancelledCallInFlightReleasesLateGrant(t *testing.T) {
 	direct := newClient(t, srv.Addr)
 	px, rc, _ := proxied(t, srv.Addr, 5*time.Second)
 	name := laneName(t)
-	s, err := redislane.NewSemaphore(rc, name, 2, redislane.WithLease(2*time.Second), redislane.WithQuarantine(0))
+	// A margin (2 s) longer than the delay, so that the late grant is
+	// released by a call that gets through, on a loaded machine too: a
+	// grant left to expire stays in the sorted set until a call removes it.
+	s, err := redislane.NewSemaphore(rc, name, 2, redislane.WithLease(10*time.Second), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer s.Close()
 	warm(t, s)

@@ -35,7 +35,9 @@ func TestHandoverThroughShardedAndClassicPubSub(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			lane := laneName(t)
-			var opts []redislane.Option
+			// The holder's permit must outlast the subscriptions and the
+			// waiter's queueing on a loaded machine: a lease of its own.
+			opts := []redislane.Option{redislane.WithLease(handoverLease)}
 			if classic {
 				opts = append(opts, redislane.WithClassicPubSub())
 			}
@@ -110,10 +112,10 @@ func TestUnansweredCommandInfoFallsBackToClassicPubSub(t *testing.T) {
 	direct := newClient(t, srv.Addr)
 	ctx := context.Background()
 	lane := laneName(t)
-	a := newSem(t, srv.Addr, lane, 1)
+	a := newSem(t, srv.Addr, lane, 1, redislane.WithLease(handoverLease))
 	rc := newClient(t, srv.Addr)
 	rc.AddHook(noCommand{})
-	b, err := redislane.NewSemaphore(rc, lane, 1, redislane.WithLease(testLease), redislane.WithQuarantine(0))
+	b, err := redislane.NewSemaphore(rc, lane, 1, redislane.WithLease(handoverLease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer b.Close()
 	p, err := b.Acquire(ctx, 1)

@@ -38,7 +38,7 @@ var (
 	ErrReleased = errors.New("redislane: permit released")
 	// ErrMaxHold is the cause of a permit's context when it has been held
 	// for the time given with [WithMaxHold]: its lease is no longer
-	// refreshed and runs out in Redis within one lease.
+	// refreshed and runs out in Redis within one lease of its last refresh.
 	ErrMaxHold = errors.New("redislane: permit held for its longest hold (WithMaxHold)")
 	// ErrInvalidConfig is wrapped by the errors of [NewSemaphore] and
 	// [NewKeyed] for a nil client, a bad name, a limit below 1 or a bad
@@ -91,8 +91,8 @@ func WithQuarantine(d time.Duration) Option { return func(c *config) { c.quarant
 // WithMaxHold bounds how long any permit of the instance may be held: d
 // after its grant, the permit ends as if its lease had run out, with
 // [ErrMaxHold] as the cause of its context, and its lease is no longer
-// refreshed (it runs out in Redis within one lease, or at the permit's
-// Release). [Permit.Deadline] is never later than the grant plus d. It
+// refreshed (it runs out in Redis within one lease of its last refresh, or
+// at the permit's Release). [Permit.Deadline] is never later than the grant plus d. It
 // keeps a permit that is never released (a leaked one, a holder stuck for
 // ever) from holding its units for as long as the process lives. 0, the
 // default, sets no bound.

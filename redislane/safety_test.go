@@ -111,7 +111,13 @@ func TestStaleHandoverNeverYieldsPermit(t *testing.T) {
 	})
 
 	// b's next call runs in Redis (b stays queued) and its reply is held.
-	executed, open := g.arm()
+	// The hook ignores the call's deadline, so the gate is opened whatever
+	// happens: a test that fails before would otherwise hang in b.Close,
+	// which waits for the call.
+	executed, openGate := g.arm()
+	var opened sync.Once
+	open := func() { opened.Do(openGate) }
+	defer open()
 	select {
 	case <-executed:
 	case <-time.After(10 * time.Second):
@@ -169,7 +175,7 @@ func TestCloseEndsPermitNeverReleased(t *testing.T) {
 	s, err := redislane.NewSemaphore(newClient(t, srv.Addr), name, 1, redislane.WithLease(testLease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	other := newSem(t, srv.Addr, name, 1)
-	p, err := s.Acquire(context.Background(), 1)
+	p, err := s.Acquire(testCtx(t), 1)
 	require.NoError(t, err)
 
 	s.Close()
@@ -193,21 +199,24 @@ func TestCloseEndsPermitNeverReleased(t *testing.T) {
 
 // WithMaxHold ends a permit that is held too long, with its own cause, and
 // stops refreshing its lease: its units come back within one lease while
-// the holder still has it.
+// the holder still has it. The lease is long enough for a loaded machine
+// (a refresh may come 700 ms late): with 500 ms, the permit's lease
+// expired before its longest hold under load.
 func TestMaxHoldEndsPermit(t *testing.T) {
 	srv := startRedis(t)
 	name := laneName(t)
-	const hold = 3 * testLease / 2 // longer than a lease: refreshed at least once
-	s := newSem(t, srv.Addr, name, 1, redislane.WithMaxHold(hold))
-	other := newSem(t, srv.Addr, name, 1)
+	const lease = 1500 * time.Millisecond
+	const hold = 3 * lease / 2 // longer than a lease: refreshed at least once
+	s := newSem(t, srv.Addr, name, 1, redislane.WithLease(lease), redislane.WithMaxHold(hold))
+	other := newSem(t, srv.Addr, name, 1, redislane.WithLease(lease))
 	start := time.Now()
-	p, err := s.Acquire(context.Background(), 1)
+	p, err := s.Acquire(testCtx(t), 1)
 	require.NoError(t, err)
 	assert.False(t, p.Deadline().After(start.Add(hold).Add(time.Second)), "deadline past the longest hold")
 
 	select {
 	case <-p.Context().Done():
-	case <-time.After(20 * testLease):
+	case <-time.After(20 * lease):
 		t.Fatal("the permit outlived its longest hold")
 	}
 	end := time.Now()
@@ -217,7 +226,7 @@ func TestMaxHoldEndsPermit(t *testing.T) {
 	assert.False(t, end.Before(start.Add(hold)), "ended before its longest hold")
 	t.Logf("held %v with WithMaxHold(%v)", end.Sub(start), hold)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*testLease)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*lease)
 	defer cancel()
 	q, err := other.Acquire(ctx, 1)
 	require.NoError(t, err, "the lease was still refreshed")

@@ -91,11 +91,11 @@ func (s *Semaphore) Stats() Stats { return s.c.stats() }
 // Close refuses later acquires, sends the callers waiting away with
 // [ErrClosed], and ends every permit of the instance still out: their
 // contexts are cancelled with [ErrClosed] as the cause, their leases are no
-// longer refreshed and run out in Redis within one lease (Release after
-// Close is allowed, and makes no call). It returns when the waiters have
-// left and the instance's goroutines and calls have ended: within a third of
-// the lease plus 250 ms, whatever Redis does. Close does not close the
-// Redis client.
+// longer refreshed and run out in Redis within one lease of their last
+// refresh (Release after Close is allowed, and makes no call). It returns
+// when the waiters have left and the instance's goroutines and calls have
+// ended: within a third of the lease plus 250 ms, whatever Redis does.
+// Close does not close the Redis client.
 func (s *Semaphore) Close() { s.c.close() }
 
 // run runs fn under the permit, releasing it on every way out.

@@ -14,6 +14,13 @@ import (
 
 const testLease = 500 * time.Millisecond
 
+// handoverLease is the lease of the tests whose holder waits, holding, for
+// a waiter to subscribe and queue: with testLease, a late refresh on a
+// loaded machine ended the holder's permit, the waiter was granted
+// directly, and the wait for it to queue timed out. Nothing in those tests
+// waits for a lease to run out.
+const handoverLease = 5 * time.Second
+
 func TestAcquireReleaseUncontended(t *testing.T) {
 	srv := startRedis(t)
 	var cnt counter
@@ -222,13 +229,17 @@ func TestCloseWakesWaitersAndEndsPermits(t *testing.T) {
 	s.Close() // idempotent
 }
 
-// The refresher keeps a permit valid for as long as it is held, many
-// leases long.
+// The refresher keeps a permit valid for as long as it is held, past its
+// first lease. The lease is long enough for a loaded machine: a refresh is
+// tried every 500 ms (each with a deadline of 500 ms) and one of them in
+// 2 s must get through; with 200 ms, 93 ms of scheduling delay under -race
+// ended the permit, and with 1.5 s (default period, two slow calls in a
+// row) a load of 12 still did.
 func TestRefreshKeepsPermitPastItsLease(t *testing.T) {
 	srv := startRedis(t)
-	const lease = 200 * time.Millisecond
+	const lease = 2500 * time.Millisecond
 	name := laneName(t)
-	s := newSem(t, srv.Addr, name, 1, redislane.WithLease(lease))
+	s := newSem(t, srv.Addr, name, 1, redislane.WithLease(lease), redislane.WithRefreshEvery(lease/5))
 	other := newSem(t, srv.Addr, name, 1, redislane.WithLease(lease))
 	p, err := s.Acquire(testCtx(t), 1)
 	require.NoError(t, err)
@@ -236,7 +247,7 @@ func TestRefreshKeepsPermitPastItsLease(t *testing.T) {
 	select { // real time must pass for leases to run out
 	case <-p.Context().Done():
 		t.Fatalf("lease ended: %v", context.Cause(p.Context()))
-	case <-time.After(5 * lease):
+	case <-time.After(lease + lease/5): // past the first lease in Redis
 	}
 	assert.True(t, p.Deadline().After(first), "the deadline never moved")
 	q, ok := other.TryAcquire(1)
