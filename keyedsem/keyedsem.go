@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"reflect"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/coarse"
 	"github.com/sessionlane/lanes/internal/fastctx"
+	"github.com/sessionlane/lanes/internal/nan"
 	"github.com/sessionlane/lanes/internal/permit"
 	"github.com/sessionlane/lanes/internal/waitq"
 	"github.com/sessionlane/lanes/semaphore"
@@ -310,7 +310,7 @@ func New[K comparable](opts ...Option) *KeyedSemaphore[K] {
 		step:       max(int64(c.idle)/8, 1),
 		hard:       c.hard,
 		maxWaiters: c.maxWaiters,
-		nanKeys:    canHoldNaN(reflect.TypeFor[K]()),
+		nanKeys:    nan.Possible[K](),
 		clock:      c.clock,
 	}
 	if _, ok := c.clock.(clock.Real); ok || c.clock == nil {
@@ -508,24 +508,6 @@ func (s *KeyedSemaphore[K]) mustBeMade() {
 	if s.m == nil {
 		panic("keyedsem: use New")
 	}
-}
-
-// canHoldNaN reports whether a value of type t can be unequal to itself:
-// whether it is, or holds, a float, a complex or an interface.
-func canHoldNaN(t reflect.Type) bool {
-	switch t.Kind() {
-	case reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128, reflect.Interface:
-		return true
-	case reflect.Array:
-		return t.Len() > 0 && canHoldNaN(t.Elem())
-	case reflect.Struct:
-		for i := range t.NumField() {
-			if canHoldNaN(t.Field(i).Type) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // ended returns ctx's error, or nil at once for a context that never ends

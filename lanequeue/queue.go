@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/sessionlane/lanes/internal/coarse"
+	"github.com/sessionlane/lanes/internal/nan"
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -209,7 +210,7 @@ func fixedMaxOf[K comparable](l Lane[K]) int64 {
 
 // New returns a queue with no lanes.
 func New[K comparable]() *Queue[K] {
-	q := &Queue[K]{done: make(chan struct{}), nanKeys: canHoldNaN(reflect.TypeFor[K]())}
+	q := &Queue[K]{done: make(chan struct{}), nanKeys: nan.Possible[K]()}
 	q.clock.Init(time.Now())
 	q.table.Store(&laneTable[K]{byName: map[string]laneRef[K]{}})
 	return q
@@ -517,25 +518,6 @@ func (q *Queue[K]) Close() {
 	for _, e := range t.ordered {
 		e.lane.Close()
 	}
-}
-
-// canHoldNaN reports whether a value of type t can be unequal to itself:
-// whether it is, or holds, a float, a complex or an interface (as
-// keyedsem decides for its keys).
-func canHoldNaN(t reflect.Type) bool {
-	switch t.Kind() {
-	case reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128, reflect.Interface:
-		return true
-	case reflect.Array:
-		return t.Len() > 0 && canHoldNaN(t.Elem())
-	case reflect.Struct:
-		for i := range t.NumField() {
-			if canHoldNaN(t.Field(i).Type) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // budgetOf returns what identifies l's budget: the semaphore, keyed
