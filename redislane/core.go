@@ -738,7 +738,7 @@ func (c *core) close() {
 		}
 		c.mu.Unlock()
 		for _, p := range out {
-			p.end(ErrClosed)
+			p.end(ErrClosed, nil)
 		}
 		c.kickRefresher()
 		c.wg.Wait()

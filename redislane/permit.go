@@ -132,22 +132,7 @@ func (p *Permit) extend(sent time.Time) {
 }
 
 // lose ends the lease after a refresh found the permit gone.
-func (p *Permit) lose() {
-	p.mu.Lock()
-	if p.state != active {
-		p.mu.Unlock()
-		return
-	}
-	p.state = ended
-	if now := time.Now(); now.Before(p.deadline) {
-		p.deadline = now
-	}
-	p.timer.Stop()
-	p.mu.Unlock()
-	p.c.st.lost.Add(1) // before the cancel, so that whoever sees it sees the count
-	p.cancel(ErrLeaseLost)
-	p.c.forget(p)
-}
+func (p *Permit) lose() { p.end(ErrLeaseLost, &p.c.st.lost) }
 
 // onTimer ends the lease when the deadline has passed without a refresh.
 func (p *Permit) onTimer() {
@@ -174,9 +159,11 @@ func (p *Permit) onTimer() {
 	p.c.forget(p)
 }
 
-// end ends the lease with cause, at Close: it is no longer refreshed, and
-// runs out in Redis.
-func (p *Permit) end(cause error) {
+// end ends the lease with cause (at Close, or after a refresh found the
+// permit gone): it is no longer refreshed, and runs out in Redis. count, if
+// not nil, counts it, before the cancel, so that whoever sees the cancel
+// sees the count.
+func (p *Permit) end(cause error, count *atomic.Uint64) {
 	p.mu.Lock()
 	if p.state != active {
 		p.mu.Unlock()
@@ -188,6 +175,9 @@ func (p *Permit) end(cause error) {
 	}
 	p.timer.Stop()
 	p.mu.Unlock()
+	if count != nil {
+		count.Add(1)
+	}
 	p.cancel(cause)
 	p.c.forget(p)
 }
