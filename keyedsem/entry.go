@@ -1,0 +1,145 @@
+package keyedsem
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/sessionlane/lanes/internal/permit"
+)
+
+// Layout of entry.state, the word that every lookup, acquire and release of
+// a key works on with one compare-and-swap:
+//
+//	bit  63      dead: the entry is unpublished (pooled, or being removed
+//	             from the map); no reference can be raised on it
+//	bit  62      busy: the entry is referenced; the bits below are then
+//	bit  61        queued: waiters are queued; acquirers change avail only
+//	               under the entry's mutex, and releases go through it
+//	bits 28..60    refs: holders + waiters + callers between lookup and
+//	               acquire (33 bits)
+//	bits 0..27     avail: permits free (28 bits)
+//	bits 0..61   with busy and dead clear, the entry is idle: no references,
+//	             all permits free, no waiters; the bits hold the time it went
+//	             idle, in nanoseconds since the semaphore was made
+//
+// Folding the idle time into the word makes an eviction precise: the
+// compare-and-swap that kills an idle entry fails if the entry was used in
+// between and went idle again at another time. (With the coarse clock two
+// idle stamps may tie; the kill then evicts an entry that was used and is
+// idle again, which is only a matter of eviction order: a kill always
+// requires zero references.)
+const (
+	deadBit   = 1 << 63
+	busyBit   = 1 << 62
+	queuedBit = 1 << 61
+	refShift  = 28
+	refOne    = 1 << refShift
+	refMask   = (1<<33 - 1) << refShift
+	availMask = MaxPerKeyCapacity // 1<<refShift - 1
+	stampMask = 1<<62 - 1
+)
+
+func avail(st uint64) int64 { return int64(st & availMask) }
+
+// cacheLine is the size of a cache line on the machines we target (amd64,
+// arm64 servers).
+const cacheLine = 64
+
+// entry is the semaphore of one key. It holds no token of its own: tokens
+// come from a pool for the time a permit is out, so that an idle entry is
+// five words with a string key (40 bytes, a 48-byte size class), where an
+// x/sync semaphore alone takes 80. It has no goroutine, timer or channel.
+//
+// Entries are recycled through a pool. A goroutine may still hold a pointer
+// to an entry after it was removed from the map and reused for another key,
+// so: only a holder of a reference may read key; an entry whose reference
+// was raised through a stale pointer is recognised by its key (see join);
+// and the party that sets the dead bit owns the entry until it puts it back
+// in the pool.
+type entry[K comparable] struct {
+	state atomic.Uint64 // see the layout above
+	mu    sync.Mutex    // protects head, and the queued bit's transitions
+	head  *waiter       // oldest waiter; the list is circular (head.Prev is the newest)
+	key   K             // written while the entry is dead; read by reference holders and by the owner of a dead entry
+}
+
+// token is a permit's token, pooled per semaphore, for the time a permit
+// is out. Its owner is its stripe.
+type token[K comparable] struct {
+	permit.Token               // first, so that a *permit.Token of ours is a *token (see tokenOf)
+	gen          atomic.Uint64 // the generation of Token
+	e            *entry[K]     // the entry of the permit out; written by the granter, read by the releaser
+}
+
+// tokenOf returns the token that t is the first field of. t must be a
+// token of a semaphore of key type K: its owner is a *stripe[K].
+func tokenOf[K comparable](t *permit.Token) *token[K] {
+	return (*token[K])(unsafe.Pointer(t))
+}
+
+// stripe counts grants and releases without every core updating one word,
+// and is the permit.Owner of its tokens: a token counts in its own stripe,
+// and tokens live in a sync.Pool, which keeps them near the processor that
+// released them.
+type stripe[K comparable] struct {
+	s        *KeyedSemaphore[K]
+	acquired atomic.Uint64
+	released atomic.Uint64
+	_        [cacheLine - 24]byte
+}
+
+// grant returns the permit for n permits taken on e.
+func (s *KeyedSemaphore[K]) grant(e *entry[K], n int64) Permit {
+	t := s.token(e)
+	return permit.Make(&t.Token, t.gen.Load(), n)
+}
+
+// token takes a token from the pool for a grant on e, and counts the grant.
+func (s *KeyedSemaphore[K]) token(e *entry[K]) *token[K] {
+	t := s.tokens.Get().(*token[K])
+	t.e = e
+	permit.OwnerOf(&t.Token).(*stripe[K]).acquired.Add(1)
+	return t
+}
+
+// ReleaseToken gives back n permits held through t. It is called by
+// Permit.Release, once per grant; it is not meant to be called directly.
+func (st *stripe[K]) ReleaseToken(pt *permit.Token, n int64) {
+	t := tokenOf[K](pt)
+	e := t.e // copy before the token goes back to the pool
+	t.e = nil
+	st.released.Add(1)
+	st.s.tokens.Put(t)
+	st.s.release(e, n)
+}
+
+// CountDoubleRelease counts a Release of a permit already released. It is
+// called by Permit.Release; it is not meant to be called directly.
+func (st *stripe[K]) CountDoubleRelease(*permit.Token) { st.s.doubleRel.Add(1) }
+
+// idleState returns the state of an entry that has just lost its last
+// reference: idle since now, or dead with an idle timeout of 0.
+func (s *KeyedSemaphore[K]) idleState() uint64 {
+	if s.idle == 0 {
+		return deadBit
+	}
+	return uint64(s.now())
+}
+
+// now returns the time since the semaphore was made, in nanoseconds. With
+// the real clock it is read from a coarse clock (an atomic load, right to
+// about a millisecond): a system clock read was more than a third of an
+// uncontended acquire and release. Idle stamps then tie within a
+// millisecond, which only blurs the order of eviction among them: an
+// eviction's safety rests on the reference count, not on the stamp.
+func (s *KeyedSemaphore[K]) now() int64 {
+	var d time.Duration
+	if s.realClock {
+		d = time.Duration(s.coarse.Read())
+	} else {
+		d = s.clock.Now().Sub(s.epoch)
+	}
+	return min(max(int64(d), 0), stampMask)
+}

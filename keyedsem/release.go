@@ -1,0 +1,165 @@
+package keyedsem
+
+import (
+	"github.com/puzpuzpuz/xsync/v4"
+
+	"github.com/sessionlane/lanes/internal/waitq"
+)
+
+// release drops a reference on e and gives back n permits with it (n may
+// be 0). Without waiters it is one compare-and-swap; with waiters it
+// serves them under e.mu. The last reference makes the entry idle, or
+// dead (and removed) with an idle timeout of 0.
+func (s *KeyedSemaphore[K]) release(e *entry[K], n int64) {
+	var idle uint64
+	haveIdle := false
+	for {
+		st := e.state.Load()
+		if st&queuedBit != 0 {
+			s.releaseQueued(e, n)
+			return
+		}
+		nst := st - refOne + uint64(n)
+		if nst&refMask == 0 {
+			if avail(nst) != s.capacity {
+				panic("keyedsem: internal error: last reference dropped with permits out")
+			}
+			if !haveIdle {
+				idle, haveIdle = s.idleState(), true
+			}
+			nst = idle
+		}
+		if e.state.CompareAndSwap(st, nst) {
+			// settle, by hand: the idle transition without work to do is
+			// the uncontended release's common case, one load and compare.
+			if nst&deadBit != 0 {
+				s.drop(e)
+			} else if nst&busyBit == 0 && int64(nst) >= s.due.Load() {
+				s.wentIdle(e, nst)
+			}
+			return
+		}
+	}
+}
+
+// settle finishes the last release of e's reference, which left e in
+// state st: a dead entry is removed, an idle one may owe eviction work.
+// It must not be called with e.mu held.
+func (s *KeyedSemaphore[K]) settle(e *entry[K], st uint64) {
+	if st&deadBit != 0 {
+		s.drop(e)
+	} else if st&busyBit == 0 && int64(st) >= s.due.Load() {
+		s.wentIdle(e, st)
+	}
+}
+
+// wentIdle runs after e went idle, in state st (its idle time), when the
+// time is at or past due, and does the eviction work of the soft cap and
+// the idle timeout, so that both hold without Sweep:
+//
+//   - over the soft cap, an idle entry may not stay: e is evicted at once
+//     (the older idle entries were evicted when the count went over);
+//   - otherwise it notes that an entry is idle (after a pass that found
+//     none, see starved), runs an expiry pass if one is due, and sets due
+//     back to expiry if the count is no longer over the cap.
+//
+// After Close it does nothing: eviction is then left to Sweep.
+func (s *KeyedSemaphore[K]) wentIdle(e *entry[K], st uint64) {
+	if s.closed.Load() {
+		return
+	}
+	if !s.hard && s.alive.Load() > s.maxKeys {
+		s.kill(candidate[K]{e, st}) // fails if e was joined meanwhile
+		return
+	}
+	if s.starved.Load() {
+		s.starved.Store(false)
+		// A new key may have taken the count over the cap and skipped its
+		// pass for starved in between our two looks: run it for that key.
+		if !s.hard && s.alive.Load() > s.maxKeys {
+			s.trim()
+		}
+	}
+	if int64(st) >= s.expiry.Load() {
+		s.expire() // sets due itself, unless another pass runs or after Close
+	}
+	s.rearm()
+}
+
+// rearm sets due back to expiry, unless the count is over the soft cap or
+// starved is set. Whoever makes either true stores 0 in due after that;
+// rearm looks at both after its store, so that one of the two stores of
+// 0 comes last.
+func (s *KeyedSemaphore[K]) rearm() {
+	v := s.expiry.Load()
+	if s.due.Load() == v {
+		return
+	}
+	s.due.Store(v)
+	if (!s.hard && s.alive.Load() > s.maxKeys) || s.starved.Load() {
+		s.due.Store(0)
+	}
+}
+
+// releaseQueued is release when waiters are queued: under e.mu, it gives
+// the permits back and serves the waiters that now fit, in order, and wakes
+// them after unlocking.
+func (s *KeyedSemaphore[K]) releaseQueued(e *entry[K], n int64) {
+	e.mu.Lock()
+	st := s.unrefLocked(e, n)
+	var wake *waiter
+	if st&(busyBit|deadBit) == busyBit && e.head != nil {
+		wake = s.grantLocked(e)
+	}
+	e.mu.Unlock()
+	waitq.WakeAll(wake)
+	s.settle(e, st)
+}
+
+// unrefLocked drops a reference on e, giving back n permits, and clears
+// the queued bit if nobody waits. It must be called with e.mu held. It
+// returns the new state; if that is not busy (the entry died or went
+// idle), the caller must settle it after unlocking.
+func (s *KeyedSemaphore[K]) unrefLocked(e *entry[K], n int64) uint64 {
+	var idle uint64
+	haveIdle := false
+	for {
+		st := e.state.Load()
+		nst := st - refOne + uint64(n)
+		if nst&refMask == 0 {
+			// Waiters hold references, so nobody waits.
+			if !haveIdle {
+				idle, haveIdle = s.idleState(), true
+			}
+			nst = idle
+		} else if e.head == nil {
+			nst &^= queuedBit
+		}
+		if e.state.CompareAndSwap(st, nst) {
+			return nst
+		}
+	}
+}
+
+// drop removes e, which the caller has just made dead (so owns), from the
+// map if the map still holds it, and puts it back in the pool. The key is
+// read from e only now: while e was referenced, another party could have
+// killed and reused it the moment the reference was gone.
+func (s *KeyedSemaphore[K]) drop(e *entry[K]) {
+	removed := false
+	s.m.Compute(e.key, func(cur *entry[K], loaded bool) (*entry[K], xsync.ComputeOp) {
+		if loaded && cur == e {
+			removed = true
+			return nil, xsync.DeleteOp
+		}
+		return cur, xsync.CancelOp
+	})
+	if removed {
+		// Otherwise a new entry replaced e, and took over its count.
+		s.alive.Add(-1)
+	}
+	s.evicted.Add(1)
+	var zero K
+	e.key = zero
+	s.entries.Put(e)
+}

@@ -1,0 +1,50 @@
+package keyedsem
+
+// Stats is a snapshot of a keyed semaphore.
+type Stats struct {
+	Keys     int   // entries alive (Len)
+	Capacity int64 // per-key capacity
+	Held     int64 // weight of the permits out, over all keys
+	Waiters  int   // callers waiting, over all keys
+	Closed   bool
+
+	Acquired       uint64 // grants, with or without waiting; a grant given back because the waiter's context had ended is not counted (see Cancelled)
+	Released       uint64 // first releases of granted permits
+	Cancelled      uint64 // acquires that ended with a context error, also a waiter granted its permits after its context ended, which gives them back (counted only here, as in package semaphore)
+	Rejected       uint64 // acquires refused: invalid weight, too heavy, closed (also waiters woken by Close), queue full, too many keys, NaN key; TryAcquire's false is not counted
+	Created        uint64 // entries made
+	Evicted        uint64 // entries removed: idle ones evicted, and with idle timeout 0 those dropped at their last release
+	DoubleReleases uint64 // Release calls on permits already released
+}
+
+// Stats returns a snapshot of the semaphore. Held is summed over the
+// entries and the counters are striped, so under concurrent use the fields
+// are not read at one instant: a release in flight may be counted as
+// released and still held. Once the calls have returned, Acquired -
+// Released is the number of permits out, Created - Evicted == Keys, and
+// Held is the weight they hold. Stats takes time in proportion to the
+// number of entries.
+func (s *KeyedSemaphore[K]) Stats() Stats {
+	s.mustBeMade()
+	st := Stats{Capacity: s.capacity, Closed: s.closed.Load()}
+	s.m.RangeRelaxed(func(_ K, e *entry[K]) bool {
+		if w := e.state.Load(); w&(busyBit|deadBit) == busyBit {
+			st.Held += s.capacity - avail(w)
+		}
+		return true
+	})
+	for i := range s.stripes {
+		st.Released += s.stripes[i].released.Load()
+	}
+	for i := range s.stripes {
+		st.Acquired += s.stripes[i].acquired.Load()
+	}
+	st.Keys = s.Len()
+	st.Waiters = int(s.waiters.Load())
+	st.Cancelled = s.cancelled.Load()
+	st.Rejected = s.rejected.Load()
+	st.Evicted = s.evicted.Load()
+	st.Created = s.created.Load()
+	st.DoubleReleases = s.doubleRel.Load()
+	return st
+}

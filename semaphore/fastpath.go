@@ -1,0 +1,174 @@
+package semaphore
+
+import (
+	"context"
+	"math/bits"
+	"sync/atomic"
+
+	"github.com/sessionlane/lanes/internal/fastctx"
+	"github.com/sessionlane/lanes/internal/permit"
+)
+
+// Layout of Weighted.state, the word the fast paths work on with one
+// compare-and-swap each:
+//
+//	bits 0..14   free inline tokens (bit i set: tokens[i] is free)
+//	bit  15      slow: waiters are queued or the semaphore is closed; every
+//	             change of the word then happens under mu
+//	bits 16..63  available permits, signed (negative after a shrink)
+//
+// Fifteen inline tokens: a grant beyond them takes a spare token, whose
+// release goes through mu, so the inline ones cover the capacities that
+// are commonly used (up to 15 permits out at once) and the count still
+// has 47 bits. The state word has a cache line of its own, and so does each
+// inline token's generation: a core that keeps taking the same slot keeps
+// that generation's line, so two cores working at once bounce only the
+// state word's line between them (with the generations packed beside the
+// state word, two goroutines at capacity 8 ran at half x/sync's speed).
+// With seven tokens, capacity 8 under 32 goroutines released one grant in
+// eight through mu, which showed as a tenth of its profile.
+//
+// The layout is permit's, so that Permit.Release returns an inline token
+// to the word by itself, with no call into the semaphore.
+const (
+	inlineTokens = permit.WordTokens
+	tokenMask    = 1<<inlineTokens - 1
+	flagSlow     = permit.WordSlow
+	availShift   = permit.WordShift
+)
+
+// cacheLine is the size of a cache line on the machines we target (amd64,
+// arm64 servers).
+const cacheLine = 64
+
+type paddedGen struct {
+	atomic.Uint64
+	_ [cacheLine - 8]byte
+}
+
+func avail(st uint64) int64 { return int64(st) >> availShift }
+
+// ctxEnded reports whether ctx has ended; a context that never ends
+// (Background, TODO) is not asked.
+func ctxEnded(ctx context.Context) bool {
+	return !fastctx.NeverDone(ctx) && ctx.Err() != nil
+}
+
+// acquireContended retries the fast path after its compare-and-swap lost
+// to another core, backing off first for a while that doubles each round.
+// Without the backoff two cores taking and returning permits at once pass
+// the state word's cache line back and forth on every operation (two
+// goroutines on capacity 8 ran at half x/sync's speed, whose mutex lets
+// one of them run alone while the other waits); with it, each runs bursts
+// of operations with the line in its own cache. It gives up as soon as
+// the fast path no longer applies (permits or tokens run out, or waiters
+// queue: they are served in order under mu), and after backoffRounds
+// attempts. Waiters never spin here: FIFO service is unaffected.
+//
+// Each reload is followed by a look at ctx, as in Acquire: permits given
+// back while it spun must not go to a context that ended before they came
+// free (the slow path then returns ctx's error).
+func (s *Weighted) acquireContended(ctx context.Context, n int64) (Permit, bool) {
+	for i := 0; i < backoffRounds; i++ {
+		spinWait(backoffSpins << i)
+		st := s.state.Load()
+		if !fastOK(st, n) || ctxEnded(ctx) {
+			return Permit{}, false
+		}
+		if p, ok := s.claimInline(st, n); ok {
+			return p, true
+		}
+	}
+	return Permit{}, false
+}
+
+// fastOK reports whether state st lets a caller take n permits (n > 0)
+// without the lock: nobody waits, the semaphore is open, n permits are
+// available and an inline token is free.
+func fastOK(st uint64, n int64) bool {
+	return st&flagSlow == 0 && avail(st) >= n && st&tokenMask != 0
+}
+
+// claimInline takes n permits and the lowest free inline token from state
+// st, for which fastOK holds, by one compare-and-swap. It returns false if
+// the word changed meanwhile.
+func (s *Weighted) claimInline(st uint64, n int64) (Permit, bool) {
+	slot, ok := s.takeSlot(st, n)
+	if !ok {
+		return Permit{}, false
+	}
+	return permit.Make(&s.tokens[slot], s.gens[slot].Load(), n), true
+}
+
+// takeSlot takes n permits and the lowest free inline token (st must have
+// one) from state st by one compare-and-swap, and returns the token's
+// slot. It returns false if the word changed meanwhile.
+func (s *Weighted) takeSlot(st uint64, n int64) (int, bool) {
+	slot := bits.TrailingZeros64(st)
+	return slot, s.state.CompareAndSwap(st, st-uint64(n)<<availShift-1<<slot)
+}
+
+// The backoff of acquireContended: backoffRounds rounds of spinWait, the
+// first of backoffSpins iterations (under a microsecond), each twice the
+// one before: a few microseconds in all at most, about what sync.Mutex
+// spins before it parks. Shorter first rounds (512 iterations) left two
+// cores passing the line back and forth most of the time, at twice the
+// cost per operation.
+const (
+	backoffRounds = 3
+	backoffSpins  = 2048
+)
+
+// spinWait busy-waits for k iterations of an empty loop, without touching
+// memory that other cores write. It is not inlined, so that the loop is
+// kept.
+//
+//go:noinline
+func spinWait(k int) {
+	for j := 0; j < k; j++ {
+	}
+}
+
+// takeLocked takes n permits if nobody waits and they are available. It
+// must be called with mu held.
+func (s *Weighted) takeLocked(n int64) (Permit, bool) {
+	if s.closed || s.head != nil || n > s.capacity.Load() {
+		return Permit{}, false
+	}
+	for {
+		st := s.state.Load()
+		if avail(st) < n {
+			return Permit{}, false
+		}
+		if t, ok := s.claimLocked(st, n); ok {
+			return permit.Make(t, t.Gen(), n), true
+		}
+	}
+}
+
+// claimLocked takes n permits and a token from state st by one
+// compare-and-swap, taking a spare token when no inline one is free. It
+// returns false if the state changed meanwhile. It must be called with mu
+// held and with avail(st) >= n.
+func (s *Weighted) claimLocked(st uint64, n int64) (*permit.Token, bool) {
+	if st&tokenMask != 0 {
+		slot, ok := s.takeSlot(st, n)
+		if !ok {
+			return nil, false
+		}
+		return &s.tokens[slot], true
+	}
+	if !s.state.CompareAndSwap(st, st-uint64(n)<<availShift) {
+		return nil, false
+	}
+	var t *permit.Token
+	if k := len(s.spare); k > 0 {
+		t = s.spare[k-1]
+		s.spare[k-1] = nil
+		s.spare = s.spare[:k-1]
+	} else {
+		t = permit.NewToken((*owner)(s), -1)
+	}
+	s.spareOut++
+	return t, true
+}
