@@ -1,5 +1,7 @@
 package keyedsem
 
+import "github.com/sessionlane/lanes/semaphore"
+
 // Stats is a snapshot of a keyed semaphore.
 type Stats struct {
 	Keys     int   // entries alive (Len)
@@ -8,13 +10,11 @@ type Stats struct {
 	Waiters  int   // callers waiting, over all keys
 	Closed   bool
 
-	Acquired       uint64 // grants, with or without waiting; a grant given back because the waiter's context had ended is not counted (see Cancelled)
-	Released       uint64 // first releases of granted permits
-	Cancelled      uint64 // acquires that ended with a context error, also a waiter granted its permits after its context ended, which gives them back (counted only here, as in package semaphore)
-	Rejected       uint64 // acquires refused: invalid weight, too heavy, closed (also waiters woken by Close), queue full, too many keys, NaN key; TryAcquire's false is not counted
-	Created        uint64 // entries made
-	Evicted        uint64 // entries removed: idle ones evicted, and with idle timeout 0 those dropped at their last release
-	DoubleReleases uint64 // Release calls on permits already released
+	// Counters since New, as package semaphore defines them. Keyed
+	// semaphores have no maximum wait: TimedOut stays 0.
+	semaphore.Counters
+	Created uint64 // entries made
+	Evicted uint64 // entries removed: idle ones evicted, and with idle timeout 0 those dropped at their last release
 }
 
 // Stats returns a snapshot of the semaphore. Held is summed over the

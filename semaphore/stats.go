@@ -13,17 +13,40 @@ type Stats struct {
 	WaitingWeight int64 // total weight they wait for (math.MaxInt64 if more)
 	Closed        bool
 
-	// Counters since New. A grant taken back because the waiter's context
-	// or max wait ended first counts only in Cancelled or TimedOut, as if
-	// the waiter had left before the grant; waiters failed by Close or by
-	// a shrink below their weight count in none of them.
-	Acquired       uint64 // grants, with or without waiting
-	Released       uint64 // first releases of granted permits
-	Waited         uint64 // grants that had to wait in the queue
-	Cancelled      uint64 // acquires that ended with a context error
-	TimedOut       uint64 // acquires that ended with ErrWaitTooLong
-	Rejected       uint64 // acquires refused at once: invalid weight, too heavy, closed, queue full
-	DoubleReleases uint64 // Release calls on permits already released
+	Counters // since New
+}
+
+// Counters are the counts of events that every lanes package keeps, each
+// field with the same meaning in every package's Stats (a package that has
+// no such event leaves its field at 0). Each acquire call that returns ends
+// in exactly one of Acquired, Cancelled, TimedOut, Rejected or Failed;
+// TryAcquire's false is counted in none (it is an answer, not a failure).
+type Counters struct {
+	// Acquired counts grants that reached the caller, with or without
+	// waiting. A grant taken back because the waiter's context or
+	// maximum wait ended first is not counted here (see Cancelled).
+	Acquired uint64
+	// Released counts first releases of granted permits.
+	Released uint64
+	// Waited counts the grants (of those in Acquired) that had to wait in
+	// a queue.
+	Waited uint64
+	// Cancelled counts acquire calls that ended with their context's
+	// error: before waiting, while waiting, or granted after the context
+	// had ended (the grant is then given back, as if the waiter had left
+	// first).
+	Cancelled uint64
+	// TimedOut counts acquire calls that ended with ErrWaitTooLong, the
+	// package's own bound on waiting, counted like Cancelled.
+	TimedOut uint64
+	// Rejected counts acquire calls refused without waiting: invalid
+	// weight, too heavy, closed, queue full, too many keys, a NaN key.
+	Rejected uint64
+	// Failed counts waiters failed while they waited: by Close, or by a
+	// shrink of the capacity below their weight.
+	Failed uint64
+	// DoubleReleases counts Release calls on permits already released.
+	DoubleReleases uint64
 }
 
 // Stats returns a snapshot of the semaphore. The capacity, available count,
@@ -45,18 +68,20 @@ func (s *Weighted) Stats() Stats {
 	c := s.capacity.Load()
 	a := avail(st)
 	return Stats{
-		Capacity:       c,
-		Available:      a,
-		Held:           c - a,
-		Waiters:        s.waiters,
-		WaitingWeight:  s.waitingWeight(),
-		Closed:         s.closed,
-		Acquired:       released + out,
-		Released:       released,
-		Waited:         s.grantedWait,
-		Cancelled:      s.cancelled,
-		TimedOut:       s.timedOut,
-		Rejected:       s.rejected,
-		DoubleReleases: s.doubleRel.Load(),
+		Capacity:      c,
+		Available:     a,
+		Held:          c - a,
+		Waiters:       s.waiters,
+		WaitingWeight: s.waitingWeight(),
+		Closed:        s.closed,
+		Counters: Counters{
+			Acquired:       released + out,
+			Released:       released,
+			Waited:         s.grantedWait,
+			Cancelled:      s.cancelled,
+			TimedOut:       s.timedOut,
+			Rejected:       s.rejected,
+			DoubleReleases: s.doubleRel.Load(),
+		},
 	}
 }

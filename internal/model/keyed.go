@@ -5,6 +5,8 @@ import (
 	"math"
 	"sort"
 	"time"
+
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // TooManyKeys is the outcome of an acquire of a new key that the keyed
@@ -30,13 +32,9 @@ type KeyedStats struct {
 	Waiters  int
 	Closed   bool
 
-	Acquired       uint64
-	Released       uint64
-	Cancelled      uint64
-	Rejected       uint64
-	Created        uint64
-	Evicted        uint64
-	DoubleReleases uint64
+	semaphore.Counters
+	Created uint64
+	Evicted uint64
 }
 
 // keyedEntry is one key's semaphore in the model.

@@ -1,6 +1,10 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/sessionlane/lanes/semaphore"
+)
 
 // Err names the outcome of an operation on the semaphore model. The tests
 // map each to the sentinel error of the real package.
@@ -48,13 +52,7 @@ type SemStats struct {
 	WaitingWeight int64
 	Closed        bool
 
-	Acquired       uint64
-	Released       uint64
-	Waited         uint64
-	Cancelled      uint64
-	TimedOut       uint64
-	Rejected       uint64
-	DoubleReleases uint64
+	semaphore.Counters
 }
 
 // Semaphore is a sequential model of a weighted FIFO semaphore: a capacity,
