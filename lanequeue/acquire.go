@@ -383,3 +383,9 @@ func tryRateTail[K comparable](key K, g *grant[K], from int) bool {
 	commitRates(reqs)
 	return true
 }
+
+// ended reports whether ctx has ended: free for the contexts that never
+// end, an atomic load (ctx.Err) for the standard ones.
+func ended(ctx context.Context) bool {
+	return !fastctx.NeverDone(ctx) && ctx.Err() != nil
+}
