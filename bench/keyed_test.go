@@ -82,10 +82,10 @@ func newLanesQueue(q *lanequeue.Queue[string], names ...string) lanesQueue {
 
 func newQueue(global int64, opts ...keyedsem.Option) *lanequeue.Queue[string] {
 	q := lanequeue.New[string]()
-	if err := q.AddSessionLane("session", opts...); err != nil {
+	if err := q.AddKeyedLane("session", opts...); err != nil {
 		panic(err)
 	}
-	if err := q.AddLane("global", global); err != nil {
+	if err := q.AddGlobalLane("global", global); err != nil {
 		panic(err)
 	}
 	return q

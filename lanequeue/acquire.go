@@ -233,7 +233,7 @@ func (e *laneEntry[K]) check(n int64) error {
 		if l.s.Stats().Closed {
 			return &laneClosedError{lane: e.name, err: semaphore.ErrClosed}
 		}
-	case *sessionLane[K]:
+	case *keyedLane[K]:
 		if l.s.Stats().Closed {
 			return &laneClosedError{lane: e.name, err: keyedsem.ErrClosed}
 		}

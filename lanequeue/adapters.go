@@ -13,7 +13,7 @@ import (
 //
 // Use it to share one semaphore between a queue and code that acquires it
 // directly, or to watch the semaphore's own [semaphore.Stats].
-// [Queue.AddLane] builds the semaphore itself ([Queue.GlobalSemaphore]
+// [Queue.AddGlobalLane] builds the semaphore itself ([Queue.GlobalSemaphore]
 // returns it).
 func NewGlobalLane[K comparable](s *semaphore.Weighted) Lane[K] {
 	if s == nil {
@@ -29,7 +29,7 @@ func NewGlobalLane[K comparable](s *semaphore.Weighted) Lane[K] {
 type globalLane[K comparable] struct {
 	s *semaphore.Weighted
 	// capacity is the semaphore's fixed capacity when the lane made it
-	// (AddLane: nobody else can change it), or -1 for a semaphore from
+	// (AddGlobalLane: nobody else can change it), or -1 for a semaphore from
 	// outside, whose capacity is read from it each time (it may be
 	// changed by SetCapacity). Queue.GlobalSemaphore, which hands the
 	// semaphore out, sets it to -1 for good.
@@ -69,36 +69,36 @@ func (l *globalLane[K]) Stats() LaneStats {
 
 func (l *globalLane[K]) Close() { l.s.Close() }
 
-// NewSessionLane returns a [Keyed] lane over s: each key has its own
+// NewKeyedLane returns a [Keyed] lane over s: each key has its own
 // budget of s's per-key capacity (1 by default: one at a time per key, in
 // arrival order). The lane's Close closes s.
 //
-// [Queue.AddSessionLane] builds the keyed semaphore itself
+// [Queue.AddKeyedLane] builds the keyed semaphore itself
 // ([Queue.KeyedSemaphore] returns it).
-func NewSessionLane[K comparable](s *keyedsem.KeyedSemaphore[K]) Lane[K] {
+func NewKeyedLane[K comparable](s *keyedsem.KeyedSemaphore[K]) Lane[K] {
 	if s == nil {
 		panic("lanequeue: nil keyed semaphore")
 	}
-	return &sessionLane[K]{s: s}
+	return &keyedLane[K]{s: s}
 }
 
-// sessionLane adapts a keyedsem.KeyedSemaphore.
-type sessionLane[K comparable] struct {
+// keyedLane adapts a keyedsem.KeyedSemaphore.
+type keyedLane[K comparable] struct {
 	s *keyedsem.KeyedSemaphore[K]
 }
 
-func (l *sessionLane[K]) Kind() Kind       { return Keyed }
-func (l *sessionLane[K]) MaxWeight() int64 { return l.s.PerKeyCapacity() }
+func (l *keyedLane[K]) Kind() Kind       { return Keyed }
+func (l *keyedLane[K]) MaxWeight() int64 { return l.s.PerKeyCapacity() }
 
-func (l *sessionLane[K]) Acquire(ctx context.Context, key K, n int64) (semaphore.Permit, error) {
+func (l *keyedLane[K]) Acquire(ctx context.Context, key K, n int64) (semaphore.Permit, error) {
 	return l.s.AcquireN(ctx, key, n)
 }
 
-func (l *sessionLane[K]) TryAcquire(key K, n int64) (semaphore.Permit, bool) {
+func (l *keyedLane[K]) TryAcquire(key K, n int64) (semaphore.Permit, bool) {
 	return l.s.TryAcquireN(key, n)
 }
 
-func (l *sessionLane[K]) Stats() LaneStats {
+func (l *keyedLane[K]) Stats() LaneStats {
 	st := l.s.Stats()
 	return LaneStats{
 		Kind:      Keyed,
@@ -113,4 +113,4 @@ func (l *sessionLane[K]) Stats() LaneStats {
 	}
 }
 
-func (l *sessionLane[K]) Close() { l.s.Close() }
+func (l *keyedLane[K]) Close() { l.s.Close() }

@@ -12,7 +12,7 @@ import (
 type Kind int
 
 const (
-	// Keyed lanes serialise (or bound) work per key: a session lane.
+	// Keyed lanes serialise (or bound) work per key (per chat session, say).
 	Keyed Kind = iota
 	// Global lanes bound a budget shared by every key.
 	Global

@@ -53,7 +53,7 @@ var (
 	// asked for behind it: a lane of another kind, or a lane from another
 	// package.
 	ErrNoSemaphore = errors.New("lanequeue: no semaphore of that kind behind the lane")
-	// ErrInvalidCapacity is returned by AddLane for a capacity below 1 or
+	// ErrInvalidCapacity is returned by AddGlobalLane for a capacity below 1 or
 	// above semaphore.MaxCapacity, and by AddRateLane for a burst below 1;
 	// the error's text says which bound.
 	ErrInvalidCapacity = errors.New("lanequeue: invalid capacity")
@@ -77,7 +77,7 @@ var (
 // DefaultGlobalCapacity is the capacity of the "global" lane of [Default]:
 // 16 requests in flight at once across all keys, a budget most hosted model
 // APIs accept from one process. Build the queue with [New] and
-// [Queue.AddLane] to choose another.
+// [Queue.AddGlobalLane] to choose another.
 const DefaultGlobalCapacity = 16
 
 // Names of the lanes of [Default].
@@ -166,7 +166,7 @@ type laneEntry[K comparable] struct {
 func (e *laneEntry[K]) bind() {
 	e.fixedMax.Store(fixedMaxOf(e.lane))
 	switch l := e.lane.(type) {
-	case *sessionLane[K]:
+	case *keyedLane[K]:
 		e.keyed = l.s
 	case *globalLane[K]:
 		e.global = l.s
@@ -200,7 +200,7 @@ func fixedMaxOf[K comparable](l Lane[K]) int64 {
 	switch l := l.(type) {
 	case *globalLane[K]:
 		return l.capacity.Load() // -1 for a semaphore from outside
-	case *sessionLane[K]:
+	case *keyedLane[K]:
 		return l.s.PerKeyCapacity() // set by keyedsem.New, never changed
 	case *rateLane[K]:
 		return l.burst // -1 for a limiter from outside
@@ -222,20 +222,20 @@ func New[K comparable]() *Queue[K] {
 // [DefaultGlobalCapacity]. [Queue.KeyedSemaphore] and
 // [Queue.GlobalSemaphore] return their semaphores (to Sweep the session
 // lane's idle keys, to resize the global lane). Default panics for a
-// sessionOpts value out of range, as [keyedsem.New] does.
-func Default[K comparable](sessionOpts ...keyedsem.Option) *Queue[K] {
+// keyedOpts value out of range, as [keyedsem.New] does.
+func Default[K comparable](keyedOpts ...keyedsem.Option) *Queue[K] {
 	q := New[K]()
-	if err := q.AddSessionLane(SessionLane, sessionOpts...); err != nil {
+	if err := q.AddKeyedLane(SessionLane, keyedOpts...); err != nil {
 		panic(err) // unreachable: fresh queue, valid names
 	}
-	if err := q.AddLane(GlobalLane, DefaultGlobalCapacity); err != nil {
+	if err := q.AddGlobalLane(GlobalLane, DefaultGlobalCapacity); err != nil {
 		panic(err)
 	}
 	return q
 }
 
 // Add registers l under name. Any [Lane] implementation can be added: a
-// lane of this package made with [NewGlobalLane], [NewSessionLane] or
+// lane of this package made with [NewGlobalLane], [NewKeyedLane] or
 // [NewRateLane], or one from another package (a Redis lane). The queue
 // owns l from then on: [Queue.Close] closes it.
 //
@@ -259,15 +259,15 @@ func (q *Queue[K]) Add(name string, l Lane[K]) error {
 	return q.add(e)
 }
 
-// AddLane adds a [Global] lane of the given capacity: a
+// AddGlobalLane adds a [Global] lane of the given capacity: a
 // [semaphore.Weighted] made with opts, shared by every key, FIFO.
 // A weight of n takes n of its capacity.
 //
 // [Queue.GlobalSemaphore] returns the semaphore, to resize the lane.
 //
-// AddLane returns [ErrInvalidCapacity] for a capacity below 1 (or above
+// AddGlobalLane returns [ErrInvalidCapacity] for a capacity below 1 (or above
 // semaphore.MaxCapacity), and the errors of [Queue.Add].
-func (q *Queue[K]) AddLane(name string, capacity int64, opts ...semaphore.Option) error {
+func (q *Queue[K]) AddGlobalLane(name string, capacity int64, opts ...semaphore.Option) error {
 	if capacity < 1 {
 		return fmt.Errorf("lanequeue: lane %q: capacity %d: must be at least 1: %w", name, capacity, ErrInvalidCapacity)
 	}
@@ -282,24 +282,24 @@ func (q *Queue[K]) AddLane(name string, capacity int64, opts ...semaphore.Option
 	return q.add(&laneEntry[K]{name: name, kind: Global, lane: l})
 }
 
-// AddSessionLane adds a [Keyed] lane: a [keyedsem.KeyedSemaphore] made
+// AddKeyedLane adds a [Keyed] lane: a [keyedsem.KeyedSemaphore] made
 // with opts, one budget per key (by default one caller at a time per key,
 // served in arrival order; see [keyedsem.WithPerKeyCapacity]).
 // [Queue.KeyedSemaphore] returns the keyed semaphore, to Sweep its idle
 // keys.
 //
-// AddSessionLane returns the errors of [Queue.Add]. An option out of range
+// AddKeyedLane returns the errors of [Queue.Add]. An option out of range
 // (a per-key capacity outside [1, keyedsem.MaxPerKeyCapacity], a negative
 // idle timeout or janitor interval, max keys below 1) panics, as it does
 // in [keyedsem.New], which checks them: lanequeue cannot see the values
 // inside a keyedsem.Option. Options are a program's constants; build the
-// keyed semaphore with keyedsem.New and add it with [NewSessionLane] to
+// keyed semaphore with keyedsem.New and add it with [NewKeyedLane] to
 // handle a bad one where it is made.
-func (q *Queue[K]) AddSessionLane(name string, opts ...keyedsem.Option) error {
+func (q *Queue[K]) AddKeyedLane(name string, opts ...keyedsem.Option) error {
 	if err := q.checkName(name); err != nil {
 		return err
 	}
-	l := &sessionLane[K]{s: keyedsem.New[K](opts...)}
+	l := &keyedLane[K]{s: keyedsem.New[K](opts...)}
 	if err := q.add(&laneEntry[K]{name: name, kind: Keyed, lane: l}); err != nil {
 		l.Close()
 		return err
@@ -397,7 +397,7 @@ func (q *Queue[K]) Lane(name string) (Lane[K], bool) {
 }
 
 // GlobalSemaphore returns the [semaphore.Weighted] behind the global lane
-// registered as name: the one [Queue.AddLane] made (or [Default] for
+// registered as name: the one [Queue.AddGlobalLane] made (or [Default] for
 // [GlobalLane]), or the one given to [NewGlobalLane]. Through it a caller
 // can resize the lane with SetCapacity, read its own [semaphore.Stats], or
 // acquire it directly, beside the queue (such permits are not listed by
@@ -408,7 +408,7 @@ func (q *Queue[K]) Lane(name string) (Lane[K], bool) {
 // [ErrTooHeavy] and one within it waits as usual. A lane of
 // [NewGlobalLane] reads its capacity from its semaphore on every
 // AcquireAll whose set holds it (one atomic load), from the start, since
-// whoever made the semaphore may resize it. A lane of [Queue.AddLane],
+// whoever made the semaphore may resize it. A lane of [Queue.AddGlobalLane],
 // whose semaphore nobody else can reach, keeps its capacity in the queue
 // until the first call of GlobalSemaphore hands the semaphore out, and
 // from then on reads it from the semaphore as well. A call that resolved its
@@ -445,11 +445,11 @@ func (q *Queue[K]) unfix(e *laneEntry[K], l *globalLane[K]) {
 }
 
 // KeyedSemaphore returns the [keyedsem.KeyedSemaphore] behind the keyed
-// lane registered as name: the one [Queue.AddSessionLane] made (or
-// [Default] for [SessionLane]), or the one given to [NewSessionLane].
+// lane registered as name: the one [Queue.AddKeyedLane] made (or
+// [Default] for [SessionLane]), or the one given to [NewKeyedLane].
 // Through it a caller can Sweep the lane's idle keys at once (not needed
 // for the idle timeout to hold: normal use of the lane expires them, and
-// [keyedsem.WithJanitor], passed to AddSessionLane or Default, does while
+// [keyedsem.WithJanitor], passed to AddKeyedLane or Default, does while
 // the lane is unused; see [keyedsem.WithIdleTimeout]), read its own
 // [keyedsem.Stats] or Len, or acquire it directly, beside the queue (such
 // permits are not listed by [Queue.Holders]). The per-key capacity is set when the keyed semaphore
@@ -463,7 +463,7 @@ func (q *Queue[K]) KeyedSemaphore(name string) (*keyedsem.KeyedSemaphore[K], err
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownLane, name)
 	}
-	l, ok := r.e.lane.(*sessionLane[K])
+	l, ok := r.e.lane.(*keyedLane[K])
 	if !ok {
 		return nil, fmt.Errorf("%w: lane %q is a %s lane without one", ErrNoSemaphore, name, r.e.kind)
 	}
@@ -527,7 +527,7 @@ func budgetOf[K comparable](l Lane[K]) any {
 	switch l := l.(type) {
 	case *globalLane[K]:
 		return l.s
-	case *sessionLane[K]:
+	case *keyedLane[K]:
 		return l.s
 	case *rateLane[K]:
 		return l.lim

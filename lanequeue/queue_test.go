@@ -25,8 +25,8 @@ import (
 func testQueue(t *testing.T, global int64) *lanequeue.Queue[string] {
 	t.Helper()
 	q := lanequeue.New[string]()
-	must(t, q.AddSessionLane("session"))
-	must(t, q.AddLane("global", global))
+	must(t, q.AddKeyedLane("session"))
+	must(t, q.AddGlobalLane("global", global))
 	must(t, q.AddRateLane("rate", rate.Limit(1e-9), 1))
 	t.Cleanup(q.Close)
 	return q
@@ -106,7 +106,7 @@ func TestDeadlockFreeOppositeOrders(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			q := testQueue(t, c.global)
-			must(t, q.AddLane("other", 1))
+			must(t, q.AddGlobalLane("other", 1))
 			ctx, cancel := context.WithTimeout(context.Background(), failsafe)
 			defer cancel()
 			var inGlobal atomic.Int32
@@ -296,8 +296,8 @@ func TestBadInputFailsAtOnce(t *testing.T) {
 		if _, ok := tryAcquireAll(q, "k", []string{"session"}); ok {
 			t.Fatal("TryAcquireAll succeeded on a closed queue")
 		}
-		if err := q.AddLane("late", 1); !errors.Is(err, lanequeue.ErrClosed) {
-			t.Fatalf("AddLane on a closed queue = %v; want ErrClosed", err)
+		if err := q.AddGlobalLane("late", 1); !errors.Is(err, lanequeue.ErrClosed) {
+			t.Fatalf("AddGlobalLane on a closed queue = %v; want ErrClosed", err)
 		}
 		assertNothingHeld(t, q)
 	})
@@ -344,7 +344,7 @@ func TestCloseWakesWaiters(t *testing.T) {
 // waiting for itself; other keys and other lanes are fine.
 func TestReentrantAcquireFails(t *testing.T) {
 	q := testQueue(t, 4)
-	must(t, q.AddLane("tools", 2))
+	must(t, q.AddGlobalLane("tools", 2))
 	err := doAll(q, context.Background(), "thread-1", []string{"session", "global"}, func(ctx context.Context) error {
 		if _, err := acquireAll(q, ctx, "thread-1", []string{"session"}); !errors.Is(err, lanequeue.ErrReentrant) {
 			return fmt.Errorf("same key, same lane: %v; want ErrReentrant", err)
@@ -397,7 +397,7 @@ func TestTicketReleaseOnce(t *testing.T) {
 	q := lanequeue.New[string]()
 	defer q.Close()
 	must(t, q.Add("global", lanequeue.NewGlobalLane[string](sem)))
-	must(t, q.AddSessionLane("session"))
+	must(t, q.AddKeyedLane("session"))
 	for range 100 {
 		tk, err := acquireAll(q, context.Background(), "k", []string{"session", "global"})
 		must(t, err)
@@ -565,21 +565,21 @@ func TestHolders(t *testing.T) {
 func TestAddLaneErrors(t *testing.T) {
 	q := lanequeue.New[string]()
 	defer q.Close()
-	must(t, q.AddLane("global", 2))
+	must(t, q.AddGlobalLane("global", 2))
 	for _, c := range []struct {
 		name string
 		err  error
 		want error
 	}{
-		{"empty AddLane", q.AddLane("", 1), lanequeue.ErrEmptyName},
-		{"empty AddSessionLane", q.AddSessionLane(""), lanequeue.ErrEmptyName},
+		{"empty AddGlobalLane", q.AddGlobalLane("", 1), lanequeue.ErrEmptyName},
+		{"empty AddKeyedLane", q.AddKeyedLane(""), lanequeue.ErrEmptyName},
 		{"empty AddRateLane", q.AddRateLane("", 1, 1), lanequeue.ErrEmptyName},
 		{"empty Add", q.Add("", lanequeue.NewGlobalLane[string](semaphore.New(1))), lanequeue.ErrEmptyName},
-		{"duplicate AddLane", q.AddLane("global", 1), lanequeue.ErrDuplicateLane},
-		{"duplicate AddSessionLane", q.AddSessionLane("global"), lanequeue.ErrDuplicateLane},
+		{"duplicate AddGlobalLane", q.AddGlobalLane("global", 1), lanequeue.ErrDuplicateLane},
+		{"duplicate AddKeyedLane", q.AddKeyedLane("global"), lanequeue.ErrDuplicateLane},
 		{"duplicate AddRateLane", q.AddRateLane("global", 1, 1), lanequeue.ErrDuplicateLane},
-		{"duplicate Add", q.Add("global", lanequeue.NewSessionLane(keyedsem.New[string]())), lanequeue.ErrDuplicateLane},
-		{"zero capacity", q.AddLane("zero", 0), lanequeue.ErrInvalidCapacity},
+		{"duplicate Add", q.Add("global", lanequeue.NewKeyedLane(keyedsem.New[string]())), lanequeue.ErrDuplicateLane},
+		{"zero capacity", q.AddGlobalLane("zero", 0), lanequeue.ErrInvalidCapacity},
 		{"zero burst", q.AddRateLane("zero", 1, 0), lanequeue.ErrInvalidCapacity},
 	} {
 		if !errors.Is(c.err, c.want) {
@@ -617,10 +617,10 @@ func TestCanonicalOrderAcrossAdds(t *testing.T) {
 	q := lanequeue.New[string]()
 	defer q.Close()
 	must(t, q.AddRateLane("a-rate", rate.Inf, 1))
-	must(t, q.AddLane("z-global", 2))
-	must(t, q.AddLane("b-global", 2))
-	must(t, q.AddSessionLane("y-session"))
-	must(t, q.AddSessionLane("c-session"))
+	must(t, q.AddGlobalLane("z-global", 2))
+	must(t, q.AddGlobalLane("b-global", 2))
+	must(t, q.AddKeyedLane("y-session"))
+	must(t, q.AddKeyedLane("c-session"))
 	want := []string{"c-session", "y-session", "b-global", "z-global", "a-rate"}
 	if got := q.Names(); !slices.Equal(got, want) {
 		t.Fatalf("Names() = %v; want %v", got, want)
@@ -664,8 +664,8 @@ func TestAcquireAllAllocationIsAmortized(t *testing.T) {
 		t.Skip("allocation counts differ under -race and -cover")
 	}
 	q := testQueue(t, 4)
-	must(t, q.AddLane("background", 3))
-	must(t, q.AddSessionLane("tenant"))
+	must(t, q.AddGlobalLane("background", 3))
+	must(t, q.AddKeyedLane("tenant"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	lanes, err := q.Lanes("global", "session", "background", "tenant")
@@ -832,7 +832,7 @@ func TestStaleReleasesUnderChurn(t *testing.T) {
 	sem := semaphore.New(8)
 	q := lanequeue.New[string]()
 	defer q.Close()
-	must(t, q.AddSessionLane("session"))
+	must(t, q.AddKeyedLane("session"))
 	must(t, q.Add("global", lanequeue.NewGlobalLane[string](sem)))
 	const workers, rounds = 4, 500
 	released := make(chan *lanequeue.Ticket[string], workers*rounds)
@@ -914,8 +914,8 @@ func TestOneBudgetUnderTwoNamesIsRefused(t *testing.T) {
 		t.Fatalf("second wrapper of one semaphore: %v, want ErrDuplicateLane", err)
 	}
 	ks := keyedsem.New[string]()
-	must(t, q.Add("s1", lanequeue.NewSessionLane(ks)))
-	if err := q.Add("s2", lanequeue.NewSessionLane(ks)); !errors.Is(err, lanequeue.ErrDuplicateLane) {
+	must(t, q.Add("s1", lanequeue.NewKeyedLane(ks)))
+	if err := q.Add("s2", lanequeue.NewKeyedLane(ks)); !errors.Is(err, lanequeue.ErrDuplicateLane) {
 		t.Fatalf("second wrapper of one keyed semaphore: %v, want ErrDuplicateLane", err)
 	}
 	l, ok := q.Lane("a")

@@ -7,7 +7,7 @@ import (
 )
 
 // inlineLanes is how many lanes a ticket holds without a list of its own:
-// enough for every flow of the package docs (a session lane, a global
+// enough for every flow of the package docs (a keyed lane, a global
 // lane, a reservation lane, a rate lane). A ticket for more lanes
 // allocates its list separately.
 const inlineLanes = 4

@@ -88,10 +88,10 @@ func TestClusterHandoverThroughShardedAndClassicPubSub(t *testing.T) {
 			ca, cb := clusterClient(t, addr), clusterClient(t, addr)
 			sharded := serverHas && !classic
 			for _, lane := range []string{laneName(t), laneName(t)} {
-				a, err := redislane.NewSemaphore(ca, lane, 1, opts...)
+				a, err := redislane.NewWeighted(ca, lane, 1, opts...)
 				require.NoError(t, err)
 				defer a.Close()
-				a2, err := redislane.NewSemaphore(cb, lane, 1, opts...)
+				a2, err := redislane.NewWeighted(cb, lane, 1, opts...)
 				require.NoError(t, err)
 				defer a2.Close()
 				p, err := a.Acquire(ctx, 1)

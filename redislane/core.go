@@ -25,15 +25,15 @@ const (
 	maxWait = 250 * time.Millisecond
 )
 
-// core is what a Semaphore and a Keyed share: a lane in Redis, the local
+// core is what a Weighted and a Keyed share: a lane in Redis, the local
 // lines of waiters (one per bucket), and the refresher of the permits and
 // queued ids of this instance.
 type core struct {
-	client redis.UniversalClient
-	name   string
-	kind   lanequeue.Kind // Global or Keyed
-	limit  int64          // the limit, or the per-key limit
-	cfg    config
+	client   redis.UniversalClient
+	name     string
+	kind     lanequeue.Kind // Global or Keyed
+	capacity int64          // the capacity, or the per-key capacity
+	cfg      config
 
 	prefix  string // {lanes:<name>}
 	metaKey string
@@ -68,8 +68,8 @@ type core struct {
 	wg sync.WaitGroup
 }
 
-func newCore(client redis.UniversalClient, name string, kind lanequeue.Kind, limit int64, opts []Option) (*core, error) {
-	if err := checkArgs(client, name, limit); err != nil {
+func newCore(client redis.UniversalClient, name string, kind lanequeue.Kind, capacity int64, opts []Option) (*core, error) {
+	if err := checkArgs(client, name, capacity); err != nil {
 		return nil, err
 	}
 	cfg, err := newConfig(opts)
@@ -78,20 +78,20 @@ func newCore(client redis.UniversalClient, name string, kind lanequeue.Kind, lim
 	}
 	prefix := "{lanes:" + name + "}"
 	c := &core{
-		client:  client,
-		name:    name,
-		kind:    kind,
-		limit:   limit,
-		cfg:     cfg,
-		prefix:  prefix,
-		metaKey: prefix + ":meta",
-		channel: prefix + ":wake",
-		done:    make(chan struct{}),
-		refDone: make(chan struct{}),
-		kick:    make(chan struct{}, 1),
-		lines:   make(map[string]*line),
-		permits: make(map[string]*Permit),
-		queued:  make(map[string]*waiter),
+		client:   client,
+		name:     name,
+		kind:     kind,
+		capacity: capacity,
+		cfg:      cfg,
+		prefix:   prefix,
+		metaKey:  prefix + ":meta",
+		channel:  prefix + ":wake",
+		done:     make(chan struct{}),
+		refDone:  make(chan struct{}),
+		kick:     make(chan struct{}, 1),
+		lines:    make(map[string]*line),
+		permits:  make(map[string]*Permit),
+		queued:   make(map[string]*waiter),
 	}
 	c.hub = joinHub(client, c.channel)
 	go c.refreshLoop()
@@ -119,7 +119,7 @@ func (c *core) check(n int64) error {
 	case n <= 0:
 		c.st.rejected.Add(1)
 		return ErrInvalidWeight
-	case n > c.limit:
+	case n > c.capacity:
 		c.st.rejected.Add(1)
 		return ErrTooHeavy
 	}

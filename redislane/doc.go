@@ -1,13 +1,13 @@
 // Package redislane provides a weighted semaphore and a keyed semaphore
-// whose limits are shared, through Redis, by every process that uses them.
+// whose capacities are shared, through Redis, by every process that uses them.
 //
-// [NewSemaphore] makes one instance of a global lane ("at most 10 calls to
+// [NewWeighted] makes one instance of a global lane ("at most 10 calls to
 // the model API at once, across the fleet"); [NewKeyed] makes one instance
 // of a keyed lane ("one message of a Slack thread at a time, whichever
 // instance received it"). Both accept any [redis.UniversalClient] (a single
 // node, Sentinel or Cluster). [AsLane] and [AsKeyedLane] turn them into
 // lanes of a lanequeue.Queue, so that one AcquireAll can take a local
-// session lane and a Redis global lane together.
+// keyed lane and a Redis global lane together.
 //
 // # How it works
 //
@@ -44,7 +44,7 @@
 // rate (to within a fifth of a lease, the safety margin):
 //
 //   - the weight held by the holders whose leases are valid never exceeds
-//     the limit;
+//     the capacity;
 //   - a holder's lease is valid until its [Permit.Deadline]: the send time
 //     of its last successful grant or refresh call, plus the lease, minus
 //     the margin. A grant whose reply comes back later than the margin is
@@ -86,13 +86,13 @@
 //
 // # Configuration
 //
-// Every instance of a lane must use the same limit: an instance whose limit
-// differs from the one stored in Redis fails with [ErrLimitMismatch] rather
-// than change it. To change the limit on purpose, stop the lane's users and
+// Every instance of a lane must use the same capacity: an instance whose capacity
+// differs from the one stored in Redis fails with [ErrCapacityMismatch] rather
+// than change it. To change the capacity on purpose, stop the lane's users and
 // delete the key {lanes:<name>}:meta. Instances should use the same lease
 // ([WithLease]); if they do not, set [WithQuarantine] to the longest.
 //
-// The go-redis client must have ContextTimeoutEnabled: true; [NewSemaphore]
+// The go-redis client must have ContextTimeoutEnabled: true; [NewWeighted]
 // and [NewKeyed] refuse a [redis.Client], [redis.ClusterClient] or
 // [redis.Ring] without it (an error wrapping [ErrInvalidConfig]). go-redis
 // applies a context's deadline to the connection only with that option;
@@ -125,7 +125,7 @@
 //     on one client, the lease is the longest of theirs.
 //   - Do: as Acquire, then fn, then Release.
 //
-// The other methods (Stats, Limit, Name, and a permit's Fence, Context,
+// The other methods (Stats, Capacity, Name, and a permit's Fence, Context,
 // Deadline, Weight) make no call and never block. A permit's context ends
 // at the latest at its [Permit.Deadline]; with [WithMaxHold] no permit is
 // held for longer than the bound given.

@@ -11,7 +11,7 @@ import (
 // key. Its permits are semaphore.Permit values whose Release runs the Redis
 // release; [PermitOf] gives their fencing token and context. Closing the
 // lane closes s.
-func AsLane[K comparable](s *Semaphore) lanequeue.Lane[K] {
+func AsLane[K comparable](s *Weighted) lanequeue.Lane[K] {
 	return &lane[K]{c: s.c, key: func(K) string { return "" }}
 }
 
@@ -30,7 +30,7 @@ type lane[K comparable] struct {
 
 func (l *lane[K]) Kind() lanequeue.Kind { return l.c.kind }
 
-func (l *lane[K]) MaxWeight() int64 { return l.c.limit }
+func (l *lane[K]) MaxWeight() int64 { return l.c.capacity }
 
 func (l *lane[K]) Acquire(ctx context.Context, key K, n int64) (semaphore.Permit, error) {
 	p, err := l.c.acquire(ctx, l.key(key), n)

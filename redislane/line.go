@@ -181,8 +181,8 @@ func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 			return p, nil
 		case stMismatch:
 			c.st.rejected.Add(1)
-			return nil, fmt.Errorf("%w: %q has limit %d (or another kind) in Redis; this %s lane has %d",
-				ErrLimitMismatch, c.name, r.a, c.kindName(), c.limit)
+			return nil, fmt.Errorf("%w: %q has capacity %d (or another kind) in Redis; this %s lane has %d",
+				ErrCapacityMismatch, c.name, r.a, c.kindName(), c.capacity)
 		case stQueued:
 			c.setQueued(w, ln.rk, id, r.sent)
 			p, err, next := c.waitQueued(ctx, ln, w, id, r)

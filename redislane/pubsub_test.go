@@ -115,7 +115,7 @@ func TestUnansweredCommandInfoFallsBackToClassicPubSub(t *testing.T) {
 	a := newSem(t, srv.Addr, lane, 1, redislane.WithLease(handoverLease))
 	rc := newClient(t, srv.Addr)
 	rc.AddHook(noCommand{})
-	b, err := redislane.NewSemaphore(rc, lane, 1, redislane.WithLease(handoverLease), redislane.WithQuarantine(0))
+	b, err := redislane.NewWeighted(rc, lane, 1, redislane.WithLease(handoverLease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer b.Close()
 	p, err := b.Acquire(ctx, 1)

@@ -18,15 +18,15 @@ var (
 	// ErrInvalidWeight is returned for a request of zero or fewer units. It
 	// is [semaphore.ErrInvalidWeight].
 	ErrInvalidWeight = semaphore.ErrInvalidWeight
-	// ErrTooHeavy is returned for a request of more units than the limit
-	// (the per-key limit of a keyed lane). It is [semaphore.ErrTooHeavy].
+	// ErrTooHeavy is returned for a request of more units than the capacity
+	// (the per-key capacity of a keyed lane). It is [semaphore.ErrTooHeavy].
 	ErrTooHeavy = semaphore.ErrTooHeavy
-	// ErrLimitMismatch is returned by acquire calls when Redis already holds
-	// the lane under the same name with another limit, or as the other kind
-	// (a [Semaphore] and a [Keyed] may not share a name). The stored limit
+	// ErrCapacityMismatch is returned by acquire calls when Redis already holds
+	// the lane under the same name with another capacity, or as the other kind
+	// (a [Weighted] and a [Keyed] may not share a name). The stored capacity
 	// is never changed silently; see the package documentation for how to
 	// change it on purpose.
-	ErrLimitMismatch = errors.New("redislane: lane exists in Redis with another limit or kind")
+	ErrCapacityMismatch = errors.New("redislane: lane exists in Redis with another capacity or kind")
 	// ErrLeaseLost is the cause of a permit's context when a refresh found
 	// that Redis no longer holds the permit: it expired and was reclaimed,
 	// or Redis lost its state.
@@ -40,8 +40,8 @@ var (
 	// for the time given with [WithMaxHold]: its lease is no longer
 	// refreshed and runs out in Redis within one lease of its last refresh.
 	ErrMaxHold = errors.New("redislane: permit held for its longest hold (WithMaxHold)")
-	// ErrInvalidConfig is wrapped by the errors of [NewSemaphore] and
-	// [NewKeyed] for a nil client, a bad name, a limit below 1 or a bad
+	// ErrInvalidConfig is wrapped by the errors of [NewWeighted] and
+	// [NewKeyed] for a nil client, a bad name, a capacity below 1 or a bad
 	// option.
 	ErrInvalidConfig = errors.New("redislane: invalid configuration")
 )
@@ -53,7 +53,7 @@ const DefaultLease = 10 * time.Second
 // the unit of the server-side expiry times.
 const minLease = 20 * time.Millisecond
 
-// Option configures a [Semaphore] or a [Keyed].
+// Option configures a [Weighted] or a [Keyed].
 type Option func(*config)
 
 type config struct {
@@ -150,7 +150,7 @@ func (c config) refreshTimeout() time.Duration { return min(c.refreshEvery, c.le
 // leaves the call to the background: a margin, at most maxWait.
 func (c config) releaseWait() time.Duration { return min(c.margin(), maxWait) }
 
-func checkArgs(client redis.UniversalClient, name string, limit int64) error {
+func checkArgs(client redis.UniversalClient, name string, capacity int64) error {
 	switch {
 	case client == nil:
 		return fmt.Errorf("%w: nil Redis client", ErrInvalidConfig)
@@ -158,8 +158,8 @@ func checkArgs(client redis.UniversalClient, name string, limit int64) error {
 		return fmt.Errorf("%w: empty lane name", ErrInvalidConfig)
 	case strings.ContainsAny(name, "{}"):
 		return fmt.Errorf("%w: lane name %q contains a brace (it goes inside a Redis hash tag)", ErrInvalidConfig, name)
-	case limit < 1:
-		return fmt.Errorf("%w: limit %d is below 1", ErrInvalidConfig, limit)
+	case capacity < 1:
+		return fmt.Errorf("%w: capacity %d is below 1", ErrInvalidConfig, capacity)
 	case !contextTimeouts(client):
 		return fmt.Errorf("%w: the Redis client lacks ContextTimeoutEnabled: without it go-redis ignores the deadlines "+
 			"the lane puts on its calls, and a call may block for the client's ReadTimeout times its retries "+

@@ -20,7 +20,7 @@ func (c *core) stats() Stats {
 	c.mu.Unlock()
 	return Stats{
 		Name:           c.name,
-		Limit:          c.limit,
+		Limit:          c.capacity,
 		Held:           c.held.Load(),
 		Waiters:        waiters,
 		Keys:           keys,

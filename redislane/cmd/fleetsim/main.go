@@ -1,5 +1,5 @@
 // Command fleetsim runs a fleet of processes contending for one
-// redislane.Semaphore and checks, from every process's log, that the limit
+// redislane.Weighted and checks, from every process's log, that the limit
 // was never exceeded.
 //
 // It starts -procs copies of itself (children) against one Redis (by
@@ -259,15 +259,15 @@ func newClient(cfg *config) (*redis.Client, *callCounter) {
 	return rc, cc
 }
 
-func newSemaphore(cfg *config, rc redis.UniversalClient) (*redislane.Semaphore, error) {
-	return redislane.NewSemaphore(rc, cfg.Name, cfg.Limit,
+func newWeighted(cfg *config, rc redis.UniversalClient) (*redislane.Weighted, error) {
+	return redislane.NewWeighted(rc, cfg.Name, cfg.Limit,
 		redislane.WithLease(cfg.Lease), redislane.WithQuarantine(cfg.Quarantine))
 }
 
 func warmUp(cfg *config) error {
 	rc, _ := newClient(cfg)
 	defer rc.Close()
-	s, err := newSemaphore(cfg, rc)
+	s, err := newWeighted(cfg, rc)
 	if err != nil {
 		return err
 	}
@@ -285,7 +285,7 @@ func warmUp(cfg *config) error {
 func runChild(cfg config) error {
 	rc, cc := newClient(&cfg)
 	defer rc.Close()
-	s, err := newSemaphore(&cfg, rc)
+	s, err := newWeighted(&cfg, rc)
 	if err != nil {
 		return err
 	}
@@ -412,7 +412,7 @@ func pct(sorted []int64, q float64) int64 {
 func runUncontended(cfg *config) (*Result, error) {
 	rc, cc := newClient(cfg)
 	defer rc.Close()
-	s, err := newSemaphore(cfg, rc)
+	s, err := newWeighted(cfg, rc)
 	if err != nil {
 		return nil, err
 	}
