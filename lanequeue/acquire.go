@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/sessionlane/lanes/internal/fastctx"
-	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -231,11 +230,11 @@ func (e *laneEntry[K]) check(n int64) error {
 	switch l := e.lane.(type) {
 	case *globalLane[K]:
 		if l.s.Stats().Closed {
-			return &laneClosedError{lane: e.name, err: semaphore.ErrClosed}
+			return laneClosed(e.name)
 		}
 	case *keyedLane[K]:
 		if l.s.Stats().Closed {
-			return &laneClosedError{lane: e.name, err: keyedsem.ErrClosed}
+			return laneClosed(e.name)
 		}
 	case *rateLane[K]:
 		if l.isClosed.Load() {
@@ -248,23 +247,12 @@ func (e *laneEntry[K]) check(n int64) error {
 	return nil
 }
 
-// laneClosedError is the error of a lane closed on its own (its semaphore
-// closed through GlobalSemaphore or KeyedSemaphore, a Redis lane closed by
-// its owner) while the queue is open: it names the lane, and matches both
-// [ErrClosed] and the lane's own error (semaphore.ErrClosed,
-// keyedsem.ErrClosed).
-type laneClosedError struct {
-	lane string
-	err  error
+// laneClosed is the error of a lane closed on its own (its semaphore
+// closed through GlobalSemaphore or KeyedSemaphore) while the queue is
+// open: it names the lane and matches [ErrClosed], as laneErr's does.
+func laneClosed(lane string) error {
+	return fmt.Errorf("lanequeue: lane %q: %w", lane, ErrClosed)
 }
-
-func (e *laneClosedError) Error() string {
-	return fmt.Sprintf("lanequeue: lane %q: %v", e.lane, e.err)
-}
-
-func (e *laneClosedError) Unwrap() error { return e.err }
-
-func (e *laneClosedError) Is(target error) bool { return target == ErrClosed }
 
 // checkReentry fails if ctx carries a held ticket that g, for key on q,
 // would wait for.
@@ -296,14 +284,11 @@ func (q *Queue[K]) laneErr(ctx context.Context, e *laneEntry[K], err error) erro
 	if q.closed.Load() {
 		return ErrClosed
 	}
-	if err == ctx.Err() || errors.Is(err, ErrClosed) || errors.Is(err, errRateDeadline) {
+	// A lane closed on its own while the queue is open fails with
+	// ErrClosed (the one sentinel of every package), wrapped below with
+	// the lane's name like any other error of a lane.
+	if err == ctx.Err() || errors.Is(err, errRateDeadline) || e == nil {
 		return err
-	}
-	if e == nil {
-		return err
-	}
-	if errors.Is(err, semaphore.ErrClosed) || errors.Is(err, keyedsem.ErrClosed) {
-		return &laneClosedError{lane: e.name, err: err}
 	}
 	return fmt.Errorf("lanequeue: lane %q: %w", e.name, err)
 }

@@ -20,16 +20,53 @@ import (
 	"github.com/sessionlane/lanes/semaphore"
 )
 
-// Sentinel errors, for errors.Is. Context errors are returned as they are;
-// the errors of a lane are returned wrapped with the lane's name.
+// Sentinel errors, for errors.Is. ErrClosed, ErrQueueFull, ErrWaitTooLong,
+// ErrInvalidWeight, ErrTooHeavy and ErrInvalidConfig are the values of
+// package semaphore, shared by every lanes package, and ErrNaNKey is
+// keyedsem's: errors.Is(err, semaphore.ErrClosed) holds for this package's
+// errors too, whichever lane failed. Context errors are returned as they
+// are; the errors of a lane are returned wrapped with the lane's name.
 var (
 	// ErrClosed is returned by every call on a closed queue, and to the
 	// callers that Close wakes. The error of a lane closed on its own
 	// while the queue is open (a semaphore closed through
 	// [Queue.GlobalSemaphore] or [Queue.KeyedSemaphore], a Redis lane
-	// closed by its owner) names the lane and matches ErrClosed as well
-	// as the lane's own error (semaphore.ErrClosed, keyedsem.ErrClosed).
-	ErrClosed = errors.New("lanequeue: closed")
+	// closed by its owner) names the lane and matches ErrClosed. It is
+	// [semaphore.ErrClosed].
+	ErrClosed = semaphore.ErrClosed
+	// ErrQueueFull is returned, wrapped with the lane's name, when a lane's
+	// wait queue is at its bound ([semaphore.WithMaxWaiters],
+	// [keyedsem.WithMaxWaitersPerKey]). It is [semaphore.ErrQueueFull].
+	ErrQueueFull = semaphore.ErrQueueFull
+	// ErrWaitTooLong is returned, wrapped with the lane's name, when a
+	// global lane's [semaphore.WithMaxWait] ran out. It is
+	// [semaphore.ErrWaitTooLong].
+	ErrWaitTooLong = semaphore.ErrWaitTooLong
+	// ErrInvalidWeight is [semaphore.ErrInvalidWeight]: a weight below 1.
+	ErrInvalidWeight = semaphore.ErrInvalidWeight
+	// ErrTooHeavy is [semaphore.ErrTooHeavy]: a weight above a lane's
+	// MaxWeight, which could never be granted.
+	ErrTooHeavy = semaphore.ErrTooHeavy
+	// ErrInvalidConfig is wrapped by the error of an Add method given a
+	// setting out of range: a capacity, a rate, a burst, or a semaphore or
+	// keyed semaphore option. It is [semaphore.ErrInvalidConfig].
+	ErrInvalidConfig = semaphore.ErrInvalidConfig
+	// ErrNaNKey is keyedsem.ErrNaNKey, the same value: AcquireAll,
+	// TryAcquireAll and Do refuse a key that is not equal to itself.
+	ErrNaNKey = keyedsem.ErrNaNKey
+
+	// ErrInvalidCapacity is returned by AddGlobalLane for a capacity below
+	// 1 or above semaphore.MaxCapacity, and by AddRateLane for a burst
+	// below 1; the error's text says which bound. It matches
+	// [ErrInvalidConfig] too.
+	ErrInvalidCapacity = fmt.Errorf("lanequeue: invalid capacity: %w", ErrInvalidConfig)
+	// ErrInvalidRate is returned by AddRateLane for a rate that is not a
+	// positive number of tokens per second: 0 (rate.Limit(50/60) is 0, by
+	// integer division), negative, NaN or infinite (rate.Inf, the
+	// largest float64, means no limit and is accepted). It matches
+	// [ErrInvalidConfig] too.
+	ErrInvalidRate = fmt.Errorf("lanequeue: rate must be positive (or rate.Inf): %w", ErrInvalidConfig)
+
 	// ErrEmptyName is returned when a lane is added with an empty name.
 	ErrEmptyName = errors.New("lanequeue: empty lane name")
 	// ErrDuplicateLane is returned when a lane is added under a name the
@@ -53,25 +90,6 @@ var (
 	// asked for behind it: a lane of another kind, or a lane from another
 	// package.
 	ErrNoSemaphore = errors.New("lanequeue: no semaphore of that kind behind the lane")
-	// ErrInvalidCapacity is returned by AddGlobalLane for a capacity below 1 or
-	// above semaphore.MaxCapacity, and by AddRateLane for a burst below 1;
-	// the error's text says which bound.
-	ErrInvalidCapacity = errors.New("lanequeue: invalid capacity")
-
-	// ErrInvalidRate is returned by AddRateLane for a limit that is not a
-	// positive number of tokens per second: 0 (rate.Limit(50/60) is 0, by
-	// integer division), negative, NaN or infinite (rate.Inf, the
-	// largest float64, means no limit and is accepted).
-	ErrInvalidRate = errors.New("lanequeue: rate limit must be positive (or rate.Inf)")
-	// ErrNaNKey is keyedsem.ErrNaNKey, the same value: AcquireAll,
-	// TryAcquireAll and Do refuse a key that is not equal to itself.
-	ErrNaNKey = keyedsem.ErrNaNKey
-
-	// ErrInvalidWeight is semaphore.ErrInvalidWeight: a weight below 1.
-	ErrInvalidWeight = semaphore.ErrInvalidWeight
-	// ErrTooHeavy is semaphore.ErrTooHeavy: a weight above a lane's
-	// MaxWeight, which could never be granted.
-	ErrTooHeavy = semaphore.ErrTooHeavy
 )
 
 // DefaultGlobalCapacity is the capacity of the "global" lane of [Default]:
@@ -221,12 +239,14 @@ func New[K comparable]() *Queue[K] {
 // given keyedsem options, and [GlobalLane] ("global"), a global lane of
 // [DefaultGlobalCapacity]. [Queue.KeyedSemaphore] and
 // [Queue.GlobalSemaphore] return their semaphores (to Sweep the session
-// lane's idle keys, to resize the global lane). Default panics for a
-// keyedOpts value out of range, as [keyedsem.New] does.
+// lane's idle keys, to resize the global lane). Default has no error
+// result: for a keyedOpts value out of range it panics with the error of
+// [keyedsem.Validate] (it wraps [ErrInvalidConfig]), as [keyedsem.New]
+// does; call [New] and [Queue.AddKeyedLane] to get the error instead.
 func Default[K comparable](keyedOpts ...keyedsem.Option) *Queue[K] {
 	q := New[K]()
 	if err := q.AddKeyedLane(SessionLane, keyedOpts...); err != nil {
-		panic(err) // unreachable: fresh queue, valid names
+		panic(err) // a bad option: a fresh queue takes both names
 	}
 	if err := q.AddGlobalLane(GlobalLane, DefaultGlobalCapacity); err != nil {
 		panic(err)
@@ -265,14 +285,19 @@ func (q *Queue[K]) Add(name string, l Lane[K]) error {
 //
 // [Queue.GlobalSemaphore] returns the semaphore, to resize the lane.
 //
-// AddGlobalLane returns [ErrInvalidCapacity] for a capacity below 1 (or above
-// semaphore.MaxCapacity), and the errors of [Queue.Add].
+// AddGlobalLane returns [ErrInvalidCapacity] for a capacity below 1 (or
+// above semaphore.MaxCapacity), the error of [semaphore.Validate] for an
+// option out of range (both match [ErrInvalidConfig]), and the errors of
+// [Queue.Add]; it never panics for a bad setting.
 func (q *Queue[K]) AddGlobalLane(name string, capacity int64, opts ...semaphore.Option) error {
 	if capacity < 1 {
 		return fmt.Errorf("lanequeue: lane %q: capacity %d: must be at least 1: %w", name, capacity, ErrInvalidCapacity)
 	}
 	if capacity > semaphore.MaxCapacity {
 		return fmt.Errorf("lanequeue: lane %q: capacity %d: must be at most %d (semaphore.MaxCapacity): %w", name, capacity, int64(semaphore.MaxCapacity), ErrInvalidCapacity)
+	}
+	if err := semaphore.Validate(capacity, opts...); err != nil {
+		return fmt.Errorf("lanequeue: lane %q: %w", name, err)
 	}
 	if err := q.checkName(name); err != nil {
 		return err
@@ -288,14 +313,15 @@ func (q *Queue[K]) AddGlobalLane(name string, capacity int64, opts ...semaphore.
 // [Queue.KeyedSemaphore] returns the keyed semaphore, to Sweep its idle
 // keys.
 //
-// AddKeyedLane returns the errors of [Queue.Add]. An option out of range
-// (a per-key capacity outside [1, keyedsem.MaxPerKeyCapacity], a negative
-// idle timeout or janitor interval, max keys below 1) panics, as it does
-// in [keyedsem.New], which checks them: lanequeue cannot see the values
-// inside a keyedsem.Option. Options are a program's constants; build the
-// keyed semaphore with keyedsem.New and add it with [NewKeyedLane] to
-// handle a bad one where it is made.
+// AddKeyedLane returns the error of [keyedsem.Validate] for an option out
+// of range (a per-key capacity outside [1, keyedsem.MaxPerKeyCapacity], a
+// negative idle timeout, janitor interval or waiter bound, max keys below
+// 1), which matches [ErrInvalidConfig], and the errors of [Queue.Add]; it
+// never panics for a bad setting.
 func (q *Queue[K]) AddKeyedLane(name string, opts ...keyedsem.Option) error {
+	if err := keyedsem.Validate(opts...); err != nil {
+		return fmt.Errorf("lanequeue: lane %q: %w", name, err)
+	}
 	if err := q.checkName(name); err != nil {
 		return err
 	}
@@ -317,7 +343,7 @@ func (q *Queue[K]) AddKeyedLane(name string, opts ...keyedsem.Option) error {
 // requests in flight (a global lane) and 50 requests a minute (a rate
 // lane); name both in AcquireAll.
 //
-// AddRateLane returns [ErrInvalidRate] for a limit that is not positive
+// AddRateLane returns [ErrInvalidRate] for a rate that is not positive
 // (0, negative or NaN: such a lane would grant its burst and then nothing,
 // ever) or infinite other than rate.Inf (which means no limit),
 // [ErrInvalidCapacity] for a burst below 1, and the errors of [Queue.Add].

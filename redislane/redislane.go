@@ -11,6 +11,10 @@ import (
 	"github.com/sessionlane/lanes/semaphore"
 )
 
+// Sentinel errors, for errors.Is. ErrClosed, ErrInvalidWeight, ErrTooHeavy
+// and ErrInvalidConfig are the values of package semaphore, shared by every
+// lanes package (errors.Is(err, semaphore.ErrClosed) holds for this
+// package's errors too); the others are this package's own.
 var (
 	// ErrClosed is returned by acquire calls on a closed lane, and to the
 	// callers waiting when it is closed. It is [semaphore.ErrClosed].
@@ -41,9 +45,9 @@ var (
 	// refreshed and runs out in Redis within one lease of its last refresh.
 	ErrMaxHold = errors.New("redislane: permit held for its longest hold (WithMaxHold)")
 	// ErrInvalidConfig is wrapped by the errors of [NewWeighted] and
-	// [NewKeyed] for a nil client, a bad name, a capacity below 1 or a bad
-	// option.
-	ErrInvalidConfig = errors.New("redislane: invalid configuration")
+	// [NewKeyed] for a nil client, a bad name, a capacity below 1 or an
+	// option out of range. It is [semaphore.ErrInvalidConfig].
+	ErrInvalidConfig = semaphore.ErrInvalidConfig
 )
 
 // DefaultLease is the lease of a permit when no [WithLease] is given.
@@ -53,14 +57,18 @@ const DefaultLease = 10 * time.Second
 // the unit of the server-side expiry times.
 const minLease = 20 * time.Millisecond
 
-// Option configures a [Weighted] or a [Keyed].
+// Option configures a [Weighted] or a [Keyed]. Options are applied in
+// order to a configuration, which is then checked, once, by the
+// constructor: a value out of range makes it return an error wrapping
+// [ErrInvalidConfig], never clamped or ignored.
 type Option func(*config)
 
 type config struct {
-	lease        time.Duration
-	refreshEvery time.Duration // 0: lease/3
-	quarantine   time.Duration // <0: the lease
-	maxHold      time.Duration // 0: no bound
+	lease         time.Duration
+	refreshEvery  time.Duration // 0: lease/3
+	quarantine    time.Duration
+	quarantineSet bool          // false: the quarantine is the lease
+	maxHold       time.Duration // 0: no bound
 
 	classicPubSub bool
 }
@@ -85,8 +93,11 @@ func WithRefreshEvery(d time.Duration) Option { return func(c *config) { c.refre
 // one lease, so the default, the lease, keeps them from overlapping with new
 // holders. Set it to the longest lease used by any instance of the lane. 0
 // turns quarantine off: only for a Redis that never loses state while
-// permits are out, or for a lane that may overlap after a loss.
-func WithQuarantine(d time.Duration) Option { return func(c *config) { c.quarantine = d } }
+// permits are out, or for a lane that may overlap after a loss. A
+// negative d is refused.
+func WithQuarantine(d time.Duration) Option {
+	return func(c *config) { c.quarantine, c.quarantineSet = d, true }
+}
 
 // WithMaxHold bounds how long any permit of the instance may be held: d
 // after its grant, the permit ends as if its lease had run out, with
@@ -109,7 +120,7 @@ func WithMaxHold(d time.Duration) Option { return func(c *config) { c.maxHold = 
 func WithClassicPubSub() Option { return func(c *config) { c.classicPubSub = true } }
 
 func newConfig(opts []Option) (config, error) {
-	c := config{lease: DefaultLease, quarantine: -1}
+	c := config{lease: DefaultLease}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -123,7 +134,10 @@ func newConfig(opts []Option) (config, error) {
 		return c, fmt.Errorf("%w: refresh period %v must be positive and below %v (lease %v minus its safety margin)",
 			ErrInvalidConfig, c.refreshEvery, c.validity(), c.lease)
 	}
-	if c.quarantine < 0 {
+	if c.quarantineSet && c.quarantine < 0 {
+		return c, fmt.Errorf("%w: quarantine %v is negative", ErrInvalidConfig, c.quarantine)
+	}
+	if !c.quarantineSet {
 		c.quarantine = c.lease
 	}
 	if c.maxHold < 0 {
