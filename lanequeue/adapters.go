@@ -56,14 +56,12 @@ func (l *globalLane[K]) TryAcquire(_ K, n int64) (semaphore.Permit, bool) {
 func (l *globalLane[K]) Stats() LaneStats {
 	st := l.s.Stats()
 	return LaneStats{
-		Kind:      Global,
-		Capacity:  st.Capacity,
-		Held:      st.Held,
-		Waiters:   st.Waiters,
-		Acquired:  st.Acquired,
-		Released:  st.Released,
-		Cancelled: st.Cancelled + st.TimedOut,
-		Rejected:  st.Rejected,
+		Kind:     Global,
+		Capacity: st.Capacity,
+		Held:     st.Held,
+		Waiters:  st.Waiters,
+		Closed:   st.Closed,
+		Counters: st.Counters,
 	}
 }
 
@@ -101,15 +99,13 @@ func (l *keyedLane[K]) TryAcquire(key K, n int64) (semaphore.Permit, bool) {
 func (l *keyedLane[K]) Stats() LaneStats {
 	st := l.s.Stats()
 	return LaneStats{
-		Kind:      Keyed,
-		Capacity:  l.s.PerKeyCapacity(),
-		Held:      st.Held,
-		Waiters:   st.Waiters,
-		Keys:      st.Keys,
-		Acquired:  st.Acquired,
-		Released:  st.Released,
-		Cancelled: st.Cancelled,
-		Rejected:  st.Rejected,
+		Kind:     Keyed,
+		Capacity: st.Capacity,
+		Held:     st.Held,
+		Waiters:  st.Waiters,
+		Keys:     st.Keys,
+		Closed:   st.Closed,
+		Counters: st.Counters,
 	}
 }
 

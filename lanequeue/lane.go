@@ -77,9 +77,17 @@ type LaneStats struct {
 	Held     int64 // weight held now, over all keys
 	Waiters  int   // callers waiting now
 	Keys     int   // entries alive (keyed lanes)
+	Closed   bool  // the lane is closed (by the queue's Close, or on its own)
 
-	Acquired  uint64
-	Released  uint64
-	Cancelled uint64 // acquires ended by their context
-	Rejected  uint64 // acquires refused at once (full queue, too heavy, closed, too many keys)
+	// Counters of the lane's acquire calls, with the meanings that package
+	// semaphore gives them: a global or keyed lane reports its semaphore's
+	// counters as they are, a Redis lane its instance's. A call of
+	// AcquireAll counts in every lane it reached: a grant that a later
+	// lane's failure gave back counts as Acquired and Released in its lane.
+	// A rate lane gives nothing back (Released and DoubleReleases stay 0)
+	// and has no maximum wait (TimedOut stays 0); its Waited counts the
+	// grants that waited for tokens, its Failed the waiters that Close
+	// sent away, and a call whose tokens would come after its context's
+	// deadline counts as Cancelled.
+	semaphore.Counters
 }

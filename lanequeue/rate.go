@@ -116,6 +116,8 @@ type rateLane[K comparable] struct {
 	acquired  atomic.Uint64
 	cancelled atomic.Uint64
 	rejected  atomic.Uint64
+	waited    atomic.Uint64 // grants that waited for their tokens
+	failed    atomic.Uint64 // waits ended by Close
 }
 
 func (l *rateLane[K]) Kind() Kind { return Rate }
@@ -152,8 +154,7 @@ func (l *rateLane[K]) Acquire(ctx context.Context, _ K, n int64) (semaphore.Perm
 // TryAcquire spends n tokens if the limiter has them now.
 func (l *rateLane[K]) TryAcquire(_ K, n int64) (semaphore.Permit, bool) {
 	if n <= 0 || n > l.MaxWeight() || l.isClosed.Load() {
-		l.rejected.Add(1)
-		return semaphore.Permit{}, false
+		return semaphore.Permit{}, false // an answer, counted nowhere (see semaphore.Counters)
 	}
 	l.mu.Lock()
 	now := l.now()
@@ -242,12 +243,17 @@ func (l *rateLane[K]) cancel(q *rateReq[K]) {
 // Held is 0. Acquired counts grants; Released stays 0.
 func (l *rateLane[K]) Stats() LaneStats {
 	return LaneStats{
-		Kind:      Rate,
-		Capacity:  l.MaxWeight(),
-		Waiters:   int(l.waiters.Load()),
-		Acquired:  l.acquired.Load(),
-		Cancelled: l.cancelled.Load(),
-		Rejected:  l.rejected.Load(),
+		Kind:     Rate,
+		Capacity: l.MaxWeight(),
+		Waiters:  int(l.waiters.Load()),
+		Closed:   l.isClosed.Load(),
+		Counters: semaphore.Counters{
+			Acquired:  l.acquired.Load(),
+			Waited:    l.waited.Load(),
+			Cancelled: l.cancelled.Load(),
+			Rejected:  l.rejected.Load(),
+			Failed:    l.failed.Load(),
+		},
 	}
 }
 
@@ -269,6 +275,9 @@ type rateReq[K comparable] struct {
 	// never is set by reserve, with r nil, when the tokens would never
 	// come: the limiter does not refill.
 	never bool
+	// waited is set by takeRates when the call waited for the tokens, for
+	// commitRates to count.
+	waited bool
 }
 
 // errRateDeadline is wrapped in the error of a rate wait that could not
@@ -351,10 +360,13 @@ func takeRates[K comparable](ctx context.Context, reqs []rateReq[K], done <-chan
 			return err
 		}
 		for i := range reqs {
+			reqs[i].waited = true
+		}
+		for i := range reqs {
 			if reqs[i].l.isClosed.Load() {
 				cancelRates(reqs)
 				for j := range reqs {
-					reqs[j].l.rejected.Add(1)
+					reqs[j].l.failed.Add(1)
 				}
 				return ErrClosed
 			}
@@ -388,6 +400,9 @@ func isDone(done <-chan struct{}) bool {
 func commitRates[K comparable](reqs []rateReq[K]) {
 	for i := range reqs {
 		reqs[i].l.acquired.Add(1)
+		if reqs[i].waited {
+			reqs[i].l.waited.Add(1)
+		}
 		reqs[i].r = nil
 	}
 }
@@ -399,8 +414,7 @@ func tryRates[K comparable](reqs []rateReq[K]) bool {
 	for i := range reqs {
 		q := &reqs[i]
 		if q.n <= 0 || q.n > q.l.MaxWeight() || q.l.isClosed.Load() {
-			q.l.rejected.Add(1)
-			return false
+			return false // an answer, counted nowhere (see semaphore.Counters)
 		}
 	}
 	// Look before reserving: a reservation that must wait, even if
@@ -515,7 +529,7 @@ func waitRates[K comparable](ctx context.Context, ctxDone <-chan struct{}, reqs 
 		cancelRates(reqs)
 		for i := range reqs {
 			if err == ErrClosed {
-				reqs[i].l.rejected.Add(1)
+				reqs[i].l.failed.Add(1)
 			} else {
 				reqs[i].l.cancelled.Add(1)
 			}

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/sessionlane/lanes/lanequeue"
 )
 
 // Bounds of the wait between two calls of a waiter, and of the backoff
@@ -31,8 +29,8 @@ const (
 type core struct {
 	client   redis.UniversalClient
 	name     string
-	kind     lanequeue.Kind // Global or Keyed
-	capacity int64          // the capacity, or the per-key capacity
+	keyed    bool  // a Keyed lane (a bucket per key), or a Weighted one
+	capacity int64 // the capacity, or the per-key capacity
 	cfg      config
 
 	prefix  string // {lanes:<name>}
@@ -68,7 +66,7 @@ type core struct {
 	wg sync.WaitGroup
 }
 
-func newCore(client redis.UniversalClient, name string, kind lanequeue.Kind, capacity int64, opts []Option) (*core, error) {
+func newCore(client redis.UniversalClient, name string, keyed bool, capacity int64, opts []Option) (*core, error) {
 	if err := checkArgs(client, name, capacity); err != nil {
 		return nil, err
 	}
@@ -80,7 +78,7 @@ func newCore(client redis.UniversalClient, name string, kind lanequeue.Kind, cap
 	c := &core{
 		client:   client,
 		name:     name,
-		kind:     kind,
+		keyed:    keyed,
 		capacity: capacity,
 		cfg:      cfg,
 		prefix:   prefix,
@@ -100,7 +98,7 @@ func newCore(client redis.UniversalClient, name string, kind lanequeue.Kind, cap
 
 // kindName is the kind stored in the lane's meta hash.
 func (c *core) kindName() string {
-	if c.kind == lanequeue.Global {
+	if !c.keyed {
 		return "global"
 	}
 	return "keyed"
@@ -108,19 +106,20 @@ func (c *core) kindName() string {
 
 func (c *core) bucketKeys(key string) [4]string {
 	b := c.prefix + ":g:"
-	if c.kind != lanequeue.Global {
+	if c.keyed {
 		b = c.prefix + ":k:" + key + ":"
 	}
 	return [4]string{b + "h", b + "q", b + "x", b + "d"}
 }
 
+// check returns the error of a weight the lane can never grant. It counts
+// nothing: acquire counts the refusal, TryAcquire's false counts in no
+// counter (see semaphore.Counters).
 func (c *core) check(n int64) error {
 	switch {
 	case n <= 0:
-		c.st.rejected.Add(1)
 		return ErrInvalidWeight
 	case n > c.capacity:
-		c.st.rejected.Add(1)
 		return ErrTooHeavy
 	}
 	return nil
@@ -131,7 +130,7 @@ func (c *core) check(n int64) error {
 func (c *core) quit(ctx context.Context, lastErr error) error {
 	err := ctx.Err()
 	if err == nil {
-		c.st.rejected.Add(1)
+		c.st.failed.Add(1) // a waiter that Close sent away
 		return ErrClosed
 	}
 	c.st.cancelled.Add(1)

@@ -4,8 +4,6 @@ import (
 	"context"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/sessionlane/lanes/lanequeue"
 )
 
 // Keyed is a semaphore per key, shared by every instance that uses the same
@@ -31,7 +29,7 @@ type Keyed struct {
 // units per key, on client. Like [NewWeighted], it makes no call to Redis
 // and fails only for bad arguments (wrapping [ErrInvalidConfig]).
 func NewKeyed(client redis.UniversalClient, name string, perKeyCapacity int64, opts ...Option) (*Keyed, error) {
-	c, err := newCore(client, name, lanequeue.Keyed, perKeyCapacity, opts)
+	c, err := newCore(client, name, true, perKeyCapacity, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,9 @@ type waiter struct {
 	elem *list.Element
 	turn chan struct{} // closed when the waiter becomes the head; nil if it started as head
 	wake chan string   // head only: "<fence>" from the hub, "" from the refresher (poll now)
+	// waited is set when the waiter had to wait: behind others in its
+	// line, or queued in Redis. Its own goroutine's only.
+	waited bool
 
 	// Guarded by core.mu while the waiter is queued in Redis:
 	id         string
@@ -34,6 +37,7 @@ type waiter struct {
 // the Redis queue.
 func (c *core) acquire(ctx context.Context, key string, n int64) (*Permit, error) {
 	if err := c.check(n); err != nil {
+		c.st.rejected.Add(1)
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -55,6 +59,7 @@ func (c *core) acquire(ctx context.Context, key string, n int64) (*Permit, error
 	head := ln.list.Len() == 0
 	if !head {
 		w.turn = make(chan struct{})
+		w.waited = true
 	}
 	w.elem = ln.list.PushBack(w)
 	c.nwait++
@@ -71,12 +76,15 @@ func (c *core) acquire(ctx context.Context, key string, n int64) (*Permit, error
 			return nil, ctx.Err()
 		case <-c.done:
 			c.leave(ln, w)
-			c.st.rejected.Add(1)
+			c.st.failed.Add(1)
 			return nil, ErrClosed
 		}
 	}
 	p, err := c.lead(ctx, ln, w)
 	c.leave(ln, w)
+	if err == nil && w.waited {
+		c.st.waited.Add(1)
+	}
 	return p, err
 }
 
@@ -184,6 +192,7 @@ func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 			return nil, fmt.Errorf("%w: %q has capacity %d (or another kind) in Redis; this %s lane has %d",
 				ErrCapacityMismatch, c.name, r.a, c.kindName(), c.capacity)
 		case stQueued:
+			w.waited = true
 			c.setQueued(w, ln.rk, id, r.sent)
 			p, err, next := c.waitQueued(ctx, ln, w, id, r)
 			if !next {

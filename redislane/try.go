@@ -14,7 +14,6 @@ func (c *core) tryAcquire(key string, n int64) (*Permit, bool) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		c.st.rejected.Add(1)
 		return nil, false
 	}
 	if c.lines[key] != nil { // never overtake a local waiter
@@ -39,7 +38,6 @@ func (c *core) tryAcquire(key string, n int64) (*Permit, bool) {
 		c.cleanupAsync(rk, id) // the outcome is unknown
 		return nil, false
 	case r.status == stMismatch:
-		c.st.rejected.Add(1)
 		return nil, false
 	case r.status != stGranted:
 		return nil, false

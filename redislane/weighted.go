@@ -4,8 +4,6 @@ import (
 	"context"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/sessionlane/lanes/lanequeue"
 )
 
 // Weighted is a weighted semaphore whose capacity is shared by every instance,
@@ -26,7 +24,7 @@ type Weighted struct {
 // empty name or one with a brace, a capacity below 1, or bad options, with an
 // error wrapping [ErrInvalidConfig].
 func NewWeighted(client redis.UniversalClient, name string, capacity int64, opts ...Option) (*Weighted, error) {
-	c, err := newCore(client, name, lanequeue.Global, capacity, opts)
+	c, err := newCore(client, name, false, capacity, opts)
 	if err != nil {
 		return nil, err
 	}
