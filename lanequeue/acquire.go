@@ -17,7 +17,7 @@ type AcquireOption struct {
 	n    int64
 }
 
-// WithWeight takes n units on every lane named (1 by default): n permits of
+// WithWeight takes a weight of n on every lane named (1 by default): n permits of
 // a global lane, n of a key's budget on a keyed lane, n tokens of a rate
 // lane. Big jobs take more of a shared budget than small ones. A weight
 // below 1 makes the call fail with [ErrInvalidWeight]; a weight above a
@@ -25,7 +25,7 @@ type AcquireOption struct {
 // WithWeight counts.
 func WithWeight(n int64) AcquireOption { return AcquireOption{n: n} }
 
-// WithLaneWeight takes n units on the named lane, whatever [WithWeight]
+// WithLaneWeight takes a weight of n on the named lane, whatever [WithWeight]
 // says: for example a weight of 4 on "global" for a big job, while its
 // "session" lane, serial per key, takes 1. Naming a lane that is not in
 // the call's set is an error ([ErrUnknownLane]). Given more than once for

@@ -50,17 +50,17 @@ type Lane[K comparable] interface {
 	// (its capacity, or per-key capacity, or rate burst). AcquireAll
 	// refuses heavier requests before taking anything.
 	MaxWeight() int64
-	// Acquire takes n units for key, waiting if needed. Global lanes
+	// Acquire takes n permits for key, waiting if needed. Global lanes
 	// ignore the key. A rate lane returns the zero Permit on success: a
 	// spent rate token is not given back.
 	//
 	// Cancellation: when ctx ends while Acquire waits, Acquire must leave
 	// at once and return an error (ctx.Err() or one wrapping it), holding
-	// nothing. If units were granted while the cancellation was in flight,
+	// nothing. If permits were granted while the cancellation was in flight,
 	// exactly one side owns them: Acquire either returns them with a nil
 	// error, or gives them back itself before returning the error.
 	Acquire(ctx context.Context, key K, n int64) (semaphore.Permit, error)
-	// TryAcquire takes n units for key if it can without waiting.
+	// TryAcquire takes n permits for key if it can without waiting.
 	TryAcquire(key K, n int64) (semaphore.Permit, bool)
 	// Stats returns a snapshot of the lane.
 	Stats() LaneStats

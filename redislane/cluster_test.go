@@ -119,7 +119,7 @@ func TestClusterHandoverThroughShardedAndClassicPubSub(t *testing.T) {
 				case <-time.After(10 * time.Second):
 					t.Fatal("the waiter was never granted")
 				}
-				assert.EqualValues(t, 1, a2.Stats().Handoffs, "the waiter was not woken by the message")
+				assert.EqualValues(t, 1, a2.Stats().Handovers, "the waiter was not woken by the message")
 			}
 		})
 	}

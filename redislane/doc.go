@@ -15,11 +15,11 @@
 // from the Redis server's clock (TIME) by Lua scripts, never from a
 // client's clock. The instance that holds a permit refreshes all of its
 // leases with one script call, a third of a lease apart. A holder that
-// dies, hangs or is cut off stops refreshing, and its units come back at
+// dies, hangs or is cut off stops refreshing, and its permits come back at
 // most one lease later. Each instance keeps one local FIFO line of waiters
 // per bucket, and only its first waiter asks Redis; in Redis, the first
 // waiters of all instances queue in arrival order, and a release hands the
-// freed units to the queue directly and says so on a pub/sub channel (one
+// freed permits to the queue directly and says so on a pub/sub channel (one
 // subscription per process and client). The message names the queue entry
 // it was made for (its arrival number), and a waiter takes it only for the
 // entry it is waiting with: a message that reaches it late, after that
@@ -73,7 +73,7 @@
 // (garbage collection, SIGSTOP, a VM migration) past its deadline may still
 // act before it looks at its context. A machine that suspends stops the
 // monotonic clock of its processes. A call that the network delivers very
-// late (after the caller gave up and released) can hold units for one lease
+// late (after the caller gave up and released) can hold permits for one lease
 // with nobody using them: capacity is wasted, never exceeded. Where overlap must be impossible, pass
 // the fencing token to the protected resource and have it reject any
 // request whose token is lower than the highest it has accepted: that makes
@@ -108,7 +108,7 @@
 // the first waiter of a channel; the refresh period, at most a third of the
 // lease, for a refresh. The blocking calls return:
 //
-//   - Acquire: when the units are granted, when its context ends (at once,
+//   - Acquire: when the permits are granted, when its context ends (at once,
 //     even with a call in flight: the call goes on in the background and
 //     what it was granted is released), or at Close (with [ErrClosed]: at
 //     once, but an Acquire whose context can never end, such as
@@ -141,7 +141,7 @@
 // caller's cancellation, or with Close, is released in the background. A
 // context that ended before a grant reached the waiter wins: the grant is
 // released and Acquire returns the context's error. The Redis call that
-// releases a permit happens before the call that grants its units to a
+// releases a permit happens before the call that grants its permits to a
 // waiter, in any process.
 //
 // # Goroutines

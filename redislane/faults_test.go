@@ -277,7 +277,7 @@ func TestHandoverDeadlineCountsFromTheQueuedCall(t *testing.T) {
 	for round := 0; round < 20 && checked < 3; round++ {
 		p, err := holder.Acquire(ctx, 1)
 		require.NoError(t, err)
-		handoffs := w.Stats().Handoffs
+		handovers := w.Stats().Handovers
 		got := make(chan *redislane.Permit, 1)
 		go func() {
 			q, err := w.Acquire(ctx, 1)
@@ -292,7 +292,7 @@ func TestHandoverDeadlineCountsFromTheQueuedCall(t *testing.T) {
 		require.NotNil(t, q)
 		dl := q.Deadline()
 		bound := log.bound(lease)
-		if w.Stats().Handoffs > handoffs {
+		if w.Stats().Handovers > handovers {
 			checked++
 			assert.False(t, dl.After(bound), "round %d: the hand-over's deadline is %v past the send time of the waiter's latest call plus the lease's validity",
 				round, dl.Sub(bound))

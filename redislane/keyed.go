@@ -26,7 +26,7 @@ type Keyed struct {
 }
 
 // NewKeyed returns the instance of the keyed lane name, with perKeyCapacity
-// units per key, on client. Like [NewWeighted], it makes no call to Redis
+// permits per key, on client. Like [NewWeighted], it makes no call to Redis
 // and fails only for bad arguments (wrapping [ErrInvalidConfig]).
 func NewKeyed(client redis.UniversalClient, name string, perKeyCapacity int64, opts ...Option) (*Keyed, error) {
 	c, err := newCore(client, name, true, perKeyCapacity, opts)
@@ -36,27 +36,27 @@ func NewKeyed(client redis.UniversalClient, name string, perKeyCapacity int64, o
 	return &Keyed{c: c}, nil
 }
 
-// Acquire takes one unit of key; see [Keyed.AcquireN].
+// Acquire takes one permit of key; see [Keyed.AcquireN].
 func (k *Keyed) Acquire(ctx context.Context, key string) (*Permit, error) {
 	return k.c.acquire(ctx, key, 1)
 }
 
-// AcquireN takes n units of key, waiting until they are free. It behaves as
+// AcquireN takes n permits of key, waiting until they are free. It behaves as
 // [Weighted.Acquire] for one key: one local line and one Redis queue per
 // key, the same errors, the same cancellation.
 func (k *Keyed) AcquireN(ctx context.Context, key string, n int64) (*Permit, error) {
 	return k.c.acquire(ctx, key, n)
 }
 
-// TryAcquire takes one unit of key if Redis grants it at once; see
+// TryAcquire takes one permit of key if Redis grants it at once; see
 // [Weighted.TryAcquire].
 func (k *Keyed) TryAcquire(key string) (*Permit, bool) { return k.c.tryAcquire(key, 1) }
 
-// TryAcquireN takes n units of key if Redis grants them at once; see
+// TryAcquireN takes n permits of key if Redis grants them at once; see
 // [Weighted.TryAcquire].
 func (k *Keyed) TryAcquireN(key string, n int64) (*Permit, bool) { return k.c.tryAcquire(key, n) }
 
-// Do acquires one unit of key, runs fn, and releases it when fn returns or
+// Do acquires one permit of key, runs fn, and releases it when fn returns or
 // panics; see [Weighted.Do].
 func (k *Keyed) Do(ctx context.Context, key string, fn func(context.Context) error) error {
 	p, err := k.Acquire(ctx, key)

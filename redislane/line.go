@@ -33,7 +33,7 @@ type waiter struct {
 	due        time.Time // when the refresher should next extend the queue entry
 }
 
-// acquire takes n units of bucket key, waiting in the local line and then in
+// acquire takes n permits of bucket key, waiting in the local line and then in
 // the Redis queue.
 func (c *core) acquire(ctx context.Context, key string, n int64) (*Permit, error) {
 	if err := c.check(n); err != nil {
@@ -121,7 +121,7 @@ func (c *core) drainedLocked() {
 
 // lead is the head waiter's loop: ask Redis with one id for the whole wait
 // (so that a retried call never grants twice), and between calls wait for a
-// handoff message, the hint's timer, the caller's context or Close.
+// hand-over message, the hint's timer, the caller's context or Close.
 func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 	if err := ctx.Err(); err != nil {
 		c.st.cancelled.Add(1)
@@ -244,7 +244,7 @@ func (c *core) waitQueued(ctx context.Context, ln *line, w *waiter, id string, r
 			if ctx.Err() != nil || c.isClosed() {
 				// The hand-off raced with the end of ctx or with Close
 				// (select picks at random among ready cases): give the
-				// units back rather than return a permit after either.
+				// permits back rather than return a permit after either.
 				c.cleanupAsync(ln.rk, id)
 				return nil, c.quit(ctx, nil), false
 			}
@@ -252,7 +252,7 @@ func (c *core) waitQueued(ctx context.Context, ln *line, w *waiter, id string, r
 			if p == nil { // Close came first
 				return nil, c.quit(ctx, nil), false
 			}
-			c.st.handoffs.Add(1)
+			c.st.handovers.Add(1)
 			return p, nil, false
 		case <-t.C:
 			c.st.polls.Add(1)

@@ -350,7 +350,7 @@ func TestUnreachableRedisExpiresLease(t *testing.T) {
 }
 
 // Pub/sub drops messages (here: all of them, to one process). A waiter
-// whose handoff message is lost still gets its units: it asks again after
+// whose hand-over message is lost still gets its units: it asks again after
 // the hint, and Redis answers with the grant it made.
 func TestLostWakeUpIsCoveredByPolling(t *testing.T) {
 	srv := startRedis(t)
@@ -383,7 +383,7 @@ func TestLostWakeUpIsCoveredByPolling(t *testing.T) {
 	}
 	assert.Positive(t, px.muted.Load(), "no message was dropped")
 	st := waiter.Stats()
-	assert.Zero(t, st.Handoffs)
+	assert.Zero(t, st.Handovers)
 	assert.Positive(t, st.Polls)
 }
 

@@ -74,7 +74,7 @@ func TestHandoverThroughShardedAndClassicPubSub(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("the waiter was never granted")
 			}
-			assert.EqualValues(t, 1, b.Stats().Handoffs, "the waiter was not woken by the message")
+			assert.EqualValues(t, 1, b.Stats().Handovers, "the waiter was not woken by the message")
 		})
 	}
 }

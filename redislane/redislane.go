@@ -19,10 +19,10 @@ var (
 	// ErrClosed is returned by acquire calls on a closed lane, and to the
 	// callers waiting when it is closed. It is [semaphore.ErrClosed].
 	ErrClosed = semaphore.ErrClosed
-	// ErrInvalidWeight is returned for a request of zero or fewer units. It
+	// ErrInvalidWeight is returned for a request of zero or fewer permits. It
 	// is [semaphore.ErrInvalidWeight].
 	ErrInvalidWeight = semaphore.ErrInvalidWeight
-	// ErrTooHeavy is returned for a request of more units than the capacity
+	// ErrTooHeavy is returned for a request of more permits than the capacity
 	// (the per-key capacity of a keyed lane). It is [semaphore.ErrTooHeavy].
 	ErrTooHeavy = semaphore.ErrTooHeavy
 	// ErrCapacityMismatch is returned by acquire calls when Redis already holds
@@ -54,7 +54,7 @@ var (
 const DefaultLease = 10 * time.Second
 
 // minLease keeps the margins and the refresh period at whole milliseconds,
-// the unit of the server-side expiry times.
+// the permit of the server-side expiry times.
 const minLease = 20 * time.Millisecond
 
 // Option configures a [Weighted] or a [Keyed]. Options are applied in
@@ -75,7 +75,7 @@ type config struct {
 
 // WithLease sets how long Redis keeps a permit without hearing from its
 // holder (default [DefaultLease]). A holder that dies, hangs or loses its
-// connection gives its units back at most one lease later; a holder whose
+// connection gives its permits back at most one lease later; a holder whose
 // process is paused for longer than the lease loses its permit. Every
 // instance of a lane should use the same lease (see [WithQuarantine]).
 func WithLease(d time.Duration) Option { return func(c *config) { c.lease = d } }
@@ -105,7 +105,7 @@ func WithQuarantine(d time.Duration) Option {
 // refreshed (it runs out in Redis within one lease of its last refresh, or
 // at the permit's Release). [Permit.Deadline] is never later than the grant plus d. It
 // keeps a permit that is never released (a leaked one, a holder stuck for
-// ever) from holding its units for as long as the process lives. 0, the
+// ever) from holding its permits for as long as the process lives. 0, the
 // default, sets no bound.
 func WithMaxHold(d time.Duration) Option { return func(c *config) { c.maxHold = d } }
 

@@ -9,7 +9,7 @@ import (
 type counters struct {
 	acquired, released, waited, cancelled, rejected, failed, doubleRel atomic.Uint64
 	lost, expired, late, redisErrs                                     atomic.Uint64
-	handoffs, polls                                                    atomic.Uint64 // how queued waiters were granted / woke up
+	handovers, polls                                                   atomic.Uint64 // how queued waiters were granted / woke up
 	stale                                                              atomic.Uint64 // hand-over messages for an earlier queue entry
 	maxHold                                                            atomic.Uint64 // permits ended by WithMaxHold
 }
@@ -38,7 +38,7 @@ func (c *core) stats() Stats {
 		LeasesExpired:  c.st.expired.Load(),
 		LateReplies:    c.st.late.Load(),
 		RedisErrors:    c.st.redisErrs.Load(),
-		Handoffs:       c.st.handoffs.Load(),
+		Handovers:      c.st.handovers.Load(),
 		Polls:          c.st.polls.Load(),
 		StaleHandovers: c.st.stale.Load(),
 		MaxHolds:       c.st.maxHold.Load(),
@@ -67,7 +67,7 @@ type Stats struct {
 	LeasesExpired  uint64 // permits whose local deadline passed without a successful refresh
 	LateReplies    uint64 // grants that came back too late to be used (asked again)
 	RedisErrors    uint64 // failed Redis calls
-	Handoffs       uint64 // grants handed over by a release, told by a pub/sub message
+	Handovers      uint64 // grants handed over by a release, told by a pub/sub message
 	Polls          uint64 // waits in the Redis queue that ended with no message: on the timer, or on a refresh that found the waiter granted
 	StaleHandovers uint64 // hand-over messages ignored: made for an earlier queue entry of the waiter, which expired
 	MaxHolds       uint64 // permits ended by WithMaxHold

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// tryAcquire takes n units of bucket key if Redis grants them at once and no
+// tryAcquire takes n permits of bucket key if Redis grants them at once and no
 // local waiter is ahead. It makes one call.
 func (c *core) tryAcquire(key string, n int64) (*Permit, bool) {
 	if c.check(n) != nil {

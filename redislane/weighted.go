@@ -17,7 +17,7 @@ type Weighted struct {
 	c *core
 }
 
-// NewWeighted returns the instance of the lane name, of capacity units, on
+// NewWeighted returns the instance of the lane name, of capacity permits, on
 // client (a single node, Sentinel or Cluster client). It makes no call to
 // Redis: a wrong client shows at the first Acquire. It fails for a nil
 // client, a client without ContextTimeoutEnabled (see the package doc), an
@@ -31,7 +31,7 @@ func NewWeighted(client redis.UniversalClient, name string, capacity int64, opts
 	return &Weighted{c: c}, nil
 }
 
-// Acquire takes n units, waiting until they are free. On success it returns
+// Acquire takes n permits, waiting until they are free. On success it returns
 // a [Permit] that the caller owns and must release once. It fails at once
 // with [ErrInvalidWeight] for n <= 0, [ErrTooHeavy] for n above the capacity,
 // [ErrClosed] after Close, and [ErrCapacityMismatch] when Redis holds the lane
@@ -41,7 +41,7 @@ func NewWeighted(client redis.UniversalClient, name string, capacity int64, opts
 // first of them asks Redis; in Redis, the first waiters of all instances wait
 // in one FIFO queue, so a heavy request is not overtaken by lighter ones,
 // and instances take turns. A waiter is woken by a pub/sub message when a
-// release hands it the units, and asks again after a hint from Redis
+// release hands it the permits, and asks again after a hint from Redis
 // (jittered, 5-250 ms) in case the message was lost. Calls that fail for a
 // passing reason (the network, a server loading, busy or failing over) are
 // retried with the same permit id, so a retry never grants twice, until ctx
@@ -59,14 +59,14 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) (*Permit, error) {
 	return s.c.acquire(ctx, "", n)
 }
 
-// TryAcquire takes n units if Redis grants them at once and no caller of
+// TryAcquire takes n permits if Redis grants them at once and no caller of
 // this instance is waiting. It makes one call to Redis, with a timeout of a
 // fifth of the lease, and never waits in a queue. If the call fails or its
-// reply comes too late, the units it may have been granted are given back
+// reply comes too late, the permits it may have been granted are given back
 // in the background.
 func (s *Weighted) TryAcquire(n int64) (*Permit, bool) { return s.c.tryAcquire("", n) }
 
-// Do acquires n units, runs fn, and releases them when fn returns or panics.
+// Do acquires n permits, runs fn, and releases them when fn returns or panics.
 // fn's context ends when ctx ends or when the permit's lease ends; its cause
 // then tells which. Do returns Acquire's error, or fn's.
 func (s *Weighted) Do(ctx context.Context, n int64, fn func(context.Context) error) error {

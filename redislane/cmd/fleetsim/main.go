@@ -98,7 +98,7 @@ type Result struct {
 	CallsPerGrant  float64 `json:"redis_calls_per_grant"`
 	Errors         int     `json:"errors"`
 	LeasesEnded    int     `json:"leases_ended"`
-	Handoffs       uint64  `json:"handoffs"`
+	Handovers       uint64  `json:"handovers"`
 	Polls          uint64  `json:"polls"`
 	CycleP50Us     float64 `json:"uncontended_cycle_p50_us,omitempty"`
 	PingP50Us      float64 `json:"ping_p50_us,omitempty"`
@@ -360,7 +360,7 @@ func summarize(cfg *config, reports []childReport) *Result {
 		calls += r.Calls
 		res.Errors += r.Errors
 		res.LeasesEnded += r.LeaseEnd
-		res.Handoffs += r.Stats.Handoffs
+		res.Handovers += r.Stats.Handovers
 		res.Polls += r.Stats.Polls
 	}
 	res.Grants = len(all)
@@ -504,7 +504,7 @@ func printResult(r *Result) {
 	fmt.Printf("  most weight in use at once: %d of limit %d  %s\n", r.MaxInUse, r.Limit, verdict)
 	fmt.Printf("  grants: %d (%.0f/s)\n", r.Grants, r.GrantsPerSec)
 	fmt.Printf("  acquire latency: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", r.AcquireP50Ms, r.AcquireP99Ms, r.AcquireMaxMs)
-	fmt.Printf("  Redis calls per grant: %.2f (grants handed over by pub/sub: %d; waits ended by the timer: %d)\n", r.CallsPerGrant, r.Handoffs, r.Polls)
+	fmt.Printf("  Redis calls per grant: %.2f (grants handed over by pub/sub: %d; waits ended by the timer: %d)\n", r.CallsPerGrant, r.Handovers, r.Polls)
 	fmt.Printf("  fencing tokens unique: %v; acquire errors: %d; leases ended before release: %d\n", r.FencesUnique, r.Errors, r.LeasesEnded)
 }
 
