@@ -98,7 +98,7 @@ type Result struct {
 	CallsPerGrant  float64 `json:"redis_calls_per_grant"`
 	Errors         int     `json:"errors"`
 	LeasesEnded    int     `json:"leases_ended"`
-	Handovers       uint64  `json:"handovers"`
+	Handovers      uint64  `json:"handovers"`
 	Polls          uint64  `json:"polls"`
 	CycleP50Us     float64 `json:"uncontended_cycle_p50_us,omitempty"`
 	PingP50Us      float64 `json:"ping_p50_us,omitempty"`
