@@ -63,7 +63,7 @@ func newLanes(opts ...keyedsem.Option) func() keyedLock {
 	return func() keyedLock { return lanesKeyed{keyedsem.New[string](opts...)} }
 }
 
-// lanesQueue is a lanequeue with a session lane and a global lane that
+// lanesQueue is a lanequeue with a keyed lane and a global lane that
 // never binds (capacity 1024): AcquireAll of both, then Release, with the
 // set of lanes prepared once.
 type lanesQueue struct {
