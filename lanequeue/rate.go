@@ -7,10 +7,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/fastctx"
 	"github.com/sessionlane/lanes/semaphore"
-	"golang.org/x/time/rate"
 )
 
 // NewRateLane returns a [Rate] lane over lim: a grant spends n tokens of
