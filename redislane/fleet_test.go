@@ -234,7 +234,7 @@ func helperEnvs(addr, name string, limit int64, lease time.Duration) map[string]
 
 // Scenario 1: several processes, each with several goroutines, contending
 // with weights 1 to 3. The merged spans never exceed the limit.
-func TestFleetOfProcessesNeverExceedsLimit(t *testing.T) {
+func TestFleetOfProcessesNeverExceedsCapacity(t *testing.T) {
 	srv := startRedis(t)
 	const limit = 5
 	name := laneName(t)
