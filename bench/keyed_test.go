@@ -63,7 +63,7 @@ func newLanes(opts ...keyedsem.Option) func() keyedLock {
 	return func() keyedLock { return lanesKeyed{keyedsem.New[string](opts...)} }
 }
 
-// lanesQueue is a lanequeue with a session lane and a global lane that
+// lanesQueue is a lanequeue with a keyed lane and a global lane that
 // never binds (capacity 1024): AcquireAll of both, then Release, with the
 // set of lanes prepared once.
 type lanesQueue struct {
@@ -82,10 +82,10 @@ func newLanesQueue(q *lanequeue.Queue[string], names ...string) lanesQueue {
 
 func newQueue(global int64, opts ...keyedsem.Option) *lanequeue.Queue[string] {
 	q := lanequeue.New[string]()
-	if err := q.AddSessionLane("session", opts...); err != nil {
+	if err := q.AddKeyedLane("session", opts...); err != nil {
 		panic(err)
 	}
-	if err := q.AddLane("global", global); err != nil {
+	if err := q.AddGlobalLane("global", global); err != nil {
 		panic(err)
 	}
 	return q

@@ -23,19 +23,32 @@ import (
 // [semaphore.Permit], with the same once-only Release.
 type Permit = semaphore.Permit
 
-// Sentinel errors, for errors.Is. Context errors are returned as they are;
-// a request of zero or fewer permits fails with [semaphore.ErrInvalidWeight],
-// and one above the per-key capacity with [semaphore.ErrTooHeavy].
+// Sentinel errors, for errors.Is. ErrClosed, ErrQueueFull,
+// ErrInvalidWeight, ErrTooHeavy and ErrInvalidConfig are the values of
+// package semaphore, shared by every lanes package (errors.Is(err,
+// semaphore.ErrClosed) holds for this package's errors too); ErrTooManyKeys
+// and ErrNaNKey are this package's own. Context errors are returned as they
+// are.
 var (
 	// ErrClosed is returned by acquire calls after Close, and to the
-	// waiters that Close wakes.
-	ErrClosed = errors.New("keyedsem: closed")
+	// waiters that Close wakes. It is [semaphore.ErrClosed].
+	ErrClosed = semaphore.ErrClosed
+	// ErrQueueFull is returned when waiting would exceed
+	// WithMaxWaitersPerKey. It is [semaphore.ErrQueueFull].
+	ErrQueueFull = semaphore.ErrQueueFull
+	// ErrInvalidWeight is returned for a request of zero or fewer permits.
+	// It is [semaphore.ErrInvalidWeight].
+	ErrInvalidWeight = semaphore.ErrInvalidWeight
+	// ErrTooHeavy is returned for a request of more permits than the
+	// per-key capacity. It is [semaphore.ErrTooHeavy].
+	ErrTooHeavy = semaphore.ErrTooHeavy
+	// ErrInvalidConfig is wrapped by the error that reports an option out
+	// of range ([Validate] returns it, [New] panics with it). It is
+	// [semaphore.ErrInvalidConfig].
+	ErrInvalidConfig = semaphore.ErrInvalidConfig
 	// ErrTooManyKeys is returned, with WithHardMaxKeys, for a key that has
 	// no entry when the cap is reached and no idle entry can be evicted.
 	ErrTooManyKeys = errors.New("keyedsem: too many keys")
-	// ErrQueueFull is returned when waiting would exceed
-	// WithMaxWaitersPerKey.
-	ErrQueueFull = errors.New("keyedsem: wait queue full")
 	// ErrNaNKey is returned for a key that is not equal to itself: a
 	// float or complex NaN, or a struct, array or interface value holding
 	// one. Such a key could never find its entry again (as in a Go map,
@@ -131,12 +144,14 @@ type config struct {
 	janitor    time.Duration
 }
 
-// Option configures a keyed semaphore made by [New].
+// Option configures a keyed semaphore made by [New]. Options are applied in
+// order to a configuration, which is then checked, once, by the same code
+// that [Validate] runs: a value out of range is refused, never clamped or
+// ignored.
 type Option func(*config)
 
 // WithPerKeyCapacity sets the capacity of every key (default 1: callers of
-// one key run one at a time). New panics if n is not in [1,
-// MaxPerKeyCapacity].
+// one key run one at a time). n must be in [1, MaxPerKeyCapacity].
 func WithPerKeyCapacity(n int64) Option { return func(c *config) { c.capacity = n } }
 
 // WithIdleTimeout sets how long an idle entry (no holder, no waiter) is
@@ -153,7 +168,7 @@ func WithPerKeyCapacity(n int64) Option { return func(c *config) { c.capacity = 
 // also evicted when there are more than WithMaxKeys. d == 0 drops an entry
 // as soon as nobody uses it: the cheapest choice for keys used once
 // (sub-agents with unique ids), where keeping entries only means evicting
-// them later. New panics if d is negative.
+// them later. d must not be negative.
 func WithIdleTimeout(d time.Duration) Option { return func(c *config) { c.idle = d } }
 
 // WithMaxKeys sets the cap on the number of entries (default 4096). It is
@@ -164,7 +179,7 @@ func WithIdleTimeout(d time.Duration) Option { return func(c *config) { c.idle =
 // and an entry that goes idle while the count is over the cap is evicted
 // at once. So only entries in use are ever over the cap, once the calls
 // in flight have returned (a new key made while an eviction pass runs is
-// trimmed when that pass ends). New panics if n < 1.
+// trimmed when that pass ends). n must be at least 1.
 func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 
 // WithHardMaxKeys makes the cap of WithMaxKeys hard: a key without an entry
@@ -174,7 +189,7 @@ func WithHardMaxKeys() Option { return func(c *config) { c.hard = true } }
 
 // WithMaxWaitersPerKey bounds the callers that may wait for one key; an
 // acquire that would be waiter n+1 fails at once with [ErrQueueFull].
-// n <= 0 means no bound (the default).
+// n == 0 means no bound (the default); n < 0 is refused.
 func WithMaxWaitersPerKey(n int) Option { return func(c *config) { c.maxWaiters = n } }
 
 // WithClock replaces the clock that measures idle time; tests pass a fake
@@ -188,9 +203,40 @@ func WithClock(c semaphore.Clock) Option { return func(cf *config) { cf.clock = 
 // also while nobody uses the semaphore; Close stops it and waits for it.
 // Without it (the default, d == 0) entries expire by normal use (see
 // WithIdleTimeout), which bounds the memory of a semaphore in use; the
-// janitor gives back that of one left unused. New panics if d is
-// negative.
+// janitor gives back that of one left unused. d must not be negative.
 func WithJanitor(d time.Duration) Option { return func(cf *config) { cf.janitor = d } }
+
+// Validate reports whether [New] accepts opts: nil, or an error wrapping
+// [ErrInvalidConfig] that names the setting and its value (the value New
+// would panic with). Package lanequeue calls it so that AddKeyedLane
+// returns the error instead of panicking.
+func Validate(opts ...Option) error {
+	_, err := configure(opts)
+	return err
+}
+
+// configure applies opts to the default configuration and checks the
+// result: the one place where the settings of a keyed semaphore are
+// checked.
+func configure(opts []Option) (config, error) {
+	c := config{capacity: 1, idle: time.Hour, maxKeys: 4096}
+	for _, o := range opts {
+		o(&c)
+	}
+	switch {
+	case c.capacity < 1 || c.capacity > MaxPerKeyCapacity:
+		return c, fmt.Errorf("keyedsem: WithPerKeyCapacity(%d): out of range [1, %d]: %w", c.capacity, MaxPerKeyCapacity, ErrInvalidConfig)
+	case c.idle < 0:
+		return c, fmt.Errorf("keyedsem: WithIdleTimeout(%v): must not be negative: %w", c.idle, ErrInvalidConfig)
+	case c.maxKeys < 1:
+		return c, fmt.Errorf("keyedsem: WithMaxKeys(%d): must be at least 1: %w", c.maxKeys, ErrInvalidConfig)
+	case c.maxWaiters < 0:
+		return c, fmt.Errorf("keyedsem: WithMaxWaitersPerKey(%d): must not be negative: %w", c.maxWaiters, ErrInvalidConfig)
+	case c.janitor < 0:
+		return c, fmt.Errorf("keyedsem: WithJanitor(%v): must not be negative: %w", c.janitor, ErrInvalidConfig)
+	}
+	return c, nil
+}
 
 // New returns a keyed semaphore with no entries. Keys are compared with ==,
 // as in a Go map. A key that is not equal to itself (a float NaN, or a
@@ -199,22 +245,13 @@ func WithJanitor(d time.Duration) Option { return func(cf *config) { cf.janitor 
 // nothing for key types that cannot hold a NaN (strings, integers,
 // structs of them). An interface key holding a value whose type is not
 // comparable panics, as it would as a map key.
+//
+// New panics, with the error that [Validate] returns (it wraps
+// [ErrInvalidConfig]), if an option is out of range.
 func New[K comparable](opts ...Option) *KeyedSemaphore[K] {
-	c := config{capacity: 1, idle: time.Hour, maxKeys: 4096}
-	for _, o := range opts {
-		o(&c)
-	}
-	if c.capacity < 1 || c.capacity > MaxPerKeyCapacity {
-		panic(fmt.Sprintf("keyedsem: per-key capacity %d out of range [1, %d]", c.capacity, MaxPerKeyCapacity))
-	}
-	if c.idle < 0 {
-		panic(fmt.Sprintf("keyedsem: negative idle timeout %v", c.idle))
-	}
-	if c.maxKeys < 1 {
-		panic(fmt.Sprintf("keyedsem: max keys %d < 1", c.maxKeys))
-	}
-	if c.janitor < 0 {
-		panic(fmt.Sprintf("keyedsem: negative janitor interval %v", c.janitor))
+	c, err := configure(opts)
+	if err != nil {
+		panic(err)
 	}
 	s := &KeyedSemaphore[K]{
 		m:          xsync.NewMap[K, *entry[K]](),

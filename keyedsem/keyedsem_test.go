@@ -324,7 +324,7 @@ func TestBadInputFailsAtOnce(t *testing.T) {
 	assert.False(t, ok, "closed")
 	assert.True(t, p.Release(), "a release after Close")
 	assert.Equal(t, uint64(5), s.Stats().Rejected)
-	assert.True(t, strings.HasPrefix(keyedsem.ErrClosed.Error(), "keyedsem: "))
+	assert.Same(t, semaphore.ErrClosed, keyedsem.ErrClosed, "one sentinel, shared by every package")
 }
 
 func TestMisuseAndBadOptionsPanic(t *testing.T) {
@@ -333,6 +333,10 @@ func TestMisuseAndBadOptionsPanic(t *testing.T) {
 		defer func() {
 			t.Helper()
 			r := recover()
+			if err, ok := r.(error); ok { // a bad option panics with Validate's error
+				assert.ErrorIs(t, err, keyedsem.ErrInvalidConfig, name)
+				r = err.Error()
+			}
 			if s, ok := r.(string); !ok || !strings.HasPrefix(s, "keyedsem: ") {
 				t.Errorf("%s: panic %v, want a keyedsem: message", name, r)
 			}

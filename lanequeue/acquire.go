@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/sessionlane/lanes/internal/fastctx"
-	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -18,7 +17,7 @@ type AcquireOption struct {
 	n    int64
 }
 
-// WithWeight takes n units on every lane named (1 by default): n permits of
+// WithWeight takes a weight of n on every lane named (1 by default): n permits of
 // a global lane, n of a key's budget on a keyed lane, n tokens of a rate
 // lane. Big jobs take more of a shared budget than small ones. A weight
 // below 1 makes the call fail with [ErrInvalidWeight]; a weight above a
@@ -26,7 +25,7 @@ type AcquireOption struct {
 // WithWeight counts.
 func WithWeight(n int64) AcquireOption { return AcquireOption{n: n} }
 
-// WithLaneWeight takes n units on the named lane, whatever [WithWeight]
+// WithLaneWeight takes a weight of n on the named lane, whatever [WithWeight]
 // says: for example a weight of 4 on "global" for a big job, while its
 // "session" lane, serial per key, takes 1. Naming a lane that is not in
 // the call's set is an error ([ErrUnknownLane]). Given more than once for
@@ -59,10 +58,10 @@ func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{l
 // that holds one of the lanes (see [WithTicket]); ctx.Err() when ctx has
 // already ended (even if every lane has room). While waiting, it fails
 // with ctx.Err(), with ErrClosed if the queue is closed, or with a lane's
-// error wrapped with the lane's name (for example semaphore.ErrQueueFull,
-// semaphore.ErrWaitTooLong or keyedsem.ErrTooManyKeys; a lane closed on
-// its own fails at once with its error, which matches ErrClosed too). A rate lane whose next token comes after
-// ctx's deadline fails at once with an error wrapping
+// error wrapped with the lane's name (for example [ErrQueueFull],
+// [ErrWaitTooLong] or keyedsem.ErrTooManyKeys; a lane closed on its own
+// fails at once with ErrClosed, wrapped likewise). A rate lane whose next
+// token comes after ctx's deadline fails at once with an error wrapping
 // context.DeadlineExceeded while ctx.Err() is still nil, and a rate wait
 // holds the other lanes' permits: test errors with errors.Is, not against
 // ctx.Err().
@@ -231,11 +230,11 @@ func (e *laneEntry[K]) check(n int64) error {
 	switch l := e.lane.(type) {
 	case *globalLane[K]:
 		if l.s.Stats().Closed {
-			return &laneClosedError{lane: e.name, err: semaphore.ErrClosed}
+			return laneClosed(e.name)
 		}
-	case *sessionLane[K]:
+	case *keyedLane[K]:
 		if l.s.Stats().Closed {
-			return &laneClosedError{lane: e.name, err: keyedsem.ErrClosed}
+			return laneClosed(e.name)
 		}
 	case *rateLane[K]:
 		if l.isClosed.Load() {
@@ -248,23 +247,12 @@ func (e *laneEntry[K]) check(n int64) error {
 	return nil
 }
 
-// laneClosedError is the error of a lane closed on its own (its semaphore
-// closed through GlobalSemaphore or KeyedSemaphore, a Redis lane closed by
-// its owner) while the queue is open: it names the lane, and matches both
-// [ErrClosed] and the lane's own error (semaphore.ErrClosed,
-// keyedsem.ErrClosed).
-type laneClosedError struct {
-	lane string
-	err  error
+// laneClosed is the error of a lane closed on its own (its semaphore
+// closed through GlobalSemaphore or KeyedSemaphore) while the queue is
+// open: it names the lane and matches [ErrClosed], as laneErr's does.
+func laneClosed(lane string) error {
+	return fmt.Errorf("lanequeue: lane %q: %w", lane, ErrClosed)
 }
-
-func (e *laneClosedError) Error() string {
-	return fmt.Sprintf("lanequeue: lane %q: %v", e.lane, e.err)
-}
-
-func (e *laneClosedError) Unwrap() error { return e.err }
-
-func (e *laneClosedError) Is(target error) bool { return target == ErrClosed }
 
 // checkReentry fails if ctx carries a held ticket that g, for key on q,
 // would wait for.
@@ -296,14 +284,11 @@ func (q *Queue[K]) laneErr(ctx context.Context, e *laneEntry[K], err error) erro
 	if q.closed.Load() {
 		return ErrClosed
 	}
-	if err == ctx.Err() || errors.Is(err, ErrClosed) || errors.Is(err, errRateDeadline) {
+	// A lane closed on its own while the queue is open fails with
+	// ErrClosed (the one sentinel of every package), wrapped below with
+	// the lane's name like any other error of a lane.
+	if err == ctx.Err() || errors.Is(err, errRateDeadline) || e == nil {
 		return err
-	}
-	if e == nil {
-		return err
-	}
-	if errors.Is(err, semaphore.ErrClosed) || errors.Is(err, keyedsem.ErrClosed) {
-		return &laneClosedError{lane: e.name, err: err}
 	}
 	return fmt.Errorf("lanequeue: lane %q: %w", e.name, err)
 }
@@ -382,4 +367,10 @@ func tryRateTail[K comparable](key K, g *grant[K], from int) bool {
 	}
 	commitRates(reqs)
 	return true
+}
+
+// ended reports whether ctx has ended: free for the contexts that never
+// end, an atomic load (ctx.Err) for the standard ones.
+func ended(ctx context.Context) bool {
+	return !fastctx.NeverDone(ctx) && ctx.Err() != nil
 }

@@ -106,7 +106,7 @@ func TestCancelBeforeGrantRace(t *testing.T) {
 		l := &blindLane{kind: lanequeue.Keyed}
 		must(t, q.Add("across", l))
 		must(t, q.Add("blind", &blindLane{kind: lanequeue.Global}))
-		must(t, q.AddSessionLane("a-session"))
+		must(t, q.AddKeyedLane("a-session"))
 		// The lanes of this package look at ctx before they grant, so
 		// only the blind lane follows the one that cancels (canonical
 		// order: a-session, across, blind).
@@ -135,7 +135,7 @@ func TestCancelBeforeGrantRace(t *testing.T) {
 	rateQueue := func(t *testing.T, c *testClock) *lanequeue.Queue[string] {
 		q := lanequeue.New[string]()
 		t.Cleanup(q.Close)
-		must(t, q.AddSessionLane("session"))
+		must(t, q.AddKeyedLane("session"))
 		must(t, q.AddRateLane("rate", 1, 1))
 		lanequeue.SetRateClock(q, "rate", c)
 		return q
@@ -219,8 +219,8 @@ func TestCancelBeforeGrantRace(t *testing.T) {
 	t.Run("waiter on a key: cancel, then release", func(t *testing.T) {
 		q := lanequeue.New[string]()
 		t.Cleanup(q.Close)
-		must(t, q.AddSessionLane("session"))
-		must(t, q.AddLane("global", 4))
+		must(t, q.AddKeyedLane("session"))
+		must(t, q.AddGlobalLane("global", 4))
 		lanes := []string{"session", "global"}
 		won := 0
 		for range raceRounds {

@@ -6,7 +6,7 @@
 // [keyedsem.KeyedSemaphore]: one budget per key, by default one caller at a
 // time per key), global lanes (a [semaphore.Weighted] shared by every key)
 // and rate lanes (a golang.org/x/time/rate Limiter: how often work may
-// start). [Queue.AddSessionLane], [Queue.AddLane] and [Queue.AddRateLane]
+// start). [Queue.AddKeyedLane], [Queue.AddGlobalLane] and [Queue.AddRateLane]
 // build them; [Queue.Add] registers any other implementation of [Lane],
 // such as the Redis lanes of package redislane. [Default] builds the usual
 // gateway pair "session" + "global".

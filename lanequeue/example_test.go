@@ -83,8 +83,8 @@ func Example_gateway() {
 func ExampleQueue_TryAcquireAll() {
 	q := lanequeue.New[string]()
 	defer q.Close()
-	_ = q.AddSessionLane("session")
-	_ = q.AddLane("scheduler", 1)
+	_ = q.AddKeyedLane("session")
+	_ = q.AddGlobalLane("scheduler", 1)
 	session, _ := q.Lanes("session")
 	job, _ := q.Lanes("scheduler", "session")
 
@@ -135,8 +135,8 @@ func schedulerHeld(q *lanequeue.Queue[string]) int64 {
 func Example_subAgents() {
 	q := lanequeue.New[string]()
 	defer q.Close()
-	_ = q.AddSessionLane("session")
-	_ = q.AddLane("subagents", 2)
+	_ = q.AddKeyedLane("session")
+	_ = q.AddGlobalLane("subagents", 2)
 	agent, _ := q.Lanes("session", "subagents")
 	subagents, _ := q.Lanes("subagents")
 
@@ -187,8 +187,8 @@ func Example_reservation() {
 	q := lanequeue.New[string]()
 	defer q.Close()
 	const global = 4
-	_ = q.AddLane("global", global)
-	_ = q.AddLane("background", global-1)
+	_ = q.AddGlobalLane("global", global)
+	_ = q.AddGlobalLane("background", global-1)
 	background, _ := q.Lanes("background", "global")
 	users, _ := q.Lanes("global")
 

@@ -12,7 +12,7 @@ import (
 type Kind int
 
 const (
-	// Keyed lanes serialise (or bound) work per key: a session lane.
+	// Keyed lanes serialise (or bound) work per key (per chat session, say).
 	Keyed Kind = iota
 	// Global lanes bound a budget shared by every key.
 	Global
@@ -50,17 +50,17 @@ type Lane[K comparable] interface {
 	// (its capacity, or per-key capacity, or rate burst). AcquireAll
 	// refuses heavier requests before taking anything.
 	MaxWeight() int64
-	// Acquire takes n units for key, waiting if needed. Global lanes
+	// Acquire takes n permits for key, waiting if needed. Global lanes
 	// ignore the key. A rate lane returns the zero Permit on success: a
 	// spent rate token is not given back.
 	//
 	// Cancellation: when ctx ends while Acquire waits, Acquire must leave
 	// at once and return an error (ctx.Err() or one wrapping it), holding
-	// nothing. If units were granted while the cancellation was in flight,
+	// nothing. If permits were granted while the cancellation was in flight,
 	// exactly one side owns them: Acquire either returns them with a nil
 	// error, or gives them back itself before returning the error.
 	Acquire(ctx context.Context, key K, n int64) (semaphore.Permit, error)
-	// TryAcquire takes n units for key if it can without waiting.
+	// TryAcquire takes n permits for key if it can without waiting.
 	TryAcquire(key K, n int64) (semaphore.Permit, bool)
 	// Stats returns a snapshot of the lane.
 	Stats() LaneStats
@@ -77,9 +77,17 @@ type LaneStats struct {
 	Held     int64 // weight held now, over all keys
 	Waiters  int   // callers waiting now
 	Keys     int   // entries alive (keyed lanes)
+	Closed   bool  // the lane is closed (by the queue's Close, or on its own)
 
-	Acquired  uint64
-	Released  uint64
-	Cancelled uint64 // acquires ended by their context
-	Rejected  uint64 // acquires refused at once (full queue, too heavy, closed, too many keys)
+	// Counters of the lane's acquire calls, with the meanings that package
+	// semaphore gives them: a global or keyed lane reports its semaphore's
+	// counters as they are, a Redis lane its instance's. A call of
+	// AcquireAll counts in every lane it reached: a grant that a later
+	// lane's failure gave back counts as Acquired and Released in its lane.
+	// A rate lane gives nothing back (Released and DoubleReleases stay 0)
+	// and has no maximum wait (TimedOut stays 0); its Waited counts the
+	// grants that waited for tokens, its Failed the waiters that Close
+	// sent away, and a call whose tokens would come after its context's
+	// deadline counts as Cancelled.
+	semaphore.Counters
 }

@@ -19,9 +19,9 @@ import (
 // closed, every call with the set fails with [ErrClosed] (TryAcquireAll
 // returns false), as every call does then; a lane closed on its own (a
 // semaphore closed through [Queue.GlobalSemaphore], a Redis lane closed by
-// its owner) fails the calls that reach it with its error, wrapped with
-// its name, which matches [ErrClosed] as well as the lane's own error
-// ([Queue.Check] reports it for the lanes of this package).
+// its owner) fails the calls that reach it with [ErrClosed], the one
+// sentinel of every package, wrapped with its name ([Queue.Check] reports
+// it for the lanes of this package).
 //
 // A LaneSet is immutable: a value of one pointer, which may be copied and
 // used by any number of goroutines at once. Sets compare equal only when

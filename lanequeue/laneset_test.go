@@ -175,8 +175,8 @@ func TestLaneSetKeepsItsLanes(t *testing.T) {
 	ls, err := q.Lanes(names...)
 	must(t, err)
 	names[1] = "rate" // the caller's slice, changed after
-	must(t, q.AddLane("a-first", 1))
-	must(t, q.AddSessionLane("tenant")) // sorts before "session"
+	must(t, q.AddGlobalLane("a-first", 1))
+	must(t, q.AddKeyedLane("tenant")) // sorts before "session"
 	if got := ls.Names(); !slices.Equal(got, []string{"session", "global"}) {
 		t.Fatalf("Names() after adds = %v; want [session global]", got)
 	}
@@ -266,7 +266,7 @@ func TestLaneSetSharedRace(t *testing.T) {
 		defer wg.Done()
 		for i := range 50 {
 			name := fmt.Sprintf("extra-%02d", i)
-			if err := q.AddLane(name, 1); err != nil {
+			if err := q.AddGlobalLane(name, 1); err != nil {
 				t.Error(err)
 				return
 			}

@@ -19,11 +19,11 @@ func manyLaneQueue(t *testing.T, n int) (*lanequeue.Queue[string], []string) {
 	t.Helper()
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	must(t, q.AddSessionLane("a-session"))
+	must(t, q.AddKeyedLane("a-session"))
 	names := []string{"a-session"}
 	for i := range n {
 		name := fmt.Sprintf("g%04d", i)
-		must(t, q.AddLane(name, 1))
+		must(t, q.AddGlobalLane(name, 1))
 		names = append(names, name)
 	}
 	must(t, q.AddRateLane("z-rate", rate.Limit(1e-9), 1))

@@ -104,7 +104,7 @@ func (g *ocGateway) global(t testing.TB, name string, n int64) *ocGateway {
 func (g *ocGateway) scoped(t testing.TB, name string, opts ...keyedsem.Option) *ocGateway {
 	t.Helper()
 	ks := keyedsem.New[string](append([]keyedsem.Option{keyedsem.WithIdleTimeout(0)}, opts...)...)
-	if err := g.q.Add(name, lanequeue.NewSessionLane(ks)); err != nil {
+	if err := g.q.Add(name, lanequeue.NewKeyedLane(ks)); err != nil {
 		t.Fatalf("Add(%q): %v", name, err)
 	}
 	g.keyed[name] = ks
@@ -1010,7 +1010,7 @@ func TestConformanceOpenClawConversationKeys(t *testing.T) {
 	t.Parallel()
 	q := lanequeue.New[ocConv]()
 	defer q.Close()
-	if err := q.AddSessionLane("conv", keyedsem.WithIdleTimeout(0)); err != nil {
+	if err := q.AddKeyedLane("conv", keyedsem.WithIdleTimeout(0)); err != nil {
 		t.Fatal(err)
 	}
 	lanes := []string{"conv"}

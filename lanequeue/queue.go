@@ -20,16 +20,53 @@ import (
 	"github.com/sessionlane/lanes/semaphore"
 )
 
-// Sentinel errors, for errors.Is. Context errors are returned as they are;
-// the errors of a lane are returned wrapped with the lane's name.
+// Sentinel errors, for errors.Is. ErrClosed, ErrQueueFull, ErrWaitTooLong,
+// ErrInvalidWeight, ErrTooHeavy and ErrInvalidConfig are the values of
+// package semaphore, shared by every lanes package, and ErrNaNKey is
+// keyedsem's: errors.Is(err, semaphore.ErrClosed) holds for this package's
+// errors too, whichever lane failed. Context errors are returned as they
+// are; the errors of a lane are returned wrapped with the lane's name.
 var (
 	// ErrClosed is returned by every call on a closed queue, and to the
 	// callers that Close wakes. The error of a lane closed on its own
 	// while the queue is open (a semaphore closed through
 	// [Queue.GlobalSemaphore] or [Queue.KeyedSemaphore], a Redis lane
-	// closed by its owner) names the lane and matches ErrClosed as well
-	// as the lane's own error (semaphore.ErrClosed, keyedsem.ErrClosed).
-	ErrClosed = errors.New("lanequeue: closed")
+	// closed by its owner) names the lane and matches ErrClosed. It is
+	// [semaphore.ErrClosed].
+	ErrClosed = semaphore.ErrClosed
+	// ErrQueueFull is returned, wrapped with the lane's name, when a lane's
+	// wait queue is at its bound ([semaphore.WithMaxWaiters],
+	// [keyedsem.WithMaxWaitersPerKey]). It is [semaphore.ErrQueueFull].
+	ErrQueueFull = semaphore.ErrQueueFull
+	// ErrWaitTooLong is returned, wrapped with the lane's name, when a
+	// global lane's [semaphore.WithMaxWait] ran out. It is
+	// [semaphore.ErrWaitTooLong].
+	ErrWaitTooLong = semaphore.ErrWaitTooLong
+	// ErrInvalidWeight is [semaphore.ErrInvalidWeight]: a weight below 1.
+	ErrInvalidWeight = semaphore.ErrInvalidWeight
+	// ErrTooHeavy is [semaphore.ErrTooHeavy]: a weight above a lane's
+	// MaxWeight, which could never be granted.
+	ErrTooHeavy = semaphore.ErrTooHeavy
+	// ErrInvalidConfig is wrapped by the error of an Add method given a
+	// setting out of range: a capacity, a rate, a burst, or a semaphore or
+	// keyed semaphore option. It is [semaphore.ErrInvalidConfig].
+	ErrInvalidConfig = semaphore.ErrInvalidConfig
+	// ErrNaNKey is keyedsem.ErrNaNKey, the same value: AcquireAll,
+	// TryAcquireAll and Do refuse a key that is not equal to itself.
+	ErrNaNKey = keyedsem.ErrNaNKey
+
+	// ErrInvalidCapacity is returned by AddGlobalLane for a capacity below
+	// 1 or above semaphore.MaxCapacity, and by AddRateLane for a burst
+	// below 1; the error's text says which bound. It matches
+	// [ErrInvalidConfig] too.
+	ErrInvalidCapacity = fmt.Errorf("lanequeue: invalid capacity: %w", ErrInvalidConfig)
+	// ErrInvalidRate is returned by AddRateLane for a rate that is not a
+	// positive number of tokens per second: 0 (rate.Limit(50/60) is 0, by
+	// integer division), negative, NaN or infinite (rate.Inf, the
+	// largest float64, means no limit and is accepted). It matches
+	// [ErrInvalidConfig] too.
+	ErrInvalidRate = fmt.Errorf("lanequeue: rate must be positive (or rate.Inf): %w", ErrInvalidConfig)
+
 	// ErrEmptyName is returned when a lane is added with an empty name.
 	ErrEmptyName = errors.New("lanequeue: empty lane name")
 	// ErrDuplicateLane is returned when a lane is added under a name the
@@ -53,31 +90,12 @@ var (
 	// asked for behind it: a lane of another kind, or a lane from another
 	// package.
 	ErrNoSemaphore = errors.New("lanequeue: no semaphore of that kind behind the lane")
-	// ErrInvalidCapacity is returned by AddLane for a capacity below 1 or
-	// above semaphore.MaxCapacity, and by AddRateLane for a burst below 1;
-	// the error's text says which bound.
-	ErrInvalidCapacity = errors.New("lanequeue: invalid capacity")
-
-	// ErrInvalidRate is returned by AddRateLane for a limit that is not a
-	// positive number of tokens per second: 0 (rate.Limit(50/60) is 0, by
-	// integer division), negative, NaN or infinite (rate.Inf, the
-	// largest float64, means no limit and is accepted).
-	ErrInvalidRate = errors.New("lanequeue: rate limit must be positive (or rate.Inf)")
-	// ErrNaNKey is keyedsem.ErrNaNKey, the same value: AcquireAll,
-	// TryAcquireAll and Do refuse a key that is not equal to itself.
-	ErrNaNKey = keyedsem.ErrNaNKey
-
-	// ErrInvalidWeight is semaphore.ErrInvalidWeight: a weight below 1.
-	ErrInvalidWeight = semaphore.ErrInvalidWeight
-	// ErrTooHeavy is semaphore.ErrTooHeavy: a weight above a lane's
-	// MaxWeight, which could never be granted.
-	ErrTooHeavy = semaphore.ErrTooHeavy
 )
 
 // DefaultGlobalCapacity is the capacity of the "global" lane of [Default]:
 // 16 requests in flight at once across all keys, a budget most hosted model
 // APIs accept from one process. Build the queue with [New] and
-// [Queue.AddLane] to choose another.
+// [Queue.AddGlobalLane] to choose another.
 const DefaultGlobalCapacity = 16
 
 // Names of the lanes of [Default].
@@ -166,7 +184,7 @@ type laneEntry[K comparable] struct {
 func (e *laneEntry[K]) bind() {
 	e.fixedMax.Store(fixedMaxOf(e.lane))
 	switch l := e.lane.(type) {
-	case *sessionLane[K]:
+	case *keyedLane[K]:
 		e.keyed = l.s
 	case *globalLane[K]:
 		e.global = l.s
@@ -200,7 +218,7 @@ func fixedMaxOf[K comparable](l Lane[K]) int64 {
 	switch l := l.(type) {
 	case *globalLane[K]:
 		return l.capacity.Load() // -1 for a semaphore from outside
-	case *sessionLane[K]:
+	case *keyedLane[K]:
 		return l.s.PerKeyCapacity() // set by keyedsem.New, never changed
 	case *rateLane[K]:
 		return l.burst // -1 for a limiter from outside
@@ -221,21 +239,23 @@ func New[K comparable]() *Queue[K] {
 // given keyedsem options, and [GlobalLane] ("global"), a global lane of
 // [DefaultGlobalCapacity]. [Queue.KeyedSemaphore] and
 // [Queue.GlobalSemaphore] return their semaphores (to Sweep the session
-// lane's idle keys, to resize the global lane). Default panics for a
-// sessionOpts value out of range, as [keyedsem.New] does.
-func Default[K comparable](sessionOpts ...keyedsem.Option) *Queue[K] {
+// lane's idle keys, to resize the global lane). Default has no error
+// result: for a keyedOpts value out of range it panics with the error of
+// [keyedsem.Validate] (it wraps [ErrInvalidConfig]), as [keyedsem.New]
+// does; call [New] and [Queue.AddKeyedLane] to get the error instead.
+func Default[K comparable](keyedOpts ...keyedsem.Option) *Queue[K] {
 	q := New[K]()
-	if err := q.AddSessionLane(SessionLane, sessionOpts...); err != nil {
-		panic(err) // unreachable: fresh queue, valid names
+	if err := q.AddKeyedLane(SessionLane, keyedOpts...); err != nil {
+		panic(err) // a bad option: a fresh queue takes both names
 	}
-	if err := q.AddLane(GlobalLane, DefaultGlobalCapacity); err != nil {
+	if err := q.AddGlobalLane(GlobalLane, DefaultGlobalCapacity); err != nil {
 		panic(err)
 	}
 	return q
 }
 
 // Add registers l under name. Any [Lane] implementation can be added: a
-// lane of this package made with [NewGlobalLane], [NewSessionLane] or
+// lane of this package made with [NewGlobalLane], [NewKeyedLane] or
 // [NewRateLane], or one from another package (a Redis lane). The queue
 // owns l from then on: [Queue.Close] closes it.
 //
@@ -259,20 +279,25 @@ func (q *Queue[K]) Add(name string, l Lane[K]) error {
 	return q.add(e)
 }
 
-// AddLane adds a [Global] lane of the given capacity: a
+// AddGlobalLane adds a [Global] lane of the given capacity: a
 // [semaphore.Weighted] made with opts, shared by every key, FIFO.
 // A weight of n takes n of its capacity.
 //
 // [Queue.GlobalSemaphore] returns the semaphore, to resize the lane.
 //
-// AddLane returns [ErrInvalidCapacity] for a capacity below 1 (or above
-// semaphore.MaxCapacity), and the errors of [Queue.Add].
-func (q *Queue[K]) AddLane(name string, capacity int64, opts ...semaphore.Option) error {
+// AddGlobalLane returns [ErrInvalidCapacity] for a capacity below 1 (or
+// above semaphore.MaxCapacity), the error of [semaphore.Validate] for an
+// option out of range (both match [ErrInvalidConfig]), and the errors of
+// [Queue.Add]; it never panics for a bad setting.
+func (q *Queue[K]) AddGlobalLane(name string, capacity int64, opts ...semaphore.Option) error {
 	if capacity < 1 {
 		return fmt.Errorf("lanequeue: lane %q: capacity %d: must be at least 1: %w", name, capacity, ErrInvalidCapacity)
 	}
 	if capacity > semaphore.MaxCapacity {
 		return fmt.Errorf("lanequeue: lane %q: capacity %d: must be at most %d (semaphore.MaxCapacity): %w", name, capacity, int64(semaphore.MaxCapacity), ErrInvalidCapacity)
+	}
+	if err := semaphore.Validate(capacity, opts...); err != nil {
+		return fmt.Errorf("lanequeue: lane %q: %w", name, err)
 	}
 	if err := q.checkName(name); err != nil {
 		return err
@@ -282,24 +307,25 @@ func (q *Queue[K]) AddLane(name string, capacity int64, opts ...semaphore.Option
 	return q.add(&laneEntry[K]{name: name, kind: Global, lane: l})
 }
 
-// AddSessionLane adds a [Keyed] lane: a [keyedsem.KeyedSemaphore] made
+// AddKeyedLane adds a [Keyed] lane: a [keyedsem.KeyedSemaphore] made
 // with opts, one budget per key (by default one caller at a time per key,
 // served in arrival order; see [keyedsem.WithPerKeyCapacity]).
 // [Queue.KeyedSemaphore] returns the keyed semaphore, to Sweep its idle
 // keys.
 //
-// AddSessionLane returns the errors of [Queue.Add]. An option out of range
-// (a per-key capacity outside [1, keyedsem.MaxPerKeyCapacity], a negative
-// idle timeout or janitor interval, max keys below 1) panics, as it does
-// in [keyedsem.New], which checks them: lanequeue cannot see the values
-// inside a keyedsem.Option. Options are a program's constants; build the
-// keyed semaphore with keyedsem.New and add it with [NewSessionLane] to
-// handle a bad one where it is made.
-func (q *Queue[K]) AddSessionLane(name string, opts ...keyedsem.Option) error {
+// AddKeyedLane returns the error of [keyedsem.Validate] for an option out
+// of range (a per-key capacity outside [1, keyedsem.MaxPerKeyCapacity], a
+// negative idle timeout, janitor interval or waiter bound, max keys below
+// 1), which matches [ErrInvalidConfig], and the errors of [Queue.Add]; it
+// never panics for a bad setting.
+func (q *Queue[K]) AddKeyedLane(name string, opts ...keyedsem.Option) error {
+	if err := keyedsem.Validate(opts...); err != nil {
+		return fmt.Errorf("lanequeue: lane %q: %w", name, err)
+	}
 	if err := q.checkName(name); err != nil {
 		return err
 	}
-	l := &sessionLane[K]{s: keyedsem.New[K](opts...)}
+	l := &keyedLane[K]{s: keyedsem.New[K](opts...)}
 	if err := q.add(&laneEntry[K]{name: name, kind: Keyed, lane: l}); err != nil {
 		l.Close()
 		return err
@@ -317,7 +343,7 @@ func (q *Queue[K]) AddSessionLane(name string, opts ...keyedsem.Option) error {
 // requests in flight (a global lane) and 50 requests a minute (a rate
 // lane); name both in AcquireAll.
 //
-// AddRateLane returns [ErrInvalidRate] for a limit that is not positive
+// AddRateLane returns [ErrInvalidRate] for a rate that is not positive
 // (0, negative or NaN: such a lane would grant its burst and then nothing,
 // ever) or infinite other than rate.Inf (which means no limit),
 // [ErrInvalidCapacity] for a burst below 1, and the errors of [Queue.Add].
@@ -397,7 +423,7 @@ func (q *Queue[K]) Lane(name string) (Lane[K], bool) {
 }
 
 // GlobalSemaphore returns the [semaphore.Weighted] behind the global lane
-// registered as name: the one [Queue.AddLane] made (or [Default] for
+// registered as name: the one [Queue.AddGlobalLane] made (or [Default] for
 // [GlobalLane]), or the one given to [NewGlobalLane]. Through it a caller
 // can resize the lane with SetCapacity, read its own [semaphore.Stats], or
 // acquire it directly, beside the queue (such permits are not listed by
@@ -408,7 +434,7 @@ func (q *Queue[K]) Lane(name string) (Lane[K], bool) {
 // [ErrTooHeavy] and one within it waits as usual. A lane of
 // [NewGlobalLane] reads its capacity from its semaphore on every
 // AcquireAll whose set holds it (one atomic load), from the start, since
-// whoever made the semaphore may resize it. A lane of [Queue.AddLane],
+// whoever made the semaphore may resize it. A lane of [Queue.AddGlobalLane],
 // whose semaphore nobody else can reach, keeps its capacity in the queue
 // until the first call of GlobalSemaphore hands the semaphore out, and
 // from then on reads it from the semaphore as well. A call that resolved its
@@ -445,11 +471,11 @@ func (q *Queue[K]) unfix(e *laneEntry[K], l *globalLane[K]) {
 }
 
 // KeyedSemaphore returns the [keyedsem.KeyedSemaphore] behind the keyed
-// lane registered as name: the one [Queue.AddSessionLane] made (or
-// [Default] for [SessionLane]), or the one given to [NewSessionLane].
+// lane registered as name: the one [Queue.AddKeyedLane] made (or
+// [Default] for [SessionLane]), or the one given to [NewKeyedLane].
 // Through it a caller can Sweep the lane's idle keys at once (not needed
 // for the idle timeout to hold: normal use of the lane expires them, and
-// [keyedsem.WithJanitor], passed to AddSessionLane or Default, does while
+// [keyedsem.WithJanitor], passed to AddKeyedLane or Default, does while
 // the lane is unused; see [keyedsem.WithIdleTimeout]), read its own
 // [keyedsem.Stats] or Len, or acquire it directly, beside the queue (such
 // permits are not listed by [Queue.Holders]). The per-key capacity is set when the keyed semaphore
@@ -463,7 +489,7 @@ func (q *Queue[K]) KeyedSemaphore(name string) (*keyedsem.KeyedSemaphore[K], err
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownLane, name)
 	}
-	l, ok := r.e.lane.(*sessionLane[K])
+	l, ok := r.e.lane.(*keyedLane[K])
 	if !ok {
 		return nil, fmt.Errorf("%w: lane %q is a %s lane without one", ErrNoSemaphore, name, r.e.kind)
 	}
@@ -527,7 +553,7 @@ func budgetOf[K comparable](l Lane[K]) any {
 	switch l := l.(type) {
 	case *globalLane[K]:
 		return l.s
-	case *sessionLane[K]:
+	case *keyedLane[K]:
 		return l.s
 	case *rateLane[K]:
 		return l.lim

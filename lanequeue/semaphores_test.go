@@ -17,7 +17,7 @@ import (
 
 // TestGlobalSemaphoreResize resizes a global lane through the semaphore
 // that GlobalSemaphore hands out, and checks that the queue honours each
-// new capacity (issue 11, defect 5: the semaphores behind AddLane and
+// new capacity (issue 11, defect 5: the semaphores behind AddGlobalLane and
 // Default were out of reach). Before, the queue kept refusing weights
 // above the capacity the lane was made with, even once the semaphore had
 // grown.

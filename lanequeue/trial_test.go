@@ -122,19 +122,19 @@ func TestCapacityErrorsSayWhichBound(t *testing.T) {
 		{math.MaxInt64, fmt.Sprintf("at most %d", int64(semaphore.MaxCapacity))},
 		{semaphore.MaxCapacity + 1, "at most"},
 	} {
-		err := q.AddLane("big", c.capacity)
+		err := q.AddGlobalLane("big", c.capacity)
 		if !errors.Is(err, lanequeue.ErrInvalidCapacity) {
-			t.Errorf("AddLane(%d) = %v; want ErrInvalidCapacity", c.capacity, err)
+			t.Errorf("AddGlobalLane(%d) = %v; want ErrInvalidCapacity", c.capacity, err)
 			continue
 		}
 		if !strings.Contains(err.Error(), c.want) {
-			t.Errorf("AddLane(%d) = %q; want it to say %q", c.capacity, err, c.want)
+			t.Errorf("AddGlobalLane(%d) = %q; want it to say %q", c.capacity, err, c.want)
 		}
 		if strings.Contains(err.Error(), "at least") && c.capacity > 0 {
-			t.Errorf("AddLane(%d) = %q: speaks of the lower bound", c.capacity, err)
+			t.Errorf("AddGlobalLane(%d) = %q: speaks of the lower bound", c.capacity, err)
 		}
 	}
-	must(t, q.AddLane("max", semaphore.MaxCapacity))
+	must(t, q.AddGlobalLane("max", semaphore.MaxCapacity))
 	if err := q.AddRateLane("r", 1, 0); !errors.Is(err, lanequeue.ErrInvalidCapacity) || !strings.Contains(err.Error(), "at least 1") {
 		t.Errorf("AddRateLane(burst 0) = %v; want ErrInvalidCapacity saying at least 1", err)
 	}
@@ -144,15 +144,15 @@ func TestCapacityErrorsSayWhichBound(t *testing.T) {
 // the package doc); its methods panicked with a bare nil dereference.
 func TestZeroQueuePanicsWithAClearMessage(t *testing.T) {
 	calls := map[string]func(q *lanequeue.Queue[string]){
-		"Lanes":          func(q *lanequeue.Queue[string]) { _, _ = q.Lanes("global") },
-		"AddLane":        func(q *lanequeue.Queue[string]) { _ = q.AddLane("global", 1) },
-		"AddSessionLane": func(q *lanequeue.Queue[string]) { _ = q.AddSessionLane("s") },
-		"AddRateLane":    func(q *lanequeue.Queue[string]) { _ = q.AddRateLane("r", 1, 1) },
-		"Add":            func(q *lanequeue.Queue[string]) { _ = q.Add("g", lanequeue.NewGlobalLane[string](semaphore.New(1))) },
-		"Lane":           func(q *lanequeue.Queue[string]) { q.Lane("global") },
-		"Names":          func(q *lanequeue.Queue[string]) { q.Names() },
-		"Stats":          func(q *lanequeue.Queue[string]) { q.Stats() },
-		"Close":          func(q *lanequeue.Queue[string]) { q.Close() },
+		"Lanes":         func(q *lanequeue.Queue[string]) { _, _ = q.Lanes("global") },
+		"AddGlobalLane": func(q *lanequeue.Queue[string]) { _ = q.AddGlobalLane("global", 1) },
+		"AddKeyedLane":  func(q *lanequeue.Queue[string]) { _ = q.AddKeyedLane("s") },
+		"AddRateLane":   func(q *lanequeue.Queue[string]) { _ = q.AddRateLane("r", 1, 1) },
+		"Add":           func(q *lanequeue.Queue[string]) { _ = q.Add("g", lanequeue.NewGlobalLane[string](semaphore.New(1))) },
+		"Lane":          func(q *lanequeue.Queue[string]) { q.Lane("global") },
+		"Names":         func(q *lanequeue.Queue[string]) { q.Names() },
+		"Stats":         func(q *lanequeue.Queue[string]) { q.Stats() },
+		"Close":         func(q *lanequeue.Queue[string]) { q.Close() },
 		"GlobalSemaphore": func(q *lanequeue.Queue[string]) {
 			_, _ = q.GlobalSemaphore("global")
 		},
@@ -267,8 +267,8 @@ func testNaNKey[K comparable](t *testing.T, nanKey, okKey K) {
 		// A global lane of capacity 1: a nested Do that passes the
 		// re-entry check waits for itself.
 		q := lanequeue.New[K]()
-		must(t, q.AddSessionLane(lanequeue.SessionLane))
-		must(t, q.AddLane(lanequeue.GlobalLane, 1))
+		must(t, q.AddKeyedLane(lanequeue.SessionLane))
+		must(t, q.AddGlobalLane(lanequeue.GlobalLane, 1))
 		ls, err := q.Lanes(lanes...)
 		must(t, err)
 		ctx := context.Background()
@@ -305,8 +305,8 @@ func testNaNKey[K comparable](t *testing.T, nanKey, okKey K) {
 func TestRepeatedWeightOptionsLastWins(t *testing.T) {
 	q := lanequeue.New[string]()
 	defer q.Close()
-	must(t, q.AddLane("a", 10))
-	must(t, q.AddLane("b", 10))
+	must(t, q.AddGlobalLane("a", 10))
+	must(t, q.AddGlobalLane("b", 10))
 	ls, err := q.Lanes("a", "b")
 	must(t, err)
 	for _, c := range []struct {

@@ -30,7 +30,7 @@ func BenchmarkUncontendedAcquireRelease(b *testing.B) {
 	var cnt counter
 	rc := newClient(b, srv.Addr)
 	rc.AddHook(&cnt)
-	s, err := redislane.NewSemaphore(rc, laneName(b), 10, redislane.WithLease(2*time.Second), redislane.WithQuarantine(0))
+	s, err := redislane.NewWeighted(rc, laneName(b), 10, redislane.WithLease(2*time.Second), redislane.WithQuarantine(0))
 	require.NoError(b, err)
 	defer s.Close()
 	ctx := context.Background()
@@ -77,11 +77,11 @@ func BenchmarkContendedFleet(b *testing.B) {
 	srv := startRedis(b)
 	name := laneName(b)
 	var cnt counter
-	var sems []*redislane.Semaphore
+	var sems []*redislane.Weighted
 	for range instances {
 		rc := newClient(b, srv.Addr)
 		rc.AddHook(&cnt)
-		s, err := redislane.NewSemaphore(rc, name, limit, redislane.WithLease(2*time.Second), redislane.WithQuarantine(0))
+		s, err := redislane.NewWeighted(rc, name, limit, redislane.WithLease(2*time.Second), redislane.WithQuarantine(0))
 		require.NoError(b, err)
 		defer s.Close()
 		sems = append(sems, s)

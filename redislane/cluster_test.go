@@ -88,10 +88,10 @@ func TestClusterHandoverThroughShardedAndClassicPubSub(t *testing.T) {
 			ca, cb := clusterClient(t, addr), clusterClient(t, addr)
 			sharded := serverHas && !classic
 			for _, lane := range []string{laneName(t), laneName(t)} {
-				a, err := redislane.NewSemaphore(ca, lane, 1, opts...)
+				a, err := redislane.NewWeighted(ca, lane, 1, opts...)
 				require.NoError(t, err)
 				defer a.Close()
-				a2, err := redislane.NewSemaphore(cb, lane, 1, opts...)
+				a2, err := redislane.NewWeighted(cb, lane, 1, opts...)
 				require.NoError(t, err)
 				defer a2.Close()
 				p, err := a.Acquire(ctx, 1)
@@ -119,7 +119,7 @@ func TestClusterHandoverThroughShardedAndClassicPubSub(t *testing.T) {
 				case <-time.After(10 * time.Second):
 					t.Fatal("the waiter was never granted")
 				}
-				assert.EqualValues(t, 1, a2.Stats().Handoffs, "the waiter was not woken by the message")
+				assert.EqualValues(t, 1, a2.Stats().Handovers, "the waiter was not woken by the message")
 			}
 		})
 	}

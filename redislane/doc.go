@@ -1,13 +1,13 @@
 // Package redislane provides a weighted semaphore and a keyed semaphore
-// whose limits are shared, through Redis, by every process that uses them.
+// whose capacities are shared, through Redis, by every process that uses them.
 //
-// [NewSemaphore] makes one instance of a global lane ("at most 10 calls to
+// [NewWeighted] makes one instance of a global lane ("at most 10 calls to
 // the model API at once, across the fleet"); [NewKeyed] makes one instance
 // of a keyed lane ("one message of a Slack thread at a time, whichever
 // instance received it"). Both accept any [redis.UniversalClient] (a single
 // node, Sentinel or Cluster). [AsLane] and [AsKeyedLane] turn them into
 // lanes of a lanequeue.Queue, so that one AcquireAll can take a local
-// session lane and a Redis global lane together.
+// keyed lane and a Redis global lane together.
 //
 // # How it works
 //
@@ -15,11 +15,11 @@
 // from the Redis server's clock (TIME) by Lua scripts, never from a
 // client's clock. The instance that holds a permit refreshes all of its
 // leases with one script call, a third of a lease apart. A holder that
-// dies, hangs or is cut off stops refreshing, and its units come back at
+// dies, hangs or is cut off stops refreshing, and its permits come back at
 // most one lease later. Each instance keeps one local FIFO line of waiters
 // per bucket, and only its first waiter asks Redis; in Redis, the first
 // waiters of all instances queue in arrival order, and a release hands the
-// freed units to the queue directly and says so on a pub/sub channel (one
+// freed permits to the queue directly and says so on a pub/sub channel (one
 // subscription per process and client). The message names the queue entry
 // it was made for (its arrival number), and a waiter takes it only for the
 // entry it is waiting with: a message that reaches it late, after that
@@ -44,7 +44,7 @@
 // rate (to within a fifth of a lease, the safety margin):
 //
 //   - the weight held by the holders whose leases are valid never exceeds
-//     the limit;
+//     the capacity;
 //   - a holder's lease is valid until its [Permit.Deadline]: the send time
 //     of its last successful grant or refresh call, plus the lease, minus
 //     the margin. A grant whose reply comes back later than the margin is
@@ -73,7 +73,7 @@
 // (garbage collection, SIGSTOP, a VM migration) past its deadline may still
 // act before it looks at its context. A machine that suspends stops the
 // monotonic clock of its processes. A call that the network delivers very
-// late (after the caller gave up and released) can hold units for one lease
+// late (after the caller gave up and released) can hold permits for one lease
 // with nobody using them: capacity is wasted, never exceeded. Where overlap must be impossible, pass
 // the fencing token to the protected resource and have it reject any
 // request whose token is lower than the highest it has accepted: that makes
@@ -86,13 +86,13 @@
 //
 // # Configuration
 //
-// Every instance of a lane must use the same limit: an instance whose limit
-// differs from the one stored in Redis fails with [ErrLimitMismatch] rather
-// than change it. To change the limit on purpose, stop the lane's users and
+// Every instance of a lane must use the same capacity: an instance whose capacity
+// differs from the one stored in Redis fails with [ErrCapacityMismatch] rather
+// than change it. To change the capacity on purpose, stop the lane's users and
 // delete the key {lanes:<name>}:meta. Instances should use the same lease
 // ([WithLease]); if they do not, set [WithQuarantine] to the longest.
 //
-// The go-redis client must have ContextTimeoutEnabled: true; [NewSemaphore]
+// The go-redis client must have ContextTimeoutEnabled: true; [NewWeighted]
 // and [NewKeyed] refuse a [redis.Client], [redis.ClusterClient] or
 // [redis.Ring] without it (an error wrapping [ErrInvalidConfig]). go-redis
 // applies a context's deadline to the connection only with that option;
@@ -108,7 +108,7 @@
 // the first waiter of a channel; the refresh period, at most a third of the
 // lease, for a refresh. The blocking calls return:
 //
-//   - Acquire: when the units are granted, when its context ends (at once,
+//   - Acquire: when the permits are granted, when its context ends (at once,
 //     even with a call in flight: the call goes on in the background and
 //     what it was granted is released), or at Close (with [ErrClosed]: at
 //     once, but an Acquire whose context can never end, such as
@@ -125,7 +125,7 @@
 //     on one client, the lease is the longest of theirs.
 //   - Do: as Acquire, then fn, then Release.
 //
-// The other methods (Stats, Limit, Name, and a permit's Fence, Context,
+// The other methods (Stats, Capacity, Name, and a permit's Fence, Context,
 // Deadline, Weight) make no call and never block. A permit's context ends
 // at the latest at its [Permit.Deadline]; with [WithMaxHold] no permit is
 // held for longer than the bound given.
@@ -141,7 +141,7 @@
 // caller's cancellation, or with Close, is released in the background. A
 // context that ended before a grant reached the waiter wins: the grant is
 // released and Acquire returns the context's error. The Redis call that
-// releases a permit happens before the call that grants its units to a
+// releases a permit happens before the call that grants its permits to a
 // waiter, in any process.
 //
 // # Goroutines

@@ -12,7 +12,7 @@ import (
 )
 
 // A gateway fleet shares one budget of concurrent calls to a model API.
-// Every instance makes the same Semaphore (same name, same limit); a
+// Every instance makes the same Weighted (same name, same limit); a
 // request holds one unit while it calls the API.
 func Example() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
@@ -20,7 +20,7 @@ func Example() {
 
 	// WithQuarantine(0): this example's Redis is fresh, so no holder can
 	// predate it. Keep the default (one lease) in production.
-	budget, err := redislane.NewSemaphore(client, "example-model-api", 10,
+	budget, err := redislane.NewWeighted(client, "example-model-api", 10,
 		redislane.WithLease(2*time.Second), redislane.WithQuarantine(0))
 	if err != nil {
 		panic(err)

@@ -105,7 +105,7 @@ func TestClientClockSkewChangesNothing(t *testing.T) {
 	// A refresh may come 700 ms late, for a loaded machine, before the
 	// permit held across the first steps ends.
 	const lease = 1500 * time.Millisecond
-	instance := func(addr string, skew time.Duration) (*redislane.Semaphore, *skewHook) {
+	instance := func(addr string, skew time.Duration) (*redislane.Weighted, *skewHook) {
 		h := &skewHook{skew: skew}
 		rc := newClient(t, addr, func(o *redis.Options) {
 			o.MaxRetries = -1
@@ -113,7 +113,7 @@ func TestClientClockSkewChangesNothing(t *testing.T) {
 			o.WriteTimeout = lease / 2
 		})
 		rc.AddHook(h)
-		s, err := redislane.NewSemaphore(rc, name, 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
+		s, err := redislane.NewWeighted(rc, name, 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
 		require.NoError(t, err)
 		t.Cleanup(s.Close)
 		return s, h
@@ -216,7 +216,7 @@ func TestRefreshDeadlineCountsFromTheSendTime(t *testing.T) {
 		refresh = 2 * time.Second
 		delay   = 300 * time.Millisecond
 	)
-	s, err := redislane.NewSemaphore(rc, laneName(t), 1, redislane.WithLease(lease),
+	s, err := redislane.NewWeighted(rc, laneName(t), 1, redislane.WithLease(lease),
 		redislane.WithRefreshEvery(refresh), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer s.Close()
@@ -264,7 +264,7 @@ func TestHandoverDeadlineCountsFromTheQueuedCall(t *testing.T) {
 	var log callLog
 	rc := newClient(t, px.addr(), func(o *redis.Options) { o.MaxRetries = -1 })
 	rc.AddHook(&log)
-	w, err := redislane.NewSemaphore(rc, name, 1, redislane.WithLease(lease),
+	w, err := redislane.NewWeighted(rc, name, 1, redislane.WithLease(lease),
 		redislane.WithRefreshEvery(lease*3/4), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	t.Cleanup(w.Close)
@@ -277,7 +277,7 @@ func TestHandoverDeadlineCountsFromTheQueuedCall(t *testing.T) {
 	for round := 0; round < 20 && checked < 3; round++ {
 		p, err := holder.Acquire(ctx, 1)
 		require.NoError(t, err)
-		handoffs := w.Stats().Handoffs
+		handovers := w.Stats().Handovers
 		got := make(chan *redislane.Permit, 1)
 		go func() {
 			q, err := w.Acquire(ctx, 1)
@@ -292,7 +292,7 @@ func TestHandoverDeadlineCountsFromTheQueuedCall(t *testing.T) {
 		require.NotNil(t, q)
 		dl := q.Deadline()
 		bound := log.bound(lease)
-		if w.Stats().Handoffs > handoffs {
+		if w.Stats().Handovers > handovers {
 			checked++
 			assert.False(t, dl.After(bound), "round %d: the hand-over's deadline is %v past the send time of the waiter's latest call plus the lease's validity",
 				round, dl.Sub(bound))

@@ -146,7 +146,7 @@ func TestHelperProcess(t *testing.T) {
 func runHelper(role string) error {
 	rc := redis.NewClient(&redis.Options{Addr: os.Getenv("RL_ADDR"), DisableIdentity: true, ContextTimeoutEnabled: true})
 	defer rc.Close()
-	s, err := redislane.NewSemaphore(rc, os.Getenv("RL_NAME"), envInt("RL_LIMIT"),
+	s, err := redislane.NewWeighted(rc, os.Getenv("RL_NAME"), envInt("RL_LIMIT"),
 		redislane.WithLease(envDur("RL_LEASE")), redislane.WithQuarantine(0))
 	if err != nil {
 		return err
@@ -164,7 +164,7 @@ func runHelper(role string) error {
 // helperContend runs RL_GOROUTINES goroutines for RL_DURATION, each
 // acquiring a random weight from 1 to RL_MAXW and holding it up to 3 ms,
 // and reports every span.
-func helperContend(s *redislane.Semaphore) error {
+func helperContend(s *redislane.Weighted) error {
 	ctx, cancel := context.WithTimeout(context.Background(), envDur("RL_DURATION"))
 	defer cancel()
 	var o oracle
@@ -202,7 +202,7 @@ func helperContend(s *redislane.Semaphore) error {
 // helperHold acquires RL_W units, reports "held", waits for the permit's
 // context to end or for its standard input to close, reports "ended" (with
 // the cause, and when the lease ended) in the first case, and releases.
-func helperHold(s *redislane.Semaphore) error {
+func helperHold(s *redislane.Weighted) error {
 	p, err := s.Acquire(context.Background(), envInt("RL_W"))
 	if err != nil {
 		return err
@@ -234,7 +234,7 @@ func helperEnvs(addr, name string, limit int64, lease time.Duration) map[string]
 
 // Scenario 1: several processes, each with several goroutines, contending
 // with weights 1 to 3. The merged spans never exceed the limit.
-func TestFleetOfProcessesNeverExceedsLimit(t *testing.T) {
+func TestFleetOfProcessesNeverExceedsCapacity(t *testing.T) {
 	srv := startRedis(t)
 	const limit = 5
 	name := laneName(t)
@@ -295,7 +295,7 @@ func TestKilledHolderCapacityReturnsWithinOneLease(t *testing.T) {
 	require.Len(t, holders, 1, "the dead holder's entry")
 	expiry := int64(holders[0].Score)
 
-	s, err := redislane.NewSemaphore(rc, name, 2, redislane.WithLease(lease), redislane.WithQuarantine(0))
+	s, err := redislane.NewWeighted(rc, name, 2, redislane.WithLease(lease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer s.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*lease)
@@ -334,7 +334,7 @@ func TestPausedHolderLosesLeaseAndNextFenceIsHigher(t *testing.T) {
 	}()
 
 	rc := newClient(t, srv.Addr)
-	s, err := redislane.NewSemaphore(rc, name, 2, redislane.WithLease(lease), redislane.WithQuarantine(0))
+	s, err := redislane.NewWeighted(rc, name, 2, redislane.WithLease(lease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer s.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*lease)

@@ -15,7 +15,7 @@ import (
 // A hub is the pub/sub subscription of a process to the wake channels of its
 // lanes on one Redis client. It fans the messages out to the waiters by
 // permit id. Pub/sub drops messages across reconnects, so every waiter also
-// polls on a timer; a message only makes a handoff faster.
+// polls on a timer; a message only makes a hand-over faster.
 //
 // Where the server has sharded pub/sub (Redis 7), the lanes publish with
 // SPUBLISH and the hub subscribes with SSUBSCRIBE, so that a Cluster
@@ -230,7 +230,7 @@ var confirmWait = maxWait
 // that finds it full is dropped, the waiter's timer covers it). The first
 // watch of a channel subscribes to it (with SSUBSCRIBE if sharded), in the
 // background with a deadline of timeout, and waits, at most confirmWait,
-// until Redis confirms, so that the first handoff is not lost. It stops
+// until Redis confirms, so that the first hand-over is not lost. It stops
 // waiting when ctx ends or done (the lane's Close) is closed: the caller
 // then looks at them and leaves.
 func (h *hub) watch(ctx context.Context, done <-chan struct{}, channel string, sharded bool, id string, ch chan<- string, timeout time.Duration) {
@@ -312,7 +312,7 @@ func (h *hub) unwatch(id string) {
 const receiveTimeout = 5 * time.Second
 
 // loop reads the subscription itself (rather than through go-redis's
-// channel) so that a handoff reaches its waiter with one goroutine switch.
+// channel) so that a hand-over reaches its waiter with one goroutine switch.
 func (h *hub) loop(pc *psConn) {
 	defer h.wg.Done()
 	defer close(pc.done)

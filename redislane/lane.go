@@ -11,7 +11,7 @@ import (
 // key. Its permits are semaphore.Permit values whose Release runs the Redis
 // release; [PermitOf] gives their fencing token and context. Closing the
 // lane closes s.
-func AsLane[K comparable](s *Semaphore) lanequeue.Lane[K] {
+func AsLane[K comparable](s *Weighted) lanequeue.Lane[K] {
 	return &lane[K]{c: s.c, key: func(K) string { return "" }}
 }
 
@@ -28,9 +28,14 @@ type lane[K comparable] struct {
 	key func(K) string
 }
 
-func (l *lane[K]) Kind() lanequeue.Kind { return l.c.kind }
+func (l *lane[K]) Kind() lanequeue.Kind {
+	if l.c.keyed {
+		return lanequeue.Keyed
+	}
+	return lanequeue.Global
+}
 
-func (l *lane[K]) MaxWeight() int64 { return l.c.limit }
+func (l *lane[K]) MaxWeight() int64 { return l.c.capacity }
 
 func (l *lane[K]) Acquire(ctx context.Context, key K, n int64) (semaphore.Permit, error) {
 	p, err := l.c.acquire(ctx, l.key(key), n)
@@ -48,6 +53,12 @@ func (l *lane[K]) TryAcquire(key K, n int64) (semaphore.Permit, bool) {
 	return p.handle(), true
 }
 
-func (l *lane[K]) Stats() lanequeue.LaneStats { return l.c.stats().laneStats(l.c.kind) }
+func (l *lane[K]) Stats() lanequeue.LaneStats {
+	s := l.c.stats()
+	return lanequeue.LaneStats{
+		Name: s.Name, Kind: l.Kind(), Capacity: s.Capacity, Held: s.Held, Waiters: s.Waiters, Keys: s.Keys,
+		Closed: s.Closed, Counters: s.Counters,
+	}
+}
 
 func (l *lane[K]) Close() { l.c.close() }

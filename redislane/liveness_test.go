@@ -60,7 +60,7 @@ func TestClientWithoutContextTimeoutsIsRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, cte := range []bool{false, true} {
 				rc := tc.client(cte)
-				s, err := redislane.NewSemaphore(rc, "refused", 1)
+				s, err := redislane.NewWeighted(rc, "refused", 1)
 				k, kerr := redislane.NewKeyed(rc, "refused", 1)
 				if cte {
 					require.NoError(t, err)
@@ -85,7 +85,7 @@ func TestReleaseReturnsPromptlyRedisBlackHoled(t *testing.T) {
 	srv := startRedis(t)
 	px, rc, _ := proxied(t, srv.Addr, 5*time.Second)
 	const lease = 5 * time.Second
-	s, err := redislane.NewSemaphore(rc, laneName(t), 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
+	s, err := redislane.NewWeighted(rc, laneName(t), 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	p, err := s.Acquire(testCtx(t), 1)
 	require.NoError(t, err)
@@ -110,7 +110,7 @@ func TestTryAcquireReturnsWithinMarginRedisBlackHoled(t *testing.T) {
 	srv := startRedis(t)
 	px, rc, _ := proxied(t, srv.Addr, 10*time.Second)
 	const lease = 2 * time.Second
-	s, err := redislane.NewSemaphore(rc, laneName(t), 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
+	s, err := redislane.NewWeighted(rc, laneName(t), 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer s.Close()
 	warm(t, s)
@@ -143,7 +143,7 @@ func TestCloseReturnsWithinBoundRedisBlackHoled(t *testing.T) {
 			direct := newClient(t, srv.Addr)
 			px, rc, _ := proxied(t, srv.Addr, 5*time.Second)
 			lane := laneName(t)
-			s, err := redislane.NewSemaphore(rc, lane, 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
+			s, err := redislane.NewWeighted(rc, lane, 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
 			require.NoError(t, err)
 
 			var p *redislane.Permit
@@ -252,7 +252,7 @@ func TestLateReplyBacksOff(t *testing.T) {
 	const lease = 500 * time.Millisecond // margin 100 ms
 	h := &slowReplies{delay: lease/5 + 20*time.Millisecond}
 	rc.AddHook(h)
-	s, err := redislane.NewSemaphore(rc, laneName(t), 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
+	s, err := redislane.NewWeighted(rc, laneName(t), 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer s.Close()
 	warm(t, s)

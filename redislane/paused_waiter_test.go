@@ -38,7 +38,7 @@ func TestPausedWaiterNeverHoldsAfterItsLease(t *testing.T) {
 			xc := newClient(t, srv.Addr)
 			var cnt counter
 			xc.AddHook(&cnt)
-			x, err := redislane.NewSemaphore(xc, name, 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
+			x, err := redislane.NewWeighted(xc, name, 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
 			require.NoError(t, err)
 			t.Cleanup(x.Close)
 			warm(t, x) // loads the scripts

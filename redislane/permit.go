@@ -10,7 +10,7 @@ import (
 	"github.com/sessionlane/lanes/semaphore"
 )
 
-// Permit is a grant of units of a Redis lane, held under a lease that the
+// Permit is a grant of permits of a Redis lane, held under a lease that the
 // instance that granted it keeps refreshing until Release.
 //
 // A Permit is owned by exactly one party at a time; it may be handed to
@@ -58,16 +58,16 @@ const (
 //
 // Release first stops refreshing the lease and cancels the permit's
 // context (cause [ErrReleased], unless it had ended before), then removes
-// the permit from Redis with one call, which hands the units to the next
+// the permit from Redis with one call, which hands the permits to the next
 // waiter. It gives that call a fifth of the lease, and at most 250 ms, and
 // returns by then whatever Redis does; a call that did not get through is
 // made once more in the background (it is idempotent), for at most a fifth
-// of the lease. If Redis cannot be reached, the units come back when the
+// of the lease. If Redis cannot be reached, the permits come back when the
 // lease runs out. After the lane's Close, Release makes no call: the lease
 // runs out by itself.
 func (p *Permit) Release() bool { return p.handle().Release() }
 
-// Weight returns the number of units the permit holds.
+// Weight returns the number of permits the permit holds.
 func (p *Permit) Weight() int64 { return p.n }
 
 // Fence returns the permit's fencing token: it is larger than the token of

@@ -208,7 +208,7 @@ func holderState(t *testing.T, rc *redis.Client, name string) (ids []string, fen
 	return ids, fences, counter
 }
 
-func warm(t *testing.T, s *redislane.Semaphore) {
+func warm(t *testing.T, s *redislane.Weighted) {
 	t.Helper()
 	p, err := s.Acquire(testCtx(t), 1)
 	require.NoError(t, err)
@@ -226,7 +226,7 @@ func TestLateReplyNeverYieldsPermit(t *testing.T) {
 			px, rc, cnt := proxied(t, srv.Addr, 5*time.Second)
 			const lease = time.Second // margin 200 ms
 			name := laneName(t)
-			s, err := redislane.NewSemaphore(rc, name, 2, redislane.WithLease(lease), redislane.WithQuarantine(0))
+			s, err := redislane.NewWeighted(rc, name, 2, redislane.WithLease(lease), redislane.WithQuarantine(0))
 			require.NoError(t, err)
 			defer s.Close()
 			warm(t, s)
@@ -265,7 +265,7 @@ func TestLostReplyNeverGrantsTwice(t *testing.T) {
 	px, rc, _ := proxied(t, srv.Addr, 300*time.Millisecond)
 	const lease = 5 * time.Second
 	name := laneName(t)
-	s, err := redislane.NewSemaphore(rc, name, 2, redislane.WithLease(lease), redislane.WithQuarantine(0))
+	s, err := redislane.NewWeighted(rc, name, 2, redislane.WithLease(lease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer s.Close()
 	warm(t, s)
@@ -299,7 +299,7 @@ func TestCancelledCallInFlightReleasesLateGrant(t *testing.T) {
 	// A margin (2 s) longer than the delay, so that the late grant is
 	// released by a call that gets through, on a loaded machine too: a
 	// grant left to expire stays in the sorted set until a call removes it.
-	s, err := redislane.NewSemaphore(rc, name, 2, redislane.WithLease(10*time.Second), redislane.WithQuarantine(0))
+	s, err := redislane.NewWeighted(rc, name, 2, redislane.WithLease(10*time.Second), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer s.Close()
 	warm(t, s)
@@ -329,7 +329,7 @@ func TestUnreachableRedisExpiresLease(t *testing.T) {
 	srv := startRedis(t)
 	px, rc, _ := proxied(t, srv.Addr, 100*time.Millisecond)
 	const lease = 500 * time.Millisecond
-	s, err := redislane.NewSemaphore(rc, laneName(t), 2, redislane.WithLease(lease), redislane.WithQuarantine(0))
+	s, err := redislane.NewWeighted(rc, laneName(t), 2, redislane.WithLease(lease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer s.Close()
 	p, err := s.Acquire(testCtx(t), 1)
@@ -350,14 +350,14 @@ func TestUnreachableRedisExpiresLease(t *testing.T) {
 }
 
 // Pub/sub drops messages (here: all of them, to one process). A waiter
-// whose handoff message is lost still gets its units: it asks again after
+// whose hand-over message is lost still gets its units: it asks again after
 // the hint, and Redis answers with the grant it made.
 func TestLostWakeUpIsCoveredByPolling(t *testing.T) {
 	srv := startRedis(t)
 	name := laneName(t)
 	holder := newSem(t, srv.Addr, name, 1)
 	px, rc, _ := proxied(t, srv.Addr, 5*time.Second)
-	waiter, err := redislane.NewSemaphore(rc, name, 1, redislane.WithLease(testLease), redislane.WithQuarantine(0))
+	waiter, err := redislane.NewWeighted(rc, name, 1, redislane.WithLease(testLease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer waiter.Close()
 	warm(t, waiter) // subscribes
@@ -383,7 +383,7 @@ func TestLostWakeUpIsCoveredByPolling(t *testing.T) {
 	}
 	assert.Positive(t, px.muted.Load(), "no message was dropped")
 	st := waiter.Stats()
-	assert.Zero(t, st.Handoffs)
+	assert.Zero(t, st.Handovers)
 	assert.Positive(t, st.Polls)
 }
 
@@ -399,7 +399,7 @@ func TestWaiterStopsWaitingForTheSubscription(t *testing.T) {
 	px, rc, _ := proxied(t, srv.Addr, 5*time.Second)
 	px.deaf.Store(true) // Redis never confirms the subscription
 
-	s, err := redislane.NewSemaphore(rc, name, 1, redislane.WithLease(testLease), redislane.WithQuarantine(0))
+	s, err := redislane.NewWeighted(rc, name, 1, redislane.WithLease(testLease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -74,7 +74,7 @@ func TestHandoverThroughShardedAndClassicPubSub(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("the waiter was never granted")
 			}
-			assert.EqualValues(t, 1, b.Stats().Handoffs, "the waiter was not woken by the message")
+			assert.EqualValues(t, 1, b.Stats().Handovers, "the waiter was not woken by the message")
 		})
 	}
 }
@@ -115,7 +115,7 @@ func TestUnansweredCommandInfoFallsBackToClassicPubSub(t *testing.T) {
 	a := newSem(t, srv.Addr, lane, 1, redislane.WithLease(handoverLease))
 	rc := newClient(t, srv.Addr)
 	rc.AddHook(noCommand{})
-	b, err := redislane.NewSemaphore(rc, lane, 1, redislane.WithLease(handoverLease), redislane.WithQuarantine(0))
+	b, err := redislane.NewWeighted(rc, lane, 1, redislane.WithLease(handoverLease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer b.Close()
 	p, err := b.Acquire(ctx, 1)

@@ -23,11 +23,11 @@ func TestQueueMixesLocalSessionAndRedisGlobal(t *testing.T) {
 	const limit = 3
 	var queues []*lanequeue.Queue[string]
 	for range 2 {
-		s, err := redislane.NewSemaphore(newClient(t, srv.Addr), name, limit,
+		s, err := redislane.NewWeighted(newClient(t, srv.Addr), name, limit,
 			redislane.WithLease(testLease), redislane.WithQuarantine(0))
 		require.NoError(t, err)
 		q := lanequeue.New[string]()
-		require.NoError(t, q.AddSessionLane("session"))
+		require.NoError(t, q.AddKeyedLane("session"))
 		require.NoError(t, q.Add("global", redislane.AsLane[string](s)))
 		t.Cleanup(q.Close) // closes s too
 		queues = append(queues, q)

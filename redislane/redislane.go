@@ -11,22 +11,26 @@ import (
 	"github.com/sessionlane/lanes/semaphore"
 )
 
+// Sentinel errors, for errors.Is. ErrClosed, ErrInvalidWeight, ErrTooHeavy
+// and ErrInvalidConfig are the values of package semaphore, shared by every
+// lanes package (errors.Is(err, semaphore.ErrClosed) holds for this
+// package's errors too); the others are this package's own.
 var (
 	// ErrClosed is returned by acquire calls on a closed lane, and to the
 	// callers waiting when it is closed. It is [semaphore.ErrClosed].
 	ErrClosed = semaphore.ErrClosed
-	// ErrInvalidWeight is returned for a request of zero or fewer units. It
+	// ErrInvalidWeight is returned for a request of zero or fewer permits. It
 	// is [semaphore.ErrInvalidWeight].
 	ErrInvalidWeight = semaphore.ErrInvalidWeight
-	// ErrTooHeavy is returned for a request of more units than the limit
-	// (the per-key limit of a keyed lane). It is [semaphore.ErrTooHeavy].
+	// ErrTooHeavy is returned for a request of more permits than the capacity
+	// (the per-key capacity of a keyed lane). It is [semaphore.ErrTooHeavy].
 	ErrTooHeavy = semaphore.ErrTooHeavy
-	// ErrLimitMismatch is returned by acquire calls when Redis already holds
-	// the lane under the same name with another limit, or as the other kind
-	// (a [Semaphore] and a [Keyed] may not share a name). The stored limit
+	// ErrCapacityMismatch is returned by acquire calls when Redis already holds
+	// the lane under the same name with another capacity, or as the other kind
+	// (a [Weighted] and a [Keyed] may not share a name). The stored capacity
 	// is never changed silently; see the package documentation for how to
 	// change it on purpose.
-	ErrLimitMismatch = errors.New("redislane: lane exists in Redis with another limit or kind")
+	ErrCapacityMismatch = errors.New("redislane: lane exists in Redis with another capacity or kind")
 	// ErrLeaseLost is the cause of a permit's context when a refresh found
 	// that Redis no longer holds the permit: it expired and was reclaimed,
 	// or Redis lost its state.
@@ -40,34 +44,38 @@ var (
 	// for the time given with [WithMaxHold]: its lease is no longer
 	// refreshed and runs out in Redis within one lease of its last refresh.
 	ErrMaxHold = errors.New("redislane: permit held for its longest hold (WithMaxHold)")
-	// ErrInvalidConfig is wrapped by the errors of [NewSemaphore] and
-	// [NewKeyed] for a nil client, a bad name, a limit below 1 or a bad
-	// option.
-	ErrInvalidConfig = errors.New("redislane: invalid configuration")
+	// ErrInvalidConfig is wrapped by the errors of [NewWeighted] and
+	// [NewKeyed] for a nil client, a bad name, a capacity below 1 or an
+	// option out of range. It is [semaphore.ErrInvalidConfig].
+	ErrInvalidConfig = semaphore.ErrInvalidConfig
 )
 
 // DefaultLease is the lease of a permit when no [WithLease] is given.
 const DefaultLease = 10 * time.Second
 
 // minLease keeps the margins and the refresh period at whole milliseconds,
-// the unit of the server-side expiry times.
+// the permit of the server-side expiry times.
 const minLease = 20 * time.Millisecond
 
-// Option configures a [Semaphore] or a [Keyed].
+// Option configures a [Weighted] or a [Keyed]. Options are applied in
+// order to a configuration, which is then checked, once, by the
+// constructor: a value out of range makes it return an error wrapping
+// [ErrInvalidConfig], never clamped or ignored.
 type Option func(*config)
 
 type config struct {
-	lease        time.Duration
-	refreshEvery time.Duration // 0: lease/3
-	quarantine   time.Duration // <0: the lease
-	maxHold      time.Duration // 0: no bound
+	lease         time.Duration
+	refreshEvery  time.Duration // 0: lease/3
+	quarantine    time.Duration
+	quarantineSet bool          // false: the quarantine is the lease
+	maxHold       time.Duration // 0: no bound
 
 	classicPubSub bool
 }
 
 // WithLease sets how long Redis keeps a permit without hearing from its
 // holder (default [DefaultLease]). A holder that dies, hangs or loses its
-// connection gives its units back at most one lease later; a holder whose
+// connection gives its permits back at most one lease later; a holder whose
 // process is paused for longer than the lease loses its permit. Every
 // instance of a lane should use the same lease (see [WithQuarantine]).
 func WithLease(d time.Duration) Option { return func(c *config) { c.lease = d } }
@@ -85,8 +93,11 @@ func WithRefreshEvery(d time.Duration) Option { return func(c *config) { c.refre
 // one lease, so the default, the lease, keeps them from overlapping with new
 // holders. Set it to the longest lease used by any instance of the lane. 0
 // turns quarantine off: only for a Redis that never loses state while
-// permits are out, or for a lane that may overlap after a loss.
-func WithQuarantine(d time.Duration) Option { return func(c *config) { c.quarantine = d } }
+// permits are out, or for a lane that may overlap after a loss. A
+// negative d is refused.
+func WithQuarantine(d time.Duration) Option {
+	return func(c *config) { c.quarantine, c.quarantineSet = d, true }
+}
 
 // WithMaxHold bounds how long any permit of the instance may be held: d
 // after its grant, the permit ends as if its lease had run out, with
@@ -94,7 +105,7 @@ func WithQuarantine(d time.Duration) Option { return func(c *config) { c.quarant
 // refreshed (it runs out in Redis within one lease of its last refresh, or
 // at the permit's Release). [Permit.Deadline] is never later than the grant plus d. It
 // keeps a permit that is never released (a leaked one, a holder stuck for
-// ever) from holding its units for as long as the process lives. 0, the
+// ever) from holding its permits for as long as the process lives. 0, the
 // default, sets no bound.
 func WithMaxHold(d time.Duration) Option { return func(c *config) { c.maxHold = d } }
 
@@ -109,7 +120,7 @@ func WithMaxHold(d time.Duration) Option { return func(c *config) { c.maxHold = 
 func WithClassicPubSub() Option { return func(c *config) { c.classicPubSub = true } }
 
 func newConfig(opts []Option) (config, error) {
-	c := config{lease: DefaultLease, quarantine: -1}
+	c := config{lease: DefaultLease}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -123,7 +134,10 @@ func newConfig(opts []Option) (config, error) {
 		return c, fmt.Errorf("%w: refresh period %v must be positive and below %v (lease %v minus its safety margin)",
 			ErrInvalidConfig, c.refreshEvery, c.validity(), c.lease)
 	}
-	if c.quarantine < 0 {
+	if c.quarantineSet && c.quarantine < 0 {
+		return c, fmt.Errorf("%w: quarantine %v is negative", ErrInvalidConfig, c.quarantine)
+	}
+	if !c.quarantineSet {
 		c.quarantine = c.lease
 	}
 	if c.maxHold < 0 {
@@ -150,7 +164,7 @@ func (c config) refreshTimeout() time.Duration { return min(c.refreshEvery, c.le
 // leaves the call to the background: a margin, at most maxWait.
 func (c config) releaseWait() time.Duration { return min(c.margin(), maxWait) }
 
-func checkArgs(client redis.UniversalClient, name string, limit int64) error {
+func checkArgs(client redis.UniversalClient, name string, capacity int64) error {
 	switch {
 	case client == nil:
 		return fmt.Errorf("%w: nil Redis client", ErrInvalidConfig)
@@ -158,8 +172,8 @@ func checkArgs(client redis.UniversalClient, name string, limit int64) error {
 		return fmt.Errorf("%w: empty lane name", ErrInvalidConfig)
 	case strings.ContainsAny(name, "{}"):
 		return fmt.Errorf("%w: lane name %q contains a brace (it goes inside a Redis hash tag)", ErrInvalidConfig, name)
-	case limit < 1:
-		return fmt.Errorf("%w: limit %d is below 1", ErrInvalidConfig, limit)
+	case capacity < 1:
+		return fmt.Errorf("%w: capacity %d is below 1", ErrInvalidConfig, capacity)
 	case !contextTimeouts(client):
 		return fmt.Errorf("%w: the Redis client lacks ContextTimeoutEnabled: without it go-redis ignores the deadlines "+
 			"the lane puts on its calls, and a call may block for the client's ReadTimeout times its retries "+

@@ -33,9 +33,9 @@ func TestRedisRestartQuarantineKeepsHoldersApart(t *testing.T) {
 	defer cancel()
 
 	var o oracle
-	var sems []*redislane.Semaphore
+	var sems []*redislane.Weighted
 	for range 3 { // three "processes": an instance and a client each
-		s, err := redislane.NewSemaphore(newClient(t, srv.Addr), name, limit, redislane.WithLease(lease))
+		s, err := redislane.NewWeighted(newClient(t, srv.Addr), name, limit, redislane.WithLease(lease))
 		require.NoError(t, err)
 		sems = append(sems, s)
 	}

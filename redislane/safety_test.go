@@ -87,7 +87,7 @@ func TestStaleHandoverNeverYieldsPermit(t *testing.T) {
 	px, rc, _ := proxied(t, srv.Addr, 100*time.Millisecond)
 	var g gate
 	rc.AddHook(&g)
-	b, err := redislane.NewSemaphore(rc, name, 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
+	b, err := redislane.NewWeighted(rc, name, 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer b.Close()
 	warm(t, b) // subscribes
@@ -172,7 +172,7 @@ func TestStaleHandoverNeverYieldsPermit(t *testing.T) {
 func TestCloseEndsPermitNeverReleased(t *testing.T) {
 	srv := startRedis(t)
 	name := laneName(t)
-	s, err := redislane.NewSemaphore(newClient(t, srv.Addr), name, 1, redislane.WithLease(testLease), redislane.WithQuarantine(0))
+	s, err := redislane.NewWeighted(newClient(t, srv.Addr), name, 1, redislane.WithLease(testLease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	other := newSem(t, srv.Addr, name, 1)
 	p, err := s.Acquire(testCtx(t), 1)
@@ -233,6 +233,6 @@ func TestMaxHoldEndsPermit(t *testing.T) {
 	q.Release()
 	assert.True(t, p.Release())
 
-	_, err = redislane.NewSemaphore(newClient(t, srv.Addr), name, 1, redislane.WithMaxHold(-time.Second))
+	_, err = redislane.NewWeighted(newClient(t, srv.Addr), name, 1, redislane.WithMaxHold(-time.Second))
 	assert.ErrorIs(t, err, redislane.ErrInvalidConfig)
 }

@@ -13,7 +13,7 @@ import "github.com/redis/go-redis/v9"
 //	{lanes:<name>}:wake   pub/sub channel: "<id> <fence> <arrival number>"
 //	                      for every permit handed to a queued waiter.
 //
-// and per bucket (the one bucket of a Semaphore, one per key of a Keyed),
+// and per bucket (the one bucket of a Weighted, one per key of a Keyed),
 // with <b> = "g" or "k:<key>":
 //
 //	{lanes:<name>}:<b>:h  zset holder id -> expiry (ms, server time)

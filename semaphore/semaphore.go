@@ -35,23 +35,33 @@ type Clock = clock.Clock
 // Timer is a one-shot timer made by a [Clock].
 type Timer = clock.Timer
 
-// Sentinel errors, for errors.Is. Context errors are returned as they are.
+// Sentinel errors, for errors.Is. Each is defined here once and shared by
+// every lanes package: keyedsem, lanequeue and redislane re-export these
+// same values (keyedsem.ErrClosed == semaphore.ErrClosed), so that
+// errors.Is(err, semaphore.ErrClosed) holds whichever layer returned err.
+// Their text therefore names no package; a layer that adds context (the
+// lane's name) wraps them. Context errors are returned as they are.
 var (
 	// ErrClosed is returned by acquire calls on a closed semaphore, and to
 	// the waiters that Close wakes.
-	ErrClosed = errors.New("semaphore: closed")
+	ErrClosed = errors.New("lanes: closed")
 	// ErrQueueFull is returned when waiting would exceed WithMaxWaiters or
 	// WithMaxWaitingWeight.
-	ErrQueueFull = errors.New("semaphore: wait queue full")
+	ErrQueueFull = errors.New("lanes: wait queue full")
 	// ErrWaitTooLong is returned to a waiter that waited longer than
 	// WithMaxWait.
-	ErrWaitTooLong = errors.New("semaphore: waited too long")
+	ErrWaitTooLong = errors.New("lanes: waited too long")
 	// ErrTooHeavy is returned for a request of more permits than the
 	// capacity, which could never be granted; also to a waiter whose request
 	// no longer fits after SetCapacity shrank the semaphore.
-	ErrTooHeavy = errors.New("semaphore: weight exceeds capacity")
+	ErrTooHeavy = errors.New("lanes: weight exceeds capacity")
 	// ErrInvalidWeight is returned for a request of zero or fewer permits.
-	ErrInvalidWeight = errors.New("semaphore: weight must be positive")
+	ErrInvalidWeight = errors.New("lanes: weight must be positive")
+	// ErrInvalidConfig is wrapped by the error that reports a setting out
+	// of range: a capacity or an option given to a constructor. [Validate]
+	// returns it; [New], which has no error result, panics with it (the
+	// panic value is that error).
+	ErrInvalidConfig = errors.New("lanes: invalid configuration")
 )
 
 // MaxCapacity is the largest capacity a semaphore can have: 2^47-1, about
@@ -101,23 +111,25 @@ type Weighted struct {
 	grantedWait uint64        // grants that had to wait
 }
 
-// Option configures a semaphore made by [New].
+// Option configures a semaphore made by [New]. Options are applied in
+// order, then checked together, once, by the same code that [Validate]
+// runs: a value out of range is refused, never clamped or ignored.
 type Option func(*Weighted)
 
 // WithMaxWaiters bounds the number of callers that may wait at once; an
 // Acquire that would be waiter n+1 fails at once with [ErrQueueFull].
-// n <= 0 means no bound (the default).
+// n == 0 means no bound (the default); n < 0 is refused.
 func WithMaxWaiters(n int) Option { return func(s *Weighted) { s.maxWaiters = n } }
 
 // WithMaxWaitingWeight bounds the total weight of the waiting requests; an
 // Acquire that would take it over w fails at once with [ErrQueueFull].
-// w <= 0 means no bound (the default).
+// w == 0 means no bound (the default); w < 0 is refused.
 func WithMaxWaitingWeight(w int64) Option { return func(s *Weighted) { s.maxWaitWt = w } }
 
 // WithMaxWait bounds how long a caller waits in the queue: after d it
 // leaves with [ErrWaitTooLong], as if its context had been cancelled.
-// d <= 0 means no bound (the default). The context's own deadline still
-// applies.
+// d == 0 means no bound (the default); d < 0 is refused. The context's
+// own deadline still applies.
 func WithMaxWait(d time.Duration) Option { return func(s *Weighted) { s.maxWait = d } }
 
 // WithClock replaces the clock that WithMaxWait uses; tests pass a fake
@@ -125,17 +137,45 @@ func WithMaxWait(d time.Duration) Option { return func(s *Weighted) { s.maxWait 
 // safe for concurrent use. nil means the system clock.
 func WithClock(c Clock) Option { return func(s *Weighted) { s.clock = c } }
 
-// New returns a semaphore with the given capacity, all of it available.
-//
-// New panics if capacity is negative or above [MaxCapacity]; a capacity of
-// 0 makes every acquire fail with [ErrTooHeavy] until SetCapacity grows it.
-func New(capacity int64, opts ...Option) *Weighted {
-	if capacity < 0 || capacity > MaxCapacity {
-		panic(fmt.Sprintf("semaphore: capacity %d out of range [0, %d]", capacity, int64(MaxCapacity)))
-	}
-	s := &Weighted{}
+// Validate reports whether [New] accepts capacity and opts: nil, or an
+// error wrapping [ErrInvalidConfig] that names the setting and its value
+// (the value New would panic with). Callers that take settings from
+// outside the program (package lanequeue, a configuration file) call it
+// to get an error instead of a panic.
+func Validate(capacity int64, opts ...Option) error {
+	var s Weighted
+	return s.configure(capacity, opts)
+}
+
+// configure applies opts to s and checks the result and capacity: the one
+// place where the settings of a semaphore are checked.
+func (s *Weighted) configure(capacity int64, opts []Option) error {
 	for _, o := range opts {
 		o(s)
+	}
+	switch {
+	case capacity < 0 || capacity > MaxCapacity:
+		return fmt.Errorf("semaphore: capacity %d out of range [0, %d]: %w", capacity, int64(MaxCapacity), ErrInvalidConfig)
+	case s.maxWaiters < 0:
+		return fmt.Errorf("semaphore: WithMaxWaiters(%d): must not be negative: %w", s.maxWaiters, ErrInvalidConfig)
+	case s.maxWaitWt < 0:
+		return fmt.Errorf("semaphore: WithMaxWaitingWeight(%d): must not be negative: %w", s.maxWaitWt, ErrInvalidConfig)
+	case s.maxWait < 0:
+		return fmt.Errorf("semaphore: WithMaxWait(%v): must not be negative: %w", s.maxWait, ErrInvalidConfig)
+	}
+	return nil
+}
+
+// New returns a semaphore with the given capacity, all of it available.
+//
+// A capacity of 0 makes every acquire fail with [ErrTooHeavy] until
+// SetCapacity grows it. New panics, with the error that [Validate]
+// returns (it wraps [ErrInvalidConfig]), if capacity is negative or above
+// [MaxCapacity], or an option is out of range.
+func New(capacity int64, opts ...Option) *Weighted {
+	s := &Weighted{}
+	if err := s.configure(capacity, opts); err != nil {
+		panic(err)
 	}
 	if s.clock == nil {
 		s.clock = clock.Real{}

@@ -912,7 +912,11 @@ func requirePanicsWithPrefix(t *testing.T, f func()) {
 		f()
 	}()
 	msg, ok := v.(string)
-	require.True(t, ok, "want a panic with a string, got %#v", v)
+	if err, isErr := v.(error); isErr { // a bad setting panics with Validate's error
+		require.ErrorIs(t, err, semaphore.ErrInvalidConfig)
+		msg, ok = err.Error(), true
+	}
+	require.True(t, ok, "want a panic with a string or an error, got %#v", v)
 	require.True(t, strings.HasPrefix(msg, "semaphore: "), "panic %q lacks the package prefix", msg)
 }
 

@@ -148,9 +148,9 @@ func simulate(ctx context.Context, cfg config, m mode, progress io.Writer) resul
 	q := lanequeue.New[threadKey]()
 	defer q.Close()
 	for _, err := range []error{
-		q.Add("session", lanequeue.NewSessionLane(ks)),
-		q.AddLane("global", cfg.Global),
-		q.AddLane("serial", 1),
+		q.Add("session", lanequeue.NewKeyedLane(ks)),
+		q.AddGlobalLane("global", cfg.Global),
+		q.AddGlobalLane("serial", 1),
 	} {
 		if err != nil {
 			panic(err) // fixed names and a capacity checked by run

@@ -77,22 +77,22 @@ func newQueueMachine(t *rapid.T) *queueMachine {
 		var lane lanequeue.Lane[string]
 		switch l.Kind {
 		case model.QueueKeyed:
-			if rapid.Bool().Draw(t, "addSessionLane") {
+			if rapid.Bool().Draw(t, "addKeyedLane") {
 				// The queue makes the lane's semaphore; the checks read
 				// the lane's Stats.
-				if err := qm.q.AddSessionLane(l.Name, keyedsem.WithPerKeyCapacity(l.Capacity), keyedsem.WithIdleTimeout(0)); err != nil {
-					t.Fatalf("AddSessionLane(%q): %v", l.Name, err)
+				if err := qm.q.AddKeyedLane(l.Name, keyedsem.WithPerKeyCapacity(l.Capacity), keyedsem.WithIdleTimeout(0)); err != nil {
+					t.Fatalf("AddKeyedLane(%q): %v", l.Name, err)
 				}
 				qm.names = append(qm.names, l.Name)
 				continue
 			}
 			ks := keyedsem.New[string](keyedsem.WithPerKeyCapacity(l.Capacity))
 			qm.keyed[l.Name] = ks
-			lane = lanequeue.NewSessionLane(ks)
+			lane = lanequeue.NewKeyedLane(ks)
 		case model.QueueGlobal:
 			if rapid.Bool().Draw(t, "addLane") {
-				if err := qm.q.AddLane(l.Name, l.Capacity); err != nil {
-					t.Fatalf("AddLane(%q): %v", l.Name, err)
+				if err := qm.q.AddGlobalLane(l.Name, l.Capacity); err != nil {
+					t.Fatalf("AddGlobalLane(%q): %v", l.Name, err)
 				}
 				qm.names = append(qm.names, l.Name)
 				continue
@@ -370,7 +370,7 @@ func (qm *queueMachine) snapshot() laneState {
 			st[i] = qm.keyed[name].Stats().Held
 		case qm.limits[name] != nil:
 			st[i] = int64(math.Round(qm.limits[name].Tokens() * 1000))
-		default: // made by AddLane, AddSessionLane or AddRateLane (Held 0)
+		default: // made by AddGlobalLane, AddKeyedLane or AddRateLane (Held 0)
 			l, _ := qm.q.Lane(name)
 			st[i] = l.Stats().Held
 		}

@@ -121,7 +121,7 @@ func render(in info, r *results, vs []verdict, benchstat string, charts []string
 	p("or an API: the processor is free meanwhile); `yield50us` waits 50 µs of wall time yielding in a loop (every\n")
 	p("waiter burns CPU); `spin20us` computes for about 20 µs (no parallelism beyond the cores). `global` is the\n")
 	p("serialising design: one semaphore of capacity 1. `lanes` is one keyedsem lane; `lanes-queue` is lanequeue's\n")
-	p("AcquireAll of a session lane and a global lane of capacity 1024. `ideal-no-lane` is no lane at all, with one\n")
+	p("AcquireAll of a keyed lane and a global lane of capacity 1024. `ideal-no-lane` is no lane at all, with one\n")
 	p("goroutine per thread instead of four: every thread's messages one after another, all threads at once, nothing\n")
 	p("acquired. No per-key lane can beat it, so its speed-up is the most this machine allows for each handler.\n\n")
 	p("**Two speed-ups.** The harness measures the mean length of a critical section (`cs-µs`) and the mean number of\n")
@@ -219,12 +219,12 @@ func redisSection() string {
 	b.WriteString("## Redis lanes\n\n")
 	b.WriteString("`redislane` against a real local `redis-server` (started by fleetsim on a loopback port), from\n")
 	b.WriteString("`make bench-redis`, which runs `cd redislane && go run ./cmd/fleetsim` (4 processes x 25 contenders,\n")
-	b.WriteString("limit 10, weight 1, 1 ms hold), the same with `-hold 10ms`, and `go run ./cmd/fleetsim -mode uncontended\n")
+	b.WriteString("capacity 10, weight 1, 1 ms hold), the same with `-hold 10ms`, and `go run ./cmd/fleetsim -mode uncontended\n")
 	b.WriteString("-duration 3s`. Targets (issue 6): at least 3,000 grants/s, acquire p99 ≤ 50 ms, ≤ 2 Redis calls per grant;\n")
 	b.WriteString("uncontended acquire + release p50 ≤ 2 round trips; and (issue 12) no regression from 5.7k grants/s and\n")
-	b.WriteString("2.0 calls per grant at the default settings. With a 10 ms hold and limit 10, 1,000 grants/s is the most\n")
+	b.WriteString("2.0 calls per grant at the default settings. With a 10 ms hold and capacity 10, 1,000 grants/s is the most\n")
 	b.WriteString("any semaphore can give. \"Most weight in use at once\" comes from an oracle over every process's grant and\n")
-	b.WriteString("release log and must never pass the limit. An uncontended cycle is 2 Redis calls (2 round trips); its\n")
+	b.WriteString("release log and must never pass the capacity. An uncontended cycle is 2 Redis calls (2 round trips); its\n")
 	b.WriteString("time is also given in PING times, since each call runs a Lua script inside Redis. The machine, Go version\n")
 	b.WriteString("and commit of the run are in the first lines of the comparison below, from the same `make bench-redis`.\n\n")
 	raw, err := os.ReadFile(redisFigures)
@@ -237,13 +237,13 @@ func redisSection() string {
 	return b.String()
 }
 
-// peersSection shows lockbench's table: lanes' Keyed with a per-key limit of
+// peersSection shows lockbench's table: lanes' Keyed with a per-key capacity of
 // 1 against go-redsync/redsync and bsm/redislock, one after another on one
 // redis-server with the same contenders.
 func peersSection() string {
 	var b strings.Builder
 	b.WriteString("## Redis lanes against redsync and redislock\n\n")
-	b.WriteString("A per-key lock across processes: `redislane.Keyed` with a per-key limit of 1 against\n")
+	b.WriteString("A per-key lock across processes: `redislane.Keyed` with a per-key capacity of 1 against\n")
 	b.WriteString("`github.com/go-redsync/redsync/v4` and `github.com/bsm/redislock` (versions pinned in\n")
 	b.WriteString("[`bench/redispeers/go.mod`](../bench/redispeers/go.mod), a module of its own so that neither enters a library's\n")
 	b.WriteString("go.mod). `make bench-redis` runs `cd bench/redispeers && go run ./cmd/lockbench`: one redis-server of its\n")

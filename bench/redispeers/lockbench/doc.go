@@ -1,5 +1,5 @@
 // Package lockbench measures per-key distributed locks side by side on one
-// redis-server: lanes' redislane.Keyed with a per-key limit of 1,
+// redis-server: lanes' redislane.Keyed with a per-key capacity of 1,
 // github.com/go-redsync/redsync/v4 and github.com/bsm/redislock.
 //
 // A run starts groups of contenders (each group is what one process of a

@@ -52,7 +52,7 @@ type Impl struct {
 // exponential backoff counts its retries inside the strategy value.
 func Impls() []Impl {
 	return []Impl{
-		{Name: "lanes", Settings: "redislane.Keyed, per-key limit 1", New: newLanes},
+		{Name: "lanes", Settings: "redislane.Keyed, per-key capacity 1", New: newLanes},
 		{Name: "redsync", Settings: "retry delay 50-250 ms (default), unlimited tries", New: newRedsync(0)},
 		{Name: "redsync-10ms", Settings: "retry delay 10 ms, unlimited tries", New: newRedsync(10 * time.Millisecond)},
 		{Name: "redislock-10ms", Settings: "LinearBackoff(10 ms)", New: newRedislock(func() redislock.RetryStrategy {

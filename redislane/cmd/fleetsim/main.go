@@ -1,23 +1,23 @@
 // Command fleetsim runs a fleet of processes contending for one
-// redislane.Semaphore and checks, from every process's log, that the limit
+// redislane.Weighted and checks, from every process's log, that the capacity
 // was never exceeded.
 //
 // It starts -procs copies of itself (children) against one Redis (by
 // default a redis-server of its own on a free loopback port, persistence
 // off). Each child runs -contenders goroutines that loop: acquire -weight
-// units, hold them for -hold, release. Each child logs every grant: the
+// permits, hold them for -hold, release. Each child logs every grant: the
 // system-wide monotonic time when Acquire returned and when Release was
 // called (or the lease ended, if earlier), the weight and the fencing
 // token. The parent merges the logs and prints the most weight ever in use
-// at once against the limit, grants per second, acquire latency p50/p99,
+// at once against the capacity, grants per second, acquire latency p50/p99,
 // and Redis calls per grant (counted by a go-redis hook in each child). It
-// exits with status 1 if the limit was exceeded or a fencing token repeats.
+// exits with status 1 if the capacity was exceeded or a fencing token repeats.
 //
 // -mode=uncontended instead runs one process, one goroutine, acquiring and
 // releasing in a loop, and reports the p50 of acquire+release in Redis round
 // trips (the p50 of a PING).
 //
-//	go run ./cmd/fleetsim                       # 4 x 25, limit 10, 5 s
+//	go run ./cmd/fleetsim                       # 4 x 25, capacity 10, 5 s
 //	go run ./cmd/fleetsim -procs 8 -duration 10s -json
 //	go run ./cmd/fleetsim -mode uncontended
 package main
@@ -52,7 +52,7 @@ type config struct {
 	Mode       string        `json:"mode"`
 	Procs      int           `json:"procs"`
 	Contenders int           `json:"contenders"`
-	Limit      int64         `json:"limit"`
+	Capacity   int64         `json:"capacity"`
 	Weight     int64         `json:"weight"`
 	Hold       time.Duration `json:"hold_ns"`
 	Duration   time.Duration `json:"duration_ns"`
@@ -87,8 +87,8 @@ type childReport struct {
 type Result struct {
 	Config         config  `json:"config"`
 	MaxInUse       int64   `json:"max_in_use"`
-	Limit          int64   `json:"limit"`
-	LimitHeld      bool    `json:"limit_held"`
+	Capacity       int64   `json:"capacity"`
+	CapacityHeld   bool    `json:"capacity_held"`
 	FencesUnique   bool    `json:"fences_unique"`
 	Grants         int     `json:"grants"`
 	GrantsPerSec   float64 `json:"grants_per_sec"`
@@ -98,7 +98,7 @@ type Result struct {
 	CallsPerGrant  float64 `json:"redis_calls_per_grant"`
 	Errors         int     `json:"errors"`
 	LeasesEnded    int     `json:"leases_ended"`
-	Handoffs       uint64  `json:"handoffs"`
+	Handovers      uint64  `json:"handovers"`
 	Polls          uint64  `json:"polls"`
 	CycleP50Us     float64 `json:"uncontended_cycle_p50_us,omitempty"`
 	PingP50Us      float64 `json:"ping_p50_us,omitempty"`
@@ -114,7 +114,7 @@ func main() {
 	flag.StringVar(&cfg.Mode, "mode", "contended", "contended (a fleet of processes) or uncontended (one caller, round trips)")
 	flag.IntVar(&cfg.Procs, "procs", 4, "processes")
 	flag.IntVar(&cfg.Contenders, "contenders", 25, "goroutines per process")
-	flag.Int64Var(&cfg.Limit, "limit", 10, "limit of the semaphore")
+	flag.Int64Var(&cfg.Capacity, "capacity", 10, "capacity of the semaphore")
 	flag.Int64Var(&cfg.Weight, "weight", 1, "weight of each acquire")
 	flag.DurationVar(&cfg.Hold, "hold", time.Millisecond, "how long a permit is held")
 	flag.DurationVar(&cfg.Duration, "duration", 5*time.Second, "how long the traffic runs")
@@ -152,14 +152,14 @@ func main() {
 	} else {
 		printResult(res)
 	}
-	if !res.LimitHeld || !res.FencesUnique {
+	if !res.CapacityHeld || !res.FencesUnique {
 		os.Exit(1)
 	}
 }
 
 func runParent(cfg *config) (*Result, error) {
-	if cfg.Procs < 1 || cfg.Contenders < 1 || cfg.Limit < 1 || cfg.Weight < 1 || cfg.Weight > cfg.Limit {
-		return nil, errors.New("need procs, contenders, limit >= 1 and 1 <= weight <= limit")
+	if cfg.Procs < 1 || cfg.Contenders < 1 || cfg.Capacity < 1 || cfg.Weight < 1 || cfg.Weight > cfg.Capacity {
+		return nil, errors.New("need procs, contenders, capacity >= 1 and 1 <= weight <= capacity")
 	}
 	if cfg.Redis == "" {
 		srv, err := redisserver.Start()
@@ -205,7 +205,7 @@ func runParent(cfg *config) (*Result, error) {
 		cmd := exec.Command(exe, "-child", strconv.Itoa(i),
 			"-redis", cfg.Redis, "-name", cfg.Name,
 			"-contenders", strconv.Itoa(cfg.Contenders),
-			"-limit", strconv.FormatInt(cfg.Limit, 10), "-weight", strconv.FormatInt(cfg.Weight, 10),
+			"-capacity", strconv.FormatInt(cfg.Capacity, 10), "-weight", strconv.FormatInt(cfg.Weight, 10),
 			"-hold", cfg.Hold.String(), "-duration", cfg.Duration.String(),
 			"-lease", cfg.Lease.String(), "-quarantine", cfg.Quarantine.String(),
 			"-cpuprofile", cfg.cpuprofile, "-resp", strconv.Itoa(cfg.Protocol))
@@ -259,15 +259,15 @@ func newClient(cfg *config) (*redis.Client, *callCounter) {
 	return rc, cc
 }
 
-func newSemaphore(cfg *config, rc redis.UniversalClient) (*redislane.Semaphore, error) {
-	return redislane.NewSemaphore(rc, cfg.Name, cfg.Limit,
+func newWeighted(cfg *config, rc redis.UniversalClient) (*redislane.Weighted, error) {
+	return redislane.NewWeighted(rc, cfg.Name, cfg.Capacity,
 		redislane.WithLease(cfg.Lease), redislane.WithQuarantine(cfg.Quarantine))
 }
 
 func warmUp(cfg *config) error {
 	rc, _ := newClient(cfg)
 	defer rc.Close()
-	s, err := newSemaphore(cfg, rc)
+	s, err := newWeighted(cfg, rc)
 	if err != nil {
 		return err
 	}
@@ -285,7 +285,7 @@ func warmUp(cfg *config) error {
 func runChild(cfg config) error {
 	rc, cc := newClient(&cfg)
 	defer rc.Close()
-	s, err := newSemaphore(&cfg, rc)
+	s, err := newWeighted(&cfg, rc)
 	if err != nil {
 		return err
 	}
@@ -354,19 +354,19 @@ func runChild(cfg config) error {
 func summarize(cfg *config, reports []childReport) *Result {
 	var all []grant
 	var calls int64
-	res := &Result{Config: *cfg, Limit: cfg.Limit}
+	res := &Result{Config: *cfg, Capacity: cfg.Capacity}
 	for _, r := range reports {
 		all = append(all, r.Grants...)
 		calls += r.Calls
 		res.Errors += r.Errors
 		res.LeasesEnded += r.LeaseEnd
-		res.Handoffs += r.Stats.Handoffs
+		res.Handovers += r.Stats.Handovers
 		res.Polls += r.Stats.Polls
 	}
 	res.Grants = len(all)
 	res.GrantsPerSec = float64(len(all)) / cfg.Duration.Seconds()
 	res.MaxInUse = maxInUse(all)
-	res.LimitHeld = res.MaxInUse <= cfg.Limit
+	res.CapacityHeld = res.MaxInUse <= cfg.Capacity
 	res.FencesUnique = fencesUnique(all)
 	if len(all) > 0 {
 		res.CallsPerGrant = float64(calls) / float64(len(all))
@@ -412,7 +412,7 @@ func pct(sorted []int64, q float64) int64 {
 func runUncontended(cfg *config) (*Result, error) {
 	rc, cc := newClient(cfg)
 	defer rc.Close()
-	s, err := newSemaphore(cfg, rc)
+	s, err := newWeighted(cfg, rc)
 	if err != nil {
 		return nil, err
 	}
@@ -450,7 +450,7 @@ func runUncontended(cfg *config) (*Result, error) {
 	scriptUs := evalshaMicros(ctx, rc)
 	slices.Sort(cycles)
 	slices.Sort(pings)
-	res := &Result{Config: *cfg, Limit: cfg.Limit, LimitHeld: true, FencesUnique: true, Grants: len(cycles)}
+	res := &Result{Config: *cfg, Capacity: cfg.Capacity, CapacityHeld: true, FencesUnique: true, Grants: len(cycles)}
 	res.GrantsPerSec = float64(len(cycles)) / cfg.Duration.Seconds()
 	res.CallsPerGrant = float64(calls) / float64(len(cycles))
 	res.CycleP50Us = float64(pct(cycles, 0.5)) / 1e3
@@ -489,22 +489,22 @@ func printResult(r *Result) {
 		own = " (own redis-server)"
 	}
 	if c.Mode == "uncontended" {
-		fmt.Printf("fleetsim uncontended: 1 caller, weight %d, limit %d, %v, redis %s%s\n", c.Weight, c.Limit, c.Duration, c.Redis, own)
+		fmt.Printf("fleetsim uncontended: 1 caller, weight %d, capacity %d, %v, redis %s%s\n", c.Weight, c.Capacity, c.Duration, c.Redis, own)
 		fmt.Printf("  acquire+release p50: %.1f µs = %.2f round trips (PING p50 %.1f µs)\n", r.CycleP50Us, r.CycleRoundTrip, r.PingP50Us)
 		fmt.Printf("  cycles: %d (%.0f/s), Redis calls per cycle: %.2f; time in Redis per script call: %.1f µs\n",
 			r.Grants, r.GrantsPerSec, r.CallsPerGrant, r.ScriptUs)
 		return
 	}
-	fmt.Printf("fleetsim: %d procs x %d contenders, limit %d, weight %d, hold %v, lease %v, %v, redis %s%s\n",
-		c.Procs, c.Contenders, c.Limit, c.Weight, c.Hold, c.Lease, c.Duration, c.Redis, own)
+	fmt.Printf("fleetsim: %d procs x %d contenders, capacity %d, weight %d, hold %v, lease %v, %v, redis %s%s\n",
+		c.Procs, c.Contenders, c.Capacity, c.Weight, c.Hold, c.Lease, c.Duration, c.Redis, own)
 	verdict := "OK"
-	if !r.LimitHeld {
+	if !r.CapacityHeld {
 		verdict = "EXCEEDED"
 	}
-	fmt.Printf("  most weight in use at once: %d of limit %d  %s\n", r.MaxInUse, r.Limit, verdict)
+	fmt.Printf("  most weight in use at once: %d of capacity %d  %s\n", r.MaxInUse, r.Capacity, verdict)
 	fmt.Printf("  grants: %d (%.0f/s)\n", r.Grants, r.GrantsPerSec)
 	fmt.Printf("  acquire latency: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", r.AcquireP50Ms, r.AcquireP99Ms, r.AcquireMaxMs)
-	fmt.Printf("  Redis calls per grant: %.2f (grants handed over by pub/sub: %d; waits ended by the timer: %d)\n", r.CallsPerGrant, r.Handoffs, r.Polls)
+	fmt.Printf("  Redis calls per grant: %.2f (grants handed over by pub/sub: %d; waits ended by the timer: %d)\n", r.CallsPerGrant, r.Handovers, r.Polls)
 	fmt.Printf("  fencing tokens unique: %v; acquire errors: %d; leases ended before release: %d\n", r.FencesUnique, r.Errors, r.LeasesEnded)
 }
 

@@ -1,5 +1,5 @@
 // Command lockbench compares per-key distributed locks on one redis-server:
-// lanes' redislane.Keyed (per-key limit 1), go-redsync/redsync and
+// lanes' redislane.Keyed (per-key capacity 1), go-redsync/redsync and
 // bsm/redislock, one after another, with the same contenders, and prints one
 // table.
 //

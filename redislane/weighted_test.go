@@ -26,7 +26,7 @@ func TestAcquireReleaseUncontended(t *testing.T) {
 	var cnt counter
 	rc := newClient(t, srv.Addr)
 	rc.AddHook(&cnt)
-	s, err := redislane.NewSemaphore(rc, laneName(t), 3, redislane.WithLease(testLease), redislane.WithQuarantine(0))
+	s, err := redislane.NewWeighted(rc, laneName(t), 3, redislane.WithLease(testLease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer s.Close()
 	ctx := testCtx(t)
@@ -64,10 +64,10 @@ func TestWaiterIsHandedReleasedUnits(t *testing.T) {
 	srv := startRedis(t)
 	ctx := testCtx(t)
 	name := laneName(t)
-	a, err := redislane.NewSemaphore(newClient(t, srv.Addr), name, 2, redislane.WithLease(testLease), redislane.WithQuarantine(0))
+	a, err := redislane.NewWeighted(newClient(t, srv.Addr), name, 2, redislane.WithLease(testLease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer a.Close()
-	b, err := redislane.NewSemaphore(newClient(t, srv.Addr), name, 2, redislane.WithLease(testLease), redislane.WithQuarantine(0))
+	b, err := redislane.NewWeighted(newClient(t, srv.Addr), name, 2, redislane.WithLease(testLease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer b.Close()
 
@@ -92,10 +92,10 @@ func TestWaiterIsHandedReleasedUnits(t *testing.T) {
 	q.Release()
 }
 
-func newSem(t *testing.T, addr, name string, limit int64, opts ...redislane.Option) *redislane.Semaphore {
+func newSem(t *testing.T, addr, name string, limit int64, opts ...redislane.Option) *redislane.Weighted {
 	t.Helper()
 	opts = append([]redislane.Option{redislane.WithLease(testLease), redislane.WithQuarantine(0)}, opts...)
-	s, err := redislane.NewSemaphore(newClient(t, addr), name, limit, opts...)
+	s, err := redislane.NewWeighted(newClient(t, addr), name, limit, opts...)
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
 	return s
@@ -203,7 +203,7 @@ func TestHeavyWaiterIsNotOvertaken(t *testing.T) {
 func TestCloseWakesWaitersAndEndsPermits(t *testing.T) {
 	srv := startRedis(t)
 	name := laneName(t)
-	s, err := redislane.NewSemaphore(newClient(t, srv.Addr), name, 1, redislane.WithLease(testLease), redislane.WithQuarantine(0))
+	s, err := redislane.NewWeighted(newClient(t, srv.Addr), name, 1, redislane.WithLease(testLease), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	ctx := context.Background() // the waiters' wait never ends by itself: Close must end it
 	p, err := s.Acquire(testCtx(t), 1)
@@ -261,7 +261,7 @@ func TestNewLaneIsQuarantinedForOneLease(t *testing.T) {
 	srv := startRedis(t)
 	rc := newClient(t, srv.Addr)
 	name := laneName(t)
-	s, err := redislane.NewSemaphore(rc, name, 1, redislane.WithLease(testLease))
+	s, err := redislane.NewWeighted(rc, name, 1, redislane.WithLease(testLease))
 	require.NoError(t, err)
 	defer s.Close()
 	q, ok := s.TryAcquire(1)

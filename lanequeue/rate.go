@@ -11,116 +11,8 @@ import (
 
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/fastctx"
-	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/semaphore"
 )
-
-// NewGlobalLane returns a [Global] lane over s: every key shares its
-// capacity. The lane's Close closes s.
-//
-// Use it to share one semaphore between a queue and code that acquires it
-// directly, or to watch the semaphore's own [semaphore.Stats].
-// [Queue.AddLane] builds the semaphore itself ([Queue.GlobalSemaphore]
-// returns it).
-func NewGlobalLane[K comparable](s *semaphore.Weighted) Lane[K] {
-	if s == nil {
-		panic("lanequeue: nil semaphore")
-	}
-	l := &globalLane[K]{s: s}
-	l.capacity.Store(-1)
-	return l
-}
-
-// globalLane adapts a semaphore.Weighted. Its methods are thin: the
-// semaphore does the work and keeps the counters.
-type globalLane[K comparable] struct {
-	s *semaphore.Weighted
-	// capacity is the semaphore's fixed capacity when the lane made it
-	// (AddLane: nobody else can change it), or -1 for a semaphore from
-	// outside, whose capacity is read from it each time (it may be
-	// changed by SetCapacity). Queue.GlobalSemaphore, which hands the
-	// semaphore out, sets it to -1 for good.
-	capacity atomic.Int64
-}
-
-func (l *globalLane[K]) Kind() Kind { return Global }
-
-func (l *globalLane[K]) MaxWeight() int64 {
-	if c := l.capacity.Load(); c >= 0 {
-		return c
-	}
-	return l.s.Capacity() // one atomic load: Stats would lock the semaphore on every AcquireAll
-}
-
-func (l *globalLane[K]) Acquire(ctx context.Context, _ K, n int64) (semaphore.Permit, error) {
-	return l.s.Acquire(ctx, n)
-}
-
-func (l *globalLane[K]) TryAcquire(_ K, n int64) (semaphore.Permit, bool) {
-	return l.s.TryAcquire(n)
-}
-
-func (l *globalLane[K]) Stats() LaneStats {
-	st := l.s.Stats()
-	return LaneStats{
-		Kind:      Global,
-		Capacity:  st.Capacity,
-		Held:      st.Held,
-		Waiters:   st.Waiters,
-		Acquired:  st.Acquired,
-		Released:  st.Released,
-		Cancelled: st.Cancelled + st.TimedOut,
-		Rejected:  st.Rejected,
-	}
-}
-
-func (l *globalLane[K]) Close() { l.s.Close() }
-
-// NewSessionLane returns a [Keyed] lane over s: each key has its own
-// budget of s's per-key capacity (1 by default: one at a time per key, in
-// arrival order). The lane's Close closes s.
-//
-// [Queue.AddSessionLane] builds the keyed semaphore itself
-// ([Queue.KeyedSemaphore] returns it).
-func NewSessionLane[K comparable](s *keyedsem.KeyedSemaphore[K]) Lane[K] {
-	if s == nil {
-		panic("lanequeue: nil keyed semaphore")
-	}
-	return &sessionLane[K]{s: s}
-}
-
-// sessionLane adapts a keyedsem.KeyedSemaphore.
-type sessionLane[K comparable] struct {
-	s *keyedsem.KeyedSemaphore[K]
-}
-
-func (l *sessionLane[K]) Kind() Kind       { return Keyed }
-func (l *sessionLane[K]) MaxWeight() int64 { return l.s.PerKeyCapacity() }
-
-func (l *sessionLane[K]) Acquire(ctx context.Context, key K, n int64) (semaphore.Permit, error) {
-	return l.s.AcquireN(ctx, key, n)
-}
-
-func (l *sessionLane[K]) TryAcquire(key K, n int64) (semaphore.Permit, bool) {
-	return l.s.TryAcquireN(key, n)
-}
-
-func (l *sessionLane[K]) Stats() LaneStats {
-	st := l.s.Stats()
-	return LaneStats{
-		Kind:      Keyed,
-		Capacity:  l.s.PerKeyCapacity(),
-		Held:      st.Held,
-		Waiters:   st.Waiters,
-		Keys:      st.Keys,
-		Acquired:  st.Acquired,
-		Released:  st.Released,
-		Cancelled: st.Cancelled,
-		Rejected:  st.Rejected,
-	}
-}
-
-func (l *sessionLane[K]) Close() { l.s.Close() }
 
 // NewRateLane returns a [Rate] lane over lim: a grant spends n tokens of
 // lim and gives nothing back on release (its Permit is the zero Permit).
@@ -225,6 +117,8 @@ type rateLane[K comparable] struct {
 	acquired  atomic.Uint64
 	cancelled atomic.Uint64
 	rejected  atomic.Uint64
+	waited    atomic.Uint64 // grants that waited for their tokens
+	failed    atomic.Uint64 // waits ended by Close
 }
 
 func (l *rateLane[K]) Kind() Kind { return Rate }
@@ -261,8 +155,7 @@ func (l *rateLane[K]) Acquire(ctx context.Context, _ K, n int64) (semaphore.Perm
 // TryAcquire spends n tokens if the limiter has them now.
 func (l *rateLane[K]) TryAcquire(_ K, n int64) (semaphore.Permit, bool) {
 	if n <= 0 || n > l.MaxWeight() || l.isClosed.Load() {
-		l.rejected.Add(1)
-		return semaphore.Permit{}, false
+		return semaphore.Permit{}, false // an answer, counted nowhere (see semaphore.Counters)
 	}
 	l.mu.Lock()
 	now := l.now()
@@ -351,12 +244,17 @@ func (l *rateLane[K]) cancel(q *rateReq[K]) {
 // Held is 0. Acquired counts grants; Released stays 0.
 func (l *rateLane[K]) Stats() LaneStats {
 	return LaneStats{
-		Kind:      Rate,
-		Capacity:  l.MaxWeight(),
-		Waiters:   int(l.waiters.Load()),
-		Acquired:  l.acquired.Load(),
-		Cancelled: l.cancelled.Load(),
-		Rejected:  l.rejected.Load(),
+		Kind:     Rate,
+		Capacity: l.MaxWeight(),
+		Waiters:  int(l.waiters.Load()),
+		Closed:   l.isClosed.Load(),
+		Counters: semaphore.Counters{
+			Acquired:  l.acquired.Load(),
+			Waited:    l.waited.Load(),
+			Cancelled: l.cancelled.Load(),
+			Rejected:  l.rejected.Load(),
+			Failed:    l.failed.Load(),
+		},
 	}
 }
 
@@ -378,6 +276,9 @@ type rateReq[K comparable] struct {
 	// never is set by reserve, with r nil, when the tokens would never
 	// come: the limiter does not refill.
 	never bool
+	// waited is set by takeRates when the call waited for the tokens, for
+	// commitRates to count.
+	waited bool
 }
 
 // errRateDeadline is wrapped in the error of a rate wait that could not
@@ -460,10 +361,13 @@ func takeRates[K comparable](ctx context.Context, reqs []rateReq[K], done <-chan
 			return err
 		}
 		for i := range reqs {
+			reqs[i].waited = true
+		}
+		for i := range reqs {
 			if reqs[i].l.isClosed.Load() {
 				cancelRates(reqs)
 				for j := range reqs {
-					reqs[j].l.rejected.Add(1)
+					reqs[j].l.failed.Add(1)
 				}
 				return ErrClosed
 			}
@@ -493,16 +397,13 @@ func isDone(done <-chan struct{}) bool {
 	}
 }
 
-// ended reports whether ctx has ended: free for the contexts that never
-// end, an atomic load (ctx.Err) for the standard ones.
-func ended(ctx context.Context) bool {
-	return !fastctx.NeverDone(ctx) && ctx.Err() != nil
-}
-
 // commitRates keeps the reservations of reqs: the tokens are spent.
 func commitRates[K comparable](reqs []rateReq[K]) {
 	for i := range reqs {
 		reqs[i].l.acquired.Add(1)
+		if reqs[i].waited {
+			reqs[i].l.waited.Add(1)
+		}
 		reqs[i].r = nil
 	}
 }
@@ -514,8 +415,7 @@ func tryRates[K comparable](reqs []rateReq[K]) bool {
 	for i := range reqs {
 		q := &reqs[i]
 		if q.n <= 0 || q.n > q.l.MaxWeight() || q.l.isClosed.Load() {
-			q.l.rejected.Add(1)
-			return false
+			return false // an answer, counted nowhere (see semaphore.Counters)
 		}
 	}
 	// Look before reserving: a reservation that must wait, even if
@@ -630,7 +530,7 @@ func waitRates[K comparable](ctx context.Context, ctxDone <-chan struct{}, reqs 
 		cancelRates(reqs)
 		for i := range reqs {
 			if err == ErrClosed {
-				reqs[i].l.rejected.Add(1)
+				reqs[i].l.failed.Add(1)
 			} else {
 				reqs[i].l.cancelled.Add(1)
 			}

@@ -4,46 +4,44 @@ import (
 	"context"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/sessionlane/lanes/lanequeue"
 )
 
-// Semaphore is a weighted semaphore whose limit is shared by every instance,
+// Weighted is a weighted semaphore whose capacity is shared by every instance,
 // in any process, that uses the same Redis and the same name.
 //
 // Instances may be made freely, one per process and name being the usual
-// case; they must all use the same limit (else acquires fail with
-// [ErrLimitMismatch]) and should use the same lease. A Semaphore is safe for
+// case; they must all use the same capacity (else acquires fail with
+// [ErrCapacityMismatch]) and should use the same lease. A Weighted is safe for
 // concurrent use. Close it to stop its goroutines.
-type Semaphore struct {
+type Weighted struct {
 	c *core
 }
 
-// NewSemaphore returns the instance of the lane name, of limit units, on
+// NewWeighted returns the instance of the lane name, of capacity permits, on
 // client (a single node, Sentinel or Cluster client). It makes no call to
 // Redis: a wrong client shows at the first Acquire. It fails for a nil
 // client, a client without ContextTimeoutEnabled (see the package doc), an
-// empty name or one with a brace, a limit below 1, or bad options, with an
+// empty name or one with a brace, a capacity below 1, or bad options, with an
 // error wrapping [ErrInvalidConfig].
-func NewSemaphore(client redis.UniversalClient, name string, limit int64, opts ...Option) (*Semaphore, error) {
-	c, err := newCore(client, name, lanequeue.Global, limit, opts)
+func NewWeighted(client redis.UniversalClient, name string, capacity int64, opts ...Option) (*Weighted, error) {
+	c, err := newCore(client, name, false, capacity, opts)
 	if err != nil {
 		return nil, err
 	}
-	return &Semaphore{c: c}, nil
+	return &Weighted{c: c}, nil
 }
 
-// Acquire takes n units, waiting until they are free. On success it returns
+// Acquire takes n permits, waiting until they are free. On success it returns
 // a [Permit] that the caller owns and must release once. It fails at once
-// with [ErrInvalidWeight] for n <= 0, [ErrTooHeavy] for n above the limit,
-// [ErrClosed] after Close, and [ErrLimitMismatch] when Redis holds the lane
-// with another limit.
+// with [ErrInvalidWeight] for n <= 0, [ErrTooHeavy] for n above the capacity,
+// [ErrClosed] after Close, and [ErrCapacityMismatch] when Redis holds the lane
+// with another capacity.
 //
 // Waiting: callers of one instance wait in one local FIFO line, and only the
 // first of them asks Redis; in Redis, the first waiters of all instances wait
 // in one FIFO queue, so a heavy request is not overtaken by lighter ones,
 // and instances take turns. A waiter is woken by a pub/sub message when a
-// release hands it the units, and asks again after a hint from Redis
+// release hands it the permits, and asks again after a hint from Redis
 // (jittered, 5-250 ms) in case the message was lost. Calls that fail for a
 // passing reason (the network, a server loading, busy or failing over) are
 // retried with the same permit id, so a retry never grants twice, until ctx
@@ -57,21 +55,21 @@ func NewSemaphore(client redis.UniversalClient, name string, limit int64, opts .
 // granted or queued for it is released in the background. If ctx is already
 // done, Acquire fails without calling Redis. A grant that races with the
 // cancellation is released, never returned and lost.
-func (s *Semaphore) Acquire(ctx context.Context, n int64) (*Permit, error) {
+func (s *Weighted) Acquire(ctx context.Context, n int64) (*Permit, error) {
 	return s.c.acquire(ctx, "", n)
 }
 
-// TryAcquire takes n units if Redis grants them at once and no caller of
+// TryAcquire takes n permits if Redis grants them at once and no caller of
 // this instance is waiting. It makes one call to Redis, with a timeout of a
 // fifth of the lease, and never waits in a queue. If the call fails or its
-// reply comes too late, the units it may have been granted are given back
+// reply comes too late, the permits it may have been granted are given back
 // in the background.
-func (s *Semaphore) TryAcquire(n int64) (*Permit, bool) { return s.c.tryAcquire("", n) }
+func (s *Weighted) TryAcquire(n int64) (*Permit, bool) { return s.c.tryAcquire("", n) }
 
-// Do acquires n units, runs fn, and releases them when fn returns or panics.
+// Do acquires n permits, runs fn, and releases them when fn returns or panics.
 // fn's context ends when ctx ends or when the permit's lease ends; its cause
 // then tells which. Do returns Acquire's error, or fn's.
-func (s *Semaphore) Do(ctx context.Context, n int64, fn func(context.Context) error) error {
+func (s *Weighted) Do(ctx context.Context, n int64, fn func(context.Context) error) error {
 	p, err := s.Acquire(ctx, n)
 	if err != nil {
 		return err
@@ -79,14 +77,14 @@ func (s *Semaphore) Do(ctx context.Context, n int64, fn func(context.Context) er
 	return p.run(ctx, fn)
 }
 
-// Limit returns the limit.
-func (s *Semaphore) Limit() int64 { return s.c.limit }
+// Capacity returns the capacity.
+func (s *Weighted) Capacity() int64 { return s.c.capacity }
 
 // Name returns the lane's name.
-func (s *Semaphore) Name() string { return s.c.name }
+func (s *Weighted) Name() string { return s.c.name }
 
 // Stats returns a snapshot of this instance.
-func (s *Semaphore) Stats() Stats { return s.c.stats() }
+func (s *Weighted) Stats() Stats { return s.c.stats() }
 
 // Close refuses later acquires, sends the callers waiting away with
 // [ErrClosed], and ends every permit of the instance still out: their
@@ -96,7 +94,7 @@ func (s *Semaphore) Stats() Stats { return s.c.stats() }
 // when the waiters have left and the instance's goroutines and calls have
 // ended: within a third of the lease plus 250 ms, whatever Redis does.
 // Close does not close the Redis client.
-func (s *Semaphore) Close() { s.c.close() }
+func (s *Weighted) Close() { s.c.close() }
 
 // run runs fn under the permit, releasing it on every way out.
 func (p *Permit) run(ctx context.Context, fn func(context.Context) error) error {

@@ -1,0 +1,72 @@
+package lanequeue_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+
+	"github.com/sessionlane/lanes/lanequeue"
+)
+
+// TestAcquireAllAllocationIsAmortized: AcquireAll and Release of up to
+// four lanes (no rate lane) allocate nothing but the ticket's handle, and
+// handles come 64 to an allocation, so a loop of them allocates about once
+// per 64 calls (the target is at most once per call).
+func TestAcquireAllAllocationIsAmortized(t *testing.T) {
+	if testing.CoverMode() != "" || raceEnabled {
+		t.Skip("allocation counts differ under -race and -cover")
+	}
+	q := testQueue(t, 4)
+	must(t, q.AddGlobalLane("background", 3))
+	must(t, q.AddKeyedLane("tenant"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lanes, err := q.Lanes("global", "session", "background", "tenant")
+	must(t, err)
+	acquireRelease := func() {
+		tk, err := q.AcquireAll(ctx, "thread-1", lanes, lanequeue.WithWeight(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.Release()
+	}
+	acquireRelease() // the record, the lanes' own state
+	const calls = 64 * 100
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range calls {
+		acquireRelease()
+	}
+	runtime.ReadMemStats(&after)
+	// 100 blocks, and slack for what the lanes' pools may allocate again
+	// after a GC.
+	if n := after.Mallocs - before.Mallocs; n > calls/16 {
+		t.Fatalf("%d AcquireAll+Release of 4 lanes: %d allocations; want about %d (a block of handles per %d calls)",
+			calls, n, calls/64, lanequeue.HandlesPerBlock)
+	}
+}
+
+// TestFailedTryAcquireAllAllocatesNothing: a scheduler that polls busy
+// keys with TryAcquireAll pays no allocation for the tries that fail.
+func TestFailedTryAcquireAllAllocatesNothing(t *testing.T) {
+	if testing.CoverMode() != "" || raceEnabled {
+		t.Skip("allocation counts differ under -race and -cover")
+	}
+	q := testQueue(t, 4)
+	busy, err := acquireAll(q, context.Background(), "chat-2", []string{"session"})
+	must(t, err)
+	defer busy.Release()
+	lanes, err := q.Lanes("global", "session")
+	must(t, err)
+	allocs := testing.AllocsPerRun(1000, func() {
+		if _, ok := q.TryAcquireAll("chat-2", lanes); ok {
+			t.Fatal("TryAcquireAll succeeded on a busy key")
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("failed TryAcquireAll: %.1f allocs; want 0", allocs)
+	}
+	if held := laneStats(t, q, "global").Held; held != 0 {
+		t.Fatalf("global lane holds %d after failed tries", held)
+	}
+}

@@ -1,0 +1,78 @@
+package lanequeue_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/sessionlane/lanes/lanequeue"
+)
+
+// testQueue builds a queue with a session lane, a global lane of the given
+// capacity, and a rate lane "rate" of burst 1 that does not refill during a
+// test.
+func testQueue(t *testing.T, global int64) *lanequeue.Queue[string] {
+	t.Helper()
+	q := lanequeue.New[string]()
+	must(t, q.AddKeyedLane("session"))
+	must(t, q.AddGlobalLane("global", global))
+	must(t, q.AddRateLane("rate", rate.Limit(1e-9), 1))
+	t.Cleanup(q.Close)
+	return q
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func laneStats(t *testing.T, q *lanequeue.Queue[string], name string) lanequeue.LaneStats {
+	t.Helper()
+	for _, st := range q.Stats() {
+		if st.Name == name {
+			return st
+		}
+	}
+	t.Fatalf("no lane %q", name)
+	return lanequeue.LaneStats{}
+}
+
+// assertNothingHeld checks that no lane of q holds anything and Holders
+// lists nothing.
+func assertNothingHeld(t *testing.T, q *lanequeue.Queue[string]) {
+	t.Helper()
+	for _, st := range q.Stats() {
+		if st.Held != 0 || st.Waiters != 0 {
+			t.Errorf("lane %q: held %d, waiters %d; want nothing", st.Name, st.Held, st.Waiters)
+		}
+	}
+	if hs := q.Holders(); len(hs) != 0 {
+		t.Errorf("Holders() = %v; want none", hs)
+	}
+}
+
+// acquireAsync runs AcquireAll in a goroutine; the result arrives on the
+// channel.
+func acquireAsync(ctx context.Context, q *lanequeue.Queue[string], key string, lanes []string, opts ...lanequeue.AcquireOption) <-chan acquireResult {
+	ch := make(chan acquireResult, 1)
+	go func() {
+		tk, err := acquireAll(q, ctx, key, lanes, opts...)
+		ch <- acquireResult{tk, err}
+	}()
+	return ch
+}
+
+func receive(t *testing.T, ch <-chan acquireResult) acquireResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(failsafe):
+		t.Fatalf("AcquireAll did not return (failsafe %v)", failsafe)
+		return acquireResult{}
+	}
+}

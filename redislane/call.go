@@ -1,0 +1,199 @@
+package redislane
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+type reply struct {
+	status, a, b int64
+	seq          int64     // queued: the arrival number of the entry
+	sent         time.Time // taken before the call was sent
+	err          error
+}
+
+// callAcquire runs the acquire script in a goroutine, so that the caller can
+// leave as soon as its context ends or the lane closes. If it leaves
+// (abandoned is true), the goroutine waits for the call (bounded by one
+// margin) and then releases id, whatever the call did.
+func (c *core) callAcquire(ctx context.Context, rk [4]string, id string, n int64) (r reply, abandoned bool) {
+	if ctx.Done() == nil {
+		// ctx never ends: no need to be able to leave early. Close ends
+		// the waiter once the call returns, within one margin.
+		return c.runAcquire(ctx, rk, id, n, false), false
+	}
+	ch := make(chan reply, 1)
+	var state atomic.Int32 // 0: in flight, 1: delivered, 2: abandoned
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		r := c.runAcquire(context.WithoutCancel(ctx), rk, id, n, false)
+		if state.CompareAndSwap(0, 1) {
+			ch <- r
+			return
+		}
+		c.cleanup(rk, id)
+	}()
+	select {
+	case r := <-ch:
+		return r, false
+	case <-ctx.Done():
+	case <-c.done:
+	}
+	if state.CompareAndSwap(0, 2) {
+		return reply{}, true
+	}
+	return <-ch, false
+}
+
+func (c *core) runAcquire(ctx context.Context, rk [4]string, id string, n int64, try bool) reply {
+	tryFlag := 0
+	if try {
+		tryFlag = 1
+	}
+	pub, err := c.pubCmd(ctx)
+	if err != nil {
+		return reply{sent: time.Now(), err: err}
+	}
+	ctx, cancel := c.callCtx(ctx, c.cfg.margin())
+	defer cancel()
+	r := reply{sent: time.Now()}
+	v, err := acquireScript.Run(ctx, c.client,
+		[]string{c.metaKey, rk[0], rk[1], rk[2], rk[3]},
+		id, n, c.capacity, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), tryFlag, c.channel, pub,
+	).Int64Slice()
+	switch {
+	case err != nil:
+		r.err = err
+	case len(v) < 2:
+		r.err = fmt.Errorf("%w: acquire script returned %v", errBadReply, v)
+	default:
+		r.status, r.a = v[0], v[1]
+		if len(v) > 2 {
+			r.b = v[2]
+		}
+		if len(v) > 3 {
+			r.seq = v[3]
+		}
+	}
+	return r
+}
+
+// sharded tells whether the lane's wake-ups go through sharded pub/sub:
+// where the server has it, unless WithClassicPubSub. Asking the server
+// (once per client) is a call of the lane, bounded by one margin.
+func (c *core) sharded(ctx context.Context) (bool, error) {
+	if c.cfg.classicPubSub {
+		return false, nil
+	}
+	if sh, known := c.hub.knownSharded(); known {
+		return sh, nil
+	}
+	ctx, cancel := c.callCtx(ctx, c.cfg.margin())
+	defer cancel()
+	return c.hub.sharded(ctx)
+}
+
+// pubCmd returns the command with which the lane's scripts publish a
+// hand-over.
+func (c *core) pubCmd(ctx context.Context) (string, error) {
+	sh, err := c.sharded(ctx)
+	switch {
+	case err != nil:
+		return "", err
+	case sh:
+		return "SPUBLISH", nil
+	}
+	return "PUBLISH", nil
+}
+
+// callCtx returns the context of one call of the lane: it ends d from now,
+// or when Close's bound passes if that comes first (go-redis applies the
+// deadline to the connection, as the client has ContextTimeoutEnabled).
+// No call of the lane has a longer d than a third of the lease (a refresh;
+// the others one margin), so every call in flight when Close begins ends
+// within a third of the lease, and none begun after ends later than one
+// margin after Close began.
+func (c *core) callCtx(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	dl := time.Now().Add(d)
+	if by := c.closeBy.Load(); by != nil && by.Before(dl) {
+		dl = *by
+	}
+	return context.WithDeadline(parent, dl)
+}
+
+// cleanup removes id from Redis, held or queued. It is the release of a
+// permit, and the clean-up of a waiter that left while its id may be queued
+// or granted. It waits at most one margin; if Redis cannot be reached the
+// entry expires within a lease.
+func (c *core) cleanup(rk [4]string, id string) (int64, error) {
+	return c.cleanupWithin(rk, id, c.cfg.margin())
+}
+
+// cleanupWithin is cleanup with a deadline of d.
+func (c *core) cleanupWithin(rk [4]string, id string, d time.Duration) (int64, error) {
+	ctx, cancel := c.callCtx(context.Background(), d)
+	defer cancel()
+	pub, err := c.pubCmd(ctx)
+	if err != nil {
+		c.st.redisErrs.Add(1)
+		return 0, err
+	}
+	res, err := releaseScript.Run(ctx, c.client,
+		[]string{c.metaKey, rk[0], rk[1], rk[2], rk[3]},
+		id, c.capacity, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub,
+	).Int64()
+	if err != nil {
+		c.st.redisErrs.Add(1)
+	}
+	return res, err
+}
+
+// cleanupAsync runs cleanup in the background, unless Close has begun
+// waiting (the entry then expires by itself).
+func (c *core) cleanupAsync(rk [4]string, id string) {
+	if !c.startBackground() {
+		return
+	}
+	go func() {
+		defer c.endBackground()
+		_, _ = c.cleanup(rk, id)
+	}()
+}
+
+// grant makes the permit for id, granted by a call sent at sent. After
+// Close it releases id instead and returns nil.
+func (c *core) grant(rk [4]string, id string, n, fence int64, sent time.Time) *Permit {
+	p := &Permit{c: c, id: id, rk: rk, n: n, fence: fence}
+	p.tok.Init((*owner)(p), -1, &p.gen)
+	p.ctx, p.cancel = context.WithCancelCause(context.Background())
+	p.mu.Lock()
+	p.deadline = sent.Add(c.cfg.validity())
+	if c.cfg.maxHold > 0 {
+		p.holdUntil = time.Now().Add(c.cfg.maxHold)
+		if p.holdUntil.Before(p.deadline) {
+			p.deadline = p.holdUntil
+		}
+	}
+	p.mu.Unlock()
+
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		p.cancel(ErrClosed)
+		c.cleanupAsync(rk, id)
+		return nil
+	}
+	p.due = sent.Add(c.cfg.refreshEvery)
+	c.permits[id] = p
+	c.planLocked(p.due)
+	p.mu.Lock()
+	p.timer = time.AfterFunc(time.Until(p.deadline), p.onTimer)
+	p.mu.Unlock()
+	c.mu.Unlock()
+	c.held.Add(n)
+	c.st.acquired.Add(1)
+	return p
+}

@@ -1,0 +1,299 @@
+package redislane
+
+import (
+	"container/list"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A line is the local FIFO of waiters for one bucket. Only its head talks to
+// Redis; the others wait for their turn (local FIFO coalescing).
+type line struct {
+	key  string
+	rk   [4]string // the bucket's keys: h, q, x, d
+	list list.List // of *waiter
+}
+
+type waiter struct {
+	n    int64
+	elem *list.Element
+	turn chan struct{} // closed when the waiter becomes the head; nil if it started as head
+	wake chan string   // head only: "<fence>" from the hub, "" from the refresher (poll now)
+	// waited is set when the waiter had to wait: behind others in its
+	// line, or queued in Redis. Its own goroutine's only.
+	waited bool
+
+	// Guarded by core.mu while the waiter is queued in Redis:
+	id         string
+	rk         [4]string
+	lastQueued time.Time // send time of the latest call that found id queued
+	due        time.Time // when the refresher should next extend the queue entry
+}
+
+// acquire takes n permits of bucket key, waiting in the local line and then in
+// the Redis queue.
+func (c *core) acquire(ctx context.Context, key string, n int64) (*Permit, error) {
+	if err := c.check(n); err != nil {
+		c.st.rejected.Add(1)
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		c.st.cancelled.Add(1)
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		c.st.rejected.Add(1)
+		return nil, ErrClosed
+	}
+	ln := c.lines[key]
+	if ln == nil {
+		ln = &line{key: key, rk: c.bucketKeys(key)}
+		c.lines[key] = ln
+	}
+	w := &waiter{n: n}
+	head := ln.list.Len() == 0
+	if !head {
+		w.turn = make(chan struct{})
+		w.waited = true
+	}
+	w.elem = ln.list.PushBack(w)
+	c.nwait++
+	c.mu.Unlock()
+
+	if !head {
+		// leave passes the turn on if it came while we were leaving, so
+		// whichever case wins, the line never stalls.
+		select {
+		case <-w.turn:
+		case <-ctx.Done():
+			c.leave(ln, w)
+			c.st.cancelled.Add(1)
+			return nil, ctx.Err()
+		case <-c.done:
+			c.leave(ln, w)
+			c.st.failed.Add(1)
+			return nil, ErrClosed
+		}
+	}
+	p, err := c.lead(ctx, ln, w)
+	c.leave(ln, w)
+	if err == nil && w.waited {
+		c.st.waited.Add(1)
+	}
+	return p, err
+}
+
+// leave takes w out of its line; if w was the head, the next waiter's turn
+// begins.
+func (c *core) leave(ln *line, w *waiter) {
+	c.mu.Lock()
+	front := ln.list.Front() == w.elem
+	ln.list.Remove(w.elem)
+	if front {
+		if next := ln.list.Front(); next != nil {
+			close(next.Value.(*waiter).turn)
+		}
+	}
+	if ln.list.Len() == 0 {
+		delete(c.lines, ln.key)
+	}
+	c.nwait--
+	c.drainedLocked()
+	c.mu.Unlock()
+}
+
+// drainedLocked tells Close, and the refresher, when the last waiter of a
+// closed lane has left.
+func (c *core) drainedLocked() {
+	if c.nwait == 0 && c.closed {
+		if c.drained != nil {
+			close(c.drained)
+			c.drained = nil
+		}
+		c.kickRefresher()
+	}
+}
+
+// lead is the head waiter's loop: ask Redis with one id for the whole wait
+// (so that a retried call never grants twice), and between calls wait for a
+// hand-over message, the hint's timer, the caller's context or Close.
+func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
+	if err := ctx.Err(); err != nil {
+		c.st.cancelled.Add(1)
+		return nil, err
+	}
+	id := newID()
+	w.wake = make(chan string, 2)
+	sharded, err := c.sharded(ctx)
+	if err == nil { // else Redis is away: poll only, the next waiter asks again
+		c.hub.watch(ctx, c.done, c.channel, sharded, id, w.wake, c.cfg.margin())
+	}
+	defer c.hub.unwatch(id)
+	defer c.unqueue(id, w)
+	if ctx.Err() != nil || c.isClosed() { // while it subscribed; nothing asked of Redis yet
+		return nil, c.quit(ctx, nil)
+	}
+
+	var lastErr error
+	backoff := time.Duration(0)
+	for {
+		r, abandoned := c.callAcquire(ctx, ln.rk, id, w.n)
+		if abandoned { // the call's goroutine cleans id up
+			return nil, c.quit(ctx, lastErr)
+		}
+		if ctx.Err() != nil || c.isClosed() {
+			c.cleanupAsync(ln.rk, id)
+			return nil, c.quit(ctx, lastErr)
+		}
+		if r.err != nil {
+			c.st.redisErrs.Add(1)
+			lastErr = r.err
+			if !retryable(r.err) {
+				c.cleanupAsync(ln.rk, id)
+				c.st.rejected.Add(1)
+				return nil, fmt.Errorf("redislane: acquire %q: %w", c.name, r.err)
+			}
+			backoff = nextBackoff(backoff)
+			if !c.pause(ctx, jitter(backoff)) {
+				c.cleanupAsync(ln.rk, id)
+				return nil, c.quit(ctx, lastErr)
+			}
+			continue
+		}
+		lastErr = nil
+		if r.status == stGranted && time.Since(r.sent) > c.cfg.margin() {
+			// A late reply never yields a permit: too little of the lease
+			// is known to be left. Ask again with the same id, after a
+			// backoff as for a failed call (Redis or the network is slow);
+			// Redis returns the same grant with a fresh lease.
+			c.st.late.Add(1)
+			backoff = nextBackoff(backoff)
+			if !c.pause(ctx, jitter(backoff)) {
+				c.cleanupAsync(ln.rk, id)
+				return nil, c.quit(ctx, nil)
+			}
+			continue
+		}
+		backoff = 0
+		switch r.status {
+		case stGranted:
+			p := c.grant(ln.rk, id, w.n, r.a, r.sent)
+			if p == nil { // Close came first
+				return nil, c.quit(ctx, nil)
+			}
+			return p, nil
+		case stMismatch:
+			c.st.rejected.Add(1)
+			return nil, fmt.Errorf("%w: %q has capacity %d (or another kind) in Redis; this %s lane has %d",
+				ErrCapacityMismatch, c.name, r.a, c.kindName(), c.capacity)
+		case stQueued:
+			w.waited = true
+			c.setQueued(w, ln.rk, id, r.sent)
+			p, err, next := c.waitQueued(ctx, ln, w, id, r)
+			if !next {
+				return p, err
+			}
+		default:
+			c.cleanupAsync(ln.rk, id)
+			return nil, fmt.Errorf("redislane: acquire %q: unexpected script status %d", c.name, r.status)
+		}
+	}
+}
+
+// waitQueued waits, after a call that found id queued (reply r), for a
+// hand-over message, the hint's timer, the end of ctx or Close. It returns
+// next == true when the waiter should call Redis again, and otherwise the
+// waiter's result.
+func (c *core) waitQueued(ctx context.Context, ln *line, w *waiter, id string, r reply) (_ *Permit, _ error, next bool) {
+	t := time.NewTimer(jitter(min(max(time.Duration(r.a)*time.Millisecond, minWait), maxWait)))
+	defer t.Stop()
+	for {
+		select {
+		case m := <-w.wake:
+			if m == "" { // the refresher found id granted or gone
+				c.st.polls.Add(1)
+				return nil, nil, true
+			}
+			fence, seq, ok := parseHandover(m)
+			if !ok {
+				// A message without an arrival number (from an older
+				// version): it cannot be matched to this entry; ask.
+				c.st.polls.Add(1)
+				return nil, nil, true
+			}
+			if seq != r.seq {
+				// Made for an earlier entry of id, which expired while the
+				// waiter could not reach Redis: never a grant of this one.
+				c.st.stale.Add(1)
+				continue
+			}
+			// Handed over by a release. The grant happened after the last
+			// call that found this entry queued was sent, so the lease runs
+			// at least until that send time plus the lease.
+			c.mu.Lock()
+			sent := w.lastQueued
+			c.mu.Unlock()
+			if time.Until(sent.Add(c.cfg.validity())) <= c.cfg.margin() {
+				return nil, nil, true // too little left: confirm (and extend) with a call
+			}
+			if ctx.Err() != nil || c.isClosed() {
+				// The hand-off raced with the end of ctx or with Close
+				// (select picks at random among ready cases): give the
+				// permits back rather than return a permit after either.
+				c.cleanupAsync(ln.rk, id)
+				return nil, c.quit(ctx, nil), false
+			}
+			p := c.grant(ln.rk, id, w.n, fence, sent)
+			if p == nil { // Close came first
+				return nil, c.quit(ctx, nil), false
+			}
+			c.st.handovers.Add(1)
+			return p, nil, false
+		case <-t.C:
+			c.st.polls.Add(1)
+			return nil, nil, true
+		case <-ctx.Done():
+			c.cleanupAsync(ln.rk, id)
+			return nil, c.quit(ctx, nil), false
+		case <-c.done:
+			c.cleanupAsync(ln.rk, id)
+			return nil, c.quit(ctx, nil), false
+		}
+	}
+}
+
+// parseHandover reads a hand-over message, "<fence> <arrival number>".
+func parseHandover(m string) (fence, seq int64, ok bool) {
+	f, q, ok := strings.Cut(m, " ")
+	if !ok {
+		return 0, 0, false
+	}
+	fence, err1 := strconv.ParseInt(f, 10, 64)
+	seq, err2 := strconv.ParseInt(q, 10, 64)
+	return fence, seq, err1 == nil && err2 == nil
+}
+
+func (c *core) setQueued(w *waiter, rk [4]string, id string, sent time.Time) {
+	c.mu.Lock()
+	w.id, w.rk = id, rk
+	if sent.After(w.lastQueued) {
+		w.lastQueued = sent
+	}
+	w.due = sent.Add(c.cfg.refreshEvery)
+	c.queued[id] = w
+	c.planLocked(w.due)
+	c.mu.Unlock()
+}
+
+func (c *core) unqueue(id string, w *waiter) {
+	c.mu.Lock()
+	if c.queued[id] == w {
+		delete(c.queued, id)
+	}
+	c.mu.Unlock()
+}

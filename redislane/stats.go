@@ -1,0 +1,74 @@
+package redislane
+
+import (
+	"sync/atomic"
+
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+type counters struct {
+	acquired, released, waited, cancelled, rejected, failed, doubleRel atomic.Uint64
+	lost, expired, late, redisErrs                                     atomic.Uint64
+	handovers, polls                                                   atomic.Uint64 // how queued waiters were granted / woke up
+	stale                                                              atomic.Uint64 // hand-over messages for an earlier queue entry
+	maxHold                                                            atomic.Uint64 // permits ended by WithMaxHold
+}
+
+func (c *core) stats() Stats {
+	c.mu.Lock()
+	waiters, keys, closed := c.nwait, len(c.lines), c.closed
+	c.mu.Unlock()
+	return Stats{
+		Name:     c.name,
+		Capacity: c.capacity,
+		Held:     c.held.Load(),
+		Waiters:  waiters,
+		Keys:     keys,
+		Closed:   closed,
+		Counters: semaphore.Counters{
+			Acquired:       c.st.acquired.Load(),
+			Released:       c.st.released.Load(),
+			Waited:         c.st.waited.Load(),
+			Cancelled:      c.st.cancelled.Load(),
+			Rejected:       c.st.rejected.Load(),
+			Failed:         c.st.failed.Load(),
+			DoubleReleases: c.st.doubleRel.Load(),
+		},
+		LeasesLost:     c.st.lost.Load(),
+		LeasesExpired:  c.st.expired.Load(),
+		LateReplies:    c.st.late.Load(),
+		RedisErrors:    c.st.redisErrs.Load(),
+		Handovers:      c.st.handovers.Load(),
+		Polls:          c.st.polls.Load(),
+		StaleHandovers: c.st.stale.Load(),
+		MaxHolds:       c.st.maxHold.Load(),
+	}
+}
+
+// Stats is a snapshot of one instance of a lane. Held, Waiters and Keys
+// count this instance only; the counters count its calls since it was made.
+type Stats struct {
+	Name     string
+	Capacity int64 // the capacity, or the per-key capacity of a Keyed
+	Held     int64 // weight of this instance's permits that are out
+	Waiters  int   // callers of this instance waiting now (TryAcquire calls in flight included)
+	Keys     int   // buckets with local waiters now (keys of a Keyed)
+	Closed   bool
+
+	// Counters of this instance's calls, as package semaphore defines
+	// them. Waited counts the grants that waited behind another caller of
+	// this instance or in the Redis queue; Failed, the waiters that Close
+	// sent away; Rejected also counts the calls that ended on a capacity
+	// mismatch or on a Redis error that retrying cannot fix. A lane has no
+	// maximum wait: TimedOut stays 0.
+	semaphore.Counters
+
+	LeasesLost     uint64 // permits whose refresh found them gone
+	LeasesExpired  uint64 // permits whose local deadline passed without a successful refresh
+	LateReplies    uint64 // grants that came back too late to be used (asked again)
+	RedisErrors    uint64 // failed Redis calls
+	Handovers      uint64 // grants handed over by a release, told by a pub/sub message
+	Polls          uint64 // waits in the Redis queue that ended with no message: on the timer, or on a refresh that found the waiter granted
+	StaleHandovers uint64 // hand-over messages ignored: made for an earlier queue entry of the waiter, which expired
+	MaxHolds       uint64 // permits ended by WithMaxHold
+}
