@@ -97,7 +97,8 @@ func (s *Weighted) claimInline(st uint64, n int64) (Permit, bool) {
 	if !ok {
 		return Permit{}, false
 	}
-	return permit.Make(&s.tokens[slot], s.gens[slot].Load(), n), true
+	t := &s.tokens[slot]
+	return permit.Make(t, t.Gen(), n), true
 }
 
 // takeSlot takes n permits and the lowest free inline token (st must have

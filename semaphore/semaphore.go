@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/fastctx"
 	"github.com/sessionlane/lanes/internal/permit"
 	"github.com/sessionlane/lanes/internal/waitq"
 )
@@ -189,7 +190,7 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) (Permit, error) {
 	// non-nil Err (and a closed Done); Err is one atomic load for the
 	// standard contexts, cheaper than a select.
 	st := s.state.Load()
-	if ctxEnded(ctx) {
+	if !fastctx.NeverDone(ctx) && ctx.Err() != nil { // ctxEnded, inlined by hand
 		return Permit{}, s.failFast(ctx)
 	}
 	if n > 0 && fastOK(st, n) {

@@ -1,0 +1,105 @@
+package semaphore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// The ablation benchmarks run each trick of the fast path against its
+// plain alternative in one binary, on the published rows: one goroutine
+// (capacity 1, as bench/'s uncontended row), and 32 goroutines on
+// capacity 1 and 8. docs/internals.md has the figures and the commands.
+
+type ablationRow struct {
+	name       string
+	capacity   int64
+	goroutines int // 0: one goroutine in a plain loop
+}
+
+var ablationRows = []ablationRow{{"uncontended", 1, 0}, {"cap1-g32", 1, 32}, {"cap8-g32", 8, 32}}
+
+// runRow runs acquire+release of weight 1 on the row's scenario.
+func runRow(b *testing.B, r ablationRow, ctx context.Context, acquire func(context.Context, int64) (semaphore.Permit, error)) {
+	b.ReportAllocs()
+	if r.goroutines == 0 {
+		for i := 0; i < b.N; i++ {
+			p, err := acquire(ctx, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Release()
+		}
+		return
+	}
+	setGoroutines(b, r.goroutines)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			p, err := acquire(ctx, 1)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			p.Release()
+		}
+	})
+}
+
+// BenchmarkAblationTokens: 15 inline tokens (what New sets up) against 8,
+// 4, 1 and none (every grant through a spare token under the mutex).
+func BenchmarkAblationTokens(b *testing.B) {
+	for _, r := range ablationRows {
+		for _, k := range []int{15, 8, 4, 1, 0} {
+			b.Run(fmt.Sprintf("row=%s/tokens=%d", r.name, k), func(b *testing.B) {
+				s := semaphore.NewWithInlineTokens(r.capacity, k)
+				runRow(b, r, context.Background(), s.Acquire)
+			})
+		}
+	}
+}
+
+// BenchmarkAblationGens: each inline token's generation on its own cache
+// line (what New sets up) against the fifteen packed in one array.
+func BenchmarkAblationGens(b *testing.B) {
+	for _, r := range ablationRows {
+		for _, v := range []struct {
+			name string
+			make func(int64) *semaphore.Weighted
+		}{{"padded", func(c int64) *semaphore.Weighted { return semaphore.New(c) }}, {"packed", semaphore.NewPackedGens}} {
+			b.Run(fmt.Sprintf("row=%s/gens=%s", r.name, v.name), func(b *testing.B) {
+				runRow(b, r, context.Background(), v.make(r.capacity).Acquire)
+			})
+		}
+	}
+}
+
+// BenchmarkAblationCtx: Acquire's look at a context that never ends, by
+// fastctx.NeverDone (Acquire), by comparison with Background and TODO,
+// and with no special case (ctx.Err() always); with context.Background()
+// and with a cancellable context, whose cost must not grow.
+func BenchmarkAblationCtx(b *testing.B) {
+	for _, r := range ablationRows {
+		for _, c := range contexts() {
+			for _, v := range []struct {
+				name    string
+				acquire func(*semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error)
+			}{
+				{"neverdone", func(s *semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error) { return s.Acquire }},
+				{"compare", func(s *semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error) {
+					return s.AcquireCompareCtx
+				}},
+				{"plain", func(s *semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error) {
+					return s.AcquirePlainCtx
+				}},
+			} {
+				b.Run(fmt.Sprintf("row=%s/ctx=%s/check=%s", r.name, c.name, v.name), func(b *testing.B) {
+					ctx, cancel := c.ctx()
+					defer cancel()
+					runRow(b, r, ctx, v.acquire(semaphore.New(r.capacity)))
+				})
+			}
+		}
+	}
+}
