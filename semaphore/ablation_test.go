@@ -60,14 +60,14 @@ func BenchmarkAblationTokens(b *testing.B) {
 	}
 }
 
-// BenchmarkAblationGens: each inline token's generation on its own cache
-// line (what New sets up) against the fifteen packed in one array.
+// BenchmarkAblationGens: the inline tokens' generations packed side by
+// side (what New sets up) against each on a cache line of its own.
 func BenchmarkAblationGens(b *testing.B) {
 	for _, r := range ablationRows {
 		for _, v := range []struct {
 			name string
 			make func(int64) *semaphore.Weighted
-		}{{"padded", func(c int64) *semaphore.Weighted { return semaphore.New(c) }}, {"packed", semaphore.NewPackedGens}} {
+		}{{"padded", semaphore.NewPaddedGens}, {"packed", func(c int64) *semaphore.Weighted { return semaphore.New(c) }}} {
 			b.Run(fmt.Sprintf("row=%s/gens=%s", r.name, v.name), func(b *testing.B) {
 				runRow(b, r, context.Background(), v.make(r.capacity).Acquire)
 			})
@@ -75,10 +75,11 @@ func BenchmarkAblationGens(b *testing.B) {
 	}
 }
 
-// BenchmarkAblationCtx: Acquire's look at a context that never ends, by
-// fastctx.NeverDone (Acquire), by comparison with Background and TODO,
-// and with no special case (ctx.Err() always); with context.Background()
-// and with a cancellable context, whose cost must not grow.
+// BenchmarkAblationCtx: Acquire's look at the context with no special
+// case (ctx.Err() always: Acquire) against skipping Err for the contexts
+// that never end, recognised by fastctx.NeverDone or by comparison with
+// Background and TODO; with context.Background() and with a cancellable
+// context.
 func BenchmarkAblationCtx(b *testing.B) {
 	for _, r := range ablationRows {
 		for _, c := range contexts() {
@@ -86,12 +87,14 @@ func BenchmarkAblationCtx(b *testing.B) {
 				name    string
 				acquire func(*semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error)
 			}{
-				{"neverdone", func(s *semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error) { return s.Acquire }},
+				{"neverdone", func(s *semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error) {
+					return s.AcquireNeverDoneCtx
+				}},
 				{"compare", func(s *semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error) {
 					return s.AcquireCompareCtx
 				}},
 				{"plain", func(s *semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error) {
-					return s.AcquirePlainCtx
+					return s.Acquire
 				}},
 			} {
 				b.Run(fmt.Sprintf("row=%s/ctx=%s/check=%s", r.name, c.name, v.name), func(b *testing.B) {

@@ -3,6 +3,8 @@ package semaphore
 import (
 	"context"
 	"sync/atomic"
+
+	"github.com/sessionlane/lanes/internal/fastctx"
 )
 
 // Variants of the fast path's tricks, for the ablation benchmarks (see
@@ -17,25 +19,32 @@ func NewWithInlineTokens(capacity int64, k int) *Weighted {
 	return s
 }
 
-// NewPackedGens returns New(capacity) with the inline tokens' generations
-// packed side by side in one array instead of one per cache line.
-func NewPackedGens(capacity int64) *Weighted {
+// paddedGen is a generation on a cache line of its own.
+type paddedGen struct {
+	atomic.Uint64
+	_ [cacheLine - 8]byte
+}
+
+// NewPaddedGens returns New(capacity) with each inline token's generation
+// on a cache line of its own instead of packed side by side. (Stats then
+// miscounts releases: it reads the packed ones.)
+func NewPaddedGens(capacity int64) *Weighted {
 	s := New(capacity)
-	gens := new([inlineTokens]atomic.Uint64)
+	gens := new([inlineTokens]paddedGen)
 	for i := range s.tokens {
-		s.tokens[i].Init((*owner)(s), i, &gens[i]) // the state word stays set
+		s.tokens[i].Init((*owner)(s), i, &gens[i].Uint64) // the state word stays set
 	}
 	return s
 }
 
-// AcquireCompareCtx is Acquire with the never-ending contexts recognised
-// by comparison with context.Background() and context.TODO().
-func (s *Weighted) AcquireCompareCtx(ctx context.Context, n int64) (Permit, error) {
+// AcquireNeverDoneCtx is Acquire with the never-ending contexts recognised
+// by fastctx.NeverDone, which skips their Err.
+func (s *Weighted) AcquireNeverDoneCtx(ctx context.Context, n int64) (Permit, error) {
 	if ctx == nil {
 		panic("semaphore: nil Context")
 	}
 	st := s.state.Load()
-	if ctx != context.Background() && ctx != context.TODO() && ctx.Err() != nil {
+	if !fastctx.NeverDone(ctx) && ctx.Err() != nil {
 		return Permit{}, s.failFast(ctx)
 	}
 	if n > 0 && fastOK(st, n) {
@@ -49,13 +58,14 @@ func (s *Weighted) AcquireCompareCtx(ctx context.Context, n int64) (Permit, erro
 	return s.acquireSlow(ctx, n)
 }
 
-// AcquirePlainCtx is Acquire with no special case: ctx.Err() always.
-func (s *Weighted) AcquirePlainCtx(ctx context.Context, n int64) (Permit, error) {
+// AcquireCompareCtx is Acquire with the never-ending contexts recognised
+// by comparison with context.Background() and context.TODO().
+func (s *Weighted) AcquireCompareCtx(ctx context.Context, n int64) (Permit, error) {
 	if ctx == nil {
 		panic("semaphore: nil Context")
 	}
 	st := s.state.Load()
-	if ctx.Err() != nil {
+	if ctx != context.Background() && ctx != context.TODO() && ctx.Err() != nil {
 		return Permit{}, s.failFast(ctx)
 	}
 	if n > 0 && fastOK(st, n) {
