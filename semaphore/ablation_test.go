@@ -3,6 +3,7 @@ package semaphore_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sessionlane/lanes/semaphore"
@@ -16,12 +17,17 @@ import (
 type ablationRow struct {
 	name       string
 	capacity   int64
-	goroutines int // 0: one goroutine in a plain loop
+	goroutines int     // 0: one goroutine in a plain loop
+	weights    []int64 // dealt out by goroutine; nil: weight 1
 }
 
-var ablationRows = []ablationRow{{"uncontended", 1, 0}, {"cap1-g32", 1, 32}, {"cap8-g32", 8, 32}}
+var ablationRows = []ablationRow{{"uncontended", 1, 0, nil}, {"cap1-g32", 1, 32, nil}, {"cap8-g32", 8, 32, nil}}
 
-// runRow runs acquire+release of weight 1 on the row's scenario.
+// weightedRow is bench/'s weighted row: up to ten permits out at once,
+// so it is where more than eight inline tokens could matter.
+var weightedRow = ablationRow{"w8111-cap10-g32", 10, 32, []int64{8, 1, 1, 1}}
+
+// runRow runs acquire+release on the row's scenario.
 func runRow(b *testing.B, r ablationRow, ctx context.Context, acquire func(context.Context, int64) (semaphore.Permit, error)) {
 	b.ReportAllocs()
 	if r.goroutines == 0 {
@@ -35,9 +41,14 @@ func runRow(b *testing.B, r ablationRow, ctx context.Context, acquire func(conte
 		return
 	}
 	setGoroutines(b, r.goroutines)
+	var id atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
+		w := int64(1)
+		if r.weights != nil {
+			w = r.weights[id.Add(1)%int64(len(r.weights))]
+		}
 		for pb.Next() {
-			p, err := acquire(ctx, 1)
+			p, err := acquire(ctx, w)
 			if err != nil {
 				b.Error(err)
 				return
@@ -50,7 +61,7 @@ func runRow(b *testing.B, r ablationRow, ctx context.Context, acquire func(conte
 // BenchmarkAblationTokens: 15 inline tokens (what New sets up) against 8,
 // 4, 1 and none (every grant through a spare token under the mutex).
 func BenchmarkAblationTokens(b *testing.B) {
-	for _, r := range ablationRows {
+	for _, r := range append(ablationRows[:len(ablationRows):len(ablationRows)], weightedRow) {
 		for _, k := range []int{15, 8, 4, 1, 0} {
 			b.Run(fmt.Sprintf("row=%s/tokens=%d", r.name, k), func(b *testing.B) {
 				s := semaphore.NewWithInlineTokens(r.capacity, k)
