@@ -130,10 +130,11 @@ func (s *KeyedSemaphore[K]) idleState() uint64 {
 
 // now returns the time since the semaphore was made, in nanoseconds. With
 // the real clock it is read from a coarse clock (an atomic load, right to
-// about a millisecond): a system clock read was more than a third of an
-// uncontended acquire and release. Idle stamps then tie within a
-// millisecond, which only blurs the order of eviction among them: an
-// eviction's safety rests on the reference count, not on the stamp.
+// about a millisecond): a system clock read on every idle transition
+// would cost about as much as the acquire and release themselves (see
+// docs/internals.md). Idle stamps then tie within a millisecond, which
+// only blurs the order of eviction among them: an eviction's safety rests
+// on the reference count, not on the stamp.
 func (s *KeyedSemaphore[K]) now() int64 {
 	var d time.Duration
 	if s.realClock {

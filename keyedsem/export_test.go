@@ -80,3 +80,8 @@ func HoldEvictLock[K comparable](s *KeyedSemaphore[K]) (unlock func()) {
 // holds a reference on the key's entry, call f before it goes to wait for
 // the key (under no lock). Set it before the acquires start.
 func SetBeforeWait[K comparable](s *KeyedSemaphore[K], f func()) { s.beforeWait = f }
+
+// UseTimeNow makes s stamp idle entries with its clock's Now (the system
+// clock) instead of the coarse clock, for the ablation benchmark of the
+// coarse clock (see docs/internals.md). Call it before the first acquire.
+func UseTimeNow[K comparable](s *KeyedSemaphore[K]) { s.realClock = false }

@@ -5,13 +5,11 @@ import (
 	"errors"
 
 	"github.com/puzpuzpuz/xsync/v4"
-
-	"github.com/sessionlane/lanes/internal/fastctx"
 )
 
-// ended returns ctx's error, or nil at once for a context that never ends
-// (Background, TODO). An ended context has a non-nil Err: one atomic load
-// for the standard contexts, cheaper than a select on Done.
+// ended returns ctx's error. An ended context has a non-nil Err: one
+// atomic load for the standard contexts (a call that returns nil for
+// Background and TODO), cheaper than a select on Done.
 //
 // An acquire calls it after each load of the state (or of the map) that a
 // claim of permits is made from, and before the claim: with Go's
@@ -19,12 +17,7 @@ import (
 // the permits also lets ctx.Err see a cancellation that came before that
 // release, so a context that ended before the permits came free always
 // wins.
-func ended(ctx context.Context) error {
-	if fastctx.NeverDone(ctx) {
-		return nil
-	}
-	return ctx.Err()
-}
+func ended(ctx context.Context) error { return ctx.Err() }
 
 // errBusy is lookup's answer to a try whose key has no free permits.
 var errBusy = errors.New("keyedsem: busy")

@@ -24,9 +24,9 @@
 //
 // Speed: uncontended Acquire and Release are one atomic compare-and-swap
 // and two atomic read-modify-writes, with no lock and no allocation. A
-// semaphore keeps fifteen permit tokens inside itself for that (about 2 KB,
-// each token's generation on its own cache line); the waiters of the slow
-// path, and tokens beyond the inline ones, are pooled.
+// semaphore keeps fifteen permit tokens inside itself for that (a Weighted
+// is about 1 KB); the waiters of the slow path, and tokens beyond the
+// inline ones, are pooled.
 //
 // The zero Weighted is not usable; a Weighted must not be copied after
 // first use.

@@ -3,9 +3,7 @@ package semaphore
 import (
 	"context"
 	"math/bits"
-	"sync/atomic"
 
-	"github.com/sessionlane/lanes/internal/fastctx"
 	"github.com/sessionlane/lanes/internal/permit"
 )
 
@@ -17,16 +15,13 @@ import (
 //	             change of the word then happens under mu
 //	bits 16..63  available permits, signed (negative after a shrink)
 //
-// Fifteen inline tokens: a grant beyond them takes a spare token, whose
-// release goes through mu, so the inline ones cover the capacities that
-// are commonly used (up to 15 permits out at once) and the count still
-// has 47 bits. The state word has a cache line of its own, and so does each
-// inline token's generation: a core that keeps taking the same slot keeps
-// that generation's line, so two cores working at once bounce only the
-// state word's line between them (with the generations packed beside the
-// state word, two goroutines at capacity 8 ran at half x/sync's speed).
-// With seven tokens, capacity 8 under 32 goroutines released one grant in
-// eight through mu, which showed as a tenth of its profile.
+// Inline tokens: a grant takes a free inline token with the same
+// compare-and-swap that takes its permits, and Permit.Release gives both
+// back with one atomic add, so neither needs mu; a grant beyond the
+// inline tokens takes a spare token, whose release goes through mu. The
+// state word has a cache line of its own, so that the slow path's fields
+// and the tokens' generations do not bounce with it. docs/internals.md
+// has the figures behind these choices.
 //
 // The layout is permit's, so that Permit.Release returns an inline token
 // to the word by itself, with no call into the semaphore.
@@ -41,26 +36,18 @@ const (
 // arm64 servers).
 const cacheLine = 64
 
-type paddedGen struct {
-	atomic.Uint64
-	_ [cacheLine - 8]byte
-}
-
 func avail(st uint64) int64 { return int64(st) >> availShift }
 
-// ctxEnded reports whether ctx has ended; a context that never ends
-// (Background, TODO) is not asked.
-func ctxEnded(ctx context.Context) bool {
-	return !fastctx.NeverDone(ctx) && ctx.Err() != nil
-}
+// ctxEnded reports whether ctx has ended.
+func ctxEnded(ctx context.Context) bool { return ctx.Err() != nil }
 
 // acquireContended retries the fast path after its compare-and-swap lost
 // to another core, backing off first for a while that doubles each round.
 // Without the backoff two cores taking and returning permits at once pass
-// the state word's cache line back and forth on every operation (two
-// goroutines on capacity 8 ran at half x/sync's speed, whose mutex lets
-// one of them run alone while the other waits); with it, each runs bursts
-// of operations with the line in its own cache. It gives up as soon as
+// the state word's cache line back and forth on every operation; with it,
+// each runs bursts of operations with the line in its own cache (a mutex
+// gets the same effect by letting one of them run alone while the other
+// waits). It gives up as soon as
 // the fast path no longer applies (permits or tokens run out, or waiters
 // queue: they are served in order under mu), and after backoffRounds
 // attempts. Waiters never spin here: FIFO service is unaffected.
@@ -97,7 +84,8 @@ func (s *Weighted) claimInline(st uint64, n int64) (Permit, bool) {
 	if !ok {
 		return Permit{}, false
 	}
-	return permit.Make(&s.tokens[slot], s.gens[slot].Load(), n), true
+	t := &s.tokens[slot]
+	return permit.Make(t, t.Gen(), n), true
 }
 
 // takeSlot takes n permits and the lowest free inline token (st must have
@@ -111,9 +99,8 @@ func (s *Weighted) takeSlot(st uint64, n int64) (int, bool) {
 // The backoff of acquireContended: backoffRounds rounds of spinWait, the
 // first of backoffSpins iterations (under a microsecond), each twice the
 // one before: a few microseconds in all at most, about what sync.Mutex
-// spins before it parks. Shorter first rounds (512 iterations) left two
-// cores passing the line back and forth most of the time, at twice the
-// cost per operation.
+// spins before it parks. A first round must be long enough for the other
+// core to finish a burst (see docs/internals.md).
 const (
 	backoffRounds = 3
 	backoffSpins  = 2048

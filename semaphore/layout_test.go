@@ -6,25 +6,21 @@ import (
 	"unsafe"
 )
 
-// The state word and each inline token's generation have a cache line of
-// their own (see the layout comment on the state word's constants).
+// The state word has a cache line of its own (see the layout comment on
+// the state word's constants); the generations follow it, packed.
 func TestHotLineLayout(t *testing.T) {
 	var s Weighted
 	if off := unsafe.Offsetof(s.gens); off != cacheLine {
 		t.Fatalf("gens start at byte %d, want %d: the state word must have its line alone", off, cacheLine)
 	}
-	if sz := unsafe.Sizeof(s.gens[0]); sz != cacheLine {
-		t.Fatalf("a padded generation is %d bytes, want %d", sz, cacheLine)
-	}
-	if off := unsafe.Offsetof(s.capacity); off < cacheLine*(1+inlineTokens) {
-		t.Fatalf("capacity at byte %d shares a generation's line", off)
+	if sz := unsafe.Sizeof(s.gens); sz != 8*inlineTokens {
+		t.Fatalf("the generations take %d bytes, want %d (packed)", sz, 8*inlineTokens)
 	}
 }
 
 // Up to fifteen permits out at once each hold an inline token, which
 // Release gives back to the state word without taking mu; only a grant
-// beyond them takes a spare token. With seven, capacity 8 under load
-// released one grant in eight through mu.
+// beyond them takes a spare token.
 func TestFifteenGrantsHoldInlineTokens(t *testing.T) {
 	if inlineTokens != 15 {
 		t.Fatalf("%d inline tokens, want 15 (as the package doc says)", inlineTokens)

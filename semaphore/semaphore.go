@@ -80,8 +80,8 @@ type Weighted struct {
 	// flag set, acquirers change it only under mu.
 	state atomic.Uint64
 	_     [cacheLine - 8]byte
-	// gens are the generations of the inline tokens, each on its own line.
-	gens [inlineTokens]paddedGen
+	// gens are the generations of the inline tokens.
+	gens [inlineTokens]atomic.Uint64
 
 	capacity atomic.Int64               // written under mu; read anywhere
 	tokens   [inlineTokens]permit.Token // immutable after New
@@ -181,7 +181,7 @@ func New(capacity int64, opts ...Option) *Weighted {
 		s.clock = clock.Real{}
 	}
 	for i := range s.tokens {
-		s.tokens[i].Init((*owner)(s), i, &s.gens[i].Uint64)
+		s.tokens[i].Init((*owner)(s), i, &s.gens[i])
 		s.tokens[i].SetWord(&s.state)
 	}
 	s.capacity.Store(capacity)
@@ -229,7 +229,7 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) (Permit, error) {
 	// non-nil Err (and a closed Done); Err is one atomic load for the
 	// standard contexts, cheaper than a select.
 	st := s.state.Load()
-	if ctxEnded(ctx) {
+	if ctx.Err() != nil {
 		return Permit{}, s.failFast(ctx)
 	}
 	if n > 0 && fastOK(st, n) {

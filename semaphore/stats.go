@@ -61,7 +61,7 @@ func (s *Weighted) Stats() Stats {
 	st := s.state.Load()
 	var released uint64
 	for i := range s.gens {
-		released += s.gens[i].Uint64.Load()
+		released += s.gens[i].Load()
 	}
 	released += s.spareFreed
 	out := uint64(inlineTokens-bits.OnesCount64(st&tokenMask)) + uint64(s.spareOut)

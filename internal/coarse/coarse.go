@@ -13,8 +13,8 @@ import (
 const Resolution = time.Millisecond
 
 // Clock is a clock that hot paths read with an atomic load instead
-// of a system call (a clock read costs 25-100 ns, as much as a whole keyed
-// acquire). While it is being read, a timer moves it on every
+// of a system clock read, which can cost as much as the operation being
+// stamped (figures in docs/internals.md). While it is being read, a timer moves it on every
 // Resolution; after a tick with no grant the timer stops, so an idle
 // queue costs nothing and leaves no goroutine behind. The first grant
 // after a pause restarts it with a fresh reading. Readings are therefore

@@ -8,10 +8,12 @@ import (
 )
 
 // The dynamic types of context.Background() and context.TODO(), whose Done
-// is nil. A context of either type can never end, so fast paths skip the
-// call to Done (about a fifth of an uncontended semaphore Acquire) by
-// comparing the interface's type word, the first word of every interface
-// value in the gc toolchain's layout.
+// is nil. A context of either type can never end and carries no values, so
+// a caller can skip its Done and Value by comparing the interface's first
+// word, in the gc toolchain's layout the itab of a non-empty interface
+// such as context.Context (unique per dynamic type and interface, so the
+// comparison is exact). semaphore and keyedsem no longer use it: it won
+// nothing measurable there (docs/internals.md).
 var (
 	backgroundType = typeWord(context.Background())
 	todoType       = typeWord(context.TODO())

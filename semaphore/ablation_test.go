@@ -1,0 +1,119 @@
+package semaphore_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// The ablation benchmarks run each trick of the fast path against its
+// plain alternative in one binary, on the published rows: one goroutine
+// (capacity 1, as bench/'s uncontended row), and 32 goroutines on
+// capacity 1 and 8. docs/internals.md has the figures and the commands.
+
+type ablationRow struct {
+	name       string
+	capacity   int64
+	goroutines int     // 0: one goroutine in a plain loop
+	weights    []int64 // dealt out by goroutine; nil: weight 1
+}
+
+var ablationRows = []ablationRow{{"uncontended", 1, 0, nil}, {"cap1-g32", 1, 32, nil}, {"cap8-g32", 8, 32, nil}}
+
+// weightedRow is bench/'s weighted row: up to ten permits out at once,
+// so it is where more than eight inline tokens could matter.
+var weightedRow = ablationRow{"w8111-cap10-g32", 10, 32, []int64{8, 1, 1, 1}}
+
+// runRow runs acquire+release on the row's scenario.
+func runRow(b *testing.B, r ablationRow, ctx context.Context, acquire func(context.Context, int64) (semaphore.Permit, error)) {
+	b.ReportAllocs()
+	if r.goroutines == 0 {
+		for i := 0; i < b.N; i++ {
+			p, err := acquire(ctx, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Release()
+		}
+		return
+	}
+	setGoroutines(b, r.goroutines)
+	var id atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		w := int64(1)
+		if r.weights != nil {
+			w = r.weights[id.Add(1)%int64(len(r.weights))]
+		}
+		for pb.Next() {
+			p, err := acquire(ctx, w)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			p.Release()
+		}
+	})
+}
+
+// BenchmarkAblationTokens: 15 inline tokens (what New sets up) against 8,
+// 4, 1 and none (every grant through a spare token under the mutex).
+func BenchmarkAblationTokens(b *testing.B) {
+	for _, r := range append(ablationRows[:len(ablationRows):len(ablationRows)], weightedRow) {
+		for _, k := range []int{15, 8, 4, 1, 0} {
+			b.Run(fmt.Sprintf("row=%s/tokens=%d", r.name, k), func(b *testing.B) {
+				s := semaphore.NewWithInlineTokens(r.capacity, k)
+				runRow(b, r, context.Background(), s.Acquire)
+			})
+		}
+	}
+}
+
+// BenchmarkAblationGens: the inline tokens' generations packed side by
+// side (what New sets up) against each on a cache line of its own.
+func BenchmarkAblationGens(b *testing.B) {
+	for _, r := range ablationRows {
+		for _, v := range []struct {
+			name string
+			make func(int64) *semaphore.Weighted
+		}{{"padded", semaphore.NewPaddedGens}, {"packed", func(c int64) *semaphore.Weighted { return semaphore.New(c) }}} {
+			b.Run(fmt.Sprintf("row=%s/gens=%s", r.name, v.name), func(b *testing.B) {
+				runRow(b, r, context.Background(), v.make(r.capacity).Acquire)
+			})
+		}
+	}
+}
+
+// BenchmarkAblationCtx: Acquire's look at the context with no special
+// case (ctx.Err() always: Acquire) against skipping Err for the contexts
+// that never end, recognised by fastctx.NeverDone or by comparison with
+// Background and TODO; with context.Background() and with a cancellable
+// context.
+func BenchmarkAblationCtx(b *testing.B) {
+	for _, r := range ablationRows {
+		for _, c := range contexts() {
+			for _, v := range []struct {
+				name    string
+				acquire func(*semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error)
+			}{
+				{"neverdone", func(s *semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error) {
+					return s.AcquireNeverDoneCtx
+				}},
+				{"compare", func(s *semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error) {
+					return s.AcquireCompareCtx
+				}},
+				{"plain", func(s *semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error) {
+					return s.Acquire
+				}},
+			} {
+				b.Run(fmt.Sprintf("row=%s/ctx=%s/check=%s", r.name, c.name, v.name), func(b *testing.B) {
+					ctx, cancel := c.ctx()
+					defer cancel()
+					runRow(b, r, ctx, v.acquire(semaphore.New(r.capacity)))
+				})
+			}
+		}
+	}
+}
