@@ -105,14 +105,14 @@ func (s *KeyedSemaphore[K]) rearm() {
 // the permits back and serves the waiters that now fit, in order, and wakes
 // them after unlocking.
 func (s *KeyedSemaphore[K]) releaseQueued(e *entry[K], n int64) {
+	var wake waitq.Chain
 	e.mu.Lock()
 	st := s.unrefLocked(e, n)
-	var wake *waiter
-	if st&(busyBit|deadBit) == busyBit && e.head != nil {
-		wake = s.grantLocked(e)
+	if st&(busyBit|deadBit) == busyBit && !e.q.Empty() {
+		waitq.Grant(&e.q, line[K]{s, e}, &wake)
 	}
 	e.mu.Unlock()
-	waitq.WakeAll(wake)
+	wake.Wake()
 	s.settle(e, st)
 }
 
@@ -132,7 +132,7 @@ func (s *KeyedSemaphore[K]) unrefLocked(e *entry[K], n int64) uint64 {
 				idle, haveIdle = s.idleState(), true
 			}
 			nst = idle
-		} else if e.head == nil {
+		} else if e.q.Empty() {
 			nst &^= queuedBit
 		}
 		if e.state.CompareAndSwap(st, nst) {

@@ -132,7 +132,7 @@ func spinWait(k int) {
 // takeLocked takes n permits if nobody waits and they are available. It
 // must be called with mu held.
 func (s *Weighted) takeLocked(n int64) (Permit, bool) {
-	if s.closed || s.head != nil || n > s.capacity.Load() {
+	if s.closed || !s.q.Empty() || n > s.capacity.Load() {
 		return Permit{}, false
 	}
 	for {

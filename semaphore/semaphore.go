@@ -76,10 +76,9 @@ type Weighted struct {
 	capacity atomic.Int64               // written under mu; read anywhere
 	tokens   [inlineTokens]permit.Token // immutable after New
 
-	mu sync.Mutex // protects everything below
-	// head is the oldest waiter; waiters form a doubly linked list.
-	head, tail *waiter
-	waiters    int
+	mu      sync.Mutex  // protects everything below
+	q       waitq.Queue // the waiters
+	waiters int
 	// waitWeight is the total weight of the waiters, which can pass
 	// math.MaxInt64 (2^16 waiters of MaxCapacity do): it is counted in
 	// two words, waitHi the high one.
@@ -92,10 +91,10 @@ type Weighted struct {
 	cancelled   uint64
 	timedOut    uint64
 	rejected    uint64
+	failed      uint64
 	maxWaiters  int
 	maxWaitWt   int64
-	maxWait     time.Duration
-	clock       Clock
+	maxWait     waitq.MaxWait // its Err is ErrWaitTooLong
 	doubleRel   atomic.Uint64 // counted without mu
 	wcache      waitq.Cache   // free waiters
 	grantedWait uint64        // grants that had to wait
@@ -118,12 +117,12 @@ func WithMaxWaitingWeight(w int64) Option { return func(s *Weighted) { s.maxWait
 // leaves with [ErrWaitTooLong], as if its context had been cancelled.
 // d <= 0 means no bound (the default). The context's own deadline still
 // applies.
-func WithMaxWait(d time.Duration) Option { return func(s *Weighted) { s.maxWait = d } }
+func WithMaxWait(d time.Duration) Option { return func(s *Weighted) { s.maxWait.D = d } }
 
 // WithClock replaces the clock that WithMaxWait uses; tests pass a fake
 // clock. Every waiting Acquire calls its NewTimer, concurrently: it must be
 // safe for concurrent use. nil means the system clock.
-func WithClock(c Clock) Option { return func(s *Weighted) { s.clock = c } }
+func WithClock(c Clock) Option { return func(s *Weighted) { s.maxWait.Clock = c } }
 
 // New returns a semaphore with the given capacity, all of it available.
 //
@@ -137,9 +136,10 @@ func New(capacity int64, opts ...Option) *Weighted {
 	for _, o := range opts {
 		o(s)
 	}
-	if s.clock == nil {
-		s.clock = clock.Real{}
+	if s.maxWait.Clock == nil {
+		s.maxWait.Clock = clock.Real{}
 	}
+	s.maxWait.Err = ErrWaitTooLong
 	for i := range s.tokens {
 		s.tokens[i].Init((*owner)(s), i, &s.gens[i].Uint64)
 		s.tokens[i].SetWord(&s.state)
@@ -253,20 +253,15 @@ func (s *Weighted) SetCapacity(n int64) {
 	if n < 0 || n > MaxCapacity {
 		panic(fmt.Sprintf("semaphore: capacity %d out of range [0, %d]", n, int64(MaxCapacity)))
 	}
+	var wake waitq.Chain
 	s.mu.Lock()
 	delta := n - s.capacity.Load()
 	s.capacity.Store(n)
 	s.state.Add(uint64(delta) << availShift)
-	failed := s.failLocked(func(w *waiter) error {
-		if w.N > n {
-			return ErrTooHeavy
-		}
-		return nil
-	})
-	granted := s.grantLocked()
+	waitq.Fail(&s.q, (*owner)(s), n, ErrTooHeavy, &wake)
+	waitq.Grant(&s.q, (*owner)(s), &wake)
 	s.mu.Unlock()
-	waitq.WakeAll(failed)
-	waitq.WakeAll(granted)
+	wake.Wake()
 }
 
 // Close stops the semaphore: every waiter is woken with [ErrClosed], and
@@ -286,9 +281,10 @@ func (s *Weighted) Close() {
 			break
 		}
 	}
-	failed := s.failLocked(func(*waiter) error { return ErrClosed })
+	var wake waitq.Chain
+	waitq.Fail(&s.q, (*owner)(s), 0, ErrClosed, &wake)
 	s.mu.Unlock()
-	waitq.WakeAll(failed)
+	wake.Wake()
 }
 
 // Capacity returns the current capacity, as Stats().Capacity does, with

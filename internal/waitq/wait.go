@@ -60,9 +60,10 @@ type MaxWait struct {
 
 // Fail fails every waiter of q that asks for more than n units (every
 // waiter for n == 0) with err, counts it, and adds it to c for waking;
-// then, if the queue is empty, it tells the owner. It must be called with
-// the owner's lock held.
+// then, if that emptied the queue, it tells the owner. It must be called
+// with the owner's lock held.
 func Fail[O Owner](q *Queue, o O, n int64, err error, c *Chain) {
+	failed := false
 	if w := q.head; w != nil {
 		for last := w.prev; ; {
 			next := w.next
@@ -71,6 +72,7 @@ func Fail[O Owner](q *Queue, o O, n int64, err error, c *Chain) {
 				w.err, w.served = err, true
 				o.Count(Failed)
 				c.add(w)
+				failed = true
 			}
 			if w == last {
 				break
@@ -78,7 +80,7 @@ func Fail[O Owner](q *Queue, o O, n int64, err error, c *Chain) {
 			w = next
 		}
 	}
-	if q.head == nil {
+	if failed && q.head == nil {
 		o.Emptied()
 	}
 }
