@@ -95,7 +95,7 @@ type stripe[K comparable] struct {
 // grant returns the permit for n permits taken on e.
 func (s *KeyedSemaphore[K]) grant(e *entry[K], n int64) Permit {
 	t := s.token(e)
-	return permit.Make(&t.Token, t.gen.Load(), n)
+	return Permit(permit.Make(&t.Token, t.gen.Load(), n))
 }
 
 // token takes a token from the pool for a grant on e, and counts the grant.

@@ -97,7 +97,7 @@ func (s *Weighted) claimInline(st uint64, n int64) (Permit, bool) {
 	if !ok {
 		return Permit{}, false
 	}
-	return permit.Make(&s.tokens[slot], s.gens[slot].Load(), n), true
+	return Permit(permit.Make(&s.tokens[slot], s.gens[slot].Load(), n)), true
 }
 
 // takeSlot takes n permits and the lowest free inline token (st must have
@@ -141,7 +141,7 @@ func (s *Weighted) takeLocked(n int64) (Permit, bool) {
 			return Permit{}, false
 		}
 		if t, ok := s.claimLocked(st, n); ok {
-			return permit.Make(t, t.Gen(), n), true
+			return Permit(permit.Make(t, t.Gen(), n)), true
 		}
 	}
 }

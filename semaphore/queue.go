@@ -45,7 +45,7 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64) (Permit, error) {
 		if s.q.Empty() && avail(st) >= n {
 			if t, ok := s.claimLocked(st, n); ok {
 				s.mu.Unlock()
-				return permit.Make(t, t.Gen(), n), nil
+				return Permit(permit.Make(t, t.Gen(), n)), nil
 			}
 			continue
 		}

@@ -14,19 +14,32 @@ import (
 )
 
 // Permit is the handle of permits taken from a semaphore. Every lanes
-// package returns this same type.
+// package returns this same type (keyedsem.Permit is it under another
+// name).
 //
 // A Permit is owned by whoever received it from an acquire call, or whoever
 // it was handed to; it may be passed to another goroutine, which then owns
-// it. Release gives the permits back and returns true the first time; a
-// second Release, or a Release through a copy of the handle, returns false,
-// frees nothing and is counted in [Stats].DoubleReleases, even after the
-// permit's memory has been reused for a later grant. Weight returns the
-// number of permits held. The zero Permit holds nothing and its Release
-// returns false.
+// it. The owner must call [Permit.Release] once. The zero Permit holds
+// nothing.
+type Permit permit.Permit
+
+// Release gives the permits back and returns true the first time it is
+// called for a grant. A second Release, or a Release through a copy of the
+// handle, returns false, frees nothing and is counted in
+// [Stats].DoubleReleases, even after the permit's memory has been reused
+// for a later grant. On the zero Permit it returns false and counts
+// nothing. It is safe to call from any goroutine.
 //
 // A Release happens before the Acquire that it unblocks returns.
-type Permit = permit.Permit
+func (p Permit) Release() bool { return permit.Permit(p).Release() }
+
+// Weight returns the number of permits held (0 for the zero Permit). It
+// does not change when the permit is released.
+func (p Permit) Weight() int64 { return permit.Permit(p).Weight() }
+
+// Valid reports whether p came from a grant, that is, whether it is not
+// the zero Permit. It does not tell whether p has been released.
+func (p Permit) Valid() bool { return permit.Permit(p).Valid() }
 
 // Clock is the time source of [WithMaxWait]; tests replace it with a fake
 // clock. Its Timer is one-shot.
@@ -56,8 +69,8 @@ var (
 
 // MaxCapacity is the largest capacity a semaphore can have: 2^47-1, about
 // 1.4e14. The count of available permits shares one 64-bit word with the
-// fast path's flags and tokens.
-const MaxCapacity = 1<<(63-availShift) - 1
+// fast path's flags and tokens (a test pins it to that word's layout).
+const MaxCapacity = 140_737_488_355_327
 
 // Weighted is a weighted semaphore with strict FIFO service: a waiter is
 // never overtaken, neither by a later lighter request nor by TryAcquire.
