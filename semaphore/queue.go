@@ -73,7 +73,7 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64) (Permit, error) {
 	s.waitWeight, carry = bits.Add64(s.waitWeight, uint64(n), 0)
 	s.waitHi += carry
 	s.mu.Unlock()
-	p, err := waitq.Wait(ctx, &s.q, (*owner)(s), &s.wcache, w, s.maxWait)
+	p, err := waitq.Wait(ctx, &s.q, (*owner)(s), &s.wcache, w, waitq.MaxWait{D: s.maxWait, Clock: s.clock, Err: ErrWaitTooLong})
 	return Permit(p), err
 }
 

@@ -107,7 +107,8 @@ type Weighted struct {
 	failed      uint64
 	maxWaiters  int
 	maxWaitWt   int64
-	maxWait     waitq.MaxWait // its Err is ErrWaitTooLong
+	maxWait     time.Duration
+	clock       Clock
 	doubleRel   atomic.Uint64 // counted without mu
 	wcache      waitq.Cache   // free waiters
 	grantedWait uint64        // grants that had to wait
@@ -130,12 +131,12 @@ func WithMaxWaitingWeight(w int64) Option { return func(s *Weighted) { s.maxWait
 // leaves with [ErrWaitTooLong], as if its context had been cancelled.
 // d <= 0 means no bound (the default). The context's own deadline still
 // applies.
-func WithMaxWait(d time.Duration) Option { return func(s *Weighted) { s.maxWait.D = d } }
+func WithMaxWait(d time.Duration) Option { return func(s *Weighted) { s.maxWait = d } }
 
 // WithClock replaces the clock that WithMaxWait uses; tests pass a fake
 // clock. Every waiting Acquire calls its NewTimer, concurrently: it must be
 // safe for concurrent use. nil means the system clock.
-func WithClock(c Clock) Option { return func(s *Weighted) { s.maxWait.Clock = c } }
+func WithClock(c Clock) Option { return func(s *Weighted) { s.clock = c } }
 
 // New returns a semaphore with the given capacity, all of it available.
 //
@@ -149,10 +150,9 @@ func New(capacity int64, opts ...Option) *Weighted {
 	for _, o := range opts {
 		o(s)
 	}
-	if s.maxWait.Clock == nil {
-		s.maxWait.Clock = clock.Real{}
+	if s.clock == nil {
+		s.clock = clock.Real{}
 	}
-	s.maxWait.Err = ErrWaitTooLong
 	for i := range s.tokens {
 		s.tokens[i].Init((*owner)(s), i, &s.gens[i].Uint64)
 		s.tokens[i].SetWord(&s.state)
