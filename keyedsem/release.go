@@ -109,11 +109,29 @@ func (s *KeyedSemaphore[K]) releaseQueued(e *entry[K], n int64) {
 	e.mu.Lock()
 	st := s.unrefLocked(e, n)
 	if st&(busyBit|deadBit) == busyBit && !e.q.Empty() {
-		waitq.Grant(&e.q, line[K]{s, e}, &wake)
+		s.grantLocked(e, &wake)
 	}
 	e.mu.Unlock()
 	wake.Wake()
 	s.settle(e, st)
+}
+
+// grantLocked is waitq.Grant written out with the entry's own claim, for
+// the release path (see waitq.Queue.Head for why). It must be called with
+// e.mu held, by a holder of a reference.
+func (s *KeyedSemaphore[K]) grantLocked(e *entry[K], c *waitq.Chain) {
+	l := line[K]{s, e}
+	for w := e.q.Head(); w != nil; w = e.q.Head() {
+		t, ok := l.Claim(w.N)
+		if !ok {
+			break
+		}
+		e.q.Serve(w, t, c)
+		l.Dequeued(w.N)
+	}
+	if e.q.Empty() {
+		l.Emptied()
+	}
 }
 
 // unrefLocked drops a reference on e, giving back n permits, and clears

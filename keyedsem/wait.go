@@ -26,7 +26,8 @@ func (l line[K]) Unlock() { l.e.mu.Unlock() }
 
 // Claim takes n permits of the entry for the head waiter, if they are
 // free, with a token; the waiter's reference becomes its holder's. The
-// grant is counted in the token's stripe, as one that waited.
+// grant is counted in the token's stripe (as one that waited, by wait once
+// the permit reaches its caller, outside the entry's lock).
 func (l line[K]) Claim(n int64) (*permit.Token, bool) {
 	e := l.e
 	for {
@@ -36,7 +37,6 @@ func (l line[K]) Claim(n int64) (*permit.Token, bool) {
 		}
 		if e.state.CompareAndSwap(st, st-uint64(n)) {
 			t := l.s.token(e)
-			permit.OwnerOf(&t.Token).(*stripe[K]).waited.Add(1)
 			return &t.Token, true
 		}
 	}
@@ -51,7 +51,6 @@ func (l line[K]) Unclaim(pt *permit.Token, n int64) {
 	t := tokenOf[K](pt)
 	st := permit.OwnerOf(pt).(*stripe[K])
 	st.acquired.Add(^uint64(0))
-	st.waited.Add(^uint64(0))
 	t.e = nil
 	l.s.tokens.Put(t)
 	l.e.state.Add(uint64(n)) // the entry is busy: avail stays within its bits
@@ -142,5 +141,6 @@ func (s *KeyedSemaphore[K]) wait(ctx context.Context, e *entry[K], n int64) (Per
 		s.release(e, 0)
 		return Permit{}, err
 	}
+	permit.OwnerOf(permit.TokenOf(p)).(*stripe[K]).waited.Add(1)
 	return Permit(p), nil
 }

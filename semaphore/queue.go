@@ -100,7 +100,7 @@ func (o *owner) ReleaseToken(t *permit.Token, n int64) {
 	s.spareOut--
 	s.spareFreed++
 	s.state.Add(uint64(n) << availShift)
-	waitq.Grant(&s.q, o, &wake)
+	s.grantLocked(&wake)
 	s.mu.Unlock()
 	wake.Wake()
 }
@@ -118,9 +118,27 @@ func (o *owner) WakeAfterRelease() {
 	s := (*Weighted)(o)
 	var wake waitq.Chain
 	s.mu.Lock()
-	waitq.Grant(&s.q, o, &wake)
+	s.grantLocked(&wake)
 	s.mu.Unlock()
 	wake.Wake()
+}
+
+// grantLocked is waitq.Grant written out with the semaphore's own claim,
+// for the release paths (see waitq.Queue.Head for why). It must be called
+// with mu held.
+func (s *Weighted) grantLocked(c *waitq.Chain) {
+	o := (*owner)(s)
+	for w := s.q.Head(); w != nil; w = s.q.Head() {
+		t, ok := o.Claim(w.N)
+		if !ok {
+			break
+		}
+		s.q.Serve(w, t, c)
+		o.Dequeued(w.N)
+	}
+	if s.q.Empty() {
+		o.Emptied()
+	}
 }
 
 // CountDoubleRelease counts a Release of a permit already released. It is

@@ -1,5 +1,7 @@
 package waitq
 
+import "github.com/sessionlane/lanes/internal/permit"
+
 // This file is the order of service, FIFO: where a waiter joins the queue
 // (Push) and whom Grant serves (the head, while it fits). Another policy
 // changes these two and nothing else (see the package doc).
@@ -30,20 +32,50 @@ func (q *Queue) Push(w *Waiter) {
 	q.head.prev = w
 }
 
+// Head returns the waiter to serve next, nil if nobody waits. An owner's
+// grant loop serves it if its units are free and stops otherwise, so that
+// a heavy waiter is never overtaken:
+//
+//	for w := q.Head(); w != nil; w = q.Head() {
+//		t, ok := claim(w.N) // the owner's own, inlined
+//		if !ok {
+//			break
+//		}
+//		q.Serve(w, t, &chain)
+//		// the owner's counts of a waiter gone
+//	}
+//	if q.Empty() {
+//		// the owner clears its flag
+//	}
+//
+// Grant is that loop for an Owner; the owners' hot release paths write it
+// out with their own claim, because a method called through a type
+// parameter is an indirect call that is never inlined, and the loop runs
+// under the owner's lock, where every nanosecond is paid by all the
+// goroutines queued behind it.
+func (q *Queue) Head() *Waiter { return q.head }
+
+// Serve takes w, the waiter Head returned, off the queue as granted
+// through t, and adds it to c for waking.
+func (q *Queue) Serve(w *Waiter, t *permit.Token, c *Chain) {
+	unlink(q, w)
+	w.tok, w.gen, w.served = t, t.Gen(), true
+	c.add(w)
+}
+
 // Grant serves the waiters at the head of q, in order, for as long as
 // Claim finds their units, and adds them to c for waking; then, if the
 // queue is empty, it tells the owner. It must be called with the owner's
 // lock held, after anything that may let a waiter in: units given back, a
 // larger capacity, the head leaving.
 func Grant[O Owner](q *Queue, o O, c *Chain) {
-	for w := q.head; w != nil; w = q.head {
+	for w := q.Head(); w != nil; w = q.Head() {
 		t, ok := o.Claim(w.N)
 		if !ok {
 			break
 		}
-		remove(q, o, w)
-		w.tok, w.gen, w.served = t, t.Gen(), true
-		c.add(w)
+		q.Serve(w, t, c)
+		o.Dequeued(w.N)
 	}
 	if q.head == nil {
 		o.Emptied()
@@ -64,6 +96,12 @@ func (q *Queue) Len(limit int) int {
 
 // remove takes w out of q and tells the owner.
 func remove[O Owner](q *Queue, o O, w *Waiter) {
+	unlink(q, w)
+	o.Dequeued(w.N)
+}
+
+// unlink takes w out of q.
+func unlink(q *Queue, w *Waiter) {
 	if w.next == w {
 		q.head = nil
 	} else {
@@ -74,5 +112,4 @@ func remove[O Owner](q *Queue, o O, w *Waiter) {
 		}
 	}
 	w.next, w.prev = nil, nil
-	o.Dequeued(w.N)
 }
