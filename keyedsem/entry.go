@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/sessionlane/lanes/internal/permit"
+	"github.com/sessionlane/lanes/internal/waitq"
 )
 
 // Layout of entry.state, the word that every lookup, acquire and release of
@@ -60,8 +61,8 @@ const cacheLine = 64
 // in the pool.
 type entry[K comparable] struct {
 	state atomic.Uint64 // see the layout above
-	mu    sync.Mutex    // protects head, and the queued bit's transitions
-	head  *waiter       // oldest waiter; the list is circular (head.Prev is the newest)
+	mu    sync.Mutex    // protects q, and the queued bit's transitions
+	q     waitq.Queue   // the waiters: one pointer
 	key   K             // written while the entry is dead; read by reference holders and by the owner of a dead entry
 }
 
@@ -87,13 +88,14 @@ type stripe[K comparable] struct {
 	s        *KeyedSemaphore[K]
 	acquired atomic.Uint64
 	released atomic.Uint64
-	_        [cacheLine - 24]byte
+	waited   atomic.Uint64 // of acquired, the grants that waited
+	_        [cacheLine - 32]byte
 }
 
 // grant returns the permit for n permits taken on e.
 func (s *KeyedSemaphore[K]) grant(e *entry[K], n int64) Permit {
 	t := s.token(e)
-	return permit.Make(&t.Token, t.gen.Load(), n)
+	return Permit(permit.Make(&t.Token, t.gen.Load(), n))
 }
 
 // token takes a token from the pool for a grant on e, and counts the grant.

@@ -117,6 +117,7 @@ type KeyedSemaphore[K comparable] struct {
 	evicted    atomic.Uint64
 	cancelled  atomic.Uint64
 	rejected   atomic.Uint64
+	failed     atomic.Uint64
 	doubleRel  atomic.Uint64
 
 	wcache waitq.Cache // free waiters
@@ -486,19 +487,11 @@ func (s *KeyedSemaphore[K]) Close() {
 	// mutex after the map gave it the entry: either it sees closed, or it
 	// queued before this pass locks that entry's mutex.
 	s.m.Range(func(_ K, e *entry[K]) bool {
+		var wake waitq.Chain
 		e.mu.Lock()
-		var chain waitq.Chain
-		for w := e.head; w != nil; w = e.head {
-			e.unlink(w)
-			s.waiters.Add(-1)
-			w.Err, w.Served = ErrClosed, true
-			chain.Add(w)
-		}
-		if chain.First() != nil {
-			clearQueued(e) // the failed waiters still hold their references
-		}
+		waitq.Fail(&e.q, line[K]{s, e}, 0, ErrClosed, &wake) // the failed waiters still hold their references
 		e.mu.Unlock()
-		waitq.WakeAll(chain.First())
+		wake.Wake()
 		return true
 	})
 }

@@ -105,15 +105,33 @@ func (s *KeyedSemaphore[K]) rearm() {
 // the permits back and serves the waiters that now fit, in order, and wakes
 // them after unlocking.
 func (s *KeyedSemaphore[K]) releaseQueued(e *entry[K], n int64) {
+	var wake waitq.Chain
 	e.mu.Lock()
 	st := s.unrefLocked(e, n)
-	var wake *waiter
-	if st&(busyBit|deadBit) == busyBit && e.head != nil {
-		wake = s.grantLocked(e)
+	if st&(busyBit|deadBit) == busyBit && !e.q.Empty() {
+		s.grantLocked(e, &wake)
 	}
 	e.mu.Unlock()
-	waitq.WakeAll(wake)
+	wake.Wake()
 	s.settle(e, st)
+}
+
+// grantLocked is waitq.Grant written out with the entry's own claim, for
+// the release path (see waitq.Queue.Head for why). It must be called with
+// e.mu held, by a holder of a reference.
+func (s *KeyedSemaphore[K]) grantLocked(e *entry[K], c *waitq.Chain) {
+	l := line[K]{s, e}
+	for w := e.q.Head(); w != nil; w = e.q.Head() {
+		t, ok := l.Claim(w.N)
+		if !ok {
+			break
+		}
+		e.q.Serve(w, t, c)
+		l.Dequeued(w.N)
+	}
+	if e.q.Empty() {
+		l.Emptied()
+	}
 }
 
 // unrefLocked drops a reference on e, giving back n permits, and clears
@@ -132,7 +150,7 @@ func (s *KeyedSemaphore[K]) unrefLocked(e *entry[K], n int64) uint64 {
 				idle, haveIdle = s.idleState(), true
 			}
 			nst = idle
-		} else if e.head == nil {
+		} else if e.q.Empty() {
 			nst &^= queuedBit
 		}
 		if e.state.CompareAndSwap(st, nst) {

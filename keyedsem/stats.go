@@ -38,11 +38,13 @@ func (s *KeyedSemaphore[K]) Stats() Stats {
 	}
 	for i := range s.stripes {
 		st.Acquired += s.stripes[i].acquired.Load()
+		st.Waited += s.stripes[i].waited.Load()
 	}
 	st.Keys = s.Len()
 	st.Waiters = int(s.waiters.Load())
 	st.Cancelled = s.cancelled.Load()
 	st.Rejected = s.rejected.Load()
+	st.Failed = s.failed.Load()
 	st.Evicted = s.evicted.Load()
 	st.Created = s.created.Load()
 	st.DoubleReleases = s.doubleRel.Load()

@@ -99,13 +99,13 @@ func (p *Permit) Deadline() time.Time {
 	return p.deadline
 }
 
-func (p *Permit) handle() semaphore.Permit { return permit.Make(&p.tok, 0, p.n) }
+func (p *Permit) handle() semaphore.Permit { return semaphore.Permit(permit.Make(&p.tok, 0, p.n)) }
 
 // PermitOf returns the Redis permit behind a permit returned by a lane of
 // this package ([AsLane], [AsKeyedLane]), for its Fence and Context, or nil
 // for any other permit. Releasing either one releases both.
 func PermitOf(sp semaphore.Permit) *Permit {
-	t := permit.TokenOf(sp)
+	t := permit.TokenOf(permit.Permit(sp))
 	if t == nil {
 		return nil
 	}

@@ -85,7 +85,7 @@ func (s *Weighted) claimInline(st uint64, n int64) (Permit, bool) {
 		return Permit{}, false
 	}
 	t := &s.tokens[slot]
-	return permit.Make(t, t.Gen(), n), true
+	return Permit(permit.Make(t, t.Gen(), n)), true
 }
 
 // takeSlot takes n permits and the lowest free inline token (st must have
@@ -119,7 +119,7 @@ func spinWait(k int) {
 // takeLocked takes n permits if nobody waits and they are available. It
 // must be called with mu held.
 func (s *Weighted) takeLocked(n int64) (Permit, bool) {
-	if s.closed || s.head != nil || n > s.capacity.Load() {
+	if s.closed || !s.q.Empty() || n > s.capacity.Load() {
 		return Permit{}, false
 	}
 	for {
@@ -128,7 +128,7 @@ func (s *Weighted) takeLocked(n int64) (Permit, bool) {
 			return Permit{}, false
 		}
 		if t, ok := s.claimLocked(st, n); ok {
-			return permit.Make(t, t.Gen(), n), true
+			return Permit(permit.Make(t, t.Gen(), n)), true
 		}
 	}
 }

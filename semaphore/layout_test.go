@@ -55,3 +55,15 @@ func TestFifteenGrantsHoldInlineTokens(t *testing.T) {
 		t.Fatalf("after releasing all: %d spares out, available %d, released %d", spares(), st.Available, st.Released)
 	}
 }
+
+// MaxCapacity is written as a number, for go doc; it must be the largest
+// count the state word holds above its flags and tokens.
+func TestMaxCapacityIsTheStateWordsBound(t *testing.T) {
+	if want := int64(1)<<(63-availShift) - 1; MaxCapacity != want {
+		t.Fatalf("MaxCapacity is %d; the state word holds up to %d", int64(MaxCapacity), want)
+	}
+	s := New(MaxCapacity)
+	if st := s.Stats(); st.Available != MaxCapacity {
+		t.Fatalf("a semaphore of MaxCapacity has %d available", st.Available)
+	}
+}

@@ -14,19 +14,32 @@ import (
 )
 
 // Permit is the handle of permits taken from a semaphore. Every lanes
-// package returns this same type.
+// package returns this same type (keyedsem.Permit is it under another
+// name).
 //
 // A Permit is owned by whoever received it from an acquire call, or whoever
 // it was handed to; it may be passed to another goroutine, which then owns
-// it. Release gives the permits back and returns true the first time; a
-// second Release, or a Release through a copy of the handle, returns false,
-// frees nothing and is counted in [Stats].DoubleReleases, even after the
-// permit's memory has been reused for a later grant. Weight returns the
-// number of permits held. The zero Permit holds nothing and its Release
-// returns false.
+// it. The owner must call [Permit.Release] once. The zero Permit holds
+// nothing.
+type Permit permit.Permit
+
+// Release gives the permits back and returns true the first time it is
+// called for a grant. A second Release, or a Release through a copy of the
+// handle, returns false, frees nothing and is counted in
+// [Stats].DoubleReleases, even after the permit's memory has been reused
+// for a later grant. On the zero Permit it returns false and counts
+// nothing. It is safe to call from any goroutine.
 //
 // A Release happens before the Acquire that it unblocks returns.
-type Permit = permit.Permit
+func (p Permit) Release() bool { return permit.Permit(p).Release() }
+
+// Weight returns the number of permits held (0 for the zero Permit). It
+// does not change when the permit is released.
+func (p Permit) Weight() int64 { return permit.Permit(p).Weight() }
+
+// Valid reports whether p came from a grant, that is, whether it is not
+// the zero Permit. It does not tell whether p has been released.
+func (p Permit) Valid() bool { return permit.Permit(p).Valid() }
 
 // Clock is the time source of [WithMaxWait]; tests replace it with a fake
 // clock. Its Timer is one-shot.
@@ -66,8 +79,8 @@ var (
 
 // MaxCapacity is the largest capacity a semaphore can have: 2^47-1, about
 // 1.4e14. The count of available permits shares one 64-bit word with the
-// fast path's flags and tokens.
-const MaxCapacity = 1<<(63-availShift) - 1
+// fast path's flags and tokens (a test pins it to that word's layout).
+const MaxCapacity = 140_737_488_355_327
 
 // Weighted is a weighted semaphore with strict FIFO service: a waiter is
 // never overtaken, neither by a later lighter request nor by TryAcquire.
@@ -86,10 +99,9 @@ type Weighted struct {
 	capacity atomic.Int64               // written under mu; read anywhere
 	tokens   [inlineTokens]permit.Token // immutable after New
 
-	mu sync.Mutex // protects everything below
-	// head is the oldest waiter; waiters form a doubly linked list.
-	head, tail *waiter
-	waiters    int
+	mu      sync.Mutex  // protects everything below
+	q       waitq.Queue // the waiters
+	waiters int
 	// waitWeight is the total weight of the waiters, which can pass
 	// math.MaxInt64 (2^16 waiters of MaxCapacity do): it is counted in
 	// two words, waitHi the high one.
@@ -102,6 +114,7 @@ type Weighted struct {
 	cancelled   uint64
 	timedOut    uint64
 	rejected    uint64
+	failed      uint64
 	maxWaiters  int
 	maxWaitWt   int64
 	maxWait     time.Duration
@@ -293,20 +306,15 @@ func (s *Weighted) SetCapacity(n int64) {
 	if n < 0 || n > MaxCapacity {
 		panic(fmt.Sprintf("semaphore: capacity %d out of range [0, %d]", n, int64(MaxCapacity)))
 	}
+	var wake waitq.Chain
 	s.mu.Lock()
 	delta := n - s.capacity.Load()
 	s.capacity.Store(n)
 	s.state.Add(uint64(delta) << availShift)
-	failed := s.failLocked(func(w *waiter) error {
-		if w.N > n {
-			return ErrTooHeavy
-		}
-		return nil
-	})
-	granted := s.grantLocked()
+	waitq.Fail(&s.q, (*owner)(s), n, ErrTooHeavy, &wake)
+	waitq.Grant(&s.q, (*owner)(s), &wake)
 	s.mu.Unlock()
-	waitq.WakeAll(failed)
-	waitq.WakeAll(granted)
+	wake.Wake()
 }
 
 // Close stops the semaphore: every waiter is woken with [ErrClosed], and
@@ -326,9 +334,10 @@ func (s *Weighted) Close() {
 			break
 		}
 	}
-	failed := s.failLocked(func(*waiter) error { return ErrClosed })
+	var wake waitq.Chain
+	waitq.Fail(&s.q, (*owner)(s), 0, ErrClosed, &wake)
 	s.mu.Unlock()
-	waitq.WakeAll(failed)
+	wake.Wake()
 }
 
 // Capacity returns the current capacity, as Stats().Capacity does, with

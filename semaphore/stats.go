@@ -81,6 +81,7 @@ func (s *Weighted) Stats() Stats {
 			Cancelled:      s.cancelled,
 			TimedOut:       s.timedOut,
 			Rejected:       s.rejected,
+			Failed:         s.failed,
 			DoubleReleases: s.doubleRel.Load(),
 		},
 	}

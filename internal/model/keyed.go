@@ -241,7 +241,7 @@ func (m *Keyed[K]) Close() (failed []Served) {
 		for _, w := range q {
 			delete(m.waiting, w.ID)
 			delete(m.ids, w.ID)
-			m.st.Rejected++
+			m.st.Failed++
 			failed = append(failed, Served{ID: w.ID, Err: Closed})
 			m.unref(k, e)
 		}
@@ -407,6 +407,7 @@ func (m *Keyed[K]) serve(key K, e *keyedEntry) (granted []Served) {
 		e.avail -= w.N
 		delete(m.waiting, w.ID)
 		m.st.Acquired++
+		m.st.Waited++
 		granted = append(granted, Served{ID: w.ID, Err: OK})
 	}
 	return granted

@@ -197,6 +197,7 @@ func (m *Semaphore) SetCapacity(n int64) (served []Served) {
 	keep := m.queue[:0]
 	for _, w := range m.queue {
 		if w.N > n {
+			m.st.Failed++
 			served = append(served, Served{ID: w.ID, Err: TooHeavy})
 			continue
 		}
@@ -213,6 +214,7 @@ func (m *Semaphore) Close() (failed []Served) {
 	}
 	m.closed = true
 	for _, w := range m.queue {
+		m.st.Failed++
 		failed = append(failed, Served{ID: w.ID, Err: Closed})
 	}
 	m.queue = nil

@@ -9,7 +9,10 @@
 // finds a different generation and does nothing. Generations are 64-bit, so
 // they do not wrap in the life of a process.
 //
-// Users do not import this package: semaphore.Permit is an alias of [Permit].
+// Users do not import this package: semaphore.Permit is a defined type on
+// [Permit] (a conversion either way costs nothing), which gives the methods
+// their public docs; keyedsem and redislane make their permits through
+// Make and convert them.
 package permit
 
 import "sync/atomic"
@@ -63,10 +66,15 @@ func (t *Token) Init(o Owner, slot int, gen *atomic.Uint64) {
 }
 
 // Layout of a state word that Release can update by itself (see
-// Token.SetWord): bits 0..WordTokens-1 are free-token bits (a set bit is a
-// free token, the token's Slot is its bit), bit WordSlow says that the
-// owner must be told of releases, and the bits from WordShift up count the
-// free units, signed.
+// Token.SetWord). It is the contract between a token with a word and the
+// word's owner, who must keep to it in every other change of the word:
+// bits 0..WordTokens-1 are free-token bits (a set bit is a free token, the
+// token's Slot is its bit), bit WordSlow says that the owner must be told
+// of releases (Release then calls its WakeAfterRelease), and the bits from
+// WordShift up count the free units, signed. Release adds the permit's
+// units and its token's bit with one atomic add; so the owner changes the
+// word only by compare-and-swap or add, and never lets the count overflow
+// into the sign.
 const (
 	WordTokens = 15
 	WordSlow   = 1 << WordTokens

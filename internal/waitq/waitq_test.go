@@ -1,100 +1,275 @@
 package waitq_test
 
 import (
+	"context"
 	"errors"
+	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/permit"
 	"github.com/sessionlane/lanes/internal/waitq"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// A chain wakes its waiters once each, in the order they were added, and
-// leaves no wake-list link behind.
-func TestChainWakesInOrderOnce(t *testing.T) {
-	var c waitq.Cache
-	ws := []*waitq.Waiter{c.Get(), c.Get(), c.Get()}
-	var chain waitq.Chain
-	if chain.First() != nil {
-		t.Fatal("an empty chain has a first waiter")
+// pile is an owner of plain units under a mutex: the least an owner does.
+type pile struct {
+	mu       sync.Mutex
+	q        waitq.Queue
+	c        waitq.Cache
+	avail    int64
+	waiters  int
+	emptied  int
+	claimed  int
+	unclaims int
+	counts   [3]int
+}
+
+func (p *pile) Lock()   { p.mu.Lock() }
+func (p *pile) Unlock() { p.mu.Unlock() }
+func (p *pile) Claim(n int64) (*permit.Token, bool) {
+	if p.avail < n {
+		return nil, false
 	}
-	for _, w := range ws {
-		chain.Add(w)
+	p.avail -= n
+	p.claimed++
+	return permit.NewToken(p, -1), true
+}
+func (p *pile) Unclaim(_ *permit.Token, n int64) { p.avail += n; p.claimed--; p.unclaims++ }
+func (p *pile) Dequeued(int64)                   { p.waiters-- }
+func (p *pile) Emptied()                         { p.emptied++ }
+func (p *pile) Count(e waitq.Ending)             { p.counts[e]++ }
+
+func (p *pile) ReleaseToken(_ *permit.Token, n int64) { p.give(n) }
+func (p *pile) CountDoubleRelease(*permit.Token)      {}
+
+// give returns n units and serves the waiters, as a release does.
+func (p *pile) give(n int64) {
+	var c waitq.Chain
+	p.mu.Lock()
+	p.avail += n
+	waitq.Grant(&p.q, p, &c)
+	p.mu.Unlock()
+	c.Wake()
+}
+
+// push queues a waiter of n units, as an owner's acquire does.
+func (p *pile) push(n int64) *waitq.Waiter {
+	w := p.c.Get()
+	w.N = n
+	p.mu.Lock()
+	p.q.Push(w)
+	p.waiters++
+	p.mu.Unlock()
+	return w
+}
+
+type result struct {
+	p   permit.Permit
+	err error
+}
+
+// wait runs Wait for w on a goroutine and returns where its result comes.
+func (p *pile) wait(ctx context.Context, w *waitq.Waiter, mw waitq.MaxWait) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		pm, err := waitq.Wait(ctx, &p.q, p, &p.c, w, mw)
+		ch <- result{pm, err}
+	}()
+	return ch
+}
+
+func recv(t *testing.T, ch <-chan result) result {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("a waiter did not return within 10s")
+		return result{}
 	}
-	if chain.First() != ws[0] || ws[0].WNext != ws[1] || ws[1].WNext != ws[2] {
-		t.Fatal("the chain is not in the order of Add")
+}
+
+// Waiters are served in the order they joined, while they fit; a head that
+// does not fit is not overtaken by a lighter waiter behind it.
+func TestGrantServesTheHeadWhileItFits(t *testing.T) {
+	p := &pile{}
+	a, b, c := p.push(2), p.push(3), p.push(1)
+	ra := p.wait(context.Background(), a, waitq.MaxWait{})
+	rb := p.wait(context.Background(), b, waitq.MaxWait{})
+	rc := p.wait(context.Background(), c, waitq.MaxWait{})
+	p.give(2)
+	if r := recv(t, ra); r.err != nil || r.p.Weight() != 2 {
+		t.Fatalf("head: %v, weight %d", r.err, r.p.Weight())
 	}
-	waitq.WakeAll(chain.First())
+	p.give(1) // b needs 3: c, which fits, waits behind it
+	p.mu.Lock()
+	if p.waiters != 2 || p.avail != 1 {
+		t.Fatalf("%d waiters, %d available; want 2, 1", p.waiters, p.avail)
+	}
+	p.mu.Unlock()
+	p.give(3)
+	rbv, rcv := recv(t, rb), recv(t, rc)
+	if rbv.err != nil || rcv.err != nil {
+		t.Fatalf("b: %v, c: %v", rbv.err, rcv.err)
+	}
+	if p.waiters != 0 || p.emptied == 0 || p.avail != 0 {
+		t.Fatalf("after all served: %d waiters, emptied %d, avail %d", p.waiters, p.emptied, p.avail)
+	}
+}
+
+// A head that leaves lets the next waiter be served if it fits.
+func TestLeavingHeadServesTheNext(t *testing.T) {
+	p := &pile{avail: 1}
+	a, b := p.push(2), p.push(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	ra := p.wait(ctx, a, waitq.MaxWait{})
+	rb := p.wait(context.Background(), b, waitq.MaxWait{})
+	cancel()
+	if r := recv(t, ra); !errors.Is(r.err, context.Canceled) || r.p.Valid() {
+		t.Fatalf("cancelled head: %v, valid permit %v", r.err, r.p.Valid())
+	}
+	if r := recv(t, rb); r.err != nil {
+		t.Fatalf("the waiter behind the head that left: %v", r.err)
+	}
+	if p.counts[waitq.Cancelled] != 1 {
+		t.Fatalf("Cancelled counted %d times, want 1", p.counts[waitq.Cancelled])
+	}
+}
+
+// A grant that finds the context already ended when the waiter wakes is
+// given back, and goes to the waiter behind; it is counted only as a
+// cancellation.
+func TestLateGrantIsGivenBack(t *testing.T) {
+	p := &pile{}
+	a, b := p.push(1), p.push(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // ended before the grant: it must win
+	var c waitq.Chain
+	p.mu.Lock()
+	p.avail = 1
+	waitq.Grant(&p.q, p, &c) // a is granted
+	p.mu.Unlock()
+	c.Wake()
+	rb := p.wait(context.Background(), b, waitq.MaxWait{})
+	pm, err := waitq.Wait(ctx, &p.q, p, &p.c, a, waitq.MaxWait{})
+	if !errors.Is(err, context.Canceled) || pm.Valid() {
+		t.Fatalf("a grant after the end: %v, valid %v; want Canceled and no permit", err, pm.Valid())
+	}
+	if r := recv(t, rb); r.err != nil {
+		t.Fatalf("the grant given back did not reach the next waiter: %v", r.err)
+	}
+	if p.unclaims != 1 || p.counts[waitq.Cancelled] != 1 || p.claimed != 1 {
+		t.Fatalf("unclaims %d, cancelled %d, claims standing %d; want 1, 1, 1", p.unclaims, p.counts[waitq.Cancelled], p.claimed)
+	}
+}
+
+// The maximum wait ends a wait with its own error, counted as TimedOut.
+func TestMaxWaitEndsTheWait(t *testing.T) {
+	p := &pile{}
+	clk := clock.NewFake(time.Unix(0, 0))
+	tooLong := errors.New("too long")
+	r := p.wait(context.Background(), p.push(1), waitq.MaxWait{D: time.Second, Clock: clk, Err: tooLong})
+	clk.BlockUntilPending(1)
+	clk.Advance(time.Second)
+	if got := recv(t, r); got.err != tooLong {
+		t.Fatalf("err %v, want %v", got.err, tooLong)
+	}
+	if p.counts[waitq.TimedOut] != 1 || p.waiters != 0 {
+		t.Fatalf("timed out %d, waiters %d; want 1, 0", p.counts[waitq.TimedOut], p.waiters)
+	}
+}
+
+// Fail fails the waiters above the bound and keeps the others in order;
+// a failure wins over a context that ended after it.
+func TestFailAbove(t *testing.T) {
+	p := &pile{}
+	ws := []*waitq.Waiter{p.push(3), p.push(1), p.push(5), p.push(2)}
+	closed := errors.New("closed")
+	var c waitq.Chain
+	p.mu.Lock()
+	waitq.Fail(&p.q, p, 2, closed, &c)
+	p.mu.Unlock()
+	c.Wake()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, i := range []int{0, 2} {
+		if _, err := waitq.Wait(ctx, &p.q, p, &p.c, ws[i], waitq.MaxWait{}); err != closed {
+			t.Fatalf("waiter %d: %v, want the failure", i, err)
+		}
+	}
+	if p.counts[waitq.Failed] != 2 || p.waiters != 2 || p.q.Len(10) != 2 {
+		t.Fatalf("failed %d, waiters %d, len %d; want 2, 2, 2", p.counts[waitq.Failed], p.waiters, p.q.Len(10))
+	}
+	r1 := p.wait(context.Background(), ws[1], waitq.MaxWait{})
+	r3 := p.wait(context.Background(), ws[3], waitq.MaxWait{})
+	p.give(3)
+	if a, b := recv(t, r1), recv(t, r3); a.err != nil || b.err != nil {
+		t.Fatalf("kept waiters: %v, %v", a.err, b.err)
+	}
+	p.mu.Lock()
+	waitq.Fail(&p.q, p, 0, closed, &c) // an empty queue: nothing to fail
+	p.mu.Unlock()
+	c.Wake()
+}
+
+// A chain wakes its waiters once each, and a waiter back in the cache has
+// no outcome and no wake-up left.
+func TestChainWakesOnceAndCacheClears(t *testing.T) {
+	p := &pile{avail: 3}
+	ws := []*waitq.Waiter{p.push(1), p.push(1), p.push(1)}
+	var c waitq.Chain
+	p.mu.Lock()
+	waitq.Grant(&p.q, p, &c)
+	p.mu.Unlock()
+	c.Wake()
 	for i, w := range ws {
-		if w.WNext != nil {
-			t.Fatalf("waiter %d keeps a wake-list link", i)
+		pm, err := waitq.Wait(context.Background(), &p.q, p, &p.c, w, waitq.MaxWait{})
+		if err != nil || !pm.Release() {
+			t.Fatalf("waiter %d: %v", i, err)
 		}
-		select {
-		case <-w.Ready:
-		default:
-			t.Fatalf("waiter %d was not woken", i)
-		}
-		select {
-		case <-w.Ready:
-			t.Fatalf("waiter %d was woken twice", i)
-		default:
-		}
+	}
+	w := p.c.Get()
+	p.c.Put(w)
+	if p.c.Get() != w {
+		t.Fatal("the cache did not hand back the waiter in its slot")
+	}
+	if w.N != 0 {
+		t.Fatal("a reused waiter kept its weight")
 	}
 }
 
-// Put clears a waiter's outcome, so that a reused waiter starts unserved.
-func TestPutClearsTheOutcome(t *testing.T) {
-	var c waitq.Cache
-	w := c.Get()
-	w.N, w.Served, w.Err, w.Gen = 3, true, errors.New("x"), 7
-	c.Put(w)
-	got := c.Get()
-	if got != w {
-		t.Fatal("the cache did not hand back the waiter kept in its slot")
-	}
-	if got.N != 0 || got.Served || got.Err != nil || got.Tok != nil || got.Gen != 0 {
-		t.Fatalf("a reused waiter kept its outcome: %+v", *got)
-	}
-}
-
-type countingOwner struct{ released int64 }
-
-func (o *countingOwner) ReleaseToken(_ *permit.Token, n int64) { o.released += n }
-func (o *countingOwner) CountDoubleRelease(*permit.Token)      {}
-
-// Outcome turns a served waiter into what its caller gets back: the permit
-// of a grant, or the error of a failure with no permit; either way the
-// waiter goes back to the cache.
-func TestOutcome(t *testing.T) {
-	var c waitq.Cache
-	o := &countingOwner{}
-	tok := permit.NewToken(o, -1)
-
-	w := c.Get()
-	w.N, w.Served, w.Tok, w.Gen = 2, true, tok, tok.Gen()
-	p, err := c.Outcome(w)
-	if err != nil || p.Weight() != 2 || permit.TokenOf(p) != tok {
-		t.Fatalf("a grant gave permit of weight %d through %p, error %v; want weight 2 through %p", p.Weight(), permit.TokenOf(p), err, tok)
-	}
-	if !p.Release() || o.released != 2 {
-		t.Fatalf("the granted permit did not give 2 units back (owner got %d)", o.released)
-	}
-	if c.Get() != w {
-		t.Fatal("Outcome did not put the waiter back")
-	}
-
-	failure := errors.New("closed")
-	// A failed waiter may still carry a token from an earlier life: the
-	// error alone decides.
-	w.N, w.Served, w.Err, w.Tok, w.Gen = 1, true, failure, tok, tok.Gen()
-	p, err = c.Outcome(w)
-	if err != failure || p.Valid() {
-		t.Fatalf("a failure gave error %v and a valid permit %v; want %v and none", err, p.Valid(), failure)
-	}
-	if c.Get() != w {
-		t.Fatal("Outcome did not put the failed waiter back")
+// Under races of grants and cancellations, each waiter ends with exactly
+// one of a permit and an error, no unit is lost, and no waiter in the cache
+// holds a wake-up (a stale one would end a later wait at once).
+func TestRaceGrantAndCancel(t *testing.T) {
+	p := &pile{}
+	for round := 0; round < 1000; round++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		a, b := p.push(1), p.push(1)
+		ra := p.wait(ctx, a, waitq.MaxWait{})
+		rb := p.wait(context.Background(), b, waitq.MaxWait{})
+		go cancel()
+		p.give(1)
+		if x := recv(t, ra); x.err == nil {
+			x.p.Release() // a got the unit: b gets it next
+		} else if x.p.Valid() {
+			t.Fatalf("round %d: an error with a permit", round)
+		}
+		y := recv(t, rb)
+		if y.err != nil {
+			t.Fatalf("round %d: the second waiter failed: %v", round, y.err)
+		}
+		y.p.Release()
+		p.mu.Lock()
+		if p.avail != 1 || p.waiters != 0 {
+			t.Fatalf("round %d: avail %d, waiters %d; want 1, 0", round, p.avail, p.waiters)
+		}
+		p.avail = 0
+		p.mu.Unlock()
 	}
 }

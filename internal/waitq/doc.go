@@ -1,0 +1,90 @@
+// Package waitq is the waiting engine of the lanes semaphores: the queue of
+// waiters, the grant loop, leaving on cancellation, giving back a grant that
+// came too late, failing waiters, the wake-up after unlocking, and the wait
+// itself. Package semaphore and package keyedsem both wait through it; what
+// is specific to each (a state word and its flags, tokens, references,
+// bounds, counters) is supplied by the queue's [Owner].
+//
+// # Protocol
+//
+// Under the owner's lock a caller that cannot be served at once joins the
+// queue ([Queue.Push]); then, without the lock, it calls [Wait]. A waker
+// decides under the lock whom to serve: [Grant] serves waiters while they
+// fit, claiming their units through [Owner.Claim]; [Fail] fails them
+// (Close, a shrink). A served waiter is off the queue, marked served, and
+// linked into a [Chain], which the waker wakes after unlocking: one send
+// on each waiter's channel. A waiter whose context (or maximum wait) ends
+// takes the lock: if it was not served it leaves the queue, and if it was
+// the head the ones behind it are served; if it was served, it receives its
+// wake-up and gives a grant back ([Owner.Unclaim]), serving the ones behind.
+//
+// # Why it is right
+//
+// No waiter misses permits. Units come back either under the owner's lock,
+// and the owner then calls Grant under the same hold, or by a lock-free
+// atomic add to the owner's word. The owner sets a flag in that word (the
+// semaphore's slow flag, an entry's queued bit) under the lock, with a
+// compare-and-swap from the very word it found too short of units, before
+// it pushes the first waiter, and clears it ([Owner.Emptied]) only under
+// the lock once the queue is empty. A release that lands before the
+// compare-and-swap makes it fail, so the caller looks again and takes the
+// units instead of queueing; one that lands after finds the flag set and
+// takes the lock to run Grant. A waiter that leaves from the head lets
+// Grant look at the next one, which may fit where the head did not.
+//
+// A context that ended first wins. When a grant and the end of the wait
+// are both ready, select picks one at random; so a woken waiter looks at
+// its context (and its timer) once more, without blocking. If the context
+// ended before the release that granted the waiter (it happens before the
+// release, which happens before the grant's send, which happens before the
+// receive), that look sees it, and the grant is given back as if the
+// waiter had left before it: counted only as the ending, the units and
+// token back at the same generation, the waiters behind served
+// (go.dev/issue/63615). An ending concurrent with the grant may go either
+// way; either way the caller owns a permit if and only if it gets no error.
+// A waiter failed by Close or a shrink returns that failure, also if its
+// context ended meanwhile: the failure was decided first, under the lock.
+//
+// A pooled waiter never holds a stale wake-up. A waiter is served by one
+// party only, under the lock, which marks it served and takes it off the
+// queue; that party sends once on its channel, which has room for one,
+// after unlocking. The waiter goes back to the pool only after receiving
+// that send, or after taking itself off the queue under the lock while
+// unserved, when no send can come. The wake-up reads the next link before
+// it sends, since a woken waiter may be reused at once.
+//
+// # Order of service
+//
+// The order is the engine's policy, and the packages above never walk or
+// reorder the queue: they push and call Grant, Fail and Wait. FIFO is the
+// policy now, written in two places of order.go only: where a waiter joins
+// (Push: at the tail) and whom Grant serves (the head, while it fits,
+// stopping at the first that does not, so that a heavy head is never
+// overtaken). The next policies plug in there:
+//
+//   - Priorities with aging: a waiter carries a priority and Push inserts
+//     it by priority minus arrival time times the aging rate. Aging raises
+//     every waiter's priority at the same rate, so that order is the order
+//     of effective priority at every later instant: the list stays sorted
+//     without re-sorting, and a waiter's wait is bounded by its priority
+//     deficit over the rate. Grant is unchanged.
+//   - Sequence order within a key: a waiter carries a sequence number and
+//     Push inserts by it; Grant serves the head only when it carries the
+//     next number expected, which a leaving waiter passes on (leave already
+//     serves the next one when the head goes).
+//   - Fair share across groups: a waiter carries its group and a virtual
+//     finish time computed at Push (start-time fair queuing: the later of
+//     the virtual now and the group's last finish, plus weight over the
+//     group's share; the groups' finishes live in the policy, per
+//     semaphore, not in an entry); Push inserts by finish time and Grant is
+//     unchanged.
+//   - Bounded barging: Grant may serve later waiters that fit past a head
+//     that does not, while the head has waited less than the bound, and the
+//     owners' check that nobody waits before they take units ahead of the
+//     queue (Queue.Empty) becomes the policy's answer to whether a newcomer
+//     may barge.
+//
+// Each needs a field or two in Waiter (none now), and a policy value chosen
+// per semaphore where it has state; the keyed entry keeps its one head
+// pointer, and the owners' claim, locking and counting do not change.
+package waitq

@@ -1,0 +1,115 @@
+package waitq
+
+import "github.com/sessionlane/lanes/internal/permit"
+
+// This file is the order of service, FIFO: where a waiter joins the queue
+// (Push) and whom Grant serves (the head, while it fits). Another policy
+// changes these two and nothing else (see the package doc).
+
+// Queue is a list of waiters, oldest first. It is one pointer, so that a
+// keyed semaphore's entry carries no more; owners that need counts keep
+// them beside it (see Owner.Dequeued). It is guarded by its owner's lock.
+// The zero Queue is empty.
+type Queue struct {
+	head *Waiter // the list is circular: head.prev is the newest
+}
+
+// Empty reports whether nobody waits. Owners ask it before they take
+// units ahead of the queue.
+func (q *Queue) Empty() bool { return q.head == nil }
+
+// Push puts w, a waiter from Cache.Get with its N set, into the queue: at
+// the tail. The owner has counted it.
+func (q *Queue) Push(w *Waiter) {
+	if q.head == nil {
+		w.next, w.prev = w, w
+		q.head = w
+		return
+	}
+	tail := q.head.prev
+	w.prev, w.next = tail, q.head
+	tail.next = w
+	q.head.prev = w
+}
+
+// Head returns the waiter to serve next, nil if nobody waits. An owner's
+// grant loop serves it if its units are free and stops otherwise, so that
+// a heavy waiter is never overtaken:
+//
+//	for w := q.Head(); w != nil; w = q.Head() {
+//		t, ok := claim(w.N) // the owner's own, inlined
+//		if !ok {
+//			break
+//		}
+//		q.Serve(w, t, &chain)
+//		// the owner's counts of a waiter gone
+//	}
+//	if q.Empty() {
+//		// the owner clears its flag
+//	}
+//
+// Grant is that loop for an Owner; the owners' hot release paths write it
+// out with their own claim, because a method called through a type
+// parameter is an indirect call that is never inlined, and the loop runs
+// under the owner's lock, where every nanosecond is paid by all the
+// goroutines queued behind it.
+func (q *Queue) Head() *Waiter { return q.head }
+
+// Serve takes w, the waiter Head returned, off the queue as granted
+// through t, and adds it to c for waking.
+func (q *Queue) Serve(w *Waiter, t *permit.Token, c *Chain) {
+	unlink(q, w)
+	w.tok, w.gen, w.served = t, t.Gen(), true
+	c.add(w)
+}
+
+// Grant serves the waiters at the head of q, in order, for as long as
+// Claim finds their units, and adds them to c for waking; then, if the
+// queue is empty, it tells the owner. It must be called with the owner's
+// lock held, after anything that may let a waiter in: units given back, a
+// larger capacity, the head leaving.
+func Grant[O Owner](q *Queue, o O, c *Chain) {
+	for w := q.Head(); w != nil; w = q.Head() {
+		t, ok := o.Claim(w.N)
+		if !ok {
+			break
+		}
+		q.Serve(w, t, c)
+		o.Dequeued(w.N)
+	}
+	if q.head == nil {
+		o.Emptied()
+	}
+}
+
+// Len returns the number of waiters, counting no further than limit.
+func (q *Queue) Len(limit int) int {
+	if q.head == nil {
+		return 0
+	}
+	n := 1
+	for w := q.head.next; w != q.head && n < limit; w = w.next {
+		n++
+	}
+	return n
+}
+
+// remove takes w out of q and tells the owner.
+func remove[O Owner](q *Queue, o O, w *Waiter) {
+	unlink(q, w)
+	o.Dequeued(w.N)
+}
+
+// unlink takes w out of q.
+func unlink(q *Queue, w *Waiter) {
+	if w.next == w {
+		q.head = nil
+	} else {
+		w.prev.next = w.next
+		w.next.prev = w.prev
+		if q.head == w {
+			q.head = w.next
+		}
+	}
+	w.next, w.prev = nil, nil
+}

@@ -1,0 +1,198 @@
+package waitq
+
+import (
+	"context"
+	"time"
+
+	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/permit"
+)
+
+// Owner is what a queue serves units from: a semaphore, or one key's entry
+// of a keyed semaphore. The engine calls Lock and Unlock around its own
+// changes, and every other method with the lock held. The engine is
+// generic in the owner, so that an owner that is a small value (a
+// semaphore and an entry) is passed without allocating.
+type Owner interface {
+	// Lock and Unlock hold the lock that guards the queue.
+	Lock()
+	Unlock()
+	// Claim takes n units and a token for the waiter at the head of the
+	// queue, if they are free now, and counts the grant as one that
+	// waited; it reports false, taking nothing, if they are not.
+	Claim(n int64) (*permit.Token, bool)
+	// Unclaim undoes a Claim whose permit never reached its caller: the
+	// units and the token go back at the token's generation, without a
+	// release, and the grant is uncounted.
+	Unclaim(t *permit.Token, n int64)
+	// Dequeued is told of each waiter of n units taken off the queue
+	// (served or left), for the owner's counts.
+	Dequeued(n int64)
+	// Emptied is told that the queue is empty, so that the owner clears
+	// the flag that sends its releases through the lock.
+	Emptied()
+	// Count counts a wait that ended without a grant, as the engine
+	// decided it.
+	Count(Ending)
+}
+
+// Ending is how a wait ended without a grant, for Owner.Count.
+type Ending uint8
+
+const (
+	// Cancelled: the waiter's context ended (and it left, or gave back a
+	// grant that came after).
+	Cancelled Ending = iota
+	// TimedOut: the waiter waited longer than its MaxWait, counted as
+	// Cancelled is.
+	TimedOut
+	// Failed: the waiter was failed by Close or a shrink.
+	Failed
+)
+
+// MaxWait bounds a wait: after D, on Clock, the waiter leaves with Err,
+// as if its context had ended. D <= 0 means no bound.
+type MaxWait struct {
+	D     time.Duration
+	Clock clock.Clock
+	Err   error
+}
+
+// Fail fails every waiter of q that asks for more than n units (every
+// waiter for n == 0) with err, counts it, and adds it to c for waking;
+// then, if that emptied the queue, it tells the owner. It must be called
+// with the owner's lock held.
+func Fail[O Owner](q *Queue, o O, n int64, err error, c *Chain) {
+	failed := false
+	if w := q.head; w != nil {
+		for last := w.prev; ; {
+			next := w.next
+			if w.N > n {
+				remove(q, o, w)
+				w.err, w.served = err, true
+				o.Count(Failed)
+				c.add(w)
+				failed = true
+			}
+			if w == last {
+				break
+			}
+			w = next
+		}
+	}
+	if failed && q.head == nil {
+		o.Emptied()
+	}
+}
+
+// Wait waits for w, which the caller pushed into q under o's lock and has
+// unlocked since, to be served, and returns its permit, or an error and
+// no permit: the failure Fail gave it, ctx.Err() if ctx ended first, or
+// mw.Err if it waited mw.D. An ending that is there to see when the grant
+// is woken wins over the grant, which is then given back (see the package
+// doc). w goes back to c.
+func Wait[O Owner](ctx context.Context, q *Queue, o O, c *Cache, w *Waiter, mw MaxWait) (permit.Permit, error) {
+	done := ctx.Done()
+	var timer clock.Timer
+	var expired <-chan time.Time
+	if mw.D > 0 {
+		timer = mw.Clock.NewTimer(mw.D)
+		expired = timer.C()
+	}
+	var err error
+	var how Ending
+	woken := false
+	if done == nil && expired == nil {
+		<-w.ready
+	} else {
+		select {
+		case <-w.ready:
+			// The wait may have ended too, before the grant: when both are
+			// ready by the time the select runs, it picks one at random.
+			// An ending that is there to see wins (go.dev/issue/63615).
+			woken = true
+			select {
+			case <-done:
+				err, how = ctx.Err(), Cancelled
+			default:
+				select {
+				case <-expired:
+					err, how = mw.Err, TimedOut
+				default:
+				}
+			}
+		case <-done:
+			err, how = ctx.Err(), Cancelled
+		case <-expired:
+			err, how = mw.Err, TimedOut
+		}
+	}
+	if timer != nil {
+		timer.Stop()
+	}
+	switch {
+	case err == nil:
+		return outcome(c, w)
+	case woken:
+		return permit.Permit{}, handBack(q, o, c, w, err, how)
+	default:
+		return permit.Permit{}, leave(q, o, c, w, err, how)
+	}
+}
+
+// outcome returns what the waker decided for w, a served waiter whose
+// wake-up has been received, and puts w back in c.
+func outcome(c *Cache, w *Waiter) (permit.Permit, error) {
+	p, err := permit.Make(w.tok, w.gen, w.N), w.err
+	c.Put(w)
+	if err != nil {
+		return permit.Permit{}, err
+	}
+	return p, nil
+}
+
+// leave takes w out of the queue after its wait ended with err. If it was
+// the head, the waiters behind it are served. If w was served meanwhile,
+// it receives the wake-up and gives a grant back instead.
+func leave[O Owner](q *Queue, o O, c *Cache, w *Waiter, err error, how Ending) error {
+	o.Lock()
+	if w.served {
+		o.Unlock()
+		<-w.ready // sent just after the waker unlocked
+		return handBack(q, o, c, w, err, how)
+	}
+	o.Count(how)
+	wasHead := q.head == w
+	remove(q, o, w)
+	var chain Chain
+	if q.head == nil {
+		o.Emptied()
+	} else if wasHead {
+		Grant(q, o, &chain)
+	}
+	o.Unlock()
+	c.Put(w)
+	chain.Wake()
+	return err
+}
+
+// handBack ends the wait of w, served and woken, after its wait ended with
+// err. A failure is returned as it is. A grant is taken back as if w had
+// left the queue before it: it is counted only as the ending, the units
+// and the token go back without a release, and the waiters behind are
+// served.
+func handBack[O Owner](q *Queue, o O, c *Cache, w *Waiter, err error, how Ending) error {
+	if werr := w.err; werr != nil {
+		c.Put(w)
+		return werr
+	}
+	var chain Chain
+	o.Lock()
+	o.Count(how)
+	o.Unclaim(w.tok, w.N)
+	Grant(q, o, &chain)
+	o.Unlock()
+	c.Put(w)
+	chain.Wake()
+	return err
+}

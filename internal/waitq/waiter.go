@@ -1,0 +1,78 @@
+package waitq
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/sessionlane/lanes/internal/permit"
+)
+
+// Waiter is one caller waiting for units. N is set by the owner before
+// Push; the other fields belong to the engine and are guarded by the lock
+// of the queue the waiter is in, except ready, and the outcome, which the
+// waiter reads after receiving from ready.
+type Waiter struct {
+	N          int64         // the units asked for
+	next, prev *Waiter       // queue links (circular), under the owner's lock
+	wnext      *Waiter       // wake-up link, under the lock until woken
+	ready      chan struct{} // one send per service, after the lock is released
+	served     bool          // under the lock: granted or failed, and off the queue
+	err        error         // set with served when failed
+	tok        *permit.Token // set with served when granted
+	gen        uint64        // tok's generation at the grant
+}
+
+var pool = sync.Pool{New: func() any { return &Waiter{ready: make(chan struct{}, 1)} }}
+
+// Cache hands out waiters: one kept in a slot of its own, else the shared
+// pool. Under steady contention the same few waiters cycle through the
+// slot, which costs one atomic swap where the pool costs a pin/unpin round
+// trip. The zero Cache is ready to use.
+type Cache struct {
+	slot atomic.Pointer[Waiter]
+}
+
+// Get returns a free waiter, with no outcome and an empty ready channel.
+func (c *Cache) Get() *Waiter {
+	if w := c.slot.Swap(nil); w != nil {
+		return w
+	}
+	return pool.Get().(*Waiter)
+}
+
+// Put takes back a waiter that is off the queue and whose wake-up, if
+// any, has been received.
+func (c *Cache) Put(w *Waiter) {
+	w.N, w.served, w.err, w.tok, w.gen = 0, false, nil, nil, 0
+	if !c.slot.CompareAndSwap(nil, w) {
+		pool.Put(w)
+	}
+}
+
+// Chain collects served waiters, in order, under the owner's lock, for
+// Wake after unlocking. The zero Chain is empty.
+type Chain struct {
+	first, last *Waiter
+}
+
+func (c *Chain) add(w *Waiter) {
+	if c.last == nil {
+		c.first = w
+	} else {
+		c.last.wnext = w
+	}
+	c.last = w
+}
+
+// Wake wakes the chain's waiters in order, once each; call it after
+// unlocking. Each waiter may be reused as soon as it is woken, so the next
+// link is read first.
+func (c *Chain) Wake() {
+	for w := c.first; w != nil; {
+		next := w.wnext
+		w.wnext = nil
+		w.ready <- struct{}{}
+		w = next
+	}
+	c.first, c.last = nil, nil
+}

@@ -1,0 +1,26 @@
+package semaphore_test
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// Permit is a type of package semaphore, where go doc finds it and its
+// methods (issue 13), and keyedsem's Permit is the same type.
+func TestPermitIsSemaphoresOwnType(t *testing.T) {
+	pt := reflect.TypeOf(semaphore.Permit{})
+	if pt.PkgPath() != "github.com/sessionlane/lanes/semaphore" || pt.Name() != "Permit" {
+		t.Fatalf("semaphore.Permit is %s.%s", pt.PkgPath(), pt.Name())
+	}
+	if reflect.TypeOf(keyedsem.Permit{}) != pt {
+		t.Fatal("keyedsem.Permit is not semaphore.Permit")
+	}
+	for _, m := range []string{"Release", "Valid", "Weight"} {
+		if _, ok := pt.MethodByName(m); !ok {
+			t.Fatalf("semaphore.Permit has no method %s", m)
+		}
+	}
+}
