@@ -4,20 +4,21 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	inuse "github.com/sessionlane/lanes/redislane/internal/oracle"
 	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	inuse "github.com/sessionlane/lanes/redislane/internal/oracle"
+
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/sessionlane/lanes/redislane/internal/redisserver"
 	"github.com/sessionlane/lanes/redislane/internal/sysclock"
+	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
 // redisAddr is the address of the redis-server that the examples use.
@@ -30,7 +31,7 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	flag.Parse()
-	srv, err := redisserver.Start()
+	srv, err := redistest.Start()
 	switch {
 	case err == nil:
 		redisAddr = srv.Addr
@@ -47,7 +48,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	// Also the servers of tests that failed before their clean-up ran.
-	redisserver.StopAll()
+	redistest.StopAll()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
@@ -60,9 +61,9 @@ func TestMain(m *testing.M) {
 // startRedis starts a redis-server of the test's own on a free loopback port
 // (persistence off) and stops it when the test ends. Without redis-server
 // the test fails under CI (CI=true) and is skipped elsewhere.
-func startRedis(t testing.TB) *redisserver.Server {
+func startRedis(t testing.TB) *redistest.Server {
 	t.Helper()
-	s, err := redisserver.Start()
+	s, err := redistest.Start()
 	if err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("redislane tests need a real redis-server and CI=true: %v", err)

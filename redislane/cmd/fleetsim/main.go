@@ -29,7 +29,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/sessionlane/lanes/redislane/internal/oracle"
 	"io"
 	"os"
 	"os/exec"
@@ -41,11 +40,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sessionlane/lanes/redislane/internal/oracle"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sessionlane/lanes/redislane"
-	"github.com/sessionlane/lanes/redislane/internal/redisserver"
 	"github.com/sessionlane/lanes/redislane/internal/sysclock"
+	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
 type config struct {
@@ -162,7 +163,7 @@ func runParent(cfg *config) (*Result, error) {
 		return nil, errors.New("need procs, contenders, capacity >= 1 and 1 <= weight <= capacity")
 	}
 	if cfg.Redis == "" {
-		srv, err := redisserver.Start()
+		srv, err := redistest.Start()
 		if err != nil {
 			return nil, err
 		}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package redisserver_test
+package redistest_test
 
 import (
 	"bufio"
@@ -16,15 +16,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sessionlane/lanes/redislane/internal/redisserver"
+	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
 const orphanEnv = "REDISSERVER_ORPHAN"
 
-func start(t *testing.T) *redisserver.Server {
+func start(t *testing.T) *redistest.Server {
 	t.Helper()
-	s, err := redisserver.Start()
-	if errors.Is(err, redisserver.ErrNotInstalled) && os.Getenv("CI") != "true" {
+	s, err := redistest.Start()
+	if errors.Is(err, redistest.ErrNotInstalled) && os.Getenv("CI") != "true" {
 		t.Skip(err)
 	}
 	if err != nil {
@@ -112,7 +112,7 @@ func TestKillEndsTheServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid = serverPid(t, s.Port)
-	redisserver.StopAll()
+	redistest.StopAll()
 	waitGone(t, pid, "after StopAll")
 }
 
@@ -120,7 +120,7 @@ func TestKillEndsTheServer(t *testing.T) {
 // timed out, or panicked past its clean-ups) takes the server with it.
 func TestServerDiesWithItsProcess(t *testing.T) {
 	if os.Getenv(orphanEnv) != "" {
-		s, err := redisserver.Start()
+		s, err := redistest.Start()
 		if err != nil {
 			fmt.Println("error", err)
 			os.Exit(2)

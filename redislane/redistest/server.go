@@ -1,12 +1,15 @@
-// Package redisserver starts and stops a throwaway redis-server on a free
-// loopback port, with persistence off, for the tests and for fleetsim.
+// Package redistest starts and stops a throwaway redis-server on a free
+// loopback port, with persistence off, for redislane's tests, fleetsim and
+// the benchmarks of bench/redispeers. It is a public package, not an
+// internal one, so that the nested bench module can import it; it is test
+// plumbing, not part of redislane's API.
 //
 // A server never outlives the process that started it by much: it runs in
 // a process group of its own, which Kill, Stop and StopAll kill as a whole,
 // and on Linux it also gets SIGKILL when the starting process dies, so that
 // a test binary that panics or times out (and so runs no clean-up) leaves no
 // redis-server behind.
-package redisserver
+package redistest
 
 import (
 	"bufio"
@@ -43,7 +46,7 @@ func StopAll() {
 }
 
 // ErrNotInstalled is returned by Start when no redis-server binary is found.
-var ErrNotInstalled = errors.New("redisserver: redis-server not found in PATH (on Debian: apt-get install redis-server)")
+var ErrNotInstalled = errors.New("redistest: redis-server not found in PATH (on Debian: apt-get install redis-server)")
 
 // Server is a running redis-server.
 type Server struct {
@@ -121,7 +124,7 @@ func (s *Server) start() error {
 		close(s.exit)
 	}()
 	if err := <-started; err != nil {
-		return fmt.Errorf("redisserver: start %s: %w", s.bin, err)
+		return fmt.Errorf("redistest: start %s: %w", s.bin, err)
 	}
 	s.cmd = cmd
 	running.Lock()
@@ -135,7 +138,7 @@ func (s *Server) start() error {
 		select {
 		case <-s.exit:
 			s.Kill() // only forgets it: it is gone
-			return fmt.Errorf("redisserver: redis-server exited at start (port %d taken?)", s.Port)
+			return fmt.Errorf("redistest: redis-server exited at start (port %d taken?)", s.Port)
 		default:
 		}
 		if ping(s.Addr) == nil {
@@ -144,7 +147,7 @@ func (s *Server) start() error {
 		time.Sleep(10 * time.Millisecond) // polling a process we cannot be told about
 	}
 	s.Kill()
-	return fmt.Errorf("redisserver: redis-server on %s did not answer PING within 10s", s.Addr)
+	return fmt.Errorf("redistest: redis-server on %s did not answer PING within 10s", s.Addr)
 }
 
 func ping(addr string) error {
@@ -162,7 +165,7 @@ func ping(addr string) error {
 		return err
 	}
 	if !strings.HasPrefix(line, "+PONG") {
-		return fmt.Errorf("redisserver: PING answered %q", line)
+		return fmt.Errorf("redistest: PING answered %q", line)
 	}
 	return nil
 }

@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package redisserver
+package redistest
 
 import (
 	"os"
