@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	inuse "github.com/sessionlane/lanes/redislane/internal/oracle"
-
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -138,29 +136,6 @@ func newClient(t testing.TB, addr string, tweak ...func(*redis.Options)) *redis.
 	return c
 }
 
-// counter is a go-redis hook that counts the commands a client sends.
-type counter struct {
-	calls atomic.Int64
-	evals atomic.Int64 // EVALSHA and EVAL
-}
-
-func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.calls.Add(1)
-		if n := cmd.Name(); n == "evalsha" || n == "eval" {
-			c.evals.Add(1)
-		}
-		return next(ctx, cmd)
-	}
-}
-func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.calls.Add(int64(len(cmds)))
-		return next(ctx, cmds)
-	}
-}
-
 // span is the time one permit was in use, on the system-wide monotonic
 // clock: from the return of Acquire to the call of Release, or to the end of
 // the lease if that came first.
@@ -184,11 +159,11 @@ func (o *oracle) add(s span) {
 
 // maxInUse returns the most weight in use at once (see the internal oracle package).
 func maxInUse(spans []span) int64 {
-	ss := make([]inuse.Span, len(spans))
+	ss := make([]redistest.Span, len(spans))
 	for i, x := range spans {
-		ss[i] = inuse.Span{Start: x.Start, End: x.End, W: x.W}
+		ss[i] = redistest.Span{Start: x.Start, End: x.End, W: x.W}
 	}
-	return inuse.MaxInUse(ss)
+	return redistest.MaxInUse(ss)
 }
 
 // endOf returns when a permit stopped being usable: now, or its deadline if

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sessionlane/lanes/redislane"
 	"github.com/sessionlane/lanes/redislane/internal/sysclock"
+	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
 // Scenario 8a: a waiter process (not a holder) is stopped with SIGSTOP
@@ -36,7 +37,7 @@ func TestPausedWaiterNeverHoldsAfterItsLease(t *testing.T) {
 			name := laneName(t)
 			h := newSem(t, srv.Addr, name, 1, redislane.WithLease(lease))
 			xc := newClient(t, srv.Addr)
-			var cnt counter
+			var cnt redistest.Calls
 			xc.AddHook(&cnt)
 			x, err := redislane.NewWeighted(xc, name, 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
 			require.NoError(t, err)
@@ -79,12 +80,12 @@ func TestPausedWaiterNeverHoldsAfterItsLease(t *testing.T) {
 			}
 			hp.Release()
 
-			evals := cnt.evals.Load()
+			evals := cnt.Evals()
 			xp, err := x.Acquire(testCtx(t, 10*lease), 1)
 			require.NoError(t, err, "the unit never came back from the stopped waiter")
 			mine := span{Start: sysclock.Now(), W: 1, Fence: xp.Fence()}
 			if tc.afterExpiry {
-				assert.EqualValues(t, 1, cnt.evals.Load()-evals, "the free unit was given to an expired queue entry")
+				assert.EqualValues(t, 1, cnt.Evals()-evals, "the free unit was given to an expired queue entry")
 			}
 
 			// The waiter continues while x holds, asks Redis again and is

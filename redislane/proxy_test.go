@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionlane/lanes/redislane"
+	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
 // faultProxy is a TCP proxy on loopback between a client and Redis that can
@@ -178,9 +179,9 @@ func (p *faultProxy) close() {
 
 // proxied returns a client to Redis through a new proxy, with go-redis's
 // own retries off, so that the retries under test are the lane's.
-func proxied(t *testing.T, srv string, readTimeout time.Duration) (*faultProxy, *redis.Client, *counter) {
+func proxied(t *testing.T, srv string, readTimeout time.Duration) (*faultProxy, *redis.Client, *redistest.Calls) {
 	px := startProxy(t, srv)
-	var cnt counter
+	var cnt redistest.Calls
 	rc := newClient(t, px.addr(), func(o *redis.Options) {
 		o.MaxRetries = -1
 		o.ReadTimeout = readTimeout
@@ -232,10 +233,10 @@ func TestLateReplyNeverYieldsPermit(t *testing.T) {
 			warm(t, s)
 
 			done := px.arm(delay, false)
-			evals := cnt.evals.Load()
+			evals := cnt.Evals()
 			p, err := s.Acquire(testCtx(t), 2)
 			require.NoError(t, err)
-			calls := cnt.evals.Load() - evals
+			calls := cnt.Evals() - evals
 			st := s.Stats() // before the permit's first refresh, a third of a lease on
 			within(t, 30*time.Second, "the delayed reply", done)
 			defer p.Release()

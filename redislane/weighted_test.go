@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionlane/lanes/redislane"
+	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
 const testLease = 500 * time.Millisecond
@@ -23,7 +24,7 @@ const handoverLease = 5 * time.Second
 
 func TestAcquireReleaseUncontended(t *testing.T) {
 	srv := startRedis(t)
-	var cnt counter
+	var cnt redistest.Calls
 	rc := newClient(t, srv.Addr)
 	rc.AddHook(&cnt)
 	s, err := redislane.NewWeighted(rc, laneName(t), 3, redislane.WithLease(testLease), redislane.WithQuarantine(0))
@@ -37,20 +38,20 @@ func TestAcquireReleaseUncontended(t *testing.T) {
 	require.NoError(t, err)
 	w.Release()
 
-	before := cnt.evals.Load()
+	before := cnt.Evals()
 	p, err := s.Acquire(ctx, 2)
 	require.NoError(t, err)
-	assert.EqualValues(t, 1, cnt.evals.Load()-before, "uncontended acquire is one call")
+	assert.EqualValues(t, 1, cnt.Evals()-before, "uncontended acquire is one call")
 	assert.EqualValues(t, 2, p.Weight())
 	assert.Positive(t, p.Fence())
 	assert.NoError(t, p.Context().Err())
 	assert.True(t, time.Until(p.Deadline()) > 0)
 	assert.EqualValues(t, 2, s.Stats().Held)
 
-	before = cnt.evals.Load()
+	before = cnt.Evals()
 	assert.True(t, p.Release())
 	assert.ErrorIs(t, context.Cause(p.Context()), redislane.ErrReleased)
-	assert.EqualValues(t, 1, cnt.evals.Load()-before, "release is one call")
+	assert.EqualValues(t, 1, cnt.Evals()-before, "release is one call")
 
 	q, err := s.Acquire(ctx, 3)
 	require.NoError(t, err)
