@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionlane/lanes/redislane"
-	"github.com/sessionlane/lanes/redislane/internal/sysclock"
 	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
@@ -111,7 +110,7 @@ func BenchmarkContendedFleet(b *testing.B) {
 						return
 					}
 					mine = append(mine, time.Since(t0))
-					sp := span{Start: sysclock.Now(), W: 1, Fence: p.Fence()}
+					sp := span{Start: redistest.Now(), W: 1, Fence: p.Fence()}
 					time.Sleep(hold) // the work
 					sp.End = endOf(p.Deadline())
 					o.add(sp)

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionlane/lanes/redislane"
-	"github.com/sessionlane/lanes/redislane/internal/sysclock"
+	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
 // Faults that no other test provokes: a client clock that is off, replies
@@ -151,7 +151,7 @@ func TestClientClockSkewChangesNothing(t *testing.T) {
 	px.black.Store(true)
 	r, err = behind.Acquire(testCtx(t, 10*lease), 1)
 	require.NoError(t, err, "the permit of the instance ahead, cut off, did not end within ten leases")
-	start := sysclock.Now()
+	start := redistest.Now()
 	within(t, 10*lease, "the cut-off permit's context to end", q.Context().Done())
 	assert.LessOrEqual(t, endOf(q.Deadline()), start, "the cut-off permit was still valid when the next was granted")
 	r.Release()
@@ -349,7 +349,7 @@ func TestRestartQuarantineOutlastsCutOffHolder(t *testing.T) {
 
 			p, err := b.Acquire(ctx, "k")
 			require.NoError(t, err)
-			start := sysclock.Now()
+			start := redistest.Now()
 			within(t, 10*lease, "the cut-off holder's lease to end", old.Context().Done())
 			assert.ErrorIs(t, context.Cause(old.Context()), redislane.ErrLeaseExpired)
 			assert.LessOrEqual(t, endOf(old.Deadline()), start,

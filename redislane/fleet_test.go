@@ -22,7 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionlane/lanes/redislane"
-	"github.com/sessionlane/lanes/redislane/internal/sysclock"
+	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
 // The multi-process tests start copies of the test binary that run only
@@ -186,7 +186,7 @@ func helperContend(s *redislane.Weighted) error {
 					}
 					continue
 				}
-				start := sysclock.Now()
+				start := redistest.Now()
 				hold := time.Duration(rand.Int64N(int64(3 * time.Millisecond)))
 				time.Sleep(hold) // the work the permit protects
 				o.add(span{Start: start, End: endOf(p.Deadline()), W: w, Fence: p.Fence()})
@@ -207,7 +207,7 @@ func helperHold(s *redislane.Weighted) error {
 	if err != nil {
 		return err
 	}
-	start := sysclock.Now()
+	start := redistest.Now()
 	emit(event{Ev: "held", Fence: p.Fence(), Start: start, W: p.Weight()})
 	stdinClosed := make(chan struct{})
 	go func() {
@@ -341,7 +341,7 @@ func TestPausedHolderLosesLeaseAndNextFenceIsHigher(t *testing.T) {
 	defer cancel()
 	p, err := s.Acquire(ctx, 2)
 	require.NoError(t, err)
-	mine := span{Start: sysclock.Now(), W: 2, Fence: p.Fence()}
+	mine := span{Start: redistest.Now(), W: 2, Fence: p.Fence()}
 	assert.Greater(t, p.Fence(), held.Fence, "the next holder's fencing token must be higher")
 
 	require.NoError(t, kid.cmd.Process.Signal(syscall.SIGCONT))

@@ -14,7 +14,7 @@ import (
 
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/redislane"
-	"github.com/sessionlane/lanes/redislane/internal/sysclock"
+	"github.com/sessionlane/lanes/redislane/redistest"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -81,7 +81,7 @@ func TestKeyedOracleAndFencingPerKey(t *testing.T) {
 					if err != nil {
 						continue
 					}
-					start := sysclock.Now()
+					start := redistest.Now()
 					time.Sleep(time.Duration(rand.IntN(1000)) * time.Microsecond) // the work
 					spans[key].add(span{Start: start, End: endOf(p.Deadline()), W: 1, Fence: p.Fence()})
 					p.Release()

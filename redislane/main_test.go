@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/sessionlane/lanes/redislane/internal/sysclock"
 	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
@@ -169,7 +168,7 @@ func maxInUse(spans []span) int64 {
 // endOf returns when a permit stopped being usable: now, or its deadline if
 // the lease ended first.
 func endOf(deadline time.Time) int64 {
-	now := sysclock.Now()
+	now := redistest.Now()
 	if left := time.Until(deadline); left < 0 {
 		return now + int64(left)
 	}

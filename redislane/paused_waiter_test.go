@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionlane/lanes/redislane"
-	"github.com/sessionlane/lanes/redislane/internal/sysclock"
 	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
@@ -83,7 +82,7 @@ func TestPausedWaiterNeverHoldsAfterItsLease(t *testing.T) {
 			evals := cnt.Evals()
 			xp, err := x.Acquire(testCtx(t, 10*lease), 1)
 			require.NoError(t, err, "the unit never came back from the stopped waiter")
-			mine := span{Start: sysclock.Now(), W: 1, Fence: xp.Fence()}
+			mine := span{Start: redistest.Now(), W: 1, Fence: xp.Fence()}
 			if tc.afterExpiry {
 				assert.EqualValues(t, 1, cnt.Evals()-evals, "the free unit was given to an expired queue entry")
 			}
@@ -112,7 +111,7 @@ func TestPausedWaiterNeverHoldsAfterItsLease(t *testing.T) {
 			}
 			require.Equal(t, "held", held.Ev)
 			assert.Greater(t, held.Fence, mine.Fence, "the continued waiter holds an older grant")
-			theirs := span{Start: held.Start, End: sysclock.Now(), W: 1, Fence: held.Fence}
+			theirs := span{Start: held.Start, End: redistest.Now(), W: 1, Fence: held.Fence}
 			assert.LessOrEqual(t, maxInUse([]span{mine, theirs}), int64(1),
 				"the continued waiter held the unit while the other instance did")
 			kid.finish()

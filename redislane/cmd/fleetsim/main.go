@@ -42,7 +42,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sessionlane/lanes/redislane"
-	"github.com/sessionlane/lanes/redislane/internal/sysclock"
 	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
@@ -313,7 +312,7 @@ func runChild(cfg config) error {
 			local := make([]grant, 0, 1<<12)
 			var e, le int
 			for ctx.Err() == nil {
-				t0 := sysclock.Now()
+				t0 := redistest.Now()
 				p, err := s.Acquire(ctx, cfg.Weight)
 				if err != nil {
 					if ctx.Err() == nil {
@@ -321,9 +320,9 @@ func runChild(cfg config) error {
 					}
 					continue
 				}
-				start := sysclock.Now()
+				start := redistest.Now()
 				time.Sleep(cfg.Hold) // the work the permit protects
-				end := sysclock.Now()
+				end := redistest.Now()
 				if left := time.Until(p.Deadline()); left < 0 {
 					end += int64(left)
 					le++
