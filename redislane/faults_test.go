@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/redislane"
 	"github.com/sessionlane/lanes/redislane/redistest"
 )
@@ -139,7 +140,7 @@ func TestClientClockSkewChangesNothing(t *testing.T) {
 		return direct.ZCard(ctx, "{lanes:"+name+"}:g:q").Val() == 1
 	})
 	p.Release()
-	q = within(t, 30*time.Second, "the hand-over to the instance ahead", got)
+	q = testkit.Within(t, 30*time.Second, "the hand-over to the instance ahead", got)
 	require.NotNil(t, q)
 	assert.Greater(t, q.Fence(), p.Fence())
 	assert.LessOrEqual(t, time.Until(q.Deadline()), validity(lease), "a deadline beyond one lease")
@@ -152,7 +153,7 @@ func TestClientClockSkewChangesNothing(t *testing.T) {
 	r, err = behind.Acquire(testCtx(t, 10*lease), 1)
 	require.NoError(t, err, "the permit of the instance ahead, cut off, did not end within ten leases")
 	start := redistest.Now()
-	within(t, 10*lease, "the cut-off permit's context to end", q.Context().Done())
+	testkit.Within(t, 10*lease, "the cut-off permit's context to end", q.Context().Done())
 	assert.LessOrEqual(t, endOf(q.Deadline()), start, "the cut-off permit was still valid when the next was granted")
 	r.Release()
 	px.black.Store(false)
@@ -288,7 +289,7 @@ func TestHandoverDeadlineCountsFromTheQueuedCall(t *testing.T) {
 			return direct.ZCard(ctx, "{lanes:"+name+"}:g:q").Val() == 1
 		})
 		p.Release()
-		q := within(t, 30*time.Second, "the hand-over", got)
+		q := testkit.Within(t, 30*time.Second, "the hand-over", got)
 		require.NotNil(t, q)
 		dl := q.Deadline()
 		bound := log.bound(lease)
@@ -342,7 +343,7 @@ func TestRestartQuarantineOutlastsCutOffHolder(t *testing.T) {
 			px.black.Store(true)
 			require.NoError(t, srv.Restart())
 			if byRefresh {
-				within(t, 10*lease, "a refresh to find the other permit gone", other.Context().Done())
+				testkit.Within(t, 10*lease, "a refresh to find the other permit gone", other.Context().Done())
 				require.ErrorIs(t, context.Cause(other.Context()), redislane.ErrLeaseLost)
 			}
 			require.NoError(t, old.Context().Err(), "the restart outlasted the old holder's lease: the test proves nothing")
@@ -350,7 +351,7 @@ func TestRestartQuarantineOutlastsCutOffHolder(t *testing.T) {
 			p, err := b.Acquire(ctx, "k")
 			require.NoError(t, err)
 			start := redistest.Now()
-			within(t, 10*lease, "the cut-off holder's lease to end", old.Context().Done())
+			testkit.Within(t, 10*lease, "the cut-off holder's lease to end", old.Context().Done())
 			assert.ErrorIs(t, context.Cause(old.Context()), redislane.ErrLeaseExpired)
 			assert.LessOrEqual(t, endOf(old.Deadline()), start,
 				"a holder from before the restart still held its permit when a new one was granted")

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/redislane"
 	"github.com/sessionlane/lanes/redislane/redistest"
@@ -50,7 +51,7 @@ func TestKeyedSerialisesOneKeyNotOthers(t *testing.T) {
 	}()
 	waitFor(t, 5*time.Second, "b to wait for thread-1", func() bool { return b.Stats().Waiters == 1 })
 	p.Release()
-	r := within(t, 30*time.Second, "the hand-over", got)
+	r := testkit.Within(t, 30*time.Second, "the hand-over", got)
 	assert.Greater(t, r.Fence(), p.Fence())
 	r.Release()
 }

@@ -85,20 +85,6 @@ func testCtx(t testing.TB, d ...time.Duration) context.Context {
 	return ctx
 }
 
-// within waits for ch to be closed or to yield a value, failing the test
-// after d.
-func within[T any](t testing.TB, d time.Duration, what string, ch <-chan T) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(d):
-		t.Fatalf("timed out after %v waiting for %s", d, what)
-	}
-	var zero T
-	return zero
-}
-
 // releaser is a permit of any kind: Redis, lane adapter, local.
 type releaser interface{ Release() bool }
 

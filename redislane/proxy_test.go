@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/redislane"
 	"github.com/sessionlane/lanes/redislane/redistest"
 )
@@ -238,7 +239,7 @@ func TestLateReplyNeverYieldsPermit(t *testing.T) {
 			require.NoError(t, err)
 			calls := cnt.Evals() - evals
 			st := s.Stats() // before the permit's first refresh, a third of a lease on
-			within(t, 30*time.Second, "the delayed reply", done)
+			testkit.Within(t, 30*time.Second, "the delayed reply", done)
 			defer p.Release()
 
 			// The call gives up at the margin (its deadline), or its reply
@@ -276,7 +277,7 @@ func TestLostReplyNeverGrantsTwice(t *testing.T) {
 	defer cancel()
 	p, err := s.Acquire(ctx, 2)
 	require.NoError(t, err, "the retry waited behind the lost grant")
-	within(t, 30*time.Second, "the reply to be dropped", done)
+	testkit.Within(t, 30*time.Second, "the reply to be dropped", done)
 	defer p.Release()
 
 	assert.Positive(t, s.Stats().RedisErrors, "the reply was not lost")
@@ -315,7 +316,7 @@ func TestCancelledCallInFlightReleasesLateGrant(t *testing.T) {
 		t.Fatal("Acquire waited for the delayed reply")
 	default:
 	}
-	within(t, 30*time.Second, "the delayed reply", done)
+	testkit.Within(t, 30*time.Second, "the delayed reply", done)
 	waitFor(t, 5*time.Second, "the late grant to be released", func() bool {
 		return direct.ZCard(context.Background(), "{lanes:"+name+"}:g:h").Val() == 0
 	})
@@ -378,7 +379,7 @@ func TestLostWakeUpIsCoveredByPolling(t *testing.T) {
 		return direct.ZCard(ctx, "{lanes:"+name+"}:g:q").Val() == 1
 	})
 	p.Release() // hands the unit over; the message is dropped
-	q := within(t, 30*time.Second, "the grant", got)
+	q := testkit.Within(t, 30*time.Second, "the grant", got)
 	if q != nil {
 		q.Release()
 	}

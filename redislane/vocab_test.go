@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/redislane"
 	"github.com/sessionlane/lanes/semaphore"
@@ -43,7 +44,7 @@ func TestSharedVocabulary(t *testing.T) {
 	}()
 	waitFor(t, 5*time.Second, "a waiter", func() bool { return s.Stats().Waiters == 1 })
 	p.Release()
-	require.NoError(t, within(t, 10*time.Second, "the waiter to be served", served))
+	require.NoError(t, testkit.Within(t, 10*time.Second, "the waiter to be served", served))
 	st := s.Stats()
 	assert.EqualValues(t, 2, st.Acquired)
 	assert.EqualValues(t, 1, st.Waited)
@@ -62,7 +63,7 @@ func TestSharedVocabulary(t *testing.T) {
 	q := lanequeue.New[string]()
 	require.NoError(t, q.Add("redis", redislane.AsLane[string](s)))
 	q.Close() // closes s
-	assert.ErrorIs(t, within(t, 10*time.Second, "the waiter to be sent away", closedOn), semaphore.ErrClosed)
+	assert.ErrorIs(t, testkit.Within(t, 10*time.Second, "the waiter to be sent away", closedOn), semaphore.ErrClosed)
 	p.Release()
 	_, err = s.Acquire(ctx, 1)
 	assert.ErrorIs(t, err, semaphore.ErrClosed)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/redislane"
 	"github.com/sessionlane/lanes/redislane/redistest"
 )
@@ -88,7 +89,7 @@ func TestWaiterIsHandedReleasedUnits(t *testing.T) {
 	default:
 	}
 	p.Release()
-	q := within(t, 30*time.Second, "the hand-over", got)
+	q := testkit.Within(t, 30*time.Second, "the hand-over", got)
 	assert.Greater(t, q.Fence(), p.Fence())
 	q.Release()
 }
@@ -194,7 +195,7 @@ func TestHeavyWaiterIsNotOvertaken(t *testing.T) {
 	l, ok := c.TryAcquire(1)
 	refused(t, l, ok, "a light request overtook the heavy waiter")
 	p.Release()
-	q := within(t, 30*time.Second, "the heavy waiter's grant", heavy)
+	q := testkit.Within(t, 30*time.Second, "the heavy waiter's grant", heavy)
 	assert.EqualValues(t, 3, q.Weight())
 	q.Release()
 }
@@ -221,8 +222,8 @@ func TestCloseWakesWaitersAndEndsPermits(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, "two waiters", func() bool { return s.Stats().Waiters == 2 })
 	s.Close()
-	assert.ErrorIs(t, within(t, 30*time.Second, "a waiter to end", errs), redislane.ErrClosed)
-	assert.ErrorIs(t, within(t, 30*time.Second, "a waiter to end", errs), redislane.ErrClosed)
+	assert.ErrorIs(t, testkit.Within(t, 30*time.Second, "a waiter to end", errs), redislane.ErrClosed)
+	assert.ErrorIs(t, testkit.Within(t, 30*time.Second, "a waiter to end", errs), redislane.ErrClosed)
 	q, err := s.Acquire(ctx, 1)
 	failed(t, q, err, redislane.ErrClosed)
 	assert.ErrorIs(t, context.Cause(p.Context()), redislane.ErrClosed, "Close did not end the permit")
