@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sessionlane/lanes/internal/benchkit"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -40,7 +41,7 @@ func runRow(b *testing.B, r ablationRow, ctx context.Context, acquire func(conte
 		}
 		return
 	}
-	setGoroutines(b, r.goroutines)
+	benchkit.SetGoroutines(b, r.goroutines)
 	var id atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
 		w := int64(1)
