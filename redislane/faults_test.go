@@ -165,11 +165,11 @@ func TestClientClockSkewChangesNothing(t *testing.T) {
 // succeeded was sent. The lane takes its own send time just before the
 // call, so it is never later.
 type callLog struct {
+	commandHook
 	mu     sync.Mutex
 	latest time.Time
 }
 
-func (l *callLog) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (l *callLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		start := time.Now()
@@ -183,9 +183,6 @@ func (l *callLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		return err
 	}
-}
-func (l *callLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }
 
 // bound is the latest deadline a permit may have now: the send time of the

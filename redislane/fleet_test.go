@@ -199,6 +199,19 @@ func helperContend(s *redislane.Weighted) error {
 	return nil
 }
 
+// startFullHolder starts a child process that takes the whole of lane
+// name (capacity 2, weight 2, the given lease) and returns it with its
+// "held" event.
+func startFullHolder(t *testing.T, addr, name string, lease time.Duration) (*child, event) {
+	t.Helper()
+	env := helperEnvs(addr, name, 2, lease)
+	env["RL_W"] = "2"
+	kid := startChild(t, "hold", env)
+	held := kid.next(time.Minute)
+	require.Equal(t, "held", held.Ev)
+	return kid, held
+}
+
 // helperHold acquires RL_W units, reports "held", waits for the permit's
 // context to end or for its standard input to close, reports "ended" (with
 // the cause, and when the lease ended) in the first case, and releases.
@@ -281,11 +294,7 @@ func TestKilledHolderCapacityReturnsWithinOneLease(t *testing.T) {
 	srv := startRedis(t)
 	const lease = time.Second
 	name := laneName(t)
-	env := helperEnvs(srv.Addr, name, 2, lease)
-	env["RL_W"] = "2"
-	kid := startChild(t, "hold", env)
-	held := kid.next(time.Minute)
-	require.Equal(t, "held", held.Ev)
+	kid, held := startFullHolder(t, srv.Addr, name, lease)
 
 	rc := newClient(t, srv.Addr)
 	require.NoError(t, kid.cmd.Process.Signal(syscall.SIGKILL))
@@ -320,11 +329,7 @@ func TestPausedHolderLosesLeaseAndNextFenceIsHigher(t *testing.T) {
 	srv := startRedis(t)
 	const lease = time.Second
 	name := laneName(t)
-	env := helperEnvs(srv.Addr, name, 2, lease)
-	env["RL_W"] = "2"
-	kid := startChild(t, "hold", env)
-	held := kid.next(time.Minute)
-	require.Equal(t, "held", held.Ev)
+	kid, held := startFullHolder(t, srv.Addr, name, lease)
 	require.NoError(t, kid.cmd.Process.Signal(syscall.SIGSTOP))
 	stopped := true
 	defer func() {

@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/sessionlane/lanes/internal/testkit"
+	"github.com/sessionlane/lanes/redislane"
 	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
@@ -192,4 +194,26 @@ var nameSeq atomic.Int64
 // laneName returns a lane name unique to the test run.
 func laneName(t testing.TB) string {
 	return fmt.Sprintf("%s-%d", t.Name(), nameSeq.Add(1))
+}
+
+// acquireAsync runs s.Acquire(ctx, 1) in a goroutine, releases the permit
+// if it got one, and sends Acquire's error on the returned channel (which
+// has room for it, so the goroutine ends even if no one receives).
+func acquireAsync(ctx context.Context, s *redislane.Weighted) <-chan error {
+	return testkit.Go(func() error {
+		p, err := s.Acquire(ctx, 1)
+		if err == nil {
+			p.Release()
+		}
+		return err
+	})
+}
+
+// commandHook is the part of a go-redis hook that lets dials and pipelines
+// through: a test's hook embeds it and defines only ProcessHook.
+type commandHook struct{}
+
+func (commandHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (commandHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

@@ -406,7 +406,7 @@ func TestWaiterStopsWaitingForTheSubscription(t *testing.T) {
 	t.Cleanup(s.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	res := make(chan error, 1)
+	var res <-chan error
 	// result fails the test, rather than hang it, if the waiter does not
 	// return (the old code would wait out the hour).
 	result := func() error {
@@ -418,26 +418,14 @@ func TestWaiterStopsWaitingForTheSubscription(t *testing.T) {
 			return nil
 		}
 	}
-	go func() {
-		p, err := s.Acquire(ctx, 1)
-		if err == nil {
-			p.Release()
-		}
-		res <- err
-	}()
+	res = acquireAsync(ctx, s)
 	waitFor(t, 5*time.Second, "the waiter to subscribe", func() bool { return px.subs.Load() > 0 })
 	cancel()
 	require.ErrorIs(t, result(), context.Canceled)
 
 	// The subscription is still unconfirmed; the next waiter waits for it
 	// too, until the lane is closed.
-	go func() {
-		p, err := s.Acquire(context.Background(), 1)
-		if err == nil {
-			p.Release()
-		}
-		res <- err
-	}()
+	res = acquireAsync(context.Background(), s)
 	waitFor(t, 5*time.Second, "the second waiter to queue", func() bool { return s.Stats().Waiters > 0 })
 	s.Close()
 	require.ErrorIs(t, result(), redislane.ErrClosed)

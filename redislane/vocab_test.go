@@ -34,14 +34,7 @@ func TestSharedVocabulary(t *testing.T) {
 	s := newSem(t, srv.Addr, laneName(t), 1)
 	p, err := s.Acquire(ctx, 1)
 	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() {
-		p, err := s.Acquire(ctx, 1)
-		if err == nil {
-			p.Release()
-		}
-		served <- err
-	}()
+	served := acquireAsync(ctx, s)
 	waitFor(t, 5*time.Second, "a waiter", func() bool { return s.Stats().Waiters == 1 })
 	p.Release()
 	require.NoError(t, testkit.Within(t, 10*time.Second, "the waiter to be served", served))
@@ -51,14 +44,7 @@ func TestSharedVocabulary(t *testing.T) {
 
 	p, err = s.Acquire(ctx, 1)
 	require.NoError(t, err)
-	closedOn := make(chan error, 1)
-	go func() {
-		p, err := s.Acquire(ctx, 1)
-		if err == nil {
-			p.Release()
-		}
-		closedOn <- err
-	}()
+	closedOn := acquireAsync(ctx, s)
 	waitFor(t, 5*time.Second, "a waiter", func() bool { return s.Stats().Waiters == 1 })
 	q := lanequeue.New[string]()
 	require.NoError(t, q.Add("redis", redislane.AsLane[string](s)))
