@@ -89,8 +89,9 @@ func BenchmarkAblationGens(b *testing.B) {
 
 // BenchmarkAblationCtx: Acquire's look at the context with no special
 // case (ctx.Err() always: Acquire) against skipping Err for the contexts
-// that never end, recognised by fastctx.NeverDone or by comparison with
-// Background and TODO; with context.Background() and with a cancellable
+// that never end, recognised by their interface word (what
+// internal/fastctx.NeverDone did) or by comparison with Background and
+// TODO; with context.Background() and with a cancellable
 // context.
 func BenchmarkAblationCtx(b *testing.B) {
 	for _, r := range ablationRows {
