@@ -50,3 +50,14 @@ func queue[K comparable](t *testing.T, s *keyedsem.KeyedSemaphore[K], ctx contex
 }
 
 func newFake() *clock.Fake { return clock.NewFake(time.Unix(1_700_000_000, 0)) }
+
+// idleModes are the two entry lifetimes a race test runs under: idle
+// timeout 0 (the entry is removed on the last release and made again by the
+// next acquire) and the default (the entry stays).
+var idleModes = []struct {
+	name string
+	opts []keyedsem.Option
+}{
+	{"idle0", []keyedsem.Option{keyedsem.WithIdleTimeout(0)}},
+	{"default", nil},
+}
