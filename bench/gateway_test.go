@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessionlane/lanes/internal/benchkit"
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -88,11 +89,11 @@ func runGateway(b *testing.B, group string, p keyedPeer, nkeys int, cs func()) {
 	l := p.make()
 	if p.name == peerIdeal.name {
 		// One goroutine per key, so that no two run one key at once.
-		if g := setGoroutines(b, nkeys); g != nkeys {
+		if g := benchkit.SetGoroutines(b, nkeys); g != nkeys {
 			b.Skipf("%d keys need a multiple of GOMAXPROCS goroutines; RunParallel would start %d", nkeys, g)
 		}
 	} else {
-		setGoroutines(b, gatewayGoroutines)
+		benchkit.SetGoroutines(b, gatewayGoroutines)
 	}
 	var id atomic.Int64
 	var csTime atomic.Int64
@@ -219,7 +220,7 @@ func BenchmarkAcquireAll(b *testing.B) {
 	}
 	for _, p := range peers {
 		b.Run("scenario=g32/impl="+p.name, func(b *testing.B) {
-			ks := keys(setGoroutines(b, 32))
+			ks := keys(benchkit.SetGoroutines(b, 32))
 			l := p.make()
 			var id atomic.Int64
 			b.ReportAllocs()

@@ -15,6 +15,7 @@ import (
 	xsem "golang.org/x/sync/semaphore"
 	"k8s.io/utils/keymutex"
 
+	"github.com/sessionlane/lanes/internal/benchkit"
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanequeue"
@@ -271,7 +272,7 @@ const keysPerGoroutine = 64
 func BenchmarkKeyed(b *testing.B) {
 	for _, p := range keyedPeers {
 		b.Run("scenario=distinct-g32/impl="+p.name, func(b *testing.B) {
-			all := keys(keysPerGoroutine * setGoroutines(b, 32))
+			all := keys(keysPerGoroutine * benchkit.SetGoroutines(b, 32))
 			l := p.make()
 			var next sync.Mutex
 			id := 0
@@ -293,7 +294,7 @@ func BenchmarkKeyed(b *testing.B) {
 	}
 	for _, p := range keyedPeers {
 		b.Run("scenario=hot-g32/impl="+p.name, func(b *testing.B) {
-			setGoroutines(b, 32)
+			benchkit.SetGoroutines(b, 32)
 			k := key(0)
 			l := p.make()
 			b.ReportAllocs()
@@ -344,7 +345,7 @@ func BenchmarkKeyed(b *testing.B) {
 	// before on every operation (sub-agents with unique ids in a busy
 	// gateway); baseline-keybuild-g32 builds the keys alone.
 	newKeyG32 := func(b *testing.B, lockUnlock func(k string)) {
-		setGoroutines(b, 32)
+		benchkit.SetGoroutines(b, 32)
 		var ids atomic.Int64
 		b.ReportAllocs()
 		b.ResetTimer()

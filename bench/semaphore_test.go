@@ -3,48 +3,19 @@ package bench_test
 import (
 	"context"
 	"fmt"
-	"runtime"
-	"sync"
-	"sync/atomic"
+	"slices"
 	"testing"
 
 	msem "github.com/marusama/semaphore/v2"
-	xsem "golang.org/x/sync/semaphore"
 
-	"github.com/sessionlane/lanes/semaphore"
+	"github.com/sessionlane/lanes/internal/benchkit"
 )
 
-// semPeer is one semaphore implementation: make returns a function that
-// acquires n permits and releases them, or nil if the peer cannot serve
-// that capacity or weight (a sync.Mutex is capacity 1, a channel weight 1).
-type semPeer struct {
-	name     string
-	ctx      bool // honours a cancellable context
-	weighted bool // takes weights above 1
-	make     func(capacity int64) func(ctx context.Context, n int64)
-}
-
-var semPeers = []semPeer{
-	{"lanes", true, true, func(c int64) func(context.Context, int64) {
-		s := semaphore.New(c)
-		return func(ctx context.Context, n int64) {
-			p, err := s.Acquire(ctx, n)
-			if err != nil {
-				panic(err)
-			}
-			p.Release()
-		}
-	}},
-	{"xsync", true, true, func(c int64) func(context.Context, int64) {
-		s := xsem.NewWeighted(c)
-		return func(ctx context.Context, n int64) {
-			if err := s.Acquire(ctx, n); err != nil {
-				panic(err)
-			}
-			s.Release(n)
-		}
-	}},
-	{"marusama", true, true, func(c int64) func(context.Context, int64) {
+// semPeers are lanes, x/sync, marusama, a buffered channel and a mutex,
+// measured side by side in one run.
+var semPeers = slices.Insert(benchkit.SemPeers(), 2, benchkit.SemPeer{
+	Name: "marusama", Ctx: true, Weighted: true,
+	Make: func(c int64) func(context.Context, int64) {
 		s := msem.New(int(c))
 		return func(ctx context.Context, n int64) {
 			if err := s.Acquire(ctx, int(n)); err != nil {
@@ -52,37 +23,8 @@ var semPeers = []semPeer{
 			}
 			s.Release(int(n))
 		}
-	}},
-	// chan is the idiomatic semaphore: a buffered channel. With a
-	// context that can end it selects on ctx.Done(), as a careful user
-	// would write it.
-	{"chan", true, false, func(c int64) func(context.Context, int64) {
-		ch := make(chan struct{}, c)
-		return func(ctx context.Context, _ int64) {
-			if done := ctx.Done(); done == nil {
-				ch <- struct{}{}
-			} else {
-				select {
-				case ch <- struct{}{}:
-				case <-done:
-					panic(ctx.Err())
-				}
-			}
-			<-ch
-		}
-	}},
-	{"mutex", false, false, func(c int64) func(context.Context, int64) {
-		if c != 1 {
-			return nil
-		}
-		var mu sync.Mutex
-		return func(context.Context, int64) {
-			mu.Lock()
-			//lint:ignore SA2001 an empty critical section is the point
-			mu.Unlock()
-		}
-	}},
-}
+	},
+})
 
 // semScenario is one workload: goroutines == 0 means one goroutine in a
 // plain loop (uncontended); weights are dealt out by goroutine.
@@ -120,14 +62,14 @@ func BenchmarkSemaphore(b *testing.B) {
 				continue
 			}
 			for _, p := range semPeers {
-				if (ctxName == "cancel" && !p.ctx) || (sc.weights != nil && !p.weighted) {
+				if (ctxName == "cancel" && !p.Ctx) || (sc.weights != nil && !p.Weighted) {
 					continue
 				}
-				do := p.make(sc.capacity)
+				do := p.Make(sc.capacity)
 				if do == nil {
 					continue
 				}
-				b.Run(fmt.Sprintf("ctx=%s/scenario=%s/impl=%s", ctxName, sc.name, p.name), func(b *testing.B) {
+				b.Run(fmt.Sprintf("ctx=%s/scenario=%s/impl=%s", ctxName, sc.name, p.Name), func(b *testing.B) {
 					ctx, cancel := context.Background(), context.CancelFunc(func() {})
 					if ctxName == "cancel" {
 						ctx, cancel = context.WithCancel(ctx)
@@ -148,24 +90,5 @@ func runSem(b *testing.B, sc semScenario, ctx context.Context, do func(context.C
 		}
 		return
 	}
-	setGoroutines(b, sc.goroutines)
-	var id atomic.Int64
-	b.RunParallel(func(pb *testing.PB) {
-		n := int64(1)
-		if sc.weights != nil {
-			n = sc.weights[(id.Add(1)-1)%int64(len(sc.weights))]
-		}
-		for pb.Next() {
-			do(ctx, n)
-		}
-	})
-}
-
-// setGoroutines makes RunParallel start g goroutines (the nearest multiple
-// of GOMAXPROCS, at least GOMAXPROCS), and returns how many it will start.
-func setGoroutines(b *testing.B, g int) int {
-	procs := runtime.GOMAXPROCS(0)
-	p := max(1, g/procs)
-	b.SetParallelism(p)
-	return p * procs
+	benchkit.RunParallel(b, sc.goroutines, sc.weights, ctx, do)
 }

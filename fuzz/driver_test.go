@@ -3,11 +3,11 @@ package fuzz_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/sessionlane/lanes/internal/testkit"
 )
 
 // TestMain fails the run if an input leaves a goroutine behind: every
 // waiter a target starts must have been woken and have returned.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	testkit.Main(m)
 }

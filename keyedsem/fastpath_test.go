@@ -85,13 +85,7 @@ func checkCancelledRound(t *testing.T, s *keyedsem.KeyedSemaphore[string], r res
 // The context here stops the acquirer inside its first ctx check, whichever
 // place that check is at, while the test cancels and releases.
 func TestCancelBeforeReleaseWinsFastPathRace(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		opts []keyedsem.Option
-	}{
-		{"idle0", []keyedsem.Option{keyedsem.WithIdleTimeout(0)}},
-		{"default", nil},
-	} {
+	for _, tc := range idleModes {
 		t.Run(tc.name, func(t *testing.T) {
 			s := keyedsem.New[string](tc.opts...)
 			defer s.Close()
@@ -120,13 +114,7 @@ func TestCancelBeforeReleaseWinsFastPathRace(t *testing.T) {
 // claimed the permit without looking at its context again if the release
 // came in between.
 func TestCancelBeforeReleaseWinsBeforeQueueRace(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		opts []keyedsem.Option
-	}{
-		{"idle0", []keyedsem.Option{keyedsem.WithIdleTimeout(0)}},
-		{"default", nil},
-	} {
+	for _, tc := range idleModes {
 		t.Run(tc.name, func(t *testing.T) {
 			s := keyedsem.New[string](tc.opts...)
 			defer s.Close()
@@ -211,13 +199,7 @@ func TestZeroValuePanics(t *testing.T) {
 // key (the context is now looked at when the map has no entry, before one
 // is made) and for a free key, and makes and takes nothing.
 func TestEndedContextFailsAtOnceOnNewAndFreeKeys(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		opts []keyedsem.Option
-	}{
-		{"idle0", []keyedsem.Option{keyedsem.WithIdleTimeout(0)}},
-		{"default", nil},
-	} {
+	for _, tc := range idleModes {
 		t.Run(tc.name, func(t *testing.T) {
 			s := keyedsem.New[string](tc.opts...)
 			defer s.Close()

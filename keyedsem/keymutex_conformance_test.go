@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
 )
 
@@ -57,7 +58,7 @@ func kmCallbackHappens(t testing.TB, callback <-chan keyedsem.Permit) keyedsem.P
 			t.Fatal("the lock failed")
 		}
 		return p
-	case <-time.After(lkDeadline):
+	case <-time.After(testkit.Deadline):
 		t.Fatalf("Timed out waiting for callback.")
 		return keyedsem.Permit{}
 	}
@@ -68,7 +69,7 @@ func kmCallbackHappens(t testing.TB, callback <-chan keyedsem.Permit) keyedsem.P
 // over all keys), it must not have returned.
 func kmCallbackDoesntHappen(t testing.TB, s *keyedsem.KeyedSemaphore[string], waiters int, callback <-chan keyedsem.Permit) {
 	t.Helper()
-	lkEventually(t, "the locker to wait", func() bool { return s.Stats().Waiters == waiters })
+	testkit.Eventually(t, "the locker to wait", func() bool { return s.Stats().Waiters == waiters })
 	select {
 	case <-callback:
 		t.Fatalf("Unexpected callback.")

@@ -16,56 +16,27 @@ package keyedsem_test
 //	RWMutexMap RLock / Lock     WithPerKeyCapacity(r): a reader takes 1, a writer AcquireN(r)
 //
 // The originals poll an internal waiter count on a 1 ms ticker and give
-// up after 3 s; here the waits poll Stats, with a deadline (lkEventually).
+// up after 3 s; here the waits poll Stats, with a deadline
+// (testkit.Eventually).
 
 import (
 	"context"
 	"errors"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
 )
-
-// lkDeadline bounds every wait of the locker and keymutex ports.
-const lkDeadline = 10 * time.Second
-
-// lkEventually polls cond until it holds, and fails the test after
-// lkDeadline; it yields first, then backs off.
-func lkEventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(lkDeadline)
-	for i := 0; !cond(); i++ {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %v waiting for %s", lkDeadline, what)
-		}
-		if i < 100 {
-			runtime.Gosched()
-		} else {
-			time.Sleep(50 * time.Microsecond)
-		}
-	}
-}
-
-// lkDone waits for ch to be closed, with a deadline.
-func lkDone(t testing.TB, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(lkDeadline):
-		t.Fatalf("%s did not happen within %v", what, lkDeadline)
-	}
-}
 
 // lkWait waits for wg, with a deadline.
 func lkWait(t testing.TB, wg *sync.WaitGroup) {
 	t.Helper()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	lkDone(t, done, "every goroutine finishing")
+	testkit.Recv(t, done, "every goroutine finishing")
 }
 
 // lkLock is locker's Lock in our API: Acquire, failing the test on error.
@@ -97,7 +68,7 @@ func TestConformanceLockerLock(t *testing.T) {
 		second = lkLock(t, s, "test")
 		close(chDone)
 	}()
-	lkEventually(t, "the second Lock to be counted as a waiter", func() bool { return s.Stats().Waiters == 1 })
+	testkit.Eventually(t, "the second Lock to be counted as a waiter", func() bool { return s.Stats().Waiters == 1 })
 	select {
 	case <-chDone:
 		t.Fatal("lock should not have returned while it was still held")
@@ -107,7 +78,7 @@ func TestConformanceLockerLock(t *testing.T) {
 	if !first.Release() {
 		t.Fatal("Unlock (Release) of the held key returned false")
 	}
-	lkDone(t, chDone, "the second Lock completing")
+	testkit.Recv(t, chDone, "the second Lock completing")
 	if w := s.Stats().Waiters; w != 0 {
 		t.Fatalf("expected waiters to be 0, got %d", w)
 	}
@@ -129,7 +100,7 @@ func TestConformanceLockerUnlock(t *testing.T) {
 			lkLock(t, s, "test").Release()
 			close(chDone)
 		}()
-		lkDone(t, chDone, "a Lock after Unlock")
+		testkit.Recv(t, chDone, "a Lock after Unlock")
 	}
 }
 
@@ -253,11 +224,11 @@ func TestConformanceLockerRWMutexRLock(t *testing.T) {
 		var rs [2]keyedsem.Permit
 		select {
 		case rs = <-rlocked:
-		case <-time.After(lkDeadline):
+		case <-time.After(testkit.Deadline):
 			t.Fatalf("round %d: the read locks did not come", i)
 		}
 		rs[0].Release() // RUnlock
-		lkEventually(t, "the writer to wait", func() bool { return s.Stats().Waiters == 1 })
+		testkit.Eventually(t, "the writer to wait", func() bool { return s.Stats().Waiters == 1 })
 		select {
 		case <-wlocked:
 			t.Fatal("RLock() didn't block Lock()")
@@ -267,11 +238,11 @@ func TestConformanceLockerRWMutexRLock(t *testing.T) {
 		var w keyedsem.Permit
 		select {
 		case w = <-wlocked:
-		case <-time.After(lkDeadline):
+		case <-time.After(testkit.Deadline):
 			t.Fatalf("round %d: the write lock did not come", i)
 		}
 		if i+1 < n {
-			lkEventually(t, "the next reader to wait", func() bool { return s.Stats().Waiters == 1 })
+			testkit.Eventually(t, "the next reader to wait", func() bool { return s.Stats().Waiters == 1 })
 		}
 		select {
 		case <-rlocked:
@@ -352,12 +323,12 @@ func TestConformanceLockerUnlockedKeysConsumeNoMemory(t *testing.T) {
 	p := lkLock(t, s, 7)
 	got := make(chan keyedsem.Permit, 1)
 	go func() { got <- lkLock(t, s, 7) }()
-	lkEventually(t, "the second locker to wait", func() bool { return s.Stats().Waiters == 1 })
+	testkit.Eventually(t, "the second locker to wait", func() bool { return s.Stats().Waiters == 1 })
 	p.Release()
 	var q keyedsem.Permit
 	select {
 	case q = <-got:
-	case <-time.After(lkDeadline):
+	case <-time.After(testkit.Deadline):
 		t.Fatal("the waiter was not served")
 	}
 	if s.Len() != 1 {

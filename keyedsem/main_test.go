@@ -3,9 +3,9 @@ package keyedsem_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/sessionlane/lanes/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	testkit.Main(m)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/sessionlane/lanes/internal/fastctx"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -94,19 +93,15 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes LaneSet[K], opts
 	if q.nanKeys && key != key {
 		return nil, ErrNaNKey
 	}
-	// context.Background and TODO carry no values and never end: skip both
-	// checks for them.
-	if !fastctx.NeverDone(ctx) {
-		if done := ctx.Done(); done != nil {
-			select {
-			case <-done:
-				return nil, ctx.Err()
-			default:
-			}
+	if done := ctx.Done(); done != nil {
+		select {
+		case <-done:
+			return nil, ctx.Err()
+		default:
 		}
-		if err := checkReentry(ctx, q, key, &g); err != nil {
-			return nil, err
-		}
+	}
+	if err := checkReentry(ctx, q, key, &g); err != nil {
+		return nil, err
 	}
 	hs := g.held()
 	plain := g.plain
@@ -124,7 +119,7 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes LaneSet[K], opts
 			rollback(&g, plain)
 			return nil, q.laneErr(ctx, nil, err)
 		}
-	} else if ended(ctx) {
+	} else if ctx.Err() != nil {
 		// Every permit is held, but ctx ended on the way: before the last
 		// grant, perhaps (a lane that granted across the cancellation, or
 		// one that grants at once without looking at ctx). The end wins:
@@ -333,7 +328,7 @@ func (q *Queue[K]) takeRateTail(ctx context.Context, key K, g *grant[K], from in
 	}
 	// Every permit is held. If ctx ended meanwhile, the end wins (see
 	// AcquireAll); the caller rolls the other lanes back.
-	if ended(ctx) {
+	if ctx.Err() != nil {
 		cancelRates(reqs)
 		for i := range reqs {
 			reqs[i].l.cancelled.Add(1)
@@ -367,10 +362,4 @@ func tryRateTail[K comparable](key K, g *grant[K], from int) bool {
 	}
 	commitRates(reqs)
 	return true
-}
-
-// ended reports whether ctx has ended: free for the contexts that never
-// end, an atomic load (ctx.Err) for the standard ones.
-func ended(ctx context.Context) bool {
-	return !fastctx.NeverDone(ctx) && ctx.Err() != nil
 }

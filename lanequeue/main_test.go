@@ -3,11 +3,11 @@ package lanequeue_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/sessionlane/lanes/internal/testkit"
 )
 
 // TestMain fails the package's tests if any goroutine a test started (a
 // waiter, a holder, a worker) is still running when they end.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	testkit.Main(m)
 }

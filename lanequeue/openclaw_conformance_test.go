@@ -29,7 +29,7 @@ package lanequeue_test
 // module-instance sharing, which has no meaning in Go.
 //
 // The originals await promises; here every wait is a channel or a Stats
-// poll with a deadline (ocEventually), never a sleep.
+// poll with a deadline (testkit.Eventually), never a sleep.
 
 import (
 	"context"
@@ -42,30 +42,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
 )
-
-// ocDeadline bounds every wait of this file.
-const ocDeadline = 10 * time.Second
-
-// ocEventually polls cond until it holds, and fails the test after
-// ocDeadline; it yields first, then backs off.
-func ocEventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(ocDeadline)
-	for i := 0; !cond(); i++ {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %v waiting for %s", ocDeadline, what)
-		}
-		if i < 100 {
-			runtime.Gosched()
-		} else {
-			time.Sleep(50 * time.Microsecond)
-		}
-	}
-}
 
 // ocGateway is the OpenClaw command queue in our API: fixed global lanes
 // whose semaphores the test keeps (to resize them, as
@@ -174,7 +155,7 @@ func (g *ocGateway) queued(t testing.TB, ctx context.Context, key, lane string, 
 	t.Helper()
 	want := g.stats(t, lane).Waiters + 1
 	k := g.run(ctx, key, lanes...)
-	ocEventually(t, fmt.Sprintf("a command to queue on %q", lane), func() bool {
+	testkit.Eventually(t, fmt.Sprintf("a command to queue on %q", lane), func() bool {
 		select {
 		case <-k.started:
 			t.Fatalf("the command on %v started instead of queueing", lanes)
@@ -193,7 +174,7 @@ func (k *ocTask) waitStarted(t testing.TB) {
 	case <-k.started:
 	case err := <-k.done:
 		t.Fatalf("the command ended with %v before its task started", err)
-	case <-time.After(ocDeadline):
+	case <-time.After(testkit.Deadline):
 		t.Fatal("the command's task did not start")
 	}
 }
@@ -212,7 +193,7 @@ func (k *ocTask) result(t testing.TB) error {
 	select {
 	case err := <-k.done:
 		return err
-	case <-time.After(ocDeadline):
+	case <-time.After(testkit.Deadline):
 		t.Fatal("the command did not finish")
 		return nil
 	}
@@ -277,9 +258,9 @@ func TestConformanceOpenClawRunsTasksOneAtATimeInOrder(t *testing.T) {
 			})
 		}()
 		if id == 1 {
-			ocEventually(t, "task 1 to run", func() bool { return g.active("main") == 1 })
+			testkit.Eventually(t, "task 1 to run", func() bool { return g.active("main") == 1 })
 		} else {
-			ocEventually(t, fmt.Sprintf("task %d to queue", id), func() bool { return g.stats(t, "main").Waiters == want })
+			testkit.Eventually(t, fmt.Sprintf("task %d to queue", id), func() bool { return g.stats(t, "main").Waiters == want })
 		}
 	}
 	close(gate)
@@ -289,7 +270,7 @@ func TestConformanceOpenClawRunsTasksOneAtATimeInOrder(t *testing.T) {
 			if err != nil {
 				t.Fatalf("task %d: %v", i+1, err)
 			}
-		case <-time.After(ocDeadline):
+		case <-time.After(testkit.Deadline):
 			t.Fatalf("task %d did not finish", i+1)
 		}
 	}
@@ -615,7 +596,7 @@ func TestConformanceOpenClawRetiresIndependentScopedLanes(t *testing.T) {
 					}
 					select {
 					case <-allStarted:
-					case <-time.After(ocDeadline):
+					case <-time.After(testkit.Deadline):
 						return errors.New("the ten keys never ran at once")
 					}
 					active.Add(-1)
@@ -629,7 +610,7 @@ func TestConformanceOpenClawRetiresIndependentScopedLanes(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s key %d: %v", lane, i, err)
 				}
-			case <-time.After(ocDeadline):
+			case <-time.After(testkit.Deadline):
 				t.Fatalf("%s key %d did not finish", lane, i)
 			}
 		}
@@ -804,7 +785,7 @@ func TestConformanceOpenClawGroupBudgetNeverExceeded(t *testing.T) {
 		}
 		return n
 	}
-	ocEventually(t, "the group to fill", func() bool { return g.active("group") == 8 && waiting() == 12 })
+	testkit.Eventually(t, "the group to fill", func() bool { return g.active("group") == 8 && waiting() == 12 })
 	if n := g.active("cron-nested") + g.active("hook-dispatch"); n != 8 {
 		t.Fatalf("%d members active, want exactly the budget 8", n)
 	}
@@ -824,7 +805,7 @@ func TestConformanceOpenClawGroupBudgetNeverExceeded(t *testing.T) {
 	for range 9 {
 		solo = append(solo, g.run(context.Background(), "", "hook-dispatch", "group"))
 	}
-	ocEventually(t, "one member to fill the group", func() bool { return g.active("hook-dispatch") == 8 && g.stats(t, "group").Waiters == 1 })
+	testkit.Eventually(t, "one member to fill the group", func() bool { return g.active("hook-dispatch") == 8 && g.stats(t, "group").Waiters == 1 })
 	for _, k := range solo {
 		k.release()
 	}
@@ -1077,7 +1058,7 @@ func TestConformanceOpenClawAbortBeforeReleaseWinsRace(t *testing.T) {
 				if !errors.Is(err, context.Canceled) {
 					t.Fatalf("%s, round %d: a command aborted before the lane came free returned %v, want context.Canceled", lane, round, err)
 				}
-			case <-time.After(ocDeadline):
+			case <-time.After(testkit.Deadline):
 				t.Fatalf("%s, round %d: the aborted command did not return", lane, round)
 			}
 			if err := first.result(t); err != nil {

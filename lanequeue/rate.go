@@ -10,7 +10,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/sessionlane/lanes/internal/clock"
-	"github.com/sessionlane/lanes/internal/fastctx"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -301,18 +300,15 @@ var errRateDeadline = fmt.Errorf("lanequeue: rate tokens not available before th
 // nothing is spent and the call does not wait), ErrClosed, or
 // semaphore.ErrInvalidWeight / ErrTooHeavy.
 func takeRates[K comparable](ctx context.Context, reqs []rateReq[K], done <-chan struct{}) error {
-	var ctxDone <-chan struct{}
-	if !fastctx.NeverDone(ctx) {
-		ctxDone = ctx.Done()
-		if ctxDone != nil {
-			select {
-			case <-ctxDone:
-				for i := range reqs {
-					reqs[i].l.cancelled.Add(1)
-				}
-				return ctx.Err()
-			default:
+	ctxDone := ctx.Done()
+	if ctxDone != nil {
+		select {
+		case <-ctxDone:
+			for i := range reqs {
+				reqs[i].l.cancelled.Add(1)
 			}
+			return ctx.Err()
+		default:
 		}
 	}
 	for i := range reqs {

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionlane/lanes/redislane"
-	"github.com/sessionlane/lanes/redislane/internal/sysclock"
+	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
 func percentile(d []time.Duration, q float64) time.Duration {
@@ -27,7 +27,7 @@ func percentile(d []time.Duration, q float64) time.Duration {
 // (the p50 of a PING on the same connection pool).
 func BenchmarkUncontendedAcquireRelease(b *testing.B) {
 	srv := startRedis(b)
-	var cnt counter
+	var cnt redistest.Calls
 	rc := newClient(b, srv.Addr)
 	rc.AddHook(&cnt)
 	s, err := redislane.NewWeighted(rc, laneName(b), 10, redislane.WithLease(2*time.Second), redislane.WithQuarantine(0))
@@ -44,7 +44,7 @@ func BenchmarkUncontendedAcquireRelease(b *testing.B) {
 		p.Release()
 	}
 	lat := make([]time.Duration, 0, b.N)
-	calls := cnt.calls.Load()
+	calls := cnt.Commands()
 	b.ResetTimer()
 	for range b.N {
 		t0 := time.Now()
@@ -57,7 +57,7 @@ func BenchmarkUncontendedAcquireRelease(b *testing.B) {
 	}
 	b.StopTimer()
 	p50, ping := percentile(lat, 0.5), percentile(pings, 0.5)
-	b.ReportMetric(float64(cnt.calls.Load()-calls)/float64(b.N), "calls/op")
+	b.ReportMetric(float64(cnt.Commands()-calls)/float64(b.N), "calls/op")
 	b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
 	b.ReportMetric(float64(ping.Microseconds()), "ping-p50-µs")
 	b.ReportMetric(float64(p50)/float64(ping), "p50-round-trips")
@@ -76,7 +76,7 @@ func BenchmarkContendedFleet(b *testing.B) {
 	)
 	srv := startRedis(b)
 	name := laneName(b)
-	var cnt counter
+	var cnt redistest.Calls
 	var sems []*redislane.Weighted
 	for range instances {
 		rc := newClient(b, srv.Addr)
@@ -92,7 +92,7 @@ func BenchmarkContendedFleet(b *testing.B) {
 	var mu sync.Mutex
 	lat := make([]time.Duration, 0, b.N)
 	var o oracle
-	calls := cnt.calls.Load()
+	calls := cnt.Commands()
 	b.ResetTimer()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -110,7 +110,7 @@ func BenchmarkContendedFleet(b *testing.B) {
 						return
 					}
 					mine = append(mine, time.Since(t0))
-					sp := span{Start: sysclock.Now(), W: 1, Fence: p.Fence()}
+					sp := span{Start: redistest.Now(), W: 1, Fence: p.Fence()}
 					time.Sleep(hold) // the work
 					sp.End = endOf(p.Deadline())
 					o.add(sp)
@@ -131,5 +131,5 @@ func BenchmarkContendedFleet(b *testing.B) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "grants/s")
 	b.ReportMetric(float64(percentile(lat, 0.5).Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(percentile(lat, 0.99).Microseconds())/1000, "p99-ms")
-	b.ReportMetric(float64(cnt.calls.Load()-calls)/float64(b.N), "calls/grant")
+	b.ReportMetric(float64(cnt.Commands()-calls)/float64(b.N), "calls/grant")
 }

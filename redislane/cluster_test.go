@@ -96,14 +96,7 @@ func TestClusterHandoverThroughShardedAndClassicPubSub(t *testing.T) {
 				defer a2.Close()
 				p, err := a.Acquire(ctx, 1)
 				require.NoError(t, err)
-				got := make(chan error, 1)
-				go func() {
-					q, err := a2.Acquire(ctx, 1)
-					if err == nil {
-						q.Release()
-					}
-					got <- err
-				}()
+				got := acquireAsync(ctx, a2)
 				channel := "{lanes:" + lane + "}:wake"
 				waitFor(t, 5*time.Second, "both instances to subscribe and the waiter to queue", func() bool {
 					n := direct.PubSubNumSub(ctx, channel).Val()[channel]

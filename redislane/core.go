@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sessionlane/lanes/internal/clock"
 )
 
 // Bounds of the wait between two calls of a waiter, and of the backoff
@@ -142,15 +144,7 @@ func (c *core) quit(ctx context.Context, lastErr error) error {
 
 // pause sleeps for d unless ctx ends or the lane closes first.
 func (c *core) pause(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-	case <-c.done:
-	}
-	return false
+	return clock.Sleep(ctx, d, c.done)
 }
 
 func (c *core) isClosed() bool {

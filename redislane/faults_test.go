@@ -12,8 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/redislane"
-	"github.com/sessionlane/lanes/redislane/internal/sysclock"
+	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
 // Faults that no other test provokes: a client clock that is off, replies
@@ -139,7 +140,7 @@ func TestClientClockSkewChangesNothing(t *testing.T) {
 		return direct.ZCard(ctx, "{lanes:"+name+"}:g:q").Val() == 1
 	})
 	p.Release()
-	q = within(t, 30*time.Second, "the hand-over to the instance ahead", got)
+	q = testkit.Within(t, 30*time.Second, "the hand-over to the instance ahead", got)
 	require.NotNil(t, q)
 	assert.Greater(t, q.Fence(), p.Fence())
 	assert.LessOrEqual(t, time.Until(q.Deadline()), validity(lease), "a deadline beyond one lease")
@@ -151,8 +152,8 @@ func TestClientClockSkewChangesNothing(t *testing.T) {
 	px.black.Store(true)
 	r, err = behind.Acquire(testCtx(t, 10*lease), 1)
 	require.NoError(t, err, "the permit of the instance ahead, cut off, did not end within ten leases")
-	start := sysclock.Now()
-	within(t, 10*lease, "the cut-off permit's context to end", q.Context().Done())
+	start := redistest.Now()
+	testkit.Within(t, 10*lease, "the cut-off permit's context to end", q.Context().Done())
 	assert.LessOrEqual(t, endOf(q.Deadline()), start, "the cut-off permit was still valid when the next was granted")
 	r.Release()
 	px.black.Store(false)
@@ -164,11 +165,11 @@ func TestClientClockSkewChangesNothing(t *testing.T) {
 // succeeded was sent. The lane takes its own send time just before the
 // call, so it is never later.
 type callLog struct {
+	commandHook
 	mu     sync.Mutex
 	latest time.Time
 }
 
-func (l *callLog) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (l *callLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		start := time.Now()
@@ -182,9 +183,6 @@ func (l *callLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		return err
 	}
-}
-func (l *callLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }
 
 // bound is the latest deadline a permit may have now: the send time of the
@@ -288,7 +286,7 @@ func TestHandoverDeadlineCountsFromTheQueuedCall(t *testing.T) {
 			return direct.ZCard(ctx, "{lanes:"+name+"}:g:q").Val() == 1
 		})
 		p.Release()
-		q := within(t, 30*time.Second, "the hand-over", got)
+		q := testkit.Within(t, 30*time.Second, "the hand-over", got)
 		require.NotNil(t, q)
 		dl := q.Deadline()
 		bound := log.bound(lease)
@@ -342,15 +340,15 @@ func TestRestartQuarantineOutlastsCutOffHolder(t *testing.T) {
 			px.black.Store(true)
 			require.NoError(t, srv.Restart())
 			if byRefresh {
-				within(t, 10*lease, "a refresh to find the other permit gone", other.Context().Done())
+				testkit.Within(t, 10*lease, "a refresh to find the other permit gone", other.Context().Done())
 				require.ErrorIs(t, context.Cause(other.Context()), redislane.ErrLeaseLost)
 			}
 			require.NoError(t, old.Context().Err(), "the restart outlasted the old holder's lease: the test proves nothing")
 
 			p, err := b.Acquire(ctx, "k")
 			require.NoError(t, err)
-			start := sysclock.Now()
-			within(t, 10*lease, "the cut-off holder's lease to end", old.Context().Done())
+			start := redistest.Now()
+			testkit.Within(t, 10*lease, "the cut-off holder's lease to end", old.Context().Done())
 			assert.ErrorIs(t, context.Cause(old.Context()), redislane.ErrLeaseExpired)
 			assert.LessOrEqual(t, endOf(old.Deadline()), start,
 				"a holder from before the restart still held its permit when a new one was granted")

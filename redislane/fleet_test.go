@@ -22,7 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionlane/lanes/redislane"
-	"github.com/sessionlane/lanes/redislane/internal/sysclock"
+	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
 // The multi-process tests start copies of the test binary that run only
@@ -186,7 +186,7 @@ func helperContend(s *redislane.Weighted) error {
 					}
 					continue
 				}
-				start := sysclock.Now()
+				start := redistest.Now()
 				hold := time.Duration(rand.Int64N(int64(3 * time.Millisecond)))
 				time.Sleep(hold) // the work the permit protects
 				o.add(span{Start: start, End: endOf(p.Deadline()), W: w, Fence: p.Fence()})
@@ -199,6 +199,19 @@ func helperContend(s *redislane.Weighted) error {
 	return nil
 }
 
+// startFullHolder starts a child process that takes the whole of lane
+// name (capacity 2, weight 2, the given lease) and returns it with its
+// "held" event.
+func startFullHolder(t *testing.T, addr, name string, lease time.Duration) (*child, event) {
+	t.Helper()
+	env := helperEnvs(addr, name, 2, lease)
+	env["RL_W"] = "2"
+	kid := startChild(t, "hold", env)
+	held := kid.next(time.Minute)
+	require.Equal(t, "held", held.Ev)
+	return kid, held
+}
+
 // helperHold acquires RL_W units, reports "held", waits for the permit's
 // context to end or for its standard input to close, reports "ended" (with
 // the cause, and when the lease ended) in the first case, and releases.
@@ -207,7 +220,7 @@ func helperHold(s *redislane.Weighted) error {
 	if err != nil {
 		return err
 	}
-	start := sysclock.Now()
+	start := redistest.Now()
 	emit(event{Ev: "held", Fence: p.Fence(), Start: start, W: p.Weight()})
 	stdinClosed := make(chan struct{})
 	go func() {
@@ -281,11 +294,7 @@ func TestKilledHolderCapacityReturnsWithinOneLease(t *testing.T) {
 	srv := startRedis(t)
 	const lease = time.Second
 	name := laneName(t)
-	env := helperEnvs(srv.Addr, name, 2, lease)
-	env["RL_W"] = "2"
-	kid := startChild(t, "hold", env)
-	held := kid.next(time.Minute)
-	require.Equal(t, "held", held.Ev)
+	kid, held := startFullHolder(t, srv.Addr, name, lease)
 
 	rc := newClient(t, srv.Addr)
 	require.NoError(t, kid.cmd.Process.Signal(syscall.SIGKILL))
@@ -320,11 +329,7 @@ func TestPausedHolderLosesLeaseAndNextFenceIsHigher(t *testing.T) {
 	srv := startRedis(t)
 	const lease = time.Second
 	name := laneName(t)
-	env := helperEnvs(srv.Addr, name, 2, lease)
-	env["RL_W"] = "2"
-	kid := startChild(t, "hold", env)
-	held := kid.next(time.Minute)
-	require.Equal(t, "held", held.Ev)
+	kid, held := startFullHolder(t, srv.Addr, name, lease)
 	require.NoError(t, kid.cmd.Process.Signal(syscall.SIGSTOP))
 	stopped := true
 	defer func() {
@@ -341,7 +346,7 @@ func TestPausedHolderLosesLeaseAndNextFenceIsHigher(t *testing.T) {
 	defer cancel()
 	p, err := s.Acquire(ctx, 2)
 	require.NoError(t, err)
-	mine := span{Start: sysclock.Now(), W: 2, Fence: p.Fence()}
+	mine := span{Start: redistest.Now(), W: 2, Fence: p.Fence()}
 	assert.Greater(t, p.Fence(), held.Fence, "the next holder's fencing token must be higher")
 
 	require.NoError(t, kid.cmd.Process.Signal(syscall.SIGCONT))

@@ -12,9 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/redislane"
-	"github.com/sessionlane/lanes/redislane/internal/sysclock"
+	"github.com/sessionlane/lanes/redislane/redistest"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -50,7 +51,7 @@ func TestKeyedSerialisesOneKeyNotOthers(t *testing.T) {
 	}()
 	waitFor(t, 5*time.Second, "b to wait for thread-1", func() bool { return b.Stats().Waiters == 1 })
 	p.Release()
-	r := within(t, 30*time.Second, "the hand-over", got)
+	r := testkit.Within(t, 30*time.Second, "the hand-over", got)
 	assert.Greater(t, r.Fence(), p.Fence())
 	r.Release()
 }
@@ -81,7 +82,7 @@ func TestKeyedOracleAndFencingPerKey(t *testing.T) {
 					if err != nil {
 						continue
 					}
-					start := sysclock.Now()
+					start := redistest.Now()
 					time.Sleep(time.Duration(rand.IntN(1000)) * time.Microsecond) // the work
 					spans[key].add(span{Start: start, End: endOf(p.Deadline()), W: 1, Fence: p.Fence()})
 					p.Release()

@@ -209,6 +209,7 @@ func TestCloseReturnsWithinBoundRedisBlackHoled(t *testing.T) {
 // acquire script for a while after Redis sent it (a slow network), and
 // records when each acquire call starts and when its reply is returned.
 type slowReplies struct {
+	commandHook
 	delay time.Duration
 
 	mu     sync.Mutex
@@ -217,10 +218,6 @@ type slowReplies struct {
 	ends   []time.Time
 }
 
-func (h *slowReplies) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *slowReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
 func (h *slowReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if !isAcquireCall(cmd) {
@@ -262,14 +259,7 @@ func TestLateReplyBacksOff(t *testing.T) {
 	h.mu.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	res := make(chan error, 1)
-	go func() {
-		p, err := s.Acquire(ctx, 1)
-		if err == nil {
-			p.Release()
-		}
-		res <- err
-	}()
+	res := acquireAsync(ctx, s)
 	const late = 4
 	waitFor(t, 10*time.Second, "late replies", func() bool { return s.Stats().LateReplies >= late })
 	cancel()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	inuse "github.com/sessionlane/lanes/redislane/internal/oracle"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -16,8 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/sessionlane/lanes/redislane/internal/redisserver"
-	"github.com/sessionlane/lanes/redislane/internal/sysclock"
+	"github.com/sessionlane/lanes/internal/testkit"
+	"github.com/sessionlane/lanes/redislane"
+	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
 // redisAddr is the address of the redis-server that the examples use.
@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	flag.Parse()
-	srv, err := redisserver.Start()
+	srv, err := redistest.Start()
 	switch {
 	case err == nil:
 		redisAddr = srv.Addr
@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	// Also the servers of tests that failed before their clean-up ran.
-	redisserver.StopAll()
+	redistest.StopAll()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
@@ -60,9 +60,9 @@ func TestMain(m *testing.M) {
 // startRedis starts a redis-server of the test's own on a free loopback port
 // (persistence off) and stops it when the test ends. Without redis-server
 // the test fails under CI (CI=true) and is skipped elsewhere.
-func startRedis(t testing.TB) *redisserver.Server {
+func startRedis(t testing.TB) *redistest.Server {
 	t.Helper()
-	s, err := redisserver.Start()
+	s, err := redistest.Start()
 	if err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("redislane tests need a real redis-server and CI=true: %v", err)
@@ -85,20 +85,6 @@ func testCtx(t testing.TB, d ...time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// within waits for ch to be closed or to yield a value, failing the test
-// after d.
-func within[T any](t testing.TB, d time.Duration, what string, ch <-chan T) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(d):
-		t.Fatalf("timed out after %v waiting for %s", d, what)
-	}
-	var zero T
-	return zero
 }
 
 // releaser is a permit of any kind: Redis, lane adapter, local.
@@ -137,29 +123,6 @@ func newClient(t testing.TB, addr string, tweak ...func(*redis.Options)) *redis.
 	return c
 }
 
-// counter is a go-redis hook that counts the commands a client sends.
-type counter struct {
-	calls atomic.Int64
-	evals atomic.Int64 // EVALSHA and EVAL
-}
-
-func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.calls.Add(1)
-		if n := cmd.Name(); n == "evalsha" || n == "eval" {
-			c.evals.Add(1)
-		}
-		return next(ctx, cmd)
-	}
-}
-func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.calls.Add(int64(len(cmds)))
-		return next(ctx, cmds)
-	}
-}
-
 // span is the time one permit was in use, on the system-wide monotonic
 // clock: from the return of Acquire to the call of Release, or to the end of
 // the lease if that came first.
@@ -183,17 +146,17 @@ func (o *oracle) add(s span) {
 
 // maxInUse returns the most weight in use at once (see the internal oracle package).
 func maxInUse(spans []span) int64 {
-	ss := make([]inuse.Span, len(spans))
+	ss := make([]redistest.Span, len(spans))
 	for i, x := range spans {
-		ss[i] = inuse.Span{Start: x.Start, End: x.End, W: x.W}
+		ss[i] = redistest.Span{Start: x.Start, End: x.End, W: x.W}
 	}
-	return inuse.MaxInUse(ss)
+	return redistest.MaxInUse(ss)
 }
 
 // endOf returns when a permit stopped being usable: now, or its deadline if
 // the lease ended first.
 func endOf(deadline time.Time) int64 {
-	now := sysclock.Now()
+	now := redistest.Now()
 	if left := time.Until(deadline); left < 0 {
 		return now + int64(left)
 	}
@@ -231,4 +194,26 @@ var nameSeq atomic.Int64
 // laneName returns a lane name unique to the test run.
 func laneName(t testing.TB) string {
 	return fmt.Sprintf("%s-%d", t.Name(), nameSeq.Add(1))
+}
+
+// acquireAsync runs s.Acquire(ctx, 1) in a goroutine, releases the permit
+// if it got one, and sends Acquire's error on the returned channel (which
+// has room for it, so the goroutine ends even if no one receives).
+func acquireAsync(ctx context.Context, s *redislane.Weighted) <-chan error {
+	return testkit.Go(func() error {
+		p, err := s.Acquire(ctx, 1)
+		if err == nil {
+			p.Release()
+		}
+		return err
+	})
+}
+
+// commandHook is the part of a go-redis hook that lets dials and pipelines
+// through: a test's hook embeds it and defines only ProcessHook.
+type commandHook struct{}
+
+func (commandHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (commandHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

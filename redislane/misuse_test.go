@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionlane/lanes/redislane"
+	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
 // Scenario 6: misuse.
@@ -92,7 +93,7 @@ func TestDoubleReleaseIsANoOp(t *testing.T) {
 func TestReleaseRacingRefreshNeverRecreatesPermit(t *testing.T) {
 	srv := startRedis(t)
 	rc := newClient(t, srv.Addr)
-	var cnt counter
+	var cnt redistest.Calls
 	rc.AddHook(&cnt)
 	name := laneName(t)
 	const lease = 3 * time.Second
@@ -128,8 +129,8 @@ func TestReleaseRacingRefreshNeverRecreatesPermit(t *testing.T) {
 	// Let more refreshes run: nothing comes back.
 	p, err := s.Acquire(ctx, 1) // keeps the refresher busy
 	require.NoError(t, err)
-	calls := cnt.evals.Load()
-	waitFor(t, 5*time.Second, "more refreshes", func() bool { return cnt.evals.Load() >= calls+5 })
+	calls := cnt.Evals()
+	waitFor(t, 5*time.Second, "more refreshes", func() bool { return cnt.Evals() >= calls+5 })
 	assert.EqualValues(t, 1, rc.ZCard(ctx, key).Val())
 	p.Release()
 	st := s.Stats()

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionlane/lanes/redislane"
-	"github.com/sessionlane/lanes/redislane/internal/sysclock"
+	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
 // Scenario 8a: a waiter process (not a holder) is stopped with SIGSTOP
@@ -36,7 +36,7 @@ func TestPausedWaiterNeverHoldsAfterItsLease(t *testing.T) {
 			name := laneName(t)
 			h := newSem(t, srv.Addr, name, 1, redislane.WithLease(lease))
 			xc := newClient(t, srv.Addr)
-			var cnt counter
+			var cnt redistest.Calls
 			xc.AddHook(&cnt)
 			x, err := redislane.NewWeighted(xc, name, 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
 			require.NoError(t, err)
@@ -79,12 +79,12 @@ func TestPausedWaiterNeverHoldsAfterItsLease(t *testing.T) {
 			}
 			hp.Release()
 
-			evals := cnt.evals.Load()
+			evals := cnt.Evals()
 			xp, err := x.Acquire(testCtx(t, 10*lease), 1)
 			require.NoError(t, err, "the unit never came back from the stopped waiter")
-			mine := span{Start: sysclock.Now(), W: 1, Fence: xp.Fence()}
+			mine := span{Start: redistest.Now(), W: 1, Fence: xp.Fence()}
 			if tc.afterExpiry {
-				assert.EqualValues(t, 1, cnt.evals.Load()-evals, "the free unit was given to an expired queue entry")
+				assert.EqualValues(t, 1, cnt.Evals()-evals, "the free unit was given to an expired queue entry")
 			}
 
 			// The waiter continues while x holds, asks Redis again and is
@@ -111,7 +111,7 @@ func TestPausedWaiterNeverHoldsAfterItsLease(t *testing.T) {
 			}
 			require.Equal(t, "held", held.Ev)
 			assert.Greater(t, held.Fence, mine.Fence, "the continued waiter holds an older grant")
-			theirs := span{Start: held.Start, End: sysclock.Now(), W: 1, Fence: held.Fence}
+			theirs := span{Start: held.Start, End: redistest.Now(), W: 1, Fence: held.Fence}
 			assert.LessOrEqual(t, maxInUse([]span{mine, theirs}), int64(1),
 				"the continued waiter held the unit while the other instance did")
 			kid.finish()

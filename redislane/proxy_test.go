@@ -13,7 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/redislane"
+	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
 // faultProxy is a TCP proxy on loopback between a client and Redis that can
@@ -178,9 +180,9 @@ func (p *faultProxy) close() {
 
 // proxied returns a client to Redis through a new proxy, with go-redis's
 // own retries off, so that the retries under test are the lane's.
-func proxied(t *testing.T, srv string, readTimeout time.Duration) (*faultProxy, *redis.Client, *counter) {
+func proxied(t *testing.T, srv string, readTimeout time.Duration) (*faultProxy, *redis.Client, *redistest.Calls) {
 	px := startProxy(t, srv)
-	var cnt counter
+	var cnt redistest.Calls
 	rc := newClient(t, px.addr(), func(o *redis.Options) {
 		o.MaxRetries = -1
 		o.ReadTimeout = readTimeout
@@ -232,12 +234,12 @@ func TestLateReplyNeverYieldsPermit(t *testing.T) {
 			warm(t, s)
 
 			done := px.arm(delay, false)
-			evals := cnt.evals.Load()
+			evals := cnt.Evals()
 			p, err := s.Acquire(testCtx(t), 2)
 			require.NoError(t, err)
-			calls := cnt.evals.Load() - evals
+			calls := cnt.Evals() - evals
 			st := s.Stats() // before the permit's first refresh, a third of a lease on
-			within(t, 30*time.Second, "the delayed reply", done)
+			testkit.Within(t, 30*time.Second, "the delayed reply", done)
 			defer p.Release()
 
 			// The call gives up at the margin (its deadline), or its reply
@@ -275,7 +277,7 @@ func TestLostReplyNeverGrantsTwice(t *testing.T) {
 	defer cancel()
 	p, err := s.Acquire(ctx, 2)
 	require.NoError(t, err, "the retry waited behind the lost grant")
-	within(t, 30*time.Second, "the reply to be dropped", done)
+	testkit.Within(t, 30*time.Second, "the reply to be dropped", done)
 	defer p.Release()
 
 	assert.Positive(t, s.Stats().RedisErrors, "the reply was not lost")
@@ -314,7 +316,7 @@ func TestCancelledCallInFlightReleasesLateGrant(t *testing.T) {
 		t.Fatal("Acquire waited for the delayed reply")
 	default:
 	}
-	within(t, 30*time.Second, "the delayed reply", done)
+	testkit.Within(t, 30*time.Second, "the delayed reply", done)
 	waitFor(t, 5*time.Second, "the late grant to be released", func() bool {
 		return direct.ZCard(context.Background(), "{lanes:"+name+"}:g:h").Val() == 0
 	})
@@ -377,7 +379,7 @@ func TestLostWakeUpIsCoveredByPolling(t *testing.T) {
 		return direct.ZCard(ctx, "{lanes:"+name+"}:g:q").Val() == 1
 	})
 	p.Release() // hands the unit over; the message is dropped
-	q := within(t, 30*time.Second, "the grant", got)
+	q := testkit.Within(t, 30*time.Second, "the grant", got)
 	if q != nil {
 		q.Release()
 	}
@@ -404,7 +406,7 @@ func TestWaiterStopsWaitingForTheSubscription(t *testing.T) {
 	t.Cleanup(s.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	res := make(chan error, 1)
+	var res <-chan error
 	// result fails the test, rather than hang it, if the waiter does not
 	// return (the old code would wait out the hour).
 	result := func() error {
@@ -416,26 +418,14 @@ func TestWaiterStopsWaitingForTheSubscription(t *testing.T) {
 			return nil
 		}
 	}
-	go func() {
-		p, err := s.Acquire(ctx, 1)
-		if err == nil {
-			p.Release()
-		}
-		res <- err
-	}()
+	res = acquireAsync(ctx, s)
 	waitFor(t, 5*time.Second, "the waiter to subscribe", func() bool { return px.subs.Load() > 0 })
 	cancel()
 	require.ErrorIs(t, result(), context.Canceled)
 
 	// The subscription is still unconfirmed; the next waiter waits for it
 	// too, until the lane is closed.
-	go func() {
-		p, err := s.Acquire(context.Background(), 1)
-		if err == nil {
-			p.Release()
-		}
-		res <- err
-	}()
+	res = acquireAsync(context.Background(), s)
 	waitFor(t, 5*time.Second, "the second waiter to queue", func() bool { return s.Stats().Waiters > 0 })
 	s.Close()
 	require.ErrorIs(t, result(), redislane.ErrClosed)

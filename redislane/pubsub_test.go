@@ -45,14 +45,7 @@ func TestHandoverThroughShardedAndClassicPubSub(t *testing.T) {
 			b := newSem(t, srv.Addr, lane, 1, opts...)
 			p, err := a.Acquire(ctx, 1)
 			require.NoError(t, err)
-			got := make(chan error, 1)
-			go func() {
-				q, err := b.Acquire(ctx, 1)
-				if err == nil {
-					q.Release()
-				}
-				got <- err
-			}()
+			got := acquireAsync(ctx, b)
 			channel := "{lanes:" + lane + "}:wake"
 			sharded := serverHas && !classic
 			waitFor(t, 5*time.Second, "both instances to subscribe and the waiter to queue", func() bool {
@@ -87,12 +80,8 @@ func (e replyErr) RedisError()   {}
 
 // noCommand is a go-redis hook that answers COMMAND with an error reply,
 // as a proxy or an ACL that does not pass it would.
-type noCommand struct{}
+type noCommand struct{ commandHook }
 
-func (noCommand) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (noCommand) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
 func (noCommand) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if cmd.Name() == "command" {
@@ -124,14 +113,7 @@ func TestUnansweredCommandInfoFallsBackToClassicPubSub(t *testing.T) {
 
 	p, err = a.Acquire(ctx, 1)
 	require.NoError(t, err)
-	got := make(chan error, 1)
-	go func() {
-		q, err := b.Acquire(ctx, 1)
-		if err == nil {
-			q.Release()
-		}
-		got <- err
-	}()
+	got := acquireAsync(ctx, b)
 	channel := "{lanes:" + lane + "}:wake"
 	waitFor(t, 5*time.Second, "the waiter to subscribe (classic) and queue", func() bool {
 		return direct.PubSubNumSub(ctx, channel).Val()[channel] >= 1 &&

@@ -11,7 +11,7 @@ import (
 
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/redislane"
-	"github.com/sessionlane/lanes/redislane/internal/sysclock"
+	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
 // A lanequeue.Queue takes a local session lane and a Redis global lane in
@@ -51,9 +51,9 @@ func TestQueueMixesLocalSessionAndRedisGlobal(t *testing.T) {
 					if err != nil {
 						continue
 					}
-					sp := span{Start: sysclock.Now(), W: 1}
+					sp := span{Start: redistest.Now(), W: 1}
 					time.Sleep(time.Millisecond) // the work
-					sp.End = sysclock.Now()
+					sp.End = redistest.Now()
 					global.add(sp)
 					if key == "t1" && q == queues[0] {
 						perKey[key].add(sp) // one process: its session lane serialises t1

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionlane/lanes/redislane"
-	"github.com/sessionlane/lanes/redislane/internal/sysclock"
+	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
 // Scenario 4: Redis is killed and restarted empty in the middle of a run.
@@ -55,7 +55,7 @@ func TestRedisRestartQuarantineKeepsHoldersApart(t *testing.T) {
 						}
 						continue
 					}
-					start := sysclock.Now()
+					start := redistest.Now()
 					hold := time.Duration(10+rand.IntN(40)) * time.Millisecond
 					select { // the work, cut short if the lease ends
 					case <-time.After(hold):
@@ -78,7 +78,7 @@ func TestRedisRestartQuarantineKeepsHoldersApart(t *testing.T) {
 	// A holder across the restart: its lease must end.
 	long, err := sems[0].Acquire(ctx, 1)
 	require.NoError(t, err)
-	longStart := sysclock.Now()
+	longStart := redistest.Now()
 	killedAt := serverMillis(t, rc)
 	require.NoError(t, srv.Restart())
 	select {

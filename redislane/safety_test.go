@@ -20,6 +20,7 @@ import (
 // when the reply is lost: the caller sees an error. It also counts the
 // acquire calls that came back with a reply.
 type gate struct {
+	commandHook
 	mu       sync.Mutex
 	executed chan struct{} // armed: closed once the held call ran in Redis
 	open     chan struct{} // armed: closed to let the held call fail
@@ -44,10 +45,6 @@ func (g *gate) arm() (executed <-chan struct{}, open func()) {
 	return g.executed, func() { close(o) }
 }
 
-func (g *gate) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
 func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if !isAcquireCall(cmd) {

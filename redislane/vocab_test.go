@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/redislane"
 	"github.com/sessionlane/lanes/semaphore"
@@ -33,36 +34,22 @@ func TestSharedVocabulary(t *testing.T) {
 	s := newSem(t, srv.Addr, laneName(t), 1)
 	p, err := s.Acquire(ctx, 1)
 	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() {
-		p, err := s.Acquire(ctx, 1)
-		if err == nil {
-			p.Release()
-		}
-		served <- err
-	}()
+	served := acquireAsync(ctx, s)
 	waitFor(t, 5*time.Second, "a waiter", func() bool { return s.Stats().Waiters == 1 })
 	p.Release()
-	require.NoError(t, within(t, 10*time.Second, "the waiter to be served", served))
+	require.NoError(t, testkit.Within(t, 10*time.Second, "the waiter to be served", served))
 	st := s.Stats()
 	assert.EqualValues(t, 2, st.Acquired)
 	assert.EqualValues(t, 1, st.Waited)
 
 	p, err = s.Acquire(ctx, 1)
 	require.NoError(t, err)
-	closedOn := make(chan error, 1)
-	go func() {
-		p, err := s.Acquire(ctx, 1)
-		if err == nil {
-			p.Release()
-		}
-		closedOn <- err
-	}()
+	closedOn := acquireAsync(ctx, s)
 	waitFor(t, 5*time.Second, "a waiter", func() bool { return s.Stats().Waiters == 1 })
 	q := lanequeue.New[string]()
 	require.NoError(t, q.Add("redis", redislane.AsLane[string](s)))
 	q.Close() // closes s
-	assert.ErrorIs(t, within(t, 10*time.Second, "the waiter to be sent away", closedOn), semaphore.ErrClosed)
+	assert.ErrorIs(t, testkit.Within(t, 10*time.Second, "the waiter to be sent away", closedOn), semaphore.ErrClosed)
 	p.Release()
 	_, err = s.Acquire(ctx, 1)
 	assert.ErrorIs(t, err, semaphore.ErrClosed)

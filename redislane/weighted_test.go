@@ -9,7 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/redislane"
+	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
 const testLease = 500 * time.Millisecond
@@ -23,7 +25,7 @@ const handoverLease = 5 * time.Second
 
 func TestAcquireReleaseUncontended(t *testing.T) {
 	srv := startRedis(t)
-	var cnt counter
+	var cnt redistest.Calls
 	rc := newClient(t, srv.Addr)
 	rc.AddHook(&cnt)
 	s, err := redislane.NewWeighted(rc, laneName(t), 3, redislane.WithLease(testLease), redislane.WithQuarantine(0))
@@ -37,20 +39,20 @@ func TestAcquireReleaseUncontended(t *testing.T) {
 	require.NoError(t, err)
 	w.Release()
 
-	before := cnt.evals.Load()
+	before := cnt.Evals()
 	p, err := s.Acquire(ctx, 2)
 	require.NoError(t, err)
-	assert.EqualValues(t, 1, cnt.evals.Load()-before, "uncontended acquire is one call")
+	assert.EqualValues(t, 1, cnt.Evals()-before, "uncontended acquire is one call")
 	assert.EqualValues(t, 2, p.Weight())
 	assert.Positive(t, p.Fence())
 	assert.NoError(t, p.Context().Err())
 	assert.True(t, time.Until(p.Deadline()) > 0)
 	assert.EqualValues(t, 2, s.Stats().Held)
 
-	before = cnt.evals.Load()
+	before = cnt.Evals()
 	assert.True(t, p.Release())
 	assert.ErrorIs(t, context.Cause(p.Context()), redislane.ErrReleased)
-	assert.EqualValues(t, 1, cnt.evals.Load()-before, "release is one call")
+	assert.EqualValues(t, 1, cnt.Evals()-before, "release is one call")
 
 	q, err := s.Acquire(ctx, 3)
 	require.NoError(t, err)
@@ -87,7 +89,7 @@ func TestWaiterIsHandedReleasedUnits(t *testing.T) {
 	default:
 	}
 	p.Release()
-	q := within(t, 30*time.Second, "the hand-over", got)
+	q := testkit.Within(t, 30*time.Second, "the hand-over", got)
 	assert.Greater(t, q.Fence(), p.Fence())
 	q.Release()
 }
@@ -193,7 +195,7 @@ func TestHeavyWaiterIsNotOvertaken(t *testing.T) {
 	l, ok := c.TryAcquire(1)
 	refused(t, l, ok, "a light request overtook the heavy waiter")
 	p.Release()
-	q := within(t, 30*time.Second, "the heavy waiter's grant", heavy)
+	q := testkit.Within(t, 30*time.Second, "the heavy waiter's grant", heavy)
 	assert.EqualValues(t, 3, q.Weight())
 	q.Release()
 }
@@ -220,8 +222,8 @@ func TestCloseWakesWaitersAndEndsPermits(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, "two waiters", func() bool { return s.Stats().Waiters == 2 })
 	s.Close()
-	assert.ErrorIs(t, within(t, 30*time.Second, "a waiter to end", errs), redislane.ErrClosed)
-	assert.ErrorIs(t, within(t, 30*time.Second, "a waiter to end", errs), redislane.ErrClosed)
+	assert.ErrorIs(t, testkit.Within(t, 30*time.Second, "a waiter to end", errs), redislane.ErrClosed)
+	assert.ErrorIs(t, testkit.Within(t, 30*time.Second, "a waiter to end", errs), redislane.ErrClosed)
 	q, err := s.Acquire(ctx, 1)
 	failed(t, q, err, redislane.ErrClosed)
 	assert.ErrorIs(t, context.Cause(p.Context()), redislane.ErrClosed, "Close did not end the permit")

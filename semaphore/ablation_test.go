@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sessionlane/lanes/internal/benchkit"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -40,7 +41,7 @@ func runRow(b *testing.B, r ablationRow, ctx context.Context, acquire func(conte
 		}
 		return
 	}
-	setGoroutines(b, r.goroutines)
+	benchkit.SetGoroutines(b, r.goroutines)
 	var id atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
 		w := int64(1)
@@ -88,8 +89,9 @@ func BenchmarkAblationGens(b *testing.B) {
 
 // BenchmarkAblationCtx: Acquire's look at the context with no special
 // case (ctx.Err() always: Acquire) against skipping Err for the contexts
-// that never end, recognised by fastctx.NeverDone or by comparison with
-// Background and TODO; with context.Background() and with a cancellable
+// that never end, recognised by their interface word (what
+// internal/fastctx.NeverDone did) or by comparison with Background and
+// TODO; with context.Background() and with a cancellable
 // context.
 func BenchmarkAblationCtx(b *testing.B) {
 	for _, r := range ablationRows {

@@ -3,66 +3,18 @@ package semaphore_test
 import (
 	"context"
 	"fmt"
-	"runtime"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	xsem "golang.org/x/sync/semaphore"
 
+	"github.com/sessionlane/lanes/internal/benchkit"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
-// impl is one semaphore under test: acquire n, then release it.
-type impl struct {
-	name string
-	make func(capacity int64) func(ctx context.Context, n int64)
-}
-
-// peers are measured side by side in one run. The channel and the mutex
-// only take weight 1; the mutex only capacity 1.
-var peers = []impl{
-	{"lanes", func(c int64) func(context.Context, int64) {
-		s := semaphore.New(c)
-		return func(ctx context.Context, n int64) {
-			p, err := s.Acquire(ctx, n)
-			if err != nil {
-				panic(err)
-			}
-			p.Release()
-		}
-	}},
-	{"xsync", func(c int64) func(context.Context, int64) {
-		s := xsem.NewWeighted(c)
-		return func(ctx context.Context, n int64) {
-			if err := s.Acquire(ctx, n); err != nil {
-				panic(err)
-			}
-			s.Release(n)
-		}
-	}},
-	{"chan", func(c int64) func(context.Context, int64) {
-		ch := make(chan struct{}, c)
-		return func(_ context.Context, n int64) {
-			if n != 1 {
-				panic("chan peer takes weight 1 only")
-			}
-			ch <- struct{}{}
-			<-ch
-		}
-	}},
-	{"mutex", func(c int64) func(context.Context, int64) {
-		if c != 1 {
-			return nil
-		}
-		var mu sync.Mutex
-		return func(context.Context, int64) {
-			mu.Lock()
-			//lint:ignore SA2001 an empty critical section is what is measured
-			mu.Unlock()
-		}
-	}},
-}
+// peers are measured side by side in one run: lanes, x/sync, a buffered
+// channel (weight 1 only) and a mutex (capacity 1 only).
+var peers = benchkit.SemPeers()
 
 func contexts() []struct {
 	name string
@@ -126,15 +78,15 @@ func BenchmarkParallel(b *testing.B) {
 	for _, c := range contexts() {
 		for _, tc := range []struct{ capacity, goroutines int64 }{{8, 2}, {8, 32}, {1, 32}} {
 			for _, p := range peers {
-				do := p.make(tc.capacity)
+				do := p.Make(tc.capacity)
 				if do == nil {
 					continue
 				}
-				name := fmt.Sprintf("ctx=%s/cap=%d/g=%d/impl=%s", c.name, tc.capacity, tc.goroutines, p.name)
+				name := fmt.Sprintf("ctx=%s/cap=%d/g=%d/impl=%s", c.name, tc.capacity, tc.goroutines, p.Name)
 				b.Run(name, func(b *testing.B) {
 					ctx, cancel := c.ctx()
 					defer cancel()
-					setGoroutines(b, int(tc.goroutines))
+					benchkit.SetGoroutines(b, int(tc.goroutines))
 					b.ReportAllocs()
 					b.RunParallel(func(pb *testing.PB) {
 						for pb.Next() {
@@ -154,11 +106,11 @@ func BenchmarkWeighted(b *testing.B) {
 	weights := []int64{8, 1, 1, 1}
 	for _, c := range contexts() {
 		for _, p := range peers[:2] {
-			do := p.make(10)
-			b.Run(fmt.Sprintf("ctx=%s/cap=10/g=32/impl=%s", c.name, p.name), func(b *testing.B) {
+			do := p.Make(10)
+			b.Run(fmt.Sprintf("ctx=%s/cap=10/g=32/impl=%s", c.name, p.Name), func(b *testing.B) {
 				ctx, cancel := c.ctx()
 				defer cancel()
-				setGoroutines(b, 32)
+				benchkit.SetGoroutines(b, 32)
 				b.ReportAllocs()
 				var id atomic.Int64
 				b.RunParallel(func(pb *testing.PB) {
@@ -170,14 +122,4 @@ func BenchmarkWeighted(b *testing.B) {
 			})
 		}
 	}
-}
-
-// setGoroutines makes RunParallel start g goroutines (or the nearest
-// multiple of GOMAXPROCS).
-func setGoroutines(b *testing.B, g int) {
-	p := g / runtime.GOMAXPROCS(0)
-	if p < 1 {
-		p = 1
-	}
-	b.SetParallelism(p)
 }

@@ -3,8 +3,7 @@ package semaphore
 import (
 	"context"
 	"sync/atomic"
-
-	"github.com/sessionlane/lanes/internal/fastctx"
+	"unsafe"
 )
 
 // Variants of the fast path's tricks, for the ablation benchmarks (see
@@ -37,14 +36,29 @@ func NewPaddedGens(capacity int64) *Weighted {
 	return s
 }
 
+// neverDone is what internal/fastctx.NeverDone was before the ablations
+// took it out of every package (docs/internals.md): it compares the first
+// word of the interface, for context.Context (a non-empty interface) the
+// itab, with Background's and TODO's.
+func neverDone(ctx context.Context) bool {
+	w := ctxWord(ctx)
+	return w == backgroundWord || w == todoWord
+}
+
+var backgroundWord, todoWord = ctxWord(context.Background()), ctxWord(context.TODO())
+
+func ctxWord(ctx context.Context) unsafe.Pointer {
+	return (*[2]unsafe.Pointer)(unsafe.Pointer(&ctx))[0]
+}
+
 // AcquireNeverDoneCtx is Acquire with the never-ending contexts recognised
-// by fastctx.NeverDone, which skips their Err.
+// by neverDone, which skips their Err.
 func (s *Weighted) AcquireNeverDoneCtx(ctx context.Context, n int64) (Permit, error) {
 	if ctx == nil {
 		panic("semaphore: nil Context")
 	}
 	st := s.state.Load()
-	if !fastctx.NeverDone(ctx) && ctx.Err() != nil {
+	if !neverDone(ctx) && ctx.Err() != nil {
 		return Permit{}, s.failFast(ctx)
 	}
 	if n > 0 && fastOK(st, n) {

@@ -31,6 +31,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -39,7 +40,7 @@ func tkEnqueue(t *testing.T, ctx context.Context, s *semaphore.Weighted, n int64
 	t.Helper()
 	want := s.Stats().Waiters + 1
 	ch := xsAcquire(ctx, s, n)
-	xsEventually(t, fmt.Sprintf("Acquire(%d) to queue", n), func() bool {
+	testkit.Eventually(t, fmt.Sprintf("Acquire(%d) to queue", n), func() bool {
 		if len(ch) > 0 {
 			r := <-ch
 			t.Fatalf("Acquire(%d) returned (%d, %v) instead of waiting", n, r.p.Weight(), r.err)
@@ -236,7 +237,7 @@ func TestConformanceTokioAcquireMany(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("Acquire(10) with 10 available: %v", err)
 	}
-	xsEventually(t, "Acquire(32) to queue", func() bool { return s.Stats().Waiters == 1 })
+	testkit.Eventually(t, "Acquire(32) to queue", func() bool { return s.Stats().Waiters == 1 })
 	p32.Release()
 	if err := xsRecv(t, xsWrap(done)).err; err != nil {
 		t.Fatalf("Acquire(32) after the release: %v", err)

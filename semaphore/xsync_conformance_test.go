@@ -9,7 +9,7 @@ package semaphore_test
 // docs/compat.md lists every difference.
 //
 // The originals synchronise with sleeps and 10 ms timeouts; here waits are
-// channels, or Stats polling with a deadline (xsEventually).
+// channels, or Stats polling with a deadline (testkit.Eventually).
 
 import (
 	"context"
@@ -20,30 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/semaphore"
 )
-
-// xsDeadline bounds every wait of this file: a scenario that hangs fails
-// with a message instead of running into the test binary's timeout.
-const xsDeadline = 10 * time.Second
-
-// xsEventually polls cond until it holds, and fails the test after
-// xsDeadline. It yields first, then backs off, so a long wait does not burn
-// a core that the goroutines it waits for need.
-func xsEventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(xsDeadline)
-	for i := 0; !cond(); i++ {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %v waiting for %s", xsDeadline, what)
-		}
-		if i < 100 {
-			runtime.Gosched()
-		} else {
-			time.Sleep(50 * time.Microsecond)
-		}
-	}
-}
 
 type xsResult struct {
 	p   semaphore.Permit
@@ -52,24 +31,16 @@ type xsResult struct {
 
 // xsAcquire runs Acquire in a goroutine; its result arrives on the channel.
 func xsAcquire(ctx context.Context, s *semaphore.Weighted, n int64) <-chan xsResult {
-	ch := make(chan xsResult, 1)
-	go func() {
+	return testkit.Go(func() xsResult {
 		p, err := s.Acquire(ctx, n)
-		ch <- xsResult{p, err}
-	}()
-	return ch
+		return xsResult{p, err}
+	})
 }
 
 // xsRecv waits for a result of xsAcquire, with a deadline.
 func xsRecv(t testing.TB, ch <-chan xsResult) xsResult {
 	t.Helper()
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(xsDeadline):
-		t.Fatalf("Acquire did not return within %v", xsDeadline)
-		return xsResult{}
-	}
+	return testkit.Recv(t, ch, "Acquire to return")
 }
 
 // xsTryWithin is x/sync's test helper "Acquire with a 10 ms timeout",
@@ -84,7 +55,7 @@ func xsTryWithin(t testing.TB, s *semaphore.Weighted, n int64) (semaphore.Permit
 	ch := xsAcquire(ctx, s, n)
 	var r xsResult
 	got := false
-	xsEventually(t, "Acquire to return or queue", func() bool {
+	testkit.Eventually(t, "Acquire to return or queue", func() bool {
 		select {
 		case r = <-ch:
 			got = true
@@ -171,8 +142,8 @@ func xsWait(t testing.TB, wg *sync.WaitGroup) {
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(xsDeadline):
-		t.Fatalf("goroutines did not finish within %v", xsDeadline)
+	case <-time.After(testkit.Deadline):
+		t.Fatalf("goroutines did not finish within %v", testkit.Deadline)
 	}
 }
 
@@ -414,7 +385,7 @@ func TestConformanceXSyncAllocCancelDoesntStarve(t *testing.T) {
 
 	// Wait until the Acquire(_, 10) call blocks: TryAcquire never overtakes
 	// a waiter, so it fails from then on (the original's own probe).
-	xsEventually(t, "Acquire(10) to queue", func() bool {
+	testkit.Eventually(t, "Acquire(10) to queue", func() bool {
 		if p, ok := sem.TryAcquire(1); ok {
 			p.Release()
 			return false

@@ -13,7 +13,6 @@ require (
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/sessionlane/lanes/redislane v0.0.0
 	go.uber.org/goleak v1.3.0
-	golang.org/x/sys v0.39.0
 )
 
 require (
@@ -23,5 +22,6 @@ require (
 	github.com/puzpuzpuz/xsync/v4 v4.5.0 // indirect
 	github.com/sessionlane/lanes v0.0.0 // indirect
 	go.uber.org/atomic v1.11.0 // indirect
+	golang.org/x/sys v0.39.0 // indirect
 	golang.org/x/time v0.14.0 // indirect
 )

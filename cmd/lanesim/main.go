@@ -37,6 +37,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanequeue"
 )
@@ -266,14 +267,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return clock.Sleep(ctx, d, nil)
 }
 
 func percentile(sorted []time.Duration, p float64) time.Duration {

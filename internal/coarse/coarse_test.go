@@ -5,12 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/sessionlane/lanes/internal/coarse"
+	"github.com/sessionlane/lanes/internal/testkit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // The clock moves on while it is read, and never goes back.
 func TestReadingsMoveOnWhileRead(t *testing.T) {

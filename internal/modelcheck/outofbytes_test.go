@@ -3,11 +3,12 @@ package modelcheck
 import (
 	"testing"
 
-	"go.uber.org/goleak"
 	"pgregory.net/rapid"
+
+	"github.com/sessionlane/lanes/internal/testkit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // The end-of-run checks of a fuzz input that runs out of bytes rest on
 // outOfBytes recognising rapid's panic for it by its type's name, an

@@ -3,12 +3,11 @@ package nan_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/sessionlane/lanes/internal/nan"
+	"github.com/sessionlane/lanes/internal/testkit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 type thread struct{ Channel, ID string }
 type scored struct {

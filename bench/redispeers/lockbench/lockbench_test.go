@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
-	"github.com/sessionlane/lanes/bench/redispeers/internal/localredis"
 	"github.com/sessionlane/lanes/bench/redispeers/lockbench"
+	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
 // redisAddr is the address of the tests' redis-server; empty when none could
@@ -19,7 +19,7 @@ import (
 var redisAddr string
 
 func TestMain(m *testing.M) {
-	srv, err := localredis.Start()
+	srv, err := redistest.Start()
 	switch {
 	case err == nil:
 		redisAddr = srv.Addr

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
 // Config is the workload of one run, the same for every lock.
@@ -52,7 +52,7 @@ type GroupReport struct {
 type Group struct {
 	cfg   Config
 	rc    *redis.Client
-	calls *callCounter
+	calls *redistest.Calls
 	lk    Locker
 }
 
@@ -69,7 +69,7 @@ func NewGroup(im Impl, cfg Config) (*Group, error) {
 		PoolSize:              cfg.Contenders + 4, // a connection for every contender's call, the same for every lock
 		ContextTimeoutEnabled: true,
 	})
-	cc := &callCounter{}
+	cc := &redistest.Calls{}
 	rc.AddHook(cc)
 	lk, err := im.New(rc, cfg)
 	if err != nil {
@@ -98,7 +98,7 @@ func (g *Group) Close() {
 func (g *Group) Run() GroupReport {
 	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.Duration)
 	defer cancel()
-	calls0 := g.calls.n.Load()
+	calls0 := g.calls.Commands()
 	var (
 		mu  sync.Mutex // protects rep
 		rep GroupReport
@@ -151,7 +151,7 @@ func (g *Group) Run() GroupReport {
 		}()
 	}
 	wg.Wait()
-	rep.Calls = g.calls.n.Load() - calls0
+	rep.Calls = g.calls.Commands() - calls0
 	return rep
 }
 
@@ -229,35 +229,11 @@ func Summarize(im Impl, cfg Config, reps []GroupReport) Result {
 	r.MostInUse = MostInUse(spans)
 	if len(waits) > 0 {
 		slices.Sort(waits)
-		r.WaitP50 = time.Duration(pct(waits, 0.50))
-		r.WaitP99 = time.Duration(pct(waits, 0.99))
+		r.WaitP50 = time.Duration(redistest.Percentile(waits, 0.50))
+		r.WaitP99 = time.Duration(redistest.Percentile(waits, 0.99))
 		longest = max(longest, waits[len(waits)-1])
 		r.CallsPerGrant = float64(calls) / float64(len(waits))
 	}
 	r.Longest = time.Duration(longest)
 	return r
-}
-
-func pct(sorted []int64, q float64) int64 {
-	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
-}
-
-// callCounter is a go-redis hook counting the commands a client sends
-// (each command of a pipeline counts; a script call is one command).
-type callCounter struct{ n atomic.Int64 }
-
-func (c *callCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (c *callCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (c *callCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.n.Add(int64(len(cmds)))
-		return next(ctx, cmds)
-	}
 }

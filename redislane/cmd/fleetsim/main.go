@@ -29,7 +29,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/sessionlane/lanes/redislane/internal/oracle"
 	"io"
 	"os"
 	"os/exec"
@@ -38,14 +37,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sessionlane/lanes/redislane"
-	"github.com/sessionlane/lanes/redislane/internal/redisserver"
-	"github.com/sessionlane/lanes/redislane/internal/sysclock"
+	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
 type config struct {
@@ -162,7 +159,7 @@ func runParent(cfg *config) (*Result, error) {
 		return nil, errors.New("need procs, contenders, capacity >= 1 and 1 <= weight <= capacity")
 	}
 	if cfg.Redis == "" {
-		srv, err := redisserver.Start()
+		srv, err := redistest.Start()
 		if err != nil {
 			return nil, err
 		}
@@ -252,9 +249,9 @@ func runParent(cfg *config) (*Result, error) {
 	return summarize(cfg, reports), nil
 }
 
-func newClient(cfg *config) (*redis.Client, *callCounter) {
+func newClient(cfg *config) (*redis.Client, *redistest.Calls) {
 	rc := redis.NewClient(&redis.Options{Addr: cfg.Redis, DisableIdentity: true, PoolSize: 64, Protocol: cfg.Protocol, ContextTimeoutEnabled: true})
-	cc := &callCounter{}
+	cc := &redistest.Calls{}
 	rc.AddHook(cc)
 	return rc, cc
 }
@@ -300,7 +297,7 @@ func runChild(cfg config) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration)
 	defer cancel()
-	calls0 := cc.n.Load()
+	calls0 := cc.Commands()
 	var (
 		mu       sync.Mutex
 		grants   = make([]grant, 0, 1<<14)
@@ -315,7 +312,7 @@ func runChild(cfg config) error {
 			local := make([]grant, 0, 1<<12)
 			var e, le int
 			for ctx.Err() == nil {
-				t0 := sysclock.Now()
+				t0 := redistest.Now()
 				p, err := s.Acquire(ctx, cfg.Weight)
 				if err != nil {
 					if ctx.Err() == nil {
@@ -323,9 +320,9 @@ func runChild(cfg config) error {
 					}
 					continue
 				}
-				start := sysclock.Now()
+				start := redistest.Now()
 				time.Sleep(cfg.Hold) // the work the permit protects
-				end := sysclock.Now()
+				end := redistest.Now()
 				if left := time.Until(p.Deadline()); left < 0 {
 					end += int64(left)
 					le++
@@ -341,7 +338,7 @@ func runChild(cfg config) error {
 		}()
 	}
 	wg.Wait()
-	calls := cc.n.Load() - calls0
+	calls := cc.Commands() - calls0
 	s.Close()
 	rep := childReport{Grants: grants, Calls: calls, Errors: errs, LeaseEnd: leaseEnd, Stats: s.Stats()}
 	w := bufio.NewWriterSize(os.Stdout, 1<<20)
@@ -375,20 +372,20 @@ func summarize(cfg *config, reports []childReport) *Result {
 			lat[i] = g.Lat
 		}
 		slices.Sort(lat)
-		res.AcquireP50Ms = float64(pct(lat, 0.50)) / 1e6
-		res.AcquireP99Ms = float64(pct(lat, 0.99)) / 1e6
+		res.AcquireP50Ms = float64(redistest.Percentile(lat, 0.50)) / 1e6
+		res.AcquireP99Ms = float64(redistest.Percentile(lat, 0.99)) / 1e6
 		res.AcquireMaxMs = float64(lat[len(lat)-1]) / 1e6
 	}
 	return res
 }
 
-// maxInUse is the oracle over every process's grants (see oracle.MaxInUse).
+// maxInUse is the oracle over every process's grants (see redistest.MaxInUse).
 func maxInUse(gs []grant) int64 {
-	spans := make([]oracle.Span, len(gs))
+	spans := make([]redistest.Span, len(gs))
 	for i, g := range gs {
-		spans[i] = oracle.Span{Start: g.Start, End: g.End, W: g.W}
+		spans[i] = redistest.Span{Start: g.Start, End: g.End, W: g.W}
 	}
-	return oracle.MaxInUse(spans)
+	return redistest.MaxInUse(spans)
 }
 
 func fencesUnique(gs []grant) bool {
@@ -400,13 +397,6 @@ func fencesUnique(gs []grant) bool {
 		seen[g.Fence] = true
 	}
 	return true
-}
-
-func pct(sorted []int64, q float64) int64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
 }
 
 func runUncontended(cfg *config) (*Result, error) {
@@ -430,7 +420,7 @@ func runUncontended(cfg *config) (*Result, error) {
 	}
 	var cycles, pings []int64
 	_ = rc.ConfigResetStat(ctx).Err()
-	calls0 := cc.n.Load()
+	calls0 := cc.Commands()
 	end := time.Now().Add(cfg.Duration)
 	for time.Now().Before(end) {
 		t0 := time.Now()
@@ -446,15 +436,15 @@ func runUncontended(cfg *config) (*Result, error) {
 		cycles = append(cycles, int64(t1.Sub(t0)))
 		pings = append(pings, int64(time.Since(t1)))
 	}
-	calls := cc.n.Load() - calls0 - int64(len(pings))
+	calls := cc.Commands() - calls0 - int64(len(pings))
 	scriptUs := evalshaMicros(ctx, rc)
 	slices.Sort(cycles)
 	slices.Sort(pings)
 	res := &Result{Config: *cfg, Capacity: cfg.Capacity, CapacityHeld: true, FencesUnique: true, Grants: len(cycles)}
 	res.GrantsPerSec = float64(len(cycles)) / cfg.Duration.Seconds()
 	res.CallsPerGrant = float64(calls) / float64(len(cycles))
-	res.CycleP50Us = float64(pct(cycles, 0.5)) / 1e3
-	res.PingP50Us = float64(pct(pings, 0.5)) / 1e3
+	res.CycleP50Us = float64(redistest.Percentile(cycles, 0.5)) / 1e3
+	res.PingP50Us = float64(redistest.Percentile(pings, 0.5)) / 1e3
 	res.CycleRoundTrip = res.CycleP50Us / res.PingP50Us
 	res.MaxInUse = cfg.Weight
 	res.ScriptUs = scriptUs
@@ -506,21 +496,4 @@ func printResult(r *Result) {
 	fmt.Printf("  acquire latency: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", r.AcquireP50Ms, r.AcquireP99Ms, r.AcquireMaxMs)
 	fmt.Printf("  Redis calls per grant: %.2f (grants handed over by pub/sub: %d; waits ended by the timer: %d)\n", r.CallsPerGrant, r.Handovers, r.Polls)
 	fmt.Printf("  fencing tokens unique: %v; acquire errors: %d; leases ended before release: %d\n", r.FencesUnique, r.Errors, r.LeasesEnded)
-}
-
-// callCounter is a go-redis hook counting the commands sent.
-type callCounter struct{ n atomic.Int64 }
-
-func (c *callCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *callCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-func (c *callCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.n.Add(int64(len(cmds)))
-		return next(ctx, cmds)
-	}
 }

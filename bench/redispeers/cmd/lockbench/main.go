@@ -36,8 +36,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sessionlane/lanes/bench/redispeers/internal/localredis"
 	"github.com/sessionlane/lanes/bench/redispeers/lockbench"
+	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
 func main() {
@@ -95,7 +95,7 @@ func runParent(cfg lockbench.Config, implList string, inproc bool) (bool, error)
 	}
 	own := ""
 	if cfg.Addr == "" {
-		srv, err := localredis.Start()
+		srv, err := redistest.Start()
 		if err != nil {
 			return false, err
 		}

@@ -1,0 +1,79 @@
+// Package testkit is the test plumbing shared by the external tests of the
+// lanes packages: waits that fail with a message instead of hanging, a
+// goroutine launcher, and the goroutine-leak check of every TestMain. It is
+// imported by _test files only.
+package testkit
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// Deadline bounds every wait of this package's helpers: a scenario that
+// hangs fails with a message instead of running into the test binary's
+// timeout. It is a bound, never a sleep: a passing test never waits it out.
+const Deadline = 10 * time.Second
+
+// Main runs the tests of m and fails them if any goroutine a test started
+// (a waiter, a holder, a worker) is still running when they end.
+func Main(m *testing.M, opts ...goleak.Option) {
+	goleak.VerifyTestMain(m, opts...)
+}
+
+// Eventually polls cond until it holds, and fails t after Deadline. It
+// yields first, then backs off, so a long wait does not burn a core that the
+// goroutines it waits for need. It must be called from the test's goroutine.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	EventuallyWithin(t, Deadline, what, cond)
+}
+
+// EventuallyWithin is Eventually with the bound d.
+func EventuallyWithin(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for i := 0; !cond(); i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up after %v waiting for %s", d, what)
+		}
+		if i < 100 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+}
+
+// Recv returns the next value of ch (the zero value once ch is closed),
+// and fails t if none comes within Deadline.
+func Recv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	return Within(t, Deadline, what, ch)
+}
+
+// Within is Recv with the bound d.
+func Within[T any](t testing.TB, d time.Duration, what string, ch <-chan T) T {
+	t.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf("gave up after %v waiting for %s", d, what)
+	}
+	var zero T
+	return zero
+}
+
+// Go runs f in a new goroutine and returns a channel that receives its
+// result; the channel has room for it, so the goroutine ends even if no
+// one receives.
+func Go[T any](f func() T) <-chan T {
+	ch := make(chan T, 1)
+	go func() { ch <- f() }()
+	return ch
+}

@@ -1,0 +1,71 @@
+package keyedsem_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+func TestBadInputFailsAtOnce(t *testing.T) {
+	s := keyedsem.New[string](keyedsem.WithPerKeyCapacity(2), keyedsem.WithMaxKeys(1), keyedsem.WithHardMaxKeys())
+	for _, c := range []struct {
+		name string
+		n    int64
+		want error
+	}{
+		{"zero", 0, semaphore.ErrInvalidWeight},
+		{"negative", -1, semaphore.ErrInvalidWeight},
+		{"above per-key capacity", 3, semaphore.ErrTooHeavy},
+	} {
+		_, err := s.AcquireN(bg, "k", c.n)
+		assert.ErrorIs(t, err, c.want, c.name)
+		_, ok := s.TryAcquireN("k", c.n)
+		assert.False(t, ok, c.name)
+	}
+	p, err := s.Acquire(bg, "held")
+	require.NoError(t, err)
+	_, err = s.Acquire(bg, "other")
+	assert.ErrorIs(t, err, keyedsem.ErrTooManyKeys, "hard cap")
+	_, ok := s.TryAcquire("other")
+	assert.False(t, ok, "hard cap")
+
+	s.Close()
+	_, err = s.Acquire(bg, "held")
+	assert.ErrorIs(t, err, keyedsem.ErrClosed)
+	_, ok = s.TryAcquire("held")
+	assert.False(t, ok, "closed")
+	assert.True(t, p.Release(), "a release after Close")
+	assert.Equal(t, uint64(5), s.Stats().Rejected)
+	assert.Same(t, semaphore.ErrClosed, keyedsem.ErrClosed, "one sentinel, shared by every package")
+}
+
+func TestMisuseAndBadOptionsPanic(t *testing.T) {
+	panicsWithPrefix := func(name string, f func()) {
+		t.Helper()
+		defer func() {
+			t.Helper()
+			r := recover()
+			if err, ok := r.(error); ok { // a bad option panics with Validate's error
+				assert.ErrorIs(t, err, keyedsem.ErrInvalidConfig, name)
+				r = err.Error()
+			}
+			if s, ok := r.(string); !ok || !strings.HasPrefix(s, "keyedsem: ") {
+				t.Errorf("%s: panic %v, want a keyedsem: message", name, r)
+			}
+		}()
+		f()
+	}
+	s := keyedsem.New[string]()
+	defer s.Close()
+	//lint:ignore SA1012 the nil context is the point
+	panicsWithPrefix("nil ctx", func() { s.Acquire(nil, "k") })
+	panicsWithPrefix("capacity 0", func() { keyedsem.New[int](keyedsem.WithPerKeyCapacity(0)) })
+	panicsWithPrefix("capacity too big", func() { keyedsem.New[int](keyedsem.WithPerKeyCapacity(keyedsem.MaxPerKeyCapacity + 1)) })
+	panicsWithPrefix("negative idle", func() { keyedsem.New[int](keyedsem.WithIdleTimeout(-1)) })
+	panicsWithPrefix("max keys 0", func() { keyedsem.New[int](keyedsem.WithMaxKeys(0)) })
+}

@@ -1,0 +1,49 @@
+package keyedsem_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionlane/lanes/keyedsem"
+)
+
+func TestHardMaxKeysEvictsIdleBeforeRefusing(t *testing.T) {
+	clk := newFake()
+	s := keyedsem.New[string](keyedsem.WithMaxKeys(2), keyedsem.WithHardMaxKeys(), keyedsem.WithClock(clk))
+	defer s.Close()
+	a, err := s.Acquire(bg, "a")
+	require.NoError(t, err)
+	b, err := s.Acquire(bg, "b")
+	require.NoError(t, err)
+	_, err = s.Acquire(bg, "c")
+	require.ErrorIs(t, err, keyedsem.ErrTooManyKeys)
+	assert.Equal(t, 2, s.Len())
+
+	b.Release() // b idle: may be evicted to make room
+	c, err := s.Acquire(bg, "c")
+	require.NoError(t, err)
+	assert.False(t, keyedsem.Has(s, "b"))
+	assert.LessOrEqual(t, s.Len(), 2)
+	a.Release()
+	c.Release()
+	assert.Equal(t, uint64(1), s.Stats().Rejected)
+}
+
+func TestMaxWaitersPerKey(t *testing.T) {
+	s := keyedsem.New[string](keyedsem.WithMaxWaitersPerKey(1))
+	defer s.Close()
+	p, err := s.Acquire(bg, "k")
+	require.NoError(t, err)
+	w := queue(t, s, bg, "k", 1, 1)
+	_, err = s.Acquire(bg, "k")
+	assert.ErrorIs(t, err, keyedsem.ErrQueueFull)
+	q, err := s.Acquire(bg, "other") // the bound is per key
+	require.NoError(t, err)
+	q.Release()
+	p.Release()
+	r := <-w
+	require.NoError(t, r.err)
+	r.p.Release()
+}
