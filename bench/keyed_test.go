@@ -47,7 +47,7 @@ var bg = context.Background()
 
 // lanesKeyed is keyedsem behind the keyedLock interface.
 type lanesKeyed struct {
-	s *keyedsem.KeyedSemaphore[string]
+	s *keyedsem.Keyed[string]
 }
 
 func (l lanesKeyed) Lock(key string) held {

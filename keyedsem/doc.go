@@ -1,13 +1,13 @@
 // Package keyedsem provides a weighted FIFO semaphore per key, made on first
 // use and evicted when idle.
 //
-// [New] makes a [KeyedSemaphore] for any comparable key type: a string, or
+// [New] makes a [Keyed] for any comparable key type: a string, or
 // a struct such as {Channel, ChannelID, Sender, Thread} (no string
 // building). Callers of the same key share the key's capacity, one at a
 // time by default ([WithPerKeyCapacity] for more); callers of different
-// keys never wait for each other. [KeyedSemaphore.Acquire] returns a
+// keys never wait for each other. [Keyed.Acquire] returns a
 // [semaphore.Permit], with the same once-only Release as package semaphore;
-// [KeyedSemaphore.Do] wraps acquire, the work and release, and releases on
+// [Keyed.Do] wraps acquire, the work and release, and releases on
 // panic.
 //
 // Keys are compared with ==, as in a Go map. A key that is not equal to
@@ -17,7 +17,7 @@
 //
 // Fairness: per key, waiters are served strictly in arrival order; a heavy
 // request at the head of a key's queue is not overtaken by later lighter
-// ones, nor by [KeyedSemaphore.TryAcquire]. Nothing orders different keys.
+// ones, nor by [Keyed.TryAcquire]. Nothing orders different keys.
 //
 // Parallelism: the map of keys is an xsync map, locked per bucket only for
 // the instant a key's entry is made, joined or removed; no lock shared by
@@ -35,7 +35,7 @@
 // otherwise idle entries are kept for the timeout (default one hour), which
 // makes the next use of a key allocation-free, and are then evicted by
 // normal use (an eviction pass, amortised over releases and new keys; no
-// goroutine or timer per key) or by [KeyedSemaphore.Sweep]; and, oldest
+// goroutine or timer per key) or by [Keyed.Sweep]; and, oldest
 // first, whenever the entries exceed [WithMaxKeys] (default 4096; only
 // entries in use may exceed it). With
 // [WithHardMaxKeys] a new key over the cap fails with [ErrTooManyKeys]
@@ -51,7 +51,7 @@
 // Memory ordering: a Release happens before the acquire of the same key
 // that it unblocks returns, as with a mutex.
 //
-// The zero KeyedSemaphore is not usable (its methods panic with
-// "keyedsem: use New"); a KeyedSemaphore must not be copied after first
+// The zero Keyed is not usable (its methods panic with
+// "keyedsem: use New"); a Keyed must not be copied after first
 // use.
 package keyedsem

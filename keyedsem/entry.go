@@ -85,7 +85,7 @@ func tokenOf[K comparable](t *permit.Token) *token[K] {
 // and tokens live in a sync.Pool, which keeps them near the processor that
 // released them.
 type stripe[K comparable] struct {
-	s        *KeyedSemaphore[K]
+	s        *Keyed[K]
 	acquired atomic.Uint64
 	released atomic.Uint64
 	waited   atomic.Uint64 // of acquired, the grants that waited
@@ -93,13 +93,13 @@ type stripe[K comparable] struct {
 }
 
 // grant returns the permit for n permits taken on e.
-func (s *KeyedSemaphore[K]) grant(e *entry[K], n int64) Permit {
+func (s *Keyed[K]) grant(e *entry[K], n int64) Permit {
 	t := s.token(e)
 	return Permit(permit.Make(&t.Token, t.gen.Load(), n))
 }
 
 // token takes a token from the pool for a grant on e, and counts the grant.
-func (s *KeyedSemaphore[K]) token(e *entry[K]) *token[K] {
+func (s *Keyed[K]) token(e *entry[K]) *token[K] {
 	t := s.tokens.Get().(*token[K])
 	t.e = e
 	permit.OwnerOf(&t.Token).(*stripe[K]).acquired.Add(1)
@@ -123,7 +123,7 @@ func (st *stripe[K]) CountDoubleRelease(*permit.Token) { st.s.doubleRel.Add(1) }
 
 // idleState returns the state of an entry that has just lost its last
 // reference: idle since now, or dead with an idle timeout of 0.
-func (s *KeyedSemaphore[K]) idleState() uint64 {
+func (s *Keyed[K]) idleState() uint64 {
 	if s.idle == 0 {
 		return deadBit
 	}
@@ -137,7 +137,7 @@ func (s *KeyedSemaphore[K]) idleState() uint64 {
 // docs/internals.md). Idle stamps then tie within a millisecond, which
 // only blurs the order of eviction among them: an eviction's safety rests
 // on the reference count, not on the stamp.
-func (s *KeyedSemaphore[K]) now() int64 {
+func (s *Keyed[K]) now() int64 {
 	var d time.Duration
 	if s.realClock {
 		d = time.Duration(s.coarse.Read())

@@ -26,7 +26,7 @@ type candidate[K comparable] struct {
 // expires idle entries by itself (see [WithIdleTimeout]), and
 // [WithJanitor] does while the semaphore is not used. Sweep gives the
 // memory back at once, also after Close, which stops the other two.
-func (s *KeyedSemaphore[K]) Sweep() int {
+func (s *Keyed[K]) Sweep() int {
 	s.mustBeMade()
 	s.evict <- struct{}{}
 	defer s.unlockEvict()
@@ -38,7 +38,7 @@ func (s *KeyedSemaphore[K]) Sweep() int {
 // trim runs after a new entry took the count over the soft cap. If another
 // pass holds the eviction lock, the work is owed: the holder runs it when
 // it gives the lock back (unlockEvict).
-func (s *KeyedSemaphore[K]) trim() {
+func (s *Keyed[K]) trim() {
 	s.owed.Store(true)
 	if !s.tryLockEvict() {
 		return
@@ -53,7 +53,7 @@ func (s *KeyedSemaphore[K]) trim() {
 // a burst of new keys against busy entries costs no pass each (see made);
 // an entry that went idle during the pass may have missed the flag being
 // set, so one more look keeps that exact.
-func (s *KeyedSemaphore[K]) trimLocked() {
+func (s *Keyed[K]) trimLocked() {
 	s.owed.Store(false)
 	if s.alive.Load() <= s.maxKeys {
 		return
@@ -70,7 +70,7 @@ func (s *KeyedSemaphore[K]) trimLocked() {
 
 // expire runs an expiry pass if one is due. If another pass holds the
 // eviction lock it does nothing: that pass sets the next due time itself.
-func (s *KeyedSemaphore[K]) expire() {
+func (s *Keyed[K]) expire() {
 	if s.closed.Load() || !s.tryLockEvict() {
 		return
 	}
@@ -89,7 +89,7 @@ func (s *KeyedSemaphore[K]) expire() {
 //
 // With try (TryAcquire; ctx is not used), it never waits for a running
 // pass: it reports no room instead.
-func (s *KeyedSemaphore[K]) makeRoom(ctx context.Context, try bool) (bool, error) {
+func (s *Keyed[K]) makeRoom(ctx context.Context, try bool) (bool, error) {
 	// The lock first, if it is free: then an ended ctx makes no difference
 	// here (the caller looks at ctx when it waits for its key).
 	if !s.tryLockEvict() {
@@ -133,7 +133,7 @@ func (s *KeyedSemaphore[K]) makeRoom(ctx context.Context, try bool) (bool, error
 }
 
 // tryLockEvict takes the eviction lock if it is free, without waiting.
-func (s *KeyedSemaphore[K]) tryLockEvict() bool {
+func (s *Keyed[K]) tryLockEvict() bool {
 	select {
 	case s.evict <- struct{}{}:
 		return true
@@ -146,7 +146,7 @@ func (s *KeyedSemaphore[K]) tryLockEvict() bool {
 // key left owed while the lock was held. (The key sets owed before it
 // tries the lock, and the holder looks at owed after it gave the lock
 // back: either the key gets the lock, or the holder sees owed.)
-func (s *KeyedSemaphore[K]) unlockEvict() {
+func (s *Keyed[K]) unlockEvict() {
 	<-s.evict
 	for s.owed.Load() && s.tryLockEvict() {
 		s.trimLocked()
@@ -170,7 +170,7 @@ func (s *KeyedSemaphore[K]) unlockEvict() {
 // makes it fail, and a caller that comes later finds the entry dead and
 // makes a new one under the map's lock. The pass then removes that entry,
 // and only that one, from the map (drop).
-func (s *KeyedSemaphore[K]) pass(overCap bool) int {
+func (s *Keyed[K]) pass(overCap bool) int {
 	s.passes++
 	now := s.now()
 	oldest := uint64(now)
@@ -231,7 +231,7 @@ func addSat(a, b int64) int64 {
 }
 
 // kill evicts c's entry if it is still in the idle state the pass saw.
-func (s *KeyedSemaphore[K]) kill(c candidate[K]) bool {
+func (s *Keyed[K]) kill(c candidate[K]) bool {
 	if !c.e.state.CompareAndSwap(c.st, deadBit) {
 		return false // used, or evicted, since
 	}

@@ -89,7 +89,7 @@ func Example_tenants() {
 
 // Do holds the key for exactly as long as the work runs, and gives it back
 // also when the work fails.
-func ExampleKeyedSemaphore_Do() {
+func ExampleKeyed_Do() {
 	ctx := context.Background()
 	jobs := keyedsem.New[int]()
 	defer jobs.Close()

@@ -14,7 +14,7 @@ import (
 )
 
 // use acquires and releases key once.
-func use[K comparable](t *testing.T, s *keyedsem.KeyedSemaphore[K], key K) {
+func use[K comparable](t *testing.T, s *keyedsem.Keyed[K], key K) {
 	t.Helper()
 	p, err := s.Acquire(bg, key)
 	require.NoError(t, err)
@@ -23,7 +23,7 @@ func use[K comparable](t *testing.T, s *keyedsem.KeyedSemaphore[K], key K) {
 
 // withinSoftCap checks the soft cap's documented bound: the entries may
 // exceed the cap only by entries in use (held counts them).
-func withinSoftCap[K comparable](t *testing.T, s *keyedsem.KeyedSemaphore[K], maxKeys, held int, what string) {
+func withinSoftCap[K comparable](t *testing.T, s *keyedsem.Keyed[K], maxKeys, held int, what string) {
 	t.Helper()
 	require.LessOrEqual(t, s.Len(), max(maxKeys, held), "%s: idle entries over the soft cap", what)
 }

@@ -12,7 +12,7 @@ var (
 )
 
 // Has reports whether s's map holds an entry for key (in use or idle).
-func Has[K comparable](s *KeyedSemaphore[K], key K) bool {
+func Has[K comparable](s *Keyed[K], key K) bool {
 	_, ok := s.m.Load(key)
 	return ok
 }
@@ -22,7 +22,7 @@ func Has[K comparable](s *KeyedSemaphore[K], key K) bool {
 // in which the entry may be evicted and reused for another key. It reports
 // whether the join was refused as stale, and whether the entry had been
 // reused for another key by then. A join that is wrongly accepted is undone.
-func JoinAfter[K comparable](s *KeyedSemaphore[K], key K, between func()) (stale, reused bool) {
+func JoinAfter[K comparable](s *Keyed[K], key K, between func()) (stale, reused bool) {
 	e, ok := s.m.Load(key)
 	if !ok {
 		panic("JoinAfter: key has no entry")
@@ -41,7 +41,7 @@ func JoinAfter[K comparable](s *KeyedSemaphore[K], key K, between func()) (stale
 }
 
 // Passes returns the number of eviction passes s has run.
-func Passes[K comparable](s *KeyedSemaphore[K]) uint64 {
+func Passes[K comparable](s *Keyed[K]) uint64 {
 	s.evict <- struct{}{}
 	defer s.unlockEvict()
 	return s.passes
@@ -51,7 +51,7 @@ func Passes[K comparable](s *KeyedSemaphore[K]) uint64 {
 // they are free. It reports whether the join asked for a look under the
 // map's lock (stale) instead of answering, and whether the entry had been
 // reused for another key. A join that is wrongly accepted is undone.
-func TryJoinAfter[K comparable](s *KeyedSemaphore[K], key K, between func()) (stale, reused bool) {
+func TryJoinAfter[K comparable](s *Keyed[K], key K, between func()) (stale, reused bool) {
 	e, ok := s.m.Load(key)
 	if !ok {
 		panic("TryJoinAfter: key has no entry")
@@ -71,7 +71,7 @@ func TryJoinAfter[K comparable](s *KeyedSemaphore[K], key K, between func()) (st
 
 // HoldEvictLock takes s's eviction lock, as a running Sweep would, and
 // returns the function that gives it back.
-func HoldEvictLock[K comparable](s *KeyedSemaphore[K]) (unlock func()) {
+func HoldEvictLock[K comparable](s *Keyed[K]) (unlock func()) {
 	s.evict <- struct{}{}
 	return s.unlockEvict
 }
@@ -79,9 +79,9 @@ func HoldEvictLock[K comparable](s *KeyedSemaphore[K]) (unlock func()) {
 // SetBeforeWait makes every acquire of s that found its key busy, and
 // holds a reference on the key's entry, call f before it goes to wait for
 // the key (under no lock). Set it before the acquires start.
-func SetBeforeWait[K comparable](s *KeyedSemaphore[K], f func()) { s.beforeWait = f }
+func SetBeforeWait[K comparable](s *Keyed[K], f func()) { s.beforeWait = f }
 
 // UseTimeNow makes s stamp idle entries with its clock's Now (the system
 // clock) instead of the coarse clock, for the ablation benchmark of the
 // coarse clock (see docs/internals.md). Call it before the first acquire.
-func UseTimeNow[K comparable](s *KeyedSemaphore[K]) { s.realClock = false }
+func UseTimeNow[K comparable](s *Keyed[K]) { s.realClock = false }

@@ -63,7 +63,7 @@ func recvOrFail(t *testing.T, c <-chan result, round int) result {
 // checkCancelledRound checks the outcome of one round: the acquire whose
 // context was cancelled before the key's permit came free failed with
 // context.Canceled and holds nothing, and the key is free.
-func checkCancelledRound(t *testing.T, s *keyedsem.KeyedSemaphore[string], r result, round int) {
+func checkCancelledRound(t *testing.T, s *keyedsem.Keyed[string], r result, round int) {
 	t.Helper()
 	if r.err == nil {
 		r.p.Release()
@@ -175,10 +175,10 @@ func TestGivenBackGrantCountsOnlyCancelledRace(t *testing.T) {
 	p.Release()
 }
 
-// The zero KeyedSemaphore is not usable (package doc): every method says
+// The zero Keyed is not usable (package doc): every method says
 // so, instead of failing with a misleading error.
 func TestZeroValuePanics(t *testing.T) {
-	var s keyedsem.KeyedSemaphore[string]
+	var s keyedsem.Keyed[string]
 	for name, f := range map[string]func(){
 		"Acquire":        func() { _, _ = s.Acquire(bg, "k") },
 		"AcquireN":       func() { _, _ = s.AcquireN(bg, "k", 1) },

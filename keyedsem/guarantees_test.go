@@ -203,7 +203,7 @@ func TestNaNKeysAreRefused(t *testing.T) {
 	}
 }
 
-func checkRefused[K comparable](t *testing.T, s *keyedsem.KeyedSemaphore[K], key K) {
+func checkRefused[K comparable](t *testing.T, s *keyedsem.Keyed[K], key K) {
 	t.Helper()
 	defer s.Close()
 	var held []keyedsem.Permit

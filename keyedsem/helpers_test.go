@@ -14,7 +14,7 @@ import (
 var bg = context.Background()
 
 // waitForWaiters spins until s has exactly n waiters.
-func waitForWaiters[K comparable](s *keyedsem.KeyedSemaphore[K], n int) {
+func waitForWaiters[K comparable](s *keyedsem.Keyed[K], n int) {
 	deadline := time.Now().Add(hangGuard)
 	for s.Stats().Waiters != n {
 		if time.Now().After(deadline) {
@@ -31,7 +31,7 @@ type result struct {
 
 // goAcquire starts AcquireN in a goroutine and returns where its result
 // will come.
-func goAcquire[K comparable](s *keyedsem.KeyedSemaphore[K], ctx context.Context, key K, n int64) <-chan result {
+func goAcquire[K comparable](s *keyedsem.Keyed[K], ctx context.Context, key K, n int64) <-chan result {
 	c := make(chan result, 1)
 	go func() {
 		p, err := s.AcquireN(ctx, key, n)
@@ -42,7 +42,7 @@ func goAcquire[K comparable](s *keyedsem.KeyedSemaphore[K], ctx context.Context,
 
 // queue starts an acquire and waits until it is queued (s had want-1
 // waiters before).
-func queue[K comparable](t *testing.T, s *keyedsem.KeyedSemaphore[K], ctx context.Context, key K, n int64, want int) <-chan result {
+func queue[K comparable](t *testing.T, s *keyedsem.Keyed[K], ctx context.Context, key K, n int64, want int) <-chan result {
 	t.Helper()
 	c := goAcquire(s, ctx, key, n)
 	waitForWaiters(s, want)

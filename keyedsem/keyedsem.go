@@ -62,16 +62,16 @@ var (
 // flags.
 const MaxPerKeyCapacity = 1<<28 - 1
 
-// KeyedSemaphore is a weighted FIFO semaphore per key: callers of the same
+// Keyed is a weighted FIFO semaphore per key: callers of the same
 // key share the per-key capacity (1 by default: one at a time, in arrival
 // order), and callers of different keys never wait for each other. Entries
 // are made on first use and evicted when idle, so memory follows the keys
 // in use, not every key ever seen.
 //
 // It must be created with [New] and must not be copied after first use. All
-// methods are safe for concurrent use. The zero KeyedSemaphore is not
+// methods are safe for concurrent use. The zero Keyed is not
 // usable: each of its methods panics with "keyedsem: use New".
-type KeyedSemaphore[K comparable] struct {
+type Keyed[K comparable] struct {
 	// Read-mostly: configuration, the map and the closed flag.
 	m          *xsync.Map[K, *entry[K]]
 	capacity   int64
@@ -165,7 +165,7 @@ func WithPerKeyCapacity(n int64) Option { return func(c *config) { c.capacity = 
 // semaphore is in use); the pass runs in that call and takes time in
 // proportion to the number of entries, as Sweep does. [WithJanitor] runs
 // the passes on a goroutine of its own instead, also while the semaphore
-// is not used; [KeyedSemaphore.Sweep] runs one at once. Idle entries are
+// is not used; [Keyed.Sweep] runs one at once. Idle entries are
 // also evicted when there are more than WithMaxKeys. d == 0 drops an entry
 // as soon as nobody uses it: the cheapest choice for keys used once
 // (sub-agents with unique ids), where keeping entries only means evicting
@@ -249,12 +249,12 @@ func configure(opts []Option) (config, error) {
 //
 // New panics, with the error that [Validate] returns (it wraps
 // [ErrInvalidConfig]), if an option is out of range.
-func New[K comparable](opts ...Option) *KeyedSemaphore[K] {
+func New[K comparable](opts ...Option) *Keyed[K] {
 	c, err := configure(opts)
 	if err != nil {
 		panic(err)
 	}
-	s := &KeyedSemaphore[K]{
+	s := &Keyed[K]{
 		m:          xsync.NewMap[K, *entry[K]](),
 		evict:      make(chan struct{}, 1),
 		capacity:   c.capacity,
@@ -303,7 +303,7 @@ func New[K comparable](opts ...Option) *KeyedSemaphore[K] {
 }
 
 // janitor runs an expiry pass every d if one is due, until Close.
-func (s *KeyedSemaphore[K]) janitor(d time.Duration) {
+func (s *Keyed[K]) janitor(d time.Duration) {
 	defer close(s.janitorDone)
 	t := time.NewTicker(d)
 	defer t.Stop()
@@ -322,8 +322,8 @@ func (s *KeyedSemaphore[K]) janitor(d time.Duration) {
 // Acquire takes one permit for key, waiting in FIFO order behind the
 // key's earlier callers. It is AcquireN(ctx, key, 1).
 //
-// Cancellation: as for [KeyedSemaphore.AcquireN].
-func (s *KeyedSemaphore[K]) Acquire(ctx context.Context, key K) (Permit, error) {
+// Cancellation: as for [Keyed.AcquireN].
+func (s *Keyed[K]) Acquire(ctx context.Context, key K) (Permit, error) {
 	return s.AcquireN(ctx, key, 1)
 }
 
@@ -359,7 +359,7 @@ func (s *KeyedSemaphore[K]) Acquire(ctx context.Context, key K) (Permit, error) 
 // grant given back counts only in Stats.Cancelled.
 //
 // AcquireN panics if ctx is nil.
-func (s *KeyedSemaphore[K]) AcquireN(ctx context.Context, key K, n int64) (Permit, error) {
+func (s *Keyed[K]) AcquireN(ctx context.Context, key K, n int64) (Permit, error) {
 	if ctx == nil {
 		panic("keyedsem: nil Context")
 	}
@@ -396,7 +396,7 @@ func (s *KeyedSemaphore[K]) AcquireN(ctx context.Context, key K, n int64) (Permi
 
 // TryAcquire takes one permit for key if it is free now; it is
 // TryAcquireN(key, 1).
-func (s *KeyedSemaphore[K]) TryAcquire(key K) (Permit, bool) {
+func (s *Keyed[K]) TryAcquire(key K) (Permit, bool) {
 	return s.TryAcquireN(key, 1)
 }
 
@@ -410,9 +410,9 @@ func (s *KeyedSemaphore[K]) TryAcquire(key K) (Permit, bool) {
 // idle entries are due to expire; see [WithIdleTimeout]), whose time grows
 // with the number of keys. On true the caller owns the permit, as with
 // AcquireN.
-func (s *KeyedSemaphore[K]) TryAcquireN(key K, n int64) (Permit, bool) {
+func (s *Keyed[K]) TryAcquireN(key K, n int64) (Permit, bool) {
 	if n <= 0 || n > s.capacity || s.closed.Load() || (s.nanKeys && key != key) {
-		s.mustBeMade() // a zero KeyedSemaphore has capacity 0: every try comes here
+		s.mustBeMade() // a zero Keyed has capacity 0: every try comes here
 		return Permit{}, false
 	}
 	e, took, _ := s.lookup(context.TODO(), key, n, true)
@@ -431,7 +431,7 @@ func (s *KeyedSemaphore[K]) TryAcquireN(key K, n int64) (Permit, bool) {
 // permit came free in the same instant. Once fn runs, the permit is held
 // until fn returns, whatever happens to ctx or to Close: work that ignores
 // its deadline keeps its key.
-func (s *KeyedSemaphore[K]) Do(ctx context.Context, key K, fn func(context.Context) error) error {
+func (s *Keyed[K]) Do(ctx context.Context, key K, fn func(context.Context) error) error {
 	p, err := s.Acquire(ctx, key)
 	if err != nil {
 		return err
@@ -442,8 +442,8 @@ func (s *KeyedSemaphore[K]) Do(ctx context.Context, key K, fn func(context.Conte
 
 // refuse counts and returns the error for an acquire refused before any
 // lookup.
-func (s *KeyedSemaphore[K]) refuse(n int64) error {
-	s.mustBeMade() // a zero KeyedSemaphore has capacity 0: every acquire comes here
+func (s *Keyed[K]) refuse(n int64) error {
+	s.mustBeMade() // a zero Keyed has capacity 0: every acquire comes here
 	s.rejected.Add(1)
 	switch {
 	case n <= 0:
@@ -457,8 +457,8 @@ func (s *KeyedSemaphore[K]) refuse(n int64) error {
 	}
 }
 
-// mustBeMade panics if s is a zero KeyedSemaphore, not made by New.
-func (s *KeyedSemaphore[K]) mustBeMade() {
+// mustBeMade panics if s is a zero Keyed, not made by New.
+func (s *Keyed[K]) mustBeMade() {
 	if s.m == nil {
 		panic("keyedsem: use New")
 	}
@@ -472,7 +472,7 @@ func (s *KeyedSemaphore[K]) mustBeMade() {
 // idempotent. An acquire call that overlaps Close and finds its permits
 // free without waiting may still succeed (its permit must be released as
 // any other); calls begun after Close returns fail.
-func (s *KeyedSemaphore[K]) Close() {
+func (s *Keyed[K]) Close() {
 	s.mustBeMade()
 	if !s.closed.CompareAndSwap(false, true) {
 		return
@@ -498,13 +498,13 @@ func (s *KeyedSemaphore[K]) Close() {
 
 // Len returns the number of entries alive: keys in use, and idle keys not
 // evicted yet.
-func (s *KeyedSemaphore[K]) Len() int {
+func (s *Keyed[K]) Len() int {
 	s.mustBeMade()
 	return int(s.alive.Load())
 }
 
 // PerKeyCapacity returns the capacity of every key.
-func (s *KeyedSemaphore[K]) PerKeyCapacity() int64 {
+func (s *Keyed[K]) PerKeyCapacity() int64 {
 	s.mustBeMade()
 	return s.capacity
 }

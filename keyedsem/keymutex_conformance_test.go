@@ -27,8 +27,8 @@ import (
 
 // kmVariants plays the role of the original's newKeyMutexes: the same tests
 // over several configurations of a keyed semaphore.
-func kmVariants() map[string]*keyedsem.KeyedSemaphore[string] {
-	return map[string]*keyedsem.KeyedSemaphore[string]{
+func kmVariants() map[string]*keyedsem.Keyed[string] {
+	return map[string]*keyedsem.Keyed[string]{
 		"default":           keyedsem.New[string](),
 		"idle timeout 0":    keyedsem.New[string](keyedsem.WithIdleTimeout(0)),
 		"max keys 1":        keyedsem.New[string](keyedsem.WithMaxKeys(1)),
@@ -39,7 +39,7 @@ func kmVariants() map[string]*keyedsem.KeyedSemaphore[string] {
 
 // kmLockAndCallback is the original's lockAndCallback: lock id, then
 // signal (with the permit, which the original's UnlockKey does not need).
-func kmLockAndCallback(t testing.TB, s *keyedsem.KeyedSemaphore[string], id string, callback chan<- keyedsem.Permit) {
+func kmLockAndCallback(t testing.TB, s *keyedsem.Keyed[string], id string, callback chan<- keyedsem.Permit) {
 	p, err := s.Acquire(context.Background(), id)
 	if err != nil {
 		t.Errorf("LockKey(%q): %v", id, err)
@@ -67,7 +67,7 @@ func kmCallbackHappens(t testing.TB, callback <-chan keyedsem.Permit) keyedsem.P
 // kmCallbackDoesntHappen is verifyCallbackDoesntHappens without the
 // one-second wait: once the locker is seen waiting in Stats (waiters total
 // over all keys), it must not have returned.
-func kmCallbackDoesntHappen(t testing.TB, s *keyedsem.KeyedSemaphore[string], waiters int, callback <-chan keyedsem.Permit) {
+func kmCallbackDoesntHappen(t testing.TB, s *keyedsem.Keyed[string], waiters int, callback <-chan keyedsem.Permit) {
 	t.Helper()
 	testkit.Eventually(t, "the locker to wait", func() bool { return s.Stats().Waiters == waiters })
 	select {

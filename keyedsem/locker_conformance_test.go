@@ -40,7 +40,7 @@ func lkWait(t testing.TB, wg *sync.WaitGroup) {
 }
 
 // lkLock is locker's Lock in our API: Acquire, failing the test on error.
-func lkLock[K comparable](t testing.TB, s *keyedsem.KeyedSemaphore[K], key K) keyedsem.Permit {
+func lkLock[K comparable](t testing.TB, s *keyedsem.Keyed[K], key K) keyedsem.Permit {
 	t.Helper()
 	p, err := s.Acquire(context.Background(), key)
 	if err != nil {

@@ -25,7 +25,7 @@ var errBusy = errors.New("keyedsem: busy")
 // next returns the state after raising a reference on an entry in state st
 // (not dead), taking n permits if they are free and nobody waits, and
 // whether it took them.
-func (s *KeyedSemaphore[K]) next(st uint64, n int64) (uint64, bool) {
+func (s *Keyed[K]) next(st uint64, n int64) (uint64, bool) {
 	if st&busyBit == 0 {
 		return busyBit | refOne | uint64(s.capacity-n), true
 	}
@@ -45,7 +45,7 @@ func (s *KeyedSemaphore[K]) next(st uint64, n int64) (uint64, bool) {
 // new entry, or ctx's error if ctx ended while the hard cap waited for an
 // eviction pass, or had ended when lookup was about to claim permits (with
 // try, ctx is a context that never ends).
-func (s *KeyedSemaphore[K]) lookup(ctx context.Context, key K, n int64, try bool) (*entry[K], bool, error) {
+func (s *Keyed[K]) lookup(ctx context.Context, key K, n int64, try bool) (*entry[K], bool, error) {
 	// One hash and one pass over the bucket for the two common cases: the
 	// key has a live entry (no lock taken), or it has none (the entry is
 	// made under the bucket's lock).
@@ -95,7 +95,7 @@ func (s *KeyedSemaphore[K]) lookup(ctx context.Context, key K, n int64, try bool
 // lock, with the map about to hold the entry: from the state's store on, a
 // caller holding a stale pointer to the pooled entry may join it, and that
 // is right, because it is key's entry.
-func (s *KeyedSemaphore[K]) publish(key K, n int64) *entry[K] {
+func (s *Keyed[K]) publish(key K, n int64) *entry[K] {
 	e := s.entries.Get().(*entry[K])
 	e.key = key
 	e.state.Store(busyBit | refOne | uint64(s.capacity-n))
@@ -112,7 +112,7 @@ func (s *KeyedSemaphore[K]) publish(key K, n int64) *entry[K] {
 // square of its size. So after such a pass none runs until an entry goes
 // idle (starved): an entry that goes idle while the count is over the cap
 // is evicted at once instead (see wentIdle), so none is missed.
-func (s *KeyedSemaphore[K]) made(count int64) {
+func (s *Keyed[K]) made(count int64) {
 	s.created.Add(1)
 	if s.idle == 0 {
 		return // no entry is ever idle
@@ -146,7 +146,7 @@ const (
 // returned it. The compare-and-swap fails on a dead entry; if it succeeds
 // on a reused one, the reference keeps the entry (and its key) from
 // changing while join compares the key, and is then dropped.
-func (s *KeyedSemaphore[K]) join(ctx context.Context, e *entry[K], key K, n int64, try bool) (bool, int, error) {
+func (s *Keyed[K]) join(ctx context.Context, e *entry[K], key K, n int64, try bool) (bool, int, error) {
 	for {
 		st := e.state.Load()
 		if st&deadBit != 0 {
@@ -182,7 +182,7 @@ func (s *KeyedSemaphore[K]) join(ctx context.Context, e *entry[K], key K, n int6
 // caller to look again, after the hard cap made room. ctx is looked at
 // after each load that a claim is made from, before the claim (see ended);
 // if it has ended, nothing is taken and its error returned.
-func (s *KeyedSemaphore[K]) compute(ctx context.Context, key K, n int64, try bool) (e *entry[K], took bool, err error, again bool) {
+func (s *Keyed[K]) compute(ctx context.Context, key K, n int64, try bool) (e *entry[K], took bool, err error, again bool) {
 	var full, busy, made bool
 	var count int64
 	var cerr error
@@ -237,7 +237,7 @@ func (s *KeyedSemaphore[K]) compute(ctx context.Context, key K, n int64, try boo
 
 // reserve counts a new entry in alive and returns the count with it, or
 // reports that the hard cap has no room for it.
-func (s *KeyedSemaphore[K]) reserve() (int64, bool) {
+func (s *Keyed[K]) reserve() (int64, bool) {
 	if !s.hard {
 		return s.alive.Add(1), true
 	}

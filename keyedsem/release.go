@@ -10,7 +10,7 @@ import (
 // be 0). Without waiters it is one compare-and-swap; with waiters it
 // serves them under e.mu. The last reference makes the entry idle, or
 // dead (and removed) with an idle timeout of 0.
-func (s *KeyedSemaphore[K]) release(e *entry[K], n int64) {
+func (s *Keyed[K]) release(e *entry[K], n int64) {
 	var idle uint64
 	haveIdle := false
 	for {
@@ -45,7 +45,7 @@ func (s *KeyedSemaphore[K]) release(e *entry[K], n int64) {
 // settle finishes the last release of e's reference, which left e in
 // state st: a dead entry is removed, an idle one may owe eviction work.
 // It must not be called with e.mu held.
-func (s *KeyedSemaphore[K]) settle(e *entry[K], st uint64) {
+func (s *Keyed[K]) settle(e *entry[K], st uint64) {
 	if st&deadBit != 0 {
 		s.drop(e)
 	} else if st&busyBit == 0 && int64(st) >= s.due.Load() {
@@ -64,7 +64,7 @@ func (s *KeyedSemaphore[K]) settle(e *entry[K], st uint64) {
 //     back to expiry if the count is no longer over the cap.
 //
 // After Close it does nothing: eviction is then left to Sweep.
-func (s *KeyedSemaphore[K]) wentIdle(e *entry[K], st uint64) {
+func (s *Keyed[K]) wentIdle(e *entry[K], st uint64) {
 	if s.closed.Load() {
 		return
 	}
@@ -90,7 +90,7 @@ func (s *KeyedSemaphore[K]) wentIdle(e *entry[K], st uint64) {
 // starved is set. Whoever makes either true stores 0 in due after that;
 // rearm looks at both after its store, so that one of the two stores of
 // 0 comes last.
-func (s *KeyedSemaphore[K]) rearm() {
+func (s *Keyed[K]) rearm() {
 	v := s.expiry.Load()
 	if s.due.Load() == v {
 		return
@@ -104,7 +104,7 @@ func (s *KeyedSemaphore[K]) rearm() {
 // releaseQueued is release when waiters are queued: under e.mu, it gives
 // the permits back and serves the waiters that now fit, in order, and wakes
 // them after unlocking.
-func (s *KeyedSemaphore[K]) releaseQueued(e *entry[K], n int64) {
+func (s *Keyed[K]) releaseQueued(e *entry[K], n int64) {
 	var wake waitq.Chain
 	e.mu.Lock()
 	st := s.unrefLocked(e, n)
@@ -119,7 +119,7 @@ func (s *KeyedSemaphore[K]) releaseQueued(e *entry[K], n int64) {
 // grantLocked is waitq.Grant written out with the entry's own claim, for
 // the release path (see waitq.Queue.Head for why). It must be called with
 // e.mu held, by a holder of a reference.
-func (s *KeyedSemaphore[K]) grantLocked(e *entry[K], c *waitq.Chain) {
+func (s *Keyed[K]) grantLocked(e *entry[K], c *waitq.Chain) {
 	l := line[K]{s, e}
 	for w := e.q.Head(); w != nil; w = e.q.Head() {
 		t, ok := l.Claim(w.N)
@@ -138,7 +138,7 @@ func (s *KeyedSemaphore[K]) grantLocked(e *entry[K], c *waitq.Chain) {
 // the queued bit if nobody waits. It must be called with e.mu held. It
 // returns the new state; if that is not busy (the entry died or went
 // idle), the caller must settle it after unlocking.
-func (s *KeyedSemaphore[K]) unrefLocked(e *entry[K], n int64) uint64 {
+func (s *Keyed[K]) unrefLocked(e *entry[K], n int64) uint64 {
 	var idle uint64
 	haveIdle := false
 	for {
@@ -163,7 +163,7 @@ func (s *KeyedSemaphore[K]) unrefLocked(e *entry[K], n int64) uint64 {
 // map if the map still holds it, and puts it back in the pool. The key is
 // read from e only now: while e was referenced, another party could have
 // killed and reused it the moment the reference was gone.
-func (s *KeyedSemaphore[K]) drop(e *entry[K]) {
+func (s *Keyed[K]) drop(e *entry[K]) {
 	removed := false
 	s.m.Compute(e.key, func(cur *entry[K], loaded bool) (*entry[K], xsync.ComputeOp) {
 		if loaded && cur == e {

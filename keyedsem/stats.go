@@ -24,7 +24,7 @@ type Stats struct {
 // Released is the number of permits out, Created - Evicted == Keys, and
 // Held is the weight they hold. Stats takes time in proportion to the
 // number of entries.
-func (s *KeyedSemaphore[K]) Stats() Stats {
+func (s *Keyed[K]) Stats() Stats {
 	s.mustBeMade()
 	st := Stats{Capacity: s.capacity, Closed: s.closed.Load()}
 	s.m.RangeRelaxed(func(_ K, e *entry[K]) bool {

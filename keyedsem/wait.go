@@ -17,7 +17,7 @@ import (
 // e.mu, and a release that finds the bit set takes e.mu and serves the
 // waiters (see releaseQueued), so no waiter misses permits given back.
 type line[K comparable] struct {
-	s *KeyedSemaphore[K]
+	s *Keyed[K]
 	e *entry[K]
 }
 
@@ -83,7 +83,7 @@ func clearQueued[K comparable](e *entry[K]) {
 
 // wait queues the caller, who holds a reference on e but no permits, for n
 // permits of e.
-func (s *KeyedSemaphore[K]) wait(ctx context.Context, e *entry[K], n int64) (Permit, error) {
+func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64) (Permit, error) {
 	e.mu.Lock()
 	var err error
 	cancelled := false

@@ -73,16 +73,16 @@ func (l *globalLane[K]) Close() { l.s.Close() }
 //
 // [Queue.AddKeyedLane] builds the keyed semaphore itself
 // ([Queue.KeyedSemaphore] returns it).
-func NewKeyedLane[K comparable](s *keyedsem.KeyedSemaphore[K]) Lane[K] {
+func NewKeyedLane[K comparable](s *keyedsem.Keyed[K]) Lane[K] {
 	if s == nil {
 		panic("lanequeue: nil keyed semaphore")
 	}
 	return &keyedLane[K]{s: s}
 }
 
-// keyedLane adapts a keyedsem.KeyedSemaphore.
+// keyedLane adapts a keyedsem.Keyed.
 type keyedLane[K comparable] struct {
-	s *keyedsem.KeyedSemaphore[K]
+	s *keyedsem.Keyed[K]
 }
 
 func (l *keyedLane[K]) Kind() Kind       { return Keyed }

@@ -3,7 +3,7 @@
 // work for other keys runs in parallel within shared budgets.
 //
 // A [Queue] holds lanes of three kinds ([Kind]): keyed lanes (a
-// [keyedsem.KeyedSemaphore]: one budget per key, by default one caller at a
+// [keyedsem.Keyed]: one budget per key, by default one caller at a
 // time per key), global lanes (a [semaphore.Weighted] shared by every key)
 // and rate lanes (a golang.org/x/time/rate Limiter: how often work may
 // start). [Queue.AddKeyedLane], [Queue.AddGlobalLane] and [Queue.AddRateLane]
@@ -87,7 +87,7 @@
 // The semaphores behind the lanes: [Queue.GlobalSemaphore] returns the
 // [semaphore.Weighted] of a global lane, to resize it with SetCapacity
 // (the queue honours the new capacity at once), and [Queue.KeyedSemaphore]
-// the [keyedsem.KeyedSemaphore] of a keyed lane, to Sweep its idle keys,
+// the [keyedsem.Keyed] of a keyed lane, to Sweep its idle keys,
 // also for the lanes that [Default] and the Add methods build.
 //
 // Diagnostics: [Queue.Holders] lists the permits out (lane, key, weight,

@@ -55,7 +55,7 @@ import (
 type ocGateway struct {
 	q     *lanequeue.Queue[string]
 	sems  map[string]*semaphore.Weighted
-	keyed map[string]*keyedsem.KeyedSemaphore[string]
+	keyed map[string]*keyedsem.Keyed[string]
 }
 
 func ocNew(t testing.TB) *ocGateway {
@@ -63,7 +63,7 @@ func ocNew(t testing.TB) *ocGateway {
 	g := &ocGateway{
 		q:     lanequeue.New[string](),
 		sems:  map[string]*semaphore.Weighted{},
-		keyed: map[string]*keyedsem.KeyedSemaphore[string]{},
+		keyed: map[string]*keyedsem.Keyed[string]{},
 	}
 	t.Cleanup(g.q.Close)
 	return g

@@ -176,7 +176,7 @@ type laneEntry[K comparable] struct {
 	// The semaphore under the lane when it is this package's keyed or
 	// global lane (at most one is set): acquire calls it directly, without
 	// the interface call and the adapter's frame.
-	keyed  *keyedsem.KeyedSemaphore[K]
+	keyed  *keyedsem.Keyed[K]
 	global *semaphore.Weighted
 }
 
@@ -307,7 +307,7 @@ func (q *Queue[K]) AddGlobalLane(name string, capacity int64, opts ...semaphore.
 	return q.add(&laneEntry[K]{name: name, kind: Global, lane: l})
 }
 
-// AddKeyedLane adds a [Keyed] lane: a [keyedsem.KeyedSemaphore] made
+// AddKeyedLane adds a [Keyed] lane: a [keyedsem.Keyed] made
 // with opts, one budget per key (by default one caller at a time per key,
 // served in arrival order; see [keyedsem.WithPerKeyCapacity]).
 // [Queue.KeyedSemaphore] returns the keyed semaphore, to Sweep its idle
@@ -470,7 +470,7 @@ func (q *Queue[K]) unfix(e *laneEntry[K], l *globalLane[K]) {
 	e.fixedMax.Store(-1)
 }
 
-// KeyedSemaphore returns the [keyedsem.KeyedSemaphore] behind the keyed
+// KeyedSemaphore returns the [keyedsem.Keyed] behind the keyed
 // lane registered as name: the one [Queue.AddKeyedLane] made (or
 // [Default] for [SessionLane]), or the one given to [NewKeyedLane].
 // Through it a caller can Sweep the lane's idle keys at once (not needed
@@ -484,7 +484,7 @@ func (q *Queue[K]) unfix(e *laneEntry[K], l *globalLane[K]) {
 // It returns an error wrapping [ErrUnknownLane] if the queue has no lane
 // of that name, or [ErrNoSemaphore] if the lane is not a keyed lane of
 // this package (a global or rate lane, or a lane from another package).
-func (q *Queue[K]) KeyedSemaphore(name string) (*keyedsem.KeyedSemaphore[K], error) {
+func (q *Queue[K]) KeyedSemaphore(name string) (*keyedsem.Keyed[K], error) {
 	r, ok := q.tbl().byName[name]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownLane, name)

@@ -115,40 +115,45 @@ type Weighted struct {
 	timedOut    uint64
 	rejected    uint64
 	failed      uint64
-	maxWaiters  int
-	maxWaitWt   int64
-	maxWait     time.Duration
-	clock       Clock
+	config                    // the settings, immutable after New
 	doubleRel   atomic.Uint64 // counted without mu
 	wcache      waitq.Cache   // free waiters
 	grantedWait uint64        // grants that had to wait
 }
 
+// config holds the settings that the options set.
+type config struct {
+	maxWaiters int
+	maxWaitWt  int64
+	maxWait    time.Duration
+	clock      Clock
+}
+
 // Option configures a semaphore made by [New]. Options are applied in
 // order, then checked together, once, by the same code that [Validate]
 // runs: a value out of range is refused, never clamped or ignored.
-type Option func(*Weighted)
+type Option func(*config)
 
 // WithMaxWaiters bounds the number of callers that may wait at once; an
 // Acquire that would be waiter n+1 fails at once with [ErrQueueFull].
 // n == 0 means no bound (the default); n < 0 is refused.
-func WithMaxWaiters(n int) Option { return func(s *Weighted) { s.maxWaiters = n } }
+func WithMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters = n } }
 
 // WithMaxWaitingWeight bounds the total weight of the waiting requests; an
 // Acquire that would take it over w fails at once with [ErrQueueFull].
 // w == 0 means no bound (the default); w < 0 is refused.
-func WithMaxWaitingWeight(w int64) Option { return func(s *Weighted) { s.maxWaitWt = w } }
+func WithMaxWaitingWeight(w int64) Option { return func(c *config) { c.maxWaitWt = w } }
 
 // WithMaxWait bounds how long a caller waits in the queue: after d it
 // leaves with [ErrWaitTooLong], as if its context had been cancelled.
 // d == 0 means no bound (the default); d < 0 is refused. The context's
 // own deadline still applies.
-func WithMaxWait(d time.Duration) Option { return func(s *Weighted) { s.maxWait = d } }
+func WithMaxWait(d time.Duration) Option { return func(c *config) { c.maxWait = d } }
 
 // WithClock replaces the clock that WithMaxWait uses; tests pass a fake
 // clock. Every waiting Acquire calls its NewTimer, concurrently: it must be
 // safe for concurrent use. nil means the system clock.
-func WithClock(c Clock) Option { return func(s *Weighted) { s.clock = c } }
+func WithClock(cl Clock) Option { return func(c *config) { c.clock = cl } }
 
 // Validate reports whether [New] accepts capacity and opts: nil, or an
 // error wrapping [ErrInvalidConfig] that names the setting and its value
@@ -156,25 +161,25 @@ func WithClock(c Clock) Option { return func(s *Weighted) { s.clock = c } }
 // outside the program (package lanequeue, a configuration file) call it
 // to get an error instead of a panic.
 func Validate(capacity int64, opts ...Option) error {
-	var s Weighted
-	return s.configure(capacity, opts)
+	var c config
+	return c.configure(capacity, opts)
 }
 
-// configure applies opts to s and checks the result and capacity: the one
+// configure applies opts to c and checks the result and capacity: the one
 // place where the settings of a semaphore are checked.
-func (s *Weighted) configure(capacity int64, opts []Option) error {
+func (c *config) configure(capacity int64, opts []Option) error {
 	for _, o := range opts {
-		o(s)
+		o(c)
 	}
 	switch {
 	case capacity < 0 || capacity > MaxCapacity:
 		return fmt.Errorf("semaphore: capacity %d out of range [0, %d]: %w", capacity, int64(MaxCapacity), ErrInvalidConfig)
-	case s.maxWaiters < 0:
-		return fmt.Errorf("semaphore: WithMaxWaiters(%d): must not be negative: %w", s.maxWaiters, ErrInvalidConfig)
-	case s.maxWaitWt < 0:
-		return fmt.Errorf("semaphore: WithMaxWaitingWeight(%d): must not be negative: %w", s.maxWaitWt, ErrInvalidConfig)
-	case s.maxWait < 0:
-		return fmt.Errorf("semaphore: WithMaxWait(%v): must not be negative: %w", s.maxWait, ErrInvalidConfig)
+	case c.maxWaiters < 0:
+		return fmt.Errorf("semaphore: WithMaxWaiters(%d): must not be negative: %w", c.maxWaiters, ErrInvalidConfig)
+	case c.maxWaitWt < 0:
+		return fmt.Errorf("semaphore: WithMaxWaitingWeight(%d): must not be negative: %w", c.maxWaitWt, ErrInvalidConfig)
+	case c.maxWait < 0:
+		return fmt.Errorf("semaphore: WithMaxWait(%v): must not be negative: %w", c.maxWait, ErrInvalidConfig)
 	}
 	return nil
 }
@@ -187,7 +192,7 @@ func (s *Weighted) configure(capacity int64, opts []Option) error {
 // [MaxCapacity], or an option is out of range.
 func New(capacity int64, opts ...Option) *Weighted {
 	s := &Weighted{}
-	if err := s.configure(capacity, opts); err != nil {
+	if err := s.config.configure(capacity, opts); err != nil {
 		panic(err)
 	}
 	if s.clock == nil {

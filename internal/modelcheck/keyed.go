@@ -27,12 +27,12 @@ type keyedServed struct {
 // agree.
 type keyedRun struct {
 	t     *rapid.T
-	s     *keyedsem.KeyedSemaphore[string]
+	s     *keyedsem.Keyed[string]
 	m     *model.Keyed[string]
 	cfg   model.KeyedConfig
 	clk   *clock.Fake
 	keys  []string
-	has   func(*keyedsem.KeyedSemaphore[string], string) bool
+	has   func(*keyedsem.Keyed[string], string) bool
 	ticks bool // move the clocks on by 1ns after every step: no ties
 	close bool // finish by Close, not by cancelling the waiters
 	fuzz  bool // see skip
@@ -48,7 +48,7 @@ type keyedRun struct {
 }
 
 // Keyed returns the driver that checks random sequences of operations on a
-// keyedsem.KeyedSemaphore[string] against model.Keyed: the same grants to
+// keyedsem.Keyed[string] against model.Keyed: the same grants to
 // the same waiters in FIFO order per key, the same failures, the same
 // entries (an entry with references is never evicted; an idle one goes when
 // the policy says), Sweep's count, and the same Stats.
@@ -74,7 +74,7 @@ type keyedRun struct {
 //
 // Keyed is the driver for rapid.Check; KeyedFuzz is the same, without has,
 // for rapid.MakeFuzz (see skip).
-func Keyed(has func(*keyedsem.KeyedSemaphore[string], string) bool) func(*rapid.T) {
+func Keyed(has func(*keyedsem.Keyed[string], string) bool) func(*rapid.T) {
 	return func(t *rapid.T) { keyedDriver(t, has, false) }
 }
 
@@ -82,7 +82,7 @@ func Keyed(has func(*keyedsem.KeyedSemaphore[string], string) bool) func(*rapid.
 // in the current state does nothing instead of asking rapid for another.
 func KeyedFuzz(t *rapid.T) { keyedDriver(t, nil, true) }
 
-func keyedDriver(t *rapid.T, has func(*keyedsem.KeyedSemaphore[string], string) bool, fuzz bool) {
+func keyedDriver(t *rapid.T, has func(*keyedsem.Keyed[string], string) bool, fuzz bool) {
 	r := newKeyedRun(t, has)
 	r.fuzz = fuzz
 	drive(t, fuzz, r.cleanup, r.finish, map[string]func(*rapid.T){
@@ -101,7 +101,7 @@ func keyedDriver(t *rapid.T, has func(*keyedsem.KeyedSemaphore[string], string) 
 	})
 }
 
-func newKeyedRun(t *rapid.T, has func(*keyedsem.KeyedSemaphore[string], string) bool) *keyedRun {
+func newKeyedRun(t *rapid.T, has func(*keyedsem.Keyed[string], string) bool) *keyedRun {
 	cfg := model.KeyedConfig{
 		Capacity:         rapid.Int64Range(1, 3).Draw(t, "capacity"),
 		IdleTimeout:      rapid.SampledFrom([]time.Duration{0, time.Second, 5 * time.Second, time.Minute}).Draw(t, "idleTimeout"),

@@ -27,7 +27,7 @@ type queueMachine struct {
 	keys  []string
 
 	sems   map[string]*semaphore.Weighted
-	keyed  map[string]*keyedsem.KeyedSemaphore[string]
+	keyed  map[string]*keyedsem.Keyed[string]
 	limits map[string]*rate.Limiter
 
 	tickets     map[int]*lanequeue.Ticket[string] // model id -> ticket
@@ -56,7 +56,7 @@ func newQueueMachine(t *rapid.T) *queueMachine {
 		q:       lanequeue.New[string](),
 		keys:    []string{"a", "b", "c"},
 		sems:    map[string]*semaphore.Weighted{},
-		keyed:   map[string]*keyedsem.KeyedSemaphore[string]{},
+		keyed:   map[string]*keyedsem.Keyed[string]{},
 		limits:  map[string]*rate.Limiter{},
 		tickets: map[int]*lanequeue.Ticket[string]{},
 	}
