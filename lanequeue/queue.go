@@ -240,9 +240,11 @@ func New[K comparable]() *Queue[K] {
 // [DefaultGlobalCapacity]. [Queue.KeyedSemaphore] and
 // [Queue.GlobalSemaphore] return their semaphores (to Sweep the session
 // lane's idle keys, to resize the global lane). Default has no error
-// result: for a keyedOpts value out of range it panics with the error of
-// [keyedsem.Validate] (it wraps [ErrInvalidConfig]), as [keyedsem.New]
-// does; call [New] and [Queue.AddKeyedLane] to get the error instead.
+// result: for a keyedOpts value out of range it panics, as [keyedsem.New]
+// does, with the error [Queue.AddKeyedLane] returns: [keyedsem.Validate]'s,
+// wrapped with the lane's name ("session"), which matches
+// [ErrInvalidConfig]; call [New] and [Queue.AddKeyedLane] to get the error
+// instead.
 func Default[K comparable](keyedOpts ...keyedsem.Option) *Queue[K] {
 	q := New[K]()
 	if err := q.AddKeyedLane(SessionLane, keyedOpts...); err != nil {
