@@ -455,7 +455,7 @@ func (q *Queue[K]) GlobalSemaphore(name string) (*semaphore.Weighted, error) {
 	}
 	l, ok := r.e.lane.(*globalLane[K])
 	if !ok {
-		return nil, fmt.Errorf("%w: lane %q is a %s lane without one", ErrNoSemaphore, name, r.e.kind)
+		return nil, fmt.Errorf("%w: lane %q (a %s lane) has no semaphore.Weighted", ErrNoSemaphore, name, r.e.kind)
 	}
 	if l.capacity.Load() >= 0 {
 		q.unfix(r.e, l)
@@ -493,7 +493,7 @@ func (q *Queue[K]) KeyedSemaphore(name string) (*keyedsem.Keyed[K], error) {
 	}
 	l, ok := r.e.lane.(*keyedLane[K])
 	if !ok {
-		return nil, fmt.Errorf("%w: lane %q is a %s lane without one", ErrNoSemaphore, name, r.e.kind)
+		return nil, fmt.Errorf("%w: lane %q (a %s lane) has no keyedsem.Keyed", ErrNoSemaphore, name, r.e.kind)
 	}
 	return l.s, nil
 }
