@@ -22,7 +22,7 @@ import (
 // worker goroutine; the worker releases the ticket when it is done. The
 // session lane makes the reader wait until the thread's previous message
 // is finished, so a thread's messages never overlap or reorder, and a
-// thread that waits holds no global slot.
+// thread that waits holds no global permit.
 func Example_gateway() {
 	q := lanequeue.Default[string]() // "session" (per thread) + "global" (16)
 	defer q.Close()
@@ -78,8 +78,9 @@ func Example_gateway() {
 // A scheduler runs periodic jobs (a daily summary for each chat) without
 // ever waiting: it tries the "scheduler" lane (one job at a time) and the
 // chat's "session" lane together. If the chat is busy with a user's
-// message, the try fails and the scheduler slot it took is given back at
-// once, so the next job can run; the busy chat's job is retried later.
+// message, the try fails on the session lane, which is tried first (keyed
+// lanes come before global ones), so the scheduler's permit is never taken
+// and the next job can run at once; the busy chat's job is retried later.
 func ExampleQueue_TryAcquireAll() {
 	q := lanequeue.New[string]()
 	defer q.Close()
@@ -95,7 +96,7 @@ func ExampleQueue_TryAcquireAll() {
 	for _, chat := range []string{"chat-1", "chat-2", "chat-3"} {
 		t, ok := q.TryAcquireAll(chat, job)
 		if !ok {
-			fmt.Printf("%s busy, scheduler slots held: %d\n", chat, schedulerHeld(q))
+			fmt.Printf("%s busy, scheduler permits held: %d\n", chat, schedulerHeld(q))
 			retry = append(retry, chat)
 			continue
 		}
@@ -112,7 +113,7 @@ func ExampleQueue_TryAcquireAll() {
 	}
 	// Output:
 	// chat-1: summary sent
-	// chat-2 busy, scheduler slots held: 0
+	// chat-2 busy, scheduler permits held: 0
 	// chat-3: summary sent
 	// chat-2: summary sent on retry
 }
@@ -182,7 +183,7 @@ func Example_subAgents() {
 
 // Reservations by composition: background jobs take "global" and
 // "background", whose capacity is one less than global's, so however many
-// background jobs queue up, one global slot always stays free for users.
+// background jobs queue up, one global permit always stays free for users.
 func Example_reservation() {
 	q := lanequeue.New[string]()
 	defer q.Close()

@@ -240,9 +240,11 @@ func New[K comparable]() *Queue[K] {
 // [DefaultGlobalCapacity]. [Queue.KeyedSemaphore] and
 // [Queue.GlobalSemaphore] return their semaphores (to Sweep the session
 // lane's idle keys, to resize the global lane). Default has no error
-// result: for a keyedOpts value out of range it panics with the error of
-// [keyedsem.Validate] (it wraps [ErrInvalidConfig]), as [keyedsem.New]
-// does; call [New] and [Queue.AddKeyedLane] to get the error instead.
+// result: for a keyedOpts value out of range it panics, as [keyedsem.New]
+// does, with the error [Queue.AddKeyedLane] returns: [keyedsem.Validate]'s,
+// wrapped with the lane's name ("session"), which matches
+// [ErrInvalidConfig]; call [New] and [Queue.AddKeyedLane] to get the error
+// instead.
 func Default[K comparable](keyedOpts ...keyedsem.Option) *Queue[K] {
 	q := New[K]()
 	if err := q.AddKeyedLane(SessionLane, keyedOpts...); err != nil {
@@ -453,7 +455,7 @@ func (q *Queue[K]) GlobalSemaphore(name string) (*semaphore.Weighted, error) {
 	}
 	l, ok := r.e.lane.(*globalLane[K])
 	if !ok {
-		return nil, fmt.Errorf("%w: lane %q is a %s lane without one", ErrNoSemaphore, name, r.e.kind)
+		return nil, fmt.Errorf("%w: lane %q (a %s lane) has no semaphore.Weighted", ErrNoSemaphore, name, r.e.kind)
 	}
 	if l.capacity.Load() >= 0 {
 		q.unfix(r.e, l)
@@ -491,7 +493,7 @@ func (q *Queue[K]) KeyedSemaphore(name string) (*keyedsem.Keyed[K], error) {
 	}
 	l, ok := r.e.lane.(*keyedLane[K])
 	if !ok {
-		return nil, fmt.Errorf("%w: lane %q is a %s lane without one", ErrNoSemaphore, name, r.e.kind)
+		return nil, fmt.Errorf("%w: lane %q (a %s lane) has no keyedsem.Keyed", ErrNoSemaphore, name, r.e.kind)
 	}
 	return l.s, nil
 }

@@ -15,7 +15,9 @@ import (
 
 // Permit is the handle of permits taken from a semaphore. Every lanes
 // package returns this same type (keyedsem.Permit is it under another
-// name).
+// name), except redislane's own Acquire methods, whose *redislane.Permit
+// adds a lease and a fencing token (its lanes of a lanequeue.Queue return
+// this type, and redislane.PermitOf finds the Redis permit behind it).
 //
 // A Permit is owned by whoever received it from an acquire call, or whoever
 // it was handed to; it may be passed to another goroutine, which then owns
