@@ -46,3 +46,26 @@ func TestCoarseClockStampsIdleEntries(t *testing.T) {
 		t.Fatalf("Stats().Evicted = %d, want 1", st.Evicted)
 	}
 }
+
+// An eviction pass must judge idleness by the time it runs, not by the
+// coarse clock's last reading: that reading may be a millisecond old, or
+// much older after the process was descheduled or stopped (the timer
+// that moves it on is then late too), and Sweep would keep entries that
+// have been idle for longer than the timeout. With a timeout of 1 ns, an
+// entry released before Sweep is called has been idle longer than that by
+// the time Sweep looks, whatever the coarse clock says.
+func TestSweepJudgesIdlenessByTheTimeNow(t *testing.T) {
+	for round := 0; round < 100; round++ {
+		s := keyedsem.New[string](keyedsem.WithIdleTimeout(time.Nanosecond))
+		p, err := s.Acquire(bg, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Release()
+		s.Sweep()
+		if keyedsem.Has(s, "a") {
+			t.Fatalf("round %d: Sweep kept an entry idle for longer than its 1 ns idle timeout (it read a stale coarse clock)", round)
+		}
+		s.Close()
+	}
+}

@@ -146,3 +146,19 @@ func (s *Keyed[K]) now() int64 {
 	}
 	return min(max(int64(d), 0), stampMask)
 }
+
+// freshNow is now read from the clock itself, never from the coarse
+// clock, for an eviction pass: the coarse reading can be older than its
+// resolution (its timer runs late when the process is descheduled or
+// stopped), and a pass that judged idleness by it would keep entries idle
+// for longer than the timeout. A pass visits every entry: one clock read
+// is nothing beside that.
+func (s *Keyed[K]) freshNow() int64 {
+	var d time.Duration
+	if s.realClock {
+		d = time.Since(s.epoch)
+	} else {
+		d = s.clock.Now().Sub(s.epoch)
+	}
+	return min(max(int64(d), 0), stampMask)
+}

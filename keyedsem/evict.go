@@ -172,7 +172,7 @@ func (s *Keyed[K]) unlockEvict() {
 // and only that one, from the map (drop).
 func (s *Keyed[K]) pass(overCap bool) int {
 	s.passes++
-	now := s.now()
+	now := s.freshNow()
 	oldest := uint64(now)
 	buf := s.buf[:0]
 	s.m.RangeRelaxed(func(_ K, e *entry[K]) bool {
@@ -210,7 +210,7 @@ func (s *Keyed[K]) pass(overCap bool) int {
 		// No sooner than step, nor than eight times this pass took: with
 		// a tiny timeout and many entries, passes take at most about a
 		// ninth of one core.
-		gap := max(s.step, 8*(s.now()-now))
+		gap := max(s.step, 8*(s.freshNow()-now))
 		s.expiry.Store(max(addSat(now, gap), addSat(int64(oldest), s.idle)))
 		s.rearm()
 	}

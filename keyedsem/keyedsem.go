@@ -162,7 +162,9 @@ func WithPerKeyCapacity(n int64) Option { return func(c *config) { c.capacity = 
 // an entry idle, or the first new key, after the oldest idle entry is due
 // runs an eviction pass (at most one per eighth of the timeout, so an
 // entry goes between d and about 9d/8 after it went idle while the
-// semaphore is in use); the pass runs in that call and takes time in
+// semaphore is in use; with the system clock, idle times are stamped from a
+// clock read once a millisecond, so "d" is to within that, or within a
+// longer stall of the process); the pass runs in that call and takes time in
 // proportion to the number of entries, as Sweep does. [WithJanitor] runs
 // the passes on a goroutine of its own instead, also while the semaphore
 // is not used; [Keyed.Sweep] runs one at once. Idle entries are
