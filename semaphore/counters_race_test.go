@@ -19,9 +19,15 @@ import (
 // TimedOut, Rejected and Failed, matching the errors the callers saw,
 // every permit back (Available == Capacity, Held == 0) and nobody queued.
 func TestEveryCallEndsInOneCounterRace(t *testing.T) {
-	const rounds, callers = 1000, 8
+	const rounds = 1000
 	for r := 0; r < rounds; r++ {
-		s := semaphore.New(4, semaphore.WithMaxWait(time.Duration(1+r%3)*time.Microsecond), semaphore.WithMaxWaiters(6))
+		// Every fourth round has more holders than inline tokens, so that
+		// spare tokens are granted, given back and released too.
+		capacity, callers, shrunk := int64(4), 8, int64(2)
+		if r%4 == 1 {
+			capacity, callers, shrunk = 24, 32, 18
+		}
+		s := semaphore.New(capacity, semaphore.WithMaxWait(time.Duration(1+r%3)*time.Microsecond), semaphore.WithMaxWaiters(callers-2))
 		var ok, cancelled, timedOut, other atomic.Uint64
 		var wg sync.WaitGroup
 		start := make(chan struct{})
@@ -35,7 +41,11 @@ func TestEveryCallEndsInOneCounterRace(t *testing.T) {
 				if i%3 == 0 {
 					go cancel()
 				}
-				p, err := s.Acquire(ctx, int64(1+i%4))
+				n := int64(1 + i%4)
+				if capacity > 4 {
+					n = 1 + int64(i%8)/7 // mostly 1: many holders at once
+				}
+				p, err := s.Acquire(ctx, n)
 				switch {
 				case err == nil:
 					ok.Add(1)
@@ -53,8 +63,8 @@ func TestEveryCallEndsInOneCounterRace(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			s.SetCapacity(2)
-			s.SetCapacity(4)
+			s.SetCapacity(shrunk)
+			s.SetCapacity(capacity)
 			if r%2 == 0 {
 				s.Close()
 			}
@@ -76,9 +86,9 @@ func TestEveryCallEndsInOneCounterRace(t *testing.T) {
 		}
 		if r%2 == 1 {
 			// Open: the whole capacity can still be taken, at once.
-			p, got := s.TryAcquire(4)
+			p, got := s.TryAcquire(capacity)
 			if !got {
-				t.Fatalf("round %d: TryAcquire(4) failed on an idle semaphore: %+v", r, s.Stats())
+				t.Fatalf("round %d: TryAcquire(capacity) failed on an idle semaphore: %+v", r, s.Stats())
 			}
 			p.Release()
 		}
