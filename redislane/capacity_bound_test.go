@@ -41,3 +41,14 @@ func TestHugeCapacityIsRefusedAndMaxCapacityIsExact(t *testing.T) {
 	}
 	require.ErrorIs(t, err, redislane.ErrCapacityMismatch)
 }
+
+// A nil Option is an error wrapping ErrInvalidConfig, not a nil
+// dereference.
+func TestNilOptionIsInvalidConfig(t *testing.T) {
+	srv := startRedis(t)
+	rc := newClient(t, srv.Addr)
+	_, err := redislane.NewWeighted(rc, laneName(t), 1, redislane.WithLease(testLease), nil)
+	require.ErrorIs(t, err, redislane.ErrInvalidConfig)
+	_, err = redislane.NewKeyed(rc, laneName(t), 1, nil)
+	require.ErrorIs(t, err, redislane.ErrInvalidConfig)
+}

@@ -60,8 +60,8 @@ const minLease = 20 * time.Millisecond
 
 // Option configures a [Weighted] or a [Keyed]. Options are applied in
 // order to a configuration, which is then checked, once, by the
-// constructor: a value out of range makes it return an error wrapping
-// [ErrInvalidConfig], never clamped or ignored.
+// constructor: a value out of range, or a nil Option, makes it return an
+// error wrapping [ErrInvalidConfig], never clamped or ignored.
 type Option func(*config)
 
 type config struct {
@@ -122,7 +122,10 @@ func WithClassicPubSub() Option { return func(c *config) { c.classicPubSub = tru
 
 func newConfig(opts []Option) (config, error) {
 	c := config{lease: DefaultLease}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return c, fmt.Errorf("%w: option %d is nil", ErrInvalidConfig, i)
+		}
 		o(&c)
 	}
 	if c.lease < minLease {
