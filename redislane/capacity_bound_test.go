@@ -1,6 +1,7 @@
 package redislane_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -51,4 +52,27 @@ func TestNilOptionIsInvalidConfig(t *testing.T) {
 	require.ErrorIs(t, err, redislane.ErrInvalidConfig)
 	_, err = redislane.NewKeyed(rc, laneName(t), 1, nil)
 	require.ErrorIs(t, err, redislane.ErrInvalidConfig)
+}
+
+// An ended context comes before any refusal, as in package semaphore and
+// keyedsem: a call with an ended context and a bad weight returns the
+// context's error and counts as Cancelled, whichever lane it is made on.
+func TestEndedContextComesBeforeARefusal(t *testing.T) {
+	srv := startRedis(t)
+	rc := newClient(t, srv.Addr)
+	s, err := redislane.NewWeighted(rc, laneName(t), 2, redislane.WithLease(testLease), redislane.WithQuarantine(0))
+	require.NoError(t, err)
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, n := range []int64{0, 3} {
+		_, err := s.Acquire(ctx, n)
+		require.ErrorIs(t, err, context.Canceled, "Acquire(ended ctx, %d)", n)
+		local := semaphore.New(2)
+		_, lerr := local.Acquire(ctx, n)
+		require.ErrorIs(t, lerr, context.Canceled, "semaphore.Acquire(ended ctx, %d)", n)
+	}
+	st := s.Stats()
+	require.EqualValues(t, 2, st.Cancelled, "%+v", st.Counters)
+	require.EqualValues(t, 0, st.Rejected, "%+v", st.Counters)
 }
