@@ -1,6 +1,7 @@
 package keyedsem_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -68,4 +69,20 @@ func TestMisuseAndBadOptionsPanic(t *testing.T) {
 	panicsWithPrefix("capacity too big", func() { keyedsem.New[int](keyedsem.WithPerKeyCapacity(keyedsem.MaxPerKeyCapacity + 1)) })
 	panicsWithPrefix("negative idle", func() { keyedsem.New[int](keyedsem.WithIdleTimeout(-1)) })
 	panicsWithPrefix("max keys 0", func() { keyedsem.New[int](keyedsem.WithMaxKeys(0)) })
+}
+
+// A nil Option (one chosen conditionally and left unset) is refused as a
+// setting out of range is: Validate returns ErrInvalidConfig and New
+// panics with that error, not with a nil dereference.
+func TestNilOptionIsInvalidConfig(t *testing.T) {
+	err := keyedsem.Validate(keyedsem.WithMaxKeys(2), nil)
+	if !errors.Is(err, keyedsem.ErrInvalidConfig) {
+		t.Fatalf("Validate with a nil option = %v; want ErrInvalidConfig", err)
+	}
+	defer func() {
+		if v, _ := recover().(error); !errors.Is(v, keyedsem.ErrInvalidConfig) {
+			t.Fatalf("New with a nil option panicked with %v; want ErrInvalidConfig", v)
+		}
+	}()
+	keyedsem.New[string](nil)
 }

@@ -147,8 +147,8 @@ type config struct {
 
 // Option configures a keyed semaphore made by [New]. Options are applied in
 // order to a configuration, which is then checked, once, by the same code
-// that [Validate] runs: a value out of range is refused, never clamped or
-// ignored.
+// that [Validate] runs: a value out of range, or a nil Option, is refused,
+// never clamped or ignored.
 type Option func(*config)
 
 // WithPerKeyCapacity sets the capacity of every key (default 1: callers of
@@ -223,7 +223,10 @@ func Validate(opts ...Option) error {
 // checked.
 func configure(opts []Option) (config, error) {
 	c := config{capacity: 1, idle: time.Hour, maxKeys: 4096}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return c, fmt.Errorf("keyedsem: option %d is nil: %w", i, ErrInvalidConfig)
+		}
 		o(&c)
 	}
 	switch {

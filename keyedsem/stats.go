@@ -8,7 +8,7 @@ type Stats struct {
 	Capacity int64 // per-key capacity
 	Held     int64 // weight of the permits out, over all keys
 	Waiters  int   // callers waiting, over all keys
-	Closed   bool
+	Closed   bool  // Close has been called
 
 	// Counters since New, as package semaphore defines them. Keyed
 	// semaphores have no maximum wait: TimedOut stays 0.

@@ -9,10 +9,10 @@ import (
 
 // Holder is one lane held by one ticket, as listed by [Queue.Holders].
 type Holder[K comparable] struct {
-	Lane   string
-	Kind   Kind
-	Key    K
-	Weight int64
+	Lane   string    // the lane's name
+	Kind   Kind      // the lane's kind
+	Key    K         // the key the ticket was taken for
+	Weight int64     // the permits the ticket holds in the lane (rate lanes hold nothing and are not listed)
 	Since  time.Time // when the ticket was granted
 }
 

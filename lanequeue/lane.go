@@ -71,13 +71,13 @@ type Lane[K comparable] interface {
 
 // LaneStats is a snapshot of one lane.
 type LaneStats struct {
-	Name     string
-	Kind     Kind
-	Capacity int64 // capacity of a global lane, per-key capacity of a keyed lane, burst of a rate lane
-	Held     int64 // weight held now, over all keys
-	Waiters  int   // callers waiting now
-	Keys     int   // entries alive (keyed lanes)
-	Closed   bool  // the lane is closed (by the queue's Close, or on its own)
+	Name     string // the name the lane has in the queue (Queue.Stats sets it)
+	Kind     Kind   // Keyed, Global or Rate
+	Capacity int64  // capacity of a global lane, per-key capacity of a keyed lane, burst of a rate lane
+	Held     int64  // weight held now, over all keys
+	Waiters  int    // callers waiting now
+	Keys     int    // entries alive (keyed lanes)
+	Closed   bool   // the lane is closed (by the queue's Close, or on its own)
 
 	// Counters of the lane's acquire calls, with the meanings that package
 	// semaphore gives them: a global or keyed lane reports its semaphore's

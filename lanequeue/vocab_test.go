@@ -3,6 +3,7 @@ package lanequeue_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -257,6 +258,17 @@ func TestBadSettingsAreErrors(t *testing.T) {
 		"negative waiting total": func() error { return q.AddGlobalLane("g", 1, semaphore.WithMaxWaitingWeight(-1)) },
 		"rate 0":                 func() error { return q.AddRateLane("r", 0, 1) },
 		"burst 0":                func() error { return q.AddRateLane("r", 1, 0) },
+		"negative janitor":       func() error { return q.AddKeyedLane("k", keyedsem.WithJanitor(-1)) },
+		"max keys 0":             func() error { return q.AddKeyedLane("k", keyedsem.WithMaxKeys(0)) },
+		"per-key capacity above": func() error { return q.AddKeyedLane("k", keyedsem.WithPerKeyCapacity(keyedsem.MaxPerKeyCapacity+1)) },
+		"capacity above":         func() error { return q.AddGlobalLane("g", semaphore.MaxCapacity+1) },
+		"negative capacity":      func() error { return q.AddGlobalLane("g", -1) },
+		"rate NaN":               func() error { return q.AddRateLane("r", rate.Limit(math.NaN()), 1) },
+		"rate +Inf":              func() error { return q.AddRateLane("r", rate.Limit(math.Inf(1)), 1) },
+		// A nil option (one chosen conditionally and left unset) is a
+		// setting out of range too, not a nil dereference.
+		"nil keyedsem option":  func() error { return q.AddKeyedLane("k", nil) },
+		"nil semaphore option": func() error { return q.AddGlobalLane("g", 1, nil) },
 	}
 	for name, add := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -36,12 +36,14 @@ type waiter struct {
 // acquire takes n permits of bucket key, waiting in the local line and then in
 // the Redis queue.
 func (c *core) acquire(ctx context.Context, key string, n int64) (*Permit, error) {
-	if err := c.check(n); err != nil {
-		c.st.rejected.Add(1)
-		return nil, err
-	}
+	// An ended context comes before any refusal, as in package
+	// semaphore and keyedsem: the same call counts the same everywhere.
 	if err := ctx.Err(); err != nil {
 		c.st.cancelled.Add(1)
+		return nil, err
+	}
+	if err := c.check(n); err != nil {
+		c.st.rejected.Add(1)
 		return nil, err
 	}
 	c.mu.Lock()

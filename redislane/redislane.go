@@ -45,8 +45,9 @@ var (
 	// refreshed and runs out in Redis within one lease of its last refresh.
 	ErrMaxHold = errors.New("redislane: permit held for its longest hold (WithMaxHold)")
 	// ErrInvalidConfig is wrapped by the errors of [NewWeighted] and
-	// [NewKeyed] for a nil client, a bad name, a capacity below 1 or an
-	// option out of range. It is [semaphore.ErrInvalidConfig].
+	// [NewKeyed] for a nil client, a bad name, a capacity below 1 or
+	// above [semaphore.MaxCapacity], or an option out of range. It is
+	// [semaphore.ErrInvalidConfig].
 	ErrInvalidConfig = semaphore.ErrInvalidConfig
 )
 
@@ -59,8 +60,8 @@ const minLease = 20 * time.Millisecond
 
 // Option configures a [Weighted] or a [Keyed]. Options are applied in
 // order to a configuration, which is then checked, once, by the
-// constructor: a value out of range makes it return an error wrapping
-// [ErrInvalidConfig], never clamped or ignored.
+// constructor: a value out of range, or a nil Option, makes it return an
+// error wrapping [ErrInvalidConfig], never clamped or ignored.
 type Option func(*config)
 
 type config struct {
@@ -121,7 +122,10 @@ func WithClassicPubSub() Option { return func(c *config) { c.classicPubSub = tru
 
 func newConfig(opts []Option) (config, error) {
 	c := config{lease: DefaultLease}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return c, fmt.Errorf("%w: option %d is nil", ErrInvalidConfig, i)
+		}
 		o(&c)
 	}
 	if c.lease < minLease {
@@ -172,8 +176,12 @@ func checkArgs(client redis.UniversalClient, name string, capacity int64) error 
 		return fmt.Errorf("%w: empty lane name", ErrInvalidConfig)
 	case strings.ContainsAny(name, "{}"):
 		return fmt.Errorf("%w: lane name %q contains a brace (it goes inside a Redis hash tag)", ErrInvalidConfig, name)
-	case capacity < 1:
-		return fmt.Errorf("%w: capacity %d is below 1", ErrInvalidConfig, capacity)
+	case capacity < 1 || capacity > semaphore.MaxCapacity:
+		// Redis scripts count in doubles: above 2^53 two capacities, or a
+		// count and a capacity, can compare equal. The bound of a local
+		// semaphore keeps every count exact, and a lane and its local
+		// counterpart take the same capacities.
+		return fmt.Errorf("%w: capacity %d out of range [1, %d] (semaphore.MaxCapacity)", ErrInvalidConfig, capacity, int64(semaphore.MaxCapacity))
 	case !contextTimeouts(client):
 		return fmt.Errorf("%w: the Redis client lacks ContextTimeoutEnabled: without it go-redis ignores the deadlines "+
 			"the lane puts on its calls, and a call may block for the client's ReadTimeout times its retries "+

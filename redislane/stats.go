@@ -48,12 +48,12 @@ func (c *core) stats() Stats {
 // Stats is a snapshot of one instance of a lane. Held, Waiters and Keys
 // count this instance only; the counters count its calls since it was made.
 type Stats struct {
-	Name     string
-	Capacity int64 // the capacity, or the per-key capacity of a Keyed
-	Held     int64 // weight of this instance's permits that are out
-	Waiters  int   // callers of this instance waiting now (TryAcquire calls in flight included)
-	Keys     int   // buckets with local waiters now (keys of a Keyed)
-	Closed   bool
+	Name     string // the lane's name, as given to NewWeighted or NewKeyed
+	Capacity int64  // the capacity, or the per-key capacity of a Keyed
+	Held     int64  // weight of this instance's permits that are out
+	Waiters  int    // callers of this instance waiting now (TryAcquire calls in flight included)
+	Keys     int    // buckets with local waiters now (keys of a Keyed)
+	Closed   bool   // Close has been called
 
 	// Counters of this instance's calls, as package semaphore defines
 	// them. Waited counts the grants that waited behind another caller of

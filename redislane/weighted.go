@@ -21,8 +21,9 @@ type Weighted struct {
 // client (a single node, Sentinel or Cluster client). It makes no call to
 // Redis: a wrong client shows at the first Acquire. It fails for a nil
 // client, a client without ContextTimeoutEnabled (see the package doc), an
-// empty name or one with a brace, a capacity below 1, or bad options, with an
-// error wrapping [ErrInvalidConfig].
+// empty name or one with a brace, a capacity below 1 or above
+// [semaphore.MaxCapacity], or bad options, with an error wrapping
+// [ErrInvalidConfig].
 func NewWeighted(client redis.UniversalClient, name string, capacity int64, opts ...Option) (*Weighted, error) {
 	c, err := newCore(client, name, false, capacity, opts)
 	if err != nil {

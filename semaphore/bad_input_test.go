@@ -2,6 +2,7 @@ package semaphore_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -92,4 +93,20 @@ func TestNewWithMaxCapacityWorks(t *testing.T) {
 	require.Zero(t, s.Stats().Available)
 	require.True(t, p.Release())
 	require.Equal(t, int64(semaphore.MaxCapacity), s.Stats().Available)
+}
+
+// A nil Option (one chosen conditionally and left unset) is refused as a
+// setting out of range is: Validate returns ErrInvalidConfig and New
+// panics with that error, not with a nil dereference.
+func TestNilOptionIsInvalidConfig(t *testing.T) {
+	err := semaphore.Validate(1, semaphore.WithMaxWaiters(1), nil)
+	if !errors.Is(err, semaphore.ErrInvalidConfig) {
+		t.Fatalf("Validate with a nil option = %v; want ErrInvalidConfig", err)
+	}
+	defer func() {
+		if v, _ := recover().(error); !errors.Is(v, semaphore.ErrInvalidConfig) {
+			t.Fatalf("New with a nil option panicked with %v; want ErrInvalidConfig", v)
+		}
+	}()
+	semaphore.New(1, nil)
 }

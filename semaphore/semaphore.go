@@ -133,7 +133,8 @@ type config struct {
 
 // Option configures a semaphore made by [New]. Options are applied in
 // order, then checked together, once, by the same code that [Validate]
-// runs: a value out of range is refused, never clamped or ignored.
+// runs: a value out of range, or a nil Option, is refused, never clamped
+// or ignored.
 type Option func(*config)
 
 // WithMaxWaiters bounds the number of callers that may wait at once; an
@@ -170,7 +171,10 @@ func Validate(capacity int64, opts ...Option) error {
 // configure applies opts to c and checks the result and capacity: the one
 // place where the settings of a semaphore are checked.
 func (c *config) configure(capacity int64, opts []Option) error {
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return fmt.Errorf("semaphore: option %d is nil: %w", i, ErrInvalidConfig)
+		}
 		o(c)
 	}
 	switch {

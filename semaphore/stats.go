@@ -11,7 +11,7 @@ type Stats struct {
 	Held          int64 // weight of the permits out: Capacity - Available
 	Waiters       int   // callers waiting
 	WaitingWeight int64 // total weight they wait for (math.MaxInt64 if more)
-	Closed        bool
+	Closed        bool  // Close has been called
 
 	Counters // since New
 }

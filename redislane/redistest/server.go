@@ -51,7 +51,7 @@ var ErrNotInstalled = errors.New("redistest: redis-server not found in PATH (on 
 // Server is a running redis-server.
 type Server struct {
 	Addr string // 127.0.0.1:<port>
-	Port int
+	Port int    // the port of Addr
 	bin  string
 	dir  string
 	cmd  *exec.Cmd
