@@ -58,7 +58,7 @@ func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{l
 // already ended (even if every lane has room). While waiting, it fails
 // with ctx.Err(), with ErrClosed if the queue is closed, or with a lane's
 // error wrapped with the lane's name (for example [ErrQueueFull],
-// [ErrWaitTooLong] or keyedsem.ErrTooManyKeys; a lane closed on its own
+// [ErrWaitTooLong] or [ErrTooManyKeys]; a lane closed on its own
 // fails at once with ErrClosed, wrapped likewise). A rate lane whose next
 // token comes after ctx's deadline fails at once with an error wrapping
 // context.DeadlineExceeded while ctx.Err() is still nil, and a rate wait

@@ -54,6 +54,11 @@ var (
 	// ErrNaNKey is keyedsem.ErrNaNKey, the same value: AcquireAll,
 	// TryAcquireAll and Do refuse a key that is not equal to itself.
 	ErrNaNKey = keyedsem.ErrNaNKey
+	// ErrTooManyKeys is keyedsem.ErrTooManyKeys, the same value: a keyed
+	// lane made with keyedsem.WithHardMaxKeys refuses a new key when its
+	// cap is reached and nothing idle can be evicted; AcquireAll returns
+	// it wrapped with the lane's name.
+	ErrTooManyKeys = keyedsem.ErrTooManyKeys
 
 	// ErrInvalidCapacity is returned by AddGlobalLane for a capacity below
 	// 1 or above semaphore.MaxCapacity, and by AddRateLane for a burst

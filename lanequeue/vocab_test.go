@@ -316,3 +316,22 @@ func TestBadSettingsAreErrors(t *testing.T) {
 	panicsWith("keyedsem.New", keyedsem.Validate(keyedsem.WithMaxKeys(0)), func() { keyedsem.New[string](keyedsem.WithMaxKeys(0)) })
 	panicsWith("lanequeue.Default", keyedsem.Validate(keyedsem.WithMaxKeys(0)), func() { lanequeue.Default[string](keyedsem.WithMaxKeys(0)) })
 }
+
+// TestTooManyKeysThroughAKeyedLane: a keyed lane under WithHardMaxKeys
+// refuses a new key with an error that matches lanequeue.ErrTooManyKeys,
+// the same value as keyedsem's, wrapped with the lane's name.
+func TestTooManyKeysThroughAKeyedLane(t *testing.T) {
+	if lanequeue.ErrTooManyKeys != keyedsem.ErrTooManyKeys {
+		t.Fatal("lanequeue.ErrTooManyKeys must be keyedsem.ErrTooManyKeys itself")
+	}
+	q := lanequeue.New[string]()
+	defer q.Close()
+	must(t, q.AddKeyedLane("k", keyedsem.WithMaxKeys(1), keyedsem.WithHardMaxKeys()))
+	tk, err := acquireAll(q, context.Background(), "a", []string{"k"})
+	must(t, err)
+	defer tk.Release()
+	_, err = acquireAll(q, context.Background(), "b", []string{"k"})
+	if !errors.Is(err, lanequeue.ErrTooManyKeys) || !strings.Contains(err.Error(), `"k"`) {
+		t.Fatalf("a second key under a hard cap of 1 got %v; want lanequeue.ErrTooManyKeys naming lane \"k\"", err)
+	}
+}
