@@ -115,11 +115,10 @@ type Weighted struct {
 	timedOut    uint64
 	rejected    uint64
 	failed      uint64
-	config                     // the settings, immutable after New
-	bound       *waitq.MaxWait // WithMaxWait for the engine, nil when unset; immutable after New
-	doubleRel   atomic.Uint64  // counted without mu
-	wcache      waitq.Cache    // free waiters
-	grantedWait uint64         // grants that had to wait
+	config                    // the settings, immutable after New
+	doubleRel   atomic.Uint64 // counted without mu
+	wcache      waitq.Cache   // free waiters
+	grantedWait uint64        // grants that had to wait
 }
 
 // config holds the settings that the options set.
@@ -198,9 +197,6 @@ func New(capacity int64, opts ...Option) *Weighted {
 	}
 	if s.clock == nil {
 		s.clock = clock.Real{}
-	}
-	if s.maxWait > 0 {
-		s.bound = &waitq.MaxWait{D: s.maxWait, Clock: s.clock, Err: ErrWaitTooLong}
 	}
 	for i := range s.tokens {
 		s.tokens[i].Init((*owner)(s), i, &s.gens[i])

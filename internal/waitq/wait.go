@@ -52,8 +52,7 @@ const (
 
 // MaxWait bounds a wait: after D, on Clock, the waiter leaves with Err,
 // as if its context had ended. D <= 0 means no bound. Wait takes it by
-// pointer, nil for no bound, so that its call passes one word for it (an
-// owner keeps its MaxWait beside its settings).
+// pointer, nil for no bound, so that its call passes one word for it.
 type MaxWait struct {
 	D     time.Duration
 	Clock clock.Clock
