@@ -134,7 +134,7 @@ func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64) (Permit, erro
 	s.waiters.Add(1)
 	e.mu.Unlock()
 
-	p, err := waitq.Wait(ctx, &e.q, line[K]{s, e}, &s.wcache, w, waitq.MaxWait{})
+	p, err := waitq.Wait(ctx, &e.q, line[K]{s, e}, &s.wcache, w, nil)
 	if err != nil {
 		// Left, failed, or a grant given back: the reference goes, and
 		// with it the entry if it was the last.

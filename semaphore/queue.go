@@ -73,7 +73,15 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64) (Permit, error) {
 	s.waitWeight, carry = bits.Add64(s.waitWeight, uint64(n), 0)
 	s.waitHi += carry
 	s.mu.Unlock()
-	p, err := waitq.Wait(ctx, &s.q, (*owner)(s), &s.wcache, w, waitq.MaxWait{D: s.maxWait, Clock: s.clock, Err: ErrWaitTooLong})
+	var mw *waitq.MaxWait // nil: no bound
+	if s.maxWait > 0 {
+		mw = &waitq.MaxWait{D: s.maxWait, Clock: s.clock, Err: ErrWaitTooLong}
+	} else if ctx.Done() == nil {
+		// Nothing but the grant ends this wait (see waitq.Receive).
+		p, err := waitq.Receive(&s.wcache, w)
+		return Permit(p), err
+	}
+	p, err := waitq.Wait(ctx, &s.q, (*owner)(s), &s.wcache, w, mw)
 	return Permit(p), err
 }
 

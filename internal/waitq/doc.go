@@ -8,7 +8,8 @@
 // # Protocol
 //
 // Under the owner's lock a caller that cannot be served at once joins the
-// queue ([Queue.Push]); then, without the lock, it calls [Wait]. A waker
+// queue ([Queue.Push]); then, without the lock, it calls [Wait] (or
+// [Receive], for a wait that nothing but the grant can end). A waker
 // decides under the lock whom to serve: [Grant] serves waiters while they
 // fit, claiming their units through [Owner.Claim]; [Fail] fails them
 // (Close, a shrink). A served waiter is off the queue, marked served, and

@@ -51,7 +51,8 @@ const (
 )
 
 // MaxWait bounds a wait: after D, on Clock, the waiter leaves with Err,
-// as if its context had ended. D <= 0 means no bound.
+// as if its context had ended. D <= 0 means no bound. Wait takes it by
+// pointer, nil for no bound, so that its call passes one word for it.
 type MaxWait struct {
 	D     time.Duration
 	Clock clock.Clock
@@ -88,14 +89,14 @@ func Fail[O Owner](q *Queue, o O, n int64, err error, c *Chain) {
 // Wait waits for w, which the caller pushed into q under o's lock and has
 // unlocked since, to be served, and returns its permit, or an error and
 // no permit: the failure Fail gave it, ctx.Err() if ctx ended first, or
-// mw.Err if it waited mw.D. An ending that is there to see when the grant
-// is woken wins over the grant, which is then given back (see the package
-// doc). w goes back to c.
-func Wait[O Owner](ctx context.Context, q *Queue, o O, c *Cache, w *Waiter, mw MaxWait) (permit.Permit, error) {
+// mw.Err if it waited mw.D (mw nil: no bound). An ending that is there to
+// see when the grant is woken wins over the grant, which is then given
+// back (see the package doc). w goes back to c.
+func Wait[O Owner](ctx context.Context, q *Queue, o O, c *Cache, w *Waiter, mw *MaxWait) (permit.Permit, error) {
 	done := ctx.Done()
 	var timer clock.Timer
 	var expired <-chan time.Time
-	if mw.D > 0 {
+	if mw != nil && mw.D > 0 {
 		timer = mw.Clock.NewTimer(mw.D)
 		expired = timer.C()
 	}
@@ -138,6 +139,18 @@ func Wait[O Owner](ctx context.Context, q *Queue, o O, c *Cache, w *Waiter, mw M
 	default:
 		return permit.Permit{}, leave(q, o, c, w, err, how)
 	}
+}
+
+// Receive is Wait for a wait that nothing can end but the grant: a
+// context whose Done is nil and no MaxWait. Such a wait is only the
+// receive of the wake-up. It is not generic, so that an owner that knows
+// it has this case calls it directly, with two arguments, instead of
+// Wait's shared instantiation with seven and a dictionary: on a contended
+// owner the woken waiter's way back to its caller is paid on every
+// hand-off (the next one waits for its Release).
+func Receive(c *Cache, w *Waiter) (permit.Permit, error) {
+	<-w.ready
+	return outcome(c, w)
 }
 
 // outcome returns what the waker decided for w, a served waiter whose

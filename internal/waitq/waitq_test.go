@@ -74,7 +74,7 @@ type result struct {
 }
 
 // wait runs Wait for w on a goroutine and returns where its result comes.
-func (p *pile) wait(ctx context.Context, w *waitq.Waiter, mw waitq.MaxWait) <-chan result {
+func (p *pile) wait(ctx context.Context, w *waitq.Waiter, mw *waitq.MaxWait) <-chan result {
 	ch := make(chan result, 1)
 	go func() {
 		pm, err := waitq.Wait(ctx, &p.q, p, &p.c, w, mw)
@@ -99,9 +99,9 @@ func recv(t *testing.T, ch <-chan result) result {
 func TestGrantServesTheHeadWhileItFits(t *testing.T) {
 	p := &pile{}
 	a, b, c := p.push(2), p.push(3), p.push(1)
-	ra := p.wait(context.Background(), a, waitq.MaxWait{})
-	rb := p.wait(context.Background(), b, waitq.MaxWait{})
-	rc := p.wait(context.Background(), c, waitq.MaxWait{})
+	ra := p.wait(context.Background(), a, nil)
+	rb := p.wait(context.Background(), b, nil)
+	rc := p.wait(context.Background(), c, nil)
 	p.give(2)
 	if r := recv(t, ra); r.err != nil || r.p.Weight() != 2 {
 		t.Fatalf("head: %v, weight %d", r.err, r.p.Weight())
@@ -127,8 +127,8 @@ func TestLeavingHeadServesTheNext(t *testing.T) {
 	p := &pile{avail: 1}
 	a, b := p.push(2), p.push(1)
 	ctx, cancel := context.WithCancel(context.Background())
-	ra := p.wait(ctx, a, waitq.MaxWait{})
-	rb := p.wait(context.Background(), b, waitq.MaxWait{})
+	ra := p.wait(ctx, a, nil)
+	rb := p.wait(context.Background(), b, nil)
 	cancel()
 	if r := recv(t, ra); !errors.Is(r.err, context.Canceled) || r.p.Valid() {
 		t.Fatalf("cancelled head: %v, valid permit %v", r.err, r.p.Valid())
@@ -155,8 +155,8 @@ func TestLateGrantIsGivenBack(t *testing.T) {
 	waitq.Grant(&p.q, p, &c) // a is granted
 	p.mu.Unlock()
 	c.Wake()
-	rb := p.wait(context.Background(), b, waitq.MaxWait{})
-	pm, err := waitq.Wait(ctx, &p.q, p, &p.c, a, waitq.MaxWait{})
+	rb := p.wait(context.Background(), b, nil)
+	pm, err := waitq.Wait(ctx, &p.q, p, &p.c, a, nil)
 	if !errors.Is(err, context.Canceled) || pm.Valid() {
 		t.Fatalf("a grant after the end: %v, valid %v; want Canceled and no permit", err, pm.Valid())
 	}
@@ -173,7 +173,7 @@ func TestMaxWaitEndsTheWait(t *testing.T) {
 	p := &pile{}
 	clk := clock.NewFake(time.Unix(0, 0))
 	tooLong := errors.New("too long")
-	r := p.wait(context.Background(), p.push(1), waitq.MaxWait{D: time.Second, Clock: clk, Err: tooLong})
+	r := p.wait(context.Background(), p.push(1), &waitq.MaxWait{D: time.Second, Clock: clk, Err: tooLong})
 	clk.BlockUntilPending(1)
 	clk.Advance(time.Second)
 	if got := recv(t, r); got.err != tooLong {
@@ -198,15 +198,15 @@ func TestFailAbove(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for _, i := range []int{0, 2} {
-		if _, err := waitq.Wait(ctx, &p.q, p, &p.c, ws[i], waitq.MaxWait{}); err != closed {
+		if _, err := waitq.Wait(ctx, &p.q, p, &p.c, ws[i], nil); err != closed {
 			t.Fatalf("waiter %d: %v, want the failure", i, err)
 		}
 	}
 	if p.counts[waitq.Failed] != 2 || p.waiters != 2 || p.q.Len(10) != 2 {
 		t.Fatalf("failed %d, waiters %d, len %d; want 2, 2, 2", p.counts[waitq.Failed], p.waiters, p.q.Len(10))
 	}
-	r1 := p.wait(context.Background(), ws[1], waitq.MaxWait{})
-	r3 := p.wait(context.Background(), ws[3], waitq.MaxWait{})
+	r1 := p.wait(context.Background(), ws[1], nil)
+	r3 := p.wait(context.Background(), ws[3], nil)
 	p.give(3)
 	if a, b := recv(t, r1), recv(t, r3); a.err != nil || b.err != nil {
 		t.Fatalf("kept waiters: %v, %v", a.err, b.err)
@@ -228,7 +228,7 @@ func TestChainWakesOnceAndCacheClears(t *testing.T) {
 	p.mu.Unlock()
 	c.Wake()
 	for i, w := range ws {
-		pm, err := waitq.Wait(context.Background(), &p.q, p, &p.c, w, waitq.MaxWait{})
+		pm, err := waitq.Wait(context.Background(), &p.q, p, &p.c, w, nil)
 		if err != nil || !pm.Release() {
 			t.Fatalf("waiter %d: %v", i, err)
 		}
@@ -251,8 +251,8 @@ func TestRaceGrantAndCancel(t *testing.T) {
 	for round := 0; round < 1000; round++ {
 		ctx, cancel := context.WithCancel(context.Background())
 		a, b := p.push(1), p.push(1)
-		ra := p.wait(ctx, a, waitq.MaxWait{})
-		rb := p.wait(context.Background(), b, waitq.MaxWait{})
+		ra := p.wait(ctx, a, nil)
+		rb := p.wait(context.Background(), b, nil)
 		go cancel()
 		p.give(1)
 		if x := recv(t, ra); x.err == nil {
