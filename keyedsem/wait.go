@@ -134,7 +134,14 @@ func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64) (Permit, erro
 	s.waiters.Add(1)
 	e.mu.Unlock()
 
-	p, err := waitq.Wait(ctx, &e.q, line[K]{s, e}, &s.wcache, w, nil)
+	// waitq.Wait, written out so that the wait's hot part is a plain call
+	// (see waitq.Await).
+	var p permit.Permit
+	if end := waitq.Await(ctx, w, nil); end.Err != nil {
+		err = waitq.End(&e.q, line[K]{s, e}, &s.wcache, w, end)
+	} else {
+		p, err = waitq.Outcome(&s.wcache, w)
+	}
 	if err != nil {
 		// Left, failed, or a grant given back: the reference goes, and
 		// with it the entry if it was the last.

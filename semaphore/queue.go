@@ -81,7 +81,10 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64) (Permit, error) {
 		p, err := waitq.Receive(&s.wcache, w)
 		return Permit(p), err
 	}
-	p, err := waitq.Wait(ctx, &s.q, (*owner)(s), &s.wcache, w, mw)
+	if end := waitq.Await(ctx, w, mw); end.Err != nil {
+		return Permit{}, waitq.End(&s.q, (*owner)(s), &s.wcache, w, end)
+	}
+	p, err := waitq.Outcome(&s.wcache, w)
 	return Permit(p), err
 }
 

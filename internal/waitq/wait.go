@@ -93,6 +93,32 @@ func Fail[O Owner](q *Queue, o O, n int64, err error, c *Chain) {
 // see when the grant is woken wins over the grant, which is then given
 // back (see the package doc). w goes back to c.
 func Wait[O Owner](ctx context.Context, q *Queue, o O, c *Cache, w *Waiter, mw *MaxWait) (permit.Permit, error) {
+	if end := Await(ctx, w, mw); end.Err != nil {
+		return permit.Permit{}, End(q, o, c, w, end)
+	}
+	return Outcome(c, w)
+}
+
+// Ended is how Await found a wait ended: Err nil when w was served (its
+// outcome is then read with Outcome), else the ending that came first and
+// whether w was served all the same (Woken: its grant or failure is there
+// and End must see to it).
+type Ended struct {
+	Err   error
+	How   Ending
+	Woken bool
+}
+
+// Await parks until w is served, its context ends or its MaxWait runs out
+// (mw nil: no bound), and says which (see Ended); an ending that is there
+// to see when the grant is woken wins over the grant (see the package
+// doc). It is the part of Wait that every wait runs, and it does not need
+// the owner, so it is not generic: an owner whose waits are hot calls
+// Await, then Outcome, directly (a plain call, where the shared
+// instantiation of a generic Wait costs a dictionary and a dozen words of
+// arguments), and End, which is generic, only when the wait ended
+// otherwise.
+func Await(ctx context.Context, w *Waiter, mw *MaxWait) Ended {
 	done := ctx.Done()
 	var timer clock.Timer
 	var expired <-chan time.Time
@@ -100,45 +126,47 @@ func Wait[O Owner](ctx context.Context, q *Queue, o O, c *Cache, w *Waiter, mw *
 		timer = mw.Clock.NewTimer(mw.D)
 		expired = timer.C()
 	}
-	var err error
-	var how Ending
-	woken := false
+	var end Ended
 	if done == nil && expired == nil {
 		<-w.ready
-	} else {
+		return end
+	}
+	select {
+	case <-w.ready:
+		// The wait may have ended too, before the grant: when both are
+		// ready by the time the select runs, it picks one at random. An
+		// ending that is there to see wins (go.dev/issue/63615).
+		end.Woken = true
 		select {
-		case <-w.ready:
-			// The wait may have ended too, before the grant: when both are
-			// ready by the time the select runs, it picks one at random.
-			// An ending that is there to see wins (go.dev/issue/63615).
-			woken = true
-			select {
-			case <-done:
-				err, how = ctx.Err(), Cancelled
-			default:
-				select {
-				case <-expired:
-					err, how = mw.Err, TimedOut
-				default:
-				}
-			}
 		case <-done:
-			err, how = ctx.Err(), Cancelled
-		case <-expired:
-			err, how = mw.Err, TimedOut
+			end.Err, end.How = ctx.Err(), Cancelled
+		default:
+			select {
+			case <-expired:
+				end.Err, end.How = mw.Err, TimedOut
+			default:
+			}
 		}
+	case <-done:
+		end.Err, end.How = ctx.Err(), Cancelled
+	case <-expired:
+		end.Err, end.How = mw.Err, TimedOut
 	}
 	if timer != nil {
 		timer.Stop()
 	}
-	switch {
-	case err == nil:
-		return outcome(c, w)
-	case woken:
-		return permit.Permit{}, handBack(q, o, c, w, err, how)
-	default:
-		return permit.Permit{}, leave(q, o, c, w, err, how)
+	return end
+}
+
+// End finishes a wait that Await found ended before its grant (end.Err
+// set): a waiter still queued leaves, serving the ones behind it if it was
+// the head; one served meanwhile gives its grant back, or returns its
+// failure. It returns the error for the caller; w goes back to c.
+func End[O Owner](q *Queue, o O, c *Cache, w *Waiter, end Ended) error {
+	if end.Woken {
+		return handBack(q, o, c, w, end.Err, end.How)
 	}
+	return leave(q, o, c, w, end.Err, end.How)
 }
 
 // Receive is Wait for a wait that nothing can end but the grant: a
@@ -150,12 +178,13 @@ func Wait[O Owner](ctx context.Context, q *Queue, o O, c *Cache, w *Waiter, mw *
 // hand-off (the next one waits for its Release).
 func Receive(c *Cache, w *Waiter) (permit.Permit, error) {
 	<-w.ready
-	return outcome(c, w)
+	return Outcome(c, w)
 }
 
-// outcome returns what the waker decided for w, a served waiter whose
-// wake-up has been received, and puts w back in c.
-func outcome(c *Cache, w *Waiter) (permit.Permit, error) {
+// Outcome returns what the waker decided for w, a served waiter whose
+// wake-up has been received (Await returned no error), and puts w back in
+// c: its permit, or the failure Fail gave it.
+func Outcome(c *Cache, w *Waiter) (permit.Permit, error) {
 	p, err := permit.Make(w.tok, w.gen, w.N), w.err
 	c.Put(w)
 	if err != nil {
