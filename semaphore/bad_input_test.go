@@ -110,3 +110,23 @@ func TestNilOptionIsInvalidConfig(t *testing.T) {
 	}()
 	semaphore.New(1, nil)
 }
+
+// TestSetCapacityOutOfRangeIsInvalidConfig: SetCapacity refuses a capacity
+// New would refuse, in the same way: a panic with an error that wraps
+// ErrInvalidConfig (it was a plain string), leaving the semaphore as it was.
+func TestSetCapacityOutOfRangeIsInvalidConfig(t *testing.T) {
+	for _, n := range []int64{-1, semaphore.MaxCapacity + 1} {
+		s := semaphore.New(3)
+		func() {
+			defer func() {
+				if v, _ := recover().(error); !errors.Is(v, semaphore.ErrInvalidConfig) {
+					t.Fatalf("SetCapacity(%d) panicked with %v; want an error wrapping ErrInvalidConfig", n, v)
+				}
+			}()
+			s.SetCapacity(n)
+		}()
+		if c := s.Capacity(); c != 3 {
+			t.Fatalf("after a refused SetCapacity(%d), Capacity() = %d; want 3", n, c)
+		}
+	}
+}

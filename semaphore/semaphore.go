@@ -312,10 +312,11 @@ func (s *Weighted) Do(ctx context.Context, n int64, fn func(context.Context) err
 // nothing is taken from holders. Waiters whose request is now above the
 // capacity fail with [ErrTooHeavy].
 //
-// SetCapacity panics if n is negative or above [MaxCapacity].
+// SetCapacity panics if n is negative or above [MaxCapacity], as New does:
+// with an error that wraps [ErrInvalidConfig].
 func (s *Weighted) SetCapacity(n int64) {
 	if n < 0 || n > MaxCapacity {
-		panic(fmt.Sprintf("semaphore: capacity %d out of range [0, %d]", n, int64(MaxCapacity)))
+		panic(fmt.Errorf("semaphore: SetCapacity(%d): out of range [0, %d]: %w", n, int64(MaxCapacity), ErrInvalidConfig))
 	}
 	var wake waitq.Chain
 	s.mu.Lock()

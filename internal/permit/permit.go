@@ -19,7 +19,7 @@ import "sync/atomic"
 
 // Owner is what a [Token] gives its permits back to.
 type Owner interface {
-	// ReleaseToken takes back the n units held through t. It is called
+	// ReleaseToken takes back the n permits held through t. It is called
 	// exactly once per grant, after the token's generation has moved on.
 	ReleaseToken(t *Token, n int64)
 	// CountDoubleRelease records a Release that found the permit already
@@ -35,7 +35,7 @@ type Owner interface {
 type Token struct {
 	gen *atomic.Uint64
 	// word, when set, is the owner's state word in the layout of
-	// WordTokens/WordSlow/WordShift: Release then gives the units and the
+	// WordTokens/WordSlow/WordShift: Release then gives the permits and the
 	// token back with one atomic add, without calling the owner, unless
 	// the add finds the slow flag set (see Waker).
 	word  *atomic.Uint64
@@ -71,8 +71,8 @@ func (t *Token) Init(o Owner, slot int, gen *atomic.Uint64) {
 // bits 0..WordTokens-1 are free-token bits (a set bit is a free token, the
 // token's Slot is its bit), bit WordSlow says that the owner must be told
 // of releases (Release then calls its WakeAfterRelease), and the bits from
-// WordShift up count the free units, signed. Release adds the permit's
-// units and its token's bit with one atomic add; so the owner changes the
+// WordShift up count the free permits, signed. Release adds the permit's
+// permits and its token's bit with one atomic add; so the owner changes the
 // word only by compare-and-swap or add, and never lets the count overflow
 // into the sign.
 const (
@@ -83,13 +83,13 @@ const (
 
 // Waker is implemented by owners whose tokens have a state word: Release
 // calls WakeAfterRelease when its add to the word found the slow flag set,
-// so that the owner serves its waiters. The units and the token are
+// so that the owner serves its waiters. The permits and the token are
 // already back in the word by then.
 type Waker interface {
 	WakeAfterRelease()
 }
 
-// SetWord makes Release return the token's units and its Slot bit to w
+// SetWord makes Release return the token's permits and its Slot bit to w
 // directly. The owner must implement [Waker], and the token's Slot must be
 // below WordTokens. Like Init, it is called once, before the first grant.
 func (t *Token) SetWord(w *atomic.Uint64) {
@@ -111,7 +111,7 @@ func (t *Token) Gen() uint64 { return t.gen.Load() }
 // give back permits that are still held.
 func OwnerOf(t *Token) Owner { return t.owner }
 
-// Permit is the handle of n units granted through a token. The zero Permit
+// Permit is the handle of n permits granted through a token. The zero Permit
 // holds nothing; its Release returns false.
 //
 // A Permit is owned by exactly one party at a time: whoever received it from
@@ -124,7 +124,7 @@ type Permit struct {
 	n   int64
 }
 
-// Make returns the permit for the grant of n units through t at generation
+// Make returns the permit for the grant of n permits through t at generation
 // gen (the value of t.Gen() when the token was claimed).
 func Make(t *Token, gen uint64, n int64) Permit {
 	return Permit{t: t, gen: gen, n: n}
@@ -157,7 +157,7 @@ func (p Permit) Release() bool {
 	return true
 }
 
-// Weight returns the number of units the permit holds (0 for the zero
+// Weight returns the number of permits the permit holds (0 for the zero
 // Permit). It does not change when the permit is released.
 func (p Permit) Weight() int64 { return p.n }
 

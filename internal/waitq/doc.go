@@ -11,7 +11,7 @@
 // queue ([Queue.Push]); then, without the lock, it calls [Wait] (or
 // [Receive], for a wait that nothing but the grant can end). A waker
 // decides under the lock whom to serve: [Grant] serves waiters while they
-// fit, claiming their units through [Owner.Claim]; [Fail] fails them
+// fit, claiming their permits through [Owner.Claim]; [Fail] fails them
 // (Close, a shrink). A served waiter is off the queue, marked served, and
 // linked into a [Chain], which the waker wakes after unlocking: one send
 // on each waiter's channel. A waiter whose context (or maximum wait) ends
@@ -25,11 +25,11 @@
 // and the owner then calls Grant under the same hold, or by a lock-free
 // atomic add to the owner's word. The owner sets a flag in that word (the
 // semaphore's slow flag, an entry's queued bit) under the lock, with a
-// compare-and-swap from the very word it found too short of units, before
+// compare-and-swap from the very word it found too short of permits, before
 // it pushes the first waiter, and clears it ([Owner.Emptied]) only under
 // the lock once the queue is empty. A release that lands before the
 // compare-and-swap makes it fail, so the caller looks again and takes the
-// units instead of queueing; one that lands after finds the flag set and
+// permits instead of queueing; one that lands after finds the flag set and
 // takes the lock to run Grant. A waiter that leaves from the head lets
 // Grant look at the next one, which may fit where the head did not.
 //
@@ -39,7 +39,7 @@
 // ended before the release that granted the waiter (it happens before the
 // release, which happens before the grant's send, which happens before the
 // receive), that look sees it, and the grant is given back as if the
-// waiter had left before it: counted only as the ending, the units and
+// waiter had left before it: counted only as the ending, the permits and
 // token back at the same generation, the waiters behind served
 // (go.dev/issue/63615). An ending concurrent with the grant may go either
 // way; either way the caller owns a permit if and only if it gets no error.
@@ -81,7 +81,7 @@
 //     unchanged.
 //   - Bounded barging: Grant may serve later waiters that fit past a head
 //     that does not, while the head has waited less than the bound, and the
-//     owners' check that nobody waits before they take units ahead of the
+//     owners' check that nobody waits before they take permits ahead of the
 //     queue (Queue.Empty) becomes the policy's answer to whether a newcomer
 //     may barge.
 //

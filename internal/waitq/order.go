@@ -15,7 +15,7 @@ type Queue struct {
 }
 
 // Empty reports whether nobody waits. Owners ask it before they take
-// units ahead of the queue.
+// permits ahead of the queue.
 func (q *Queue) Empty() bool { return q.head == nil }
 
 // Push puts w, a waiter from Cache.Get with its N set, into the queue: at
@@ -33,7 +33,7 @@ func (q *Queue) Push(w *Waiter) {
 }
 
 // Head returns the waiter to serve next, nil if nobody waits. An owner's
-// grant loop serves it if its units are free and stops otherwise, so that
+// grant loop serves it if its permits are free and stops otherwise, so that
 // a heavy waiter is never overtaken:
 //
 //	for w := q.Head(); w != nil; w = q.Head() {
@@ -64,9 +64,9 @@ func (q *Queue) Serve(w *Waiter, t *permit.Token, c *Chain) {
 }
 
 // Grant serves the waiters at the head of q, in order, for as long as
-// Claim finds their units, and adds them to c for waking; then, if the
+// Claim finds their permits, and adds them to c for waking; then, if the
 // queue is empty, it tells the owner. It must be called with the owner's
-// lock held, after anything that may let a waiter in: units given back, a
+// lock held, after anything that may let a waiter in: permits given back, a
 // larger capacity, the head leaving.
 func Grant[O Owner](q *Queue, o O, c *Chain) {
 	for w := q.Head(); w != nil; w = q.Head() {

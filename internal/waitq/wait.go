@@ -8,7 +8,7 @@ import (
 	"github.com/sessionlane/lanes/internal/permit"
 )
 
-// Owner is what a queue serves units from: a semaphore, or one key's entry
+// Owner is what a queue serves permits from: a semaphore, or one key's entry
 // of a keyed semaphore. The engine calls Lock and Unlock around its own
 // changes, and every other method with the lock held. The engine is
 // generic in the owner, so that an owner that is a small value (a
@@ -17,15 +17,15 @@ type Owner interface {
 	// Lock and Unlock hold the lock that guards the queue.
 	Lock()
 	Unlock()
-	// Claim takes n units and a token for the waiter at the head of the
+	// Claim takes n permits and a token for the waiter at the head of the
 	// queue, if they are free now, and counts the grant as one that
 	// waited; it reports false, taking nothing, if they are not.
 	Claim(n int64) (*permit.Token, bool)
 	// Unclaim undoes a Claim whose permit never reached its caller: the
-	// units and the token go back at the token's generation, without a
+	// permits and the token go back at the token's generation, without a
 	// release, and the grant is uncounted.
 	Unclaim(t *permit.Token, n int64)
-	// Dequeued is told of each waiter of n units taken off the queue
+	// Dequeued is told of each waiter of n permits taken off the queue
 	// (served or left), for the owner's counts.
 	Dequeued(n int64)
 	// Emptied is told that the queue is empty, so that the owner clears
@@ -59,10 +59,13 @@ type MaxWait struct {
 	Err   error
 }
 
-// Fail fails every waiter of q that asks for more than n units (every
+// Fail fails every waiter of q that asks for more than n permits (every
 // waiter for n == 0) with err, counts it, and adds it to c for waking;
 // then, if that emptied the queue, it tells the owner. It must be called
-// with the owner's lock held.
+// with the owner's lock held. A Fail that may have failed the head (a
+// shrink) must be followed by a Grant under the same hold, since the
+// waiters behind it may fit now (as SetCapacity does); after Close nobody
+// is left to serve.
 func Fail[O Owner](q *Queue, o O, n int64, err error, c *Chain) {
 	failed := false
 	if w := q.head; w != nil {
@@ -220,7 +223,7 @@ func leave[O Owner](q *Queue, o O, c *Cache, w *Waiter, err error, how Ending) e
 
 // handBack ends the wait of w, served and woken, after its wait ended with
 // err. A failure is returned as it is. A grant is taken back as if w had
-// left the queue before it: it is counted only as the ending, the units
+// left the queue before it: it is counted only as the ending, the permits
 // and the token go back without a release, and the waiters behind are
 // served.
 func handBack[O Owner](q *Queue, o O, c *Cache, w *Waiter, err error, how Ending) error {

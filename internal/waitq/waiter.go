@@ -7,12 +7,12 @@ import (
 	"github.com/sessionlane/lanes/internal/permit"
 )
 
-// Waiter is one caller waiting for units. N is set by the owner before
+// Waiter is one caller waiting for permits. N is set by the owner before
 // Push; the other fields belong to the engine and are guarded by the lock
 // of the queue the waiter is in, except ready, and the outcome, which the
 // waiter reads after receiving from ready.
 type Waiter struct {
-	N          int64         // the units asked for
+	N          int64         // the permits asked for
 	next, prev *Waiter       // queue links (circular), under the owner's lock
 	wnext      *Waiter       // wake-up link, under the lock until woken
 	ready      chan struct{} // one send per service, after the lock is released

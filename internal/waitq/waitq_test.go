@@ -16,7 +16,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// pile is an owner of plain units under a mutex: the least an owner does.
+// pile is an owner of plain permits under a mutex: the least an owner does.
 type pile struct {
 	mu       sync.Mutex
 	q        waitq.Queue
@@ -47,7 +47,7 @@ func (p *pile) Count(e waitq.Ending)             { p.counts[e]++ }
 func (p *pile) ReleaseToken(_ *permit.Token, n int64) { p.give(n) }
 func (p *pile) CountDoubleRelease(*permit.Token)      {}
 
-// give returns n units and serves the waiters, as a release does.
+// give returns n permits and serves the waiters, as a release does.
 func (p *pile) give(n int64) {
 	var c waitq.Chain
 	p.mu.Lock()
@@ -57,7 +57,7 @@ func (p *pile) give(n int64) {
 	c.Wake()
 }
 
-// push queues a waiter of n units, as an owner's acquire does.
+// push queues a waiter of n permits, as an owner's acquire does.
 func (p *pile) push(n int64) *waitq.Waiter {
 	w := p.c.Get()
 	w.N = n
@@ -244,7 +244,7 @@ func TestChainWakesOnceAndCacheClears(t *testing.T) {
 }
 
 // Under races of grants and cancellations, each waiter ends with exactly
-// one of a permit and an error, no unit is lost, and no waiter in the cache
+// one of a permit and an error, no permit is lost, and no waiter in the cache
 // holds a wake-up (a stale one would end a later wait at once).
 func TestRaceGrantAndCancel(t *testing.T) {
 	p := &pile{}
@@ -256,7 +256,7 @@ func TestRaceGrantAndCancel(t *testing.T) {
 		go cancel()
 		p.give(1)
 		if x := recv(t, ra); x.err == nil {
-			x.p.Release() // a got the unit: b gets it next
+			x.p.Release() // a got the permit: b gets it next
 		} else if x.p.Valid() {
 			t.Fatalf("round %d: an error with a permit", round)
 		}
