@@ -70,33 +70,16 @@ func TestEveryKeyedCallEndsInOneCounterRace(t *testing.T) {
 		testkit.Eventually(t, "every caller queued or returned", func() bool {
 			return uint64(s.Stats().Waiters)+returned.Load() == callers
 		})
-		storm := make(chan struct{})
-		wg.Add(3)
-		go func() {
-			defer wg.Done()
-			<-storm
+		testkit.Storm(t, "the storm", func() {
 			for _, p := range holds {
 				p.Release()
 			}
-		}()
-		go func() {
-			defer wg.Done()
-			<-storm
-			for i := 0; i < callers; i += 3 {
-				cancels[i]()
-			}
-		}()
-		go func() {
-			defer wg.Done()
-			<-storm
+		}, func() { testkit.CancelEvery(cancels, 3) }, func() {
 			if r%2 == 0 {
 				s.Close()
 			}
-		}()
-		close(storm)
-		done := make(chan struct{})
-		go func() { wg.Wait(); close(done) }()
-		testkit.Recv(t, done, "the callers to return")
+		})
+		testkit.WaitAll(t, &wg, "the callers to return")
 		for _, c := range cancels {
 			c()
 		}

@@ -34,9 +34,7 @@ import (
 // lkWait waits for wg, with a deadline.
 func lkWait(t testing.TB, wg *sync.WaitGroup) {
 	t.Helper()
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	testkit.Recv(t, done, "every goroutine finishing")
+	testkit.WaitAll(t, wg, "every goroutine finishing")
 }
 
 // lkLock is locker's Lock in our API: Acquire, failing the test on error.

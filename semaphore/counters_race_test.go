@@ -80,29 +80,14 @@ func TestEveryCallEndsInOneCounterRace(t *testing.T) {
 			return uint64(s.Stats().Waiters)+returned.Load() == uint64(callers)
 		})
 		// The storm: the grants of the release race the rest.
-		storm := make(chan struct{})
-		wg.Add(3)
-		go func() { defer wg.Done(); <-storm; hold.Release() }()
-		go func() {
-			defer wg.Done()
-			<-storm
-			for i := 0; i < callers; i += 3 {
-				cancels[i]()
-			}
-		}()
-		go func() {
-			defer wg.Done()
-			<-storm
+		testkit.Storm(t, "the storm", func() { hold.Release() }, func() { testkit.CancelEvery(cancels, 3) }, func() {
 			s.SetCapacity(shrunk)
 			s.SetCapacity(capacity)
 			if r%2 == 0 {
 				s.Close()
 			}
-		}()
-		close(storm)
-		done := make(chan struct{})
-		go func() { wg.Wait(); close(done) }()
-		testkit.Recv(t, done, "the callers to return")
+		})
+		testkit.WaitAll(t, &wg, "the callers to return")
 		for _, c := range cancels {
 			c()
 		}

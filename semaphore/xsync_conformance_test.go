@@ -18,7 +18,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/semaphore"
@@ -138,13 +137,7 @@ func TestConformanceXSyncWeighted(t *testing.T) {
 // xsWait waits for wg with a deadline.
 func xsWait(t testing.TB, wg *sync.WaitGroup) {
 	t.Helper()
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(testkit.Deadline):
-		t.Fatalf("goroutines did not finish within %v", testkit.Deadline)
-	}
+	testkit.WaitAll(t, wg, "the goroutines to finish")
 }
 
 // TestConformanceXSyncWeightedPanic ports TestWeightedPanic (golang/sync,

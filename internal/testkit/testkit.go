@@ -6,6 +6,7 @@ package testkit
 
 import (
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,6 +68,40 @@ func Within[T any](t testing.TB, d time.Duration, what string, ch <-chan T) T {
 	}
 	var zero T
 	return zero
+}
+
+// WaitAll waits for wg, and fails t if it is not done within Deadline.
+func WaitAll(t testing.TB, wg *sync.WaitGroup, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	Recv(t, done, what)
+}
+
+// Storm runs each of fns on a goroutine of its own, all let go at once
+// (so that they race each other as closely as the scheduler allows), and
+// waits for them within Deadline.
+func Storm(t testing.TB, what string, fns ...func()) {
+	t.Helper()
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for _, f := range fns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			f()
+		}()
+	}
+	close(start)
+	WaitAll(t, &wg, what)
+}
+
+// CancelEvery calls every k-th of cancels, from the first.
+func CancelEvery[F ~func()](cancels []F, k int) {
+	for i := 0; i < len(cancels); i += k {
+		cancels[i]()
+	}
 }
 
 // Go runs f in a new goroutine and returns a channel that receives its
