@@ -8,8 +8,9 @@
 // # Protocol
 //
 // Under the owner's lock a caller that cannot be served at once joins the
-// queue ([Queue.Push]); then, without the lock, it calls [Wait] (or
-// [Receive], for a wait that nothing but the grant can end). A waker
+// queue ([Queue.Push]); then, without the lock, it calls [Wait] (or its
+// parts, [Await], then [Outcome] or [End]; or [Receive], for a wait that
+// nothing but the grant can end). A waker
 // decides under the lock whom to serve: [Grant] serves waiters while they
 // fit, claiming their permits through [Owner.Claim]; [Fail] fails them
 // (Close, a shrink). A served waiter is off the queue, marked served, and
@@ -57,7 +58,10 @@
 // # Order of service
 //
 // The order is the engine's policy, and the packages above never walk or
-// reorder the queue: they push and call Grant, Fail and Wait. FIFO is the
+// reorder the queue: they push and call Grant, Fail and Wait. (Their
+// release paths write Grant's loop out over [Queue.Head] and [Queue.Serve],
+// see Head for why: a policy that changes whom Grant serves, not only
+// where Push puts a waiter, must change those two loops too.) FIFO is the
 // policy now, written in two places of order.go only: where a waiter joins
 // (Push: at the tail) and whom Grant serves (the head, while it fits,
 // stopping at the first that does not, so that a heavy head is never
