@@ -154,11 +154,8 @@ func (s *Keyed[K]) now() int64 {
 // for longer than the timeout. A pass visits every entry: one clock read
 // is nothing beside that.
 func (s *Keyed[K]) freshNow() int64 {
-	var d time.Duration
-	if s.realClock {
-		d = time.Since(s.epoch)
-	} else {
-		d = s.clock.Now().Sub(s.epoch)
+	if !s.realClock {
+		return s.now() // an injected clock is read directly already
 	}
-	return min(max(int64(d), 0), stampMask)
+	return min(max(int64(time.Since(s.epoch)), 0), stampMask)
 }

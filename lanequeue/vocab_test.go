@@ -327,10 +327,15 @@ func TestTooManyKeysThroughAKeyedLane(t *testing.T) {
 	q := lanequeue.New[string]()
 	defer q.Close()
 	must(t, q.AddKeyedLane("k", keyedsem.WithMaxKeys(1), keyedsem.WithHardMaxKeys()))
-	tk, err := acquireAll(q, context.Background(), "a", []string{"k"})
+	ctx, cancel := context.WithTimeout(context.Background(), failsafe)
+	defer cancel()
+	tk, err := acquireAll(q, ctx, "a", []string{"k"})
 	must(t, err)
 	defer tk.Release()
-	_, err = acquireAll(q, context.Background(), "b", []string{"k"})
+	tb, err := acquireAll(q, ctx, "b", []string{"k"})
+	if err == nil {
+		tb.Release()
+	}
 	if !errors.Is(err, lanequeue.ErrTooManyKeys) || !strings.Contains(err.Error(), `"k"`) {
 		t.Fatalf("a second key under a hard cap of 1 got %v; want lanequeue.ErrTooManyKeys naming lane \"k\"", err)
 	}
