@@ -101,7 +101,7 @@ func TestEveryCallEndsInOneCounterRace(t *testing.T) {
 			t.Fatalf("round %d: counters %+v; callers saw ok %d (and the holder), cancelled %d, timed out %d, other %d", r, st.Counters, ok.Load(), cancelled.Load(), timedOut.Load(), other.Load())
 		}
 		if st.Waited != st.Acquired-1 {
-			t.Fatalf("round %d: %d grants waited; want every caller's grant, %d: %+v", r, st.Waited, st.Acquired-1, st.Counters)
+			t.Fatalf("round %d: %d grants waited; want every caller's grant, %d: %+v", r, st.Waited, st.Acquired-1, st)
 		}
 		if st.Released != st.Acquired || st.Available != st.Capacity || st.Held != 0 || st.Waiters != 0 || st.WaitingWeight != 0 {
 			t.Fatalf("round %d: books do not balance: %+v", r, st)
