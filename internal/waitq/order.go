@@ -11,7 +11,7 @@ import "github.com/sessionlane/lanes/internal/permit"
 // them beside it (see Owner.Dequeued). It is guarded by its owner's lock.
 // The zero Queue is empty.
 type Queue struct {
-	head *Waiter // the list is circular: head.prev is the newest
+	head *Waiter // head.prev is the newest, whose next is nil
 }
 
 // Empty reports whether nobody waits. Owners ask it before they take
@@ -21,13 +21,14 @@ func (q *Queue) Empty() bool { return q.head == nil }
 // Push puts w, a waiter from Cache.Get with its N set, into the queue: at
 // the tail. The owner has counted it.
 func (q *Queue) Push(w *Waiter) {
+	w.next = nil
 	if q.head == nil {
-		w.next, w.prev = w, w
+		w.prev = w
 		q.head = w
 		return
 	}
 	tail := q.head.prev
-	w.prev, w.next = tail, q.head
+	w.prev = tail
 	tail.next = w
 	q.head.prev = w
 }
@@ -88,7 +89,7 @@ func (q *Queue) Len(limit int) int {
 		return 0
 	}
 	n := 1
-	for w := q.head.next; w != q.head && n < limit; w = w.next {
+	for w := q.head.next; w != nil && n < limit; w = w.next {
 		n++
 	}
 	return n
@@ -100,16 +101,24 @@ func remove[O Owner](q *Queue, o O, w *Waiter) {
 	o.Dequeued(w.N)
 }
 
-// unlink takes w out of q.
+// unlink takes w out of q. Serving the head touches only the waiter
+// behind it, not the newest (written last by another caller): the list is
+// circular through prev only. Under a contended owner this runs in the
+// lock on every hand-off; docs/internals.md has the ablation against a
+// list circular both ways.
 func unlink(q *Queue, w *Waiter) {
-	if w.next == w {
-		q.head = nil
-	} else {
-		w.prev.next = w.next
-		w.next.prev = w.prev
-		if q.head == w {
-			q.head = w.next
+	switch next := w.next; {
+	case q.head == w:
+		q.head = next
+		if next != nil {
+			next.prev = w.prev
 		}
+	case next == nil: // the newest, behind the head
+		w.prev.next = nil
+		q.head.prev = w.prev
+	default:
+		w.prev.next = next
+		next.prev = w.prev
 	}
 	w.next, w.prev = nil, nil
 }

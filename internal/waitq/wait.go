@@ -68,21 +68,16 @@ type MaxWait struct {
 // is left to serve.
 func Fail[O Owner](q *Queue, o O, n int64, err error, c *Chain) {
 	failed := false
-	if w := q.head; w != nil {
-		for last := w.prev; ; {
-			next := w.next
-			if w.N > n {
-				remove(q, o, w)
-				w.err, w.served = err, true
-				o.Count(Failed)
-				c.add(w)
-				failed = true
-			}
-			if w == last {
-				break
-			}
-			w = next
+	for w := q.head; w != nil; {
+		next := w.next
+		if w.N > n {
+			remove(q, o, w)
+			w.err, w.served = err, true
+			o.Count(Failed)
+			c.add(w)
+			failed = true
 		}
+		w = next
 	}
 	if failed && q.head == nil {
 		o.Emptied()

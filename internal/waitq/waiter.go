@@ -76,3 +76,8 @@ func (c *Chain) Wake() {
 	}
 	c.first, c.last = nil, nil
 }
+
+// Ready is the channel w's wake-up is sent on, for an owner that writes
+// Await's select out (see Await): receive from it once, and follow the
+// protocol of the package doc.
+func (w *Waiter) Ready() <-chan struct{} { return w.ready }

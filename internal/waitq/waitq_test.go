@@ -273,3 +273,58 @@ func TestRaceGrantAndCancel(t *testing.T) {
 		p.mu.Unlock()
 	}
 }
+
+// Whichever waiter leaves (the head, one in the middle, the newest), the
+// others keep their order, and waiters who join after are served behind
+// them: the links and the newest stay right.
+func TestLeavingAnyPlaceKeepsTheOrder(t *testing.T) {
+	for leaving := 0; leaving < 4; leaving++ {
+		p := &pile{}
+		ws := make([]*waitq.Waiter, 4)
+		for i := range ws {
+			ws[i] = p.push(int64(i + 1)) // weights tell the waiters apart
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		rs := make([]<-chan result, len(ws))
+		for i, w := range ws {
+			c := context.Background()
+			if i == leaving {
+				c = ctx
+			}
+			rs[i] = p.wait(c, w, nil)
+		}
+		cancel()
+		if r := recv(t, rs[leaving]); !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("leaving %d: %v, want context.Canceled", leaving, r.err)
+		}
+		late := p.push(10)
+		rl := p.wait(context.Background(), late, nil)
+		if got := func() int { p.mu.Lock(); defer p.mu.Unlock(); return p.q.Len(10) }(); got != 4 {
+			t.Fatalf("leaving %d: Len %d after one left and one joined, want 4", leaving, got)
+		}
+		order := append(append([]<-chan result{}, rs[:leaving]...), rs[leaving+1:]...)
+		order = append(order, rl)
+		for i, ch := range order {
+			// Exactly the next one's weight is free: only the one that is
+			// next in line can take it.
+			var n int64
+			switch {
+			case ch == rl:
+				n = 10
+			case i < leaving:
+				n = int64(i + 1)
+			default:
+				n = int64(i + 2)
+			}
+			p.give(n)
+			r := recv(t, ch)
+			if r.err != nil || r.p.Weight() != n {
+				t.Fatalf("leaving %d: grant %d: %v, %d permits, want %d", leaving, i, r.err, r.p.Weight(), n)
+			}
+			r.p.Release()
+			p.mu.Lock()
+			p.avail = 0 // the release gave them back; start each grant from none
+			p.mu.Unlock()
+		}
+	}
+}
