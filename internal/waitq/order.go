@@ -33,6 +33,43 @@ func (q *Queue) Push(w *Waiter) {
 	q.head.prev = w
 }
 
+// PushAt puts w, a waiter from Cache.Get with its N set, into the queue
+// by key: behind every waiter whose key is not greater, ahead of the first
+// whose key is, so that the queue is in ascending key order and waiters
+// of equal keys are in arrival order. It is the insertion of the ordered
+// policies (priorities with aging, sequence order, fair share), which
+// differ only in how the owner computes key; an owner must not mix Push
+// and PushAt on one queue. The search starts from the newest, so a key
+// not below the newest's (arrival order, the common case) costs what Push
+// does; a key that overtakes k waiters costs k steps, under the lock.
+func (q *Queue) PushAt(w *Waiter, key int64) {
+	w.key = key
+	if q.head == nil || q.head.prev.key <= key {
+		q.Push(w)
+		return
+	}
+	if key < q.head.key {
+		// The new head: the newest stays behind it.
+		w.next, w.prev = q.head, q.head.prev
+		q.head.prev = w
+		q.head = w
+		return
+	}
+	// Somewhere behind the head and ahead of the newest: after the last
+	// waiter whose key is not greater.
+	at := q.head.prev
+	for at.key > key {
+		at = at.prev
+	}
+	w.prev, w.next = at, at.next
+	at.next.prev = w
+	at.next = w
+}
+
+// Key returns the key w was pushed at by PushAt, for an owner's view of
+// its queue (0 after Push).
+func (w *Waiter) Key() int64 { return w.key }
+
 // Head returns the waiter to serve next, nil if nobody waits. An owner's
 // grant loop serves it if its permits are free and stops otherwise, so that
 // a heavy waiter is never overtaken:

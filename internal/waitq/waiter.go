@@ -20,6 +20,7 @@ type Waiter struct {
 	err        error         // set with served when failed
 	tok        *permit.Token // set with served when granted
 	gen        uint64        // tok's generation at the grant
+	key        int64         // place in an ordered queue (PushAt); unused by Push
 }
 
 var pool = sync.Pool{New: func() any { return &Waiter{ready: make(chan struct{}, 1)} }}
@@ -43,7 +44,7 @@ func (c *Cache) Get() *Waiter {
 // Put takes back a waiter that is off the queue and whose wake-up, if
 // any, has been received.
 func (c *Cache) Put(w *Waiter) {
-	w.N, w.served, w.err, w.tok, w.gen = 0, false, nil, nil, 0
+	w.N, w.served, w.err, w.tok, w.gen, w.key = 0, false, nil, nil, 0, 0
 	if !c.slot.CompareAndSwap(nil, w) {
 		pool.Put(w)
 	}

@@ -3,6 +3,7 @@ package waitq_test
 import (
 	"context"
 	"errors"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -326,5 +327,40 @@ func TestLeavingAnyPlaceKeepsTheOrder(t *testing.T) {
 			p.avail = 0 // the release gave them back; start each grant from none
 			p.mu.Unlock()
 		}
+	}
+}
+
+// PushAt keeps the queue in ascending key order, equal keys in arrival
+// order, wherever the key lands (the new head, the middle, the newest);
+// Grant then serves in that order.
+func TestPushAtOrdersByKeyThenArrival(t *testing.T) {
+	keys := []int64{5, 3, 9, 3, 7, 1, 9, 5, 0, 8}
+	p := &pile{}
+	type queued struct {
+		key int64
+		idx int
+		r   <-chan result
+	}
+	var all []queued
+	for i, k := range keys {
+		w := p.c.Get()
+		w.N = int64(i + 1) // weights tell the waiters apart
+		p.mu.Lock()
+		p.q.PushAt(w, k)
+		p.waiters++
+		p.mu.Unlock()
+		all = append(all, queued{k, i, p.wait(context.Background(), w, nil)})
+	}
+	want := append([]queued(nil), all...)
+	sort.SliceStable(want, func(i, j int) bool { return want[i].key < want[j].key })
+	for i, q := range want {
+		n := int64(q.idx + 1)
+		p.give(n)
+		r := recv(t, q.r)
+		if r.err != nil || r.p.Weight() != n {
+			t.Fatalf("grant %d: %v, %d permits, want waiter %d (key %d, %d permits)", i, r.err, r.p.Weight(), q.idx, q.key, n)
+		}
+		// Not released: a release would serve the next waiter if it fit,
+		// and each grant here must come from give alone.
 	}
 }
