@@ -37,6 +37,11 @@ var ErrPlaceUsed = semaphore.ErrPlaceUsed
 // when the place ends: with the permit's Release after a Wait, or with
 // the Wait's failure, or with Leave.
 //
+// Places of a key are served in the order they were joined, so a caller
+// that waits for a later place of a key while it holds an earlier one (or
+// its permit) waits for itself: wait for them in order, or from different
+// goroutines, as a webhook's workers do.
+//
 // A place standing in line counts in [Stats].Waiters, as a waiting
 // AcquireN does. The zero Place is used: its Wait returns ErrPlaceUsed and
 // its Leave does nothing. Methods are safe for concurrent use.
