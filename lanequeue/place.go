@@ -147,7 +147,7 @@ func (p *Place[K]) Wait(ctx context.Context) (*Ticket[K], error) {
 // back to the next in line. It does nothing for a place already waited
 // for or left (a deferred Leave after Wait keeps the ticket), nor for a
 // nil or zero Place, and it does not end a Wait in progress (end its
-// context instead). It never waits.
+// context instead). It never waits for permits.
 func (p *Place[K]) Leave() {
 	if p == nil || p.q == nil || !p.used.CompareAndSwap(false, true) {
 		return

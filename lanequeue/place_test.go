@@ -304,3 +304,46 @@ func TestPlaceQueueRace(t *testing.T) {
 	}
 	assertNothingHeld(t, q)
 }
+
+// TestPlaceOrderQueue: places of one thread joined 1..N get their tickets
+// 1..N, though their Waits are called N..1, each after the one before it
+// has queued (were Wait the one to queue).
+func TestPlaceOrderQueue(t *testing.T) {
+	const n = 8
+	q := testQueue(t, 4)
+	chat := chatLanes(t, q)
+	places := make([]*lanequeue.Place[string], n+1)
+	for i := 1; i <= n; i++ {
+		places[i] = join(t, q, "thread", chat)
+	}
+	var mu sync.Mutex
+	var served []int
+	var wg sync.WaitGroup
+	for i := n; i >= 1; i-- {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
+			defer cancel()
+			tk, err := places[i].Wait(ctx)
+			if err != nil {
+				t.Errorf("place %d: %v", i, err)
+				return
+			}
+			mu.Lock()
+			served = append(served, i)
+			mu.Unlock()
+			tk.Release()
+		}()
+		if i > 1 {
+			testkit.Eventually(t, "the Waits to queue", func() bool { return laneStats(t, q, "session").Waiters >= n-i+1 })
+		}
+	}
+	testkit.WaitAll(t, &wg, "the places to be served")
+	for i, got := range served {
+		if got != i+1 {
+			t.Fatalf("served %v; want 1..%d in the order joined", served, n)
+		}
+	}
+	assertNothingHeld(t, q)
+}

@@ -192,7 +192,7 @@ func (p Place) Wait(ctx context.Context) (Permit, error) {
 // Join or since gives its permits back, so that the next ones in line are
 // served. It does nothing for a place already waited for or left (a
 // deferred Leave after a successful Wait keeps the permit), nor for the
-// zero Place, and it never waits. A place given up counts in
+// zero Place, and it never waits for permits. A place given up counts in
 // [Stats].Cancelled, as a cancelled wait does, except one granted at
 // Join, whose permits count as acquired and released.
 //
