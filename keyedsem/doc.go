@@ -43,6 +43,11 @@
 // timer or channel: about 140 bytes per idle key in all with a 38-byte
 // string key, the key included.
 //
+// A place in line now, the wait later: [Keyed.Join] takes a caller's
+// place in a key's line at once and returns a [Place], which is waited
+// for later ([Place.Wait]) or given up ([Place.Leave]), so that a webhook
+// can answer at once and its worker wait for the key's turn.
+//
 // Ownership: exactly one party owns a granted permit at a time, and it may
 // hand the Permit to another goroutine. If an acquire returns a nil error,
 // the caller owns the permit; if it returns an error, nothing was taken.

@@ -84,6 +84,18 @@ func clearQueued[K comparable](e *entry[K]) {
 // wait queues the caller, who holds a reference on e but no permits, for n
 // permits of e.
 func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64) (Permit, error) {
+	w, p, err := s.enqueue(ctx, e, n)
+	if w == nil {
+		return p, err
+	}
+	return s.await(ctx, e, w)
+}
+
+// enqueue is the first half of wait, under e.mu: it pushes a waiter for n
+// permits of e and returns it, or returns the permit (the permits came
+// free) or the error (the reference then dropped) with a nil waiter. A
+// Place (see Keyed.Join) is a waiter pushed here whose await comes later.
+func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64) (*waitq.Waiter, Permit, error) {
 	e.mu.Lock()
 	var err error
 	cancelled := false
@@ -102,7 +114,7 @@ func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64) (Permit, erro
 			}
 			if e.state.CompareAndSwap(st, st-uint64(n)) {
 				e.mu.Unlock()
-				return s.grant(e, n), nil
+				return nil, s.grant(e, n), nil
 			}
 			continue
 		}
@@ -126,17 +138,24 @@ func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64) (Permit, erro
 		} else {
 			s.rejected.Add(1)
 		}
-		return Permit{}, err
+		return nil, Permit{}, err
 	}
 	w := s.wcache.Get()
 	w.N = n
 	e.q.Push(w)
 	s.waiters.Add(1)
 	e.mu.Unlock()
+	return w, Permit{}, nil
+}
 
+// await is the second half of wait, without the lock: it waits for w,
+// which enqueue pushed on e, and drops the caller's reference if no
+// permit comes.
+func (s *Keyed[K]) await(ctx context.Context, e *entry[K], w *waitq.Waiter) (Permit, error) {
 	// waitq.Wait, written out so that the wait's hot part is a plain call
 	// (see waitq.Await).
 	var p permit.Permit
+	var err error
 	if end := waitq.Await(ctx, w, nil); end.Err != nil {
 		err = waitq.End(&e.q, line[K]{s, e}, &s.wcache, w, end)
 	} else {

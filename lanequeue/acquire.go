@@ -103,31 +103,43 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes LaneSet[K], opts
 	if err := checkReentry(ctx, q, key, &g); err != nil {
 		return nil, err
 	}
+	if err := q.acquireFrom(ctx, key, &g, 0); err != nil {
+		return nil, err
+	}
+	return q.publish(key, &g), nil
+}
+
+// acquireFrom takes the lanes g.held()[from:] for key, in order, the ones
+// before from being held already (a Place's keyed lane), and then looks
+// at ctx once more. On failure it returns AcquireAll's error and holds
+// nothing: every permit of g, those before from too, is released, newest
+// first.
+func (q *Queue[K]) acquireFrom(ctx context.Context, key K, g *grant[K], from int) error {
 	hs := g.held()
 	plain := g.plain
-	for i := 0; i < plain; i++ {
+	for i := from; i < plain; i++ {
 		h := &hs[i]
 		p, err := h.e.acquire(ctx, key, h.n)
 		if err != nil {
-			rollback(&g, i)
-			return nil, q.laneErr(ctx, h.e, err)
+			rollback(g, i)
+			return q.laneErr(ctx, h.e, err)
 		}
 		h.p = p
 	}
 	if plain < len(hs) {
-		if err := q.takeRateTail(ctx, key, &g, plain); err != nil {
-			rollback(&g, plain)
-			return nil, q.laneErr(ctx, nil, err)
+		if err := q.takeRateTail(ctx, key, g, plain); err != nil {
+			rollback(g, plain)
+			return q.laneErr(ctx, nil, err)
 		}
 	} else if ctx.Err() != nil {
 		// Every permit is held, but ctx ended on the way: before the last
 		// grant, perhaps (a lane that granted across the cancellation, or
 		// one that grants at once without looking at ctx). The end wins:
 		// give everything back, as a cancelled waiter would.
-		rollback(&g, plain)
-		return nil, ctx.Err()
+		rollback(g, plain)
+		return ctx.Err()
 	}
-	return q.publish(key, &g), nil
+	return nil
 }
 
 // TryAcquireAll takes a permit on every lane of the set, for key, if it can do

@@ -58,6 +58,13 @@
 // the key's previous message, so the key's messages run one at a time in
 // the order read, while other keys' readers go on.
 //
+// A webhook that must answer at once cannot wait for the key's previous
+// message: [Queue.Join] takes the message's place in the key's line (its
+// first keyed lane) at once, in the order the handler calls it, and
+// returns a [Place] that a worker waits for later ([Place.Wait] returns
+// the ticket) or gives up ([Place.Leave]); see Example_webhook. The order
+// is that of the Join calls, so of the requests' arrival at the server.
+//
 // Keys: any comparable type. A key that is not equal to itself (a float
 // NaN, or a struct, array or interface value holding one) is refused with
 // [ErrNaNKey] (TryAcquireAll returns false), whatever the lanes: the

@@ -93,7 +93,9 @@ var (
 	// ErrNoSemaphore is returned by [Queue.GlobalSemaphore] and
 	// [Queue.KeyedSemaphore] for a lane that has no semaphore of the kind
 	// asked for behind it: a lane of another kind, or a lane from another
-	// package.
+	// package; and by [Queue.Join] for a set whose first keyed lane has
+	// no keyed semaphore of this package to take a place in (or that has
+	// no keyed lane).
 	ErrNoSemaphore = errors.New("lanequeue: no semaphore of that kind behind the lane")
 )
 

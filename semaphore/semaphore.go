@@ -77,6 +77,11 @@ var (
 	// returns it; [New], which has no error result, panics with it (the
 	// panic value is that error).
 	ErrInvalidConfig = errors.New("lanes: invalid configuration")
+	// ErrPlaceUsed is returned by the Wait of a place in line ([Place],
+	// and the Places of keyedsem and lanequeue) that was already waited
+	// for or given up, or that is the zero Place: a place is used once, so
+	// that its permit has one owner.
+	ErrPlaceUsed = errors.New("lanes: place already waited for or left")
 )
 
 // MaxCapacity is the largest capacity a semaphore can have: 2^47-1, about

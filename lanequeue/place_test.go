@@ -1,0 +1,349 @@
+package lanequeue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sessionlane/lanes/internal/testkit"
+	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// chatLanes returns q's session+global set.
+func chatLanes(t *testing.T, q *lanequeue.Queue[string]) lanequeue.LaneSet[string] {
+	t.Helper()
+	ls, err := q.Lanes("session", "global")
+	must(t, err)
+	return ls
+}
+
+// placeWait waits for pl within the testkit deadline and fails t if no
+// ticket comes.
+func placeWait(t *testing.T, pl *lanequeue.Place[string], what string) *lanequeue.Ticket[string] {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
+	defer cancel()
+	tk, err := pl.Wait(ctx)
+	if err != nil {
+		t.Fatalf("%s: Wait: %v", what, err)
+	}
+	return tk
+}
+
+func join(t *testing.T, q *lanequeue.Queue[string], key string, ls lanequeue.LaneSet[string], opts ...lanequeue.AcquireOption) *lanequeue.Place[string] {
+	t.Helper()
+	pl, err := q.Join(key, ls, opts...)
+	if err != nil {
+		t.Fatalf("Join(%q, %v): %v", key, ls, err)
+	}
+	return pl
+}
+
+// TestPlaceJoinThenWait: places of a busy thread stand in the session
+// lane's line holding no global permit, so other threads take the global
+// slots meanwhile; Wait then takes the global lane and returns a ticket of
+// both lanes.
+func TestPlaceJoinThenWait(t *testing.T) {
+	q := testQueue(t, 2)
+	chat := chatLanes(t, q)
+	busy, err := q.AcquireAll(context.Background(), "alice", chat)
+	must(t, err)
+	second := join(t, q, "alice", chat)
+	third := join(t, q, "alice", chat)
+	if st := laneStats(t, q, "global"); st.Held != 1 {
+		t.Fatalf("global held %d with two places in alice's line; want 1 (only the busy ticket)", st.Held)
+	}
+	if st := laneStats(t, q, "session"); st.Waiters != 2 {
+		t.Fatalf("session waiters %d; want the 2 places", st.Waiters)
+	}
+	bob, ok := q.TryAcquireAll("bob", chat)
+	if !ok {
+		t.Fatal("bob could not take the second global slot beside alice's places")
+	}
+	if second.Key() != "alice" {
+		t.Fatalf("Key() = %q", second.Key())
+	}
+	busy.Release()
+	tk := placeWait(t, second, "second")
+	if w, ok := tk.LaneWeight("global"); !ok || w != 1 || tk.Key() != "alice" {
+		t.Fatalf("ticket of the place: global weight %d %v, key %q; want 1 on global for alice", w, ok, tk.Key())
+	}
+	if hs := q.Holders(); len(hs) != 4 {
+		t.Fatalf("Holders %v; want alice's and bob's tickets on both lanes", hs)
+	}
+	tk.Release()
+	bob.Release()
+	placeWait(t, third, "third").Release()
+	assertNothingHeld(t, q)
+}
+
+// TestPlaceOwnershipQueue: a Place is used once: a second Wait, a Wait
+// after Leave and a nil Place's Wait return ErrPlaceUsed and no ticket; a
+// Leave after Wait keeps the ticket; Leave of a place whose turn came
+// moves the line on.
+func TestPlaceOwnershipQueue(t *testing.T) {
+	q := testQueue(t, 4)
+	chat := chatLanes(t, q)
+	pl := join(t, q, "a", chat)
+	tk := placeWait(t, pl, "first Wait")
+	if tk2, err := pl.Wait(context.Background()); !errors.Is(err, lanequeue.ErrPlaceUsed) || tk2 != nil {
+		t.Fatalf("second Wait: %v, %v; want ErrPlaceUsed and no ticket", tk2, err)
+	}
+	pl.Leave()
+	if _, ok := q.TryAcquireAll("a", chat); ok {
+		t.Fatal("Leave after Wait gave the ticket's lanes back")
+	}
+	next := join(t, q, "a", chat)
+	after := join(t, q, "a", chat)
+	if !tk.Release() {
+		t.Fatal("the ticket of the waited place was not live")
+	}
+	// next's turn came; leaving it hands the session lane on to after.
+	next.Leave()
+	next.Leave()
+	if _, err := next.Wait(context.Background()); !errors.Is(err, lanequeue.ErrPlaceUsed) {
+		t.Fatalf("Wait after Leave: %v; want ErrPlaceUsed", err)
+	}
+	placeWait(t, after, "the place after the one left").Release()
+	var nilPlace *lanequeue.Place[string]
+	if _, err := nilPlace.Wait(context.Background()); !errors.Is(err, semaphore.ErrPlaceUsed) {
+		t.Fatalf("nil Place Wait: %v; want ErrPlaceUsed", err)
+	}
+	nilPlace.Leave()
+	var zero lanequeue.Place[string]
+	if _, err := zero.Wait(context.Background()); !errors.Is(err, lanequeue.ErrPlaceUsed) {
+		t.Fatalf("zero Place Wait: %v; want ErrPlaceUsed", err)
+	}
+	assertNothingHeld(t, q)
+}
+
+// TestPlaceWaitRollsBack: a Wait that got its turn on the session lane
+// and then fails on the global lane (its context ends there) holds
+// nothing: the session permit goes on to the next place of the thread.
+func TestPlaceWaitRollsBack(t *testing.T) {
+	q := testQueue(t, 1)
+	chat := chatLanes(t, q)
+	other, err := q.AcquireAll(context.Background(), "other", chat) // the one global slot
+	must(t, err)
+	first := join(t, q, "a", chat)
+	second := join(t, q, "a", chat)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := testkit.Go(func() error { _, err := first.Wait(ctx); return err })
+	testkit.Eventually(t, "first to wait on the global lane", func() bool { return laneStats(t, q, "global").Waiters == 1 })
+	cancel()
+	if err := testkit.Recv(t, done, "the cancelled Wait"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait cancelled on the global lane: %v; want context.Canceled", err)
+	}
+	other.Release()
+	placeWait(t, second, "second, after first rolled back").Release()
+	assertNothingHeld(t, q)
+}
+
+// TestPlaceEndedContextWins: a place whose turn came before its Wait,
+// waited for with a context that has ended, gives the turn on.
+func TestPlaceEndedContextWins(t *testing.T) {
+	q := testQueue(t, 4)
+	chat := chatLanes(t, q)
+	first := join(t, q, "a", chat) // its turn at once
+	second := join(t, q, "a", chat)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if tk, err := first.Wait(ctx); err != context.Canceled || tk != nil {
+		t.Fatalf("Wait with an ended context: %v, %v; want context.Canceled", tk, err)
+	}
+	placeWait(t, second, "second").Release()
+	assertNothingHeld(t, q)
+}
+
+// TestPlaceJoinRefusals: Join refuses what AcquireAll refuses at once, a
+// set without a keyed lane, and a first keyed lane of another package
+// (naming it); Wait refuses a re-entrant call and gives the place up; a
+// closed queue fails the places in line with ErrClosed.
+func TestPlaceJoinRefusals(t *testing.T) {
+	q := testQueue(t, 4)
+	must(t, q.Add("a-redis", &blindLane{kind: lanequeue.Keyed})) // sorts before "session"
+	globalOnly, err := q.Lanes("global")
+	must(t, err)
+	if _, err := q.Join("k", globalOnly); !errors.Is(err, lanequeue.ErrNoSemaphore) {
+		t.Fatalf("Join of a set with no keyed lane: %v; want ErrNoSemaphore", err)
+	}
+	foreign, err := q.Lanes("a-redis", "session", "global")
+	must(t, err)
+	if _, err := q.Join("k", foreign); !errors.Is(err, lanequeue.ErrNoSemaphore) || !strings.Contains(err.Error(), `"a-redis"`) {
+		t.Fatalf("Join with a foreign keyed lane first: %v; want ErrNoSemaphore naming the lane", err)
+	}
+	chat := chatLanes(t, q)
+	if _, err := q.Join("k", chat, lanequeue.WithWeight(2)); !errors.Is(err, lanequeue.ErrTooHeavy) {
+		t.Fatalf("Join of weight 2 on a per-key capacity of 1: %v; want ErrTooHeavy", err)
+	}
+	if _, err := q.Join("k", lanequeue.LaneSet[string]{}); !errors.Is(err, lanequeue.ErrNoLanes) {
+		t.Fatalf("Join of the zero set: %v; want ErrNoLanes", err)
+	}
+
+	held, err := q.AcquireAll(context.Background(), "k", chat)
+	must(t, err)
+	again := join(t, q, "k", chat)
+	if _, err := again.Wait(lanequeue.WithTicket(context.Background(), held)); !errors.Is(err, lanequeue.ErrReentrant) {
+		t.Fatalf("Wait with the key's ticket in ctx: %v; want ErrReentrant", err)
+	}
+	if st := laneStats(t, q, "session"); st.Waiters != 0 {
+		t.Fatalf("the re-entrant place still waits (%d waiters)", st.Waiters)
+	}
+	inLine := join(t, q, "k", chat)
+	q.Close()
+	if _, err := inLine.Wait(context.Background()); !errors.Is(err, lanequeue.ErrClosed) {
+		t.Fatalf("Wait of a place in line at Close: %v; want ErrClosed", err)
+	}
+	if _, err := q.Join("k", chat); !errors.Is(err, lanequeue.ErrClosed) {
+		t.Fatalf("Join after Close: %v; want ErrClosed", err)
+	}
+	held.Release()
+}
+
+// TestPlaceQueueRace races webhooks that Join for a few threads, in order
+// per thread, with workers that Wait (some with contexts that end), Leave
+// or race a Leave against their Wait, under session + global lanes, 1000
+// rounds. It checks that the global lane never holds more than its
+// capacity, that a thread never has two tickets at once, that the tickets
+// of a thread are granted in the order its places were joined, and that
+// nothing is held or waiting after each round.
+func TestPlaceQueueRace(t *testing.T) {
+	const global = 2
+	q := testQueue(t, global)
+	chat := chatLanes(t, q)
+	var inGlobal atomic.Int64
+	var bad atomic.Value // string
+	rounds := 1000
+	if testing.Short() {
+		rounds = 100
+	}
+	for round := range rounds {
+		const threads, msgs = 3, 3
+		var mu sync.Mutex
+		granted := make([][]int, threads) // per thread, the messages granted
+		var inThread [threads]atomic.Int64
+		var workers sync.WaitGroup
+		hooks := make([]func(), threads)
+		for th := range threads {
+			key := fmt.Sprint("thread-", th)
+			rng := rand.New(rand.NewPCG(uint64(round), uint64(th)))
+			hooks[th] = func() { // the webhook of one thread: Join in order, answer, hand over
+				for m := range msgs {
+					pl, err := q.Join(key, chat)
+					if err != nil {
+						bad.Store("Join: " + err.Error())
+						return
+					}
+					mode := rng.IntN(4)
+					workers.Add(1)
+					go func() {
+						defer workers.Done()
+						var ctx context.Context = context.Background()
+						switch mode {
+						case 0:
+							pl.Leave()
+							return
+						case 1:
+							c, cancel := context.WithCancel(ctx)
+							defer cancel()
+							go cancel()
+							ctx = c
+						case 2:
+							go pl.Leave()
+						}
+						tk, err := pl.Wait(ctx)
+						if err != nil {
+							if !errors.Is(err, context.Canceled) && !errors.Is(err, lanequeue.ErrPlaceUsed) {
+								bad.Store("Wait: " + err.Error())
+							}
+							return
+						}
+						if inGlobal.Add(1) > global {
+							bad.Store("global over capacity")
+						}
+						if inThread[th].Add(1) > 1 {
+							bad.Store("two tickets of one thread at once")
+						}
+						mu.Lock()
+						granted[th] = append(granted[th], m)
+						mu.Unlock()
+						inThread[th].Add(-1)
+						inGlobal.Add(-1)
+						tk.Release()
+					}()
+				}
+			}
+		}
+		testkit.Storm(t, "the webhooks", hooks...)
+		testkit.WaitAll(t, &workers, "the workers")
+		if v := bad.Load(); v != nil {
+			t.Fatalf("round %d: %s", round, v)
+		}
+		for th, got := range granted {
+			for i := 1; i < len(got); i++ {
+				if got[i] < got[i-1] {
+					t.Fatalf("round %d: thread %d granted %v; want the order joined", round, th, got)
+				}
+			}
+		}
+		// A racing Leave that lost runs on after its worker returned.
+		testkit.Eventually(t, "the lanes to empty", func() bool {
+			for _, st := range q.Stats() {
+				if st.Held != 0 || st.Waiters != 0 {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	assertNothingHeld(t, q)
+}
+
+// TestPlaceOrderQueue: places of one thread joined 1..N get their tickets
+// 1..N, though their Waits are called N..1, each after the one before it
+// has queued (were Wait the one to queue).
+func TestPlaceOrderQueue(t *testing.T) {
+	const n = 8
+	q := testQueue(t, 4)
+	chat := chatLanes(t, q)
+	places := make([]*lanequeue.Place[string], n+1)
+	for i := 1; i <= n; i++ {
+		places[i] = join(t, q, "thread", chat)
+	}
+	var mu sync.Mutex
+	var served []int
+	var wg sync.WaitGroup
+	for i := n; i >= 1; i-- {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
+			defer cancel()
+			tk, err := places[i].Wait(ctx)
+			if err != nil {
+				t.Errorf("place %d: %v", i, err)
+				return
+			}
+			mu.Lock()
+			served = append(served, i)
+			mu.Unlock()
+			tk.Release()
+		}()
+		if i > 1 {
+			testkit.Eventually(t, "the Waits to queue", func() bool { return laneStats(t, q, "session").Waiters >= n-i+1 })
+		}
+	}
+	testkit.WaitAll(t, &wg, "the places to be served")
+	for i, got := range served {
+		if got != i+1 {
+			t.Fatalf("served %v; want 1..%d in the order joined", served, n)
+		}
+	}
+	assertNothingHeld(t, q)
+}
