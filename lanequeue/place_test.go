@@ -38,11 +38,23 @@ func placeWait(t *testing.T, pl *lanequeue.Place[string], what string) *lanequeu
 
 func join(t *testing.T, q *lanequeue.Queue[string], key string, ls lanequeue.LaneSet[string], opts ...lanequeue.AcquireOption) *lanequeue.Place[string] {
 	t.Helper()
-	pl, err := q.Join(key, ls, opts...)
-	if err != nil {
-		t.Fatalf("Join(%q, %v): %v", key, ls, err)
+	// Join must not wait: run it on its own goroutine with a deadline, so
+	// that one that blocks (taking a lane it should leave for Wait) fails
+	// with a message instead of hanging the test binary.
+	type joined struct {
+		pl  *lanequeue.Place[string]
+		err error
 	}
-	return pl
+	ch := make(chan joined, 1)
+	go func() {
+		pl, err := q.Join(key, ls, opts...)
+		ch <- joined{pl, err}
+	}()
+	j := testkit.Recv(t, ch, fmt.Sprintf("Join(%q) to return without waiting", key))
+	if j.err != nil {
+		t.Fatalf("Join(%q, %v): %v", key, ls, j.err)
+	}
+	return j.pl
 }
 
 // TestPlaceJoinThenWait: places of a busy thread stand in the session
