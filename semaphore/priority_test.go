@@ -186,8 +186,9 @@ func TestPriorityNewcomerAheadOfAHeavyHeadTakesFreePermits(t *testing.T) {
 	small := take(t, s, 5)
 	heavy := enqueueTurn(t, s, 8, semaphore.Turn{})
 
-	p, err := s.AcquireTurn(context.Background(), 3, semaphore.Turn{Priority: 1}) // returns at once
-	require.NoError(t, err)
+	r := recv(t, acquireTurnAsync(s, 3, semaphore.Turn{Priority: 1})) // returns at once
+	require.NoError(t, r.err)
+	p := r.p
 	st := s.Stats()
 	require.Equal(t, int64(2), st.Available)
 	require.Equal(t, 1, st.Waiters)
@@ -196,7 +197,7 @@ func TestPriorityNewcomerAheadOfAHeavyHeadTakesFreePermits(t *testing.T) {
 	// One that does not fit waits ahead of the heavy head.
 	urgent := enqueueTurn(t, s, 4, semaphore.Turn{Priority: 1})
 	require.True(t, small.Release()) // 7 free: urgent (4) at the head, then heavy (8) must wait
-	r := recv(t, urgent)
+	r = recv(t, urgent)
 	require.NoError(t, r.err)
 	stillWaiting(t, heavy)
 	require.True(t, r.p.Release())
@@ -207,15 +208,21 @@ func TestPriorityNewcomerAheadOfAHeavyHeadTakesFreePermits(t *testing.T) {
 	requireBalanced(t, s)
 }
 
-// enqueueTurn is enqueue through AcquireTurn.
-func enqueueTurn(t *testing.T, s *semaphore.Weighted, n int64, turn semaphore.Turn) <-chan result {
-	t.Helper()
-	want := s.Stats().Waiters + 1
+// acquireTurnAsync is acquireAsync through AcquireTurn.
+func acquireTurnAsync(s *semaphore.Weighted, n int64, turn semaphore.Turn) <-chan result {
 	ch := make(chan result, 1)
 	go func() {
 		p, err := s.AcquireTurn(context.Background(), n, turn)
 		ch <- result{p, err}
 	}()
+	return ch
+}
+
+// enqueueTurn is enqueue through AcquireTurn.
+func enqueueTurn(t *testing.T, s *semaphore.Weighted, n int64, turn semaphore.Turn) <-chan result {
+	t.Helper()
+	want := s.Stats().Waiters + 1
+	ch := acquireTurnAsync(s, n, turn)
 	waitFor(t, fmt.Sprintf("AcquireTurn(%d, %+v) to queue", n, turn), func() bool {
 		if len(ch) > 0 {
 			r := <-ch
