@@ -4,8 +4,8 @@
 // TestKeyedMatchesModel and TestQueueMatchesModel) through
 // rapid.MakeFuzz: the fuzzer's bytes are rapid's draws, eight bytes a
 // draw. Each drives the public API (acquire without waiting, acquire that
-// may wait, cancel, release, release again, resize, close, sweep, move the
-// fake clock) and checks every step against the sequential reference
+// may wait, with a priority on a semaphore made WithPriorities, cancel,
+// release, release again, resize, close, sweep, move the fake clock) and checks every step against the sequential reference
 // models of internal/model, plus the invariants: available + held ==
 // capacity, at most capacity holders per key, FIFO service, no entry with
 // references evicted, no partial ticket.

@@ -1,5 +1,5 @@
 // Package semaphore provides a weighted semaphore with strict FIFO service
-// and permits that release exactly once.
+// (or priorities with aging, opt-in) and permits that release exactly once.
 //
 // [New] makes a [Weighted] of a given capacity. [Weighted.Acquire] takes n
 // permits, waiting in line when they are not available, and returns a
@@ -13,6 +13,15 @@
 // requests, nor by [Weighted.TryAcquire]; it waits until its permits are
 // free. Bounded waiting is opt-in with [WithMaxWaiters],
 // [WithMaxWaitingWeight] and [WithMaxWait].
+//
+// Priorities are opt-in with [WithPriorities](step): callers pass a
+// [Turn] with a Priority to [Weighted.AcquireTurn], and the waiter of the
+// highest priority plus steps waited is served first, FIFO among equals.
+// The aging bound: a waiter of priority p is overtaken only by waiters of
+// a priority q > p that arrive less than (q-p)*step after it, so once it
+// has waited (P-p)*step, P the highest priority in use, nobody new gets
+// ahead of it, and it waits only for the work then ahead of it. The head
+// is still never overtaken by those behind it, heavy or not.
 //
 // Ownership: exactly one party owns a granted permit at a time, and it may
 // hand the Permit to another goroutine. If Acquire returns a nil error, the

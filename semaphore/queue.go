@@ -16,10 +16,16 @@ func (s *Weighted) failFast(ctx context.Context) error {
 	return ctx.Err()
 }
 
-func (s *Weighted) acquireSlow(ctx context.Context, n int64) (Permit, error) {
+// acquireSlow is the rest of Acquire and AcquireTurn: turn, already
+// checked, places the caller if it waits.
+func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn Turn) (Permit, error) {
 	if n <= 0 {
 		s.reject()
 		return Permit{}, ErrInvalidWeight
+	}
+	var key int64 // WithPriorities: the place in line, read off the clock before locking
+	if s.prio.step != 0 {
+		key = s.turnKey(turn.Priority)
 	}
 	s.mu.Lock()
 	if s.closed {
@@ -42,7 +48,9 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64) (Permit, error) {
 			s.mu.Unlock()
 			return Permit{}, ctx.Err()
 		}
-		if s.q.Empty() && avail(st) >= n {
+		// A place ahead of the head (WithPriorities) is as good as an
+		// empty line: nobody would be served before it.
+		if (s.q.Empty() || s.prio.step != 0 && key < s.q.Head().Key()) && avail(st) >= n {
 			if t, ok := s.claimLocked(st, n); ok {
 				s.mu.Unlock()
 				return Permit(permit.Make(t, t.Gen(), n)), nil
@@ -67,7 +75,11 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64) (Permit, error) {
 	}
 	w := s.wcache.Get()
 	w.N = n
-	s.q.Push(w)
+	if s.prio.step != 0 {
+		s.q.PushAt(w, key) // every waiter, so that Push and PushAt never mix
+	} else {
+		s.q.Push(w)
+	}
 	s.waiters++
 	var carry uint64
 	s.waitWeight, carry = bits.Add64(s.waitWeight, uint64(n), 0)

@@ -91,6 +91,7 @@ const MaxCapacity = 140_737_488_355_327
 
 // Weighted is a weighted semaphore with strict FIFO service: a waiter is
 // never overtaken, neither by a later lighter request nor by TryAcquire.
+// [WithPriorities] orders the waiters by priority with aging instead.
 //
 // It must be created with [New] and must not be copied after first use. All
 // methods are safe for concurrent use.
@@ -123,6 +124,7 @@ type Weighted struct {
 	rejected    uint64
 	failed      uint64
 	config                    // the settings, immutable after New
+	prio        aging         // WithPriorities, immutable after New
 	doubleRel   atomic.Uint64 // counted without mu
 	wcache      waitq.Cache   // free waiters
 	grantedWait uint64        // grants that had to wait
@@ -134,6 +136,11 @@ type config struct {
 	maxWaitWt  int64
 	maxWait    time.Duration
 	clock      Clock
+	// The ordering options: at most one (order names it; orderClash
+	// names a pair given together).
+	order, orderClash string
+	priorities        bool          // WithPriorities given
+	agingStep         time.Duration // its step
 }
 
 // Option configures a semaphore made by [New]. Options are applied in
@@ -158,8 +165,9 @@ func WithMaxWaitingWeight(w int64) Option { return func(c *config) { c.maxWaitWt
 // own deadline still applies.
 func WithMaxWait(d time.Duration) Option { return func(c *config) { c.maxWait = d } }
 
-// WithClock replaces the clock that WithMaxWait uses; tests pass a fake
-// clock. Every waiting Acquire calls its NewTimer, concurrently: it must be
+// WithClock replaces the clock that WithMaxWait and WithPriorities use;
+// tests pass a fake clock. Every waiting Acquire calls its NewTimer (with
+// WithMaxWait) and its Now (with WithPriorities), concurrently: it must be
 // safe for concurrent use. nil means the system clock.
 func WithClock(cl Clock) Option { return func(c *config) { c.clock = cl } }
 
@@ -191,6 +199,10 @@ func (c *config) configure(capacity int64, opts []Option) error {
 		return fmt.Errorf("semaphore: WithMaxWaitingWeight(%d): must not be negative: %w", c.maxWaitWt, ErrInvalidConfig)
 	case c.maxWait < 0:
 		return fmt.Errorf("semaphore: WithMaxWait(%v): must not be negative: %w", c.maxWait, ErrInvalidConfig)
+	case c.orderClash != "":
+		return fmt.Errorf("semaphore: %s: one ordering option at most: %w", c.orderClash, ErrInvalidConfig)
+	case c.priorities && c.agingStep <= 0:
+		return fmt.Errorf("semaphore: WithPriorities(%v): the step must be positive: %w", c.agingStep, ErrInvalidConfig)
 	}
 	return nil
 }
@@ -208,6 +220,9 @@ func New(capacity int64, opts ...Option) *Weighted {
 	}
 	if s.clock == nil {
 		s.clock = clock.Real{}
+	}
+	if s.priorities {
+		s.prio.start(s.agingStep, s.clock.Now())
 	}
 	for i := range s.tokens {
 		s.tokens[i].Init((*owner)(s), i, &s.gens[i])
@@ -232,7 +247,8 @@ func New(capacity int64, opts ...Option) *Weighted {
 //
 // Callers are served in the order they joined the queue (under the
 // semaphore's lock), which for callers that do not overlap is the order
-// of their calls.
+// of their calls; on a semaphore made [WithPriorities], by priority with
+// aging, Acquire waiting at priority 0 (see [Weighted.AcquireTurn]).
 //
 // Cancellation: a caller whose context ends while it waits leaves the queue
 // at once, and the waiters behind it move up (if it was at the head, the
@@ -269,7 +285,7 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) (Permit, error) {
 			return p, nil
 		}
 	}
-	return s.acquireSlow(ctx, n)
+	return s.acquireSlow(ctx, n, Turn{})
 }
 
 // TryAcquire takes n permits if they are available now and nobody is

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -19,9 +20,10 @@ const (
 	QueueFull                // the wait queue is at one of its bounds
 	Cancelled                // the caller's context ended
 	WaitTooLong              // the caller waited longer than the maximum wait
+	InvalidTurn              // a Turn the semaphore has no ordering option for
 )
 
-var errNames = [...]string{"OK", "InvalidWeight", "TooHeavy", "Closed", "QueueFull", "Cancelled", "WaitTooLong"}
+var errNames = [...]string{"OK", "InvalidWeight", "TooHeavy", "Closed", "QueueFull", "Cancelled", "WaitTooLong", "InvalidTurn"}
 
 // String returns the outcome's name.
 func (e Err) String() string {
@@ -35,6 +37,10 @@ func (e Err) String() string {
 type Waiter struct {
 	ID int   // the id Acquire returned for the request
 	N  int64 // its weight
+	// With priorities: its Turn.Priority, and when it arrived on the
+	// model's clock.
+	Priority int
+	Arrived  time.Duration
 }
 
 // Served is a waiter taken off the queue by an operation, with what it got.
@@ -72,7 +78,9 @@ type Semaphore struct {
 	held          map[int]int64 // permit id -> weight, for permits out
 	released      map[int]bool  // permit ids released at least once
 	nextID        int
-	st            SemStats // counters only
+	st            SemStats      // counters only
+	step          time.Duration // aging step; 0: FIFO, no priorities
+	now           time.Duration // the model's clock, moved by Advance
 }
 
 // NewSemaphore returns a model of a semaphore of the given capacity, with
@@ -91,6 +99,25 @@ func NewSemaphore(capacity int64, maxWaiters int, maxWaitWeight int64) *Semaphor
 	}
 }
 
+// NewPrioritySemaphore is NewSemaphore with priorities and aging (as
+// semaphore.WithPriorities(step)): the waiter served next is the one of
+// the highest effective priority, its priority plus the steps it has
+// waited on the model's clock, the first to arrive among equals. The
+// model computes that in plain int64 nanoseconds: priority times step
+// must stay far below 2^61 (the real semaphore's saturation is not
+// modelled).
+func NewPrioritySemaphore(capacity int64, maxWaiters int, maxWaitWeight int64, step time.Duration) *Semaphore {
+	if step <= 0 {
+		panic("model: aging step must be positive")
+	}
+	m := NewSemaphore(capacity, maxWaiters, maxWaitWeight)
+	m.step = step
+	return m
+}
+
+// Advance moves the model's clock on by d, which ages the waiters.
+func (m *Semaphore) Advance(d time.Duration) { m.now += d }
+
 func (m *Semaphore) id() int {
 	m.nextID++
 	return m.nextID
@@ -107,7 +134,20 @@ func (m *Semaphore) grant(id int, n int64) {
 // (the caller now waits, at the tail), or the error the call fails with at
 // once.
 func (m *Semaphore) Acquire(n int64) (id int, queued bool, err Err) {
+	return m.AcquireTurn(n, semaphore.Turn{})
+}
+
+// AcquireTurn models AcquireTurn(n, t): Acquire, with t's Priority (0
+// without priorities), after refusing with InvalidTurn a Turn that asks
+// for an order the model does not have, or a priority out of range.
+func (m *Semaphore) AcquireTurn(n int64, t semaphore.Turn) (id int, queued bool, err Err) {
 	id = m.id()
+	if t.Sequence != 0 || t.Group != "" || t.Priority != 0 && m.step == 0 ||
+		t.Priority > semaphore.MaxPriority || t.Priority < -semaphore.MaxPriority {
+		m.st.Rejected++
+		return id, false, InvalidTurn
+	}
+	w := Waiter{ID: id, N: n, Priority: t.Priority, Arrived: m.now}
 	switch {
 	case n <= 0:
 		m.st.Rejected++
@@ -118,7 +158,8 @@ func (m *Semaphore) Acquire(n int64) (id int, queued bool, err Err) {
 	case n > m.capacity:
 		m.st.Rejected++
 		return id, false, TooHeavy
-	case len(m.queue) == 0 && m.available >= n:
+	case m.available >= n && (len(m.queue) == 0 || m.before(w, m.queue[m.next()])):
+		// Nobody would be served before it.
 		m.grant(id, n)
 		return id, false, OK
 	case m.maxWaiters > 0 && len(m.queue) >= m.maxWaiters,
@@ -126,8 +167,36 @@ func (m *Semaphore) Acquire(n int64) (id int, queued bool, err Err) {
 		m.st.Rejected++
 		return id, false, QueueFull
 	}
-	m.queue = append(m.queue, Waiter{ID: id, N: n})
+	m.queue = append(m.queue, w)
 	return id, true, OK
+}
+
+// effective returns w's effective priority now, in nanoseconds: its
+// priority times the step plus how long it has waited.
+func (m *Semaphore) effective(w Waiter) time.Duration {
+	return time.Duration(w.Priority)*m.step + (m.now - w.Arrived)
+}
+
+// before reports whether a is served before b: FIFO, or with priorities
+// the higher effective priority, the earlier arrival among equals (the
+// queue is in arrival order, so a is the earlier if it comes first).
+func (m *Semaphore) before(a, b Waiter) bool {
+	if m.step == 0 {
+		return false // a arrives after b
+	}
+	return m.effective(a) > m.effective(b)
+}
+
+// next returns the index of the waiter to serve next: the first one that
+// no other is served before. The queue must not be empty.
+func (m *Semaphore) next() int {
+	best := 0
+	for i := 1; i < len(m.queue); i++ {
+		if m.before(m.queue[i], m.queue[best]) {
+			best = i
+		}
+	}
+	return best
 }
 
 // AcquireDone models an Acquire whose context had already ended: it fails
@@ -221,11 +290,12 @@ func (m *Semaphore) Close() (failed []Served) {
 	return failed
 }
 
-// serve grants the head of the queue, in order, while it fits.
+// serve grants the waiter to serve next, over and over, while it fits.
 func (m *Semaphore) serve() (granted []Served) {
-	for len(m.queue) > 0 && m.queue[0].N <= m.available {
-		w := m.queue[0]
-		m.queue = m.queue[1:]
+	for len(m.queue) > 0 && m.queue[m.next()].N <= m.available {
+		i := m.next()
+		w := m.queue[i]
+		m.queue = append(m.queue[:i:i], m.queue[i+1:]...)
 		m.grant(w.ID, w.N)
 		m.st.Waited++
 		granted = append(granted, Served{ID: w.ID, Err: OK})
@@ -251,7 +321,8 @@ func (m *Semaphore) waitingWeight() int64 {
 	return w
 }
 
-// Queue returns a copy of the waiters, oldest first.
+// Queue returns a copy of the waiters, oldest first (not in the order of
+// service, with priorities: see Next).
 func (m *Semaphore) Queue() []Waiter { return append([]Waiter(nil), m.queue...) }
 
 // Held returns the ids of the permits out, with their weights.
@@ -261,6 +332,14 @@ func (m *Semaphore) Held() map[int]int64 {
 		h[id] = n
 	}
 	return h
+}
+
+// Next returns the waiter to serve next, false if nobody waits.
+func (m *Semaphore) Next() (Waiter, bool) {
+	if len(m.queue) == 0 {
+		return Waiter{}, false
+	}
+	return m.queue[m.next()], true
 }
 
 // Capacity returns the current capacity.
@@ -295,8 +374,8 @@ func (m *Semaphore) Check() error {
 	if s.Available+s.Held != s.Capacity {
 		return fmt.Errorf("model: available %d + held %d != capacity %d", s.Available, s.Held, s.Capacity)
 	}
-	if len(m.queue) > 0 && m.queue[0].N <= m.available {
-		return fmt.Errorf("model: head waiter %v fits in %d available", m.queue[0], m.available)
+	if w, ok := m.Next(); ok && w.N <= m.available {
+		return fmt.Errorf("model: head waiter %v fits in %d available", w, m.available)
 	}
 	if m.closed && len(m.queue) > 0 {
 		return fmt.Errorf("model: %d waiters on a closed semaphore", len(m.queue))

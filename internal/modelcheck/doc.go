@@ -167,6 +167,8 @@ func errOf(e model.Err, closed, full error) error {
 		return context.Canceled
 	case model.WaitTooLong:
 		return semaphore.ErrWaitTooLong
+	case model.InvalidTurn:
+		return semaphore.ErrInvalidConfig // wrapped: compare with errors.Is
 	case model.TooManyKeys:
 		return keyedsem.ErrTooManyKeys
 	}

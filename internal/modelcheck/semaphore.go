@@ -2,6 +2,7 @@ package modelcheck
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -33,8 +34,9 @@ type semRun struct {
 	t       *rapid.T
 	s       *semaphore.Weighted
 	m       *model.Semaphore
-	clk     *clock.Fake   // nil: no WithMaxWait
+	clk     *clock.Fake   // nil: neither WithMaxWait nor WithPriorities
 	maxWait time.Duration // 0: no WithMaxWait
+	step    time.Duration // 0: no WithPriorities
 	fuzz    bool          // see skip
 
 	results   chan semServed
@@ -69,22 +71,36 @@ type semRun struct {
 // that more permits can be out at once than a semaphore has inline tokens
 // (15): the grants beyond them take spare tokens.
 //
+// Half the runs order by priority with aging (WithPriorities, model
+// NewPrioritySemaphore, both on the fake clock): their acquires are
+// AcquireTurn calls of drawn priorities (the bounds ±MaxPriority
+// included) or plain Acquire at priority 0, and age moves the clock on by
+// quarters of the step, so the grants checked are those of the highest
+// effective priority. Every run also tries Turns it must refuse (badTurn:
+// a field without its option, a priority out of range): nothing taken,
+// counted in Rejected.
+//
 // Semaphore is the driver for rapid.Check; SemaphoreFuzz is the same for
 // rapid.MakeFuzz (see skip).
-func Semaphore(t *rapid.T) { semaphoreDriver(t, false) }
+func Semaphore(t *rapid.T) { semaphoreDriver(t, false, false) }
 
 // SemaphoreFuzz is Semaphore for a fuzz target: an operation that cannot
 // run in the current state does nothing instead of asking rapid for
 // another.
-func SemaphoreFuzz(t *rapid.T) { semaphoreDriver(t, true) }
+func SemaphoreFuzz(t *rapid.T) { semaphoreDriver(t, true, false) }
 
-func semaphoreDriver(t *rapid.T, fuzz bool) {
-	r := newSemRun(t)
+// PrioritySemaphore is Semaphore with priorities in every run.
+func PrioritySemaphore(t *rapid.T) { semaphoreDriver(t, false, true) }
+
+func semaphoreDriver(t *rapid.T, fuzz, priorities bool) {
+	r := newSemRun(t, priorities)
 	r.fuzz = fuzz
 	drive(t, fuzz, r.cleanup, r.finish, map[string]func(*rapid.T){
 		"acquire":       r.acquire,
 		"acquireAgain":  r.acquire, // blocking acquires twice as often
 		"acquireDone":   r.acquireDone,
+		"badTurn":       r.badTurn,
+		"age":           r.age,
 		"tryAcquire":    r.tryAcquire,
 		"fill":          r.fill,
 		"release":       r.release,
@@ -100,7 +116,7 @@ func semaphoreDriver(t *rapid.T, fuzz bool) {
 	})
 }
 
-func newSemRun(t *rapid.T) *semRun {
+func newSemRun(t *rapid.T, priorities bool) *semRun {
 	capacity := rapid.Int64Range(0, 20).Draw(t, "capacity")
 	// Half the runs have no bound on the queue, so that it grows.
 	maxWaiters := rapid.OneOf(rapid.Just(0), rapid.IntRange(1, 5)).Draw(t, "maxWaiters")
@@ -125,8 +141,22 @@ func newSemRun(t *rapid.T) *semRun {
 		r.clk = clock.NewFake(time.Unix(1_700_000_000, 0))
 		opts = append(opts, semaphore.WithMaxWait(r.maxWait), semaphore.WithClock(r.clk))
 	}
+	// Aging steps against the clock's moves (a tick of 1s at most per
+	// waiter, age in quarters of a step): a step of a tick makes a
+	// priority's lead equal to one tick of waiting (equal keys), 3s makes
+	// newcomers pass some waiters, and a minute is strict priority
+	// unless age runs.
+	if priorities || rapid.Bool().Draw(t, "withPriorities") {
+		r.step = rapid.SampledFrom([]time.Duration{time.Second, 3 * time.Second, time.Minute}).Draw(t, "step")
+		if r.clk == nil {
+			r.clk = clock.NewFake(time.Unix(1_700_000_000, 0))
+			opts = append(opts, semaphore.WithClock(r.clk))
+		}
+		opts = append(opts, semaphore.WithPriorities(r.step))
+		r.m = model.NewPrioritySemaphore(capacity, maxWaiters, maxWaitWeight, r.step)
+	}
 	r.s = semaphore.New(capacity, opts...)
-	r.logf("New(%d, maxWaiters=%d, maxWaitWeight=%d, maxWait=%v)", capacity, maxWaiters, maxWaitWeight, r.maxWait)
+	r.logf("New(%d, maxWaiters=%d, maxWaitWeight=%d, maxWait=%v, step=%v)", capacity, maxWaiters, maxWaitWeight, r.maxWait, r.step)
 	return r
 }
 
@@ -150,16 +180,26 @@ func (r *semRun) drawWeight(t *rapid.T) int64 {
 
 // acquire starts a blocking Acquire, with a context that can be cancelled
 // or, for some, with context.Background (which only Close, a grant or the
-// max wait ends).
+// max wait ends). With priorities it is an AcquireTurn of a drawn
+// priority (the bounds included), or for some a plain Acquire, which
+// waits at priority 0.
 func (r *semRun) acquire(t *rapid.T) {
 	n := r.drawWeight(t)
 	background := rapid.IntRange(0, 3).Draw(t, "background") == 0
+	var turn semaphore.Turn
+	plain := rapid.Bool().Draw(t, "plain") // else AcquireTurn, with the zero Turn on FIFO
+	if r.step != 0 {
+		small := rapid.IntRange(-2, 2)
+		turn.Priority = rapid.OneOf(small, small, small,
+			rapid.SampledFrom([]int{-semaphore.MaxPriority, semaphore.MaxPriority})).Draw(t, "priority")
+		plain = plain && turn.Priority == 0
+	}
 	if len(r.waiting) >= maxWaiters {
 		skip(t, r.fuzz, "enough waiters")
 		return
 	}
-	id, queued, want := r.m.Acquire(n)
-	r.logf("acquire#%d(%d) [background=%v]: queued=%v %v", id, n, background, queued, want)
+	id, queued, want := r.m.AcquireTurn(n, turn)
+	r.logf("acquire#%d(%d, %+v) [background=%v plain=%v]: queued=%v %v", id, n, turn, background, plain, queued, want)
 	r.weights[id] = n
 	ctx, cancel := context.Background(), context.CancelFunc(nil)
 	if !background {
@@ -167,7 +207,13 @@ func (r *semRun) acquire(t *rapid.T) {
 	}
 	r.running++
 	go func() {
-		p, err := r.s.Acquire(ctx, n)
+		var p semaphore.Permit
+		var err error
+		if plain {
+			p, err = r.s.Acquire(ctx, n)
+		} else {
+			p, err = r.s.AcquireTurn(ctx, n, turn)
+		}
 		r.results <- semServed{id, p, err}
 	}()
 	if !queued {
@@ -196,29 +242,70 @@ func (r *semRun) acquire(t *rapid.T) {
 			r.running--
 			r.fatalf("acquire#%d returned (weight %d, %v) where the model queues it", got.id, got.p.Weight(), got.err)
 		}
-		if r.clk != nil && r.clk.Pending() < wantWaiters {
+		if r.maxWait > 0 && r.clk.Pending() < wantWaiters {
 			return false // queued, but its max-wait timer is not armed yet
 		}
 		return r.s.Stats().Waiters == wantWaiters
 	})
-	if r.clk != nil {
+	if r.maxWait > 0 {
 		r.deadlines[id] = r.clk.Now().Add(r.maxWait)
+	}
+	if r.clk != nil {
 		r.tick()
 	}
 }
 
-// tick moves the fake clock on a little after a waiter armed its timer, so
-// that the next waiter's deadline differs, without reaching any deadline.
+// tick moves the fake clock on a little after a waiter queued (and armed
+// its timer), so that the next waiter's deadline and arrival differ,
+// without reaching any deadline.
 func (r *semRun) tick() {
 	step := time.Second
 	for _, w := range r.m.Queue() {
-		if d := r.deadlines[w.ID].Sub(r.clk.Now()) / 2; d < step {
+		if d := r.deadlines[w.ID].Sub(r.clk.Now()) / 2; r.maxWait > 0 && d < step {
 			step = d
 		}
 	}
 	if step > 0 {
-		r.clk.Advance(step)
+		r.advanceClock(step)
 	}
+}
+
+// advanceClock moves the fake clock and the model's on by d.
+func (r *semRun) advanceClock(d time.Duration) {
+	r.clk.Advance(d)
+	r.m.Advance(d)
+}
+
+// badTurn calls AcquireTurn with a Turn the semaphore must refuse at once:
+// a field without its option, or a priority out of range. Nothing is
+// taken, and the refusal counts in Rejected.
+func (r *semRun) badTurn(t *rapid.T) {
+	n := r.drawWeight(t)
+	bad := []semaphore.Turn{{Sequence: 1}, {Group: "tenant"}, {Priority: semaphore.MaxPriority + 1}, {Priority: -semaphore.MaxPriority - 1}}
+	if r.step == 0 {
+		bad = append(bad, semaphore.Turn{Priority: 1}, semaphore.Turn{Priority: -1})
+	}
+	turn := rapid.SampledFrom(bad).Draw(t, "turn")
+	_, queued, want := r.m.AcquireTurn(n, turn)
+	r.logf("badTurn(%d, %+v): %v", n, turn, want)
+	if queued || want != model.InvalidTurn {
+		r.fatalf("the model takes Turn %+v: queued=%v %v", turn, queued, want)
+	}
+	p, err := r.s.AcquireTurn(context.Background(), n, turn)
+	if !errors.Is(err, semaphore.ErrInvalidConfig) || p.Valid() {
+		r.fatalf("AcquireTurn(%d, %+v) = (valid %v, %v), want an error wrapping ErrInvalidConfig", n, turn, p.Valid(), err)
+	}
+}
+
+// age moves the clock on by quarters of the aging step, so that waiters
+// of lower priority catch up with those above; with a max wait, those
+// whose wait ends in between time out, as in advance.
+func (r *semRun) age(t *rapid.T) {
+	if r.step == 0 {
+		skip(t, r.fuzz, "no priorities")
+		return
+	}
+	r.advanceBy(time.Duration(rapid.IntRange(0, 12).Draw(t, "quarters")) * r.step / 4)
 }
 
 // acquireDone calls Acquire with a context that has already ended.
@@ -341,7 +428,7 @@ func (r *semRun) cancel(t *rapid.T) {
 // expire actions; id 0 (model ids start at 1) if there is none.
 func (r *semRun) oldest(t *rapid.T) (id int, at time.Time) {
 	q := r.m.Queue()
-	if r.clk == nil || len(q) == 0 {
+	if r.maxWait == 0 || len(q) == 0 {
 		skip(t, r.fuzz, "no waiter with a max wait")
 		return 0, time.Time{}
 	}
@@ -364,7 +451,7 @@ func (r *semRun) expire(t *rapid.T) {
 	}
 	granted := r.m.Expire(id)
 	r.logf("expire#%d: grants %v", id, granted)
-	r.clk.Advance(at.Sub(r.clk.Now()))
+	r.advanceClock(at.Sub(r.clk.Now()))
 	r.collect(append([]model.Served{{ID: id, Err: model.WaitTooLong}}, granted...), id)
 }
 
@@ -372,17 +459,21 @@ func (r *semRun) expire(t *rapid.T) {
 // deadline at a time: each waiter whose max wait ends in between times
 // out, and its leaving may grant those behind it.
 func (r *semRun) advance(t *rapid.T) {
-	if r.clk == nil {
-		skip(t, r.fuzz, "no fake clock")
+	if r.maxWait == 0 {
+		skip(t, r.fuzz, "no max wait")
 		return
 	}
-	by := time.Duration(rapid.IntRange(0, 16).Draw(t, "eighths")) * r.maxWait / 8
+	r.advanceBy(time.Duration(rapid.IntRange(0, 16).Draw(t, "eighths")) * r.maxWait / 8)
+}
+
+// advanceBy moves the clocks on by by, one waiter's deadline at a time.
+func (r *semRun) advanceBy(by time.Duration) {
 	end := r.clk.Now().Add(by)
 	r.logf("advance(%v)", by)
 	for {
 		next, at := 0, time.Time{}
 		for _, w := range r.m.Queue() {
-			if d := r.deadlines[w.ID]; !d.After(end) && (next == 0 || d.Before(at)) {
+			if d := r.deadlines[w.ID]; r.maxWait > 0 && !d.After(end) && (next == 0 || d.Before(at)) {
 				next, at = w.ID, d
 			}
 		}
@@ -391,10 +482,10 @@ func (r *semRun) advance(t *rapid.T) {
 		}
 		granted := r.m.Expire(next)
 		r.logf("  expire#%d: grants %v", next, granted)
-		r.clk.Advance(at.Sub(r.clk.Now()))
+		r.advanceClock(at.Sub(r.clk.Now()))
 		r.collect(append([]model.Served{{ID: next, Err: model.WaitTooLong}}, granted...), next)
 	}
-	r.clk.Advance(end.Sub(r.clk.Now()))
+	r.advanceClock(end.Sub(r.clk.Now()))
 }
 
 // cancelThenGrant cancels a waiter and at once, without waiting for it to
@@ -419,7 +510,7 @@ func (r *semRun) expireThenGrant(t *rapid.T) {
 	}
 	granted := r.m.Expire(id)
 	r.logf("expire#%d: grants %v", id, granted)
-	r.endThenGrant(t, id, model.WaitTooLong, granted, func() { r.clk.Advance(at.Sub(r.clk.Now())) })
+	r.endThenGrant(t, id, model.WaitTooLong, granted, func() { r.advanceClock(at.Sub(r.clk.Now())) })
 }
 
 // endThenGrant ends waiter id's wait (end; the model has applied it and
@@ -579,7 +670,7 @@ func (r *semRun) check(*rapid.T) {
 	if st := r.s.Stats(); st.Held != held || st.Available+held != st.Capacity {
 		r.fatalf("the driver holds weight %d: Held %d, Available %d + %d != Capacity %d", held, st.Held, st.Available, held, st.Capacity)
 	}
-	if want := r.m.Stats().Waiters; r.clk != nil && r.clk.Pending() != want {
+	if want := r.m.Stats().Waiters; r.maxWait > 0 && r.clk.Pending() != want {
 		r.fatalf("%d max-wait timers pending for %d waiters", r.clk.Pending(), want)
 	}
 }

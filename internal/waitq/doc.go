@@ -67,12 +67,17 @@
 // stopping at the first that does not, so that a heavy head is never
 // overtaken). The next policies plug in there:
 //
-//   - Priorities with aging: a waiter carries a priority and Push inserts
-//     it by priority minus arrival time times the aging rate. Aging raises
-//     every waiter's priority at the same rate, so that order is the order
+//   - Priorities with aging (done: semaphore.WithPriorities): the owner
+//     pushes every waiter with PushAt at key arrival - priority*step, on
+//     its clock. Aging raises every waiter's effective priority,
+//     (now - key)/step, at the same rate, so ascending keys are the order
 //     of effective priority at every later instant: the list stays sorted
-//     without re-sorting, and a waiter's wait is bounded by its priority
-//     deficit over the rate. Grant is unchanged.
+//     without re-sorting. A waiter of priority p is overtaken only by a
+//     priority q > p arriving less than (q-p)*step after it, so its wait
+//     is bounded by its priority deficit times the step plus the work
+//     ahead of it then. Grant is unchanged; a newcomer whose key is below
+//     the head's takes its permits at once if they are free, as from an
+//     empty queue (the owner's check, not the engine's).
 //   - Sequence order within a key: a waiter carries a sequence number and
 //     Push inserts by it; Grant serves the head only when it carries the
 //     next number expected, which a leaving waiter passes on (leave already

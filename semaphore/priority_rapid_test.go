@@ -1,0 +1,21 @@
+package semaphore_test
+
+import (
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/sessionlane/lanes/internal/modelcheck"
+)
+
+// TestPrioritySemaphoreMatchesModel is TestSemaphoreMatchesModel with
+// WithPriorities in every case (the shared driver has it in half of them,
+// and FuzzSemaphore too): the grants go to the waiters of the highest
+// effective priority, priority plus steps waited on the fake clock, FIFO
+// among equals, as model.NewPrioritySemaphore says; a head that does not
+// fit is not overtaken; refused Turns take nothing; and after every step
+// Available + Held == Capacity, Stats equal the model's, and every waiter
+// returns once, when and how the model says.
+func TestPrioritySemaphoreMatchesModel(t *testing.T) {
+	rapid.Check(t, modelcheck.PrioritySemaphore)
+}
