@@ -69,7 +69,7 @@ func (s *Weighted) AcquireNeverDoneCtx(ctx context.Context, n int64) (Permit, er
 			return p, nil
 		}
 	}
-	return s.acquireSlow(ctx, n)
+	return s.acquireSlow(ctx, n, Turn{})
 }
 
 // AcquireCompareCtx is Acquire with the never-ending contexts recognised
@@ -90,5 +90,5 @@ func (s *Weighted) AcquireCompareCtx(ctx context.Context, n int64) (Permit, erro
 			return p, nil
 		}
 	}
-	return s.acquireSlow(ctx, n)
+	return s.acquireSlow(ctx, n, Turn{})
 }

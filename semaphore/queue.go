@@ -16,10 +16,18 @@ func (s *Weighted) failFast(ctx context.Context) error {
 	return ctx.Err()
 }
 
-func (s *Weighted) acquireSlow(ctx context.Context, n int64) (Permit, error) {
+func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn Turn) (Permit, error) {
 	if n <= 0 {
 		s.reject()
 		return Permit{}, ErrInvalidWeight
+	}
+	var unit int64 // WithFairShare: asked before locking, see fairQueue.unit
+	if s.fair != nil {
+		var err error
+		if unit, err = s.fair.unit(turn.Group); err != nil {
+			s.reject()
+			return Permit{}, err
+		}
 	}
 	s.mu.Lock()
 	if s.closed {
@@ -67,7 +75,11 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64) (Permit, error) {
 	}
 	w := s.wcache.Get()
 	w.N = n
-	s.q.Push(w)
+	if s.fair == nil {
+		s.q.Push(w)
+	} else {
+		s.q.PushAt(w, s.fairKey(turn.Group, n, unit))
+	}
 	s.waiters++
 	var carry uint64
 	s.waitWeight, carry = bits.Add64(s.waitWeight, uint64(n), 0)
@@ -163,9 +175,13 @@ func (o *owner) WakeAfterRelease() {
 // for the release paths (see waitq.Queue.Head for why). It must be called
 // with mu held.
 func (s *Weighted) grantLocked(c *waitq.Chain) {
+	if s.fair != nil {
+		s.grantFairLocked(c)
+		return
+	}
 	o := (*owner)(s)
 	for w := s.q.Head(); w != nil; w = s.q.Head() {
-		t, ok := o.Claim(w.N)
+		t, ok := o.claim(w.N)
 		if !ok {
 			break
 		}
@@ -188,8 +204,19 @@ func (o *owner) Lock()   { o.mu.Lock() }
 func (o *owner) Unlock() { o.mu.Unlock() }
 
 // Claim takes n permits and a token for the head waiter, if they are
-// available, and counts a grant that waited.
+// available, and counts a grant that waited. Under WithFairShare the
+// virtual time moves to the head's key (grantLocked's loops claim through
+// claim, the fair one moving it itself).
 func (o *owner) Claim(n int64) (*permit.Token, bool) {
+	t, ok := o.claim(n)
+	if ok && o.fair != nil {
+		o.fair.v = o.q.Head().Key()
+	}
+	return t, ok
+}
+
+// claim is Claim without the virtual time.
+func (o *owner) claim(n int64) (*permit.Token, bool) {
 	s := (*Weighted)(o)
 	for {
 		st := s.state.Load()

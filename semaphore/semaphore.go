@@ -86,6 +86,7 @@ const MaxCapacity = 140_737_488_355_327
 
 // Weighted is a weighted semaphore with strict FIFO service: a waiter is
 // never overtaken, neither by a later lighter request nor by TryAcquire.
+// (Made [WithFairShare], it serves its waiters by group instead.)
 //
 // It must be created with [New] and must not be copied after first use. All
 // methods are safe for concurrent use.
@@ -103,6 +104,7 @@ type Weighted struct {
 
 	mu      sync.Mutex  // protects everything below
 	q       waitq.Queue // the waiters
+	fair    *fairQueue  // WithFairShare's keys; nil: FIFO
 	waiters int
 	// waitWeight is the total weight of the waiters, which can pass
 	// math.MaxInt64 (2^16 waiters of MaxCapacity do): it is counted in
@@ -129,6 +131,8 @@ type config struct {
 	maxWaitWt  int64
 	maxWait    time.Duration
 	clock      Clock
+	fairShare  bool             // WithFairShare
+	fairWeight func(string) int // its weights; nil: equal
 }
 
 // Option configures a semaphore made by [New]. Options are applied in
@@ -204,6 +208,9 @@ func New(capacity int64, opts ...Option) *Weighted {
 	if s.clock == nil {
 		s.clock = clock.Real{}
 	}
+	if s.fairShare {
+		s.fair = newFairQueue(s.fairWeight)
+	}
 	for i := range s.tokens {
 		s.tokens[i].Init((*owner)(s), i, &s.gens[i])
 		s.tokens[i].SetWord(&s.state)
@@ -227,7 +234,7 @@ func New(capacity int64, opts ...Option) *Weighted {
 //
 // Callers are served in the order they joined the queue (under the
 // semaphore's lock), which for callers that do not overlap is the order
-// of their calls.
+// of their calls; on a semaphore made [WithFairShare], in the group "".
 //
 // Cancellation: a caller whose context ends while it waits leaves the queue
 // at once, and the waiters behind it move up (if it was at the head, the
@@ -264,7 +271,7 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) (Permit, error) {
 			return p, nil
 		}
 	}
-	return s.acquireSlow(ctx, n)
+	return s.acquireSlow(ctx, n, Turn{})
 }
 
 // TryAcquire takes n permits if they are available now and nobody is

@@ -1,0 +1,74 @@
+package semaphore
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/sessionlane/lanes/internal/testkit"
+)
+
+func (s *Weighted) fairRecords() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.fair.recs)
+}
+
+// The per-group records of WithFairShare stay few while the semaphore is
+// busy for good: a steady group keeps someone waiting through 1000
+// rounds, and in each round a group never seen before waits once. Each
+// newcomer's record stops mattering as soon as the turn passes its
+// request, and the sweep drops it within a few waits; and once nobody
+// waits, the next wait starts with one record, its own.
+func TestFairShareRecordsStayBounded(t *testing.T) {
+	s := New(1, WithFairShare(nil))
+	ctx := context.Background()
+	hold, ok := s.TryAcquire(1)
+	if !ok {
+		t.Fatal("TryAcquire(1) on a fresh semaphore failed")
+	}
+	type result struct {
+		p   Permit
+		err error
+	}
+	done := make(chan result, 8)
+	queue := func(g string) {
+		t.Helper()
+		want := s.Stats().Waiters + 1
+		go func() {
+			p, err := s.AcquireTurn(ctx, 1, Turn{Group: g})
+			done <- result{p, err}
+		}()
+		testkit.Eventually(t, "a waiter of "+g+" to queue", func() bool { return s.Stats().Waiters == want })
+	}
+	serve := func() {
+		t.Helper()
+		hold.Release()
+		r := testkit.Recv(t, done, "a grant")
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		hold = r.p
+	}
+	queue("steady")
+	most := 0
+	for i := range 1000 {
+		queue(fmt.Sprintf("once-%d", i))
+		queue("steady")
+		serve()
+		serve()
+		most = max(most, s.fairRecords())
+	}
+	if most > 8 {
+		t.Fatalf("up to %d records for 2 or 3 groups waiting at a time", most)
+	}
+	for s.Stats().Waiters > 0 {
+		serve()
+	}
+	queue("after")
+	if n := s.fairRecords(); n != 1 {
+		t.Fatalf("%d records after a wait into an empty queue, want 1", n)
+	}
+	serve()
+	hold.Release()
+}
