@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/sessionlane/lanes/internal/permit"
 	"github.com/sessionlane/lanes/internal/waitq"
 )
 
@@ -103,9 +104,17 @@ const fairScale = 720720
 // is what keeps the records bounded (sweep), and why a group whose callers
 // all left or were served soon has no record. When nobody waits, nothing
 // refers to v, and it starts again from zero with no records (restart).
+//
+// A grant given back (its waiter's context ended first, see waitq.End)
+// is taken as if the waiter had left before it: if nobody was served and
+// nobody joined since, v goes back to what it was before that grant
+// (served, unserved). So v never decreases as far as any key or sweep has
+// seen it.
 type fairQueue struct {
 	weight  func(string) int
 	v       int64
+	prev    int64            // v before the last grant
+	last    *permit.Token    // the token of the last grant, while nothing else was served
 	index   map[string]int32 // group -> its record in recs
 	recs    []fairRecord
 	sweepAt int // the record sweep looks at next
@@ -141,6 +150,7 @@ func (s *Weighted) fairKey(group string, n, unit int64) int64 {
 	if s.q.Empty() {
 		f.restart()
 	}
+	f.last = nil // this key is taken from v: a grant given back later leaves v as it is
 	i, ok := f.index[group]
 	if !ok {
 		i = int32(len(f.recs))
@@ -166,13 +176,27 @@ func (s *Weighted) fairKey(group string, n, unit int64) int64 {
 // restart forgets every record and sets v back to zero, for a queue
 // that is empty: no waiting key refers to them.
 func (f *fairQueue) restart() {
+	f.v, f.last = 0, nil
 	if len(f.recs) == 0 {
-		f.v = 0
 		return
 	}
 	clear(f.index) // keeps the map's table for the next busy spell
 	clear(f.recs)  // lets go of the group strings
-	f.recs, f.v, f.sweepAt = f.recs[:0], 0, 0
+	f.recs, f.sweepAt = f.recs[:0], 0
+}
+
+// served moves v to key, the key of a waiter just granted through t.
+func (f *fairQueue) served(key int64, t *permit.Token) {
+	f.prev, f.v, f.last = f.v, key, t
+}
+
+// unserved takes back the move of v for the grant through t, given back
+// before it reached its waiter, if nobody was served after it: so that v
+// is what it would be had the waiter left first.
+func (f *fairQueue) unserved(t *permit.Token) {
+	if f.last == t {
+		f.v, f.last = f.prev, nil
+	}
 }
 
 // sweep looks at two records, the next ones in turn, and drops those whose
@@ -215,7 +239,7 @@ func (s *Weighted) grantFairLocked(c *waitq.Chain) {
 		if !ok {
 			break
 		}
-		s.fair.v = w.Key()
+		s.fair.served(w.Key(), t)
 		s.q.Serve(w, t, c)
 		o.Dequeued(w.N)
 	}

@@ -210,7 +210,7 @@ func (o *owner) Unlock() { o.mu.Unlock() }
 func (o *owner) Claim(n int64) (*permit.Token, bool) {
 	t, ok := o.claim(n)
 	if ok && o.fair != nil {
-		o.fair.v = o.q.Head().Key()
+		o.fair.served(o.q.Head().Key(), t)
 	}
 	return t, ok
 }
@@ -236,6 +236,9 @@ func (o *owner) claim(n int64) (*permit.Token, bool) {
 func (o *owner) Unclaim(t *permit.Token, n int64) {
 	s := (*Weighted)(o)
 	s.grantedWait--
+	if s.fair != nil {
+		s.fair.unserved(t)
+	}
 	if t.Slot >= 0 {
 		// An inline token: its bit and the permits go back to the word
 		// at once, as Permit.Release would, but at the same generation.
