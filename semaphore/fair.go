@@ -24,10 +24,12 @@ const MaxGroupWeight = 1000
 // largest request of each. A tenant with 500 callers waiting does not take
 // every permit from a tenant with 5: with equal weights they take turns,
 // and 5 callers that join behind the 500 are served among the next dozen
-// grants, not after the 500. Within a group callers
-// are served in arrival order, and a heavy request at the head of the line
-// is never overtaken, by its own group or another (it waits for its
-// permits as under FIFO). A group that has nobody waiting claims nothing:
+// grants, not after the 500. Within a group callers are served in
+// arrival order. A heavy request at the head of the line waits for its
+// permits as under FIFO, and nobody behind it in line overtakes it; but a
+// caller of another group whose turn comes earlier joins the line ahead
+// of it (and is served at once if its permits are free). A group that has
+// nobody waiting claims nothing:
 // its share goes to the groups that wait, and when it comes back it joins
 // at the current turn, with no credit saved up for the time it was away
 // and no debt for what it took alone.
@@ -53,15 +55,15 @@ const MaxGroupWeight = 1000
 // more. A group is charged for a request when the request starts to wait:
 // one that leaves without its grant (its context ended, WithMaxWait ran
 // out) still counts against its group until the others have been served
-// as much, which delays that group's later callers by at most the share
-// the request would have had. TryAcquire and the calls granted at once,
-// which happen only while nobody waits, are not counted.
+// as much, which delays that group's later callers by the share such
+// requests would have had, no more. TryAcquire and the calls granted at
+// once, which happen only while nobody waits, are not counted.
 //
 // Cost: a waiter's place in line is found under the semaphore's lock by a
-// search from the newest waiter over those it overtakes (one step, when
-// groups take turns in order), a map lookup of its group, and a fixed
-// amount of bookkeeping; the permits it is granted are handed out as in
-// FIFO order. A wait allocates nothing, except when its group is new: the
+// search from the newest waiter over those it overtakes (about one per
+// other group that has callers waiting), a map lookup of its group, and a
+// few stores; its grant costs what a FIFO grant does, plus one store. A
+// wait allocates nothing, except when its group is new: the
 // semaphore keeps a small record per group, for the groups that have
 // waited recently (it drops a record once the group no longer needs it,
 // and every record whenever nobody waits), and a new record may grow the
@@ -171,6 +173,21 @@ func (s *Weighted) fairKey(group string, n, unit int64) int64 {
 	// the sweep keeps it.
 	f.sweep()
 	return key
+}
+
+// pushFairUnlock puts w, counted as a waiter, in line at its group's key,
+// and unlocks mu. A waiter whose turn comes before the head's joins ahead
+// of it, and the head was one that did not fit: the newcomer may, and is
+// then served at once (woken after unlocking, so its wait returns at
+// once), as it would be had it come first.
+func (s *Weighted) pushFairUnlock(w *waitq.Waiter, group string, unit int64) {
+	s.q.PushAt(w, s.fairKey(group, w.N, unit))
+	var wake waitq.Chain
+	if s.q.Head() == w {
+		s.grantFairLocked(&wake)
+	}
+	s.mu.Unlock()
+	wake.Wake()
 }
 
 // restart forgets every record and sets v back to zero, for a queue

@@ -291,3 +291,58 @@ func TestFairShareRefusals(t *testing.T) {
 	}
 	hold.Release()
 }
+
+// A caller whose turn comes before a heavy head's joins the line ahead of
+// it, and is served at once when its permits are free: nobody is left
+// waiting at the head with its permits there. a's second request (3 of
+// capacity 3, a turn after a's first) waits at the head with 1 permit
+// free; b's first request starts at the current turn, before it.
+func TestFairShareNewcomerAheadOfHeavyHead(t *testing.T) {
+	ctx := context.Background()
+	s := semaphore.New(3, semaphore.WithFairShare(nil))
+	p1 := take(t, s, 1)
+	p2 := take(t, s, 2)
+	type res struct {
+		p   semaphore.Permit
+		err error
+	}
+	start := func(group string, n int64) <-chan res {
+		want := s.Stats().Waiters + 1
+		ch := make(chan res, 1)
+		go func() {
+			p, err := s.AcquireTurn(ctx, n, semaphore.Turn{Group: group})
+			ch <- res{p, err}
+		}()
+		testkit.Eventually(t, group+" to wait", func() bool { return s.Stats().Waiters == want })
+		return ch
+	}
+	a1 := start("a", 1)
+	a2 := start("a", 3)
+	p2.Release() // a1 takes 1 of the 2; a2 (3) does not fit
+	r1 := testkit.Recv(t, a1, "a's first request")
+	if r1.err != nil {
+		t.Fatal(r1.err)
+	}
+	if st := s.Stats(); st.Available != 1 || st.Waiters != 1 {
+		t.Fatalf("before b comes: %+v, want 1 available and a's heavy request waiting", st)
+	}
+	b := testkit.Go(func() res {
+		p, err := s.AcquireTurn(ctx, 1, semaphore.Turn{Group: "b"})
+		return res{p, err}
+	})
+	rb := testkit.Recv(t, b, "b's request, ahead of a's heavy one, with its permit free")
+	if rb.err != nil {
+		t.Fatal(rb.err)
+	}
+	if st := s.Stats(); st.Waiters != 1 || st.Waited != 2 {
+		t.Fatalf("after b: %+v, want a's heavy request still waiting and 2 grants that waited", st)
+	}
+	p1.Release()
+	r1.p.Release()
+	rb.p.Release()
+	r2 := testkit.Recv(t, a2, "a's heavy request")
+	if r2.err != nil {
+		t.Fatal(r2.err)
+	}
+	r2.p.Release()
+}

@@ -75,16 +75,16 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn Turn) (Permit,
 	}
 	w := s.wcache.Get()
 	w.N = n
-	if s.fair == nil {
-		s.q.Push(w)
-	} else {
-		s.q.PushAt(w, s.fairKey(turn.Group, n, unit))
-	}
 	s.waiters++
 	var carry uint64
 	s.waitWeight, carry = bits.Add64(s.waitWeight, uint64(n), 0)
 	s.waitHi += carry
-	s.mu.Unlock()
+	if s.fair == nil {
+		s.q.Push(w)
+		s.mu.Unlock()
+	} else {
+		s.pushFairUnlock(w, turn.Group, unit)
+	}
 	var mw *waitq.MaxWait // nil: no bound
 	if s.maxWait > 0 {
 		mw = &waitq.MaxWait{D: s.maxWait, Clock: s.clock, Err: ErrWaitTooLong}

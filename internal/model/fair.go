@@ -29,7 +29,9 @@ type FairWaiter struct {
 // permits of group g joins at key max(V, F[g]), and F[g] becomes that key
 // plus n*FairScale/weight(g). The queue is kept sorted by key, equal keys
 // in arrival order; the head is served while it fits, and a head that
-// does not fit stops the service (nobody overtakes it). When a waiter
+// does not fit stops the service (nobody behind it overtakes it). A
+// newcomer whose key is below the head's goes ahead of it, and is served
+// at once if it fits (counted as a grant that waited). When a waiter
 // joins an empty queue, V and every F start again from zero. The model
 // keeps every group's F until then (the real semaphore drops the records
 // that cannot matter, which must change nothing).
@@ -46,7 +48,6 @@ type FairSemaphore struct {
 	queue     []FairWaiter
 	seq       int
 	held      map[int]int64
-	released  map[int]bool
 	nextID    int
 	served    []int // ids granted after waiting, in order of service
 	st        SemStats
@@ -67,7 +68,6 @@ func NewFairSemaphore(capacity int64, weight func(string) int) *FairSemaphore {
 		weight:    weight,
 		finish:    make(map[string]int64),
 		held:      make(map[int]int64),
-		released:  make(map[int]bool),
 	}
 }
 
@@ -108,6 +108,15 @@ func (m *FairSemaphore) Acquire(group string, n int64) (id int, queued bool, err
 	for at > 0 && m.queue[at-1].Key > key {
 		at--
 	}
+	if at == 0 && n <= m.available {
+		// Its turn comes before the head's, which did not fit, and it
+		// fits: it is served as it joins (a grant that waited).
+		m.v = key
+		m.grant(id, n)
+		m.st.Waited++
+		m.served = append(m.served, id)
+		return id, false, OK
+	}
 	m.queue = slices.Insert(m.queue, at, w)
 	return id, true, OK
 }
@@ -130,7 +139,6 @@ func (m *FairSemaphore) Release(id int) []Served {
 		panic(fmt.Sprintf("model: release of permit %d that is not out", id))
 	}
 	delete(m.held, id)
-	m.released[id] = true
 	m.available += n
 	m.st.Released++
 	return m.serve()
