@@ -122,6 +122,10 @@ type fairQueue struct {
 	sweepAt int // the record sweep looks at next
 }
 
+// fairScan is the number of records up to which fairKey looks for a
+// group's record by comparing names rather than through the index.
+const fairScan = 8
+
 type fairRecord struct {
 	group  string
 	finish int64
@@ -153,7 +157,20 @@ func (s *Weighted) fairKey(group string, n, unit int64) int64 {
 		f.restart()
 	}
 	f.last = nil // this key is taken from v: a grant given back later leaves v as it is
-	i, ok := f.index[group]
+	i, ok := int32(0), false
+	if len(f.recs) <= fairScan {
+		// A few groups: comparing the strings (the same string, for a
+		// caller that reuses its group's, compares its pointer first)
+		// is cheaper than hashing one.
+		for j := range f.recs {
+			if f.recs[j].group == group {
+				i, ok = int32(j), true
+				break
+			}
+		}
+	} else {
+		i, ok = f.index[group]
+	}
 	if !ok {
 		i = int32(len(f.recs))
 		f.recs = append(f.recs, fairRecord{group: group})
