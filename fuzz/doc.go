@@ -1,7 +1,8 @@
-// Package fuzz holds the fuzz targets of lanes: FuzzSemaphore, FuzzKeyed
-// and FuzzQueue run the model-based drivers of internal/modelcheck (the
-// same drivers as the packages' TestSemaphoreMatchesModel,
-// TestKeyedMatchesModel and TestQueueMatchesModel) through
+// Package fuzz holds the fuzz targets of lanes: FuzzSemaphore, FuzzKeyed,
+// FuzzQueue and FuzzFairShare run the model-based drivers of
+// internal/modelcheck (the same drivers as the packages'
+// TestSemaphoreMatchesModel, TestKeyedMatchesModel, TestQueueMatchesModel
+// and TestFairShareMatchesModel) through
 // rapid.MakeFuzz: the fuzzer's bytes are rapid's draws, eight bytes a
 // draw. Each drives the public API (acquire without waiting, acquire that
 // may wait, with a priority on a semaphore made WithPriorities, cancel,

@@ -225,6 +225,8 @@ func fixedMaxOf[K comparable](l Lane[K]) int64 {
 	switch l := l.(type) {
 	case *globalLane[K]:
 		return l.capacity.Load() // -1 for a semaphore from outside
+	case *fairLane[K]:
+		return l.capacity.Load()
 	case *keyedLane[K]:
 		return l.s.PerKeyCapacity() // set by keyedsem.New, never changed
 	case *rateLane[K]:
@@ -432,8 +434,9 @@ func (q *Queue[K]) Lane(name string) (Lane[K], bool) {
 }
 
 // GlobalSemaphore returns the [semaphore.Weighted] behind the global lane
-// registered as name: the one [Queue.AddGlobalLane] made (or [Default] for
-// [GlobalLane]), or the one given to [NewGlobalLane]. Through it a caller
+// registered as name: the one [Queue.AddGlobalLane] or [Queue.AddFairLane]
+// made (or [Default] for [GlobalLane]), or the one given to
+// [NewGlobalLane] or [NewFairLane]. Through it a caller
 // can resize the lane with SetCapacity, read its own [semaphore.Stats], or
 // acquire it directly, beside the queue (such permits are not listed by
 // [Queue.Holders]).
@@ -461,6 +464,9 @@ func (q *Queue[K]) GlobalSemaphore(name string) (*semaphore.Weighted, error) {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownLane, name)
 	}
 	l, ok := r.e.lane.(*globalLane[K])
+	if f, fair := r.e.lane.(*fairLane[K]); fair {
+		l, ok = f.globalLane, true
+	}
 	if !ok {
 		return nil, fmt.Errorf("%w: lane %q (a %s lane) has no semaphore.Weighted", ErrNoSemaphore, name, r.e.kind)
 	}
@@ -561,6 +567,8 @@ func (q *Queue[K]) Close() {
 func budgetOf[K comparable](l Lane[K]) any {
 	switch l := l.(type) {
 	case *globalLane[K]:
+		return l.s
+	case *fairLane[K]:
 		return l.s
 	case *keyedLane[K]:
 		return l.s

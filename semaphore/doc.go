@@ -12,7 +12,9 @@
 // many permits at the head of the queue is not overtaken by later lighter
 // requests, nor by [Weighted.TryAcquire]; it waits until its permits are
 // free. Bounded waiting is opt-in with [WithMaxWaiters],
-// [WithMaxWaitingWeight] and [WithMaxWait].
+// [WithMaxWaitingWeight] and [WithMaxWait]. [WithFairShare] serves the
+// waiters by group (tenant) instead, each group's share in proportion to
+// its weight, FIFO within a group ([Weighted.AcquireTurn] names the group).
 //
 // Priorities are opt-in with [WithPriorities](step): callers pass a
 // [Turn] with a Priority to [Weighted.AcquireTurn], and the waiter of the

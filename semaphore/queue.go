@@ -27,6 +27,14 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn Turn) (Permit,
 	if s.prio.step != 0 {
 		key = s.turnKey(turn.Priority)
 	}
+	var unit int64 // WithFairShare: asked before locking, see fairQueue.unit
+	if s.fair != nil {
+		var err error
+		if unit, err = s.fair.unit(turn.Group); err != nil {
+			s.reject()
+			return Permit{}, err
+		}
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.rejected++
@@ -75,16 +83,20 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn Turn) (Permit,
 	}
 	w := s.wcache.Get()
 	w.N = n
-	if s.prio.step != 0 {
-		s.q.PushAt(w, key) // every waiter, so that Push and PushAt never mix
-	} else {
-		s.q.Push(w)
-	}
 	s.waiters++
 	var carry uint64
 	s.waitWeight, carry = bits.Add64(s.waitWeight, uint64(n), 0)
 	s.waitHi += carry
-	s.mu.Unlock()
+	switch {
+	case s.fair != nil:
+		s.pushFairUnlock(w, turn.Group, unit)
+	case s.prio.step != 0:
+		s.q.PushAt(w, key) // every waiter, so that Push and PushAt never mix
+		s.mu.Unlock()
+	default:
+		s.q.Push(w)
+		s.mu.Unlock()
+	}
 	var mw *waitq.MaxWait // nil: no bound
 	if s.maxWait > 0 {
 		mw = &waitq.MaxWait{D: s.maxWait, Clock: s.clock, Err: ErrWaitTooLong}
@@ -175,9 +187,13 @@ func (o *owner) WakeAfterRelease() {
 // for the release paths (see waitq.Queue.Head for why). It must be called
 // with mu held.
 func (s *Weighted) grantLocked(c *waitq.Chain) {
+	if s.fair != nil {
+		s.grantFairLocked(c)
+		return
+	}
 	o := (*owner)(s)
 	for w := s.q.Head(); w != nil; w = s.q.Head() {
-		t, ok := o.Claim(w.N)
+		t, ok := o.claim(w.N)
 		if !ok {
 			break
 		}
@@ -200,8 +216,19 @@ func (o *owner) Lock()   { o.mu.Lock() }
 func (o *owner) Unlock() { o.mu.Unlock() }
 
 // Claim takes n permits and a token for the head waiter, if they are
-// available, and counts a grant that waited.
+// available, and counts a grant that waited. Under WithFairShare the
+// virtual time moves to the head's key (grantLocked's loops claim through
+// claim, the fair one moving it itself).
 func (o *owner) Claim(n int64) (*permit.Token, bool) {
+	t, ok := o.claim(n)
+	if ok && o.fair != nil {
+		o.fair.served(o.q.Head().Key(), t)
+	}
+	return t, ok
+}
+
+// claim is Claim without the virtual time.
+func (o *owner) claim(n int64) (*permit.Token, bool) {
 	s := (*Weighted)(o)
 	for {
 		st := s.state.Load()
@@ -221,6 +248,9 @@ func (o *owner) Claim(n int64) (*permit.Token, bool) {
 func (o *owner) Unclaim(t *permit.Token, n int64) {
 	s := (*Weighted)(o)
 	s.grantedWait--
+	if s.fair != nil {
+		s.fair.unserved(t)
+	}
 	if t.Slot >= 0 {
 		// An inline token: its bit and the permits go back to the word
 		// at once, as Permit.Release would, but at the same generation.

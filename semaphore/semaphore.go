@@ -91,7 +91,8 @@ const MaxCapacity = 140_737_488_355_327
 
 // Weighted is a weighted semaphore with strict FIFO service: a waiter is
 // never overtaken, neither by a later lighter request nor by TryAcquire.
-// [WithPriorities] orders the waiters by priority with aging instead.
+// [WithPriorities] orders the waiters by priority with aging instead, and
+// [WithFairShare] serves them by group.
 //
 // It must be created with [New] and must not be copied after first use. All
 // methods are safe for concurrent use.
@@ -109,6 +110,7 @@ type Weighted struct {
 
 	mu      sync.Mutex  // protects everything below
 	q       waitq.Queue // the waiters
+	fair    *fairQueue  // WithFairShare's keys; nil: FIFO
 	waiters int
 	// waitWeight is the total weight of the waiters, which can pass
 	// math.MaxInt64 (2^16 waiters of MaxCapacity do): it is counted in
@@ -141,6 +143,8 @@ type config struct {
 	order, orderClash string
 	priorities        bool          // WithPriorities given
 	agingStep         time.Duration // its step
+	fairShare  bool             // WithFairShare
+	fairWeight func(string) int // its weights; nil: equal
 }
 
 // Option configures a semaphore made by [New]. Options are applied in
@@ -224,6 +228,9 @@ func New(capacity int64, opts ...Option) *Weighted {
 	if s.priorities {
 		s.prio.start(s.agingStep, s.clock.Now())
 	}
+	if s.fairShare {
+		s.fair = newFairQueue(s.fairWeight)
+	}
 	for i := range s.tokens {
 		s.tokens[i].Init((*owner)(s), i, &s.gens[i])
 		s.tokens[i].SetWord(&s.state)
@@ -248,7 +255,8 @@ func New(capacity int64, opts ...Option) *Weighted {
 // Callers are served in the order they joined the queue (under the
 // semaphore's lock), which for callers that do not overlap is the order
 // of their calls; on a semaphore made [WithPriorities], by priority with
-// aging, Acquire waiting at priority 0 (see [Weighted.AcquireTurn]).
+// aging, Acquire waiting at priority 0 (see [Weighted.AcquireTurn]); on one
+// made [WithFairShare], in the group "".
 //
 // Cancellation: a caller whose context ends while it waits leaves the queue
 // at once, and the waiters behind it move up (if it was at the head, the

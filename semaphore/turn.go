@@ -126,7 +126,7 @@ func (s *Weighted) checkTurn(t Turn) error {
 		return fmt.Errorf("semaphore: Turn.Priority %d out of range [-%d, %d]: %w", t.Priority, MaxPriority, MaxPriority, ErrInvalidConfig)
 	case t.Sequence != 0:
 		return fmt.Errorf("semaphore: Turn.Sequence %d on a semaphore without WithSequenceOrder: %w", t.Sequence, ErrInvalidConfig)
-	case t.Group != "":
+	case t.Group != "" && s.fair == nil:
 		return fmt.Errorf("semaphore: Turn.Group %q on a semaphore without WithFairShare: %w", t.Group, ErrInvalidConfig)
 	}
 	return nil
@@ -134,7 +134,7 @@ func (s *Weighted) checkTurn(t Turn) error {
 
 // AcquireTurn is [Weighted.Acquire] with a place in line: if the caller
 // has to wait, t says where it joins the line, under the semaphore's
-// ordering option ([WithPriorities]); on a FIFO semaphore the zero Turn
+// ordering option ([WithPriorities], [WithFairShare]); on a FIFO semaphore the zero Turn
 // is Acquire. It returns what Acquire returns, with the same ownership
 // and cancellation, and one more refusal, checked first: a Turn field
 // the semaphore has no option for, or a Priority out of range, fails at

@@ -1,0 +1,284 @@
+package semaphore
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/sessionlane/lanes/internal/permit"
+	"github.com/sessionlane/lanes/internal/waitq"
+)
+
+// MaxGroupWeight is the largest weight a [WithFairShare] group may have.
+const MaxGroupWeight = 1000
+
+// WithFairShare makes the semaphore serve its waiters by group, with
+// weighted fair sharing, instead of in arrival order: a caller's group is
+// the Group of the [Turn] it passes to [Weighted.AcquireTurn] (a tenant, a
+// customer); [Weighted.Acquire] waits in the group "". The empty group is a
+// group like any other, so callers that give no group share with each
+// named group as one more tenant.
+//
+// weight gives each group its share: over any stretch of time during which
+// groups A and B both have callers waiting, the permits granted to A and
+// to B are in the proportion weight(A) : weight(B), give or take one
+// largest request of each. A tenant with 500 callers waiting does not take
+// every permit from a tenant with 5: with equal weights they take turns,
+// and 5 callers that join behind the 500 are served among the next dozen
+// grants, not after the 500. Within a group callers are served in
+// arrival order. A heavy request at the head of the line waits for its
+// permits as under FIFO, and nobody behind it in line overtakes it; but a
+// caller of another group whose turn comes earlier joins the line ahead
+// of it (and is served at once if its permits are free). A group that has
+// nobody waiting claims nothing:
+// its share goes to the groups that wait, and when it comes back it joins
+// at the current turn, with no credit saved up for the time it was away
+// and no debt for what it took alone.
+//
+// Groups are what the callers say they are. Package lanequeue needs no
+// groups for its keys to share a global lane fairly: a keyed lane taken
+// first lets one caller per key (by default) wait on the global lane at a
+// time. Tenants, each with many keys, are what groups are for
+// (lanequeue.Queue.AddFairLane).
+//
+// weight nil gives every group the weight 1 (equal shares). Otherwise it
+// is called, without any lock held, once by each call that has to wait
+// (one that is granted at once does not ask), so it must be safe for
+// concurrent use, and it should be cheap (a map lookup); it may be a
+// closure over a table the program updates, and a new weight applies to
+// the next waiter of that group. A weight outside [1, MaxGroupWeight]
+// fails the call that asked, before it waits, with an error wrapping
+// [ErrInvalidConfig] (counted in Rejected).
+//
+// What is shared is the count of permits granted, not the time they are
+// held: a group whose work runs longer holds more of the capacity for the
+// same share of grants; weigh its requests (Acquire's n) to charge it
+// more. A group is charged for a request when the request starts to wait:
+// one that leaves without its grant (its context ended, WithMaxWait ran
+// out) still counts against its group until the others have been served
+// as much, which delays that group's later callers by the share such
+// requests would have had, no more. TryAcquire and the calls granted at
+// once, which happen only while nobody waits, are not counted.
+//
+// Cost: a waiter's place in line is found under the semaphore's lock by a
+// search from the newest waiter over those it overtakes (about one per
+// other group that has callers waiting), a map lookup of its group, and a
+// few stores; its grant costs what a FIFO grant does, plus one store. A
+// wait allocates nothing, except when its group is new: the
+// semaphore keeps a small record per group, for the groups that have
+// waited recently (it drops a record once the group no longer needs it,
+// and every record whenever nobody waits), and a new record may grow the
+// table that holds them.
+//
+// The order is start-time fair queuing: a waiter's place in line is the
+// later of the turn being served (the place of the waiter served last)
+// and the end of its group's previous request, a request of n permits
+// lasting n/weight turns; equal places go in arrival order. The turns
+// count from zero again whenever nobody waits. A semaphore that has
+// someone waiting without a break for about 10^13 turns (permits over
+// weight; weeks at millions of grants a second) runs out of them, and
+// then serves the callers that join in arrival order until nobody waits.
+//
+// The uncontended path (nobody waits) costs what it costs on a FIFO
+// semaphore.
+func WithFairShare(weight func(group string) int) Option {
+	return func(c *config) {
+		c.setOrder("WithFairShare")
+		c.fairShare = true
+		c.fairWeight = weight
+	}
+}
+
+// fairScale is the length of a request of one permit in a group of weight
+// 1, in units of virtual time: 720720 is divisible by every weight from 1
+// to 16, so that the shares of the usual weights are exact; larger ones
+// round a request's length down by less than one part in 720.
+const fairScale = 720720
+
+// fairQueue is the state of WithFairShare: start-time fair queuing keys for
+// waitq.Queue.PushAt. It is guarded by the semaphore's mu.
+//
+// The virtual time v is the key of the waiter served last; the queue is in
+// ascending key order and its head is the one served, so v never
+// decreases while someone waits, and every waiting key is at least v. A
+// group's record holds the finish of its last request: its next waiter's
+// key is max(v, finish), and the finish moves on by the request's length.
+// A record whose finish is at most v says nothing (the key would be v
+// without it, and v only grows), so it can be dropped at any time: this
+// is what keeps the records bounded (sweep), and why a group whose callers
+// all left or were served soon has no record. When nobody waits, nothing
+// refers to v, and it starts again from zero with no records (restart).
+//
+// A grant given back (its waiter's context ended first, see waitq.End)
+// is taken as if the waiter had left before it: if nobody was served and
+// nobody joined since, v goes back to what it was before that grant
+// (served, unserved). So v never decreases as far as any key or sweep has
+// seen it.
+type fairQueue struct {
+	weight  func(string) int
+	v       int64
+	prev    int64            // v before the last grant
+	last    *permit.Token    // the token of the last grant, while nothing else was served
+	index   map[string]int32 // group -> its record in recs
+	recs    []fairRecord
+	sweepAt int // the record sweep looks at next
+}
+
+// fairScan is the number of records up to which fairKey looks for a
+// group's record by comparing names rather than through the index.
+const fairScan = 8
+
+type fairRecord struct {
+	group  string
+	finish int64
+}
+
+func newFairQueue(weight func(string) int) *fairQueue {
+	return &fairQueue{weight: weight, index: make(map[string]int32)}
+}
+
+// unit returns the length of one permit's request for group: fairScale
+// over the group's weight. It calls the weight function, without mu.
+func (f *fairQueue) unit(group string) (int64, error) {
+	if f.weight == nil {
+		return fairScale, nil
+	}
+	w := f.weight(group)
+	if w < 1 || w > MaxGroupWeight {
+		return 0, fmt.Errorf("semaphore: WithFairShare: weight of group %q is %d, want 1 to %d: %w", group, w, MaxGroupWeight, ErrInvalidConfig)
+	}
+	return fairScale / int64(w), nil
+}
+
+// fairKey returns the key at which a waiter of n permits of group joins
+// the queue (unit is from unit), and charges the group for it. It must be
+// called with mu held, just before the waiter is pushed with that key.
+func (s *Weighted) fairKey(group string, n, unit int64) int64 {
+	f := s.fair
+	if s.q.Empty() {
+		f.restart()
+	}
+	f.last = nil // this key is taken from v: a grant given back later leaves v as it is
+	i, ok := int32(0), false
+	if len(f.recs) <= fairScan {
+		// A few groups: comparing the strings (the same string, for a
+		// caller that reuses its group's, compares its pointer first)
+		// is cheaper than hashing one.
+		for j := range f.recs {
+			if f.recs[j].group == group {
+				i, ok = int32(j), true
+				break
+			}
+		}
+	} else {
+		i, ok = f.index[group]
+	}
+	if !ok {
+		i = int32(len(f.recs))
+		f.recs = append(f.recs, fairRecord{group: group})
+		f.index[group] = i
+	}
+	r := &f.recs[i]
+	key := max(f.v, r.finish)
+	length := int64(math.MaxInt64)
+	if n <= math.MaxInt64/unit {
+		length = n * unit
+	}
+	r.finish = math.MaxInt64
+	if key <= math.MaxInt64-length {
+		r.finish = key + length
+	}
+	// The record just written ends after v (or is saturated with it), so
+	// the sweep keeps it.
+	f.sweep()
+	return key
+}
+
+// pushFairUnlock puts w, counted as a waiter, in line at its group's key,
+// and unlocks mu. A waiter whose turn comes before the head's joins ahead
+// of it, and the head was one that did not fit: the newcomer may, and is
+// then served at once (woken after unlocking, so its wait returns at
+// once), as it would be had it come first.
+func (s *Weighted) pushFairUnlock(w *waitq.Waiter, group string, unit int64) {
+	s.q.PushAt(w, s.fairKey(group, w.N, unit))
+	var wake waitq.Chain
+	if s.q.Head() == w {
+		s.grantFairLocked(&wake)
+	}
+	s.mu.Unlock()
+	wake.Wake()
+}
+
+// restart forgets every record and sets v back to zero, for a queue
+// that is empty: no waiting key refers to them.
+func (f *fairQueue) restart() {
+	f.v, f.last = 0, nil
+	if len(f.recs) == 0 {
+		return
+	}
+	clear(f.index) // keeps the map's table for the next busy spell
+	clear(f.recs)  // lets go of the group strings
+	f.recs, f.sweepAt = f.recs[:0], 0
+}
+
+// served moves v to key, the key of a waiter just granted through t.
+func (f *fairQueue) served(key int64, t *permit.Token) {
+	f.prev, f.v, f.last = f.v, key, t
+}
+
+// unserved takes back the move of v for the grant through t, given back
+// before it reached its waiter, if nobody was served after it: so that v
+// is what it would be had the waiter left first.
+func (f *fairQueue) unserved(t *permit.Token) {
+	if f.last == t {
+		f.v, f.last = f.prev, nil
+	}
+}
+
+// sweep looks at two records, the next ones in turn, and drops those whose
+// finish is at most v. Each push adds at most one record and looks at
+// two, so a record that has stopped mattering is gone within as many
+// pushes as there are records, and the records are never many more than
+// the groups that waited within one request's length of v.
+func (f *fairQueue) sweep() {
+	for range 2 {
+		if f.sweepAt >= len(f.recs) {
+			f.sweepAt = 0
+			if len(f.recs) == 0 {
+				return
+			}
+		}
+		i := f.sweepAt
+		if f.recs[i].finish > f.v {
+			f.sweepAt++
+			continue
+		}
+		// Drop record i: the last one takes its place.
+		last := len(f.recs) - 1
+		delete(f.index, f.recs[i].group)
+		if i != last {
+			f.recs[i] = f.recs[last]
+			f.index[f.recs[i].group] = int32(i)
+		}
+		f.recs[last] = fairRecord{}
+		f.recs = f.recs[:last]
+	}
+}
+
+// grantFairLocked is grantLocked for a fair-share semaphore: the same
+// loop, which also moves the virtual time to the key of each waiter
+// served. It must be called with mu held.
+func (s *Weighted) grantFairLocked(c *waitq.Chain) {
+	o := (*owner)(s)
+	for w := s.q.Head(); w != nil; w = s.q.Head() {
+		t, ok := o.claim(w.N)
+		if !ok {
+			break
+		}
+		s.fair.served(w.Key(), t)
+		s.q.Serve(w, t, c)
+		o.Dequeued(w.N)
+	}
+	if s.q.Empty() {
+		o.Emptied()
+	}
+}
