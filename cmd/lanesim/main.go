@@ -10,7 +10,7 @@
 // It prints a table: throughput, p50/p99 latency (arrival to done), each
 // run's efficiency against the ideal schedule (a lower bound on the
 // shortest makespan any scheduler could reach with the same seeded
-// latencies, see [bound]), the most handlers ever seen at once for one
+// latencies, see bound.go), the most handlers ever seen at once for one
 // thread (must be 1), order violations (a message started before the
 // previous one of its thread had finished: must be 0), keys alive in the
 // session lane after the run, evictions, and the heap. With -unsafe it adds
