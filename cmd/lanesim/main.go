@@ -214,9 +214,7 @@ func simulate(ctx context.Context, cfg config, m mode, progress io.Writer) resul
 		key, tr := cfg.key(i), &trackers[i]
 		plan := cfg.plan(i)
 		inbox := make(chan message, cfg.Messages)
-		readers.Add(2)
-		go func() { // the thread's users
-			defer readers.Done()
+		users := func() { // the thread's users
 			defer close(inbox)
 			for s := 1; s <= cfg.Messages; s++ {
 				gap, st := plan.next()
@@ -225,7 +223,20 @@ func simulate(ctx context.Context, cfg config, m mode, progress io.Writer) resul
 				}
 				inbox <- message{seq: int64(s), arrival: time.Now(), latency: st.Latency}
 			}
-		}()
+		}
+		if cfg.Gap == 0 {
+			// Everything is queued at the start: no goroutine to wait
+			// for, so that 10,000 threads are all queued as fast as
+			// the loop runs (the inbox holds every message).
+			users()
+		} else {
+			readers.Add(1)
+			go func() {
+				defer readers.Done()
+				users()
+			}()
+		}
+		readers.Add(1)
 		go func() { // the gateway's reader for the thread
 			defer readers.Done()
 			for msg := range inbox {
