@@ -414,7 +414,7 @@ columns:
   msgs/s       throughput
   p50, p99     latency, from a message's arrival to the end of its handler
   sleep+       how long a simulated model call lasted beyond its seeded latency,
-               on average: the Go timer's granularity, not the lanes
+               on average: the Go timer's lateness on this machine, not the lanes
   max/thread   most handlers seen at once for one thread (must be 1)
   order viol.  messages started before the previous one of their thread ended (must be 0)
   in flight    most handlers seen at once (at most -global for session+global)
@@ -431,7 +431,16 @@ breaks that order and may beat the chain term. The line under the table also
 gives the efficiency on the work as the sleeps really lasted ("net"), which
 leaves the timer's lateness out.
 
--mixed: see the legend printed with its table.
+-mixed: each thread of a tenant has a session (a key of the session lane) for
+its user turns, one for its heartbeats and one for its cron jobs; all of them
+share one global lane, which two cron storms overload. Runs: fifo; priorities
+(the global lane serves user turns, then heartbeats, then cron jobs, with aging
+so that cron jobs still run); fair share (the global lane shares itself
+between the tenants, FIFO within each); the small tenant alone (the same
+messages, nobody else). Cells are latency p50 / p99 per class and per tenant.
+Targets: user turns' p99 with priorities at most half of fifo's; the small
+tenant's p99 with fair share at most twice its p99 alone. A run marked "not
+wired" had its policy reach no lane (FIFO lanes).
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
