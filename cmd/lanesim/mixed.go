@@ -17,6 +17,10 @@ package main
 // Each thread has a session (a key of the session lane) per class, as a
 // gateway runs cron jobs and heartbeats in sessions of their own: the
 // classes meet on the global lane only, which the cron storms overload.
+// (Had a user turn shared its thread's session with a cron job, it would
+// wait behind that job whatever its priority: the session is taken before
+// the global lane.) Priorities and fair share are separate runs because
+// one semaphore takes one ordering policy.
 
 import (
 	"context"
