@@ -7,18 +7,31 @@
 //   - session+global: a keyed "session" lane (one message at a time per
 //     thread, in order) and a shared "global" lane (-global calls at once).
 //
-// It prints a table: throughput, p50/p99 latency (arrival to done), the
-// most handlers ever seen at once for one thread (must be 1), order
-// violations (a message started before the previous one of its thread had
-// finished: must be 0), keys alive in the session lane after the run,
-// evictions, and the heap. With -unsafe it adds a third run through the
-// global lane alone, which is fast but breaks both per-thread guarantees.
+// It prints a table: throughput, p50/p99 latency (arrival to done), each
+// run's efficiency against the ideal schedule (a lower bound on the
+// shortest makespan any scheduler could reach with the same seeded
+// latencies, see bound.go), the most handlers ever seen at once for one
+// thread (must be 1), order violations (a message started before the
+// previous one of its thread had finished: must be 0), keys alive in the
+// session lane after the run, evictions, and the heap. With -unsafe it adds
+// a third run through the global lane alone, which is fast but breaks both
+// per-thread guarantees.
+//
+// -scale runs the gateway at 10,000 threads and 100,000 messages through
+// session + global (global-1 would take the whole work end to end, so it is
+// not run). -mixed adds a mixed workload: user turns, heartbeats and cron
+// jobs of a big tenant and a small one, with and without priorities and
+// fair share on the global lane, and the small tenant alone (see
+// mixed.go).
 //
 // The exit status is 1 if a run with a per-thread lane shows more than one
-// handler at once for a thread, or an order violation; 2 for bad flags.
+// handler at once for a thread, or an order violation, or if a message was
+// lost or handled twice; 2 for bad flags.
 //
 //	go run ./cmd/lanesim
 //	go run ./cmd/lanesim -keys 256 -messages 16 -latency 5ms -global 32 -json
+//	go run ./cmd/lanesim -scale
+//	go run ./cmd/lanesim -mixed
 package main
 
 import (
@@ -28,7 +41,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"runtime"
 	"slices"
@@ -59,6 +71,7 @@ type config struct {
 	Idle     time.Duration `json:"idle_ns"`     // idle timeout of the session lane's keys
 	Seed     uint64        `json:"seed"`        // seed of the latencies and gaps
 	Unsafe   bool          `json:"unsafe"`      // also run the global lane alone
+	Scale    bool          `json:"scale"`       // the scale run: session+global only
 	Progress time.Duration `json:"-"`           // progress line period
 }
 
@@ -103,12 +116,26 @@ type result struct {
 	MaxGlobal       int64         `json:"max_in_flight"`
 	KeysAlive       int           `json:"keys_alive"` // session lane entries after the run (-1: not used)
 	Evictions       uint64        `json:"evictions"`
-	HeapBytes       uint64        `json:"heap_bytes"` // live heap after the run and a GC
+	HeapBytes       uint64        `json:"heap_bytes"`         // live heap after the run and a GC
+	Miscounted      int           `json:"miscounted_threads"` // threads with a message lost or handled twice
+
+	// The yardstick: Bound is the ideal schedule's lower bound on the
+	// seeded latencies (see bound), Efficiency = Bound / Elapsed.
+	Bound      time.Duration `json:"bound_ns"`
+	Efficiency float64       `json:"efficiency"`
+	// Overshoot is the mean time a handler's simulated model call (a Go
+	// timer) lasted beyond its seeded latency: the timer's granularity,
+	// not the lanes'. NetEfficiency is the efficiency against the bound
+	// of the work as it really lasted, which leaves that out.
+	Overshoot     time.Duration `json:"sleep_overshoot_ns"`
+	NetEfficiency float64       `json:"net_efficiency"`
 }
 
-// ok reports whether the run kept the per-thread guarantees it claims.
+// ok reports whether the run kept the guarantees it claims: every message
+// handled at most once (all of them unless cut), and for a per-thread lane
+// one handler at a time per thread, in order.
 func (r result) ok() bool {
-	return !r.PerKey || (r.MaxPerKey <= 1 && r.OrderViolations == 0)
+	return r.Miscounted == 0 && (!r.PerKey || (r.MaxPerKey <= 1 && r.OrderViolations == 0))
 }
 
 // tracker watches the handlers of one thread: how many run at once, and
@@ -117,6 +144,8 @@ type tracker struct {
 	inFlight atomic.Int32
 	max      atomic.Int32
 	lastDone atomic.Int64 // sequence number of the last message finished (0: none)
+	handled  atomic.Int32 // messages handled to the end
+	worked   atomic.Int64 // their handlers' time, as measured (ns)
 }
 
 // start records that message seq (1, 2, ...) starts, and reports whether
@@ -176,25 +205,38 @@ func simulate(ctx context.Context, cfg config, m mode, progress io.Writer) resul
 		workers    sync.WaitGroup
 		readers    sync.WaitGroup
 	)
+	yardstick := planBound(&cfg, cfg.Global)
+	var overshoot atomic.Int64 // sum over handled messages (ns)
 	start := time.Now()
 	stopProgress := startProgress(progress, cfg.Progress, m.Name, total, &handled, &inFlight)
 
 	for i := range cfg.Keys {
 		key, tr := cfg.key(i), &trackers[i]
-		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(i)))
+		plan := cfg.plan(i)
 		inbox := make(chan message, cfg.Messages)
-		readers.Add(2)
-		go func() { // the thread's users
-			defer readers.Done()
+		users := func() { // the thread's users
 			defer close(inbox)
 			for s := 1; s <= cfg.Messages; s++ {
-				if cfg.Gap > 0 && s > 1 && !sleep(ctx, time.Duration(rng.ExpFloat64()*float64(cfg.Gap))) {
+				gap, st := plan.next()
+				if gap > 0 && !sleep(ctx, gap) {
 					return
 				}
-				j := 1 + cfg.Jitter*(2*rng.Float64()-1)
-				inbox <- message{seq: int64(s), arrival: time.Now(), latency: time.Duration(float64(cfg.Latency) * j)}
+				inbox <- message{seq: int64(s), arrival: time.Now(), latency: st.Latency}
 			}
-		}()
+		}
+		if cfg.Gap == 0 {
+			// Everything is queued at the start: no goroutine to wait
+			// for, so that 10,000 threads are all queued as fast as
+			// the loop runs (the inbox holds every message).
+			users()
+		} else {
+			readers.Add(1)
+			go func() {
+				defer readers.Done()
+				users()
+			}()
+		}
+		readers.Add(1)
 		go func() { // the gateway's reader for the thread
 			defer readers.Done()
 			for msg := range inbox {
@@ -212,13 +254,18 @@ func simulate(ctx context.Context, cfg config, m mode, progress io.Writer) resul
 					if tr.start(msg.seq) {
 						violations.Add(1)
 					}
+					began := time.Now()
 					done := sleep(ctx, msg.latency) // the model call
+					took := time.Since(began)
 					tr.finish(msg.seq)
 					inFlight.Add(-1)
 					if !done {
 						return
 					}
 					lat := time.Since(msg.arrival)
+					tr.handled.Add(1)
+					tr.worked.Add(int64(took))
+					overshoot.Add(int64(took - msg.latency))
 					handled.Add(1)
 					mu.Lock()
 					latencies = append(latencies, lat)
@@ -230,6 +277,7 @@ func simulate(ctx context.Context, cfg config, m mode, progress io.Writer) resul
 	readers.Wait()
 	workers.Wait()
 	elapsed := time.Since(start)
+	cut := ctx.Err() != nil
 	stopProgress()
 
 	r := result{
@@ -248,9 +296,25 @@ func simulate(ctx context.Context, cfg config, m mode, progress io.Writer) resul
 	}
 	slices.Sort(latencies)
 	r.P50, r.P99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
+	measured := bound{G: cfg.Global}
 	for i := range trackers {
-		r.MaxPerKey = max(r.MaxPerKey, trackers[i].max.Load())
+		tr := &trackers[i]
+		r.MaxPerKey = max(r.MaxPerKey, tr.max.Load())
+		if n := int(tr.handled.Load()); n > cfg.Messages || (!cut && n != cfg.Messages) {
+			r.Miscounted++
+		}
+		w := time.Duration(tr.worked.Load())
+		measured.Longest, measured.Work = max(measured.Longest, w), measured.Work+w
 	}
+	r.Bound = yardstick.Value()
+	r.Efficiency = efficiency(r.Bound, elapsed)
+	if r.Handled > 0 {
+		r.Overshoot = time.Duration(overshoot.Load() / int64(r.Handled))
+	}
+	// Both are lower bounds of this run (its sleeps last at least their
+	// latencies, its arrivals come no earlier than planned); the measured
+	// one leaves out the arrival gaps, so take the larger.
+	r.NetEfficiency = efficiency(max(r.Bound, measured.Value()), elapsed)
 	if slices.Contains(m.Lanes, "session") {
 		st := ks.Stats()
 		r.KeysAlive, r.Evictions = ks.Len(), st.Evicted
@@ -309,12 +373,75 @@ func startProgress(w io.Writer, period time.Duration, name string, total int, ha
 }
 
 // report is the -json output.
+// report is the -json output.
 type report struct {
-	Config  config   `json:"config"`
-	Results []result `json:"results"`
-	Speedup float64  `json:"speedup"` // session+global throughput / global-1 throughput
-	OK      bool     `json:"ok"`
+	Config  config       `json:"config"`
+	Bound   bound        `json:"bound"` // the terms of the ideal schedule's bound
+	Results []result     `json:"results"`
+	Speedup float64      `json:"speedup"` // session+global throughput / global-1 throughput (0: global-1 not run)
+	Mixed   *mixedReport `json:"mixed,omitempty"`
+	OK      bool         `json:"ok"`
 }
+
+// scaleDefaults are what -scale gives the flags not set on the command
+// line: 10,000 threads of 10 messages, all queued at the start, and a global
+// capacity that makes the ideal schedule about 5 s at 20,000 messages a
+// second, which two cores sustain with room to spare. The latency is a
+// trade: a Go timer wakes its sleeper late (0.5 ms on a quiet machine, a
+// few ms on a busy one), which costs lateness/latency of the ideal, while
+// the run's last messages end spread over one latency, which costs about
+// latency/2 of the 5 s; 100 ms keeps both near 1%. Microsecond work would
+// measure the timer, not the lanes.
+var scaleDefaults = map[string]string{
+	"keys": "10000", "messages": "10", "latency": "100ms", "global": "2000", "duration": "2m",
+}
+
+const usageHead = `usage: lanesim [flags]
+
+Simulates a chat gateway: threads on channels send messages, each handled by
+a simulated model call (a timer of the seeded latency), through one global
+lane of capacity 1 (the serialising bug) and through a per-thread session
+lane plus a global lane. -scale runs it at 10,000 threads; -mixed adds a
+workload of user turns, heartbeats and cron jobs of unequal tenants.
+
+`
+
+const legend = `
+columns:
+  handled      messages handled ("cut": not handled within -duration)
+  time         the run's makespan: from the first message queued to the last done
+  eff.         bound / time, the run against the ideal schedule (below)
+  msgs/s       throughput
+  p50, p99     latency, from a message's arrival to the end of its handler
+  sleep+       how long a simulated model call lasted beyond its seeded latency,
+               on average: the Go timer's lateness on this machine, not the lanes
+  max/thread   most handlers seen at once for one thread (must be 1)
+  order viol.  messages started before the previous one of their thread ended (must be 0)
+  in flight    most handlers seen at once (at most -global for session+global)
+  keys alive   session lane entries after the run; evictions: entries dropped
+  heap         live heap after the run and a GC
+
+the ideal schedule ("bound"): the shortest makespan any scheduler could reach
+with the run's seeded latencies, a thread's messages one after the other in
+order and at most -global at once, is NP-hard to compute; lanesim uses the
+standard LOWER bound on it, max(the longest thread's chain, total work /
+global). So eff. is at most 100% for a mode that keeps per-thread order, and
+near 100% means hardly any schedule could do better. "global only" (-unsafe)
+breaks that order and may beat the chain term. The line under the table also
+gives the efficiency on the work as the sleeps really lasted ("net"), which
+leaves the timer's lateness out.
+
+-mixed: each thread of a tenant has a session (a key of the session lane) for
+its user turns, one for its heartbeats and one for its cron jobs; all of them
+share one global lane, which two cron storms overload. Runs: fifo; priorities
+(the global lane serves user turns, then heartbeats, then cron jobs, with aging
+so that cron jobs still run); fair share (the global lane shares itself
+between the tenants, FIFO within each); the small tenant alone (the same
+messages, nobody else). Cells are latency p50 / p99 per class and per tenant.
+Targets: user turns' p99 with priorities at most half of fifo's; the small
+tenant's p99 with fair share at most twice its p99 alone. A run marked "not
+wired" had its policy reach no lane (FIFO lanes).
+`
 
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lanesim", flag.ContinueOnError)
@@ -331,13 +458,35 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Idle, "idle", 0, "idle timeout of the session lane's keys (0: drop a key as soon as nobody uses it)")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the simulated latencies and gaps")
 	fs.BoolVar(&cfg.Unsafe, "unsafe", false, "also run the global lane alone (no per-thread lane): fast but unordered")
+	fs.BoolVar(&cfg.Scale, "scale", false, "the scale run: -keys 10000 -messages 10 -latency 100ms -global 2000 -duration 2m\n(flags given explicitly win), session+global only")
+	mixed := fs.Bool("mixed", false, "then the mixed workload: user turns, heartbeats and cron jobs of a tenant\nwith 500 threads and one with 5, FIFO, with priorities, with fair share, and the small tenant alone")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	quiet := fs.Bool("quiet", false, "no progress line")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usageHead)
+		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), legend)
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "lanesim: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if cfg.Scale {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for name, v := range scaleDefaults {
+			if !set[name] {
+				if err := fs.Set(name, v); err != nil {
+					panic(err) // the defaults above parse
+				}
+			}
+		}
 	}
 	switch {
 	case cfg.Keys < 1, cfg.Messages < 1, cfg.Global < 1, cfg.Duration <= 0, cfg.Latency < 0, cfg.Gap < 0, cfg.Idle < 0:
@@ -354,7 +503,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *quiet {
 		progress = nil
 	}
-	rep := simulateAll(context.Background(), cfg, progress)
+	ctx := context.Background()
+	rep := simulateAll(ctx, cfg, progress)
+	if *mixed {
+		mc := defaultMixed()
+		mc.Seed, mc.Duration, mc.Progress = cfg.Seed, cfg.Duration, cfg.Progress
+		mr, err := simulateMixedAll(ctx, mc, progress)
+		if err != nil {
+			fmt.Fprintln(stderr, "lanesim: -mixed:", err)
+			return 1
+		}
+		rep.Mixed = &mr
+		rep.OK = rep.OK && mr.OK
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -364,30 +525,51 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	} else {
 		printTable(stdout, rep)
+		if rep.Mixed != nil {
+			fmt.Fprintln(stdout)
+			printMixed(stdout, *rep.Mixed)
+		}
 	}
 	if !rep.OK {
-		fmt.Fprintln(stderr, "lanesim: FAIL: a per-thread lane let a thread run twice at once or out of order")
+		fmt.Fprintln(stderr, "lanesim: FAIL: a per-thread lane let a thread run twice at once or out of order, or a message was lost or handled twice")
 		return 1
 	}
 	return 0
 }
 
-// simulateAll runs every mode of cfg in turn.
+// simulateAll runs every mode of cfg in turn: global-1 (not at scale, where
+// it would take the whole work end to end), session+global, and with
+// cfg.Unsafe the global lane alone.
 func simulateAll(ctx context.Context, cfg config, progress io.Writer) report {
-	modes := []mode{modeGlobal1, modeSession}
+	var modes []mode
+	if !cfg.Scale {
+		modes = append(modes, modeGlobal1)
+	}
+	modes = append(modes, modeSession)
 	if cfg.Unsafe {
 		modes = append(modes, modeUnsafe)
 	}
-	rep := report{Config: cfg, OK: true}
+	rep := report{Config: cfg, Bound: planBound(&cfg, cfg.Global), OK: true}
 	for _, m := range modes {
 		r := simulate(ctx, cfg, m, progress)
 		rep.Results = append(rep.Results, r)
 		rep.OK = rep.OK && r.ok()
 	}
-	if a, b := rep.Results[0].Throughput, rep.Results[1].Throughput; a > 0 {
-		rep.Speedup = b / a
+	g1, sg := rep.find(modeGlobal1.Name), rep.find(modeSession.Name)
+	if g1 != nil && sg != nil && g1.Throughput > 0 {
+		rep.Speedup = sg.Throughput / g1.Throughput
 	}
 	return rep
+}
+
+// find returns the result of the mode named, or nil.
+func (rep *report) find(name string) *result {
+	for i := range rep.Results {
+		if rep.Results[i].Mode == name {
+			return &rep.Results[i]
+		}
+	}
+	return nil
 }
 
 // short formats d with three significant digits or so.
@@ -403,12 +585,17 @@ func short(d time.Duration) string {
 	return fmt.Sprintf("%.0fµs", float64(d)/1e3)
 }
 
+func percent(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
+
 func printTable(w io.Writer, rep report) {
 	c := rep.Config
-	fmt.Fprintf(w, "lanesim: %d threads on %d channels, %d messages each (%d), model latency %v ±%.0f%%, global capacity %d\n\n",
+	fmt.Fprintf(w, "lanesim: %d threads on %d channels, %d messages each (%d), model latency %v ±%.0f%%, global capacity %d\n",
 		c.Keys, c.Channels, c.Messages, c.Keys*c.Messages, c.Latency, c.Jitter*100, c.Global)
+	b := rep.Bound
+	fmt.Fprintf(w, "ideal schedule: at least %s (bound = max(longest thread %s, work %s / global %d)); eff. = bound / time\n\n",
+		short(b.Value()), short(b.Longest), short(b.Work), b.G)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "mode\thandled\ttime\tmsgs/s\tp50\tp99\tmax/thread\torder viol.\tin flight\tkeys alive\tevictions\theap\t")
+	fmt.Fprintln(tw, "mode\thandled\ttime\teff.\tmsgs/s\tp50\tp99\tsleep+\tmax/thread\torder viol.\tin flight\tkeys alive\tevictions\theap\t")
 	for _, r := range rep.Results {
 		keys, ev := "-", "-"
 		if r.KeysAlive >= 0 {
@@ -418,14 +605,26 @@ func printTable(w io.Writer, rep report) {
 		if r.Incomplete > 0 {
 			handled = fmt.Sprintf("%d (cut %d)", r.Handled, r.Incomplete)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%.1f MiB\t\n",
-			r.Mode, handled, short(r.Elapsed), r.Throughput, short(r.P50), short(r.P99),
+		if r.Miscounted > 0 {
+			handled += fmt.Sprintf(" (%d threads miscounted)", r.Miscounted)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%.1f MiB\t\n",
+			r.Mode, handled, short(r.Elapsed), percent(r.Efficiency), r.Throughput, short(r.P50), short(r.P99), short(r.Overshoot),
 			r.MaxPerKey, r.OrderViolations, r.MaxGlobal, keys, ev, float64(r.HeapBytes)/(1<<20))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nsession+global is %.1fx the throughput of global-1 (ideal: min(threads, global) = %d).\n",
-		rep.Speedup, min(int64(c.Keys), c.Global))
+	fmt.Fprintln(w)
+	if sg := rep.find(modeSession.Name); sg != nil && sg.Incomplete == 0 {
+		fmt.Fprintf(w, "session+global: %s of the ideal schedule (%s net of the timer's lateness, %s a message).\n",
+			percent(sg.Efficiency), percent(sg.NetEfficiency), short(sg.Overshoot))
+	}
+	if rep.Speedup > 0 {
+		fmt.Fprintf(w, "session+global is %.1fx the throughput of global-1 (ideal: min(threads, global) = %d).\n",
+			rep.Speedup, min(int64(c.Keys), c.Global))
+	} else if c.Scale {
+		fmt.Fprintf(w, "global-1 is not run at scale: one message at a time, it would take the whole work, %s.\n", short(b.Work))
+	}
 	if rep.OK {
-		fmt.Fprintln(w, "per-thread lanes: at most 1 handler per thread at once, 0 order violations: OK")
+		fmt.Fprintln(w, "per-thread lanes: at most 1 handler per thread at once, 0 order violations, every message handled once: OK")
 	}
 }

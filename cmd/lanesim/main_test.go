@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,5 +139,287 @@ func TestRunOutput(t *testing.T) {
 	}
 	if code := run([]string{"-keys", "0"}, &out, &errOut); code != 2 {
 		t.Fatalf("-keys 0: exit %d; want 2", code)
+	}
+}
+
+// TestIdealBoundHandMade checks the yardstick on cases worked by hand:
+// max(the longest thread's chain, total work / G), where a chain waits for
+// each message to arrive.
+func TestIdealBoundHandMade(t *testing.T) {
+	ms := time.Millisecond
+	// Thread A: 3 ms then 1 ms (a chain of 4 ms); B, C, D: 2 ms each. Work 10 ms.
+	threads := [][]step{
+		{{Latency: 3 * ms}, {Latency: 1 * ms}},
+		{{Latency: 2 * ms}},
+		{{Latency: 2 * ms}},
+		{{Latency: 2 * ms}},
+	}
+	for _, c := range []struct {
+		g    int64
+		want time.Duration
+	}{
+		{1, 10 * ms},  // one at a time: the whole work
+		{2, 5 * ms},   // work / 2 beats A's chain
+		{3, 4 * ms},   // work / 3 = 3.33 ms, A's chain 4 ms
+		{4, 4 * ms},   // A's chain
+		{100, 4 * ms}, // more capacity than threads: the chain
+		{0, 4 * ms},   // no capacity term
+	} {
+		if got := idealBound(threads, c.g); got != c.want {
+			t.Errorf("G=%d: bound %v; want %v", c.g, got, c.want)
+		}
+	}
+	// Arrivals: a message cannot start before it arrives, nor before the
+	// previous one of its thread ends.
+	late := [][]step{
+		{{At: 0, Latency: 1 * ms}, {At: 5 * ms, Latency: 1 * ms}}, // idle from 1 to 5 ms: ends at 6 ms
+		{{At: 0, Latency: 3 * ms}, {At: 1 * ms, Latency: 1 * ms}}, // arrives while the first runs: ends at 4 ms
+	}
+	if got, want := idealBound(late, 1), 6*ms; got != want {
+		t.Errorf("arrivals, G=1: bound %v; want %v (work 6 ms, chain 6 ms)", got, want)
+	}
+	if got, want := idealBound(late[1:], 8), 4*ms; got != want {
+		t.Errorf("overlapping arrival: bound %v; want %v", got, want)
+	}
+}
+
+// TestPlanBoundExact: without jitter every latency is the mean, so the
+// bound of the seeded plan is known exactly.
+func TestPlanBoundExact(t *testing.T) {
+	cfg := smallConfig()
+	cfg.Keys, cfg.Messages, cfg.Latency, cfg.Jitter = 8, 3, time.Millisecond, 0
+	for _, c := range []struct {
+		g    int64
+		want time.Duration
+	}{
+		{2, 12 * time.Millisecond}, // 24 ms of work over 2
+		{8, 3 * time.Millisecond},  // a thread's 3 messages
+		{16, 3 * time.Millisecond},
+	} {
+		b := planBound(&cfg, c.g)
+		if b.Work != 24*time.Millisecond || b.Longest != 3*time.Millisecond || b.Value() != c.want {
+			t.Errorf("G=%d: %+v, bound %v; want work 24ms, longest 3ms, bound %v", c.g, b, b.Value(), c.want)
+		}
+	}
+	// With jitter, the plan's bound is the bound of the steps it draws.
+	cfg = smallConfig()
+	cfg.Gap = 50 * time.Microsecond
+	threads := make([][]step, cfg.Keys)
+	for i := range threads {
+		p := cfg.plan(i)
+		for range cfg.Messages {
+			_, s := p.next()
+			threads[i] = append(threads[i], s)
+		}
+	}
+	if got, want := planBound(&cfg, cfg.Global).Value(), idealBound(threads, cfg.Global); got != want {
+		t.Fatalf("planBound %v; the bound of the drawn steps %v", got, want)
+	}
+}
+
+// scaleConfig is the scale run's shape (many threads, session+global only)
+// at a size a test can afford.
+func scaleConfig() config {
+	cfg := smallConfig()
+	cfg.Scale = true
+	cfg.Keys, cfg.Messages, cfg.Latency, cfg.Global = 300, 5, 50*time.Microsecond, 8
+	return cfg
+}
+
+// TestScaleRunAccounting checks the scale run on a small instance: only
+// session+global runs, every message is handled exactly once, in order per
+// thread, within the global capacity, and the reported bound is the plan's.
+// The bound is a lower bound of any run that keeps per-thread order, so the
+// efficiency cannot exceed 1 (a property of timers that never fire early,
+// not a speed assertion).
+func TestScaleRunAccounting(t *testing.T) {
+	cfg := scaleConfig()
+	rep := simulateAll(context.Background(), cfg, nil)
+	if len(rep.Results) != 1 || rep.Results[0].Mode != modeSession.Name || !rep.OK || rep.Speedup != 0 {
+		t.Fatalf("report %+v; want session+global alone, OK, no speed-up", rep)
+	}
+	r := rep.Results[0]
+	if total := cfg.Keys * cfg.Messages; r.Handled != total || r.Incomplete != 0 || r.Miscounted != 0 {
+		t.Errorf("handled %d of %d, incomplete %d, %d threads miscounted", r.Handled, total, r.Incomplete, r.Miscounted)
+	}
+	if r.MaxPerKey != 1 || r.OrderViolations != 0 || r.MaxGlobal > cfg.Global {
+		t.Errorf("%d per thread, %d order violations, %d in flight (global %d)", r.MaxPerKey, r.OrderViolations, r.MaxGlobal, cfg.Global)
+	}
+	if want := planBound(&cfg, cfg.Global).Value(); r.Bound != want || rep.Bound.Value() != want {
+		t.Errorf("bound %v (report %v); the plan's is %v", r.Bound, rep.Bound.Value(), want)
+	}
+	if r.Efficiency <= 0 || r.Efficiency > 1 || r.NetEfficiency < r.Efficiency || r.NetEfficiency > 1 || r.Overshoot < 0 {
+		t.Errorf("efficiency %v, net %v, overshoot %v: want 0 < eff <= net <= 1, overshoot >= 0", r.Efficiency, r.NetEfficiency, r.Overshoot)
+	}
+}
+
+// TestScaleMiscountSeen: the accounting behind "every message handled
+// once" is the per-thread count the handlers keep; a thread that handled
+// one message too many or too few is reported, and fails the run.
+func TestScaleMiscountSeen(t *testing.T) {
+	r := result{PerKey: true, MaxPerKey: 1}
+	if !r.ok() {
+		t.Fatal("a clean run is not ok")
+	}
+	r.Miscounted = 1
+	if r.ok() {
+		t.Fatal("a run with a miscounted thread is ok")
+	}
+	r.PerKey = false
+	if r.ok() {
+		t.Fatal("global only: a lost or doubled message is not ok either")
+	}
+}
+
+// TestScaleFlag: -scale fills in the flags not given with the scale run's
+// settings, keeps those given, and runs session+global alone.
+func TestScaleFlag(t *testing.T) {
+	var out, errOut bytes.Buffer
+	args := []string{"-scale", "-keys", "40", "-messages", "2", "-latency", "50us", "-global", "4", "-quiet", "-json"}
+	if code := run(args, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d; stderr: %s", code, errOut.String())
+	}
+	var rep report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("-json output: %v\n%s", err, out.String())
+	}
+	c := rep.Config
+	if !c.Scale || c.Keys != 40 || c.Messages != 2 || c.Global != 4 || c.Latency != 50*time.Microsecond || c.Duration != 2*time.Minute {
+		t.Fatalf("config %+v; want the flags given, and -duration 2m from -scale", c)
+	}
+	if len(rep.Results) != 1 || rep.Results[0].Handled != 80 || !rep.OK {
+		t.Fatalf("results %+v", rep.Results)
+	}
+	out.Reset()
+	if code := run(args[:len(args)-1], &out, &errOut); code != 0 {
+		t.Fatalf("table: exit %d; stderr: %s", code, errOut.String())
+	}
+	for _, want := range []string{"ideal schedule", "eff.", "global-1 is not run at scale", "of the ideal schedule", "OK"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestHelpExplainsTheBound: -h says the bound is a lower bound and names
+// the columns and modes.
+func TestHelpExplainsTheBound(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"-h"}, &out, &errOut); code != 0 {
+		t.Fatalf("-h: exit %d", code)
+	}
+	for _, want := range []string{"LOWER bound", "eff.", "sleep+", "-scale", "-mixed", "max/thread"} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("-h lacks %q:\n%s", want, errOut.String())
+		}
+	}
+}
+
+// smallMixed is the mixed workload at a size a test can afford.
+func smallMixed() mixedConfig {
+	return mixedConfig{
+		Tenants: []tenant{{Name: "big", Threads: 6}, {Name: "small", Threads: 2}},
+		Global:  3, Window: 40 * time.Millisecond,
+		UserGap: 8 * time.Millisecond, UserLatency: 300 * time.Microsecond,
+		HeartbeatEvery: 10 * time.Millisecond, HeartbeatLatency: 100 * time.Microsecond,
+		CronFirst: 5 * time.Millisecond, CronEvery: 20 * time.Millisecond, CronLatency: time.Millisecond,
+		Jitter: 0.5, Aging: 10 * time.Millisecond, Seed: 3, Duration: time.Minute,
+	}
+}
+
+// TestMixedAccounting runs every run of the mixed workload on a small
+// instance and checks its books against the plan: per class and per
+// tenant, as many messages handled as the plan sends (none from a tenant
+// not in the run), the rows adding up to the run's total, one handler per
+// session at a time and in order, the global capacity kept, and the small
+// tenant sending the same messages alone as beside the big one.
+func TestMixedAccounting(t *testing.T) {
+	mc := smallMixed()
+	rep, err := simulateMixedAll(context.Background(), mc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := mixedRuns(mc)
+	if len(rep.Results) != len(runs) || len(runs) != 4 || !rep.OK || rep.Small != "small" {
+		t.Fatalf("report %+v; want 4 runs, OK, small tenant \"small\"", rep)
+	}
+	for k, r := range rep.Results {
+		var classes [numClasses]int
+		tenants := make([]int, len(mc.Tenants))
+		for _, ti := range runs[k].Tenants {
+			for i := range mc.Tenants[ti].Threads {
+				for c := range numClasses {
+					n := len(mc.sessionPlan(ti, i, c))
+					classes[c] += n
+					tenants[ti] += n
+				}
+			}
+		}
+		sumC, sumT := 0, 0
+		for c, row := range r.Classes {
+			if row.Name != classInfo[c].Name || row.Planned != classes[c] || row.Handled != row.Planned || row.P99 < row.P50 {
+				t.Errorf("%s: class row %+v; want %q, %d planned and handled", r.Run, row, classInfo[c].Name, classes[c])
+			}
+			if row.Planned == 0 {
+				t.Errorf("%s: no %s planned: the instance does not exercise every class", r.Run, row.Name)
+			}
+			sumC += row.Handled
+		}
+		for ti, row := range r.Tenants {
+			if row.Name != mc.Tenants[ti].Name || row.Planned != tenants[ti] || row.Handled != row.Planned {
+				t.Errorf("%s: tenant row %+v; want %q, %d planned and handled", r.Run, row, mc.Tenants[ti].Name, tenants[ti])
+			}
+			sumT += row.Handled
+		}
+		if r.Handled != r.Planned || sumC != r.Handled || sumT != r.Handled {
+			t.Errorf("%s: handled %d of %d; classes add up to %d, tenants to %d", r.Run, r.Handled, r.Planned, sumC, sumT)
+		}
+		if r.MaxPerKey != 1 || r.OrderViolations != 0 || r.Miscounted != 0 || r.MaxInFlight > mc.Global {
+			t.Errorf("%s: %d per session, %d order violations, %d miscounted, %d in flight (global %d)",
+				r.Run, r.MaxPerKey, r.OrderViolations, r.Miscounted, r.MaxInFlight, mc.Global)
+		}
+	}
+	fifo, alone := rep.Results[0], rep.Results[3]
+	if alone.Tenants[0].Planned != 0 || alone.Tenants[1].Planned != fifo.Tenants[1].Planned {
+		t.Errorf("alone: big %d planned, small %d (beside big: %d); want 0 and the same", alone.Tenants[0].Planned, alone.Tenants[1].Planned, fifo.Tenants[1].Planned)
+	}
+	if rep.UserP99Ratio <= 0 || rep.SmallP99Ratio <= 0 {
+		t.Errorf("ratios %v, %v; want both figures", rep.UserP99Ratio, rep.SmallP99Ratio)
+	}
+	var out bytes.Buffer
+	printMixed(&out, rep)
+	for _, want := range []string{"user turn", "heartbeat", "cron job", "small alone", "fair share", "target at most 0.5x", "target at most 2x", "OK"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("mixed table lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestMixedPlan: each class arrives as described (user turns in the
+// window, heartbeats one period apart, cron jobs at the storms), in order.
+func TestMixedPlan(t *testing.T) {
+	mc := smallMixed()
+	for c := range numClasses {
+		steps := mc.sessionPlan(0, 1, c)
+		for k, s := range steps {
+			if s.At < 0 || s.At >= mc.Window || (k > 0 && s.At < steps[k-1].At) || s.Latency <= 0 {
+				t.Fatalf("%s: step %d %+v of %+v", classInfo[c].Name, k, s, steps)
+			}
+		}
+		switch c {
+		case classHeartbeat:
+			for k := 1; k < len(steps); k++ {
+				if d := steps[k].At - steps[k-1].At; d != mc.HeartbeatEvery {
+					t.Fatalf("heartbeats %v apart; want %v", d, mc.HeartbeatEvery)
+				}
+			}
+		case classCron:
+			if len(steps) != 2 || steps[0].At != mc.CronFirst || steps[1].At != mc.CronFirst+mc.CronEvery {
+				t.Fatalf("cron jobs %+v; want at %v and %v", steps, mc.CronFirst, mc.CronFirst+mc.CronEvery)
+			}
+		}
+	}
+	if a, b := mc.sessionPlan(1, 0, classUser), mc.sessionPlan(1, 0, classUser); !slices.Equal(a, b) {
+		t.Fatal("a session's plan differs between two draws")
 	}
 }
