@@ -82,19 +82,19 @@
 //     Push inserts by it; Grant serves the head only when it carries the
 //     next number expected, which a leaving waiter passes on (leave already
 //     serves the next one when the head goes).
-//   - Fair share across groups: a waiter carries its group and a virtual
-//     finish time computed at Push (start-time fair queuing: the later of
-//     the virtual now and the group's last finish, plus weight over the
-//     group's share; the groups' finishes live in the policy, per
-//     semaphore, not in an entry); Push inserts by finish time and Grant is
-//     unchanged.
+//   - Fair share across groups (done: semaphore.WithFairShare): the owner
+//     pushes with PushAt at the waiter's start tag in start-time fair
+//     queuing (the later of the virtual time and its group's last finish;
+//     the group's finish then moves on by the request over the group's
+//     weight). The groups' records live in the semaphore, not in an entry,
+//     and the virtual time moves in the owner's grant loop.
 //   - Bounded barging: Grant may serve later waiters that fit past a head
 //     that does not, while the head has waited less than the bound, and the
 //     owners' check that nobody waits before they take permits ahead of the
 //     queue (Queue.Empty) becomes the policy's answer to whether a newcomer
 //     may barge.
 //
-// Each needs a field or two in Waiter (none now), and a policy value chosen
-// per semaphore where it has state; the keyed entry keeps its one head
+// The ordered policies share Waiter's key (PushAt) and nothing else; each
+// keeps its state, if any, in the owner that chose it; the keyed entry keeps its one head
 // pointer, and the owners' claim, locking and counting do not change.
 package waitq
