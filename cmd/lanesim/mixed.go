@@ -176,8 +176,8 @@ func (p policy) String() string {
 //		global = []semaphore.Option{semaphore.WithPriorities(mc.Aging)}
 //		// keyedsem.WithPriorities(mc.Aging) on the session lane would change
 //		// nothing here: each session carries one class.
-//	case policyFairShare:
-//		global = []semaphore.Option{semaphore.WithFairShare( /* equal shares per group */ )}
+// Fair share is wired: simulateMixed makes the global lane with
+// lanequeue's AddFairLane, the tenant a function of the key.
 func laneOptions(p policy, mc mixedConfig) (session []keyedsem.Option, global []semaphore.Option) {
 	return nil, nil
 }
@@ -190,8 +190,6 @@ func laneOptions(p policy, mc mixedConfig) (session []keyedsem.Option, global []
 //
 //	case policyPriority:
 //		return []lanequeue.AcquireOption{lanequeue.WithPriority(classInfo[c].Priority)}
-//	case policyFairShare:
-//		return []lanequeue.AcquireOption{lanequeue.WithGroup(t.Name)}
 func turnOpts(p policy, c int, t tenant) []lanequeue.AcquireOption {
 	return nil
 }
@@ -270,7 +268,14 @@ func simulateMixed(ctx context.Context, mc mixedConfig, run mixedRun, progress i
 	if err := q.AddKeyedLane("session", append([]keyedsem.Option{keyedsem.WithIdleTimeout(0)}, sessionOpts...)...); err != nil {
 		return mixedResult{}, err
 	}
-	if err := q.AddGlobalLane("global", mc.Global, globalOpts...); err != nil {
+	if run.Policy == policyFairShare {
+		// The global lane serves its waiters by tenant, equal shares: the
+		// tenant is a function of the key.
+		tenant := func(k mixedKey) string { return mc.Tenants[k.Tenant].Name }
+		if err := q.AddFairLane("global", mc.Global, tenant, globalOpts...); err != nil {
+			return mixedResult{}, err
+		}
+	} else if err := q.AddGlobalLane("global", mc.Global, globalOpts...); err != nil {
 		return mixedResult{}, err
 	}
 	lanes, err := q.Lanes("session", "global")
@@ -287,7 +292,7 @@ func simulateMixed(ctx context.Context, mc mixedConfig, run mixedRun, progress i
 	r := mixedResult{
 		Run:     run.Name,
 		Policy:  run.Policy.String(),
-		Wired:   run.Policy == policyFIFO || len(sessionOpts)+len(globalOpts) > 0,
+		Wired:   run.Policy == policyFIFO || run.Policy == policyFairShare || len(sessionOpts)+len(globalOpts) > 0,
 		Tenants: make([]latencyRow, len(mc.Tenants)),
 	}
 	var sessions []session
