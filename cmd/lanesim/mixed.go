@@ -176,6 +176,7 @@ func (p policy) String() string {
 //		global = []semaphore.Option{semaphore.WithPriorities(mc.Aging)}
 //		// keyedsem.WithPriorities(mc.Aging) on the session lane would change
 //		// nothing here: each session carries one class.
+//
 // Fair share is wired: simulateMixed makes the global lane with
 // lanequeue's AddFairLane, the tenant a function of the key.
 func laneOptions(p policy, mc mixedConfig) (session []keyedsem.Option, global []semaphore.Option) {
