@@ -5,6 +5,7 @@ import (
 
 	"github.com/sessionlane/lanes/internal/permit"
 	"github.com/sessionlane/lanes/internal/waitq"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // line is the waitq.Owner of one entry's queue: the entry's state word and
@@ -82,8 +83,13 @@ func clearQueued[K comparable](e *entry[K]) {
 }
 
 // wait queues the caller, who holds a reference on e but no permits, for n
-// permits of e.
-func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64) (Permit, error) {
+// permits of e: at the tail, or by t (nil: the zero Turn) if s orders its
+// keys' waiters (see turnKey).
+func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64, t *semaphore.Turn) (Permit, error) {
+	var at int64
+	if s.order != 0 {
+		at = s.turnKey(t) // before the lock: it may read the clock
+	}
 	e.mu.Lock()
 	var err error
 	cancelled := false
@@ -93,8 +99,9 @@ func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64) (Permit, erro
 			break
 		}
 		st := e.state.Load()
-		if e.q.Empty() && avail(st) >= n {
-			// The permits came free since lookup: they may have come free
+		if (e.q.Empty() || s.order != 0 && at < e.q.Head().Key()) && avail(st) >= n {
+			// The permits came free since lookup, or the caller goes
+			// ahead of every waiter and fits: they may have come free
 			// after ctx ended (see ended).
 			if err = ended(ctx); err != nil {
 				cancelled = true
@@ -130,7 +137,11 @@ func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64) (Permit, erro
 	}
 	w := s.wcache.Get()
 	w.N = n
-	e.q.Push(w)
+	if s.order == 0 {
+		e.q.Push(w)
+	} else {
+		e.q.PushAt(w, at)
+	}
 	s.waiters.Add(1)
 	e.mu.Unlock()
 
