@@ -377,7 +377,7 @@ func TestOrderedCancelRace(t *testing.T) {
 				}
 			}
 			st := s.Stats()
-			assert.Equal(t, st.Acquired+st.Cancelled, uint64(rounds)*9, "every call ended once: %+v", st)
+			assert.Equal(t, uint64(rounds)*9, st.Acquired+st.Cancelled, "every call ended once: %+v", st)
 		})
 	}
 }

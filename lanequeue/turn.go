@@ -129,11 +129,11 @@ func (f *turnFields) next(t semaphore.Turn) (semaphore.Turn, uint32) {
 	refused, accepted := b&7, b>>3
 	var probe uint32
 	for _, bit := range [...]uint32{fieldPriority, fieldSequence, fieldGroup} {
-		if !has(t, bit) || accepted&bit != 0 {
+		if !turnHas(t, bit) || accepted&bit != 0 {
 			continue
 		}
 		if refused&bit != 0 || probe != 0 {
-			t = without(t, bit)
+			t = turnWithout(t, bit)
 			continue
 		}
 		probe = bit
@@ -158,7 +158,7 @@ func (f *turnFields) learn(probe uint32, err error) bool {
 	return false // the context, a closed lane: nothing learnt
 }
 
-func has(t semaphore.Turn, bit uint32) bool {
+func turnHas(t semaphore.Turn, bit uint32) bool {
 	switch bit {
 	case fieldPriority:
 		return t.Priority != 0
@@ -168,7 +168,7 @@ func has(t semaphore.Turn, bit uint32) bool {
 	return t.Group != ""
 }
 
-func without(t semaphore.Turn, bit uint32) semaphore.Turn {
+func turnWithout(t semaphore.Turn, bit uint32) semaphore.Turn {
 	switch bit {
 	case fieldPriority:
 		t.Priority = 0
