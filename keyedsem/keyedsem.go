@@ -339,8 +339,9 @@ func (s *Keyed[K]) Acquire(ctx context.Context, key K) (Permit, error) {
 }
 
 // AcquireN takes n permits for key, waiting in FIFO order until the key
-// has them free. Other keys are not affected: no lock shared by keys is
-// held while a caller waits.
+// has them free (with [WithPriorities] or [WithSequenceOrder], at the
+// place of the zero Turn: see [Keyed.AcquireTurn]). Other keys are not
+// affected: no lock shared by keys is held while a caller waits.
 //
 // On success it returns a [Permit] that the caller owns and must release
 // once. On failure it returns the zero Permit and an error, and leaves the

@@ -12,7 +12,10 @@ import (
 // BenchmarkHotKeyTurn is BenchmarkHotKey (32 goroutines on one key, every
 // acquire but the first waits and is handed the permit) with each order
 // beside FIFO, in one run: the cost of a policy is the difference between
-// its row and fifo's. priorities draws priorities 0, 1, 2 in turn, so that
+// its row and fifo's. priorities-zero is plain Acquire on a semaphore with
+// priorities (arrival order: the clock read and an insertion at the tail);
+// priorities-rare gives one call in eight priority 1 (a user's turn among
+// background work); priorities-mixed draws 0, 1, 2 in turn, so that most
 // newcomers overtake waiters (a walk under the key's lock); sequence gives
 // each goroutine's calls rising sequences, which interleave across
 // goroutines as messages of one thread do.
@@ -23,8 +26,9 @@ func BenchmarkHotKeyTurn(b *testing.B) {
 		turn func(i int) semaphore.Turn // nil: Acquire
 	}{
 		{"fifo", nil, nil},
-		{"priorities", []keyedsem.Option{keyedsem.WithPriorities(time.Millisecond)}, func(i int) semaphore.Turn { return semaphore.Turn{Priority: i % 3} }},
 		{"priorities-zero", []keyedsem.Option{keyedsem.WithPriorities(time.Millisecond)}, nil},
+		{"priorities-rare", []keyedsem.Option{keyedsem.WithPriorities(time.Millisecond)}, rareHigh},
+		{"priorities-mixed", []keyedsem.Option{keyedsem.WithPriorities(time.Millisecond)}, func(i int) semaphore.Turn { return semaphore.Turn{Priority: i % 3} }},
 		{"sequence", []keyedsem.Option{keyedsem.WithSequenceOrder()}, func(i int) semaphore.Turn { return semaphore.Turn{Sequence: int64(i)} }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
@@ -52,4 +56,12 @@ func BenchmarkHotKeyTurn(b *testing.B) {
 			})
 		})
 	}
+}
+
+// rareHigh gives one call in eight priority 1.
+func rareHigh(i int) semaphore.Turn {
+	if i%8 == 0 {
+		return semaphore.Turn{Priority: 1}
+	}
+	return semaphore.Turn{}
 }
