@@ -235,3 +235,52 @@ func TestAcquireAllWithTurnAllocatesNothingMore(t *testing.T) {
 		t.Fatalf("%d AcquireAll+Release with turn options: %d allocations; want about %d", calls, n, calls/64)
 	}
 }
+
+// turnRecorder is a global lane of another package that implements
+// TurnLane: it records the Turns it is given.
+type turnRecorder struct {
+	s     *semaphore.Weighted
+	turns []semaphore.Turn
+	plain int
+}
+
+func (l *turnRecorder) Kind() lanequeue.Kind { return lanequeue.Global }
+func (l *turnRecorder) MaxWeight() int64     { return l.s.Capacity() }
+func (l *turnRecorder) Acquire(ctx context.Context, _ string, n int64) (semaphore.Permit, error) {
+	l.plain++
+	return l.s.Acquire(ctx, n)
+}
+func (l *turnRecorder) AcquireTurn(ctx context.Context, _ string, n int64, t semaphore.Turn) (semaphore.Permit, error) {
+	l.turns = append(l.turns, t)
+	return l.s.Acquire(ctx, n)
+}
+func (l *turnRecorder) TryAcquire(_ string, n int64) (semaphore.Permit, bool) {
+	return l.s.TryAcquire(n)
+}
+func (l *turnRecorder) Stats() lanequeue.LaneStats {
+	return lanequeue.LaneStats{Kind: lanequeue.Global}
+}
+func (l *turnRecorder) Close() { l.s.Close() }
+
+// TestTurnReachesTurnLanes: AcquireAll and Do hand the call's whole Turn
+// to a lane that implements TurnLane, and a call without turn options
+// takes its plain Acquire.
+func TestTurnReachesTurnLanes(t *testing.T) {
+	q := lanequeue.New[string]()
+	t.Cleanup(q.Close)
+	rec := &turnRecorder{s: semaphore.New(2)}
+	must(t, q.Add("recorded", rec))
+	must(t, q.AddKeyedLane("session"))
+	names := []string{"session", "recorded"}
+	tk, err := acquireAll(q, context.Background(), "k", names, lanequeue.WithPriority(2), lanequeue.WithSequence(5), lanequeue.WithGroup("tenant"))
+	must(t, err)
+	tk.Release()
+	must(t, doAll(q, context.Background(), "k", names, func(context.Context) error { return nil }, lanequeue.WithGroup("other"), lanequeue.WithGroup("last")))
+	tk, err = acquireAll(q, context.Background(), "k", names)
+	must(t, err)
+	tk.Release()
+	want := []semaphore.Turn{{Priority: 2, Sequence: 5, Group: "tenant"}, {Group: "last"}}
+	if fmt.Sprint(rec.turns) != fmt.Sprint(want) || rec.plain != 1 {
+		t.Fatalf("the lane got turns %+v and %d plain acquires; want %+v and 1", rec.turns, rec.plain, want)
+	}
+}
