@@ -196,8 +196,9 @@ func TestOrderedHeavyHeadKeepsItsProtection(t *testing.T) {
 			_, ok := s.TryAcquireN("k", 1)
 			assert.False(t, ok, "TryAcquire overtook a waiter")
 
-			ahead, err := s.AcquireTurn(bg, "k", 1, c.aho)
-			require.NoError(t, err, "a newcomer ahead of the heavy head that fits")
+			ra := testkit.Recv(t, goAcquireTurn(s, "k", 1, c.aho), "a newcomer ahead of the heavy head that fits, granted at once")
+			require.NoError(t, ra.err)
+			ahead := ra.p
 			assert.Equal(t, 2, s.Stats().Waiters)
 
 			p.Release() // 2 free: the heavy head still does not fit, and the light one stays behind it

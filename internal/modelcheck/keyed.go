@@ -117,7 +117,7 @@ func newKeyedRun(t *rapid.T, has func(*keyedsem.Keyed[string], string) bool) *ke
 	}
 	if cfg.Order == model.KeyedPriorities {
 		// Steps of the size of the clock's moves, so that aging reorders.
-		cfg.Step = rapid.SampledFrom([]time.Duration{time.Second, 3 * time.Second, time.Minute}).Draw(t, "step")
+		cfg.Step = rapid.SampledFrom([]time.Duration{time.Second, 2 * time.Second}).Draw(t, "step")
 	}
 	nkeys := rapid.IntRange(1, 6).Draw(t, "keys")
 	r := &keyedRun{
