@@ -366,8 +366,9 @@ func TestOrderedCancelRace(t *testing.T) {
 					}()
 				}
 				waitForWaiters(s, n)
-				go hold.Release()
+				released := testkit.Go(hold.Release) // racing the cancellations
 				testkit.CancelEvery(cancels, 1+rng.IntN(3))
+				testkit.Recv(t, released, "the holder's release")
 				testkit.WaitAll(t, &wg, "the waiters of a round")
 				for _, cancel := range cancels {
 					cancel()
