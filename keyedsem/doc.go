@@ -17,7 +17,12 @@
 //
 // Fairness: per key, waiters are served strictly in arrival order; a heavy
 // request at the head of a key's queue is not overtaken by later lighter
-// ones, nor by [Keyed.TryAcquire]. Nothing orders different keys.
+// ones, nor by [Keyed.TryAcquire]. Nothing orders different keys. Two
+// options order each key's waiters otherwise, through [Keyed.AcquireTurn]'s
+// [semaphore.Turn]: [WithPriorities] (higher priority first, with aging,
+// so that every waiter is served within a stated bound) and
+// [WithSequenceOrder] (ascending sequence: a thread's messages in the
+// order they were sent, among those waiting at the same time).
 //
 // Parallelism: the map of keys is an xsync map, locked per bucket only for
 // the instant a key's entry is made, joined or removed; no lock shared by

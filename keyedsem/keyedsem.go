@@ -81,7 +81,9 @@ type Keyed[K comparable] struct {
 	step       int64 // the least time between two expiry passes: max(idle/8, 1)
 	hard       bool
 	maxWaiters int
-	nanKeys    bool // K can hold a value not equal to itself (a NaN)
+	order      uint8 // 0 (FIFO), orderPriorities or orderSequence: see turn.go
+	aging      int64 // WithPriorities' step in nanoseconds
+	nanKeys    bool  // K can hold a value not equal to itself (a NaN)
 	clock      semaphore.Clock
 	realClock  bool
 	coarse     coarse.Clock // the real clock's readings, when realClock
@@ -143,6 +145,8 @@ type config struct {
 	maxWaiters int
 	clock      semaphore.Clock
 	janitor    time.Duration
+	order      uint8         // see turn.go
+	aging      time.Duration // WithPriorities' step
 }
 
 // Option configures a keyed semaphore made by [New]. Options are applied in
@@ -241,7 +245,7 @@ func configure(opts []Option) (config, error) {
 	case c.janitor < 0:
 		return c, fmt.Errorf("keyedsem: WithJanitor(%v): must not be negative: %w", c.janitor, ErrInvalidConfig)
 	}
-	return c, nil
+	return c, checkOrder(&c)
 }
 
 // New returns a keyed semaphore with no entries. Keys are compared with ==,
@@ -269,6 +273,8 @@ func New[K comparable](opts ...Option) *Keyed[K] {
 		step:       max(int64(c.idle)/8, 1),
 		hard:       c.hard,
 		maxWaiters: c.maxWaiters,
+		order:      c.order,
+		aging:      int64(c.aging),
 		nanKeys:    nan.Possible[K](),
 		clock:      c.clock,
 	}
@@ -333,8 +339,9 @@ func (s *Keyed[K]) Acquire(ctx context.Context, key K) (Permit, error) {
 }
 
 // AcquireN takes n permits for key, waiting in FIFO order until the key
-// has them free. Other keys are not affected: no lock shared by keys is
-// held while a caller waits.
+// has them free (with [WithPriorities] or [WithSequenceOrder], at the
+// place of the zero Turn: see [Keyed.AcquireTurn]). Other keys are not
+// affected: no lock shared by keys is held while a caller waits.
 //
 // On success it returns a [Permit] that the caller owns and must release
 // once. On failure it returns the zero Permit and an error, and leaves the
@@ -396,7 +403,7 @@ func (s *Keyed[K]) AcquireN(ctx context.Context, key K, n int64) (Permit, error)
 	if s.beforeWait != nil {
 		s.beforeWait()
 	}
-	return s.wait(ctx, e, n)
+	return s.wait(ctx, e, n, nil)
 }
 
 // TryAcquire takes one permit for key if it is free now; it is

@@ -104,7 +104,7 @@ func (s *Keyed[K]) Join(key K, n int64) (Place[K], error) {
 	if took {
 		r.p = s.grant(e, n)
 	} else {
-		w, p, err := s.enqueue(ctx, e, n)
+		w, p, err := s.enqueue(ctx, e, n, nil)
 		if err != nil { // enqueue dropped the reference and counted
 			places.Put(r)
 			return Place[K]{}, err

@@ -5,6 +5,7 @@ import (
 
 	"github.com/sessionlane/lanes/internal/permit"
 	"github.com/sessionlane/lanes/internal/waitq"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // line is the waitq.Owner of one entry's queue: the entry's state word and
@@ -82,9 +83,10 @@ func clearQueued[K comparable](e *entry[K]) {
 }
 
 // wait queues the caller, who holds a reference on e but no permits, for n
-// permits of e.
-func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64) (Permit, error) {
-	w, p, err := s.enqueue(ctx, e, n)
+// permits of e: at the tail, or by t (nil: the zero Turn) if s orders its
+// keys' waiters (see turnKey).
+func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64, t *semaphore.Turn) (Permit, error) {
+	w, p, err := s.enqueue(ctx, e, n, t)
 	if w == nil {
 		return p, err
 	}
@@ -92,10 +94,15 @@ func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64) (Permit, erro
 }
 
 // enqueue is the first half of wait, under e.mu: it pushes a waiter for n
-// permits of e and returns it, or returns the permit (the permits came
-// free) or the error (the reference then dropped) with a nil waiter. A
-// Place (see Keyed.Join) is a waiter pushed here whose await comes later.
-func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64) (*waitq.Waiter, Permit, error) {
+// permits of e (placed by t, as for wait) and returns it, or returns the
+// permit (the permits came free) or the error (the reference then
+// dropped) with a nil waiter. A Place (see Keyed.Join) is a waiter pushed
+// here whose await comes later.
+func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *semaphore.Turn) (*waitq.Waiter, Permit, error) {
+	var at int64
+	if s.order != 0 {
+		at = s.turnKey(t) // before the lock: it may read the clock
+	}
 	e.mu.Lock()
 	var err error
 	cancelled := false
@@ -105,8 +112,9 @@ func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64) (*waitq.Wa
 			break
 		}
 		st := e.state.Load()
-		if e.q.Empty() && avail(st) >= n {
-			// The permits came free since lookup: they may have come free
+		if (e.q.Empty() || s.order != 0 && at < e.q.Head().Key()) && avail(st) >= n {
+			// The permits came free since lookup, or the caller goes
+			// ahead of every waiter and fits: they may have come free
 			// after ctx ended (see ended).
 			if err = ended(ctx); err != nil {
 				cancelled = true
@@ -142,7 +150,11 @@ func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64) (*waitq.Wa
 	}
 	w := s.wcache.Get()
 	w.N = n
-	e.q.Push(w)
+	if s.order == 0 {
+		e.q.Push(w)
+	} else {
+		e.q.PushAt(w, at)
+	}
 	s.waiters.Add(1)
 	e.mu.Unlock()
 	return w, Permit{}, nil

@@ -12,8 +12,9 @@ import (
 // [Queue.Do] acquire. It is a small value, so passing options costs no
 // allocation.
 type AcquireOption struct {
-	lane string // "" for every lane
-	n    int64
+	lane string // "" for every lane; WithGroup: the group
+	n    int64  // the weight; WithPriority, WithSequence: the field
+	kind uint8  // optWeight, or the field of the Turn (see turn.go)
 }
 
 // WithWeight takes a weight of n on every lane named (1 by default): n permits of
@@ -36,6 +37,10 @@ func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{l
 // for key, and returns them together as a [Ticket] that the caller owns and
 // must release once.
 //
+// Where the call waits on a lane is the lane's order: FIFO, or by the
+// [WithPriority], [WithSequence] or [WithGroup] of the call on a lane
+// whose semaphore orders by that field (see [TurnLane]).
+//
 // Lanes are taken one at a time in the canonical order, whatever order
 // they were named in: keyed lanes, then global lanes, then rate lanes, each
 // group by name. So two callers can never wait for each other in a cycle;
@@ -52,7 +57,8 @@ func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{l
 // a set that another queue prepared, or a [WithLaneWeight] for a lane not
 // in the set; [ErrInvalidWeight] and [ErrTooHeavy] for a weight no lane
 // could grant (also [ErrTooHeavy] for a rate lane whose limiter is spent
-// and never refills); [ErrClosed] on a closed queue; [ErrNaNKey] for a key
+// and never refills); an error wrapping [ErrInvalidConfig] for a
+// [WithPriority] out of range; [ErrClosed] on a closed queue; [ErrNaNKey] for a key
 // not equal to itself; [ErrReentrant] when ctx carries a ticket for key
 // that holds one of the lanes (see [WithTicket]); ctx.Err() when ctx has
 // already ended (even if every lane has room). While waiting, it fails
@@ -90,6 +96,10 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes LaneSet[K], opts
 	if err := q.resolve(&g, lanes, opts); err != nil {
 		return nil, err
 	}
+	turn, err := turnOf(opts)
+	if err != nil {
+		return nil, err
+	}
 	if q.nanKeys && key != key {
 		return nil, ErrNaNKey
 	}
@@ -103,7 +113,7 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes LaneSet[K], opts
 	if err := checkReentry(ctx, q, key, &g); err != nil {
 		return nil, err
 	}
-	if err := q.acquireFrom(ctx, key, &g, 0); err != nil {
+	if err := q.acquireFrom(ctx, key, &g, 0, turn); err != nil {
 		return nil, err
 	}
 	return q.publish(key, &g), nil
@@ -113,13 +123,21 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes LaneSet[K], opts
 // before from being held already (a Place's keyed lane), and then looks
 // at ctx once more. On failure it returns AcquireAll's error and holds
 // nothing: every permit of g, those before from too, is released, newest
-// first.
-func (q *Queue[K]) acquireFrom(ctx context.Context, key K, g *grant[K], from int) error {
+// first. turn places the caller in the lines of the lanes that order
+// their waiters (the zero Turn: none).
+func (q *Queue[K]) acquireFrom(ctx context.Context, key K, g *grant[K], from int, turn semaphore.Turn) error {
 	hs := g.held()
 	plain := g.plain
+	ordered := turn != (semaphore.Turn{})
 	for i := from; i < plain; i++ {
 		h := &hs[i]
-		p, err := h.e.acquire(ctx, key, h.n)
+		var p semaphore.Permit
+		var err error
+		if ordered {
+			p, err = h.e.acquireTurn(ctx, key, h.n, turn)
+		} else {
+			p, err = h.e.acquire(ctx, key, h.n)
+		}
 		if err != nil {
 			rollback(g, i)
 			return q.laneErr(ctx, h.e, err)
@@ -157,6 +175,9 @@ func (q *Queue[K]) TryAcquireAll(key K, lanes LaneSet[K], opts ...AcquireOption)
 	var g grant[K]
 	if q.resolve(&g, lanes, opts) != nil || (q.nanKeys && key != key) {
 		return nil, false
+	}
+	if _, err := turnOf(opts); err != nil {
+		return nil, false // a try never waits: its Turn orders nothing
 	}
 	hs := g.held()
 	plain := g.plain
@@ -219,6 +240,9 @@ func (q *Queue[K]) Do(ctx context.Context, key K, lanes LaneSet[K], fn func(cont
 func (q *Queue[K]) Check(lanes LaneSet[K], opts ...AcquireOption) error {
 	var g grant[K]
 	if err := q.resolve(&g, lanes, opts); err != nil {
+		return err
+	}
+	if _, err := turnOf(opts); err != nil {
 		return err
 	}
 	hs := g.held()

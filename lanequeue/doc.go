@@ -42,8 +42,10 @@
 // spent only once every other permit is held.
 //
 // Fairness: each lane serves its waiters in arrival order (the FIFO of
-// package semaphore, per key for keyed lanes). A caller queues on one lane
-// at a time; AcquireAll adds no queue of its own.
+// package semaphore, per key for keyed lanes), unless its semaphore was
+// built to order them by a call's [WithPriority], [WithSequence] or
+// [WithGroup]. A caller queues on one lane at a time; AcquireAll adds no
+// queue of its own.
 //
 // Keeping one key's messages in order: callers are served in the order
 // they join a lane's line, which is the order their AcquireAll calls reach
@@ -51,7 +53,14 @@
 // message does not keep arrival order: the goroutines race to join, and
 // the lane serves whichever joins first (a trial with a goroutine per
 // message saw 82 to 408 of 1000 messages of one key handled out of order).
-// Read each key's messages in sequence and take the lanes in that order,
+// Give the keyed lane [keyedsem.WithSequenceOrder] (AddKeyedLane's
+// options) and each call its message's number with [WithSequence]: the
+// key's waiting callers are then served in ascending sequence, whichever
+// joined first, so message 2 runs before message 3 even when 3 reached the
+// server first. It reorders only the callers waiting at the same time: a
+// message that arrives after its successor already started runs after it
+// (nothing holds the key back for a missing number). For strict order,
+// read each key's messages in sequence and take the lanes in that order,
 // from one goroutine per key: it takes the lanes for one message, runs it
 // (or hands the ticket to a worker that releases it, as Example_gateway
 // does), then takes them for the next. The session lane makes it wait for
@@ -64,6 +73,11 @@
 // returns a [Place] that a worker waits for later ([Place.Wait] returns
 // the ticket) or gives up ([Place.Leave]); see Example_webhook. The order
 // is that of the Join calls, so of the requests' arrival at the server.
+//
+// Priorities: [WithPriority] serves a call ahead of lower ones on the
+// lanes built with priorities ([keyedsem.WithPriorities], and
+// semaphore.WithPriorities for global lanes), with aging, so that lower
+// priorities still run within the bound the option states.
 //
 // Keys: any comparable type. A key that is not equal to itself (a float
 // NaN, or a struct, array or interface value holding one) is refused with

@@ -132,9 +132,11 @@ func (q *Queue[K]) resolve(g *grant[K], ls LaneSet[K], opts []AcquireOption) err
 	w := int64(1)
 	laneWeights := false
 	for _, o := range opts {
-		if o.lane == "" {
+		switch {
+		case o.kind != optWeight: // a field of the call's Turn: see turnOf
+		case o.lane == "":
 			w = o.n
-		} else {
+		default:
 			laneWeights = true
 		}
 	}
@@ -173,7 +175,7 @@ func (q *Queue[K]) resolve(g *grant[K], ls LaneSet[K], opts []AcquireOption) err
 // lane's weight.
 func applyLaneWeights[K comparable](hs []held[K], opts []AcquireOption) error {
 	for _, o := range opts {
-		if o.lane == "" {
+		if o.lane == "" || o.kind != optWeight {
 			continue
 		}
 		found := false

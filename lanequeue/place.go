@@ -73,6 +73,14 @@ func (q *Queue[K]) Join(key K, lanes LaneSet[K], opts ...AcquireOption) (*Place[
 	if err := q.resolve(&pl.g, lanes, opts); err != nil {
 		return nil, err
 	}
+	// A place is taken in arrival order: the lines' ordering options are
+	// not carried by a place yet, and a caller that asks for one must
+	// hear so rather than find its option ignored.
+	if turn, err := turnOf(opts); err != nil {
+		return nil, err
+	} else if turn != (semaphore.Turn{}) {
+		return nil, fmt.Errorf("lanequeue: Join takes no WithPriority, WithSequence or WithGroup (a place is taken in arrival order): %w", ErrInvalidConfig)
+	}
 	if q.nanKeys && key != key {
 		return nil, ErrNaNKey
 	}
@@ -136,7 +144,7 @@ func (p *Place[K]) Wait(ctx context.Context) (*Ticket[K], error) {
 		return nil, q.laneErr(ctx, h.e, err)
 	}
 	h.p = perm
-	if err := q.acquireFrom(ctx, p.key, g, 1); err != nil {
+	if err := q.acquireFrom(ctx, p.key, g, 1, semaphore.Turn{}); err != nil {
 		return nil, err
 	}
 	return q.publish(p.key, g), nil

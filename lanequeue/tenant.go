@@ -106,8 +106,11 @@ func (l *fairLane[K]) Acquire(ctx context.Context, key K, n int64) (semaphore.Pe
 // AcquireTurn is the lane's side of the queue's acquire options: the
 // call's group, if it gives one, else the key's tenant.
 func (l *fairLane[K]) AcquireTurn(ctx context.Context, key K, n int64, t semaphore.Turn) (semaphore.Permit, error) {
-	if t.Group == "" {
-		t.Group = l.group(key)
+	// A fair lane orders by group alone (fair share excludes the other
+	// ordering options), so the call's other fields are not its concern.
+	g := t.Group
+	if g == "" {
+		g = l.group(key)
 	}
-	return l.s.AcquireTurn(ctx, n, t)
+	return l.s.AcquireTurn(ctx, n, semaphore.Turn{Group: g})
 }

@@ -257,3 +257,33 @@ func TestAddFairLaneSettings(t *testing.T) {
 		t.Fatalf("the same semaphore as a plain global lane: %v", err)
 	}
 }
+
+// A call's priority or sequence is for the lanes that order by them: on a
+// set with a fair lane it is ignored there (fair share orders by group
+// alone), not refused, and the fair lane counts no refusal.
+func TestFairLaneIgnoresOtherTurnFields(t *testing.T) {
+	q := lanequeue.New[string]()
+	defer q.Close()
+	if err := q.AddKeyedLane("session"); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.AddFairLane("global", 1, func(k string) string { return k[:1] }); err != nil {
+		t.Fatal(err)
+	}
+	set, err := q.Lanes("session", "global")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, opt := range []lanequeue.AcquireOption{lanequeue.WithPriority(2), lanequeue.WithSequence(7)} {
+		tk, err := q.AcquireAll(context.Background(), "a1", set, opt)
+		if err != nil {
+			t.Fatalf("AcquireAll with %v on a fair lane: %v, want the ticket", opt, err)
+		}
+		tk.Release()
+	}
+	for _, st := range q.Stats() {
+		if st.Name == "global" && st.Rejected != 0 {
+			t.Fatalf("the fair lane counted %d refusals, want 0", st.Rejected)
+		}
+	}
+}

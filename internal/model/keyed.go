@@ -1,8 +1,10 @@
 package model
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -14,6 +16,17 @@ import (
 // outcomes so that both lists can grow.
 const TooManyKeys Err = 100
 
+// KeyedOrder is the order in which a key of the keyed model serves its
+// waiters.
+type KeyedOrder int
+
+// The orders of keyedsem: FIFO, WithPriorities(Step), WithSequenceOrder().
+const (
+	KeyedFIFO KeyedOrder = iota
+	KeyedPriorities
+	KeyedSequence
+)
+
 // KeyedConfig is the configuration of a [Keyed] model, as the options of
 // keyedsem.New set it.
 type KeyedConfig struct {
@@ -22,6 +35,8 @@ type KeyedConfig struct {
 	MaxKeys          int
 	Hard             bool
 	MaxWaitersPerKey int // 0: no bound
+	Order            KeyedOrder
+	Step             time.Duration // KeyedPriorities: the aging step
 }
 
 // KeyedStats mirrors the real keyed semaphore's Stats.
@@ -40,13 +55,22 @@ type KeyedStats struct {
 // keyedEntry is one key's semaphore in the model.
 type keyedEntry struct {
 	avail int64
-	refs  int      // holders and waiters
-	queue []Waiter // FIFO
+	refs  int           // holders and waiters
+	queue []keyedWaiter // in ascending place, equal places in arrival order
 	idle  time.Duration
 	// tied is set on an idle entry that an eviction pass may or may not
 	// have evicted (it went idle at the same time as the last one the pass
 	// had to evict); Reconcile settles it.
 	tied bool
+}
+
+// keyedWaiter is a waiter of the keyed model with its place in line: 0
+// for FIFO; arrival time minus priority times step for priorities (so a
+// waiter's priority rises by one per step waited); the sequence for
+// sequence order.
+type keyedWaiter struct {
+	Waiter
+	Place int64
 }
 
 type keyedHeld[K comparable] struct {
@@ -114,8 +138,25 @@ func (m *Keyed[K]) target() int { return m.cfg.MaxKeys - max(1, m.cfg.MaxKeys/4)
 
 // Acquire takes n permits of key, or queues for them. It returns the id of
 // the grant or of the waiter (which keeps its id when served), whether it
-// queued, and the outcome: OK, or the error of a refusal at once.
+// queued, and the outcome: OK, or the error of a refusal at once. It is
+// AcquireTurn with the zero Turn.
 func (m *Keyed[K]) Acquire(key K, n int64) (id int, queued bool, err Err) {
+	return m.AcquireTurn(key, n, semaphore.Turn{})
+}
+
+// AcquireTurn is Acquire with a place in line: a waiter joins its key's
+// queue behind every waiter whose place is not greater (see keyedWaiter),
+// and a caller whose place is below the head's takes the permits at once
+// if they fit, as one that finds nobody waiting does. A Turn field the
+// order does not use (or a Group, or a priority beyond
+// semaphore.MaxPriority) is refused at once with InvalidTurn. The model
+// computes places in plain int64: its callers keep priorities and steps
+// small.
+func (m *Keyed[K]) AcquireTurn(key K, n int64, t semaphore.Turn) (id int, queued bool, err Err) {
+	if !m.turnOK(t) {
+		m.st.Rejected++
+		return 0, false, InvalidTurn
+	}
 	switch {
 	case n <= 0:
 		m.st.Rejected++
@@ -136,7 +177,9 @@ func (m *Keyed[K]) Acquire(key K, n int64) (id int, queued bool, err Err) {
 		return m.grant(key, e, n), false, OK
 	}
 	e.refs++
-	if len(e.queue) == 0 && e.avail >= n {
+	place := m.place(t)
+	ahead := len(e.queue) == 0 || (m.cfg.Order != KeyedFIFO && place < e.queue[0].Place)
+	if ahead && e.avail >= n {
 		return m.grant(key, e, n), false, OK
 	}
 	if m.cfg.MaxWaitersPerKey > 0 && len(e.queue) >= m.cfg.MaxWaitersPerKey {
@@ -145,9 +188,34 @@ func (m *Keyed[K]) Acquire(key K, n int64) (id int, queued bool, err Err) {
 		return 0, false, QueueFull
 	}
 	id = m.newID(key, n)
-	e.queue = append(e.queue, Waiter{ID: id, N: n})
+	e.queue = append(e.queue, keyedWaiter{Waiter{ID: id, N: n}, place})
+	slices.SortStableFunc(e.queue, func(a, b keyedWaiter) int { return cmp.Compare(a.Place, b.Place) })
 	m.waiting[id] = key
 	return id, true, OK
+}
+
+// turnOK reports whether the model's order uses every field t sets.
+func (m *Keyed[K]) turnOK(t semaphore.Turn) bool {
+	switch {
+	case t.Group != "":
+		return false
+	case t.Priority != 0 && (m.cfg.Order != KeyedPriorities || t.Priority > semaphore.MaxPriority || t.Priority < -semaphore.MaxPriority):
+		return false
+	case t.Sequence != 0 && m.cfg.Order != KeyedSequence:
+		return false
+	}
+	return true
+}
+
+// place returns the place in line of a waiter of Turn t arriving now.
+func (m *Keyed[K]) place(t semaphore.Turn) int64 {
+	switch m.cfg.Order {
+	case KeyedPriorities:
+		return int64(m.now) - int64(t.Priority)*int64(m.cfg.Step)
+	case KeyedSequence:
+		return t.Sequence
+	}
+	return 0
 }
 
 // TryAcquire takes n permits of key if they are free and nobody waits for
@@ -311,12 +379,16 @@ func (m *Keyed[K]) Referenced() int {
 	return c
 }
 
-// Queue returns the waiters of key, oldest first.
+// Queue returns the waiters of key in the order they are to be served
+// (oldest first, for FIFO).
 func (m *Keyed[K]) Queue(key K) []Waiter {
+	var out []Waiter
 	if e := m.entries[key]; e != nil {
-		return append([]Waiter(nil), e.queue...)
+		for _, w := range e.queue {
+			out = append(out, w.Waiter)
+		}
 	}
-	return nil
+	return out
 }
 
 // Waiting reports whether id is a waiter still queued.
@@ -351,6 +423,11 @@ func (m *Keyed[K]) Check() error {
 		}
 		if len(e.queue) > 0 && e.queue[0].N <= e.avail {
 			return fmt.Errorf("key %v: head waiter fits but waits", k)
+		}
+		for i := 1; i < len(e.queue); i++ {
+			if e.queue[i-1].Place > e.queue[i].Place {
+				return fmt.Errorf("key %v: waiter %d (place %d) behind waiter %d (place %d)", k, e.queue[i-1].ID, e.queue[i-1].Place, e.queue[i].ID, e.queue[i].Place)
+			}
 		}
 		if m.cfg.IdleTimeout == 0 && e.refs == 0 {
 			return fmt.Errorf("key %v: idle entry kept with idle timeout 0", k)

@@ -13,6 +13,7 @@ import (
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/model"
 	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // keyedServed is what one acquire goroutine of the keyed driver returned.
@@ -49,7 +50,9 @@ type keyedRun struct {
 
 // Keyed returns the driver that checks random sequences of operations on a
 // keyedsem.Keyed[string] against model.Keyed: the same grants to
-// the same waiters in FIFO order per key, the same failures, the same
+// the same waiters in the same order per key (FIFO, by priority with aging
+// on the fake clock, or by sequence, as the case draws the semaphore's
+// order), the same refusals of a Turn, the same failures, the same
 // entries (an entry with references is never evicted; an idle one goes when
 // the policy says), Sweep's count, and the same Stats.
 //
@@ -62,7 +65,9 @@ type keyedRun struct {
 // kept against the policy.
 //
 // The operations: acquire that may wait (with a context that can be
-// cancelled or one that cannot), acquire with an ended context,
+// cancelled or one that cannot; through AcquireTurn with a drawn Turn, now
+// and then one whose field the order does not use), acquire with an ended
+// context,
 // TryAcquireN, Release, a second Release, cancel a waiter, Sweep, move the
 // clock on, Close. After every step: the model's invariants, no acquire
 // returned that the model keeps waiting, Stats field by field, Len, per-key
@@ -108,6 +113,11 @@ func newKeyedRun(t *rapid.T, has func(*keyedsem.Keyed[string], string) bool) *ke
 		MaxKeys:          rapid.IntRange(1, 4).Draw(t, "maxKeys"),
 		Hard:             rapid.Bool().Draw(t, "hard"),
 		MaxWaitersPerKey: rapid.OneOf(rapid.Just(0), rapid.IntRange(1, 3)).Draw(t, "maxWaitersPerKey"),
+		Order:            rapid.SampledFrom([]model.KeyedOrder{model.KeyedFIFO, model.KeyedPriorities, model.KeyedSequence}).Draw(t, "order"),
+	}
+	if cfg.Order == model.KeyedPriorities {
+		// Steps of the size of the clock's moves, so that aging reorders.
+		cfg.Step = rapid.SampledFrom([]time.Duration{time.Second, 2 * time.Second}).Draw(t, "step")
 	}
 	nkeys := rapid.IntRange(1, 6).Draw(t, "keys")
 	r := &keyedRun{
@@ -138,13 +148,50 @@ func newKeyedRun(t *rapid.T, has func(*keyedsem.Keyed[string], string) bool) *ke
 	if cfg.Hard {
 		opts = append(opts, keyedsem.WithHardMaxKeys())
 	}
+	switch cfg.Order {
+	case model.KeyedPriorities:
+		opts = append(opts, keyedsem.WithPriorities(cfg.Step))
+	case model.KeyedSequence:
+		opts = append(opts, keyedsem.WithSequenceOrder())
+	}
 	r.s = keyedsem.New[string](opts...)
 	r.logf("New(%+v), %d keys, ticks %v", cfg, nkeys, r.ticks)
 	return r
 }
 
 // keyedErrOf is the error keyedsem returns for a model outcome.
-func keyedErrOf(e model.Err) error { return errOf(e, keyedsem.ErrClosed, keyedsem.ErrQueueFull) }
+func keyedErrOf(e model.Err) error {
+	if e == model.InvalidTurn {
+		return semaphore.ErrInvalidConfig
+	}
+	return errOf(e, keyedsem.ErrClosed, keyedsem.ErrQueueFull)
+}
+
+// drawTurn draws the Turn of an acquire (ok false: a plain AcquireN): mostly
+// one the order uses, small priorities and sequences so that they tie and
+// overtake, and now and then a field the order does not use, which must be
+// refused.
+func (r *keyedRun) drawTurn(t *rapid.T) (semaphore.Turn, bool) {
+	var tn semaphore.Turn
+	switch rapid.IntRange(0, 9).Draw(t, "turnKind") {
+	case 0:
+		return tn, false
+	case 1:
+		tn.Priority = rapid.SampledFrom([]int{1, -1, semaphore.MaxPriority + 1}).Draw(t, "anyPriority")
+	case 2:
+		tn.Sequence = rapid.Int64Range(-3, 3).Draw(t, "anySequence")
+	case 3:
+		tn.Group = rapid.SampledFrom([]string{"", "tenant"}).Draw(t, "group")
+	default:
+		switch r.cfg.Order {
+		case model.KeyedPriorities:
+			tn.Priority = rapid.SampledFrom([]int{0, 1, 2, -1, 3, semaphore.MaxPriority, -semaphore.MaxPriority}).Draw(t, "priority")
+		case model.KeyedSequence:
+			tn.Sequence = rapid.Int64Range(-1, 6).Draw(t, "sequence")
+		}
+	}
+	return tn, true
+}
 
 func (r *keyedRun) fatalf(format string, args ...any) {
 	r.t.Helper()
@@ -239,12 +286,13 @@ func (r *keyedRun) drawWeight(t *rapid.T) int64 {
 func (r *keyedRun) acquire(t *rapid.T) {
 	key, n := r.drawKey(t), r.drawWeight(t)
 	background := rapid.IntRange(0, 3).Draw(t, "background") == 0
+	turn, withTurn := r.drawTurn(t)
 	if len(r.waiting) >= maxWaiters {
 		skip(t, r.fuzz, "enough waiters")
 		return
 	}
-	id, queued, merr := r.m.Acquire(key, n)
-	r.logf("acquire(%s, %d) [background=%v] -> id %d queued=%v %v", key, n, background, id, queued, merr)
+	id, queued, merr := r.m.AcquireTurn(key, n, turn)
+	r.logf("acquire(%s, %d, %+v) [background=%v turn=%v] -> id %d queued=%v %v", key, n, turn, background, withTurn, id, queued, merr)
 	tag := id
 	if merr != model.OK {
 		tag = -1
@@ -257,7 +305,13 @@ func (r *keyedRun) acquire(t *rapid.T) {
 	}
 	r.running++
 	go func() {
-		p, err := r.s.AcquireN(ctx, key, n)
+		var p keyedsem.Permit
+		var err error
+		if withTurn {
+			p, err = r.s.AcquireTurn(ctx, key, n, turn)
+		} else {
+			p, err = r.s.AcquireN(ctx, key, n)
+		}
 		r.results <- keyedServed{tag, p, err}
 	}()
 	if !queued {
