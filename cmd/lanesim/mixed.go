@@ -169,30 +169,26 @@ func (p policy) String() string {
 // the policies reach the lanes; everything else in the mixed workload is
 // the same for every policy.
 //
-// TODO(lead): wire after merging pri, keyed and fair. Until then every
-// policy runs FIFO lanes, and the table says so ("not wired"). Meant:
-//
-//	case policyPriority:
-//		global = []semaphore.Option{semaphore.WithPriorities(mc.Aging)}
-//		// keyedsem.WithPriorities(mc.Aging) on the session lane would change
-//		// nothing here: each session carries one class.
-//
-// Fair share is wired: simulateMixed makes the global lane with
-// lanequeue's AddFairLane, the tenant a function of the key.
+// Priorities order the global lane (semaphore.WithPriorities with the
+// mode's aging step); fair share makes it a fair lane (simulateMixed,
+// through lanequeue's AddFairLane, the tenant a function of the key).
 func laneOptions(p policy, mc mixedConfig) (session []keyedsem.Option, global []semaphore.Option) {
-	return nil, nil
+	if p == policyPriority {
+		// keyedsem.WithPriorities on the session lane would change nothing
+		// here: each session carries one class.
+		global = []semaphore.Option{semaphore.WithPriorities(mc.Aging)}
+	}
+	return nil, global
 }
 
 // turnOpts returns the AcquireAll options of a message of class c from
 // tenant t under policy p: where it joins the line of a lane that orders
 // its waiters.
-//
-// TODO(lead): wire with laneOptions. Meant:
-//
-//	case policyPriority:
-//		return []lanequeue.AcquireOption{lanequeue.WithPriority(classInfo[c].Priority)}
 func turnOpts(p policy, c int, t tenant) []lanequeue.AcquireOption {
-	return nil
+	if p == policyPriority {
+		return []lanequeue.AcquireOption{lanequeue.WithPriority(classInfo[c].Priority)}
+	}
+	return nil // fair share: the fair lane takes the tenant from the key
 }
 
 // mixedRun is one run of the mixed workload: a policy, and the tenants
