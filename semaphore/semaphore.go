@@ -141,10 +141,10 @@ type config struct {
 	// The ordering options: at most one (order names it; orderClash
 	// names a pair given together).
 	order, orderClash string
-	priorities        bool          // WithPriorities given
-	agingStep         time.Duration // its step
-	fairShare  bool             // WithFairShare
-	fairWeight func(string) int // its weights; nil: equal
+	priorities        bool             // WithPriorities given
+	agingStep         time.Duration    // its step
+	fairShare         bool             // WithFairShare
+	fairWeight        func(string) int // its weights; nil: equal
 }
 
 // Option configures a semaphore made by [New]. Options are applied in
