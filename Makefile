@@ -11,12 +11,17 @@ BENCHCOUNT  ?= 10
 BENCHTIME   ?= 1s
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all test vet unit stress test386 lint staticcheck bench bench-report bench-redis fuzz lanesim clean
+.PHONY: all test fmtcheck vet unit stress test386 lint staticcheck bench bench-report bench-redis fuzz lanesim clean
 
 all: lint test
 
-## test: vet, race-enabled tests of every module, a stress pass, 386 and staticcheck
-test: vet unit stress test386 staticcheck
+## test: gofmt, vet, race-enabled tests of every module, a stress pass, 386 and staticcheck
+test: fmtcheck vet unit stress test386 staticcheck
+	@echo "make test: PASS (gofmt, vet, race tests of $(words $(MODULES)) modules, stress x$(STRESS), 386, staticcheck)"
+
+## fmtcheck: every tracked Go file is gofmt-clean
+fmtcheck:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 vet:
 	@for m in $(MODULES); do echo "== go vet ($$m)"; (cd $$m && $(GO) vet ./...) || exit 1; done
@@ -32,8 +37,7 @@ stress:
 test386:
 	GOARCH=386 $(GO) test -count=1 ./...
 
-lint: vet staticcheck
-	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+lint: fmtcheck vet staticcheck
 
 staticcheck:
 	@for m in $(MODULES); do echo "== staticcheck ($$m)"; (cd $$m && $(GO) run $(STATICCHECK) ./...) || exit 1; done

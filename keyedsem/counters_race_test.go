@@ -68,7 +68,7 @@ func TestEveryKeyedCallEndsInOneCounterRace(t *testing.T) {
 			}(i)
 		}
 		testkit.Eventually(t, "every caller queued or returned", func() bool {
-			return uint64(s.Stats().Waiters)+returned.Load() == callers
+			return testkit.AllQueuedOrReturned(uint64(callers), func() int { return s.Stats().Waiters }, &returned)
 		})
 		testkit.Storm(t, "the storm", func() {
 			for _, p := range holds {

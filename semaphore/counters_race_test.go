@@ -77,7 +77,7 @@ func TestEveryCallEndsInOneCounterRace(t *testing.T) {
 			}()
 		}
 		testkit.Eventually(t, "every caller queued or returned", func() bool {
-			return uint64(s.Stats().Waiters)+returned.Load() == uint64(callers)
+			return testkit.AllQueuedOrReturned(uint64(callers), func() int { return s.Stats().Waiters }, &returned)
 		})
 		// The storm: the grants of the release race the rest.
 		testkit.Storm(t, "the storm", func() { hold.Release() }, func() { testkit.CancelEvery(cancels, 3) }, func() {

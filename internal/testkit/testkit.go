@@ -7,6 +7,7 @@ package testkit
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,6 +47,18 @@ func EventuallyWithin(t testing.TB, d time.Duration, what string, cond func() bo
 			time.Sleep(50 * time.Microsecond)
 		}
 	}
+}
+
+// AllQueuedOrReturned reports whether every one of n callers is either
+// waiting (waiters, read from the semaphore's Stats) or has returned (the
+// count its goroutines add to once their call is back). It reads returned
+// first: a caller leaves the line before it returns, so one that returns
+// between the two reads is then missed (the poll comes round again) rather
+// than counted twice (which would let the test go on with callers that
+// have not yet queued).
+func AllQueuedOrReturned(n uint64, waiters func() int, returned *atomic.Uint64) bool {
+	r := returned.Load()
+	return r+uint64(waiters()) == n
 }
 
 // Recv returns the next value of ch (the zero value once ch is closed),

@@ -1,6 +1,7 @@
 package testkit_test
 
 import (
+	"sync/atomic"
 	"testing"
 
 	"github.com/sessionlane/lanes/internal/testkit"
@@ -18,4 +19,25 @@ func TestGoRecvEventually(t *testing.T) {
 	done := make(chan struct{})
 	close(done)
 	testkit.Recv(t, done, "a closed channel")
+}
+
+// TestAllQueuedOrReturnedCountsNoCallerTwice has a caller leave the line
+// and return while the waiters are being read: of two callers, one waited
+// and returned meanwhile and the other has not started, so not all are
+// queued or returned. Read in the other order (waiters first) the one that
+// left counts twice and the check passes too early.
+func TestAllQueuedOrReturnedCountsNoCallerTwice(t *testing.T) {
+	var returned atomic.Uint64
+	waiters := func() int {
+		defer returned.Add(1) // it leaves and returns once it was counted
+		return 1
+	}
+	if testkit.AllQueuedOrReturned(2, waiters, &returned) {
+		t.Fatal("a caller that had not started was taken as queued")
+	}
+	// Both now returned (and nobody waits): all are accounted for.
+	returned.Store(2)
+	if !testkit.AllQueuedOrReturned(2, func() int { return 0 }, &returned) {
+		t.Fatal("two returned callers of two were not all accounted for")
+	}
 }
