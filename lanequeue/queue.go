@@ -133,6 +133,7 @@ type Queue[K comparable] struct {
 
 	clock   coarse.Clock // the tickets' since
 	holders holderSet[K]
+	watch   watch[K] // Waiters' arrivals and the hooks (waiters.go, hooks.go)
 
 	// nanKeys is whether K can hold a value not equal to itself (a float,
 	// a complex or an interface, or a struct or array of one), decided

@@ -65,6 +65,13 @@ type record[K comparable] struct {
 	// epoch on its coarse clock (see coarse.Clock).
 	since int64
 	g     grant[K]
+	// A call still acquiring, listed by Waiters (see waitFor): pending,
+	// waiting for lane at of g since atSince, the seq-th arrival at a
+	// lane. The lanes before at are held; owner is nil.
+	pending bool
+	at      int
+	seq     uint64
+	atSince int64
 	// The home's list of records, guarded by home.mu.
 	prev, next *record[K]
 
@@ -87,6 +94,7 @@ type grant[K comparable] struct {
 	plain  int
 	more   []held[K] // the lanes, when there are over inlineLanes
 	inline [inlineLanes]held[K]
+	rec    *record[K] // the record of a call that waited (see waitFor); nil until then
 }
 
 // held returns the grant's lanes.
@@ -136,8 +144,12 @@ func (t *Ticket[K]) Release() bool {
 		ps[i] = r.g.inline[i].p
 	}
 	more := r.g.more
+	hl, long := r.q.holdOf(r) // Hooks.OnLongHold, reported after unlocking
 	st.retire(r)
 	st.mu.Unlock()
+	if long {
+		r.q.report(&hl)
+	}
 	for i := int(n) - 1; i >= 0; i-- {
 		ps[i].Release()
 	}
@@ -242,5 +254,5 @@ func (t *Ticket[K]) Since() time.Time {
 		return time.Time{}
 	}
 	defer r.home.mu.Unlock()
-	return r.q.clock.Time(r.since)
+	return r.q.timeOf(r.since)
 }
