@@ -53,3 +53,9 @@ func SetRateClock[K comparable](q *Queue[K], name string, c clock.Clock) {
 func RateLimiter[K comparable](q *Queue[K], name string) *rate.Limiter {
 	return q.table.Load().byName[name].e.rate.lim
 }
+
+// SetClock makes q read the time for Holders, Waiters, Ticket.Since and
+// the hooks from c. Call it before q is used.
+func SetClock[K comparable](q *Queue[K], c clock.Clock) {
+	q.watch.fake, q.watch.epoch = c, c.Now()
+}
