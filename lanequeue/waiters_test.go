@@ -181,3 +181,60 @@ func TestLaneStatsTimings(t *testing.T) {
 		t.Errorf("lane plain: timings on without the option")
 	}
 }
+
+// Callers that wait, give up and get through while others list the
+// holders and waiters: every listing is consistent (the global lane of
+// capacity 2 never has more than 2 holders with a ticket, positions
+// count from 1 in each line), and once the calls have returned nobody is
+// listed.
+func TestWaitersRace(t *testing.T) {
+	q := lanequeue.New[string]()
+	t.Cleanup(q.Close)
+	must(t, q.AddKeyedLane("session"))
+	must(t, q.AddGlobalLane("global", 2))
+	lanes := []string{"session", "global"}
+	for round := range raceRounds {
+		var calls []func()
+		for i := range 6 {
+			calls = append(calls, func() {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				if i%3 == 2 {
+					cancel() // some give up at once, or while they wait
+				}
+				tk, err := acquireAll(q, ctx, []string{"a", "b"}[i%2], lanes)
+				if err == nil {
+					tk.Release()
+				}
+			})
+		}
+		calls = append(calls, func() {
+			for range 3 {
+				tickets := 0
+				for _, h := range q.Holders() {
+					if h.Lane == "global" && !h.Waiting {
+						tickets++
+					}
+				}
+				if tickets > 2 {
+					t.Errorf("round %d: %d tickets hold the global lane of 2", round, tickets)
+				}
+				seen := map[string]int{}
+				for _, w := range q.Waiters() {
+					line := w.Lane + "/" + w.Key
+					if w.Kind == lanequeue.Global {
+						line = w.Lane
+					}
+					seen[line]++
+					if w.Position != seen[line] {
+						t.Errorf("round %d: %s is #%d in line %s, want #%d", round, w.Key, w.Position, line, seen[line])
+					}
+				}
+			}
+		})
+		testkit.Storm(t, "the calls", calls...)
+		if w, h := q.Waiters(), q.Holders(); len(w) != 0 || len(h) != 0 {
+			t.Fatalf("round %d: after the calls, waiters %+v, holders %+v", round, w, h)
+		}
+	}
+}
