@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
 )
 
@@ -148,45 +149,39 @@ func refused(err error) bool {
 	return errors.Is(err, ErrQueueFull) || errors.Is(err, ErrTooManyKeys) || errors.Is(err, ErrClosed) || errors.Is(err, ErrTooHeavy)
 }
 
-// heldLanes is what a release needs of a record to report long holds,
+// heldLanes is what a release needs of a record to report a long hold,
 // copied under the record's lock.
 type heldLanes[K comparable] struct {
 	h     *Hooks[K]
 	key   K
 	since int64
-	n     int
-	lanes [inlineLanes]held[K]
-	more  []held[K]
+	d     time.Duration
+	lanes []held[K]
 }
 
-// holdOf copies what a long hold's report needs from r, about to be
-// released, when the hooks want long holds. The caller holds r.home.mu.
-func (q *Queue[K]) holdOf(r *record[K]) (hl heldLanes[K], ok bool) {
-	h := q.watch.hooks.Load()
-	if h == nil || h.OnLongHold == nil {
-		return hl, false
+// longHold returns a copy of what the report of r's hold needs if the
+// hooks want long holds and r's is one, else nil. The caller holds
+// r.home.mu and is releasing r. The copy is allocated: a long hold is
+// rare, and a release that reports none copies nothing.
+func (q *Queue[K]) longHold(h *Hooks[K], r *record[K]) *heldLanes[K] {
+	if h.OnLongHold == nil {
+		return nil
 	}
-	hl.h, hl.key, hl.since, hl.more = h, r.key, r.since, r.g.more
-	hl.n = copy(hl.lanes[:], r.g.inline[:r.g.n])
-	return hl, true
+	d := time.Duration(q.stamp() - r.since)
+	if d <= h.LongHold {
+		return nil
+	}
+	return &heldLanes[K]{h: h, key: r.key, since: r.since, d: d, lanes: slices.Clone(r.g.held())}
 }
 
-// report calls OnLongHold for each keyed and global lane of hl, if the
-// hold lasted longer than the bound. It is called after unlocking.
+// report calls OnLongHold for each keyed and global lane of hl. It is
+// called after unlocking.
 func (q *Queue[K]) report(hl *heldLanes[K]) {
-	d := time.Duration(q.stamp() - hl.since)
-	if d <= hl.h.LongHold {
-		return
-	}
-	lanes := hl.lanes[:hl.n]
-	if hl.more != nil {
-		lanes = hl.more
-	}
-	for i := range lanes {
-		l := &lanes[i]
+	for i := range hl.lanes {
+		l := &hl.lanes[i]
 		if l.e.kind == Rate {
 			continue
 		}
-		hl.h.OnLongHold(Event[K]{What: LongHold, Lane: l.e.name, Kind: l.e.kind, Key: hl.key, Weight: l.n, Since: q.timeOf(hl.since), Duration: d})
+		hl.h.OnLongHold(Event[K]{What: LongHold, Lane: l.e.name, Kind: l.e.kind, Key: hl.key, Weight: l.n, Since: q.timeOf(hl.since), Duration: hl.d})
 	}
 }

@@ -144,11 +144,15 @@ func (t *Ticket[K]) Release() bool {
 		ps[i] = r.g.inline[i].p
 	}
 	more := r.g.more
-	hl, long := r.q.holdOf(r) // Hooks.OnLongHold, reported after unlocking
+	q := r.q
+	var long *heldLanes[K] // a hold for Hooks.OnLongHold, reported after unlocking
+	if h := q.watch.hooks.Load(); h != nil {
+		long = q.longHold(h, r)
+	}
 	st.retire(r)
 	st.mu.Unlock()
-	if long {
-		r.q.report(&hl)
+	if long != nil {
+		q.report(long)
 	}
 	for i := int(n) - 1; i >= 0; i-- {
 		ps[i].Release()

@@ -72,7 +72,7 @@ func (s *Weighted) Join(n int64) (Place, error) {
 	}
 	if st := s.state.Load(); fastOK(st, n) {
 		if p, ok := s.claimInline(st, n); ok {
-			return s.placed(nil, p), nil
+			return s.placed(nil, s.stamp(p)), nil
 		}
 	}
 	s.mu.Lock()
