@@ -37,6 +37,12 @@ func ExampleQueue_Waiters() {
 	if err != nil {
 		panic(err)
 	}
+	inLine := func() (n int) { // the callers in the lanes' lines
+		for _, st := range q.Stats() {
+			n += st.Waiters
+		}
+		return n
+	}
 	done := make(chan *lanequeue.Ticket[string])
 	for i, key := range []string{"chat-2", "chat-3", "chat-1"} {
 		go func() {
@@ -46,7 +52,7 @@ func ExampleQueue_Waiters() {
 			}
 			done <- t
 		}()
-		for len(q.Waiters()) < i+1 { // let each one queue before the next
+		for inLine() < i+1 { // let each one queue before the next
 			runtime.Gosched()
 		}
 	}

@@ -50,9 +50,12 @@ func TestHooks(t *testing.T) {
 	t0 := clk.Now()
 	a, err := acquireAll(q, ctx, "a", lanes)
 	must(t, err)
+	// A call is listed a moment before it joins the lane's line: wait
+	// for the line itself, so that b is first in it.
 	b := acquireAsync(ctx, q, "b", lanes)
+	testkit.Eventually(t, "b in line", func() bool { return laneStats(t, q, "global").Waiters == 1 })
 	c := acquireAsync(ctx, q, "c", lanes)
-	testkit.Eventually(t, "two waiters", func() bool { return len(q.Waiters()) == 2 })
+	testkit.Eventually(t, "c in line", func() bool { return laneStats(t, q, "global").Waiters == 2 })
 	if _, err := acquireAll(q, ctx, "d", lanes); !errors.Is(err, lanequeue.ErrQueueFull) {
 		t.Fatalf("a third waiter: %v, want ErrQueueFull", err)
 	}

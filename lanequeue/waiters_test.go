@@ -69,13 +69,15 @@ func TestWaiters(t *testing.T) {
 	}
 	clk.Advance(time.Second)
 	a2 := acquireAsync(ctx, q, "a", lanes) // waits for a's session lane
-	testkit.Eventually(t, "a second call of a to wait", func() bool { return len(q.Waiters()) == 1 })
+	// A call is listed a moment before it joins the lane's line: wait
+	// for the lines themselves, so that the order is known.
+	testkit.Eventually(t, "a second call of a to wait", func() bool { return laneStats(t, q, "session").Waiters == 1 })
 	clk.Advance(time.Second)
 	b := acquireAsync(ctx, q, "b", lanes) // takes b's session lane, waits for global
-	testkit.Eventually(t, "b to wait", func() bool { return len(q.Waiters()) == 2 })
+	testkit.Eventually(t, "b to wait", func() bool { return laneStats(t, q, "global").Waiters == 1 })
 	clk.Advance(time.Second)
 	c := acquireAsync(ctx, q, "c", lanes) // second in global's line
-	testkit.Eventually(t, "c to wait", func() bool { return len(q.Waiters()) == 3 })
+	testkit.Eventually(t, "c to wait", func() bool { return laneStats(t, q, "global").Waiters == 2 })
 
 	want := []lanequeue.Waiter[string]{
 		{Lane: "session", Kind: lanequeue.Keyed, Key: "a", Weight: 1, Position: 1, Since: t0.Add(time.Second), Holding: 0},
@@ -110,7 +112,7 @@ func TestWaiters(t *testing.T) {
 	a.Release()
 	rb := receive(t, b)
 	must(t, rb.err)
-	testkit.Eventually(t, "a's second call to wait for global", func() bool { return q.LineLen("global", "") == 2 })
+	testkit.Eventually(t, "a's second call to wait for global", func() bool { return laneStats(t, q, "global").Waiters == 2 })
 	got := q.Waiters()
 	if len(got) != 2 || got[0].Key != "c" || got[0].Position != 1 || got[1].Key != "a" || got[1].Position != 2 || got[1].Holding != 1 {
 		t.Fatalf("after a's release, Waiters() = %+v; want c then a on global", got)
@@ -139,7 +141,7 @@ func TestWaitersLeaveOnFailure(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	b := acquireAsync(cctx, q, "b", lanes)
 	c := acquireAsync(ctx, q, "c", lanes)
-	testkit.Eventually(t, "two waiters", func() bool { return len(q.Waiters()) == 2 })
+	testkit.Eventually(t, "two in the global line", func() bool { return laneStats(t, q, "global").Waiters == 2 })
 	_, err = acquireAll(q, ctx, "d", lanes) // the global line holds 2 at most
 	if !errors.Is(err, lanequeue.ErrQueueFull) {
 		t.Fatalf("a third waiter: %v, want ErrQueueFull", err)
