@@ -79,8 +79,8 @@ func ExampleQueue_Waiters() {
 	}
 	fmt.Println("stats:")
 	for _, st := range q.Stats() {
-		fmt.Printf("  %s: acquired %d, waited %d; %d waits, %d holds timed, p99 wait under 100s: %v\n",
-			st.Name, st.Acquired, st.Waited, st.WaitTime.Count, st.HoldTime.Count, st.WaitTime.Quantile(0.99) < 100e9)
+		fmt.Printf("  %s: acquired %d, released %d; %d waits, %d holds timed, p99 wait under 100s: %v\n",
+			st.Name, st.Acquired, st.Released, st.WaitTime.Count, st.HoldTime.Count, st.WaitTime.Quantile(0.99) < 100e9)
 	}
 	// Output:
 	// holders:
@@ -94,6 +94,6 @@ func ExampleQueue_Waiters() {
 	//   global chat-3 #2 weight 1, holding 1 lane(s)
 	// chat-1's session line: 1
 	// stats:
-	//   session: acquired 4, waited 1; 4 waits, 4 holds timed, p99 wait under 100s: true
-	//   global: acquired 4, waited 3; 4 waits, 4 holds timed, p99 wait under 100s: true
+	//   session: acquired 4, released 4; 4 waits, 4 holds timed, p99 wait under 100s: true
+	//   global: acquired 4, released 4; 4 waits, 4 holds timed, p99 wait under 100s: true
 }
