@@ -140,16 +140,26 @@ func semaphoreDriver(t *rapid.T, fuzz bool, order semOrder) {
 		"":              r.check,
 	}
 	if r.fair {
-		actions["acquireMore"] = r.acquire // queues long enough for the groups' turns to show
+		// Queues long enough, in enough groups, for their turns to show.
+		actions["acquireMore"] = r.acquire
+		actions["acquireMost"] = r.acquire
 	}
 	drive(t, fuzz, r.cleanup, r.finish, actions)
 }
 
 func newSemRun(t *rapid.T, order semOrder) *semRun {
 	capacity := rapid.Int64Range(0, 20).Draw(t, "capacity")
-	// Half the runs have no bound on the queue, so that it grows.
-	maxWaiters := rapid.OneOf(rapid.Just(0), rapid.IntRange(1, 5)).Draw(t, "maxWaiters")
-	maxWaitWeight := rapid.OneOf(rapid.Just[int64](0), rapid.Int64Range(1, 16)).Draw(t, "maxWaitWeight")
+	if order == anyOrder {
+		order = rapid.SampledFrom([]semOrder{fifoOrder, priorityOrder, fairOrder}).Draw(t, "order")
+	}
+	// Half the runs have no bound on the queue, so that it grows; under
+	// fair share three quarters, as the groups' turns show on long queues.
+	var maxWaiters int
+	var maxWaitWeight int64
+	if order != fairOrder || rapid.Bool().Draw(t, "fairBounds") {
+		maxWaiters = rapid.OneOf(rapid.Just(0), rapid.IntRange(1, 5)).Draw(t, "maxWaiters")
+		maxWaitWeight = rapid.OneOf(rapid.Just[int64](0), rapid.Int64Range(1, 16)).Draw(t, "maxWaitWeight")
+	}
 	opts := []semaphore.Option{
 		semaphore.WithMaxWaiters(maxWaiters),
 		semaphore.WithMaxWaitingWeight(maxWaitWeight),
@@ -169,9 +179,6 @@ func newSemRun(t *rapid.T, order semOrder) *semRun {
 		r.maxWait = rapid.SampledFrom([]time.Duration{time.Second, 5 * time.Second, time.Hour}).Draw(t, "maxWait")
 		r.clk = clock.NewFake(time.Unix(1_700_000_000, 0))
 		opts = append(opts, semaphore.WithMaxWait(r.maxWait), semaphore.WithClock(r.clk))
-	}
-	if order == anyOrder {
-		order = rapid.SampledFrom([]semOrder{fifoOrder, priorityOrder, fairOrder}).Draw(t, "order")
 	}
 	weighted := false
 	switch order {
@@ -219,8 +226,8 @@ func (r *semRun) fatalf(format string, args ...any) {
 // drawWeight draws 1 for half the draws, else a weight around the current
 // capacity, including the invalid and too heavy ones.
 func (r *semRun) drawWeight(t *rapid.T) int64 {
-	if rapid.Bool().Draw(t, "one") {
-		return 1
+	if one := rapid.IntRange(0, 5).Draw(t, "one"); one < 3 || r.fair && one < 4 {
+		return 1 // under fair share for two thirds: more waiters, more turns
 	}
 	return rapid.Int64Range(0, r.m.Capacity()+1).Draw(t, "n")
 }
