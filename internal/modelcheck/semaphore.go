@@ -120,6 +120,11 @@ var fairGroups = []string{"", "a", "b", "c"}
 func semaphoreDriver(t *rapid.T, fuzz bool, order semOrder) {
 	r := newSemRun(t, order)
 	r.fuzz = fuzz
+	drive(t, fuzz, r.cleanup, r.finish, r.actions())
+}
+
+// actions returns the driver's operations, by name, and its check ("").
+func (r *semRun) actions() map[string]func(*rapid.T) {
 	actions := map[string]func(*rapid.T){
 		"acquire":       r.acquire,
 		"acquireAgain":  r.acquire, // blocking acquires twice as often
@@ -144,7 +149,7 @@ func semaphoreDriver(t *rapid.T, fuzz bool, order semOrder) {
 		actions["acquireMore"] = r.acquire
 		actions["acquireMost"] = r.acquire
 	}
-	drive(t, fuzz, r.cleanup, r.finish, actions)
+	return actions
 }
 
 func newSemRun(t *rapid.T, order semOrder) *semRun {
