@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"pgregory.net/rapid"
@@ -32,6 +33,24 @@ import (
 // a guard against a stuck case, not a timing assertion: a correct
 // implementation gets there in microseconds.
 const Hang = 20 * time.Second
+
+// gaveUp is set once a wait of a driver has run out: the implementation
+// under test loses calls. rapid then replays the failing case many times
+// as it shrinks it, and each replay would wait Hang again (the step, then
+// cleanup), so that a test that found a lost waiter ran for minutes, and
+// with a few such tests into the binary's timeout, before it said so.
+// After the first, waits give up after shortHang.
+var gaveUp atomic.Bool
+
+const shortHang = 200 * time.Millisecond
+
+// hang is how long a driver waits for what the model says must happen.
+func hang() time.Duration {
+	if gaveUp.Load() {
+		return shortHang
+	}
+	return Hang
+}
 
 // watchdog makes a case that runs longer than twice the hang guard crash
 // the process with every goroutine's stack, so that a call into the library
@@ -62,10 +81,12 @@ func skip(t *rapid.T, fuzz bool, why string) {
 // spin polls cond, yielding the processor, until it holds; it calls fail
 // after the hang guard.
 func spin(what string, cond func() bool, fail func(format string, args ...any)) {
-	deadline := time.Now().Add(Hang)
+	d := hang()
+	deadline := time.Now().Add(d)
 	for i := 0; !cond(); i++ {
 		if i%1024 == 0 && time.Now().After(deadline) {
-			fail("hang: gave up waiting (%v) for %s", Hang, what)
+			gaveUp.Store(true)
+			fail("hang: gave up waiting (%v) for %s", d, what)
 			return
 		}
 		runtime.Gosched()

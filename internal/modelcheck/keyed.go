@@ -200,14 +200,16 @@ func (r *keyedRun) fatalf(format string, args ...any) {
 
 func (r *keyedRun) recv() keyedServed {
 	r.t.Helper()
-	timer := time.NewTimer(Hang)
+	d := hang()
+	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
 	case res := <-r.results:
 		r.running--
 		return res
 	case <-timer.C:
-		r.fatalf("hang: no acquire returned within %v", Hang)
+		gaveUp.Store(true)
+		r.fatalf("hang: no acquire returned within %v", d)
 		panic("unreachable")
 	}
 }
@@ -556,7 +558,7 @@ func (r *keyedRun) cleanup() {
 			cancel()
 		}
 	}
-	timer := time.NewTimer(Hang)
+	timer := time.NewTimer(hang())
 	defer timer.Stop()
 	for r.running > 0 {
 		select {
@@ -564,6 +566,7 @@ func (r *keyedRun) cleanup() {
 			r.running--
 			res.p.Release()
 		case <-timer.C:
+			gaveUp.Store(true)
 			return
 		}
 	}

@@ -781,7 +781,7 @@ func (r *semRun) cleanup() {
 			cancel()
 		}
 	}
-	deadline := time.Now().Add(Hang)
+	deadline := time.Now().Add(hang())
 	for r.running > 0 && time.Now().Before(deadline) {
 		select {
 		case got := <-r.results:
@@ -789,6 +789,9 @@ func (r *semRun) cleanup() {
 			got.p.Release()
 		case <-time.After(time.Millisecond):
 		}
+	}
+	if r.running > 0 {
+		gaveUp.Store(true) // calls lost: goleak names them at the end
 	}
 	for _, id := range slices.Sorted(maps.Keys(r.permits)) {
 		r.permits[id].Release()
