@@ -27,13 +27,7 @@ func chatLanes(t *testing.T, q *lanequeue.Queue[string]) lanequeue.LaneSet[strin
 // ticket comes.
 func placeWait(t *testing.T, pl *lanequeue.Place[string], what string) *lanequeue.Ticket[string] {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
-	defer cancel()
-	tk, err := pl.Wait(ctx)
-	if err != nil {
-		t.Fatalf("%s: Wait: %v", what, err)
-	}
-	return tk
+	return testkit.Await(t, what, pl.Wait)
 }
 
 func join(t *testing.T, q *lanequeue.Queue[string], key string, ls lanequeue.LaneSet[string], opts ...lanequeue.AcquireOption) *lanequeue.Place[string] {
@@ -231,11 +225,7 @@ func TestPlaceQueueRace(t *testing.T) {
 	chat := chatLanes(t, q)
 	var inGlobal atomic.Int64
 	var bad atomic.Value // string
-	rounds := 1000
-	if testing.Short() {
-		rounds = 100
-	}
-	for round := range rounds {
+	for round := range testkit.Rounds() {
 		const threads, msgs = 3, 3
 		var mu sync.Mutex
 		granted := make([][]int, threads) // per thread, the messages granted
@@ -256,24 +246,11 @@ func TestPlaceQueueRace(t *testing.T) {
 					workers.Add(1)
 					go func() {
 						defer workers.Done()
-						var ctx context.Context = context.Background()
-						switch mode {
-						case 0:
-							pl.Leave()
-							return
-						case 1:
-							c, cancel := context.WithCancel(ctx)
-							defer cancel()
-							go cancel()
-							ctx = c
-						case 2:
-							go pl.Leave()
-						}
-						tk, err := pl.Wait(ctx)
+						tk, ok, err := testkit.RacePlace(mode, pl.Wait, pl.Leave, lanequeue.ErrPlaceUsed)
 						if err != nil {
-							if !errors.Is(err, context.Canceled) && !errors.Is(err, lanequeue.ErrPlaceUsed) {
-								bad.Store("Wait: " + err.Error())
-							}
+							bad.Store(err.Error())
+						}
+						if !ok {
 							return
 						}
 						if inGlobal.Add(1) > global {
@@ -328,34 +305,7 @@ func TestPlaceOrderQueue(t *testing.T) {
 	for i := 1; i <= n; i++ {
 		places[i] = join(t, q, "thread", chat)
 	}
-	var mu sync.Mutex
-	var served []int
-	var wg sync.WaitGroup
-	for i := n; i >= 1; i-- {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
-			defer cancel()
-			tk, err := places[i].Wait(ctx)
-			if err != nil {
-				t.Errorf("place %d: %v", i, err)
-				return
-			}
-			mu.Lock()
-			served = append(served, i)
-			mu.Unlock()
-			tk.Release()
-		}()
-		if i > 1 {
-			testkit.Eventually(t, "the Waits to queue", func() bool { return laneStats(t, q, "session").Waiters >= n-i+1 })
-		}
-	}
-	testkit.WaitAll(t, &wg, "the places to be served")
-	for i, got := range served {
-		if got != i+1 {
-			t.Fatalf("served %v; want 1..%d in the order joined", served, n)
-		}
-	}
+	testkit.ServedInJoinOrder(t, n, func() int { return laneStats(t, q, "session").Waiters },
+		func(ctx context.Context, i int) (*lanequeue.Ticket[string], error) { return places[i].Wait(ctx) })
 	assertNothingHeld(t, q)
 }
