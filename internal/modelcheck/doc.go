@@ -16,7 +16,9 @@ package modelcheck
 import (
 	"context"
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -76,6 +78,16 @@ func skip(t *rapid.T, fuzz bool, why string) {
 	if !fuzz {
 		t.Skip(why)
 	}
+}
+
+// drawID draws one of the ids of m (in order, so that a case replays);
+// if m is empty it skips (see skip) with why and returns false.
+func drawID[V any](t *rapid.T, fuzz bool, m map[int]V, why string) (int, bool) {
+	if len(m) == 0 {
+		skip(t, fuzz, why)
+		return 0, false
+	}
+	return rapid.SampledFrom(slices.Sorted(maps.Keys(m))).Draw(t, "permit"), true
 }
 
 // spin polls cond, yielding the processor, until it holds; it calls fail

@@ -366,11 +366,10 @@ func (r *keyedRun) tryAcquire(t *rapid.T) {
 }
 
 func (r *keyedRun) release(t *rapid.T) {
-	if len(r.permits) == 0 {
-		skip(t, r.fuzz, "no permit out")
+	id, ok := drawID(t, r.fuzz, r.permits, "no permit out")
+	if !ok {
 		return
 	}
-	id := rapid.SampledFrom(slices.Sorted(maps.Keys(r.permits))).Draw(t, "permit")
 	p := r.permits[id]
 	first, granted := r.m.Release(id)
 	r.logf("release(%d, key %s) -> %v, served %v", id, r.keyOf[id], first, granted)
@@ -387,11 +386,10 @@ func (r *keyedRun) release(t *rapid.T) {
 // first release. Its token may serve another grant by now: the release
 // must still do nothing (the Stats check catches a freed grant).
 func (r *keyedRun) doubleRelease(t *rapid.T) {
-	if len(r.released) == 0 {
-		skip(t, r.fuzz, "no permit released")
+	id, ok := drawID(t, r.fuzz, r.released, "no permit released")
+	if !ok {
 		return
 	}
-	id := rapid.SampledFrom(slices.Sorted(maps.Keys(r.released))).Draw(t, "permit")
 	first, _ := r.m.Release(id)
 	r.logf("release(%d) again", id)
 	if got := r.released[id].Release(); got || first {

@@ -425,12 +425,10 @@ func (r *semRun) fill(*rapid.T) {
 }
 
 func (r *semRun) release(t *rapid.T) {
-	ids := slices.Sorted(maps.Keys(r.permits))
-	if len(ids) == 0 {
-		skip(t, r.fuzz, "no permit out")
+	id, ok := drawID(t, r.fuzz, r.permits, "no permit out")
+	if !ok {
 		return
 	}
-	id := rapid.SampledFrom(ids).Draw(t, "permit")
 	first, granted := r.m.Release(id)
 	r.logf("release#%d (weight %d): grants %v", id, r.weights[id], granted)
 	p := r.permits[id]
@@ -443,12 +441,10 @@ func (r *semRun) release(t *rapid.T) {
 }
 
 func (r *semRun) doubleRelease(t *rapid.T) {
-	ids := slices.Sorted(maps.Keys(r.released))
-	if len(ids) == 0 {
-		skip(t, r.fuzz, "no permit released yet")
+	id, ok := drawID(t, r.fuzz, r.released, "no permit released yet")
+	if !ok {
 		return
 	}
-	id := rapid.SampledFrom(ids).Draw(t, "permit")
 	first, _ := r.m.Release(id)
 	r.logf("doubleRelease#%d", id)
 	cp := r.released[id] // a copy of the handle
