@@ -99,5 +99,5 @@ func RacePlace[T any](mode int, wait func(context.Context) (T, error), leave fun
 	case mode == 1 && errors.Is(err, context.Canceled), mode == 2 && errors.Is(err, used):
 		return zero, false, nil
 	}
-	return zero, false, fmt.Errorf("Wait (mode %d): %w", mode, err)
+	return zero, false, fmt.Errorf("racing place, mode %d: Wait: %w", mode, err)
 }
