@@ -70,9 +70,10 @@ type semRun struct {
 // failed, every permit released in id order, nobody left waiting,
 // everything back.
 //
-// Capacities reach past 15, and fill and weight 1 for half the draws, so
-// that more permits can be out at once than a semaphore has inline tokens
-// (15): the grants beyond them take spare tokens.
+// Capacities reach past 15, and fill and weight 1 for half the draws (two
+// thirds under fair share), so that more permits can be out at once than
+// a semaphore has inline tokens (15): the grants beyond them take spare
+// tokens.
 //
 // Each run has one of the orders of service (FIFO, priorities, fair
 // share), so that one driver checks them all. A third of the runs order
@@ -171,7 +172,6 @@ func newSemRun(t *rapid.T, order semOrder) *semRun {
 	}
 	r := &semRun{
 		t:         t,
-		m:         model.NewSemaphore(capacity, maxWaiters, maxWaitWeight),
 		results:   make(chan semServed, 1024),
 		waiting:   make(map[int]context.CancelFunc),
 		deadlines: make(map[int]time.Time),
@@ -185,7 +185,7 @@ func newSemRun(t *rapid.T, order semOrder) *semRun {
 		r.clk = clock.NewFake(time.Unix(1_700_000_000, 0))
 		opts = append(opts, semaphore.WithMaxWait(r.maxWait), semaphore.WithClock(r.clk))
 	}
-	weighted := false
+	weighted, mo := false, model.FIFO()
 	switch order {
 	case priorityOrder:
 		// Aging steps against the clock's moves (a tick of 1s at most
@@ -199,7 +199,7 @@ func newSemRun(t *rapid.T, order semOrder) *semRun {
 			opts = append(opts, semaphore.WithClock(r.clk))
 		}
 		opts = append(opts, semaphore.WithPriorities(r.step))
-		r.m = model.NewOrderedSemaphore(capacity, maxWaiters, maxWaitWeight, model.Priorities(r.step))
+		mo = model.Priorities(r.step)
 	case fairOrder:
 		var weight func(string) int
 		if weighted = rapid.Bool().Draw(t, "weighted"); weighted {
@@ -211,8 +211,9 @@ func newSemRun(t *rapid.T, order semOrder) *semRun {
 		}
 		r.fair = true
 		opts = append(opts, semaphore.WithFairShare(weight))
-		r.m = model.NewOrderedSemaphore(capacity, maxWaiters, maxWaitWeight, model.FairShare(weight))
+		mo = model.FairShare(weight)
 	}
+	r.m = model.NewOrderedSemaphore(capacity, maxWaiters, maxWaitWeight, mo)
 	r.s = semaphore.New(capacity, opts...)
 	r.logf("New(%d, maxWaiters=%d, maxWaitWeight=%d, maxWait=%v, step=%v, fair=%v weighted=%v)",
 		capacity, maxWaiters, maxWaitWeight, r.maxWait, r.step, r.fair, weighted)
