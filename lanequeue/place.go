@@ -37,14 +37,28 @@ type Place[K comparable] struct {
 	used atomic.Bool
 	kp   keyedsem.Place[K] // the place in g.held()[0], the first keyed lane
 	g    grant[K]          // the lanes and weights; permits once Wait takes them
+	turn semaphore.Turn    // the options' Turn, for the lanes Wait takes
 }
 
 // Join takes a place for key in the line of the set's first keyed lane
 // (in the canonical order), at once, and returns it without waiting, so
 // that a webhook can answer at once and a worker wait for the turn later.
 // Places of one key are served in the order Join took them, whatever the
-// order of their Waits: with a per-key capacity of 1 their tickets are
-// granted in that order.
+// order of their Waits (with a per-key capacity of 1 their tickets are
+// granted in that order), or by the keyed lane's own order (below).
+//
+// The call's [WithPriority], [WithSequence] and [WithGroup] place it as
+// they place AcquireAll's, each lane taking the fields its semaphore
+// orders by and ignoring the others. On the keyed lane the place is taken
+// at Join where they put it: on a session lane made
+// [keyedsem.WithSequenceOrder] a thread's places are served in ascending
+// WithSequence while they stand in line, whatever order their Joins came
+// in (so a webhook gives each message its sequence number and messages
+// that reach the server out of order are handled in order); on one made
+// [keyedsem.WithPriorities] by priority, aging from the Join. The lanes
+// Wait takes get them when Wait reaches them: a global lane made
+// semaphore.WithPriorities orders the call by its priority from then on,
+// a fair lane ([Queue.AddFairLane]) by its group.
 //
 // Only the first keyed lane is joined. The set's other lanes are taken by
 // Wait, in the canonical order, once the place's turn has come, as
@@ -73,14 +87,11 @@ func (q *Queue[K]) Join(key K, lanes LaneSet[K], opts ...AcquireOption) (*Place[
 	if err := q.resolve(&pl.g, lanes, opts); err != nil {
 		return nil, err
 	}
-	// A place is taken in arrival order: the lines' ordering options are
-	// not carried by a place yet, and a caller that asks for one must
-	// hear so rather than find its option ignored.
-	if turn, err := turnOf(opts); err != nil {
+	turn, err := turnOf(opts)
+	if err != nil {
 		return nil, err
-	} else if turn != (semaphore.Turn{}) {
-		return nil, fmt.Errorf("lanequeue: Join takes no WithPriority, WithSequence or WithGroup (a place is taken in arrival order): %w", ErrInvalidConfig)
 	}
+	pl.turn = turn
 	if q.nanKeys && key != key {
 		return nil, ErrNaNKey
 	}
@@ -91,7 +102,8 @@ func (q *Queue[K]) Join(key K, lanes LaneSet[K], opts ...AcquireOption) (*Place[
 	if h.e.keyed == nil {
 		return nil, fmt.Errorf("%w: lane %q is a keyed lane of another package, which has no place to take", ErrNoSemaphore, h.e.name)
 	}
-	kp, err := h.e.keyed.Join(key, h.n)
+	s := h.e.keyed
+	kp, err := s.JoinTurn(key, h.n, s.Honoured(turn))
 	if err != nil {
 		return nil, q.laneErr(context.Background(), h.e, err)
 	}
@@ -144,7 +156,7 @@ func (p *Place[K]) Wait(ctx context.Context) (*Ticket[K], error) {
 		return nil, q.laneErr(ctx, h.e, err)
 	}
 	h.p = perm
-	if err := q.acquireFrom(ctx, p.key, g, 1, semaphore.Turn{}); err != nil {
+	if err := q.acquireFrom(ctx, p.key, g, 1, p.turn); err != nil {
 		return nil, err
 	}
 	return q.publish(p.key, g), nil
