@@ -53,8 +53,10 @@ func WithPriority(p int) AcquireOption { return AcquireOption{kind: optPriority,
 // 2 runs before message 3 even when 3 reached the server first, as long as
 // 2 arrives while 3 still waits; a message that arrives after its
 // successor started runs after it (see keyedsem.WithSequenceOrder: there
-// is no reorder hold). Every other lane ignores it. The default is 0;
-// given more than once, the last counts.
+// is no reorder hold). [Queue.Join] takes it too: a webhook that joins
+// each message's place with its number has a thread's places served in
+// order while they stand in line. Every other lane ignores it. The
+// default is 0; given more than once, the last counts.
 func WithSequence(seq int64) AcquireOption { return AcquireOption{kind: optSequence, n: seq} }
 
 // WithGroup puts the call in fair-share group g (a tenant) on every lane
