@@ -35,9 +35,20 @@ type Place[K comparable] struct {
 	q    *Queue[K]
 	key  K
 	used atomic.Bool
-	kp   keyedsem.Place[K] // the place in g.held()[0], the first keyed lane
-	g    grant[K]          // the lanes and weights; permits once Wait takes them
-	turn semaphore.Turn    // the options' Turn, for the lanes Wait takes
+	// The options' Turn, for the lanes Wait takes, in fields of their
+	// own: the priority (within ±semaphore.MaxPriority) fits beside used,
+	// so that the Place stays in the allocation size class it has without
+	// a Turn.
+	prio  int32
+	kp    keyedsem.Place[K] // the place in g.held()[0], the first keyed lane
+	g     grant[K]          // the lanes and weights; permits once Wait takes them
+	seq   int64
+	group string
+}
+
+// turn returns the Turn that Join's options built.
+func (p *Place[K]) turn() semaphore.Turn {
+	return semaphore.Turn{Priority: int(p.prio), Sequence: p.seq, Group: p.group}
 }
 
 // Join takes a place for key in the line of the set's first keyed lane
@@ -91,7 +102,7 @@ func (q *Queue[K]) Join(key K, lanes LaneSet[K], opts ...AcquireOption) (*Place[
 	if err != nil {
 		return nil, err
 	}
-	pl.turn = turn
+	pl.prio, pl.seq, pl.group = int32(turn.Priority), turn.Sequence, turn.Group
 	if q.nanKeys && key != key {
 		return nil, ErrNaNKey
 	}
@@ -102,8 +113,12 @@ func (q *Queue[K]) Join(key K, lanes LaneSet[K], opts ...AcquireOption) (*Place[
 	if h.e.keyed == nil {
 		return nil, fmt.Errorf("%w: lane %q is a keyed lane of another package, which has no place to take", ErrNoSemaphore, h.e.name)
 	}
-	s := h.e.keyed
-	kp, err := s.JoinTurn(key, h.n, s.Honoured(turn))
+	var kp keyedsem.Place[K]
+	if s := h.e.keyed; turn == (semaphore.Turn{}) {
+		kp, err = s.Join(key, h.n)
+	} else {
+		kp, err = s.JoinTurn(key, h.n, s.Honoured(turn))
+	}
 	if err != nil {
 		return nil, q.laneErr(context.Background(), h.e, err)
 	}
@@ -156,7 +171,7 @@ func (p *Place[K]) Wait(ctx context.Context) (*Ticket[K], error) {
 		return nil, q.laneErr(ctx, h.e, err)
 	}
 	h.p = perm
-	if err := q.acquireFrom(ctx, p.key, g, 1, p.turn); err != nil {
+	if err := q.acquireFrom(ctx, p.key, g, 1, p.turn()); err != nil {
 		return nil, err
 	}
 	return q.publish(p.key, g), nil
