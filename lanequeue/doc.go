@@ -17,7 +17,7 @@
 // gives them all back, once. [Queue.TryAcquireAll] does the same without
 // waiting, and [Queue.Do] wraps acquire, the work and release:
 //
-//	q := lanequeue.Default[string]()
+//	q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity)
 //	chat, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
 //	...
 //	err = q.Do(ctx, threadID, chat, func(ctx context.Context) error { ... })

@@ -145,6 +145,9 @@ func (l *rateLane[K]) Acquire(ctx context.Context, _ K, n int64) (semaphore.Perm
 	}
 	reqs := [1]rateReq[K]{{l: l, n: n}}
 	if err := takeRates(ctx, reqs[:], l.closed); err != nil {
+		if we, ok := err.(*rateWaitError); ok {
+			err = we.err // the caller knows the lane
+		}
 		return semaphore.Permit{}, err
 	}
 	commitRates(reqs[:])
@@ -204,21 +207,23 @@ func (l *rateLane[K]) reserve(q *rateReq[K], wait bool) time.Time {
 
 // late reports whether n tokens would come after deadline if reserved now
 // (the limiter's own arithmetic, so it is exact while no other caller
-// reserves meanwhile; takeRates checks again once it has reserved).
-func (l *rateLane[K]) late(n int64, deadline time.Time) bool {
+// reserves meanwhile; takeRates checks again once it has reserved), and
+// how long until they would come (0 for never).
+func (l *rateLane[K]) late(n int64, deadline time.Time) (bool, time.Duration) {
 	now := l.now()
 	missing := float64(n) - l.lim.TokensAt(now)
 	if missing <= 0 {
-		return false
+		return false, 0
 	}
 	limit := l.lim.Limit()
 	if limit == rate.Inf {
-		return false
+		return false, 0
 	}
 	if limit <= 0 {
-		return true // never
+		return true, 0 // never
 	}
-	return missing/float64(limit) > deadline.Sub(now).Seconds()
+	wait := missing / float64(limit)
+	return wait > deadline.Sub(now).Seconds(), time.Duration(wait * float64(time.Second))
 }
 
 // cancel gives back the tokens of q's reservation as far as that can be
@@ -324,15 +329,16 @@ func takeRates[K comparable](ctx context.Context, reqs []rateReq[K], done <-chan
 	// time out would eat the lane's budget.
 	if dl, ok := ctx.Deadline(); ok {
 		for i := range reqs {
-			if reqs[i].l.late(reqs[i].n, dl) {
+			if late, after := reqs[i].l.late(reqs[i].n, dl); late {
 				for j := range reqs {
 					reqs[j].l.cancelled.Add(1)
 				}
-				return errRateDeadline
+				return &rateWaitError{i: i, after: after, err: errRateDeadline}
 			}
 		}
 	}
 	var last, due time.Time // the latest time read, the latest due time
+	slow := 0               // the lane whose tokens are due last
 	for i := range reqs {
 		q := &reqs[i]
 		last = q.l.reserve(q, true)
@@ -349,11 +355,14 @@ func takeRates[K comparable](ctx context.Context, reqs []rateReq[K], done <-chan
 			return fmt.Errorf("lanequeue: %d rate tokens above the burst: %w", q.n, semaphore.ErrTooHeavy)
 		}
 		if i == 0 || q.due.After(due) {
-			due = q.due
+			due, slow = q.due, i
 		}
 	}
 	if delay := due.Sub(last); delay > 0 {
 		if err := waitRates(ctx, ctxDone, reqs, done, due, delay); err != nil {
+			if err != ErrClosed {
+				err = &rateWaitError{i: slow, after: due.Sub(reqs[slow].l.now()), err: err}
+			}
 			return err
 		}
 		for i := range reqs {
