@@ -231,7 +231,7 @@ func fixedMaxOf[K comparable](l Lane[K]) int64 {
 	case *keyedLane[K]:
 		return l.s.PerKeyCapacity() // set by keyedsem.New, never changed
 	case *rateLane[K]:
-		return l.burst // -1 for a limiter from outside
+		return l.burst.Load() // -1 for a limiter from outside
 	}
 	return -1
 }
@@ -511,6 +511,40 @@ func (q *Queue[K]) KeyedSemaphore(name string) (*keyedsem.Keyed[K], error) {
 		return nil, fmt.Errorf("%w: lane %q (a %s lane) has no keyedsem.Keyed", ErrNoSemaphore, name, r.e.kind)
 	}
 	return l.s, nil
+}
+
+// SetRate changes the rate lane registered as name to limit tokens a
+// second and the given burst, from now on: the lane of [Queue.AddRateLane],
+// whose limiter nobody else can reach, or of [NewRateLane]. The tokens in
+// the bucket stay (up to the new burst); callers waiting for tokens keep
+// the times they were given, and later calls wait at the new rate. A
+// weight above the new burst fails at once with [ErrTooHeavy].
+//
+// SetRate returns [ErrInvalidRate] and [ErrInvalidCapacity] as
+// AddRateLane does, an error wrapping [ErrUnknownLane] if the queue has no
+// lane of that name, and [ErrNoSemaphore] if the lane is not a rate lane
+// of this package.
+func (q *Queue[K]) SetRate(name string, limit rate.Limit, burst int) error {
+	r, ok := q.tbl().byName[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownLane, name)
+	}
+	if r.e.rate == nil {
+		return fmt.Errorf("%w: lane %q (a %s lane) is not a rate lane of this package", ErrNoSemaphore, name, r.e.kind)
+	}
+	if !(limit > 0) || (math.IsInf(float64(limit), 1) && limit != rate.Inf) {
+		return fmt.Errorf("lanequeue: lane %q: limit %v tokens a second: %w", name, float64(limit), ErrInvalidRate)
+	}
+	if burst < 1 {
+		return fmt.Errorf("lanequeue: lane %q: burst %d: must be at least 1: %w", name, burst, ErrInvalidCapacity)
+	}
+	q.mu.Lock() // orders the update of fixedMax with other SetRate calls
+	defer q.mu.Unlock()
+	r.e.rate.setRate(limit, burst)
+	if r.e.fixedMax.Load() >= 0 {
+		r.e.fixedMax.Store(int64(burst))
+	}
+	return nil
 }
 
 // Names returns the names of the lanes in canonical order: keyed lanes,

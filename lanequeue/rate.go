@@ -73,7 +73,9 @@ func NewRateLane[K comparable](lim *rate.Limiter) Lane[K] {
 }
 
 func newRateLane[K comparable](lim *rate.Limiter, burst int64) *rateLane[K] {
-	return &rateLane[K]{lim: lim, burst: burst, closed: make(chan struct{})}
+	l := &rateLane[K]{lim: lim, closed: make(chan struct{})}
+	l.burst.Store(burst)
+	return l
 }
 
 // rateLane takes tokens from a rate.Limiter through reservations, so that a
@@ -91,10 +93,11 @@ func newRateLane[K comparable](lim *rate.Limiter, burst int64) *rateLane[K] {
 // (NewRateLane) orders only its own calls.
 type rateLane[K comparable] struct {
 	lim *rate.Limiter
-	// burst is the limiter's fixed burst when the lane made it (AddRateLane:
-	// nobody else can change it, nor use it), or -1 for a limiter from
-	// outside, whose burst is asked each time (SetBurst may change it).
-	burst int64
+	// burst is the limiter's burst when the lane made it (AddRateLane:
+	// nobody else can use it, and only Queue.SetRate changes it), or -1
+	// for a limiter from outside, whose burst is asked each time (SetBurst
+	// may change it).
+	burst atomic.Int64
 	// clk is the lane's time source; nil, as always outside this
 	// package's tests, is the system clock. rate.Limiter is told the time
 	// at each call, so a fake clock drives the limiter as well.
@@ -131,8 +134,8 @@ func (l *rateLane[K]) now() time.Time {
 }
 
 func (l *rateLane[K]) MaxWeight() int64 {
-	if l.burst >= 0 {
-		return l.burst
+	if b := l.burst.Load(); b >= 0 {
+		return b
 	}
 	return int64(l.lim.Burst())
 }
@@ -224,6 +227,20 @@ func (l *rateLane[K]) late(n int64, deadline time.Time) (bool, time.Duration) {
 	}
 	wait := missing / float64(limit)
 	return wait > deadline.Sub(now).Seconds(), time.Duration(wait * float64(time.Second))
+}
+
+// setRate sets the limiter's limit and burst as of now, read under l.mu
+// as every other call on lim is, so that its clock does not go back.
+func (l *rateLane[K]) setRate(limit rate.Limit, burst int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	l.lim.SetLimitAt(now, limit)
+	l.lim.SetBurstAt(now, burst)
+	l.uses++ // the limiter moved: a reservation made before cannot be given back as of its due time
+	if l.burst.Load() >= 0 {
+		l.burst.Store(int64(burst))
+	}
 }
 
 // cancel gives back the tokens of q's reservation as far as that can be
