@@ -316,7 +316,9 @@ func TestReject(t *testing.T) {
 // TestStatus pins the mapping of each error.
 func TestStatus(t *testing.T) {
 	t.Parallel()
-	keyed := func(err error) error { return &lanequeue.LaneError{Lane: "s", Kind: lanequeue.Keyed, Key: "k", Err: err} }
+	keyed := func(err error) error {
+		return &lanequeue.LaneError{Lane: "s", Kind: lanequeue.Keyed, Key: "k", Err: err}
+	}
 	global := func(err error) error { return &lanequeue.LaneError{Lane: "g", Kind: lanequeue.Global, Err: err} }
 	rateLane := func(err error) error { return &lanequeue.LaneError{Lane: "r", Kind: lanequeue.Rate, Err: err} }
 	for _, c := range []struct {
