@@ -254,3 +254,25 @@ func TestDrainRace(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDrainCount is what the count Drain waits on costs each
+// AcquireAll and its Release: an admission and an end, alone and from
+// every core at once.
+func BenchmarkDrainCount(b *testing.B) {
+	q := lanequeue.New[string]()
+	defer q.Close()
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			q.AdmitLeave()
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				q.AdmitLeave()
+			}
+		})
+	})
+}
