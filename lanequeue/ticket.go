@@ -144,6 +144,7 @@ func (t *Ticket[K]) Release() bool {
 	for i := len(more) - 1; i >= 0; i-- {
 		more[i].p.Release()
 	}
+	r.q.leave() // r.q is immutable: r may serve another ticket by now
 	return true
 }
 
