@@ -111,7 +111,11 @@ type held[K comparable] struct {
 // the first call releases anything.
 //
 // A Release happens before the AcquireAll calls that it unblocks return.
-func (t *Ticket[K]) Release() bool {
+func (t *Ticket[K]) Release() bool { return t.release(false, nil) }
+
+// release is Release, and with report Finish: it also tells the observers
+// of the ticket's lanes err and the time held, before any permit goes back.
+func (t *Ticket[K]) release(report bool, err error) bool {
 	if t == nil {
 		return false
 	}
@@ -136,8 +140,19 @@ func (t *Ticket[K]) Release() bool {
 		ps[i] = r.g.inline[i].p
 	}
 	more := r.g.more
+	var obsBuf [inlineLanes]Observer
+	obs, since := obsBuf[:0], r.since
+	if report {
+		obs = r.g.observers(obs)
+	}
 	st.retire(r)
 	st.mu.Unlock()
+	if len(obs) > 0 {
+		held := time.Duration(r.q.clock.Read() - since)
+		for _, o := range obs {
+			o.Observe(err, held)
+		}
+	}
 	for i := int(n) - 1; i >= 0; i-- {
 		ps[i].Release()
 	}
