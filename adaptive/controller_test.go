@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -232,4 +233,47 @@ func TestShrinkDrainsHolders(t *testing.T) {
 		require.Equal(t, st.Capacity, st.Available+st.Held)
 	}
 	require.Equal(t, int64(9), s.Stats().Available)
+}
+
+// TestConcurrentReportsRace: goroutines doing work through Do and
+// reporting by hand at once keep the capacity in range, equal to the
+// limit, and every permit comes back.
+func TestConcurrentReportsRace(t *testing.T) {
+	s := semaphore.New(4)
+	c, err := adaptive.New(s, 2, 16)
+	require.NoError(t, err)
+	overload := fmt.Errorf("%w: 503", adaptive.ErrOverload)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 1000 {
+				if g%2 == 0 {
+					_ = c.Do(context.Background(), 1, func(context.Context) error {
+						if i%7 == 0 {
+							return overload
+						}
+						return nil
+					})
+					continue
+				}
+				o := adaptive.Success
+				if i%5 == 0 {
+					o = adaptive.Overload
+				}
+				c.Report(o, time.Duration(i)*time.Microsecond)
+				if l := s.Capacity(); l < 2 || l > 16 {
+					t.Errorf("capacity %d out of [2, 16]", l)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st := s.Stats()
+	require.Equal(t, c.Limit(), st.Capacity)
+	require.Zero(t, st.Held)
+	require.Equal(t, st.Capacity, st.Available)
+	require.NotZero(t, c.Stats().Windows)
 }

@@ -111,6 +111,11 @@
 // the [keyedsem.Keyed] of a keyed lane, to Sweep its idle keys,
 // also for the lanes that [Default] and the Add methods build.
 //
+// Outcomes: [Queue.ObserveLane] gives a lane an [Observer] (an adaptive
+// limit controller of package adaptive, driving a global lane's
+// semaphore), which [Queue.Do] and [Ticket.Finish] tell the work's error
+// and the time held before the permits go back.
+//
 // Diagnostics: [Queue.Holders] lists the permits out (lane, key, weight,
 // since when), oldest first; [Queue.Stats] gives each lane's figures.
 //

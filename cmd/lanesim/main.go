@@ -22,7 +22,8 @@
 // not run). -mixed adds a mixed workload: user turns, heartbeats and cron
 // jobs of a big tenant and a small one, with and without priorities and
 // fair share on the global lane, and the small tenant alone (see
-// mixed.go).
+// mixed.go). -provider runs, instead, a model API whose real limit steps
+// and drifts behind fixed limits and adaptive controllers (provider.go).
 //
 // The exit status is 1 if a run with a per-thread lane shows more than one
 // handler at once for a thread, or an order violation, or if a message was
@@ -32,6 +33,7 @@
 //	go run ./cmd/lanesim -keys 256 -messages 16 -latency 5ms -global 32 -json
 //	go run ./cmd/lanesim -scale
 //	go run ./cmd/lanesim -mixed
+//	go run ./cmd/lanesim -provider
 package main
 
 import (
