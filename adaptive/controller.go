@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/coarse"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -20,7 +21,9 @@ import (
 // SetCapacity must never take permits from their holders: a shrink below
 // what is held lets the holders drain, as semaphore.Weighted.SetCapacity
 // does. It is called with the controller's lock held, by the goroutine
-// whose report closed a round trip, with a value in [floor, ceiling].
+// whose report closed a round trip, with a value in [floor, ceiling]; no
+// report waits for it (reports that end a round trip meanwhile leave the
+// decision to the next one), but Limit and Stats do.
 type Target interface {
 	Capacity() int64
 	SetCapacity(n int64)
@@ -105,6 +108,12 @@ type Controller struct {
 	acq   Acquirer // t, if it is one; nil otherwise
 	cfg   config   // immutable after New
 	epoch time.Time
+	// coarse stamps the overloads when the clock is the system's: a
+	// system clock read costs up to 100 ns on some machines (this one's
+	// VM among them), five times a report; the stale check needs the time
+	// only to about a millisecond. Unused with another clock.
+	coarse    coarse.Clock
+	realClock bool
 
 	mu       sync.Mutex // protects everything below; held while a window closes
 	limit    float64    // the exact limit; the target's capacity is its integer part
@@ -135,6 +144,8 @@ func New(t Target, floor, ceiling int64, opts ...Option) (*Controller, error) {
 		c.cfg.clock = clock.Real{}
 	}
 	c.epoch = c.cfg.clock.Now()
+	_, c.realClock = c.cfg.clock.(clock.Real)
+	c.coarse.Init(c.epoch)
 	start := c.cfg.initial
 	if start == 0 {
 		start = min(max(t.Capacity(), floor), ceiling)
@@ -143,7 +154,7 @@ func New(t Target, floor, ceiling int64, opts ...Option) (*Controller, error) {
 	c.limit = float64(start)
 	c.capNow = start
 	c.st.Limit, c.st.Floor, c.st.Ceiling, c.st.Algorithm = start, floor, ceiling, cfg.alg.String()
-	c.window.Store(max(start, c.cfg.minWindow))
+	c.window.Store(min(max(start, c.cfg.minWindow), maxWindow))
 	c.lastCut.Store(-1 << 62)
 	t.SetCapacity(start)
 	c.mu.Unlock()
@@ -163,14 +174,14 @@ func New(t Target, floor, ceiling int64, opts ...Option) (*Controller, error) {
 // also reads the clock, to tell whether the work was admitted before the
 // last decrease.
 func (c *Controller) Report(o Outcome, rtt time.Duration) {
-	rtt = max(rtt, 0)
+	rtt = min(max(rtt, 0), maxRTT)
 	switch o {
 	case Success:
 		c.rttSum.Add(int64(rtt))
 	case Overload:
 		// Work admitted before the last cut saw the old, higher limit: its
 		// refusal was already acted on.
-		if c.now()-int64(rtt) < c.lastCut.Load() {
+		if c.stamp()-int64(rtt) < c.lastCut.Load() {
 			return
 		}
 		c.overloads.Add(1)
@@ -228,6 +239,26 @@ func (c *Controller) Limit() int64 {
 // now returns the controller's clock as nanoseconds since New.
 func (c *Controller) now() int64 { return int64(c.cfg.clock.Now().Sub(c.epoch)) }
 
+// stamp is now, to about a millisecond (a little earlier) when the clock
+// is the system's: an overload's grant looks up to that much older, so a
+// refusal of work admitted within it after a cut is not counted.
+func (c *Controller) stamp() int64 {
+	if c.realClock {
+		return c.coarse.Read()
+	}
+	return c.now()
+}
+
+// maxRTT bounds a report's latency, and maxWindow a round trip's reports,
+// so that a round trip's total latency fits its int64 (2^42 ns * 2^20 =
+// 2^62): a call held over 73 minutes counts as 73 minutes, and a lane of
+// over a million permits decides every million reports, more often than
+// once per round trip.
+const (
+	maxRTT    = 1 << 42
+	maxWindow = 1 << 20
+)
+
 // closeWindow ends the round trip whose last report just came in: it takes
 // the window's counts out, decides the new limit and sets it. A report that
 // finds another closing under way leaves it to that one.
@@ -283,5 +314,5 @@ func (c *Controller) closeWindow() {
 		c.capNow = capNext
 		c.t.SetCapacity(capNext)
 	}
-	c.window.Store(max(capNext, c.cfg.minWindow))
+	c.window.Store(min(max(capNext, c.cfg.minWindow), maxWindow))
 }
