@@ -15,10 +15,9 @@ import (
 
 // holder is a permit the state machine holds, with its grant time.
 type holder struct {
-	p      semaphore.Permit
-	w      int64
-	since  time.Time
-	taking bool
+	p     semaphore.Permit
+	w     int64
+	since time.Time
 }
 
 // TestControllerKeepsTheLaneSound drives a semaphore under a controller
