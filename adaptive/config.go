@@ -62,8 +62,9 @@ func WithAIMD(increase int64, backoff float64) Option {
 // for good). Below alpha the limit grows by limit*(alpha-queue) (at least
 // 1); above beta it shrinks by limit*(queue-beta) (at most a quarter); an
 // [Overload] multiplies it by backoff (0.9) as AIMD does. Use it for
-// providers that slow down before they refuse. 0 < alpha < beta < 1; the
-// defaults are 0.1 and 0.25.
+// providers that slow down before they refuse, and start it at a light
+// load (see the package docs). 0 < alpha < beta < 1; the defaults are 0.1
+// and 0.25.
 func WithVegas(alpha, beta float64) Option {
 	return func(c *config) {
 		c.alg, c.alpha, c.beta = algVegas, alpha, beta

@@ -45,7 +45,12 @@
 //     alpha and shrinks it above beta, and backs off by 0.9 on overloads as
 //     AIMD does. It keeps the limit under the refusals when the provider's
 //     latency warns of them, at a lower latency; against a provider whose
-//     latency stays flat it behaves as a faster-growing AIMD.
+//     latency stays flat it behaves as a faster-growing AIMD. It learns the
+//     provider's own latency from round trips at a light load: start it
+//     low ([WithInitial] near the floor) or where the provider is not yet
+//     slow. Started in the slow region, it takes the slow latency for the
+//     provider's own and, until a quieter spell shows it a lower one,
+//     behaves as AIMD, probing into the refusals.
 //
 // In cmd/lanesim -provider (a simulated model API whose true limit steps
 // and drifts, simulated time), both keep the goodput of the best fixed

@@ -235,3 +235,35 @@ func settle(rt *rapid.T, clk *clock.Fake, s *semaphore.Weighted, c *adaptive.Con
 		}
 	}
 }
+
+// TestVegasStopsBeforeTheRefusals: against a provider whose latency rises
+// from a knee on (twice the base at its limit T), vegas settles where the
+// queueing it estimates is within [alpha, beta], below T, and from then on
+// sees no refusal at all (AIMD, blind to latency, keeps probing into
+// them). It starts at or below the knee, as the docs ask: started in the
+// slow region, it would take the slow latency for the provider's own.
+func TestVegasStopsBeforeTheRefusals(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		truth := rapid.Int64Range(20, 300).Draw(rt, "truth")
+		p := provider{truth: truth, knee: truth / 2, slow: true}
+		clk := clock.NewFake(epoch)
+		s := semaphore.New(rapid.Int64Range(1, p.knee).Draw(rt, "start"))
+		c, err := adaptive.New(s, 1, 1000, adaptive.WithClock(clk), adaptive.WithVegas(0.1, 0.25))
+		if err != nil {
+			rt.Fatal(err)
+		}
+		for range 200 {
+			p.round(clk, s, c)
+		}
+		before := c.Stats().Overloads
+		for range 100 {
+			p.round(clk, s, c)
+			if l := s.Capacity(); l > truth || l <= p.knee {
+				rt.Fatalf("limit %d, outside (knee %d, truth %d]", l, p.knee, truth)
+			}
+		}
+		if n := c.Stats().Overloads - before; n > 0 {
+			rt.Fatalf("%d refusals after settling", n)
+		}
+	})
+}
