@@ -39,7 +39,7 @@
 //     rises again.
 //   - Vegas ([WithVegas]), for providers that slow down before they refuse.
 //     From a round trip's mean latency and a baseline (the lowest mean seen,
-//     rising very slowly to follow a provider that gets slower for good) it
+//     smoothed, rising very slowly to follow a provider that gets slower for good) it
 //     estimates the share of the limit that queues inside the provider,
 //     1 - baseline/latency; it grows the limit while that share is under
 //     alpha and shrinks it above beta, and backs off by 0.9 on overloads as
@@ -54,7 +54,7 @@
 //
 // In cmd/lanesim -provider (a simulated model API whose true limit steps
 // and drifts, simulated time), both keep the goodput of the best fixed
-// limit with a 429 rate of 3% (AIMD) and 0.2% (Vegas), against 67% and
+// limit with a 429 rate of 3% (AIMD) and 0.3% (Vegas), against 67% and
 // 94% for the fixed limit right on average and twice it.
 //
 // The settle bound: after the provider's true limit steps to T (within

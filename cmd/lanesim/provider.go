@@ -251,7 +251,7 @@ func simulateProviders(cfg providerConfig) providerReport {
 		simulateProvider(cfg, provRight, right, nil),
 		simulateProvider(cfg, provHigh, 2*right, nil),
 		simulateProvider(cfg, provAIMD, 0, []adaptive.Option{adaptive.WithAIMD(1, 0.9)}),
-		simulateProvider(cfg, provVegas, 0, []adaptive.Option{adaptive.WithVegas(0.1, 0.25), adaptive.WithMinWindow(8)}),
+		simulateProvider(cfg, provVegas, 0, []adaptive.Option{adaptive.WithVegas(0.1, 0.25)}),
 	}
 	rep.OK = true
 	rr, hr := rep.Results[1], rep.Results[2]
