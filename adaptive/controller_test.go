@@ -12,6 +12,7 @@ import (
 
 	"github.com/sessionlane/lanes/adaptive"
 	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -276,4 +277,50 @@ func TestConcurrentReportsRace(t *testing.T) {
 	require.Zero(t, st.Held)
 	require.Equal(t, st.Capacity, st.Available)
 	require.NotZero(t, c.Stats().Windows)
+}
+
+// TestShrinkHoldsWaitersUntilDrained: a caller that waits while the lane
+// drains to a decreased limit is served only once the holders are below
+// it, and the holders' permits stay theirs meanwhile.
+func TestShrinkHoldsWaitersUntilDrained(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	s := semaphore.New(4)
+	c, err := adaptive.New(s, 1, 100, adaptive.WithClock(clk), adaptive.WithAIMD(1, 0.5))
+	require.NoError(t, err)
+	var held []semaphore.Permit
+	for range 4 {
+		p, ok := s.TryAcquire(1)
+		require.True(t, ok)
+		held = append(held, p)
+	}
+	got := make(chan semaphore.Permit, 1)
+	go func() {
+		p, err := s.Acquire(context.Background(), 1)
+		if err != nil {
+			panic(err)
+		}
+		got <- p
+	}()
+	testkit.Eventually(t, "the caller waits", func() bool { return s.Stats().Waiters == 1 })
+	clk.Advance(time.Second)
+	for range 4 {
+		c.Report(adaptive.Overload, time.Second)
+	}
+	require.Equal(t, int64(2), s.Capacity())
+	for i := range 2 { // 3, then 2 held: not below the limit of 2
+		require.True(t, held[i].Release())
+		select {
+		case <-got:
+			t.Fatalf("served with %d of 4 holders left, over the limit of 2", 3-i)
+		default:
+		}
+		require.Equal(t, 1, s.Stats().Waiters)
+	}
+	require.True(t, held[2].Release()) // 1 held: the caller fits
+	p := testkit.Recv(t, got, "the waiter's grant once drained")
+	st := s.Stats()
+	require.Equal(t, int64(2), st.Held)
+	require.Equal(t, st.Capacity, st.Available+st.Held)
+	require.True(t, p.Release())
+	require.True(t, held[3].Release())
 }

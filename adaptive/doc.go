@@ -39,8 +39,9 @@
 //     rises again.
 //   - Vegas ([WithVegas]), for providers that slow down before they refuse.
 //     From a round trip's mean latency and a baseline (the lowest mean seen,
-//     smoothed, rising very slowly to follow a provider that gets slower for good) it
-//     estimates the share of the limit that queues inside the provider,
+//     smoothed, rising very slowly to follow a provider that gets slower
+//     for good) it estimates the share of the limit that queues inside the
+//     provider,
 //     1 - baseline/latency; it grows the limit while that share is under
 //     alpha and shrinks it above beta, and backs off by 0.9 on overloads as
 //     AIMD does. It keeps the limit under the refusals when the provider's

@@ -100,3 +100,33 @@ func ExampleController_Report() {
 	// 16 8 4 5 6 3 4 5 6
 	// increases 5, decreases on overload 4
 }
+
+// Do takes the permit from the controller's semaphore, runs the call, and
+// reports its error and duration: a success in a round trip that used
+// the lane raises the limit, a round trip with a 429 lowers it.
+func ExampleController_Do() {
+	clk := &simClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
+	sem := semaphore.New(1)
+	ctl, err := adaptive.New(sem, 1, 8, adaptive.WithClock(clk))
+	if err != nil {
+		panic(err)
+	}
+	ok := func(context.Context) error {
+		clk.now = clk.now.Add(time.Second) // the call takes a second
+		return nil
+	}
+	refused := func(context.Context) error {
+		return fmt.Errorf("%w: HTTP 429", adaptive.ErrOverload)
+	}
+	ctx := context.Background()
+	fmt.Println("limit", sem.Capacity())
+	_ = ctl.Do(ctx, 1, ok) // a round trip of one call
+	fmt.Println("limit", sem.Capacity(), "after", ctl.Stats().LastReason)
+	_ = ctl.Do(ctx, 1, ok) // a round trip of two
+	_ = ctl.Do(ctx, 1, refused)
+	fmt.Println("limit", sem.Capacity(), "after", ctl.Stats().LastReason)
+	// Output:
+	// limit 1
+	// limit 2 after growth
+	// limit 1 after overload
+}
