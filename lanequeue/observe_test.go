@@ -92,3 +92,21 @@ func TestTicketFinishReportsOnceReleaseNever(t *testing.T) {
 	require.Len(t, errs, 1)
 	require.ErrorIs(t, q.ObserveLane("nope", r), lanequeue.ErrUnknownLane)
 }
+
+type panicky struct{}
+
+func (panicky) Observe(error, time.Duration) { panic("observer") }
+
+// TestObserverPanicReleasesThePermits: an observer that panics in Finish
+// does not keep the ticket's permits.
+func TestObserverPanicReleasesThePermits(t *testing.T) {
+	q := testQueue(t, 4)
+	must(t, q.ObserveLane("global", panicky{}))
+	lanes, err := q.Lanes("session", "global")
+	must(t, err)
+	tk, err := q.AcquireAll(context.Background(), "a", lanes)
+	must(t, err)
+	require.Panics(t, func() { tk.Finish(nil) })
+	require.True(t, tk.Released())
+	assertNothingHeld(t, q)
+}

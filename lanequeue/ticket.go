@@ -148,18 +148,26 @@ func (t *Ticket[K]) release(report bool, err error) bool {
 	st.retire(r)
 	st.mu.Unlock()
 	if len(obs) > 0 {
+		// An observer that panics must not keep the permits.
+		defer releasePermits(ps[:n], more)
 		held := time.Duration(r.q.clock.Read() - since)
 		for _, o := range obs {
 			o.Observe(err, held)
 		}
+		return true
 	}
-	for i := int(n) - 1; i >= 0; i-- {
+	releasePermits(ps[:n], more)
+	return true
+}
+
+// releasePermits gives back the permits of a ticket, newest first.
+func releasePermits[K comparable](ps []semaphore.Permit, more []held[K]) {
+	for i := len(ps) - 1; i >= 0; i-- {
 		ps[i].Release()
 	}
 	for i := len(more) - 1; i >= 0; i-- {
 		more[i].p.Release()
 	}
-	return true
 }
 
 // Released reports whether Release has been called.
