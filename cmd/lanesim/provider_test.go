@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -65,5 +66,22 @@ func TestProviderFlag(t *testing.T) {
 func skipUnderRace(t *testing.T) {
 	if raceEnabled {
 		t.Skip("a one-goroutine simulation: run without -race (the 386 pass does)")
+	}
+}
+
+// TestProviderJSON: -provider -json prints a report that parses, with a
+// row per lane.
+func TestProviderJSON(t *testing.T) {
+	skipUnderRace(t)
+	var out, errs bytes.Buffer
+	if code := run([]string{"-provider", "-json"}, &out, &errs); code != 0 {
+		t.Fatalf("exit %d, stderr %s", code, errs.String())
+	}
+	var rep providerReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v in:\n%s", err, out.String())
+	}
+	if len(rep.Results) != 5 || !rep.OK || rep.Right == 0 {
+		t.Fatalf("report: %+v", rep)
 	}
 }
