@@ -229,13 +229,26 @@ func (q *Queue[K]) TryAcquireAll(key K, lanes LaneSet[K], opts ...AcquireOption)
 // other error of AcquireAll) without calling fn and holds nothing. Once fn
 // runs, the permits are held until fn returns, whatever happens to ctx or
 // to Close.
+//
+// Outcomes: when fn returns, Do releases the ticket with [Ticket.Finish],
+// which first tells fn's error and the time held to the observers of its
+// lanes ([Queue.ObserveLane]), such as an adaptive limit controller. A fn
+// that panics reports nothing.
 func (q *Queue[K]) Do(ctx context.Context, key K, lanes LaneSet[K], fn func(context.Context) error, opts ...AcquireOption) error {
 	t, err := q.AcquireAll(ctx, key, lanes, opts...)
 	if err != nil {
 		return err
 	}
-	defer t.Release()
-	return fn(WithTicket(ctx, t))
+	finished := false
+	defer func() {
+		if !finished { // fn panicked: release, report nothing
+			t.Release()
+		}
+	}()
+	err = fn(WithTicket(ctx, t))
+	finished = true
+	t.Finish(err)
+	return err
 }
 
 // Check returns the error that AcquireAll would return at once for this

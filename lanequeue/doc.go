@@ -122,6 +122,11 @@
 // admitted finish (tickets out, callers in line, places), then closes the
 // queue; package lanehttp serves HTTP requests through a queue's lanes.
 //
+// Outcomes: [Queue.ObserveLane] gives a lane an [Observer] (an adaptive
+// limit controller of package adaptive, driving a global lane's
+// semaphore), which [Queue.Do] and [Ticket.Finish] tell the work's error
+// and the time held before the permits go back.
+//
 // Diagnostics: [Queue.Holders] lists the permits out (lane, key, weight,
 // since when), oldest first; [Queue.Stats] gives each lane's figures.
 //

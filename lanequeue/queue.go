@@ -169,7 +169,7 @@ type laneRef[K comparable] struct {
 	rank int
 }
 
-// laneEntry is one registered lane. Immutable but for fixedMax.
+// laneEntry is one registered lane. Immutable but for fixedMax and obs.
 type laneEntry[K comparable] struct {
 	name string
 	kind Kind
@@ -186,6 +186,7 @@ type laneEntry[K comparable] struct {
 	// the interface call and the adapter's frame.
 	keyed  *keyedsem.Keyed[K]
 	global *semaphore.Weighted
+	obs    atomic.Pointer[Observer] // ObserveLane's; nil: none
 }
 
 // bind sets the fields of e that add derives from e.lane.

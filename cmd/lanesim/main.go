@@ -22,7 +22,8 @@
 // not run). -mixed adds a mixed workload: user turns, heartbeats and cron
 // jobs of a big tenant and a small one, with and without priorities and
 // fair share on the global lane, and the small tenant alone (see
-// mixed.go).
+// mixed.go). -provider runs, instead, a model API whose real limit steps
+// and drifts behind fixed limits and adaptive controllers (provider.go).
 //
 // The exit status is 1 if a run with a per-thread lane shows more than one
 // handler at once for a thread, or an order violation, or if a message was
@@ -32,6 +33,7 @@
 //	go run ./cmd/lanesim -keys 256 -messages 16 -latency 5ms -global 32 -json
 //	go run ./cmd/lanesim -scale
 //	go run ./cmd/lanesim -mixed
+//	go run ./cmd/lanesim -provider
 package main
 
 import (
@@ -460,6 +462,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.Unsafe, "unsafe", false, "also run the global lane alone (no per-thread lane): fast but unordered")
 	fs.BoolVar(&cfg.Scale, "scale", false, "the scale run: -keys 10000 -messages 10 -latency 100ms -global 2000 -duration 2m\n(flags given explicitly win), session+global only")
 	mixed := fs.Bool("mixed", false, "then the mixed workload: user turns, heartbeats and cron jobs of a tenant\nwith 500 threads and one with 5, FIFO, with priorities, with fair share, and the small tenant alone")
+	provider := fs.Bool("provider", false, "instead, a model API whose real limit steps and drifts, behind fixed limits\nand adaptive controllers (simulated time, see provider.go)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	quiet := fs.Bool("quiet", false, "no progress line")
 	fs.Usage = func() {
@@ -476,6 +479,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "lanesim: unexpected argument %q\n", fs.Arg(0))
 		return 2
+	}
+	if *provider {
+		return runProvider(cfg.Seed, *asJSON, stdout, stderr)
 	}
 	if cfg.Scale {
 		set := map[string]bool{}
