@@ -147,9 +147,10 @@
 // # Goroutines
 //
 // Each instance runs one refresher goroutine; each process runs one pub/sub
-// receiver per Redis client while a lane on it is open (on a Cluster or Ring
-// client, one per shard channel); a waiter whose context ends during a call
+// receiver per Redis client while a lane on it that has had a waiter is
+// open (on a Cluster or Ring client, one per shard channel); a waiter whose context ends during a call
 // leaves the call to a goroutine that cleans up, and a Release whose call
 // takes long leaves it to one. Close stops them all before it returns,
-// within its bound.
+// within its bound, including the receiver and the subscription call that
+// its lane set off when other lanes still use the client.
 package redislane
