@@ -63,6 +63,10 @@ func WithLimitRefresh(d time.Duration) Option {
 // the instances run at the same rate, two instances never both count
 // themselves the leader.
 //
+// A write that Redis loses (a failover to a replica that had not received
+// it) is made again by the leader at its next call, while its term lasts;
+// until then the limit before it is the one in force.
+//
 // Each instance reads the limit once per refresh interval (and from the
 // replies of its own writes and refused acquires), so its [Fleet.Capacity]
 // is the limit in force, or the one before it for at most one refresh
@@ -167,6 +171,11 @@ type fleet struct {
 	pending  bool       // a proposal waits to be written
 	want     int64
 	wantTerm int64
+	// The last value this instance's term put in force (written, or found
+	// in force): if Redis loses it (a failover to a replica that missed
+	// the write), the leader writes it again while its term lasts.
+	kept     int64
+	keptTerm int64
 
 	reads, writes, dropped, calls atomic.Uint64
 }
@@ -251,7 +260,7 @@ func (c *core) fleetLoop() {
 func (f *fleet) resign() {
 	f.mu.Lock()
 	lead := f.leader
-	f.leader, f.pending = false, false
+	f.leader, f.pending, f.keptTerm = false, false, 0
 	f.mu.Unlock()
 	if lead {
 		f.call(true)
@@ -321,7 +330,13 @@ func (f *fleet) call(resign bool) bool {
 			// made while the call was in flight stays for the next call
 			// (its kick is waiting).
 			f.pending = false
+			f.kept, f.keptTerm = want, wantTerm
 		}
+	}
+	if f.leader && !f.pending && f.keptTerm == term && limit != f.kept {
+		// The limit this term put in force is gone: Redis lost the write.
+		f.pending, f.want, f.wantTerm = true, f.kept, term
+		f.kickLoop()
 	}
 	return true
 }

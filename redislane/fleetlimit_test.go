@@ -518,3 +518,20 @@ func TestFleetLimitNeverExceededAcrossChangesRace(t *testing.T) {
 		len(spans), checked, len(changes), fs[0].Stats().LimitsDropped)
 	require.Positive(t, checked)
 }
+
+// A limit that Redis lost (here overwritten behind the lane's back, as a
+// failover to a replica that missed the write would) is written again by
+// the leader at its next call, while its term lasts.
+func TestFleetLeaderRestoresALostWrite(t *testing.T) {
+	srv := startRedis(t)
+	direct := newClient(t, srv.Addr)
+	name := laneName(t)
+	f := newFleet(t, newClient(t, srv.Addr), name, 3)
+	controller{f}.set(3)
+	waitFor(t, 10*time.Second, "f to lead", f.Leader)
+	controller{f}.set(7)
+	waitFor(t, 10*time.Second, "the write", func() bool { return storedLimit(t, direct, name) == 7 })
+	require.NoError(t, direct.HSet(context.Background(), "{lanes:"+name+"}:meta", "limit", 3).Err())
+	waitFor(t, 10*time.Second, "the leader to write it again", func() bool { return storedLimit(t, direct, name) == 7 })
+	pickedUp(t, f, 7, "f")
+}
