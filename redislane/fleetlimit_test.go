@@ -557,3 +557,83 @@ func spinUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
 		time.Sleep(200 * time.Microsecond)
 	}
 }
+
+// Elections under churn: three candidates whose controllers keep setting
+// values of their own (instance i sets values ≡ i mod 3), and in each
+// round the leader closes (resigning) and is replaced by a new instance.
+// At no sample do two instances count themselves the leader, a new leader
+// is elected at the next call of a candidate, and the stored limit is
+// always a value of the instance that led when it was written.
+func TestFleetElectionChurnRace(t *testing.T) {
+	srv := startRedis(t)
+	direct := newClient(t, srv.Addr)
+	name := laneName(t)
+	const rounds = 1000
+	clients := make([]*redis.Client, 3)
+	fs := make([]*redislane.Fleet, 3)
+	mk := func(i int) *redislane.Fleet {
+		f, err := redislane.NewFleet(clients[i], name, 3, redislane.WithLease(testLease), redislane.WithQuarantine(0),
+			redislane.WithLimitRefresh(10*time.Millisecond))
+		require.NoError(t, err)
+		return f
+	}
+	for i := range fs {
+		clients[i] = newClient(t, srv.Addr)
+		fs[i] = mk(i)
+	}
+	var mu sync.Mutex // guards fs
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, f := range fs {
+			f.Close()
+		}
+	}()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range fs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for v := int64(3 + i); ; v += 3 {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				mu.Lock()
+				f := fs[i]
+				mu.Unlock()
+				controller{f}.set(3 + v%30) // may race with its Close: then it does nothing
+				time.Sleep(time.Millisecond) // pacing the controller, not synchronising
+			}
+		}()
+	}
+	defer func() { close(stop); testkit.WaitAll(t, &wg, "the controllers") }()
+
+	lastTerm := int64(0)
+	for round := range rounds {
+		var ld int
+		spinUntil(t, 10*time.Second, "a leader", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			l := leaders(fs)
+			require.LessOrEqual(t, len(l), 1, "round %d: two instances count themselves the leader", round)
+			if len(l) == 1 {
+				ld = l[0]
+			}
+			return len(l) == 1
+		})
+		mu.Lock()
+		term := fs[ld].Term()
+		mu.Unlock()
+		require.Greater(t, term, lastTerm, "round %d: a new leader in an old term", round)
+		lastTerm = term
+		// Its own value in force: written by it, in its term.
+		spinUntil(t, 10*time.Second, "the leader's value", func() bool { return storedLimit(t, direct, name)%3 == int64(ld) })
+		mu.Lock()
+		fs[ld].Close()
+		fs[ld] = mk(ld)
+		mu.Unlock()
+	}
+}
