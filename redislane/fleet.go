@@ -273,7 +273,10 @@ func (f *fleet) call(resign bool) bool {
 	f.mu.Lock()
 	set, want, wantTerm := f.pending, f.want, f.wantTerm
 	f.mu.Unlock()
-	ctx, cancel := c.callCtx(context.Background(), min(f.interval, c.cfg.margin()))
+	// Up to two intervals: a reply that late still renews the leadership
+	// (it lasts three intervals minus a fifth from the send time), and the
+	// next call waits for it anyway.
+	ctx, cancel := c.callCtx(context.Background(), min(2*f.interval, c.cfg.margin()))
 	defer cancel()
 	pub, err := c.pubCmd(ctx)
 	if err != nil {

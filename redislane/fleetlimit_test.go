@@ -34,9 +34,21 @@ type controller struct{ t target }
 
 func (c controller) set(n int64) { c.t.SetCapacity(n) }
 
+// setInForce sets n on a leader until its Capacity is n, as a controller
+// that sets its value again at its next move does: a value set while the
+// leadership lapsed (a renewal that failed on a loaded machine) is
+// dropped.
+func (c controller) setInForce(t *testing.T, n int64) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "the leader's value in force", func() bool {
+		c.t.SetCapacity(n)
+		return c.t.Capacity() == n
+	})
+}
+
 // fleetRefresh is the refresh interval of the fleet tests: short, so that
 // elections and pick-ups take a few tens of milliseconds.
-const fleetRefresh = 20 * time.Millisecond
+const fleetRefresh = 50 * time.Millisecond
 
 func newFleet(t *testing.T, rc redis.UniversalClient, name string, capacity int64, opts ...redislane.Option) *redislane.Fleet {
 	t.Helper()
@@ -216,8 +228,7 @@ func TestFleetShrinkDrainsNeverPreempts(t *testing.T) {
 		require.NoError(t, err)
 		held = append(held, p)
 	}
-	controller{f}.set(2)
-	waitFor(t, 10*time.Second, "the shrink", func() bool { return f.Capacity() == 2 })
+	controller{f}.setInForce(t, 2)
 	for _, p := range held {
 		require.NoError(t, p.Context().Err(), "a holder was preempted by the shrink")
 	}
@@ -242,15 +253,14 @@ func TestFleetShrinkDrainsNeverPreempts(t *testing.T) {
 	held[3].Release()
 
 	// Growing lets queued waiters in at once, in the same script.
-	controller{f}.set(1)
-	waitFor(t, 10*time.Second, "the shrink to 1", func() bool { return f.Capacity() == 1 })
+	controller{f}.setInForce(t, 1)
 	p, err := f.Acquire(ctx, 1)
 	require.NoError(t, err)
 	got = acquireAsync(ctx, f.Weighted)
 	waitFor(t, 10*time.Second, "the waiter to queue in Redis", func() bool {
 		return direct.ZCard(context.Background(), "{lanes:"+name+"}:g:q").Val() == 1
 	})
-	controller{f}.set(2)
+	controller{f}.setInForce(t, 2)
 	require.NoError(t, testkit.Recv(t, got, "the waiter, let in by the raise"))
 	p.Release()
 }
@@ -284,8 +294,7 @@ func TestFleetShrinkBelowAWaitersWeight(t *testing.T) {
 	waitFor(t, 10*time.Second, "the light waiter to queue in Redis", func() bool {
 		return direct.ZCard(context.Background(), "{lanes:"+name+"}:g:q").Val() == 2
 	})
-	controller{a}.set(2)
-	waitFor(t, 10*time.Second, "the shrink", func() bool { return storedLimit(t, direct, name) == 2 })
+	controller{a}.setInForce(t, 2)
 	h0 := a.Stats().Handovers
 	p.Release() // drops the heavy entry and hands the permit to the light one
 	assert.ErrorIs(t, testkit.Recv(t, heavy, "the heavy waiter"), redislane.ErrTooHeavy)
@@ -538,8 +547,7 @@ func TestFleetLeaderRestoresALostWrite(t *testing.T) {
 	f := newFleet(t, newClient(t, srv.Addr), name, 3)
 	controller{f}.set(3)
 	waitFor(t, 10*time.Second, "f to lead", f.Leader)
-	controller{f}.set(7)
-	waitFor(t, 10*time.Second, "the write", func() bool { return storedLimit(t, direct, name) == 7 })
+	controller{f}.setInForce(t, 7)
 	require.NoError(t, direct.HSet(context.Background(), "{lanes:"+name+"}:meta", "limit", 3).Err())
 	waitFor(t, 10*time.Second, "the leader to write it again", func() bool { return storedLimit(t, direct, name) == 7 })
 	pickedUp(t, f, 7, "f")
