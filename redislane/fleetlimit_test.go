@@ -612,7 +612,7 @@ func TestFleetElectionChurnRace(t *testing.T) {
 				mu.Lock()
 				f := fs[i]
 				mu.Unlock()
-				controller{f}.set(3 + v%30) // may race with its Close: then it does nothing
+				controller{f}.set(3 + v%30)  // may race with its Close: then it does nothing
 				time.Sleep(time.Millisecond) // pacing the controller, not synchronising
 			}
 		}()
