@@ -163,6 +163,7 @@ func TestFleetLeaderThatStopsRenewingIsReplaced(t *testing.T) {
 	px.black.Store(true)
 	controller{first}.set(50) // held: it cannot reach Redis
 	start := time.Now()
+	calls0 := []uint64{others[0].Stats().LimitCalls, others[1].Stats().LimitCalls}
 	var next *redislane.Fleet
 	waitFor(t, 10*time.Second, "another instance to lead", func() bool {
 		for _, f := range others {
@@ -176,6 +177,14 @@ func TestFleetLeaderThatStopsRenewingIsReplaced(t *testing.T) {
 	took := time.Since(start)
 	require.False(t, first.Leader(), "two instances count themselves the leader")
 	t.Logf("replaced after %v (lease %v + one interval %v)", took, 3*fleetRefresh, fleetRefresh)
+	// Within the lease plus one interval, counted in the calls the new
+	// leader made meanwhile (one per interval): the lease's three, the one
+	// that took over, and one in flight at the black-out.
+	for i, f := range others {
+		if f == next {
+			assert.LessOrEqual(t, f.Stats().LimitCalls-calls0[i], uint64(5), "replaced later than the lease plus one interval")
+		}
+	}
 	assert.Greater(t, next.Term(), oldTerm)
 	for _, f := range others {
 		if f != next {

@@ -61,7 +61,7 @@ func (c *core) stats() Stats {
 // count this instance only; the counters count its calls since it was made.
 type Stats struct {
 	Name     string // the lane's name, as given to NewWeighted or NewKeyed
-	Capacity int64  // the capacity, or the per-key capacity of a Keyed
+	Capacity int64  // the capacity, the per-key capacity of a Keyed, or a Fleet's limit as last read
 	Held     int64  // weight of this instance's permits that are out
 	Waiters  int    // callers of this instance waiting now (TryAcquire calls in flight included)
 	Keys     int    // buckets with local waiters now (keys of a Keyed)
