@@ -10,8 +10,10 @@
 //     asynchronous instruments.
 //
 // Each lane is reported under its name, with its capacity, the permits in
-// use, the callers waiting, the keys alive (keyed lanes) and the counters
-// of [semaphore.Counters]. The module is separate from the core, so that a
+// use, the callers waiting, the keys alive (keyed lanes), the counters of
+// [semaphore.Counters], and, for a lane whose semaphore was made with
+// semaphore.WithHistograms or keyedsem.WithHistograms, the wait-time and
+// hold-time histograms of [semaphore.Timings]. The module is separate from the core, so that a
 // program that uses lanes without these exporters never depends on
 // Prometheus or OpenTelemetry.
 //
@@ -59,6 +61,7 @@ func Semaphore(name string, s *semaphore.Weighted) Source {
 			Waiters:  st.Waiters,
 			Closed:   st.Closed,
 			Counters: st.Counters,
+			Timings:  st.Timings,
 		}}
 	})
 }
@@ -79,6 +82,7 @@ func Keyed[K comparable](name string, k *keyedsem.Keyed[K]) Source {
 			Keys:     st.Keys,
 			Closed:   st.Closed,
 			Counters: st.Counters,
+			Timings:  st.Timings,
 		}}
 	})
 }

@@ -2,6 +2,7 @@ package exporters_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/sessionlane/lanes/exporters"
 	"github.com/sessionlane/lanes/exporters/internal/scenario"
@@ -53,5 +54,25 @@ func TestAdapters(t *testing.T) {
 	s.Close()
 	if st := exporters.Semaphore("api", s).Stats()[0]; !st.Closed {
 		t.Fatalf("closed semaphore's lane %+v: not Closed", st)
+	}
+}
+
+// TestTimedScenarioFigures checks scenario.Timed's histograms on the
+// lane's own Stats: bucket by bucket, as the scenario's doc counts them.
+func TestTimedScenarioFigures(t *testing.T) {
+	q, stop := scenario.Timed(t)
+	defer stop()
+	st := scenario.Lane(q, "api")
+	var wait, hold semaphore.Histogram
+	wait.Counts[0], wait.Counts[13], wait.Count, wait.Sum = 2, 1, 3, 20*time.Millisecond
+	hold.Counts[11], hold.Counts[13], hold.Count, hold.Sum = 1, 1, 2, 23*time.Millisecond
+	if b := semaphore.HistogramBounds(); b[11] != 5*time.Millisecond || b[13] != 20*time.Millisecond {
+		t.Fatalf("bounds %v: bucket 11 is not (2ms, 5ms] or 13 not (10ms, 20ms]", b)
+	}
+	if !st.Enabled || st.WaitTime != wait || st.HoldTime != hold {
+		t.Fatalf("timings %+v\nwant wait %+v\n     hold %+v", st.Timings, wait, hold)
+	}
+	if st.Acquired != 3 || st.Released != 2 || st.Waited != 1 || st.Held != 1 {
+		t.Fatalf("counters %+v, held %d", st.Counters, st.Held)
 	}
 }

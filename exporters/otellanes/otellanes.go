@@ -22,6 +22,10 @@
 //	lanes.releases         Counter        {release}  first releases of granted permits
 //	lanes.double_releases  Counter        {release}  releases of permits already released
 //
+// The wait-time and hold-time histograms (lanes.wait.duration and
+// lanes.hold.duration, in s) come from a [Producer] given to the reader,
+// since the metrics API has no asynchronous histogram.
+//
 // The gauges of things that add up across lanes (permits, callers, keys)
 // are UpDownCounters, as the conventions ask; the counters are cumulative
 // and come from [semaphore.Counters], the five outcomes of an acquire call

@@ -14,6 +14,7 @@ import (
 	"github.com/sessionlane/lanes/exporters/internal/scenario"
 	"github.com/sessionlane/lanes/exporters/otellanes"
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // collect registers src's instruments on a meter provider read by an
@@ -184,5 +185,66 @@ func TestUnregister(t *testing.T) {
 	}
 	if err := reader.Collect(context.Background(), &rm); err != nil || reads != 1 {
 		t.Fatalf("collect after Unregister: %v, %d reads; want still 1", err, reads)
+	}
+}
+
+// TestProducerHistograms: a reader given the Producer collects the
+// histograms of a lane made WithHistograms (scenario.Timed, on a fake
+// clock) bucket by bucket, in seconds, as cumulative histograms; lanes
+// without histograms produce nothing.
+func TestProducerHistograms(t *testing.T) {
+	q, stop := scenario.Timed(t)
+	defer stop()
+	reader := sdkmetric.NewManualReader(sdkmetric.WithProducer(otellanes.NewProducer(q, otellanes.WithAttributes(attribute.String("queue", "main")))))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer func() { _ = mp.Shutdown(context.Background()) }()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	if len(rm.ScopeMetrics) != 1 || rm.ScopeMetrics[0].Scope.Name != otellanes.ScopeName {
+		t.Fatalf("scopes %+v; want the producer's alone", rm.ScopeMetrics)
+	}
+	var bounds []float64
+	for _, d := range semaphore.HistogramBounds() {
+		bounds = append(bounds, d.Seconds())
+	}
+	set := attribute.NewSet(attribute.String("queue", "main"), otellanes.LaneKey.String("api"), otellanes.KindKey.String("global"))
+	hist := func(name string, sum float64, at map[int]uint64) metricdata.Metrics {
+		counts := make([]uint64, semaphore.HistogramBuckets)
+		var n uint64
+		for i, c := range at {
+			counts[i], n = c, n+c
+		}
+		return metricdata.Metrics{Name: name, Unit: "s", Data: metricdata.Histogram[float64]{
+			Temporality: metricdata.CumulativeTemporality,
+			DataPoints:  []metricdata.HistogramDataPoint[float64]{{Attributes: set, Count: n, Bounds: bounds, BucketCounts: counts, Sum: sum}},
+		}}
+	}
+	// Bucket 0 is [0, 1µs], 11 is (2ms, 5ms], 13 is (10ms, 20ms].
+	want := []metricdata.Metrics{
+		hist("lanes.wait.duration", 0.020, map[int]uint64{0: 2, 13: 1}),
+		hist("lanes.hold.duration", 0.023, map[int]uint64{11: 1, 13: 1}),
+	}
+	got := rm.ScopeMetrics[0].Metrics
+	if len(got) != 2 {
+		t.Fatalf("%d metrics; want 2", len(got))
+	}
+	for i := range want {
+		g := got[i]
+		if g.Description == "" {
+			t.Errorf("%s: no description", g.Name)
+		}
+		g.Description = ""
+		metricdatatest.AssertEqual(t, want[i], g, metricdatatest.IgnoreTimestamp())
+	}
+
+	plain, stopPlain := scenario.Queue(t)
+	defer stopPlain()
+	if sm, err := otellanes.NewProducer(plain).Produce(context.Background()); err != nil || len(sm) != 0 {
+		t.Fatalf("lanes without histograms: %+v, %v; want nothing", sm, err)
+	}
+	if _, err := otellanes.NewProducer(exporters.Join(q, q)).Produce(context.Background()); err == nil || !strings.Contains(err.Error(), `lane "api" twice`) {
+		t.Fatalf("a repeated lane: %v; want an error naming it", err)
 	}
 }

@@ -8,21 +8,31 @@
 // Every series has the labels lane (the lane's name) and kind ("keyed",
 // "global" or "rate"). With the default namespace "lanes":
 //
-//	lanes_capacity_permits       gauge    capacity of a global lane, per-key capacity of a keyed lane, burst of a rate lane
-//	lanes_in_use_permits         gauge    permits held now, over all keys
-//	lanes_waiters                gauge    callers waiting now
-//	lanes_keys                   gauge    entries alive (keyed lanes only)
-//	lanes_closed                 gauge    1 once the lane is closed
-//	lanes_acquires_total         counter  acquire calls ended, by outcome: acquired, cancelled, timed_out, rejected, failed
-//	lanes_waited_total           counter  grants that had to wait (of the acquired)
-//	lanes_releases_total         counter  first releases of granted permits
-//	lanes_double_releases_total  counter  releases of permits already released
+//	lanes_capacity_permits       gauge      capacity of a global lane, per-key capacity of a keyed lane, burst of a rate lane
+//	lanes_in_use_permits         gauge      permits held now, over all keys
+//	lanes_waiters                gauge      callers waiting now
+//	lanes_keys                   gauge      entries alive (keyed lanes only)
+//	lanes_closed                 gauge      1 once the lane is closed
+//	lanes_acquires_total         counter    acquire calls ended, by outcome: acquired, cancelled, timed_out, rejected, failed
+//	lanes_waited_total           counter    grants that had to wait (of the acquired)
+//	lanes_releases_total         counter    first releases of granted permits
+//	lanes_double_releases_total  counter    releases of permits already released
+//	lanes_wait_seconds           histogram  time a grant waited in line (0 for one that did not queue)
+//	lanes_hold_seconds           histogram  time from a grant to its release
 //
 // The counters are those of [semaphore.Counters], one series per field
 // (the five outcomes of an acquire call as one counter with an outcome
 // label, since each call ends in exactly one: their sum is the calls that
 // returned). Units follow Prometheus' conventions: a count of permits ends
-// in _permits, counters in _total.
+// in _permits, counters in _total, durations are in seconds.
+//
+// The two histograms are sent only for the lanes whose semaphore records
+// them (semaphore.WithHistograms, keyedsem.WithHistograms: see
+// [semaphore.Timings]), in the fixed buckets of
+// [semaphore.HistogramBounds] (1µs to 100s in 1-2-5 steps) as le bounds in
+// seconds; a lane without them has no such series, rather than one that
+// says nothing waited. Their _count is the lane's acquired grants
+// (wait) and first releases (hold).
 //
 // Concurrency: Collect may run from several scrapes at once; each reads the
 // source once. The collector holds no state between scrapes.
@@ -35,6 +45,7 @@ import (
 
 	"github.com/sessionlane/lanes/exporters"
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // Option changes what New builds.
@@ -66,6 +77,7 @@ type Collector struct {
 
 	capacity, inUse, waiters, keys, closed *prometheus.Desc
 	acquires, waited, releases, doubles    *prometheus.Desc
+	waitTime, holdTime                     *prometheus.Desc
 }
 
 // Outcomes of an acquire call, the values of the outcome label of
@@ -103,6 +115,8 @@ func New(src exporters.Source, opts ...Option) *Collector {
 		waited:   desc("waited_total", "Grants of the lane that had to wait in its queue."),
 		releases: desc("releases_total", "First releases of the lane's granted permits."),
 		doubles:  desc("double_releases_total", "Releases of the lane's permits that were already released."),
+		waitTime: desc("wait_seconds", "Time a grant of the lane waited in line (0 for one that did not queue)."),
+		holdTime: desc("hold_seconds", "Time from a grant of the lane to its release."),
 	}
 }
 
@@ -114,7 +128,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *Collector) descs() []*prometheus.Desc {
-	return []*prometheus.Desc{c.capacity, c.inUse, c.waiters, c.keys, c.closed, c.acquires, c.waited, c.releases, c.doubles}
+	return []*prometheus.Desc{c.capacity, c.inUse, c.waiters, c.keys, c.closed, c.acquires, c.waited, c.releases, c.doubles, c.waitTime, c.holdTime}
 }
 
 // Collect reads the source once and sends each lane's metrics. A lane name
@@ -161,4 +175,35 @@ func (c *Collector) collectLane(ch chan<- prometheus.Metric, st lanequeue.LaneSt
 	counter(c.waited, n.Waited)
 	counter(c.releases, n.Released)
 	counter(c.doubles, n.DoubleReleases)
+	if st.Enabled {
+		ch <- histogram(c.waitTime, &st.WaitTime, st.Name, kind)
+		ch <- histogram(c.holdTime, &st.HoldTime, st.Name, kind)
+	}
+}
+
+// bounds are semaphore.HistogramBounds in seconds, the le of each bucket.
+var bounds = func() []float64 {
+	b := semaphore.HistogramBounds()
+	s := make([]float64, len(b))
+	for i, d := range b {
+		s[i] = d.Seconds()
+	}
+	return s
+}()
+
+// histogram converts h into a constant Prometheus histogram: cumulative
+// counts per bound; the last bucket, above the last bound, is the
+// implicit +Inf one (h.Count).
+func histogram(d *prometheus.Desc, h *semaphore.Histogram, labels ...string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(bounds))
+	var cum uint64
+	for i, le := range bounds {
+		cum += h.Counts[i]
+		buckets[le] = cum
+	}
+	// The count is the buckets' sum, not h.Count: read while the lane is
+	// in use, the two may differ by an observation in flight, and the
+	// +Inf bucket must not be below the last bound's.
+	cum += h.Counts[len(bounds)]
+	return prometheus.MustNewConstHistogram(d, cum, h.Sum.Seconds(), buckets, labels...)
 }

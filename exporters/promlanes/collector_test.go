@@ -1,6 +1,8 @@
 package promlanes_test
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/sessionlane/lanes/exporters"
 	"github.com/sessionlane/lanes/exporters/internal/scenario"
 	"github.com/sessionlane/lanes/exporters/promlanes"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // queueScrape is what a registry scrape of scenario.Queue must give: every
@@ -163,5 +166,60 @@ func TestRepeatedLaneFailsTheScrape(t *testing.T) {
 	_, err := reg.Gather()
 	if err == nil || !strings.Contains(err.Error(), `lane "global" twice`) {
 		t.Fatalf("scrape of a repeated lane: %v; want an error naming it", err)
+	}
+}
+
+// histogramText writes a Prometheus histogram's series for one lane: the
+// cumulative count at each le bound of semaphore.HistogramBounds, given
+// by cum(le), then +Inf, sum and count.
+func histogramText(name, lane, kind string, cum func(le float64) int, count int, sum string) string {
+	var b strings.Builder
+	for _, d := range semaphore.HistogramBounds() {
+		le := d.Seconds()
+		fmt.Fprintf(&b, "%s_bucket{kind=%q,lane=%q,le=%q} %d\n", name, kind, lane, strconv.FormatFloat(le, 'g', -1, 64), cum(le))
+	}
+	fmt.Fprintf(&b, "%s_bucket{kind=%q,lane=%q,le=\"+Inf\"} %d\n", name, kind, lane, count)
+	fmt.Fprintf(&b, "%s_sum{kind=%q,lane=%q} %s\n%s_count{kind=%q,lane=%q} %d\n", name, kind, lane, sum, name, kind, lane, count)
+	return b.String()
+}
+
+// TestHistogramScrape: a lane made WithHistograms (scenario.Timed, on a
+// fake clock) is scraped with lanes_wait_seconds and lanes_hold_seconds in
+// seconds, bucket by bucket; the lanes without histograms (scenario.Queue)
+// have no such series.
+func TestHistogramScrape(t *testing.T) {
+	q, stop := scenario.Timed(t)
+	defer stop()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(promlanes.New(q))
+	step := func(at ...float64) func(float64) int { // at[i]: where the i+1-th observation is counted from
+		return func(le float64) int {
+			n := 0
+			for _, a := range at {
+				if le >= a {
+					n++
+				}
+			}
+			return n
+		}
+	}
+	want := "# HELP lanes_wait_seconds Time a grant of the lane waited in line (0 for one that did not queue).\n" +
+		"# TYPE lanes_wait_seconds histogram\n" +
+		histogramText("lanes_wait_seconds", "api", "global", step(0, 0, 0.020), 3, "0.02") +
+		"# HELP lanes_hold_seconds Time from a grant of the lane to its release.\n" +
+		"# TYPE lanes_hold_seconds histogram\n" +
+		histogramText("lanes_hold_seconds", "api", "global", step(0.005, 0.020), 2, "0.023")
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "lanes_wait_seconds", "lanes_hold_seconds"); err != nil {
+		t.Fatal(err)
+	}
+	problems, err := testutil.CollectAndLint(promlanes.New(q))
+	if err != nil || len(problems) != 0 {
+		t.Fatalf("lint: %v %+v", err, problems)
+	}
+
+	plain, stopPlain := scenario.Queue(t)
+	defer stopPlain()
+	if n := testutil.CollectAndCount(promlanes.New(plain), "lanes_wait_seconds", "lanes_hold_seconds"); n != 0 {
+		t.Fatalf("lanes without histograms: %d histogram series; want none", n)
 	}
 }

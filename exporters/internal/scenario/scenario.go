@@ -7,9 +7,11 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"golang.org/x/time/rate"
 
+	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanequeue"
@@ -124,6 +126,49 @@ func Keyed(t testing.TB) (k *keyedsem.Keyed[int], stop func()) {
 	must(t, err)
 	q.Release()
 	return k, func() { p.Release(); k.Close() }
+}
+
+// Timed returns a queue with one global lane "api" of capacity 2 that
+// records its wait and hold times (semaphore.WithHistograms) on a fake
+// clock, so that every duration is exact:
+//
+//   - a ticket of weight 1 granted at once (a wait of 0) and released 3ms
+//     later (a hold of 3ms, in the bucket (2ms, 5ms]);
+//   - a ticket of weight 2 granted at once and released 20ms later (a hold
+//     of 20ms, in (10ms, 20ms]), while a caller of weight 1 waited for it;
+//     that caller is granted then (a wait of 20ms) and holds until stop.
+//
+// So WaitTime: 3 observations, two of 0 and one of 20ms (sum 20ms);
+// HoldTime: 2, 3ms and 20ms (sum 23ms).
+func Timed(t testing.TB) (q *lanequeue.Queue[string], stop func()) {
+	t.Helper()
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	q = lanequeue.New[string]()
+	must(t, q.AddGlobalLane("api", 2, semaphore.WithHistograms(), semaphore.WithClock(clk)))
+	api, err := q.Lanes("api")
+	must(t, err)
+	ctx := context.Background()
+	t1, err := q.AcquireAll(ctx, "x", api)
+	must(t, err)
+	clk.Advance(3 * time.Millisecond)
+	t1.Release()
+	t2, err := q.AcquireAll(ctx, "x", api, lanequeue.WithWeight(2))
+	must(t, err)
+	waiter := testkit.Go(func() *lanequeue.Ticket[string] {
+		t3, err := q.AcquireAll(ctx, "y", api)
+		if err != nil {
+			t.Error(err)
+		}
+		return t3
+	})
+	testkit.Eventually(t, "the caller of weight 1 to wait", func() bool { return Lane(q, "api").Waiters == 1 })
+	clk.Advance(20 * time.Millisecond)
+	t2.Release()
+	t3 := testkit.Recv(t, waiter, "the waiting caller's grant")
+	return q, func() {
+		t3.Release()
+		q.Close()
+	}
 }
 
 // Lane returns the snapshot of q's lane name (the zero LaneStats if none).
