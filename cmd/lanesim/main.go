@@ -449,9 +449,9 @@ columns:
   p50, p99     latency, from a message's arrival to the end of its handler
   sleep+       how long a simulated model call lasted beyond its seeded latency,
                on average: the Go timer's lateness on this machine, not the lanes
-  max/thread   most handlers seen at once for one thread (must be 1 with a per-thread lane)
-  2 holders    messages started while another message of their thread ran (must be 0)
-  order viol.  messages started before the previous one of their thread ended (must be 0)
+  max/thread   most handlers seen at once for one thread (must be 1 for global-1 and session+global)
+  2 holders    messages started while another message of their thread ran (0 for those two)
+  order viol.  messages started before the previous one of their thread ended (0 for those two)
   in flight    most handlers seen at once (at most -global for session+global)
   keys alive   per-thread entries after the run (session lane, naive map); evictions: entries dropped
   heap         live heap after the run and a GC
