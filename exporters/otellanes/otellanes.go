@@ -62,8 +62,8 @@ type config struct {
 }
 
 // WithAttributes adds attributes with fixed values to every data point (the
-// queue's role in a process with several, say). They must not use the keys
-// above.
+// queue's role in a process with several, say). One with a key above
+// (lanes.lane, lanes.kind, lanes.outcome) is overridden by the lane's own.
 func WithAttributes(kv ...attribute.KeyValue) Option {
 	return func(c *config) { c.attrs = append(c.attrs, kv...) }
 }

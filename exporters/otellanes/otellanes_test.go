@@ -248,3 +248,19 @@ func TestProducerHistograms(t *testing.T) {
 		t.Fatalf("a repeated lane: %v; want an error naming it", err)
 	}
 }
+
+// TestFixedAttributeCannotRenameALane: a fixed attribute with the key
+// lanes.lane does not replace the lane's own name.
+func TestFixedAttributeCannotRenameALane(t *testing.T) {
+	sem, stop := scenario.Semaphore(t)
+	defer stop()
+	got, err := collect(t, exporters.Semaphore("api", sem), otellanes.WithAttributes(otellanes.LaneKey.String("other")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dp := range got["lanes.capacity"].Data.(metricdata.Sum[int64]).DataPoints {
+		if v, _ := dp.Attributes.Value(otellanes.LaneKey); v.AsString() != "api" {
+			t.Fatalf("lane attribute %q; want the lane's own, api", v.AsString())
+		}
+	}
+}
