@@ -63,6 +63,7 @@ func (l *globalLane[K]) Stats() LaneStats {
 		Waiters:  st.Waiters,
 		Closed:   st.Closed,
 		Counters: st.Counters,
+		Timings:  st.Timings,
 	}
 }
 
@@ -108,6 +109,7 @@ func (l *keyedLane[K]) Stats() LaneStats {
 		Keys:     st.Keys,
 		Closed:   st.Closed,
 		Counters: st.Counters,
+		Timings:  st.Timings,
 	}
 }
 

@@ -110,6 +110,9 @@ func (s *Weighted) Join(n int64) (Place, error) {
 	}
 	w := s.wcache.Get()
 	w.N = n
+	if s.tm != nil {
+		w.Since = s.hc.Precise()
+	}
 	s.q.Push(w)
 	s.waiters++
 	var carry uint64
@@ -183,7 +186,9 @@ func (p Place) Wait(ctx context.Context) (Permit, error) {
 	if s.maxWait > 0 {
 		mw = &waitq.MaxWait{D: s.maxWait, Clock: s.clock, Err: ErrWaitTooLong}
 	}
+	since := w.Since // the waiter goes back to its cache in Wait
 	perm, err := waitq.Wait(ctx, &s.q, (*owner)(s), &s.wcache, w, mw)
+	s.waited(since, err)
 	return Permit(perm), err
 }
 
