@@ -16,7 +16,7 @@ import (
 // reader and an OTLP exporter in production; an in-memory reader here):
 // one message of thread "t1" is being handled.
 func Example() {
-	q := lanequeue.Default[string]()
+	q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity)
 	defer q.Close()
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))

@@ -16,7 +16,7 @@ import (
 // here one message of thread "t1" is being handled, and the scrape shows
 // the permits in use per lane.
 func Example() {
-	q := lanequeue.Default[string]()
+	q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity)
 	defer q.Close()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(promlanes.New(q))
