@@ -62,6 +62,7 @@ func (l *globalLane[K]) Stats() LaneStats {
 		Waiters:  st.Waiters,
 		Closed:   st.Closed,
 		Counters: st.Counters,
+		Timings:  st.Timings,
 	}
 }
 
@@ -106,6 +107,7 @@ func (l *keyedLane[K]) Stats() LaneStats {
 		Keys:     st.Keys,
 		Closed:   st.Closed,
 		Counters: st.Counters,
+		Timings:  st.Timings,
 	}
 }
 

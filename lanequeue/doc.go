@@ -17,7 +17,7 @@
 // gives them all back, once. [Queue.TryAcquireAll] does the same without
 // waiting, and [Queue.Do] wraps acquire, the work and release:
 //
-//	q := lanequeue.Default[string]()
+//	q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity)
 //	chat, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
 //	...
 //	err = q.Do(ctx, threadID, chat, func(ctx context.Context) error { ... })
@@ -119,7 +119,23 @@
 // [semaphore.Weighted] of a global lane, to resize it with SetCapacity
 // (the queue honours the new capacity at once), and [Queue.KeyedSemaphore]
 // the [keyedsem.Keyed] of a keyed lane, to Sweep its idle keys,
-// also for the lanes that [Default] and the Add methods build.
+// also for the lanes that [Default] and the Add methods build;
+// [Queue.SetRate] changes a rate lane's limit and burst.
+//
+// Errors: a call that fails on a lane returns a [*LaneError] that names
+// the lane and why ("session" busy for the key, "global" full, a rate
+// lane out of tokens until RetryAfter, a lane's refusal) and unwraps to
+// the cause, so errors.Is(err, context.DeadlineExceeded) and the
+// sentinels hold.
+//
+// Shutdown: [Queue.Drain] refuses new calls ([ErrDraining]), lets the work
+// admitted finish (tickets out, callers in line, places), then closes the
+// queue; package lanehttp serves HTTP requests through a queue's lanes.
+//
+// Outcomes: [Queue.ObserveLane] gives a lane an [Observer] (an adaptive
+// limit controller of package adaptive, driving a global lane's
+// semaphore), which [Queue.Do] and [Ticket.Finish] tell the work's error
+// and the time held before the permits go back.
 //
 // Diagnostics: [Queue.Holders] lists the permits out (lane, key, weight,
 // since when), oldest first; [Queue.Stats] gives each lane's figures.

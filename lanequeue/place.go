@@ -113,6 +113,9 @@ func (q *Queue[K]) Join(key K, lanes LaneSet[K], opts ...AcquireOption) (*Place[
 	if h.e.keyed == nil {
 		return nil, fmt.Errorf("%w: lane %q is a keyed lane of another package, which has no place to take", ErrNoSemaphore, h.e.name)
 	}
+	if err := q.admit(); err != nil {
+		return nil, err
+	}
 	var kp keyedsem.Place[K]
 	if s := h.e.keyed; turn == (semaphore.Turn{}) {
 		kp, err = s.Join(key, h.n)
@@ -120,7 +123,8 @@ func (q *Queue[K]) Join(key K, lanes LaneSet[K], opts ...AcquireOption) (*Place[
 		kp, err = s.JoinTurn(key, h.n, s.Honoured(turn))
 	}
 	if err != nil {
-		return nil, q.laneErr(context.Background(), h.e, err)
+		q.leave()
+		return nil, q.laneErr(h.e, key, err)
 	}
 	pl.kp = kp
 	return pl, nil
@@ -163,15 +167,22 @@ func (p *Place[K]) Wait(ctx context.Context) (*Ticket[K], error) {
 	q, g := p.q, &p.g
 	if err := checkReentry(ctx, q, p.key, g); err != nil {
 		p.kp.Leave()
+		q.leave()
 		return nil, err
 	}
 	h := &g.held()[0]
+	ended := ctx.Err() != nil // then the error is ctx.Err(): nothing was waited on
 	perm, err := p.kp.Wait(ctx)
 	if err != nil {
-		return nil, q.laneErr(ctx, h.e, err)
+		q.leave()
+		if ended && !q.closed.Load() {
+			return nil, err
+		}
+		return nil, q.laneErr(h.e, p.key, err)
 	}
 	h.p = perm
 	if err := q.acquireFrom(ctx, p.key, g, 1, p.turn()); err != nil {
+		q.leave()
 		return nil, err
 	}
 	return q.publish(p.key, g), nil
@@ -188,4 +199,5 @@ func (p *Place[K]) Leave() {
 		return
 	}
 	p.kp.Leave()
+	p.q.leave()
 }

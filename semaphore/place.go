@@ -149,6 +149,9 @@ func (s *Weighted) JoinTurn(n int64, t Turn) (Place, error) {
 	}
 	w := s.wcache.Get()
 	w.N = n
+	if s.tm != nil {
+		w.Since = s.hc.Precise()
+	}
 	s.waiters++
 	var carry uint64
 	s.waitWeight, carry = bits.Add64(s.waitWeight, uint64(n), 0)
@@ -232,7 +235,9 @@ func (p Place) Wait(ctx context.Context) (Permit, error) {
 	if s.maxWait > 0 {
 		mw = &waitq.MaxWait{D: s.maxWait, Clock: s.clock, Err: ErrWaitTooLong}
 	}
+	since := w.Since // the waiter goes back to its cache in Wait
 	perm, err := waitq.Wait(ctx, &s.q, (*owner)(s), &s.wcache, w, mw)
+	s.waited(since, err)
 	return Permit(perm), err
 }
 
