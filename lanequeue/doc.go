@@ -72,12 +72,22 @@
 // first keyed lane) at once, in the order the handler calls it, and
 // returns a [Place] that a worker waits for later ([Place.Wait] returns
 // the ticket) or gives up ([Place.Leave]); see Example_webhook. The order
-// is that of the Join calls, so of the requests' arrival at the server.
+// is that of the Join calls, so of the requests' arrival at the server;
+// or, on a keyed lane made keyedsem.WithSequenceOrder, that of the
+// messages' numbers: Join takes the call's [WithSequence] (and
+// [WithPriority], [WithGroup]) as AcquireAll does, so that message 2's
+// place goes ahead of message 3's when 3 reached the server first, as
+// long as both still stand in line. The lanes that Wait takes after the
+// keyed lane are given the options when Wait reaches them.
 //
 // Priorities: [WithPriority] serves a call ahead of lower ones on the
 // lanes built with priorities ([keyedsem.WithPriorities], and
 // semaphore.WithPriorities for global lanes), with aging, so that lower
-// priorities still run within the bound the option states.
+// priorities still run within the bound the option states (see
+// Example_cronYieldsToUsers). Each lane takes only the options its
+// semaphore orders by and ignores the others, counting nothing for them,
+// so one call may carry a priority, a sequence and a group across lanes
+// of different orders.
 //
 // Keys: any comparable type. A key that is not equal to itself (a float
 // NaN, or a struct, array or interface value holding one) is refused with
