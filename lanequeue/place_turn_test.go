@@ -23,8 +23,11 @@ import (
 func waitPlaces(t *testing.T, release func(), labels []string, places []*lanequeue.Place[string], queued func(i int) bool) []string {
 	t.Helper()
 	out := make(chan string, len(places))
+	var wg sync.WaitGroup // the tickets back, so the caller may check nothing is held
 	for i, pl := range places {
+		wg.Add(1)
 		go func() {
+			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
 			defer cancel()
 			tk, err := pl.Wait(ctx)
@@ -44,6 +47,7 @@ func waitPlaces(t *testing.T, release func(), labels []string, places []*laneque
 	for i := range got {
 		got[i] = testkit.Recv(t, out, fmt.Sprintf("ticket %d of %d (so far %v)", i+1, len(places), got[:i]))
 	}
+	testkit.WaitAll(t, &wg, "the tickets to be released")
 	return got
 }
 
