@@ -14,6 +14,7 @@ import (
 
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/coarse"
+	"github.com/sessionlane/lanes/internal/hist"
 	"github.com/sessionlane/lanes/internal/nan"
 	"github.com/sessionlane/lanes/internal/waitq"
 	"github.com/sessionlane/lanes/semaphore"
@@ -88,6 +89,8 @@ type Keyed[K comparable] struct {
 	realClock  bool
 	coarse     coarse.Clock // the real clock's readings, when realClock
 	epoch      time.Time
+	tm         *hist.Timings // WithHistograms; nil: off
+	hc         hist.Clock    // the clock of the timings and of waiters' stamps
 	stripes    []stripe[K]
 	mask       uint32
 	closed     atomic.Bool
@@ -147,6 +150,7 @@ type config struct {
 	janitor    time.Duration
 	order      uint8         // see turn.go
 	aging      time.Duration // WithPriorities' step
+	histograms bool          // WithHistograms
 }
 
 // Option configures a keyed semaphore made by [New]. Options are applied in
@@ -204,6 +208,14 @@ func WithMaxWaitersPerKey(n int) Option { return func(c *config) { c.maxWaiters 
 // under a key's lock: it must be safe for concurrent use and must not
 // block. nil means the system clock.
 func WithClock(c semaphore.Clock) Option { return func(cf *config) { cf.clock = c } }
+
+// WithHistograms records the wait-time and hold-time distributions over
+// all keys, reported in [Stats].Timings as package semaphore's
+// WithHistograms defines them (the same buckets, the same clocks: a hold
+// to about a millisecond; a fake clock from WithClock times both). Off by
+// default; on, each acquire and release costs a clock read and a few
+// atomic adds, and no allocation.
+func WithHistograms() Option { return func(c *config) { c.histograms = true } }
 
 // WithJanitor starts, in New, one goroutine that every d (on the system
 // clock) runs an expiry pass if one is due, so that idle entries expire
@@ -282,6 +294,10 @@ func New[K comparable](opts ...Option) *Keyed[K] {
 		s.clock, s.realClock = clock.Real{}, true
 	}
 	s.epoch = s.clock.Now()
+	s.hc = hist.NewClock(s.clock)
+	if c.histograms {
+		s.tm = new(hist.Timings)
+	}
 	s.expiry.Store(int64(c.idle)) // the first entry can expire no earlier
 	if c.idle == 0 {
 		s.expiry.Store(math.MaxInt64) // entries die with their last reference

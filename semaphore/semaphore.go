@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/hist"
 	"github.com/sessionlane/lanes/internal/permit"
 	"github.com/sessionlane/lanes/internal/waitq"
 )
@@ -106,6 +107,7 @@ type Weighted struct {
 	gens [inlineTokens]atomic.Uint64
 
 	capacity atomic.Int64               // written under mu; read anywhere
+	tm       *hist.Timings              // WithHistograms; nil: off. Immutable after New
 	tokens   [inlineTokens]permit.Token // immutable after New
 
 	mu      sync.Mutex  // protects everything below
@@ -143,6 +145,8 @@ type config struct {
 	order, orderClash string
 	agingStep         time.Duration    // WithPriorities' step
 	fairWeight        func(string) int // WithFairShare's weights; nil: equal
+	histograms        bool             // WithHistograms
+	hc                hist.Clock       // the clock of timings and waiters' stamps, from clock
 }
 
 // Option configures a semaphore made by [New]. Options are applied in
@@ -229,9 +233,14 @@ func New(capacity int64, opts ...Option) *Weighted {
 	case "WithFairShare":
 		s.fair = newFairQueue(s.fairWeight)
 	}
+	s.hc = hist.NewClock(s.clock)
+	if s.histograms {
+		s.tm = new(hist.Timings)
+	}
 	for i := range s.tokens {
 		s.tokens[i].Init((*owner)(s), i, &s.gens[i])
 		s.tokens[i].SetWord(&s.state)
+		s.observe(&s.tokens[i])
 	}
 	s.capacity.Store(capacity)
 	s.state.Store(uint64(capacity)<<availShift | tokenMask)
