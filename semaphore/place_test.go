@@ -132,7 +132,17 @@ func TestPlaceEndsWeighted(t *testing.T) {
 // waiting after each round.
 func TestPlaceRaceWeighted(t *testing.T) {
 	const capacity = 3
-	s := semaphore.New(capacity)
+	racePlaces(t, semaphore.New(capacity), capacity, func(s *semaphore.Weighted, rng *rand.Rand) (semaphore.Place, error) {
+		return s.Join(1 + int64(rng.IntN(capacity)))
+	})
+}
+
+// racePlaces runs the rounds of a place race on s: six callers a round
+// join (join, drawing from rng), end their places as testkit.RacePlace
+// does, and hold what they got; after each round nothing is held or
+// waiting, and no more than capacity was ever held at once.
+func racePlaces(t *testing.T, s *semaphore.Weighted, capacity int64, join func(*semaphore.Weighted, *rand.Rand) (semaphore.Place, error)) {
+	t.Helper()
 	var inside atomic.Int64
 	var bad atomic.Value // string
 	for round := range testkit.Rounds() {
@@ -140,7 +150,7 @@ func TestPlaceRaceWeighted(t *testing.T) {
 		for c := range fns {
 			rng := rand.New(rand.NewPCG(uint64(round), uint64(c)))
 			fns[c] = func() {
-				pl, err := s.Join(1 + int64(rng.IntN(capacity)))
+				pl, err := join(s, rng)
 				if err != nil {
 					bad.Store("Join: " + err.Error())
 					return
