@@ -187,11 +187,7 @@ func TestPlaceTurnQueueRace(t *testing.T) {
 	must(t, err)
 	var inGlobal atomic.Int64
 	var bad atomic.Value // string
-	rounds := 1000
-	if testing.Short() {
-		rounds = 100
-	}
-	for round := range rounds {
+	for round := range testkit.Rounds() {
 		const threads, msgs = 3, 4
 		var mu sync.Mutex
 		granted := make([][]int64, threads) // per thread, the sequences granted
@@ -219,24 +215,11 @@ func TestPlaceTurnQueueRace(t *testing.T) {
 					workers.Add(1)
 					go func() {
 						defer workers.Done()
-						var ctx context.Context = context.Background()
-						switch mode {
-						case 0:
-							pl.Leave()
-							return
-						case 1:
-							c, cancel := context.WithCancel(ctx)
-							defer cancel()
-							go cancel()
-							ctx = c
-						case 2:
-							go pl.Leave()
-						}
-						tk, err := pl.Wait(ctx)
+						tk, ok, err := testkit.RacePlace(mode, pl.Wait, pl.Leave, lanequeue.ErrPlaceUsed)
 						if err != nil {
-							if !errors.Is(err, context.Canceled) && !errors.Is(err, lanequeue.ErrPlaceUsed) {
-								bad.Store("Wait: " + err.Error())
-							}
+							bad.Store(err.Error())
+						}
+						if !ok {
 							return
 						}
 						if inGlobal.Add(1) > global {
