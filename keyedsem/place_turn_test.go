@@ -220,11 +220,7 @@ func TestPlaceTurnRace(t *testing.T) {
 			defer s.Close()
 			var inside [2]atomic.Int64
 			var bad atomic.Value // string
-			rounds := 1000
-			if testing.Short() {
-				rounds = 100
-			}
-			for round := range rounds {
+			for round := range testkit.Rounds() {
 				fns := make([]func(), 6)
 				for c := range fns {
 					rng := rand.New(rand.NewPCG(uint64(round), uint64(c)))
@@ -235,24 +231,11 @@ func TestPlaceTurnRace(t *testing.T) {
 							bad.Store("JoinTurn: " + err.Error())
 							return
 						}
-						ctx := bg
-						switch rng.IntN(4) {
-						case 0:
-							pl.Leave()
-							return
-						case 1:
-							c, cancel := context.WithCancel(ctx)
-							defer cancel()
-							go cancel()
-							ctx = c
-						case 2:
-							go pl.Leave()
-						}
-						p, err := pl.Wait(ctx)
+						p, ok, err := testkit.RacePlace(rng.IntN(4), pl.Wait, pl.Leave, keyedsem.ErrPlaceUsed)
 						if err != nil {
-							if !errors.Is(err, context.Canceled) && !errors.Is(err, keyedsem.ErrPlaceUsed) {
-								bad.Store("Wait: " + err.Error())
-							}
+							bad.Store(err.Error())
+						}
+						if !ok {
 							return
 						}
 						if inside[key].Add(p.Weight()) > 2 {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,98 +184,22 @@ func TestPlaceTurnQueueRace(t *testing.T) {
 	chat := chatLanes(t, q)
 	session, err := q.Lanes("session")
 	must(t, err)
-	var inGlobal atomic.Int64
-	var bad atomic.Value // string
-	rounds := 1000
-	if testing.Short() {
-		rounds = 100
-	}
-	for round := range rounds {
-		const threads, msgs = 3, 4
-		var mu sync.Mutex
-		granted := make([][]int64, threads) // per thread, the sequences granted
-		var inThread [threads]atomic.Int64
-		var workers sync.WaitGroup
-		hooks := make([]func(), threads)
-		for th := range threads {
-			key := fmt.Sprint("thread-", th)
-			rng := rand.New(rand.NewPCG(uint64(round), uint64(th)))
-			hooks[th] = func() {
-				gate, err := q.AcquireAll(context.Background(), key, session)
-				if err != nil {
-					bad.Store("the gate: " + err.Error())
-					return
-				}
-				defer gate.Release()
-				for _, m := range rng.Perm(msgs) {
-					seq := int64(m + 1)
-					pl, err := q.Join(key, chat, lanequeue.WithSequence(seq))
-					if err != nil {
-						bad.Store("Join: " + err.Error())
-						return
-					}
-					mode := rng.IntN(4)
-					workers.Add(1)
-					go func() {
-						defer workers.Done()
-						var ctx context.Context = context.Background()
-						switch mode {
-						case 0:
-							pl.Leave()
-							return
-						case 1:
-							c, cancel := context.WithCancel(ctx)
-							defer cancel()
-							go cancel()
-							ctx = c
-						case 2:
-							go pl.Leave()
-						}
-						tk, err := pl.Wait(ctx)
-						if err != nil {
-							if !errors.Is(err, context.Canceled) && !errors.Is(err, lanequeue.ErrPlaceUsed) {
-								bad.Store("Wait: " + err.Error())
-							}
-							return
-						}
-						if inGlobal.Add(1) > global {
-							bad.Store("global over capacity")
-						}
-						if inThread[th].Add(1) > 1 {
-							bad.Store("two tickets of one thread at once")
-						}
-						mu.Lock()
-						granted[th] = append(granted[th], seq)
-						mu.Unlock()
-						inThread[th].Add(-1)
-						inGlobal.Add(-1)
-						tk.Release()
-					}()
-				}
-			}
+	racePlaceThreads(t, q, global, 3, "ascending sequences (a thread's places all stood in line together)", func(key string, rng *rand.Rand, place func(*lanequeue.Place[string], int64)) error {
+		gate, err := q.AcquireAll(context.Background(), key, session)
+		if err != nil {
+			return err
 		}
-		testkit.Storm(t, "the webhooks", hooks...)
-		testkit.WaitAll(t, &workers, "the workers")
-		if v := bad.Load(); v != nil {
-			t.Fatalf("round %d: %s", round, v)
-		}
-		for th, got := range granted {
-			for i := 1; i < len(got); i++ {
-				if got[i] < got[i-1] {
-					t.Fatalf("round %d: thread %d granted sequences %v; want ascending", round, th, got)
-				}
+		defer gate.Release()
+		for _, m := range rng.Perm(4) {
+			seq := int64(m + 1)
+			pl, err := q.Join(key, chat, lanequeue.WithSequence(seq))
+			if err != nil {
+				return err
 			}
+			place(pl, seq)
 		}
-		testkit.Eventually(t, "the lanes to empty", func() bool {
-			for _, st := range q.Stats() {
-				if st.Held != 0 || st.Waiters != 0 {
-					return false
-				}
-			}
-			return true
-		})
-	}
-	assertNothingHeld(t, q)
+		return nil
+	})
 }
 
 // TestPlaceTurnAllocatesNoMore: Join with turn options, Wait and Release

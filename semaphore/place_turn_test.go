@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -276,62 +275,9 @@ func TestPlaceTurnRaceWeighted(t *testing.T) {
 		{"fair", semaphore.WithFairShare(nil), func(r *rand.Rand) semaphore.Turn { return semaphore.Turn{Group: fmt.Sprint(r.IntN(3))} }},
 	} {
 		t.Run(order.name, func(t *testing.T) {
-			s := semaphore.New(capacity, order.opt)
-			var inside atomic.Int64
-			var bad atomic.Value // string
-			rounds := 1000
-			if testing.Short() {
-				rounds = 100
-			}
-			for round := range rounds {
-				fns := make([]func(), 6)
-				for c := range fns {
-					rng := rand.New(rand.NewPCG(uint64(round), uint64(c)))
-					fns[c] = func() {
-						pl, err := s.JoinTurn(1+int64(rng.IntN(capacity)), order.turn(rng))
-						if err != nil {
-							bad.Store("JoinTurn: " + err.Error())
-							return
-						}
-						ctx := context.Background()
-						switch rng.IntN(4) {
-						case 0:
-							pl.Leave()
-							return
-						case 1:
-							c, cancel := context.WithCancel(ctx)
-							defer cancel()
-							go cancel()
-							ctx = c
-						case 2:
-							go pl.Leave()
-						}
-						p, err := pl.Wait(ctx)
-						if err != nil {
-							if !errors.Is(err, context.Canceled) && !errors.Is(err, semaphore.ErrPlaceUsed) {
-								bad.Store("Wait: " + err.Error())
-							}
-							return
-						}
-						if inside.Add(p.Weight()) > capacity {
-							bad.Store("over capacity")
-						}
-						inside.Add(-p.Weight())
-						if !p.Release() {
-							bad.Store("a permit released twice")
-						}
-					}
-				}
-				testkit.Storm(t, "the callers", fns...)
-				if v := bad.Load(); v != nil {
-					t.Fatalf("round %d: %s", round, v)
-				}
-				testkit.Eventually(t, "the line to empty", func() bool {
-					st := s.Stats()
-					return st.Held == 0 && st.Waiters == 0
-				})
-			}
-			requireBalanced(t, s)
+			racePlaces(t, semaphore.New(capacity, order.opt), capacity, func(s *semaphore.Weighted, rng *rand.Rand) (semaphore.Place, error) {
+				return s.JoinTurn(1+int64(rng.IntN(capacity)), order.turn(rng))
+			})
 		})
 	}
 }
@@ -340,9 +286,7 @@ func TestPlaceTurnRaceWeighted(t *testing.T) {
 // ordered semaphore, its Wait and Release, and JoinTurn and Leave,
 // allocate nothing; nor does Honoured.
 func TestPlaceTurnAllocatesNothingWeighted(t *testing.T) {
-	if testing.CoverMode() != "" || placeRace {
-		t.Skip("allocation counts differ under -race and -cover")
-	}
+	testkit.SkipUnlessAllocsCount(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for _, c := range []struct {

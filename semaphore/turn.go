@@ -64,7 +64,7 @@ const MaxPriority = 1_000_000
 func WithPriorities(step time.Duration) Option {
 	return func(c *config) {
 		c.setOrder("WithPriorities")
-		c.priorities, c.agingStep = true, step
+		c.agingStep = step
 	}
 }
 
