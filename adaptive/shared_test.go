@@ -90,7 +90,7 @@ func TestControllerMovesFromACapacitySetBehindItsBack(t *testing.T) {
 	s := semaphore.New(10)
 	c, err := adaptive.New(s, 1, 100, adaptive.WithClock(clk))
 	require.NoError(t, err)
-	s.SetCapacity(30) // an operator
+	s.SetCapacity(30)                 // an operator
 	roundOf(clk, c, 100, time.Second) // 10 reports: the lane looks a third used at 30
 	require.Equal(t, int64(30), s.Capacity(), "the controller set its own limit back")
 	roundOf(clk, c, 100, time.Second)
