@@ -48,10 +48,15 @@ func TestFleetControllersConverge(t *testing.T) {
 	name := laneName(t)
 	const (
 		truth   = 6
-		workers = 4 // per instance: a demand of twice the truth
+		workers = 5 // per instance: a demand of 15, well above the truth
 		windows = 80
 	)
-	p := &provider{truth: truth, work: time.Millisecond}
+	// Work long beside a Redis call (tens of microseconds, a few
+	// milliseconds under the race detector on a loaded machine), so that
+	// the calls at the provider are about the permits out: a permit spent
+	// in a Redis call is used by the fleet but not at the provider, and the
+	// provider refuses nothing that the limit grants above its calls.
+	p := &provider{truth: truth, work: 5 * time.Millisecond}
 	fs := make([]*redislane.Fleet, 3)
 	cs := make([]*adaptive.Controller, len(fs))
 	for i := range fs {
