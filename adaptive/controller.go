@@ -19,10 +19,12 @@ import (
 // and so does a budget shared through Redis (redislane.Fleet, a [Shared]
 // target).
 //
-// At each decision the controller reads Capacity first: if it is not the
-// value the controller last set (someone else called SetCapacity), the
-// controller takes it as its limit and moves from there, so that it never
-// undoes a change made behind its back by jumping back to its own value.
+// At each decision the controller reads Capacity first (a [Shared] target:
+// see there): if it is not the value the controller last set (someone else
+// called SetCapacity), the controller takes it as its limit and moves from
+// there, so that it never undoes a change made behind its back by jumping
+// back to its own value. A capacity set out of [floor, ceiling] is set
+// back to the nearer bound.
 //
 // SetCapacity must never take permits from their holders: a shrink below
 // what is held lets the holders drain, as semaphore.Weighted.SetCapacity
@@ -335,11 +337,11 @@ func (c *Controller) closeWindow() {
 	if c.sh != nil {
 		lead = c.sh.Leader()
 		if !lead || !c.led {
-			c.follow(now)
+			c.follow(now, lead)
 		}
 		c.led = lead
 	} else if c.t.Capacity() != c.capNow {
-		c.follow(now)
+		c.follow(now, true)
 	}
 
 	// Little's law: the mean number of permits out during the window is
@@ -377,10 +379,16 @@ func (c *Controller) closeWindow() {
 }
 
 // follow takes the target's capacity, brought into [floor, ceiling], as
-// the limit. A lower one counts as a cut for the stale check of overloads:
+// the limit; one out of that range is set back to the nearer bound when
+// the controller's calls take effect (set: not a Shared target's
+// follower). A lower one counts as a cut for the stale check of overloads:
 // work admitted before it saw the higher limit. It runs under c.mu.
-func (c *Controller) follow(now int64) {
-	got := min(max(c.t.Capacity(), c.cfg.floor), c.cfg.ceiling)
+func (c *Controller) follow(now int64, set bool) {
+	raw := c.t.Capacity()
+	got := min(max(raw, c.cfg.floor), c.cfg.ceiling)
+	if got != raw && set {
+		c.t.SetCapacity(got)
+	}
 	if got == c.capNow {
 		return // keeps the fraction of the exact limit
 	}

@@ -97,3 +97,24 @@ func TestControllerMovesFromACapacitySetBehindItsBack(t *testing.T) {
 	require.Equal(t, int64(31), s.Capacity())
 	require.Equal(t, int64(31), c.Limit())
 }
+
+// A capacity set out of [floor, ceiling] behind the controller's back is
+// set back to the nearer bound at its next decision, not left in force.
+func TestControllerBringsAForeignCapacityIntoRange(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	s := semaphore.New(10)
+	c, err := adaptive.New(s, 2, 20, adaptive.WithClock(clk))
+	require.NoError(t, err)
+	s.SetCapacity(0) // an operator
+	for range 10 {   // the outcomes of the work admitted before
+		c.Report(adaptive.Overload, time.Millisecond)
+	}
+	require.Equal(t, int64(2), s.Capacity(), "a capacity below the floor stayed in force")
+	require.Equal(t, int64(2), c.Limit())
+	s.SetCapacity(50)
+	clk.Advance(time.Second)
+	for range 2 {
+		c.Report(adaptive.Success, time.Second)
+	}
+	require.Equal(t, int64(20), s.Capacity(), "a capacity above the ceiling stayed in force")
+}
