@@ -54,6 +54,14 @@ func RateLimiter[K comparable](q *Queue[K], name string) *rate.Limiter {
 	return q.table.Load().byName[name].e.rate.lim
 }
 
+// AdmitLeave counts one call in and out, as every AcquireAll and Release
+// do for Drain, for BenchmarkDrainCount.
+func (q *Queue[K]) AdmitLeave() {
+	if q.admit() == nil {
+		q.leave()
+	}
+}
+
 // SetClock makes q read the time for Holders, Waiters, Ticket.Since and
 // the hooks from c. Call it before q is used.
 func SetClock[K comparable](q *Queue[K], c clock.Clock) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sessionlane/lanes/adaptive"
 	"github.com/sessionlane/lanes/redislane"
 )
 
@@ -119,4 +120,78 @@ func (s *fencedStore) write(token int64, v string) string {
 	}
 	s.highest, s.value = token, v
 	return "wrote " + v
+}
+
+// Two instances share a fleet limit that a controller moves at run time.
+// Only the elected leader's SetCapacity calls are written; every instance
+// reads the new limit within one refresh interval.
+func ExampleFleet() {
+	a, b := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true}),
+		redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer a.Close()
+	defer b.Close()
+	opts := []redislane.Option{redislane.WithLease(2 * time.Second), redislane.WithQuarantine(0),
+		redislane.WithLimitRefresh(200 * time.Millisecond)}
+	first, err := redislane.NewFleet(a, "example-fleet", 10, opts...)
+	if err != nil {
+		panic(err)
+	}
+	defer first.Close()
+	second, err := redislane.NewFleet(b, "example-fleet", 10, opts...)
+	if err != nil {
+		panic(err)
+	}
+	defer second.Close()
+
+	first.SetCapacity(10) // a candidate now; nobody leads yet, so dropped
+	for !first.Leader() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	first.SetCapacity(4)  // the leader's: written
+	second.SetCapacity(7) // a follower's: dropped
+	for second.Capacity() != 4 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	fmt.Println("leader:", first.Leader(), second.Leader())
+	fmt.Println("limit:", first.Capacity(), second.Capacity())
+	// Output:
+	// leader: true false
+	// limit: 4 4
+}
+
+// A limit controller over a fleet's budget: Controller.Do takes the
+// fleet's permits through AsBudget and reports each call's outcome; a
+// round trip of refusals (429s) lowers the fleet's limit, written to
+// Redis by this instance, the fleet's leader.
+func ExampleAsBudget() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	fleet, err := redislane.NewFleet(client, "example-adaptive-fleet", 4, redislane.WithLease(2*time.Second),
+		redislane.WithQuarantine(0), redislane.WithLimitRefresh(200*time.Millisecond))
+	if err != nil {
+		panic(err)
+	}
+	defer fleet.Close()
+	ctl, err := adaptive.New(redislane.AsBudget(fleet), 1, 64) // a candidate from here
+	if err != nil {
+		panic(err)
+	}
+	for !fleet.Leader() {
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	callModel := func(context.Context) error {
+		return fmt.Errorf("%w: HTTP 429 Too Many Requests", adaptive.ErrOverload)
+	}
+	fmt.Println("limit:", fleet.Capacity())
+	for range 4 { // one round trip at limit 4
+		_ = ctl.Do(context.Background(), 1, callModel)
+	}
+	for fleet.Capacity() != 3 { // 4 * 0.9, written to Redis in the background
+		time.Sleep(10 * time.Millisecond)
+	}
+	fmt.Println("limit:", fleet.Capacity(), "after", ctl.Stats().LastReason)
+	// Output:
+	// limit: 4
+	// limit: 3 after overload
 }
