@@ -138,7 +138,15 @@
 // and the time held before the permits go back.
 //
 // Diagnostics: [Queue.Holders] lists the permits out (lane, key, weight,
-// since when), oldest first; [Queue.Stats] gives each lane's figures.
+// since when), oldest first, also those of calls still waiting for a later
+// lane; [Queue.Waiters] lists who waits for which lane, for which key, in
+// which position, and [Queue.LineLen] one key's line; [Queue.Stats] gives
+// each lane's counters and, for lanes made with their package's
+// WithHistograms, its wait-time and hold-time histograms
+// ([semaphore.Timings]). [Queue.SetHooks] reports slow waits, long holds
+// and refusals as they happen, and [LogHooks] logs them with log/slog.
+// All of it is off or idle until asked for: a call that takes its lanes
+// at once is not listed anywhere but in Holders.
 //
 // Cost: an AcquireAll of a keyed and a global lane, and its Release, cost
 // the lanes' own acquire and release, a copy of the set's lanes into the

@@ -99,7 +99,7 @@ func (s *Weighted) JoinTurn(n int64, t Turn) (Place, error) {
 	}
 	if st := s.state.Load(); fastOK(st, n) {
 		if p, ok := s.claimInline(st, n); ok {
-			return s.placed(nil, p), nil
+			return s.placed(nil, s.stamp(p)), nil
 		}
 	}
 	// The place in line is computed before locking, as in acquireSlow.

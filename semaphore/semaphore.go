@@ -294,7 +294,7 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) (Permit, error) {
 	}
 	if n > 0 && fastOK(st, n) {
 		if p, ok := s.claimInline(st, n); ok {
-			return p, nil
+			return s.stamp(p), nil
 		}
 		if p, ok := s.acquireContended(ctx, n); ok {
 			return p, nil
@@ -311,7 +311,7 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) (Permit, error) {
 func (s *Weighted) TryAcquire(n int64) (Permit, bool) {
 	if st := s.state.Load(); n > 0 && fastOK(st, n) {
 		if p, ok := s.claimInline(st, n); ok {
-			return p, true
+			return s.stamp(p), true
 		}
 	}
 	if n <= 0 {

@@ -182,7 +182,7 @@ func (s *Weighted) AcquireTurn(ctx context.Context, n int64, t Turn) (Permit, er
 	}
 	if n > 0 && fastOK(st, n) {
 		if p, ok := s.claimInline(st, n); ok {
-			return p, nil
+			return s.stamp(p), nil
 		}
 		if p, ok := s.acquireContended(ctx, n); ok {
 			return p, nil
