@@ -101,6 +101,10 @@ type Weighted struct {
 	capacity atomic.Int64               // written under mu; read anywhere
 	tokens   [inlineTokens]permit.Token // immutable after New
 
+	// barge is WithBarging's state, nil without it; immutable after New.
+	// It sits beside mu, so the slow paths' branch on it loads the line
+	// they lock next.
+	barge   *barger
 	mu      sync.Mutex  // protects everything below
 	q       waitq.Queue // the waiters
 	waiters int
@@ -129,6 +133,11 @@ type config struct {
 	maxWaitWt  int64
 	maxWait    time.Duration
 	clock      Clock
+	// The policies of service: at most one (order names it; orderClash
+	// names a pair given together).
+	order, orderClash string
+	barging           bool          // WithBarging given
+	bargeBound        time.Duration // its bound
 }
 
 // Option configures a semaphore made by [New]. Options are applied in
@@ -187,7 +196,7 @@ func (c *config) configure(capacity int64, opts []Option) error {
 	case c.maxWait < 0:
 		return fmt.Errorf("semaphore: WithMaxWait(%v): must not be negative: %w", c.maxWait, ErrInvalidConfig)
 	}
-	return nil
+	return c.checkBarging()
 }
 
 // New returns a semaphore with the given capacity, all of it available.
@@ -203,6 +212,9 @@ func New(capacity int64, opts ...Option) *Weighted {
 	}
 	if s.clock == nil {
 		s.clock = clock.Real{}
+	}
+	if s.barging {
+		s.barge = newBarger(&s.config)
 	}
 	for i := range s.tokens {
 		s.tokens[i].Init((*owner)(s), i, &s.gens[i])
@@ -281,6 +293,9 @@ func (s *Weighted) TryAcquire(n int64) (Permit, bool) {
 	if n <= 0 {
 		return Permit{}, false
 	}
+	if b := s.barge; b != nil {
+		return s.tryBarging(n, b)
+	}
 	s.mu.Lock()
 	p, ok := s.takeLocked(n)
 	s.mu.Unlock()
@@ -345,6 +360,9 @@ func (s *Weighted) Close() {
 		if s.state.CompareAndSwap(st, st|flagSlow) {
 			break
 		}
+	}
+	if s.barge != nil {
+		s.barge.flags.Or(bClosed) // the barging paths read no mu
 	}
 	var wake waitq.Chain
 	waitq.Fail(&s.q, (*owner)(s), 0, ErrClosed, &wake)
