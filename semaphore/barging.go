@@ -434,7 +434,7 @@ func (s *Weighted) waitLoop(ctx context.Context, done <-chan struct{}, expired <
 		if p, ok := s.compete(ctx, w, b); ok {
 			return p, nil
 		}
-		if p, err, finished := s.rejoin(ctx, w, b, ws); finished {
+		if p, finished, err := s.rejoin(ctx, w, b, ws); finished {
 			return p, err
 		}
 	}
@@ -547,7 +547,7 @@ func (s *Weighted) giveUpWoken(w *waitq.Waiter, b *barger, how waitq.Ending) {
 // shrink came meanwhile, or leaves if its context ended; otherwise it
 // takes its place back at the head of the queue, counting itself old if
 // its bound ran out. finished reports that the call is over.
-func (s *Weighted) rejoin(ctx context.Context, w *waitq.Waiter, b *barger, ws *waitState) (p Permit, err error, finished bool) {
+func (s *Weighted) rejoin(ctx context.Context, w *waitq.Waiter, b *barger, ws *waitState) (p Permit, finished bool, err error) {
 	if ws.aged != nil {
 		select {
 		case <-ws.aged:
@@ -594,7 +594,7 @@ func (s *Weighted) rejoin(ctx context.Context, w *waitq.Waiter, b *barger, ws *w
 			s.bargeServeLocked(b, &wake) // may wake or grant w itself at once
 			s.mu.Unlock()
 			wake.Wake()
-			return Permit{}, nil, false
+			return Permit{}, false, nil
 		}
 	}
 	if err != nil {
@@ -605,7 +605,7 @@ func (s *Weighted) rejoin(ctx context.Context, w *waitq.Waiter, b *barger, ws *w
 	s.mu.Unlock()
 	s.wcache.Put(w)
 	wake.Wake()
-	return p, err, true
+	return p, true, err
 }
 
 // bargeServeLocked serves the queue of a barging semaphore after permits

@@ -103,8 +103,10 @@ func TestBargingBoundServesTheOldWaiterFirst(t *testing.T) {
 	require.True(t, ok, "the head is young again: barging is back")
 	p.Release()
 	rl.p.Release()
-	require.NoError(t, recv(t, q).err)
-	st := s.Stats()
+	rq := recv(t, q)
+	require.NoError(t, rq.err)
+	rq.p.Release()
+	st := requireBalanced(t, s)
 	require.Equal(t, uint64(3), st.Waited, "%+v", st)
 }
 

@@ -14,6 +14,12 @@
 // free. Bounded waiting is opt-in with [WithMaxWaiters],
 // [WithMaxWaitingWeight] and [WithMaxWait].
 //
+// Barging: where the order of service does not matter, [WithBarging] trades
+// it for throughput, as sync.Mutex does: running callers take free permits
+// ahead of the waiters, and a release wakes the oldest waiter to compete
+// instead of handing it the permits, until a waiter has waited the bound;
+// then service is FIFO again until no waiter that old is left.
+//
 // Ownership: exactly one party owns a granted permit at a time, and it may
 // hand the Permit to another goroutine. If Acquire returns a nil error, the
 // caller owns the permit; if it returns an error, nothing was taken. The

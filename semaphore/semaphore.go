@@ -86,6 +86,7 @@ const MaxCapacity = 140_737_488_355_327
 
 // Weighted is a weighted semaphore with strict FIFO service: a waiter is
 // never overtaken, neither by a later lighter request nor by TryAcquire.
+// [WithBarging] trades that order for throughput, within a bound.
 //
 // It must be created with [New] and must not be copied after first use. All
 // methods are safe for concurrent use.
@@ -239,7 +240,8 @@ func New(capacity int64, opts ...Option) *Weighted {
 //
 // Callers are served in the order they joined the queue (under the
 // semaphore's lock), which for callers that do not overlap is the order
-// of their calls.
+// of their calls; on a semaphore made [WithBarging], callers take free
+// permits ahead of the queue until a waiter has waited the bound.
 //
 // Cancellation: a caller whose context ends while it waits leaves the queue
 // at once, and the waiters behind it move up (if it was at the head, the
@@ -281,7 +283,8 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) (Permit, error) {
 
 // TryAcquire takes n permits if they are available now and nobody is
 // waiting, without blocking. It reports whether it did; on false the
-// semaphore is unchanged. It never overtakes a waiter. It returns false for
+// semaphore is unchanged. It never overtakes a waiter (on a semaphore made
+// [WithBarging], it overtakes waiters that have not waited the bound). It returns false for
 // n <= 0, n above the capacity, and after Close. On true the caller owns
 // the permit, as with Acquire.
 func (s *Weighted) TryAcquire(n int64) (Permit, bool) {
