@@ -84,6 +84,9 @@ func clearQueued[K comparable](e *entry[K]) {
 // wait queues the caller, who holds a reference on e but no permits, for n
 // permits of e.
 func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64) (Permit, error) {
+	if s.barging {
+		return s.waitBarging(ctx, e, n)
+	}
 	e.mu.Lock()
 	var err error
 	cancelled := false
