@@ -41,7 +41,7 @@ func everyKeyedCallEndsInOneCounter(t *testing.T, rounds int, extra ...keyedsem.
 		if r%4 == 3 {
 			idle = time.Hour
 		}
-		s := keyedsem.New[int](append([]keyedsem.Option{keyedsem.WithPerKeyCapacity(2), keyedsem.WithIdleTimeout(idle), keyedsem.WithMaxWaitersPerKey(callers/2-1)}, extra...)...)
+		s := keyedsem.New[int](append([]keyedsem.Option{keyedsem.WithPerKeyCapacity(2), keyedsem.WithIdleTimeout(idle), keyedsem.WithMaxWaitersPerKey(callers/2 - 1)}, extra...)...)
 		var holds [2]keyedsem.Permit
 		for k := range holds {
 			p, err := s.AcquireN(context.Background(), k, 2)
