@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sessionlane/lanes/internal/benchkit"
+	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -49,6 +50,46 @@ func runBarging(b *testing.B, sc semScenario, ctx context.Context) {
 				t0 = time.Now()
 			}
 			p, err := s.Acquire(ctx, 1)
+			if err != nil {
+				panic(err)
+			}
+			if probe {
+				if d := time.Since(t0); d > mine {
+					mine = d
+				}
+			}
+			p.Release()
+		}
+		for {
+			cur := worst.Load()
+			if int64(mine) <= cur || worst.CompareAndSwap(cur, int64(mine)) {
+				break
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(worst.Load())/1e6, "max-wait-ms")
+}
+
+// runKeyedBarging is the hot-g32 row for a keyed semaphore made
+// WithBarging(bargingBound) (and the defaults otherwise, as lanes-idle1h's
+// entry stays): 32 goroutines on one key, probes as in runBarging.
+func runKeyedBarging(b *testing.B) {
+	benchkit.SetGoroutines(b, 32)
+	k := key(0)
+	s := keyedsem.New[string](keyedsem.WithBarging(bargingBound))
+	var worst, id atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		probe := (id.Add(1)-1)%probeEvery == 0
+		var mine time.Duration
+		for pb.Next() {
+			var t0 time.Time
+			if probe {
+				t0 = time.Now()
+			}
+			p, err := s.Acquire(bg, k)
 			if err != nil {
 				panic(err)
 			}
