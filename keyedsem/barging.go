@@ -26,7 +26,6 @@ package keyedsem
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sessionlane/lanes/internal/permit"
@@ -58,21 +57,7 @@ func WithBarging(bound time.Duration) Option {
 // bargeState is what WithBarging adds to a keyed semaphore.
 type bargeState struct {
 	bound  time.Duration
-	timers sync.Pool    // *time.Timer, stopped, with the system clock
-	last   atomic.Int64 // the last waiter's key: its arrival time, strictly increasing
-}
-
-// bargeKey returns the key of a waiter queueing now: its arrival time,
-// made later than the last one's so that keys order the waiters.
-func (s *Keyed[K]) bargeKey() int64 {
-	now := s.freshNow()
-	for {
-		last := s.barge.last.Load()
-		k := max(now, last+1)
-		if s.barge.last.CompareAndSwap(last, k) {
-			return k
-		}
-	}
+	timers sync.Pool // *time.Timer, stopped, with the system clock
 }
 
 type bargeTimer struct {
@@ -171,7 +156,7 @@ func (s *Keyed[K]) waitBarging(ctx context.Context, e *entry[K], n int64) (Permi
 	}
 	w := s.wcache.Get()
 	w.N = n
-	e.q.PushAt(w, s.bargeKey())
+	e.q.PushAt(w, s.freshNow()) // the key is its arrival time: see bargeServeLocked
 	s.waiters.Add(1)
 	e.mu.Unlock()
 
@@ -373,7 +358,7 @@ func (s *Keyed[K]) bargeRejoin(ctx context.Context, e *entry[K], w *waitq.Waiter
 			nst |= kStrict
 		}
 		if e.state.CompareAndSwap(st, nst) {
-			e.q.Rejoin(w, w.Key())
+			e.q.Rejoin(w)
 			s.waiters.Add(1)
 			s.bargeServeLocked(e, &wake) // may wake or grant w itself at once
 			e.mu.Unlock()

@@ -49,8 +49,8 @@ package semaphore
 // woken, not granted). The woken waiter takes free permits by
 // compare-and-swap, with the same backoff; if it wins, it clears woken
 // and, if waiters are queued and permits are left, serves again; if it
-// loses, it rejoins the queue at its old place (keys are arrival numbers,
-// so its place is the head), clears woken and serves again (which may wake
+// loses, it rejoins the queue at its old place, the head, clears woken
+// and serves again (which may wake
 // it at once). Whoever clears woken looks at the state word after the
 // clear, and a release looks at the flags after its add: with Go's
 // sequentially consistent atomics one of the two sees the other, so no
@@ -174,7 +174,6 @@ type barger struct {
 	bound  time.Duration
 	real   bool      // the clock is the system clock: timers are pooled
 	timers sync.Pool // *time.Timer, stopped
-	seq    int64     // under mu: the key of the next waiter, arrival order
 }
 
 func newBarger(c *config) *barger {
@@ -335,8 +334,7 @@ func (s *Weighted) queueBarging(ctx context.Context, n int64, b *barger) (Permit
 	}
 	w := s.wcache.Get()
 	w.N = n
-	b.seq++
-	s.q.PushAt(w, b.seq)
+	s.q.Push(w)
 	s.counted(n)
 	s.mu.Unlock()
 	return s.waitBarging(ctx, w, b)
@@ -588,7 +586,7 @@ func (s *Weighted) rejoin(ctx context.Context, w *waitq.Waiter, b *barger, ws *w
 				b.flags.Add(oldOne)
 				ws.old = true
 			}
-			s.q.Rejoin(w, w.Key())
+			s.q.Rejoin(w)
 			s.counted(n)
 			b.flags.And(^uint64(bWoken))
 			s.bargeServeLocked(b, &wake) // may wake or grant w itself at once

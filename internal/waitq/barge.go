@@ -9,9 +9,10 @@ package waitq
 // every rule of the protocol still holds (one party serves a waiter,
 // under the lock, one send per service, received before the waiter is
 // reused). The nudged waiter is in no queue while it runs: it takes free
-// permits itself, or Rejoins the queue at its place (by key: an owner
-// that nudges pushes with PushAt, keys in arrival order, so the place of
-// a nudged head is the head again), or leaves.
+// permits itself, or Rejoins the queue at its place, the head (it was the
+// head, and everyone queued since came later), or leaves. An owner that
+// nudges pushes with PushAt, keys in arrival order (so that its waiters
+// carry their arrival), or with Push; Rejoin keeps the key.
 
 // Nudge takes w, the waiter Head returned, off the queue without a grant,
 // and adds it to c for waking: its wake-up tells it to look at the
@@ -31,11 +32,19 @@ func (w *Waiter) Nudged() bool { return w.served && w.tok == nil && w.err == nil
 // lock held, or after the wake-up was received.
 func (w *Waiter) Served() bool { return w.served }
 
-// Rejoin puts w, a nudged waiter whose wake-up was received, back in the
-// queue at key, unserved. The owner counts it again, under its lock.
-func (q *Queue) Rejoin(w *Waiter, key int64) {
+// Rejoin puts w, a nudged waiter whose wake-up was received, back at the
+// head of the queue, unserved, with its key. The owner counts it again,
+// under its lock.
+func (q *Queue) Rejoin(w *Waiter) {
 	w.served = false
-	q.PushAt(w, key)
+	if q.head == nil {
+		w.next, w.prev = nil, w
+		q.head = w
+		return
+	}
+	w.next, w.prev = q.head, q.head.prev
+	q.head.prev = w
+	q.head = w
 }
 
 // Unlink takes w, queued and unserved, out of q; the owner counts it.
