@@ -83,11 +83,14 @@
 //     group's share; the groups' finishes live in the policy, per
 //     semaphore, not in an entry); Push inserts by finish time and Grant is
 //     unchanged.
-//   - Bounded barging: Grant may serve later waiters that fit past a head
-//     that does not, while the head has waited less than the bound, and the
-//     owners' check that nobody waits before they take permits ahead of the
-//     queue (Queue.Empty) becomes the policy's answer to whether a newcomer
-//     may barge.
+//   - Bounded barging (barge.go): a release may wake the head without
+//     granting it (Queue.Nudge: off the queue, served with neither a grant
+//     nor a failure, so the protocol's rules hold), and the owners' check
+//     that nobody waits before they take permits ahead of the queue
+//     becomes the policy's answer to whether a newcomer may barge. A
+//     nudged waiter takes free permits itself or goes back to the head
+//     (Queue.Rejoin); the owner writes that wait loop out (see
+//     semaphore/barging.go).
 //
 // Each needs a field or two in Waiter (none now), and a policy value chosen
 // per semaphore where it has state; the keyed entry keeps its one head
