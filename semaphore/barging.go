@@ -36,8 +36,8 @@ package semaphore
 // (on the barger pointer, which sits beside mu, whose line acquireSlow
 // loads next), goes to acquireBarging: it may claim free permits with a
 // free inline token by one compare-and-swap while the flags have neither
-// closed nor old set, backing off between tries as acquireContended does;
-// otherwise it queues. TryAcquire barges by the same rule.
+// closed nor old set, spinning between tries (bargeRounds); otherwise it
+// queues. TryAcquire barges by the same rule.
 //
 // The release. Permit.Release adds the permits to the state word; with
 // the slow flag set it calls WakeAfterRelease, whose barging branch
@@ -47,7 +47,7 @@ package semaphore
 // in normal mode, if the head fits the free permits and nobody is woken,
 // it sets woken and nudges the head (waitq.Queue.Nudge: off the queue,
 // woken, not granted). The woken waiter takes free permits by
-// compare-and-swap, with the same backoff; if it wins, it clears woken
+// compare-and-swap, spinning the same way; if it wins, it clears woken
 // and, if waiters are queued and permits are left, serves again; if it
 // loses, it rejoins the queue at its old place, the head, clears woken
 // and serves again (which may wake
@@ -251,10 +251,10 @@ func (s *Weighted) acquireBarging(ctx context.Context, n int64, b *barger) (Perm
 				if p, ok := s.claimInline(st, n); ok {
 					return p, nil
 				}
-			} else if avail(st) >= n || i >= backoffRounds {
+			} else if avail(st) >= n || i >= bargeRounds {
 				break // out of inline tokens, or out of tries
 			} else {
-				spinWait(backoffSpins << i)
+				spinWait(bargeSpins)
 			}
 		}
 	}
@@ -487,7 +487,7 @@ func (s *Weighted) leaveBarging(w *waitq.Waiter, b *barger, end waitq.Ended) boo
 // backoff. On success w goes back to the cache.
 func (s *Weighted) compete(ctx context.Context, w *waitq.Waiter, b *barger) (Permit, bool) {
 	n := w.N
-	for i := 0; i <= backoffRounds; i++ {
+	for i := 0; i <= bargeRounds; i++ {
 		st := s.state.Load()
 		if ctxEnded(ctx) || b.flags.Load()&bClosed != 0 {
 			return Permit{}, false // rejoin sees to it, under mu
@@ -504,12 +504,25 @@ func (s *Weighted) compete(ctx context.Context, w *waitq.Waiter, b *barger) (Per
 			}
 			continue
 		}
-		if i < backoffRounds {
-			spinWait(backoffSpins << i)
+		if i < bargeRounds {
+			spinWait(bargeSpins)
 		}
 	}
 	return Permit{}, false
 }
+
+// The spinning of a barging caller (or a woken waiter) before it queues:
+// bargeRounds looks at the state word, bargeSpins iterations of spinWait
+// apart (about a critical section of a lock, so that a permit released on
+// another core is seen soon; under a microsecond and a half in all). A
+// FIFO caller's backoff is longer and doubles (see acquireContended): it
+// spins only to let another core finish a burst, while a barging caller
+// spins to take the permit as it comes back, as sync.Mutex's spinning
+// does.
+const (
+	bargeRounds = 16
+	bargeSpins  = 256
+)
 
 // doneWoken ends a woken waiter's look after it took its permits: the
 // woken flag goes, and if waiters are queued and permits are left, the
