@@ -107,8 +107,26 @@ func clearBits[K comparable](e *entry[K], b uint64) {
 }
 
 // waitBarging is wait on a barging semaphore: the caller holds a reference
-// on e but no permits.
+// on e but no permits. It spins a little first, as package semaphore's
+// barging callers do: on a hot key the permit usually comes back on
+// another core within a critical section.
 func (s *Keyed[K]) waitBarging(ctx context.Context, e *entry[K], n int64) (Permit, error) {
+	for i := 0; i < bargeRounds && !s.closed.Load(); i++ {
+		st := e.state.Load()
+		if st&(queuedBit|kStrict) == queuedBit|kStrict {
+			break // strict: queue in order
+		}
+		if avail(st) >= n {
+			if ended(ctx) != nil { // after the load: see ended
+				break // the lock's path counts it
+			}
+			if e.state.CompareAndSwap(st, st-uint64(n)) {
+				return s.grant(e, n), nil
+			}
+			continue
+		}
+		bargeSpin(bargeSpins)
+	}
 	e.mu.Lock()
 	var err error
 	cancelled := false
@@ -282,11 +300,12 @@ func (s *Keyed[K]) bargeGiveUp(e *entry[K], w *waitq.Waiter, how waitq.Ending) {
 	wake.Wake()
 }
 
-// bargeRounds and bargeSpins: a woken waiter's tries for the free permits,
-// with a backoff between them, as package semaphore's fast path.
+// bargeRounds and bargeSpins: the tries of a barging caller, or of a
+// woken waiter, for the free permits before it queues, bargeSpins
+// iterations apart, as package semaphore's.
 const (
-	bargeRounds = 3
-	bargeSpins  = 2048
+	bargeRounds = 16
+	bargeSpins  = 256
 )
 
 //go:noinline
@@ -321,7 +340,7 @@ func (s *Keyed[K]) bargeCompete(ctx context.Context, e *entry[K], w *waitq.Waite
 			continue
 		}
 		if i < bargeRounds {
-			bargeSpin(bargeSpins << i)
+			bargeSpin(bargeSpins)
 		}
 	}
 	return Permit{}, false
