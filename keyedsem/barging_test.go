@@ -47,7 +47,7 @@ func TestBargingKeyNewcomerOvertakesUntilTheBound(t *testing.T) {
 	p, ok := s.TryAcquireN("k", 1)
 	require.True(t, ok, "a newcomer may take the key's free permit while its head is young")
 	p.Release()
-	r := <-goAcquire(s, bg, "k", 1)
+	r := testkit.Recv(t, goAcquire(s, bg, "k", 1), "the newcomer")
 	require.NoError(t, r.err, "so may an Acquire")
 	r.p.Release()
 
@@ -61,7 +61,7 @@ func TestBargingKeyNewcomerOvertakesUntilTheBound(t *testing.T) {
 	})
 	late := queueTimed(t, s, clk, "k", 1, 2)
 	h.Release()
-	rh := <-heavy
+	rh := testkit.Recv(t, heavy, "the old head")
 	require.NoError(t, rh.err, "the old head is served first")
 	select {
 	case r := <-late:
@@ -69,7 +69,7 @@ func TestBargingKeyNewcomerOvertakesUntilTheBound(t *testing.T) {
 	default:
 	}
 	rh.p.Release()
-	rl := <-late
+	rl := testkit.Recv(t, late, "the late caller")
 	require.NoError(t, rl.err)
 	rl.p.Release()
 	st := s.Stats()
@@ -102,7 +102,7 @@ func TestBargingKeyReleaseWakesWithoutGranting(t *testing.T) {
 	if barged == 100 {
 		h.Release()
 	}
-	r := <-a
+	r := testkit.Recv(t, a, "the waiter")
 	require.NoError(t, r.err)
 	r.p.Release()
 	st := s.Stats()
@@ -118,7 +118,7 @@ func TestBargingKeyCloseFailsWaiters(t *testing.T) {
 	wa2 := queue(t, s, bg, "a", 1, 2)
 	s.Close()
 	for _, w := range []<-chan result{wa, wa2} {
-		require.ErrorIs(t, (<-w).err, keyedsem.ErrClosed)
+		require.ErrorIs(t, testkit.Recv(t, w, "a waiter Close fails").err, keyedsem.ErrClosed)
 	}
 	require.True(t, pa.Release())
 	st := s.Stats()
@@ -159,7 +159,7 @@ func TestBargingKeyHotRace(t *testing.T) {
 		}()
 	}
 	for range g {
-		<-done
+		testkit.Recv(t, (<-chan struct{})(done), "the goroutines to finish")
 	}
 	st := s.Stats()
 	require.Equal(t, uint64(g*ops), st.Acquired, "%+v", st)
