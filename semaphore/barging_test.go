@@ -46,10 +46,10 @@ func TestBargingNewcomerOvertakesYoungWaiter(t *testing.T) {
 	r := recv(t, n1)
 	require.NoError(t, r.err, "a newcomer may take the free permit while the head is young")
 	stillWaiting(t, heavy)
-	p, ok := s.TryAcquire(1)
+	_, ok := s.TryAcquire(1)
 	require.False(t, ok, "no permit is free")
 	r.p.Release()
-	p, ok = s.TryAcquire(1)
+	p, ok := s.TryAcquire(1)
 	require.True(t, ok, "TryAcquire barges too while the head is young")
 	p.Release()
 
