@@ -20,7 +20,9 @@ func BenchmarkBarging(b *testing.B) {
 		for _, c := range []struct {
 			name string
 			opts []semaphore.Option
-		}{{"fifo", nil}, {"barging", []semaphore.Option{semaphore.WithBarging(time.Millisecond)}}} {
+		}{{"fifo", nil}, {"barging", []semaphore.Option{semaphore.WithBarging(time.Millisecond)}},
+			// A bound that never runs out: what strict hand-off costs.
+			{"barging-1h", []semaphore.Option{semaphore.WithBarging(time.Hour)}}} {
 			for _, ctxName := range []string{"bg", "cancel"} {
 				b.Run("cap=1/g="+strconv.Itoa(g)+"/ctx="+ctxName+"/impl="+c.name, func(b *testing.B) {
 					ctx, cancel := context.Background(), context.CancelFunc(func() {})
