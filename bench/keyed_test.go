@@ -306,6 +306,7 @@ func BenchmarkKeyed(b *testing.B) {
 			})
 		})
 	}
+	b.Run("scenario=hot-g32/impl="+bargingImpl, runKeyedBarging)
 	b.Run("scenario=newkey/impl=baseline-keybuild", func(b *testing.B) {
 		b.ReportAllocs()
 		buf := newKeyBuf()

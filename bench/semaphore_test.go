@@ -78,6 +78,16 @@ func BenchmarkSemaphore(b *testing.B) {
 					runSem(b, sc, ctx, do)
 				})
 			}
+			if bargingRow(sc) {
+				b.Run(fmt.Sprintf("ctx=%s/scenario=%s/impl=%s", ctxName, sc.name, bargingImpl), func(b *testing.B) {
+					ctx, cancel := context.WithCancel(context.Background())
+					defer cancel()
+					if ctxName == "bg" {
+						ctx = context.Background()
+					}
+					runBarging(b, sc, ctx)
+				})
+			}
 		}
 	}
 }

@@ -84,6 +84,7 @@ type Keyed[K comparable] struct {
 	order      uint8 // 0 (FIFO), orderPriorities or orderSequence: see turn.go
 	aging      int64 // WithPriorities' step in nanoseconds
 	nanKeys    bool  // K can hold a value not equal to itself (a NaN)
+	barging    bool  // WithBarging (see barging.go)
 	clock      semaphore.Clock
 	realClock  bool
 	coarse     coarse.Clock // the real clock's readings, when realClock
@@ -135,6 +136,8 @@ type Keyed[K comparable] struct {
 	stopJanitor, janitorDone chan struct{} // nil without WithJanitor
 
 	beforeWait func() // a test's hook, run by an acquire on its way to wait; nil
+
+	barge bargeState // WithBarging's, see barging.go
 }
 
 type config struct {
@@ -147,6 +150,8 @@ type config struct {
 	janitor    time.Duration
 	order      uint8         // see turn.go
 	aging      time.Duration // WithPriorities' step
+	barging    bool          // WithBarging given
+	bargeBound time.Duration // its bound
 }
 
 // Option configures a keyed semaphore made by [New]. Options are applied in
@@ -199,10 +204,11 @@ func WithHardMaxKeys() Option { return func(c *config) { c.hard = true } }
 // n == 0 means no bound (the default); n < 0 is refused.
 func WithMaxWaitersPerKey(n int) Option { return func(c *config) { c.maxWaiters = n } }
 
-// WithClock replaces the clock that measures idle time; tests pass a fake
-// clock. Only its Now method is used, from many goroutines at once and
-// under a key's lock: it must be safe for concurrent use and must not
-// block. nil means the system clock.
+// WithClock replaces the clock that measures idle time (and WithBarging's
+// bound); tests pass a fake clock. Only its Now method is used (and, with
+// WithBarging, NewTimer, once per waiting call), from many goroutines at
+// once and under a key's lock: it must be safe for concurrent use and must
+// not block. nil means the system clock.
 func WithClock(c semaphore.Clock) Option { return func(cf *config) { cf.clock = c } }
 
 // WithJanitor starts, in New, one goroutine that every d (on the system
@@ -244,6 +250,8 @@ func configure(opts []Option) (config, error) {
 		return c, fmt.Errorf("keyedsem: WithMaxWaitersPerKey(%d): must not be negative: %w", c.maxWaiters, ErrInvalidConfig)
 	case c.janitor < 0:
 		return c, fmt.Errorf("keyedsem: WithJanitor(%v): must not be negative: %w", c.janitor, ErrInvalidConfig)
+	case c.barging && c.bargeBound < 0:
+		return c, fmt.Errorf("keyedsem: WithBarging(%v): must not be negative: %w", c.bargeBound, ErrInvalidConfig)
 	}
 	return c, checkOrder(&c)
 }
@@ -282,6 +290,12 @@ func New[K comparable](opts ...Option) *Keyed[K] {
 		s.clock, s.realClock = clock.Real{}, true
 	}
 	s.epoch = s.clock.Now()
+	if c.barging {
+		s.barging, s.barge.bound = true, c.bargeBound
+		if s.barge.bound == 0 {
+			s.barge.bound = semaphore.DefaultBargingBound
+		}
+	}
 	s.expiry.Store(int64(c.idle)) // the first entry can expire no earlier
 	if c.idle == 0 {
 		s.expiry.Store(math.MaxInt64) // entries die with their last reference

@@ -32,7 +32,9 @@ func (s *Keyed[K]) next(st uint64, n int64) (uint64, bool) {
 	if st&refMask == refMask {
 		panic("keyedsem: too many references to one key")
 	}
-	if st&queuedBit == 0 && avail(st) >= n {
+	if (st&queuedBit == 0 || (s.barging && st&kStrict == 0)) && avail(st) >= n {
+		// Nobody waits, or (WithBarging) nobody has waited the bound:
+		// free permits may be taken ahead of the queue.
 		return st + refOne - uint64(n), true
 	}
 	return st + refOne, false

@@ -84,11 +84,17 @@ var errLeft = errors.New("keyedsem: place left")
 // WithMaxWaitersPerKey) and [ErrTooManyKeys]. It never waits for permits;
 // a new key that WithHardMaxKeys finds no room for waits for a running
 // eviction pass first, as AcquireN does.
+// A keyed semaphore made [WithBarging] keeps no places: its Join fails
+// with an error wrapping [ErrInvalidConfig] (see WithBarging).
 //
 // On success the caller owns the place (see [Place] for what that
 // obliges). Join costs what AcquireN costs up to its wait, and no
 // allocation: the place's record is pooled.
 func (s *Keyed[K]) Join(key K, n int64) (Place[K], error) {
+	if s.barging {
+		s.rejected.Add(1)
+		return Place[K]{}, errBargingJoin
+	}
 	if n <= 0 || n > s.capacity || s.closed.Load() || (s.nanKeys && key != key) {
 		return Place[K]{}, s.refuse(n)
 	}

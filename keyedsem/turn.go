@@ -74,6 +74,8 @@ func checkOrder(c *config) error {
 	switch {
 	case c.order == orderPriorities|orderSequence:
 		return fmt.Errorf("keyedsem: WithPriorities and WithSequenceOrder: a key orders its waiters one way: %w", ErrInvalidConfig)
+	case c.barging && c.order != 0:
+		return fmt.Errorf("keyedsem: WithBarging with WithPriorities or WithSequenceOrder: one ordering option at most: %w", ErrInvalidConfig)
 	case c.order&orderPriorities != 0 && c.aging <= 0:
 		return fmt.Errorf("keyedsem: WithPriorities(%v): the step must be positive: %w", c.aging, ErrInvalidConfig)
 	}

@@ -63,9 +63,14 @@ var errLeft = errors.New("semaphore: place left")
 //
 // Join fails, taking nothing, with the errors Acquire returns at once:
 // [ErrInvalidWeight], [ErrTooHeavy], [ErrClosed] and [ErrQueueFull]. It
-// never waits. On success the caller owns the place (see [Place] for what
-// that obliges). It allocates nothing: the place's record is pooled.
+// never waits. A semaphore made [WithBarging] keeps no places: its Join
+// fails with an error wrapping [ErrInvalidConfig] (see WithBarging). On
+// success the caller owns the place (see [Place] for what that obliges). It allocates nothing: the place's record is pooled.
 func (s *Weighted) Join(n int64) (Place, error) {
+	if s.barge != nil {
+		s.reject()
+		return Place{}, errBargingJoin
+	}
 	if n <= 0 {
 		s.reject()
 		return Place{}, ErrInvalidWeight

@@ -77,7 +77,7 @@ func (s *Weighted) Stats() Stats {
 		Counters: Counters{
 			Acquired:       released + out,
 			Released:       released,
-			Waited:         s.grantedWait,
+			Waited:         s.grantedWait + s.bargeWaited(),
 			Cancelled:      s.cancelled,
 			TimedOut:       s.timedOut,
 			Rejected:       s.rejected,
