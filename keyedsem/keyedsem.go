@@ -363,7 +363,9 @@ func (s *Keyed[K]) Acquire(ctx context.Context, key K) (Permit, error) {
 // ended: AcquireN then fails at once, even if permits are free);
 // [semaphore.ErrInvalidWeight] for n <= 0; [semaphore.ErrTooHeavy] for n
 // above the per-key capacity; [ErrClosed] after Close; [ErrQueueFull] when
-// the key's waiters are at WithMaxWaitersPerKey; [ErrTooManyKeys] when
+// the key's waiters are at WithMaxWaitersPerKey, or when the key counts
+// 2^31-1 references already (holders, waiters, places and calls in
+// flight: the most one key counts; refused, never wrapped); [ErrTooManyKeys] when
 // WithHardMaxKeys refuses a new key; [ErrNaNKey] for a key not equal to
 // itself (a NaN, or a value holding one), which, as in a Go map, could
 // never be found again. A waiter that Close fails returns ErrClosed, also
@@ -404,7 +406,7 @@ func (s *Keyed[K]) AcquireN(ctx context.Context, key K, n int64) (Permit, error)
 	// context cancelled before the release.
 	e, took, err := s.lookup(ctx, key, n, false)
 	if err != nil {
-		if err == ErrTooManyKeys {
+		if err == ErrTooManyKeys || err == errTooManyRefs {
 			s.rejected.Add(1)
 		} else { // ctx had ended, or ended while waiting for an eviction pass
 			s.cancelled.Add(1)

@@ -103,7 +103,7 @@ func (s *Keyed[K]) Join(key K, n int64) (Place[K], error) {
 	ctx := context.Background()
 	e, took, err := s.lookup(ctx, key, n, false)
 	if err != nil {
-		s.rejected.Add(1) // ErrTooManyKeys: ctx never ends
+		s.rejected.Add(1) // ErrTooManyKeys or errTooManyRefs: ctx never ends
 		return Place[K]{}, err
 	}
 	r := places.Get().(*place)

@@ -126,7 +126,7 @@ func (s *Keyed[K]) AcquireTurn(ctx context.Context, key K, n int64, t semaphore.
 	}
 	e, took, err := s.lookup(ctx, key, n, false) // see AcquireN
 	if err != nil {
-		if err == ErrTooManyKeys {
+		if err == ErrTooManyKeys || err == errTooManyRefs {
 			s.rejected.Add(1)
 		} else {
 			s.cancelled.Add(1)
