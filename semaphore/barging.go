@@ -174,7 +174,10 @@ type barger struct {
 	// written when a waiter is woken or done looking, and when one gets
 	// old.
 	flags atomic.Uint64
-	_     [cacheLine - 8]byte
+	// rounds is bargeRounds (a test sets another for the spin's
+	// ablation); on flags' line, which every barging acquire reads.
+	rounds int
+	_      [cacheLine - 16]byte
 	// waited counts grants taken by woken waiters without mu (the
 	// others are in Weighted.grantedWait).
 	waited atomic.Uint64
@@ -184,7 +187,7 @@ type barger struct {
 }
 
 func newBarger(c *config) *barger {
-	b := &barger{bound: c.bargeBound}
+	b := &barger{bound: c.bargeBound, rounds: bargeRounds}
 	if b.bound == 0 {
 		b.bound = DefaultBargingBound
 	}
@@ -258,7 +261,7 @@ func (s *Weighted) acquireBarging(ctx context.Context, n int64, b *barger) (Perm
 				if p, ok := s.claimInline(st, n); ok {
 					return p, nil
 				}
-			} else if avail(st) >= n || i >= bargeRounds {
+			} else if avail(st) >= n || i >= b.rounds {
 				break // out of inline tokens, or out of tries
 			} else {
 				spinWait(bargeSpins)
@@ -494,7 +497,7 @@ func (s *Weighted) leaveBarging(w *waitq.Waiter, b *barger, end waitq.Ended) boo
 // backoff. On success w goes back to the cache.
 func (s *Weighted) compete(ctx context.Context, w *waitq.Waiter, b *barger) (Permit, bool) {
 	n := w.N
-	for i := 0; i <= bargeRounds; i++ {
+	for i := 0; i <= b.rounds; i++ {
 		st := s.state.Load()
 		if ctxEnded(ctx) || b.flags.Load()&bClosed != 0 {
 			return Permit{}, false // rejoin sees to it, under mu
@@ -511,7 +514,7 @@ func (s *Weighted) compete(ctx context.Context, w *waitq.Waiter, b *barger) (Per
 			}
 			continue
 		}
-		if i < bargeRounds {
+		if i < b.rounds {
 			spinWait(bargeSpins)
 		}
 	}
