@@ -25,22 +25,33 @@ import (
 // the same refusals, strict hand-off as soon as a waiter has waited the
 // bound on the fake clock, and after every step the counters, Held,
 // Waiters, the key's strict bit and one bound's timer per waiter.
-func TestBargingKeyMatchesModel(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		r := newKeyBargeRun(t)
-		defer r.cleanup()
-		t.Repeat(map[string]func(*rapid.T){
-			"acquire":      r.acquire,
-			"acquireAgain": r.acquire,
-			"tryAcquire":   r.tryAcquire,
-			"release":      r.release,
-			"cancel":       r.cancel,
-			"advance":      r.advance,
-			"close":        r.close,
-			"":             r.check,
-		})
-		r.finish()
+func TestBargingKeyMatchesModel(t *testing.T) { rapid.Check(t, keyBargingProperty) }
+
+// FuzzBargingKeyMatchesModel runs TestBargingKeyMatchesModel's driver on the
+// fuzzer's bytes (rapid's draws, eight bytes a draw). It lives beside the
+// driver, not in package fuzz, because the driver checks the barging state
+// through this package's test hooks; the seeds run with go test.
+func FuzzBargingKeyMatchesModel(f *testing.F) {
+	for _, seed := range bargeSeeds() {
+		f.Add(seed)
+	}
+	f.Fuzz(rapid.MakeFuzz(keyBargingProperty))
+}
+
+func keyBargingProperty(t *rapid.T) {
+	r := newKeyBargeRun(t)
+	defer r.cleanup()
+	t.Repeat(map[string]func(*rapid.T){
+		"acquire":      r.acquire,
+		"acquireAgain": r.acquire,
+		"tryAcquire":   r.tryAcquire,
+		"release":      r.release,
+		"cancel":       r.cancel,
+		"advance":      r.advance,
+		"close":        r.close,
+		"":             r.check,
 	})
+	r.finish()
 }
 
 const bKey = "k"
@@ -339,4 +350,18 @@ func (r *keyBargeRun) finish() {
 	if st := r.s.Stats(); r.running != 0 || st.Held != 0 || st.Acquired != st.Released {
 		r.fatalf("not balanced at the end: %+v", st)
 	}
+}
+
+// bargeSeeds are the fuzz target's seed inputs: a few byte patterns, each
+// a run of draws that reaches waiters, releases and the bound.
+func bargeSeeds() [][]byte {
+	var seeds [][]byte
+	for _, k := range []byte{1, 3, 7, 29} {
+		b := make([]byte, 8*96)
+		for i := range b {
+			b[i] = byte(i)*k + k
+		}
+		seeds = append(seeds, b)
+	}
+	return seeds
 }
