@@ -110,3 +110,16 @@ func runKeyedBarging(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(worst.Load())/1e6, "max-wait-ms")
 }
+
+// runKeyedFloor is the hot-g1 row: one goroutine on one key, so nobody
+// ever waits. It is the per-operation floor of the hot-g32 rows: what a
+// peer costs when the barging policy (or the mutex's) never comes into
+// play, so that the hot-g32 ratio can be read against it.
+func runKeyedFloor(b *testing.B, l keyedLock) {
+	k := key(0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		l.Unlock(k, l.Lock(k))
+	}
+}
