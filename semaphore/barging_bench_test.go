@@ -2,6 +2,7 @@ package semaphore_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -65,31 +66,19 @@ func BenchmarkBarging(b *testing.B) {
 	})
 }
 
-// BenchmarkAblationBarge runs the barging paths' tricks against their plain
-// alternatives on the capacity-1, 32-goroutine row, with a sync.Mutex
-// beside them, and the uncontended row (one goroutine), where nobody waits:
-// the per-operation floor that the contended rows cannot go below.
-//
-//   - dispatch=direct: Acquire sends a contended barging acquire straight
-//     to acquireBarging (what New sets up); dispatch=viaslow: through
-//     acquireSlow.
-//   - spin=16: a barging caller looks at the state word 16 times,
-//     bargeSpins apart, before it queues (the default); spin=0: once.
+// BenchmarkAblationBarge runs the barging caller's spin against no spin on
+// the capacity-1, 32-goroutine row, with a sync.Mutex beside them, and the
+// uncontended row (one goroutine), where nobody waits: the per-operation
+// floor that the contended rows cannot go below. spin=16: a barging caller
+// (or a woken waiter) looks at the state word 16 times, bargeSpins apart,
+// before it queues (what New sets up); spin=0: once.
 func BenchmarkAblationBarge(b *testing.B) {
 	for _, r := range []ablationRow{{"uncontended", 1, 0, nil}, {"cap1-g32", 1, 32, nil}} {
-		for _, v := range []struct {
-			name   string
-			rounds int
-			direct bool
-		}{{"dispatch=direct/spin=16", 16, true}, {"dispatch=viaslow/spin=16", 16, false}, {"dispatch=direct/spin=0", 0, true}} {
-			b.Run("row="+r.name+"/"+v.name, func(b *testing.B) {
+		for _, rounds := range []int{16, 0} {
+			b.Run(fmt.Sprintf("row=%s/spin=%d", r.name, rounds), func(b *testing.B) {
 				s := semaphore.New(r.capacity, semaphore.WithBarging(time.Millisecond))
-				semaphore.SetBargeRounds(s, v.rounds)
-				acquire := s.Acquire
-				if !v.direct {
-					acquire = s.AcquireViaSlow
-				}
-				runRow(b, r, context.Background(), acquire)
+				semaphore.SetBargeRounds(s, rounds)
+				runRow(b, r, context.Background(), s.Acquire)
 			})
 		}
 		b.Run("row="+r.name+"/impl=mutex", func(b *testing.B) {

@@ -304,12 +304,6 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) (Permit, error) {
 			return p, nil
 		}
 	}
-	if b := s.barge; b != nil {
-		// Straight to barging: with waiters queued, every acquire of a
-		// busy barging semaphore comes here, and acquireSlow's frame
-		// costs it (docs/internals.md, BenchmarkAblationBargeDispatch).
-		return s.acquireBarging(ctx, n, b)
-	}
 	return s.acquireSlow(ctx, n, Turn{})
 }
 
