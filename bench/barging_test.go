@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -37,28 +38,52 @@ func bargingRow(sc semScenario) bool {
 // plus scheduling slack.
 func runBarging(b *testing.B, sc semScenario, ctx context.Context) {
 	s := semaphore.New(sc.capacity, semaphore.WithBarging(bargingBound))
+	runProbed(b, sc.goroutines, func() (func(), func()) {
+		var p semaphore.Permit
+		return func() {
+				var err error
+				if p, err = s.Acquire(ctx, 1); err != nil {
+					panic(err)
+				}
+			}, func() {
+				p.Release()
+			}
+	})
+}
+
+// runMutexProbed is the mutex row with runBarging's probes: the longest
+// Lock a probe saw is the scheduling slack on this machine, which a
+// sync.Mutex in starvation mode pays as barging's strict hand-off does.
+func runMutexProbed(b *testing.B, sc semScenario) {
+	var mu sync.Mutex
+	runProbed(b, sc.goroutines, func() (func(), func()) { return mu.Lock, mu.Unlock })
+}
+
+// runProbed runs lock and unlock in a loop on g goroutines, each with its
+// own pair from worker (made once per goroutine, so that the loop
+// allocates nothing), one in probeEvery timing each lock, and reports the
+// longest as max-wait-ms.
+func runProbed(b *testing.B, g int, worker func() (lock, unlock func())) {
 	var worst, id atomic.Int64
 	b.ReportAllocs()
-	benchkit.SetGoroutines(b, sc.goroutines)
+	benchkit.SetGoroutines(b, g)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		probe := (id.Add(1)-1)%probeEvery == 0
+		lock, unlock := worker()
 		var mine time.Duration
 		for pb.Next() {
 			var t0 time.Time
 			if probe {
 				t0 = time.Now()
 			}
-			p, err := s.Acquire(ctx, 1)
-			if err != nil {
-				panic(err)
-			}
+			lock()
 			if probe {
 				if d := time.Since(t0); d > mine {
 					mine = d
 				}
 			}
-			p.Release()
+			unlock()
 		}
 		for {
 			cur := worst.Load()
@@ -75,40 +100,17 @@ func runBarging(b *testing.B, sc semScenario, ctx context.Context) {
 // WithBarging(bargingBound) (and the defaults otherwise, as lanes-idle1h's
 // entry stays): 32 goroutines on one key, probes as in runBarging.
 func runKeyedBarging(b *testing.B) {
-	benchkit.SetGoroutines(b, 32)
+	runKeyedProbed(b, lanesKeyed{keyedsem.New[string](keyedsem.WithBarging(bargingBound))})
+}
+
+// runKeyedProbed runs the hot-g32 row on l with runBarging's probes (for
+// locker too: its longest wait is the scheduling slack of the machine).
+func runKeyedProbed(b *testing.B, l keyedLock) {
 	k := key(0)
-	s := keyedsem.New[string](keyedsem.WithBarging(bargingBound))
-	var worst, id atomic.Int64
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		probe := (id.Add(1)-1)%probeEvery == 0
-		var mine time.Duration
-		for pb.Next() {
-			var t0 time.Time
-			if probe {
-				t0 = time.Now()
-			}
-			p, err := s.Acquire(bg, k)
-			if err != nil {
-				panic(err)
-			}
-			if probe {
-				if d := time.Since(t0); d > mine {
-					mine = d
-				}
-			}
-			p.Release()
-		}
-		for {
-			cur := worst.Load()
-			if int64(mine) <= cur || worst.CompareAndSwap(cur, int64(mine)) {
-				break
-			}
-		}
+	runProbed(b, 32, func() (func(), func()) {
+		var h held
+		return func() { h = l.Lock(k) }, func() { l.Unlock(k, h) }
 	})
-	b.StopTimer()
-	b.ReportMetric(float64(worst.Load())/1e6, "max-wait-ms")
 }
 
 // runKeyedFloor is the hot-g1 row: one goroutine on one key, so nobody

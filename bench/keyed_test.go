@@ -310,6 +310,7 @@ func BenchmarkKeyed(b *testing.B) {
 		})
 	}
 	b.Run("scenario=hot-g32/impl="+bargingImpl, runKeyedBarging)
+	b.Run("scenario=hot-g32/impl=locker-probed", func(b *testing.B) { runKeyedProbed(b, peerLocker.make()) })
 	b.Run("scenario=hot-g1/impl=locker", func(b *testing.B) { runKeyedFloor(b, peerLocker.make()) })
 	b.Run("scenario=hot-g1/impl="+bargingImpl, func(b *testing.B) {
 		runKeyedFloor(b, lanesKeyed{keyedsem.New[string](keyedsem.WithBarging(bargingBound))})

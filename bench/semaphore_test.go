@@ -87,6 +87,9 @@ func BenchmarkSemaphore(b *testing.B) {
 					}
 					runBarging(b, sc, ctx)
 				})
+				if ctxName == "bg" {
+					b.Run(fmt.Sprintf("ctx=bg/scenario=%s/impl=mutex-probed", sc.name), func(b *testing.B) { runMutexProbed(b, sc) })
+				}
 			}
 		}
 	}
