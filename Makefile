@@ -1,10 +1,10 @@
 # lanes: build, test, benchmark and fuzz targets. `make test` is what CI runs.
 #
-# Nested modules (bench/, redislane/, bench/redispeers/) have their own go.mod so their
+# Nested modules (bench/, redislane/, bench/redispeers/, exporters/) have their own go.mod so their
 # dependencies never enter the core's requirements; every target visits them.
 
 GO          ?= go
-MODULES     := . $(wildcard bench redislane bench/redispeers)
+MODULES     := . $(wildcard bench redislane bench/redispeers exporters)
 STRESS      ?= 30
 FUZZTIME    ?= 30s
 BENCHCOUNT  ?= 10

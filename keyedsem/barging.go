@@ -186,6 +186,11 @@ func (s *Keyed[K]) waitBarging(ctx context.Context, e *entry[K], n int64) (Permi
 	}
 	w := s.wcache.Get()
 	w.N = n
+	var since int64 // WithHistograms: when the wait began
+	if s.tm != nil {
+		since = s.hc.Precise()
+		w.Since = since
+	}
 	e.q.PushAt(w, s.freshNow()) // the key is its arrival time: see bargeServeLocked
 	s.waiters.Add(1)
 	e.mu.Unlock()
@@ -200,6 +205,9 @@ func (s *Keyed[K]) waitBarging(ctx context.Context, e *entry[K], n int64) (Permi
 		return Permit{}, err
 	}
 	permit.OwnerOf(permit.TokenOf(permit.Permit(p))).(*stripe[K]).waited.Add(1)
+	if s.tm != nil {
+		s.tm.Wait.Observe(s.hc.Precise() - since)
+	}
 	return p, nil
 }
 

@@ -197,3 +197,30 @@ func TestBargingKeyHotRace(t *testing.T) {
 	require.Zero(t, st.Waiters, "%+v", st)
 	require.Equal(t, 0, s.Len(), "%+v", st)
 }
+
+// WithHistograms on a barging keyed semaphore: a waiter woken by a release
+// that takes the key's permit itself has its wait timed, once, beside the
+// zero wait of the grant that did not queue.
+func TestBargingKeyTimings(t *testing.T) {
+	clk := clock.NewFake(time.Unix(0, 0))
+	s := keyedsem.New[string](keyedsem.WithBarging(time.Hour), keyedsem.WithHistograms(), keyedsem.WithClock(clk))
+	ctx := context.Background()
+	first, err := s.Acquire(ctx, "k")
+	require.NoError(t, err)
+	got := testkit.Go(func() error {
+		p, err := s.Acquire(ctx, "k")
+		if err == nil {
+			p.Release()
+		}
+		return err
+	})
+	testkit.Eventually(t, "the waiter queues", func() bool { return s.Stats().Waiters == 1 })
+	clk.Advance(5 * time.Millisecond)
+	first.Release()
+	require.NoError(t, testkit.Recv(t, got, "the woken waiter"))
+	st := s.Stats()
+	w := st.WaitTime
+	require.Equal(t, uint64(1), st.Waited, "%+v", st)
+	require.Equal(t, st.Acquired, w.Count, "one wait per grant: %+v", w)
+	require.Equal(t, 5*time.Millisecond, w.Sum, "%+v", w)
+}

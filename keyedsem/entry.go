@@ -108,6 +108,9 @@ func (s *Keyed[K]) grant(e *entry[K], n int64) Permit {
 func (s *Keyed[K]) token(e *entry[K]) *token[K] {
 	t := s.tokens.Get().(*token[K])
 	t.e = e
+	if s.tm != nil {
+		t.SetSince(s.hc.Stamp())
+	}
 	permit.OwnerOf(&t.Token).(*stripe[K]).acquired.Add(1)
 	return t
 }
@@ -118,6 +121,9 @@ func (st *stripe[K]) ReleaseToken(pt *permit.Token, n int64) {
 	t := tokenOf[K](pt)
 	e := t.e // copy before the token goes back to the pool
 	t.e = nil
+	if tm := st.s.tm; tm != nil {
+		tm.Hold.Observe(st.s.hc.Stamp() - t.Since())
+	}
 	st.released.Add(1)
 	st.s.tokens.Put(t)
 	st.s.release(e, n)

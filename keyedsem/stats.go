@@ -1,6 +1,11 @@
 package keyedsem
 
-import "github.com/sessionlane/lanes/semaphore"
+import (
+	"time"
+
+	"github.com/sessionlane/lanes/internal/hist"
+	"github.com/sessionlane/lanes/semaphore"
+)
 
 // Stats is a snapshot of a keyed semaphore.
 type Stats struct {
@@ -13,8 +18,9 @@ type Stats struct {
 	// Counters since New, as package semaphore defines them. Keyed
 	// semaphores have no maximum wait: TimedOut stays 0.
 	semaphore.Counters
-	Created uint64 // entries made
-	Evicted uint64 // entries removed: idle ones evicted, and with idle timeout 0 those dropped at their last release
+	semaphore.Timings        // WithHistograms: the wait and hold times, over all keys
+	Created           uint64 // entries made
+	Evicted           uint64 // entries removed: idle ones evicted, and with idle timeout 0 those dropped at their last release
 }
 
 // Stats returns a snapshot of the semaphore. Held is summed over the
@@ -48,5 +54,20 @@ func (s *Keyed[K]) Stats() Stats {
 	st.Evicted = s.evicted.Load()
 	st.Created = s.created.Load()
 	st.DoubleReleases = s.doubleRel.Load()
+	if s.tm != nil {
+		st.Timings = semaphore.Timings{Enabled: true, WaitTime: histogramOf(&s.tm.Wait), HoldTime: histogramOf(&s.tm.Hold)}
+		if st.Acquired > st.Waited { // the grants that did not queue waited 0
+			st.WaitTime.Counts[0] += st.Acquired - st.Waited
+			st.WaitTime.Count += st.Acquired - st.Waited
+		}
+	}
 	return st
+}
+
+// histogramOf returns the snapshot of r.
+func histogramOf(r *hist.Recorder) semaphore.Histogram {
+	var h semaphore.Histogram
+	count, sum := r.Read(&h.Counts)
+	h.Count, h.Sum = count, time.Duration(sum)
+	return h
 }

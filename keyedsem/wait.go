@@ -153,6 +153,9 @@ func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *semapho
 	}
 	w := s.wcache.Get()
 	w.N = n
+	if s.tm != nil {
+		w.Since = s.hc.Precise()
+	}
 	if s.order == 0 {
 		e.q.Push(w)
 	} else {
@@ -171,6 +174,7 @@ func (s *Keyed[K]) await(ctx context.Context, e *entry[K], w *waitq.Waiter) (Per
 	// (see waitq.Await).
 	var p permit.Permit
 	var err error
+	since := w.Since // w goes back to its cache in Outcome
 	if end := waitq.Await(ctx, w, nil); end.Err != nil {
 		err = waitq.End(&e.q, line[K]{s, e}, &s.wcache, w, end)
 	} else {
@@ -183,5 +187,8 @@ func (s *Keyed[K]) await(ctx context.Context, e *entry[K], w *waitq.Waiter) (Per
 		return Permit{}, err
 	}
 	permit.OwnerOf(permit.TokenOf(p)).(*stripe[K]).waited.Add(1)
+	if s.tm != nil {
+		s.tm.Wait.Observe(s.hc.Precise() - since)
+	}
 	return Permit(p), nil
 }

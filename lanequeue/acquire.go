@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -58,17 +59,21 @@ func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{l
 // in the set; [ErrInvalidWeight] and [ErrTooHeavy] for a weight no lane
 // could grant (also [ErrTooHeavy] for a rate lane whose limiter is spent
 // and never refills); an error wrapping [ErrInvalidConfig] for a
-// [WithPriority] out of range; [ErrClosed] on a closed queue; [ErrNaNKey] for a key
+// [WithPriority] out of range; [ErrClosed] on a closed queue and
+// [ErrDraining] on a draining one (see [Queue.Drain]); [ErrNaNKey] for a key
 // not equal to itself; [ErrReentrant] when ctx carries a ticket for key
 // that holds one of the lanes (see [WithTicket]); ctx.Err() when ctx has
-// already ended (even if every lane has room). While waiting, it fails
-// with ctx.Err(), with ErrClosed if the queue is closed, or with a lane's
-// error wrapped with the lane's name (for example [ErrQueueFull],
-// [ErrWaitTooLong] or [ErrTooManyKeys]; a lane closed on its own
-// fails at once with ErrClosed, wrapped likewise). A rate lane whose next
-// token comes after ctx's deadline fails at once with an error wrapping
-// context.DeadlineExceeded while ctx.Err() is still nil, and a rate wait
-// holds the other lanes' permits: test errors with errors.Is, not against
+// already ended (even if every lane has room). While taking the lanes, it
+// fails with ErrClosed if the queue is closed, and otherwise with a
+// [*LaneError] that names the lane it failed on and wraps the cause:
+// ctx.Err() when ctx ended while the call waited there (the lane busy for
+// the key, or full), or the lane's refusal (for example [ErrQueueFull],
+// [ErrWaitTooLong] or [ErrTooManyKeys]; a lane closed on its own fails at
+// once with ErrClosed). A rate lane whose next token comes after ctx's
+// deadline fails at once with a LaneError wrapping
+// context.DeadlineExceeded, whose RetryAfter says when the token comes,
+// while ctx.Err() is still nil, and a rate wait holds the other lanes'
+// permits: test errors with errors.Is and errors.As, not against
 // ctx.Err().
 //
 // Cancellation: a caller whose context ends while it waits for a lane
@@ -110,10 +115,15 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes LaneSet[K], opts
 		default:
 		}
 	}
+	if err := q.admit(); err != nil {
+		return nil, err
+	}
 	if err := checkReentry(ctx, q, key, &g); err != nil {
+		q.leave()
 		return nil, err
 	}
 	if err := q.acquireFrom(ctx, key, &g, 0, turn); err != nil {
+		q.leave()
 		return nil, err
 	}
 	return q.publish(key, &g), nil
@@ -140,14 +150,17 @@ func (q *Queue[K]) acquireFrom(ctx context.Context, key K, g *grant[K], from int
 		}
 		if err != nil {
 			rollback(g, i)
-			return q.laneErr(ctx, h.e, err)
+			return q.laneErr(h.e, key, err)
 		}
 		h.p = p
 	}
 	if plain < len(hs) {
 		if err := q.takeRateTail(ctx, key, g, plain); err != nil {
 			rollback(g, plain)
-			return q.laneErr(ctx, nil, err)
+			if q.closed.Load() {
+				return ErrClosed
+			}
+			return err
 		}
 	} else if ctx.Err() != nil {
 		// Every permit is held, but ctx ended on the way: before the last
@@ -179,6 +192,9 @@ func (q *Queue[K]) TryAcquireAll(key K, lanes LaneSet[K], opts ...AcquireOption)
 	if _, err := turnOf(opts); err != nil {
 		return nil, false // a try never waits: its Turn orders nothing
 	}
+	if q.admit() != nil {
+		return nil, false
+	}
 	hs := g.held()
 	plain := g.plain
 	for i := 0; i < plain; i++ {
@@ -186,12 +202,14 @@ func (q *Queue[K]) TryAcquireAll(key K, lanes LaneSet[K], opts ...AcquireOption)
 		p, ok := h.e.tryAcquire(key, h.n)
 		if !ok {
 			rollback(&g, i)
+			q.leave()
 			return nil, false
 		}
 		h.p = p
 	}
 	if plain < len(hs) && !tryRateTail(key, &g, plain) {
 		rollback(&g, plain)
+		q.leave()
 		return nil, false
 	}
 	return q.publish(key, &g), true
@@ -211,13 +229,26 @@ func (q *Queue[K]) TryAcquireAll(key K, lanes LaneSet[K], opts ...AcquireOption)
 // other error of AcquireAll) without calling fn and holds nothing. Once fn
 // runs, the permits are held until fn returns, whatever happens to ctx or
 // to Close.
+//
+// Outcomes: when fn returns, Do releases the ticket with [Ticket.Finish],
+// which first tells fn's error and the time held to the observers of its
+// lanes ([Queue.ObserveLane]), such as an adaptive limit controller. A fn
+// that panics reports nothing.
 func (q *Queue[K]) Do(ctx context.Context, key K, lanes LaneSet[K], fn func(context.Context) error, opts ...AcquireOption) error {
 	t, err := q.AcquireAll(ctx, key, lanes, opts...)
 	if err != nil {
 		return err
 	}
-	defer t.Release()
-	return fn(WithTicket(ctx, t))
+	finished := false
+	defer func() {
+		if !finished { // fn panicked: release, report nothing
+			t.Release()
+		}
+	}()
+	err = fn(WithTicket(ctx, t))
+	finished = true
+	t.Finish(err)
+	return err
 }
 
 // Check returns the error that AcquireAll would return at once for this
@@ -245,6 +276,9 @@ func (q *Queue[K]) Check(lanes LaneSet[K], opts ...AcquireOption) error {
 	if _, err := turnOf(opts); err != nil {
 		return err
 	}
+	if q.drain.draining.Load() {
+		return ErrDraining
+	}
 	hs := g.held()
 	for i := range hs {
 		if err := hs[i].e.check(hs[i].n); err != nil {
@@ -261,11 +295,11 @@ func (e *laneEntry[K]) check(n int64) error {
 	switch l := e.lane.(type) {
 	case *globalLane[K]:
 		if l.s.Stats().Closed {
-			return laneClosed(e.name)
+			return &LaneError{Lane: e.name, Kind: e.kind, Err: ErrClosed}
 		}
 	case *keyedLane[K]:
 		if l.s.Stats().Closed {
-			return laneClosed(e.name)
+			return &LaneError{Lane: e.name, Kind: e.kind, Err: ErrClosed}
 		}
 	case *rateLane[K]:
 		if l.isClosed.Load() {
@@ -276,13 +310,6 @@ func (e *laneEntry[K]) check(n int64) error {
 		}
 	}
 	return nil
-}
-
-// laneClosed is the error of a lane closed on its own (its semaphore
-// closed through GlobalSemaphore or KeyedSemaphore) while the queue is
-// open: it names the lane and matches [ErrClosed], as laneErr's does.
-func laneClosed(lane string) error {
-	return fmt.Errorf("lanequeue: lane %q: %w", lane, ErrClosed)
 }
 
 // checkReentry fails if ctx carries a held ticket that g, for key on q,
@@ -308,20 +335,47 @@ func rollback[K comparable](g *grant[K], i int) {
 	}
 }
 
-// laneErr maps the failure of a lane (e, or nil for the rate lanes) to
-// AcquireAll's error: ErrClosed when the queue is closed, context errors as
-// they are, others wrapped with the lane's name.
-func (q *Queue[K]) laneErr(ctx context.Context, e *laneEntry[K], err error) error {
+// laneErr maps the failure of the lane e, taken for key, to AcquireAll's
+// error: ErrClosed when the queue is closed, otherwise a *LaneError that
+// names the lane and wraps err (the context's error, or the lane's: a lane
+// closed on its own while the queue is open fails with ErrClosed, the one
+// sentinel of every package, named like any other error of a lane).
+func (q *Queue[K]) laneErr(e *laneEntry[K], key K, err error) error {
 	if q.closed.Load() {
 		return ErrClosed
 	}
-	// A lane closed on its own while the queue is open fails with
-	// ErrClosed (the one sentinel of every package), wrapped below with
-	// the lane's name like any other error of a lane.
-	if err == ctx.Err() || errors.Is(err, errRateDeadline) || e == nil {
+	return newLaneError(e, key, err, 0)
+}
+
+// rateErr maps the failure of takeRates, on the rate lanes reqs of g (this
+// package's, in the order of g.held()[from:]), to AcquireAll's error: a
+// *LaneError naming the lane that the call waited for, or that refused it.
+func (q *Queue[K]) rateErr(g *grant[K], from int, key K, reqs []rateReq[K], err error) error {
+	var l *rateLane[K]
+	retry := time.Duration(0)
+	if we, ok := err.(*rateWaitError); ok {
+		l, retry, err = reqs[we.i].l, max(we.after, 0), we.err
+		if err == errRateDeadline {
+			err = errTokensLate // the LaneError names the lane
+		}
+	} else if errors.Is(err, ErrClosed) {
+		for i := range reqs {
+			if reqs[i].l.isClosed.Load() {
+				l = reqs[i].l
+				break
+			}
+		}
+	}
+	if l == nil {
 		return err
 	}
-	return fmt.Errorf("lanequeue: lane %q: %w", e.name, err)
+	hs := g.held()
+	for i := from; i < len(hs); i++ {
+		if hs[i].e.rate == l {
+			return newLaneError(hs[i].e, key, err, retry)
+		}
+	}
+	return err
 }
 
 // rateSplit collects the rate lanes of g.held()[from:] (the rate lanes
@@ -351,7 +405,7 @@ func (q *Queue[K]) takeRateTail(ctx context.Context, key K, g *grant[K], from in
 	reqs, ext := rateSplit(g, from, reqBuf[:0], extBuf[:0])
 	if len(reqs) > 0 {
 		if err := takeRates(ctx, reqs, q.done); err != nil {
-			return err
+			return q.rateErr(g, from, key, reqs, err)
 		}
 	}
 	hs := g.held()
@@ -359,7 +413,7 @@ func (q *Queue[K]) takeRateTail(ctx context.Context, key K, g *grant[K], from in
 		h := &hs[i]
 		if _, err := h.e.lane.Acquire(ctx, key, h.n); err != nil {
 			cancelRates(reqs)
-			return q.laneErr(ctx, h.e, err)
+			return q.laneErr(h.e, key, err)
 		}
 	}
 	// Every permit is held. If ctx ended meanwhile, the end wins (see

@@ -17,7 +17,7 @@
 // gives them all back, once. [Queue.TryAcquireAll] does the same without
 // waiting, and [Queue.Do] wraps acquire, the work and release:
 //
-//	q := lanequeue.Default[string]()
+//	q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity)
 //	chat, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
 //	...
 //	err = q.Do(ctx, threadID, chat, func(ctx context.Context) error { ... })
@@ -72,12 +72,22 @@
 // first keyed lane) at once, in the order the handler calls it, and
 // returns a [Place] that a worker waits for later ([Place.Wait] returns
 // the ticket) or gives up ([Place.Leave]); see Example_webhook. The order
-// is that of the Join calls, so of the requests' arrival at the server.
+// is that of the Join calls, so of the requests' arrival at the server;
+// or, on a keyed lane made keyedsem.WithSequenceOrder, that of the
+// messages' numbers: Join takes the call's [WithSequence] (and
+// [WithPriority], [WithGroup]) as AcquireAll does, so that message 2's
+// place goes ahead of message 3's when 3 reached the server first, as
+// long as both still stand in line. The lanes that Wait takes after the
+// keyed lane are given the options when Wait reaches them.
 //
 // Priorities: [WithPriority] serves a call ahead of lower ones on the
 // lanes built with priorities ([keyedsem.WithPriorities], and
 // semaphore.WithPriorities for global lanes), with aging, so that lower
-// priorities still run within the bound the option states.
+// priorities still run within the bound the option states (see
+// Example_cronYieldsToUsers). Each lane takes only the options its
+// semaphore orders by and ignores the others, counting nothing for them,
+// so one call may carry a priority, a sequence and a group across lanes
+// of different orders.
 //
 // Keys: any comparable type. A key that is not equal to itself (a float
 // NaN, or a struct, array or interface value holding one) is refused with
@@ -109,7 +119,23 @@
 // [semaphore.Weighted] of a global lane, to resize it with SetCapacity
 // (the queue honours the new capacity at once), and [Queue.KeyedSemaphore]
 // the [keyedsem.Keyed] of a keyed lane, to Sweep its idle keys,
-// also for the lanes that [Default] and the Add methods build.
+// also for the lanes that [Default] and the Add methods build;
+// [Queue.SetRate] changes a rate lane's limit and burst.
+//
+// Errors: a call that fails on a lane returns a [*LaneError] that names
+// the lane and why ("session" busy for the key, "global" full, a rate
+// lane out of tokens until RetryAfter, a lane's refusal) and unwraps to
+// the cause, so errors.Is(err, context.DeadlineExceeded) and the
+// sentinels hold.
+//
+// Shutdown: [Queue.Drain] refuses new calls ([ErrDraining]), lets the work
+// admitted finish (tickets out, callers in line, places), then closes the
+// queue; package lanehttp serves HTTP requests through a queue's lanes.
+//
+// Outcomes: [Queue.ObserveLane] gives a lane an [Observer] (an adaptive
+// limit controller of package adaptive, driving a global lane's
+// semaphore), which [Queue.Do] and [Ticket.Finish] tell the work's error
+// and the time held before the permits go back.
 //
 // Diagnostics: [Queue.Holders] lists the permits out (lane, key, weight,
 // since when), oldest first; [Queue.Stats] gives each lane's figures.

@@ -24,7 +24,7 @@ import (
 // is finished, so a thread's messages never overlap or reorder, and a
 // thread that waits holds no global permit.
 func Example_gateway() {
-	q := lanequeue.Default[string]() // "session" (per thread) + "global" (16)
+	q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity) // "session" (per thread) + "global" (16)
 	defer q.Close()
 	// The lanes a message takes, resolved once and shared by every reader.
 	chat, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
@@ -222,7 +222,7 @@ func Example_reservation() {
 // come here, not on every call. A set belongs to the queue that made it,
 // and keeps the lanes it resolved.
 func ExampleQueue_Lanes() {
-	q := lanequeue.Default[string]()
+	q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity)
 	defer q.Close()
 
 	chat, err := q.Lanes("global", "session") // any order
@@ -236,7 +236,7 @@ func ExampleQueue_Lanes() {
 	fmt.Println(errors.Is(err, lanequeue.ErrNoLanes), err)
 
 	// Another queue with lanes of the same names has other lanes.
-	other := lanequeue.Default[string]()
+	other := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity)
 	defer other.Close()
 	_, err = other.AcquireAll(context.Background(), "t1", chat)
 	fmt.Println(errors.Is(err, lanequeue.ErrUnknownLane), err)

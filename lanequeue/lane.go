@@ -90,4 +90,10 @@ type LaneStats struct {
 	// sent away, and a call whose tokens would come after its context's
 	// deadline counts as Cancelled.
 	semaphore.Counters
+	// Timings are the wait-time and hold-time distributions of a global
+	// or keyed lane whose semaphore was made WithHistograms (see
+	// semaphore.Timings; a lane's options pass it on: AddGlobalLane's
+	// semaphore options, AddKeyedLane's keyedsem options). Rate lanes
+	// record none.
+	semaphore.Timings
 }

@@ -21,7 +21,8 @@ package lanequeue_test
 //	markGatewayDraining()                  q.Close() (also fails the queued callers)
 //
 // Not ported, because our API has no counterpart yet (docs/compat.md lists
-// them): waitForActiveTasks (drain), onWait/warnAfterMs and the enqueue and
+// them; the drain of markGatewayDraining + waitForActiveTasks is Drain, tested
+// in drain_test.go): onWait/warnAfterMs and the enqueue and
 // dequeue logs (wait hooks), priorities and starvation promotion
 // (command-queue.starvation.test.ts), capacity-group reservations and
 // blockedBy, clearCommandLane of one lane, resetAllLanes/resetCommandLane,

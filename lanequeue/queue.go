@@ -24,8 +24,9 @@ import (
 // ErrInvalidWeight, ErrTooHeavy and ErrInvalidConfig are the values of
 // package semaphore, shared by every lanes package, and ErrNaNKey is
 // keyedsem's: errors.Is(err, semaphore.ErrClosed) holds for this package's
-// errors too, whichever lane failed. Context errors are returned as they
-// are; the errors of a lane are returned wrapped with the lane's name.
+// errors too, whichever lane failed. The error of a call that failed on a
+// lane, a context that ended while the call waited there or the lane's
+// refusal, is a [*LaneError] that names the lane and wraps the cause.
 var (
 	// ErrClosed is returned by every call on a closed queue, and to the
 	// callers that Close wakes. The error of a lane closed on its own
@@ -99,10 +100,9 @@ var (
 	ErrNoSemaphore = errors.New("lanequeue: no semaphore of that kind behind the lane")
 )
 
-// DefaultGlobalCapacity is the capacity of the "global" lane of [Default]:
-// 16 requests in flight at once across all keys, a budget most hosted model
-// APIs accept from one process. Build the queue with [New] and
-// [Queue.AddGlobalLane] to choose another.
+// DefaultGlobalCapacity is a starting point for the capacity of the
+// "global" lane of [Default]: 16 requests in flight at once across all
+// keys, a budget most hosted model APIs accept from one process.
 const DefaultGlobalCapacity = 16
 
 // Names of the lanes of [Default].
@@ -133,6 +133,7 @@ type Queue[K comparable] struct {
 
 	clock   coarse.Clock // the tickets' since
 	holders holderSet[K]
+	drain   drainState // what Drain waits for; see drain.go
 
 	// nanKeys is whether K can hold a value not equal to itself (a float,
 	// a complex or an interface, or a struct or array of one), decided
@@ -168,7 +169,7 @@ type laneRef[K comparable] struct {
 	rank int
 }
 
-// laneEntry is one registered lane. Immutable but for fixedMax.
+// laneEntry is one registered lane. Immutable but for fixedMax and obs.
 type laneEntry[K comparable] struct {
 	name string
 	kind Kind
@@ -185,6 +186,7 @@ type laneEntry[K comparable] struct {
 	// the interface call and the adapter's frame.
 	keyed  *keyedsem.Keyed[K]
 	global *semaphore.Weighted
+	obs    atomic.Pointer[Observer] // ObserveLane's; nil: none
 }
 
 // bind sets the fields of e that add derives from e.lane.
@@ -230,7 +232,7 @@ func fixedMaxOf[K comparable](l Lane[K]) int64 {
 	case *keyedLane[K]:
 		return l.s.PerKeyCapacity() // set by keyedsem.New, never changed
 	case *rateLane[K]:
-		return l.burst // -1 for a limiter from outside
+		return l.burst.Load() // -1 for a limiter from outside
 	}
 	return -1
 }
@@ -246,20 +248,21 @@ func New[K comparable]() *Queue[K] {
 // Default returns a queue with the usual gateway pair: [SessionLane]
 // ("session"), a keyed lane with one caller at a time per key and the
 // given keyedsem options, and [GlobalLane] ("global"), a global lane of
-// [DefaultGlobalCapacity]. [Queue.KeyedSemaphore] and
+// globalCapacity (the work in flight at once across all keys; see
+// [DefaultGlobalCapacity]). [Queue.KeyedSemaphore] and
 // [Queue.GlobalSemaphore] return their semaphores (to Sweep the session
 // lane's idle keys, to resize the global lane). Default has no error
-// result: for a keyedOpts value out of range it panics, as [keyedsem.New]
-// does, with the error [Queue.AddKeyedLane] returns: [keyedsem.Validate]'s,
-// wrapped with the lane's name ("session"), which matches
-// [ErrInvalidConfig]; call [New] and [Queue.AddKeyedLane] to get the error
-// instead.
-func Default[K comparable](keyedOpts ...keyedsem.Option) *Queue[K] {
+// result: for a capacity or a keyedOpts value out of range it panics, as
+// [semaphore.New] and [keyedsem.New] do, with the error
+// [Queue.AddGlobalLane] or [Queue.AddKeyedLane] returns, which names the
+// lane and matches [ErrInvalidConfig]; call [New] and the Add methods to
+// get the error instead.
+func Default[K comparable](globalCapacity int64, keyedOpts ...keyedsem.Option) *Queue[K] {
 	q := New[K]()
-	if err := q.AddKeyedLane(SessionLane, keyedOpts...); err != nil {
-		panic(err) // a bad option: a fresh queue takes both names
+	if err := q.AddGlobalLane(GlobalLane, globalCapacity); err != nil {
+		panic(err) // a bad capacity: a fresh queue takes both names
 	}
-	if err := q.AddGlobalLane(GlobalLane, DefaultGlobalCapacity); err != nil {
+	if err := q.AddKeyedLane(SessionLane, keyedOpts...); err != nil {
 		panic(err)
 	}
 	return q
@@ -509,6 +512,40 @@ func (q *Queue[K]) KeyedSemaphore(name string) (*keyedsem.Keyed[K], error) {
 		return nil, fmt.Errorf("%w: lane %q (a %s lane) has no keyedsem.Keyed", ErrNoSemaphore, name, r.e.kind)
 	}
 	return l.s, nil
+}
+
+// SetRate changes the rate lane registered as name to limit tokens a
+// second and the given burst, from now on: the lane of [Queue.AddRateLane],
+// whose limiter nobody else can reach, or of [NewRateLane]. The tokens in
+// the bucket stay (up to the new burst); callers waiting for tokens keep
+// the times they were given, and later calls wait at the new rate. A
+// weight above the new burst fails at once with [ErrTooHeavy].
+//
+// SetRate returns [ErrInvalidRate] and [ErrInvalidCapacity] as
+// AddRateLane does, an error wrapping [ErrUnknownLane] if the queue has no
+// lane of that name, and [ErrNoSemaphore] if the lane is not a rate lane
+// of this package.
+func (q *Queue[K]) SetRate(name string, limit rate.Limit, burst int) error {
+	r, ok := q.tbl().byName[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownLane, name)
+	}
+	if r.e.rate == nil {
+		return fmt.Errorf("%w: lane %q (a %s lane) is not a rate lane of this package", ErrNoSemaphore, name, r.e.kind)
+	}
+	if !(limit > 0) || (math.IsInf(float64(limit), 1) && limit != rate.Inf) {
+		return fmt.Errorf("lanequeue: lane %q: limit %v tokens a second: %w", name, float64(limit), ErrInvalidRate)
+	}
+	if burst < 1 {
+		return fmt.Errorf("lanequeue: lane %q: burst %d: must be at least 1: %w", name, burst, ErrInvalidCapacity)
+	}
+	q.mu.Lock() // orders the update of fixedMax with other SetRate calls
+	defer q.mu.Unlock()
+	r.e.rate.setRate(limit, burst)
+	if r.e.fixedMax.Load() >= 0 {
+		r.e.fixedMax.Store(int64(burst))
+	}
+	return nil
 }
 
 // Names returns the names of the lanes in canonical order: keyed lanes,

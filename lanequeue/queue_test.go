@@ -148,7 +148,7 @@ func TestAddLaneErrors(t *testing.T) {
 // TestDefaultQueue: Default has a keyed "session" lane (serial per key) and
 // a global "global" lane of DefaultGlobalCapacity.
 func TestDefaultQueue(t *testing.T) {
-	q := lanequeue.Default[string]()
+	q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity)
 	defer q.Close()
 	st := q.Stats()
 	if len(st) != 2 || st[0].Name != lanequeue.SessionLane || st[0].Kind != lanequeue.Keyed || st[0].Capacity != 1 ||

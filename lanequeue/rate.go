@@ -73,7 +73,9 @@ func NewRateLane[K comparable](lim *rate.Limiter) Lane[K] {
 }
 
 func newRateLane[K comparable](lim *rate.Limiter, burst int64) *rateLane[K] {
-	return &rateLane[K]{lim: lim, burst: burst, closed: make(chan struct{})}
+	l := &rateLane[K]{lim: lim, closed: make(chan struct{})}
+	l.burst.Store(burst)
+	return l
 }
 
 // rateLane takes tokens from a rate.Limiter through reservations, so that a
@@ -91,10 +93,11 @@ func newRateLane[K comparable](lim *rate.Limiter, burst int64) *rateLane[K] {
 // (NewRateLane) orders only its own calls.
 type rateLane[K comparable] struct {
 	lim *rate.Limiter
-	// burst is the limiter's fixed burst when the lane made it (AddRateLane:
-	// nobody else can change it, nor use it), or -1 for a limiter from
-	// outside, whose burst is asked each time (SetBurst may change it).
-	burst int64
+	// burst is the limiter's burst when the lane made it (AddRateLane:
+	// nobody else can use it, and only Queue.SetRate changes it), or -1
+	// for a limiter from outside, whose burst is asked each time (SetBurst
+	// may change it).
+	burst atomic.Int64
 	// clk is the lane's time source; nil, as always outside this
 	// package's tests, is the system clock. rate.Limiter is told the time
 	// at each call, so a fake clock drives the limiter as well.
@@ -131,8 +134,8 @@ func (l *rateLane[K]) now() time.Time {
 }
 
 func (l *rateLane[K]) MaxWeight() int64 {
-	if l.burst >= 0 {
-		return l.burst
+	if b := l.burst.Load(); b >= 0 {
+		return b
 	}
 	return int64(l.lim.Burst())
 }
@@ -145,6 +148,9 @@ func (l *rateLane[K]) Acquire(ctx context.Context, _ K, n int64) (semaphore.Perm
 	}
 	reqs := [1]rateReq[K]{{l: l, n: n}}
 	if err := takeRates(ctx, reqs[:], l.closed); err != nil {
+		if we, ok := err.(*rateWaitError); ok {
+			err = we.err // the caller knows the lane
+		}
 		return semaphore.Permit{}, err
 	}
 	commitRates(reqs[:])
@@ -204,21 +210,37 @@ func (l *rateLane[K]) reserve(q *rateReq[K], wait bool) time.Time {
 
 // late reports whether n tokens would come after deadline if reserved now
 // (the limiter's own arithmetic, so it is exact while no other caller
-// reserves meanwhile; takeRates checks again once it has reserved).
-func (l *rateLane[K]) late(n int64, deadline time.Time) bool {
+// reserves meanwhile; takeRates checks again once it has reserved), and
+// how long until they would come (0 for never).
+func (l *rateLane[K]) late(n int64, deadline time.Time) (bool, time.Duration) {
 	now := l.now()
 	missing := float64(n) - l.lim.TokensAt(now)
 	if missing <= 0 {
-		return false
+		return false, 0
 	}
 	limit := l.lim.Limit()
 	if limit == rate.Inf {
-		return false
+		return false, 0
 	}
 	if limit <= 0 {
-		return true // never
+		return true, 0 // never
 	}
-	return missing/float64(limit) > deadline.Sub(now).Seconds()
+	wait := missing / float64(limit)
+	return wait > deadline.Sub(now).Seconds(), time.Duration(wait * float64(time.Second))
+}
+
+// setRate sets the limiter's limit and burst as of now, read under l.mu
+// as every other call on lim is, so that its clock does not go back.
+func (l *rateLane[K]) setRate(limit rate.Limit, burst int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	l.lim.SetLimitAt(now, limit)
+	l.lim.SetBurstAt(now, burst)
+	l.uses++ // the limiter moved: a reservation made before cannot be given back as of its due time
+	if l.burst.Load() >= 0 {
+		l.burst.Store(int64(burst))
+	}
 }
 
 // cancel gives back the tokens of q's reservation as far as that can be
@@ -324,15 +346,16 @@ func takeRates[K comparable](ctx context.Context, reqs []rateReq[K], done <-chan
 	// time out would eat the lane's budget.
 	if dl, ok := ctx.Deadline(); ok {
 		for i := range reqs {
-			if reqs[i].l.late(reqs[i].n, dl) {
+			if late, after := reqs[i].l.late(reqs[i].n, dl); late {
 				for j := range reqs {
 					reqs[j].l.cancelled.Add(1)
 				}
-				return errRateDeadline
+				return &rateWaitError{i: i, after: after, err: errRateDeadline}
 			}
 		}
 	}
 	var last, due time.Time // the latest time read, the latest due time
+	slow := 0               // the lane whose tokens are due last
 	for i := range reqs {
 		q := &reqs[i]
 		last = q.l.reserve(q, true)
@@ -349,11 +372,14 @@ func takeRates[K comparable](ctx context.Context, reqs []rateReq[K], done <-chan
 			return fmt.Errorf("lanequeue: %d rate tokens above the burst: %w", q.n, semaphore.ErrTooHeavy)
 		}
 		if i == 0 || q.due.After(due) {
-			due = q.due
+			due, slow = q.due, i
 		}
 	}
 	if delay := due.Sub(last); delay > 0 {
 		if err := waitRates(ctx, ctxDone, reqs, done, due, delay); err != nil {
+			if err != ErrClosed {
+				err = &rateWaitError{i: slow, after: due.Sub(reqs[slow].l.now()), err: err}
+			}
 			return err
 		}
 		for i := range reqs {

@@ -22,7 +22,7 @@ import (
 // above the capacity the lane was made with, even once the semaphore had
 // grown.
 func TestGlobalSemaphoreResize(t *testing.T) {
-	q := lanequeue.Default[string]()
+	q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity)
 	t.Cleanup(q.Close)
 	// A set prepared while the capacity is fixed still sees every new
 	// capacity.
@@ -75,7 +75,7 @@ func TestGlobalSemaphoreResize(t *testing.T) {
 // (issue 11, defect 5: no one could call Sweep under a queue).
 func TestKeyedSemaphoreSweep(t *testing.T) {
 	fake := clock.NewFake(time.Unix(1e9, 0))
-	q := lanequeue.Default[string](keyedsem.WithIdleTimeout(time.Minute), keyedsem.WithClock(fake))
+	q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity, keyedsem.WithIdleTimeout(time.Minute), keyedsem.WithClock(fake))
 	t.Cleanup(q.Close)
 	ks, err := q.KeyedSemaphore(lanequeue.SessionLane)
 	must(t, err)
@@ -101,7 +101,7 @@ func TestKeyedSemaphoreSweep(t *testing.T) {
 // TestSemaphoreAccessorErrors: an unknown name, a lane of another kind and
 // a lane of another package are refused with the documented errors.
 func TestSemaphoreAccessorErrors(t *testing.T) {
-	q := lanequeue.Default[string]()
+	q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity)
 	t.Cleanup(q.Close)
 	must(t, q.AddRateLane("rate", rate.Limit(1), 1))
 	must(t, q.Add("blind", &blindLane{kind: lanequeue.Global}))
@@ -138,7 +138,7 @@ func TestSemaphoreAccessorErrors(t *testing.T) {
 func TestSessionLaneKeysExpireWithoutSweep(t *testing.T) {
 	leaks := goleak.IgnoreCurrent()
 	fake := clock.NewFake(time.Unix(1e9, 0))
-	q := lanequeue.Default[string](keyedsem.WithIdleTimeout(time.Minute), keyedsem.WithClock(fake),
+	q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity, keyedsem.WithIdleTimeout(time.Minute), keyedsem.WithClock(fake),
 		keyedsem.WithJanitor(time.Millisecond))
 	lanes, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
 	must(t, err)

@@ -111,7 +111,11 @@ type held[K comparable] struct {
 // the first call releases anything.
 //
 // A Release happens before the AcquireAll calls that it unblocks return.
-func (t *Ticket[K]) Release() bool {
+func (t *Ticket[K]) Release() bool { return t.release(false, nil) }
+
+// release is Release, and with report Finish: it also tells the observers
+// of the ticket's lanes err and the time held, before any permit goes back.
+func (t *Ticket[K]) release(report bool, err error) bool {
 	if t == nil {
 		return false
 	}
@@ -136,15 +140,37 @@ func (t *Ticket[K]) Release() bool {
 		ps[i] = r.g.inline[i].p
 	}
 	more := r.g.more
+	var obsBuf [inlineLanes]Observer
+	obs, since := obsBuf[:0], r.since
+	if report {
+		obs = r.g.observers(obs)
+	}
+	q := r.q // immutable: once retired, r may serve another ticket
 	st.retire(r)
 	st.mu.Unlock()
-	for i := int(n) - 1; i >= 0; i-- {
+	if len(obs) > 0 {
+		// An observer that panics must not keep the permits.
+		defer releasePermits(q, ps[:n], more)
+		held := time.Duration(q.clock.Read() - since)
+		for _, o := range obs {
+			o.Observe(err, held)
+		}
+		return true
+	}
+	releasePermits(q, ps[:n], more)
+	return true
+}
+
+// releasePermits gives back the permits of a ticket, newest first, then
+// ends the ticket's call in q's count (see Drain).
+func releasePermits[K comparable](q *Queue[K], ps []semaphore.Permit, more []held[K]) {
+	for i := len(ps) - 1; i >= 0; i-- {
 		ps[i].Release()
 	}
 	for i := len(more) - 1; i >= 0; i-- {
 		more[i].p.Release()
 	}
-	return true
+	q.leave()
 }
 
 // Released reports whether Release has been called.

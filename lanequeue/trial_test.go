@@ -199,7 +199,7 @@ func TestCheckSeesALaneClosedThroughItsSemaphore(t *testing.T) {
 		}, keyedsem.ErrClosed},
 	} {
 		t.Run(c.lane, func(t *testing.T) {
-			q := lanequeue.Default[string]()
+			q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity)
 			defer q.Close()
 			ls, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
 			must(t, err)

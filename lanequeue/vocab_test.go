@@ -314,7 +314,8 @@ func TestBadSettingsAreErrors(t *testing.T) {
 	}
 	panicsWith("semaphore.New", semaphore.Validate(1, semaphore.WithMaxWaiters(-1)), func() { semaphore.New(1, semaphore.WithMaxWaiters(-1)) })
 	panicsWith("keyedsem.New", keyedsem.Validate(keyedsem.WithMaxKeys(0)), func() { keyedsem.New[string](keyedsem.WithMaxKeys(0)) })
-	panicsWith("lanequeue.Default", keyedsem.Validate(keyedsem.WithMaxKeys(0)), func() { lanequeue.Default[string](keyedsem.WithMaxKeys(0)) })
+	panicsWith("lanequeue.Default", keyedsem.Validate(keyedsem.WithMaxKeys(0)), func() { lanequeue.Default[string](lanequeue.DefaultGlobalCapacity, keyedsem.WithMaxKeys(0)) })
+	panicsWith("lanequeue.Default", lanequeue.ErrInvalidCapacity, func() { lanequeue.Default[string](0) })
 }
 
 // TestTooManyKeysThroughAKeyedLane: a keyed lane under WithHardMaxKeys

@@ -62,7 +62,7 @@ func (c *core) runAcquire(ctx context.Context, rk [4]string, id string, n int64,
 	r := reply{sent: time.Now()}
 	v, err := acquireScript.Run(ctx, c.client,
 		[]string{c.metaKey, rk[0], rk[1], rk[2], rk[3]},
-		id, n, c.capacity, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), tryFlag, c.channel, pub,
+		id, n, c.limit(), c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), tryFlag, c.channel, pub,
 	).Int64Slice()
 	switch {
 	case err != nil:
@@ -143,7 +143,7 @@ func (c *core) cleanupWithin(rk [4]string, id string, d time.Duration) (int64, e
 	}
 	res, err := releaseScript.Run(ctx, c.client,
 		[]string{c.metaKey, rk[0], rk[1], rk[2], rk[3]},
-		id, c.capacity, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub,
+		id, c.limit(), c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub,
 	).Int64()
 	if err != nil {
 		c.st.redisErrs.Add(1)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/redislane"
 )
 
@@ -116,4 +117,31 @@ func TestClusterHandoverThroughShardedAndClassicPubSub(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A Fleet on a Cluster client: every key of its scripts, the leader key
+// included, is in the lane's slot; a raise hands a queued waiter its
+// permit through the lane's shard channel.
+func TestClusterFleet(t *testing.T) {
+	addr := startCluster(t)
+	ca, cb := clusterClient(t, addr), clusterClient(t, addr)
+	name := laneName(t)
+	a := newFleet(t, ca, name, 1, redislane.WithLease(handoverLease))
+	b := newFleet(t, cb, name, 1, redislane.WithLease(handoverLease))
+	controller{a}.set(1)
+	waitFor(t, 10*time.Second, "a to lead", a.Leader)
+	ctx := testCtx(t)
+	p, err := a.Acquire(ctx, 1)
+	require.NoError(t, err)
+	got := acquireAsync(ctx, b.Weighted)
+	direct := clusterClient(t, addr)
+	waitFor(t, 10*time.Second, "b's waiter to queue in Redis", func() bool {
+		return direct.ZCard(context.Background(), "{lanes:"+name+"}:g:q").Val() == 1
+	})
+	h0 := b.Stats().Handovers
+	controller{a}.setInForce(t, 2)
+	require.NoError(t, testkit.Recv(t, got, "b's waiter, let in by the raise"))
+	assert.Equal(t, h0+1, b.Stats().Handovers, "not handed over by the raise")
+	pickedUp(t, b, 2, "b")
+	p.Release()
 }

@@ -32,8 +32,9 @@ type core struct {
 	client   redis.UniversalClient
 	name     string
 	keyed    bool  // a Keyed lane (a bucket per key), or a Weighted one
-	capacity int64 // the capacity, or the per-key capacity
+	capacity int64 // the capacity, or the per-key capacity (a fleet lane's: at creation)
 	cfg      config
+	fleet    *fleet // a Fleet's lane: its limit and leadership; nil otherwise
 
 	prefix  string // {lanes:<name>}
 	metaKey string
@@ -69,6 +70,10 @@ type core struct {
 }
 
 func newCore(client redis.UniversalClient, name string, keyed bool, capacity int64, opts []Option) (*core, error) {
+	return newCoreFleet(client, name, keyed, false, capacity, opts)
+}
+
+func newCoreFleet(client redis.UniversalClient, name string, keyed, fleetLane bool, capacity int64, opts []Option) (*core, error) {
 	if err := checkArgs(client, name, capacity); err != nil {
 		return nil, err
 	}
@@ -93,13 +98,32 @@ func newCore(client redis.UniversalClient, name string, keyed bool, capacity int
 		permits:  make(map[string]*Permit),
 		queued:   make(map[string]*waiter),
 	}
+	if fleetLane {
+		c.fleet = newFleet(c)
+	}
 	c.hub = joinHub(client, c.channel)
 	go c.refreshLoop()
+	if c.fleet != nil {
+		go c.fleetLoop()
+	}
 	return c, nil
+}
+
+// limit is the capacity the instance enforces locally (weights above it
+// are refused at once): the capacity, or a fleet lane's limit as last
+// read from Redis. Grants are decided in Redis, against the stored limit.
+func (c *core) limit() int64 {
+	if c.fleet != nil {
+		return c.fleet.limit.Load()
+	}
+	return c.capacity
 }
 
 // kindName is the kind stored in the lane's meta hash.
 func (c *core) kindName() string {
+	if c.fleet != nil {
+		return "fleet"
+	}
 	if !c.keyed {
 		return "global"
 	}
@@ -121,7 +145,7 @@ func (c *core) check(n int64) error {
 	switch {
 	case n <= 0:
 		return ErrInvalidWeight
-	case n > c.capacity:
+	case n > c.limit():
 		return ErrTooHeavy
 	}
 	return nil
@@ -209,6 +233,9 @@ func (c *core) close() {
 		c.wg.Wait()
 		c.hub.leave(c.channel, by)
 		<-c.refDone
+		if c.fleet != nil {
+			<-c.fleet.loopDone // it resigns the leadership, within one margin
+		}
 	})
 }
 

@@ -89,7 +89,8 @@
 // Every instance of a lane must use the same capacity: an instance whose capacity
 // differs from the one stored in Redis fails with [ErrCapacityMismatch] rather
 // than change it. To change the capacity on purpose, stop the lane's users and
-// delete the key {lanes:<name>}:meta. Instances should use the same lease
+// delete the key {lanes:<name>}:meta, or use a [Fleet], whose capacity is
+// changed at run time. Instances should use the same lease
 // ([WithLease]); if they do not, set [WithQuarantine] to the longest.
 //
 // The go-redis client must have ContextTimeoutEnabled: true; [NewWeighted]
@@ -99,6 +100,27 @@
 // without it every call waits up to ReadTimeout (times its retries),
 // whatever its context, and the bounds below could not hold. A client of
 // another type is taken at its word.
+//
+// # A limit changed at run time: Fleet
+//
+// [NewFleet] makes one instance of a global lane whose capacity, the
+// fleet's limit, a limit controller changes at run time through
+// [Fleet.SetCapacity] ([Fleet] has the Capacity and SetCapacity of the
+// controller's target). One instance, elected in Redis, writes it; the
+// others' SetCapacity calls are dropped. Every grant is decided in Redis
+// against the stored limit, in the same script that reads it, so exactly
+// one limit is in force at any instant, fleet-wide; each instance's
+// Capacity, which decides only the weights it refuses at once, is the
+// limit in force or, for at most one refresh interval plus one call after
+// a change, the one before it ([WithLimitRefresh], default 1 s). A
+// leader that stops renewing is replaced within three intervals plus one;
+// a write is fenced by the leader's term, so a replaced leader never
+// writes. Shrinking never preempts a holder: the holders over the new
+// limit drain, and a waiter heavier than it fails with [ErrTooHeavy].
+// While Redis is unreachable the limit does not change (nobody can raise
+// it), each instance keeps the last limit it read, and the leader's value
+// is held until Redis answers, then written if its term still lasts, else
+// dropped. See [Fleet] for the details.
 //
 // # Bounds
 //
@@ -125,8 +147,9 @@
 //     on one client, the lease is the longest of theirs.
 //   - Do: as Acquire, then fn, then Release.
 //
-// The other methods (Stats, Capacity, Name, and a permit's Fence, Context,
-// Deadline, Weight) make no call and never block. A permit's context ends
+// The other methods (Stats, Capacity, Name, a Fleet's SetCapacity, Leader
+// and Term, and a permit's Fence, Context, Deadline, Weight) make no call
+// and never block. A permit's context ends
 // at the latest at its [Permit.Deadline]; with [WithMaxHold] no permit is
 // held for longer than the bound given.
 //
@@ -146,10 +169,12 @@
 //
 // # Goroutines
 //
-// Each instance runs one refresher goroutine; each process runs one pub/sub
-// receiver per Redis client while a lane on it is open (on a Cluster or Ring
-// client, one per shard channel); a waiter whose context ends during a call
+// Each instance runs one refresher goroutine (a [Fleet] one more: the
+// call that reads the limit and keeps the leadership); each process runs one pub/sub
+// receiver per Redis client while a lane on it that has had a waiter is
+// open (on a Cluster or Ring client, one per shard channel); a waiter whose context ends during a call
 // leaves the call to a goroutine that cleans up, and a Release whose call
 // takes long leaves it to one. Close stops them all before it returns,
-// within its bound.
+// within its bound, including the receiver and the subscription call that
+// its lane set off when other lanes still use the client.
 package redislane

@@ -120,3 +120,40 @@ func (s *fencedStore) write(token int64, v string) string {
 	s.highest, s.value = token, v
 	return "wrote " + v
 }
+
+// Two instances share a fleet limit that a controller moves at run time.
+// Only the elected leader's SetCapacity calls are written; every instance
+// reads the new limit within one refresh interval.
+func ExampleFleet() {
+	a, b := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true}),
+		redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer a.Close()
+	defer b.Close()
+	opts := []redislane.Option{redislane.WithLease(2 * time.Second), redislane.WithQuarantine(0),
+		redislane.WithLimitRefresh(200 * time.Millisecond)}
+	first, err := redislane.NewFleet(a, "example-fleet", 10, opts...)
+	if err != nil {
+		panic(err)
+	}
+	defer first.Close()
+	second, err := redislane.NewFleet(b, "example-fleet", 10, opts...)
+	if err != nil {
+		panic(err)
+	}
+	defer second.Close()
+
+	first.SetCapacity(10) // a candidate now; nobody leads yet, so dropped
+	for !first.Leader() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	first.SetCapacity(4)  // the leader's: written
+	second.SetCapacity(7) // a follower's: dropped
+	for second.Capacity() != 4 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	fmt.Println("leader:", first.Leader(), second.Leader())
+	fmt.Println("limit:", first.Capacity(), second.Capacity())
+	// Output:
+	// leader: true false
+	// limit: 4 4
+}

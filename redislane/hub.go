@@ -40,7 +40,8 @@ type hub struct {
 
 	wg sync.WaitGroup // the receive loops and the Subscribe calls in flight
 
-	delivered atomic.Int64 // messages handed to a watcher (for tests)
+	delivered  atomic.Int64 // messages handed to a watcher (for tests)
+	goroutines atomic.Int64 // receive loops and subscriptions running (for tests)
 }
 
 // Values of hub.mode: whether the server has sharded pub/sub.
@@ -139,23 +140,29 @@ func (h *hub) group(channel string, sharded bool) string {
 	return ""
 }
 
-// leave counts one lane less on channel; the last lane of a channel
-// unsubscribes from it (a call that ends by the deadline by), or closes its
-// connection if it was the connection's last channel; the last lane of the
-// hub closes every connection and waits for the receive loops and the
-// subscriptions in flight to end (each bounded by the margin of the lane
-// that began it; a loop's ping by maxWait).
+// leave counts one lane less on channel. The last lane of a channel
+// unsubscribes from it (a call that ends by the deadline by), or, if it was
+// its connection's last channel, closes the connection and waits for its
+// receive loop to end; either way it waits for the channel's subscription
+// call in flight, if any. So Close joins every goroutine that its lane set
+// off, also while other lanes keep the hub. The last lane of the hub closes
+// every connection and waits for all receive loops and subscriptions. Each
+// wait is bounded: a subscription by the margin of the lane that began it,
+// a loop's ping by maxWait.
 func (h *hub) leave(channel string, by time.Time) {
 	h.mu.Lock()
 	h.lanes[channel]--
-	var unsub *subscribed
+	var gone, unsub *subscribed
 	var closing *psConn
 	if h.lanes[channel] == 0 {
 		delete(h.lanes, channel)
 		if s := h.subbed[channel]; s != nil {
 			delete(h.subbed, channel)
+			gone = s
 			s.conn.chans--
-			if s.conn.chans == 0 && s.group != "" {
+			if s.conn.chans == 0 {
+				// No channel left on it: its loop would only keep a
+				// connection open for lanes that never wait.
 				delete(h.conns, s.group)
 				closing = s.conn
 			} else {
@@ -176,12 +183,15 @@ func (h *hub) leave(channel string, by time.Time) {
 	if closing != nil {
 		closing.close()
 	}
+	if unsub != nil && !last {
+		ctx, cancel := context.WithDeadline(context.Background(), by)
+		unsub.unsubscribe(ctx, channel)
+		cancel()
+	}
+	if gone != nil {
+		<-gone.done // its subscription call, bounded by its deadline
+	}
 	if !last {
-		if unsub != nil {
-			ctx, cancel := context.WithDeadline(context.Background(), by)
-			unsub.unsubscribe(ctx, channel)
-			cancel()
-		}
 		return
 	}
 	h.mu.Lock()
@@ -208,6 +218,7 @@ func (pc *psConn) close() {
 // confirmed it.
 type subscribed struct {
 	ready     chan struct{}
+	done      chan struct{} // closed when the subscription call has ended
 	confirmed bool
 	sharded   bool
 	group     string
@@ -259,19 +270,25 @@ func (h *hub) watch(ctx context.Context, done <-chan struct{}, channel string, s
 			}
 			h.conns[g] = pc
 			h.wg.Add(1)
+			h.goroutines.Add(1)
 			go h.loop(pc)
 		}
 		pc.chans++
-		sub = &subscribed{ready: make(chan struct{}), sharded: sharded, group: g, conn: pc}
+		sub = &subscribed{ready: make(chan struct{}), done: make(chan struct{}), sharded: sharded, group: g, conn: pc}
 		h.subbed[channel] = sub
 		h.wg.Add(1)
+		h.goroutines.Add(1)
 		h.mu.Unlock()
 		// In the background: this may dial or wait for the receive loop's
 		// reconnection, and the waiter must be free to leave meanwhile. On
 		// failure go-redis keeps the channel and subscribes again when it
 		// reconnects.
 		go func() {
-			defer h.wg.Done()
+			defer func() {
+				h.goroutines.Add(-1)
+				close(sub.done)
+				h.wg.Done()
+			}()
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
 			if sharded {
@@ -314,8 +331,11 @@ const receiveTimeout = 5 * time.Second
 // loop reads the subscription itself (rather than through go-redis's
 // channel) so that a hand-over reaches its waiter with one goroutine switch.
 func (h *hub) loop(pc *psConn) {
-	defer h.wg.Done()
-	defer close(pc.done)
+	defer func() {
+		h.goroutines.Add(-1)
+		close(pc.done)
+		h.wg.Done()
+	}()
 	ps := pc.ps
 	ctx := context.Background()
 	backoff := time.Duration(0)

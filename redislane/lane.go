@@ -35,7 +35,7 @@ func (l *lane[K]) Kind() lanequeue.Kind {
 	return lanequeue.Global
 }
 
-func (l *lane[K]) MaxWeight() int64 { return l.c.capacity }
+func (l *lane[K]) MaxWeight() int64 { return l.c.limit() }
 
 func (l *lane[K]) Acquire(ctx context.Context, key K, n int64) (semaphore.Permit, error) {
 	p, err := l.c.acquire(ctx, l.key(key), n)

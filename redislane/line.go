@@ -193,6 +193,10 @@ func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 			c.st.rejected.Add(1)
 			return nil, fmt.Errorf("%w: %q has capacity %d (or another kind) in Redis; this %s lane has %d",
 				ErrCapacityMismatch, c.name, r.a, c.kindName(), c.capacity)
+		case stTooHeavy: // a fleet lane shrank below the weight; the script unqueued id
+			c.fleet.seen(r.a)
+			c.st.rejected.Add(1)
+			return nil, fmt.Errorf("%w: %d permits, and the fleet limit of %q is now %d", ErrTooHeavy, w.n, c.name, r.a)
 		case stQueued:
 			w.waited = true
 			c.setQueued(w, ln.rk, id, r.sent)

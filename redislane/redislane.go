@@ -70,6 +70,7 @@ type config struct {
 	quarantine    time.Duration
 	quarantineSet bool          // false: the quarantine is the lease
 	maxHold       time.Duration // 0: no bound
+	limitRefresh  time.Duration // a Fleet's refresh interval
 
 	classicPubSub bool
 }
@@ -146,6 +147,12 @@ func newConfig(opts []Option) (config, error) {
 	}
 	if c.maxHold < 0 {
 		return c, fmt.Errorf("%w: longest hold %v is negative", ErrInvalidConfig, c.maxHold)
+	}
+	if c.limitRefresh == 0 {
+		c.limitRefresh = DefaultLimitRefresh
+	}
+	if c.limitRefresh < minLimitRefresh {
+		return c, fmt.Errorf("%w: limit refresh interval %v is below %v", ErrInvalidConfig, c.limitRefresh, minLimitRefresh)
 	}
 	return c, nil
 }

@@ -154,7 +154,7 @@ func (c *core) refreshChunk(entries []refreshEntry) bool {
 	}
 	buckets := make(map[[4]string]int, 1)
 	keys := []string{c.metaKey}
-	args := []any{c.capacity, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub}
+	args := []any{c.limit(), c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub}
 	for _, e := range entries {
 		b, seen := buckets[e.rk]
 		if !seen {

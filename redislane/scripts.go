@@ -57,7 +57,8 @@ local function meta(mk, limit, kind, lease, quar)
   end
   local M = {mk = mk, limit = tonumber(m[1]), qu = tonumber(m[3]) or 0,
     ml = tonumber(m[4]) or 0, fence = tonumber(m[5]) or 0}
-  M.ok = M.limit == limit and m[2] == kind
+  -- a fleet lane's limit is the stored one, changed by its leader (fleet.go)
+  M.ok = m[2] == kind and (kind == 'fleet' or M.limit == limit)
   if M.ok and lease > M.ml then redis.call('HSET', mk, 'ml', lease); M.ml = lease end
   return M
 end
@@ -181,11 +182,14 @@ local function pump(B, M, chan, pub)
     if not head then return end
     local wt = redis.call('HMGET', B.d, 'w:' .. head, 't:' .. head)
     local w, ttl = tonumber(wt[1]) or 0, tonumber(wt[2]) or 0
-    if w >= 1 and B.held + w > M.limit then return end
+    -- heavier than a fleet lane's limit after a shrink: dropped, not waited
+    -- for (its waiter's next call fails with too heavy)
+    local heavy = w > M.limit
+    if w >= 1 and not heavy and B.held + w > M.limit then return end
     redis.call('ZREM', B.q, head)
     redis.call('ZREM', B.x, head)
     B.f['t:' .. head] = false
-    if w >= 1 and ttl >= 1 then
+    if w >= 1 and ttl >= 1 and not heavy then
       local hseq = B.hseq
       redis.call(pub, chan, head .. ' ' .. s(grant(B, M, head, w, ttl)) .. ' ' .. s(tonumber(hseq)))
     else -- a broken entry: drop it
@@ -202,6 +206,7 @@ const (
 	stGranted  = 1  // {1, fence}
 	stQueued   = 2  // {2, hint ms, quarantined 0/1, arrival number}
 	stMismatch = -1 // {-1, stored limit}
+	stTooHeavy = -2 // {-2, stored limit}: heavier than a fleet lane's limit now
 )
 
 // acquireScript grants id if nobody is queued and the weight fits, returns
@@ -245,6 +250,16 @@ if B.first then
 end
 
 local queued = B.head and redis.call('ZSCORE', B.q, id)
+if w > M.limit then -- a fleet lane that shrank below the weight
+  if queued then
+    redis.call('ZREM', B.q, id)
+    redis.call('ZREM', B.x, id)
+    B.f['w:' .. id], B.f['t:' .. id] = false, false
+  end
+  flush(B)
+  save(M)
+  return {-2, M.limit}
+end
 local quarantined = now < M.qu
 if not queued and not quarantined and not B.head and B.held + w <= M.limit then
   local f = grant(B, M, id, w, ttl)
@@ -381,4 +396,71 @@ for _, B in pairs(bs) do
 end
 save(M)
 return out
+`
+
+// Results of the fleet script.
+const (
+	flFollower = 0  // {0, term, limit, 0}
+	flLeader   = 1  // {1, term, limit, written 0/1}
+	flMismatch = -1 // {-1, 0, stored limit, 0}: the name is a lane of another kind
+)
+
+// fleetScript is the periodic call of every instance of a fleet lane: it
+// reads the limit in force, keeps or takes the leadership (a key holding
+// the leader's id with a TTL, taken only when absent, renewed only by its
+// holder), writes the leader's new limit, and hands out what a raise
+// frees. A write is fenced: it is applied only if the caller holds the
+// leadership in the term (a number that increases with each new leader,
+// also after Redis lost its state) in which its value was proposed. A
+// resign deletes the leader key if the caller holds it.
+//
+// KEYS: meta, leader, then h, q, x, d of the lane's bucket
+// ARGV: id, limit (to create the lane with), kind, lease ms, quarantine ms,
+// channel, publish command, candidate (0/1), leader ttl ms, set (0/1),
+// value, term of the value, resign (0/1)
+var fleetScript = redis.NewScript(fleetSrc)
+
+const fleetSrc = prelude + `
+local id, limit, kind = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local ttl, quar, chan, pub = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], ARGV[7]
+local cand, lttl, set = ARGV[8] == '1', tonumber(ARGV[9]), ARGV[10] == '1'
+local value, vterm, resign = tonumber(ARGV[11]), tonumber(ARGV[12]), ARGV[13] == '1'
+
+local M = meta(KEYS[1], limit, kind, ttl, quar)
+if not M.ok then return {-1, 0, M.limit, 0} end
+local lk = KEYS[2]
+local cur = redis.call('GET', lk)
+local term = tonumber(redis.call('HGET', KEYS[1], 'term')) or 0
+if resign then
+  if cur == id then redis.call('DEL', lk) end
+  return {0, term, M.limit, 0}
+end
+local lead = false
+if cur == id then
+  redis.call('PEXPIRE', lk, lttl)
+  lead = true
+elseif not cur and cand then
+  -- a new term: above the last, and above the server clock in
+  -- microseconds, so that terms keep increasing when the counter is lost
+  term = math.max(term + 1, nowus)
+  redis.call('HSET', KEYS[1], 'term', s(term))
+  redis.call('SET', lk, id, 'PX', lttl)
+  lead = true
+end
+if not lead then return {0, term, M.limit, 0} end
+local written = 0
+if set and vterm == term and value ~= M.limit then
+  local raised = value > M.limit
+  redis.call('HSET', KEYS[1], 'limit', s(value))
+  M.limit = value
+  written = 1
+  if raised then -- hand what the raise frees to the queue
+    local B = bucket(3, M.ml)
+    look(B)
+    pump(B, M, chan, pub)
+    flush(B)
+  end
+end
+save(M)
+return {1, term, M.limit, written}
 `

@@ -2,6 +2,7 @@ package redislane
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -18,9 +19,9 @@ func (c *core) stats() Stats {
 	c.mu.Lock()
 	waiters, keys, closed := c.nwait, len(c.lines), c.closed
 	c.mu.Unlock()
-	return Stats{
+	st := Stats{
 		Name:     c.name,
-		Capacity: c.capacity,
+		Capacity: c.limit(),
 		Held:     c.held.Load(),
 		Waiters:  waiters,
 		Keys:     keys,
@@ -43,13 +44,24 @@ func (c *core) stats() Stats {
 		StaleHandovers: c.st.stale.Load(),
 		MaxHolds:       c.st.maxHold.Load(),
 	}
+	if f := c.fleet; f != nil {
+		f.mu.Lock()
+		st.Leader = f.leaderLocked(time.Now())
+		f.mu.Unlock()
+		st.Term = f.term.Load()
+		st.LimitCalls = f.calls.Load()
+		st.LimitReads = f.reads.Load()
+		st.LimitWrites = f.writes.Load()
+		st.LimitsDropped = f.dropped.Load()
+	}
+	return st
 }
 
 // Stats is a snapshot of one instance of a lane. Held, Waiters and Keys
 // count this instance only; the counters count its calls since it was made.
 type Stats struct {
 	Name     string // the lane's name, as given to NewWeighted or NewKeyed
-	Capacity int64  // the capacity, or the per-key capacity of a Keyed
+	Capacity int64  // the capacity, the per-key capacity of a Keyed, or a Fleet's limit as last read
 	Held     int64  // weight of this instance's permits that are out
 	Waiters  int    // callers of this instance waiting now (TryAcquire calls in flight included)
 	Keys     int    // buckets with local waiters now (keys of a Keyed)
@@ -71,4 +83,12 @@ type Stats struct {
 	Polls          uint64 // waits in the Redis queue that ended with no message: on the timer, or on a refresh that found the waiter granted
 	StaleHandovers uint64 // hand-over messages ignored: made for an earlier queue entry of the waiter, which expired
 	MaxHolds       uint64 // permits ended by WithMaxHold
+
+	// A Fleet's only (zero for the others):
+	Leader        bool   // the instance is the fleet's leader now
+	Term          int64  // the term of the leadership last seen
+	LimitCalls    uint64 // fleet script calls made (one per refresh interval, and one per write)
+	LimitReads    uint64 // fleet script calls that went through: the limit was read
+	LimitWrites   uint64 // limits this instance wrote as the leader
+	LimitsDropped uint64 // SetCapacity values never written: made on a follower, or in a term that ended
 }

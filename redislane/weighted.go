@@ -78,8 +78,9 @@ func (s *Weighted) Do(ctx context.Context, n int64, fn func(context.Context) err
 	return p.run(ctx, fn)
 }
 
-// Capacity returns the capacity.
-func (s *Weighted) Capacity() int64 { return s.c.capacity }
+// Capacity returns the capacity. For the lane of a [Fleet], it is the
+// fleet's limit as this instance last read it from Redis.
+func (s *Weighted) Capacity() int64 { return s.c.limit() }
 
 // Name returns the lane's name.
 func (s *Weighted) Name() string { return s.c.name }

@@ -306,6 +306,10 @@ func (s *Weighted) tryBarging(n int64, b *barger) (Permit, bool) {
 // queueBarging takes the permits under mu if it still may, or queues the
 // caller and waits.
 func (s *Weighted) queueBarging(ctx context.Context, n int64, b *barger) (Permit, error) {
+	var since int64 // WithHistograms: when the wait began
+	if s.tm != nil {
+		since = s.hc.Precise()
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.rejected++
@@ -343,11 +347,13 @@ func (s *Weighted) queueBarging(ctx context.Context, n int64, b *barger) (Permit
 		}
 	}
 	w := s.wcache.Get()
-	w.N = n
+	w.N, w.Since = n, since
 	s.q.Push(w)
 	s.counted(n)
 	s.mu.Unlock()
-	return s.waitBarging(ctx, w, b)
+	p, err := s.waitBarging(ctx, w, b)
+	s.waited(since, err)
+	return p, err
 }
 
 // counted counts a waiter of n permits in the queue. It must be called

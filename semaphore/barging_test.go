@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -311,4 +312,31 @@ func TestBargingJoinRefused(t *testing.T) {
 	p, ok := s.TryAcquire(1)
 	require.True(t, ok)
 	p.Release()
+}
+
+// WithHistograms on a barging semaphore: a waiter that a release wakes and
+// that takes the permits itself (not through the queue's grant) has its
+// wait timed, and the grants that did not queue count as waits of 0, so
+// that the wait histogram counts every grant once.
+func TestBargingTimings(t *testing.T) {
+	s, clk := newBarging(t, 1, semaphore.WithHistograms())
+	ctx := context.Background()
+	first := take(t, s, 1)
+	got := testkit.Go(func() error {
+		p, err := s.Acquire(ctx, 1)
+		if err == nil {
+			p.Release()
+		}
+		return err
+	})
+	testkit.Eventually(t, "the waiter queues", func() bool { return s.Stats().Waiters == 1 })
+	clk.Advance(40 * time.Millisecond) // under the bound: it is woken, not handed the permit
+	first.Release()
+	require.NoError(t, testkit.Recv(t, got, "the woken waiter"))
+	st := s.Stats()
+	w := st.WaitTime
+	require.Equal(t, uint64(1), st.Waited, "%+v", st)
+	require.Equal(t, st.Acquired, w.Count, "one wait per grant: %+v", w)
+	require.Equal(t, 40*time.Millisecond, w.Sum, "%+v", w)
+	require.Equal(t, uint64(1), w.Counts[0], "the grant that did not queue: %+v", w)
 }

@@ -85,6 +85,9 @@ func (s *Weighted) claimInline(st uint64, n int64) (Permit, bool) {
 		return Permit{}, false
 	}
 	t := &s.tokens[slot]
+	if s.tm != nil {
+		t.SetSince(s.hc.Stamp())
+	}
 	return Permit(permit.Make(t, t.Gen(), n)), true
 }
 
@@ -143,7 +146,11 @@ func (s *Weighted) claimLocked(st uint64, n int64) (*permit.Token, bool) {
 		if !ok {
 			return nil, false
 		}
-		return &s.tokens[slot], true
+		t := &s.tokens[slot]
+		if s.tm != nil {
+			t.SetSince(s.hc.Stamp())
+		}
+		return t, true
 	}
 	if !s.state.CompareAndSwap(st, st-uint64(n)<<availShift) {
 		return nil, false
@@ -155,7 +162,11 @@ func (s *Weighted) claimLocked(st uint64, n int64) (*permit.Token, bool) {
 		s.spare = s.spare[:k-1]
 	} else {
 		t = permit.NewToken((*owner)(s), -1)
+		s.observe(t)
 	}
 	s.spareOut++
+	if s.tm != nil {
+		t.SetSince(s.hc.Stamp())
+	}
 	return t, true
 }

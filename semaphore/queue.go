@@ -31,6 +31,10 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn Turn) (Permit,
 	if s.prio.step != 0 {
 		key = s.turnKey(turn.Priority)
 	}
+	var since int64 // WithHistograms: when the wait began
+	if s.tm != nil {
+		since = s.hc.Precise()
+	}
 	var unit int64 // WithFairShare: asked before locking, see fairQueue.unit
 	if s.fair != nil {
 		var err error
@@ -86,7 +90,7 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn Turn) (Permit,
 		}
 	}
 	w := s.wcache.Get()
-	w.N = n
+	w.N, w.Since = n, since
 	s.waiters++
 	var carry uint64
 	s.waitWeight, carry = bits.Add64(s.waitWeight, uint64(n), 0)
@@ -107,6 +111,7 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn Turn) (Permit,
 	} else if ctx.Done() == nil {
 		// Nothing but the grant ends this wait (see waitq.Receive).
 		p, err := waitq.Receive(&s.wcache, w)
+		s.waited(since, err)
 		return Permit(p), err
 	}
 	if mw == nil {
@@ -132,13 +137,37 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn Turn) (Permit,
 			return Permit{}, waitq.End(&s.q, (*owner)(s), &s.wcache, w, end)
 		}
 		p, err := waitq.Outcome(&s.wcache, w)
+		s.waited(since, err)
 		return Permit(p), err
 	}
 	if end := waitq.Await(ctx, w, mw); end.Err != nil {
 		return Permit{}, waitq.End(&s.q, (*owner)(s), &s.wcache, w, end)
 	}
 	p, err := waitq.Outcome(&s.wcache, w)
+	s.waited(since, err)
 	return Permit(p), err
+}
+
+// waited records the wait of a grant that waited since since, when the
+// semaphore records its timings.
+func (s *Weighted) waited(since int64, err error) {
+	if s.tm != nil && err == nil {
+		s.tm.Wait.Observe(s.hc.Precise() - since)
+	}
+}
+
+// observe makes t report its releases' hold times, when the semaphore
+// records its timings.
+func (s *Weighted) observe(t *permit.Token) {
+	if s.tm != nil {
+		t.Observe()
+	}
+}
+
+// Released records the hold time of a permit released through t. It is
+// called by Permit.Release, once per grant, before the token goes back.
+func (o *owner) Released(_ *permit.Token, _ int64, since int64) {
+	o.tm.Hold.Observe(o.hc.Stamp() - since)
 }
 
 func (s *Weighted) reject() {

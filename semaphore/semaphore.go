@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/hist"
 	"github.com/sessionlane/lanes/internal/permit"
 	"github.com/sessionlane/lanes/internal/waitq"
 )
@@ -107,6 +108,7 @@ type Weighted struct {
 	gens [inlineTokens]atomic.Uint64
 
 	capacity atomic.Int64               // written under mu; read anywhere
+	tm       *hist.Timings              // WithHistograms; nil: off. Immutable after New
 	tokens   [inlineTokens]permit.Token // immutable after New
 
 	// barge is WithBarging's state, nil without it; immutable after New.
@@ -152,6 +154,8 @@ type config struct {
 	fairWeight        func(string) int // its weights; nil: equal
 	barging           bool             // WithBarging
 	bargeBound        time.Duration    // its bound
+	histograms        bool             // WithHistograms
+	hc                hist.Clock       // the clock of timings and waiters' stamps, from clock
 }
 
 // Option configures a semaphore made by [New]. Options are applied in
@@ -241,9 +245,14 @@ func New(capacity int64, opts ...Option) *Weighted {
 	if s.barging {
 		s.barge = newBarger(&s.config)
 	}
+	s.hc = hist.NewClock(s.clock)
+	if s.histograms {
+		s.tm = new(hist.Timings)
+	}
 	for i := range s.tokens {
 		s.tokens[i].Init((*owner)(s), i, &s.gens[i])
 		s.tokens[i].SetWord(&s.state)
+		s.observe(&s.tokens[i])
 	}
 	s.capacity.Store(capacity)
 	s.state.Store(uint64(capacity)<<availShift | tokenMask)

@@ -14,6 +14,7 @@ type Stats struct {
 	Closed        bool  // Close has been called
 
 	Counters // since New
+	Timings  // WithHistograms: the wait-time and hold-time distributions
 }
 
 // Counters are the counts of events that every lanes package keeps, each
@@ -84,5 +85,6 @@ func (s *Weighted) Stats() Stats {
 			Failed:         s.failed,
 			DoubleReleases: s.doubleRel.Load(),
 		},
+		Timings: timingsOf(s.tm, released+out, s.grantedWait+s.bargeWaited()),
 	}
 }

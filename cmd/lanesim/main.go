@@ -3,9 +3,13 @@
 // simulated model latency, and the same traffic runs through
 //
 //   - global-1: one lane of capacity 1 for everybody, the serialising bug
-//     (thread B waits for thread A although they share nothing), and
+//     (thread B waits for thread A although they share nothing),
 //   - session+global: a keyed "session" lane (one message at a time per
-//     thread, in order) and a shared "global" lane (-global calls at once).
+//     thread, in order) and a shared "global" lane (-global calls at once),
+//   - global only: the global lane alone, fast but unordered (a thread's
+//     messages run at once and out of order), and
+//   - naive map: a map of one mutex per thread that drops idle entries (see
+//     naiveMap), then the global lane: it lets two holders of one thread in.
 //
 // It prints a table: throughput, p50/p99 latency (arrival to done), each
 // run's efficiency against the ideal schedule (a lower bound on the
@@ -13,16 +17,17 @@
 // latencies, see bound.go), the most handlers ever seen at once for one
 // thread (must be 1), order violations (a message started before the
 // previous one of its thread had finished: must be 0), keys alive in the
-// session lane after the run, evictions, and the heap. With -unsafe it adds
-// a third run through the global lane alone, which is fast but breaks both
-// per-thread guarantees.
+// session lane after the run, evictions, and the heap. The last two runs
+// (-defects, on by default) show the two wrong fixes breaking what the
+// lanes keep.
 //
 // -scale runs the gateway at 10,000 threads and 100,000 messages through
 // session + global (global-1 would take the whole work end to end, so it is
 // not run). -mixed adds a mixed workload: user turns, heartbeats and cron
 // jobs of a big tenant and a small one, with and without priorities and
 // fair share on the global lane, and the small tenant alone (see
-// mixed.go).
+// mixed.go). -provider runs, instead, a model API whose real limit steps
+// and drifts behind fixed limits and adaptive controllers (provider.go).
 //
 // The exit status is 1 if a run with a per-thread lane shows more than one
 // handler at once for a thread, or an order violation, or if a message was
@@ -32,6 +37,7 @@
 //	go run ./cmd/lanesim -keys 256 -messages 16 -latency 5ms -global 32 -json
 //	go run ./cmd/lanesim -scale
 //	go run ./cmd/lanesim -mixed
+//	go run ./cmd/lanesim -provider
 package main
 
 import (
@@ -70,7 +76,7 @@ type config struct {
 	Duration time.Duration `json:"duration_ns"` // cap on each run
 	Idle     time.Duration `json:"idle_ns"`     // idle timeout of the session lane's keys
 	Seed     uint64        `json:"seed"`        // seed of the latencies and gaps
-	Unsafe   bool          `json:"unsafe"`      // also run the global lane alone
+	Defects  bool          `json:"defects"`     // also run the global lane alone and the naive map
 	Scale    bool          `json:"scale"`       // the scale run: session+global only
 	Progress time.Duration `json:"-"`           // progress line period
 }
@@ -92,12 +98,14 @@ type mode struct {
 	Name   string
 	Lanes  []string
 	PerKey bool // the lanes serialise each thread: the guarantees must hold
+	Naive  bool // a naiveMap's lock per thread first
 }
 
 var (
 	modeGlobal1 = mode{Name: "global-1 (bug)", Lanes: []string{"serial"}, PerKey: true}
 	modeSession = mode{Name: "session+global", Lanes: []string{"session", "global"}, PerKey: true}
-	modeUnsafe  = mode{Name: "global only", Lanes: []string{"global"}, PerKey: false}
+	modeUnsafe  = mode{Name: "global only (unordered)", Lanes: []string{"global"}, PerKey: false}
+	modeNaive   = mode{Name: "naive map+global", Lanes: []string{"global"}, Naive: true}
 )
 
 // result is what one run measured.
@@ -112,10 +120,12 @@ type result struct {
 	P50             time.Duration `json:"p50_ns"`
 	P99             time.Duration `json:"p99_ns"`
 	MaxPerKey       int32         `json:"max_holders_per_key"`
+	DoubleHolders   int64         `json:"double_holders"` // messages started while another of their thread ran
 	OrderViolations int64         `json:"order_violations"`
 	MaxGlobal       int64         `json:"max_in_flight"`
-	KeysAlive       int           `json:"keys_alive"` // session lane entries after the run (-1: not used)
+	KeysAlive       int           `json:"keys_alive"` // per-thread entries after the run (session lane, naive map; -1: none)
 	Evictions       uint64        `json:"evictions"`
+	EvictedUnder    int           `json:"evicted_under"`      // naive map: of the evictions, entries a caller waited for
 	HeapBytes       uint64        `json:"heap_bytes"`         // live heap after the run and a GC
 	Miscounted      int           `json:"miscounted_threads"` // threads with a message lost or handled twice
 
@@ -144,6 +154,7 @@ type tracker struct {
 	inFlight atomic.Int32
 	max      atomic.Int32
 	lastDone atomic.Int64 // sequence number of the last message finished (0: none)
+	overlaps atomic.Int64 // messages started while another of the thread ran
 	handled  atomic.Int32 // messages handled to the end
 	worked   atomic.Int64 // their handlers' time, as measured (ns)
 }
@@ -153,6 +164,9 @@ type tracker struct {
 func (t *tracker) start(seq int64) (violation bool) {
 	n := t.inFlight.Add(1)
 	for m := t.max.Load(); n > m && !t.max.CompareAndSwap(m, n); m = t.max.Load() {
+	}
+	if n > 1 {
+		t.overlaps.Add(1)
 	}
 	return t.lastDone.Load() != seq-1
 }
@@ -189,6 +203,10 @@ func simulate(ctx context.Context, cfg config, m mode, progress io.Writer) resul
 	lanes, err := q.Lanes(m.Lanes...) // resolved once, shared by every reader
 	if err != nil {
 		panic(err) // the modes name the lanes added above
+	}
+	var naive *naiveMap[threadKey]
+	if m.Naive {
+		naive = newNaiveMap[threadKey]()
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
@@ -240,13 +258,19 @@ func simulate(ctx context.Context, cfg config, m mode, progress io.Writer) resul
 		go func() { // the gateway's reader for the thread
 			defer readers.Done()
 			for msg := range inbox {
+				unlock := func() {}
+				if naive != nil {
+					unlock = naive.lock(key)
+				}
 				t, err := q.AcquireAll(ctx, key, lanes)
 				if err != nil {
+					unlock()
 					continue // cut off by -duration: counted as incomplete
 				}
 				workers.Add(1)
 				go func() { // the handler owns the ticket
 					defer workers.Done()
+					defer unlock()
 					defer t.Release()
 					n := inFlight.Add(1)
 					for mx := maxFlight.Load(); n > mx && !maxFlight.CompareAndSwap(mx, n); mx = maxFlight.Load() {
@@ -300,6 +324,7 @@ func simulate(ctx context.Context, cfg config, m mode, progress io.Writer) resul
 	for i := range trackers {
 		tr := &trackers[i]
 		r.MaxPerKey = max(r.MaxPerKey, tr.max.Load())
+		r.DoubleHolders += tr.overlaps.Load()
 		if n := int(tr.handled.Load()); n > cfg.Messages || (!cut && n != cfg.Messages) {
 			r.Miscounted++
 		}
@@ -318,6 +343,10 @@ func simulate(ctx context.Context, cfg config, m mode, progress io.Writer) resul
 	if slices.Contains(m.Lanes, "session") {
 		st := ks.Stats()
 		r.KeysAlive, r.Evictions = ks.Len(), st.Evicted
+	}
+	if naive != nil {
+		alive, evicted, under := naive.len()
+		r.KeysAlive, r.Evictions, r.EvictedUnder = alive, uint64(evicted), under
 	}
 	var ms runtime.MemStats
 	runtime.GC()
@@ -373,7 +402,6 @@ func startProgress(w io.Writer, period time.Duration, name string, total int, ha
 }
 
 // report is the -json output.
-// report is the -json output.
 type report struct {
 	Config  config       `json:"config"`
 	Bound   bound        `json:"bound"` // the terms of the ideal schedule's bound
@@ -393,16 +421,24 @@ type report struct {
 // latency/2 of the 5 s; 100 ms keeps both near 1%. Microsecond work would
 // measure the timer, not the lanes.
 var scaleDefaults = map[string]string{
-	"keys": "10000", "messages": "10", "latency": "100ms", "global": "2000", "duration": "2m",
+	"keys": "10000", "messages": "10", "latency": "100ms", "global": "2000", "duration": "2m", "defects": "false",
 }
 
-const usageHead = `usage: lanesim [flags]
+const usageHead = `lanesim: simulated chat traffic through per-thread lanes, the serialising bug and two wrong fixes.
+
+usage: lanesim [flags]
 
 Simulates a chat gateway: threads on channels send messages, each handled by
 a simulated model call (a timer of the seeded latency), through one global
-lane of capacity 1 (the serialising bug) and through a per-thread session
-lane plus a global lane. -scale runs it at 10,000 threads; -mixed adds a
-workload of user turns, heartbeats and cron jobs of unequal tenants.
+lane of capacity 1 (the serialising bug: slow), through a per-thread session
+lane plus a global lane (the fix), and, with -defects (the default), through
+the two wrong fixes: the global lane alone (fast, but a thread's messages
+run at once and out of order) and a naive map of one mutex per thread that
+drops idle entries (fast, but it lets two holders of one thread in: a caller
+waiting for an entry's mutex is not counted, so the entry is dropped under
+it and the thread's next caller makes a new one). -scale runs it at 10,000
+threads; -mixed adds a workload of user turns, heartbeats and cron jobs of
+unequal tenants.
 
 `
 
@@ -415,10 +451,11 @@ columns:
   p50, p99     latency, from a message's arrival to the end of its handler
   sleep+       how long a simulated model call lasted beyond its seeded latency,
                on average: the Go timer's lateness on this machine, not the lanes
-  max/thread   most handlers seen at once for one thread (must be 1)
-  order viol.  messages started before the previous one of their thread ended (must be 0)
+  max/thread   most handlers seen at once for one thread (must be 1 for global-1 and session+global)
+  2 holders    messages started while another message of their thread ran (0 for those two)
+  order viol.  messages started before the previous one of their thread ended (0 for those two)
   in flight    most handlers seen at once (at most -global for session+global)
-  keys alive   session lane entries after the run; evictions: entries dropped
+  keys alive   per-thread entries after the run (session lane, naive map); evictions: entries dropped
   heap         live heap after the run and a GC
 
 the ideal schedule ("bound"): the shortest makespan any scheduler could reach
@@ -426,8 +463,8 @@ with the run's seeded latencies, a thread's messages one after the other in
 order and at most -global at once, is NP-hard to compute; lanesim uses the
 standard LOWER bound on it, max(the longest thread's chain, total work /
 global). So eff. is at most 100% for a mode that keeps per-thread order, and
-near 100% means hardly any schedule could do better. "global only" (-unsafe)
-breaks that order and may beat the chain term. The line under the table also
+near 100% means hardly any schedule could do better. "global only" and the
+naive map break that order and may beat the chain term. The line under the table also
 gives the efficiency on the work as the sleeps really lasted ("net"), which
 leaves the timer's lateness out.
 
@@ -457,11 +494,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Duration, "duration", 20*time.Second, "cap on the run time of each configuration")
 	fs.DurationVar(&cfg.Idle, "idle", 0, "idle timeout of the session lane's keys (0: drop a key as soon as nobody uses it)")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the simulated latencies and gaps")
-	fs.BoolVar(&cfg.Unsafe, "unsafe", false, "also run the global lane alone (no per-thread lane): fast but unordered")
-	fs.BoolVar(&cfg.Scale, "scale", false, "the scale run: -keys 10000 -messages 10 -latency 100ms -global 2000 -duration 2m\n(flags given explicitly win), session+global only")
+	fs.BoolVar(&cfg.Defects, "defects", true, "also run the two wrong fixes: the global lane alone (unordered) and the naive map (two holders)")
+	fs.BoolVar(&cfg.Scale, "scale", false, "the scale run: -keys 10000 -messages 10 -latency 100ms -global 2000 -duration 2m\n-defects=false (flags given explicitly win), without global-1")
 	mixed := fs.Bool("mixed", false, "then the mixed workload: user turns, heartbeats and cron jobs of a tenant\nwith 500 threads and one with 5, FIFO, with priorities, with fair share, and the small tenant alone")
+	provider := fs.Bool("provider", false, "instead, a model API whose real limit steps and drifts, behind fixed limits\nand adaptive controllers (simulated time, see provider.go)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
-	quiet := fs.Bool("quiet", false, "no progress line")
+	quiet := fs.Bool("quiet", false, "no progress line (there is one only when stderr is a terminal)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usageHead)
 		fs.PrintDefaults()
@@ -476,6 +514,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "lanesim: unexpected argument %q\n", fs.Arg(0))
 		return 2
+	}
+	if *provider {
+		return runProvider(cfg.Seed, *asJSON, stdout, stderr)
 	}
 	if cfg.Scale {
 		set := map[string]bool{}
@@ -499,10 +540,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "lanesim: -jitter must be in [0, 1]")
 		return 2
 	}
-	var progress io.Writer = stderr
-	if *quiet {
-		progress = nil
-	}
+	progress := progressTo(stderr, *quiet)
 	ctx := context.Background()
 	rep := simulateAll(ctx, cfg, progress)
 	if *mixed {
@@ -539,15 +577,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // simulateAll runs every mode of cfg in turn: global-1 (not at scale, where
 // it would take the whole work end to end), session+global, and with
-// cfg.Unsafe the global lane alone.
+// cfg.Defects the global lane alone and the naive map.
 func simulateAll(ctx context.Context, cfg config, progress io.Writer) report {
 	var modes []mode
 	if !cfg.Scale {
 		modes = append(modes, modeGlobal1)
 	}
 	modes = append(modes, modeSession)
-	if cfg.Unsafe {
-		modes = append(modes, modeUnsafe)
+	if cfg.Defects {
+		modes = append(modes, modeUnsafe, modeNaive)
 	}
 	rep := report{Config: cfg, Bound: planBound(&cfg, cfg.Global), OK: true}
 	for _, m := range modes {
@@ -595,7 +633,7 @@ func printTable(w io.Writer, rep report) {
 	fmt.Fprintf(w, "ideal schedule: at least %s (bound = max(longest thread %s, work %s / global %d)); eff. = bound / time\n\n",
 		short(b.Value()), short(b.Longest), short(b.Work), b.G)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "mode\thandled\ttime\teff.\tmsgs/s\tp50\tp99\tsleep+\tmax/thread\torder viol.\tin flight\tkeys alive\tevictions\theap\t")
+	fmt.Fprintln(tw, "mode\thandled\ttime\teff.\tmsgs/s\tp50\tp99\tsleep+\tmax/thread\t2 holders\torder viol.\tin flight\tkeys alive\tevictions\theap\t")
 	for _, r := range rep.Results {
 		keys, ev := "-", "-"
 		if r.KeysAlive >= 0 {
@@ -608,12 +646,19 @@ func printTable(w io.Writer, rep report) {
 		if r.Miscounted > 0 {
 			handled += fmt.Sprintf(" (%d threads miscounted)", r.Miscounted)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%.1f MiB\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%.1f MiB\t\n",
 			r.Mode, handled, short(r.Elapsed), percent(r.Efficiency), r.Throughput, short(r.P50), short(r.P99), short(r.Overshoot),
-			r.MaxPerKey, r.OrderViolations, r.MaxGlobal, keys, ev, float64(r.HeapBytes)/(1<<20))
+			r.MaxPerKey, r.DoubleHolders, r.OrderViolations, r.MaxGlobal, keys, ev, float64(r.HeapBytes)/(1<<20))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
+	fmt.Fprint(w, shortLegend+"\n")
+	if u := rep.find(modeUnsafe.Name); u != nil {
+		fmt.Fprintf(w, "global only: fast because it drops per-thread order: %d messages ran beside another of their thread, %d out of order.\n", u.DoubleHolders, u.OrderViolations)
+	}
+	if n := rep.find(modeNaive.Name); n != nil {
+		fmt.Fprintf(w, "naive map: %d messages let in while another of their thread ran: %d of its %d evictions dropped an entry a caller waited for.\n", n.DoubleHolders, n.EvictedUnder, n.Evictions)
+	}
 	if sg := rep.find(modeSession.Name); sg != nil && sg.Incomplete == 0 {
 		fmt.Fprintf(w, "session+global: %s of the ideal schedule (%s net of the timer's lateness, %s a message).\n",
 			percent(sg.Efficiency), percent(sg.NetEfficiency), short(sg.Overshoot))

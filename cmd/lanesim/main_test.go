@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -83,18 +85,101 @@ func TestTrackerCountsViolations(t *testing.T) {
 	}
 }
 
-// TestUnsafeRunIsReportedNotFailed: the global-only run may break the
-// per-thread guarantees (it has no per-thread lane); that is shown, and
-// does not fail the command.
-func TestUnsafeRunIsReportedNotFailed(t *testing.T) {
+// TestDefectRunsAreReportedNotFailed: the two wrong fixes break the
+// per-thread guarantees, and the table shows how: the global-only run (no
+// per-thread lane) and the naive map, whose eviction lets a second holder
+// of a thread in while the first runs. That does not fail the command, and
+// the lanes' run beside them has no second holder. The latency (1 ms) is
+// far above the time a thread's reader takes to reach the naive map after
+// handing a message to its handler, so that the reader is waiting when the
+// handler releases (the case the map gets wrong) in nearly every round. The
+// global lane has room for two messages of every thread: with fewer, the
+// second holder waits for a global permit until the first has finished, and
+// the two rarely run at once (the map's defect stays, unseen).
+func TestDefectRunsAreReportedNotFailed(t *testing.T) {
 	cfg := smallConfig()
-	cfg.Unsafe = true
+	cfg.Defects, cfg.Latency, cfg.Global = true, time.Millisecond, 2*int64(smallConfig().Keys)
 	rep := simulateAll(context.Background(), cfg, nil)
-	if len(rep.Results) != 3 || rep.Results[2].PerKey || !rep.OK {
-		t.Fatalf("report %+v; want three runs, the third without per-key guarantee, OK", rep)
+	if len(rep.Results) != 4 || !rep.OK {
+		t.Fatalf("report %+v; want four runs, OK", rep)
 	}
-	if r := rep.Results[2]; r.Handled != cfg.Keys*cfg.Messages {
-		t.Fatalf("global only: handled %d of %d", r.Handled, r.Messages)
+	sg, unordered, naive := rep.find(modeSession.Name), rep.find(modeUnsafe.Name), rep.find(modeNaive.Name)
+	if sg == nil || unordered == nil || naive == nil || unordered.PerKey || naive.PerKey {
+		t.Fatalf("runs %+v; want session+global, global only and the naive map, the last two without per-key guarantee", rep.Results)
+	}
+	for _, r := range []*result{unordered, naive} {
+		if r.Handled != cfg.Keys*cfg.Messages || r.Miscounted != 0 {
+			t.Errorf("%s: handled %d of %d, %d threads miscounted", r.Mode, r.Handled, r.Messages, r.Miscounted)
+		}
+	}
+	if sg.DoubleHolders != 0 || sg.MaxPerKey != 1 {
+		t.Errorf("session+global: %d messages beside another of their thread, %d at once; want 0, 1", sg.DoubleHolders, sg.MaxPerKey)
+	}
+	if naive.DoubleHolders == 0 || naive.MaxPerKey < 2 || naive.EvictedUnder == 0 {
+		t.Errorf("naive map: %d second holders, %d at once, %d entries evicted under a waiting caller; want all > 0 (2+ at once)",
+			naive.DoubleHolders, naive.MaxPerKey, naive.EvictedUnder)
+	}
+	if unordered.DoubleHolders == 0 || unordered.OrderViolations == 0 {
+		t.Errorf("global only: %d messages beside another of their thread, %d out of order; want both > 0", unordered.DoubleHolders, unordered.OrderViolations)
+	}
+}
+
+// TestNaiveMapLetsTwoHoldersIn walks the naive map's defect step by step,
+// with no timing involved: A holds the key; B looks the entry up (and
+// would wait); A releases, and the map, seeing no holder, drops the entry;
+// B takes the dropped entry's mutex; C finds no entry, makes one and gets
+// in at once, while B holds the key. A map that counted B from its lookup
+// on (as keyedsem does) would keep the entry, and C would wait for B.
+func TestNaiveMapLetsTwoHoldersIn(t *testing.T) {
+	m := newNaiveMap[int]()
+	unlockA := m.lock(1)
+	e := m.lookup(1) // B has looked the entry up
+	unlockA()        // A's release drops it: B is counted nowhere
+	if alive, evicted, under := m.len(); alive != 0 || evicted != 1 || under != 1 {
+		t.Fatalf("after A's release: %d alive, %d evicted (%d under a waiter); want 0, 1, 1", alive, evicted, under)
+	}
+	unlockB := m.hold(1, e)
+	c := testkit.Go(func() func() { return m.lock(1) })
+	unlockC := testkit.Recv(t, c, "C's lock of the key B holds (the naive map lets it in)")
+	unlockC()
+	unlockB()
+	if alive, _, _ := m.len(); alive != 0 {
+		t.Fatalf("%d entries alive after every release; want 0", alive)
+	}
+}
+
+// TestProgressOnlyOnTerminal: the progress line goes to stderr only when
+// it is a terminal (a character device); a pipe, a file or a buffer (a
+// test's, CI's log) gets none, nor does -quiet.
+func TestProgressOnlyOnTerminal(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	f, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for name, out := range map[string]io.Writer{"pipe": w, "file": f, "buffer": &bytes.Buffer{}} {
+		if got := progressTo(out, false); got != nil {
+			t.Errorf("%s: progress goes to %v; want nowhere", name, got)
+		}
+	}
+	// A character device stands for a terminal (the check is the mode
+	// bit, not an ioctl): /dev/null is one.
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip("no", os.DevNull)
+	}
+	defer null.Close()
+	if got := progressTo(null, false); got != io.Writer(null) {
+		t.Errorf("character device: progress goes to %v; want it", got)
+	}
+	if got := progressTo(null, true); got != nil {
+		t.Errorf("-quiet: progress goes to %v; want nowhere", got)
 	}
 }
 
@@ -121,7 +206,8 @@ func TestRunOutput(t *testing.T) {
 	if code := run(args, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d; stderr: %s", code, errOut.String())
 	}
-	for _, want := range []string{"global-1 (bug)", "session+global", "max/thread", "order viol.", "keys alive", "OK"} {
+	for _, want := range []string{"global-1 (bug)", "session+global", "global only (unordered)", "naive map+global", "max/thread", "2 holders",
+		"order viol.", "keys alive", "columns:", "naive map: ", "OK"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
@@ -134,8 +220,15 @@ func TestRunOutput(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("-json output: %v\n%s", err, out.String())
 	}
-	if !rep.OK || len(rep.Results) != 2 || rep.Results[1].Handled != 18 || rep.Config.Keys != 6 {
+	if !rep.OK || len(rep.Results) != 4 || rep.Results[1].Handled != 18 || rep.Config.Keys != 6 || !rep.Config.Defects {
 		t.Fatalf("-json report %+v", rep)
+	}
+	out.Reset()
+	if code := run(append(args, "-defects=false", "-json"), &out, &errOut); code != 0 {
+		t.Fatalf("-defects=false: exit %d; stderr: %s", code, errOut.String())
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || len(rep.Results) != 2 {
+		t.Fatalf("-defects=false: %v, %d runs; want global-1 and session+global", err, len(rep.Results))
 	}
 	if code := run([]string{"-keys", "0"}, &out, &errOut); code != 2 {
 		t.Fatalf("-keys 0: exit %d; want 2", code)
@@ -308,10 +401,13 @@ func TestHelpExplainsTheBound(t *testing.T) {
 	if code := run([]string{"-h"}, &out, &errOut); code != 0 {
 		t.Fatalf("-h: exit %d", code)
 	}
-	for _, want := range []string{"LOWER bound", "eff.", "sleep+", "-scale", "-mixed", "max/thread"} {
+	for _, want := range []string{"LOWER bound", "eff.", "sleep+", "-scale", "-mixed", "max/thread", "2 holders", "-defects", "naive map"} {
 		if !strings.Contains(errOut.String(), want) {
 			t.Errorf("-h lacks %q:\n%s", want, errOut.String())
 		}
+	}
+	if first, _, _ := strings.Cut(errOut.String(), "\n"); !strings.HasPrefix(first, "lanesim: ") || len(first) > 100 {
+		t.Errorf("-h's first line %q; want a one-line description of lanesim", first)
 	}
 }
 

@@ -48,8 +48,9 @@ type KeyedStats struct {
 	Closed   bool
 
 	semaphore.Counters
-	Created uint64
-	Evicted uint64
+	semaphore.Timings // not modelled: the runs record none, so both sides are zero
+	Created           uint64
+	Evicted           uint64
 }
 
 // keyedEntry is one key's semaphore in the model.

@@ -59,6 +59,7 @@ type SemStats struct {
 	Closed        bool
 
 	semaphore.Counters
+	semaphore.Timings // not modelled: the runs record none, so both sides are zero
 }
 
 // Semaphore is a sequential model of a weighted FIFO semaphore: a capacity,

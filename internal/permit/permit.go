@@ -42,8 +42,50 @@ type Token struct {
 	owner Owner
 	// Slot is the owner's index for the token (for example its bit in a
 	// free-token bitmap); -1 when the owner does not index it.
-	Slot int
+	Slot int32
+	// observed, set once before the first grant, says that the owner is
+	// an Observer told of each first Release (off, the hot path pays one
+	// test of a byte on a line it reads anyway). A flag, not a second
+	// interface, so that a keyed semaphore's pooled token stays in one
+	// cache line.
+	observed bool
+	// since is when the grant out through the token began, on the
+	// observer's clock: written by the granter between claiming the
+	// token and handing the permit out, read by the first Release before
+	// the token goes back (see Observer).
+	since int64
 }
+
+// Observer is told of the first Release of each permit of a token it
+// observes (see Token.Observe), with the weight and the time the granter
+// stamped on the token (Token.SetSince): the point where a release learns
+// its acquire time, for hold-time histograms and hooks. It is called by the
+// releasing goroutine after the generation has moved on and before the
+// permits and the token go back, so the token is not regranted meanwhile;
+// it must not block.
+type Observer interface {
+	Released(t *Token, n int64, since int64)
+}
+
+// Observe makes Release tell t's owner, which must be an [Observer], of
+// every first release of t's permits. Like Init, it is called once, before
+// the first grant.
+func (t *Token) Observe() {
+	if _, ok := t.owner.(Observer); !ok {
+		panic("permit: an observed token needs an owner that is an Observer")
+	}
+	t.observed = true
+}
+
+// SetSince stamps the start of the grant being made through t, for its
+// Observer. The granter calls it after claiming t and before the permit
+// leaves its hands.
+func (t *Token) SetSince(since int64) { t.since = since }
+
+// Since returns the stamp of the grant out through t; it is meaningful
+// only to the holder of the grant, or to the token's owner under the lock
+// that orders its grants.
+func (t *Token) Since() int64 { return t.since }
 
 // NewToken returns a token owned by o with the given slot and a generation
 // of its own.
@@ -61,7 +103,7 @@ func NewToken(o Owner, slot int) *Token {
 // never again.
 func (t *Token) Init(o Owner, slot int, gen *atomic.Uint64) {
 	t.owner = o
-	t.Slot = slot
+	t.Slot = int32(slot)
 	t.gen = gen
 }
 
@@ -144,6 +186,9 @@ func (p Permit) Release() bool {
 	if !t.gen.CompareAndSwap(p.gen, p.gen+1) {
 		t.owner.CountDoubleRelease(t)
 		return false
+	}
+	if t.observed {
+		t.owner.(Observer).Released(t, p.n, t.since)
 	}
 	if w := t.word; w != nil {
 		// SetWord checked that Slot is in [0, WordTokens): the mask only

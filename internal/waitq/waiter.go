@@ -13,6 +13,7 @@ import (
 // waiter reads after receiving from ready.
 type Waiter struct {
 	N          int64         // the permits asked for
+	Since      int64         // when it joined, on the owner's clock; set by the owner before Push (0: not stamped)
 	next, prev *Waiter       // queue links (circular), under the owner's lock
 	wnext      *Waiter       // wake-up link, under the lock until woken
 	ready      chan struct{} // one send per service, after the lock is released
@@ -44,7 +45,7 @@ func (c *Cache) Get() *Waiter {
 // Put takes back a waiter that is off the queue and whose wake-up, if
 // any, has been received.
 func (c *Cache) Put(w *Waiter) {
-	w.N, w.served, w.err, w.tok, w.gen, w.key = 0, false, nil, nil, 0, 0
+	w.N, w.Since, w.served, w.err, w.tok, w.gen, w.key = 0, 0, false, nil, nil, 0, 0
 	if !c.slot.CompareAndSwap(nil, w) {
 		pool.Put(w)
 	}

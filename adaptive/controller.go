@@ -1,0 +1,319 @@
+package adaptive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/coarse"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// Target is what a [Controller] drives: a budget whose capacity it reads
+// once, at [New], and then sets. [semaphore.Weighted] satisfies it (the
+// semaphore of a global lane, from lanequeue's Queue.GlobalSemaphore), and
+// so may a budget shared through Redis.
+//
+// SetCapacity must never take permits from their holders: a shrink below
+// what is held lets the holders drain, as semaphore.Weighted.SetCapacity
+// does. It is called with the controller's lock held, by the goroutine
+// whose report closed a round trip, with a value in [floor, ceiling]; no
+// report waits for it (reports that end a round trip meanwhile leave the
+// decision to the next one), but Limit and Stats do.
+type Target interface {
+	Capacity() int64
+	SetCapacity(n int64)
+}
+
+// Acquirer is a Target that [Controller.Do] can take permits from;
+// [semaphore.Weighted] is one.
+type Acquirer interface {
+	Acquire(ctx context.Context, n int64) (semaphore.Permit, error)
+}
+
+// Outcome is what a caller tells a [Controller] about one piece of work
+// that its target admitted.
+type Outcome uint8
+
+const (
+	// Ignore is an outcome that says nothing about the provider's limit
+	// (a bad request, a cancelled call): it is not counted.
+	Ignore Outcome = iota
+	// Success is work that the provider accepted and served; its latency
+	// counts.
+	Success
+	// Overload is work that the provider refused for being over its limit:
+	// a 429 Too Many Requests or a 503 Service Unavailable. Its latency does
+	// not count (a refusal comes back fast).
+	Overload
+)
+
+// String returns "ignore", "success" or "overload".
+func (o Outcome) String() string {
+	switch o {
+	case Ignore:
+		return "ignore"
+	case Success:
+		return "success"
+	case Overload:
+		return "overload"
+	}
+	return fmt.Sprintf("Outcome(%d)", uint8(o))
+}
+
+// ErrOverload marks an error as the provider's refusal for being over its
+// limit. The default classifier maps an error that wraps it to [Overload]:
+// wrap it into the error your client returns for a 429 or a 503, as
+// fmt.Errorf("%w: HTTP 429", adaptive.ErrOverload), or give [New] your own
+// classifier with [WithClassifier].
+var ErrOverload = errors.New("lanes: provider overloaded")
+
+// Classify is the default classifier of [Controller.Do] and
+// [Controller.Observe]: nil is [Success], an error wrapping [ErrOverload]
+// is [Overload], any other error (a context's end included) is [Ignore].
+func Classify(err error) Outcome {
+	switch {
+	case err == nil:
+		return Success
+	case errors.Is(err, ErrOverload):
+		return Overload
+	}
+	return Ignore
+}
+
+// Controller drives a [Target]'s capacity between a floor and a ceiling
+// from the outcomes of the work the target admits (see the package docs
+// for the algorithms and their bounds).
+//
+// Make it with [New]; the zero Controller is not usable and a Controller
+// must not be copied. All methods are safe for concurrent use.
+type Controller struct {
+	// The window being filled, written by every report with atomic adds
+	// (no lock: a report costs a few atomic operations). A report whose
+	// count reaches window closes the round trip under mu.
+	samples   atomic.Int64 // Success and Overload outcomes counted
+	overloads atomic.Int64 // of which Overload
+	rttSum    atomic.Int64 // total latency of the successes, in nanoseconds
+	window    atomic.Int64 // samples that close the window: max(limit, minWindow)
+	// lastCut is when the limit last went down (nanoseconds since epoch):
+	// an overload of work admitted before it is a leftover of the higher
+	// limit, already acted on, and is not counted.
+	lastCut atomic.Int64
+
+	t     Target
+	acq   Acquirer // t, if it is one; nil otherwise
+	cfg   config   // immutable after New
+	epoch time.Time
+	// coarse stamps the overloads when the clock is the system's: a
+	// system clock read costs up to 100 ns on some virtual machines (an
+	// overload report took 138 ns with one, 14 ns with coarse), and the
+	// stale check needs the time only to about a millisecond. Unused with
+	// another clock.
+	coarse    coarse.Clock
+	realClock bool
+
+	mu       sync.Mutex // protects everything below; held while a window closes
+	limit    float64    // the exact limit; the target's capacity is its integer part
+	capNow   int64      // the capacity last set on the target
+	winStart int64      // when the window began, nanoseconds since epoch
+	baseline float64    // vegas: latency without queueing, nanoseconds; 0 until measured
+	lastRTT  float64    // mean latency of the last window's successes
+	st       Stats      // counters and the last move
+}
+
+// New returns a controller that drives t between floor and ceiling. It sets
+// t's capacity at once to t's current capacity brought into [floor,
+// ceiling], or to the value of [WithInitial].
+//
+// The algorithm is AIMD (additive increase by 1 per round trip,
+// multiplicative decrease by 0.9 on overload) unless an option chooses
+// another. New returns an error wrapping [semaphore.ErrInvalidConfig] for a
+// nil target, floor < 1, ceiling < floor or ceiling above
+// [semaphore.MaxCapacity], or an option out of range (see each option).
+func New(t Target, floor, ceiling int64, opts ...Option) (*Controller, error) {
+	cfg := config{alg: algAIMD, increase: 1, backoff: 0.9, alpha: 0.1, beta: 0.25, classify: Classify}
+	if err := cfg.configure(t, floor, ceiling, opts); err != nil {
+		return nil, err
+	}
+	c := &Controller{t: t, cfg: cfg}
+	c.acq, _ = t.(Acquirer)
+	if c.cfg.clock == nil {
+		c.cfg.clock = clock.Real{}
+	}
+	c.epoch = c.cfg.clock.Now()
+	_, c.realClock = c.cfg.clock.(clock.Real)
+	c.coarse.Init(c.epoch)
+	start := c.cfg.initial
+	if start == 0 {
+		start = min(max(t.Capacity(), floor), ceiling)
+	}
+	c.mu.Lock()
+	c.limit = float64(start)
+	c.capNow = start
+	c.st.Limit, c.st.Floor, c.st.Ceiling, c.st.Algorithm = start, floor, ceiling, cfg.alg.String()
+	c.window.Store(min(max(start, c.cfg.minWindow), maxWindow))
+	c.lastCut.Store(-1 << 62)
+	t.SetCapacity(start)
+	c.mu.Unlock()
+	return c, nil
+}
+
+// Report tells the controller the outcome of one piece of work that its
+// target admitted, and how long the work held its permit (from the grant
+// to now). [Ignore] is not counted. A negative rtt counts as 0.
+//
+// Call it before releasing the permit, so that a decrease it causes is in
+// force before the permit admits the next caller (Do and lanequeue do).
+//
+// Cost: a few atomic adds, no lock and no allocation; the report that
+// completes a round trip also decides the new limit, under the
+// controller's lock, and may call the target's SetCapacity. An [Overload]
+// also reads the clock (with the system clock, a coarse one: an atomic
+// load), to tell whether the work was admitted before the last decrease.
+func (c *Controller) Report(o Outcome, rtt time.Duration) {
+	rtt = min(max(rtt, 0), maxRTT)
+	switch o {
+	case Success:
+		c.rttSum.Add(int64(rtt))
+	case Overload:
+		// Work admitted before the last cut saw the old, higher limit: its
+		// refusal was already acted on.
+		if c.stamp()-int64(rtt) < c.lastCut.Load() {
+			return
+		}
+		c.overloads.Add(1)
+	default:
+		return
+	}
+	if c.samples.Add(1) >= c.window.Load() {
+		c.closeWindow()
+	}
+}
+
+// Observe reports the outcome of work that ended with err after holding
+// its permit for held, classified by the controller's classifier ([Classify]
+// unless [WithClassifier] gave another). It is the method through which
+// a lanequeue lane reports: Queue.ObserveLane(name, c) makes every ticket
+// of the lane that ends through Queue.Do or Ticket.Finish call it.
+func (c *Controller) Observe(err error, held time.Duration) {
+	c.Report(c.cfg.classify(err), held)
+}
+
+// Do acquires n permits from the controller's target, runs fn with ctx,
+// reports fn's outcome (fn's error classified by the controller's
+// classifier, the latency measured from the grant to fn's return), and
+// releases the permits. It returns the acquire error, or fn's error.
+//
+// Cancellation: as the target's Acquire, for example
+// [semaphore.Weighted.Acquire]: if ctx ends while Do waits, Do returns
+// ctx.Err() without calling fn, and reports nothing. Once fn runs, the
+// permits are held until it returns. If fn panics, the permits are released
+// and nothing is reported.
+//
+// Do panics if the target is not an [Acquirer] (semaphore.Weighted is).
+func (c *Controller) Do(ctx context.Context, n int64, fn func(context.Context) error) error {
+	if c.acq == nil {
+		panic("adaptive: Do needs a target with an Acquire method, such as *semaphore.Weighted")
+	}
+	p, err := c.acq.Acquire(ctx, n)
+	if err != nil {
+		return err
+	}
+	defer p.Release() // after the report below: see Report
+	start := c.cfg.clock.Now()
+	err = fn(ctx)
+	c.Report(c.cfg.classify(err), c.cfg.clock.Now().Sub(start))
+	return err
+}
+
+// Limit returns the capacity the controller last set on its target.
+func (c *Controller) Limit() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.capNow
+}
+
+// now returns the controller's clock as nanoseconds since New.
+func (c *Controller) now() int64 { return int64(c.cfg.clock.Now().Sub(c.epoch)) }
+
+// stamp is now, to about a millisecond (a little earlier) when the clock
+// is the system's: an overload's grant looks up to that much older, so a
+// refusal of work admitted within it after a cut is not counted.
+func (c *Controller) stamp() int64 {
+	if c.realClock {
+		return c.coarse.Read()
+	}
+	return c.now()
+}
+
+// maxRTT bounds a report's latency, and maxWindow a round trip's reports,
+// so that a round trip's total latency fits its int64 (2^42 ns * 2^20 =
+// 2^62): a call held over 73 minutes counts as 73 minutes, and a lane of
+// over a million permits decides every million reports, more often than
+// once per round trip.
+const (
+	maxRTT    = 1 << 42
+	maxWindow = 1 << 20
+)
+
+// closeWindow ends the round trip whose last report just came in: it takes
+// the window's counts out, decides the new limit and sets it. A report that
+// finds another closing under way leaves it to that one.
+func (c *Controller) closeWindow() {
+	if !c.mu.TryLock() {
+		return
+	}
+	defer c.mu.Unlock()
+	n := c.samples.Load()
+	if n < c.window.Load() {
+		return // closed by another report in between
+	}
+	// Reports that land between these loads and the subtractions stay in
+	// the next window.
+	ov := c.overloads.Load()
+	sum := c.rttSum.Load()
+	c.samples.Add(-n)
+	c.overloads.Add(-ov)
+	c.rttSum.Add(-sum)
+
+	now := c.now()
+	dur := now - c.winStart
+	c.winStart = now
+	c.st.Windows++
+	c.st.Samples += uint64(n)
+	c.st.Overloads += uint64(ov)
+	ok := n - ov
+	if ok > 0 {
+		c.lastRTT = float64(sum) / float64(ok)
+	}
+	// Little's law: the mean number of permits out during the window is
+	// the time they were held over the window's length.
+	used := dur <= 0 || 2*float64(sum) >= float64(dur)*c.limit
+
+	next, why := c.cfg.decide(c, ov > 0, ok > 0, used)
+	next = min(max(next, float64(c.cfg.floor)), float64(c.cfg.ceiling))
+	c.limit = next
+	capNext := int64(next)
+	if capNext != c.capNow {
+		if capNext < c.capNow {
+			c.lastCut.Store(now)
+		}
+		switch why {
+		case ReasonGrowth:
+			c.st.Increases++
+		case ReasonOverload:
+			c.st.OverloadDecreases++
+		case ReasonLatency:
+			c.st.LatencyDecreases++
+		}
+		c.st.LastReason = why
+		c.st.LastChange = c.epoch.Add(time.Duration(now))
+		c.capNow = capNext
+		c.t.SetCapacity(capNext)
+	}
+	c.window.Store(min(max(capNext, c.cfg.minWindow), maxWindow))
+}

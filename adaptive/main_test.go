@@ -1,0 +1,13 @@
+package adaptive_test
+
+import (
+	"testing"
+
+	"github.com/sessionlane/lanes/internal/testkit"
+)
+
+// TestMain fails the package's tests if any goroutine a test started is
+// still running when they end.
+func TestMain(m *testing.M) {
+	testkit.Main(m)
+}

@@ -1,0 +1,189 @@
+// Package scenario builds the queue that the exporters' tests read: lanes of
+// every kind in a known state, so that each exporter's output can be checked
+// figure by figure against the same hand-counted values.
+package scenario
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/testkit"
+	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// Queue returns a queue with a keyed lane "session" (one at a time per key,
+// idle keys kept an hour), a global lane "global" of capacity 3 and a rate
+// lane "rate" of burst 5, taken as follows before it returns:
+//
+//   - key "b": a ticket of session+global, released (and released again:
+//     a ticket's second Release frees nothing and is counted by no lane);
+//   - key "d": a ticket held while a second caller of "d" waits on session,
+//     then released, so that the second is granted after waiting, and
+//     releases in turn;
+//   - key "a": a ticket held until stop; a second caller of "a" waits on
+//     session and is cancelled; a third waits on session until stop;
+//   - key "z": the rate lane once.
+//
+// So session has 4 acquired (b, d, d's second, a), 3 released, 1 waited,
+// 1 cancelled, 1 in use, 1 waiter and 3 keys (a, b, d); global 4 acquired,
+// 3 released, 1 in use; rate 1 acquired (the exporters module's own tests
+// check these figures on Stats itself). stop ends the waiter, releases "a" and
+// closes the queue; call it before the test ends.
+func Queue(t testing.TB) (q *lanequeue.Queue[string], stop func()) {
+	t.Helper()
+	q = lanequeue.New[string]()
+	must(t, q.AddKeyedLane("session"))
+	must(t, q.AddGlobalLane("global", 3))
+	must(t, q.AddRateLane("rate", rate.Inf, 5))
+	chat, err := q.Lanes("session", "global")
+	must(t, err)
+	rated, err := q.Lanes("rate")
+	must(t, err)
+	ctx := context.Background()
+	session := func() lanequeue.LaneStats { return Lane(q, "session") }
+
+	tb, err := q.AcquireAll(ctx, "b", chat)
+	must(t, err)
+	tb.Release()
+	tb.Release()
+
+	td, err := q.AcquireAll(ctx, "d", chat)
+	must(t, err)
+	second := testkit.Go(func() error {
+		t2, err := q.AcquireAll(ctx, "d", chat)
+		if err == nil {
+			t2.Release()
+		}
+		return err
+	})
+	testkit.Eventually(t, "the second caller of d to wait on session", func() bool { return session().Waiters == 1 })
+	td.Release()
+	must(t, testkit.Recv(t, second, "the second caller of d"))
+
+	ta, err := q.AcquireAll(ctx, "a", chat)
+	must(t, err)
+	cctx, cancel := context.WithCancel(ctx)
+	cancelled := testkit.Go(func() error { _, err := q.AcquireAll(cctx, "a", chat); return err })
+	testkit.Eventually(t, "the second caller of a to wait on session", func() bool { return session().Waiters == 1 })
+	cancel()
+	if err := testkit.Recv(t, cancelled, "the cancelled caller of a"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled caller: %v; want context.Canceled", err)
+	}
+	wctx, stopWaiting := context.WithCancel(ctx)
+	waiting := testkit.Go(func() error { _, err := q.AcquireAll(wctx, "a", chat); return err })
+	testkit.Eventually(t, "the third caller of a to wait on session", func() bool { return session().Waiters == 1 })
+
+	_, err = q.AcquireAll(ctx, "z", rated)
+	must(t, err)
+
+	return q, func() {
+		stopWaiting()
+		if err := testkit.Recv(t, waiting, "the waiting caller of a"); !errors.Is(err, context.Canceled) {
+			t.Errorf("waiting caller: %v; want context.Canceled", err)
+		}
+		ta.Release()
+		q.Close()
+	}
+}
+
+// Semaphore returns a semaphore of capacity 4 with 3 permits held (stop
+// releases them), one permit acquired and released twice, and one call
+// refused as too heavy: 2 acquired, 1 released, 1 double release,
+// 1 rejected.
+func Semaphore(t testing.TB) (s *semaphore.Weighted, stop func()) {
+	t.Helper()
+	s = semaphore.New(4)
+	ctx := context.Background()
+	p, err := s.Acquire(ctx, 3)
+	must(t, err)
+	one, err := s.Acquire(ctx, 1)
+	must(t, err)
+	one.Release()
+	one.Release()
+	if _, err := s.Acquire(ctx, 5); !errors.Is(err, semaphore.ErrTooHeavy) {
+		t.Fatalf("weight 5 of 4: %v; want ErrTooHeavy", err)
+	}
+	return s, func() { p.Release() }
+}
+
+// Keyed returns a keyed semaphore of per-key capacity 2 with key 7 held
+// by one permit (stop releases it) and key 8 acquired and released: 2
+// acquired, 1 released, 1 in use, 2 keys.
+func Keyed(t testing.TB) (k *keyedsem.Keyed[int], stop func()) {
+	t.Helper()
+	k = keyedsem.New[int](keyedsem.WithPerKeyCapacity(2))
+	ctx := context.Background()
+	p, err := k.Acquire(ctx, 7)
+	must(t, err)
+	q, err := k.Acquire(ctx, 8)
+	must(t, err)
+	q.Release()
+	return k, func() { p.Release(); k.Close() }
+}
+
+// Timed returns a queue with one global lane "api" of capacity 2 that
+// records its wait and hold times (semaphore.WithHistograms) on a fake
+// clock, so that every duration is exact:
+//
+//   - a ticket of weight 1 granted at once (a wait of 0) and released 3ms
+//     later (a hold of 3ms, in the bucket (2ms, 5ms]);
+//   - a ticket of weight 2 granted at once and released 20ms later (a hold
+//     of 20ms, in (10ms, 20ms]), while a caller of weight 1 waited for it;
+//     that caller is granted then (a wait of 20ms) and holds until stop.
+//
+// So WaitTime: 3 observations, two of 0 and one of 20ms (sum 20ms);
+// HoldTime: 2, 3ms and 20ms (sum 23ms).
+func Timed(t testing.TB) (q *lanequeue.Queue[string], stop func()) {
+	t.Helper()
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	q = lanequeue.New[string]()
+	must(t, q.AddGlobalLane("api", 2, semaphore.WithHistograms(), semaphore.WithClock(clk)))
+	api, err := q.Lanes("api")
+	must(t, err)
+	ctx := context.Background()
+	t1, err := q.AcquireAll(ctx, "x", api)
+	must(t, err)
+	clk.Advance(3 * time.Millisecond)
+	t1.Release()
+	t2, err := q.AcquireAll(ctx, "x", api, lanequeue.WithWeight(2))
+	must(t, err)
+	waiter := testkit.Go(func() *lanequeue.Ticket[string] {
+		t3, err := q.AcquireAll(ctx, "y", api)
+		if err != nil {
+			t.Error(err)
+		}
+		return t3
+	})
+	testkit.Eventually(t, "the caller of weight 1 to wait", func() bool { return Lane(q, "api").Waiters == 1 })
+	clk.Advance(20 * time.Millisecond)
+	t2.Release()
+	t3 := testkit.Recv(t, waiter, "the waiting caller's grant")
+	return q, func() {
+		t3.Release()
+		q.Close()
+	}
+}
+
+// Lane returns the snapshot of q's lane name (the zero LaneStats if none).
+func Lane(q *lanequeue.Queue[string], name string) lanequeue.LaneStats {
+	for _, st := range q.Stats() {
+		if st.Name == name {
+			return st
+		}
+	}
+	return lanequeue.LaneStats{}
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,174 @@
+// Package otellanes exports the lanes of a [exporters.Source] (a
+// [lanequeue.Queue], say) as OpenTelemetry metrics: asynchronous
+// instruments on a [metric.Meter] whose callback reads the lanes at each
+// collection.
+//
+//	reg, err := otellanes.Register(otel.Meter("gateway"), q)
+//	...
+//	defer reg.Unregister()
+//
+// Every data point has the attributes lanes.lane (the lane's name) and
+// lanes.kind ("keyed", "global" or "rate"). Names are dotted, under the
+// lanes. prefix, with the unit in the instrument's unit (UCUM, curly braces
+// for counted things), as OpenTelemetry's semantic conventions have them:
+//
+//	lanes.capacity         UpDownCounter  {permit}   capacity of a global lane, per-key capacity of a keyed lane, burst of a rate lane
+//	lanes.in_use           UpDownCounter  {permit}   permits held now, over all keys
+//	lanes.waiting          UpDownCounter  {caller}   callers waiting now
+//	lanes.keys             UpDownCounter  {key}      entries alive (keyed lanes only)
+//	lanes.closed           Gauge          1          1 once the lane is closed
+//	lanes.acquires         Counter        {call}     acquire calls ended, by lanes.outcome: acquired, cancelled, timed_out, rejected, failed
+//	lanes.waited           Counter        {call}     grants that had to wait (of the acquired)
+//	lanes.releases         Counter        {release}  first releases of granted permits
+//	lanes.double_releases  Counter        {release}  releases of permits already released
+//
+// The wait-time and hold-time histograms (lanes.wait.duration and
+// lanes.hold.duration, in s) come from a [Producer] given to the reader,
+// since the metrics API has no asynchronous histogram.
+//
+// The gauges of things that add up across lanes (permits, callers, keys)
+// are UpDownCounters, as the conventions ask; the counters are cumulative
+// and come from [semaphore.Counters], the five outcomes of an acquire call
+// as one counter with an attribute, since each call ends in exactly one.
+//
+// Concurrency: the callback reads the source once per collection, from the
+// reader's goroutine; it keeps no state between collections.
+package otellanes
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/sessionlane/lanes/exporters"
+	"github.com/sessionlane/lanes/lanequeue"
+)
+
+// Attribute keys of the data points.
+const (
+	LaneKey    = attribute.Key("lanes.lane")
+	KindKey    = attribute.Key("lanes.kind")
+	OutcomeKey = attribute.Key("lanes.outcome")
+)
+
+// Option changes what Register does.
+type Option func(*config)
+
+type config struct {
+	attrs []attribute.KeyValue
+}
+
+// WithAttributes adds attributes with fixed values to every data point (the
+// queue's role in a process with several, say). One with a key above
+// (lanes.lane, lanes.kind, lanes.outcome) is overridden by the lane's own.
+func WithAttributes(kv ...attribute.KeyValue) Option {
+	return func(c *config) { c.attrs = append(c.attrs, kv...) }
+}
+
+type instruments struct {
+	capacity, inUse, waiting, keys        metric.Int64ObservableUpDownCounter
+	closed                                metric.Int64ObservableGauge
+	acquires, waited, releases, doubleRel metric.Int64ObservableCounter
+}
+
+// Register creates the lanes' instruments on meter and a callback that
+// observes src at each collection, and returns the callback's registration:
+// Unregister stops the observations (the instruments stay, as every
+// instrument of a meter does). It returns an error if the meter refuses an
+// instrument or the callback; it panics if src is nil.
+//
+// A lane name that src gives twice is observed once (the first lane of that
+// name), and the callback returns an error naming it, which the SDK hands to
+// its error handler (a ManualReader's Collect returns it).
+func Register(meter metric.Meter, src exporters.Source, opts ...Option) (metric.Registration, error) {
+	if src == nil {
+		panic("otellanes: nil source")
+	}
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	var in instruments
+	var errs [9]error
+	in.capacity, errs[0] = meter.Int64ObservableUpDownCounter("lanes.capacity", metric.WithUnit("{permit}"),
+		metric.WithDescription("Capacity of the lane: of a global lane, per key of a keyed lane, the burst of a rate lane."))
+	in.inUse, errs[1] = meter.Int64ObservableUpDownCounter("lanes.in_use", metric.WithUnit("{permit}"),
+		metric.WithDescription("Permits of the lane held now, over all keys."))
+	in.waiting, errs[2] = meter.Int64ObservableUpDownCounter("lanes.waiting", metric.WithUnit("{caller}"),
+		metric.WithDescription("Callers waiting for the lane now."))
+	in.keys, errs[3] = meter.Int64ObservableUpDownCounter("lanes.keys", metric.WithUnit("{key}"),
+		metric.WithDescription("Entries alive in a keyed lane."))
+	in.closed, errs[4] = meter.Int64ObservableGauge("lanes.closed", metric.WithUnit("1"),
+		metric.WithDescription("1 once the lane is closed, else 0."))
+	in.acquires, errs[5] = meter.Int64ObservableCounter("lanes.acquires", metric.WithUnit("{call}"),
+		metric.WithDescription("Acquire calls on the lane that ended, by outcome (each call ends in exactly one)."))
+	in.waited, errs[6] = meter.Int64ObservableCounter("lanes.waited", metric.WithUnit("{call}"),
+		metric.WithDescription("Grants of the lane that had to wait in its queue."))
+	in.releases, errs[7] = meter.Int64ObservableCounter("lanes.releases", metric.WithUnit("{release}"),
+		metric.WithDescription("First releases of the lane's granted permits."))
+	in.doubleRel, errs[8] = meter.Int64ObservableCounter("lanes.double_releases", metric.WithUnit("{release}"),
+		metric.WithDescription("Releases of the lane's permits that were already released."))
+	for _, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("otellanes: %w", err)
+		}
+	}
+	return meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		return in.observe(o, src.Stats(), cfg.attrs)
+	}, in.capacity, in.inUse, in.waiting, in.keys, in.closed, in.acquires, in.waited, in.releases, in.doubleRel)
+}
+
+// outcomes are the values of OutcomeKey, in the order of observe's counts.
+var outcomes = [...]string{"acquired", "cancelled", "timed_out", "rejected", "failed"}
+
+func (in *instruments) observe(o metric.Observer, lanes []lanequeue.LaneStats, fixed []attribute.KeyValue) error {
+	var err error
+	seen := make(map[string]bool, len(lanes))
+	for _, st := range lanes {
+		if seen[st.Name] {
+			if err == nil {
+				err = fmt.Errorf("otellanes: the source reports lane %q twice", st.Name)
+			}
+			continue
+		}
+		seen[st.Name] = true
+		// A slice of its own for each set: NewSet sorts the slice it is given.
+		kv := func(extra ...attribute.KeyValue) attribute.Set {
+			all := make([]attribute.KeyValue, 0, len(fixed)+3)
+			all = append(append(all, fixed...), LaneKey.String(st.Name), KindKey.String(st.Kind.String()))
+			return attribute.NewSet(append(all, extra...)...)
+		}
+		lane := metric.WithAttributeSet(kv())
+		o.ObserveInt64(in.capacity, st.Capacity, lane)
+		o.ObserveInt64(in.inUse, st.Held, lane)
+		o.ObserveInt64(in.waiting, int64(st.Waiters), lane)
+		if st.Kind == lanequeue.Keyed {
+			o.ObserveInt64(in.keys, int64(st.Keys), lane)
+		}
+		closed := int64(0)
+		if st.Closed {
+			closed = 1
+		}
+		o.ObserveInt64(in.closed, closed, lane)
+		n := st.Counters
+		for i, v := range [...]uint64{n.Acquired, n.Cancelled, n.TimedOut, n.Rejected, n.Failed} {
+			o.ObserveInt64(in.acquires, clamp(v), metric.WithAttributeSet(kv(OutcomeKey.String(outcomes[i]))))
+		}
+		o.ObserveInt64(in.waited, clamp(n.Waited), lane)
+		o.ObserveInt64(in.releases, clamp(n.Released), lane)
+		o.ObserveInt64(in.doubleRel, clamp(n.DoubleReleases), lane)
+	}
+	return err
+}
+
+// clamp converts a counter to the instruments' int64; a count past
+// math.MaxInt64 (centuries of calls) stays there.
+func clamp(v uint64) int64 {
+	if v > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(v)
+}

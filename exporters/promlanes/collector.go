@@ -1,0 +1,209 @@
+// Package promlanes exports the lanes of a [exporters.Source] (a
+// [lanequeue.Queue], say) as Prometheus metrics, through a
+// [prometheus.Collector] that reads the lanes at each scrape:
+//
+//	q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity)
+//	prometheus.MustRegister(promlanes.New(q))
+//
+// Every series has the labels lane (the lane's name) and kind ("keyed",
+// "global" or "rate"). With the default namespace "lanes":
+//
+//	lanes_capacity_permits       gauge      capacity of a global lane, per-key capacity of a keyed lane, burst of a rate lane
+//	lanes_in_use_permits         gauge      permits held now, over all keys
+//	lanes_waiters                gauge      callers waiting now
+//	lanes_keys                   gauge      entries alive (keyed lanes only)
+//	lanes_closed                 gauge      1 once the lane is closed
+//	lanes_acquires_total         counter    acquire calls ended, by outcome: acquired, cancelled, timed_out, rejected, failed
+//	lanes_waited_total           counter    grants that had to wait (of the acquired)
+//	lanes_releases_total         counter    first releases of granted permits
+//	lanes_double_releases_total  counter    releases of permits already released
+//	lanes_wait_seconds           histogram  time a grant waited in line (0 for one that did not queue)
+//	lanes_hold_seconds           histogram  time from a grant to its release
+//
+// The counters are those of [semaphore.Counters], one series per field
+// (the five outcomes of an acquire call as one counter with an outcome
+// label, since each call ends in exactly one: their sum is the calls that
+// returned). Units follow Prometheus' conventions: a count of permits ends
+// in _permits, counters in _total, durations are in seconds.
+//
+// The two histograms are sent only for the lanes whose semaphore records
+// them (semaphore.WithHistograms, keyedsem.WithHistograms: see
+// [semaphore.Timings]), in the fixed buckets of
+// [semaphore.HistogramBounds] (1µs to 100s in 1-2-5 steps) as le bounds in
+// seconds; a lane without them has no such series, rather than one that
+// says nothing waited. Their _count is the lane's acquired grants
+// (wait) and first releases (hold).
+//
+// Concurrency: Collect may run from several scrapes at once; each reads the
+// source once. The collector holds no state between scrapes.
+package promlanes
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sessionlane/lanes/exporters"
+	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// Option changes what New builds.
+type Option func(*config)
+
+type config struct {
+	namespace string
+	labels    prometheus.Labels
+}
+
+// WithNamespace replaces the metrics' namespace, "lanes" by default (the
+// prefix of every name). An empty namespace leaves the names unprefixed
+// (capacity_permits, ...), which is rarely what a dashboard wants.
+func WithNamespace(ns string) Option {
+	return func(c *config) { c.namespace = ns }
+}
+
+// WithConstLabels adds labels with fixed values to every series (the
+// queue's role in a process with several, say). They must not be lane,
+// kind or outcome.
+func WithConstLabels(l prometheus.Labels) Option {
+	return func(c *config) { c.labels = l }
+}
+
+// Collector is a [prometheus.Collector] of the lanes of a source. Make it
+// with New and register it with a [prometheus.Registerer].
+type Collector struct {
+	src exporters.Source
+
+	capacity, inUse, waiters, keys, closed *prometheus.Desc
+	acquires, waited, releases, doubles    *prometheus.Desc
+	waitTime, holdTime                     *prometheus.Desc
+}
+
+// Outcomes of an acquire call, the values of the outcome label of
+// lanes_acquires_total, one per field of semaphore.Counters that ends a
+// call.
+const (
+	OutcomeAcquired  = "acquired"
+	OutcomeCancelled = "cancelled"
+	OutcomeTimedOut  = "timed_out"
+	OutcomeRejected  = "rejected"
+	OutcomeFailed    = "failed"
+)
+
+// New returns a collector of src's lanes. It panics if src is nil.
+func New(src exporters.Source, opts ...Option) *Collector {
+	if src == nil {
+		panic("promlanes: nil source")
+	}
+	cfg := config{namespace: "lanes"}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	desc := func(name, help string, extra ...string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(cfg.namespace, "", name), help,
+			append([]string{"lane", "kind"}, extra...), cfg.labels)
+	}
+	return &Collector{
+		src:      src,
+		capacity: desc("capacity_permits", "Capacity of the lane: of a global lane, per key of a keyed lane, the burst of a rate lane."),
+		inUse:    desc("in_use_permits", "Permits of the lane held now, over all keys."),
+		waiters:  desc("waiters", "Callers waiting for the lane now."),
+		keys:     desc("keys", "Entries alive in a keyed lane."),
+		closed:   desc("closed", "1 once the lane is closed, else 0."),
+		acquires: desc("acquires_total", "Acquire calls on the lane that ended, by outcome (each call ends in exactly one).", "outcome"),
+		waited:   desc("waited_total", "Grants of the lane that had to wait in its queue."),
+		releases: desc("releases_total", "First releases of the lane's granted permits."),
+		doubles:  desc("double_releases_total", "Releases of the lane's permits that were already released."),
+		waitTime: desc("wait_seconds", "Time a grant of the lane waited in line (0 for one that did not queue)."),
+		holdTime: desc("hold_seconds", "Time from a grant of the lane to its release."),
+	}
+}
+
+// Describe sends the descriptors of every metric the collector makes.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs() {
+		ch <- d
+	}
+}
+
+func (c *Collector) descs() []*prometheus.Desc {
+	return []*prometheus.Desc{c.capacity, c.inUse, c.waiters, c.keys, c.closed, c.acquires, c.waited, c.releases, c.doubles, c.waitTime, c.holdTime}
+}
+
+// Collect reads the source once and sends each lane's metrics. A lane name
+// that the source gives twice is sent as an invalid metric, so that the
+// scrape fails with an error naming it rather than reporting one lane's
+// figures under another's name.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	seen := map[string]bool{}
+	for _, st := range c.src.Stats() {
+		if seen[st.Name] {
+			ch <- prometheus.NewInvalidMetric(c.capacity, fmt.Errorf("promlanes: the source reports lane %q twice", st.Name))
+			continue
+		}
+		seen[st.Name] = true
+		c.collectLane(ch, st)
+	}
+}
+
+func (c *Collector) collectLane(ch chan<- prometheus.Metric, st lanequeue.LaneStats) {
+	kind := st.Kind.String()
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, st.Name, kind)
+	}
+	counter := func(d *prometheus.Desc, v uint64, extra ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append([]string{st.Name, kind}, extra...)...)
+	}
+	gauge(c.capacity, float64(st.Capacity))
+	gauge(c.inUse, float64(st.Held))
+	gauge(c.waiters, float64(st.Waiters))
+	if st.Kind == lanequeue.Keyed {
+		gauge(c.keys, float64(st.Keys))
+	}
+	closed := 0.0
+	if st.Closed {
+		closed = 1
+	}
+	gauge(c.closed, closed)
+	n := st.Counters
+	counter(c.acquires, n.Acquired, OutcomeAcquired)
+	counter(c.acquires, n.Cancelled, OutcomeCancelled)
+	counter(c.acquires, n.TimedOut, OutcomeTimedOut)
+	counter(c.acquires, n.Rejected, OutcomeRejected)
+	counter(c.acquires, n.Failed, OutcomeFailed)
+	counter(c.waited, n.Waited)
+	counter(c.releases, n.Released)
+	counter(c.doubles, n.DoubleReleases)
+	if st.Enabled {
+		ch <- histogram(c.waitTime, &st.WaitTime, st.Name, kind)
+		ch <- histogram(c.holdTime, &st.HoldTime, st.Name, kind)
+	}
+}
+
+// bounds are semaphore.HistogramBounds in seconds, the le of each bucket.
+var bounds = func() []float64 {
+	b := semaphore.HistogramBounds()
+	s := make([]float64, len(b))
+	for i, d := range b {
+		s[i] = d.Seconds()
+	}
+	return s
+}()
+
+// histogram converts h into a constant Prometheus histogram: cumulative
+// counts per bound; the last bucket, above the last bound, is the
+// implicit +Inf one (h.Count).
+func histogram(d *prometheus.Desc, h *semaphore.Histogram, labels ...string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(bounds))
+	var cum uint64
+	for i, le := range bounds {
+		cum += h.Counts[i]
+		buckets[le] = cum
+	}
+	// The count is the buckets' sum, not h.Count: read while the lane is
+	// in use, the two may differ by an observation in flight, and the
+	// +Inf bucket must not be below the last bound's.
+	cum += h.Counts[len(bounds)]
+	return prometheus.MustNewConstHistogram(d, cum, h.Sum.Seconds(), buckets, labels...)
+}

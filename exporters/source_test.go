@@ -1,0 +1,78 @@
+package exporters_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sessionlane/lanes/exporters"
+	"github.com/sessionlane/lanes/exporters/internal/scenario"
+	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// TestScenarioFigures checks the figures that the exporters' tests expect
+// on the lanes' own Stats, so that an exporter's test fails for the
+// exporter, not for a scenario that counted differently.
+func TestScenarioFigures(t *testing.T) {
+	q, stop := scenario.Queue(t)
+	defer stop()
+	want := map[string]lanequeue.LaneStats{
+		"session": {Name: "session", Kind: lanequeue.Keyed, Capacity: 1, Held: 1, Waiters: 1, Keys: 3,
+			Counters: semaphore.Counters{Acquired: 4, Released: 3, Waited: 1, Cancelled: 1}},
+		"global": {Name: "global", Kind: lanequeue.Global, Capacity: 3, Held: 1,
+			Counters: semaphore.Counters{Acquired: 4, Released: 3}},
+		"rate": {Name: "rate", Kind: lanequeue.Rate, Capacity: 5, Counters: semaphore.Counters{Acquired: 1}},
+	}
+	got := q.Stats()
+	if len(got) != len(want) {
+		t.Fatalf("%d lanes: %+v", len(got), got)
+	}
+	for _, st := range got {
+		if st != want[st.Name] {
+			t.Errorf("lane %s:\n got %+v\nwant %+v", st.Name, st, want[st.Name])
+		}
+	}
+}
+
+// TestAdapters: Semaphore and Keyed give one lane each, under the name
+// given, with the semaphore's figures; Join lists them in order.
+func TestAdapters(t *testing.T) {
+	s, stopS := scenario.Semaphore(t)
+	defer stopS()
+	k, stopK := scenario.Keyed(t)
+	defer stopK()
+	got := exporters.Join(exporters.Semaphore("api", s), exporters.Keyed("jobs", k)).Stats()
+	want := []lanequeue.LaneStats{
+		{Name: "api", Kind: lanequeue.Global, Capacity: 4, Held: 3,
+			Counters: semaphore.Counters{Acquired: 2, Released: 1, Rejected: 1, DoubleReleases: 1}},
+		{Name: "jobs", Kind: lanequeue.Keyed, Capacity: 2, Held: 1, Keys: 2,
+			Counters: semaphore.Counters{Acquired: 2, Released: 1}},
+	}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("joined stats\n got %+v\nwant %+v", got, want)
+	}
+	s.Close()
+	if st := exporters.Semaphore("api", s).Stats()[0]; !st.Closed {
+		t.Fatalf("closed semaphore's lane %+v: not Closed", st)
+	}
+}
+
+// TestTimedScenarioFigures checks scenario.Timed's histograms on the
+// lane's own Stats: bucket by bucket, as the scenario's doc counts them.
+func TestTimedScenarioFigures(t *testing.T) {
+	q, stop := scenario.Timed(t)
+	defer stop()
+	st := scenario.Lane(q, "api")
+	var wait, hold semaphore.Histogram
+	wait.Counts[0], wait.Counts[13], wait.Count, wait.Sum = 2, 1, 3, 20*time.Millisecond
+	hold.Counts[11], hold.Counts[13], hold.Count, hold.Sum = 1, 1, 2, 23*time.Millisecond
+	if b := semaphore.HistogramBounds(); b[11] != 5*time.Millisecond || b[13] != 20*time.Millisecond {
+		t.Fatalf("bounds %v: bucket 11 is not (2ms, 5ms] or 13 not (10ms, 20ms]", b)
+	}
+	if !st.Enabled || st.WaitTime != wait || st.HoldTime != hold {
+		t.Fatalf("timings %+v\nwant wait %+v\n     hold %+v", st.Timings, wait, hold)
+	}
+	if st.Acquired != 3 || st.Released != 2 || st.Waited != 1 || st.Held != 1 {
+		t.Fatalf("counters %+v, held %d", st.Counters, st.Held)
+	}
+}

@@ -1,0 +1,61 @@
+package keyedsem_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/testkit"
+	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// Off by default; on, every grant's wait and every hold is counted over
+// all keys, exactly on the fake clock.
+func TestTimings(t *testing.T) {
+	off := keyedsem.New[string]()
+	p, err := off.Acquire(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Release()
+	if tm := off.Stats().Timings; tm != (semaphore.Timings{}) {
+		t.Fatalf("timings without WithHistograms: %+v", tm)
+	}
+
+	clk := clock.NewFake(time.Unix(0, 0))
+	s := keyedsem.New[string](keyedsem.WithHistograms(), keyedsem.WithClock(clk))
+	ctx := context.Background()
+	a, err := s.Acquire(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Acquire(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := testkit.Go(func() error {
+		p, err := s.Acquire(ctx, "a")
+		if err == nil {
+			clk.Advance(time.Second)
+			p.Release() // held 1s
+		}
+		return err
+	})
+	testkit.Eventually(t, "a waiter", func() bool { return s.Stats().Waiters == 1 })
+	clk.Advance(5 * time.Millisecond)
+	a.Release() // held 5ms; the waiter waited 5ms
+	if err := testkit.Recv(t, got, "the waiter"); err != nil {
+		t.Fatal(err)
+	}
+	b.Release() // held 1.005s
+	st := s.Stats()
+	w, h := st.WaitTime, st.HoldTime
+	if !st.Enabled || w.Count != 3 || w.Counts[0] != 2 || w.Sum != 5*time.Millisecond {
+		t.Fatalf("waits: %+v; want two 0s and a 5ms", w)
+	}
+	if h.Count != 3 || h.Sum != 2010*time.Millisecond || h.Counts[11] != 1 || h.Counts[18] != 1 || h.Counts[19] != 1 {
+		t.Fatalf("holds: %+v; want 5ms, 1s and 1.005s", h)
+	}
+}

@@ -1,0 +1,62 @@
+package lanehttp_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/sessionlane/lanes/lanehttp"
+	"github.com/sessionlane/lanes/lanequeue"
+)
+
+// A chat API behind the lanes: one request at a time per session (the
+// X-Session header), at most 16 at once over all sessions. A request whose
+// session stays busy past its deadline is answered 429; once the server
+// drains, 503. Both carry Retry-After.
+func ExampleHandler() {
+	q := lanequeue.Default[string](16)
+	chat, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
+	if err != nil {
+		panic(err)
+	}
+	api := lanehttp.Handler(lanehttp.Config[string]{
+		Queue: q,
+		Lanes: chat,
+		Key:   func(r *http.Request) (string, error) { return r.Header.Get("X-Session"), nil },
+	}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "reply to %s", r.Header.Get("X-Session"))
+	}))
+
+	post := func(ctx context.Context, session string) {
+		r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/chat", nil)
+		r.Header.Set("X-Session", session)
+		w := httptest.NewRecorder()
+		api.ServeHTTP(w, r)
+		fmt.Printf("%s: %d %q Retry-After=%q\n", session, w.Code, w.Body.String(), w.Header().Get("Retry-After"))
+	}
+
+	post(context.Background(), "alice")
+
+	// Alice's previous message is still being answered (a worker holds her
+	// session); her new request gives up after its deadline.
+	busy, err := q.AcquireAll(context.Background(), "alice", chat)
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	post(ctx, "alice")
+	busy.Release()
+
+	// Shutdown: nothing is out, so Drain closes the queue at once.
+	if err := q.Drain(context.Background()); err != nil {
+		panic(err)
+	}
+	post(context.Background(), "bob")
+	// Output:
+	// alice: 200 "reply to alice" Retry-After=""
+	// alice: 429 "Too Many Requests\n" Retry-After="1"
+	// bob: 503 "Service Unavailable\n" Retry-After="1"
+}

@@ -1,0 +1,211 @@
+// Package lanehttp serves HTTP requests through the lanes of a
+// [lanequeue.Queue]: a middleware takes a request's lanes (for a key and
+// with options that are functions of the request) before the handler runs,
+// releases them when it returns, and answers the requests the lanes refuse
+// with 429 Too Many Requests or 503 Service Unavailable and a Retry-After.
+// It uses the standard library only.
+//
+//	q := lanequeue.Default[string](16)
+//	chat, _ := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
+//	h := lanehttp.Handler(lanehttp.Config[string]{
+//		Queue: q, Lanes: chat,
+//		Key:   func(r *http.Request) (string, error) { return r.Header.Get("X-Session"), nil },
+//	}, chatHandler)
+//
+// Order: one key's requests run in the order they join the key's line,
+// one at a time with the default keyed lane. A request's place is taken
+// when its handler is called, so requests that race to the server join in
+// the order the server reads them; give the keyed lane
+// keyedsem.WithSequenceOrder and each request its number (Options
+// returning lanequeue.WithSequence) to serve a key's waiting requests in
+// their clients' order instead.
+//
+// Cancellation: a request waits with its own context: a client that goes
+// away (the server cancels the request's context) leaves the line at
+// once, and its handler is never called. A context with a deadline (set by
+// a middleware before this one) bounds the wait.
+//
+// Shutdown: [lanequeue.Queue.Drain] after (or with) http.Server.Shutdown
+// lets the requests admitted finish and answers later ones with 503.
+package lanehttp
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// DefaultRetryAfter is the Retry-After of a refusal whose error carries no
+// retry time, when [Config.RetryAfter] is 0.
+const DefaultRetryAfter = time.Second
+
+// Config says which lanes a request takes and how refusals are answered.
+// Queue, Lanes and Key are required.
+type Config[K comparable] struct {
+	// Queue is the queue whose lanes the requests take.
+	Queue *lanequeue.Queue[K]
+	// Lanes is the set every request takes, prepared by Queue.Lanes.
+	Lanes lanequeue.LaneSet[K]
+	// Key returns the request's key: its session, thread or tenant. An
+	// error answers 400 Bad Request with the error's text, and the
+	// handler is not called.
+	Key func(*http.Request) (K, error)
+	// Options, if not nil, returns the request's acquire options: its
+	// weight (lanequeue.WithWeight, WithLaneWeight), priority
+	// (WithPriority), sequence number (WithSequence). An error answers 400
+	// Bad Request with the error's text.
+	Options func(*http.Request) ([]lanequeue.AcquireOption, error)
+	// RetryAfter is the Retry-After of a refusal whose error carries no
+	// retry time (a full line, too many keys, a draining queue);
+	// 0 means [DefaultRetryAfter]. A rate lane's refusal carries its own:
+	// when its next token comes. It is sent in whole seconds, rounded up.
+	RetryAfter time.Duration
+	// Reject, if not nil, answers a request the lanes refused instead of
+	// the default answer (the status, a Retry-After header for 429 and
+	// 503, and the status text as the body). It is given the status the
+	// default would send and the error of the acquire; Retry-After is set
+	// on w's header already. It is not called for a client that went away.
+	Reject func(w http.ResponseWriter, r *http.Request, status int, err error)
+}
+
+// Handler returns next behind the lanes of cfg: each request takes the
+// lanes (see [Middleware]).
+func Handler[K comparable](cfg Config[K], next http.Handler) http.Handler {
+	return Middleware(cfg)(next)
+}
+
+// Middleware returns a middleware that runs each request's handler while
+// the request holds the lanes of cfg for its key, taken with
+// [lanequeue.Queue.AcquireAll] and the request's context, and released
+// when the handler returns (also if it panics). The handler's request
+// context carries the ticket ([lanequeue.WithTicket]): a nested acquire
+// for the same key and lanes fails at once with lanequeue.ErrReentrant
+// rather than waiting for itself, and [lanequeue.TicketFrom] reads it.
+//
+// A request the lanes refuse gets, and its handler is not called:
+//   - 429 Too Many Requests when the refusal is the request's own key's or
+//     rate's: a keyed lane's line full for the key
+//     (keyedsem.WithMaxWaitersPerKey) or a wait on it that took too long
+//     or outlived the request's deadline, and a rate lane's next token
+//     coming after the request's deadline;
+//   - 503 Service Unavailable when it is the server's: a global lane's line
+//     full (semaphore.WithMaxWaiters), a wait on it too long or past the
+//     deadline, a keyed lane's table full ([keyedsem.ErrTooManyKeys]), a
+//     closed or draining queue;
+//   - 500 Internal Server Error for what no retry mends (a weight no lane
+//     can grant, a re-entrant acquire, a key not equal to itself);
+//   - nothing, when the client went away while the request waited (its
+//     context was cancelled): the request left the line, and there is
+//     nobody to answer.
+//
+// 429 and 503 carry a Retry-After: the error's [lanequeue.LaneError]
+// RetryAfter when known (a rate lane's next token), or [Config.RetryAfter].
+//
+// Middleware panics if cfg has no Queue or Key, or if Lanes is not a set
+// of Queue: a programming error, found when the server is set up.
+func Middleware[K comparable](cfg Config[K]) func(http.Handler) http.Handler {
+	if cfg.Queue == nil {
+		panic("lanehttp: Config.Queue is nil")
+	}
+	if cfg.Key == nil {
+		panic("lanehttp: Config.Key is nil")
+	}
+	if err := cfg.Queue.Check(cfg.Lanes); errors.Is(err, lanequeue.ErrNoLanes) || errors.Is(err, lanequeue.ErrUnknownLane) {
+		panic("lanehttp: Config.Lanes: " + err.Error())
+	}
+	if cfg.RetryAfter <= 0 {
+		cfg.RetryAfter = DefaultRetryAfter
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			key, err := cfg.Key(r)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			var opts []lanequeue.AcquireOption
+			if cfg.Options != nil {
+				if opts, err = cfg.Options(r); err != nil {
+					http.Error(w, err.Error(), http.StatusBadRequest)
+					return
+				}
+			}
+			ctx := r.Context()
+			t, err := cfg.Queue.AcquireAll(ctx, key, cfg.Lanes, opts...)
+			if err != nil {
+				cfg.reject(w, r, err)
+				return
+			}
+			defer t.Release()
+			next.ServeHTTP(w, r.WithContext(lanequeue.WithTicket(ctx, t)))
+		})
+	}
+}
+
+// reject answers a request whose acquire failed with err.
+func (cfg *Config[K]) reject(w http.ResponseWriter, r *http.Request, err error) {
+	status := Status(err)
+	if status == 0 {
+		if r.Context().Err() != nil {
+			return // the client went away
+		}
+		status = http.StatusServiceUnavailable // a context of the server's
+	}
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+		retry := cfg.RetryAfter
+		var le *lanequeue.LaneError
+		if errors.As(err, &le) && le.RetryAfter > 0 {
+			retry = le.RetryAfter
+		}
+		w.Header().Set("Retry-After", strconv.FormatInt(seconds(retry), 10))
+	}
+	if cfg.Reject != nil {
+		cfg.Reject(w, r, status, err)
+		return
+	}
+	http.Error(w, http.StatusText(status), status)
+}
+
+// Status returns the HTTP status that [Middleware] answers an acquire
+// error with: 429, 503 or 500 as Middleware says, or 0 for a context
+// cancelled while the request waited (the client went away: no answer).
+func Status(err error) int {
+	var le *lanequeue.LaneError
+	isLane := errors.As(err, &le)
+	switch {
+	case errors.Is(err, lanequeue.ErrClosed): // also ErrDraining
+		return http.StatusServiceUnavailable
+	case errors.Is(err, keyedsem.ErrTooManyKeys):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, context.Canceled):
+		return 0
+	case isLane && (errors.Is(err, semaphore.ErrQueueFull) || errors.Is(err, semaphore.ErrWaitTooLong) ||
+		errors.Is(err, context.DeadlineExceeded)):
+		if le.Kind == lanequeue.Global {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusTooManyRequests // the key's own line, or its rate
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable // the deadline came before any lane was asked
+	}
+	return http.StatusInternalServerError
+}
+
+// seconds is d in whole seconds, rounded up, at least 1.
+func seconds(d time.Duration) int64 {
+	s := math.Ceil(d.Seconds())
+	if s < 1 {
+		return 1
+	}
+	if s > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int64(s)
+}

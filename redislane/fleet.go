@@ -1,0 +1,352 @@
+package redislane
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// DefaultLimitRefresh is how often the instances of a [Fleet] read the
+// fleet's limit, and its leader renews its leadership, when no
+// [WithLimitRefresh] is given.
+const DefaultLimitRefresh = time.Second
+
+// minLimitRefresh keeps the leader's lease, three refresh intervals, at
+// whole milliseconds with room for its margin.
+const minLimitRefresh = 10 * time.Millisecond
+
+// WithLimitRefresh sets the refresh interval of a [Fleet] (default
+// [DefaultLimitRefresh]): how often each instance reads the fleet's limit
+// from Redis and its leader renews its leadership. The leader's lease is
+// three intervals, so a leader that stops renewing is replaced within
+// three intervals plus one (the next call of another candidate). It is
+// ignored by [NewWeighted] and [NewKeyed]. It must be at least 10 ms.
+// Use the same interval on every instance.
+func WithLimitRefresh(d time.Duration) Option {
+	return func(c *config) { c.limitRefresh = d }
+}
+
+// Fleet is a global lane whose capacity, the fleet's limit, can be changed
+// at run time: by [Fleet.SetCapacity] on the one instance that Redis has
+// elected as the leader. It is a [Weighted] (Acquire, TryAcquire, Do,
+// Stats, Close, and [AsLane] of its Weighted field work as for any global
+// lane) whose capacity is the limit stored in Redis, and it satisfies the
+// interface through which a limit controller drives a budget:
+//
+//	type Target interface { Capacity() int64; SetCapacity(n int64) }
+//
+// Run the same controller on every instance: the leader's calls change the
+// limit, the others' are dropped, so that whichever instance is elected
+// next takes over at once.
+//
+// # The guarantee
+//
+// Every grant is decided in Redis, in the same script that reads the limit,
+// so at any instant exactly one limit is in force for the whole fleet: the
+// one stored in Redis. It is written only by the leader: each instance
+// that has called SetCapacity stands for election, and the first to find
+// the leader key {lanes:<name>}:leader absent takes it (in a Lua script,
+// for three refresh intervals, renewed every interval) and begins a new
+// term, a number larger than every term before, also after Redis lost its
+// state (it is seeded from the server clock). A write carries the term in
+// which its value was proposed and is applied only if its sender still
+// holds the leadership in that term, so a leader that was replaced, or
+// that was paused and woke up, cannot write. A leader counts itself the
+// leader until the send time of its last successful renewal plus its lease
+// minus a fifth (as a permit does), so, while the clocks of the server and
+// the instances run at the same rate, two instances never both count
+// themselves the leader.
+//
+// A write that Redis loses (a failover to a replica that had not received
+// it) is made again by the leader at its next call, while its term lasts;
+// until then the limit before it is the one in force.
+//
+// Each instance reads the limit once per refresh interval (and from the
+// replies of its own writes and refused acquires), so its [Fleet.Capacity]
+// is the limit in force, or the one before it for at most one refresh
+// interval plus one call after a change, while Redis answers. Capacity
+// only decides which weights the instance refuses at once (above it:
+// [ErrTooHeavy]); a grant never relies on it.
+//
+// Shrinking never preempts a holder: permits granted before a shrink stay
+// valid (their contexts are not cancelled) and are released as usual;
+// nothing is granted until the weight held fits under the new limit (the
+// holders over it drain). A waiter whose weight is above the new limit
+// fails with [ErrTooHeavy], as in [semaphore.Weighted.SetCapacity], and
+// the waiters behind it go on. Raising the limit grants the waiters it
+// lets in, in the same script.
+//
+// # While Redis is unreachable
+//
+// The limit in force does not change: nobody can write it, so no instance
+// raises it, and nothing is granted anyway. Each instance's Capacity stays
+// at the last limit it read. A value that the leader's controller sets is
+// held (the latest one wins) and written when Redis answers again if the
+// instance then still holds the leadership in the same term (nobody led in
+// between); it is dropped if another term began, whoever leads it, this
+// instance included. At the leader's local deadline (three intervals minus
+// a fifth after its last successful renewal) the instance stops counting
+// itself the leader, and its later SetCapacity calls are dropped like a
+// follower's. Once Redis answers, the first candidate to call after the
+// leader key expired becomes the leader. After Redis lost
+// its state, the lane is recreated with the limit of the instance that
+// calls first (the last limit it read) and is quarantined as any lane
+// (see [WithQuarantine]).
+//
+// Every instance of a fleet lane must be a Fleet: a [NewWeighted] or a
+// [NewKeyed] instance of the same name fails with [ErrCapacityMismatch],
+// and so does a Fleet on the name of a lane of another kind.
+type Fleet struct {
+	*Weighted
+}
+
+// NewFleet returns the instance of the fleet lane name on client. capacity
+// is the limit the lane starts with when this instance creates it in
+// Redis; an existing lane keeps its stored limit, which the instance reads
+// in its first call (made at once, in the background). Capacity returns
+// capacity until then. It fails as [NewWeighted] does (also for a
+// [WithLimitRefresh] below 10 ms). Close
+// it (its Weighted's Close) to stop its goroutines; a leader resigns at
+// Close, so that another instance takes over within one refresh interval.
+func NewFleet(client redis.UniversalClient, name string, capacity int64, opts ...Option) (*Fleet, error) {
+	c, err := newCoreFleet(client, name, false, true, capacity, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Fleet{Weighted: &Weighted{c: c}}, nil
+}
+
+// SetCapacity proposes n as the fleet's limit. On the leader, the value is
+// written to Redis by the instance's background loop, at once (a later
+// call before the write replaces it); Capacity changes once the write went
+// through. On any other instance it is dropped (counted in
+// [Stats].LimitsDropped). The first call makes the instance a candidate in
+// the leader's election. SetCapacity never blocks and makes no call
+// itself. It panics, as [semaphore.Weighted.SetCapacity] does, if n is
+// negative or above [semaphore.MaxCapacity] (with an error wrapping
+// [ErrInvalidConfig]). After Close it does nothing.
+func (f *Fleet) SetCapacity(n int64) {
+	if n < 0 || n > semaphore.MaxCapacity {
+		panic(fmt.Errorf("%w: capacity %d out of range [0, %d] (semaphore.MaxCapacity)", ErrInvalidConfig, n, int64(semaphore.MaxCapacity)))
+	}
+	f.c.fleet.propose(n)
+}
+
+// Leader reports whether this instance is the fleet's leader now: its last
+// successful renewal is recent enough (see [Fleet]).
+func (f *Fleet) Leader() bool {
+	fl := f.c.fleet
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	return fl.leaderLocked(time.Now())
+}
+
+// Term returns the term of the leadership this instance last saw (its own
+// or another instance's); terms increase with each new leader.
+func (f *Fleet) Term() int64 { return f.c.fleet.term.Load() }
+
+// fleet is the state of a Fleet's lane that Weighted does not have.
+type fleet struct {
+	c        *core
+	id       string // this instance in the election
+	interval time.Duration
+	lttl     time.Duration // the leader's lease: three intervals
+
+	limit     atomic.Int64 // the limit as last read from Redis
+	term      atomic.Int64 // the last term seen
+	kick      chan struct{}
+	loopDone  chan struct{}
+	candidate atomic.Bool
+
+	mu       sync.Mutex // protects the fields below
+	leader   bool       // the last call found this instance the leader
+	deadline time.Time  // until when it counts as the leader
+	myTerm   int64      // the term it leads
+	pending  bool       // a proposal waits to be written
+	want     int64
+	wantTerm int64
+	// The last value this instance's term put in force (written, or found
+	// in force): if Redis loses it (a failover to a replica that missed
+	// the write), the leader writes it again while its term lasts.
+	kept     int64
+	keptTerm int64
+
+	reads, writes, dropped, calls atomic.Uint64
+}
+
+func newFleet(c *core) *fleet {
+	f := &fleet{
+		c:        c,
+		id:       newID(),
+		interval: c.cfg.limitRefresh,
+		lttl:     3 * c.cfg.limitRefresh,
+		kick:     make(chan struct{}, 1),
+		loopDone: make(chan struct{}),
+	}
+	f.limit.Store(c.capacity)
+	return f
+}
+
+func (f *fleet) leaderLocked(now time.Time) bool { return f.leader && now.Before(f.deadline) }
+
+// seen records a limit read from a reply.
+func (f *fleet) seen(limit int64) { f.limit.Store(limit) }
+
+func (f *fleet) kickLoop() {
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (f *fleet) propose(n int64) {
+	if f.c.isClosed() {
+		return
+	}
+	first := f.candidate.CompareAndSwap(false, true)
+	f.mu.Lock()
+	lead := f.leaderLocked(time.Now())
+	if lead {
+		f.pending, f.want, f.wantTerm = true, n, f.myTerm
+	}
+	f.mu.Unlock()
+	if !lead {
+		f.dropped.Add(1)
+	}
+	if lead || first {
+		f.kickLoop()
+	}
+}
+
+// fleetLoop is the instance's call of the fleet script: once per refresh
+// interval, and at once when a proposal waits. After a failed call it
+// tries again after a backoff (5-250 ms, jittered, at most one interval).
+// At Close, a leader resigns.
+func (c *core) fleetLoop() {
+	f := c.fleet
+	defer close(f.loopDone)
+	t := time.NewTimer(0) // the first call at once
+	defer t.Stop()
+	backoff := time.Duration(0)
+	for {
+		select {
+		case <-t.C:
+		case <-f.kick:
+			t.Stop()
+		case <-c.done:
+			f.resign()
+			return
+		}
+		sent := time.Now()
+		if f.call(false) {
+			backoff = 0
+			t.Reset(time.Until(sent.Add(f.interval)))
+		} else {
+			backoff = nextBackoff(backoff)
+			t.Reset(min(jitter(backoff), f.interval))
+		}
+	}
+}
+
+// resign gives the leadership up at Close, so that another candidate takes
+// it at its next call rather than when the lease runs out. It is one call,
+// bounded by Close's bound.
+func (f *fleet) resign() {
+	f.mu.Lock()
+	lead := f.leader
+	f.leader, f.pending, f.keptTerm = false, false, 0
+	f.mu.Unlock()
+	if lead {
+		f.call(true)
+	}
+}
+
+// call makes one fleet script call; it reports whether it went through.
+func (f *fleet) call(resign bool) bool {
+	c := f.c
+	f.mu.Lock()
+	set, want, wantTerm := f.pending, f.want, f.wantTerm
+	f.mu.Unlock()
+	// Up to two intervals: a reply that late still renews the leadership
+	// (it lasts three intervals minus a fifth from the send time), and the
+	// next call waits for it anyway.
+	ctx, cancel := c.callCtx(context.Background(), min(2*f.interval, c.cfg.margin()))
+	defer cancel()
+	pub, err := c.pubCmd(ctx)
+	if err != nil {
+		c.st.redisErrs.Add(1)
+		return false
+	}
+	rk := c.bucketKeys("")
+	sent := time.Now()
+	f.calls.Add(1)
+	v, err := fleetScript.Run(ctx, c.client,
+		[]string{c.metaKey, c.prefix + ":leader", rk[0], rk[1], rk[2], rk[3]},
+		f.id, c.limit(), c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub,
+		flag(f.candidate.Load()), ms(f.lttl), flag(set), want, wantTerm, flag(resign),
+	).Int64Slice()
+	if err == nil && len(v) != 4 {
+		err = fmt.Errorf("%w: fleet script returned %v", errBadReply, v)
+	}
+	if err != nil {
+		c.st.redisErrs.Add(1)
+		return false
+	}
+	status, term, limit, written := v[0], v[1], v[2], v[3] == 1
+	if status == flMismatch {
+		// The name is a lane of another kind: Acquire says so; the limit
+		// and the leadership stay as they were.
+		return true
+	}
+	f.reads.Add(1)
+	f.limit.Store(limit)
+	f.term.Store(term)
+	if written {
+		f.writes.Add(1)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if resign {
+		return true
+	}
+	f.leader = status == flLeader
+	if f.leader {
+		f.myTerm = term
+		if dl := sent.Add(f.lttl - f.lttl/5); dl.After(f.deadline) {
+			f.deadline = dl
+		}
+	}
+	if f.pending {
+		switch {
+		case !f.leader || f.wantTerm != term:
+			// Proposed in a term that is over: never written.
+			f.dropped.Add(1)
+			f.pending = false
+		case set && f.want == want && f.wantTerm == wantTerm:
+			// Applied: written, or already the limit in force. A proposal
+			// made while the call was in flight stays for the next call
+			// (its kick is waiting).
+			f.pending = false
+			f.kept, f.keptTerm = want, wantTerm
+		}
+	}
+	if f.leader && !f.pending && f.keptTerm == term && limit != f.kept {
+		// The limit this term put in force is gone: Redis lost the write.
+		f.pending, f.want, f.wantTerm = true, f.kept, term
+		f.kickLoop()
+	}
+	return true
+}
+
+func flag(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

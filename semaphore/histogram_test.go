@@ -1,0 +1,209 @@
+package semaphore_test
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/testkit"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// The bounds are the documented 1-2-5 steps from 1µs to 100s.
+func TestHistogramBounds(t *testing.T) {
+	b := semaphore.HistogramBounds()
+	if len(b) != semaphore.HistogramBuckets-1 || b[0] != time.Microsecond || b[len(b)-1] != 100*time.Second {
+		t.Fatalf("bounds %v: want 1µs .. 100s, %d of them", b, semaphore.HistogramBuckets-1)
+	}
+	steps := []time.Duration{1, 2, 5}
+	for i, d := range b {
+		want := steps[i%3] * time.Microsecond
+		for range i / 3 {
+			want *= 10
+		}
+		if d != want {
+			t.Fatalf("bound %d is %v, want %v", i, d, want)
+		}
+	}
+}
+
+// Each duration lands in the first bucket whose bound is at least it:
+// every bound, one nanosecond each side of it, and the extremes.
+func TestHistogramBuckets(t *testing.T) {
+	b := semaphore.HistogramBounds()
+	want := func(d time.Duration) int {
+		for i, x := range b {
+			if d <= x {
+				return i
+			}
+		}
+		return len(b)
+	}
+	durations := []time.Duration{0, 1, time.Duration(math.MaxInt64)}
+	for _, x := range b {
+		durations = append(durations, x-1, x, x+1)
+	}
+	for _, d := range durations {
+		clk := clock.NewFake(time.Unix(0, 0))
+		s := semaphore.New(1, semaphore.WithHistograms(), semaphore.WithClock(clk))
+		p, err := s.Acquire(context.Background(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(d)
+		p.Release()
+		h := s.Stats().HoldTime
+		if h.Count != 1 || h.Counts[want(d)] != 1 || h.Sum != d {
+			t.Fatalf("a hold of %v: count %d, sum %v, counts %v; want it in bucket %d", d, h.Count, h.Sum, h.Counts, want(d))
+		}
+	}
+}
+
+func TestHistogramQuantile(t *testing.T) {
+	var h semaphore.Histogram
+	if q := h.Quantile(0.5); q != 0 {
+		t.Fatalf("empty: quantile %v, want 0", q)
+	}
+	// 100 observations in the bucket (1ms, 2ms]: the median is
+	// interpolated half way, the extremes are the bucket's edges.
+	h.Counts[10] = 100
+	h.Count = 100
+	h.Sum = 150 * time.Millisecond
+	for _, c := range []struct {
+		q    float64
+		want time.Duration
+	}{{0, time.Millisecond}, {0.5, 1500 * time.Microsecond}, {1, 2 * time.Millisecond}, {-1, time.Millisecond}, {2, 2 * time.Millisecond}, {math.NaN(), time.Millisecond}} {
+		if got := h.Quantile(c.q); got != c.want {
+			t.Errorf("Quantile(%v) = %v, want %v", c.q, got, c.want)
+		}
+	}
+	if m := h.Mean(); m != 1500*time.Microsecond {
+		t.Errorf("Mean = %v, want 1.5ms", m)
+	}
+	// Above the last bound the estimate is the last bound.
+	var top semaphore.Histogram
+	top.Counts[semaphore.HistogramBuckets-1], top.Count = 3, 3
+	if got := top.Quantile(0.99); got != 100*time.Second {
+		t.Errorf("Quantile in the overflow bucket = %v, want 100s", got)
+	}
+	var sum semaphore.Histogram
+	sum.Add(h)
+	sum.Add(top)
+	if sum.Count != 103 || sum.Counts[10] != 100 || sum.Counts[semaphore.HistogramBuckets-1] != 3 || sum.Sum != h.Sum {
+		t.Errorf("Add: %+v", sum)
+	}
+	// 90 fast ones and 10 slow ones: p50 is among the fast, p99 among the slow.
+	var mix semaphore.Histogram
+	mix.Counts[0], mix.Counts[18], mix.Count = 90, 10, 100
+	if q := mix.Quantile(0.5); q > time.Microsecond {
+		t.Errorf("p50 = %v, want at most 1µs", q)
+	}
+	if q := mix.Quantile(0.99); q <= 500*time.Millisecond || q > time.Second {
+		t.Errorf("p99 = %v, want in (500ms, 1s]", q)
+	}
+}
+
+// Off by default: Stats reports no timings.
+func TestTimingsOffByDefault(t *testing.T) {
+	s := semaphore.New(1)
+	p, err := s.Acquire(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Release()
+	if tm := s.Stats().Timings; tm != (semaphore.Timings{}) {
+		t.Fatalf("timings without WithHistograms: %+v", tm)
+	}
+}
+
+// On the fake clock every wait and hold is exact: a grant that did not
+// queue waited 0, a waiter the time it stood in line; each hold is the time
+// to its release; a wait that ends without a grant is not counted.
+func TestTimingsOnFakeClock(t *testing.T) {
+	clk := clock.NewFake(time.Unix(0, 0))
+	s := semaphore.New(1, semaphore.WithHistograms(), semaphore.WithClock(clk))
+	ctx := context.Background()
+	first, err := s.Acquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := testkit.Go(func() error {
+		p, err := s.Acquire(ctx, 1)
+		if err == nil {
+			clk.Advance(3 * time.Second) // held 3s
+			p.Release()
+		}
+		return err
+	})
+	cctx, cancel := context.WithCancel(ctx)
+	gaveUp := testkit.Go(func() error { _, err := s.Acquire(cctx, 1); return err })
+	testkit.Eventually(t, "two waiters", func() bool { return s.Stats().Waiters == 2 })
+	clk.Advance(40 * time.Millisecond) // both wait 40ms
+	cancel()
+	if err := testkit.Recv(t, gaveUp, "the cancelled waiter"); err == nil {
+		t.Fatal("the cancelled waiter got a permit")
+	}
+	first.Release() // held 40ms
+	if err := testkit.Recv(t, got, "the waiter"); err != nil {
+		t.Fatal(err)
+	}
+	st := s.Stats()
+	if !st.Enabled {
+		t.Fatal("Timings.Enabled is false")
+	}
+	w, h := st.WaitTime, st.HoldTime
+	if w.Count != 2 || w.Counts[0] != 1 || w.Counts[14] != 1 || w.Sum != 40*time.Millisecond {
+		t.Fatalf("waits: count %d, sum %v, counts %v; want a 0 and a 40ms", w.Count, w.Sum, w.Counts)
+	}
+	if h.Count != 2 || h.Counts[14] != 1 || h.Counts[20] != 1 || h.Sum != 3040*time.Millisecond {
+		t.Fatalf("holds: count %d, sum %v, counts %v; want a 40ms and a 3s", h.Count, h.Sum, h.Counts)
+	}
+	if w.Count != st.Acquired || h.Count != st.Released {
+		t.Fatalf("counts %d waits, %d holds; Acquired %d, Released %d", w.Count, h.Count, st.Acquired, st.Released)
+	}
+}
+
+// Spare tokens (beyond the fifteen inline ones), TryAcquire and places are
+// timed too.
+func TestTimingsEveryPath(t *testing.T) {
+	clk := clock.NewFake(time.Unix(0, 0))
+	s := semaphore.New(20, semaphore.WithHistograms(), semaphore.WithClock(clk))
+	var out []semaphore.Permit
+	for range 19 {
+		p, err := s.Acquire(context.Background(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p)
+	}
+	p, ok := s.TryAcquire(1)
+	if !ok {
+		t.Fatal("TryAcquire failed")
+	}
+	out = append(out, p)
+	pl, err := s.Join(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Second)
+	out[0].Release()
+	p, err = pl.Wait(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out[0] = p
+	clk.Advance(time.Second)
+	for _, p := range out {
+		p.Release()
+	}
+	st := s.Stats()
+	if st.HoldTime.Count != 21 || st.HoldTime.Sum != 40*time.Second {
+		// out[0] 1s, its place 1s, the 19 others 2s each
+		t.Fatalf("holds: count %d, sum %v; want 21, 40s", st.HoldTime.Count, st.HoldTime.Sum)
+	}
+	if st.WaitTime.Count != 21 || st.WaitTime.Sum != time.Second {
+		t.Fatalf("waits: count %d, sum %v; want 21, 1s (the place)", st.WaitTime.Count, st.WaitTime.Sum)
+	}
+}
