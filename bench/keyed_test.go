@@ -258,6 +258,9 @@ const keysPerGoroutine = 64
 //   - scenario=distinct-g32: 32 goroutines, each cycling through its own
 //     64 keys: no two goroutines share a key;
 //   - scenario=hot-g32: 32 goroutines on one key;
+//   - scenario=hot-g1 (locker and lanes-barging only): one goroutine on
+//     one key, nobody waits: the floor of the hot-g32 barging comparison
+//     (locker then allocates its per-key record on every Lock);
 //   - scenario=newkey: one goroutine, a key never seen before every
 //     operation. Building the key costs one allocation and is inside the
 //     loop; impl=baseline-keybuild measures building the key alone, so the
@@ -306,6 +309,12 @@ func BenchmarkKeyed(b *testing.B) {
 			})
 		})
 	}
+	b.Run("scenario=hot-g32/impl="+bargingImpl, runKeyedBarging)
+	b.Run("scenario=hot-g32/impl=locker-probed", func(b *testing.B) { runKeyedProbed(b, peerLocker.make()) })
+	b.Run("scenario=hot-g1/impl=locker", func(b *testing.B) { runKeyedFloor(b, peerLocker.make()) })
+	b.Run("scenario=hot-g1/impl="+bargingImpl, func(b *testing.B) {
+		runKeyedFloor(b, lanesKeyed{keyedsem.New[string](keyedsem.WithBarging(bargingBound))})
+	})
 	b.Run("scenario=newkey/impl=baseline-keybuild", func(b *testing.B) {
 		b.ReportAllocs()
 		buf := newKeyBuf()

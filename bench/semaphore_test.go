@@ -78,6 +78,19 @@ func BenchmarkSemaphore(b *testing.B) {
 					runSem(b, sc, ctx, do)
 				})
 			}
+			if bargingRow(sc) {
+				b.Run(fmt.Sprintf("ctx=%s/scenario=%s/impl=%s", ctxName, sc.name, bargingImpl), func(b *testing.B) {
+					ctx, cancel := context.WithCancel(context.Background())
+					defer cancel()
+					if ctxName == "bg" {
+						ctx = context.Background()
+					}
+					runBarging(b, sc, ctx)
+				})
+				if ctxName == "bg" {
+					b.Run(fmt.Sprintf("ctx=bg/scenario=%s/impl=mutex-probed", sc.name), func(b *testing.B) { runMutexProbed(b, sc) })
+				}
+			}
 		}
 	}
 }

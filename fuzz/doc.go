@@ -20,5 +20,11 @@
 // `go test ./fuzz/` (part of make test); `make fuzz` explores for FUZZTIME
 // per target.
 //
+// Bounded barging's targets, FuzzBargingMatchesModel (semaphore) and
+// FuzzBargingKeyMatchesModel (keyedsem), live beside their drivers in those
+// packages' tests, whose hooks they need to see the barging state (the old
+// waiters, the woken one, a key's strict bit); run them with
+// `go test -fuzz` on those packages.
+//
 // The package has no API.
 package fuzz

@@ -22,7 +22,13 @@ import (
 // and Failed, as its caller saw it, nothing held or queued, and with idle
 // timeout 0 no entry left (every reference dropped exactly once).
 func TestEveryKeyedCallEndsInOneCounterRace(t *testing.T) {
-	const rounds, callers = 1000, 8
+	everyKeyedCallEndsInOneCounter(t, 1000)
+}
+
+// everyKeyedCallEndsInOneCounter is TestEveryKeyedCallEndsInOneCounterRace's
+// rounds, with extra options for New (a barging semaphore runs them too).
+func everyKeyedCallEndsInOneCounter(t *testing.T, rounds int, extra ...keyedsem.Option) {
+	const callers = 8
 	var tot [4]uint64 // waited, cancelled, rejected, failed
 	defer func() {
 		t.Logf("over all rounds: waited %d, cancelled %d, rejected %d, failed %d", tot[0], tot[1], tot[2], tot[3])
@@ -35,7 +41,7 @@ func TestEveryKeyedCallEndsInOneCounterRace(t *testing.T) {
 		if r%4 == 3 {
 			idle = time.Hour
 		}
-		s := keyedsem.New[int](keyedsem.WithPerKeyCapacity(2), keyedsem.WithIdleTimeout(idle), keyedsem.WithMaxWaitersPerKey(callers/2-1))
+		s := keyedsem.New[int](append([]keyedsem.Option{keyedsem.WithPerKeyCapacity(2), keyedsem.WithIdleTimeout(idle), keyedsem.WithMaxWaitersPerKey(callers/2 - 1)}, extra...)...)
 		var holds [2]keyedsem.Permit
 		for k := range holds {
 			p, err := s.AcquireN(context.Background(), k, 2)

@@ -34,7 +34,9 @@
 // only by one atomic step from the exact idle state an eviction saw (no
 // references) to dead, so an entry in use is never evicted, and two callers
 // of one key can never end up on two entries. Callers that find a dead
-// entry make a new one under the map's lock.
+// entry make a new one under the map's lock. The count has 31 bits: a key
+// with 2^31-1 references refuses the next caller with [ErrQueueFull]
+// rather than wrap.
 //
 // Memory: with [WithIdleTimeout] 0 an entry goes as soon as it is not used;
 // otherwise idle entries are kept for the timeout (default one hour), which

@@ -18,8 +18,12 @@ import (
 //	bit  62      busy: the entry is referenced; the bits below are then
 //	bit  61        queued: waiters are queued; acquirers change avail only
 //	               under the entry's mutex, and releases go through it
-//	bits 28..60    refs: holders + waiters + callers between lookup and
-//	               acquire (33 bits)
+//	bit  60        woken (WithBarging only): a waiter is woken to compete
+//	               for the free permits; releases leave them to it
+//	bit  59        strict (WithBarging only): a waiter has waited the
+//	               bound; nobody takes permits ahead of the queue
+//	bits 28..58    refs: holders + waiters + callers between lookup and
+//	               acquire (31 bits)
 //	bits 0..27     avail: permits free (28 bits)
 //	bits 0..61   with busy and dead clear, the entry is idle: no references,
 //	             all permits free, no waiters; the bits hold the time it went
@@ -37,7 +41,9 @@ const (
 	queuedBit = 1 << 61
 	refShift  = 28
 	refOne    = 1 << refShift
-	refMask   = (1<<33 - 1) << refShift
+	refMask   = (1<<31 - 1) << refShift
+	kWoken    = 1 << 60
+	kStrict   = 1 << 59
 	availMask = MaxPerKeyCapacity // 1<<refShift - 1
 	stampMask = 1<<62 - 1
 )

@@ -85,6 +85,7 @@ type Keyed[K comparable] struct {
 	order      uint8 // 0 (FIFO), orderPriorities or orderSequence: see turn.go
 	aging      int64 // WithPriorities' step in nanoseconds
 	nanKeys    bool  // K can hold a value not equal to itself (a NaN)
+	barging    bool  // WithBarging (see barging.go)
 	clock      semaphore.Clock
 	realClock  bool
 	coarse     coarse.Clock // the real clock's readings, when realClock
@@ -138,6 +139,8 @@ type Keyed[K comparable] struct {
 	stopJanitor, janitorDone chan struct{} // nil without WithJanitor
 
 	beforeWait func() // a test's hook, run by an acquire on its way to wait; nil
+
+	barge bargeState // WithBarging's, see barging.go
 }
 
 type config struct {
@@ -150,6 +153,8 @@ type config struct {
 	janitor    time.Duration
 	order      uint8         // see turn.go
 	aging      time.Duration // WithPriorities' step
+	barging    bool          // WithBarging given
+	bargeBound time.Duration // its bound
 	histograms bool          // WithHistograms
 }
 
@@ -203,10 +208,11 @@ func WithHardMaxKeys() Option { return func(c *config) { c.hard = true } }
 // n == 0 means no bound (the default); n < 0 is refused.
 func WithMaxWaitersPerKey(n int) Option { return func(c *config) { c.maxWaiters = n } }
 
-// WithClock replaces the clock that measures idle time; tests pass a fake
-// clock. Only its Now method is used, from many goroutines at once and
-// under a key's lock: it must be safe for concurrent use and must not
-// block. nil means the system clock.
+// WithClock replaces the clock that measures idle time (and WithBarging's
+// bound); tests pass a fake clock. Only its Now method is used (and, with
+// WithBarging, NewTimer, once per waiting call), from many goroutines at
+// once and under a key's lock: it must be safe for concurrent use and must
+// not block. nil means the system clock.
 func WithClock(c semaphore.Clock) Option { return func(cf *config) { cf.clock = c } }
 
 // WithHistograms records the wait-time and hold-time distributions over
@@ -256,6 +262,8 @@ func configure(opts []Option) (config, error) {
 		return c, fmt.Errorf("keyedsem: WithMaxWaitersPerKey(%d): must not be negative: %w", c.maxWaiters, ErrInvalidConfig)
 	case c.janitor < 0:
 		return c, fmt.Errorf("keyedsem: WithJanitor(%v): must not be negative: %w", c.janitor, ErrInvalidConfig)
+	case c.barging && c.bargeBound < 0:
+		return c, fmt.Errorf("keyedsem: WithBarging(%v): must not be negative: %w", c.bargeBound, ErrInvalidConfig)
 	}
 	return c, checkOrder(&c)
 }
@@ -294,6 +302,12 @@ func New[K comparable](opts ...Option) *Keyed[K] {
 		s.clock, s.realClock = clock.Real{}, true
 	}
 	s.epoch = s.clock.Now()
+	if c.barging {
+		s.barging, s.barge.bound = true, c.bargeBound
+		if s.barge.bound == 0 {
+			s.barge.bound = semaphore.DefaultBargingBound
+		}
+	}
 	s.hc = hist.NewClock(s.clock)
 	if c.histograms {
 		s.tm = new(hist.Timings)
@@ -365,7 +379,9 @@ func (s *Keyed[K]) Acquire(ctx context.Context, key K) (Permit, error) {
 // ended: AcquireN then fails at once, even if permits are free);
 // [semaphore.ErrInvalidWeight] for n <= 0; [semaphore.ErrTooHeavy] for n
 // above the per-key capacity; [ErrClosed] after Close; [ErrQueueFull] when
-// the key's waiters are at WithMaxWaitersPerKey; [ErrTooManyKeys] when
+// the key's waiters are at WithMaxWaitersPerKey, or when the key counts
+// 2^31-1 references already (holders, waiters, places and calls in
+// flight: the most one key counts; refused, never wrapped); [ErrTooManyKeys] when
 // WithHardMaxKeys refuses a new key; [ErrNaNKey] for a key not equal to
 // itself (a NaN, or a value holding one), which, as in a Go map, could
 // never be found again. A waiter that Close fails returns ErrClosed, also
@@ -406,7 +422,7 @@ func (s *Keyed[K]) AcquireN(ctx context.Context, key K, n int64) (Permit, error)
 	// context cancelled before the release.
 	e, took, err := s.lookup(ctx, key, n, false)
 	if err != nil {
-		if err == ErrTooManyKeys {
+		if err == ErrTooManyKeys || err == errTooManyRefs {
 			s.rejected.Add(1)
 		} else { // ctx had ended, or ended while waiting for an eviction pass
 			s.cancelled.Add(1)

@@ -3,6 +3,7 @@ package keyedsem
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/puzpuzpuz/xsync/v4"
 )
@@ -22,17 +23,30 @@ func ended(ctx context.Context) error { return ctx.Err() }
 // errBusy is lookup's answer to a try whose key has no free permits.
 var errBusy = errors.New("keyedsem: busy")
 
+// maxRefs is the most references one entry counts (its state word's
+// refs: 31 bits): holders, waiters, places and calls between lookup and
+// acquire. A lookup that would raise one more is refused (refsFull).
+const maxRefs = refMask >> refShift
+
+// errTooManyRefs is lookup's refusal of a key whose entry counts maxRefs
+// references already: the count is refused, never wrapped into the bits
+// beside it.
+var errTooManyRefs = fmt.Errorf("keyedsem: the key counts %d references (holders, waiters, places and calls in flight), the most one key holds: %w", maxRefs, ErrQueueFull)
+
+// refsFull reports whether an entry in state st counts maxRefs references
+// (only a busy entry counts them: an idle one's bits are a time stamp).
+func refsFull(st uint64) bool { return st&(busyBit|refMask) == busyBit|refMask }
+
 // next returns the state after raising a reference on an entry in state st
-// (not dead), taking n permits if they are free and nobody waits, and
-// whether it took them.
+// (not dead, not refsFull), taking n permits if they are free and nobody
+// waits, and whether it took them.
 func (s *Keyed[K]) next(st uint64, n int64) (uint64, bool) {
 	if st&busyBit == 0 {
 		return busyBit | refOne | uint64(s.capacity-n), true
 	}
-	if st&refMask == refMask {
-		panic("keyedsem: too many references to one key")
-	}
-	if st&queuedBit == 0 && avail(st) >= n {
+	if (st&queuedBit == 0 || (s.barging && st&kStrict == 0)) && avail(st) >= n {
+		// Nobody waits, or (WithBarging) nobody has waited the bound:
+		// free permits may be taken ahead of the queue.
 		return st + refOne - uint64(n), true
 	}
 	return st + refOne, false
@@ -42,7 +56,7 @@ func (s *Keyed[K]) next(st uint64, n int64) (uint64, bool) {
 // atomic step, taking n permits if they are free and nobody waits. With try
 // it takes a reference only together with the permits, and otherwise
 // returns errBusy. The error is ErrTooManyKeys if the hard cap refused a
-// new entry, or ctx's error if ctx ended while the hard cap waited for an
+// new entry, errTooManyRefs if the key counts maxRefs references already, or ctx's error if ctx ended while the hard cap waited for an
 // eviction pass, or had ended when lookup was about to claim permits (with
 // try, ctx is a context that never ends).
 func (s *Keyed[K]) lookup(ctx context.Context, key K, n int64, try bool) (*entry[K], bool, error) {
@@ -152,6 +166,9 @@ func (s *Keyed[K]) join(ctx context.Context, e *entry[K], key K, n int64, try bo
 		if st&deadBit != 0 {
 			return false, joinStale, nil
 		}
+		if refsFull(st) {
+			return false, joinOK, errTooManyRefs
+		}
 		nst, took := s.next(st, n)
 		if try && !took {
 			// Busy, or a reused entry of another key that is busy: look
@@ -183,7 +200,7 @@ func (s *Keyed[K]) join(ctx context.Context, e *entry[K], key K, n int64, try bo
 // after each load that a claim is made from, before the claim (see ended);
 // if it has ended, nothing is taken and its error returned.
 func (s *Keyed[K]) compute(ctx context.Context, key K, n int64, try bool) (e *entry[K], took bool, err error, again bool) {
-	var full, busy, made bool
+	var full, busy, made, refs bool
 	var count int64
 	var cerr error
 	s.m.Compute(key, func(cur *entry[K], loaded bool) (*entry[K], xsync.ComputeOp) {
@@ -198,6 +215,9 @@ func (s *Keyed[K]) compute(ctx context.Context, key K, n int64, try bool) (e *en
 					// gone, and leave its count to the new entry.
 					count = s.alive.Load()
 					break
+				}
+				if refs = refsFull(st); refs {
+					return cur, xsync.CancelOp
 				}
 				nst, t := s.next(st, n)
 				if try && !t {
@@ -226,6 +246,8 @@ func (s *Keyed[K]) compute(ctx context.Context, key K, n int64, try bool) (e *en
 		return nil, false, cerr, false
 	case busy:
 		return nil, false, errBusy, false
+	case refs:
+		return nil, false, errTooManyRefs, false
 	case full:
 		room, err := s.makeRoom(ctx, try)
 		return nil, false, err, room

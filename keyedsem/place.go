@@ -87,6 +87,9 @@ var errLeft = errors.New("keyedsem: place left")
 // WithMaxWaitersPerKey) and [ErrTooManyKeys]. It never waits for permits;
 // a new key that WithHardMaxKeys finds no room for waits for a running
 // eviction pass first, as AcquireN does.
+// A keyed semaphore made [WithBarging] keeps no places: its Join and
+// JoinTurn fail with an error wrapping [ErrInvalidConfig] (see
+// WithBarging).
 //
 // On success the caller owns the place (see [Place] for what that
 // obliges). Join costs what AcquireN costs up to its wait, and no
@@ -118,6 +121,10 @@ func (s *Keyed[K]) JoinTurn(key K, n int64, t semaphore.Turn) (Place[K], error) 
 
 // joinAt is Join and JoinTurn: t (nil: the zero Turn) places the waiter.
 func (s *Keyed[K]) joinAt(key K, n int64, t *semaphore.Turn) (Place[K], error) {
+	if s.barging {
+		s.rejected.Add(1)
+		return Place[K]{}, errBargingJoin
+	}
 	if n <= 0 || n > s.capacity || s.closed.Load() || (s.nanKeys && key != key) {
 		return Place[K]{}, s.refuse(n)
 	}
@@ -126,7 +133,7 @@ func (s *Keyed[K]) joinAt(key K, n int64, t *semaphore.Turn) (Place[K], error) {
 	ctx := context.Background()
 	e, took, err := s.lookup(ctx, key, n, false)
 	if err != nil {
-		s.rejected.Add(1) // ErrTooManyKeys: ctx never ends
+		s.rejected.Add(1) // ErrTooManyKeys or errTooManyRefs: ctx never ends
 		return Place[K]{}, err
 	}
 	r := places.Get().(*place)

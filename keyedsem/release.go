@@ -15,7 +15,9 @@ func (s *Keyed[K]) release(e *entry[K], n int64) {
 	haveIdle := false
 	for {
 		st := e.state.Load()
-		if st&queuedBit != 0 {
+		// With WithBarging, a woken waiter (and no old one) looks at
+		// the permits by itself: the release needs no lock.
+		if st&queuedBit != 0 && st&(kWoken|kStrict) != kWoken {
 			s.releaseQueued(e, n)
 			return
 		}
@@ -109,7 +111,11 @@ func (s *Keyed[K]) releaseQueued(e *entry[K], n int64) {
 	e.mu.Lock()
 	st := s.unrefLocked(e, n)
 	if st&(busyBit|deadBit) == busyBit && !e.q.Empty() {
-		s.grantLocked(e, &wake)
+		if s.barging {
+			s.bargeServeLocked(e, &wake)
+		} else {
+			s.grantLocked(e, &wake)
+		}
 	}
 	e.mu.Unlock()
 	wake.Wake()

@@ -74,6 +74,8 @@ func checkOrder(c *config) error {
 	switch {
 	case c.order == orderPriorities|orderSequence:
 		return fmt.Errorf("keyedsem: WithPriorities and WithSequenceOrder: a key orders its waiters one way: %w", ErrInvalidConfig)
+	case c.barging && c.order != 0:
+		return fmt.Errorf("keyedsem: WithBarging with WithPriorities or WithSequenceOrder: one ordering option at most: %w", ErrInvalidConfig)
 	case c.order&orderPriorities != 0 && c.aging <= 0:
 		return fmt.Errorf("keyedsem: WithPriorities(%v): the step must be positive: %w", c.aging, ErrInvalidConfig)
 	}
@@ -124,7 +126,7 @@ func (s *Keyed[K]) AcquireTurn(ctx context.Context, key K, n int64, t semaphore.
 	}
 	e, took, err := s.lookup(ctx, key, n, false) // see AcquireN
 	if err != nil {
-		if err == ErrTooManyKeys {
+		if err == ErrTooManyKeys || err == errTooManyRefs {
 			s.rejected.Add(1)
 		} else {
 			s.cancelled.Add(1)

@@ -86,6 +86,9 @@ func clearQueued[K comparable](e *entry[K]) {
 // permits of e: at the tail, or by t (nil: the zero Turn) if s orders its
 // keys' waiters (see turnKey).
 func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64, t *semaphore.Turn) (Permit, error) {
+	if s.barging { // it orders nothing: turnErr refused any Turn field
+		return s.waitBarging(ctx, e, n)
+	}
 	w, p, err := s.enqueue(ctx, e, n, t)
 	if w == nil {
 		return p, err

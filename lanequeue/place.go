@@ -89,7 +89,9 @@ func (p *Place[K]) turn() semaphore.Turn {
 // for the set, options and key ([ErrNoLanes], [ErrUnknownLane],
 // [ErrInvalidWeight], [ErrTooHeavy], [ErrClosed], [ErrNaNKey]), and with
 // the keyed lane's refusals wrapped with its name ([ErrQueueFull],
-// [ErrTooManyKeys], ErrClosed for a lane closed on its own). The
+// [ErrTooManyKeys], ErrClosed for a lane closed on its own, and
+// [ErrInvalidConfig] for a lane made keyedsem.WithBarging, which keeps no
+// places). The
 // re-entry check (see [WithTicket]) is made by Wait, whose context
 // carries the tickets. Join allocates the Place (one allocation, with
 // room for the lanes of a ticket).

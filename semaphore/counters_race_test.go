@@ -23,7 +23,12 @@ import (
 // it, every permit back (Available == Capacity, Held == 0) and nobody
 // queued.
 func TestEveryCallEndsInOneCounterRace(t *testing.T) {
-	const rounds = 1000
+	everyCallEndsInOneCounter(t, 1000)
+}
+
+// everyCallEndsInOneCounter is TestEveryCallEndsInOneCounterRace's rounds,
+// with extra options for New (a barging semaphore runs them as well).
+func everyCallEndsInOneCounter(t *testing.T, rounds int, extra ...semaphore.Option) {
 	var tot [5]uint64 // waited, cancelled, timed out, rejected, failed
 	defer func() {
 		t.Logf("over all rounds: waited %d, cancelled %d, timed out %d, rejected %d, failed %d", tot[0], tot[1], tot[2], tot[3], tot[4])
@@ -38,7 +43,7 @@ func TestEveryCallEndsInOneCounterRace(t *testing.T) {
 		if r%4 == 1 {
 			capacity, callers, shrunk = 20, 28, 15
 		}
-		opts := []semaphore.Option{semaphore.WithMaxWaiters(callers - 1)}
+		opts := append([]semaphore.Option{semaphore.WithMaxWaiters(callers - 1)}, extra...)
 		if r%3 == 0 {
 			opts = append(opts, semaphore.WithMaxWait(time.Duration(20+r%40)*time.Microsecond))
 		}

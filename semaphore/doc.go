@@ -25,6 +25,12 @@
 // ahead of it, and it waits only for the work then ahead of it. The head
 // is still never overtaken by those behind it, heavy or not.
 //
+// Barging: where the order of service does not matter, [WithBarging] trades
+// it for throughput, as sync.Mutex does: running callers take free permits
+// ahead of the waiters, and a release wakes the oldest waiter to compete
+// instead of handing it the permits, until a waiter has waited the bound;
+// then service is FIFO again until no waiter that old is left.
+//
 // Ownership: exactly one party owns a granted permit at a time, and it may
 // hand the Permit to another goroutine. If Acquire returns a nil error, the
 // caller owns the permit; if it returns an error, nothing was taken. The

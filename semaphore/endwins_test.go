@@ -106,18 +106,18 @@ type endRound struct {
 	wantErr error
 }
 
-func newEndRound(t *testing.T, maxWait bool, capacity int64) *endRound {
+func newEndRound(t *testing.T, maxWait bool, capacity int64, opts ...semaphore.Option) *endRound {
 	r := &endRound{t: t, g: newGate()}
 	if maxWait {
 		r.clk = clock.NewFake(time.Unix(1_700_000_000, 0))
-		r.s = semaphore.New(capacity, semaphore.WithMaxWait(endMaxWait),
-			semaphore.WithClock(gatedClock{r.clk, r.g}))
+		r.s = semaphore.New(capacity, append([]semaphore.Option{semaphore.WithMaxWait(endMaxWait),
+			semaphore.WithClock(gatedClock{r.clk, r.g})}, opts...)...)
 		r.ctx = context.Background()
 		r.end = func() { r.clk.Advance(endMaxWait / 2) }
 		r.wantErr = semaphore.ErrWaitTooLong
 		return r
 	}
-	r.s = semaphore.New(capacity)
+	r.s = semaphore.New(capacity, opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	r.ctx = gatedCtx{ctx, r.g}
@@ -192,15 +192,16 @@ const (
 
 // endThenGrant runs round i: call starts A's call (waiting for 2 permits),
 // whose wait ends (a cancel, or with maxWait its max wait running out)
-// before permits come free for it as kind says.
-func endThenGrant(t *testing.T, i int, maxWait bool, kind int, call func(*endRound) <-chan result) {
+// before permits come free for it as kind says. opts are given to New too
+// (a barging semaphore runs these rounds as well).
+func endThenGrant(t *testing.T, i int, maxWait bool, kind int, call func(*endRound) <-chan result, opts ...semaphore.Option) {
 	t.Helper()
 	const inline = 15
 	capacity := int64(endCapacity)
 	if kind == bySpare {
 		capacity = inline + 2
 	}
-	r := newEndRound(t, maxWait, capacity)
+	r := newEndRound(t, maxWait, capacity, opts...)
 	var others []semaphore.Permit // held by the test to the end of the round
 	if kind == bySpare {
 		for range inline {

@@ -66,7 +66,9 @@ var errLeft = errors.New("semaphore: place left")
 //
 // Join fails, taking nothing, with the errors Acquire returns at once:
 // [ErrInvalidWeight], [ErrTooHeavy], [ErrClosed] and [ErrQueueFull]. It
-// never waits. On success the caller owns the place (see [Place] for what
+// never waits. A semaphore made [WithBarging] keeps no places: its Join
+// and JoinTurn fail with an error wrapping [ErrInvalidConfig] (see
+// WithBarging). On success the caller owns the place (see [Place] for what
 // that obliges). It allocates nothing: the place's record is pooled.
 func (s *Weighted) Join(n int64) (Place, error) { return s.JoinTurn(n, Turn{}) }
 
@@ -87,6 +89,10 @@ func (s *Weighted) Join(n int64) (Place, error) { return s.JoinTurn(n, Turn{}) }
 // fair-share group may grow the semaphore's table of groups, as for
 // AcquireTurn).
 func (s *Weighted) JoinTurn(n int64, t Turn) (Place, error) {
+	if s.barge != nil {
+		s.reject()
+		return Place{}, errBargingJoin
+	}
 	if t != (Turn{}) {
 		if err := s.checkTurn(t); err != nil {
 			s.reject()

@@ -17,8 +17,12 @@ func (s *Weighted) failFast(ctx context.Context) error {
 }
 
 // acquireSlow is the rest of Acquire and AcquireTurn: turn, already
-// checked, places the caller if it waits.
+// checked, places the caller if it waits (a barging semaphore, which
+// orders nothing, admits only the zero Turn).
 func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn Turn) (Permit, error) {
+	if b := s.barge; b != nil {
+		return s.acquireBarging(ctx, n, b)
+	}
 	if n <= 0 {
 		s.reject()
 		return Permit{}, ErrInvalidWeight
@@ -194,7 +198,11 @@ func (o *owner) ReleaseToken(t *permit.Token, n int64) {
 	s.spareOut--
 	s.spareFreed++
 	s.state.Add(uint64(n) << availShift)
-	s.grantLocked(&wake)
+	if b := s.barge; b != nil {
+		s.bargeServeLocked(b, &wake)
+	} else {
+		s.grantLocked(&wake)
+	}
 	s.mu.Unlock()
 	wake.Wake()
 }
@@ -210,6 +218,10 @@ func (o *owner) ReleaseToken(t *permit.Token, n int64) {
 // waiter misses permits given back (see package waitq).
 func (o *owner) WakeAfterRelease() {
 	s := (*Weighted)(o)
+	if b := s.barge; b != nil {
+		s.wakeBarging(b)
+		return
+	}
 	var wake waitq.Chain
 	s.mu.Lock()
 	s.grantLocked(&wake)

@@ -92,8 +92,9 @@ const MaxCapacity = 140_737_488_355_327
 
 // Weighted is a weighted semaphore with strict FIFO service: a waiter is
 // never overtaken, neither by a later lighter request nor by TryAcquire.
-// [WithPriorities] orders the waiters by priority with aging instead, and
-// [WithFairShare] serves them by group.
+// [WithPriorities] orders the waiters by priority with aging instead,
+// [WithFairShare] serves them by group, and [WithBarging] trades the order
+// for throughput, within a bound.
 //
 // It must be created with [New] and must not be copied after first use. All
 // methods are safe for concurrent use.
@@ -110,6 +111,10 @@ type Weighted struct {
 	tm       *hist.Timings              // WithHistograms; nil: off. Immutable after New
 	tokens   [inlineTokens]permit.Token // immutable after New
 
+	// barge is WithBarging's state, nil without it; immutable after New.
+	// It sits beside mu, so the slow paths' branch on it loads the line
+	// they lock next.
+	barge   *barger
 	mu      sync.Mutex  // protects everything below
 	q       waitq.Queue // the waiters
 	fair    *fairQueue  // WithFairShare's keys; nil: FIFO
@@ -145,6 +150,7 @@ type config struct {
 	order, orderClash string
 	agingStep         time.Duration    // WithPriorities' step
 	fairWeight        func(string) int // WithFairShare's weights; nil: equal
+	bargeBound        time.Duration    // WithBarging's bound
 	histograms        bool             // WithHistograms
 	hc                hist.Clock       // the clock of timings and waiters' stamps, from clock
 }
@@ -210,7 +216,7 @@ func (c *config) configure(capacity int64, opts []Option) error {
 	case c.order == "WithPriorities" && c.agingStep <= 0:
 		return fmt.Errorf("semaphore: WithPriorities(%v): the step must be positive: %w", c.agingStep, ErrInvalidConfig)
 	}
-	return nil
+	return c.checkBarging()
 }
 
 // New returns a semaphore with the given capacity, all of it available.
@@ -232,6 +238,9 @@ func New(capacity int64, opts ...Option) *Weighted {
 		s.prio.start(s.agingStep, s.clock.Now())
 	case "WithFairShare":
 		s.fair = newFairQueue(s.fairWeight)
+	}
+	if s.order == "WithBarging" {
+		s.barge = newBarger(&s.config)
 	}
 	s.hc = hist.NewClock(s.clock)
 	if s.histograms {
@@ -263,7 +272,8 @@ func New(capacity int64, opts ...Option) *Weighted {
 // semaphore's lock), which for callers that do not overlap is the order
 // of their calls; on a semaphore made [WithPriorities], by priority with
 // aging, Acquire waiting at priority 0 (see [Weighted.AcquireTurn]); on one
-// made [WithFairShare], in the group "".
+// made [WithFairShare], in the group ""; on one made [WithBarging], callers
+// take free permits ahead of the queue until a waiter has waited the bound.
 //
 // Cancellation: a caller whose context ends while it waits leaves the queue
 // at once, and the waiters behind it move up (if it was at the head, the
@@ -305,7 +315,8 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) (Permit, error) {
 
 // TryAcquire takes n permits if they are available now and nobody is
 // waiting, without blocking. It reports whether it did; on false the
-// semaphore is unchanged. It never overtakes a waiter. It returns false for
+// semaphore is unchanged. It never overtakes a waiter (on a semaphore made
+// [WithBarging], it overtakes waiters that have not waited the bound). It returns false for
 // n <= 0, n above the capacity, and after Close. On true the caller owns
 // the permit, as with Acquire.
 func (s *Weighted) TryAcquire(n int64) (Permit, bool) {
@@ -316,6 +327,9 @@ func (s *Weighted) TryAcquire(n int64) (Permit, bool) {
 	}
 	if n <= 0 {
 		return Permit{}, false
+	}
+	if b := s.barge; b != nil {
+		return s.tryBarging(n, b)
 	}
 	s.mu.Lock()
 	p, ok := s.takeLocked(n)
@@ -381,6 +395,9 @@ func (s *Weighted) Close() {
 		if s.state.CompareAndSwap(st, st|flagSlow) {
 			break
 		}
+	}
+	if s.barge != nil {
+		s.barge.flags.Or(bClosed) // the barging paths read no mu
 	}
 	var wake waitq.Chain
 	waitq.Fail(&s.q, (*owner)(s), 0, ErrClosed, &wake)

@@ -78,13 +78,13 @@ func (s *Weighted) Stats() Stats {
 		Counters: Counters{
 			Acquired:       released + out,
 			Released:       released,
-			Waited:         s.grantedWait,
+			Waited:         s.grantedWait + s.bargeWaited(),
 			Cancelled:      s.cancelled,
 			TimedOut:       s.timedOut,
 			Rejected:       s.rejected,
 			Failed:         s.failed,
 			DoubleReleases: s.doubleRel.Load(),
 		},
-		Timings: timingsOf(s.tm, released+out, s.grantedWait),
+		Timings: timingsOf(s.tm, released+out, s.grantedWait+s.bargeWaited()),
 	}
 }

@@ -88,11 +88,14 @@
 //     the group's finish then moves on by the request over the group's
 //     weight). The groups' records live in the semaphore, not in an entry,
 //     and the virtual time moves in the owner's grant loop.
-//   - Bounded barging: Grant may serve later waiters that fit past a head
-//     that does not, while the head has waited less than the bound, and the
-//     owners' check that nobody waits before they take permits ahead of the
-//     queue (Queue.Empty) becomes the policy's answer to whether a newcomer
-//     may barge.
+//   - Bounded barging (done: semaphore and keyedsem WithBarging; barge.go):
+//     a release may wake the head without granting it (Queue.Nudge: off the queue, served with neither a grant
+//     nor a failure, so the protocol's rules hold), and the owners' check
+//     that nobody waits before they take permits ahead of the queue
+//     becomes the policy's answer to whether a newcomer may barge. A
+//     nudged waiter takes free permits itself or goes back to the head
+//     (Queue.Rejoin); the owner writes that wait loop out (see
+//     semaphore/barging.go).
 //
 // The ordered policies share Waiter's key (PushAt) and nothing else; each
 // keeps its state, if any, in the owner that chose it; the keyed entry keeps its one head
