@@ -183,10 +183,11 @@ func (q *Queue[K]) idle() (string, bool) {
 // lane, and nothing can be taken any more.
 //
 // Cancellation: if ctx ends first, Drain returns an error that wraps
-// ctx.Err() and says how much is still out, and leaves the queue draining
-// (refusing new work) but open: the work admitted goes on. Call Drain
-// again to wait more, or Close to fail the callers still waiting (the
-// tickets out stay valid and must still be released).
+// ctx.Err() and says how much is still out (or which lane still holds
+// permits), and leaves the queue draining (refusing new work) but open:
+// the work admitted goes on. Call Drain again to wait more, or Close to
+// fail the callers still waiting (the tickets out stay valid and must
+// still be released).
 //
 // Drain is safe for concurrent use, also with itself (each call waits and
 // closes), and on a closed queue it waits for the tickets still out.
