@@ -33,9 +33,11 @@ var ErrDraining = fmt.Errorf("lanequeue: draining: %w", ErrClosed)
 //     stripe's lock: a ticket's Release adds 1 there under the lock it
 //     takes anyway to retire the ticket's record, before its permits go
 //     back. Those permits are then still out for a moment, in lanes whose
-//     own Stats show them (this package's keyed and global lanes; its rate
-//     lanes hold nothing): Drain, once the count is 0, also waits until
-//     those lanes hold nothing (see idle).
+//     own Stats show them (the keyed and global lanes whose semaphore the
+//     queue built, laneEntry.own; rate lanes hold nothing): Drain, once
+//     the count is 0, also waits until those lanes hold nothing (see
+//     idle). A lane over a semaphore from outside may be held by others,
+//     so a ticket holding one ends after its permits are back.
 //
 // How Drain reads the count without stopping the calls:
 //
@@ -100,7 +102,7 @@ func (q *Queue[K]) leave() {
 // once its permits are back.
 func (q *Queue[K]) endTicket(st *holderStripe[K], hs []held[K]) (shown bool) {
 	for i := range hs {
-		if e := hs[i].e; e.keyed == nil && e.global == nil && e.rate == nil {
+		if e := hs[i].e; !e.own && e.rate == nil {
 			return false
 		}
 	}
@@ -152,13 +154,13 @@ func (q *Queue[K]) active() (int64, <-chan struct{}) {
 	return n, ch
 }
 
-// idle reports whether the queue's keyed and global lanes hold nothing,
-// or else the name of one that holds something: once the count is 0,
-// what they hold is the permits of Releases on their way back (or taken
-// from the lanes' semaphores directly).
+// idle reports whether the keyed and global lanes whose semaphores the
+// queue built hold nothing, or else the name of one that holds something:
+// once the count is 0, what they hold is the permits of Releases on their
+// way back (or taken from the lanes' semaphores directly).
 func (q *Queue[K]) idle() (string, bool) {
 	for _, e := range q.tbl().ordered {
-		if e.keyed == nil && e.global == nil {
+		if !e.own {
 			continue
 		}
 		if e.lane.Stats().Held != 0 {
@@ -193,17 +195,19 @@ func (q *Queue[K]) idle() (string, bool) {
 // closes), and on a closed queue it waits for the tickets still out.
 // Nothing ends a drain but its end: a queue does not go back to admitting.
 //
-// Permits taken directly from the semaphore of one of the queue's keyed
-// or global lanes ([Queue.GlobalSemaphore], [Queue.KeyedSemaphore], the
-// semaphore given to [NewGlobalLane]) count too: Drain returns once the
-// lanes hold nothing, and it looks at them again every few milliseconds
-// while only such permits are out.
+// Permits taken directly from the semaphore of a keyed or global lane
+// that the queue made ([Queue.AddGlobalLane], [Queue.AddKeyedLane]: the
+// semaphores of [Queue.GlobalSemaphore] and [Queue.KeyedSemaphore]) count
+// too: Drain returns once those lanes hold nothing, and looks at them
+// again every few milliseconds while only such permits are out. The
+// permits that others take from a semaphore given to [NewGlobalLane] or
+// [NewKeyedLane] do not hold Drain.
 //
 // Cost: the count Drain waits on costs every call one atomic add when it
 // is admitted, on one of 32 cache lines picked by the goroutine's stack,
 // and loads of a flag that only Drain sets; a Release adds a plain
-// increment under the lock it takes anyway (a ticket holding a lane of
-// another package: an atomic add instead).
+// increment under the lock it takes anyway (a ticket holding a lane that
+// the queue did not make, other than a rate lane: an atomic add instead).
 func (q *Queue[K]) Drain(ctx context.Context) error {
 	if ctx == nil {
 		panic("lanequeue: nil Context")

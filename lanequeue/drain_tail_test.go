@@ -143,6 +143,35 @@ func TestDrainWaitsForPermitsTakenFromALaneDirectly(t *testing.T) {
 	}
 }
 
+// TestDrainDoesNotWaitForOthersOnASharedSemaphore: a lane over a
+// semaphore from outside (NewGlobalLane) may be held by code that uses the
+// semaphore directly; Drain waits for the queue's tickets there (they end
+// after their permits) but not for the others' permits. Looking at that
+// lane's Stats too, the Drain with the ended context fails.
+func TestDrainDoesNotWaitForOthersOnASharedSemaphore(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t, 4)
+	shared := semaphore.New(2)
+	must(t, q.Add("shared", lanequeue.NewGlobalLane[string](shared)))
+	other, ok := shared.TryAcquire(1)
+	if !ok {
+		t.Fatal("TryAcquire on the shared semaphore failed")
+	}
+	defer other.Release()
+	g, finished := finishHeld(t, q, "shared", "session", "shared")
+	if err := q.Drain(cancelled()); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Drain while a ticket's Release gives a shared permit back = %v; want context.Canceled", err)
+	}
+	close(g.open)
+	testkit.Recv(t, finished, "Finish")
+	if err := q.Drain(cancelled()); err != nil {
+		t.Fatalf("Drain with another's permit out on the shared semaphore = %v; want nil", err)
+	}
+	if held := shared.Stats().Held; held != 1 {
+		t.Fatalf("the shared semaphore holds %d after Drain; want the other's 1", held)
+	}
+}
+
 // TestDrainReleaseRace: tickets of this package's lanes and of a foreign
 // one are released (by Release and by Finish with observers) while two
 // Drains run. When a Drain returns, no lane holds anything: a Release
