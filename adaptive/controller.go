@@ -14,9 +14,17 @@ import (
 )
 
 // Target is what a [Controller] drives: a budget whose capacity it reads
-// once, at [New], and then sets. [semaphore.Weighted] satisfies it (the
-// semaphore of a global lane, from lanequeue's Queue.GlobalSemaphore), and
-// so may a budget shared through Redis.
+// at [New] and at each decision, and sets. [semaphore.Weighted] satisfies
+// it (the semaphore of a global lane, from lanequeue's Queue.GlobalSemaphore),
+// and so does a budget shared through Redis (redislane.Fleet, a [Shared]
+// target).
+//
+// At each decision the controller reads Capacity first (a [Shared] target:
+// see there): if it is not the value the controller last set (someone else
+// called SetCapacity), the controller takes it as its limit and moves from
+// there, so that it never undoes a change made behind its back by jumping
+// back to its own value. A capacity set out of [floor, ceiling] is set
+// back to the nearer bound.
 //
 // SetCapacity must never take permits from their holders: a shrink below
 // what is held lets the holders drain, as semaphore.Weighted.SetCapacity
@@ -27,6 +35,34 @@ import (
 type Target interface {
 	Capacity() int64
 	SetCapacity(n int64)
+}
+
+// Shared is a [Target] that several instances drive at once, each with a
+// controller of its own, of which one at a time, the leader, has its
+// SetCapacity calls take effect (the others' are dropped), and whose
+// Capacity may lag behind the leader's SetCapacity (a write to Redis in
+// flight). redislane.Fleet is one.
+//
+// Over a Shared target only the leader's controller moves the limit. At
+// each decision a controller asks Leader: a follower's controller takes
+// the target's Capacity (the fleet's limit as its instance last read it)
+// as its limit and moves nothing (its round trips are counted, and Vegas
+// keeps learning its baseline, but Stats counts no move); a controller
+// whose instance has just been elected first takes the target's Capacity
+// too, so that the new leader continues from the fleet's limit and not
+// from a value of its own that went stale while it followed. While it
+// leads, the controller moves from its own limit, since its own writes
+// may still be in flight.
+//
+// An instance sees only its own share of a shared budget's use, so the
+// controller cannot tell a fleet that uses its limit from one that idles:
+// over a Shared target every round trip without an overload counts as
+// used (AIMD and Vegas may grow it), and the limit rises while the
+// provider accepts the work, up to the ceiling. Choose the ceiling for the
+// whole fleet.
+type Shared interface {
+	Target
+	Leader() bool
 }
 
 // Acquirer is a Target that [Controller.Do] can take permits from;
@@ -106,6 +142,7 @@ type Controller struct {
 
 	t     Target
 	acq   Acquirer // t, if it is one; nil otherwise
+	sh    Shared   // t, if it is one; nil otherwise
 	cfg   config   // immutable after New
 	epoch time.Time
 	// coarse stamps the overloads when the clock is the system's: a
@@ -123,6 +160,7 @@ type Controller struct {
 	baseline float64    // vegas: latency without queueing, nanoseconds; 0 until measured
 	lastRTT  float64    // mean latency of the last window's successes
 	st       Stats      // counters and the last move
+	led      bool       // Shared: the target was the leader at the last decision
 }
 
 // New returns a controller that drives t between floor and ceiling. It sets
@@ -141,6 +179,7 @@ func New(t Target, floor, ceiling int64, opts ...Option) (*Controller, error) {
 	}
 	c := &Controller{t: t, cfg: cfg}
 	c.acq, _ = t.(Acquirer)
+	c.sh, _ = t.(Shared)
 	if c.cfg.clock == nil {
 		c.cfg.clock = clock.Real{}
 	}
@@ -230,7 +269,9 @@ func (c *Controller) Do(ctx context.Context, n int64, fn func(context.Context) e
 	return err
 }
 
-// Limit returns the capacity the controller last set on its target.
+// Limit returns the controller's limit: the capacity it last set on its
+// target, or, when another set the target's capacity (a [Shared] target's
+// leader), the one it took from the target at its last decision.
 func (c *Controller) Limit() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -290,11 +331,30 @@ func (c *Controller) closeWindow() {
 	if ok > 0 {
 		c.lastRTT = float64(sum) / float64(ok)
 	}
+	// Moves from the target's capacity when another set it (see Target
+	// and Shared).
+	lead := true
+	if c.sh != nil {
+		lead = c.sh.Leader()
+		if !lead || !c.led {
+			c.follow(now, lead)
+		}
+		c.led = lead
+	} else if c.t.Capacity() != c.capNow {
+		c.follow(now, true)
+	}
+
 	// Little's law: the mean number of permits out during the window is
-	// the time they were held over the window's length.
-	used := dur <= 0 || 2*float64(sum) >= float64(dur)*c.limit
+	// the time they were held over the window's length. An instance of a
+	// Shared target sees only its own share: see Shared.
+	used := c.sh != nil || dur <= 0 || 2*float64(sum) >= float64(dur)*c.limit
 
 	next, why := c.cfg.decide(c, ov > 0, ok > 0, used)
+	if !lead {
+		// A follower's move would be dropped: it only learns (vegas's
+		// baseline, above).
+		return
+	}
 	next = min(max(next, float64(c.cfg.floor)), float64(c.cfg.ceiling))
 	c.limit = next
 	capNext := int64(next)
@@ -316,4 +376,25 @@ func (c *Controller) closeWindow() {
 		c.t.SetCapacity(capNext)
 	}
 	c.window.Store(min(max(capNext, c.cfg.minWindow), maxWindow))
+}
+
+// follow takes the target's capacity, brought into [floor, ceiling], as
+// the limit; one out of that range is set back to the nearer bound when
+// the controller's calls take effect (set: not a Shared target's
+// follower). A lower one counts as a cut for the stale check of overloads:
+// work admitted before it saw the higher limit. It runs under c.mu.
+func (c *Controller) follow(now int64, set bool) {
+	raw := c.t.Capacity()
+	got := min(max(raw, c.cfg.floor), c.cfg.ceiling)
+	if got != raw && set {
+		c.t.SetCapacity(got)
+	}
+	if got == c.capNow {
+		return // keeps the fraction of the exact limit
+	}
+	if got < c.capNow {
+		c.lastCut.Store(now)
+	}
+	c.limit, c.capNow = float64(got), got
+	c.window.Store(min(max(got, c.cfg.minWindow), maxWindow))
 }

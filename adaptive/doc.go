@@ -76,6 +76,14 @@
 // fits fail as SetCapacity documents. Available + Held == Capacity holds
 // throughout.
 //
+// A budget shared by a fleet (redislane.Fleet, a [Shared] target): run a
+// controller on every instance; only the elected leader's controller moves
+// the limit, the others take the fleet's limit at each decision, and a
+// newly elected leader continues from the fleet's limit (see [Shared]).
+// Controller.Do needs a target it can acquire from ([Acquirer]); a Fleet's
+// permits are redislane's own, so report through a lanequeue lane
+// (redislane.AsLane and Queue.ObserveLane) or by hand with Report.
+//
 // Stats: [Controller.Stats] gives the limit, why and when it last moved
 // ([Reason]), and the moves by cause.
 //

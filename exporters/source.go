@@ -13,7 +13,11 @@
 // use, the callers waiting, the keys alive (keyed lanes), the counters of
 // [semaphore.Counters], and, for a lane whose semaphore was made with
 // semaphore.WithHistograms or keyedsem.WithHistograms, the wait-time and
-// hold-time histograms of [semaphore.Timings]. The module is separate from the core, so that a
+// hold-time histograms of [semaphore.Timings]. A [LimitSource] (for
+// example [Controllers]) gives the state of the adaptive controllers that
+// drive lanes' capacities: each exporter reports it beside the lanes (the
+// limit, its bounds, its moves by reason and the last reason). The module
+// is separate from the core, so that a
 // program that uses lanes without these exporters never depends on
 // Prometheus or OpenTelemetry.
 //

@@ -1,15 +1,16 @@
-// Package fuzz holds the fuzz targets of lanes: FuzzSemaphore, FuzzKeyed,
-// FuzzQueue and FuzzFairShare run the model-based drivers of
-// internal/modelcheck (the same drivers as the packages'
-// TestSemaphoreMatchesModel, TestKeyedMatchesModel, TestQueueMatchesModel
-// and TestFairShareMatchesModel) through
+// Package fuzz holds the fuzz targets of lanes: FuzzSemaphore, FuzzKeyed
+// and FuzzQueue run the model-based drivers of internal/modelcheck (the
+// same drivers as the packages' TestSemaphoreMatchesModel,
+// TestKeyedMatchesModel and TestQueueMatchesModel) through
 // rapid.MakeFuzz: the fuzzer's bytes are rapid's draws, eight bytes a
 // draw. Each drives the public API (acquire without waiting, acquire that
-// may wait, with a priority on a semaphore made WithPriorities, cancel,
-// release, release again, resize, close, sweep, move the fake clock) and checks every step against the sequential reference
-// models of internal/model, plus the invariants: available + held ==
-// capacity, at most capacity holders per key, FIFO service, no entry with
-// references evicted, no partial ticket.
+// may wait, with a priority on a semaphore made WithPriorities or a group
+// on one made WithFairShare, cancel, release, release again, resize,
+// close, sweep, move the fake clock) and checks every step against the
+// sequential reference models of internal/model, plus the invariants:
+// available + held == capacity, at most capacity holders per key, the
+// model's order of service, no entry with references evicted, no partial
+// ticket.
 //
 // A driver runs one operation at a time and waits, after each, until the
 // real primitive has settled where the model says it must, so that a

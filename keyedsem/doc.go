@@ -52,6 +52,9 @@
 // place in a key's line at once and returns a [Place], which is waited
 // for later ([Place.Wait]) or given up ([Place.Leave]), so that a webhook
 // can answer at once and its worker wait for the key's turn.
+// [Keyed.JoinTurn] takes the place where a Turn puts it: with
+// [WithSequenceOrder], a message's place by its number, so that messages
+// that reach the server out of order are served in order while they wait.
 //
 // Ownership: exactly one party owns a granted permit at a time, and it may
 // hand the Permit to another goroutine. If an acquire returns a nil error,

@@ -37,10 +37,11 @@ var ErrPlaceUsed = semaphore.ErrPlaceUsed
 // when the place ends: with the permit's Release after a Wait, or with
 // the Wait's failure, or with Leave.
 //
-// Places of a key are served in the order they were joined, so a caller
+// Places of a key are served in the order they were joined (by the key's
+// order: a JoinTurn's place may go ahead of earlier ones), so a caller
 // that waits for a later place of a key while it holds an earlier one (or
-// its permit) waits for itself: wait for them in order, or from different
-// goroutines, as a webhook's workers do.
+// its permit) waits for itself: wait for them from different goroutines,
+// as a webhook's workers do.
 //
 // A place standing in line counts in [Stats].Waiters, as a waiting
 // AcquireN does. The zero Place is used: its Wait returns ErrPlaceUsed and
@@ -73,10 +74,12 @@ var errLeft = errors.New("keyedsem: place left")
 // permits, and returns it without waiting: the permits are taken now if
 // they are free and nobody waits for key (the place is then granted
 // already), and otherwise a waiter joins the key's queue exactly as a
-// waiting AcquireN's would, in the same FIFO order. [Place.Wait] waits for
-// the permits later, or [Place.Leave] gives the place up. Places of one
-// key are served in the order Join took them, whatever order their Waits
-// are called in.
+// waiting AcquireN's would, at the place AcquireN would take.
+// [Place.Wait] waits for the permits later, or [Place.Leave] gives the
+// place up. Places of one key are served in the order Join took them,
+// whatever order their Waits are called in (on a semaphore made
+// [WithPriorities] or [WithSequenceOrder], by that order, Join being a
+// place at priority 0 or sequence 0: see [Keyed.JoinTurn]).
 //
 // Join fails, taking nothing, with the errors AcquireN returns at once:
 // [ErrInvalidWeight], [ErrTooHeavy], [ErrClosed], [ErrNaNKey],
@@ -88,7 +91,33 @@ var errLeft = errors.New("keyedsem: place left")
 // On success the caller owns the place (see [Place] for what that
 // obliges). Join costs what AcquireN costs up to its wait, and no
 // allocation: the place's record is pooled.
-func (s *Keyed[K]) Join(key K, n int64) (Place[K], error) {
+func (s *Keyed[K]) Join(key K, n int64) (Place[K], error) { return s.joinAt(key, n, nil) }
+
+// JoinTurn is [Keyed.Join] with a place in line: the place stands among
+// key's waiters where [Keyed.AcquireTurn] with t would wait
+// ([WithPriorities]: by t.Priority, aging from JoinTurn's call;
+// [WithSequenceOrder]: by t.Sequence), and keeps it until [Place.Wait]
+// or [Place.Leave]. A place that goes ahead of a head that does not fit
+// takes its permits at once if they are free, as such an AcquireTurn
+// would. Every rule of [Place] holds as for Join; a webhook that knows
+// each message's number joins with it, so that a thread's messages that
+// reach the server out of order are served in order while they wait.
+//
+// JoinTurn refuses t as AcquireTurn does, first: a field the semaphore
+// does not order by (any Group), or a Priority out of range, fails at
+// once with an error wrapping [ErrInvalidConfig], takes nothing and
+// counts in Rejected ([Keyed.Honoured] says which fields it takes).
+// Otherwise it fails as Join does, and allocates nothing.
+func (s *Keyed[K]) JoinTurn(key K, n int64, t semaphore.Turn) (Place[K], error) {
+	if err := s.turnErr(t); err != nil {
+		s.rejected.Add(1)
+		return Place[K]{}, err
+	}
+	return s.joinAt(key, n, &t)
+}
+
+// joinAt is Join and JoinTurn: t (nil: the zero Turn) places the waiter.
+func (s *Keyed[K]) joinAt(key K, n int64, t *semaphore.Turn) (Place[K], error) {
 	if n <= 0 || n > s.capacity || s.closed.Load() || (s.nanKeys && key != key) {
 		return Place[K]{}, s.refuse(n)
 	}
@@ -104,7 +133,7 @@ func (s *Keyed[K]) Join(key K, n int64) (Place[K], error) {
 	if took {
 		r.p = s.grant(e, n)
 	} else {
-		w, p, err := s.enqueue(ctx, e, n, nil)
+		w, p, err := s.enqueue(ctx, e, n, t)
 		if err != nil { // enqueue dropped the reference and counted
 			places.Put(r)
 			return Place[K]{}, err

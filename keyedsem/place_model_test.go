@@ -9,20 +9,24 @@ import (
 
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // placeModel is the sequential model of places on a keyed semaphore: per
-// key, the permits available and the line of places, FIFO, the head
-// served while it fits (a heavy head is not overtaken).
+// key, the permits available and the line of places, FIFO (or, ordered,
+// by ascending sequence, equal ones oldest first), the head served while
+// it fits (a heavy head is not overtaken).
 type placeModel struct {
 	capacity int64
+	ordered  bool // WithSequenceOrder: places join by JoinTurn's Sequence
 	avail    map[int]int64
-	line     map[int][]*modelPlace // places not yet granted, oldest first
+	line     map[int][]*modelPlace // places not yet granted, in the order of service
 }
 
 type modelPlace struct {
 	key     int
 	n       int64
+	seq     int64 // ordered: the place's Turn.Sequence
 	granted bool
 	pl      keyedsem.Place[int]
 }
@@ -31,6 +35,18 @@ type modelPermit struct {
 	key int
 	n   int64
 	p   keyedsem.Permit
+}
+
+// join puts p in its key's line, behind every place it does not go ahead
+// of, and serves the key.
+func (m *placeModel) join(p *modelPlace) {
+	q := m.line[p.key]
+	i := len(q)
+	for m.ordered && i > 0 && q[i-1].seq > p.seq {
+		i--
+	}
+	m.line[p.key] = append(q[:i:i], append([]*modelPlace{p}, q[i:]...)...)
+	m.serve(p.key)
 }
 
 func (m *placeModel) serve(key int) {
@@ -59,7 +75,8 @@ func (m *placeModel) leave(p *modelPlace) {
 	m.serve(p.key)
 }
 
-// TestPlaceMatchesModel runs random sequences of Join, Wait (of places
+// TestPlaceMatchesModel runs random sequences of Join (JoinTurn with a
+// sequence on a semaphore made WithSequenceOrder), Wait (of places
 // the model says are granted, and with an ended context of any place),
 // Leave, Release and TryAcquire on two keys against the model, and checks
 // after every step that the permits held and the places waiting are the
@@ -69,9 +86,14 @@ func (m *placeModel) leave(p *modelPlace) {
 func TestPlaceMatchesModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		capacity := rapid.Int64Range(1, 3).Draw(t, "capacity")
-		s := keyedsem.New[int](keyedsem.WithPerKeyCapacity(capacity))
+		ordered := rapid.Bool().Draw(t, "ordered")
+		opts := []keyedsem.Option{keyedsem.WithPerKeyCapacity(capacity)}
+		if ordered {
+			opts = append(opts, keyedsem.WithSequenceOrder())
+		}
+		s := keyedsem.New[int](opts...)
 		defer s.Close()
-		m := &placeModel{capacity: capacity, avail: map[int]int64{0: capacity, 1: capacity}, line: map[int][]*modelPlace{}}
+		m := &placeModel{capacity: capacity, ordered: ordered, avail: map[int]int64{0: capacity, 1: capacity}, line: map[int][]*modelPlace{}}
 		var places []*modelPlace
 		var permits []modelPermit
 		ended, cancel := context.WithCancel(context.Background())
@@ -85,13 +107,18 @@ func TestPlaceMatchesModel(t *testing.T) {
 			"join": func(t *rapid.T) {
 				key := pick(2, "key")
 				n := rapid.Int64Range(1, capacity).Draw(t, "n")
-				pl, err := s.Join(key, n)
-				if err != nil {
-					t.Fatalf("Join(%d, %d): %v", key, n, err)
+				p := &modelPlace{key: key, n: n}
+				var err error
+				if ordered {
+					p.seq = rapid.Int64Range(0, 3).Draw(t, "seq")
+					p.pl, err = s.JoinTurn(key, n, semaphore.Turn{Sequence: p.seq})
+				} else {
+					p.pl, err = s.Join(key, n)
 				}
-				p := &modelPlace{key: key, n: n, pl: pl}
-				m.line[key] = append(m.line[key], p)
-				m.serve(key)
+				if err != nil {
+					t.Fatalf("Join(%d, %d) at sequence %d: %v", key, n, p.seq, err)
+				}
+				m.join(p)
 				places = append(places, p)
 			},
 			"waitGranted": func(t *rapid.T) {

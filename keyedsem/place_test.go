@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -19,13 +18,7 @@ import (
 // comes.
 func plWait[K comparable](t *testing.T, pl keyedsem.Place[K], what string) keyedsem.Permit {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(bg, testkit.Deadline)
-	defer cancel()
-	p, err := pl.Wait(ctx)
-	if err != nil {
-		t.Fatalf("%s: Wait: %v", what, err)
-	}
-	return p
+	return testkit.Await(t, what, pl.Wait)
 }
 
 // plJoin joins key's line and fails t on error.
@@ -145,8 +138,7 @@ func TestPlaceStaleCopyAfterReuse(t *testing.T) {
 func TestPlaceLeaveMovesLineOn(t *testing.T) {
 	s := keyedsem.New[string]()
 	defer s.Close()
-	holder, err := s.Acquire(bg, "a")
-	plMust(t, err)
+	holder := plHold(t, s, "a")
 	first := plJoin(t, s, "a", 1)
 	second := plJoin(t, s, "a", 1)
 	third := plJoin(t, s, "a", 1)
@@ -186,8 +178,7 @@ func TestPlaceLeaveGrantedAtJoin(t *testing.T) {
 func TestPlaceCancelWhileWaiting(t *testing.T) {
 	s := keyedsem.New[string]()
 	defer s.Close()
-	holder, err := s.Acquire(bg, "a")
-	plMust(t, err)
+	holder := plHold(t, s, "a")
 	first := plJoin(t, s, "a", 1)
 	second := plJoin(t, s, "a", 1)
 	ctx, cancel := context.WithCancel(bg)
@@ -215,8 +206,7 @@ func TestPlaceEndedBeforeGrantWins(t *testing.T) {
 	s := keyedsem.New[string]()
 	defer s.Close()
 	for round := range 1000 {
-		holder, err := s.Acquire(bg, "a")
-		plMust(t, err)
+		holder := plHold(t, s, "a")
 		first := plJoin(t, s, "a", 1)
 		second := plJoin(t, s, "a", 1)
 		ctx, cancel := context.WithCancel(bg)
@@ -248,8 +238,7 @@ func TestPlaceEndedBeforeGrantWins(t *testing.T) {
 // fails.
 func TestPlaceClose(t *testing.T) {
 	s := keyedsem.New[string](keyedsem.WithIdleTimeout(0))
-	holder, err := s.Acquire(bg, "a")
-	plMust(t, err)
+	holder := plHold(t, s, "a")
 	inLine := plJoin(t, s, "a", 1)
 	left := plJoin(t, s, "a", 1)
 	granted := plJoin(t, s, "b", 1)
@@ -345,37 +334,8 @@ func TestPlaceOrder(t *testing.T) {
 	for i := 1; i <= n; i++ {
 		places[i] = plJoin(t, s, "thread", 1)
 	}
-	var mu sync.Mutex
-	var served []int
-	var wg sync.WaitGroup
-	for i := n; i >= 1; i-- {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(bg, testkit.Deadline)
-			defer cancel()
-			p, err := places[i].Wait(ctx)
-			if err != nil {
-				t.Errorf("place %d: %v", i, err)
-				return
-			}
-			mu.Lock()
-			served = append(served, i)
-			mu.Unlock()
-			p.Release()
-		}()
-		if i > 1 {
-			// Every place but the first waits: once n-i+1 callers are
-			// in line, this Wait (were it the one to queue) has queued.
-			testkit.Eventually(t, "the Waits to queue", func() bool { return s.Stats().Waiters >= n-i+1 })
-		}
-	}
-	testkit.WaitAll(t, &wg, "the places to be served")
-	for i, got := range served {
-		if got != i+1 {
-			t.Fatalf("served %v; want 1..%d in the order joined", served, n)
-		}
-	}
+	testkit.ServedInJoinOrder(t, n, func() int { return s.Stats().Waiters },
+		func(ctx context.Context, i int) (keyedsem.Permit, error) { return places[i].Wait(ctx) })
 }
 
 // TestPlaceRace races Join, Wait (with contexts that end), Leave and
@@ -391,11 +351,7 @@ func TestPlaceRace(t *testing.T) {
 			defer s.Close()
 			var inside [2]atomic.Int64
 			var over atomic.Bool
-			rounds := 1000
-			if testing.Short() {
-				rounds = 100
-			}
-			for round := range rounds {
+			for round := range testkit.Rounds() {
 				const callers = 6
 				fns := make([]func(), callers)
 				for c := range callers {
@@ -407,32 +363,11 @@ func TestPlaceRace(t *testing.T) {
 							t.Errorf("Join: %v", err)
 							return
 						}
-						switch rng.IntN(4) {
-						case 0:
-							pl.Leave()
-							return
-						case 1: // a context that ends at some point
-							ctx, cancel := context.WithCancel(bg)
-							go cancel()
-							p, err := pl.Wait(ctx)
-							cancel()
-							if err != nil {
-								if !errors.Is(err, context.Canceled) {
-									t.Errorf("Wait: %v", err)
-								}
-								pl.Leave() // after a failed Wait: nothing
-								return
-							}
-							hold(&inside[key], p, &over)
-						default:
-							go pl.Leave() // racing the Wait: one of them wins
-							p, err := pl.Wait(bg)
-							if err != nil {
-								if !errors.Is(err, keyedsem.ErrPlaceUsed) {
-									t.Errorf("Wait racing Leave: %v", err)
-								}
-								return
-							}
+						p, ok, err := testkit.RacePlace(rng.IntN(4), pl.Wait, pl.Leave, keyedsem.ErrPlaceUsed)
+						if err != nil {
+							t.Error(err)
+						}
+						if ok {
 							hold(&inside[key], p, &over)
 						}
 					}
@@ -471,14 +406,12 @@ func hold(in *atomic.Int64, p keyedsem.Permit, over *atomic.Bool) {
 // Join and Leave of a place in line, allocate nothing: the place's record
 // is pooled.
 func TestPlaceAllocatesNothing(t *testing.T) {
-	if testing.CoverMode() != "" || raceEnabled {
-		t.Skip("allocation counts differ under -race and -cover")
-	}
+	testkit.SkipUnlessAllocsCount(t)
 	s := keyedsem.New[string]()
 	defer s.Close()
 	ctx, cancel := context.WithCancel(bg)
 	defer cancel()
-	if a := testing.AllocsPerRun(1000, func() {
+	testkit.NoAllocs(t, "Join+Wait+Release", func() {
 		pl, err := s.Join("a", 1)
 		if err != nil {
 			t.Fatal(err)
@@ -488,21 +421,25 @@ func TestPlaceAllocatesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.Release()
-	}); a != 0 {
-		t.Fatalf("Join+Wait+Release: %.1f allocs; want 0", a)
-	}
-	holder, err := s.Acquire(bg, "a")
-	plMust(t, err)
+	})
+	holder := plHold(t, s, "a")
 	defer holder.Release()
-	if a := testing.AllocsPerRun(1000, func() {
+	testkit.NoAllocs(t, "Join+Leave in line", func() {
 		pl, err := s.Join("a", 1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		pl.Leave()
-	}); a != 0 {
-		t.Fatalf("Join+Leave in line: %.1f allocs; want 0", a)
-	}
+	})
+}
+
+// plHold takes a permit of key, so that places joined after it wait (at
+// the default per-key capacity of 1), and fails t on error.
+func plHold[K comparable](t *testing.T, s *keyedsem.Keyed[K], key K) keyedsem.Permit {
+	t.Helper()
+	p, err := s.Acquire(bg, key)
+	plMust(t, err)
+	return p
 }
 
 func plMust(t *testing.T, err error) {

@@ -140,6 +140,26 @@ func (s *Keyed[K]) AcquireTurn(ctx context.Context, key K, n int64, t semaphore.
 	return s.wait(ctx, e, n, &t)
 }
 
+// Honoured returns t with only the fields that s orders its keys' waiters
+// by and the others zero: Priority if s was made [WithPriorities],
+// Sequence if [WithSequenceOrder], never Group (a keyed semaphore has no
+// fair share). It tells a caller that hands one Turn to many semaphores,
+// each built with its own option (the lanes of a lanequeue.Queue), what
+// each will take: [Keyed.AcquireTurn] and [Keyed.JoinTurn] refuse no
+// field of what it returns, only a Priority out of range, which it leaves
+// as it is. It reads settings fixed at New: no lock, no allocation.
+func (s *Keyed[K]) Honoured(t semaphore.Turn) semaphore.Turn {
+	s.mustBeMade()
+	if s.order != orderPriorities {
+		t.Priority = 0
+	}
+	if s.order != orderSequence {
+		t.Sequence = 0
+	}
+	t.Group = ""
+	return t
+}
+
 // turnErr returns the refusal of t on s, nil if s orders by every field t
 // sets.
 func (s *Keyed[K]) turnErr(t semaphore.Turn) error {

@@ -141,6 +141,15 @@ func (q *Queue[K]) acquireFrom(ctx context.Context, key K, g *grant[K], from int
 	ordered := turn != (semaphore.Turn{})
 	for i := from; i < plain; i++ {
 		h := &hs[i]
+		// A lane that grants at once is taken without a trace; the call is
+		// listed as waiting (Queue.Waiters) before a lane that may wait.
+		if g.rec == nil && h.e.tryFirst() && ctx.Err() == nil {
+			if p, ok := h.e.tryAcquire(key, h.n); ok {
+				h.p = p
+				continue
+			}
+		}
+		q.waitFor(key, g, i)
 		var p semaphore.Permit
 		var err error
 		if ordered {
@@ -148,15 +157,24 @@ func (q *Queue[K]) acquireFrom(ctx context.Context, key K, g *grant[K], from int
 		} else {
 			p, err = h.e.acquire(ctx, key, h.n)
 		}
+		if hk := q.watch.hooks.Load(); hk != nil {
+			q.waited(hk, key, g, i, err)
+		}
 		if err != nil {
 			rollback(g, i)
+			q.abandon(g)
 			return q.laneErr(h.e, key, err)
 		}
 		h.p = p
 	}
 	if plain < len(hs) {
-		if err := q.takeRateTail(ctx, key, g, plain); err != nil {
+		err := q.takeRateTail(ctx, key, g, plain)
+		if hk := q.watch.hooks.Load(); hk != nil {
+			q.waited(hk, key, g, plain, err)
+		}
+		if err != nil {
 			rollback(g, plain)
+			q.abandon(g)
 			if q.closed.Load() {
 				return ErrClosed
 			}
@@ -168,6 +186,7 @@ func (q *Queue[K]) acquireFrom(ctx context.Context, key K, g *grant[K], from int
 		// one that grants at once without looking at ctx). The end wins:
 		// give everything back, as a cancelled waiter would.
 		rollback(g, plain)
+		q.abandon(g)
 		return ctx.Err()
 	}
 	return nil
@@ -403,8 +422,12 @@ func (q *Queue[K]) takeRateTail(ctx context.Context, key K, g *grant[K], from in
 	var reqBuf [inlineLanes]rateReq[K]
 	var extBuf [inlineLanes]int
 	reqs, ext := rateSplit(g, from, reqBuf[:0], extBuf[:0])
+	if len(ext) > 0 {
+		q.waitFor(key, g, from) // a lane of another package may wait
+	}
 	if len(reqs) > 0 {
-		if err := takeRates(ctx, reqs, q.done); err != nil {
+		// Listed as waiting (Queue.Waiters) once the tokens are due later.
+		if err := takeRates(ctx, reqs, q.done, func() { q.waitFor(key, g, from) }); err != nil {
 			return q.rateErr(g, from, key, reqs, err)
 		}
 	}

@@ -34,7 +34,6 @@ type globalLane[K comparable] struct {
 	// changed by SetCapacity). Queue.GlobalSemaphore, which hands the
 	// semaphore out, sets it to -1 for good.
 	capacity atomic.Int64
-	turns    turnFields // see AcquireTurn
 }
 
 func (l *globalLane[K]) Kind() Kind { return Global }
@@ -84,8 +83,7 @@ func NewKeyedLane[K comparable](s *keyedsem.Keyed[K]) Lane[K] {
 
 // keyedLane adapts a keyedsem.Keyed.
 type keyedLane[K comparable] struct {
-	s     *keyedsem.Keyed[K]
-	turns turnFields // see AcquireTurn
+	s *keyedsem.Keyed[K]
 }
 
 func (l *keyedLane[K]) Kind() Kind       { return Keyed }

@@ -72,12 +72,22 @@
 // first keyed lane) at once, in the order the handler calls it, and
 // returns a [Place] that a worker waits for later ([Place.Wait] returns
 // the ticket) or gives up ([Place.Leave]); see Example_webhook. The order
-// is that of the Join calls, so of the requests' arrival at the server.
+// is that of the Join calls, so of the requests' arrival at the server;
+// or, on a keyed lane made keyedsem.WithSequenceOrder, that of the
+// messages' numbers: Join takes the call's [WithSequence] (and
+// [WithPriority], [WithGroup]) as AcquireAll does, so that message 2's
+// place goes ahead of message 3's when 3 reached the server first, as
+// long as both still stand in line. The lanes that Wait takes after the
+// keyed lane are given the options when Wait reaches them.
 //
 // Priorities: [WithPriority] serves a call ahead of lower ones on the
 // lanes built with priorities ([keyedsem.WithPriorities], and
 // semaphore.WithPriorities for global lanes), with aging, so that lower
-// priorities still run within the bound the option states.
+// priorities still run within the bound the option states (see
+// Example_cronYieldsToUsers). Each lane takes only the options its
+// semaphore orders by and ignores the others, counting nothing for them,
+// so one call may carry a priority, a sequence and a group across lanes
+// of different orders.
 //
 // Keys: any comparable type. A key that is not equal to itself (a float
 // NaN, or a struct, array or interface value holding one) is refused with
@@ -128,7 +138,15 @@
 // and the time held before the permits go back.
 //
 // Diagnostics: [Queue.Holders] lists the permits out (lane, key, weight,
-// since when), oldest first; [Queue.Stats] gives each lane's figures.
+// since when), oldest first, also those of calls still waiting for a later
+// lane; [Queue.Waiters] lists who waits for which lane, for which key, in
+// which position, and [Queue.LineLen] one key's line; [Queue.Stats] gives
+// each lane's counters and, for lanes made with their package's
+// WithHistograms, its wait-time and hold-time histograms
+// ([semaphore.Timings]). [Queue.SetHooks] reports slow waits, long holds
+// and refusals as they happen, and [LogHooks] logs them with log/slog.
+// All of it is off or idle until asked for: a call that takes its lanes
+// at once is not listed anywhere but in Holders.
 //
 // Cost: an AcquireAll of a keyed and a global lane, and its Release, cost
 // the lanes' own acquire and release, a copy of the set's lanes into the

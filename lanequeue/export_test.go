@@ -61,3 +61,9 @@ func (q *Queue[K]) AdmitLeave() {
 		q.leave()
 	}
 }
+
+// SetClock makes q read the time for Holders, Waiters, Ticket.Since and
+// the hooks from c. Call it before q is used.
+func SetClock[K comparable](q *Queue[K], c clock.Clock) {
+	q.watch.fake, q.watch.epoch = c, c.Now()
+}

@@ -23,7 +23,7 @@ func testQueue(t *testing.T, global int64) *lanequeue.Queue[string] {
 	return q
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

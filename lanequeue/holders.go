@@ -13,7 +13,11 @@ type Holder[K comparable] struct {
 	Kind   Kind      // the lane's kind
 	Key    K         // the key the ticket was taken for
 	Weight int64     // the permits the ticket holds in the lane (rate lanes hold nothing and are not listed)
-	Since  time.Time // when the ticket was granted
+	Since  time.Time // when the ticket was granted (Waiting: when the call began to wait)
+	// Waiting says that the lane is held by a call of AcquireAll that
+	// still waits for a later lane (listed by Queue.Waiters), not by a
+	// ticket.
+	Waiting bool
 }
 
 // holderStripes is the number of independently locked lists of live
@@ -85,20 +89,21 @@ func stripeHint() uint {
 // caller's stripe, or a new one), which lists it for Holders, and returns
 // the ticket: a new handle from the stripe's block. The lock orders the
 // writes to the record before any Holders or accessor that reads it.
+//
+// A call that waited (see waitFor) has its record already, listed as
+// waiting: publish fills that one.
 func (q *Queue[K]) publish(key K, g *grant[K]) *Ticket[K] {
-	since := q.clock.Read()
-	st := &q.holders.stripes[stripeHint()]
-	st.mu.Lock()
-	r := st.free
-	if r != nil {
-		st.free = r.nextFree
-		st.nfree--
+	since := q.stamp()
+	var st *holderStripe[K]
+	var r *record[K]
+	if r = g.rec; r != nil {
+		st = r.home
+		st.mu.Lock()
+		r.pending = false
 	} else {
-		r = &record[K]{q: q, home: st, next: st.all}
-		if st.all != nil {
-			st.all.prev = r
-		}
-		st.all = r
+		st = &q.holders.stripes[stripeHint()]
+		st.mu.Lock()
+		r = st.take(q)
 	}
 	r.key, r.since = key, since
 	r.g.weight, r.g.n, r.g.plain = g.weight, g.n, g.plain
@@ -117,6 +122,23 @@ func (q *Queue[K]) publish(key K, g *grant[K]) *Ticket[K] {
 	r.owner = t
 	st.mu.Unlock()
 	return t
+}
+
+// take returns a record for a grant: a free one of st, or a new one on
+// st's list. The caller holds st.mu.
+func (st *holderStripe[K]) take(q *Queue[K]) *record[K] {
+	r := st.free
+	if r != nil {
+		st.free = r.nextFree
+		st.nfree--
+		return r
+	}
+	r = &record[K]{q: q, home: st, next: st.all}
+	if st.all != nil {
+		st.all.prev = r
+	}
+	st.all = r
+	return r
 }
 
 // retire frees r, whose ticket is being released: r goes on the free list,
@@ -148,9 +170,13 @@ func (st *holderStripe[K]) retire(r *record[K]) {
 // Holders lists the keyed and global lanes held now, one [Holder] per lane
 // per ticket, oldest ticket first: the holder that everyone else waits for
 // is usually near the top. Rate lanes hold nothing and are not listed.
+// Every permit out through the queue is listed: a ticket's, and those of
+// a call of AcquireAll still waiting for a later lane (a session lane held
+// while the call waits for the global one), whose Since is when it began
+// to wait (see [Queue.Waiters]).
 //
 // A ticket is listed from just before AcquireAll returns it until its
-// Release begins. The list is gathered one lock stripe at a time, so under
+// Release begins, a waiting call while it waits. The list is gathered one lock stripe at a time, so under
 // concurrent use it is not a snapshot of one instant; a ticket granted or
 // released meanwhile may or may not be in it. Permits taken directly from
 // a lane (not through the queue) are not listed.
@@ -168,17 +194,20 @@ func (q *Queue[K]) Holders() []Holder[K] {
 		st := &q.holders.stripes[i]
 		st.mu.Lock()
 		for r := st.all; r != nil; r = r.next {
-			if r.owner == nil {
+			hs := r.g.held()
+			switch {
+			case r.pending:
+				hs = hs[:r.at] // the lanes held so far
+			case r.owner == nil:
 				continue // free
 			}
-			hs := r.g.held()
-			since := q.clock.Time(r.since)
+			since := q.timeOf(r.since)
 			for j := range hs {
 				h := &hs[j]
 				if h.e.kind == Rate {
 					continue
 				}
-				out = append(out, Holder[K]{Lane: h.e.name, Kind: h.e.kind, Key: r.key, Weight: h.n, Since: since})
+				out = append(out, Holder[K]{Lane: h.e.name, Kind: h.e.kind, Key: r.key, Weight: h.n, Since: since, Waiting: r.pending})
 			}
 		}
 		st.mu.Unlock()

@@ -35,16 +35,41 @@ type Place[K comparable] struct {
 	q    *Queue[K]
 	key  K
 	used atomic.Bool
-	kp   keyedsem.Place[K] // the place in g.held()[0], the first keyed lane
-	g    grant[K]          // the lanes and weights; permits once Wait takes them
+	// The options' Turn, for the lanes Wait takes, in fields of their
+	// own: the priority (within ±semaphore.MaxPriority) fits beside used,
+	// so that the Place stays in the allocation size class it has without
+	// a Turn.
+	prio  int32
+	kp    keyedsem.Place[K] // the place in g.held()[0], the first keyed lane
+	g     grant[K]          // the lanes and weights; permits once Wait takes them
+	seq   int64
+	group string
+}
+
+// turn returns the Turn that Join's options built.
+func (p *Place[K]) turn() semaphore.Turn {
+	return semaphore.Turn{Priority: int(p.prio), Sequence: p.seq, Group: p.group}
 }
 
 // Join takes a place for key in the line of the set's first keyed lane
 // (in the canonical order), at once, and returns it without waiting, so
 // that a webhook can answer at once and a worker wait for the turn later.
 // Places of one key are served in the order Join took them, whatever the
-// order of their Waits: with a per-key capacity of 1 their tickets are
-// granted in that order.
+// order of their Waits (with a per-key capacity of 1 their tickets are
+// granted in that order), or by the keyed lane's own order (below).
+//
+// The call's [WithPriority], [WithSequence] and [WithGroup] place it as
+// they place AcquireAll's, each lane taking the fields its semaphore
+// orders by and ignoring the others. On the keyed lane the place is taken
+// at Join where they put it: on a session lane made
+// [keyedsem.WithSequenceOrder] a thread's places are served in ascending
+// WithSequence while they stand in line, whatever order their Joins came
+// in (so a webhook gives each message its sequence number and messages
+// that reach the server out of order are handled in order); on one made
+// [keyedsem.WithPriorities] by priority, aging from the Join. The lanes
+// Wait takes get them when Wait reaches them: a global lane made
+// semaphore.WithPriorities orders the call by its priority from then on,
+// a fair lane ([Queue.AddFairLane]) by its group.
 //
 // Only the first keyed lane is joined. The set's other lanes are taken by
 // Wait, in the canonical order, once the place's turn has come, as
@@ -73,14 +98,11 @@ func (q *Queue[K]) Join(key K, lanes LaneSet[K], opts ...AcquireOption) (*Place[
 	if err := q.resolve(&pl.g, lanes, opts); err != nil {
 		return nil, err
 	}
-	// A place is taken in arrival order: the lines' ordering options are
-	// not carried by a place yet, and a caller that asks for one must
-	// hear so rather than find its option ignored.
-	if turn, err := turnOf(opts); err != nil {
+	turn, err := turnOf(opts)
+	if err != nil {
 		return nil, err
-	} else if turn != (semaphore.Turn{}) {
-		return nil, fmt.Errorf("lanequeue: Join takes no WithPriority, WithSequence or WithGroup (a place is taken in arrival order): %w", ErrInvalidConfig)
 	}
+	pl.prio, pl.seq, pl.group = int32(turn.Priority), turn.Sequence, turn.Group
 	if q.nanKeys && key != key {
 		return nil, ErrNaNKey
 	}
@@ -94,7 +116,12 @@ func (q *Queue[K]) Join(key K, lanes LaneSet[K], opts ...AcquireOption) (*Place[
 	if err := q.admit(); err != nil {
 		return nil, err
 	}
-	kp, err := h.e.keyed.Join(key, h.n)
+	var kp keyedsem.Place[K]
+	if s := h.e.keyed; turn == (semaphore.Turn{}) {
+		kp, err = s.Join(key, h.n)
+	} else {
+		kp, err = s.JoinTurn(key, h.n, s.Honoured(turn))
+	}
 	if err != nil {
 		q.leave()
 		return nil, q.laneErr(h.e, key, err)
@@ -154,7 +181,7 @@ func (p *Place[K]) Wait(ctx context.Context) (*Ticket[K], error) {
 		return nil, q.laneErr(h.e, p.key, err)
 	}
 	h.p = perm
-	if err := q.acquireFrom(ctx, p.key, g, 1, semaphore.Turn{}); err != nil {
+	if err := q.acquireFrom(ctx, p.key, g, 1, p.turn()); err != nil {
 		q.leave()
 		return nil, err
 	}

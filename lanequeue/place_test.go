@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,13 +28,7 @@ func chatLanes(t *testing.T, q *lanequeue.Queue[string]) lanequeue.LaneSet[strin
 // ticket comes.
 func placeWait(t *testing.T, pl *lanequeue.Place[string], what string) *lanequeue.Ticket[string] {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
-	defer cancel()
-	tk, err := pl.Wait(ctx)
-	if err != nil {
-		t.Fatalf("%s: Wait: %v", what, err)
-	}
-	return tk
+	return testkit.Await(t, what, pl.Wait)
 }
 
 func join(t *testing.T, q *lanequeue.Queue[string], key string, ls lanequeue.LaneSet[string], opts ...lanequeue.AcquireOption) *lanequeue.Place[string] {
@@ -229,66 +224,68 @@ func TestPlaceQueueRace(t *testing.T) {
 	const global = 2
 	q := testQueue(t, global)
 	chat := chatLanes(t, q)
+	racePlaceThreads(t, q, global, 3, "the order joined", func(key string, _ *rand.Rand, place func(*lanequeue.Place[string], int64)) error {
+		for m := range 3 { // Join in order, answer, hand over
+			pl, err := q.Join(key, chat)
+			if err != nil {
+				return err
+			}
+			place(pl, int64(m))
+		}
+		return nil
+	})
+}
+
+// racePlaceThreads runs the rounds of a place race on q: the webhooks of
+// threads threads run at once, each hook joining its thread's places
+// (key "thread-N", rng its own) and handing each to place with a label;
+// a worker per place ends it as testkit.RacePlace does and holds its
+// ticket. It checks that the global lane never holds more than global,
+// that a thread never has two tickets at once, that a thread's tickets are
+// granted in ascending label (order names that order), and that nothing
+// is held or waiting after each round.
+func racePlaceThreads(t *testing.T, q *lanequeue.Queue[string], global int64, threads int, order string,
+	hook func(key string, rng *rand.Rand, place func(pl *lanequeue.Place[string], label int64)) error) {
+	t.Helper()
 	var inGlobal atomic.Int64
 	var bad atomic.Value // string
-	rounds := 1000
-	if testing.Short() {
-		rounds = 100
-	}
-	for round := range rounds {
-		const threads, msgs = 3, 3
+	for round := range testkit.Rounds() {
 		var mu sync.Mutex
-		granted := make([][]int, threads) // per thread, the messages granted
-		var inThread [threads]atomic.Int64
+		granted := make([][]int64, threads) // per thread, the labels granted
+		inThread := make([]atomic.Int64, threads)
 		var workers sync.WaitGroup
 		hooks := make([]func(), threads)
 		for th := range threads {
-			key := fmt.Sprint("thread-", th)
 			rng := rand.New(rand.NewPCG(uint64(round), uint64(th)))
-			hooks[th] = func() { // the webhook of one thread: Join in order, answer, hand over
-				for m := range msgs {
-					pl, err := q.Join(key, chat)
+			place := func(pl *lanequeue.Place[string], label int64) {
+				mode := rng.IntN(4)
+				workers.Add(1)
+				go func() {
+					defer workers.Done()
+					tk, ok, err := testkit.RacePlace(mode, pl.Wait, pl.Leave, lanequeue.ErrPlaceUsed)
 					if err != nil {
-						bad.Store("Join: " + err.Error())
+						bad.Store(err.Error())
+					}
+					if !ok {
 						return
 					}
-					mode := rng.IntN(4)
-					workers.Add(1)
-					go func() {
-						defer workers.Done()
-						var ctx context.Context = context.Background()
-						switch mode {
-						case 0:
-							pl.Leave()
-							return
-						case 1:
-							c, cancel := context.WithCancel(ctx)
-							defer cancel()
-							go cancel()
-							ctx = c
-						case 2:
-							go pl.Leave()
-						}
-						tk, err := pl.Wait(ctx)
-						if err != nil {
-							if !errors.Is(err, context.Canceled) && !errors.Is(err, lanequeue.ErrPlaceUsed) {
-								bad.Store("Wait: " + err.Error())
-							}
-							return
-						}
-						if inGlobal.Add(1) > global {
-							bad.Store("global over capacity")
-						}
-						if inThread[th].Add(1) > 1 {
-							bad.Store("two tickets of one thread at once")
-						}
-						mu.Lock()
-						granted[th] = append(granted[th], m)
-						mu.Unlock()
-						inThread[th].Add(-1)
-						inGlobal.Add(-1)
-						tk.Release()
-					}()
+					if inGlobal.Add(1) > global {
+						bad.Store("global over capacity")
+					}
+					if inThread[th].Add(1) > 1 {
+						bad.Store("two tickets of one thread at once")
+					}
+					mu.Lock()
+					granted[th] = append(granted[th], label)
+					mu.Unlock()
+					inThread[th].Add(-1)
+					inGlobal.Add(-1)
+					tk.Release()
+				}()
+			}
+			hooks[th] = func() {
+				if err := hook(fmt.Sprint("thread-", th), rng, place); err != nil {
+					bad.Store("the webhook: " + err.Error())
 				}
 			}
 		}
@@ -298,10 +295,8 @@ func TestPlaceQueueRace(t *testing.T) {
 			t.Fatalf("round %d: %s", round, v)
 		}
 		for th, got := range granted {
-			for i := 1; i < len(got); i++ {
-				if got[i] < got[i-1] {
-					t.Fatalf("round %d: thread %d granted %v; want the order joined", round, th, got)
-				}
+			if !slices.IsSorted(got) {
+				t.Fatalf("round %d: thread %d granted %v; want %s", round, th, got, order)
 			}
 		}
 		// A racing Leave that lost runs on after its worker returned.
@@ -328,34 +323,7 @@ func TestPlaceOrderQueue(t *testing.T) {
 	for i := 1; i <= n; i++ {
 		places[i] = join(t, q, "thread", chat)
 	}
-	var mu sync.Mutex
-	var served []int
-	var wg sync.WaitGroup
-	for i := n; i >= 1; i-- {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
-			defer cancel()
-			tk, err := places[i].Wait(ctx)
-			if err != nil {
-				t.Errorf("place %d: %v", i, err)
-				return
-			}
-			mu.Lock()
-			served = append(served, i)
-			mu.Unlock()
-			tk.Release()
-		}()
-		if i > 1 {
-			testkit.Eventually(t, "the Waits to queue", func() bool { return laneStats(t, q, "session").Waiters >= n-i+1 })
-		}
-	}
-	testkit.WaitAll(t, &wg, "the places to be served")
-	for i, got := range served {
-		if got != i+1 {
-			t.Fatalf("served %v; want 1..%d in the order joined", served, n)
-		}
-	}
+	testkit.ServedInJoinOrder(t, n, func() int { return laneStats(t, q, "session").Waiters },
+		func(ctx context.Context, i int) (*lanequeue.Ticket[string], error) { return places[i].Wait(ctx) })
 	assertNothingHeld(t, q)
 }

@@ -133,6 +133,7 @@ type Queue[K comparable] struct {
 
 	clock   coarse.Clock // the tickets' since
 	holders holderSet[K]
+	watch   watch[K]   // Waiters' arrivals and the hooks (waiters.go, hooks.go)
 	drain   drainState // what Drain waits for; see drain.go
 
 	// nanKeys is whether K can hold a value not equal to itself (a float,

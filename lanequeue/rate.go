@@ -147,7 +147,7 @@ func (l *rateLane[K]) Acquire(ctx context.Context, _ K, n int64) (semaphore.Perm
 		panic("lanequeue: nil Context")
 	}
 	reqs := [1]rateReq[K]{{l: l, n: n}}
-	if err := takeRates(ctx, reqs[:], l.closed); err != nil {
+	if err := takeRates(ctx, reqs[:], l.closed, nil); err != nil {
 		if we, ok := err.(*rateWaitError); ok {
 			err = we.err // the caller knows the lane
 		}
@@ -321,7 +321,7 @@ var errRateDeadline = fmt.Errorf("lanequeue: rate tokens not available before th
 // context.DeadlineExceeded (the tokens would come after the deadline:
 // nothing is spent and the call does not wait), ErrClosed, or
 // semaphore.ErrInvalidWeight / ErrTooHeavy.
-func takeRates[K comparable](ctx context.Context, reqs []rateReq[K], done <-chan struct{}) error {
+func takeRates[K comparable](ctx context.Context, reqs []rateReq[K], done <-chan struct{}, waiting func()) error {
 	ctxDone := ctx.Done()
 	if ctxDone != nil {
 		select {
@@ -376,6 +376,9 @@ func takeRates[K comparable](ctx context.Context, reqs []rateReq[K], done <-chan
 		}
 	}
 	if delay := due.Sub(last); delay > 0 {
+		if waiting != nil {
+			waiting()
+		}
 		if err := waitRates(ctx, ctxDone, reqs, done, due, delay); err != nil {
 			if err != ErrClosed {
 				err = &rateWaitError{i: slow, after: due.Sub(reqs[slow].l.now()), err: err}

@@ -65,6 +65,13 @@ type record[K comparable] struct {
 	// epoch on its coarse clock (see coarse.Clock).
 	since int64
 	g     grant[K]
+	// A call still acquiring, listed by Waiters (see waitFor): pending,
+	// waiting for lane at of g since atSince, the seq-th arrival at a
+	// lane. The lanes before at are held; owner is nil.
+	pending bool
+	at      int
+	seq     uint64
+	atSince int64
 	// The home's list of records, guarded by home.mu.
 	prev, next *record[K]
 
@@ -87,6 +94,7 @@ type grant[K comparable] struct {
 	plain  int
 	more   []held[K] // the lanes, when there are over inlineLanes
 	inline [inlineLanes]held[K]
+	rec    *record[K] // the record of a call that waited (see waitFor); nil until then
 }
 
 // held returns the grant's lanes.
@@ -145,14 +153,21 @@ func (t *Ticket[K]) release(report bool, err error) bool {
 	if report {
 		obs = r.g.observers(obs)
 	}
-	q := r.q // immutable: once retired, r may serve another ticket
+	q := r.q               // immutable: once retired, r may serve another ticket
+	var long *heldLanes[K] // a hold for Hooks.OnLongHold, reported after unlocking
+	if h := q.watch.hooks.Load(); h != nil {
+		long = q.longHold(h, r)
+	}
 	shown := q.endTicket(st, r.g.held())
 	st.retire(r)
 	st.mu.Unlock()
+	if long != nil {
+		q.report(long)
+	}
 	if len(obs) > 0 {
 		// An observer that panics must not keep the permits.
 		defer releasePermits(q, ps[:n], more, shown)
-		held := time.Duration(q.clock.Read() - since)
+		held := time.Duration(q.stamp() - since)
 		for _, o := range obs {
 			o.Observe(err, held)
 		}
@@ -274,5 +289,5 @@ func (t *Ticket[K]) Since() time.Time {
 		return time.Time{}
 	}
 	defer r.home.mu.Unlock()
-	return r.q.clock.Time(r.since)
+	return r.q.timeOf(r.since)
 }

@@ -120,7 +120,10 @@
 // While Redis is unreachable the limit does not change (nobody can raise
 // it), each instance keeps the last limit it read, and the leader's value
 // is held until Redis answers, then written if its term still lasts, else
-// dropped. See [Fleet] for the details.
+// dropped. An adaptive.Controller over a Fleet moves the limit only on
+// the leader; a follower's takes the fleet's limit, and a new leader's
+// continues from it (adaptive.Shared). [AsBudget] gives Controller.Do the
+// fleet's permits. See [Fleet] for the details.
 //
 // # Bounds
 //

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sessionlane/lanes/adaptive"
 	"github.com/sessionlane/lanes/redislane"
 )
 
@@ -156,4 +157,41 @@ func ExampleFleet() {
 	// Output:
 	// leader: true false
 	// limit: 4 4
+}
+
+// A limit controller over a fleet's budget: Controller.Do takes the
+// fleet's permits through AsBudget and reports each call's outcome; a
+// round trip of refusals (429s) lowers the fleet's limit, written to
+// Redis by this instance, the fleet's leader.
+func ExampleAsBudget() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	fleet, err := redislane.NewFleet(client, "example-adaptive-fleet", 4, redislane.WithLease(2*time.Second),
+		redislane.WithQuarantine(0), redislane.WithLimitRefresh(200*time.Millisecond))
+	if err != nil {
+		panic(err)
+	}
+	defer fleet.Close()
+	ctl, err := adaptive.New(redislane.AsBudget(fleet), 1, 64) // a candidate from here
+	if err != nil {
+		panic(err)
+	}
+	for !fleet.Leader() {
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	callModel := func(context.Context) error {
+		return fmt.Errorf("%w: HTTP 429 Too Many Requests", adaptive.ErrOverload)
+	}
+	fmt.Println("limit:", fleet.Capacity())
+	for range 4 { // one round trip at limit 4
+		_ = ctl.Do(context.Background(), 1, callModel)
+	}
+	for fleet.Capacity() != 3 { // 4 * 0.9, written to Redis in the background
+		time.Sleep(10 * time.Millisecond)
+	}
+	fmt.Println("limit:", fleet.Capacity(), "after", ctl.Stats().LastReason)
+	// Output:
+	// limit: 4
+	// limit: 3 after overload
 }

@@ -43,7 +43,16 @@ func WithLimitRefresh(d time.Duration) Option {
 //
 // Run the same controller on every instance: the leader's calls change the
 // limit, the others' are dropped, so that whichever instance is elected
-// next takes over at once.
+// next takes over at once. A Fleet also has Leader, which makes it an
+// adaptive.Shared target: adaptive.Controller then moves the limit only on
+// the leader, has each follower's controller take the fleet's limit at
+// each of its decisions, and has a newly elected leader's controller
+// continue from the fleet's limit rather than from a value of its own that
+// went stale while it followed. A controller made with adaptive.New calls
+// SetCapacity at once, so every instance that runs one is a candidate.
+// Controller.Do takes permits through [AsBudget]; a lanequeue lane over
+// the Fleet ([AsLane], with the controller given to Queue.ObserveLane)
+// reports through Queue.Do.
 //
 // # The guarantee
 //
@@ -349,4 +358,47 @@ func flag(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// Budget is a [Fleet] seen as a budget that a limit controller both drives
+// and takes permits from: its Acquire returns a semaphore.Permit, as the
+// Acquire that adaptive.Controller.Do takes permits through must, where
+// the Fleet's own returns a *[Permit]. Make it with [AsBudget]:
+//
+//	ctl, err := adaptive.New(redislane.AsBudget(fleet), 1, 64)
+//	...
+//	err = ctl.Do(ctx, 1, callModel)
+//
+// Its Capacity, SetCapacity and Leader are the Fleet's, so the controller
+// moves the fleet's limit only on the leader (adaptive.Shared). The work
+// run by Do gets Do's context, not the permit's (which also ends when the
+// permit's lease is lost): work that must stop then takes the permit
+// itself (Fleet.Acquire, Permit.Context) and reports by hand
+// (Controller.Report, before Release), or runs in a lanequeue lane over
+// the Fleet ([AsLane] of its Weighted, with the controller given to
+// Queue.ObserveLane), whose Queue.Do reports with no code at the call site.
+type Budget struct{ f *Fleet }
+
+// AsBudget returns f as a [Budget]. Closing f ends it.
+func AsBudget(f *Fleet) *Budget { return &Budget{f: f} }
+
+// Capacity returns the fleet's limit as this instance last read it
+// ([Fleet]).
+func (b *Budget) Capacity() int64 { return b.f.Capacity() }
+
+// SetCapacity proposes n as the fleet's limit, as [Fleet.SetCapacity].
+func (b *Budget) SetCapacity(n int64) { b.f.SetCapacity(n) }
+
+// Leader reports whether this instance leads the fleet, as [Fleet.Leader].
+func (b *Budget) Leader() bool { return b.f.Leader() }
+
+// Acquire takes n permits of the fleet as [Weighted.Acquire] does, and
+// returns them as a semaphore.Permit whose Release runs the Redis release
+// ([PermitOf] gives the *Permit: its fencing token and context).
+func (b *Budget) Acquire(ctx context.Context, n int64) (semaphore.Permit, error) {
+	p, err := b.f.Acquire(ctx, n)
+	if err != nil {
+		return semaphore.Permit{}, err
+	}
+	return p.handle(), nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"runtime"
 	"testing"
+
+	"github.com/sessionlane/lanes/internal/testkit"
 )
 
 // acquireContended is the fast path retried after a lost compare-and-swap.
@@ -70,7 +72,7 @@ func TestAcquireContendedNeverOvertakesAWaiter(t *testing.T) {
 		t.Fatal("took the free permit past a queued waiter")
 	}
 	held.Release()
-	p := <-got
+	p := testkit.Recv(t, got, "the waiter's grant")
 	if p.Weight() != 2 || !p.Release() {
 		t.Fatalf("the waiter got weight %d, want 2 and a first release", p.Weight())
 	}

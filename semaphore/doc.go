@@ -39,6 +39,12 @@
 // is about 1 KB); the waiters of the slow path, and tokens beyond the
 // inline ones, are pooled.
 //
+// Observability: [Weighted.Stats] gives the counters, and with
+// [WithHistograms] the wait-time and hold-time distributions in fixed
+// buckets ([Timings], [Histogram]), kept with atomic adds, without a lock
+// or an allocation; off by default, when their cost is one predictable
+// branch on the fast paths.
+//
 // The zero Weighted is not usable; a Weighted must not be copied after
 // first use.
 package semaphore

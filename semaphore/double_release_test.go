@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -137,11 +138,11 @@ func TestReleaseHappensBeforeUnblockedAcquire(t *testing.T) {
 	waitFor(t, "the waiter to queue", func() bool { return s.Stats().Waiters == 1 })
 	shared = 1
 	h.Release()
-	require.Equal(t, 1, <-got)
+	require.Equal(t, 1, testkit.Recv(t, got, "the waiter's grant"))
 
 	p, err := s.Acquire(context.Background(), 1) // after the goroutine's release
 	require.NoError(t, err)
 	require.Equal(t, 2, shared)
 	p.Release()
-	<-done
+	testkit.Recv(t, done, "the waiter to return")
 }

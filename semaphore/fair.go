@@ -83,7 +83,6 @@ const MaxGroupWeight = 1000
 func WithFairShare(weight func(group string) int) Option {
 	return func(c *config) {
 		c.setOrder("WithFairShare")
-		c.fairShare = true
 		c.fairWeight = weight
 	}
 }

@@ -63,7 +63,7 @@ func (s *Weighted) acquireContended(ctx context.Context, n int64) (Permit, bool)
 			return Permit{}, false
 		}
 		if p, ok := s.claimInline(st, n); ok {
-			return p, true
+			return s.stamp(p), true
 		}
 	}
 	return Permit{}, false
@@ -85,11 +85,24 @@ func (s *Weighted) claimInline(st uint64, n int64) (Permit, bool) {
 		return Permit{}, false
 	}
 	t := &s.tokens[slot]
-	if s.tm != nil {
-		t.SetSince(s.hc.Stamp())
-	}
 	return Permit(permit.Make(t, t.Gen(), n)), true
 }
+
+// stamp stamps the start of p's hold on its token, when the semaphore
+// records its timings. The callers of claimInline call it: in
+// claimInline the test alone would take it over the inliner's budget, and
+// the uncontended path would pay a call.
+func (s *Weighted) stamp(p Permit) Permit {
+	if s.tm != nil {
+		s.stampOn(permit.TokenOf(permit.Permit(p)))
+	}
+	return p
+}
+
+// stampOn is stamp's work, out of line.
+//
+//go:noinline
+func (s *Weighted) stampOn(t *permit.Token) { t.SetSince(s.hc.Stamp()) }
 
 // takeSlot takes n permits and the lowest free inline token (st must have
 // one) from state st by one compare-and-swap, and returns the token's

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -60,7 +61,7 @@ func TestWaitersAreServedInArrivalOrder(t *testing.T) {
 		waitFor(t, fmt.Sprintf("waiter %d to queue", i), func() bool { return s.Stats().Waiters == want })
 	}
 	h.Release()
-	wg.Wait()
+	testkit.WaitAll(t, &wg, "the waiters to be served")
 	close(order)
 	var got []int
 	for i := range order {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -37,7 +38,7 @@ func grantRace(t *testing.T, mode int, s *semaphore.Weighted, h semaphore.Permit
 		go func() { defer wg.Done(); <-start; h.Release() }()
 		go func() { defer wg.Done(); <-start; leave() }()
 		close(start)
-		wg.Wait()
+		testkit.WaitAll(t, &wg, "the release and the leave")
 	case 1:
 		h.Release()
 		ra := recv(t, a)

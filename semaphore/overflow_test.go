@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -66,7 +67,7 @@ func TestWaitingWeightPastMaxInt64(t *testing.T) {
 					// It queued: the sum wrapped and passed the bound.
 					st = s.Stats()
 					cancel()
-					r = <-last
+					r = testkit.Recv(t, last, "the queued Acquire to return")
 					t.Fatalf("waiter %d of weight %d queued under a bound of %d (WaitingWeight %d)", waiters+1, int64(maxCap), tc.bound, st.WaitingWeight)
 				}
 				require.ErrorIs(t, r.err, semaphore.ErrQueueFull, "the waiting weight would pass the bound")
@@ -84,7 +85,7 @@ func TestWaitingWeightPastMaxInt64(t *testing.T) {
 			cancel()
 			n := st.Waiters
 			for range n {
-				require.ErrorIs(t, <-errs, context.Canceled)
+				require.ErrorIs(t, testkit.Recv(t, errs, "a cancelled waiter"), context.Canceled)
 			}
 			st = s.Stats()
 			require.Zero(t, st.Waiters)

@@ -57,22 +57,61 @@ var errLeft = errors.New("semaphore: place left")
 // returns it without waiting: the permits are taken now if they are
 // available and nobody waits (the place is then granted already), and
 // otherwise a waiter joins the queue exactly as a waiting Acquire's would,
-// in the same FIFO order. [Place.Wait] waits for the permits later, or
-// [Place.Leave] gives the place up. Places are served in the order Join
-// took them, whatever order their Waits are called in.
+// at the place Acquire would take. [Place.Wait] waits for the permits
+// later, or [Place.Leave] gives the place up. On a FIFO semaphore places
+// are served in the order Join took them, whatever order their Waits are
+// called in; on one made [WithPriorities] or [WithFairShare], by that
+// order, Join being a place at priority 0, in the group "" (see
+// [Weighted.JoinTurn]).
 //
 // Join fails, taking nothing, with the errors Acquire returns at once:
 // [ErrInvalidWeight], [ErrTooHeavy], [ErrClosed] and [ErrQueueFull]. It
 // never waits. On success the caller owns the place (see [Place] for what
 // that obliges). It allocates nothing: the place's record is pooled.
-func (s *Weighted) Join(n int64) (Place, error) {
+func (s *Weighted) Join(n int64) (Place, error) { return s.JoinTurn(n, Turn{}) }
+
+// JoinTurn is [Weighted.Join] with a place in line: the place stands where
+// [Weighted.AcquireTurn] with t would wait, under the semaphore's ordering
+// option, and keeps that place (its priority ages from JoinTurn's call, as
+// a waiter's from its arrival) until [Place.Wait] or [Place.Leave]. A
+// place whose turn comes ahead of the head (a higher effective priority,
+// an earlier fair-share turn) takes its permits at once if they are free,
+// as such an AcquireTurn would. Every rule of [Place] holds as for Join.
+//
+// JoinTurn refuses t as AcquireTurn does, first: a field the semaphore has
+// no option for, or a Priority out of range, fails at once with an error
+// wrapping [ErrInvalidConfig], takes nothing and counts in
+// [Stats].Rejected ([Weighted.Honoured] says which fields it takes). So
+// does a group whose WithFairShare weight is out of range. Otherwise it
+// fails as Join does. It never waits, and allocates nothing (a new
+// fair-share group may grow the semaphore's table of groups, as for
+// AcquireTurn).
+func (s *Weighted) JoinTurn(n int64, t Turn) (Place, error) {
+	if t != (Turn{}) {
+		if err := s.checkTurn(t); err != nil {
+			s.reject()
+			return Place{}, err
+		}
+	}
 	if n <= 0 {
 		s.reject()
 		return Place{}, ErrInvalidWeight
 	}
 	if st := s.state.Load(); fastOK(st, n) {
 		if p, ok := s.claimInline(st, n); ok {
-			return s.placed(nil, p), nil
+			return s.placed(nil, s.stamp(p)), nil
+		}
+	}
+	// The place in line is computed before locking, as in acquireSlow.
+	var key, unit int64
+	if s.prio.step != 0 {
+		key = s.turnKey(t.Priority)
+	}
+	if s.fair != nil {
+		var err error
+		if unit, err = s.fair.unit(t.Group); err != nil {
+			s.reject()
+			return Place{}, err
 		}
 	}
 	s.mu.Lock()
@@ -89,10 +128,10 @@ func (s *Weighted) Join(n int64) (Place, error) {
 	// As acquireSlow, without a context: Join waits for nothing.
 	for {
 		st := s.state.Load()
-		if s.q.Empty() && avail(st) >= n {
-			if t, ok := s.claimLocked(st, n); ok {
+		if (s.q.Empty() || s.prio.step != 0 && key < s.q.Head().Key()) && avail(st) >= n {
+			if tok, ok := s.claimLocked(st, n); ok {
 				s.mu.Unlock()
-				return s.placed(nil, Permit(permit.Make(t, t.Gen(), n))), nil
+				return s.placed(nil, Permit(permit.Make(tok, tok.Gen(), n))), nil
 			}
 			continue
 		}
@@ -113,12 +152,22 @@ func (s *Weighted) Join(n int64) (Place, error) {
 	if s.tm != nil {
 		w.Since = s.hc.Precise()
 	}
-	s.q.Push(w)
 	s.waiters++
 	var carry uint64
 	s.waitWeight, carry = bits.Add64(s.waitWeight, uint64(n), 0)
 	s.waitHi += carry
-	s.mu.Unlock()
+	// By the semaphore's order, as acquireSlow pushes: an ordered queue
+	// must never see Push.
+	switch {
+	case s.fair != nil:
+		s.pushFairUnlock(w, t.Group, unit) // may serve w at once: Wait then finds it granted
+	case s.prio.step != 0:
+		s.q.PushAt(w, key)
+		s.mu.Unlock()
+	default:
+		s.q.Push(w)
+		s.mu.Unlock()
+	}
 	return s.placed(w, Permit{}), nil
 }
 

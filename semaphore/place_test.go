@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -23,13 +22,7 @@ func placeJoin(t *testing.T, s *semaphore.Weighted, n int64) semaphore.Place {
 
 func placeWait(t *testing.T, pl semaphore.Place, what string) semaphore.Permit {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
-	defer cancel()
-	p, err := pl.Wait(ctx)
-	if err != nil {
-		t.Fatalf("%s: Wait: %v", what, err)
-	}
-	return p
+	return testkit.Await(t, what, pl.Wait)
 }
 
 func placeCheck(t *testing.T, s *semaphore.Weighted, what string, held int64, waiters int) {
@@ -82,35 +75,8 @@ func TestPlaceOrderWeighted(t *testing.T) {
 	for i := 1; i <= n; i++ {
 		places[i] = placeJoin(t, s, 1)
 	}
-	var mu sync.Mutex
-	var served []int
-	var wg sync.WaitGroup
-	for i := n; i >= 1; i-- {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
-			defer cancel()
-			p, err := places[i].Wait(ctx)
-			if err != nil {
-				t.Errorf("place %d: %v", i, err)
-				return
-			}
-			mu.Lock()
-			served = append(served, i)
-			mu.Unlock()
-			p.Release()
-		}()
-		if i > 1 {
-			testkit.Eventually(t, "the Waits to queue", func() bool { return s.Stats().Waiters >= n-i+1 })
-		}
-	}
-	testkit.WaitAll(t, &wg, "the places to be served")
-	for i, got := range served {
-		if got != i+1 {
-			t.Fatalf("served %v; want 1..%d in the order joined", served, n)
-		}
-	}
+	testkit.ServedInJoinOrder(t, n, func() int { return s.Stats().Waiters },
+		func(ctx context.Context, i int) (semaphore.Permit, error) { return places[i].Wait(ctx) })
 	requireBalanced(t, s)
 }
 
@@ -166,41 +132,34 @@ func TestPlaceEndsWeighted(t *testing.T) {
 // waiting after each round.
 func TestPlaceRaceWeighted(t *testing.T) {
 	const capacity = 3
-	s := semaphore.New(capacity)
+	racePlaces(t, semaphore.New(capacity), capacity, func(s *semaphore.Weighted, rng *rand.Rand) (semaphore.Place, error) {
+		return s.Join(1 + int64(rng.IntN(capacity)))
+	})
+}
+
+// racePlaces runs the rounds of a place race on s: six callers a round
+// join (join, drawing from rng), end their places as testkit.RacePlace
+// does, and hold what they got; after each round nothing is held or
+// waiting, and no more than capacity was ever held at once.
+func racePlaces(t *testing.T, s *semaphore.Weighted, capacity int64, join func(*semaphore.Weighted, *rand.Rand) (semaphore.Place, error)) {
+	t.Helper()
 	var inside atomic.Int64
 	var bad atomic.Value // string
-	rounds := 1000
-	if testing.Short() {
-		rounds = 100
-	}
-	for round := range rounds {
+	for round := range testkit.Rounds() {
 		fns := make([]func(), 6)
 		for c := range fns {
 			rng := rand.New(rand.NewPCG(uint64(round), uint64(c)))
 			fns[c] = func() {
-				pl, err := s.Join(1 + int64(rng.IntN(capacity)))
+				pl, err := join(s, rng)
 				if err != nil {
 					bad.Store("Join: " + err.Error())
 					return
 				}
-				ctx := context.Background()
-				switch rng.IntN(4) {
-				case 0:
-					pl.Leave()
-					return
-				case 1:
-					c, cancel := context.WithCancel(ctx)
-					defer cancel()
-					go cancel()
-					ctx = c
-				case 2:
-					go pl.Leave()
-				}
-				p, err := pl.Wait(ctx)
+				p, ok, err := testkit.RacePlace(rng.IntN(4), pl.Wait, pl.Leave, semaphore.ErrPlaceUsed)
 				if err != nil {
-					if !errors.Is(err, context.Canceled) && !errors.Is(err, semaphore.ErrPlaceUsed) {
-						bad.Store("Wait: " + err.Error())
-					}
+					bad.Store(err.Error())
+				}
+				if !ok {
 					return
 				}
 				if inside.Add(p.Weight()) > capacity {
@@ -227,13 +186,11 @@ func TestPlaceRaceWeighted(t *testing.T) {
 // TestPlaceAllocatesNothingWeighted: Join, Wait and Release, and Join and
 // Leave of a place in line, allocate nothing.
 func TestPlaceAllocatesNothingWeighted(t *testing.T) {
-	if testing.CoverMode() != "" || placeRace {
-		t.Skip("allocation counts differ under -race and -cover")
-	}
+	testkit.SkipUnlessAllocsCount(t)
 	s := semaphore.New(1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if a := testing.AllocsPerRun(1000, func() {
+	testkit.NoAllocs(t, "Join+Wait+Release", func() {
 		pl, err := s.Join(1)
 		if err != nil {
 			t.Fatal(err)
@@ -243,18 +200,14 @@ func TestPlaceAllocatesNothingWeighted(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.Release()
-	}); a != 0 {
-		t.Fatalf("Join+Wait+Release: %.1f allocs; want 0", a)
-	}
+	})
 	holder := take(t, s, 1)
 	defer holder.Release()
-	if a := testing.AllocsPerRun(1000, func() {
+	testkit.NoAllocs(t, "Join+Leave in line", func() {
 		pl, err := s.Join(1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		pl.Leave()
-	}); a != 0 {
-		t.Fatalf("Join+Leave in line: %.1f allocs; want 0", a)
-	}
+	})
 }

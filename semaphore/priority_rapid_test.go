@@ -9,10 +9,10 @@ import (
 )
 
 // TestPrioritySemaphoreMatchesModel is TestSemaphoreMatchesModel with
-// WithPriorities in every case (the shared driver has it in half of them,
-// and FuzzSemaphore too): the grants go to the waiters of the highest
-// effective priority, priority plus steps waited on the fake clock, FIFO
-// among equals, as model.NewPrioritySemaphore says; a head that does not
+// WithPriorities in every case (the shared driver has it in a third of
+// them, and FuzzSemaphore too): the grants go to the waiters of the
+// highest effective priority, priority plus steps waited on the fake
+// clock, FIFO among equals, as the model's Priorities order says; a head that does not
 // fit is not overtaken; refused Turns take nothing; and after every step
 // Available + Held == Capacity, Stats equal the model's, and every waiter
 // returns once, when and how the model says.

@@ -148,9 +148,14 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn Turn) (Permit,
 // semaphore records its timings.
 func (s *Weighted) waited(since int64, err error) {
 	if s.tm != nil && err == nil {
-		s.tm.Wait.Observe(s.hc.Precise() - since)
+		s.waitedOn(since)
 	}
 }
+
+// waitedOn is waited's work, out of line, so that waited is inlined.
+//
+//go:noinline
+func (s *Weighted) waitedOn(since int64) { s.tm.Wait.Observe(s.hc.Precise() - since) }
 
 // observe makes t report its releases' hold times, when the semaphore
 // records its timings.

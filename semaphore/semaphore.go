@@ -143,10 +143,8 @@ type config struct {
 	// The ordering options: at most one (order names it; orderClash
 	// names a pair given together).
 	order, orderClash string
-	priorities        bool             // WithPriorities given
-	agingStep         time.Duration    // its step
-	fairShare         bool             // WithFairShare
-	fairWeight        func(string) int // its weights; nil: equal
+	agingStep         time.Duration    // WithPriorities' step
+	fairWeight        func(string) int // WithFairShare's weights; nil: equal
 	histograms        bool             // WithHistograms
 	hc                hist.Clock       // the clock of timings and waiters' stamps, from clock
 }
@@ -209,7 +207,7 @@ func (c *config) configure(capacity int64, opts []Option) error {
 		return fmt.Errorf("semaphore: WithMaxWait(%v): must not be negative: %w", c.maxWait, ErrInvalidConfig)
 	case c.orderClash != "":
 		return fmt.Errorf("semaphore: %s: one ordering option at most: %w", c.orderClash, ErrInvalidConfig)
-	case c.priorities && c.agingStep <= 0:
+	case c.order == "WithPriorities" && c.agingStep <= 0:
 		return fmt.Errorf("semaphore: WithPriorities(%v): the step must be positive: %w", c.agingStep, ErrInvalidConfig)
 	}
 	return nil
@@ -229,10 +227,10 @@ func New(capacity int64, opts ...Option) *Weighted {
 	if s.clock == nil {
 		s.clock = clock.Real{}
 	}
-	if s.priorities {
+	switch s.order {
+	case "WithPriorities":
 		s.prio.start(s.agingStep, s.clock.Now())
-	}
-	if s.fairShare {
+	case "WithFairShare":
 		s.fair = newFairQueue(s.fairWeight)
 	}
 	s.hc = hist.NewClock(s.clock)
@@ -296,7 +294,7 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) (Permit, error) {
 	}
 	if n > 0 && fastOK(st, n) {
 		if p, ok := s.claimInline(st, n); ok {
-			return p, nil
+			return s.stamp(p), nil
 		}
 		if p, ok := s.acquireContended(ctx, n); ok {
 			return p, nil
@@ -313,7 +311,7 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) (Permit, error) {
 func (s *Weighted) TryAcquire(n int64) (Permit, bool) {
 	if st := s.state.Load(); n > 0 && fastOK(st, n) {
 		if p, ok := s.claimInline(st, n); ok {
-			return p, true
+			return s.stamp(p), true
 		}
 	}
 	if n <= 0 {

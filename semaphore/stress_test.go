@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -109,8 +110,8 @@ func TestStressRandomOpsNeverExceedCapacity(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
-	cancellers.Wait()
+	testkit.WaitAll(t, &wg, "the workers (an Acquire that never returns: a lost waiter)")
+	testkit.WaitAll(t, &cancellers, "the cancellers")
 
 	st := requireBalanced(t, s)
 	require.Equal(t, int64(capacity), st.Available)
@@ -190,9 +191,9 @@ func TestStressSetCapacityRacingAcquireRelease(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	testkit.WaitAll(t, &wg, "the workers (an Acquire that never returns: a lost waiter)")
 	close(stop)
-	t.Logf("%d capacity changes", <-resized)
+	t.Logf("%d capacity changes", testkit.Recv(t, resized, "the resizer to stop"))
 
 	st := requireBalanced(t, s)
 	require.Equal(t, int64(maxCap), st.Capacity)

@@ -64,7 +64,7 @@ const MaxPriority = 1_000_000
 func WithPriorities(step time.Duration) Option {
 	return func(c *config) {
 		c.setOrder("WithPriorities")
-		c.priorities, c.agingStep = true, step
+		c.agingStep = step
 	}
 }
 
@@ -132,6 +132,25 @@ func (s *Weighted) checkTurn(t Turn) error {
 	return nil
 }
 
+// Honoured returns t with only the fields that s orders its waiters by
+// and the others zero: Priority if s was made [WithPriorities], Group if
+// [WithFairShare], never Sequence (a Weighted has no sequence order). It
+// tells a caller that hands one Turn to many semaphores, each built with
+// its own option (the lanes of a lanequeue.Queue), what each will take:
+// [Weighted.AcquireTurn] and [Weighted.JoinTurn] refuse no field of what
+// it returns, only a Priority out of range, which it leaves as it is. It
+// reads settings fixed at New: no lock, no allocation.
+func (s *Weighted) Honoured(t Turn) Turn {
+	if s.prio.step == 0 {
+		t.Priority = 0
+	}
+	if s.fair == nil {
+		t.Group = ""
+	}
+	t.Sequence = 0
+	return t
+}
+
 // AcquireTurn is [Weighted.Acquire] with a place in line: if the caller
 // has to wait, t says where it joins the line, under the semaphore's
 // ordering option ([WithPriorities], [WithFairShare]); on a FIFO semaphore the zero Turn
@@ -163,7 +182,7 @@ func (s *Weighted) AcquireTurn(ctx context.Context, n int64, t Turn) (Permit, er
 	}
 	if n > 0 && fastOK(st, n) {
 		if p, ok := s.claimInline(st, n); ok {
-			return p, nil
+			return s.stamp(p), nil
 		}
 		if p, ok := s.acquireContended(ctx, n); ok {
 			return p, nil

@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/sessionlane/lanes/adaptive"
+	"github.com/sessionlane/lanes/exporters"
 	"github.com/sessionlane/lanes/exporters/otellanes"
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // A gateway's queue on an OpenTelemetry meter provider (with a periodic
@@ -54,4 +58,61 @@ func Example() {
 	// lanes.capacity {permit} lanes.lane=session 1
 	// lanes.in_use {permit} lanes.lane=global 1
 	// lanes.in_use {permit} lanes.lane=session 1
+}
+
+// An adaptive controller's state beside the lanes': a round trip of
+// refusals (429s) lowered the limit from 4 to 3.
+func ExampleRegisterLimits() {
+	sem := semaphore.New(4)
+	ctl, err := adaptive.New(sem, 1, 64)
+	if err != nil {
+		panic(err)
+	}
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer func() { _ = mp.Shutdown(context.Background()) }()
+	reg, err := otellanes.RegisterLimits(mp.Meter("gateway"), exporters.Controllers(map[string]*adaptive.Controller{"model": ctl}))
+	if err != nil {
+		panic(err)
+	}
+	defer func() { _ = reg.Unregister() }()
+
+	for range 4 {
+		ctl.Report(adaptive.Overload, time.Millisecond)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		panic(err)
+	}
+	var lines []string
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		var dps []metricdata.DataPoint[int64]
+		switch d := m.Data.(type) {
+		case metricdata.Sum[int64]:
+			dps = d.DataPoints
+		case metricdata.Gauge[int64]:
+			dps = d.DataPoints
+		}
+		if m.Name != "lanes.adaptive.limit" && m.Name != "lanes.adaptive.last_reason" {
+			continue
+		}
+		for _, dp := range dps {
+			lane, _ := dp.Attributes.Value(otellanes.LaneKey)
+			l := fmt.Sprintf("%s lanes.lane=%s", m.Name, lane.AsString())
+			if r, ok := dp.Attributes.Value(otellanes.ReasonKey); ok {
+				l += " lanes.reason=" + r.AsString()
+			}
+			lines = append(lines, fmt.Sprintf("%s %d", l, dp.Value))
+		}
+	}
+	sort.Strings(lines)
+	for _, l := range lines {
+		fmt.Println(l)
+	}
+	// Output:
+	// lanes.adaptive.last_reason lanes.lane=model lanes.reason=growth 0
+	// lanes.adaptive.last_reason lanes.lane=model lanes.reason=latency 0
+	// lanes.adaptive.last_reason lanes.lane=model lanes.reason=none 0
+	// lanes.adaptive.last_reason lanes.lane=model lanes.reason=overload 1
+	// lanes.adaptive.limit lanes.lane=model 3
 }

@@ -31,6 +31,11 @@
 // and come from [semaphore.Counters], the five outcomes of an acquire call
 // as one counter with an attribute, since each call ends in exactly one.
 //
+// The adaptive controllers that drive lanes' capacities (package adaptive)
+// have instruments of their own, under lanes.adaptive., made by
+// [RegisterLimits]: the limit, its floor and ceiling, its moves by reason
+// and the last reason.
+//
 // Concurrency: the callback reads the source once per collection, from the
 // reader's goroutine; it keeps no state between collections.
 package otellanes

@@ -34,6 +34,11 @@
 // says nothing waited. Their _count is the lane's acquired grants
 // (wait) and first releases (hold).
 //
+// The adaptive controllers that drive lanes' capacities (package adaptive)
+// have a collector of their own, [NewLimits]: the limit, its floor and
+// ceiling, its moves by reason and the last reason, under
+// lanes_adaptive_*.
+//
 // Concurrency: Collect may run from several scrapes at once; each reads the
 // source once. The collector holds no state between scrapes.
 package promlanes

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/sessionlane/lanes/adaptive"
+	"github.com/sessionlane/lanes/exporters"
 	"github.com/sessionlane/lanes/exporters/promlanes"
 	"github.com/sessionlane/lanes/lanequeue"
 )
@@ -46,4 +49,46 @@ func Example() {
 	// lanes_in_use_permits{kind=global,lane=global} 1
 	// lanes_in_use_permits{kind=keyed,lane=session} 1
 	// lanes_acquires_total series: 10
+}
+
+// A global lane driven by an adaptive controller, with the controller's
+// state beside the lanes' on one registry: a round trip of refusals (429s)
+// lowered the limit from 4 to 3.
+func ExampleNewLimits() {
+	q := lanequeue.New[string]()
+	defer q.Close()
+	_ = q.AddGlobalLane("model", 4)
+	sem, _ := q.GlobalSemaphore("model")
+	ctl, _ := adaptive.New(sem, 1, 64)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(promlanes.New(q), promlanes.NewLimits(exporters.Controllers(map[string]*adaptive.Controller{"model": ctl})))
+
+	for range 4 {
+		ctl.Report(adaptive.Overload, time.Millisecond)
+	}
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case "lanes_capacity_permits", "lanes_adaptive_limit_permits", "lanes_adaptive_decreases_total", "lanes_adaptive_last_reason":
+		default:
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			fmt.Printf("%s{%s} %v\n", mf.GetName(), strings.Join(labels, ","), v)
+		}
+	}
+	// Output:
+	// lanes_adaptive_decreases_total{lane=model,reason=latency} 0
+	// lanes_adaptive_decreases_total{lane=model,reason=overload} 1
+	// lanes_adaptive_last_reason{lane=model,reason=growth} 0
+	// lanes_adaptive_last_reason{lane=model,reason=latency} 0
+	// lanes_adaptive_last_reason{lane=model,reason=none} 0
+	// lanes_adaptive_last_reason{lane=model,reason=overload} 1
+	// lanes_adaptive_limit_permits{lane=model} 3
+	// lanes_capacity_permits{kind=global,lane=model} 3
 }

@@ -456,13 +456,22 @@ type QueueHolder struct {
 	Weight int64
 }
 
-// Holders returns what the tickets hold, sorted by lane, key, weight.
+// Holders returns what the tickets hold, and what the pending request
+// holds already (lanequeue.Holders lists every permit out), sorted by
+// lane, key, weight.
 func (m *Queue) Holders() []QueueHolder {
 	var out []QueueHolder
 	for _, t := range m.tickets {
 		for _, i := range t.lanes {
 			if m.lanes[i].Kind != QueueRate {
 				out = append(out, QueueHolder{m.lanes[i].Name, t.key, t.n})
+			}
+		}
+	}
+	if p := m.pending; p != nil {
+		for _, name := range p.Lanes[:p.At] {
+			if m.lanes[m.byName[name]].Kind != QueueRate {
+				out = append(out, QueueHolder{name, p.Key, p.N})
 			}
 		}
 	}

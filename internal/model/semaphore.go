@@ -41,6 +41,10 @@ type Waiter struct {
 	// model's clock.
 	Priority int
 	Arrived  time.Duration
+	// With fair share: its Turn.Group, and its start in virtual time
+	// (its place in line).
+	Group string
+	Key   int64
 }
 
 // Served is a waiter taken off the queue by an operation, with what it got.
@@ -62,9 +66,11 @@ type SemStats struct {
 	semaphore.Timings // not modelled: the runs record none, so both sides are zero
 }
 
-// Semaphore is a sequential model of a weighted FIFO semaphore: a capacity,
+// Semaphore is a sequential model of a weighted semaphore: a capacity,
 // a count of available permits, a slice of waiters in arrival order, the
-// permits out, and the counters of the real semaphore's Stats.
+// permits out, and the counters of the real semaphore's Stats. Its Order
+// says whom it serves next (FIFO, priorities, fair share); everything
+// else (bounds, grants, failures, counts) is the same for every order.
 //
 // Every acquire call gets an id. A granted request's id names its permit
 // (for Release); a queued request's id names its waiter (for Cancel and
@@ -80,13 +86,22 @@ type Semaphore struct {
 	released      map[int]bool  // permit ids released at least once
 	nextID        int
 	st            SemStats      // counters only
-	step          time.Duration // aging step; 0: FIFO, no priorities
+	order         Order         // whom to serve next
 	now           time.Duration // the model's clock, moved by Advance
 }
 
-// NewSemaphore returns a model of a semaphore of the given capacity, with
-// the given bounds on the number and total weight of waiters (<= 0: none).
+// NewSemaphore returns a model of a FIFO semaphore of the given capacity,
+// with the given bounds on the number and total weight of waiters (<= 0:
+// none).
 func NewSemaphore(capacity int64, maxWaiters int, maxWaitWeight int64) *Semaphore {
+	return NewOrderedSemaphore(capacity, maxWaiters, maxWaitWeight, FIFO())
+}
+
+// NewOrderedSemaphore is NewSemaphore serving its waiters in order: FIFO(),
+// Priorities(step) or FairShare(weight), the models of the real
+// semaphore's ordering options. An Order keeps state: give each model its
+// own.
+func NewOrderedSemaphore(capacity int64, maxWaiters int, maxWaitWeight int64, order Order) *Semaphore {
 	if capacity < 0 {
 		panic("model: negative capacity")
 	}
@@ -97,23 +112,8 @@ func NewSemaphore(capacity int64, maxWaiters int, maxWaitWeight int64) *Semaphor
 		maxWaitWeight: maxWaitWeight,
 		held:          make(map[int]int64),
 		released:      make(map[int]bool),
+		order:         order,
 	}
-}
-
-// NewPrioritySemaphore is NewSemaphore with priorities and aging (as
-// semaphore.WithPriorities(step)): the waiter served next is the one of
-// the highest effective priority, its priority plus the steps it has
-// waited on the model's clock, the first to arrive among equals. The
-// model computes that in plain int64 nanoseconds: priority times step
-// must stay far below 2^61 (the real semaphore's saturation is not
-// modelled).
-func NewPrioritySemaphore(capacity int64, maxWaiters int, maxWaitWeight int64, step time.Duration) *Semaphore {
-	if step <= 0 {
-		panic("model: aging step must be positive")
-	}
-	m := NewSemaphore(capacity, maxWaiters, maxWaitWeight)
-	m.step = step
-	return m
 }
 
 // Advance moves the model's clock on by d, which ages the waiters.
@@ -138,17 +138,20 @@ func (m *Semaphore) Acquire(n int64) (id int, queued bool, err Err) {
 	return m.AcquireTurn(n, semaphore.Turn{})
 }
 
-// AcquireTurn models AcquireTurn(n, t): Acquire, with t's Priority (0
-// without priorities), after refusing with InvalidTurn a Turn that asks
-// for an order the model does not have, or a priority out of range.
+// AcquireTurn models AcquireTurn(n, t): Acquire, with t's Priority or
+// Group, after refusing with InvalidTurn a Turn that asks for what the
+// model's order does not honour, or a priority out of range. A newcomer
+// whose permits are free and whom the order places ahead of every waiter
+// is served at once: with priorities as from an empty line, with fair
+// share as it joins (its group charged, and counted as a grant that
+// waited, as the real semaphore does).
 func (m *Semaphore) AcquireTurn(n int64, t semaphore.Turn) (id int, queued bool, err Err) {
 	id = m.id()
-	if t.Sequence != 0 || t.Group != "" || t.Priority != 0 && m.step == 0 ||
-		t.Priority > semaphore.MaxPriority || t.Priority < -semaphore.MaxPriority {
+	if t.Sequence != 0 || t.Priority > semaphore.MaxPriority || t.Priority < -semaphore.MaxPriority || !m.order.takes(t) {
 		m.st.Rejected++
 		return id, false, InvalidTurn
 	}
-	w := Waiter{ID: id, N: n, Priority: t.Priority, Arrived: m.now}
+	w := Waiter{ID: id, N: n, Priority: t.Priority, Arrived: m.now, Group: t.Group}
 	switch {
 	case n <= 0:
 		m.st.Rejected++
@@ -159,7 +162,7 @@ func (m *Semaphore) AcquireTurn(n int64, t semaphore.Turn) (id int, queued bool,
 	case n > m.capacity:
 		m.st.Rejected++
 		return id, false, TooHeavy
-	case m.available >= n && (len(m.queue) == 0 || m.before(w, m.queue[m.next()])):
+	case m.available >= n && (len(m.queue) == 0 || m.order.passes(m, w)):
 		// Nobody would be served before it.
 		m.grant(id, n)
 		return id, false, OK
@@ -168,24 +171,16 @@ func (m *Semaphore) AcquireTurn(n int64, t semaphore.Turn) (id int, queued bool,
 		m.st.Rejected++
 		return id, false, QueueFull
 	}
+	m.order.join(m, &w)
 	m.queue = append(m.queue, w)
-	return id, true, OK
-}
-
-// effective returns w's effective priority now, in nanoseconds: its
-// priority times the step plus how long it has waited.
-func (m *Semaphore) effective(w Waiter) time.Duration {
-	return time.Duration(w.Priority)*m.step + (m.now - w.Arrived)
-}
-
-// before reports whether a is served before b: FIFO, or with priorities
-// the higher effective priority, the earlier arrival among equals (the
-// queue is in arrival order, so a is the earlier if it comes first).
-func (m *Semaphore) before(a, b Waiter) bool {
-	if m.step == 0 {
-		return false // a arrives after b
+	// The one to serve next did not fit: only the newcomer can be served.
+	switch g := m.serve(); {
+	case len(g) == 0:
+		return id, true, OK
+	case len(g) > 1 || g[0].ID != id:
+		panic(fmt.Sprintf("model: joining #%d served %v", id, g))
 	}
-	return m.effective(a) > m.effective(b)
+	return id, false, OK
 }
 
 // next returns the index of the waiter to serve next: the first one that
@@ -193,7 +188,7 @@ func (m *Semaphore) before(a, b Waiter) bool {
 func (m *Semaphore) next() int {
 	best := 0
 	for i := 1; i < len(m.queue); i++ {
-		if m.before(m.queue[i], m.queue[best]) {
+		if m.order.before(m, m.queue[i], m.queue[best]) {
 			best = i
 		}
 	}
@@ -257,7 +252,8 @@ func (m *Semaphore) Expire(id int) (granted []Served) {
 }
 
 // SetCapacity models SetCapacity(n): waiters heavier than n fail with
-// TooHeavy, then the head of the queue is served for as long as it fits.
+// TooHeavy, then the waiter to serve next is served for as long as it
+// fits.
 func (m *Semaphore) SetCapacity(n int64) (served []Served) {
 	if n < 0 {
 		panic("model: negative capacity")
@@ -299,6 +295,7 @@ func (m *Semaphore) serve() (granted []Served) {
 		m.queue = append(m.queue[:i:i], m.queue[i+1:]...)
 		m.grant(w.ID, w.N)
 		m.st.Waited++
+		m.order.served(m, w)
 		granted = append(granted, Served{ID: w.ID, Err: OK})
 	}
 	return granted
@@ -323,7 +320,7 @@ func (m *Semaphore) waitingWeight() int64 {
 }
 
 // Queue returns a copy of the waiters, oldest first (not in the order of
-// service, with priorities: see Next).
+// service, with priorities or fair share: see Next).
 func (m *Semaphore) Queue() []Waiter { return append([]Waiter(nil), m.queue...) }
 
 // Held returns the ids of the permits out, with their weights.
@@ -368,8 +365,9 @@ func (m *Semaphore) Stats() SemStats {
 }
 
 // Check returns an error if the model's own invariants do not hold: the
-// permits out plus those available make up the capacity, and nobody waits
-// while the head of the queue would fit.
+// permits out plus those available make up the capacity, nobody waits
+// while the waiter to serve next would fit, and the order's own (see
+// FairShare).
 func (m *Semaphore) Check() error {
 	s := m.Stats()
 	if s.Available+s.Held != s.Capacity {
@@ -381,5 +379,5 @@ func (m *Semaphore) Check() error {
 	if m.closed && len(m.queue) > 0 {
 		return fmt.Errorf("model: %d waiters on a closed semaphore", len(m.queue))
 	}
-	return nil
+	return m.order.check(m)
 }

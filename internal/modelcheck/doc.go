@@ -16,8 +16,11 @@ package modelcheck
 import (
 	"context"
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"pgregory.net/rapid"
@@ -32,6 +35,24 @@ import (
 // a guard against a stuck case, not a timing assertion: a correct
 // implementation gets there in microseconds.
 const Hang = 20 * time.Second
+
+// gaveUp is set once a wait of a driver has run out: the implementation
+// under test loses calls. rapid then replays the failing case many times
+// as it shrinks it, and each replay would wait Hang again (the step, then
+// cleanup), so that a test that found a lost waiter ran for minutes, and
+// with a few such tests into the binary's timeout, before it said so.
+// After the first, waits give up after shortHang.
+var gaveUp atomic.Bool
+
+const shortHang = 200 * time.Millisecond
+
+// hang is how long a driver waits for what the model says must happen.
+func hang() time.Duration {
+	if gaveUp.Load() {
+		return shortHang
+	}
+	return Hang
+}
 
 // watchdog makes a case that runs longer than twice the hang guard crash
 // the process with every goroutine's stack, so that a call into the library
@@ -59,13 +80,25 @@ func skip(t *rapid.T, fuzz bool, why string) {
 	}
 }
 
+// drawID draws one of the ids of m (in order, so that a case replays);
+// if m is empty it skips (see skip) with why and returns false.
+func drawID[V any](t *rapid.T, fuzz bool, m map[int]V, why string) (int, bool) {
+	if len(m) == 0 {
+		skip(t, fuzz, why)
+		return 0, false
+	}
+	return rapid.SampledFrom(slices.Sorted(maps.Keys(m))).Draw(t, "permit"), true
+}
+
 // spin polls cond, yielding the processor, until it holds; it calls fail
 // after the hang guard.
 func spin(what string, cond func() bool, fail func(format string, args ...any)) {
-	deadline := time.Now().Add(Hang)
+	d := hang()
+	deadline := time.Now().Add(d)
 	for i := 0; !cond(); i++ {
 		if i%1024 == 0 && time.Now().After(deadline) {
-			fail("hang: gave up waiting (%v) for %s", Hang, what)
+			gaveUp.Store(true)
+			fail("hang: gave up waiting (%v) for %s", d, what)
 			return
 		}
 		runtime.Gosched()

@@ -200,14 +200,16 @@ func (r *keyedRun) fatalf(format string, args ...any) {
 
 func (r *keyedRun) recv() keyedServed {
 	r.t.Helper()
-	timer := time.NewTimer(Hang)
+	d := hang()
+	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
 	case res := <-r.results:
 		r.running--
 		return res
 	case <-timer.C:
-		r.fatalf("hang: no acquire returned within %v", Hang)
+		gaveUp.Store(true)
+		r.fatalf("hang: no acquire returned within %v", d)
 		panic("unreachable")
 	}
 }
@@ -364,11 +366,10 @@ func (r *keyedRun) tryAcquire(t *rapid.T) {
 }
 
 func (r *keyedRun) release(t *rapid.T) {
-	if len(r.permits) == 0 {
-		skip(t, r.fuzz, "no permit out")
+	id, ok := drawID(t, r.fuzz, r.permits, "no permit out")
+	if !ok {
 		return
 	}
-	id := rapid.SampledFrom(slices.Sorted(maps.Keys(r.permits))).Draw(t, "permit")
 	p := r.permits[id]
 	first, granted := r.m.Release(id)
 	r.logf("release(%d, key %s) -> %v, served %v", id, r.keyOf[id], first, granted)
@@ -385,11 +386,10 @@ func (r *keyedRun) release(t *rapid.T) {
 // first release. Its token may serve another grant by now: the release
 // must still do nothing (the Stats check catches a freed grant).
 func (r *keyedRun) doubleRelease(t *rapid.T) {
-	if len(r.released) == 0 {
-		skip(t, r.fuzz, "no permit released")
+	id, ok := drawID(t, r.fuzz, r.released, "no permit released")
+	if !ok {
 		return
 	}
-	id := rapid.SampledFrom(slices.Sorted(maps.Keys(r.released))).Draw(t, "permit")
 	first, _ := r.m.Release(id)
 	r.logf("release(%d) again", id)
 	if got := r.released[id].Release(); got || first {
@@ -556,7 +556,7 @@ func (r *keyedRun) cleanup() {
 			cancel()
 		}
 	}
-	timer := time.NewTimer(Hang)
+	timer := time.NewTimer(hang())
 	defer timer.Stop()
 	for r.running > 0 {
 		select {
@@ -564,6 +564,7 @@ func (r *keyedRun) cleanup() {
 			r.running--
 			res.p.Release()
 		case <-timer.C:
+			gaveUp.Store(true)
 			return
 		}
 	}

@@ -37,6 +37,7 @@ type semRun struct {
 	clk     *clock.Fake   // nil: neither WithMaxWait nor WithPriorities
 	maxWait time.Duration // 0: no WithMaxWait
 	step    time.Duration // 0: no WithPriorities
+	fair    bool          // WithFairShare
 	fuzz    bool          // see skip
 
 	results   chan semServed
@@ -51,8 +52,9 @@ type semRun struct {
 }
 
 // Semaphore checks random sequences of operations on a semaphore.Weighted
-// against model.Semaphore: the same grants, to the same waiters, in FIFO
-// order, the same failures, and the same Stats after every step.
+// against model.Semaphore: the same grants, to the same waiters, in the
+// model's order of service, the same failures, and the same Stats after
+// every step; every waiter served once, none lost.
 //
 // The operations: Acquire that may wait (with a context that can be
 // cancelled or one that cannot), Acquire with an ended context,
@@ -65,37 +67,66 @@ type semRun struct {
 // returned that the model keeps waiting, Stats field by field,
 // Available+Held == Capacity, Held == the weight of the permits the driver
 // holds, one max-wait timer per waiter. At the end: Close, every waiter
-// failed, every permit released in id order, everything back.
+// failed, every permit released in id order, nobody left waiting,
+// everything back.
 //
-// Capacities reach past 15, and fill and weight 1 for half the draws, so
-// that more permits can be out at once than a semaphore has inline tokens
-// (15): the grants beyond them take spare tokens.
+// Capacities reach past 15, and fill and weight 1 for half the draws (two
+// thirds under fair share), so that more permits can be out at once than
+// a semaphore has inline tokens (15): the grants beyond them take spare
+// tokens.
 //
-// Half the runs order by priority with aging (WithPriorities, model
-// NewPrioritySemaphore, both on the fake clock): their acquires are
-// AcquireTurn calls of drawn priorities (the bounds ±MaxPriority
-// included) or plain Acquire at priority 0, and age moves the clock on by
-// quarters of the step, so the grants checked are those of the highest
-// effective priority. Every run also tries Turns it must refuse (badTurn:
-// a field without its option, a priority out of range): nothing taken,
-// counted in Rejected.
+// Each run has one of the orders of service (FIFO, priorities, fair
+// share), so that one driver checks them all. A third of the runs order
+// by priority with aging (WithPriorities, model Priorities, both on the
+// fake clock): their acquires are AcquireTurn calls of drawn priorities
+// (the bounds ±MaxPriority included) or plain Acquire at priority 0, and
+// age moves the clock on by quarters of the step, so the grants checked
+// are those of the highest effective priority. A third share fairly
+// (WithFairShare, model FairShare): their acquires name one of the groups
+// "", "a", "b" and "c" (plain Acquire waits in ""), with equal weights or
+// weights from 1 to 4, so the grants checked are those of start-time fair
+// queuing, FIFO within a group. Every run also tries Turns it must refuse
+// (badTurn: a field without its option, a priority out of range):
+// nothing taken, counted in Rejected.
 //
 // Semaphore is the driver for rapid.Check; SemaphoreFuzz is the same for
 // rapid.MakeFuzz (see skip).
-func Semaphore(t *rapid.T) { semaphoreDriver(t, false, false) }
+func Semaphore(t *rapid.T) { semaphoreDriver(t, false, anyOrder) }
 
 // SemaphoreFuzz is Semaphore for a fuzz target: an operation that cannot
 // run in the current state does nothing instead of asking rapid for
 // another.
-func SemaphoreFuzz(t *rapid.T) { semaphoreDriver(t, true, false) }
+func SemaphoreFuzz(t *rapid.T) { semaphoreDriver(t, true, anyOrder) }
 
 // PrioritySemaphore is Semaphore with priorities in every run.
-func PrioritySemaphore(t *rapid.T) { semaphoreDriver(t, false, true) }
+func PrioritySemaphore(t *rapid.T) { semaphoreDriver(t, false, priorityOrder) }
 
-func semaphoreDriver(t *rapid.T, fuzz, priorities bool) {
-	r := newSemRun(t, priorities)
+// FairSemaphore is Semaphore with fair share in every run.
+func FairSemaphore(t *rapid.T) { semaphoreDriver(t, false, fairOrder) }
+
+// semOrder is the order of service of a run of the semaphore driver.
+type semOrder int
+
+const (
+	anyOrder semOrder = iota // drawn
+	fifoOrder
+	priorityOrder
+	fairOrder
+)
+
+// fairGroups are the groups the driver draws from under fair share; "" is
+// a group like any other.
+var fairGroups = []string{"", "a", "b", "c"}
+
+func semaphoreDriver(t *rapid.T, fuzz bool, order semOrder) {
+	r := newSemRun(t, order)
 	r.fuzz = fuzz
-	drive(t, fuzz, r.cleanup, r.finish, map[string]func(*rapid.T){
+	drive(t, fuzz, r.cleanup, r.finish, r.actions())
+}
+
+// actions returns the driver's operations, by name, and its check ("").
+func (r *semRun) actions() map[string]func(*rapid.T) {
+	actions := map[string]func(*rapid.T){
 		"acquire":       r.acquire,
 		"acquireAgain":  r.acquire, // blocking acquires twice as often
 		"acquireDone":   r.acquireDone,
@@ -113,21 +144,34 @@ func semaphoreDriver(t *rapid.T, fuzz, priorities bool) {
 		"setCapacity":   r.setCapacity,
 		"close":         r.close,
 		"":              r.check,
-	})
+	}
+	if r.fair {
+		// Queues long enough, in enough groups, for their turns to show.
+		actions["acquireMore"] = r.acquire
+		actions["acquireMost"] = r.acquire
+	}
+	return actions
 }
 
-func newSemRun(t *rapid.T, priorities bool) *semRun {
+func newSemRun(t *rapid.T, order semOrder) *semRun {
 	capacity := rapid.Int64Range(0, 20).Draw(t, "capacity")
-	// Half the runs have no bound on the queue, so that it grows.
-	maxWaiters := rapid.OneOf(rapid.Just(0), rapid.IntRange(1, 5)).Draw(t, "maxWaiters")
-	maxWaitWeight := rapid.OneOf(rapid.Just[int64](0), rapid.Int64Range(1, 16)).Draw(t, "maxWaitWeight")
+	if order == anyOrder {
+		order = rapid.SampledFrom([]semOrder{fifoOrder, priorityOrder, fairOrder}).Draw(t, "order")
+	}
+	// Half the runs have no bound on the queue, so that it grows; under
+	// fair share three quarters, as the groups' turns show on long queues.
+	var maxWaiters int
+	var maxWaitWeight int64
+	if order != fairOrder || rapid.Bool().Draw(t, "fairBounds") {
+		maxWaiters = rapid.OneOf(rapid.Just(0), rapid.IntRange(1, 5)).Draw(t, "maxWaiters")
+		maxWaitWeight = rapid.OneOf(rapid.Just[int64](0), rapid.Int64Range(1, 16)).Draw(t, "maxWaitWeight")
+	}
 	opts := []semaphore.Option{
 		semaphore.WithMaxWaiters(maxWaiters),
 		semaphore.WithMaxWaitingWeight(maxWaitWeight),
 	}
 	r := &semRun{
 		t:         t,
-		m:         model.NewSemaphore(capacity, maxWaiters, maxWaitWeight),
 		results:   make(chan semServed, 1024),
 		waiting:   make(map[int]context.CancelFunc),
 		deadlines: make(map[int]time.Time),
@@ -141,22 +185,38 @@ func newSemRun(t *rapid.T, priorities bool) *semRun {
 		r.clk = clock.NewFake(time.Unix(1_700_000_000, 0))
 		opts = append(opts, semaphore.WithMaxWait(r.maxWait), semaphore.WithClock(r.clk))
 	}
-	// Aging steps against the clock's moves (a tick of 1s at most per
-	// waiter, age in quarters of a step): a step of a tick makes a
-	// priority's lead equal to one tick of waiting (equal keys), 3s makes
-	// newcomers pass some waiters, and a minute is strict priority
-	// unless age runs.
-	if priorities || rapid.Bool().Draw(t, "withPriorities") {
+	weighted, mo := false, model.FIFO()
+	switch order {
+	case priorityOrder:
+		// Aging steps against the clock's moves (a tick of 1s at most
+		// per waiter, age in quarters of a step): a step of a tick makes
+		// a priority's lead equal to one tick of waiting (equal keys),
+		// 3s makes newcomers pass some waiters, and a minute is strict
+		// priority unless age runs.
 		r.step = rapid.SampledFrom([]time.Duration{time.Second, 3 * time.Second, time.Minute}).Draw(t, "step")
 		if r.clk == nil {
 			r.clk = clock.NewFake(time.Unix(1_700_000_000, 0))
 			opts = append(opts, semaphore.WithClock(r.clk))
 		}
 		opts = append(opts, semaphore.WithPriorities(r.step))
-		r.m = model.NewPrioritySemaphore(capacity, maxWaiters, maxWaitWeight, r.step)
+		mo = model.Priorities(r.step)
+	case fairOrder:
+		var weight func(string) int
+		if weighted = rapid.Bool().Draw(t, "weighted"); weighted {
+			table := make(map[string]int, len(fairGroups))
+			for _, g := range fairGroups {
+				table[g] = rapid.IntRange(1, 4).Draw(t, "weight "+g)
+			}
+			weight = func(g string) int { return table[g] }
+		}
+		r.fair = true
+		opts = append(opts, semaphore.WithFairShare(weight))
+		mo = model.FairShare(weight)
 	}
+	r.m = model.NewOrderedSemaphore(capacity, maxWaiters, maxWaitWeight, mo)
 	r.s = semaphore.New(capacity, opts...)
-	r.logf("New(%d, maxWaiters=%d, maxWaitWeight=%d, maxWait=%v, step=%v)", capacity, maxWaiters, maxWaitWeight, r.maxWait, r.step)
+	r.logf("New(%d, maxWaiters=%d, maxWaitWeight=%d, maxWait=%v, step=%v, fair=%v weighted=%v)",
+		capacity, maxWaiters, maxWaitWeight, r.maxWait, r.step, r.fair, weighted)
 	return r
 }
 
@@ -165,15 +225,15 @@ func semErrOf(e model.Err) error { return errOf(e, semaphore.ErrClosed, semaphor
 
 func (r *semRun) fatalf(format string, args ...any) {
 	r.t.Helper()
-	r.t.Fatalf("%s\nsteps:\n  %s\nreal: %+v\nmodel: %+v queue %v",
+	r.t.Fatalf("%s\nsteps:\n  %s\nreal: %+v\nmodel: %+v queue %+v",
 		fmt.Sprintf(format, args...), r.journal, r.s.Stats(), r.m.Stats(), r.m.Queue())
 }
 
 // drawWeight draws 1 for half the draws, else a weight around the current
 // capacity, including the invalid and too heavy ones.
 func (r *semRun) drawWeight(t *rapid.T) int64 {
-	if rapid.Bool().Draw(t, "one") {
-		return 1
+	if one := rapid.IntRange(0, 5).Draw(t, "one"); one < 3 || r.fair && one < 4 {
+		return 1 // under fair share for two thirds: more waiters, more turns
 	}
 	return rapid.Int64Range(0, r.m.Capacity()+1).Draw(t, "n")
 }
@@ -182,7 +242,8 @@ func (r *semRun) drawWeight(t *rapid.T) int64 {
 // or, for some, with context.Background (which only Close, a grant or the
 // max wait ends). With priorities it is an AcquireTurn of a drawn
 // priority (the bounds included), or for some a plain Acquire, which
-// waits at priority 0.
+// waits at priority 0; with fair share, of a drawn group, or a plain
+// Acquire, which waits in the group "".
 func (r *semRun) acquire(t *rapid.T) {
 	n := r.drawWeight(t)
 	background := rapid.IntRange(0, 3).Draw(t, "background") == 0
@@ -193,6 +254,10 @@ func (r *semRun) acquire(t *rapid.T) {
 		turn.Priority = rapid.OneOf(small, small, small,
 			rapid.SampledFrom([]int{-semaphore.MaxPriority, semaphore.MaxPriority})).Draw(t, "priority")
 		plain = plain && turn.Priority == 0
+	}
+	if r.fair {
+		turn.Group = rapid.SampledFrom(fairGroups).Draw(t, "group")
+		plain = plain && turn.Group == ""
 	}
 	if len(r.waiting) >= maxWaiters {
 		skip(t, r.fuzz, "enough waiters")
@@ -281,7 +346,10 @@ func (r *semRun) advanceClock(d time.Duration) {
 // taken, and the refusal counts in Rejected.
 func (r *semRun) badTurn(t *rapid.T) {
 	n := r.drawWeight(t)
-	bad := []semaphore.Turn{{Sequence: 1}, {Group: "tenant"}, {Priority: semaphore.MaxPriority + 1}, {Priority: -semaphore.MaxPriority - 1}}
+	bad := []semaphore.Turn{{Sequence: 1}, {Priority: semaphore.MaxPriority + 1}, {Priority: -semaphore.MaxPriority - 1}}
+	if !r.fair {
+		bad = append(bad, semaphore.Turn{Group: "tenant"})
+	}
 	if r.step == 0 {
 		bad = append(bad, semaphore.Turn{Priority: 1}, semaphore.Turn{Priority: -1})
 	}
@@ -358,12 +426,10 @@ func (r *semRun) fill(*rapid.T) {
 }
 
 func (r *semRun) release(t *rapid.T) {
-	ids := slices.Sorted(maps.Keys(r.permits))
-	if len(ids) == 0 {
-		skip(t, r.fuzz, "no permit out")
+	id, ok := drawID(t, r.fuzz, r.permits, "no permit out")
+	if !ok {
 		return
 	}
-	id := rapid.SampledFrom(ids).Draw(t, "permit")
 	first, granted := r.m.Release(id)
 	r.logf("release#%d (weight %d): grants %v", id, r.weights[id], granted)
 	p := r.permits[id]
@@ -376,12 +442,10 @@ func (r *semRun) release(t *rapid.T) {
 }
 
 func (r *semRun) doubleRelease(t *rapid.T) {
-	ids := slices.Sorted(maps.Keys(r.released))
-	if len(ids) == 0 {
-		skip(t, r.fuzz, "no permit released yet")
+	id, ok := drawID(t, r.fuzz, r.released, "no permit released yet")
+	if !ok {
 		return
 	}
-	id := rapid.SampledFrom(ids).Draw(t, "permit")
 	first, _ := r.m.Release(id)
 	r.logf("doubleRelease#%d", id)
 	cp := r.released[id] // a copy of the handle
@@ -647,6 +711,9 @@ func (r *semRun) expect(got semServed, want model.Err) {
 	if !got.p.Valid() || got.p.Weight() != r.weights[got.id] {
 		r.fatalf("acquire#%d granted weight %d (valid %v), want %d", got.id, got.p.Weight(), got.p.Valid(), r.weights[got.id])
 	}
+	if _, dup := r.permits[got.id]; dup {
+		r.fatalf("acquire#%d granted twice", got.id)
+	}
 	r.permits[got.id] = got.p
 }
 
@@ -711,7 +778,7 @@ func (r *semRun) cleanup() {
 			cancel()
 		}
 	}
-	deadline := time.Now().Add(Hang)
+	deadline := time.Now().Add(hang())
 	for r.running > 0 && time.Now().Before(deadline) {
 		select {
 		case got := <-r.results:
@@ -719,6 +786,9 @@ func (r *semRun) cleanup() {
 			got.p.Release()
 		case <-time.After(time.Millisecond):
 		}
+	}
+	if r.running > 0 {
+		gaveUp.Store(true) // calls lost: goleak names them at the end
 	}
 	for _, id := range slices.Sorted(maps.Keys(r.permits)) {
 		r.permits[id].Release()
@@ -745,7 +815,7 @@ func (r *semRun) finish() {
 	}
 	r.check(r.t)
 	st := r.s.Stats()
-	if r.running != 0 || st.Available != st.Capacity || st.Held != 0 || st.Waiters != 0 || st.Acquired != st.Released {
-		r.fatalf("not balanced after Close and the releases (%d Acquire calls running): %+v", r.running, st)
+	if r.running != 0 || len(r.waiting) != 0 || st.Available != st.Capacity || st.Held != 0 || st.Waiters != 0 || st.Acquired != st.Released {
+		r.fatalf("not balanced after Close and the releases (%d Acquire calls running, %d waiting): %+v", r.running, len(r.waiting), st)
 	}
 }

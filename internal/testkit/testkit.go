@@ -110,6 +110,33 @@ func Storm(t testing.TB, what string, fns ...func()) {
 	WaitAll(t, &wg, what)
 }
 
+// Rounds is how many rounds a racy test that loops runs: 1000, or 100
+// under -short.
+func Rounds() int {
+	if testing.Short() {
+		return 100
+	}
+	return 1000
+}
+
+// SkipUnlessAllocsCount skips t where allocation counts are not those of
+// a plain build: under the race detector and under -cover.
+func SkipUnlessAllocsCount(t testing.TB) {
+	t.Helper()
+	if Race || testing.CoverMode() != "" {
+		t.Skip("allocation counts differ under -race and -cover")
+	}
+}
+
+// NoAllocs fails t, naming what, if f allocates (on average over 1000
+// runs). Call SkipUnlessAllocsCount first.
+func NoAllocs(t testing.TB, what string, f func()) {
+	t.Helper()
+	if a := testing.AllocsPerRun(1000, f); a != 0 {
+		t.Fatalf("%s: %.1f allocs; want 0", what, a)
+	}
+}
+
 // CancelEvery calls every k-th of cancels, from the first.
 func CancelEvery[F ~func()](cancels []F, k int) {
 	for i := 0; i < len(cancels); i += k {

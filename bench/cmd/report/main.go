@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -148,6 +149,46 @@ func (c config) goTestArgs() []string {
 		"-count", strconv.Itoa(c.count), "-benchtime", c.benchtime, "-timeout", "0", "."}
 }
 
+// coreBench is a benchmark of the core module's own, with no peer to
+// compare with, whose figure a target needs: the run takes it with the
+// same -count and -benchtime, from the core module's directory (..).
+type coreBench struct {
+	name string // the top-level name, without Benchmark: what -bench is matched against
+	pkg  string // the package, relative to the core module's root
+}
+
+// coreBenches are run after the harness: adaptive's report, the cost of
+// reporting an outcome (issue 16).
+var coreBenches = []coreBench{{name: "Report", pkg: "./adaptive/"}}
+
+// coreRuns returns the go test arguments of the core benchmarks that the
+// run's -bench selects: those whose name its first level matches (the
+// default "." selects them all).
+func (c config) coreRuns() [][]string {
+	first, _, _ := strings.Cut(c.bench, "/")
+	re, err := regexp.Compile(first)
+	if err != nil {
+		return nil // go test reports the bad regexp
+	}
+	var out [][]string
+	for _, b := range coreBenches {
+		if re.MatchString(b.name) {
+			out = append(out, []string{"test", "-run", "^$", "-bench", "^Benchmark" + b.name + "$", "-benchmem",
+				"-count", strconv.Itoa(c.count), "-benchtime", c.benchtime, "-timeout", "0", b.pkg})
+		}
+	}
+	return out
+}
+
+// command is the run's commands as a shell line, from bench/.
+func (c config) command() string {
+	cmd := "cd bench && go " + shellJoin(c.goTestArgs())
+	for _, args := range c.coreRuns() {
+		cmd += " && (cd .. && go " + shellJoin(args) + ")"
+	}
+	return cmd
+}
+
 // runBenchmarks runs the harness, streaming its output to stderr and to
 // the file raw, after lines that record the facts of the run.
 func runBenchmarks(c config, raw string, in info) error {
@@ -168,6 +209,15 @@ func runBenchmarks(c config, raw string, in info) error {
 	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("go test -bench: %w", err)
+	}
+	for _, args := range c.coreRuns() {
+		cmd := exec.Command("go", args...)
+		cmd.Dir = ".."
+		cmd.Stdout = io.MultiWriter(f, os.Stderr)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("go test -bench %s: %w", args[len(args)-1], err)
+		}
 	}
 	return f.Close()
 }
@@ -203,7 +253,7 @@ func gather(c config) info {
 			in.commit += "-dirty"
 		}
 	}
-	in.command = "cd bench && go " + shellJoin(c.goTestArgs())
+	in.command = c.command()
 	in.makeCommand = fmt.Sprintf("make bench-report COUNT=%d BENCHTIME=%s", c.count, c.benchtime)
 	if c.bench != "." {
 		in.makeCommand += " BENCH='" + c.bench + "'"

@@ -46,6 +46,11 @@ func render(in info, r *results, vs []verdict, benchstat string, charts []string
 	t.row("date", in.date)
 	t.row("command", "`"+in.command+"`")
 	t.row("regenerate", "`"+in.makeCommand+"` (runs the command above, then benchstat, then writes this page and the charts)")
+	if a := r.meta["appended"]; a != "" {
+		// A core benchmark run later and added to the saved output, so
+		// that its figure is on the page before the next full run.
+		t.row("appended", a)
+	}
 	t.row("raw output", "[`bench/results/bench.txt`](../bench/results/bench.txt), for benchstat (`-col /impl`)")
 	p("%s\n", t)
 	p("Peers: `golang.org/x/sync/semaphore` (x/sync), `github.com/marusama/semaphore/v2` v2.5.0 (marusama),\n")
@@ -57,7 +62,7 @@ func render(in info, r *results, vs []verdict, benchstat string, charts []string
 	p("`TestKeyedPeersExclude` checks that every keyed peer really lets one caller per key in, so a fast but wrong peer cannot win.\n\n")
 
 	p("## Targets\n\n")
-	p("Every target of issues 2 (`semaphore`), 3 (`keyedsem`) and 4 (`lanequeue`), with issue 13's yardsticks in place of\n")
+	p("Every target of issues 2 (`semaphore`), 3 (`keyedsem`), 4 (`lanequeue`) and 16's overhead (`adaptive`), with issue 13's yardsticks in place of\n")
 	p("the ones judged unreachable there (contended rows against the channel, a new key against locker with a factor, the\n")
 	p("gateway reported here and judged at scale by `cmd/lanesim`), evaluated on the medians of this run\n")
 	p("by `bench/cmd/report/targets.go`. A ratio is lanes' time divided by the peer's: below 1, lanes is faster.\n\n")
@@ -152,6 +157,18 @@ func render(in info, r *results, vs []verdict, benchstat string, charts []string
 	p("semaphore of capacity 1024, on 64 keys whose entries are kept (`seq`: one goroutine; `g32`: 32 goroutines on\n")
 	p("keys of their own).\n\n")
 	p("%s\n", acquireAllTable(r))
+
+	p("## Reporting an outcome\n\n")
+	p("`BenchmarkReport` of package `adaptive` (a benchmark of the core module, run after the harness with the same\n")
+	p("`-count` and `-benchtime`; no peer): one `Controller.Report` on a controller over a semaphore. `success` adds the\n")
+	p("latency and counts the report, and every limit-th report decides the round trip (and may resize the semaphore);\n")
+	p("`overload` also reads the coarse clock, to tell a refusal of work admitted before the last decrease; `ignore`\n")
+	p("returns at once; `success/parallel` is `success` from GOMAXPROCS goroutines on one controller.\n\n")
+	if strings.Contains(strings.Join(r.order, "\n"), "Report/") {
+		p("%s\n", reportTable(r))
+	} else {
+		p("Not in this run.\n\n")
+	}
 
 	p("%s", redisSection())
 

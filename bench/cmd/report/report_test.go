@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,5 +149,83 @@ func TestRenderWritesTargetsTablesAndCharts(t *testing.T) {
 	}
 	if strings.Contains(doc, "bench-gateway-keys.svg") {
 		t.Error("benchmarks.md links a chart that was not drawn")
+	}
+}
+
+// reportRun is the output of adaptive's BenchmarkReport in a run.
+const reportRun = `pkg: github.com/sessionlane/lanes/adaptive
+BenchmarkReport/outcome=success-2          	100	 9.0 ns/op	 0 B/op	 0 allocs/op
+BenchmarkReport/outcome=overload-2         	100	 %s ns/op	 0 B/op	 0 allocs/op
+BenchmarkReport/outcome=ignore-2           	100	 1.5 ns/op	 0 B/op	 0 allocs/op
+BenchmarkReport/outcome=success/parallel-2 	100	 30.0 ns/op	 0 B/op	 0 allocs/op
+`
+
+// Issue 16's target: both a success and an overload within 20 ns and no
+// allocation; not measured in a run without them.
+func TestReportTargetJudgesSuccessAndOverload(t *testing.T) {
+	const prefix = "reporting an outcome to an adaptive controller"
+	verdictFor := func(run string) verdict {
+		t.Helper()
+		r, err := parse(strings.NewReader(run))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range evaluate(r) {
+			if strings.HasPrefix(v.what, prefix) {
+				if v.issue != 16 {
+					t.Errorf("issue #%d, want #16", v.issue)
+				}
+				return v
+			}
+		}
+		t.Fatalf("no target starting %q", prefix)
+		return verdict{}
+	}
+	if v := verdictFor(sample + fmt.Sprintf(reportRun, "14.0")); v.status != met || !strings.Contains(v.measured, "success 9.00 ns, overload 14.0 ns, 0 allocs/op") {
+		t.Errorf("within the bound: %v, %q", v.status, v.measured)
+	}
+	if v := verdictFor(sample + fmt.Sprintf(reportRun, "25.0")); v.status != notMet {
+		t.Errorf("an overload of 25 ns: %v, %q; want not met", v.status, v.measured)
+	}
+	if v := verdictFor(sample); v.status != missing || !strings.Contains(v.measured, "Report/outcome=success") {
+		t.Errorf("a run without BenchmarkReport: %v, %q; want not measured", v.status, v.measured)
+	}
+}
+
+// The core benchmarks run with the run's -count and -benchtime, from the
+// core module, when the run's -bench selects them.
+func TestCoreRunsFollowTheBenchRegexp(t *testing.T) {
+	c := config{count: 10, benchtime: "1s", bench: "."}
+	runs := c.coreRuns()
+	if len(runs) != 1 {
+		t.Fatalf("%d core runs for -bench .; want 1 (adaptive's Report)", len(runs))
+	}
+	got := strings.Join(runs[0], " ")
+	want := "test -run ^$ -bench ^BenchmarkReport$ -benchmem -count 10 -benchtime 1s -timeout 0 ./adaptive/"
+	if got != want {
+		t.Errorf("core run: go %s\nwant go %s", got, want)
+	}
+	if cmd := c.command(); !strings.Contains(cmd, "&& (cd .. && go test -run '^$' -bench '^BenchmarkReport$' -benchmem -count 10 -benchtime 1s -timeout 0 ./adaptive/)") {
+		t.Errorf("command %q does not name the core run", cmd)
+	}
+	for bench, n := range map[string]int{"Semaphore": 0, "^(AcquireAll|Report)$": 1, "Report/outcome=success": 1, "Keyed$": 0} {
+		if got := len(config{count: 1, benchtime: "100ms", bench: bench}.coreRuns()); got != n {
+			t.Errorf("-bench %q: %d core runs, want %d", bench, got, n)
+		}
+	}
+}
+
+func TestRenderShowsTheReportTable(t *testing.T) {
+	r, err := parse(strings.NewReader(sample + fmt.Sprintf(reportRun, "14.0")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := info{count: 3, benchtime: "1s", cpus: "2", command: "cd bench && go test ...", quick: true}
+	r.meta["appended"] = "BenchmarkReport at abc1234"
+	doc := render(in, r, evaluate(r), "", nil, config{bench: "."})
+	for _, want := range []string{"## Reporting an outcome", "| appended | BenchmarkReport at abc1234 |", "| `outcome=overload` | 14.0 ns | 0 |", "| `outcome=success/parallel` | 30.0 ns | 0 |", "| #16 | reporting an outcome"} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("benchmarks.md lacks %q", want)
+		}
 	}
 }

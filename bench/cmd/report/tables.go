@@ -316,3 +316,17 @@ func targetsTable(vs []verdict) string {
 	}
 	return t.String()
 }
+
+// reportTable is adaptive's BenchmarkReport: one row per benchmark of the
+// run under Report/, in the order of the run (the parallel one included).
+func reportTable(r *results) string {
+	t := newTable("benchmark", "time per report", "allocs/op")
+	for _, n := range r.order {
+		if !strings.HasPrefix(n, "Report/") {
+			continue
+		}
+		a, _ := r.median(n, "allocs/op")
+		t.row("`"+strings.TrimPrefix(n, "Report/")+"`", r.timeCell(n), fmt.Sprintf("%.0f", a))
+	}
+	return t.String()
+}

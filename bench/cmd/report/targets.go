@@ -17,7 +17,8 @@ func (s status) String() string {
 }
 
 // target is one claim of an issue (2-4, and 13, whose yardsticks replace
-// the ones of 2-4 that were judged unreachable), evaluated against a run.
+// the ones of 2-4 that were judged unreachable; 16 for the adaptive
+// controller), evaluated against a run.
 type target struct {
 	issue int
 	what  string
@@ -97,6 +98,10 @@ func gatewayName(cs, impl string) string { return "Gateway/cs=" + cs + "/impl=" 
 func gatewayKeysName(keys int, impl string) string {
 	return fmt.Sprintf("GatewayKeys/keys=%d/impl=%s", keys, impl)
 }
+
+// reportName is a row of adaptive's BenchmarkReport (a core benchmark:
+// no impl).
+func reportName(outcome string) string { return "Report/outcome=" + outcome }
 
 func acquireAllName(scenario, impl string) string {
 	return "AcquireAll/scenario=" + scenario + "/impl=" + impl
@@ -252,6 +257,19 @@ func targets() []target {
 				return fmt.Sprintf("%s keyed, %.0f allocs/op", ratio(x), a), reported
 			}},
 	)
+	ts = append(ts, target{16, "reporting an outcome to an adaptive controller (`Controller.Report`: a success; an overload, which also reads the coarse clock): ≤ 20 ns, 0 allocs/op",
+		func(r *results) (string, status) {
+			g := &getter{r: r}
+			s := g.ns(reportName("success"))
+			o := g.ns(reportName("overload"))
+			sa := g.allocs(reportName("success"))
+			oa := g.allocs(reportName("overload"))
+			if m, st, ok := g.missing(); ok {
+				return m, st
+			}
+			return fmt.Sprintf("success %s, overload %s, %.0f allocs/op", fmtNs(s), fmtNs(o), max(sa, oa)),
+				verdictOf(s <= 20, o <= 20, zeroAllocs(sa), zeroAllocs(oa))
+		}})
 	// The gateway, with each kind of waiting critical section: a timer
 	// (sleep50us) and a yielding loop (yield50us). Both yield the
 	// processor; on a machine whose timers are coarse when idle, only the

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/sessionlane/lanes/adaptive"
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
@@ -186,4 +187,49 @@ func must(t testing.TB, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Epoch is the time on the controllers' clock when Controllers made them.
+var Epoch = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+
+// Controllers returns three adaptive controllers on a fake clock that
+// starts at Epoch, each over a semaphore of its own, moved by hand-made
+// round trips before it returns:
+//
+//   - "model": AIMD, floor 2, ceiling 20, from 10. A round trip of 10
+//     successes held 1 s each over 1 s (fully used) grows it to 11 (at
+//     Epoch+1s); one of 11 overloads cuts it to 9 (11*0.9 = 9.9, at
+//     Epoch+2s). Increases 1, overload decreases 1, last reason overload,
+//     2 round trips, 21 outcomes of which 11 overloads.
+//   - "slow": Vegas (0.1, 0.25), floor 1, ceiling 16, from 8. A round trip
+//     of 8 successes of 1 s (the baseline; nothing queued) grows it to 9
+//     at Epoch+1s; one of 9 successes of 2 s (half of it queued) cuts it by
+//     a quarter of the limit, to 6 (6.75) at Epoch+3s. Increases 1, latency
+//     decreases 1, last reason latency, 2 round trips, 17 outcomes, no
+//     overload.
+//   - "idle": AIMD, floor 1, ceiling 4, from 4: no report, never moved.
+func Controllers(t testing.TB) map[string]*adaptive.Controller {
+	t.Helper()
+	clk := clock.NewFake(Epoch)
+	mk := func(capacity, floor, ceiling int64, opts ...adaptive.Option) *adaptive.Controller {
+		c, err := adaptive.New(semaphore.New(capacity), floor, ceiling, append(opts, adaptive.WithClock(clk))...)
+		must(t, err)
+		return c
+	}
+	model := mk(10, 2, 20)
+	slow := mk(8, 1, 16, adaptive.WithVegas(0.1, 0.25))
+	idle := mk(4, 1, 4)
+	round := func(c *adaptive.Controller, n int64, o adaptive.Outcome, rtt time.Duration) {
+		for range n {
+			c.Report(o, rtt)
+		}
+	}
+	clk.Advance(time.Second)
+	round(model, 10, adaptive.Success, time.Second)
+	round(slow, 8, adaptive.Success, time.Second)
+	clk.Advance(time.Second)
+	round(model, 11, adaptive.Overload, time.Millisecond)
+	clk.Advance(time.Second)
+	round(slow, 9, adaptive.Success, 2*time.Second)
+	return map[string]*adaptive.Controller{"model": model, "slow": slow, "idle": idle}
 }

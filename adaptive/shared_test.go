@@ -1,0 +1,120 @@
+package adaptive_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionlane/lanes/adaptive"
+	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// fleet is a budget shared by instances of which one leads: only the
+// leader's SetCapacity calls take effect (a redislane.Fleet, without
+// Redis and without its lag).
+type fleet struct {
+	mu     sync.Mutex
+	limit  int64
+	leader int
+}
+
+// member is one instance's view of a fleet.
+type member struct {
+	f  *fleet
+	id int
+}
+
+func (m member) Capacity() int64 { m.f.mu.Lock(); defer m.f.mu.Unlock(); return m.f.limit }
+func (m member) Leader() bool    { m.f.mu.Lock(); defer m.f.mu.Unlock(); return m.f.leader == m.id }
+func (m member) SetCapacity(n int64) {
+	m.f.mu.Lock()
+	defer m.f.mu.Unlock()
+	if m.f.leader == m.id {
+		m.f.limit = n
+	}
+}
+
+var _ adaptive.Shared = member{}
+
+// roundOf reports one round trip of c at its limit, each held rtt, those
+// beyond truth refused.
+func roundOf(clk *clock.Fake, c *adaptive.Controller, truth int64, rtt time.Duration) {
+	n := c.Limit()
+	clk.Advance(rtt)
+	for i := range n {
+		o := adaptive.Success
+		if i >= truth {
+			o = adaptive.Overload
+		}
+		c.Report(o, rtt)
+	}
+}
+
+// A follower's controller takes the fleet's limit at each decision and
+// moves nothing; once elected it continues from the fleet's limit, not
+// from its start value.
+func TestSharedTargetOnlyTheLeaderMoves(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	f := &fleet{limit: 10, leader: 0}
+	lead, err := adaptive.New(member{f, 0}, 1, 100, adaptive.WithClock(clk))
+	require.NoError(t, err)
+	follow, err := adaptive.New(member{f, 1}, 1, 100, adaptive.WithClock(clk))
+	require.NoError(t, err)
+
+	roundOf(clk, lead, 5, time.Second) // 10 -> 9
+	roundOf(clk, lead, 5, time.Second) // 9 -> 8
+	require.Equal(t, int64(8), f.limit)
+	roundOf(clk, follow, 100, time.Second) // a follower's round trip: takes 8, moves nothing
+	require.Equal(t, int64(8), follow.Limit())
+	require.Equal(t, int64(8), f.limit)
+	st := follow.Stats()
+	require.Equal(t, uint64(1), st.Windows)
+	require.Zero(t, st.Increases, "a follower counted a move that was dropped")
+
+	roundOf(clk, lead, 5, time.Second) // 8 -> 7, the follower has not seen it
+	f.mu.Lock()
+	f.leader = 1 // the leader goes; the follower is elected
+	f.mu.Unlock()
+	roundOf(clk, follow, 100, time.Second)
+	require.Equal(t, int64(8), f.limit, "the new leader moved from a stale limit: 7 + 1 expected")
+	require.Equal(t, int64(8), follow.Limit())
+	require.Equal(t, uint64(1), follow.Stats().Increases)
+}
+
+// A target whose capacity another changed: the controller moves from it.
+func TestControllerMovesFromACapacitySetBehindItsBack(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	s := semaphore.New(10)
+	c, err := adaptive.New(s, 1, 100, adaptive.WithClock(clk))
+	require.NoError(t, err)
+	s.SetCapacity(30)                 // an operator
+	roundOf(clk, c, 100, time.Second) // 10 reports: the lane looks a third used at 30
+	require.Equal(t, int64(30), s.Capacity(), "the controller set its own limit back")
+	roundOf(clk, c, 100, time.Second)
+	require.Equal(t, int64(31), s.Capacity())
+	require.Equal(t, int64(31), c.Limit())
+}
+
+// A capacity set out of [floor, ceiling] behind the controller's back is
+// set back to the nearer bound at its next decision, not left in force.
+func TestControllerBringsAForeignCapacityIntoRange(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	s := semaphore.New(10)
+	c, err := adaptive.New(s, 2, 20, adaptive.WithClock(clk))
+	require.NoError(t, err)
+	s.SetCapacity(0) // an operator
+	for range 10 {   // the outcomes of the work admitted before
+		c.Report(adaptive.Overload, time.Millisecond)
+	}
+	require.Equal(t, int64(2), s.Capacity(), "a capacity below the floor stayed in force")
+	require.Equal(t, int64(2), c.Limit())
+	s.SetCapacity(50)
+	clk.Advance(time.Second)
+	for range 2 {
+		c.Report(adaptive.Success, time.Second)
+	}
+	require.Equal(t, int64(20), s.Capacity(), "a capacity above the ceiling stayed in force")
+}

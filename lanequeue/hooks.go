@@ -1,0 +1,187 @@
+package lanequeue
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"time"
+)
+
+// Hooks are callbacks for the events of a queue worth a look in
+// production: a wait longer than a bound, a hold longer than a bound, a
+// lane's refusal. Set them with [Queue.SetHooks]; a nil func is not
+// called. The hooks run on the goroutine of the call they report, outside
+// the queue's locks, after the event (a wait when it ends, a hold at its
+// release): they must be quick, and must not block. Durations are read
+// from the queue's coarse clock, to about a millisecond.
+type Hooks[K comparable] struct {
+	// SlowWait is the bound for OnSlowWait: a wait for one lane that
+	// lasted longer is reported when it ends, granted or not (a refusal
+	// goes to OnReject instead). 0 reports every wait of the slow path (a
+	// lane that could not grant at once).
+	SlowWait   time.Duration
+	OnSlowWait func(Event[K])
+	// LongHold is the bound for OnLongHold: a ticket held longer is
+	// reported at its release, once per keyed or global lane it held.
+	LongHold   time.Duration
+	OnLongHold func(Event[K])
+	// OnReject is called when a lane refuses a call of AcquireAll (its
+	// wait queue full, too many keys, closed, a shrink below the weight):
+	// the errors that count in the lane's Rejected or Failed, where the
+	// caller cannot simply wait longer.
+	OnReject func(Event[K])
+}
+
+// EventKind tells what an [Event] reports.
+type EventKind uint8
+
+const (
+	SlowWait EventKind = iota + 1 // a wait longer than Hooks.SlowWait
+	LongHold                      // a hold longer than Hooks.LongHold
+	Rejected                      // a lane's refusal
+)
+
+// String returns "slow-wait", "long-hold" or "rejected".
+func (k EventKind) String() string {
+	switch k {
+	case SlowWait:
+		return "slow-wait"
+	case LongHold:
+		return "long-hold"
+	case Rejected:
+		return "rejected"
+	}
+	return "unknown"
+}
+
+// Event is one event reported to [Hooks].
+type Event[K comparable] struct {
+	What   EventKind
+	Lane   string // the lane; "" for a refusal that names none (a closed queue)
+	Kind   Kind   // the lane's kind
+	Key    K      // the key of the call
+	Weight int64  // the permits asked of (or held on) the lane
+	// Since is when the wait or the hold began, Duration how long it
+	// lasted (0 for a refusal).
+	Since    time.Time
+	Duration time.Duration
+	// Err is how the wait ended (nil: granted), or the refusal.
+	Err error
+}
+
+// SetHooks installs h as the queue's hooks, in place of any before (the
+// zero Hooks removes them). It may be called at any time; a call in
+// flight reports to the hooks it found. Without hooks (the default) the
+// queue pays one load and test of a pointer per wait and per release.
+func (q *Queue[K]) SetHooks(h Hooks[K]) {
+	if h.OnSlowWait == nil && h.OnLongHold == nil && h.OnReject == nil {
+		q.watch.hooks.Store(nil)
+		return
+	}
+	q.watch.hooks.Store(&h)
+}
+
+// LogHooks returns hooks that log each event to l: slow waits and long
+// holds at level Warn, refusals at Info, with the attributes lane, kind,
+// key, weight, since, and waited or held (a duration), and err. Pass them
+// to [Queue.SetHooks]; slowWait and longHold are Hooks' bounds. l nil
+// logs to slog.Default().
+func LogHooks[K comparable](l *slog.Logger, slowWait, longHold time.Duration) Hooks[K] {
+	if l == nil {
+		l = slog.Default()
+	}
+	log := func(e Event[K]) {
+		lvl, msg, dur := slog.LevelWarn, "lanequeue: slow wait", "waited"
+		switch e.What {
+		case LongHold:
+			msg, dur = "lanequeue: long hold", "held"
+		case Rejected:
+			lvl, msg = slog.LevelInfo, "lanequeue: rejected"
+		}
+		attrs := []slog.Attr{
+			slog.String("lane", e.Lane), slog.String("kind", e.Kind.String()),
+			slog.Any("key", e.Key), slog.Int64("weight", e.Weight),
+		}
+		if e.What != Rejected {
+			attrs = append(attrs, slog.Time("since", e.Since), slog.Duration(dur, e.Duration))
+		}
+		if e.Err != nil {
+			attrs = append(attrs, slog.String("err", e.Err.Error()))
+		}
+		l.LogAttrs(context.Background(), lvl, msg, attrs...)
+	}
+	return Hooks[K]{SlowWait: slowWait, OnSlowWait: log, LongHold: longHold, OnLongHold: log, OnReject: log}
+}
+
+// waited reports the end of the wait of g (listed by waitFor) for its
+// lane i: a slow wait, and a refusal.
+func (q *Queue[K]) waited(h *Hooks[K], key K, g *grant[K], i int, err error) {
+	r := g.rec
+	hs := g.held()
+	e := Event[K]{Key: key, Err: err}
+	if i < len(hs) && i < g.plain {
+		e.Lane, e.Kind, e.Weight = hs[i].e.name, hs[i].e.kind, hs[i].n
+	} else if i < len(hs) { // the rate tail
+		e.Lane, e.Kind, e.Weight = hs[i].e.name, Rate, hs[i].n
+	}
+	now := q.stamp()
+	since := now // a call that did not wait (a refusal, or rate tokens at once)
+	if r != nil {
+		r.home.mu.Lock()
+		since = r.atSince
+		r.home.mu.Unlock()
+	}
+	e.Since, e.Duration = q.timeOf(since), time.Duration(now-since)
+	refusal := refused(err)
+	if h.OnSlowWait != nil && r != nil && !refusal && (e.Duration > h.SlowWait || h.SlowWait == 0) {
+		e.What = SlowWait
+		h.OnSlowWait(e)
+	}
+	if h.OnReject != nil && refusal {
+		e.What, e.Since, e.Duration = Rejected, time.Time{}, 0
+		h.OnReject(e)
+	}
+}
+
+// refused reports whether err is a lane's refusal (see Hooks.OnReject).
+func refused(err error) bool {
+	return errors.Is(err, ErrQueueFull) || errors.Is(err, ErrTooManyKeys) || errors.Is(err, ErrClosed) || errors.Is(err, ErrTooHeavy)
+}
+
+// heldLanes is what a release needs of a record to report a long hold,
+// copied under the record's lock.
+type heldLanes[K comparable] struct {
+	h     *Hooks[K]
+	key   K
+	since int64
+	d     time.Duration
+	lanes []held[K]
+}
+
+// longHold returns a copy of what the report of r's hold needs if the
+// hooks want long holds and r's is one, else nil. The caller holds
+// r.home.mu and is releasing r. The copy is allocated: a long hold is
+// rare, and a release that reports none copies nothing.
+func (q *Queue[K]) longHold(h *Hooks[K], r *record[K]) *heldLanes[K] {
+	if h.OnLongHold == nil {
+		return nil
+	}
+	d := time.Duration(q.stamp() - r.since)
+	if d <= h.LongHold {
+		return nil
+	}
+	return &heldLanes[K]{h: h, key: r.key, since: r.since, d: d, lanes: slices.Clone(r.g.held())}
+}
+
+// report calls OnLongHold for each keyed and global lane of hl. It is
+// called after unlocking.
+func (q *Queue[K]) report(hl *heldLanes[K]) {
+	for i := range hl.lanes {
+		l := &hl.lanes[i]
+		if l.e.kind == Rate {
+			continue
+		}
+		hl.h.OnLongHold(Event[K]{What: LongHold, Lane: l.e.name, Kind: l.e.kind, Key: hl.key, Weight: l.n, Since: q.timeOf(hl.since), Duration: hl.d})
+	}
+}

@@ -1,0 +1,217 @@
+package lanequeue
+
+import (
+	"cmp"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/sessionlane/lanes/internal/clock"
+)
+
+// Waiter is one caller of AcquireAll waiting for one lane, as listed by
+// [Queue.Waiters].
+type Waiter[K comparable] struct {
+	Lane   string // the lane waited for
+	Kind   Kind   // the lane's kind
+	Key    K      // the key of the call
+	Weight int64  // the permits asked of the lane
+	// Position is the caller's place among this queue's callers waiting
+	// for the lane, 1 first, in the order they came to it: for a keyed
+	// lane among the callers of the same key (the key's own line), for
+	// a global lane among all. It is the order of service of a FIFO lane;
+	// a lane that orders its waiters (priorities, fair share, sequence)
+	// serves in its own order. 0 for a rate lane, whose callers wait for
+	// a time rather than in a line.
+	Position int
+	Since    time.Time // when the caller began to wait for the lane, to about a millisecond
+	Holding  int       // the lanes the caller holds already (the ones before this one in the canonical order)
+}
+
+// watch is what a queue keeps to list its callers and to report on them:
+// its hooks, the arrival count of waits, and a test's clock.
+type watch[K comparable] struct {
+	hooks atomic.Pointer[Hooks[K]] // nil: no hooks (SetHooks)
+	seq   atomic.Uint64            // arrivals at a lane on the slow path, for Waiter.Position
+	fake  clock.Clock              // a test's clock; nil: the queue's coarse clock
+	epoch time.Time                // the test clock's origin
+}
+
+// stamp reads the queue's clock: the coarse clock, or a test's.
+func (q *Queue[K]) stamp() int64 {
+	if f := q.watch.fake; f != nil {
+		return int64(f.Now().Sub(q.watch.epoch))
+	}
+	return q.clock.Read()
+}
+
+// timeOf turns a reading of stamp into a time.
+func (q *Queue[K]) timeOf(reading int64) time.Time {
+	if q.watch.fake != nil {
+		return q.watch.epoch.Add(time.Duration(reading))
+	}
+	return q.clock.Time(reading)
+}
+
+// tryFirst reports whether acquireFrom tries e without waiting before it
+// lists the call as waiting: the lanes of this package, whose try costs
+// what the fast path of their acquire does. A lane of another package
+// (Redis) may pay a round trip for a try: the call is listed before it
+// asks.
+func (e *laneEntry[K]) tryFirst() bool {
+	if e.keyed != nil || e.global != nil {
+		return true
+	}
+	_, fair := e.lane.(*fairLane[K])
+	return fair
+}
+
+// waitFor lists the call of g, for key, as waiting for its lane i, the
+// lanes before i held: the slow path of acquireFrom, taken once a lane
+// could not be had at once. The first time it takes a record for the call
+// (the one publish will fill), later it moves the record on.
+func (q *Queue[K]) waitFor(key K, g *grant[K], i int) {
+	now := q.stamp()
+	seq := q.watch.seq.Add(1)
+	if r := g.rec; r != nil {
+		r.home.mu.Lock()
+		r.at, r.atSince, r.seq = i, now, seq
+		r.home.mu.Unlock()
+		return
+	}
+	st := &q.holders.stripes[stripeHint()]
+	st.mu.Lock()
+	r := st.take(q)
+	r.key, r.since = key, now
+	r.pending, r.at, r.atSince, r.seq = true, i, now, seq
+	r.g.weight, r.g.n, r.g.plain, r.g.more = g.weight, g.n, g.plain, g.more
+	for j := range g.n {
+		r.g.inline[j] = g.inline[j]
+	}
+	st.mu.Unlock()
+	g.rec = r
+}
+
+// abandon gives back the record of a call that failed after waitFor.
+func (q *Queue[K]) abandon(g *grant[K]) {
+	r := g.rec
+	if r == nil {
+		return
+	}
+	g.rec = nil
+	r.home.mu.Lock()
+	r.pending = false
+	r.home.retire(r)
+	r.home.mu.Unlock()
+}
+
+// Waiters lists this queue's callers waiting now, one [Waiter] per caller
+// and lane waited for, by lane (in the canonical order) and position: who
+// waits on which lane, for which key, at which place, with which weight,
+// since when. A call waiting for several rate lanes at once is listed
+// once per rate lane.
+//
+// A call is listed from when a lane could not grant it at once until that
+// lane's wait ends (then it is listed for the next lane it waits for, or
+// as a holder by [Queue.Holders], or not at all). A call that takes every
+// lane at once is never listed, and costs nothing for this. Callers that
+// acquire a lane directly (not through the queue), and the places of
+// [Queue.Join] until their Wait has the keyed lane, are not listed. The
+// list is gathered one lock stripe at a time, so under concurrent use it
+// is not a snapshot of one instant.
+//
+// Cost: Waiters locks every stripe of the list of tickets once and sorts
+// what it finds; the waits themselves pay one uncontended lock round trip
+// and an atomic add each, on the slow path only.
+func (q *Queue[K]) Waiters() []Waiter[K] {
+	type entry struct {
+		w    Waiter[K]
+		seq  uint64
+		rank int // the lane's place in the canonical order
+	}
+	var found []entry
+	for i := range q.holders.stripes {
+		st := &q.holders.stripes[i]
+		st.mu.Lock()
+		for r := st.all; r != nil; r = r.next {
+			if !r.pending {
+				continue
+			}
+			hs := r.g.held()
+			since := q.timeOf(r.atSince)
+			at, end := r.at, r.at+1
+			if at >= r.g.plain { // the rate lanes, reserved together
+				end = len(hs)
+			}
+			for j := at; j < end && j < len(hs); j++ {
+				h := &hs[j]
+				found = append(found, entry{
+					w:   Waiter[K]{Lane: h.e.name, Kind: h.e.kind, Key: r.key, Weight: h.n, Since: since, Holding: at},
+					seq: r.seq,
+				})
+			}
+		}
+		st.mu.Unlock()
+	}
+	t := q.tbl()
+	for i := range found {
+		found[i].rank = slices.IndexFunc(t.ordered, func(e *laneEntry[K]) bool { return e.name == found[i].w.Lane })
+	}
+	slices.SortStableFunc(found, func(a, b entry) int {
+		if c := cmp.Compare(a.rank, b.rank); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
+	// Positions, in the order of arrival at each line: a keyed lane has
+	// a line per key, a global lane one.
+	type line struct {
+		lane string
+		key  K
+	}
+	lens := map[line]int{}
+	first := map[line]int{} // a keyed line's first caller, to list each line together
+	for i := range found {
+		w := &found[i].w
+		l := line{lane: w.Lane}
+		if w.Kind == Keyed {
+			l.key = w.Key
+		}
+		if w.Kind == Rate {
+			continue
+		}
+		lens[l]++
+		w.Position = lens[l]
+		if _, ok := first[l]; !ok {
+			first[l] = i
+		}
+	}
+	lineOf := func(w *Waiter[K]) int {
+		if w.Kind != Keyed {
+			return 0
+		}
+		return first[line{w.Lane, w.Key}]
+	}
+	slices.SortStableFunc(found, func(a, b entry) int {
+		return cmp.Or(cmp.Compare(a.rank, b.rank), cmp.Compare(lineOf(&a.w), lineOf(&b.w)), cmp.Compare(a.w.Position, b.w.Position))
+	})
+	out := make([]Waiter[K], len(found))
+	for i := range found {
+		out[i] = found[i].w
+	}
+	return out
+}
+
+// LineLen returns how many of this queue's callers wait now for the named
+// lane: for a keyed lane those of key (the length of the key's line), for
+// a global or rate lane all of them (key is ignored). It counts as
+// [Queue.Waiters] lists, at the same cost.
+func (q *Queue[K]) LineLen(lane string, key K) int {
+	n := 0
+	for _, w := range q.Waiters() {
+		if w.Lane == lane && (w.Kind != Keyed || w.Key == key) {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,218 @@
+package redislane_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionlane/lanes/adaptive"
+	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/redislane"
+)
+
+// A Fleet is a target that only its leader sets: the controller of package
+// adaptive moves it only on the leader.
+var _ adaptive.Shared = (*redislane.Fleet)(nil)
+
+// provider is a simulated model API with a true concurrency limit shared
+// by the whole fleet: a call beyond it is refused at once (a 429); one
+// within it takes work.
+type provider struct {
+	truth    int64
+	work     time.Duration
+	inflight atomic.Int64
+}
+
+func (p *provider) call() adaptive.Outcome {
+	defer p.inflight.Add(-1)
+	if p.inflight.Add(1) > p.truth {
+		return adaptive.Overload
+	}
+	time.Sleep(p.work) // the provider's latency, not a synchronisation
+	return adaptive.Success
+}
+
+// Three instances, each with its own controller over its Fleet and its
+// own callers, against one provider: the fleet's limit, moved by the
+// leader's controller alone, settles around the provider's true limit;
+// never do two instances count themselves the leader; the followers'
+// controllers move nothing and follow the fleet's limit.
+func TestFleetControllersConverge(t *testing.T) {
+	srv := startRedis(t)
+	direct := newClient(t, srv.Addr)
+	name := laneName(t)
+	const (
+		truth   = 6
+		workers = 5 // per instance: a demand of 15, well above the truth
+		windows = 80
+	)
+	// Work long beside a Redis call (tens of microseconds, a few
+	// milliseconds under the race detector on a loaded machine), so that
+	// the calls at the provider are about the permits out: a permit spent
+	// in a Redis call is used by the fleet but not at the provider, and the
+	// provider refuses nothing that the limit grants above its calls.
+	p := &provider{truth: truth, work: 5 * time.Millisecond}
+	fs := make([]*redislane.Fleet, 3)
+	cs := make([]*adaptive.Controller, len(fs))
+	for i := range fs {
+		fs[i] = newFleet(t, newClient(t, srv.Addr), name, 2)
+		var err error
+		cs[i], err = adaptive.New(fs[i], 1, 30, adaptive.WithInitial(2))
+		require.NoError(t, err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(fs)*workers)
+	for i, f := range fs {
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					pm, err := f.Acquire(ctx, 1)
+					if err != nil {
+						if ctx.Err() == nil {
+							errs <- err
+						}
+						return
+					}
+					start := time.Now()
+					o := p.call()
+					cs[i].Report(o, time.Since(start)) // before the release: see Report
+					pm.Release()
+				}
+			}()
+		}
+	}
+
+	// Watch until the leader's controller has decided enough round trips.
+	var samples []int64
+	maxLeaders := 0
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		maxLeaders = max(maxLeaders, len(leaders(fs)))
+		ld := leaders(fs)
+		if len(ld) == 1 && cs[ld[0]].Stats().Windows >= windows {
+			break
+		}
+		if len(ld) == 1 && cs[ld[0]].Stats().Windows >= windows/2 {
+			samples = append(samples, storedLimit(t, direct, name))
+		}
+		select {
+		case err := <-errs:
+			t.Fatalf("a caller's acquire failed: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the leader's controller decided too few round trips in 60 s: %+v", cs[0].Stats())
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+
+	require.LessOrEqual(t, maxLeaders, 1, "two instances counted themselves the leader at once")
+	require.NotEmpty(t, samples)
+	lo, hi, sum := samples[0], samples[0], int64(0)
+	for _, v := range samples {
+		lo, hi, sum = min(lo, v), max(hi, v), sum+v
+	}
+	mean := float64(sum) / float64(len(samples))
+	t.Logf("fleet limit over the second half: min %d, max %d, mean %.2f (truth %d, %d samples)", lo, hi, mean, truth, len(samples))
+	// AIMD's band at the truth is [floor(0.9*(T+1)), T+1]; a follower's
+	// callers' refusals reach the leader only through the provider, so
+	// the limit may overshoot by a step or two before the leader sees one.
+	assert.GreaterOrEqual(t, lo, int64(truth-2), "the fleet's limit fell far below the provider's")
+	assert.LessOrEqual(t, hi, int64(truth+4), "the fleet's limit rose far above the provider's")
+	assert.InDelta(t, float64(truth)+0.5, mean, 1.5)
+
+	ld := leaders(fs)
+	for i, f := range fs {
+		st, cst := f.Stats(), cs[i].Stats()
+		moves := cst.Increases + cst.OverloadDecreases + cst.LatencyDecreases
+		t.Logf("instance %d: leader %v, writes %d, dropped %d, controller windows %d moves %d limit %d", i, st.Leader, st.LimitWrites, st.LimitsDropped, cst.Windows, moves, cst.Limit)
+		if st.LimitWrites == 0 {
+			assert.Zero(t, moves, "instance %d never wrote the limit, yet its controller counts moves", i)
+		}
+		if len(ld) == 1 && i != ld[0] {
+			assert.GreaterOrEqual(t, cst.Limit, int64(truth-2), "follower %d's controller does not follow the fleet's limit", i)
+			assert.LessOrEqual(t, cst.Limit, int64(truth+4), "follower %d's controller does not follow the fleet's limit", i)
+		}
+	}
+}
+
+// roundTrip reports one round trip of c at its limit: every report o,
+// held a millisecond, a second after the last on clk.
+func roundTrip(clk *clock.Fake, c *adaptive.Controller, o adaptive.Outcome) {
+	clk.Advance(time.Second)
+	for range c.Limit() {
+		c.Report(o, time.Millisecond)
+	}
+}
+
+// driveTo reports round trips of o on the leader's controller c until the
+// fleet's stored limit is want, waiting after each for the write (a
+// leadership that lapsed on a loaded machine makes the controller take the
+// fleet's limit back and try again).
+func driveTo(t *testing.T, clk *clock.Fake, c *adaptive.Controller, check func() int64, o adaptive.Outcome, want int64) {
+	t.Helper()
+	for range 100 {
+		if check() == want {
+			return
+		}
+		roundTrip(clk, c, o)
+		spinUntil(t, 10*time.Second, "the controller's value written", func() bool { return check() == c.Limit() })
+	}
+	t.Fatalf("the fleet's limit is %d after 100 round trips, want %d", check(), want)
+}
+
+// When the leader goes, the new leader's controller continues from the
+// fleet's limit, not from its own value, stale since it followed.
+func TestFleetNewLeaderContinuesFromTheFleetsLimit(t *testing.T) {
+	srv := startRedis(t)
+	direct := newClient(t, srv.Addr)
+	name := laneName(t)
+	stored := func() int64 { return storedLimit(t, direct, name) }
+	clk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+
+	a := newFleet(t, newClient(t, srv.Addr), name, 10)
+	ca, err := adaptive.New(a, 1, 100, adaptive.WithClock(clk))
+	require.NoError(t, err)
+	waitFor(t, 10*time.Second, "a to lead", a.Leader)
+	b := newFleet(t, newClient(t, srv.Addr), name, 10)
+	cb, err := adaptive.New(b, 1, 100, adaptive.WithClock(clk)) // a candidate from here
+	require.NoError(t, err)
+	require.Equal(t, int64(10), cb.Limit())
+
+	driveTo(t, clk, ca, stored, adaptive.Overload, 8) // 10 -> 9 -> 8
+	pickedUp(t, b, 8, "b")
+	require.False(t, b.Leader())
+	require.Equal(t, int64(10), cb.Limit(), "b's controller decided nothing yet: its own limit is the stale one")
+
+	term := a.Term()
+	a.Close() // resigns
+	waitFor(t, 10*time.Second, "b to lead", b.Leader)
+	require.Greater(t, b.Term(), term)
+	for stored() == 8 {
+		roundTrip(clk, cb, adaptive.Success)
+		spinUntil(t, 10*time.Second, "b's value written", func() bool { return stored() == cb.Limit() })
+	}
+	require.Equal(t, int64(9), stored(), "the new leader moved from its stale 10, not from the fleet's 8")
+	st := cb.Stats()
+	require.Equal(t, uint64(1), st.Increases)
+	require.Equal(t, adaptive.ReasonGrowth, st.LastReason)
+}
+
+// AsBudget is a target that Controller.Do can take permits from, and a
+// Shared one.
+var _ interface {
+	adaptive.Shared
+	adaptive.Acquirer
+} = (*redislane.Budget)(nil)
