@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
+	"unsafe"
 )
 
 // ErrDraining is returned by every call that would take lanes of a queue
@@ -19,25 +21,42 @@ var ErrDraining = fmt.Errorf("lanequeue: draining: %w", ErrClosed)
 // admission to its end (a failure, a Leave, a Release); a ticket taken by
 // a call or a place's Wait carries on the count of the call.
 //
-// The count is striped, one cache line per stripe, chosen by stripeHint,
-// so that goroutines on different cores rarely share a line: an admission
-// and its end may fall on different stripes, and only the sum means
-// anything. How Drain reads the sum without a lock:
+// The count is in two parts, so that a ticket's Release adds no atomic
+// operation of its own:
+//
+//   - active, striped over cache lines by stripeHint: admit adds 1, and
+//     every end but a ticket's subtracts 1 (a failure, a Leave, a refusal,
+//     and a ticket with a lane whose permits Drain cannot see, after its
+//     permits are back). An admission and its end may fall on different
+//     stripes: only the sum means anything.
+//   - ended, one per stripe of the queue's holders and guarded by that
+//     stripe's lock: a ticket's Release adds 1 there under the lock it
+//     takes anyway to retire the ticket's record, before its permits go
+//     back. Those permits are then still out for a moment, in lanes whose
+//     own Stats show them (the keyed and global lanes whose semaphore the
+//     queue built, laneEntry.own; rate lanes hold nothing): Drain, once
+//     the count is 0, also waits until those lanes hold nothing (see
+//     idle). A lane over a semaphore from outside may be held by others,
+//     so a ticket holding one ends after its permits are back.
+//
+// How Drain reads the count without stopping the calls:
 //
 //   - admit adds 1, then loads draining, and backs out (subtracting 1 on the
-//     same stripe) if it is set. Drain stores draining before it reads the
-//     stripes. The atomics are sequentially consistent, so every call that
-//     was admitted (its load saw false) added its 1 before Drain's first
-//     read, and every call refused from then on adds and subtracts on one
+//     same stripe) if it is set. Drain stores draining before it reads.
+//     The atomics are sequentially consistent, so every call that was
+//     admitted (its load saw false) added its 1 before Drain's first read,
+//     and every call refused from then on adds and subtracts on one
 //     stripe, which reads as 1 or 0, never below.
-//   - So while Drain reads, no stripe is missing an admission, and a stripe
-//     reads low only by ends that did happen: a sum of 0 means everything
-//     admitted has ended, and nothing can be admitted any more.
-//   - An end (leave) subtracts, then loads draining and, if set, pokes:
-//     Drain takes the channel to wait on before it reads, so an end after
-//     its read closes the channel it waits on.
+//   - So no admission is missing from what Drain reads, and every end it
+//     reads did happen, once: a sum of 0 means everything admitted has
+//     ended, and nothing can be admitted any more.
+//   - An end loads draining after it (a ticket's: after its permits are
+//     back) and, if set, pokes: Drain takes the channel to wait on before
+//     it reads, so an end that its read missed (the stripe's lock or the
+//     lane orders the two) closes the channel it waits on.
 type drainState struct {
 	active   [holderStripes]paddedCount
+	ended    [holderStripes]paddedEnds
 	draining atomic.Bool
 
 	mu      sync.Mutex    // guards changed
@@ -47,6 +66,13 @@ type drainState struct {
 // paddedCount is one stripe of the count, alone on a 64-byte cache line.
 type paddedCount struct {
 	n atomic.Int64
+	_ [56]byte
+}
+
+// paddedEnds is the tickets released on one stripe of the queue's holders,
+// guarded by that stripe's mu, alone on a 64-byte cache line.
+type paddedEnds struct {
+	n int64
 	_ [56]byte
 }
 
@@ -65,6 +91,29 @@ func (q *Queue[K]) admit() error {
 // leave counts out a call, place or ticket that admit counted in.
 func (q *Queue[K]) leave() {
 	q.drain.active[stripeHint()].n.Add(-1)
+	if q.drain.draining.Load() {
+		q.poke()
+	}
+}
+
+// endTicket counts out, under st.mu, the call of a ticket of st that is
+// being released, whose lanes Drain sees (shown reports whether it did).
+// A ticket with a lane that Drain cannot see ends its call with leave
+// once its permits are back.
+func (q *Queue[K]) endTicket(st *holderStripe[K], hs []held[K]) (shown bool) {
+	for i := range hs {
+		if e := hs[i].e; !e.own && e.rate == nil {
+			return false
+		}
+	}
+	i := (uintptr(unsafe.Pointer(st)) - uintptr(unsafe.Pointer(&q.holders.stripes[0]))) / unsafe.Sizeof(*st)
+	q.drain.ended[i].n++
+	return true
+}
+
+// ticketGone is the end of a Release whose call endTicket counted out:
+// its permits are back, and a Drain waiting for them looks again.
+func (q *Queue[K]) ticketGone() {
 	if q.drain.draining.Load() {
 		q.poke()
 	}
@@ -96,7 +145,29 @@ func (q *Queue[K]) active() (int64, <-chan struct{}) {
 	for i := range d.active {
 		n += d.active[i].n.Load()
 	}
+	for i := range d.ended {
+		st := &q.holders.stripes[i]
+		st.mu.Lock()
+		n -= d.ended[i].n
+		st.mu.Unlock()
+	}
 	return n, ch
+}
+
+// idle reports whether the keyed and global lanes whose semaphores the
+// queue built hold nothing, or else the name of one that holds something:
+// once the count is 0, what they hold is the permits of Releases on their
+// way back (or taken from the lanes' semaphores directly).
+func (q *Queue[K]) idle() (string, bool) {
+	for _, e := range q.tbl().ordered {
+		if !e.own {
+			continue
+		}
+		if e.lane.Stats().Held != 0 {
+			return e.name, false
+		}
+	}
+	return "", true
 }
 
 // Drain stops admitting work, waits until the work admitted has ended,
@@ -114,18 +185,29 @@ func (q *Queue[K]) active() (int64, <-chan struct{}) {
 // lane, and nothing can be taken any more.
 //
 // Cancellation: if ctx ends first, Drain returns an error that wraps
-// ctx.Err() and says how much is still out, and leaves the queue draining
-// (refusing new work) but open: the work admitted goes on. Call Drain
-// again to wait more, or Close to fail the callers still waiting (the
-// tickets out stay valid and must still be released).
+// ctx.Err() and says how much is still out (or which lane still holds
+// permits), and leaves the queue draining (refusing new work) but open:
+// the work admitted goes on. Call Drain again to wait more, or Close to
+// fail the callers still waiting (the tickets out stay valid and must
+// still be released).
 //
 // Drain is safe for concurrent use, also with itself (each call waits and
 // closes), and on a closed queue it waits for the tickets still out.
 // Nothing ends a drain but its end: a queue does not go back to admitting.
 //
-// Cost: the count Drain waits on costs every call an atomic add at each
-// end, on one of 32 cache lines picked by the goroutine's stack, and a
-// load of a flag that only Drain sets.
+// Permits taken directly from the semaphore of a keyed or global lane
+// that the queue made ([Queue.AddGlobalLane], [Queue.AddKeyedLane]: the
+// semaphores of [Queue.GlobalSemaphore] and [Queue.KeyedSemaphore]) count
+// too: Drain returns once those lanes hold nothing, and looks at them
+// again every few milliseconds while only such permits are out. The
+// permits that others take from a semaphore given to [NewGlobalLane] or
+// [NewKeyedLane] do not hold Drain.
+//
+// Cost: the count Drain waits on costs every call one atomic add when it
+// is admitted, on one of 32 cache lines picked by the goroutine's stack,
+// and loads of a flag that only Drain sets; a Release adds a plain
+// increment under the lock it takes anyway (a ticket holding a lane that
+// the queue did not make, other than a rate lane: an atomic add instead).
 func (q *Queue[K]) Drain(ctx context.Context) error {
 	if ctx == nil {
 		panic("lanequeue: nil Context")
@@ -134,16 +216,36 @@ func (q *Queue[K]) Drain(ctx context.Context) error {
 		panic(zeroQueue)
 	}
 	q.drain.draining.Store(true)
+	var timer *time.Timer
+	wait := 50 * time.Microsecond
 	for {
 		n, changed := q.active()
+		var poll <-chan time.Time
 		if n == 0 {
-			q.Close()
-			return nil
+			if _, ok := q.idle(); ok {
+				q.Close()
+				return nil
+			}
+			// A Release on its way pokes once its permits are back; a
+			// permit taken from a lane's semaphore directly does not.
+			if timer == nil {
+				timer = time.NewTimer(wait)
+				defer timer.Stop()
+			} else {
+				timer.Reset(wait)
+			}
+			poll = timer.C
+			wait = min(2*wait, 5*time.Millisecond)
 		}
 		select {
 		case <-changed:
+		case <-poll:
 		case <-ctx.Done():
-			n, _ = q.active()
+			if n, _ = q.active(); n == 0 {
+				if lane, ok := q.idle(); !ok {
+					return fmt.Errorf("lanequeue: drain: lane %q still holds permits: %w", lane, ctx.Err())
+				}
+			}
 			return fmt.Errorf("lanequeue: drain: %d calls, places or tickets still out: %w", n, ctx.Err())
 		}
 	}

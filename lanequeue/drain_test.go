@@ -255,9 +255,11 @@ func TestDrainRace(t *testing.T) {
 	}
 }
 
-// BenchmarkDrainCount is what the count Drain waits on costs each
-// AcquireAll and its Release: an admission and an end, alone and from
-// every core at once.
+// BenchmarkDrainCount is what the count Drain waits on costs a call that
+// is admitted and then fails: an admission and an end, two atomic adds,
+// alone and from every core at once. A ticket's Release ends its call
+// with a plain increment under its stripe's lock instead (see
+// BenchmarkAcquire).
 func BenchmarkDrainCount(b *testing.B) {
 	q := lanequeue.New[string]()
 	defer q.Close()

@@ -54,8 +54,8 @@ func RateLimiter[K comparable](q *Queue[K], name string) *rate.Limiter {
 	return q.table.Load().byName[name].e.rate.lim
 }
 
-// AdmitLeave counts one call in and out, as every AcquireAll and Release
-// do for Drain, for BenchmarkDrainCount.
+// AdmitLeave counts one call in and out, as an AcquireAll that fails does
+// for Drain, for BenchmarkDrainCount.
 func (q *Queue[K]) AdmitLeave() {
 	if q.admit() == nil {
 		q.leave()

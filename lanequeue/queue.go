@@ -187,7 +187,12 @@ type laneEntry[K comparable] struct {
 	// the interface call and the adapter's frame.
 	keyed  *keyedsem.Keyed[K]
 	global *semaphore.Weighted
-	obs    atomic.Pointer[Observer] // ObserveLane's; nil: none
+	// own is whether the queue built the lane's semaphore (AddGlobalLane,
+	// AddKeyedLane), so that what it holds is the queue's tickets' and
+	// the permits taken through GlobalSemaphore or KeyedSemaphore: Drain
+	// reads it from the lane's Stats (see drainState).
+	own bool
+	obs atomic.Pointer[Observer] // ObserveLane's; nil: none
 }
 
 // bind sets the fields of e that add derives from e.lane.
@@ -319,7 +324,7 @@ func (q *Queue[K]) AddGlobalLane(name string, capacity int64, opts ...semaphore.
 	}
 	l := &globalLane[K]{s: semaphore.New(capacity, opts...)}
 	l.capacity.Store(capacity)
-	return q.add(&laneEntry[K]{name: name, kind: Global, lane: l})
+	return q.add(&laneEntry[K]{name: name, kind: Global, lane: l, own: true})
 }
 
 // AddKeyedLane adds a [Keyed] lane: a [keyedsem.Keyed] made
@@ -341,7 +346,7 @@ func (q *Queue[K]) AddKeyedLane(name string, opts ...keyedsem.Option) error {
 		return err
 	}
 	l := &keyedLane[K]{s: keyedsem.New[K](opts...)}
-	if err := q.add(&laneEntry[K]{name: name, kind: Keyed, lane: l}); err != nil {
+	if err := q.add(&laneEntry[K]{name: name, kind: Keyed, lane: l, own: true}); err != nil {
 		l.Close()
 		return err
 	}

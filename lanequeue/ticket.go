@@ -158,6 +158,7 @@ func (t *Ticket[K]) release(report bool, err error) bool {
 	if h := q.watch.hooks.Load(); h != nil {
 		long = q.longHold(h, r)
 	}
+	shown := q.endTicket(st, r.g.held())
 	st.retire(r)
 	st.mu.Unlock()
 	if long != nil {
@@ -165,27 +166,32 @@ func (t *Ticket[K]) release(report bool, err error) bool {
 	}
 	if len(obs) > 0 {
 		// An observer that panics must not keep the permits.
-		defer releasePermits(q, ps[:n], more)
+		defer releasePermits(q, ps[:n], more, shown)
 		held := time.Duration(q.stamp() - since)
 		for _, o := range obs {
 			o.Observe(err, held)
 		}
 		return true
 	}
-	releasePermits(q, ps[:n], more)
+	releasePermits(q, ps[:n], more, shown)
 	return true
 }
 
 // releasePermits gives back the permits of a ticket, newest first, then
-// ends the ticket's call in q's count (see Drain).
-func releasePermits[K comparable](q *Queue[K], ps []semaphore.Permit, more []held[K]) {
+// tells Drain: the ticket's call ended under the stripe's lock if shown
+// (endTicket), and ends now otherwise.
+func releasePermits[K comparable](q *Queue[K], ps []semaphore.Permit, more []held[K], shown bool) {
 	for i := len(ps) - 1; i >= 0; i-- {
 		ps[i].Release()
 	}
 	for i := len(more) - 1; i >= 0; i-- {
 		more[i].p.Release()
 	}
-	q.leave()
+	if shown {
+		q.ticketGone()
+	} else {
+		q.leave()
+	}
 }
 
 // Released reports whether Release has been called.
