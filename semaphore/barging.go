@@ -528,15 +528,14 @@ func (s *Weighted) compete(ctx context.Context, w *waitq.Waiter, b *barger) (Per
 }
 
 // The spinning of a barging caller (or a woken waiter) before it queues:
-// bargeRounds looks at the state word, bargeSpins iterations of spinWait
-// apart (about a critical section of a lock, so that a permit released on
-// another core is seen soon; under a microsecond and a half in all). A
-// FIFO caller's backoff is longer and doubles (see acquireContended): it
-// spins only to let another core finish a burst, while a barging caller
-// spins to take the permit as it comes back, as sync.Mutex's spinning
-// does.
+// bargeRounds further looks at the state word, bargeSpins iterations of
+// spinWait apart. None by default: BenchmarkAblationBarge's capacity-1,
+// 32-goroutine row ran 15.9-20.7 ns with none against 23.7-33.3 ns with 16
+// looks (five runs each, one process, 2 cores; docs/benchmarks-policies.md),
+// because a caller that spins keeps its core from the holder that would
+// release. The knob stays for that ablation (SetBargeRounds).
 const (
-	bargeRounds = 16
+	bargeRounds = 0
 	bargeSpins  = 256
 )
 

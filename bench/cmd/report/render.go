@@ -38,6 +38,8 @@ func render(in info, r *results, vs []verdict, benchstat string, charts []string
 		p("> `make bench-report` (count 10, benchtime 1s) on a quiet machine before quoting any figure.\n\n")
 	}
 
+	p("The in-package rows of the ordering policies, bounded barging, the histograms and Drain, each beside\n")
+	p("the FIFO row it is judged against and in one run, are on [`benchmarks-policies.md`](benchmarks-policies.md).\n\n")
 	p("## The run\n\n")
 	t := newTable("", "")
 	t.row("machine", fmt.Sprintf("%s, %s CPUs (nproc), GOMAXPROCS %d", in.machine, in.cpus, r.procs))
