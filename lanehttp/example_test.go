@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"time"
 
+	"github.com/sessionlane/lanes/adaptive"
 	"github.com/sessionlane/lanes/lanehttp"
 	"github.com/sessionlane/lanes/lanequeue"
 )
@@ -70,4 +71,46 @@ func ExampleHandler() {
 	// "": 400 "Bad Request\n" Retry-After=""
 	// "alice": 429 "Too Many Requests\n" Retry-After="1"
 	// "bob": 503 "Service Unavailable\n" Retry-After="1"
+}
+
+// A proxy to a model API behind a global lane whose capacity an adaptive
+// controller drives: the middleware reports each request's answer, so the
+// provider's 429s, passed on by the handler, lower the limit with no code
+// in the handler (DefaultOutcome counts 429 and 503 as overloads).
+func ExampleHandler_adaptive() {
+	q := lanequeue.New[string]()
+	defer q.Close()
+	if err := q.AddGlobalLane("model", 8); err != nil {
+		panic(err)
+	}
+	sem, err := q.GlobalSemaphore("model")
+	if err != nil {
+		panic(err)
+	}
+	ctl, err := adaptive.New(sem, 1, 8) // from 8 at once, never under 1
+	if err != nil {
+		panic(err)
+	}
+	if err := q.ObserveLane("model", ctl); err != nil {
+		panic(err)
+	}
+	model, err := q.Lanes("model")
+	if err != nil {
+		panic(err)
+	}
+	proxy := lanehttp.Handler(lanehttp.Config[string]{
+		Queue: q, Lanes: model,
+		Key: func(*http.Request) (string, error) { return "", nil }, // no keyed lane: the key orders nothing
+	}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "rate limited", http.StatusTooManyRequests) // the provider refused
+	}))
+
+	fmt.Println("limit", ctl.Limit())
+	for range 8 { // one round trip at a limit of 8
+		proxy.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/v1/chat", nil))
+	}
+	fmt.Println("limit", ctl.Limit())
+	// Output:
+	// limit 8
+	// limit 7
 }
