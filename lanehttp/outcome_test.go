@@ -146,7 +146,7 @@ func TestOutcomeOfEachAnswer(t *testing.T) {
 		{"204", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }, 204, false},
 		{"404", func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) }, 404, false},
 		{"429", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(429) }, 429, true},
-		{"503", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "busy", 503) }, 503, true},
+		{"503", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "busy", http.StatusServiceUnavailable) }, 503, true},
 		{"500", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(500) }, 500, false},
 		{"502", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(502) }, 502, false},
 		{"103 then 429", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(103); w.WriteHeader(429) }, 429, true},
