@@ -2,19 +2,22 @@ package lanehttp_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"time"
 
+	"github.com/sessionlane/lanes/adaptive"
 	"github.com/sessionlane/lanes/lanehttp"
 	"github.com/sessionlane/lanes/lanequeue"
 )
 
 // A chat API behind the lanes: one request at a time per session (the
-// X-Session header), at most 16 at once over all sessions. A request whose
-// session stays busy past its deadline is answered 429; once the server
-// drains, 503. Both carry Retry-After.
+// X-Session header), at most 16 at once over all sessions. A request
+// without the header is answered 400 (rather than sharing one session ""
+// with every other such request); one whose session stays busy past its
+// deadline 429; once the server drains, 503. Both carry Retry-After.
 func ExampleHandler() {
 	q := lanequeue.Default[string](16)
 	chat, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
@@ -24,20 +27,28 @@ func ExampleHandler() {
 	api := lanehttp.Handler(lanehttp.Config[string]{
 		Queue: q,
 		Lanes: chat,
-		Key:   func(r *http.Request) (string, error) { return r.Header.Get("X-Session"), nil },
+		Key: func(r *http.Request) (string, error) {
+			if s := r.Header.Get("X-Session"); s != "" {
+				return s, nil
+			}
+			return "", errors.New("no X-Session header")
+		},
 	}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "reply to %s", r.Header.Get("X-Session"))
 	}))
 
 	post := func(ctx context.Context, session string) {
 		r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/chat", nil)
-		r.Header.Set("X-Session", session)
+		if session != "" {
+			r.Header.Set("X-Session", session)
+		}
 		w := httptest.NewRecorder()
 		api.ServeHTTP(w, r)
-		fmt.Printf("%s: %d %q Retry-After=%q\n", session, w.Code, w.Body.String(), w.Header().Get("Retry-After"))
+		fmt.Printf("%q: %d %q Retry-After=%q\n", session, w.Code, w.Body.String(), w.Header().Get("Retry-After"))
 	}
 
 	post(context.Background(), "alice")
+	post(context.Background(), "") // no X-Session header
 
 	// Alice's previous message is still being answered (a worker holds her
 	// session); her new request gives up after its deadline.
@@ -56,7 +67,50 @@ func ExampleHandler() {
 	}
 	post(context.Background(), "bob")
 	// Output:
-	// alice: 200 "reply to alice" Retry-After=""
-	// alice: 429 "Too Many Requests\n" Retry-After="1"
-	// bob: 503 "Service Unavailable\n" Retry-After="1"
+	// "alice": 200 "reply to alice" Retry-After=""
+	// "": 400 "Bad Request\n" Retry-After=""
+	// "alice": 429 "Too Many Requests\n" Retry-After="1"
+	// "bob": 503 "Service Unavailable\n" Retry-After="1"
+}
+
+// A proxy to a model API behind a global lane whose capacity an adaptive
+// controller drives: the middleware reports each request's answer, so the
+// provider's 429s, passed on by the handler, lower the limit with no code
+// in the handler (DefaultOutcome counts 429 and 503 as overloads).
+func ExampleHandler_adaptive() {
+	q := lanequeue.New[string]()
+	defer q.Close()
+	if err := q.AddGlobalLane("model", 8); err != nil {
+		panic(err)
+	}
+	sem, err := q.GlobalSemaphore("model")
+	if err != nil {
+		panic(err)
+	}
+	ctl, err := adaptive.New(sem, 1, 8) // from 8 at once, never under 1
+	if err != nil {
+		panic(err)
+	}
+	if err := q.ObserveLane("model", ctl); err != nil {
+		panic(err)
+	}
+	model, err := q.Lanes("model")
+	if err != nil {
+		panic(err)
+	}
+	proxy := lanehttp.Handler(lanehttp.Config[string]{
+		Queue: q, Lanes: model,
+		Key: func(*http.Request) (string, error) { return "", nil }, // no keyed lane: the key orders nothing
+	}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "rate limited", http.StatusTooManyRequests) // the provider refused
+	}))
+
+	fmt.Println("limit", ctl.Limit())
+	for range 8 { // one round trip at a limit of 8
+		proxy.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/v1/chat", nil))
+	}
+	fmt.Println("limit", ctl.Limit())
+	// Output:
+	// limit 8
+	// limit 7
 }

@@ -1,16 +1,30 @@
 // Package lanehttp serves HTTP requests through the lanes of a
 // [lanequeue.Queue]: a middleware takes a request's lanes (for a key and
 // with options that are functions of the request) before the handler runs,
-// releases them when it returns, and answers the requests the lanes refuse
-// with 429 Too Many Requests or 503 Service Unavailable and a Retry-After.
-// It uses the standard library only.
+// releases them when it returns (telling the lanes' observers how it
+// answered), and answers the requests the lanes refuse with 429 Too Many
+// Requests or 503 Service Unavailable and a Retry-After.
+// Besides the module's own packages it uses the standard library only.
 //
 //	q := lanequeue.Default[string](16)
 //	chat, _ := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
 //	h := lanehttp.Handler(lanehttp.Config[string]{
 //		Queue: q, Lanes: chat,
-//		Key:   func(r *http.Request) (string, error) { return r.Header.Get("X-Session"), nil },
+//		Key: func(r *http.Request) (string, error) {
+//			if s := r.Header.Get("X-Session"); s != "" {
+//				return s, nil
+//			}
+//			return "", errors.New("no X-Session header") // 400, not one shared session ""
+//		},
 //	}, chatHandler)
+//
+// Outcomes: the middleware ends each request's ticket with
+// [lanequeue.Ticket.Finish], telling the observers of its lanes
+// ([lanequeue.Queue.ObserveLane], such as an adaptive.Controller driving
+// the global lane) the handler's outcome: by default ([DefaultOutcome])
+// its answers of 429 and 503 are overloads and lower an adaptive lane's
+// limit, with no code in the handler. [Config.Outcome] maps statuses
+// otherwise.
 //
 // Order: one key's requests run in the order they join the key's line,
 // one at a time with the default keyed lane. A request's place is taken
@@ -54,24 +68,40 @@ type Config[K comparable] struct {
 	// Lanes is the set every request takes, prepared by Queue.Lanes.
 	Lanes lanequeue.LaneSet[K]
 	// Key returns the request's key: its session, thread or tenant. An
-	// error answers 400 Bad Request with the error's text, and the
-	// handler is not called.
+	// error answers 400 Bad Request (the status text only: the error's text
+	// is not sent, see Reject), and the handler is not called. Return an
+	// error for a request that has no key (a missing header, say) rather
+	// than the zero K: every request given the same key waits in that
+	// key's one line, so keyless requests would all run one at a time.
 	Key func(*http.Request) (K, error)
 	// Options, if not nil, returns the request's acquire options: its
 	// weight (lanequeue.WithWeight, WithLaneWeight), priority
 	// (WithPriority), sequence number (WithSequence). An error answers 400
-	// Bad Request with the error's text.
+	// Bad Request as Key's does.
 	Options func(*http.Request) ([]lanequeue.AcquireOption, error)
+	// Outcome, if not nil, maps the status of the handler's answer to the
+	// error the request's ticket is finished with ([lanequeue.Ticket.Finish]),
+	// which the observers of its lanes classify (an adaptive.Controller:
+	// nil a success, an error wrapping adaptive.ErrOverload an overload,
+	// any other error nothing); nil means [DefaultOutcome]. The status is
+	// the first final status the handler sent, or 200 if it sent none or
+	// took the connection over (Hijack) before sending one. It is called
+	// by the request's goroutine after the handler returns, before the
+	// lanes are released; not for a handler that panics (its lanes are
+	// released with no report).
+	Outcome func(status int) error
 	// RetryAfter is the Retry-After of a refusal whose error carries no
 	// retry time (a full line, too many keys, a draining queue);
 	// 0 means [DefaultRetryAfter]. A rate lane's refusal carries its own:
 	// when its next token comes. It is sent in whole seconds, rounded up.
 	RetryAfter time.Duration
-	// Reject, if not nil, answers a request the lanes refused instead of
-	// the default answer (the status, a Retry-After header for 429 and
-	// 503, and the status text as the body). It is given the status the
-	// default would send and the error of the acquire; Retry-After is set
-	// on w's header already. It is not called for a client that went away.
+	// Reject, if not nil, answers a request the middleware refuses instead
+	// of the default answer (the status, a Retry-After header for 429 and
+	// 503, and the status text as the body: never an error's text, which
+	// may tell a client about the server's insides). It is given the
+	// status the default would send and the error: of Key or Options for
+	// 400, of the acquire otherwise; Retry-After is set on w's header
+	// already. It is not called for a client that went away.
 	Reject func(w http.ResponseWriter, r *http.Request, status int, err error)
 }
 
@@ -83,8 +113,15 @@ func Handler[K comparable](cfg Config[K], next http.Handler) http.Handler {
 
 // Middleware returns a middleware that runs each request's handler while
 // the request holds the lanes of cfg for its key, taken with
-// [lanequeue.Queue.AcquireAll] and the request's context, and released
-// when the handler returns (also if it panics). The handler's request
+// [lanequeue.Queue.AcquireAll] and the request's context. When the handler
+// returns, the ticket is finished ([lanequeue.Ticket.Finish]) with the
+// outcome of its answer ([Config.Outcome]), which the observers of the
+// lanes learn before the lanes are released; if the handler panics, the
+// lanes are released, nothing is reported, and the panic goes on. The
+// handler is given a ResponseWriter that notes the status and passes the
+// rest through: http.ResponseController reaches the server's writer
+// through its Unwrap method, and it implements http.Flusher and
+// http.Hijacker by passing them on. The handler's request
 // context carries the ticket ([lanequeue.WithTicket]): a nested acquire
 // for the same key and lanes fails at once with lanequeue.ErrReentrant
 // rather than waiting for itself, and [lanequeue.TicketFrom] reads it.
@@ -108,8 +145,12 @@ func Handler[K comparable](cfg Config[K], next http.Handler) http.Handler {
 // 429 and 503 carry a Retry-After: the error's [lanequeue.LaneError]
 // RetryAfter when known (a rate lane's next token), or [Config.RetryAfter].
 //
-// Middleware panics if cfg has no Queue or Key, or if Lanes is not a set
-// of Queue: a programming error, found when the server is set up.
+// A request whose Key or Options fails gets 400 Bad Request with the
+// status text as the body (or [Config.Reject]'s answer).
+//
+// Middleware panics if cfg has no Queue or Key, if Lanes is empty (not
+// set: make it with Queue.Lanes), or if Lanes is not a set of Queue: a
+// programming error, found when the server is set up.
 func Middleware[K comparable](cfg Config[K]) func(http.Handler) http.Handler {
 	if cfg.Queue == nil {
 		panic("lanehttp: Config.Queue is nil")
@@ -117,23 +158,29 @@ func Middleware[K comparable](cfg Config[K]) func(http.Handler) http.Handler {
 	if cfg.Key == nil {
 		panic("lanehttp: Config.Key is nil")
 	}
-	if err := cfg.Queue.Check(cfg.Lanes); errors.Is(err, lanequeue.ErrNoLanes) || errors.Is(err, lanequeue.ErrUnknownLane) {
+	switch err := cfg.Queue.Check(cfg.Lanes); {
+	case errors.Is(err, lanequeue.ErrNoLanes):
+		panic("lanehttp: Config.Lanes is empty: set it to the lanes every request takes, made by Queue.Lanes")
+	case errors.Is(err, lanequeue.ErrUnknownLane):
 		panic("lanehttp: Config.Lanes: " + err.Error())
 	}
 	if cfg.RetryAfter <= 0 {
 		cfg.RetryAfter = DefaultRetryAfter
 	}
+	if cfg.Outcome == nil {
+		cfg.Outcome = DefaultOutcome
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			key, err := cfg.Key(r)
 			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
+				cfg.answer(w, r, http.StatusBadRequest, err)
 				return
 			}
 			var opts []lanequeue.AcquireOption
 			if cfg.Options != nil {
 				if opts, err = cfg.Options(r); err != nil {
-					http.Error(w, err.Error(), http.StatusBadRequest)
+					cfg.answer(w, r, http.StatusBadRequest, err)
 					return
 				}
 			}
@@ -143,8 +190,17 @@ func Middleware[K comparable](cfg Config[K]) func(http.Handler) http.Handler {
 				cfg.reject(w, r, err)
 				return
 			}
-			defer t.Release()
-			next.ServeHTTP(w, r.WithContext(lanequeue.WithTicket(ctx, t)))
+			finished := false
+			defer func() {
+				if !finished { // the handler or Outcome panicked
+					t.Release()
+				}
+			}()
+			sw := &statusWriter{ResponseWriter: w}
+			next.ServeHTTP(sw, r.WithContext(lanequeue.WithTicket(ctx, t)))
+			outcome := cfg.Outcome(sw.sent())
+			finished = true
+			t.Finish(outcome)
 		})
 	}
 }
@@ -166,6 +222,12 @@ func (cfg *Config[K]) reject(w http.ResponseWriter, r *http.Request, err error) 
 		}
 		w.Header().Set("Retry-After", strconv.FormatInt(seconds(retry), 10))
 	}
+	cfg.answer(w, r, status, err)
+}
+
+// answer refuses the request with status: by Reject, or with the status
+// text (not err's: it may be internal).
+func (cfg *Config[K]) answer(w http.ResponseWriter, r *http.Request, status int, err error) {
 	if cfg.Reject != nil {
 		cfg.Reject(w, r, status, err)
 		return

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -356,19 +357,23 @@ func TestMiddlewarePanicsOnBadConfig(t *testing.T) {
 	other := lanequeue.New[string]()
 	defer other.Close()
 	key := func(*http.Request) (string, error) { return "", nil }
-	for name, cfg := range map[string]lanehttp.Config[string]{
-		"no queue":        {Lanes: f.set, Key: key},
-		"no key":          {Queue: f.q, Lanes: f.set},
-		"no lanes":        {Queue: f.q, Key: key},
-		"another's lanes": {Queue: other, Lanes: f.set, Key: key},
+	for name, c := range map[string]struct {
+		cfg  lanehttp.Config[string]
+		says string // the panic names the field and what is wrong with it
+	}{
+		"no queue":        {lanehttp.Config[string]{Lanes: f.set, Key: key}, "Config.Queue is nil"},
+		"no key":          {lanehttp.Config[string]{Queue: f.q, Lanes: f.set}, "Config.Key is nil"},
+		"no lanes":        {lanehttp.Config[string]{Queue: f.q, Key: key}, "Config.Lanes is empty"},
+		"another's lanes": {lanehttp.Config[string]{Queue: other, Lanes: f.set, Key: key}, "Config.Lanes: lanequeue: unknown lane"},
 	} {
 		func() {
 			defer func() {
-				if recover() == nil {
-					t.Errorf("%s: Middleware did not panic", name)
+				v := recover()
+				if s, _ := v.(string); !strings.Contains(s, c.says) {
+					t.Errorf("%s: Middleware panicked with %v; want it to say %q", name, v, c.says)
 				}
 			}()
-			lanehttp.Middleware(cfg)
+			lanehttp.Middleware(c.cfg)
 		}()
 	}
 }

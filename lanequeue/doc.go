@@ -89,6 +89,20 @@
 // so one call may carry a priority, a sequence and a group across lanes
 // of different orders.
 //
+// Priorities and fair share together: a lane's semaphore takes one
+// ordering option (priorities, fair share among groups, sequence, or
+// barging), so no single lane orders by both. Two global lanes over the
+// same work, one with semaphore.WithPriorities and one with
+// semaphore.WithFairShare, do not combine either: a call waits on its
+// global lanes one at a time, in name order, so the first decides who
+// waits and in what order, and the second sees only the calls the first
+// let through (its line is mostly empty, and its order decides little).
+// Instead, give each lane the order for its own question: priorities on
+// the keyed lane (keyedsem.WithPriorities: a key's waiting calls by
+// priority) and fair share on the global lane (tenants' shares of the
+// shared budget, with [WithGroup]); or choose the one order that matters
+// on the lane that is the bottleneck.
+//
 // Keys: any comparable type. A key that is not equal to itself (a float
 // NaN, or a struct, array or interface value holding one) is refused with
 // [ErrNaNKey] (TryAcquireAll returns false), whatever the lanes: the

@@ -246,7 +246,7 @@ func (q *Queue[K]) Drain(ctx context.Context) error {
 					return fmt.Errorf("lanequeue: drain: lane %q still holds permits: %w", lane, ctx.Err())
 				}
 			}
-			return fmt.Errorf("lanequeue: drain: %d calls, places or tickets still out: %w", n, ctx.Err())
+			return fmt.Errorf("lanequeue: drain: calls, places or tickets still out: %d: %w", n, ctx.Err())
 		}
 	}
 }

@@ -104,7 +104,7 @@ func TestDrainWaitsForAReleaseOnItsWayInALaneOfAnotherPackage(t *testing.T) {
 	must(t, q.Add("foreign", foreign))
 	g, finished := finishHeld(t, q, "foreign", "foreign")
 	err := q.Drain(cancelled())
-	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "1 calls, places or tickets still out") {
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "calls, places or tickets still out: 1:") {
 		t.Fatalf("Drain while a Release gives a foreign permit back = %v; want context.Canceled, 1 out", err)
 	}
 	close(g.open)

@@ -131,7 +131,7 @@ func TestDrainContextEndsMidDrain(t *testing.T) {
 	drained := drainAsync(t, q, ctx)
 	cancel()
 	err = testkit.Recv(t, drained, "the cancelled Drain")
-	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "1 calls, places or tickets still out") {
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "calls, places or tickets still out: 1:") {
 		t.Fatalf("cancelled Drain = %v; want context.Canceled, saying 1 is out", err)
 	}
 	if !q.Draining() {
