@@ -187,7 +187,8 @@ func TestDrainOfAClosedQueueWaitsForPlaces(t *testing.T) {
 	if err := q.Drain(ended); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "2 calls, places or tickets still out") {
 		t.Fatalf("Drain of a closed queue with two places = %v; want context.Canceled, saying 2 are out", err)
 	}
-	if _, err := inLine.Wait(context.Background()); !errors.Is(err, lanequeue.ErrClosed) {
+	waited := testkit.Go(func() error { _, err := inLine.Wait(context.Background()); return err })
+	if err := testkit.Recv(t, waited, "Wait of the place in line"); !errors.Is(err, lanequeue.ErrClosed) {
 		t.Fatalf("Wait of a place in line after Close = %v; want ErrClosed", err)
 	}
 	if err := q.Drain(ended); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "1 calls, places or tickets still out") {
