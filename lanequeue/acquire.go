@@ -69,12 +69,14 @@ func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{l
 // ctx.Err() when ctx ended while the call waited there (the lane busy for
 // the key, or full), or the lane's refusal (for example [ErrQueueFull],
 // [ErrWaitTooLong] or [ErrTooManyKeys]; a lane closed on its own fails at
-// once with ErrClosed). A rate lane whose next token comes after ctx's
-// deadline fails at once with a LaneError wrapping
-// context.DeadlineExceeded, whose RetryAfter says when the token comes,
-// while ctx.Err() is still nil, and a rate wait holds the other lanes'
-// permits: test errors with errors.Is and errors.As, not against
-// ctx.Err().
+// once with ErrClosed). A context found ended only once every lane has
+// granted (the last look, under Cancellation below) fails the call with
+// ctx.Err() itself, not a LaneError: no lane kept the call. A rate lane
+// whose next token comes after ctx's deadline fails at once with a
+// LaneError wrapping context.DeadlineExceeded, whose RetryAfter says when
+// the token comes, while ctx.Err() is still nil, and a rate wait holds the
+// other lanes' permits: test errors with errors.Is and errors.As, not
+// against ctx.Err().
 //
 // Cancellation: a caller whose context ends while it waits for a lane
 // leaves that lane's queue at once (the lane's own guarantee) and gives
@@ -89,6 +91,10 @@ func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{l
 // cancelled waiter would, and returns ctx.Err(). The caller owns a ticket
 // if and only if the error is nil. Once granted, the ticket is held until
 // released, whatever happens to ctx.
+//
+// A hook ([Queue.SetHooks]) that panics while AcquireAll reports a wait
+// leaves the call holding nothing, as a failure would, and the panic goes
+// on to the caller.
 //
 // AcquireAll panics if ctx is nil.
 func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes LaneSet[K], opts ...AcquireOption) (*Ticket[K], error) {
@@ -134,7 +140,8 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes LaneSet[K], opts
 // at ctx once more. On failure it returns AcquireAll's error and holds
 // nothing: every permit of g, those before from too, is released, newest
 // first. turn places the caller in the lines of the lanes that order
-// their waiters (the zero Turn: none).
+// their waiters (the zero Turn: none). A hook that panics does the same
+// and counts the call out before the panic goes on (see waitedSafely).
 func (q *Queue[K]) acquireFrom(ctx context.Context, key K, g *grant[K], from int, turn semaphore.Turn) error {
 	hs := g.held()
 	plain := g.plain
@@ -157,20 +164,26 @@ func (q *Queue[K]) acquireFrom(ctx context.Context, key K, g *grant[K], from int
 		} else {
 			p, err = h.e.acquire(ctx, key, h.n)
 		}
+		taken := i // the lanes held: those before i, and i once granted
+		if err == nil {
+			// Recorded before a hook runs, so that a hook that panics
+			// gives this permit back with the others.
+			h.p = p
+			taken++
+		}
 		if hk := q.watch.hooks.Load(); hk != nil {
-			q.waited(hk, key, g, i, err)
+			q.waitedSafely(hk, key, g, i, err, taken)
 		}
 		if err != nil {
 			rollback(g, i)
 			q.abandon(g)
 			return q.laneErr(h.e, key, err)
 		}
-		h.p = p
 	}
 	if plain < len(hs) {
 		err := q.takeRateTail(ctx, key, g, plain)
 		if hk := q.watch.hooks.Load(); hk != nil {
-			q.waited(hk, key, g, plain, err)
+			q.waitedSafely(hk, key, g, plain, err, plain)
 		}
 		if err != nil {
 			rollback(g, plain)
@@ -192,12 +205,34 @@ func (q *Queue[K]) acquireFrom(ctx context.Context, key K, g *grant[K], from int
 	return nil
 }
 
+// waitedSafely reports the end of a wait to the hooks, as waited does,
+// for acquireFrom while it holds the permits of g's first taken lanes: if
+// a hook panics, it gives them back newest first, drops the call's record
+// and counts the call out (what a failure of acquireFrom and its caller's
+// leave do), then lets the panic go on, so that the call holds nothing
+// and Drain does not wait for it. Only calls with hooks set pay the
+// defer.
+func (q *Queue[K]) waitedSafely(h *Hooks[K], key K, g *grant[K], i int, err error, taken int) {
+	reported := false
+	defer func() {
+		if !reported {
+			rollback(g, taken)
+			q.abandon(g)
+			q.leave()
+		}
+	}()
+	q.waited(h, key, g, i, err)
+	reported = true
+}
+
 // TryAcquireAll takes a permit on every lane of the set, for key, if it can do
 // so without waiting, and reports whether it did. On true the caller owns
 // the ticket, as with AcquireAll. On false the ticket is nil and it holds
 // nothing: what it took is given back in reverse order (rate tokens too).
 //
-// Like a lane's TryAcquire, it never overtakes a caller waiting on a lane.
+// Like a lane's TryAcquire, it never overtakes a caller waiting on a lane,
+// but on a barging lane (WithBarging), whose TryAcquire barges by the
+// lane's rule.
 // It also returns false for every input that AcquireAll refuses at once
 // (the zero set or another queue's, bad weight, closed queue); use
 // [Queue.Check] to tell these apart.

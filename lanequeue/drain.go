@@ -192,7 +192,11 @@ func (q *Queue[K]) idle() (string, bool) {
 // still be released).
 //
 // Drain is safe for concurrent use, also with itself (each call waits and
-// closes), and on a closed queue it waits for the tickets still out.
+// closes). On a closed queue it waits for the tickets still out and for
+// the places of [Queue.Join] never waited for or left: Close ends neither
+// (a place whose turn came holds its keyed lane until Leave; one still in
+// line fails only when waited for), so a place leaked holds Drain until
+// its ctx ends.
 // Nothing ends a drain but its end: a queue does not go back to admitting.
 //
 // Permits taken directly from the semaphore of a keyed or global lane

@@ -168,6 +168,39 @@ func TestDrainOfAClosedQueueWaitsForTickets(t *testing.T) {
 	}
 }
 
+// TestDrainOfAClosedQueueWaitsForPlaces: Close ends no place (a place
+// whose turn came still holds its keyed lane, and one in line is failed
+// only once it is waited for), so a Drain after it waits for every place
+// until it is waited for or left, as Drain's doc says.
+func TestDrainOfAClosedQueueWaitsForPlaces(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t, 4)
+	set, err := q.Lanes("session", "global")
+	must(t, err)
+	turn, err := q.Join("a", set) // its turn has come: it holds a's session permit
+	must(t, err)
+	inLine, err := q.Join("a", set) // behind it
+	must(t, err)
+	q.Close()
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := q.Drain(ended); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "2 calls, places or tickets still out") {
+		t.Fatalf("Drain of a closed queue with two places = %v; want context.Canceled, saying 2 are out", err)
+	}
+	waited := testkit.Go(func() error { _, err := inLine.Wait(context.Background()); return err })
+	if err := testkit.Recv(t, waited, "Wait of the place in line"); !errors.Is(err, lanequeue.ErrClosed) {
+		t.Fatalf("Wait of a place in line after Close = %v; want ErrClosed", err)
+	}
+	if err := q.Drain(ended); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "1 calls, places or tickets still out") {
+		t.Fatalf("Drain with the place whose turn came = %v; want context.Canceled, saying 1 is out", err)
+	}
+	turn.Leave()
+	if err := testkit.Recv(t, testkit.Go(func() error { return q.Drain(context.Background()) }), "Drain"); err != nil {
+		t.Fatalf("Drain once every place is left = %v; want nil", err)
+	}
+	assertNothingHeld(t, q)
+}
+
 // TestDrainRace: calls of every kind race Drain (and a second Drain). A
 // ticket is never held once a Drain has returned, every call ends with a
 // ticket or with ErrDraining / ErrClosed, and nothing is held after.

@@ -15,7 +15,10 @@ import (
 // too many keys, a wait that took too long, a lane closed on its own) or
 // when the context ended while the call waited for the lane. It names the
 // lane, so that a timeout tells whether the caller waited for its key
-// ("session" busy) or for a shared budget ("global" full).
+// ("session" busy) or for a shared budget ("global" full). A context that
+// is found ended only once every lane has granted (see AcquireAll's
+// Cancellation) gives the bare ctx.Err(): every lane granted, so none is
+// to blame.
 //
 // The cause stays reachable: errors.Is(err, context.DeadlineExceeded),
 // errors.Is(err, ErrQueueFull) and the other sentinels hold as they did

@@ -252,3 +252,30 @@ func TestLaneErrorAllocations(t *testing.T) {
 	receive(t, w1)
 	receive(t, w2)
 }
+
+// A context found ended only once every lane has granted fails the call
+// with ctx.Err() itself, not a LaneError: every lane granted, none is to
+// blame (the LaneError doc said every end of ctx during the call named a
+// lane). The lane "across" ends the context while it grants; the blind
+// lane after it grants without looking, so the end is seen at the last look.
+func TestContextEndedAfterEveryGrantIsBare(t *testing.T) {
+	q := lanequeue.New[string]()
+	t.Cleanup(q.Close)
+	across := &blindLane{kind: lanequeue.Keyed}
+	must(t, q.Add("across", across))
+	must(t, q.Add("blind", &blindLane{kind: lanequeue.Global}))
+	must(t, q.AddKeyedLane("a-session"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	across.cancel = cancel
+	tk, err := acquireAll(q, ctx, "k", []string{"across", "blind", "a-session"})
+	if err != context.Canceled {
+		tk.Release()
+		t.Fatalf("AcquireAll = %v; want context.Canceled itself", err)
+	}
+	var le *lanequeue.LaneError
+	if errors.As(err, &le) {
+		t.Errorf("AcquireAll = %#v; want no LaneError", le)
+	}
+	assertNothingHeld(t, q)
+}

@@ -27,10 +27,16 @@ var ErrPlaceUsed = semaphore.ErrPlaceUsed
 // later caller of the key waits for good. Call Leave on every path that
 // does not Wait (a deferred Leave after Wait is harmless).
 //
-// While it stands in line a place counts in its keyed lane's Waiters; it
-// is not listed by [Queue.Holders], which lists tickets, until Wait has
-// returned its ticket. Methods are safe for concurrent use. A nil or zero
-// Place is used: Wait returns ErrPlaceUsed, Leave does nothing.
+// While it stands in line a place counts in its keyed lane's Stats
+// (Waiters), and once its turn has come in the lane's Held, but the
+// queue's own lists leave it out until its Wait has the keyed lane:
+// [Queue.Waiters] and [Queue.LineLen] do not list it in line (neither
+// before Wait nor while Wait waits there), [Queue.Holders] does not list
+// the keyed permit of its turn, and the wait for the keyed lane is
+// reported to no hook ([Hooks].OnSlowWait). From then on Wait is listed
+// and reported as AcquireAll is. Methods are safe for concurrent use. A
+// nil or zero Place is used: Wait returns ErrPlaceUsed, Leave does
+// nothing.
 type Place[K comparable] struct {
 	q    *Queue[K]
 	key  K

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/lanequeue"
@@ -326,4 +327,58 @@ func TestPlaceOrderQueue(t *testing.T) {
 	testkit.ServedInJoinOrder(t, n, func() int { return laneStats(t, q, "session").Waiters },
 		func(ctx context.Context, i int) (*lanequeue.Ticket[string], error) { return places[i].Wait(ctx) })
 	assertNothingHeld(t, q)
+}
+
+// TestPlaceListedOnlyOnceWaitHasItsKeyedLane pins what the docs of
+// Place, Holders, Waiters and LineLen say: a place standing in its keyed
+// lane's line, or whose turn has come, counts in the lane's Stats but is
+// not in the queue's lists; once its Wait has the keyed lane and waits for
+// a later one, it is listed as a call of AcquireAll is. (Holders' doc
+// said that every permit out through the queue was listed.)
+func TestPlaceListedOnlyOnceWaitHasItsKeyedLane(t *testing.T) {
+	q := lanequeue.Default[string](1)
+	t.Cleanup(q.Close)
+	set := chatLanes(t, q)
+	first, err := q.Join("a", set) // its turn comes at once
+	must(t, err)
+	defer first.Leave()
+	second, err := q.Join("a", set) // in line behind it
+	must(t, err)
+	defer second.Leave()
+	if st := laneStats(t, q, "session"); st.Held != 1 || st.Waiters != 1 {
+		t.Fatalf("session Held %d, Waiters %d; want 1 and 1", st.Held, st.Waiters)
+	}
+	if hs := q.Holders(); len(hs) != 0 {
+		t.Errorf("Holders() = %v with the turn of a place not waited for; want none (documented)", hs)
+	}
+	if ws := q.Waiters(); len(ws) != 0 {
+		t.Errorf("Waiters() = %v with a place in line; want none (documented)", ws)
+	}
+	if n := q.LineLen("session", "a"); n != 0 {
+		t.Errorf("LineLen(session, a) = %d with a place in line; want 0 (documented)", n)
+	}
+
+	// The global lane is full: the first place's Wait has its keyed lane
+	// and waits there, listed.
+	other, err := acquireAll(q, context.Background(), "z", []string{"global"})
+	must(t, err)
+	got := testkit.Go(func() error {
+		tk, err := first.Wait(context.Background())
+		if err == nil {
+			tk.Release()
+		}
+		return err
+	})
+	testkit.Eventually(t, "Wait listed for global", func() bool { return q.LineLen("global", "") == 1 })
+	want := []lanequeue.Holder[string]{{Lane: "global", Kind: lanequeue.Global, Key: "z", Weight: 1}, {Lane: "session", Kind: lanequeue.Keyed, Key: "a", Weight: 1, Waiting: true}}
+	hs := q.Holders()
+	for i := range hs {
+		hs[i].Since = time.Time{}
+	}
+	slices.SortFunc(hs, func(x, y lanequeue.Holder[string]) int { return strings.Compare(x.Lane, y.Lane) })
+	if !slices.Equal(hs, want) {
+		t.Errorf("Holders() = %v while the place's Wait waits for global; want %v", hs, want)
+	}
+	other.Release()
+	must(t, testkit.Recv(t, got, "Wait"))
 }

@@ -119,6 +119,9 @@ type held[K comparable] struct {
 // the first call releases anything.
 //
 // A Release happens before the AcquireAll calls that it unblocks return.
+// A hook ([Hooks].OnLongHold) that panics in it does not keep the
+// permits (nor does an observer in [Ticket.Finish]): they go back, the
+// ticket counts as released, and the panic goes on to the caller.
 func (t *Ticket[K]) Release() bool { return t.release(false, nil) }
 
 // release is Release, and with report Finish: it also tells the observers
@@ -161,20 +164,31 @@ func (t *Ticket[K]) release(report bool, err error) bool {
 	shown := q.endTicket(st, r.g.held())
 	st.retire(r)
 	st.mu.Unlock()
-	if long != nil {
-		q.report(long)
-	}
-	if len(obs) > 0 {
-		// An observer that panics must not keep the permits.
-		defer releasePermits(q, ps[:n], more, shown)
-		held := time.Duration(q.stamp() - since)
-		for _, o := range obs {
-			o.Observe(err, held)
-		}
+	if long != nil || len(obs) > 0 {
+		releaseReporting(q, long, obs, err, since, ps[:n], more, shown)
 		return true
 	}
 	releasePermits(q, ps[:n], more, shown)
 	return true
+}
+
+// releaseReporting tells the hooks of a long hold (long, if not nil) and
+// the observers obs of the ticket's end, then gives its permits back as
+// releasePermits does. The release is deferred: a hook or an observer that
+// panics must not keep the permits, nor the call that Drain waits for; the
+// panic goes on once they are back. It is a function of its own so that a
+// release with no hook and no observer, the common one, runs no defer.
+func releaseReporting[K comparable](q *Queue[K], long *heldLanes[K], obs []Observer, err error, since int64, ps []semaphore.Permit, more []held[K], shown bool) {
+	defer releasePermits(q, ps, more, shown)
+	if long != nil {
+		q.report(long)
+	}
+	if len(obs) > 0 {
+		held := time.Duration(q.stamp() - since)
+		for _, o := range obs {
+			o.Observe(err, held)
+		}
+	}
 }
 
 // releasePermits gives back the permits of a ticket, newest first, then

@@ -21,8 +21,10 @@ type Waiter[K comparable] struct {
 	// lane among the callers of the same key (the key's own line), for
 	// a global lane among all. It is the order of service of a FIFO lane;
 	// a lane that orders its waiters (priorities, fair share, sequence)
-	// serves in its own order. 0 for a rate lane, whose callers wait for
-	// a time rather than in a line.
+	// serves in its own order, and a barging lane (WithBarging) lets
+	// newcomers take released permits ahead of its waiters within its
+	// bound. 0 for a rate lane, whose callers wait for a time rather than
+	// in a line.
 	Position int
 	Since    time.Time // when the caller began to wait for the lane, to about a millisecond
 	Holding  int       // the lanes the caller holds already (the ones before this one in the canonical order)
@@ -114,11 +116,13 @@ func (q *Queue[K]) abandon(g *grant[K]) {
 // A call is listed from when a lane could not grant it at once until that
 // lane's wait ends (then it is listed for the next lane it waits for, or
 // as a holder by [Queue.Holders], or not at all). A call that takes every
-// lane at once is never listed, and costs nothing for this. Callers that
-// acquire a lane directly (not through the queue), and the places of
-// [Queue.Join] until their Wait has the keyed lane, are not listed. The
-// list is gathered one lock stripe at a time, so under concurrent use it
-// is not a snapshot of one instant.
+// lane at once is never listed, and costs nothing for this. Not listed:
+// callers that acquire a lane directly (not through the queue), and a
+// place of [Queue.Join] while it stands in its keyed lane's line, before
+// its Wait and while Wait waits there (the lane's Stats count it in
+// Waiters); once Wait has the keyed lane, the place's later waits are
+// listed as a call of AcquireAll's. The list is gathered one lock stripe
+// at a time, so under concurrent use it is not a snapshot of one instant.
 //
 // Cost: Waiters locks every stripe of the list of tickets once and sorts
 // what it finds; the waits themselves pay one uncontended lock round trip
@@ -205,7 +209,8 @@ func (q *Queue[K]) Waiters() []Waiter[K] {
 // LineLen returns how many of this queue's callers wait now for the named
 // lane: for a keyed lane those of key (the length of the key's line), for
 // a global or rate lane all of them (key is ignored). It counts as
-// [Queue.Waiters] lists, at the same cost.
+// [Queue.Waiters] lists, at the same cost: the places standing in a keyed
+// lane's line are not counted, though the lane's Stats count them.
 func (q *Queue[K]) LineLen(lane string, key K) int {
 	n := 0
 	for _, w := range q.Waiters() {
