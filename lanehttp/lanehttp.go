@@ -135,9 +135,12 @@ func Handler[K comparable](cfg Config[K], next http.Handler) http.Handler {
 //   - 503 Service Unavailable when it is the server's: a global lane's line
 //     full (semaphore.WithMaxWaiters), a wait on it too long or past the
 //     deadline, a keyed lane's table full ([keyedsem.ErrTooManyKeys]), a
-//     closed or draining queue;
-//   - 500 Internal Server Error for what no retry mends (a weight no lane
-//     can grant, a re-entrant acquire, a key not equal to itself);
+//     closed or draining queue, and a global lane whose capacity is now
+//     below the request's weight (a limit controller, package adaptive,
+//     shrank it: it grows back);
+//   - 500 Internal Server Error for what no retry mends (a weight above a
+//     keyed lane's capacity, a re-entrant acquire, a key not equal to
+//     itself);
 //   - nothing, when the client went away while the request waited (its
 //     context was cancelled): the request left the line, and there is
 //     nobody to answer.
@@ -256,6 +259,8 @@ func Status(err error) int {
 		return http.StatusTooManyRequests // the key's own line, or its rate
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable // the deadline came before any lane was asked
+	case isLane && le.Kind == lanequeue.Global && errors.Is(err, semaphore.ErrTooHeavy):
+		return http.StatusServiceUnavailable // shrunk below the weight, as a controller does: it grows back
 	}
 	return http.StatusInternalServerError
 }

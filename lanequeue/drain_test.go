@@ -184,7 +184,7 @@ func TestDrainOfAClosedQueueWaitsForPlaces(t *testing.T) {
 	q.Close()
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := q.Drain(ended); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "2 calls, places or tickets still out") {
+	if err := q.Drain(ended); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "calls, places or tickets still out: 2:") {
 		t.Fatalf("Drain of a closed queue with two places = %v; want context.Canceled, saying 2 are out", err)
 	}
 	waited := testkit.Go(func() error { _, err := inLine.Wait(context.Background()); return err })

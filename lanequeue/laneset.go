@@ -199,7 +199,9 @@ func checkWeights[K comparable](hs []held[K]) error {
 			return fmt.Errorf("lanequeue: lane %q: weight %d: %w", h.e.name, h.n, ErrInvalidWeight)
 		}
 		if m := h.e.lane.MaxWeight(); h.n > m {
-			return fmt.Errorf("lanequeue: lane %q: weight %d above %d: %w", h.e.name, h.n, m, ErrTooHeavy)
+			// A LaneError, so that the lane's kind tells a caller whether a
+			// retry may mend it (a global lane a controller shrank).
+			return &LaneError{Lane: h.e.name, Kind: h.e.kind, Err: fmt.Errorf("weight %d above %d: %w", h.n, m, ErrTooHeavy)}
 		}
 	}
 	return nil

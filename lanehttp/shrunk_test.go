@@ -1,0 +1,33 @@
+package lanehttp_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/sessionlane/lanes/lanehttp"
+	"github.com/sessionlane/lanes/lanequeue"
+)
+
+// TestShrunkGlobalLaneIs503: a global lane whose capacity a limit controller shrank below a
+// request's weight (adaptive over Queue.GlobalSemaphore) refuses it with
+// ErrTooHeavy; that is transient (the controller grows it back), but the
+// middleware answers 500 with no Retry-After, "what no retry mends".
+func TestShrunkGlobalLaneIs503(t *testing.T) {
+	q := lanequeue.Default[string](4)
+	t.Cleanup(q.Close)
+	set, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
+	must(t, err)
+	s, err := q.GlobalSemaphore(lanequeue.GlobalLane)
+	must(t, err)
+	h := lanehttp.Handler(lanehttp.Config[string]{
+		Queue: q, Lanes: set,
+		Key:     func(r *http.Request) (string, error) { return r.Header.Get("X-Key"), nil },
+		Options: func(*http.Request) ([]lanequeue.AcquireOption, error) { return []lanequeue.AcquireOption{lanequeue.WithLaneWeight(lanequeue.GlobalLane, 3)}, nil },
+	}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	s.SetCapacity(2) // what adaptive.Controller does on overload
+	w := serve(h, request(context.Background(), "a"))
+	if w.Code == http.StatusInternalServerError || w.Header().Get("Retry-After") == "" {
+		t.Errorf("answer %d, Retry-After %q for a lane shrunk under the weight; want 503 with a Retry-After", w.Code, w.Header().Get("Retry-After"))
+	}
+}
