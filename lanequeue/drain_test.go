@@ -191,7 +191,7 @@ func TestDrainOfAClosedQueueWaitsForPlaces(t *testing.T) {
 	if err := testkit.Recv(t, waited, "Wait of the place in line"); !errors.Is(err, lanequeue.ErrClosed) {
 		t.Fatalf("Wait of a place in line after Close = %v; want ErrClosed", err)
 	}
-	if err := q.Drain(ended); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "1 calls, places or tickets still out") {
+	if err := q.Drain(ended); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "calls, places or tickets still out: 1:") {
 		t.Fatalf("Drain with the place whose turn came = %v; want context.Canceled, saying 1 is out", err)
 	}
 	turn.Leave()
