@@ -367,3 +367,59 @@ func TestShrinkHoldsWaitersUntilDrained(t *testing.T) {
 	require.True(t, p.Release())
 	require.True(t, held[3].Release())
 }
+
+// gateTarget is a target whose first SetCapacity blocks until released,
+// so that a test can report while a decision holds the controller's lock.
+type gateTarget struct {
+	mu      sync.Mutex
+	n       int64
+	armed   bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gateTarget) Capacity() int64 { g.mu.Lock(); defer g.mu.Unlock(); return g.n }
+func (g *gateTarget) SetCapacity(n int64) {
+	g.mu.Lock()
+	armed := g.armed
+	g.armed = false
+	g.mu.Unlock()
+	if armed {
+		close(g.entered)
+		<-g.release
+	}
+	g.mu.Lock()
+	g.n = n
+	g.mu.Unlock()
+}
+
+// TestOverloadWhileDecidingIsNotLost: a fresh overload reported while
+// another report's decision holds the lock (its TryLock fails) is decided
+// by that holder once it is done, at once, not left for the next round
+// trip's end.
+func TestOverloadWhileDecidingIsNotLost(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	g := &gateTarget{n: 10}
+	c, err := adaptive.New(g, 1, 100, adaptive.WithClock(clk))
+	require.NoError(t, err)
+	g.mu.Lock()
+	g.armed, g.entered, g.release = true, make(chan struct{}), make(chan struct{})
+	g.mu.Unlock()
+	clk.Advance(time.Second)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 10 { // a round trip: grows to 11, and blocks in SetCapacity
+			c.Report(adaptive.Success, time.Second)
+		}
+	}()
+	testkit.Recv(t, g.entered, "the growth's SetCapacity")
+	clk.Advance(time.Millisecond)
+	c.Report(adaptive.Overload, 0) // admitted after the growth: fresh
+	close(g.release)
+	testkit.Recv(t, done, "the deciding report's return")
+	require.Equal(t, int64(9), g.Capacity(), "11 * 0.9: the overload reported during the growth was lost")
+	st := c.Stats()
+	require.Equal(t, uint64(1), st.Increases)
+	require.Equal(t, uint64(1), st.OverloadDecreases)
+}
