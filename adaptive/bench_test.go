@@ -11,11 +11,13 @@ import (
 // BenchmarkReport prices one report: outcome=success is the common case
 // (two atomic adds and a load, and every limit-th report the round trip's
 // decision, which may resize the semaphore); outcome=overload adds a clock
-// read; outcome=ignore returns at once. For success, the ceiling is far
-// above the limit the reports reach, so the limit grows for the whole run;
-// for overload, the floor is the starting limit (64), since a stream of
-// nothing but refusals would otherwise bring the limit to 1 and make every
-// report a round trip of its own.
+// read and the stale check; outcome=ignore counts and returns. For
+// success, the ceiling is far above the limit the reports reach, so the
+// limit grows for the whole run; for overload, the floor is the starting
+// limit (64): above the floor the first refusal cuts at once and the rest
+// of the run would measure the refusals of work admitted before the cut,
+// at the floor each refusal is counted in its round trip (the cost of a
+// stream of 429s once the limit is down).
 func BenchmarkReport(b *testing.B) {
 	for _, o := range []adaptive.Outcome{adaptive.Success, adaptive.Overload, adaptive.Ignore} {
 		b.Run("outcome="+o.String(), func(b *testing.B) {

@@ -42,10 +42,11 @@ type config struct {
 type Option func(*config)
 
 // WithAIMD chooses additive increase, multiplicative decrease (the default,
-// with increase 1 and backoff 0.9): a round trip with an [Overload] that
-// came from work admitted at the current limit multiplies the limit by
-// backoff; a round trip without one, during which the target was at least
-// half used, adds increase. Use it for providers that refuse (429, 503)
+// with increase 1 and backoff 0.9): the first [Overload] of work admitted
+// since the last decrease multiplies the limit by backoff at once (the
+// rest of its burst, admitted before, is not counted); a round trip
+// without one, during which the target was at least half used, adds
+// increase. Use it for providers that refuse (429, 503)
 // rather than slow down. increase must be at least 1 and backoff in
 // [0.5, 1).
 func WithAIMD(increase int64, backoff float64) Option {
@@ -61,7 +62,7 @@ func WithAIMD(increase int64, backoff float64) Option {
 // latency seen, smoothed, which rises slowly to follow a provider that
 // gets slower for good). Below alpha the limit grows by limit*(alpha-queue) (at least
 // 1); above beta it shrinks by limit*(queue-beta) (at most a quarter); an
-// [Overload] multiplies it by backoff (0.9) as AIMD does. Use it for
+// [Overload] multiplies it by backoff (0.9) at once, as AIMD does. Use it for
 // providers that slow down before they refuse, and start it at a light
 // load (see the package docs). 0 < alpha < beta < 1; the defaults are 0.1
 // and 0.25.
@@ -80,7 +81,8 @@ func WithInitial(n int64) Option { return func(c *config) { c.initial = n } }
 // WithMinWindow sets the fewest reports that make a round trip (default
 // 1): a round trip is max(limit, n) reports, so that at a small limit the
 // latency of a round trip is a mean over n pieces of work rather than
-// over one or two. n must be at least 1. (A round trip of limit reports
+// over one or two, and the limit grows at most once per n reports (an
+// overload still lowers it at once). n must be at least 1. (A round trip of limit reports
 // assumes work of one permit each; for work of w permits, a round trip of
 // the lane is about limit/w reports, and the controller decides about
 // once per w of them.)
@@ -118,8 +120,10 @@ func (c *config) configure(t Target, floor, ceiling int64, opts []Option) error 
 		return bad("nil target")
 	case floor < 1:
 		return bad("floor %d: must be at least 1 (a capacity of 0 admits no work, so nothing would ever raise it)", floor)
-	case ceiling < floor || ceiling > semaphore.MaxCapacity:
-		return bad("ceiling %d out of range [floor %d, %d]", ceiling, floor, int64(semaphore.MaxCapacity))
+	case ceiling < floor:
+		return bad("ceiling %d below floor %d", ceiling, floor)
+	case ceiling > semaphore.MaxCapacity:
+		return bad("ceiling %d above semaphore.MaxCapacity (%d)", ceiling, int64(semaphore.MaxCapacity))
 	case c.initial != 0 && (c.initial < floor || c.initial > ceiling):
 		return bad("WithInitial(%d) out of range [%d, %d]", c.initial, floor, ceiling)
 	case c.algs > 1:

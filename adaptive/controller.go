@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,9 +30,10 @@ import (
 // SetCapacity must never take permits from their holders: a shrink below
 // what is held lets the holders drain, as semaphore.Weighted.SetCapacity
 // does. It is called with the controller's lock held, by the goroutine
-// whose report closed a round trip, with a value in [floor, ceiling]; no
-// report waits for it (reports that end a round trip meanwhile leave the
-// decision to the next one), but Limit and Stats do.
+// whose report closed a round trip or was its first fresh overload, with
+// a value in [floor, ceiling]; no report waits for it (a report that
+// finds the lock taken leaves its decision to the goroutine holding it,
+// which decides again once it is done), but Limit and Stats do.
 type Target interface {
 	Capacity() int64
 	SetCapacity(n int64)
@@ -111,6 +113,12 @@ var ErrOverload = errors.New("lanes: provider overloaded")
 // Classify is the default classifier of [Controller.Do] and
 // [Controller.Observe]: nil is [Success], an error wrapping [ErrOverload]
 // is [Overload], any other error (a context's end included) is [Ignore].
+//
+// A 429 or 503 whose error does not wrap ErrOverload is ignored, and the
+// controller then sees only the successes: the limit rises while most
+// calls are refused. If the limit only rises, look at [Controller.Stats]:
+// Ignored growing while Overloads stays at 0 means the refusals are not
+// classified; wrap ErrOverload into them or pass [WithClassifier].
 func Classify(err error) Outcome {
 	switch {
 	case err == nil:
@@ -139,6 +147,16 @@ type Controller struct {
 	// an overload of work admitted before it is a leftover of the higher
 	// limit, already acted on, and is not counted.
 	lastCut atomic.Int64
+	// overAt is the latest grant time of the overloads counted since the
+	// last decision, noOverload if none: the decision checks it against
+	// lastCut again, since a cut may have come between an overload's
+	// report and the decision it waits for.
+	overAt atomic.Int64
+	// quick says that a fresh overload decides at once: the controller
+	// leads its target and the limit is above the floor (at the floor an
+	// overload can lower nothing; it stops the round trip's growth).
+	quick   atomic.Bool
+	ignored atomic.Uint64 // Ignore outcomes reported
 
 	t     Target
 	acq   Acquirer // t, if it is one; nil otherwise
@@ -196,6 +214,8 @@ func New(t Target, floor, ceiling int64, opts ...Option) (*Controller, error) {
 	c.st.Limit, c.st.Floor, c.st.Ceiling, c.st.Algorithm = start, floor, ceiling, cfg.alg.String()
 	c.window.Store(min(max(start, c.cfg.minWindow), maxWindow))
 	c.lastCut.Store(-1 << 62)
+	c.overAt.Store(noOverload)
+	c.quick.Store(c.sh == nil && start > floor)
 	t.SetCapacity(start)
 	c.mu.Unlock()
 	return c, nil
@@ -203,7 +223,8 @@ func New(t Target, floor, ceiling int64, opts ...Option) (*Controller, error) {
 
 // Report tells the controller the outcome of one piece of work that its
 // target admitted, and how long the work held its permit (from the grant
-// to now). [Ignore] is not counted. A negative rtt counts as 0.
+// to now). [Ignore] is not counted (Stats.Ignored counts it). A negative
+// rtt counts as 0.
 //
 // Call it before releasing the permit, so that a decrease it causes is in
 // force before the permit admits the next caller (Do and lanequeue do).
@@ -212,23 +233,39 @@ func New(t Target, floor, ceiling int64, opts ...Option) (*Controller, error) {
 // completes a round trip also decides the new limit, under the
 // controller's lock, and may call the target's SetCapacity. An [Overload]
 // also reads the clock (with the system clock, a coarse one: an atomic
-// load), to tell whether the work was admitted before the last decrease.
+// load), to tell whether the work was admitted before the last decrease,
+// and the first one that was not decides at once, as the end of a round
+// trip does.
 func (c *Controller) Report(o Outcome, rtt time.Duration) {
 	rtt = min(max(rtt, 0), maxRTT)
 	switch o {
 	case Success:
 		c.rttSum.Add(int64(rtt))
-	case Overload:
-		// Work admitted before the last cut saw the old, higher limit: its
-		// refusal was already acted on.
-		if c.stamp()-int64(rtt) < c.lastCut.Load() {
-			return
+		if c.samples.Add(1) >= c.window.Load() {
+			c.closeWindow()
 		}
-		c.overloads.Add(1)
+	case Overload:
+		c.overload(c.stamp() - int64(rtt))
 	default:
+		c.ignored.Add(1)
+	}
+}
+
+// overload counts the refusal of work granted at since (nanoseconds since
+// epoch) and, unless the round trip can only end at its count (quick is
+// off), decides at once.
+func (c *Controller) overload(since int64) {
+	// Work admitted before the last cut saw the old, higher limit: its
+	// refusal was already acted on.
+	if since < c.lastCut.Load() {
 		return
 	}
-	if c.samples.Add(1) >= c.window.Load() {
+	c.overloads.Add(1)
+	for at := c.overAt.Load(); since > at && !c.overAt.CompareAndSwap(at, since); at = c.overAt.Load() {
+	}
+	// overAt is set before closeWindow tries the lock: a holder that makes
+	// this report's TryLock fail sees it when it looks again (due).
+	if c.samples.Add(1) >= c.window.Load() || c.quick.Load() {
 		c.closeWindow()
 	}
 }
@@ -269,6 +306,11 @@ func (c *Controller) Do(ctx context.Context, n int64, fn func(context.Context) e
 	return err
 }
 
+// Target returns the target the controller drives, as given to [New].
+// lanequeue's Queue.ObserveLane uses it to refuse a controller that drives
+// another budget than the lane's.
+func (c *Controller) Target() Target { return c.t }
+
 // Limit returns the controller's limit: the capacity it last set on its
 // target, or, when another set the target's capacity (a [Shared] target's
 // leader), the one it took from the target at its last decision.
@@ -301,36 +343,41 @@ const (
 	maxWindow = 1 << 20
 )
 
-// closeWindow ends the round trip whose last report just came in: it takes
-// the window's counts out, decides the new limit and sets it. A report that
-// finds another closing under way leaves it to that one.
-func (c *Controller) closeWindow() {
-	if !c.mu.TryLock() {
-		return
-	}
-	defer c.mu.Unlock()
-	n := c.samples.Load()
-	if n < c.window.Load() {
-		return // closed by another report in between
-	}
-	// Reports that land between these loads and the subtractions stay in
-	// the next window.
-	ov := c.overloads.Load()
-	sum := c.rttSum.Load()
-	c.samples.Add(-n)
-	c.overloads.Add(-ov)
-	c.rttSum.Add(-sum)
+// noOverload is overAt when no overload was counted since the last
+// decision.
+const noOverload = math.MinInt64
 
-	now := c.now()
-	dur := now - c.winStart
-	c.winStart = now
-	c.st.Windows++
-	c.st.Samples += uint64(n)
-	c.st.Overloads += uint64(ov)
-	ok := n - ov
-	if ok > 0 {
-		c.lastRTT = float64(sum) / float64(ok)
+// closeWindow decides, if a decision is due (see due), under c.mu. A report
+// that finds the lock taken leaves the decision to the holder, which looks
+// again after unlocking: whatever a report counted before its TryLock
+// failed is then seen by the holder, or by the next one, so no round trip's
+// end and no overload is lost, and no report waits for another's decision.
+func (c *Controller) closeWindow() {
+	for c.mu.TryLock() {
+		c.decideLocked()
+		c.mu.Unlock()
+		if !c.due() {
+			return
+		}
 	}
+}
+
+// due says a decision is due: a round trip's worth of reports, or, when
+// quick, an overload counted since the last decision.
+func (c *Controller) due() bool {
+	return c.samples.Load() >= c.window.Load() || (c.quick.Load() && c.overAt.Load() != noOverload)
+}
+
+// decideLocked ends the round trip: at its count of reports, or early at a
+// fresh overload. It takes the round trip's counts out, decides the new
+// limit and sets it. It runs under c.mu.
+func (c *Controller) decideLocked() {
+	n := c.samples.Load()
+	full := n >= c.window.Load()
+	if !full && !(c.quick.Load() && c.overAt.Load() != noOverload) {
+		return // decided by another report in between
+	}
+	now := c.now()
 	// Moves from the target's capacity when another set it (see Target
 	// and Shared).
 	lead := true
@@ -343,20 +390,48 @@ func (c *Controller) closeWindow() {
 	} else if c.t.Capacity() != c.capNow {
 		c.follow(now, true)
 	}
+	// An overload counts if its work was granted at or after the last cut,
+	// checked again here: a cut (or a lower capacity taken by follow) may
+	// have come since it was reported.
+	at := c.overAt.Swap(noOverload)
+	overloaded := at != noOverload && at >= c.lastCut.Load()
+	if !full && !overloaded {
+		c.quick.Store(lead && c.limit > float64(c.cfg.floor))
+		return // the round trip goes on
+	}
+	// Reports that land between these loads and the subtractions stay in
+	// the next window.
+	ov := c.overloads.Load()
+	sum := c.rttSum.Load()
+	c.samples.Add(-n)
+	c.overloads.Add(-ov)
+	c.rttSum.Add(-sum)
+
+	dur := now - c.winStart
+	c.winStart = now
+	c.st.Windows++
+	c.st.Samples += uint64(n)
+	c.st.Overloads += uint64(ov)
+	ok := max(n-ov, 0) // an overload counted between the two loads
+	if ok > 0 {
+		c.lastRTT = float64(sum) / float64(ok)
+	}
 
 	// Little's law: the mean number of permits out during the window is
 	// the time they were held over the window's length. An instance of a
 	// Shared target sees only its own share: see Shared.
 	used := c.sh != nil || dur <= 0 || 2*float64(sum) >= float64(dur)*c.limit
 
-	next, why := c.cfg.decide(c, ov > 0, ok > 0, used)
+	next, why := c.cfg.decide(c, overloaded, ok > 0, used)
 	if !lead {
 		// A follower's move would be dropped: it only learns (vegas's
 		// baseline, above).
+		c.quick.Store(false)
 		return
 	}
 	next = min(max(next, float64(c.cfg.floor)), float64(c.cfg.ceiling))
 	c.limit = next
+	c.quick.Store(next > float64(c.cfg.floor))
 	capNext := int64(next)
 	if capNext != c.capNow {
 		if capNext < c.capNow {

@@ -50,6 +50,19 @@ func TestNewRefusesBadSettings(t *testing.T) {
 	require.ErrorIs(t, err, semaphore.ErrInvalidConfig)
 }
 
+// TestNewNamesTheBoundItBreaks: a ceiling below the floor says so, and a
+// ceiling too high names semaphore.MaxCapacity, instead of a range whose
+// upper end is a bare number.
+func TestNewNamesTheBoundItBreaks(t *testing.T) {
+	s := semaphore.New(4)
+	_, err := adaptive.New(s, 10, 5)
+	require.ErrorIs(t, err, semaphore.ErrInvalidConfig)
+	require.ErrorContains(t, err, "adaptive: ceiling 5 below floor 10")
+	_, err = adaptive.New(s, 1, semaphore.MaxCapacity+1)
+	require.ErrorIs(t, err, semaphore.ErrInvalidConfig)
+	require.ErrorContains(t, err, fmt.Sprintf("adaptive: ceiling %d above semaphore.MaxCapacity (%d)", int64(semaphore.MaxCapacity+1), int64(semaphore.MaxCapacity)))
+}
+
 func TestNewBringsTheCapacityIntoRange(t *testing.T) {
 	s := semaphore.New(100)
 	c, err := adaptive.New(s, 2, 20)
@@ -140,8 +153,35 @@ func TestIgnoreIsNotCounted(t *testing.T) {
 	for range 100 {
 		c.Report(adaptive.Ignore, time.Second)
 	}
-	require.Zero(t, c.Stats().Windows)
+	st := c.Stats()
+	require.Zero(t, st.Windows)
+	require.Equal(t, uint64(100), st.Ignored)
 	require.Equal(t, int64(2), s.Capacity())
+}
+
+// TestUnwrapped429sShowAsIgnored: a client whose 429s do not wrap
+// ErrOverload (a user's report: 5708 refusals, 48 successes, the limit
+// rose from 4 to 7 with Overloads 0). The controller cannot tell, but
+// Stats shows it: the refusals are counted as Ignored, and Overloads
+// stays at 0 while the limit rises.
+func TestUnwrapped429sShowAsIgnored(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	s := semaphore.New(4)
+	c, err := adaptive.New(s, 1, 64, adaptive.WithClock(clk))
+	require.NoError(t, err)
+	err429 := errors.New("HTTP 429 Too Many Requests") // no ErrOverload
+	for i := range 5708 + 48 {
+		clk.Advance(time.Millisecond)
+		if i%120 == 0 {
+			c.Observe(nil, time.Second)
+		} else {
+			c.Observe(err429, time.Millisecond)
+		}
+	}
+	st := c.Stats()
+	require.Greater(t, st.Limit, int64(4), "the limit rose")
+	require.Zero(t, st.Overloads)
+	require.Equal(t, uint64(5708), st.Ignored, "the unclassified refusals")
 }
 
 func TestVegasCutsOnLatency(t *testing.T) {
@@ -186,7 +226,10 @@ func TestDoReportsTheClassifiedOutcome(t *testing.T) {
 	for range 5 {
 		require.ErrorIs(t, c.Do(context.Background(), 1, func(context.Context) error { return other }), other)
 	}
-	require.Equal(t, uint64(2), c.Stats().Windows, "other errors are ignored")
+	// One round trip for the success, one decision at each 429 (the second
+	// was admitted after the first cut); the other errors decide nothing.
+	require.Equal(t, uint64(3), c.Stats().Windows, "other errors are ignored")
+	require.Equal(t, uint64(5), c.Stats().Ignored)
 	require.Zero(t, s.Stats().Held)
 
 	c2, err := adaptive.New(&errTarget{n: 3}, 1, 4)
@@ -323,4 +366,60 @@ func TestShrinkHoldsWaitersUntilDrained(t *testing.T) {
 	require.Equal(t, st.Capacity, st.Available+st.Held)
 	require.True(t, p.Release())
 	require.True(t, held[3].Release())
+}
+
+// gateTarget is a target whose first SetCapacity blocks until released,
+// so that a test can report while a decision holds the controller's lock.
+type gateTarget struct {
+	mu      sync.Mutex
+	n       int64
+	armed   bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gateTarget) Capacity() int64 { g.mu.Lock(); defer g.mu.Unlock(); return g.n }
+func (g *gateTarget) SetCapacity(n int64) {
+	g.mu.Lock()
+	armed := g.armed
+	g.armed = false
+	g.mu.Unlock()
+	if armed {
+		close(g.entered)
+		<-g.release
+	}
+	g.mu.Lock()
+	g.n = n
+	g.mu.Unlock()
+}
+
+// TestOverloadWhileDecidingIsNotLost: a fresh overload reported while
+// another report's decision holds the lock (its TryLock fails) is decided
+// by that holder once it is done, at once, not left for the next round
+// trip's end.
+func TestOverloadWhileDecidingIsNotLost(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	g := &gateTarget{n: 10}
+	c, err := adaptive.New(g, 1, 100, adaptive.WithClock(clk))
+	require.NoError(t, err)
+	g.mu.Lock()
+	g.armed, g.entered, g.release = true, make(chan struct{}), make(chan struct{})
+	g.mu.Unlock()
+	clk.Advance(time.Second)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 10 { // a round trip: grows to 11, and blocks in SetCapacity
+			c.Report(adaptive.Success, time.Second)
+		}
+	}()
+	testkit.Recv(t, g.entered, "the growth's SetCapacity")
+	clk.Advance(time.Millisecond)
+	c.Report(adaptive.Overload, 0) // admitted after the growth: fresh
+	close(g.release)
+	testkit.Recv(t, done, "the deciding report's return")
+	require.Equal(t, int64(9), g.Capacity(), "11 * 0.9: the overload reported during the growth was lost")
+	st := c.Stats()
+	require.Equal(t, uint64(1), st.Increases)
+	require.Equal(t, uint64(1), st.OverloadDecreases)
 }

@@ -20,23 +20,28 @@
 //   - By hand: [Controller.Report](outcome, rtt), before releasing the
 //     permit.
 //
-// Round trips: the controller decides once per round trip, a window of
-// max(limit, [WithMinWindow]) reports (ignored ones not counted): about the
-// time each permit of a fully used lane takes to come back once. Deciding
-// per round trip rather than per report keeps one burst of 429s from
-// cutting the limit many times over. A refusal of work admitted before the
-// last decrease (its report's rtt reaches back past the decrease) was
-// already acted on and is not counted.
+// Round trips: the controller grows the limit at most once per round
+// trip, a window of max(limit, [WithMinWindow]) reports (ignored ones not
+// counted): about the time each permit of a fully used lane takes to come
+// back once. It lowers the limit at once on the first overload of work
+// admitted since the last decrease, and that ends the round trip early: a
+// refusal comes back fast, so waiting for the round trip's end would let
+// every call admitted over the provider's limit meanwhile fail, many of
+// them per slow success. A refusal of work admitted before the last
+// decrease (its report's rtt reaches back past the decrease) saw the
+// higher limit, was already acted on and is not counted: one burst of
+// 429s cuts the limit once.
 //
 // Which algorithm:
 //
 //   - AIMD ([WithAIMD], the default: increase 1, backoff 0.9), for
-//     providers that refuse rather than slow down. A round trip with an
-//     overload multiplies the limit by backoff; one without, during which
-//     the lane was at least half used (by Little's law, the reported hold
+//     providers that refuse rather than slow down. An overload multiplies
+//     the limit by backoff; a round trip without one, during which the
+//     lane was at least half used (by Little's law, the reported hold
 //     times over the round trip's length), adds increase. It probes: it
-//     rises to the provider's limit, takes a few refusals, backs off, and
-//     rises again.
+//     rises to the provider's limit, takes a refusal, backs off, and
+//     rises again: about one refusal per round trip of growth
+//     (WithMinWindow(n) spaces the probes n reports apart).
 //   - Vegas ([WithVegas]), for providers that slow down before they refuse.
 //     From a round trip's mean latency and a baseline (the lowest mean seen,
 //     smoothed, rising very slowly to follow a provider that gets slower
@@ -55,7 +60,7 @@
 //
 // In cmd/lanesim -provider (a simulated model API whose true limit steps
 // and drifts, simulated time), both keep the goodput of the best fixed
-// limit with a 429 rate of 3% (AIMD) and 0.3% (Vegas), against 67% and
+// limit with a 429 rate of 0.3% (AIMD) and 0.05% (Vegas), against 67% and
 // 94% for the fixed limit right on average and twice it.
 //
 // The settle bound: after the provider's true limit steps to T (within
@@ -89,7 +94,8 @@
 //
 // Cost: a report is a few atomic adds with no lock and no allocation
 // (about 10 ns; an overload also reads the clock); the report that ends a
-// round trip decides under the controller's lock and may call SetCapacity.
+// round trip, and a fresh overload, decide under the controller's lock and
+// may call SetCapacity.
 // Figures: bench_test.go.
 //
 // The zero Controller is not usable; a Controller must not be copied. All

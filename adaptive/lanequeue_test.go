@@ -62,3 +62,29 @@ func TestLaneDrivenThroughDoRace(t *testing.T) {
 		require.NotZero(t, cs.OverloadDecreases, "refusals cut the limit")
 	}
 }
+
+// TestObserveLaneRefusesAControllerOfAnotherLane: a controller given to
+// ObserveLane for a lane whose semaphore it does not drive (a user's
+// report: the keyed "session" lane, with a controller of "global") is
+// refused with an error naming the lane, instead of moving one lane's
+// capacity from another's outcomes; the lane it drives takes it.
+func TestObserveLaneRefusesAControllerOfAnotherLane(t *testing.T) {
+	q := lanequeue.New[string]()
+	defer q.Close()
+	require.NoError(t, q.AddKeyedLane("session"))
+	require.NoError(t, q.AddGlobalLane("global", 8))
+	require.NoError(t, q.AddGlobalLane("other", 8))
+	sem, err := q.GlobalSemaphore("global")
+	require.NoError(t, err)
+	ctl, err := adaptive.New(sem, 1, 16)
+	require.NoError(t, err)
+
+	err = q.ObserveLane("session", ctl)
+	require.ErrorIs(t, err, lanequeue.ErrInvalidConfig)
+	require.ErrorContains(t, err, `ObserveLane("session"): a keyed lane has no single budget`)
+	err = q.ObserveLane("other", ctl)
+	require.ErrorIs(t, err, lanequeue.ErrInvalidConfig)
+	require.ErrorContains(t, err, `ObserveLane("other"): the controller drives another budget than the lane's semaphore`)
+	require.NoError(t, q.ObserveLane("global", ctl))
+	require.Same(t, sem, ctl.Target())
+}

@@ -12,8 +12,8 @@ const (
 	// was at least half used (and, with WithVegas, the latency showed room),
 	// raised the limit.
 	ReasonGrowth
-	// ReasonOverload: a round trip with an Overload from work admitted at
-	// the current limit lowered it.
+	// ReasonOverload: an Overload of work admitted since the last decrease
+	// lowered it, at once.
 	ReasonOverload
 	// ReasonLatency: with WithVegas, a round trip whose latency showed
 	// more than beta of the limit queued lowered it.
@@ -51,17 +51,23 @@ type Stats struct {
 	OverloadDecreases uint64 // ReasonOverload
 	LatencyDecreases  uint64 // ReasonLatency
 
-	Windows   uint64 // round trips decided
+	Windows   uint64 // round trips decided (one ends early at its first fresh overload)
 	Samples   uint64 // outcomes counted in them (Success and Overload)
 	Overloads uint64 // of which Overload (refusals of work admitted at an older, higher limit are not counted)
+	// Ignored counts the Ignore outcomes reported, up to now (the round
+	// trip under way included). With the default classifier every error
+	// that does not wrap ErrOverload is one: if the limit only rises while
+	// calls fail, and Ignored grows with Overloads at 0, the refusals are
+	// not classified as overloads (see Classify).
+	Ignored uint64
 
 	Latency  time.Duration // mean latency of the last round trip's successes
 	Baseline time.Duration // WithVegas: the latency taken as the provider's own, without queueing; 0 for AIMD
 }
 
 // Stats returns a snapshot of the controller. The counts are those of the
-// round trips decided; reports of the round trip under way are not in
-// them.
+// round trips decided, except Ignored; reports of the round trip under way
+// are not in them.
 func (c *Controller) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -69,5 +75,6 @@ func (c *Controller) Stats() Stats {
 	st.Limit = c.capNow
 	st.Latency = time.Duration(c.lastRTT)
 	st.Baseline = time.Duration(c.baseline)
+	st.Ignored = c.ignored.Load()
 	return st
 }

@@ -87,7 +87,7 @@ func TestControllerFigures(t *testing.T) {
 		{Lane: "idle", Stats: adaptive.Stats{Limit: 4, Floor: 1, Ceiling: 4, Algorithm: "aimd"}},
 		{Lane: "model", Stats: adaptive.Stats{Limit: 9, Floor: 2, Ceiling: 20, Algorithm: "aimd",
 			LastReason: adaptive.ReasonOverload, LastChange: at(2), Increases: 1, OverloadDecreases: 1,
-			Windows: 2, Samples: 21, Overloads: 11, Latency: time.Second}},
+			Windows: 2, Samples: 11, Overloads: 1, Latency: time.Second}},
 		{Lane: "slow", Stats: adaptive.Stats{Limit: 6, Floor: 1, Ceiling: 16, Algorithm: "vegas",
 			LastReason: adaptive.ReasonLatency, LastChange: at(3), Increases: 1, LatencyDecreases: 1,
 			Windows: 2, Samples: 17, Latency: 2 * time.Second}},

@@ -3,6 +3,9 @@ package lanequeue
 import (
 	"fmt"
 	"time"
+
+	"github.com/sessionlane/lanes/adaptive"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // Observer learns the outcome of the work that a lane admitted: the error
@@ -28,7 +31,13 @@ type Observer interface {
 //
 // For a global lane driven by an adaptive controller, give the controller
 // the lane's semaphore ([Queue.GlobalSemaphore]) as its target and the
-// controller to ObserveLane.
+// controller to ObserveLane. A controller (an Observer with a Target
+// method, as adaptive.Controller) that drives another budget than the
+// lane's own semaphore is refused with an error wrapping
+// [ErrInvalidConfig]: it would move one lane's capacity from another
+// lane's outcomes. The check covers the lanes this package builds (keyed,
+// global and rate lanes, whose budgets a controller can or cannot drive);
+// a lane added with AddLane is not checked (its budget is its own).
 func (q *Queue[K]) ObserveLane(name string, o Observer) error {
 	ref, ok := q.tbl().byName[name]
 	if !ok {
@@ -38,7 +47,37 @@ func (q *Queue[K]) ObserveLane(name string, o Observer) error {
 		ref.e.obs.Store(nil)
 		return nil
 	}
+	if d, ok := o.(interface{ Target() adaptive.Target }); ok {
+		if err := drives(ref.e, d.Target()); err != nil {
+			return err
+		}
+	}
 	ref.e.obs.Store(&o)
+	return nil
+}
+
+// drives checks that a controller over t may observe the lane e: t is the
+// semaphore of e, when this package built e.
+func drives[K comparable](e *laneEntry[K], t adaptive.Target) error {
+	var sem *semaphore.Weighted
+	switch l := e.lane.(type) {
+	case *globalLane[K]:
+		sem = l.s
+	case *fairLane[K]:
+		sem = l.s
+	default:
+		if !e.own && e.rate == nil {
+			return nil // a lane of AddLane: its budget is not known here
+		}
+	}
+	if sem == nil {
+		return fmt.Errorf("lanequeue: ObserveLane(%q): a %s lane has no single budget for a controller to drive (observe the global lane whose semaphore it drives): %w",
+			e.name, e.kind, ErrInvalidConfig)
+	}
+	if s, ok := t.(*semaphore.Weighted); !ok || s != sem {
+		return fmt.Errorf("lanequeue: ObserveLane(%q): the controller drives another budget than the lane's semaphore (give adaptive.New the lane's Queue.GlobalSemaphore): %w",
+			e.name, ErrInvalidConfig)
+	}
 	return nil
 }
 

@@ -113,7 +113,7 @@ func TestLimitsCollect(t *testing.T) {
 		lsum("lanes.adaptive.round_trips", "{round_trip}", true, []lp[int64]{{i, none, 0}, {m, none, 2}, {s, none, 2}}, role),
 		lsum("lanes.adaptive.outcomes", "{outcome}", true, []lp[int64]{
 			{i, outcome("success"), 0}, {i, outcome("overload"), 0},
-			{m, outcome("success"), 10}, {m, outcome("overload"), 11},
+			{m, outcome("success"), 10}, {m, outcome("overload"), 1},
 			{s, outcome("success"), 17}, {s, outcome("overload"), 0}}, role),
 		lgauge("lanes.adaptive.latency", "s", []lp[float64]{{i, none, 0}, {m, none, 1}, {s, none, 2}}, role),
 		lgauge("lanes.adaptive.baseline", "s", []lp[float64]{{s, none, 1.000488281}}, role),

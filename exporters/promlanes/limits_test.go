@@ -74,7 +74,7 @@ lanes_adaptive_limit_permits{lane="slow"} 6
 # TYPE lanes_adaptive_outcomes_total counter
 lanes_adaptive_outcomes_total{lane="idle",outcome="overload"} 0
 lanes_adaptive_outcomes_total{lane="idle",outcome="success"} 0
-lanes_adaptive_outcomes_total{lane="model",outcome="overload"} 11
+lanes_adaptive_outcomes_total{lane="model",outcome="overload"} 1
 lanes_adaptive_outcomes_total{lane="model",outcome="success"} 10
 lanes_adaptive_outcomes_total{lane="slow",outcome="overload"} 0
 lanes_adaptive_outcomes_total{lane="slow",outcome="success"} 17

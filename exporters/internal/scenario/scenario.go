@@ -198,9 +198,11 @@ var Epoch = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 //
 //   - "model": AIMD, floor 2, ceiling 20, from 10. A round trip of 10
 //     successes held 1 s each over 1 s (fully used) grows it to 11 (at
-//     Epoch+1s); one of 11 overloads cuts it to 9 (11*0.9 = 9.9, at
-//     Epoch+2s). Increases 1, overload decreases 1, last reason overload,
-//     2 round trips, 21 outcomes of which 11 overloads.
+//     Epoch+1s); the first of 11 overloads cuts it to 9 at once (11*0.9 =
+//     9.9, at Epoch+2s) and ends the round trip, the other 10, of work
+//     admitted before the cut, are not counted. Increases 1, overload
+//     decreases 1, last reason overload, 2 round trips, 11 outcomes of
+//     which 1 overload.
 //   - "slow": Vegas (0.1, 0.25), floor 1, ceiling 16, from 8. A round trip
 //     of 8 successes of 1 s (the baseline; nothing queued) grows it to 9
 //     at Epoch+1s; one of 9 successes of 2 s (half of it queued) cuts it by
