@@ -62,9 +62,17 @@ type Target interface {
 // used (AIMD and Vegas may grow it), and the limit rises while the
 // provider accepts the work, up to the ceiling. Choose the ceiling for the
 // whole fleet.
+//
+// Term tells elections apart: it must change whenever the fleet elects a
+// leader (redislane's terms increase with each one). A controller whose
+// instance leads again after another led in between (a failover and back,
+// all between two of its decisions) sees Leader true both times; the new
+// term makes it take the fleet's limit first, as after any election,
+// rather than move from its own stale one.
 type Shared interface {
 	Target
 	Leader() bool
+	Term() int64
 }
 
 // Acquirer is a Target that [Controller.Do] can take permits from;
@@ -179,6 +187,7 @@ type Controller struct {
 	lastRTT  float64    // mean latency of the last window's successes
 	st       Stats      // counters and the last move
 	led      bool       // Shared: the target was the leader at the last decision
+	term     int64      // Shared: the target's term at the last decision
 }
 
 // New returns a controller that drives t between floor and ceiling. It sets
@@ -383,10 +392,11 @@ func (c *Controller) decideLocked() {
 	lead := true
 	if c.sh != nil {
 		lead = c.sh.Leader()
-		if !lead || !c.led {
+		term := c.sh.Term()
+		if !lead || !c.led || term != c.term {
 			c.follow(now, lead)
 		}
-		c.led = lead
+		c.led, c.term = lead, term
 	} else if c.t.Capacity() != c.capNow {
 		c.follow(now, true)
 	}

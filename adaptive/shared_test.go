@@ -19,6 +19,14 @@ type fleet struct {
 	mu     sync.Mutex
 	limit  int64
 	leader int
+	term   int64 // raised by elect
+}
+
+// elect makes id the leader in a new term, as a fleet's election does.
+func (f *fleet) elect(id int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.leader, f.term = id, f.term+1
 }
 
 // member is one instance's view of a fleet.
@@ -29,6 +37,7 @@ type member struct {
 
 func (m member) Capacity() int64 { m.f.mu.Lock(); defer m.f.mu.Unlock(); return m.f.limit }
 func (m member) Leader() bool    { m.f.mu.Lock(); defer m.f.mu.Unlock(); return m.f.leader == m.id }
+func (m member) Term() int64     { m.f.mu.Lock(); defer m.f.mu.Unlock(); return m.f.term }
 func (m member) SetCapacity(n int64) {
 	m.f.mu.Lock()
 	defer m.f.mu.Unlock()
@@ -75,9 +84,7 @@ func TestSharedTargetOnlyTheLeaderMoves(t *testing.T) {
 	require.Zero(t, st.Increases, "a follower counted a move that was dropped")
 
 	roundOf(clk, lead, 5, time.Second) // 8 -> 7, the follower has not seen it
-	f.mu.Lock()
-	f.leader = 1 // the leader goes; the follower is elected
-	f.mu.Unlock()
+	f.elect(1) // the leader goes; the follower is elected
 	roundOf(clk, follow, 100, time.Second)
 	require.Equal(t, int64(8), f.limit, "the new leader moved from a stale limit: 7 + 1 expected")
 	require.Equal(t, int64(8), follow.Limit())
@@ -117,4 +124,36 @@ func TestControllerBringsAForeignCapacityIntoRange(t *testing.T) {
 		c.Report(adaptive.Success, time.Second)
 	}
 	require.Equal(t, int64(20), s.Capacity(), "a capacity above the ceiling stayed in force")
+}
+
+// TestReElectedLeaderContinuesFromTheFleetsLimit: instance 0 leads, loses
+// the leadership (1 leads and cuts the fleet's limit on overloads), and is
+// elected again, all between two decisions of its controller. It sees
+// Leader true at both, so only the new term tells it to take the fleet's
+// limit before it moves, rather than undo the other leader's cuts from its
+// own stale limit.
+func TestReElectedLeaderContinuesFromTheFleetsLimit(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	f := &fleet{limit: 20}
+	a, err := adaptive.New(member{f, 0}, 1, 100, adaptive.WithClock(clk))
+	require.NoError(t, err)
+	b, err := adaptive.New(member{f, 1}, 1, 100, adaptive.WithClock(clk))
+	require.NoError(t, err)
+	roundOf(clk, a, 100, time.Second) // a leads: 20 -> 21
+	require.Equal(t, int64(21), f.limit)
+
+	f.elect(1) // a failover: b is elected
+	for range 12 {
+		roundOf(clk, b, 3, time.Second) // the provider refuses above 3: b cuts
+	}
+	cut := f.limit
+	require.Less(t, cut, int64(10))
+
+	f.elect(0) // a is elected again before its next decision
+	n := a.Limit()
+	clk.Advance(time.Second)
+	for range n {
+		a.Report(adaptive.Success, time.Second)
+	}
+	require.LessOrEqual(t, f.limit, cut+1, "the re-elected leader moved from its stale limit %d, not the fleet's %d", n, cut)
 }

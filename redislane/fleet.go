@@ -392,6 +392,9 @@ func (b *Budget) SetCapacity(n int64) { b.f.SetCapacity(n) }
 // Leader reports whether this instance leads the fleet, as [Fleet.Leader].
 func (b *Budget) Leader() bool { return b.f.Leader() }
 
+// Term returns the last leadership term this instance saw, as [Fleet.Term].
+func (b *Budget) Term() int64 { return b.f.Term() }
+
 // Acquire takes n permits of the fleet as [Weighted.Acquire] does, and
 // returns them as a semaphore.Permit whose Release runs the Redis release
 // ([PermitOf] gives the *Permit: its fencing token and context).
