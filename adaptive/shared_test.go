@@ -84,7 +84,7 @@ func TestSharedTargetOnlyTheLeaderMoves(t *testing.T) {
 	require.Zero(t, st.Increases, "a follower counted a move that was dropped")
 
 	roundOf(clk, lead, 5, time.Second) // 8 -> 7, the follower has not seen it
-	f.elect(1) // the leader goes; the follower is elected
+	f.elect(1)                         // the leader goes; the follower is elected
 	roundOf(clk, follow, 100, time.Second)
 	require.Equal(t, int64(8), f.limit, "the new leader moved from a stale limit: 7 + 1 expected")
 	require.Equal(t, int64(8), follow.Limit())

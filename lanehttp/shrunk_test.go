@@ -22,8 +22,10 @@ func TestShrunkGlobalLaneIs503(t *testing.T) {
 	must(t, err)
 	h := lanehttp.Handler(lanehttp.Config[string]{
 		Queue: q, Lanes: set,
-		Key:     func(r *http.Request) (string, error) { return r.Header.Get("X-Key"), nil },
-		Options: func(*http.Request) ([]lanequeue.AcquireOption, error) { return []lanequeue.AcquireOption{lanequeue.WithLaneWeight(lanequeue.GlobalLane, 3)}, nil },
+		Key: func(r *http.Request) (string, error) { return r.Header.Get("X-Key"), nil },
+		Options: func(*http.Request) ([]lanequeue.AcquireOption, error) {
+			return []lanequeue.AcquireOption{lanequeue.WithLaneWeight(lanequeue.GlobalLane, 3)}, nil
+		},
 	}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	s.SetCapacity(2) // what adaptive.Controller does on overload
 	w := serve(h, request(context.Background(), "a"))
