@@ -22,8 +22,7 @@ import (
 // TestAdaptiveLaneLearnsFromTheHandlersAnswers: behind the middleware, a
 // handler (a proxy to a model API) answers 429 to every request; the
 // adaptive controller observing the global lane hears of each one through
-// the ticket, with no code in the handler, and lowers the limit after one
-// round trip (8 reports at a limit of 8). Over a real server: the handler
+// the ticket, with no code in the handler, and cuts the limit. Over a real server: the handler
 // also sets a write deadline and flushes through http.ResponseController,
 // which must reach the server's writer through the middleware's.
 func TestAdaptiveLaneLearnsFromTheHandlersAnswers(t *testing.T) {
@@ -67,13 +66,17 @@ func TestAdaptiveLaneLearnsFromTheHandlersAnswers(t *testing.T) {
 			t.Fatalf("request %d: %d; want the handler's 429", i, resp.StatusCode)
 		}
 	}
+	// The controller cuts at the first fresh overload; how many of the
+	// eight are fresh depends on whether a request was admitted before the
+	// previous one's report (the client has its answer before the
+	// middleware reports), so the test asks only that the 429s reached it.
 	testkit.Eventually(t, "the controller lowers the limit from 8", func() bool { return ctl.Limit() < 8 })
 	st := ctl.Stats()
-	if st.Limit != 7 || st.Samples != 8 || st.Overloads != 8 || st.OverloadDecreases != 1 {
-		t.Fatalf("controller %+v; want limit 7 after one round trip of 8 overloads", st)
+	if st.Overloads == 0 || st.OverloadDecreases == 0 || st.Increases != 0 {
+		t.Fatalf("controller %+v; want the handler's 429s counted as overloads and the limit cut", st)
 	}
-	if c := sem.Stats().Capacity; c != 7 {
-		t.Fatalf("the lane's capacity is %d; want the controller's 7", c)
+	if c, l := sem.Stats().Capacity, ctl.Limit(); c != l {
+		t.Fatalf("the lane's capacity is %d; want the controller's %d", c, l)
 	}
 	eventuallyNothingHeld(t, q)
 }
