@@ -314,7 +314,7 @@ func TestConcurrentReportsRace(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	testkit.WaitAll(t, &wg, "the reporters")
 	st := s.Stats()
 	require.Equal(t, c.Limit(), st.Capacity)
 	require.Zero(t, st.Held)

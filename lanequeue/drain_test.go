@@ -104,10 +104,7 @@ func TestDrainWaitsForPlaces(t *testing.T) {
 	left, err := q.Join("b", set)
 	must(t, err)
 	drained := drainAsync(t, q, context.Background())
-	tk, err := waited.Wait(context.Background())
-	if err != nil {
-		t.Fatalf("Wait of a place taken before Drain = %v; want its ticket", err)
-	}
+	tk := testkit.Await(t, "a place taken before Drain", waited.Wait)
 	left.Leave()
 	notYet(t, drained, "the place's ticket is out")
 	tk.Release()

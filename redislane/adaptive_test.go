@@ -12,6 +12,7 @@ import (
 
 	"github.com/sessionlane/lanes/adaptive"
 	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/redislane"
 )
 
@@ -116,7 +117,7 @@ func TestFleetControllersConverge(t *testing.T) {
 		time.Sleep(2 * time.Millisecond)
 	}
 	cancel()
-	wg.Wait()
+	testkit.WaitAll(t, &wg, "the instances' callers")
 
 	require.LessOrEqual(t, maxLeaders, 1, "two instances counted themselves the leader at once")
 	require.NotEmpty(t, samples)

@@ -189,10 +189,7 @@ func TestTimingsEveryPath(t *testing.T) {
 	}
 	clk.Advance(time.Second)
 	out[0].Release()
-	p, err = pl.Wait(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p = testkit.Await(t, "the place", pl.Wait)
 	out[0] = p
 	clk.Advance(time.Second)
 	for _, p := range out {
