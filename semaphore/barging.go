@@ -259,7 +259,7 @@ func (s *Weighted) acquireBarging(ctx context.Context, n int64, b *barger) (Perm
 			}
 			if avail(st) >= n && st&tokenMask != 0 {
 				if p, ok := s.claimInline(st, n); ok {
-					return p, nil
+					return s.stamp(p), nil
 				}
 			} else if avail(st) >= n || i >= b.rounds {
 				break // out of inline tokens, or out of tries
@@ -284,7 +284,7 @@ func (s *Weighted) tryBarging(n int64, b *barger) (Permit, bool) {
 			break // a spare token: under mu
 		}
 		if p, ok := s.claimInline(st, n); ok {
-			return p, true
+			return s.stamp(p), true
 		}
 	}
 	s.mu.Lock()

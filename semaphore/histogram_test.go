@@ -204,3 +204,41 @@ func TestTimingsEveryPath(t *testing.T) {
 		t.Fatalf("waits: count %d, sum %v; want 21, 1s (the place)", st.WaitTime.Count, st.WaitTime.Sum)
 	}
 }
+
+// A grant that barges past a waiter into an inline token is stamped like
+// every other: before, TryAcquire's and Acquire's barging claims left the
+// token's stamp of its previous grant, so the hold was counted from then.
+func TestTimingsBargingGrantsAreStamped(t *testing.T) {
+	clk := clock.NewFake(time.Unix(0, 0))
+	s := semaphore.New(2, semaphore.WithHistograms(), semaphore.WithClock(clk), semaphore.WithBarging(time.Hour))
+	p1, err := s.Acquire(context.Background(), 1) // held from 0s to the end
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := testkit.Go(func() error { _, err := s.Acquire(ctx, 2); return err }) // waits for both permits throughout
+	testkit.Eventually(t, "the waiter queued", func() bool { return s.Stats().Waiters == 1 })
+
+	clk.Advance(10 * time.Second)
+	b, ok := s.TryAcquire(1) // barges past the waiter (TryAcquire)
+	if !ok {
+		t.Fatal("TryAcquire did not barge past a fresh waiter")
+	}
+	clk.Advance(3 * time.Second)
+	b.Release()
+	b, err = s.Acquire(context.Background(), 1) // barges again (Acquire)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(5 * time.Second)
+	b.Release()
+
+	cancel()
+	if err := testkit.Recv(t, w, "the waiter's return"); err == nil {
+		t.Fatal("the waiter for both permits was granted while one was held")
+	}
+	p1.Release()
+	if h := s.Stats().HoldTime; h.Count != 3 || h.Sum != (3+5+18)*time.Second {
+		t.Fatalf("holds: count %d, sum %v; want 3 holds of 3s, 5s and 18s", h.Count, h.Sum)
+	}
+}
