@@ -59,11 +59,11 @@ func runRow(b *testing.B, r ablationRow, ctx context.Context, acquire func(conte
 	})
 }
 
-// BenchmarkAblationTokens: 15 inline tokens (what New sets up) against 8,
+// BenchmarkAblationTokens: 14 inline tokens (what New sets up) against 8,
 // 4, 1 and none (every grant through a spare token under the mutex).
 func BenchmarkAblationTokens(b *testing.B) {
 	for _, r := range append(ablationRows[:len(ablationRows):len(ablationRows)], weightedRow) {
-		for _, k := range []int{15, 8, 4, 1, 0} {
+		for _, k := range []int{semaphore.InlineTokens, 8, 4, 1, 0} {
 			b.Run(fmt.Sprintf("row=%s/tokens=%d", r.name, k), func(b *testing.B) {
 				s := semaphore.NewWithInlineTokens(r.capacity, k)
 				runRow(b, r, context.Background(), s.Acquire)
@@ -87,12 +87,11 @@ func BenchmarkAblationGens(b *testing.B) {
 	}
 }
 
-// BenchmarkAblationCtx: Acquire's look at the context with no special
-// case (ctx.Err() always: Acquire) against skipping Err for the contexts
-// that never end, recognised by their interface word (what
-// internal/fastctx.NeverDone did) or by comparison with Background and
-// TODO; with context.Background() and with a cancellable
-// context.
+// BenchmarkAblationCtx: Acquire's look at the context, which skips Err
+// for the contexts that never end, recognised by their interface word
+// (neverEnds: Acquire), against no special case (ctx.Err() always) and
+// against recognising them by comparison with Background and TODO; with
+// context.Background() and with a cancellable context.
 func BenchmarkAblationCtx(b *testing.B) {
 	for _, r := range ablationRows {
 		for _, c := range contexts() {
@@ -101,13 +100,13 @@ func BenchmarkAblationCtx(b *testing.B) {
 				acquire func(*semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error)
 			}{
 				{"neverdone", func(s *semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error) {
-					return s.AcquireNeverDoneCtx
+					return s.Acquire
 				}},
 				{"compare", func(s *semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error) {
 					return s.AcquireCompareCtx
 				}},
 				{"plain", func(s *semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error) {
-					return s.Acquire
+					return s.AcquirePlainCtx
 				}},
 			} {
 				b.Run(fmt.Sprintf("row=%s/ctx=%s/check=%s", r.name, c.name, v.name), func(b *testing.B) {
@@ -116,6 +115,28 @@ func BenchmarkAblationCtx(b *testing.B) {
 					runRow(b, r, ctx, v.acquire(semaphore.New(r.capacity)))
 				})
 			}
+		}
+	}
+}
+
+// BenchmarkAblationTimedFlag: Acquire, whose fast path refuses timed
+// semaphores by the flag it tests anyway, against a fast path that takes
+// them and tests for the stamp after each grant; on an untimed semaphore,
+// which is what the flag is for.
+func BenchmarkAblationTimedFlag(b *testing.B) {
+	for _, r := range ablationRows {
+		for _, v := range []struct {
+			name    string
+			acquire func(*semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error)
+		}{
+			{"flag", func(s *semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error) { return s.Acquire }},
+			{"check", func(s *semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error) {
+				return s.AcquireStampCheck
+			}},
+		} {
+			b.Run(fmt.Sprintf("row=%s/stamp=%s", r.name, v.name), func(b *testing.B) {
+				runRow(b, r, context.Background(), v.acquire(semaphore.New(r.capacity)))
+			})
 		}
 	}
 }

@@ -41,7 +41,7 @@
 //
 // Speed: uncontended Acquire and Release are one atomic compare-and-swap
 // and two atomic read-modify-writes, with no lock and no allocation. A
-// semaphore keeps fifteen permit tokens inside itself for that (a Weighted
+// semaphore keeps fourteen permit tokens inside itself for that (a Weighted
 // is about 1 KB); the waiters of the slow path, and tokens beyond the
 // inline ones, are pooled.
 //

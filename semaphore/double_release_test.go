@@ -77,7 +77,7 @@ func TestStaleCopyCannotFreeReGrantedPermit(t *testing.T) {
 	t.Run("spare token beyond the inline ones", func(t *testing.T) {
 		s := semaphore.New(20)
 		var inline []semaphore.Permit
-		for range 15 { // every inline token out
+		for range semaphore.InlineTokens { // every inline token out
 			inline = append(inline, take(t, s, 1))
 		}
 		p1 := take(t, s, 1)
@@ -85,7 +85,7 @@ func TestStaleCopyCannotFreeReGrantedPermit(t *testing.T) {
 		require.True(t, p1.Release())
 		p2 := take(t, s, 1) // reuses the pooled spare token
 		require.False(t, stale.Release())
-		require.Equal(t, int64(16), s.Stats().Held)
+		require.Equal(t, int64(semaphore.InlineTokens+1), s.Stats().Held)
 		require.True(t, p2.Release())
 		for _, p := range inline {
 			require.True(t, p.Release())

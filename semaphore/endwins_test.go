@@ -196,7 +196,7 @@ const (
 // (a barging semaphore runs these rounds as well).
 func endThenGrant(t *testing.T, i int, maxWait bool, kind int, call func(*endRound) <-chan result, opts ...semaphore.Option) {
 	t.Helper()
-	const inline = 15
+	const inline = semaphore.InlineTokens
 	capacity := int64(endCapacity)
 	if kind == bySpare {
 		capacity = inline + 2

@@ -3,7 +3,6 @@ package semaphore
 import (
 	"context"
 	"sync/atomic"
-	"unsafe"
 )
 
 // Variants of the fast path's tricks, for the ablation benchmarks (see
@@ -11,7 +10,7 @@ import (
 // costs the production code nothing.
 
 // NewWithInlineTokens returns New(capacity) with only the first k inline
-// tokens free (0 <= k <= 15): grants beyond k take a spare token under mu.
+// tokens free (0 <= k <= InlineTokens): grants beyond k take a spare token under mu.
 func NewWithInlineTokens(capacity int64, k int) *Weighted {
 	s := New(capacity)
 	s.state.Store(uint64(capacity)<<availShift | (1<<k - 1))
@@ -36,29 +35,14 @@ func NewPaddedGens(capacity int64) *Weighted {
 	return s
 }
 
-// neverDone is what internal/fastctx.NeverDone was before the ablations
-// took it out of every package (docs/internals.md): it compares the first
-// word of the interface, for context.Context (a non-empty interface) the
-// itab, with Background's and TODO's.
-func neverDone(ctx context.Context) bool {
-	w := ctxWord(ctx)
-	return w == backgroundWord || w == todoWord
-}
-
-var backgroundWord, todoWord = ctxWord(context.Background()), ctxWord(context.TODO())
-
-func ctxWord(ctx context.Context) unsafe.Pointer {
-	return (*[2]unsafe.Pointer)(unsafe.Pointer(&ctx))[0]
-}
-
-// AcquireNeverDoneCtx is Acquire with the never-ending contexts recognised
-// by neverDone, which skips their Err.
-func (s *Weighted) AcquireNeverDoneCtx(ctx context.Context, n int64) (Permit, error) {
+// AcquirePlainCtx is Acquire without neverEnds: ctx.Err() is called for
+// every context, Background and TODO included.
+func (s *Weighted) AcquirePlainCtx(ctx context.Context, n int64) (Permit, error) {
 	if ctx == nil {
 		panic("semaphore: nil Context")
 	}
 	st := s.state.Load()
-	if !neverDone(ctx) && ctx.Err() != nil {
+	if ctx.Err() != nil {
 		return Permit{}, s.failFast(ctx)
 	}
 	if n > 0 && fastOK(st, n) {
@@ -71,6 +55,13 @@ func (s *Weighted) AcquireNeverDoneCtx(ctx context.Context, n int64) (Permit, er
 	}
 	return s.acquireSlow(ctx, n, Turn{})
 }
+
+// NeverEnds is neverEnds, for its test.
+func NeverEnds(ctx context.Context) bool { return neverEnds(ctx) }
+
+// InlineTokens is the number of inline tokens, for the tests that hold
+// them all.
+const InlineTokens = inlineTokens
 
 // AcquireCompareCtx is Acquire with the never-ending contexts recognised
 // by comparison with context.Background() and context.TODO().
@@ -85,6 +76,27 @@ func (s *Weighted) AcquireCompareCtx(ctx context.Context, n int64) (Permit, erro
 	if n > 0 && fastOK(st, n) {
 		if p, ok := s.claimInline(st, n); ok {
 			return p, nil
+		}
+		if p, ok := s.acquireContended(ctx, n); ok {
+			return p, nil
+		}
+	}
+	return s.acquireSlow(ctx, n, Turn{})
+}
+
+// AcquireStampCheck is Acquire without the timed flag: the fast path
+// takes timed semaphores too, and tests for the stamp after each grant.
+func (s *Weighted) AcquireStampCheck(ctx context.Context, n int64) (Permit, error) {
+	if ctx == nil {
+		panic("semaphore: nil Context")
+	}
+	st := s.state.Load()
+	if !neverEnds(ctx) && ctx.Err() != nil {
+		return Permit{}, s.failFast(ctx)
+	}
+	if n > 0 && timedOK(st, n) {
+		if p, ok := s.claimInline(st, n); ok {
+			return s.stamp(p), nil
 		}
 		if p, ok := s.acquireContended(ctx, n); ok {
 			return p, nil

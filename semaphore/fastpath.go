@@ -3,6 +3,7 @@ package semaphore
 import (
 	"context"
 	"math/bits"
+	"unsafe"
 
 	"github.com/sessionlane/lanes/internal/permit"
 )
@@ -10,7 +11,9 @@ import (
 // Layout of Weighted.state, the word the fast paths work on with one
 // compare-and-swap each:
 //
-//	bits 0..14   free inline tokens (bit i set: tokens[i] is free)
+//	bits 0..13   free inline tokens (bit i set: tokens[i] is free)
+//	bit  14      timed: the semaphore records its timings (WithHistograms);
+//	             set by New and never changed
 //	bit  15      slow: waiters are queued or the semaphore is closed; every
 //	             change of the word then happens under mu
 //	bits 16..63  available permits, signed (negative after a shrink)
@@ -23,11 +26,17 @@ import (
 // and the tokens' generations do not bounce with it. docs/internals.md
 // has the figures behind these choices.
 //
+// The timed flag keeps the hold-time stamp off the untimed fast path: the
+// fast path's one test of the flags refuses a timed semaphore, whose
+// grants go through acquireTimed (the same claim, then the stamp), so an
+// untimed Acquire tests nothing for a feature it does not use.
+//
 // The layout is permit's, so that Permit.Release returns an inline token
 // to the word by itself, with no call into the semaphore.
 const (
 	inlineTokens = permit.WordTokens
 	tokenMask    = 1<<inlineTokens - 1
+	flagTimed    = permit.WordOwn
 	flagSlow     = permit.WordSlow
 	availShift   = permit.WordShift
 )
@@ -55,11 +64,14 @@ func ctxEnded(ctx context.Context) bool { return ctx.Err() != nil }
 // Each reload is followed by a look at ctx, as in Acquire: permits given
 // back while it spun must not go to a context that ended before they came
 // free (the slow path then returns ctx's error).
+//
+// A timed semaphore comes here from acquireTimed: the timed flag is
+// masked off, and each grant is stamped.
 func (s *Weighted) acquireContended(ctx context.Context, n int64) (Permit, bool) {
 	for i := 0; i < backoffRounds; i++ {
 		spinWait(backoffSpins << i)
 		st := s.state.Load()
-		if !fastOK(st, n) || ctxEnded(ctx) {
+		if !timedOK(st, n) || ctxEnded(ctx) {
 			return Permit{}, false
 		}
 		if p, ok := s.claimInline(st, n); ok {
@@ -70,10 +82,57 @@ func (s *Weighted) acquireContended(ctx context.Context, n int64) (Permit, bool)
 }
 
 // fastOK reports whether state st lets a caller take n permits (n > 0)
-// without the lock: nobody waits, the semaphore is open, n permits are
-// available and an inline token is free.
+// without the lock and without stamping the grant: nobody waits, the
+// semaphore is open and untimed, n permits are available and an inline
+// token is free. Both flags are tested at once.
 func fastOK(st uint64, n int64) bool {
-	return st&flagSlow == 0 && avail(st) >= n && st&tokenMask != 0
+	return st&(flagSlow|flagTimed) == 0 && avail(st) >= n && st&tokenMask != 0
+}
+
+// timedOK is fastOK whether or not the semaphore is timed: the callers
+// that take it stamp their grants.
+func timedOK(st uint64, n int64) bool { return fastOK(st&^flagTimed, n) }
+
+// acquireTimed is Acquire's fast path on a timed semaphore (fastOK
+// refuses those): the same claim, with the same look at ctx after the
+// load, then the stamp. It reports false, with no error, when the caller
+// must take the slow path.
+func (s *Weighted) acquireTimed(ctx context.Context, n int64) (Permit, bool, error) {
+	st := s.state.Load()
+	if ctxEnded(ctx) {
+		return Permit{}, true, s.failFast(ctx)
+	}
+	if !timedOK(st, n) {
+		return Permit{}, false, nil
+	}
+	if p, ok := s.claimInline(st, n); ok {
+		return s.stamp(p), true, nil
+	}
+	if p, ok := s.acquireContended(ctx, n); ok {
+		return p, true, nil
+	}
+	return Permit{}, false, nil
+}
+
+// neverEnds reports whether ctx is context.Background() or
+// context.TODO(), which never end, so that Acquire can skip their Err
+// call (and keeping the state word across it). It compares the first word
+// of the interface, the itab for a non-empty interface such as
+// context.Context, which is the same for every value of one dynamic type;
+// Background and TODO each have a type of their own. A false answer only
+// costs the Err call; a false "never ends" for another context would be
+// wrong, which TestNeverEndsKnowsOnlyBackgroundAndTODO pins, zero-size
+// context types included. BenchmarkAblationCtx measures what it saves.
+func neverEnds(ctx context.Context) bool {
+	w := ifaceWord(ctx)
+	return w == backgroundWord || w == todoWord
+}
+
+var backgroundWord, todoWord = ifaceWord(context.Background()), ifaceWord(context.TODO())
+
+// ifaceWord returns the first word of ctx's interface value.
+func ifaceWord(ctx context.Context) unsafe.Pointer {
+	return (*[2]unsafe.Pointer)(unsafe.Pointer(&ctx))[0]
 }
 
 // claimInline takes n permits and the lowest free inline token from state

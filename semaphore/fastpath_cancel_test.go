@@ -37,12 +37,13 @@ func (c *staleCtx) Err() error {
 // (issue 11, defect 1; found by trying the package as a new user: 62 of
 // 60,000 rounds took the permit under -race before the fix).
 //
-// With 16 permits and the first 15 held throughout, the released permit
-// is the 16th, whose grant needs a spare token: Acquire then goes to the
+// With one permit more than the inline tokens, and all but one held
+// throughout, the released permit is the last, whose grant needs a spare
+// token: Acquire then goes to the
 // slow path, which claims under the lock, and must look at ctx there too.
 func TestCancelBeforeReleaseWinsOnTheFastPathRace(t *testing.T) {
 	t.Run("inline", func(t *testing.T) { cancelBeforeReleaseFast(t, 1) })
-	t.Run("locked", func(t *testing.T) { cancelBeforeReleaseFast(t, 16) })
+	t.Run("locked", func(t *testing.T) { cancelBeforeReleaseFast(t, semaphore.InlineTokens+1) })
 }
 
 func cancelBeforeReleaseFast(t *testing.T, capacity int64) {
@@ -90,3 +91,51 @@ func cancelBeforeReleaseFast(t *testing.T, capacity int64) {
 		}
 	}
 }
+
+// Acquire skips ctx.Err for the contexts that never end; it must
+// recognise exactly Background and TODO, not another context of a
+// zero-size type (whose values share one address), not one derived from
+// Background, and not a nil-valued Context of another type.
+func TestNeverEndsKnowsOnlyBackgroundAndTODO(t *testing.T) {
+	if !semaphore.NeverEnds(context.Background()) || !semaphore.NeverEnds(context.TODO()) {
+		t.Fatal("Background or TODO not recognised")
+	}
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	for name, ctx := range map[string]context.Context{
+		"zero-size, ended":    endedZeroCtx{},
+		"WithCancel":          ended,
+		"WithoutCancel":       context.WithoutCancel(context.Background()),
+		"WithValue":           context.WithValue(context.Background(), ctxKey{}, 1),
+		"nil *pointer to ctx": (*endedPtrCtx)(nil),
+	} {
+		if semaphore.NeverEnds(ctx) {
+			t.Errorf("%s taken for a context that never ends", name)
+		}
+	}
+	// And Acquire acts on it: an ended zero-size context is refused.
+	s := semaphore.New(1)
+	if _, err := s.Acquire(endedZeroCtx{}, 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Acquire with an ended zero-size context: %v, want context.Canceled", err)
+	}
+}
+
+type ctxKey struct{}
+
+// endedZeroCtx is a context of a zero-size type that has always ended.
+type endedZeroCtx struct{}
+
+func (endedZeroCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (endedZeroCtx) Done() <-chan struct{}       { return closedChan }
+func (endedZeroCtx) Err() error                  { return context.Canceled }
+func (endedZeroCtx) Value(any) any               { return nil }
+
+// endedPtrCtx is a pointer context whose methods work on nil.
+type endedPtrCtx struct{}
+
+func (*endedPtrCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*endedPtrCtx) Done() <-chan struct{}       { return closedChan }
+func (*endedPtrCtx) Err() error                  { return context.Canceled }
+func (*endedPtrCtx) Value(any) any               { return nil }
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()

@@ -165,7 +165,7 @@ func TestTimingsOnFakeClock(t *testing.T) {
 	}
 }
 
-// Spare tokens (beyond the fifteen inline ones), TryAcquire and places are
+// Spare tokens (beyond the fourteen inline ones), TryAcquire and places are
 // timed too.
 func TestTimingsEveryPath(t *testing.T) {
 	clk := clock.NewFake(time.Unix(0, 0))

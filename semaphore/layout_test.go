@@ -18,12 +18,12 @@ func TestHotLineLayout(t *testing.T) {
 	}
 }
 
-// Up to fifteen permits out at once each hold an inline token, which
+// Up to fourteen permits out at once each hold an inline token, which
 // Release gives back to the state word without taking mu; only a grant
 // beyond them takes a spare token.
-func TestFifteenGrantsHoldInlineTokens(t *testing.T) {
-	if inlineTokens != 15 {
-		t.Fatalf("%d inline tokens, want 15 (as the package doc says)", inlineTokens)
+func TestFourteenGrantsHoldInlineTokens(t *testing.T) {
+	if inlineTokens != 14 {
+		t.Fatalf("%d inline tokens, want 14 (as the package doc says)", inlineTokens)
 	}
 	s := New(inlineTokens + 1)
 	spares := func() int64 {
@@ -65,5 +65,48 @@ func TestMaxCapacityIsTheStateWordsBound(t *testing.T) {
 	s := New(MaxCapacity)
 	if st := s.Stats(); st.Available != MaxCapacity {
 		t.Fatalf("a semaphore of MaxCapacity has %d available", st.Available)
+	}
+}
+
+// The timed flag is set by New exactly for a semaphore made
+// WithHistograms, and no release, grant, wait or Close clears or sets it:
+// the fast path's test of the flags relies on it to keep untimed grants
+// from paying for the stamp.
+func TestTimedFlagIsSetOnceByNew(t *testing.T) {
+	for _, timed := range []bool{false, true} {
+		var opts []Option
+		if timed {
+			opts = append(opts, WithHistograms())
+		}
+		s := New(3, opts...)
+		check := func(when string) {
+			t.Helper()
+			if got := s.state.Load()&flagTimed != 0; got != timed {
+				t.Fatalf("timed=%v: the timed flag is %v %s", timed, got, when)
+			}
+		}
+		check("after New")
+		p, err := s.Acquire(context.Background(), 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("after a grant")
+		w, err := s.Join(1) // a place in line: a waiter, with no goroutine
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("with a waiter")
+		w.Leave()
+		p.Release()
+		check("after the release")
+		if q, ok := s.TryAcquire(1); !ok {
+			t.Fatal("TryAcquire refused on an idle semaphore")
+		} else {
+			q.Release()
+		}
+		s.SetCapacity(5)
+		check("after SetCapacity")
+		s.Close()
+		check("after Close")
 	}
 }

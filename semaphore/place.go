@@ -103,7 +103,7 @@ func (s *Weighted) JoinTurn(n int64, t Turn) (Place, error) {
 		s.reject()
 		return Place{}, ErrInvalidWeight
 	}
-	if st := s.state.Load(); fastOK(st, n) {
+	if st := s.state.Load(); timedOK(st, n) {
 		if p, ok := s.claimInline(st, n); ok {
 			return s.placed(nil, s.stamp(p)), nil
 		}

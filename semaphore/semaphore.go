@@ -252,7 +252,11 @@ func New(capacity int64, opts ...Option) *Weighted {
 		s.observe(&s.tokens[i])
 	}
 	s.capacity.Store(capacity)
-	s.state.Store(uint64(capacity)<<availShift | tokenMask)
+	st := uint64(capacity)<<availShift | tokenMask
+	if s.tm != nil {
+		st |= flagTimed
+	}
+	s.state.Store(st)
 	return s
 }
 
@@ -297,14 +301,15 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) (Permit, error) {
 	// sequentially consistent), so a context that ended before the
 	// permits came free always wins. A context that has ended has a
 	// non-nil Err (and a closed Done); Err is one atomic load for the
-	// standard contexts, cheaper than a select.
+	// standard contexts, cheaper than a select. Background and TODO never
+	// end: for them neither the call nor the ordering matters.
 	st := s.state.Load()
-	if ctx.Err() != nil {
+	if !neverEnds(ctx) && ctx.Err() != nil {
 		return Permit{}, s.failFast(ctx)
 	}
 	if n > 0 && fastOK(st, n) {
 		if p, ok := s.claimInline(st, n); ok {
-			return s.stamp(p), nil
+			return p, nil
 		}
 		if p, ok := s.acquireContended(ctx, n); ok {
 			return p, nil
@@ -322,11 +327,16 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) (Permit, error) {
 func (s *Weighted) TryAcquire(n int64) (Permit, bool) {
 	if st := s.state.Load(); n > 0 && fastOK(st, n) {
 		if p, ok := s.claimInline(st, n); ok {
-			return s.stamp(p), true
+			return p, true
 		}
 	}
 	if n <= 0 {
 		return Permit{}, false
+	}
+	if st := s.state.Load(); s.tm != nil && timedOK(st, n) {
+		if p, ok := s.claimInline(st, n); ok {
+			return s.stamp(p), true
+		}
 	}
 	if b := s.barge; b != nil {
 		return s.tryBarging(n, b)

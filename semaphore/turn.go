@@ -177,12 +177,12 @@ func (s *Weighted) AcquireTurn(ctx context.Context, n int64, t Turn) (Permit, er
 	// The fast path is Acquire's (see there): with nobody waiting there
 	// is no line to take a place in.
 	st := s.state.Load()
-	if ctx.Err() != nil {
+	if !neverEnds(ctx) && ctx.Err() != nil {
 		return Permit{}, s.failFast(ctx)
 	}
 	if n > 0 && fastOK(st, n) {
 		if p, ok := s.claimInline(st, n); ok {
-			return s.stamp(p), nil
+			return p, nil
 		}
 		if p, ok := s.acquireContended(ctx, n); ok {
 			return p, nil

@@ -72,7 +72,7 @@ type semRun struct {
 //
 // Capacities reach past 15, and fill and weight 1 for half the draws (two
 // thirds under fair share), so that more permits can be out at once than
-// a semaphore has inline tokens (15): the grants beyond them take spare
+// a semaphore has inline tokens (14): the grants beyond them take spare
 // tokens.
 //
 // Each run has one of the orders of service (FIFO, priorities, fair

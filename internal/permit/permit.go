@@ -111,16 +111,18 @@ func (t *Token) Init(o Owner, slot int, gen *atomic.Uint64) {
 // Token.SetWord). It is the contract between a token with a word and the
 // word's owner, who must keep to it in every other change of the word:
 // bits 0..WordTokens-1 are free-token bits (a set bit is a free token, the
-// token's Slot is its bit), bit WordSlow says that the owner must be told
-// of releases (Release then calls its WakeAfterRelease), and the bits from
+// token's Slot is its bit), bit WordOwn is the owner's own (Release never
+// reads or changes it), bit WordSlow says that the owner must be told of
+// releases (Release then calls its WakeAfterRelease), and the bits from
 // WordShift up count the free permits, signed. Release adds the permit's
 // permits and its token's bit with one atomic add; so the owner changes the
 // word only by compare-and-swap or add, and never lets the count overflow
 // into the sign.
 const (
-	WordTokens = 15
-	WordSlow   = 1 << WordTokens
-	WordShift  = WordTokens + 1
+	WordTokens = 14
+	WordOwn    = 1 << WordTokens
+	WordSlow   = 1 << (WordTokens + 1)
+	WordShift  = WordTokens + 2
 )
 
 // Waker is implemented by owners whose tokens have a state word: Release
