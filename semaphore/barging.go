@@ -516,7 +516,7 @@ func (s *Weighted) compete(ctx context.Context, w *waitq.Waiter, b *barger) (Per
 				b.waited.Add(1)
 				s.wcache.Put(w)
 				s.doneWoken(b)
-				return p, true
+				return s.stamp(p), true
 			}
 			continue
 		}

@@ -186,7 +186,7 @@ func (r *endRound) check(round int, ra result, b <-chan result, extraHeld []sema
 const (
 	byRelease = iota // the holder releases every permit
 	byGrow           // SetCapacity adds the two permits A and B need
-	bySpare          // a release, with the fifteen inline tokens out: A's grant takes a spare token
+	bySpare          // a release, with every inline token out: A's grant takes a spare token
 	grantKinds
 )
 

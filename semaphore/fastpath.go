@@ -99,7 +99,7 @@ func timedOK(st uint64, n int64) bool { return fastOK(st&^flagTimed, n) }
 // must take the slow path.
 func (s *Weighted) acquireTimed(ctx context.Context, n int64) (Permit, bool, error) {
 	st := s.state.Load()
-	if ctxEnded(ctx) {
+	if !neverEnds(ctx) && ctxEnded(ctx) {
 		return Permit{}, true, s.failFast(ctx)
 	}
 	if !timedOK(st, n) {
@@ -116,7 +116,7 @@ func (s *Weighted) acquireTimed(ctx context.Context, n int64) (Permit, bool, err
 
 // neverEnds reports whether ctx is context.Background() or
 // context.TODO(), which never end, so that Acquire can skip their Err
-// call (and keeping the state word across it). It compares the first word
+// call and need not keep the state word across it. It compares the first word
 // of the interface, the itab for a non-empty interface such as
 // context.Context, which is the same for every value of one dynamic type;
 // Background and TODO each have a type of their own. A false answer only
@@ -136,8 +136,10 @@ func ifaceWord(ctx context.Context) unsafe.Pointer {
 }
 
 // claimInline takes n permits and the lowest free inline token from state
-// st, for which fastOK holds, by one compare-and-swap. It returns false if
-// the word changed meanwhile.
+// st, which must have n permits available and an inline token free, by
+// one compare-and-swap. It returns false if the word changed meanwhile.
+// The grant is not stamped: callers that may run on a timed semaphore
+// call stamp.
 func (s *Weighted) claimInline(st uint64, n int64) (Permit, bool) {
 	slot, ok := s.takeSlot(st, n)
 	if !ok {
@@ -148,8 +150,9 @@ func (s *Weighted) claimInline(st uint64, n int64) (Permit, bool) {
 }
 
 // stamp stamps the start of p's hold on its token, when the semaphore
-// records its timings. The callers of claimInline call it: in
-// claimInline the test alone would take it over the inliner's budget, and
+// records its timings. The callers of claimInline that a timed
+// semaphore can reach call it (fastOK's callers cannot): in claimInline
+// the test alone would take it over the inliner's budget, and
 // the uncontended path would pay a call.
 func (s *Weighted) stamp(p Permit) Permit {
 	if s.tm != nil {

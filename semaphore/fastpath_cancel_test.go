@@ -41,14 +41,21 @@ func (c *staleCtx) Err() error {
 // throughout, the released permit is the last, whose grant needs a spare
 // token: Acquire then goes to the
 // slow path, which claims under the lock, and must look at ctx there too.
+//
+// A semaphore made WithHistograms takes its own fast path (acquireTimed),
+// which must look at ctx after its load as well.
 func TestCancelBeforeReleaseWinsOnTheFastPathRace(t *testing.T) {
 	t.Run("inline", func(t *testing.T) { cancelBeforeReleaseFast(t, 1) })
 	t.Run("locked", func(t *testing.T) { cancelBeforeReleaseFast(t, semaphore.InlineTokens+1) })
+	t.Run("inline timed", func(t *testing.T) { cancelBeforeReleaseFast(t, 1, semaphore.WithHistograms()) })
+	t.Run("locked timed", func(t *testing.T) {
+		cancelBeforeReleaseFast(t, semaphore.InlineTokens+1, semaphore.WithHistograms())
+	})
 }
 
-func cancelBeforeReleaseFast(t *testing.T, capacity int64) {
+func cancelBeforeReleaseFast(t *testing.T, capacity int64, opts ...semaphore.Option) {
 	for round := 0; round < 1000; round++ {
-		s := semaphore.New(capacity)
+		s := semaphore.New(capacity, opts...)
 		for i := int64(1); i < capacity; i++ {
 			if _, err := s.Acquire(context.Background(), 1); err != nil {
 				t.Fatal(err)

@@ -206,8 +206,9 @@ func TestTimingsEveryPath(t *testing.T) {
 }
 
 // A grant that barges past a waiter into an inline token is stamped like
-// every other: before, TryAcquire's and Acquire's barging claims left the
-// token's stamp of its previous grant, so the hold was counted from then.
+// every other, or its hold would be counted from the token's previous
+// grant: TryAcquire's and Acquire's barging claims, and a woken waiter's
+// claim in its competition for the permits.
 func TestTimingsBargingGrantsAreStamped(t *testing.T) {
 	clk := clock.NewFake(time.Unix(0, 0))
 	s := semaphore.New(2, semaphore.WithHistograms(), semaphore.WithClock(clk), semaphore.WithBarging(time.Hour))
@@ -240,5 +241,33 @@ func TestTimingsBargingGrantsAreStamped(t *testing.T) {
 	p1.Release()
 	if h := s.Stats().HoldTime; h.Count != 3 || h.Sum != (3+5+18)*time.Second {
 		t.Fatalf("holds: count %d, sum %v; want 3 holds of 3s, 5s and 18s", h.Count, h.Sum)
+	}
+}
+
+// A woken waiter of a barging semaphore that wins the free permit in its
+// competition for it is timed from its own grant too.
+func TestTimingsWokenBargerIsStamped(t *testing.T) {
+	clk := clock.NewFake(time.Unix(0, 0))
+	s := semaphore.New(1, semaphore.WithHistograms(), semaphore.WithClock(clk), semaphore.WithBarging(time.Hour))
+	p1, err := s.Acquire(context.Background(), 1) // held 0s..10s
+	if err != nil {
+		t.Fatal(err)
+	}
+	type grant struct {
+		p   semaphore.Permit
+		err error
+	}
+	got := testkit.Go(func() grant { p, err := s.Acquire(context.Background(), 1); return grant{p, err} })
+	testkit.Eventually(t, "the waiter queued", func() bool { return s.Stats().Waiters == 1 })
+	clk.Advance(10 * time.Second)
+	p1.Release() // wakes the waiter, which competes for the permit and takes it
+	g := testkit.Recv(t, got, "the waiter's grant")
+	if g.err != nil {
+		t.Fatal(g.err)
+	}
+	clk.Advance(5 * time.Second)
+	g.p.Release()
+	if h := s.Stats().HoldTime; h.Count != 2 || h.Sum != 15*time.Second {
+		t.Fatalf("holds: count %d, sum %v; want holds of 10s and 5s", h.Count, h.Sum)
 	}
 }

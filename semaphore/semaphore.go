@@ -333,9 +333,11 @@ func (s *Weighted) TryAcquire(n int64) (Permit, bool) {
 	if n <= 0 {
 		return Permit{}, false
 	}
-	if st := s.state.Load(); s.tm != nil && timedOK(st, n) {
-		if p, ok := s.claimInline(st, n); ok {
-			return s.stamp(p), true
+	if s.tm != nil {
+		if st := s.state.Load(); timedOK(st, n) {
+			if p, ok := s.claimInline(st, n); ok {
+				return s.stamp(p), true
+			}
 		}
 	}
 	if b := s.barge; b != nil {

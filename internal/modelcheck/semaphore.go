@@ -70,9 +70,9 @@ type semRun struct {
 // failed, every permit released in id order, nobody left waiting,
 // everything back.
 //
-// Capacities reach past 15, and fill and weight 1 for half the draws (two
+// Capacities reach past the inline tokens (14), and fill and weight 1 for half the draws (two
 // thirds under fair share), so that more permits can be out at once than
-// a semaphore has inline tokens (14): the grants beyond them take spare
+// a semaphore has inline tokens: the grants beyond them take spare
 // tokens.
 //
 // Each run has one of the orders of service (FIFO, priorities, fair
@@ -407,7 +407,7 @@ func (r *semRun) tryAcquire(t *rapid.T) {
 }
 
 // fill takes single permits with TryAcquire until one is refused. With a
-// capacity past 15, the grants beyond the inline tokens take spare tokens,
+// capacity past the 14 inline tokens, the grants beyond them take spare tokens,
 // whose releases go through the lock.
 func (r *semRun) fill(*rapid.T) {
 	for range r.m.Capacity() + 1 {

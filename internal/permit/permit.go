@@ -35,7 +35,7 @@ type Owner interface {
 type Token struct {
 	gen *atomic.Uint64
 	// word, when set, is the owner's state word in the layout of
-	// WordTokens/WordSlow/WordShift: Release then gives the permits and the
+	// WordTokens/WordOwn/WordSlow/WordShift: Release then gives the permits and the
 	// token back with one atomic add, without calling the owner, unless
 	// the add finds the slow flag set (see Waker).
 	word  *atomic.Uint64
