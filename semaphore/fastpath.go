@@ -94,24 +94,20 @@ func fastOK(st uint64, n int64) bool {
 func timedOK(st uint64, n int64) bool { return fastOK(st&^flagTimed, n) }
 
 // acquireTimed is Acquire's fast path on a timed semaphore (fastOK
-// refuses those): the same claim, with the same look at ctx after the
-// load, then the stamp. It reports false, with no error, when the caller
-// must take the slow path.
-func (s *Weighted) acquireTimed(ctx context.Context, n int64) (Permit, bool, error) {
-	st := s.state.Load()
-	if !neverEnds(ctx) && ctxEnded(ctx) {
-		return Permit{}, true, s.failFast(ctx)
+// refuses those): the same claim, then the stamp. st is the word the
+// caller loaded before it looked at ctx, so the claim keeps Acquire's
+// ordering without loading the word again (under contention a second
+// load is a cache miss per call).
+func (s *Weighted) acquireTimed(ctx context.Context, n int64, st uint64, turn Turn) (Permit, error) {
+	if n > 0 && timedOK(st, n) {
+		if p, ok := s.claimInline(st, n); ok {
+			return s.stamp(p), nil
+		}
+		if p, ok := s.acquireContended(ctx, n); ok {
+			return p, nil
+		}
 	}
-	if !timedOK(st, n) {
-		return Permit{}, false, nil
-	}
-	if p, ok := s.claimInline(st, n); ok {
-		return s.stamp(p), true, nil
-	}
-	if p, ok := s.acquireContended(ctx, n); ok {
-		return p, true, nil
-	}
-	return Permit{}, false, nil
+	return s.acquireSlow(ctx, n, turn)
 }
 
 // neverEnds reports whether ctx is context.Background() or

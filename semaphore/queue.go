@@ -27,11 +27,6 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn Turn) (Permit,
 		s.reject()
 		return Permit{}, ErrInvalidWeight
 	}
-	if s.tm != nil {
-		if p, done, err := s.acquireTimed(ctx, n); done {
-			return p, err
-		}
-	}
 	var key int64 // WithPriorities: the place in line, read off the clock before locking
 	if s.prio.step != 0 {
 		key = s.turnKey(turn.Priority)

@@ -315,6 +315,9 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) (Permit, error) {
 			return p, nil
 		}
 	}
+	if st&flagTimed != 0 {
+		return s.acquireTimed(ctx, n, st, Turn{})
+	}
 	return s.acquireSlow(ctx, n, Turn{})
 }
 

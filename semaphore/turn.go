@@ -188,6 +188,9 @@ func (s *Weighted) AcquireTurn(ctx context.Context, n int64, t Turn) (Permit, er
 			return p, nil
 		}
 	}
+	if st&flagTimed != 0 {
+		return s.acquireTimed(ctx, n, st, t)
+	}
 	return s.acquireSlow(ctx, n, t)
 }
 
