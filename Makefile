@@ -66,11 +66,12 @@ bench-redis:
 	  (cd bench/redispeers && $(GO) run ./cmd/lockbench); } > bench/results/redispeers.txt 2>&1
 	cd bench && $(GO) run ./cmd/report -raw results/bench.txt
 
-## fuzz: each fuzz target for FUZZTIME (default 30s); the seed corpus runs in `make test`.
+## fuzz: each fuzz target (fuzz/, and the barging targets that need semaphore's and keyedsem's test hooks) for FUZZTIME (default 30s); the seed corpus runs in `make test`.
 ## New inputs are minimised for at most 5s, or a short run can stall minimising.
 fuzz:
-	@for t in $$($(GO) test -list '^Fuzz' ./fuzz/ | grep '^Fuzz'); do \
-		echo "== $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s ./fuzz/ || exit 1; done
+	@for p in ./fuzz/ ./semaphore/ ./keyedsem/; do \
+		for t in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz'); do \
+			echo "== $$p $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s $$p || exit 1; done; done
 
 lanesim:
 	$(GO) run ./cmd/lanesim
