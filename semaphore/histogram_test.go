@@ -227,7 +227,9 @@ func TestTimingsBargingGrantsAreStamped(t *testing.T) {
 	}
 	clk.Advance(3 * time.Second)
 	b.Release()
-	b, err = s.Acquire(context.Background(), 1) // barges again (Acquire)
+	bctx, bcancel := context.WithTimeout(context.Background(), testkit.Deadline) // fails, not hangs, if it queues
+	defer bcancel()
+	b, err = s.Acquire(bctx, 1) // barges again (Acquire)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +259,9 @@ func TestTimingsWokenBargerIsStamped(t *testing.T) {
 		p   semaphore.Permit
 		err error
 	}
-	got := testkit.Go(func() grant { p, err := s.Acquire(context.Background(), 1); return grant{p, err} })
+	wctx, wcancel := context.WithTimeout(context.Background(), testkit.Deadline) // the waiter ends if never served
+	defer wcancel()
+	got := testkit.Go(func() grant { p, err := s.Acquire(wctx, 1); return grant{p, err} })
 	testkit.Eventually(t, "the waiter queued", func() bool { return s.Stats().Waiters == 1 })
 	clk.Advance(10 * time.Second)
 	p1.Release() // wakes the waiter, which competes for the permit and takes it
