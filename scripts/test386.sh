@@ -8,15 +8,15 @@
 # output says which way it went):
 #   - natively, where this kernel executes 32-bit binaries;
 #   - otherwise under qemu-user's qemu-i386 (Debian: apt-get install qemu-user),
-#     through `go test -exec`. Under qemu-i386 7.2 a Go 386 binary crashes at
-#     start-up (a nil P in runqput on the second thread) unless asynchronous
-#     preemption is off, so that run sets GODEBUG=asyncpreemptoff=1;
+#     through `go test -exec scripts/qemu386exec.sh`, with GODEBUG=asyncpreemptoff=1
+#     (that script says why, and which emulator faults it runs again);
 #   - neither: fail, saying what to install.
 #
 # Usage: scripts/test386.sh [-probe] [go test flags and packages]
 #   -probe  print "native", "qemu" or "none" and exit 0 (for .ci/run's installs).
 set -euo pipefail
 GO="${GO:-go}"
+here=$(cd "$(dirname "$0")" && pwd)
 
 probe() {
 	local dir bin
@@ -32,7 +32,8 @@ probe() {
 	fi
 	if "$bin" -test.run='^$' >/dev/null 2>&1; then
 		echo native
-	elif command -v qemu-i386 >/dev/null 2>&1 && GODEBUG=asyncpreemptoff=1 qemu-i386 "$bin" -test.run='^$' >/dev/null 2>&1; then
+	elif command -v qemu-i386 >/dev/null 2>&1 &&
+		GODEBUG=asyncpreemptoff=1 "$here/qemu386exec.sh" "$bin" -test.run='^$' >/dev/null 2>&1; then
 		echo qemu
 	else
 		echo none
@@ -53,7 +54,7 @@ native)
 	;;
 qemu)
 	echo "test386: this kernel cannot execute 32-bit binaries; running the 386 tests under $(command -v qemu-i386) ($(qemu-i386 --version | head -1)), GODEBUG=asyncpreemptoff=1"
-	GOARCH=386 GODEBUG=asyncpreemptoff=1 "$GO" test -exec qemu-i386 "$@"
+	GOARCH=386 GODEBUG=asyncpreemptoff=1 "$GO" test -exec "$here/qemu386exec.sh" "$@"
 	;;
 none)
 	echo "test386: FAIL: this kernel cannot execute 32-bit binaries and qemu-i386 is missing or cannot run them." >&2
