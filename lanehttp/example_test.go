@@ -77,6 +77,12 @@ func ExampleHandler() {
 // controller drives: the middleware reports each request's answer, so the
 // provider's 429s, passed on by the handler, lower the limit with no code
 // in the handler (DefaultOutcome counts 429 and 503 as overloads).
+//
+// One refusal is shown: the first overload lowers the limit at once, by
+// the backoff (0.9 of 8, so 7). Whether a later refusal lowers it again
+// depends on when its request was admitted (one admitted before the cut,
+// to about a millisecond, saw the higher limit and is not counted), which
+// a fixed output cannot show.
 func ExampleHandler_adaptive() {
 	q := lanequeue.New[string]()
 	defer q.Close()
@@ -106,11 +112,15 @@ func ExampleHandler_adaptive() {
 	}))
 
 	fmt.Println("limit", ctl.Limit())
-	for range 8 { // one round trip at a limit of 8
-		proxy.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/v1/chat", nil))
-	}
-	fmt.Println("limit", ctl.Limit())
+	w := httptest.NewRecorder()
+	proxy.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/chat", nil))
+	st := ctl.Stats()
+	fmt.Println("answer", w.Code)
+	fmt.Println("limit", st.Limit, "after an", st.LastReason)
+	fmt.Println("lane capacity", sem.Capacity())
 	// Output:
 	// limit 8
-	// limit 7
+	// answer 429
+	// limit 7 after an overload
+	// lane capacity 7
 }
