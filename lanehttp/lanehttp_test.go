@@ -361,10 +361,11 @@ func TestMiddlewarePanicsOnBadConfig(t *testing.T) {
 		cfg  lanehttp.Config[string]
 		says string // the panic names the field and what is wrong with it
 	}{
-		"no queue":        {lanehttp.Config[string]{Lanes: f.set, Key: key}, "Config.Queue is nil"},
-		"no key":          {lanehttp.Config[string]{Queue: f.q, Lanes: f.set}, "Config.Key is nil"},
-		"no lanes":        {lanehttp.Config[string]{Queue: f.q, Key: key}, "Config.Lanes is empty"},
-		"another's lanes": {lanehttp.Config[string]{Queue: other, Lanes: f.set, Key: key}, "Config.Lanes: lanequeue: unknown lane"},
+		"no queue":           {lanehttp.Config[string]{Lanes: f.set, Key: key}, "Config.Queue is nil"},
+		"no key":             {lanehttp.Config[string]{Queue: f.q, Lanes: f.set}, "Config.Key is nil"},
+		"no lanes":           {lanehttp.Config[string]{Queue: f.q, Key: key}, "Config.Lanes is empty"},
+		"another's lanes":    {lanehttp.Config[string]{Queue: other, Lanes: f.set, Key: key}, "Config.Lanes: lanequeue: unknown lane"},
+		"negative key bound": {lanehttp.Config[string]{Queue: f.q, Lanes: f.set, Key: key, MaxKeyBytes: -1}, "Config.MaxKeyBytes is negative"},
 	} {
 		func() {
 			defer func() {
