@@ -6,20 +6,21 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"time"
 
 	"github.com/sessionlane/lanes/adaptive"
+	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanehttp"
 	"github.com/sessionlane/lanes/lanequeue"
 )
 
 // A chat API behind the lanes: one request at a time per session (the
-// X-Session header), at most 16 at once over all sessions. A request
-// without the header is answered 400 (rather than sharing one session ""
-// with every other such request); one whose session stays busy past its
-// deadline 429; once the server drains, 503. Both carry Retry-After.
+// X-Session header), at most one more waiting its turn, at most 16 at once
+// over all sessions. A request without the header is answered 400 (rather
+// than sharing one session "" with every other such request); one whose
+// session's line is full 429; once the server drains, 503. Both carry
+// Retry-After.
 func ExampleHandler() {
-	q := lanequeue.Default[string](16)
+	q := lanequeue.Default[string](16, keyedsem.WithMaxWaitersPerKey(1))
 	chat, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
 	if err != nil {
 		panic(err)
@@ -37,8 +38,8 @@ func ExampleHandler() {
 		fmt.Fprintf(w, "reply to %s", r.Header.Get("X-Session"))
 	}))
 
-	post := func(ctx context.Context, session string) {
-		r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/chat", nil)
+	post := func(session string) {
+		r := httptest.NewRequest(http.MethodPost, "/chat", nil)
 		if session != "" {
 			r.Header.Set("X-Session", session)
 		}
@@ -47,25 +48,29 @@ func ExampleHandler() {
 		fmt.Printf("%q: %d %q Retry-After=%q\n", session, w.Code, w.Body.String(), w.Header().Get("Retry-After"))
 	}
 
-	post(context.Background(), "alice")
-	post(context.Background(), "") // no X-Session header
+	post("alice")
+	post("") // no X-Session header
 
 	// Alice's previous message is still being answered (a worker holds her
-	// session); her new request gives up after its deadline.
+	// session) and her next one waits its turn (a webhook took its place
+	// in her line): her line is full, and a third is refused at once.
 	busy, err := q.AcquireAll(context.Background(), "alice", chat)
 	if err != nil {
 		panic(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-	defer cancel()
-	post(ctx, "alice")
+	queued, err := q.Join("alice", chat)
+	if err != nil {
+		panic(err)
+	}
+	post("alice")
+	queued.Leave()
 	busy.Release()
 
 	// Shutdown: nothing is out, so Drain closes the queue at once.
 	if err := q.Drain(context.Background()); err != nil {
 		panic(err)
 	}
-	post(context.Background(), "bob")
+	post("bob")
 	// Output:
 	// "alice": 200 "reply to alice" Retry-After=""
 	// "": 400 "Bad Request\n" Retry-After=""

@@ -203,6 +203,31 @@ func TestFullGlobalLineIs503(t *testing.T) {
 	nothingHeld(t, f.q)
 }
 
+// expiringCtx is a context whose deadline passes when the test says
+// (expire), so that a request's wait surely began before it: a deadline
+// of a timer may pass before the request reaches the lanes, and
+// AcquireAll then fails before any lane with the bare context error (503).
+type expiringCtx struct {
+	context.Context // Background: its values, and no deadline to read
+	done            chan struct{}
+}
+
+func newExpiringCtx() *expiringCtx {
+	return &expiringCtx{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (c *expiringCtx) Done() <-chan struct{} { return c.done }
+func (c *expiringCtx) expire()               { close(c.done) }
+
+func (c *expiringCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
 // TestDeadlineOnTheKeyIs429: a request whose deadline (set before the
 // middleware) ends its wait for its busy key gets 429.
 func TestDeadlineOnTheKeyIs429(t *testing.T) {
@@ -211,9 +236,10 @@ func TestDeadlineOnTheKeyIs429(t *testing.T) {
 	held, err := f.q.AcquireAll(context.Background(), "t1", f.set)
 	must(t, err)
 	defer held.Release()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
-	defer cancel()
-	wantStatus(t, serve(f.h, request(ctx, "t1")), http.StatusTooManyRequests, "1")
+	ctx := newExpiringCtx()
+	waiter := waitingRequest(t, f, request(ctx, "t1"), "session", 1)
+	ctx.expire()
+	wantStatus(t, testkit.Recv(t, waiter, "the request whose deadline passed"), http.StatusTooManyRequests, "1")
 }
 
 // TestRateLaneIs429WithItsNextToken: a rate lane's refusal carries the
