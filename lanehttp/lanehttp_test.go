@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -207,10 +208,17 @@ func TestFullGlobalLineIs503(t *testing.T) {
 // (expire), so that a request's wait surely began before it: a deadline
 // of a timer may pass before the request reaches the lanes, and
 // AcquireAll then fails before any lane with the bare context error (503).
+//
+// A deadline set in the struct is what Deadline reports, for the lanes
+// that look ahead (a rate lane refuses at once a call whose token comes
+// after it); the context still ends only at expire.
 type expiringCtx struct {
-	context.Context // Background: its values, and no deadline to read
+	context.Context // Background: its values
 	done            chan struct{}
+	deadline        time.Time // the zero time: no deadline
 }
+
+func (c *expiringCtx) Deadline() (time.Time, bool) { return c.deadline, !c.deadline.IsZero() }
 
 func newExpiringCtx() *expiringCtx {
 	return &expiringCtx{Context: context.Background(), done: make(chan struct{})}
@@ -243,19 +251,28 @@ func TestDeadlineOnTheKeyIs429(t *testing.T) {
 }
 
 // TestRateLaneIs429WithItsNextToken: a rate lane's refusal carries the
-// time of its next token as Retry-After.
+// time of its next token as Retry-After, in whole seconds rounded up.
 func TestRateLaneIs429WithItsNextToken(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
+	t0 := time.Now()
 	if w := serve(f.rh, request(context.Background(), "t1")); w.Code != http.StatusOK {
 		t.Fatalf("first request: %d; want 200", w.Code)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
+	t1 := time.Now() // the token went between t0 and t1: the next comes 10s later
+	// A deadline that has come already (the context itself is not ended,
+	// so the call reaches the lane): the token comes after it, so the lane
+	// refuses at once.
+	ctx := newExpiringCtx()
+	t2 := time.Now()
+	ctx.deadline = t2
 	w := serve(f.rh, request(ctx, "t1"))
+	t3 := time.Now() // the lane looked between t2 and t3
 	wantStatus(t, w, http.StatusTooManyRequests, w.Header().Get("Retry-After"))
-	if s, err := strconv.Atoi(w.Header().Get("Retry-After")); err != nil || s < 6 || s > 10 {
-		t.Fatalf("Retry-After %q; want the seconds to the next token (up to 10)", w.Header().Get("Retry-After"))
+	lo := math.Ceil(t0.Add(10 * time.Second).Sub(t3).Seconds())
+	hi := math.Ceil(t1.Add(10 * time.Second).Sub(t2).Seconds())
+	if s, err := strconv.Atoi(w.Header().Get("Retry-After")); err != nil || float64(s) < lo || float64(s) > hi {
+		t.Fatalf("Retry-After %q; want the seconds to the next token, rounded up: %v to %v", w.Header().Get("Retry-After"), lo, hi)
 	}
 }
 
