@@ -34,6 +34,15 @@ import (
 // a value in [floor, ceiling]; no report waits for it (a report that
 // finds the lock taken leaves its decision to the goroutine holding it,
 // which decides again once it is done), but Limit and Stats do.
+//
+// A target's method that panics (they are the caller's code) makes the
+// report that was deciding panic with it (Report, Observe, Do, and so a
+// lanequeue ticket's Finish, which gives the permits back first); the
+// controller's lock is released on the way. The value the failed call
+// was passed stays the controller's limit until the next decision, which
+// (but for a Shared target's leader, which moves from its own limit) finds
+// the target's capacity different and takes it, as after a change made
+// behind its back.
 type Target interface {
 	Capacity() int64
 	SetCapacity(n int64)
@@ -363,12 +372,22 @@ const noOverload = math.MinInt64
 // end and no overload is lost, and no report waits for another's decision.
 func (c *Controller) closeWindow() {
 	for c.mu.TryLock() {
-		c.decideLocked()
-		c.mu.Unlock()
+		c.decideAndUnlock()
+		// Looked at after unlocking: a report whose TryLock failed while
+		// the lock was held counted before it failed.
 		if !c.due() {
 			return
 		}
 	}
+}
+
+// decideAndUnlock decides under c.mu, which the caller took, and unlocks
+// it, also when the target panics (its methods are the user's code): the
+// panic goes on to the reporting goroutine, and the controller stays
+// usable (see Target).
+func (c *Controller) decideAndUnlock() {
+	defer c.mu.Unlock()
+	c.decideLocked()
 }
 
 // due says a decision is due: a round trip's worth of reports, or, when

@@ -6,20 +6,21 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"time"
 
 	"github.com/sessionlane/lanes/adaptive"
+	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanehttp"
 	"github.com/sessionlane/lanes/lanequeue"
 )
 
 // A chat API behind the lanes: one request at a time per session (the
-// X-Session header), at most 16 at once over all sessions. A request
-// without the header is answered 400 (rather than sharing one session ""
-// with every other such request); one whose session stays busy past its
-// deadline 429; once the server drains, 503. Both carry Retry-After.
+// X-Session header), at most one more waiting its turn, at most 16 at once
+// over all sessions. A request without the header is answered 400 (rather
+// than sharing one session "" with every other such request); one whose
+// session's line is full 429; once the server drains, 503. Both carry
+// Retry-After.
 func ExampleHandler() {
-	q := lanequeue.Default[string](16)
+	q := lanequeue.Default[string](16, keyedsem.WithMaxWaitersPerKey(1))
 	chat, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
 	if err != nil {
 		panic(err)
@@ -37,8 +38,8 @@ func ExampleHandler() {
 		fmt.Fprintf(w, "reply to %s", r.Header.Get("X-Session"))
 	}))
 
-	post := func(ctx context.Context, session string) {
-		r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/chat", nil)
+	post := func(session string) {
+		r := httptest.NewRequest(http.MethodPost, "/chat", nil)
 		if session != "" {
 			r.Header.Set("X-Session", session)
 		}
@@ -47,25 +48,29 @@ func ExampleHandler() {
 		fmt.Printf("%q: %d %q Retry-After=%q\n", session, w.Code, w.Body.String(), w.Header().Get("Retry-After"))
 	}
 
-	post(context.Background(), "alice")
-	post(context.Background(), "") // no X-Session header
+	post("alice")
+	post("") // no X-Session header
 
 	// Alice's previous message is still being answered (a worker holds her
-	// session); her new request gives up after its deadline.
+	// session) and her next one waits its turn (a webhook took its place
+	// in her line): her line is full, and a third is refused at once.
 	busy, err := q.AcquireAll(context.Background(), "alice", chat)
 	if err != nil {
 		panic(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-	defer cancel()
-	post(ctx, "alice")
+	queued, err := q.Join("alice", chat)
+	if err != nil {
+		panic(err)
+	}
+	post("alice")
+	queued.Leave()
 	busy.Release()
 
 	// Shutdown: nothing is out, so Drain closes the queue at once.
 	if err := q.Drain(context.Background()); err != nil {
 		panic(err)
 	}
-	post(context.Background(), "bob")
+	post("bob")
 	// Output:
 	// "alice": 200 "reply to alice" Retry-After=""
 	// "": 400 "Bad Request\n" Retry-After=""
@@ -77,6 +82,12 @@ func ExampleHandler() {
 // controller drives: the middleware reports each request's answer, so the
 // provider's 429s, passed on by the handler, lower the limit with no code
 // in the handler (DefaultOutcome counts 429 and 503 as overloads).
+//
+// One refusal is shown: the first overload lowers the limit at once, by
+// the backoff (0.9 of 8, so 7). Whether a later refusal lowers it again
+// depends on when its request was admitted (one admitted before the cut,
+// to about a millisecond, saw the higher limit and is not counted), which
+// a fixed output cannot show.
 func ExampleHandler_adaptive() {
 	q := lanequeue.New[string]()
 	defer q.Close()
@@ -106,11 +117,15 @@ func ExampleHandler_adaptive() {
 	}))
 
 	fmt.Println("limit", ctl.Limit())
-	for range 8 { // one round trip at a limit of 8
-		proxy.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/v1/chat", nil))
-	}
-	fmt.Println("limit", ctl.Limit())
+	w := httptest.NewRecorder()
+	proxy.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/chat", nil))
+	st := ctl.Stats()
+	fmt.Println("answer", w.Code)
+	fmt.Println("limit", st.Limit, "after an", st.LastReason)
+	fmt.Println("lane capacity", sem.Capacity())
 	// Output:
 	// limit 8
-	// limit 7
+	// answer 429
+	// limit 7 after an overload
+	// lane capacity 7
 }

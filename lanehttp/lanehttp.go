@@ -18,6 +18,18 @@
 //		},
 //	}, chatHandler)
 //
+// Keys: a key comes from the request, so a client chooses it, and a keyed
+// lane keeps a key's entry (the key's bytes with it) while it is idle:
+// up to keyedsem.WithMaxKeys idle keys (default 4096) for the idle timeout
+// (default an hour). The middleware refuses a key longer than
+// [Config.MaxKeyBytes] (default [DefaultMaxKeyBytes], 256) with 400 Bad
+// Request before it reaches any lane, so the idle keys' bytes are bounded
+// by WithMaxKeys × MaxKeyBytes: 4096 × 256 B = 1 MiB with the defaults,
+// plus about a hundred bytes of entry per key. It answers 400 and not 431
+// Request Header Fields Too Large because it cannot know where Key found
+// the key (a header, the path, a cookie, the body); [Config.Reject] is
+// given [ErrKeyTooLong] and may answer 431 when the key is a header.
+//
 // Outcomes: the middleware ends each request's ticket with
 // [lanequeue.Ticket.Finish], telling the observers of its lanes
 // ([lanequeue.Queue.ObserveLane], such as an adaptive.Controller driving
@@ -46,6 +58,7 @@ package lanehttp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"strconv"
@@ -59,6 +72,17 @@ import (
 // DefaultRetryAfter is the Retry-After of a refusal whose error carries no
 // retry time, when [Config.RetryAfter] is 0.
 const DefaultRetryAfter = time.Second
+
+// DefaultMaxKeyBytes is the longest key, in bytes, that [Middleware]
+// admits when [Config.MaxKeyBytes] is 0: room for a UUID, a hash in hex or
+// a tenant and a session ID, and, with a keyed lane's default of 4096
+// idle keys, at most 1 MiB of idle keys' bytes.
+const DefaultMaxKeyBytes = 256
+
+// ErrKeyTooLong is the error, wrapped, that [Config.Reject] is given for a
+// request whose key is longer than [Config.MaxKeyBytes] (answered 400 Bad
+// Request).
+var ErrKeyTooLong = errors.New("lanehttp: key too long")
 
 // Config says which lanes a request takes and how refusals are answered.
 // Queue, Lanes and Key are required.
@@ -74,6 +98,16 @@ type Config[K comparable] struct {
 	// than the zero K: every request given the same key waits in that
 	// key's one line, so keyless requests would all run one at a time.
 	Key func(*http.Request) (K, error)
+	// MaxKeyBytes bounds the key Key returns, in bytes: a longer one
+	// answers 400 Bad Request (Reject is given an error wrapping
+	// [ErrKeyTooLong]), reaches no lane and leaves nothing behind, and the
+	// handler is not called. A key's bytes are those of its strings: a
+	// string key's length; the sum of its strings' lengths for a key
+	// that is a struct or an array (the rest of K is fixed by its type).
+	// 0 means [DefaultMaxKeyBytes]; a negative value makes Middleware
+	// panic. Raise it only as far as the keys need: a keyed lane keeps
+	// every idle key's bytes for its idle timeout (see the package docs).
+	MaxKeyBytes int
 	// Options, if not nil, returns the request's acquire options: its
 	// weight (lanequeue.WithWeight, WithLaneWeight), priority
 	// (WithPriority), sequence number (WithSequence). An error answers 400
@@ -148,12 +182,14 @@ func Handler[K comparable](cfg Config[K], next http.Handler) http.Handler {
 // 429 and 503 carry a Retry-After: the error's [lanequeue.LaneError]
 // RetryAfter when known (a rate lane's next token), or [Config.RetryAfter].
 //
-// A request whose Key or Options fails gets 400 Bad Request with the
-// status text as the body (or [Config.Reject]'s answer).
+// A request whose Key or Options fails, or whose key is longer than
+// [Config.MaxKeyBytes], gets 400 Bad Request with the status text as the
+// body (or [Config.Reject]'s answer).
 //
 // Middleware panics if cfg has no Queue or Key, if Lanes is empty (not
-// set: make it with Queue.Lanes), or if Lanes is not a set of Queue: a
-// programming error, found when the server is set up.
+// set: make it with Queue.Lanes), if Lanes is not a set of Queue, or if
+// MaxKeyBytes is negative: a programming error, found when the server is
+// set up.
 func Middleware[K comparable](cfg Config[K]) func(http.Handler) http.Handler {
 	if cfg.Queue == nil {
 		panic("lanehttp: Config.Queue is nil")
@@ -167,6 +203,13 @@ func Middleware[K comparable](cfg Config[K]) func(http.Handler) http.Handler {
 	case errors.Is(err, lanequeue.ErrUnknownLane):
 		panic("lanehttp: Config.Lanes: " + err.Error())
 	}
+	switch {
+	case cfg.MaxKeyBytes < 0:
+		panic("lanehttp: Config.MaxKeyBytes is negative: 0 means DefaultMaxKeyBytes")
+	case cfg.MaxKeyBytes == 0:
+		cfg.MaxKeyBytes = DefaultMaxKeyBytes
+	}
+	keyBytes := keyMeasure[K]()
 	if cfg.RetryAfter <= 0 {
 		cfg.RetryAfter = DefaultRetryAfter
 	}
@@ -178,6 +221,10 @@ func Middleware[K comparable](cfg Config[K]) func(http.Handler) http.Handler {
 			key, err := cfg.Key(r)
 			if err != nil {
 				cfg.answer(w, r, http.StatusBadRequest, err)
+				return
+			}
+			if n := keyBytes(key); n > cfg.MaxKeyBytes {
+				cfg.answer(w, r, http.StatusBadRequest, fmt.Errorf("%w: %d bytes, over Config.MaxKeyBytes (%d)", ErrKeyTooLong, n, cfg.MaxKeyBytes))
 				return
 			}
 			var opts []lanequeue.AcquireOption

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -203,6 +204,38 @@ func TestFullGlobalLineIs503(t *testing.T) {
 	nothingHeld(t, f.q)
 }
 
+// expiringCtx is a context whose deadline passes when the test says
+// (expire), so that a request's wait surely began before it: a deadline
+// of a timer may pass before the request reaches the lanes, and
+// AcquireAll then fails before any lane with the bare context error (503).
+//
+// A deadline set in the struct is what Deadline reports, for the lanes
+// that look ahead (a rate lane refuses at once a call whose token comes
+// after it); the context still ends only at expire.
+type expiringCtx struct {
+	context.Context // Background: its values
+	done            chan struct{}
+	deadline        time.Time // the zero time: no deadline
+}
+
+func (c *expiringCtx) Deadline() (time.Time, bool) { return c.deadline, !c.deadline.IsZero() }
+
+func newExpiringCtx() *expiringCtx {
+	return &expiringCtx{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (c *expiringCtx) Done() <-chan struct{} { return c.done }
+func (c *expiringCtx) expire()               { close(c.done) }
+
+func (c *expiringCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
 // TestDeadlineOnTheKeyIs429: a request whose deadline (set before the
 // middleware) ends its wait for its busy key gets 429.
 func TestDeadlineOnTheKeyIs429(t *testing.T) {
@@ -211,25 +244,35 @@ func TestDeadlineOnTheKeyIs429(t *testing.T) {
 	held, err := f.q.AcquireAll(context.Background(), "t1", f.set)
 	must(t, err)
 	defer held.Release()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
-	defer cancel()
-	wantStatus(t, serve(f.h, request(ctx, "t1")), http.StatusTooManyRequests, "1")
+	ctx := newExpiringCtx()
+	waiter := waitingRequest(t, f, request(ctx, "t1"), "session", 1)
+	ctx.expire()
+	wantStatus(t, testkit.Recv(t, waiter, "the request whose deadline passed"), http.StatusTooManyRequests, "1")
 }
 
 // TestRateLaneIs429WithItsNextToken: a rate lane's refusal carries the
-// time of its next token as Retry-After.
+// time of its next token as Retry-After, in whole seconds rounded up.
 func TestRateLaneIs429WithItsNextToken(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
+	t0 := time.Now()
 	if w := serve(f.rh, request(context.Background(), "t1")); w.Code != http.StatusOK {
 		t.Fatalf("first request: %d; want 200", w.Code)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
+	t1 := time.Now() // the token went between t0 and t1: the next comes 10s later
+	// A deadline that has come already (the context itself is not ended,
+	// so the call reaches the lane): the token comes after it, so the lane
+	// refuses at once.
+	ctx := newExpiringCtx()
+	t2 := time.Now()
+	ctx.deadline = t2
 	w := serve(f.rh, request(ctx, "t1"))
+	t3 := time.Now() // the lane looked between t2 and t3
 	wantStatus(t, w, http.StatusTooManyRequests, w.Header().Get("Retry-After"))
-	if s, err := strconv.Atoi(w.Header().Get("Retry-After")); err != nil || s < 6 || s > 10 {
-		t.Fatalf("Retry-After %q; want the seconds to the next token (up to 10)", w.Header().Get("Retry-After"))
+	lo := math.Ceil(t0.Add(10 * time.Second).Sub(t3).Seconds())
+	hi := math.Ceil(t1.Add(10 * time.Second).Sub(t2).Seconds())
+	if s, err := strconv.Atoi(w.Header().Get("Retry-After")); err != nil || float64(s) < lo || float64(s) > hi {
+		t.Fatalf("Retry-After %q; want the seconds to the next token, rounded up: %v to %v", w.Header().Get("Retry-After"), lo, hi)
 	}
 }
 
@@ -361,10 +404,11 @@ func TestMiddlewarePanicsOnBadConfig(t *testing.T) {
 		cfg  lanehttp.Config[string]
 		says string // the panic names the field and what is wrong with it
 	}{
-		"no queue":        {lanehttp.Config[string]{Lanes: f.set, Key: key}, "Config.Queue is nil"},
-		"no key":          {lanehttp.Config[string]{Queue: f.q, Lanes: f.set}, "Config.Key is nil"},
-		"no lanes":        {lanehttp.Config[string]{Queue: f.q, Key: key}, "Config.Lanes is empty"},
-		"another's lanes": {lanehttp.Config[string]{Queue: other, Lanes: f.set, Key: key}, "Config.Lanes: lanequeue: unknown lane"},
+		"no queue":           {lanehttp.Config[string]{Lanes: f.set, Key: key}, "Config.Queue is nil"},
+		"no key":             {lanehttp.Config[string]{Queue: f.q, Lanes: f.set}, "Config.Key is nil"},
+		"no lanes":           {lanehttp.Config[string]{Queue: f.q, Key: key}, "Config.Lanes is empty"},
+		"another's lanes":    {lanehttp.Config[string]{Queue: other, Lanes: f.set, Key: key}, "Config.Lanes: lanequeue: unknown lane"},
+		"negative key bound": {lanehttp.Config[string]{Queue: f.q, Lanes: f.set, Key: key, MaxKeyBytes: -1}, "Config.MaxKeyBytes is negative"},
 	} {
 		func() {
 			defer func() {

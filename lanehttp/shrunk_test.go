@@ -11,8 +11,9 @@ import (
 
 // TestShrunkGlobalLaneIs503: a global lane whose capacity a limit controller shrank below a
 // request's weight (adaptive over Queue.GlobalSemaphore) refuses it with
-// ErrTooHeavy; that is transient (the controller grows it back), but the
-// middleware answers 500 with no Retry-After, "what no retry mends".
+// ErrTooHeavy; that is transient (the controller grows it back), so the
+// middleware answers 503 with a Retry-After, not 500, "what no retry
+// mends".
 func TestShrunkGlobalLaneIs503(t *testing.T) {
 	q := lanequeue.Default[string](4)
 	t.Cleanup(q.Close)
