@@ -43,7 +43,7 @@ func TestMaxWaitersPerKey(t *testing.T) {
 	require.NoError(t, err)
 	q.Release()
 	p.Release()
-	r := <-w
+	r := recv(t, w, "the waiter")
 	require.NoError(t, r.err)
 	r.p.Release()
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
 )
 
@@ -22,7 +23,7 @@ func TestCancelWhileWaitingLeavesTheQueue(t *testing.T) {
 	w2 := queue(t, s, bg, "k", 1, 2)
 
 	cancel1()
-	r1 := <-w1
+	r1 := recv(t, w1, "the cancelled waiter")
 	assert.ErrorIs(t, r1.err, context.Canceled)
 	assert.False(t, r1.p.Valid(), "a failed acquire returns the zero Permit")
 	waitForWaiters(s, 1)
@@ -31,7 +32,7 @@ func TestCancelWhileWaitingLeavesTheQueue(t *testing.T) {
 	assert.Equal(t, uint64(0), st.Released, "a cancelled waiter released something")
 
 	p.Release()
-	r2 := <-w2
+	r2 := recv(t, w2, "the waiter behind it")
 	require.NoError(t, r2.err, "the waiter behind a cancelled one is served")
 	r2.p.Release()
 	assert.Equal(t, 0, s.Len())
@@ -48,8 +49,8 @@ func TestCancelledHeadServesTheNext(t *testing.T) {
 	heavy := queue(t, s, ctx, "k", 2, 1)
 	light := queue(t, s, bg, "k", 1, 2)
 	cancel()
-	assert.ErrorIs(t, (<-heavy).err, context.Canceled)
-	rl := <-light
+	assert.ErrorIs(t, recv(t, heavy, "the cancelled head").err, context.Canceled)
+	rl := recv(t, light, "the waiter behind it")
 	require.NoError(t, rl.err)
 	rl.p.Release()
 	p.Release()
@@ -92,8 +93,8 @@ func TestGrantRacingCancelHasOneOwner(t *testing.T) {
 		wg.Add(2)
 		go func() { defer wg.Done(); p.Release() }()
 		go func() { defer wg.Done(); cancel() }()
-		r := <-w
-		wg.Wait()
+		r := recv(t, w, "the waiter")
+		testkit.WaitAll(t, &wg, "the release and the cancel")
 		if r.err == nil {
 			won++
 			require.True(t, r.p.Release(), "iteration %d: the winner's permit was not its own", i)

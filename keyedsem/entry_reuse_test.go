@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
 )
 
@@ -48,7 +49,7 @@ func TestReusedEntryIsNotJoinedByTheWrongKey(t *testing.T) {
 				}
 			}()
 		}
-		wg.Wait()
+		testkit.WaitAll(t, &wg, "the churning goroutines")
 		require.False(t, bad.Load(), "two holders of x at once")
 		require.Equal(t, 0, s.Len())
 		s.Close()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
 )
 
@@ -240,7 +241,7 @@ func TestSoftCapBoundAfterConcurrentUseRace(t *testing.T) {
 				}
 			}()
 		}
-		wg.Wait()
+		testkit.WaitAll(t, &wg, "the workers")
 		st := s.Stats()
 		require.Equal(t, int64(0), st.Held)
 		require.LessOrEqual(t, s.Len(), maxKeys, "round %d: idle entries over the soft cap", round)

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
 )
 
@@ -24,7 +25,7 @@ func TestSameKeyServedInArrivalOrder(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := <-c
+			r := <-c // within the WaitAll below
 			if r.err != nil {
 				t.Error(r.err)
 				return
@@ -36,7 +37,7 @@ func TestSameKeyServedInArrivalOrder(t *testing.T) {
 		}()
 	}
 	require.True(t, p.Release())
-	wg.Wait()
+	testkit.WaitAll(t, &wg, "the waiters to be served")
 	assert.Equal(t, []int{0, 1, 2, 3, 4}, order)
 	assert.Equal(t, 0, s.Stats().Waiters)
 }
@@ -55,12 +56,12 @@ func TestHeavyRequestIsNotOvertaken(t *testing.T) {
 	assert.Equal(t, int64(2), s.Stats().Held)
 
 	p.Release()
-	rh := <-heavy
+	rh := recv(t, heavy, "the heavy head")
 	require.NoError(t, rh.err)
 	assert.Equal(t, int64(3), rh.p.Weight())
 	waitForWaiters(s, 1)
 	rh.p.Release()
-	rl := <-light
+	rl := recv(t, light, "the light waiter")
 	require.NoError(t, rl.err)
 	rl.p.Release()
 }

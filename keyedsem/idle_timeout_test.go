@@ -40,7 +40,7 @@ func TestHeldEntrySurvivesSweep(t *testing.T) {
 	assert.Equal(t, 0, s.Sweep())
 	assert.Equal(t, 1, s.Len())
 	p.Release()
-	r := <-w
+	r := recv(t, w, "the waiter")
 	require.NoError(t, r.err)
 	clk.Advance(time.Hour)
 	assert.Equal(t, 0, s.Sweep())

@@ -51,7 +51,7 @@ func TestHolderOfOneKeyNeverDelaysAnother(t *testing.T) {
 	pc.Release()
 	pb.Release()
 	pa.Release()
-	r := <-wa
+	r := recv(t, wa, "the waiter of A")
 	require.NoError(t, r.err)
 	r.p.Release()
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sessionlane/lanes/internal/permit"
 	"github.com/sessionlane/lanes/internal/waitq"
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -179,10 +180,12 @@ func (p Place[K]) take() (e *entry[K], w *waitq.Waiter, granted Permit, ok bool)
 // Cancellation: as for AcquireN. A context that has ended when Wait is
 // called, or that ended before the release that granted the place (the
 // grant may have come before Wait was called), wins over the grant: the
-// permits go back to the callers behind, as if the place had left before
-// it, and Wait returns ctx.Err(). A context that ends while Wait waits
-// takes the place out of the line at once, and the callers behind move
-// up. The caller owns a permit if and only if the error is nil.
+// permits go back to the callers behind, as if the place had left
+// before it, and Wait returns ctx.Err(); the grant counts only in
+// [Stats].Cancelled (a hand-back), not in Acquired or Released. A
+// context that ends while Wait waits takes the place out of the line at
+// once, and the callers behind move up. The caller owns a permit if and
+// only if the error is nil.
 //
 // Wait panics if ctx is nil.
 func (p Place[K]) Wait(ctx context.Context) (Permit, error) {
@@ -198,8 +201,14 @@ func (p Place[K]) Wait(ctx context.Context) (Permit, error) {
 		// Granted at Join. The context is looked at as an acquire looks
 		// at it, before handing out permits: one that has ended wins.
 		if err := ended(ctx); err != nil {
-			granted.Release()
+			// A hand-back, counted only in Cancelled, as the engine's
+			// hand-back of a grant that came too late is: the token goes
+			// back without a release (which would count the grant in
+			// Acquired and Released, and its hold), then the permits and
+			// the place's reference, serving the callers behind.
 			s.cancelled.Add(1)
+			s.untoken(permit.TokenOf(permit.Permit(granted)))
+			s.release(e, granted.Weight())
 			return Permit{}, err
 		}
 		return granted, nil

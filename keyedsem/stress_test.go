@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
 )
 
@@ -122,8 +123,8 @@ func TestExclusionUnderEvictionStress(t *testing.T) {
 					}
 				}()
 			}
-			wg.Wait()
-			cancellers.Wait()
+			testkit.WaitAll(t, &wg, "the workers")
+			testkit.WaitAll(t, &cancellers, "the cancelling goroutines")
 			require.Zero(t, over.Load(), "a key's capacity was exceeded, or a release was refused")
 			st := s.Stats()
 			assert.Equal(t, int64(0), st.Held)

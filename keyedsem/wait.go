@@ -49,12 +49,21 @@ func (l line[K]) Claim(n int64) (*permit.Token, bool) {
 // Acquired, Released nor Waited, and the permits go back to the entry.
 // The waiter's reference stays, for wait to drop.
 func (l line[K]) Unclaim(pt *permit.Token, n int64) {
-	t := tokenOf[K](pt)
-	st := permit.OwnerOf(pt).(*stripe[K])
-	st.acquired.Add(^uint64(0))
-	t.e = nil
-	l.s.tokens.Put(t)
+	l.s.untoken(pt)
 	l.e.state.Add(uint64(n)) // the entry is busy: avail stays within its bits
+}
+
+// untoken takes back the token of a grant that never reached its caller:
+// the grant is uncounted, and the token goes back to the pool at the same
+// generation (no handle of it was returned), without a release, so that
+// the grant counts in neither Acquired nor Released and no hold is
+// recorded. The grant's permits and reference are the caller's to give
+// back.
+func (s *Keyed[K]) untoken(pt *permit.Token) {
+	t := tokenOf[K](pt)
+	permit.OwnerOf(pt).(*stripe[K]).acquired.Add(^uint64(0))
+	t.e = nil
+	s.tokens.Put(t)
 }
 
 func (l line[K]) Dequeued(int64) { l.s.waiters.Add(-1) }

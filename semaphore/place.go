@@ -214,10 +214,11 @@ func (p Place) take() (w *waitq.Waiter, granted Permit, ok bool) {
 // Cancellation: as for Acquire. A context that has ended when Wait is
 // called, or that ended before the release that granted the place (the
 // grant may have come before Wait was called), wins over the grant: the
-// permits go back to the waiters behind, as if the place had left before
-// it, and Wait returns ctx.Err(). A context that ends while Wait waits
-// takes the place out of the line at once. The caller owns a permit if
-// and only if the error is nil.
+// permits go back to the waiters behind, as if the place had left
+// before it, and Wait returns ctx.Err(); the grant counts only in
+// [Stats].Cancelled (a hand-back), not in Acquired or Released. A
+// context that ends while Wait waits takes the place out of the line at
+// once. The caller owns a permit if and only if the error is nil.
 //
 // Wait panics if ctx is nil.
 func (p Place) Wait(ctx context.Context) (Permit, error) {
@@ -232,8 +233,8 @@ func (p Place) Wait(ctx context.Context) (Permit, error) {
 	if w == nil {
 		// Granted at Join: an ended context wins, as in Acquire.
 		if ctxEnded(ctx) {
-			granted.Release()
-			return Permit{}, s.failFast(ctx)
+			s.handBackJoined(granted)
+			return Permit{}, ctx.Err()
 		}
 		return granted, nil
 	}
@@ -245,6 +246,22 @@ func (p Place) Wait(ctx context.Context) (Permit, error) {
 	perm, err := waitq.Wait(ctx, &s.q, (*owner)(s), &s.wcache, w, mw)
 	s.waited(since, err)
 	return Permit(perm), err
+}
+
+// handBackJoined gives back the permits of a place granted at Join whose
+// Wait found its context ended: a hand-back, counted only in Cancelled, as
+// the engine's hand-back of a grant that came too late is (a Release would
+// count the grant in Acquired and Released, and its hold). The waiters
+// behind are served. A semaphore that keeps places does not barge (Join
+// refuses WithBarging).
+func (s *Weighted) handBackJoined(p Permit) {
+	var wake waitq.Chain
+	s.mu.Lock()
+	s.cancelled++
+	s.untake(permit.TokenOf(permit.Permit(p)), p.Weight())
+	s.grantLocked(&wake)
+	s.mu.Unlock()
+	wake.Wake()
 }
 
 // Leave gives the place up: a place still in line leaves it (the waiters

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,14 +33,18 @@ func joinTurn(t *testing.T, s *semaphore.Weighted, label string, n int64, turn s
 // serviceOrder waits for every place from a goroutine of its own, releases
 // holder, and returns the labels in the order the places were granted:
 // each waiter sends its label before it releases, so on a semaphore of
-// capacity 1 the sends are in grant order.
+// capacity 1 the sends are in grant order. The books are checked once
+// every waiter has released (the last label is sent before its release).
 func serviceOrder(t *testing.T, s *semaphore.Weighted, holder semaphore.Permit, places ...labelled) string {
 	t.Helper()
 	out := make(chan string, len(places))
 	ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
 	defer cancel()
+	var wg sync.WaitGroup
 	for _, p := range places {
+		wg.Add(1)
 		go func() {
+			defer wg.Done()
 			perm, err := p.pl.Wait(ctx)
 			if err != nil {
 				out <- p.label + ": " + err.Error()
@@ -54,6 +59,7 @@ func serviceOrder(t *testing.T, s *semaphore.Weighted, holder semaphore.Permit, 
 	for i := range got {
 		got[i] = testkit.Recv(t, out, fmt.Sprintf("grant %d of %d (so far %v)", i+1, len(places), got[:i]))
 	}
+	testkit.WaitAll(t, &wg, "the waiters to release")
 	requireBalanced(t, s)
 	return fmt.Sprint(got)
 }
@@ -102,9 +108,12 @@ func TestJoinOrderedBesideAcquireTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := make(chan string, 3)
+	var wg sync.WaitGroup // the books are checked once every waiter has released
 	acquire := func(label string, p int) {
 		want := s.Stats().Waiters + 1
+		wg.Add(1)
 		go func() {
+			defer wg.Done()
 			perm, err := s.AcquireTurn(context.Background(), 1, semaphore.Turn{Priority: p})
 			if err != nil {
 				out <- label + ": " + err.Error()
@@ -117,7 +126,9 @@ func TestJoinOrderedBesideAcquireTurn(t *testing.T) {
 	}
 	acquire("low", -1)
 	acquire("high", 1)
+	wg.Add(1)
 	go func() {
+		defer wg.Done()
 		perm, err := pl.Wait(context.Background())
 		if err != nil {
 			out <- "join: " + err.Error()
@@ -134,6 +145,7 @@ func TestJoinOrderedBesideAcquireTurn(t *testing.T) {
 	if g, want := fmt.Sprint(got), "[high join low]"; g != want {
 		t.Fatalf("served %s; want %s", g, want)
 	}
+	testkit.WaitAll(t, &wg, "the waiters to release")
 	requireBalanced(t, s)
 }
 

@@ -297,6 +297,15 @@ func (o *owner) Unclaim(t *permit.Token, n int64) {
 	if s.fair != nil {
 		s.fair.unserved(t)
 	}
+	s.untake(t, n)
+}
+
+// untake gives back n permits and their token t, taken by a grant that
+// never reached its caller, without a release: the token stays at its
+// generation, so the grant counts in neither Acquired nor Released, and
+// no hold is recorded. It must be called with mu held; the caller serves
+// the waiters after it.
+func (s *Weighted) untake(t *permit.Token, n int64) {
 	if t.Slot >= 0 {
 		// An inline token: its bit and the permits go back to the word
 		// at once, as Permit.Release would, but at the same generation.

@@ -41,3 +41,26 @@ func TestAllQueuedOrReturnedCountsNoCallerTwice(t *testing.T) {
 		t.Fatal("two returned callers of two were not all accounted for")
 	}
 }
+
+// TestGateHoldsOneCall: a shut Gate holds the next call of Err until Open,
+// and only that one; an open Gate holds nothing; Err is nil throughout.
+func TestGateHoldsOneCall(t *testing.T) {
+	g := testkit.NewGate()
+	if g.Err() != nil || g.Done() == nil {
+		t.Fatal("an open Gate: Err not nil, or Done nil")
+	}
+	g.Shut()
+	var passed atomic.Bool
+	done := testkit.Go(func() error { err := g.Err(); passed.Store(true); return err })
+	g.Held(t, "the call the Gate holds")
+	if passed.Load() {
+		t.Fatal("the held call returned before Open")
+	}
+	if g.Err() != nil {
+		t.Fatal("a second call of Err, while the first is held: not nil")
+	}
+	g.Open()
+	if err := testkit.Recv(t, done, "the held call after Open"); err != nil {
+		t.Fatalf("Err = %v; want nil", err)
+	}
+}
