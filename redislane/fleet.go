@@ -204,6 +204,18 @@ func newFleet(c *core) *fleet {
 
 func (f *fleet) leaderLocked(now time.Time) bool { return f.leader && now.Before(f.deadline) }
 
+// seeTerm records a term read from a reply. The fleet script never returns
+// a term below the highest one the caller saw (it is passed the caller's
+// Term), and the instance never takes one either.
+func (f *fleet) seeTerm(term int64) {
+	for {
+		old := f.term.Load()
+		if term <= old || f.term.CompareAndSwap(old, term) {
+			return
+		}
+	}
+}
+
 // seen records a limit read from a reply.
 func (f *fleet) seen(limit int64) { f.limit.Store(limit) }
 
@@ -298,7 +310,7 @@ func (f *fleet) call(resign bool) bool {
 	v, err := fleetScript.Run(ctx, c.client,
 		[]string{c.metaKey, c.prefix + ":leader", rk[0], rk[1], rk[2], rk[3]},
 		f.id, c.limit(), c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub,
-		flag(f.candidate.Load()), ms(f.lttl), flag(set), want, wantTerm, flag(resign),
+		flag(f.candidate.Load()), ms(f.lttl), flag(set), want, wantTerm, flag(resign), f.term.Load(),
 	).Int64Slice()
 	if err == nil && len(v) != 4 {
 		err = fmt.Errorf("%w: fleet script returned %v", errBadReply, v)
@@ -315,7 +327,7 @@ func (f *fleet) call(resign bool) bool {
 	}
 	f.reads.Add(1)
 	f.limit.Store(limit)
-	f.term.Store(term)
+	f.seeTerm(term)
 	if written {
 		f.writes.Add(1)
 	}
