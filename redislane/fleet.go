@@ -63,7 +63,9 @@ func WithLimitRefresh(d time.Duration) Option {
 // the leader key {lanes:<name>}:leader absent takes it (in a Lua script,
 // for three refresh intervals, renewed every interval) and begins a new
 // term, a number larger than every term before, also after Redis lost its
-// state (it is seeded from the server clock). A write carries the term in
+// state or restored an older one (see the package doc: the term is then
+// moved past every term seen, and a restored leadership is void). A write
+// carries the term in
 // which its value was proposed and is applied only if its sender still
 // holds the leadership in that term, so a leader that was replaced, or
 // that was paused and woke up, cannot write. A leader counts itself the
@@ -103,10 +105,11 @@ func WithLimitRefresh(d time.Duration) Option {
 // a fifth after its last successful renewal) the instance stops counting
 // itself the leader, and its later SetCapacity calls are dropped like a
 // follower's. Once Redis answers, the first candidate to call after the
-// leader key expired becomes the leader. After Redis lost
-// its state, the lane is recreated with the limit of the instance that
-// calls first (the last limit it read) and is quarantined as any lane
-// (see [WithQuarantine]).
+// leader key expired becomes the leader. After Redis lost its state, or
+// restarted from an older one (a snapshot, an append-only file), the lane
+// takes the limit of the instance that calls first (the last limit it
+// read), gets a new term, and is quarantined as any lane (see
+// [WithQuarantine] and the package doc).
 //
 // Every instance of a fleet lane must be a Fleet: a [NewWeighted] or a
 // [NewKeyed] instance of the same name fails with [ErrCapacityMismatch],
@@ -156,8 +159,9 @@ func (f *Fleet) Leader() bool {
 	return fl.leaderLocked(time.Now())
 }
 
-// Term returns the term of the leadership this instance last saw (its own
-// or another instance's); terms increase with each new leader.
+// Term returns the highest term of a leadership this instance saw (its own
+// or another instance's); terms increase with each new leader, and Term
+// never goes back, whatever Redis lost or restored.
 func (f *Fleet) Term() int64 { return f.c.fleet.term.Load() }
 
 // fleet is the state of a Fleet's lane that Weighted does not have.
