@@ -119,8 +119,9 @@
 // complete: the lane cannot tell them from a restore, and errs on the safe
 // side. The scripts need INFO: a Redis user whose ACL forbids it (INFO is
 // in @dangerous) gets an error from every call of the lane, rather than a
-// lane that cannot see restarts. Reading it costs each script call a few
-// microseconds of the server's thread.
+// lane that cannot see restarts. Reading it costs each acquire, refresh
+// and fleet call, and each release that hands permits on, some ten
+// microseconds of the server's thread (Redis 7.0 on a loaded 2-core VM).
 //
 // A fleet lane ([Fleet]) whose state was lost or restored also gets a new
 // term: above the stored one, above every term that the instance making
