@@ -90,8 +90,9 @@
 //
 // # Persistence, restarts and failover
 //
-// Every persistence setting is safe, none included, because the lane
-// treats every restart of Redis as a loss of its state. A restart that
+// Every persistence setting is safe for the guarantees above, none
+// included, because the lane treats every restart of Redis as a loss of
+// its state. A restart that
 // loads an RDB snapshot (Debian's default configuration has save points)
 // or an append-only file written with appendfsync everysec (up to a second
 // of writes, or more when a disk stalls) brings the lane back without its
@@ -103,14 +104,15 @@
 // written by another server process takes the path of a lost state: the
 // lane is quarantined, holders whose grants came back with leases still
 // running keep them (their refreshes find them), the others' refreshes
-// fail (cause [ErrLeaseLost]).
-// The other settings only change what comes back, never the bound: with no
-// persistence the lane starts empty; with appendfsync always no
-// acknowledged grant is lost, but the lane cannot tell and is quarantined
-// all the same. Whatever the setting, each restart costs one quarantine
-// in which the lane grants nothing. WithQuarantine(0) is safe only on a
-// Redis that never loses a write it acknowledged (appendfsync always and
-// no failover).
+// fail (cause [ErrLeaseLost]). The settings only change what comes back,
+// never the bound: with no persistence the lane starts empty; with
+// appendfsync always no acknowledged grant is lost, but the lane cannot
+// tell and is quarantined all the same. Whatever the setting, each restart
+// costs one quarantine in which the lane grants nothing (and so does the
+// first call on a lane whose state was written by a version of this
+// package that did not store the run_id). WithQuarantine(0) is safe only
+// on a Redis that never loses a write it acknowledged (appendfsync always
+// and no failover).
 //
 // The run_id is compared on the node that holds the lane's keys: the
 // lane's node in a Cluster (each node has its own run_id). A failover to a
