@@ -74,9 +74,12 @@ func WithLimitRefresh(d time.Duration) Option {
 // the instances run at the same rate, two instances never both count
 // themselves the leader.
 //
-// A write that Redis loses (a failover to a replica that had not received
-// it) is made again by the leader at its next call, while its term lasts;
-// until then the limit before it is the one in force.
+// A write that Redis loses is made again by the leader at its next call,
+// while its term lasts; until then the limit before it is the one in
+// force. A failover or a restart, which lose writes too, end the term
+// (the lane sees another server process: see the package doc); the lane
+// then takes the limit that the first instance to call after it last
+// read, which is the lost write once that instance had read it.
 //
 // Each instance reads the limit once per refresh interval (and from the
 // replies of its own writes and refused acquires), so its [Fleet.Capacity]
