@@ -57,8 +57,8 @@
 //     token of every permit of the lane granted before it, also after Redis
 //     lost its state (tokens are seeded from the server clock in
 //     microseconds);
-//   - after Redis lost the lane's state (a restart without persistence, a
-//     flush, an eviction), the lane grants nothing for one quarantine
+//   - after Redis lost the lane's state, or restarted whatever its
+//     persistence (see below), the lane grants nothing for one quarantine
 //     (default: one lease; see [WithQuarantine]), so that the holders from
 //     before, whose refreshes now fail, see their leases end before anybody
 //     else is granted. A new lane is quarantined too, as Redis cannot tell
@@ -68,8 +68,12 @@
 //
 // A Redis lane protects a downstream service from overload. It is not a
 // proof of mutual exclusion. Redis replication is asynchronous: after a
-// failover, the new primary may have missed the latest grants, and two
-// holders may overlap for up to one lease. A holder whose process pauses
+// failover, the new primary may have missed the latest grants. The lane is
+// quarantined there (see below), which keeps those holders apart from new
+// ones only if the old primary stopped granting before the new one began;
+// Redis does not promise that (a primary cut off from its replicas accepts
+// writes until it notices), so two holders may overlap for up to one lease.
+// A holder whose process pauses
 // (garbage collection, SIGSTOP, a VM migration) past its deadline may still
 // act before it looks at its context. A machine that suspends stops the
 // monotonic clock of its processes. A call that the network delivers very
@@ -83,6 +87,54 @@
 // an eviction of a lane's keys loses permits like a restart, and is only
 // detected when the lane's meta key goes too. Keys carry the hash tag
 // {lanes:<name>}, so one lane lives in one Cluster slot.
+//
+// # Persistence, restarts and failover
+//
+// Every persistence setting is safe for the guarantees above, none
+// included, because the lane treats every restart of Redis as a loss of
+// its state. A restart that
+// loads an RDB snapshot (Debian's default configuration has save points)
+// or an append-only file written with appendfsync everysec (up to a second
+// of writes, or more when a disk stalls) brings the lane back without its
+// latest grants, with its meta hash; the holders of those grants cannot be
+// told, and they go on until their leases run out. So the scripts read the
+// run_id of the server process (INFO server: a random id drawn at each
+// start of redis-server, which no snapshot or append-only file restores)
+// and keep it in the lane's meta hash. A script that finds the state
+// written by another server process takes the path of a lost state: the
+// lane is quarantined, holders whose grants came back with leases still
+// running keep them (their refreshes find them), the others' refreshes
+// fail (cause [ErrLeaseLost]). The settings only change what comes back,
+// never the bound: with no persistence the lane starts empty; with
+// appendfsync always no acknowledged grant is lost, but the lane cannot
+// tell and is quarantined all the same. Whatever the setting, each restart
+// costs one quarantine in which the lane grants nothing (and so does the
+// first call on a lane whose state was written by a version of this
+// package that did not store the run_id). WithQuarantine(0) is safe only
+// on a Redis that never loses a write it acknowledged (appendfsync always
+// and no failover).
+//
+// The run_id is compared on the node that holds the lane's keys: the
+// lane's node in a Cluster (each node has its own run_id). A failover to a
+// replica (whose run_id differs), and a slot migration that moves the lane
+// to another node, quarantine the lane too, although the keys may be
+// complete: the lane cannot tell them from a restore, and errs on the safe
+// side. The scripts need INFO: a Redis user whose ACL forbids it (INFO is
+// in @dangerous) gets an error from every call of the lane, rather than a
+// lane that cannot see restarts. Reading it costs each acquire, refresh
+// and fleet call, and each release that hands permits on, some ten
+// microseconds of the server's thread (Redis 7.0 on a loaded 2-core VM).
+//
+// A fleet lane ([Fleet]) whose state was lost or restored also gets a new
+// term: above the stored one, above every term that the instance making
+// the call has seen ([Fleet.Term], which never goes back), and above the
+// server clock in microseconds; a leadership that the leader key brought
+// back from an earlier term is void, and the lane takes the limit that
+// the calling instance last read, as a lane re-created from nothing does.
+// After a loss, fencing tokens go on above every token granted before it:
+// the first grant comes after the quarantine, with a token seeded from the
+// server clock (this needs the server's clock not to step back by more
+// than the quarantine).
 //
 // # Configuration
 //

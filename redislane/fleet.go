@@ -63,7 +63,9 @@ func WithLimitRefresh(d time.Duration) Option {
 // the leader key {lanes:<name>}:leader absent takes it (in a Lua script,
 // for three refresh intervals, renewed every interval) and begins a new
 // term, a number larger than every term before, also after Redis lost its
-// state (it is seeded from the server clock). A write carries the term in
+// state or restored an older one (see the package doc: the term is then
+// moved past every term seen, and a restored leadership is void). A write
+// carries the term in
 // which its value was proposed and is applied only if its sender still
 // holds the leadership in that term, so a leader that was replaced, or
 // that was paused and woke up, cannot write. A leader counts itself the
@@ -72,9 +74,12 @@ func WithLimitRefresh(d time.Duration) Option {
 // the instances run at the same rate, two instances never both count
 // themselves the leader.
 //
-// A write that Redis loses (a failover to a replica that had not received
-// it) is made again by the leader at its next call, while its term lasts;
-// until then the limit before it is the one in force.
+// A write that Redis loses is made again by the leader at its next call,
+// while its term lasts; until then the limit before it is the one in
+// force. A failover or a restart, which lose writes too, end the term
+// (the lane sees another server process: see the package doc); the lane
+// then takes the limit that the first instance to call after it last
+// read, which is the lost write once that instance had read it.
 //
 // Each instance reads the limit once per refresh interval (and from the
 // replies of its own writes and refused acquires), so its [Fleet.Capacity]
@@ -103,10 +108,11 @@ func WithLimitRefresh(d time.Duration) Option {
 // a fifth after its last successful renewal) the instance stops counting
 // itself the leader, and its later SetCapacity calls are dropped like a
 // follower's. Once Redis answers, the first candidate to call after the
-// leader key expired becomes the leader. After Redis lost
-// its state, the lane is recreated with the limit of the instance that
-// calls first (the last limit it read) and is quarantined as any lane
-// (see [WithQuarantine]).
+// leader key expired becomes the leader. After Redis lost its state, or
+// restarted from an older one (a snapshot, an append-only file), the lane
+// takes the limit of the instance that calls first (the last limit it
+// read), gets a new term, and is quarantined as any lane (see
+// [WithQuarantine] and the package doc).
 //
 // Every instance of a fleet lane must be a Fleet: a [NewWeighted] or a
 // [NewKeyed] instance of the same name fails with [ErrCapacityMismatch],
@@ -156,8 +162,9 @@ func (f *Fleet) Leader() bool {
 	return fl.leaderLocked(time.Now())
 }
 
-// Term returns the term of the leadership this instance last saw (its own
-// or another instance's); terms increase with each new leader.
+// Term returns the highest term of a leadership this instance saw (its own
+// or another instance's); terms increase with each new leader, and Term
+// never goes back, whatever Redis lost or restored.
 func (f *Fleet) Term() int64 { return f.c.fleet.term.Load() }
 
 // fleet is the state of a Fleet's lane that Weighted does not have.
@@ -203,6 +210,18 @@ func newFleet(c *core) *fleet {
 }
 
 func (f *fleet) leaderLocked(now time.Time) bool { return f.leader && now.Before(f.deadline) }
+
+// seeTerm records a term read from a reply. The fleet script never returns
+// a term below the highest one the caller saw (it is passed the caller's
+// Term), and the instance never takes one either.
+func (f *fleet) seeTerm(term int64) {
+	for {
+		old := f.term.Load()
+		if term <= old || f.term.CompareAndSwap(old, term) {
+			return
+		}
+	}
+}
 
 // seen records a limit read from a reply.
 func (f *fleet) seen(limit int64) { f.limit.Store(limit) }
@@ -298,7 +317,7 @@ func (f *fleet) call(resign bool) bool {
 	v, err := fleetScript.Run(ctx, c.client,
 		[]string{c.metaKey, c.prefix + ":leader", rk[0], rk[1], rk[2], rk[3]},
 		f.id, c.limit(), c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub,
-		flag(f.candidate.Load()), ms(f.lttl), flag(set), want, wantTerm, flag(resign),
+		flag(f.candidate.Load()), ms(f.lttl), flag(set), want, wantTerm, flag(resign), f.term.Load(),
 	).Int64Slice()
 	if err == nil && len(v) != 4 {
 		err = fmt.Errorf("%w: fleet script returned %v", errBadReply, v)
@@ -315,7 +334,7 @@ func (f *fleet) call(resign bool) bool {
 	}
 	f.reads.Add(1)
 	f.limit.Store(limit)
-	f.term.Store(term)
+	f.seeTerm(term)
 	if written {
 		f.writes.Add(1)
 	}

@@ -221,3 +221,30 @@ func TestClosedClientFailsAtOnce(t *testing.T) {
 	require.NotErrorIs(t, err, context.DeadlineExceeded, "Acquire retried until its context ended")
 	assert.Equal(t, uint64(1), s.Stats().Rejected)
 }
+
+// The scripts read the server's run_id with INFO, to tell a restart that
+// loaded old state (see the package doc). A user whose ACL forbids INFO
+// gets an error that says so, at once, rather than a lane that grants
+// without seeing restarts; nothing is left in Redis.
+func TestUserWithoutInfoIsRefused(t *testing.T) {
+	srv := startRedis(t)
+	admin := newClient(t, srv.Addr)
+	ctx := testCtx(t)
+	require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", "noinfo", "on", ">pw", "~*", "&*", "+@all", "-info").Err())
+	rc := newClient(t, srv.Addr, func(o *redis.Options) { o.Username, o.Password = "noinfo", "pw" })
+	name := laneName(t)
+	s, err := redislane.NewWeighted(rc, name, 1, redislane.WithLease(testLease), redislane.WithQuarantine(0))
+	require.NoError(t, err)
+	defer s.Close()
+	p, err := s.Acquire(ctx, 1)
+	if err == nil {
+		p.Release()
+		t.Fatal("granted to a user whose scripts cannot read the run_id")
+	}
+	assert.ErrorContains(t, err, "INFO")
+	tp, ok := s.TryAcquire(1)
+	refused(t, tp, ok, "TryAcquire granted to a user whose scripts cannot read the run_id")
+	n, err := admin.Exists(ctx, "{lanes:"+name+"}:meta").Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "the lane's state was written")
+}

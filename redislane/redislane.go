@@ -89,14 +89,15 @@ func WithLease(d time.Duration) Option { return func(c *config) { c.lease = d } 
 func WithRefreshEvery(d time.Duration) Option { return func(c *config) { c.refreshEvery = d } }
 
 // WithQuarantine sets how long the lane grants nothing after its state in
-// Redis was created: on first use, and after Redis lost its state (a
-// restart without persistence, a failover to a replica that missed writes,
-// an eviction). Holders from before the loss see their leases end within
+// Redis was created: on first use, and after Redis lost its state or
+// restarted (without persistence, or from a snapshot or append-only file
+// that lacks the latest grants; a failover to a replica; an eviction of
+// the meta key). Holders from before the loss see their leases end within
 // one lease, so the default, the lease, keeps them from overlapping with new
 // holders. Set it to the longest lease used by any instance of the lane. 0
-// turns quarantine off: only for a Redis that never loses state while
-// permits are out, or for a lane that may overlap after a loss. A
-// negative d is refused.
+// turns quarantine off: only for a Redis that never loses a write it
+// acknowledged (appendfsync always, no failover), or for a lane that may
+// overlap after a loss. A negative d is refused.
 func WithQuarantine(d time.Duration) Option {
 	return func(c *config) { c.quarantine, c.quarantineSet = d, true }
 }

@@ -8,8 +8,11 @@ import "github.com/redis/go-redis/v9"
 //
 //	{lanes:<name>}:meta   hash: limit, kind, fence (the last fencing token),
 //	                      qu (quarantine until, ms), ml (longest lease seen,
-//	                      ms), epoch (creation time, ms). No TTL: it is what
+//	                      ms), epoch (creation time, ms), rid (the run_id of
+//	                      the server process that last found the state
+//	                      lost), term (a fleet lane's). No TTL: it is what
 //	                      tells a lane in use from a lane whose state is gone.
+//	{lanes:<name>}:leader a fleet lane's leader: "<id> <term>", with a TTL.
 //	{lanes:<name>}:wake   pub/sub channel: "<id> <fence> <arrival number>"
 //	                      for every permit handed to a queued waiter.
 //
@@ -45,21 +48,65 @@ local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
 -- integers are written with %.0f: exact below 2^53, never in e-notation
 local function s(x) return string.format('%.0f', x) end
 
--- meta reads the lane's meta hash, creating it (with a quarantine) when it
--- is missing: on first use, or because Redis lost the lane's state.
-local function meta(mk, limit, kind, lease, quar)
-  local m = redis.call('HMGET', mk, 'limit', 'kind', 'qu', 'ml', 'fence')
+-- server_id returns the run_id of the server process that runs the
+-- script: a random id drawn at each start of redis-server, its own on
+-- each node and replica, which no snapshot or append-only file restores.
+-- Without it a restart that loaded old state cannot be told from no
+-- restart, so a script that cannot read it fails rather than grant.
+local function server_id()
+  local ok, info = pcall(redis.call, 'INFO', 'server')
+  local id = ok and type(info) == 'string' and string.match(info, 'run_id:(%x+)')
+  if not id then
+    error({err = 'ERR redislane: the scripts need INFO server (the run_id) to tell a restart of Redis; allow INFO to this user'})
+  end
+  return id
+end
+
+-- lost is the one path for a lane whose state Redis lost, or restored
+-- from an older point (a restart that loaded a snapshot or an append-only
+-- file, a failover, a migration to another node: the state was written by
+-- another server process, rid). It quarantines the lane, so that nothing
+-- is granted until every lease granted before the loss has ended (the
+-- holders that Redis forgot cannot be told), and marks the state as this
+-- server's. A fleet lane also takes the caller's limit (the last one it
+-- read, which Redis may have lost) and a new term, above the stored one,
+-- above the caller's highest (seen) and the server clock in microseconds:
+-- terms never go back, and the leadership of an earlier term, which the
+-- leader key may have brought back, is over (fleetSrc).
+local function lost(M, limit, kind, quar, seen)
+  M.qu = math.max(M.qu, now + quar)
+  M.limit = limit
+  local set = {'limit', s(limit), 'qu', s(M.qu), 'rid', M.rid}
+  if kind == 'fleet' then
+    M.term = math.max(M.term + 1, nowus, seen + 1)
+    set[#set + 1] = 'term'
+    set[#set + 1] = s(M.term)
+  end
+  redis.call('HSET', M.mk, unpack(set))
+end
+
+-- meta reads the lane's meta hash; M.ok is false when the caller's limit
+-- or kind is not the lane's. The state is lost (see lost) when the hash is
+-- missing (on first use too, which Redis cannot tell from a loss), when it
+-- was written by another server process, or when its term is below one
+-- that the caller saw (seen: a fleet instance's highest term, else 0).
+local function meta(mk, limit, kind, lease, quar, seen)
+  seen = seen or 0
+  local m = redis.call('HMGET', mk, 'limit', 'kind', 'qu', 'ml', 'fence', 'rid', 'term')
+  local M = {mk = mk, rid = server_id(), ok = true}
   if not m[1] then
-    local M = {mk = mk, ok = true, limit = limit, qu = now + quar, ml = lease, fence = 0}
-    redis.call('HSET', mk, 'limit', limit, 'kind', kind, 'qu', s(M.qu), 'ml', lease,
-      'fence', 0, 'epoch', s(now))
+    M.qu, M.ml, M.fence, M.term = 0, lease, 0, 0
+    redis.call('HSET', mk, 'kind', kind, 'ml', lease, 'fence', 0, 'epoch', s(now))
+    lost(M, limit, kind, quar, seen)
     return M
   end
-  local M = {mk = mk, limit = tonumber(m[1]), qu = tonumber(m[3]) or 0,
-    ml = tonumber(m[4]) or 0, fence = tonumber(m[5]) or 0}
+  M.limit, M.qu, M.ml = tonumber(m[1]), tonumber(m[3]) or 0, tonumber(m[4]) or 0
+  M.fence, M.term = tonumber(m[5]) or 0, tonumber(m[7]) or 0
   -- a fleet lane's limit is the stored one, changed by its leader (fleet.go)
   M.ok = m[2] == kind and (kind == 'fleet' or M.limit == limit)
-  if M.ok and lease > M.ml then redis.call('HSET', mk, 'ml', lease); M.ml = lease end
+  if not M.ok then return M end
+  if lease > M.ml then redis.call('HSET', mk, 'ml', lease); M.ml = lease end
+  if m[6] ~= M.rid or M.term < seen then lost(M, limit, kind, quar, seen) end
   return M
 end
 
@@ -407,17 +454,21 @@ const (
 
 // fleetScript is the periodic call of every instance of a fleet lane: it
 // reads the limit in force, keeps or takes the leadership (a key holding
-// the leader's id with a TTL, taken only when absent, renewed only by its
-// holder), writes the leader's new limit, and hands out what a raise
-// frees. A write is fenced: it is applied only if the caller holds the
-// leadership in the term (a number that increases with each new leader,
-// also after Redis lost its state) in which its value was proposed. A
-// resign deletes the leader key if the caller holds it.
+// the leader's id and its term, with a TTL, taken only when absent,
+// renewed only by its holder), writes the leader's new limit, and hands out
+// what a raise frees. A write is fenced: it is applied only if the caller
+// holds the leadership in the term (a number that increases with each new
+// leader, and never goes back, whatever Redis lost or restored: see lost)
+// in which its value was proposed. A leader key whose term is not the
+// lane's is from a term that is over (Redis restored it with an older
+// state, or the state was lost since): it is void. A resign deletes the
+// leader key if the caller holds it.
 //
 // KEYS: meta, leader, then h, q, x, d of the lane's bucket
-// ARGV: id, limit (to create the lane with), kind, lease ms, quarantine ms,
-// channel, publish command, candidate (0/1), leader ttl ms, set (0/1),
-// value, term of the value, resign (0/1)
+// ARGV: id, limit (the caller's last read: to create or restore the lane
+// with), kind, lease ms, quarantine ms, channel, publish command, candidate
+// (0/1), leader ttl ms, set (0/1), value, term of the value, resign (0/1),
+// the highest term the caller saw
 var fleetScript = redis.NewScript(fleetSrc)
 
 const fleetSrc = prelude + `
@@ -425,12 +476,23 @@ local id, limit, kind = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local ttl, quar, chan, pub = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local cand, lttl, set = ARGV[8] == '1', tonumber(ARGV[9]), ARGV[10] == '1'
 local value, vterm, resign = tonumber(ARGV[11]), tonumber(ARGV[12]), ARGV[13] == '1'
+local seen = tonumber(ARGV[14]) or 0
 
-local M = meta(KEYS[1], limit, kind, ttl, quar)
+local M = meta(KEYS[1], limit, kind, ttl, quar, seen)
 if not M.ok then return {-1, 0, M.limit, 0} end
 local lk = KEYS[2]
+local term = M.term
+-- the leader key holds "<id> <term>"
 local cur = redis.call('GET', lk)
-local term = tonumber(redis.call('HGET', KEYS[1], 'term')) or 0
+if cur then
+  local cid, cterm = string.match(cur, '^(%S+) (%d+)$')
+  if cterm == s(term) then
+    cur = cid
+  else -- the leadership of a term that is over
+    redis.call('DEL', lk)
+    cur = nil
+  end
+end
 if resign then
   if cur == id then redis.call('DEL', lk) end
   return {0, term, M.limit, 0}
@@ -440,11 +502,11 @@ if cur == id then
   redis.call('PEXPIRE', lk, lttl)
   lead = true
 elseif not cur and cand then
-  -- a new term: above the last, and above the server clock in
-  -- microseconds, so that terms keep increasing when the counter is lost
-  term = math.max(term + 1, nowus)
+  -- a new term: above the last, above every term the caller saw, and
+  -- above the server clock in microseconds
+  term = math.max(term + 1, nowus, seen + 1)
   redis.call('HSET', KEYS[1], 'term', s(term))
-  redis.call('SET', lk, id, 'PX', lttl)
+  redis.call('SET', lk, id .. ' ' .. s(term), 'PX', lttl)
   lead = true
 end
 if not lead then return {0, term, M.limit, 0} end

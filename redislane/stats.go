@@ -86,7 +86,7 @@ type Stats struct {
 
 	// A Fleet's only (zero for the others):
 	Leader        bool   // the instance is the fleet's leader now
-	Term          int64  // the term of the leadership last seen
+	Term          int64  // the highest term of a leadership seen (never goes back)
 	LimitCalls    uint64 // fleet script calls made (one per refresh interval, and one per write)
 	LimitReads    uint64 // fleet script calls that went through: the limit was read
 	LimitWrites   uint64 // limits this instance wrote as the leader

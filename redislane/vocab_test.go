@@ -31,11 +31,18 @@ func TestSharedVocabulary(t *testing.T) {
 	_, err = redislane.NewKeyed(rc, laneName(t), 0)
 	assert.ErrorIs(t, err, semaphore.ErrInvalidConfig, "capacity 0")
 
-	s := newSem(t, srv.Addr, laneName(t), 1)
+	name := laneName(t)
+	s := newSem(t, srv.Addr, name, 1)
 	p, err := s.Acquire(ctx, 1)
 	require.NoError(t, err)
 	served := acquireAsync(ctx, s)
-	waitFor(t, 5*time.Second, "a waiter", func() bool { return s.Stats().Waiters == 1 })
+	// Queued in Redis, not only in the local line (Waiters counts it
+	// before its first call): a grant then waited, whenever the reply of
+	// that call comes back. A release before the call would let the
+	// waiter in at once, which does not count in Waited.
+	waitFor(t, 5*time.Second, "a waiter queued in Redis", func() bool {
+		return rc.ZCard(ctx, "{lanes:"+name+"}:g:q").Val() == 1
+	})
 	p.Release()
 	require.NoError(t, testkit.Within(t, 10*time.Second, "the waiter to be served", served))
 	st := s.Stats()
