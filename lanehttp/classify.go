@@ -18,7 +18,8 @@ type Attempt struct {
 	// Err is the error the call returned instead of a response.
 	Err error
 	// Now is when the response (or the error) came back: retry times are
-	// measured from it (see [RetryAfter]).
+	// measured from it (see [RetryAfter]). [DefaultClassifier] reads the
+	// zero time as time.Now().
 	Now time.Time
 }
 
@@ -103,7 +104,11 @@ func DefaultClassifier(a Attempt) Verdict {
 	switch code := resp.StatusCode; {
 	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable || code == statusOverloaded:
 		v.Overload, v.Retry = true, true
-		v.After, v.HasAfter = RetryAfter(resp, a.Now)
+		now := a.Now
+		if now.IsZero() {
+			now = time.Now()
+		}
+		v.After, v.HasAfter = RetryAfter(resp, now)
 	case code == http.StatusRequestTimeout:
 		v.Retry = true
 	case code == http.StatusNotImplemented || code == http.StatusHTTPVersionNotSupported:

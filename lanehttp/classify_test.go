@@ -128,3 +128,15 @@ func TestDefaultClassifierErrors(t *testing.T) {
 		t.Errorf("POST, 429 and an error: %+v; want the error's verdict, done", got)
 	}
 }
+
+// TestDefaultClassifierZeroNowIsNow: an Attempt without Now is measured
+// from the time of the call, not from year 1 (which would read any date
+// as years ahead). The date is an hour past, so the wait is 0 however
+// long the call takes.
+func TestDefaultClassifierZeroNowIsNow(t *testing.T) {
+	past := time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat)
+	got := lanehttp.DefaultClassifier(lanehttp.Attempt{Response: response(http.StatusTooManyRequests, "retry-after", past)})
+	if want := (lanehttp.Verdict{Retry: true, Overload: true, After: 0, HasAfter: true}); got != want {
+		t.Fatalf("Retry-After %q, zero Now: %+v; want %+v", past, got, want)
+	}
+}

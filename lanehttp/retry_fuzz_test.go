@@ -24,6 +24,8 @@ func FuzzRetryAfter(f *testing.F) {
 	f.Add("NaN", "Wednesday, 02-Dec-26 05:00:30 GMT", "20ms", "2026-12-02T06:00:20+01:00", "0", "Wed Dec  2 05:00:30 2026")
 	f.Add(".5", "1.5", "1.5µs", "2026-12-02T05:00:00.25Z", "000", "")
 	f.Add("1e3", "Inf", "0", "", "", "")
+	f.Add("", "", "", "2020-01-01T00:00:00Z", "0", "")
+	f.Add("", "Mon, 01 Jan 0001 00:00:00 GMT", "", "", "", "")
 	f.Fuzz(func(t *testing.T, ms, ra, reset, anthReset, remaining, date string) {
 		h := make(http.Header)
 		set := func(k, v string) {
