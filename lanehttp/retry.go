@@ -62,8 +62,8 @@ var resetHeaders = [...]resetHeader{
 // that is absent or malformed:
 //
 //  1. retry-after-ms: milliseconds, possibly fractional ("1500",
-//     "20.5"). It comes first because the providers that send it send
-//     Retry-After beside it, rounded to whole seconds.
+//     "20.5"). It comes first: it is the more precise, and the providers
+//     that send it send Retry-After beside it.
 //  2. Retry-After (RFC 9110): delay-seconds ("120"; a fraction such as
 //     "1.5" is accepted too), or an HTTP-date in any of the three forms
 //     [http.ParseTime] accepts.
@@ -88,9 +88,11 @@ var resetHeaders = [...]resetHeader{
 //
 // Times (an HTTP-date, an RFC 3339 reset) are measured from the response's
 // Date header when it parses, both being the provider's clock, so a skew
-// between the provider's clock and this machine's does not shift the wait;
-// from now otherwise. Delays and durations are measured from now, the time
-// the caller received the response.
+// between the provider's clock and this machine's does not shift the wait
+// (the wait then runs from when the provider sent the response, longer by
+// the response's transit and Date's truncation to the second); from now
+// otherwise. Delays and durations are measured from now, the time the
+// caller received the response.
 func RetryAfter(resp *http.Response, now time.Time) (time.Duration, bool) {
 	if resp == nil {
 		return 0, false
