@@ -53,6 +53,12 @@
 //
 // Shutdown: [lanequeue.Queue.Drain] after (or with) http.Server.Shutdown
 // lets the requests admitted finish and answers later ones with 503.
+//
+// Calls out to a provider: [RetryAfter] reads how long a provider's
+// response asks to wait (retry-after-ms, Retry-After, and the rate limits'
+// reset headers), and a [Classifier] ([DefaultClassifier] unless replaced)
+// makes a [Verdict] of each attempt: retry or not, overload or not, and
+// after how long.
 package lanehttp
 
 import (
