@@ -6,20 +6,25 @@
 //     (thread B waits for thread A although they share nothing),
 //   - session+global: a keyed "session" lane (one message at a time per
 //     thread, in order) and a shared "global" lane (-global calls at once),
-//   - global only: the global lane alone, fast but unordered (a thread's
-//     messages run at once and out of order), and
+//   - global only: the global lane alone, unordered (a thread's messages
+//     run at once and out of order), and
 //   - naive map: a map of one mutex per thread that drops idle entries (see
 //     naiveMap), then the global lane: it lets two holders of one thread in.
 //
-// It prints a table: throughput, p50/p99 latency (arrival to done), each
-// run's efficiency against the ideal schedule (a lower bound on the
-// shortest makespan any scheduler could reach with the same seeded
-// latencies, see bound.go), the most handlers ever seen at once for one
-// thread (must be 1), order violations (a message started before the
-// previous one of its thread had finished: must be 0), keys alive in the
-// session lane after the run, evictions, and the heap. The last two runs
-// (-defects, on by default) show the two wrong fixes breaking what the
-// lanes keep.
+// By default 64 threads share a global lane of 48, so the global lane is
+// what caps the messages in flight (see defaultConfig).
+//
+// It prints a table of 100 columns at most: per run, the messages handled,
+// the time, its share of the ideal schedule (a lower bound on the shortest
+// makespan any scheduler could reach with the same seeded latencies, see
+// bound.go), p50/p99 latency (arrival to done), the most messages in
+// flight, the messages that ran beside another of their thread and the
+// ones out of order (both must be 0 for the lanes); then a short legend
+// and the figures in words. -v adds a second table: throughput, the most
+// handlers of one thread at once, the timers' lateness, the per-thread
+// map's entries and evictions, and the heap; -json has every figure. The
+// last two runs (-defects, on by default) show the two wrong fixes
+// breaking what the lanes keep.
 //
 // -scale runs the gateway at 10,000 threads and 100,000 messages through
 // session + global (global-1 would take the whole work end to end, so it is
@@ -34,6 +39,7 @@
 // lost or handled twice; 2 for bad flags.
 //
 //	go run ./cmd/lanesim
+//	go run ./cmd/lanesim -v
 //	go run ./cmd/lanesim -keys 256 -messages 16 -latency 5ms -global 32 -json
 //	go run ./cmd/lanesim -scale
 //	go run ./cmd/lanesim -mixed
@@ -50,10 +56,12 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/keyedsem"
@@ -79,6 +87,35 @@ type config struct {
 	Defects  bool          `json:"defects"`     // also run the global lane alone and the naive map
 	Scale    bool          `json:"scale"`       // the scale run: session+global only
 	Progress time.Duration `json:"-"`           // progress line period
+
+	// model makes the simulated model call of one run through a lane of
+	// the given capacity (1 for global-1, Global otherwise); nil: a timer
+	// of the message's latency. A test puts a barrier there.
+	model func(capacity int64) modelCall
+}
+
+// modelCall is a handler's simulated model call: it reports whether the
+// call finished (false: ctx ended first).
+type modelCall func(ctx context.Context, latency time.Duration) bool
+
+// defaultConfig is the traffic and lanes of a plain `lanesim`: 64 threads of
+// 8 messages, all queued at the start, so that every thread has a message
+// ready until near the end, and a global lane of 48, below those 64: the
+// global lane is what caps the messages in flight (48 run, 16 threads wait
+// for it), which the summary under the table says.
+//
+// Why 48 and not 16 or 32, which bind harder: the naive map's defect shows
+// only when its second holder of a thread gets a global permit before the
+// first holder ends. With 64 threads over a capacity of 32, a message
+// waits about one model latency for its global permit, and the second
+// holder rarely overlaps the first (a handful of 512 messages, none with
+// 16); with 48, the wait is a third of a latency, and the defect shows in
+// about a fifth of the messages, as the global lane alone does too.
+func defaultConfig() config {
+	return config{
+		Keys: 64, Channels: 4, Messages: 8, Latency: 2 * time.Millisecond, Jitter: 0.5,
+		Global: 48, Duration: 20 * time.Second, Seed: 1, Defects: true, Progress: 250 * time.Millisecond,
+	}
 }
 
 // threadKey names a chat thread: a struct key, no string building.
@@ -101,10 +138,19 @@ type mode struct {
 	Naive  bool // a naiveMap's lock per thread first
 }
 
+// capacity is the capacity of m's global lane: 1 for global-1, the global
+// lane's otherwise.
+func (m mode) capacity(cfg config) int64 {
+	if slices.Contains(m.Lanes, "serial") {
+		return 1
+	}
+	return cfg.Global
+}
+
 var (
 	modeGlobal1 = mode{Name: "global-1 (bug)", Lanes: []string{"serial"}, PerKey: true}
 	modeSession = mode{Name: "session+global", Lanes: []string{"session", "global"}, PerKey: true}
-	modeUnsafe  = mode{Name: "global only (unordered)", Lanes: []string{"global"}, PerKey: false}
+	modeUnsafe  = mode{Name: "global only", Lanes: []string{"global"}, PerKey: false}
 	modeNaive   = mode{Name: "naive map+global", Lanes: []string{"global"}, Naive: true}
 )
 
@@ -225,6 +271,10 @@ func simulate(ctx context.Context, cfg config, m mode, progress io.Writer) resul
 	)
 	yardstick := planBound(&cfg, cfg.Global)
 	var overshoot atomic.Int64 // sum over handled messages (ns)
+	call := modelCall(sleep)
+	if cfg.model != nil {
+		call = cfg.model(m.capacity(cfg))
+	}
 	start := time.Now()
 	stopProgress := startProgress(progress, cfg.Progress, m.Name, total, &handled, &inFlight)
 
@@ -279,7 +329,7 @@ func simulate(ctx context.Context, cfg config, m mode, progress io.Writer) resul
 						violations.Add(1)
 					}
 					began := time.Now()
-					done := sleep(ctx, msg.latency) // the model call
+					done := call(ctx, msg.latency) // the model call
 					took := time.Since(began)
 					tr.finish(msg.seq)
 					inFlight.Add(-1)
@@ -432,41 +482,47 @@ Simulates a chat gateway: threads on channels send messages, each handled by
 a simulated model call (a timer of the seeded latency), through one global
 lane of capacity 1 (the serialising bug: slow), through a per-thread session
 lane plus a global lane (the fix), and, with -defects (the default), through
-the two wrong fixes: the global lane alone (fast, but a thread's messages
-run at once and out of order) and a naive map of one mutex per thread that
-drops idle entries (fast, but it lets two holders of one thread in: a caller
-waiting for an entry's mutex is not counted, so the entry is dropped under
-it and the thread's next caller makes a new one). -scale runs it at 10,000
-threads; -mixed adds a workload of user turns, heartbeats and cron jobs of
-unequal tenants.
+the two wrong fixes: the global lane alone (a thread's messages run at once
+and out of order) and a naive map of one mutex per thread that drops idle
+entries (it lets two holders of one thread in: a caller waiting for an
+entry's mutex is not counted, so the entry is dropped under it and the
+thread's next caller makes a new one). -scale runs it at 10,000 threads;
+-mixed adds a workload of user turns, heartbeats and cron jobs of unequal
+tenants.
 
 `
 
 const legend = `
-columns:
-  handled      messages handled ("cut": not handled within -duration)
-  time         the run's makespan: from the first message queued to the last done
-  eff.         bound / time, the run against the ideal schedule (below)
-  msgs/s       throughput
-  p50, p99     latency, from a message's arrival to the end of its handler
-  sleep+       how long a simulated model call lasted beyond its seeded latency,
-               on average: the Go timer's lateness on this machine, not the lanes
-  max/thread   most handlers seen at once for one thread (must be 1 for global-1 and session+global)
-  2 holders    messages started while another message of their thread ran (0 for those two)
-  order viol.  messages started before the previous one of their thread ended (0 for those two)
-  in flight    most handlers seen at once (at most -global for session+global)
-  keys alive   per-thread entries after the run (session lane, naive map); evictions: entries dropped
-  heap         live heap after the run and a GC
+the table (-v adds a second one; -json has every figure):
+  run           global-1 (bug), session+global (the fix), global only, naive map+global (the
+                two wrong fixes, with -defects)
+  handled       messages handled within -duration (a line under the table counts the rest)
+  time          the run's makespan: from the first message queued to the last done
+  of ideal      ideal time / time: the run against the ideal schedule (below)
+  p50, p99      latency, from a message's arrival to the end of its handler
+  in flight     most handlers seen at once: at most -global, 1 for global-1; when there are
+                more threads than -global, the global lane fills up and caps the run
+  two at once   messages started while another message of their thread ran (0 for
+                global-1 and session+global)
+  out of order  messages started before the previous one of their thread ended (0 for those two)
+the second table (-v):
+  msgs/s          throughput
+  max per thread  most handlers seen at once for one thread (1 for global-1 and session+global)
+  timer lateness  how long a simulated model call lasted beyond its seeded latency, on
+                  average: the Go timer's lateness on this machine, not the lanes'
+  keys left       per-thread entries after the run (session lane, naive map)
+  evictions       per-thread entries dropped
+  heap            live heap after the run and a GC
 
-the ideal schedule ("bound"): the shortest makespan any scheduler could reach
-with the run's seeded latencies, a thread's messages one after the other in
-order and at most -global at once, is NP-hard to compute; lanesim uses the
-standard LOWER bound on it, max(the longest thread's chain, total work /
-global). So eff. is at most 100% for a mode that keeps per-thread order, and
-near 100% means hardly any schedule could do better. "global only" and the
-naive map break that order and may beat the chain term. The line under the table also
-gives the efficiency on the work as the sleeps really lasted ("net"), which
-leaves the timer's lateness out.
+the ideal schedule: the shortest makespan any scheduler could reach with the
+run's seeded latencies, a thread's messages one after the other in order and
+at most -global at once, is NP-hard to compute; lanesim uses the standard
+LOWER bound on it, max(the slowest thread's messages back to back, total work
+/ global). So "of ideal" is at most 100% for a mode that keeps per-thread
+order, and near 100% means hardly any schedule could do better. "global only"
+and the naive map break that order and may beat the first term. A line under
+the table also gives session+global's share on the work as the sleeps really
+lasted, which leaves the timer's lateness out.
 
 -mixed: each thread of a tenant has a session (a key of the session lane) for
 its user turns, one for its heartbeats and one for its cron jobs; all of them
@@ -483,22 +539,23 @@ wired" had its policy reach no lane (FIFO lanes).
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lanesim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfg := config{Channels: 4, Jitter: 0.5, Seed: 1, Progress: 250 * time.Millisecond}
-	fs.IntVar(&cfg.Keys, "keys", 64, "chat threads (keys)")
-	fs.IntVar(&cfg.Channels, "channels", 4, fmt.Sprintf("channels the threads are spread over (1-%d)", len(channelNames)))
-	fs.IntVar(&cfg.Messages, "messages", 8, "messages per thread")
-	fs.DurationVar(&cfg.Latency, "latency", 2*time.Millisecond, "mean simulated model latency per message")
-	fs.Float64Var(&cfg.Jitter, "jitter", 0.5, "latency varies uniformly by ± this fraction (0-1)")
-	fs.DurationVar(&cfg.Gap, "gap", 0, "mean gap between a thread's messages (0: all queued at the start)")
-	fs.Int64Var(&cfg.Global, "global", 64, "capacity of the global lane in session+global")
-	fs.DurationVar(&cfg.Duration, "duration", 20*time.Second, "cap on the run time of each configuration")
-	fs.DurationVar(&cfg.Idle, "idle", 0, "idle timeout of the session lane's keys (0: drop a key as soon as nobody uses it)")
-	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the simulated latencies and gaps")
-	fs.BoolVar(&cfg.Defects, "defects", true, "also run the two wrong fixes: the global lane alone (unordered) and the naive map (two holders)")
+	cfg := defaultConfig()
+	fs.IntVar(&cfg.Keys, "keys", cfg.Keys, "chat threads (keys)")
+	fs.IntVar(&cfg.Channels, "channels", cfg.Channels, fmt.Sprintf("channels the threads are spread over (1-%d)", len(channelNames)))
+	fs.IntVar(&cfg.Messages, "messages", cfg.Messages, "messages per thread")
+	fs.DurationVar(&cfg.Latency, "latency", cfg.Latency, "mean simulated model latency per message")
+	fs.Float64Var(&cfg.Jitter, "jitter", cfg.Jitter, "latency varies uniformly by ± this fraction (0-1)")
+	fs.DurationVar(&cfg.Gap, "gap", cfg.Gap, "mean gap between a thread's messages (0: all queued at the start)")
+	fs.Int64Var(&cfg.Global, "global", cfg.Global, "capacity of the global lane (session+global, global only, naive map)")
+	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "cap on the run time of each configuration")
+	fs.DurationVar(&cfg.Idle, "idle", cfg.Idle, "idle timeout of the session lane's keys (0: drop a key as soon as nobody uses it)")
+	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the simulated latencies and gaps")
+	fs.BoolVar(&cfg.Defects, "defects", cfg.Defects, "also run the two wrong fixes: the global lane alone (unordered) and the naive map\n(two holders)")
 	fs.BoolVar(&cfg.Scale, "scale", false, "the scale run: -keys 10000 -messages 10 -latency 100ms -global 2000 -duration 2m\n-defects=false (flags given explicitly win), without global-1")
-	mixed := fs.Bool("mixed", false, "then the mixed workload: user turns, heartbeats and cron jobs of a tenant\nwith 500 threads and one with 5, FIFO, with priorities, with fair share, and the small tenant alone")
+	mixed := fs.Bool("mixed", false, "then the mixed workload: user turns, heartbeats and cron jobs of a tenant\nwith 500 threads and one with 5, FIFO, with priorities, with fair share, and the\nsmall tenant alone")
 	provider := fs.Bool("provider", false, "instead, a model API whose real limit steps and drifts, behind fixed limits\nand adaptive controllers (simulated time, see provider.go)")
-	asJSON := fs.Bool("json", false, "print the results as JSON")
+	more := fs.Bool("v", false, "also a second table: throughput, the most handlers of one thread at once, the\ntimers' lateness, the per-thread map's entries and evictions, the heap")
+	asJSON := fs.Bool("json", false, "print the results as JSON (every figure)")
 	quiet := fs.Bool("quiet", false, "no progress line (there is one only when stderr is a terminal)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usageHead)
@@ -562,7 +619,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	} else {
-		printTable(stdout, rep)
+		printTable(stdout, rep, *more)
 		if rep.Mixed != nil {
 			fmt.Fprintln(stdout)
 			printMixed(stdout, *rep.Mixed)
@@ -625,51 +682,133 @@ func short(d time.Duration) string {
 
 func percent(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
 
-func printTable(w io.Writer, rep report) {
+// width is the widest line the table and the lines around it take: a
+// terminal of 100 columns shows them unwrapped.
+const width = 100
+
+// para writes text as one paragraph, wrapped at spaces to lines of at most
+// width columns (runes), the lines after the first prefixed with indent.
+func para(w io.Writer, indent, text string) {
+	line, prefix := "", ""
+	for _, word := range strings.Fields(text) {
+		switch {
+		case line == "":
+			line = prefix + word
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) > width:
+			fmt.Fprintln(w, line)
+			prefix = indent
+			line = prefix + word
+		default:
+			line += " " + word
+		}
+	}
+	if line != "" {
+		fmt.Fprintln(w, line)
+	}
+}
+
+// printTable writes the runs of rep: a table of what a newcomer checks
+// first (time, latency, the global lane's use, the per-thread guarantees),
+// a short legend, and what the figures say in words. more adds a second
+// table with the rest (throughput, timer lateness, the per-thread map's
+// entries, the heap); -json has every figure.
+func printTable(w io.Writer, rep report, more bool) {
 	c := rep.Config
-	fmt.Fprintf(w, "lanesim: %d threads on %d channels, %d messages each (%d), model latency %v ±%.0f%%, global capacity %d\n",
-		c.Keys, c.Channels, c.Messages, c.Keys*c.Messages, c.Latency, c.Jitter*100, c.Global)
+	arrive := "all queued at the start"
+	if c.Gap > 0 {
+		arrive = fmt.Sprintf("a mean %v apart", c.Gap)
+	}
+	para(w, "  ", fmt.Sprintf("lanesim: %d chat threads on %d channels, %d messages each (%d), %s.",
+		c.Keys, c.Channels, c.Messages, c.Keys*c.Messages, arrive))
+	para(w, "  ", fmt.Sprintf("Each message is a simulated model call of %v ±%.0f%%; the global lane allows %d at once.",
+		c.Latency, c.Jitter*100, c.Global))
 	b := rep.Bound
-	fmt.Fprintf(w, "ideal schedule: at least %s (bound = max(longest thread %s, work %s / global %d)); eff. = bound / time\n\n",
-		short(b.Value()), short(b.Longest), short(b.Work), b.G)
+	work := b.Work
+	if b.G > 0 {
+		work /= time.Duration(b.G)
+	}
+	para(w, "  ", fmt.Sprintf("Ideal schedule: at least %s (slowest thread alone: %s; all the work over %d at once: %s).",
+		short(b.Value()), short(b.Longest), b.G, short(work)))
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "mode\thandled\ttime\teff.\tmsgs/s\tp50\tp99\tsleep+\tmax/thread\t2 holders\torder viol.\tin flight\tkeys alive\tevictions\theap\t")
+	fmt.Fprintln(tw, "run\thandled\ttime\tof ideal\tp50\tp99\tin flight\ttwo at once\tout of order")
 	for _, r := range rep.Results {
-		keys, ev := "-", "-"
-		if r.KeysAlive >= 0 {
-			keys, ev = fmt.Sprint(r.KeysAlive), fmt.Sprint(r.Evictions)
-		}
-		handled := fmt.Sprint(r.Handled)
-		if r.Incomplete > 0 {
-			handled = fmt.Sprintf("%d (cut %d)", r.Handled, r.Incomplete)
-		}
-		if r.Miscounted > 0 {
-			handled += fmt.Sprintf(" (%d threads miscounted)", r.Miscounted)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%.1f MiB\t\n",
-			r.Mode, handled, short(r.Elapsed), percent(r.Efficiency), r.Throughput, short(r.P50), short(r.P99), short(r.Overshoot),
-			r.MaxPerKey, r.DoubleHolders, r.OrderViolations, r.MaxGlobal, keys, ev, float64(r.HeapBytes)/(1<<20))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n",
+			r.Mode, r.Handled, short(r.Elapsed), percent(r.Efficiency), short(r.P50), short(r.P99),
+			r.MaxGlobal, r.DoubleHolders, r.OrderViolations)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
-	fmt.Fprint(w, shortLegend+"\n")
+	para(w, "", tableLegend)
+	if more {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "run\tmsgs/s\tmax per thread\ttimer lateness\tkeys left\tevictions\theap")
+		for _, r := range rep.Results {
+			keys, ev := "-", "-"
+			if r.KeysAlive >= 0 {
+				keys, ev = fmt.Sprint(r.KeysAlive), fmt.Sprint(r.Evictions)
+			}
+			fmt.Fprintf(tw, "%s\t%.0f\t%d\t%s\t%s\t%s\t%.1f MiB\n",
+				r.Mode, r.Throughput, r.MaxPerKey, short(r.Overshoot), keys, ev, float64(r.HeapBytes)/(1<<20))
+		}
+		tw.Flush()
+		fmt.Fprintln(w)
+		para(w, "", moreLegend)
+	}
+	fmt.Fprintln(w)
+	for _, r := range rep.Results {
+		if r.Incomplete > 0 {
+			para(w, "  ", fmt.Sprintf("%s: %d of %d messages handled; -duration cut the rest off.", r.Mode, r.Handled, r.Messages))
+		}
+		if r.Miscounted > 0 {
+			para(w, "  ", fmt.Sprintf("%s: %d threads lost a message or handled one twice.", r.Mode, r.Miscounted))
+		}
+	}
+	sg := rep.find(modeSession.Name)
+	if sg != nil {
+		switch {
+		case int64(c.Keys) <= c.Global:
+			para(w, "  ", fmt.Sprintf("global lane: at most %d in flight of capacity %d: %d threads never fill it (-global below %d does).",
+				sg.MaxGlobal, c.Global, c.Keys, c.Keys))
+		case sg.MaxGlobal == c.Global:
+			para(w, "  ", fmt.Sprintf("global lane: at most %d in flight of capacity %d, though %d threads had work: it capped the run.",
+				sg.MaxGlobal, c.Global, c.Keys))
+		default:
+			para(w, "  ", fmt.Sprintf("global lane: at most %d in flight of capacity %d, with %d threads.", sg.MaxGlobal, c.Global, c.Keys))
+		}
+	}
 	if u := rep.find(modeUnsafe.Name); u != nil {
-		fmt.Fprintf(w, "global only: fast because it drops per-thread order: %d messages ran beside another of their thread, %d out of order.\n", u.DoubleHolders, u.OrderViolations)
+		para(w, "  ", fmt.Sprintf("global only: %d messages ran beside another of their thread, %d out of order.",
+			u.DoubleHolders, u.OrderViolations))
 	}
 	if n := rep.find(modeNaive.Name); n != nil {
-		fmt.Fprintf(w, "naive map: %d messages let in while another of their thread ran: %d of its %d evictions dropped an entry a caller waited for.\n", n.DoubleHolders, n.EvictedUnder, n.Evictions)
+		para(w, "  ", fmt.Sprintf("naive map: %d messages ran beside another of their thread; %d of %d evictions hit a waiter.",
+			n.DoubleHolders, n.EvictedUnder, n.Evictions))
 	}
-	if sg := rep.find(modeSession.Name); sg != nil && sg.Incomplete == 0 {
-		fmt.Fprintf(w, "session+global: %s of the ideal schedule (%s net of the timer's lateness, %s a message).\n",
-			percent(sg.Efficiency), percent(sg.NetEfficiency), short(sg.Overshoot))
+	if sg != nil && sg.Incomplete == 0 {
+		para(w, "  ", fmt.Sprintf("session+global: %s of the ideal schedule, %s leaving out timer lateness (%s a message).",
+			percent(sg.Efficiency), percent(sg.NetEfficiency), short(sg.Overshoot)))
 	}
 	if rep.Speedup > 0 {
-		fmt.Fprintf(w, "session+global is %.1fx the throughput of global-1 (ideal: min(threads, global) = %d).\n",
-			rep.Speedup, min(int64(c.Keys), c.Global))
+		para(w, "  ", fmt.Sprintf("session+global: %.1fx the throughput of global-1 (ideal: min(threads, global) = %d).",
+			rep.Speedup, min(int64(c.Keys), c.Global)))
 	} else if c.Scale {
-		fmt.Fprintf(w, "global-1 is not run at scale: one message at a time, it would take the whole work, %s.\n", short(b.Work))
+		para(w, "  ", fmt.Sprintf("global-1 is not run at scale: one message at a time, it would take the whole work, %s.", short(b.Work)))
 	}
 	if rep.OK {
-		fmt.Fprintln(w, "per-thread lanes: at most 1 handler per thread at once, 0 order violations, every message handled once: OK")
+		para(w, "  ", "per-thread lanes: one handler per thread at a time, in order, every message handled once: OK")
 	}
 }
+
+// tableLegend follows the table; -h has the long one.
+const tableLegend = `time: first message queued to last done. of ideal: ideal time ÷ time.
+p50, p99: a message's wait plus its model call. in flight: most messages handled at once. two at
+once: messages started while another of their thread ran. out of order: messages started before
+their thread's previous one ended. -v: more columns; -h: more on each.`
+
+// moreLegend follows -v's second table.
+const moreLegend = `msgs/s: messages handled per second. max per thread: most handlers of one
+thread at once. timer lateness: how much longer a model call's timer took than its latency, on
+average (this machine's timers, not the lanes). keys left: per-thread entries after the run
+(session lane, naive map); evictions: entries dropped. heap: live heap after the run and a GC.`

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sessionlane/lanes/internal/testkit"
 )
@@ -198,20 +201,43 @@ func TestDurationCapCutsTheRun(t *testing.T) {
 	}
 }
 
+// maxColumns is the widest line lanesim may print by default: the table,
+// its legend and the lines under it fit a terminal of 100 columns.
+const maxColumns = 100
+
+// checkColumns fails t for each line of out wider than maxColumns.
+func checkColumns(t *testing.T, what, out string) {
+	t.Helper()
+	for i, line := range strings.Split(out, "\n") {
+		if n := utf8.RuneCountInString(line); n > maxColumns {
+			t.Errorf("%s: line %d is %d columns wide, over %d:\n%s", what, i+1, n, maxColumns, line)
+		}
+	}
+}
+
 // TestRunOutput checks the command's table and JSON output and its exit
-// status.
+// status: the table's headers are words (no legend needed to read them),
+// every line fits 100 columns, -v adds the second table, and -json has the
+// figures of both.
 func TestRunOutput(t *testing.T) {
 	var out, errOut bytes.Buffer
 	args := []string{"-keys", "6", "-messages", "3", "-latency", "50us", "-global", "3", "-quiet"}
-	if code := run(args, &out, &errOut); code != 0 {
+	if code := run(append(args, "-v"), &out, &errOut); code != 0 {
 		t.Fatalf("exit %d; stderr: %s", code, errOut.String())
 	}
-	for _, want := range []string{"global-1 (bug)", "session+global", "global only (unordered)", "naive map+global", "max/thread", "2 holders",
-		"order viol.", "keys alive", "columns:", "naive map: ", "OK"} {
+	for _, want := range []string{"global-1 (bug)", "session+global", "global only", "naive map+global",
+		"of ideal", "in flight", "two at once", "out of order", "time:", "global lane: at most", "naive map: ", "OK",
+		"msgs/s", "max per thread", "timer lateness", "keys left", "evictions", "heap"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
 	}
+	for _, old := range []string{"eff.", "sleep+", "viol.", "max/thread", "2 holders"} {
+		if strings.Contains(out.String(), old) {
+			t.Errorf("table still says %q:\n%s", old, out.String())
+		}
+	}
+	checkColumns(t, "lanesim -v", out.String())
 	out.Reset()
 	if code := run(append(args, "-json"), &out, &errOut); code != 0 {
 		t.Fatalf("-json: exit %d; stderr: %s", code, errOut.String())
@@ -223,6 +249,12 @@ func TestRunOutput(t *testing.T) {
 	if !rep.OK || len(rep.Results) != 4 || rep.Results[1].Handled != 18 || rep.Config.Keys != 6 || !rep.Config.Defects {
 		t.Fatalf("-json report %+v", rep)
 	}
+	for _, field := range []string{`"max_in_flight"`, `"double_holders"`, `"order_violations"`, `"efficiency"`, `"throughput"`,
+		`"max_holders_per_key"`, `"sleep_overshoot_ns"`, `"keys_alive"`, `"evictions"`, `"heap_bytes"`} {
+		if !strings.Contains(out.String(), field) {
+			t.Errorf("-json lacks %s:\n%s", field, out.String())
+		}
+	}
 	out.Reset()
 	if code := run(append(args, "-defects=false", "-json"), &out, &errOut); code != 0 {
 		t.Fatalf("-defects=false: exit %d; stderr: %s", code, errOut.String())
@@ -232,6 +264,95 @@ func TestRunOutput(t *testing.T) {
 	}
 	if code := run([]string{"-keys", "0"}, &out, &errOut); code != 2 {
 		t.Fatalf("-keys 0: exit %d; want 2", code)
+	}
+}
+
+// gate is a model call for tests in place of the timer: the first n calls
+// of a run wait for one another (or for the run's end), then every call
+// returns at once. So the n handlers of those calls are all in flight at
+// the moment the n-th call begins.
+func gate(n int64) modelCall {
+	var arrived atomic.Int64
+	open := make(chan struct{})
+	return func(ctx context.Context, _ time.Duration) bool {
+		if arrived.Add(1) == n {
+			close(open)
+		}
+		select {
+		case <-open:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// TestDefaultRunFillsTheGlobalLane: the default traffic has more threads
+// than the global lane's capacity, each with its messages queued from the
+// start, so the global lane is what caps the messages in flight: the most
+// in flight is the capacity exactly (1 for global-1), and the line under
+// the table says so, within 100 columns.
+//
+// That follows from the workload and the lanes' contract, not from
+// timers: the model call is a gate, whose first capacity calls wait for
+// one another. At the start every thread's first message is ready and its
+// session key free, so the global lane admits capacity handlers (FIFO,
+// permits free) and none of them ends before the last of them is in: all
+// are in flight together. In flight can never exceed the capacity (a
+// handler counts itself after its acquire and uncounts before its
+// release). Lanes that admitted fewer would leave the gate shut until
+// -duration (the deadline here) cut the run: a failure below, not a hang.
+func TestDefaultRunFillsTheGlobalLane(t *testing.T) {
+	cfg := defaultConfig()
+	if int64(cfg.Keys) <= cfg.Global || cfg.Gap != 0 {
+		t.Fatalf("default: %d threads, global %d, gap %v; want more threads than the global lane holds, all queued at the start",
+			cfg.Keys, cfg.Global, cfg.Gap)
+	}
+	cfg.Duration, cfg.model = testkit.Deadline, gate
+	rep := simulateAll(context.Background(), cfg, nil)
+	if !rep.OK || len(rep.Results) != 4 {
+		t.Fatalf("report %+v; want four runs, OK", rep)
+	}
+	for _, r := range rep.Results {
+		want := cfg.Global
+		if r.Mode == modeGlobal1.Name {
+			want = 1
+		}
+		if r.MaxGlobal != want || r.Handled != r.Messages {
+			t.Errorf("%s: %d in flight at most, %d of %d messages handled; want %d in flight (the lane's capacity), all handled",
+				r.Mode, r.MaxGlobal, r.Handled, r.Messages, want)
+		}
+	}
+	var out bytes.Buffer
+	printTable(&out, rep, false)
+	if want := fmt.Sprintf("global lane: at most %d in flight of capacity %d, though %d threads had work", cfg.Global, cfg.Global, cfg.Keys); !strings.Contains(out.String(), want) {
+		t.Errorf("table lacks %q:\n%s", want, out.String())
+	}
+	checkColumns(t, "lanesim's default table", out.String())
+}
+
+// TestTableFitsWideFigures: the table keeps within 100 columns with the
+// widest figures a run gives (the scale run's counts, minutes of time, a
+// cut run, miscounted threads), with and without -v.
+func TestTableFitsWideFigures(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.Keys, cfg.Messages, cfg.Global, cfg.Latency, cfg.Gap = 100000, 10, 20000, 100*time.Second, 10*time.Second
+	r := result{Messages: 1000000, Handled: 999999, Incomplete: 1, Miscounted: 99999, Elapsed: 999 * time.Second,
+		Throughput: 9999999, P50: 599 * time.Second, P99: 999 * time.Second, MaxPerKey: 10, DoubleHolders: 999999,
+		OrderViolations: 999999, MaxGlobal: 20000, KeysAlive: 100000, Evictions: 1000000, HeapBytes: 1 << 40,
+		Efficiency: 1, NetEfficiency: 1, Overshoot: 999 * time.Millisecond}
+	rep := report{Config: cfg, Bound: bound{G: cfg.Global, Longest: 999 * time.Second, Work: 99999 * time.Second}, Speedup: 19999.9}
+	for _, m := range []mode{modeGlobal1, modeSession, modeUnsafe, modeNaive} {
+		r.Mode = m.Name
+		rep.Results = append(rep.Results, r)
+	}
+	for _, more := range []bool{false, true} {
+		var out bytes.Buffer
+		printTable(&out, rep, more)
+		checkColumns(t, fmt.Sprintf("wide figures, -v=%v", more), out.String())
+		if !strings.Contains(out.String(), "-duration cut the rest off") || !strings.Contains(out.String(), "lost a message") {
+			t.Errorf("the cut and the miscount are not said:\n%s", out.String())
+		}
 	}
 }
 
@@ -387,7 +508,7 @@ func TestScaleFlag(t *testing.T) {
 	if code := run(args[:len(args)-1], &out, &errOut); code != 0 {
 		t.Fatalf("table: exit %d; stderr: %s", code, errOut.String())
 	}
-	for _, want := range []string{"ideal schedule", "eff.", "global-1 is not run at scale", "of the ideal schedule", "OK"} {
+	for _, want := range []string{"Ideal schedule", "of ideal", "global-1 is not run at scale", "of the ideal schedule", "OK"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
@@ -401,11 +522,13 @@ func TestHelpExplainsTheBound(t *testing.T) {
 	if code := run([]string{"-h"}, &out, &errOut); code != 0 {
 		t.Fatalf("-h: exit %d", code)
 	}
-	for _, want := range []string{"LOWER bound", "eff.", "sleep+", "-scale", "-mixed", "max/thread", "2 holders", "-defects", "naive map"} {
+	for _, want := range []string{"LOWER bound", "of ideal", "timer lateness", "-scale", "-mixed", "max per thread", "two at once",
+		"out of order", "in flight", "-defects", "naive map", "-v"} {
 		if !strings.Contains(errOut.String(), want) {
 			t.Errorf("-h lacks %q:\n%s", want, errOut.String())
 		}
 	}
+	checkColumns(t, "lanesim -h", errOut.String())
 	if first, _, _ := strings.Cut(errOut.String(), "\n"); !strings.HasPrefix(first, "lanesim: ") || len(first) > 100 {
 		t.Errorf("-h's first line %q; want a one-line description of lanesim", first)
 	}

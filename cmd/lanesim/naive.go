@@ -96,12 +96,3 @@ func progressTo(stderr io.Writer, quiet bool) io.Writer {
 	}
 	return stderr
 }
-
-// shortLegend follows the table; -h has the long one.
-const shortLegend = `columns: handled (done within -duration); time: first message queued to last done;
-eff.: the ideal schedule's bound / time; p50, p99: arrival to done; sleep+: the timer's
-lateness per message (not the lanes'); max/thread: most handlers at once for one thread;
-2 holders: messages started while another of their thread ran; order viol.: messages
-started before their thread's previous one ended; in flight: most handlers at once; keys
-alive, evictions: the per-thread map after the run; heap: live heap after a GC (-h: more)
-`

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"container/heap"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -109,22 +108,55 @@ type call struct {
 	refused   bool
 }
 
+// calls is a binary min-heap of calls by (at, seq): a total order, so the
+// calls end in the same order whatever the heap's layout, and a seed gives
+// the same run. It is typed (no container/heap) so that a push boxes
+// nothing: the provider's runs are the slowest of lanesim's tests.
 type calls []call
 
-func (h calls) Len() int { return len(h) }
-func (h calls) Less(i, j int) bool {
+func (h calls) less(i, j int) bool {
 	if h[i].at != h[j].at {
 		return h[i].at < h[j].at
 	}
 	return h[i].seq < h[j].seq
 }
-func (h calls) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *calls) Push(x any)   { *h = append(*h, x.(call)) }
-func (h *calls) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+
+func (h *calls) push(c call) {
+	*h = append(*h, c)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !s.less(i, parent) {
+			break
+		}
+		s[i], s[parent] = s[parent], s[i]
+		i = parent
+	}
+}
+
+// pop removes and returns the first call; h must not be empty.
+func (h *calls) pop() call {
+	s := *h
+	first, n := s[0], len(s)-1
+	s[0] = s[n]
+	s[n] = call{}
+	s = s[:n]
+	for i := 0; ; {
+		least, l, r := i, 2*i+1, 2*i+2
+		if l < n && s.less(l, least) {
+			least = l
+		}
+		if r < n && s.less(r, least) {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		s[i], s[least] = s[least], s[i]
+		i = least
+	}
+	*h = s
+	return first
 }
 
 // simulateProvider runs the provider for cfg.Duration behind a global lane
@@ -176,12 +208,12 @@ func simulateProvider(cfg providerConfig, name string, fixed int64, ctlOpts []ad
 				j := 1 + cfg.Jitter*(2*rng.Float64()-1)
 				c.at = clk.now + time.Duration(float64(cfg.Base)*(1+cfg.Slow*u*u*u*u)*j)
 			}
-			heap.Push(&h, c)
+			h.push(c)
 		}
 	}
 	admit()
-	for h.Len() > 0 {
-		c := heap.Pop(&h).(call)
+	for len(h) > 0 {
+		c := h.pop()
 		if c.at > cfg.Duration {
 			break
 		}
