@@ -351,6 +351,10 @@ func (e *laneEntry[K]) check(n int64) error {
 		if l.s.Stats().Closed {
 			return &LaneError{Lane: e.name, Kind: e.kind, Err: ErrClosed}
 		}
+	case *fairLane[K]:
+		if l.s.Stats().Closed {
+			return &LaneError{Lane: e.name, Kind: e.kind, Err: ErrClosed}
+		}
 	case *keyedLane[K]:
 		if l.s.Stats().Closed {
 			return &LaneError{Lane: e.name, Kind: e.kind, Err: ErrClosed}

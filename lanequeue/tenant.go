@@ -66,7 +66,7 @@ func (q *Queue[K]) AddFairLane(name string, capacity int64, tenant func(K) strin
 	}
 	g := &globalLane[K]{s: semaphore.New(capacity, opts...)}
 	g.capacity.Store(capacity)
-	return q.add(&laneEntry[K]{name: name, kind: Global, lane: &fairLane[K]{globalLane: g, tenant: tenant}})
+	return q.add(&laneEntry[K]{name: name, kind: Global, lane: &fairLane[K]{globalLane: g, tenant: tenant}, own: true})
 }
 
 // NewFairLane returns a [Global] lane over s whose callers wait in the
