@@ -57,13 +57,15 @@ func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{l
 // [ErrNoLanes] for the zero LaneSet; an error wrapping [ErrUnknownLane] for
 // a set that another queue prepared, or a [WithLaneWeight] for a lane not
 // in the set; [ErrInvalidWeight] and [ErrTooHeavy] for a weight no lane
-// could grant (also [ErrTooHeavy] for a rate lane whose limiter is spent
-// and never refills); an error wrapping [ErrInvalidConfig] for a
-// [WithPriority] out of range; [ErrClosed] on a closed queue and
-// [ErrDraining] on a draining one (see [Queue.Drain]); [ErrNaNKey] for a key
-// not equal to itself; [ErrReentrant] when ctx carries a ticket for key
-// that holds one of the lanes (see [WithTicket]); ctx.Err() when ctx has
-// already ended (even if every lane has room). While taking the lanes, it
+// could grant (a weight above a lane's MaxWeight as a [*LaneError] naming
+// the lane, see LaneError; also [ErrTooHeavy] for a rate lane whose
+// limiter is spent and never refills); an error wrapping
+// [ErrInvalidConfig] for a [WithPriority] out of range; [ErrClosed] on a
+// closed queue and [ErrDraining] on a draining one (see [Queue.Drain]);
+// [ErrNaNKey] for a key not equal to itself; [ErrReentrant] when ctx
+// carries a ticket for key that holds one of the lanes (see
+// [WithTicket]); ctx.Err() when ctx has already ended (even if every lane
+// has room). While taking the lanes, it
 // fails with ErrClosed if the queue is closed, and otherwise with a
 // [*LaneError] that names the lane it failed on and wraps the cause:
 // ctx.Err() when ctx ended while the call waited there (the lane busy for
@@ -105,7 +107,7 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes LaneSet[K], opts
 	// nothing, and one that succeeds allocates only the ticket's handle.
 	var g grant[K]
 	if err := q.resolve(&g, lanes, opts); err != nil {
-		return nil, err
+		return nil, keyedErr(err, key)
 	}
 	turn, err := turnOf(opts)
 	if err != nil {
