@@ -57,13 +57,15 @@ func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{l
 // [ErrNoLanes] for the zero LaneSet; an error wrapping [ErrUnknownLane] for
 // a set that another queue prepared, or a [WithLaneWeight] for a lane not
 // in the set; [ErrInvalidWeight] and [ErrTooHeavy] for a weight no lane
-// could grant (also [ErrTooHeavy] for a rate lane whose limiter is spent
-// and never refills); an error wrapping [ErrInvalidConfig] for a
-// [WithPriority] out of range; [ErrClosed] on a closed queue and
-// [ErrDraining] on a draining one (see [Queue.Drain]); [ErrNaNKey] for a key
-// not equal to itself; [ErrReentrant] when ctx carries a ticket for key
-// that holds one of the lanes (see [WithTicket]); ctx.Err() when ctx has
-// already ended (even if every lane has room). While taking the lanes, it
+// could grant (a weight above a lane's MaxWeight as a [*LaneError] naming
+// the lane, see LaneError; also [ErrTooHeavy] for a rate lane whose
+// limiter is spent and never refills); an error wrapping
+// [ErrInvalidConfig] for a [WithPriority] out of range; [ErrClosed] on a
+// closed queue and [ErrDraining] on a draining one (see [Queue.Drain]);
+// [ErrNaNKey] for a key not equal to itself; [ErrReentrant] when ctx
+// carries a ticket for key that holds one of the lanes (see
+// [WithTicket]); ctx.Err() when ctx has already ended (even if every lane
+// has room). While taking the lanes, it
 // fails with ErrClosed if the queue is closed, and otherwise with a
 // [*LaneError] that names the lane it failed on and wraps the cause:
 // ctx.Err() when ctx ended while the call waited there (the lane busy for
@@ -92,9 +94,10 @@ func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{l
 // if and only if the error is nil. Once granted, the ticket is held until
 // released, whatever happens to ctx.
 //
-// A hook ([Queue.SetHooks]) that panics while AcquireAll reports a wait
-// leaves the call holding nothing, as a failure would, and the panic goes
-// on to the caller.
+// Code of the program that panics while AcquireAll holds lanes (a hook, a
+// fair lane's tenant function, a WithFairShare weight function, a lane of
+// another package) leaves the call holding nothing, as a failure would,
+// and the panic goes on to the caller (see the package doc).
 //
 // AcquireAll panics if ctx is nil.
 func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes LaneSet[K], opts ...AcquireOption) (*Ticket[K], error) {
@@ -105,7 +108,7 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes LaneSet[K], opts
 	// nothing, and one that succeeds allocates only the ticket's handle.
 	var g grant[K]
 	if err := q.resolve(&g, lanes, opts); err != nil {
-		return nil, err
+		return nil, keyedErr(err, key)
 	}
 	turn, err := turnOf(opts)
 	if err != nil {
@@ -140,52 +143,30 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes LaneSet[K], opts
 // at ctx once more. On failure it returns AcquireAll's error and holds
 // nothing: every permit of g, those before from too, is released, newest
 // first. turn places the caller in the lines of the lanes that order
-// their waiters (the zero Turn: none). A hook that panics does the same
-// and counts the call out before the panic goes on (see waitedSafely).
+// their waiters (the zero Turn: none). Code of the program that panics
+// (a hook, a lane's) does the same and counts the call out before the
+// panic goes on (see unwind).
 func (q *Queue[K]) acquireFrom(ctx context.Context, key K, g *grant[K], from int, turn semaphore.Turn) error {
 	hs := g.held()
 	plain := g.plain
-	ordered := turn != (semaphore.Turn{})
 	for i := from; i < plain; i++ {
 		h := &hs[i]
-		// A lane that grants at once is taken without a trace; the call is
-		// listed as waiting (Queue.Waiters) before a lane that may wait.
-		if g.rec == nil && h.e.tryFirst() && ctx.Err() == nil {
+		// A lane that grants at once is taken without a trace, also after
+		// the call waited for an earlier lane: only a lane that could not
+		// grant at once lists the call as waiting (Queue.Waiters) and is
+		// reported to the hooks as a wait.
+		if h.e.tryFirst() && ctx.Err() == nil {
 			if p, ok := h.e.tryAcquire(key, h.n); ok {
 				h.p = p
 				continue
 			}
 		}
-		q.waitFor(key, g, i)
-		var p semaphore.Permit
-		var err error
-		if ordered {
-			p, err = h.e.acquireTurn(ctx, key, h.n, turn)
-		} else {
-			p, err = h.e.acquire(ctx, key, h.n)
-		}
-		taken := i // the lanes held: those before i, and i once granted
-		if err == nil {
-			// Recorded before a hook runs, so that a hook that panics
-			// gives this permit back with the others.
-			h.p = p
-			taken++
-		}
-		if hk := q.watch.hooks.Load(); hk != nil {
-			q.waitedSafely(hk, key, g, i, err, taken)
-		}
-		if err != nil {
-			rollback(g, i)
-			q.abandon(g)
-			return q.laneErr(h.e, key, err)
+		if err := q.waitOn(ctx, key, g, i, turn); err != nil {
+			return err
 		}
 	}
 	if plain < len(hs) {
-		err := q.takeRateTail(ctx, key, g, plain)
-		if hk := q.watch.hooks.Load(); hk != nil {
-			q.waitedSafely(hk, key, g, plain, err, plain)
-		}
-		if err != nil {
+		if err := q.rateTail(ctx, key, g, plain); err != nil {
 			rollback(g, plain)
 			q.abandon(g)
 			if q.closed.Load() {
@@ -205,24 +186,87 @@ func (q *Queue[K]) acquireFrom(ctx context.Context, key K, g *grant[K], from int
 	return nil
 }
 
-// waitedSafely reports the end of a wait to the hooks, as waited does,
-// for acquireFrom while it holds the permits of g's first taken lanes: if
-// a hook panics, it gives them back newest first, drops the call's record
-// and counts the call out (what a failure of acquireFrom and its caller's
-// leave do), then lets the panic go on, so that the call holds nothing
-// and Drain does not wait for it. Only calls with hooks set pay the
-// defer.
-func (q *Queue[K]) waitedSafely(h *Hooks[K], key K, g *grant[K], i int, err error, taken int) {
-	reported := false
+// waitOn takes lane i of g, for key, the way that may wait: it lists the
+// call as waiting for the lane (waitFor), acquires it, and reports the
+// wait to the hooks, timed from its own start. On failure it returns
+// acquireFrom's error and holds nothing.
+//
+// What it calls may be code of the program: a fair lane's tenant
+// function, a semaphore's WithFairShare weight function (both asked only
+// by a call that waits), a lane of another package, the hooks. If any of
+// it panics, the call gives back what it holds before the panic goes on
+// (unwind). The defer is paid on this path only: a lane that grants at
+// once (acquireFrom's try) calls none of it.
+func (q *Queue[K]) waitOn(ctx context.Context, key K, g *grant[K], i int, turn semaphore.Turn) error {
+	h := &g.held()[i]
+	taken, done := i, false // the lanes held: those before i, and i once granted
 	defer func() {
-		if !reported {
-			rollback(g, taken)
-			q.abandon(g)
-			q.leave()
+		if !done {
+			q.unwind(g, taken)
 		}
 	}()
-	q.waited(h, key, g, i, err)
-	reported = true
+	since := q.waitFor(key, g, i)
+	var p semaphore.Permit
+	var err error
+	if turn != (semaphore.Turn{}) {
+		p, err = h.e.acquireTurn(ctx, key, h.n, turn)
+	} else {
+		p, err = h.e.acquire(ctx, key, h.n)
+	}
+	if err == nil {
+		// Recorded before a hook runs, so that a hook that panics gives
+		// this permit back with the others.
+		h.p = p
+		taken++
+	}
+	if hk := q.watch.hooks.Load(); hk != nil {
+		q.waited(hk, key, g, i, err, since)
+	}
+	done = true
+	if err != nil {
+		rollback(g, i)
+		q.abandon(g)
+		return q.laneErr(h.e, key, err)
+	}
+	return nil
+}
+
+// rateTail takes the rate lanes g.held()[from:], for key (takeRateTail),
+// and reports a wait for their tokens to the hooks. A call with hooks, or
+// with a rate lane of another package, takes them as waitOn takes a lane,
+// so that a hook or the lane that panics leaves the call holding nothing;
+// a call with neither runs no code of the program there, and no defer.
+func (q *Queue[K]) rateTail(ctx context.Context, key K, g *grant[K], from int) error {
+	hk := q.watch.hooks.Load()
+	if hk == nil && !g.foreign(from) {
+		_, err := q.takeRateTail(ctx, key, g, from)
+		return err
+	}
+	done := false
+	defer func() {
+		if !done {
+			q.unwind(g, from)
+		}
+	}()
+	since, err := q.takeRateTail(ctx, key, g, from)
+	if hk != nil {
+		q.waited(hk, key, g, from, err, since)
+	}
+	done = true
+	return err
+}
+
+// unwind is the end of a call whose code of the program (a hook, a lane's
+// function, a lane of another package) panicked while it held the first
+// taken lanes of g: it gives them back newest first, drops the call's
+// record and counts the call out (what a failure of acquireFrom and its
+// caller's leave do), so that the call holds nothing and Drain does not
+// wait for it; the panic then goes on. It is deferred around such code
+// only.
+func (q *Queue[K]) unwind(g *grant[K], taken int) {
+	rollback(g, taken)
+	q.abandon(g)
+	q.leave()
 }
 
 // TryAcquireAll takes a permit on every lane of the set, for key, if it can do
@@ -253,7 +297,13 @@ func (q *Queue[K]) TryAcquireAll(key K, lanes LaneSet[K], opts ...AcquireOption)
 	plain := g.plain
 	for i := 0; i < plain; i++ {
 		h := &hs[i]
-		p, ok := h.e.tryAcquire(key, h.n)
+		var p semaphore.Permit
+		var ok bool
+		if h.e.tryFirst() { // a lane of this package: no code of the program
+			p, ok = h.e.tryAcquire(key, h.n)
+		} else {
+			p, ok = q.tryForeign(key, &g, i)
+		}
 		if !ok {
 			rollback(&g, i)
 			q.leave()
@@ -261,12 +311,45 @@ func (q *Queue[K]) TryAcquireAll(key K, lanes LaneSet[K], opts ...AcquireOption)
 		}
 		h.p = p
 	}
-	if plain < len(hs) && !tryRateTail(key, &g, plain) {
+	if plain < len(hs) && !q.tryTail(key, &g, plain) {
 		rollback(&g, plain)
 		q.leave()
 		return nil, false
 	}
 	return q.publish(key, &g), true
+}
+
+// tryForeign is TryAcquireAll's try of lane i of g, a lane of another
+// package: if its code panics, the lanes before i are given back and the
+// call counted out (unwind) before the panic goes on.
+func (q *Queue[K]) tryForeign(key K, g *grant[K], i int) (semaphore.Permit, bool) {
+	done := false
+	defer func() {
+		if !done {
+			q.unwind(g, i)
+		}
+	}()
+	h := &g.held()[i]
+	p, ok := h.e.lane.TryAcquire(key, h.n)
+	done = true
+	return p, ok
+}
+
+// tryTail is tryRateTail for TryAcquireAll: a tail with a rate lane of
+// another package is tried as tryForeign tries a lane.
+func (q *Queue[K]) tryTail(key K, g *grant[K], from int) bool {
+	if !g.foreign(from) {
+		return tryRateTail(key, g, from)
+	}
+	done := false
+	defer func() {
+		if !done {
+			q.unwind(g, from)
+		}
+	}()
+	ok := tryRateTail(key, g, from)
+	done = true
+	return ok
 }
 
 // Do acquires the lanes of the set for key, as AcquireAll does, runs fn, and
@@ -348,6 +431,10 @@ func (q *Queue[K]) Check(lanes LaneSet[K], opts ...AcquireOption) error {
 func (e *laneEntry[K]) check(n int64) error {
 	switch l := e.lane.(type) {
 	case *globalLane[K]:
+		if l.s.Stats().Closed {
+			return &LaneError{Lane: e.name, Kind: e.kind, Err: ErrClosed}
+		}
+	case *fairLane[K]:
 		if l.s.Stats().Closed {
 			return &LaneError{Lane: e.name, Kind: e.kind, Err: ErrClosed}
 		}
@@ -448,30 +535,38 @@ func rateSplit[K comparable](g *grant[K], from int, reqs []rateReq[K], ext []int
 	return reqs, ext
 }
 
-// takeRateTail takes the rate lanes g.held()[from:], for key: this package's lanes
-// together (takeRates), then the others one by one. If one of those fails,
-// the tokens reserved on this package's lanes are given back; a rate lane
-// from another package cannot give its tokens back, so a call should name
-// at most one such lane.
-func (q *Queue[K]) takeRateTail(ctx context.Context, key K, g *grant[K], from int) error {
+// takeRateTail takes the rate lanes g.held()[from:], for key: this
+// package's lanes together (takeRates), then the others one by one. If
+// one of those fails, the tokens reserved on this package's lanes are
+// given back; a rate lane from another package cannot give its tokens
+// back, so a call should name at most one such lane. since is when the
+// call began to wait for the tokens (it was listed by waitFor), or noWait
+// if it did not wait.
+func (q *Queue[K]) takeRateTail(ctx context.Context, key K, g *grant[K], from int) (since int64, err error) {
 	var reqBuf [inlineLanes]rateReq[K]
 	var extBuf [inlineLanes]int
 	reqs, ext := rateSplit(g, from, reqBuf[:0], extBuf[:0])
+	since = noWait
 	if len(ext) > 0 {
-		q.waitFor(key, g, from) // a lane of another package may wait
+		since = q.waitFor(key, g, from) // a lane of another package may wait
 	}
 	if len(reqs) > 0 {
 		// Listed as waiting (Queue.Waiters) once the tokens are due later.
-		if err := takeRates(ctx, reqs, q.done, func() { q.waitFor(key, g, from) }); err != nil {
-			return q.rateErr(g, from, key, reqs, err)
+		waiting := func() {
+			if at := q.waitFor(key, g, from); since == noWait {
+				since = at
+			}
+		}
+		if err := takeRates(ctx, reqs, q.done, waiting); err != nil {
+			return since, q.rateErr(g, from, key, reqs, err)
 		}
 	}
 	hs := g.held()
 	for _, i := range ext {
 		h := &hs[i]
-		if _, err := h.e.lane.Acquire(ctx, key, h.n); err != nil {
+		if err := takeForeignRate(ctx, key, h, reqs, true); err != nil {
 			cancelRates(reqs)
-			return q.laneErr(h.e, key, err)
+			return since, q.laneErr(h.e, key, err)
 		}
 	}
 	// Every permit is held. If ctx ended meanwhile, the end wins (see
@@ -481,10 +576,35 @@ func (q *Queue[K]) takeRateTail(ctx context.Context, key K, g *grant[K], from in
 		for i := range reqs {
 			reqs[i].l.cancelled.Add(1)
 		}
-		return ctx.Err()
+		return since, ctx.Err()
 	}
 	commitRates(reqs)
-	return nil
+	return since, nil
+}
+
+// errNoTokens is the failure of a rate lane of another package's
+// TryAcquire, for takeForeignRate.
+var errNoTokens = errors.New("lanequeue: no tokens now")
+
+// takeForeignRate takes h, a rate lane of another package, for key while
+// the tokens of reqs (the call's rate lanes of this package) are reserved:
+// with Acquire if wait, else with TryAcquire (failing with errNoTokens).
+// If the lane's code panics, the reservations are given back before the
+// panic goes on; the caller's unwind gives back the rest.
+func takeForeignRate[K comparable](ctx context.Context, key K, h *held[K], reqs []rateReq[K], wait bool) (err error) {
+	done := false
+	defer func() {
+		if !done {
+			cancelRates(reqs)
+		}
+	}()
+	if wait {
+		_, err = h.e.lane.Acquire(ctx, key, h.n)
+	} else if _, ok := h.e.lane.TryAcquire(key, h.n); !ok {
+		err = errNoTokens
+	}
+	done = true
+	return err
 }
 
 // tryRateTail is takeRateTail without waiting.
@@ -502,8 +622,7 @@ func tryRateTail[K comparable](key K, g *grant[K], from int) bool {
 	}
 	hs := g.held()
 	for _, i := range ext {
-		h := &hs[i]
-		if _, ok := h.e.lane.TryAcquire(key, h.n); !ok {
+		if takeForeignRate(context.Background(), key, &hs[i], reqs, false) != nil {
 			cancelRates(reqs)
 			return false
 		}

@@ -29,10 +29,18 @@
 // wait queue) every permit already taken is released, newest first, before
 // AcquireAll returns, and rate tokens reserved are given back as far as
 // the limiter can without granting more than its bucket allows (see
-// [NewRateLane]: tokens already due may stay spent). Errors that can be
-// known in advance are returned before anything is taken: an unknown or
-// repeated lane or an empty list by Lanes, at set-up; a weight no lane
-// could grant or a closed queue by each call.
+// [NewRateLane]: tokens already due may stay spent). So too when code of
+// the program that a call runs panics: a hook ([Queue.SetHooks]), the
+// tenant function of [Queue.AddFairLane], the weight function of a lane's
+// semaphore.WithFairShare, a [Lane] of another package. A call that
+// returns no ticket holds nothing: AcquireAll, TryAcquireAll and
+// [Place.Wait] give back everything they took, count the call out for
+// [Queue.Drain], and let the panic go on to the caller ([Ticket.Release]
+// likewise gives the ticket's permits back when a hook or an [Observer]
+// panics). Errors that can be known in advance are returned before
+// anything is taken: an unknown or repeated lane or an empty list by
+// Lanes, at set-up; a weight no lane could grant or a closed queue by
+// each call.
 //
 // Canonical order: whatever order the caller names the lanes in, they are
 // taken keyed lanes first, then global lanes, then rate lanes, each group

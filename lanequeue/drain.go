@@ -200,12 +200,13 @@ func (q *Queue[K]) idle() (string, bool) {
 // Nothing ends a drain but its end: a queue does not go back to admitting.
 //
 // Permits taken directly from the semaphore of a keyed or global lane
-// that the queue made ([Queue.AddGlobalLane], [Queue.AddKeyedLane]: the
-// semaphores of [Queue.GlobalSemaphore] and [Queue.KeyedSemaphore]) count
-// too: Drain returns once those lanes hold nothing, and looks at them
-// again every few milliseconds while only such permits are out. The
-// permits that others take from a semaphore given to [NewGlobalLane] or
-// [NewKeyedLane] do not hold Drain.
+// that the queue made ([Queue.AddGlobalLane], [Queue.AddFairLane],
+// [Queue.AddKeyedLane], and so [Default]: the semaphores of
+// [Queue.GlobalSemaphore] and [Queue.KeyedSemaphore]) count too, alike for
+// every lane the queue built: Drain returns once those lanes hold nothing,
+// and looks at them again every few milliseconds while only such permits
+// are out. The permits that others take from a semaphore given to
+// [NewGlobalLane], [NewFairLane] or [NewKeyedLane] do not hold Drain.
 //
 // Cost: the count Drain waits on costs every call one atomic add when it
 // is admitted, on one of 32 cache lines picked by the goroutine's stack,

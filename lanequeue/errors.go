@@ -27,8 +27,12 @@ import (
 //	var le *lanequeue.LaneError
 //	if errors.As(err, &le) && le.RetryAfter > 0 { ... }
 //
-// Errors known before anything is taken (a bad weight, an unknown lane, a
-// closed or draining queue) are not LaneErrors: no lane was waited on.
+// Errors known before anything is taken are not LaneErrors (no lane was
+// waited on), but for one that a lane decides: an unknown lane, a weight
+// below 1, a closed or draining queue are plain errors, while a weight
+// above a lane's MaxWeight ([ErrTooHeavy]) is a LaneError that names the
+// lane that could never grant it, with the call's Key on a keyed lane
+// ([Queue.Check], which has no key, leaves Key nil).
 //
 // A LaneError is built only on the failure path: a call that succeeds
 // pays nothing for it. Its fields must not be changed once returned.
@@ -118,6 +122,17 @@ func newLaneError[K comparable](e *laneEntry[K], key K, err error, retry time.Du
 		le.Key = key
 	}
 	return le
+}
+
+// keyedErr gives err, an error of resolve for a call for key, the key
+// when it is the LaneError of a keyed lane (a weight above the lane's
+// MaxWeight): resolve, which Check shares, knows no key. The LaneError is
+// the call's own, made by resolve.
+func keyedErr[K comparable](err error, key K) error {
+	if le, ok := err.(*LaneError); ok && le.Kind == Keyed {
+		le.Key = key
+	}
+	return err
 }
 
 // errTokensLate is errRateDeadline as the cause of a LaneError, which

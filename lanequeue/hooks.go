@@ -18,8 +18,13 @@ import (
 type Hooks[K comparable] struct {
 	// SlowWait is the bound for OnSlowWait: a wait for one lane that
 	// lasted longer is reported when it ends, granted or not (a refusal
-	// goes to OnReject instead). 0 reports every wait of the slow path (a
-	// lane that could not grant at once).
+	// goes to OnReject instead). 0 reports every wait. Each event times
+	// its lane's own wait, from when that lane could not grant at once;
+	// a lane that granted at once is no wait, also after the call waited
+	// for an earlier lane (the rate lanes of a call count as one lane,
+	// reported under the first; a lane of another package, which the
+	// queue does not try first, counts as waited for whenever it is
+	// taken).
 	SlowWait   time.Duration
 	OnSlowWait func(Event[K])
 	// LongHold is the bound for OnLongHold: a ticket held longer is
@@ -114,10 +119,12 @@ func LogHooks[K comparable](l *slog.Logger, slowWait, longHold time.Duration) Ho
 	return Hooks[K]{SlowWait: slowWait, OnSlowWait: log, LongHold: longHold, OnLongHold: log, OnReject: log}
 }
 
-// waited reports the end of the wait of g (listed by waitFor) for its
-// lane i: a slow wait, and a refusal.
-func (q *Queue[K]) waited(h *Hooks[K], key K, g *grant[K], i int, err error) {
-	r := g.rec
+// waited reports the end of the wait of g for its lane i (the rate lanes,
+// for i at g.plain), which began at since (the reading of waitFor), or
+// that did not wait (since noWait: a refusal at once, rate tokens there at
+// once): a slow wait, and a refusal. Each wait is timed from its own
+// start, and a lane that did not wait is no slow wait.
+func (q *Queue[K]) waited(h *Hooks[K], key K, g *grant[K], i int, err error, since int64) {
 	hs := g.held()
 	e := Event[K]{Key: key, Err: err}
 	if i < len(hs) && i < g.plain {
@@ -125,18 +132,14 @@ func (q *Queue[K]) waited(h *Hooks[K], key K, g *grant[K], i int, err error) {
 	} else if i < len(hs) { // the rate tail
 		e.Lane, e.Kind, e.Weight = hs[i].e.name, Rate, hs[i].n
 	}
-	now := q.stamp()
-	since := now // a call that did not wait (a refusal, or rate tokens at once)
-	if r != nil {
-		r.home.mu.Lock()
-		since = r.atSince
-		r.home.mu.Unlock()
-	}
-	e.Since, e.Duration = q.timeOf(since), time.Duration(now-since)
 	refusal := refused(err)
-	if h.OnSlowWait != nil && r != nil && !refusal && (e.Duration > h.SlowWait || h.SlowWait == 0) {
-		e.What = SlowWait
-		h.OnSlowWait(e)
+	if h.OnSlowWait != nil && since != noWait && !refusal {
+		now := q.stamp()
+		e.Since, e.Duration = q.timeOf(since), time.Duration(now-since)
+		if e.Duration > h.SlowWait || h.SlowWait == 0 {
+			e.What = SlowWait
+			h.OnSlowWait(e)
+		}
 	}
 	if h.OnReject != nil && refusal {
 		e.What, e.Since, e.Duration = Rejected, time.Time{}, 0

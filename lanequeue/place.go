@@ -104,7 +104,7 @@ func (p *Place[K]) turn() semaphore.Turn {
 func (q *Queue[K]) Join(key K, lanes LaneSet[K], opts ...AcquireOption) (*Place[K], error) {
 	pl := &Place[K]{q: q, key: key}
 	if err := q.resolve(&pl.g, lanes, opts); err != nil {
-		return nil, err
+		return nil, keyedErr(err, key)
 	}
 	turn, err := turnOf(opts)
 	if err != nil {

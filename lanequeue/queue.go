@@ -188,7 +188,7 @@ type laneEntry[K comparable] struct {
 	keyed  *keyedsem.Keyed[K]
 	global *semaphore.Weighted
 	// own is whether the queue built the lane's semaphore (AddGlobalLane,
-	// AddKeyedLane), so that what it holds is the queue's tickets' and
+	// AddFairLane, AddKeyedLane), so that what it holds is the queue's tickets' and
 	// the permits taken through GlobalSemaphore or KeyedSemaphore: Drain
 	// reads it from the lane's Stats (see drainState).
 	own bool

@@ -29,10 +29,12 @@ import (
 // their weights, give or take one request each (see WithFairShare for
 // what exactly is shared and what a cancelled wait costs its tenant).
 //
-// tenant is called by every AcquireAll or Do that reaches the lane, for
-// its key, without any lock held: it must be safe for concurrent use and
-// cheap (a field of the key, a map lookup). TryAcquireAll does not ask
-// (it never waits, so it has no place in line).
+// tenant is called by every AcquireAll or Do that has to wait on the
+// lane, for its key, without any lock held: it must be safe for
+// concurrent use and cheap (a field of the key, a map lookup). A call
+// granted at once, and TryAcquireAll (it never waits, so it has no place
+// in line), do not ask. A tenant function that panics leaves the call
+// holding nothing, and the panic goes on (see the package doc).
 //
 // The tenants have equal weights; to weigh them, pass
 // semaphore.WithFairShare(weight) among opts (it replaces the default).
@@ -66,7 +68,7 @@ func (q *Queue[K]) AddFairLane(name string, capacity int64, tenant func(K) strin
 	}
 	g := &globalLane[K]{s: semaphore.New(capacity, opts...)}
 	g.capacity.Store(capacity)
-	return q.add(&laneEntry[K]{name: name, kind: Global, lane: &fairLane[K]{globalLane: g, tenant: tenant}})
+	return q.add(&laneEntry[K]{name: name, kind: Global, lane: &fairLane[K]{globalLane: g, tenant: tenant}, own: true})
 }
 
 // NewFairLane returns a [Global] lane over s whose callers wait in the

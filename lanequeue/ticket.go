@@ -97,6 +97,18 @@ type grant[K comparable] struct {
 	rec    *record[K] // the record of a call that waited (see waitFor); nil until then
 }
 
+// foreign reports whether a lane of g.held()[from:], the rate lanes, is
+// of another package: code of the program, which may panic.
+func (g *grant[K]) foreign(from int) bool {
+	hs := g.held()
+	for i := from; i < len(hs); i++ {
+		if hs[i].e.rate == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // held returns the grant's lanes.
 func (g *grant[K]) held() []held[K] {
 	if g.more != nil {

@@ -2,6 +2,7 @@ package lanequeue
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -71,15 +72,16 @@ func (e *laneEntry[K]) tryFirst() bool {
 // waitFor lists the call of g, for key, as waiting for its lane i, the
 // lanes before i held: the slow path of acquireFrom, taken once a lane
 // could not be had at once. The first time it takes a record for the call
-// (the one publish will fill), later it moves the record on.
-func (q *Queue[K]) waitFor(key K, g *grant[K], i int) {
+// (the one publish will fill), later it moves the record on. It returns
+// the reading of the clock that starts the wait.
+func (q *Queue[K]) waitFor(key K, g *grant[K], i int) int64 {
 	now := q.stamp()
 	seq := q.watch.seq.Add(1)
 	if r := g.rec; r != nil {
 		r.home.mu.Lock()
 		r.at, r.atSince, r.seq = i, now, seq
 		r.home.mu.Unlock()
-		return
+		return now
 	}
 	st := &q.holders.stripes[stripeHint()]
 	st.mu.Lock()
@@ -92,7 +94,12 @@ func (q *Queue[K]) waitFor(key K, g *grant[K], i int) {
 	}
 	st.mu.Unlock()
 	g.rec = r
+	return now
 }
+
+// noWait is the start of the wait of a lane that did not wait (see
+// takeRateTail): no reading of the clock.
+const noWait = math.MinInt64
 
 // abandon gives back the record of a call that failed after waitFor.
 func (q *Queue[K]) abandon(g *grant[K]) {

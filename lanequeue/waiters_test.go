@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,16 +186,27 @@ func TestLaneStatsTimings(t *testing.T) {
 }
 
 // Callers that wait, give up and get through while others list the
-// holders and waiters: every listing is consistent (the global lane of
-// capacity 2 never has more than 2 holders with a ticket, positions
-// count from 1 in each line), and once the calls have returned nobody is
-// listed.
+// holders and waiters: every listing is consistent (positions count from 1
+// in each line; the global lane of capacity 2 has at most 2 holders with a
+// ticket, but for the tickets released while Holders gathers), and once
+// the calls have returned nobody is listed.
+//
+// Holders is not a snapshot: it gathers one lock stripe at a time, so a
+// ticket listed from a stripe it read early may be released, and its
+// permit granted to a ticket listed from a stripe it reads later. The
+// test asserted at most 2 tickets per listing, which fails when that
+// happens (rarely). At any instant at most 2 listed tickets hold the
+// lane; every other ticket in a listing began its Release during the
+// listing, so it counts in releasing (taken before each Release, read
+// after the listing) less released (taken after each Release, read
+// before it).
 func TestWaitersRace(t *testing.T) {
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
 	must(t, q.AddKeyedLane("session"))
 	must(t, q.AddGlobalLane("global", 2))
 	lanes := []string{"session", "global"}
+	var releasing, released atomic.Int64
 	for round := range raceRounds {
 		var calls []func()
 		for i := range 6 {
@@ -206,20 +218,23 @@ func TestWaitersRace(t *testing.T) {
 				}
 				tk, err := acquireAll(q, ctx, []string{"a", "b"}[i%2], lanes)
 				if err == nil {
+					releasing.Add(1)
 					tk.Release()
+					released.Add(1)
 				}
 			})
 		}
 		calls = append(calls, func() {
 			for range 3 {
+				before := released.Load()
 				tickets := 0
 				for _, h := range q.Holders() {
 					if h.Lane == "global" && !h.Waiting {
 						tickets++
 					}
 				}
-				if tickets > 2 {
-					t.Errorf("round %d: %d tickets hold the global lane of 2", round, tickets)
+				if during := releasing.Load() - before; int64(tickets) > 2+during {
+					t.Errorf("round %d: %d tickets hold the global lane of 2, with at most %d released during the listing", round, tickets, during)
 				}
 				seen := map[string]int{}
 				for _, w := range q.Waiters() {

@@ -47,7 +47,9 @@ const MaxGroupWeight = 1000
 // closure over a table the program updates, and a new weight applies to
 // the next waiter of that group. A weight outside [1, MaxGroupWeight]
 // fails the call that asked, before it waits, with an error wrapping
-// [ErrInvalidConfig] (counted in Rejected).
+// [ErrInvalidConfig] (counted in Rejected). A weight function that panics
+// leaves the semaphore as it was (the call has taken and counted nothing
+// yet), and the panic goes on to the caller.
 //
 // What is shared is the count of permits granted, not the time they are
 // held: a group whose work runs longer holds more of the capacity for the
