@@ -32,7 +32,7 @@
 // callers, keys) are UpDownCounters, as the conventions ask, and the
 // capacities that do not add up are Gauges, so that a backend aggregates
 // each the right way. Capacity and use are on one footing, as in package
-// promlanes (exporters.Lane has the figures for both):
+// promlanes ([exporters.Lane] has the figures for both):
 //
 //   - a global or rate lane's usage is lanes.in_use / lanes.capacity;
 //   - a keyed lane's lanes.capacity is its per-key capacity times its keys
@@ -45,9 +45,9 @@
 //     sum of lanes.in_use over the max of lanes.fleet.capacity. A fleet's
 //     keyed lane reports lanes.key.capacity only.
 //
-// The counters are cumulative
-// and come from [semaphore.Counters], the five outcomes of an acquire call
-// as one counter with an attribute, since each call ends in exactly one.
+// The counters are cumulative and come from [semaphore.Counters], the five
+// outcomes of an acquire call as one counter with an attribute, since each
+// call ends in exactly one.
 //
 // The adaptive controllers that drive lanes' capacities (package adaptive)
 // have instruments of their own, under lanes.adaptive., made by
@@ -117,7 +117,7 @@ func Register(meter metric.Meter, src exporters.Source, opts ...Option) (metric.
 	var in instruments
 	var errs [11]error
 	in.capacity, errs[0] = meter.Int64ObservableUpDownCounter("lanes.capacity", metric.WithUnit("{permit}"),
-		metric.WithDescription("Capacity of the lane on the footing of lanes.in_use (of a global lane; of a keyed lane, per key times keys alive; of a rate lane, its burst); none for a lane a fleet shares. lanes.in_use / lanes.capacity is the usage; sums across lanes and instances."))
+		metric.WithDescription("Capacity of the lane on the footing of lanes.in_use (of a global lane; of a keyed lane, per key times keys alive; of a rate lane, its burst); none for a lane a fleet shares. lanes.in_use / lanes.capacity is the usage; sums across instances."))
 	in.inUse, errs[1] = meter.Int64ObservableUpDownCounter("lanes.in_use", metric.WithUnit("{permit}"),
 		metric.WithDescription("Permits of the lane held now by this instance, over all keys. Sums across keys and instances."))
 	in.waiting, errs[2] = meter.Int64ObservableUpDownCounter("lanes.waiting", metric.WithUnit("{caller}"),

@@ -8,22 +8,22 @@
 // Every series has the labels lane (the lane's name) and kind ("keyed",
 // "global" or "rate"). With the default namespace "lanes":
 //
-//	lanes_capacity_permits       gauge      capacity on in_use's footing: of a global lane, of a keyed lane's keys alive, a rate lane's burst
-//	lanes_key_capacity_permits   gauge      capacity per key of a keyed lane
-//	lanes_fleet_capacity_permits gauge      capacity a fleet of instances shares (a Redis lane), the same on each
-//	lanes_in_use_permits         gauge      permits held now by this instance, over all keys
-//	lanes_waiters                gauge      callers waiting now
-//	lanes_keys                   gauge      entries alive (keyed lanes only)
-//	lanes_closed                 gauge      1 once the lane is closed
-//	lanes_acquires_total         counter    acquire calls ended, by outcome: acquired, cancelled, timed_out, rejected, failed
-//	lanes_waited_total           counter    grants that had to wait (of the acquired)
-//	lanes_releases_total         counter    first releases of granted permits
-//	lanes_double_releases_total  counter    releases of permits already released
-//	lanes_wait_seconds           histogram  time a grant waited in line (0 for one that did not queue)
-//	lanes_hold_seconds           histogram  time from a grant to its release
+//	lanes_capacity_permits        gauge      capacity on in_use's footing: of a global lane, of a keyed lane's keys alive, a rate lane's burst
+//	lanes_key_capacity_permits    gauge      capacity per key of a keyed lane
+//	lanes_fleet_capacity_permits  gauge      capacity a fleet of instances shares (a Redis lane), the same on each
+//	lanes_in_use_permits          gauge      permits held now by this instance, over all keys
+//	lanes_waiters                 gauge      callers waiting now
+//	lanes_keys                    gauge      entries alive (keyed lanes only)
+//	lanes_closed                  gauge      1 once the lane is closed
+//	lanes_acquires_total          counter    acquire calls ended, by outcome: acquired, cancelled, timed_out, rejected, failed
+//	lanes_waited_total            counter    grants that had to wait (of the acquired)
+//	lanes_releases_total          counter    first releases of granted permits
+//	lanes_double_releases_total   counter    releases of permits already released
+//	lanes_wait_seconds            histogram  time a grant waited in line (0 for one that did not queue)
+//	lanes_hold_seconds            histogram  time from a grant to its release
 //
 // Capacity and use are on one footing, so that a ratio or a sum of them
-// means what it says (exporters.Lane has the figures, shared with
+// means what it says ([exporters.Lane] has the figures, shared with
 // otellanes):
 //
 //   - a global or rate lane's usage is in_use_permits / capacity_permits;
@@ -40,10 +40,9 @@
 //     sum by (lane) (lanes_in_use_permits) / max by (lane) (lanes_fleet_capacity_permits).
 //     A fleet's keyed lane reports key_capacity_permits only.
 //
-// So capacity_permits and in_use_permits both add up over lanes and
-// instances, and sum(in_use_permits) / sum(capacity_permits) is right for a
-// service's own lanes. The HELP text of each says which aggregation is
-// right.
+// So capacity_permits and in_use_permits both add up across instances:
+// sum by (lane) of each gives a lane's usage over a service's replicas.
+// The HELP text of each capacity says which aggregation is right.
 //
 // The counters are those of [semaphore.Counters], one series per field
 // (the five outcomes of an acquire call as one counter with an outcome
@@ -137,7 +136,7 @@ func New(src exporters.Source, opts ...Option) *Collector {
 	}
 	return &Collector{
 		src:           src,
-		capacity:      desc("capacity_permits", "Capacity of the lane on the footing of in_use_permits (of a global lane; of a keyed lane, per key times keys alive; of a rate lane, its burst); none for a lane a fleet shares. in_use_permits / capacity_permits is the usage; sum across lanes and instances."),
+		capacity:      desc("capacity_permits", "Capacity of the lane on the footing of in_use_permits (of a global lane; of a keyed lane, per key times keys alive; of a rate lane, its burst); none for a lane a fleet shares. in_use_permits / capacity_permits is the usage; sum across instances."),
 		keyCapacity:   desc("key_capacity_permits", "Capacity per key of a keyed lane, the same for every key. Aggregate with max, not sum."),
 		fleetCapacity: desc("fleet_capacity_permits", "Capacity that a fleet of instances shares (a Redis lane); every instance reports the same whole. Aggregate across instances with max, not sum: the fleet's usage is sum(in_use_permits) / max(fleet_capacity_permits)."),
 		inUse:         desc("in_use_permits", "Permits of the lane held now by this instance, over all keys. Sum across keys and instances."),

@@ -35,7 +35,7 @@ lanes_acquires_total{kind="rate",lane="rate",outcome="cancelled"} 0
 lanes_acquires_total{kind="rate",lane="rate",outcome="failed"} 0
 lanes_acquires_total{kind="rate",lane="rate",outcome="rejected"} 0
 lanes_acquires_total{kind="rate",lane="rate",outcome="timed_out"} 0
-# HELP lanes_capacity_permits Capacity of the lane on the footing of in_use_permits (of a global lane; of a keyed lane, per key times keys alive; of a rate lane, its burst); none for a lane a fleet shares. in_use_permits / capacity_permits is the usage; sum across lanes and instances.
+# HELP lanes_capacity_permits Capacity of the lane on the footing of in_use_permits (of a global lane; of a keyed lane, per key times keys alive; of a rate lane, its burst); none for a lane a fleet shares. in_use_permits / capacity_permits is the usage; sum across instances.
 # TYPE lanes_capacity_permits gauge
 lanes_capacity_permits{kind="global",lane="global"} 3
 lanes_capacity_permits{kind="keyed",lane="session"} 3
@@ -132,7 +132,7 @@ gw_acquires_total{kind="keyed",lane="jobs",outcome="cancelled",queue="main"} 0
 gw_acquires_total{kind="keyed",lane="jobs",outcome="failed",queue="main"} 0
 gw_acquires_total{kind="keyed",lane="jobs",outcome="rejected",queue="main"} 0
 gw_acquires_total{kind="keyed",lane="jobs",outcome="timed_out",queue="main"} 0
-# HELP gw_capacity_permits Capacity of the lane on the footing of in_use_permits (of a global lane; of a keyed lane, per key times keys alive; of a rate lane, its burst); none for a lane a fleet shares. in_use_permits / capacity_permits is the usage; sum across lanes and instances.
+# HELP gw_capacity_permits Capacity of the lane on the footing of in_use_permits (of a global lane; of a keyed lane, per key times keys alive; of a rate lane, its burst); none for a lane a fleet shares. in_use_permits / capacity_permits is the usage; sum across instances.
 # TYPE gw_capacity_permits gauge
 gw_capacity_permits{kind="global",lane="api",queue="main"} 4
 gw_capacity_permits{kind="keyed",lane="jobs",queue="main"} 4
