@@ -59,14 +59,15 @@ type Lane struct {
 	Fleet bool
 }
 
-// Capacity is the lane's capacity on the footing of its Held (this
-// instance's permits in use, over all keys), so that Held / Capacity is
-// the lane's usage, between 0 and 1, and the Capacity of several lanes or
-// instances adds up: a global lane's capacity, a rate lane's burst, and a
-// keyed lane's per-key capacity times its keys alive ([Lane.KeysAlive]).
-// ok is false for a lane a fleet shares, whose capacity is not this
-// instance's ([Lane.FleetCapacity]).
-func (l Lane) Capacity() (n int64, ok bool) {
+// InstanceCapacity is the capacity of this instance's lane on the footing
+// of its Held (this instance's permits in use, over all keys), so that
+// Held / InstanceCapacity is the lane's usage, between 0 and 1, and the
+// figures of a lane's instances add up: a global lane's capacity, a rate
+// lane's burst, and a keyed lane's per-key capacity times its keys alive
+// ([Lane.KeysAlive]). ok is false for a lane a fleet shares, whose
+// capacity is not this instance's ([Lane.FleetCapacity]). (The embedded
+// LaneStats.Capacity is the source's figure as it is.)
+func (l Lane) InstanceCapacity() (n int64, ok bool) {
 	switch {
 	case l.Fleet:
 		return 0, false

@@ -69,7 +69,7 @@ func TestLaneCapacities(t *testing.T) {
 			figs{key: 2, hasKey: true, keys: 1}},
 	} {
 		var got figs
-		got.capacity, got.hasCap = c.lane.Capacity()
+		got.capacity, got.hasCap = c.lane.InstanceCapacity()
 		got.key, got.hasKey = c.lane.KeyCapacity()
 		got.fleet, got.hasF = c.lane.FleetCapacity()
 		if c.lane.Kind == lanequeue.Keyed {
@@ -78,7 +78,7 @@ func TestLaneCapacities(t *testing.T) {
 		if got != c.want {
 			t.Errorf("%s: got %+v; want %+v", c.name, got, c.want)
 		}
-		if n, ok := c.lane.Capacity(); ok && n > 0 && c.lane.Held > n {
+		if n, ok := c.lane.InstanceCapacity(); ok && n > 0 && c.lane.Held > n {
 			t.Errorf("%s: %d held of a capacity of %d", c.name, c.lane.Held, n)
 		}
 	}

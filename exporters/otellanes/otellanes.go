@@ -166,7 +166,7 @@ func (in *instruments) observe(o metric.Observer, lanes []exporters.Lane, fixed 
 			return attribute.NewSet(append(all, extra...)...)
 		}
 		lane := metric.WithAttributeSet(kv())
-		if n, ok := l.Capacity(); ok {
+		if n, ok := l.InstanceCapacity(); ok {
 			o.ObserveInt64(in.capacity, n, lane)
 		}
 		if n, ok := l.KeyCapacity(); ok {

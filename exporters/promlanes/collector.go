@@ -186,7 +186,7 @@ func (c *Collector) collectLane(ch chan<- prometheus.Metric, l exporters.Lane) {
 	counter := func(d *prometheus.Desc, v uint64, extra ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append([]string{st.Name, kind}, extra...)...)
 	}
-	if n, ok := l.Capacity(); ok {
+	if n, ok := l.InstanceCapacity(); ok {
 		gauge(c.capacity, float64(n))
 	}
 	if n, ok := l.KeyCapacity(); ok {
