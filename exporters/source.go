@@ -25,7 +25,7 @@
 // the figures, [Read] reads them, and both exporters report them): a lane's
 // capacity is counted over what its permits in use are counted over, so
 // that use / capacity is its usage, between 0 and 1, and both add up
-// across lanes and instances. A keyed lane's capacity is its per-key
+// across a lane's instances. A keyed lane's capacity is its per-key
 // capacity times its keys alive, and its per-key capacity is a figure of
 // its own; a lane whose budget a fleet of instances shares ([Fleet],
 // [FleetSource]) reports the fleet's capacity as a figure of its own,
