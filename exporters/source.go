@@ -21,6 +21,17 @@
 // program that uses lanes without these exporters never depends on
 // Prometheus or OpenTelemetry.
 //
+// Metric model: capacity and use are reported on one footing ([Lane] has
+// the figures, [Read] reads them, and both exporters report them): a lane's
+// capacity is counted over what its permits in use are counted over, so
+// that use / capacity is its usage, between 0 and 1, and both add up
+// across a lane's instances. A keyed lane's capacity is its per-key
+// capacity times its keys alive, and its per-key capacity is a figure of
+// its own; a lane whose budget a fleet of instances shares ([Fleet],
+// [FleetSource]) reports the fleet's capacity as a figure of its own,
+// which every instance reports whole (take the max across instances, not
+// the sum), beside this instance's use (sum it).
+//
 // Cost: an exporter reads its source when it is scraped or collected, never
 // on the lanes' hot paths; a keyed lane's snapshot walks its keys (see
 // [keyedsem.Keyed.Stats]).
@@ -93,14 +104,28 @@ func Keyed[K comparable](name string, k *keyedsem.Keyed[K]) Source {
 
 // Join returns a [Source] of the lanes of every source given, in the order
 // given: several queues, or a queue and semaphores used beside it, under one
-// exporter. Their lanes' names must differ.
-func Join(sources ...Source) Source {
-	sources = append([]Source(nil), sources...)
-	return SourceFunc(func() []lanequeue.LaneStats {
-		var all []lanequeue.LaneStats
-		for _, s := range sources {
-			all = append(all, s.Stats()...)
+// exporter. Their lanes' names must differ. The result is a [FleetSource]
+// that names the fleet lanes of every source given that is one.
+func Join(sources ...Source) FleetSource {
+	return joined(append([]Source(nil), sources...))
+}
+
+type joined []Source
+
+func (j joined) Stats() []lanequeue.LaneStats {
+	var all []lanequeue.LaneStats
+	for _, s := range j {
+		all = append(all, s.Stats()...)
+	}
+	return all
+}
+
+func (j joined) FleetLanes() []string {
+	var names []string
+	for _, s := range j {
+		if f, ok := s.(FleetSource); ok {
+			names = append(names, f.FleetLanes()...)
 		}
-		return all
-	})
+	}
+	return names
 }

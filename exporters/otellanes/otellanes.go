@@ -12,8 +12,10 @@
 // lanes. prefix, with the unit in the instrument's unit (UCUM, curly braces
 // for counted things), as OpenTelemetry's semantic conventions have them:
 //
-//	lanes.capacity         UpDownCounter  {permit}   capacity of a global lane, per-key capacity of a keyed lane, burst of a rate lane
-//	lanes.in_use           UpDownCounter  {permit}   permits held now, over all keys
+//	lanes.capacity         UpDownCounter  {permit}   capacity on in_use's footing: of a global lane, of a keyed lane's keys alive, a rate lane's burst
+//	lanes.key.capacity     Gauge          {permit}   capacity per key of a keyed lane
+//	lanes.fleet.capacity   Gauge          {permit}   capacity a fleet of instances shares (a Redis lane), the same on each
+//	lanes.in_use           UpDownCounter  {permit}   permits held now by this instance, over all keys
 //	lanes.waiting          UpDownCounter  {caller}   callers waiting now
 //	lanes.keys             UpDownCounter  {key}      entries alive (keyed lanes only)
 //	lanes.closed           Gauge          1          1 once the lane is closed
@@ -26,10 +28,26 @@
 // lanes.hold.duration, in s) come from a [Producer] given to the reader,
 // since the metrics API has no asynchronous histogram.
 //
-// The gauges of things that add up across lanes (permits, callers, keys)
-// are UpDownCounters, as the conventions ask; the counters are cumulative
-// and come from [semaphore.Counters], the five outcomes of an acquire call
-// as one counter with an attribute, since each call ends in exactly one.
+// The gauges of things that add up across lanes and instances (permits,
+// callers, keys) are UpDownCounters, as the conventions ask, and the
+// capacities that do not add up are Gauges, so that a backend aggregates
+// each the right way. Capacity and use are on one footing, as in package
+// promlanes ([exporters.Lane] has the figures for both):
+//
+//   - a global or rate lane's usage is lanes.in_use / lanes.capacity;
+//   - a keyed lane's lanes.capacity is its per-key capacity times its keys
+//     alive (lanes.keys), so lanes.in_use / lanes.capacity is the share of
+//     its live keys' permits in use; lanes.key.capacity is one key's bound;
+//   - a lane whose budget a fleet of instances shares (its source marks it:
+//     [exporters.Fleet]) has no lanes.capacity: every instance reports the
+//     whole as lanes.fleet.capacity (take the max across instances, not the
+//     sum) and its own lanes.in_use (sum them), so the fleet's usage is the
+//     sum of lanes.in_use over the max of lanes.fleet.capacity. A fleet's
+//     keyed lane reports lanes.key.capacity only.
+//
+// The counters are cumulative and come from [semaphore.Counters], the five
+// outcomes of an acquire call as one counter with an attribute, since each
+// call ends in exactly one.
 //
 // The adaptive controllers that drive lanes' capacities (package adaptive)
 // have instruments of their own, under lanes.adaptive., made by
@@ -75,7 +93,7 @@ func WithAttributes(kv ...attribute.KeyValue) Option {
 
 type instruments struct {
 	capacity, inUse, waiting, keys        metric.Int64ObservableUpDownCounter
-	closed                                metric.Int64ObservableGauge
+	keyCapacity, fleetCapacity, closed    metric.Int64ObservableGauge
 	acquires, waited, releases, doubleRel metric.Int64ObservableCounter
 }
 
@@ -97,11 +115,11 @@ func Register(meter metric.Meter, src exporters.Source, opts ...Option) (metric.
 		o(&cfg)
 	}
 	var in instruments
-	var errs [9]error
+	var errs [11]error
 	in.capacity, errs[0] = meter.Int64ObservableUpDownCounter("lanes.capacity", metric.WithUnit("{permit}"),
-		metric.WithDescription("Capacity of the lane: of a global lane, per key of a keyed lane, the burst of a rate lane."))
+		metric.WithDescription("Capacity of the lane on the footing of lanes.in_use (of a global lane; of a keyed lane, per key times keys alive; of a rate lane, its burst); none for a lane a fleet shares. lanes.in_use / lanes.capacity is the usage; sums across instances."))
 	in.inUse, errs[1] = meter.Int64ObservableUpDownCounter("lanes.in_use", metric.WithUnit("{permit}"),
-		metric.WithDescription("Permits of the lane held now, over all keys."))
+		metric.WithDescription("Permits of the lane held now by this instance, over all keys. Sums across keys and instances."))
 	in.waiting, errs[2] = meter.Int64ObservableUpDownCounter("lanes.waiting", metric.WithUnit("{caller}"),
 		metric.WithDescription("Callers waiting for the lane now."))
 	in.keys, errs[3] = meter.Int64ObservableUpDownCounter("lanes.keys", metric.WithUnit("{key}"),
@@ -116,30 +134,31 @@ func Register(meter metric.Meter, src exporters.Source, opts ...Option) (metric.
 		metric.WithDescription("First releases of the lane's granted permits."))
 	in.doubleRel, errs[8] = meter.Int64ObservableCounter("lanes.double_releases", metric.WithUnit("{release}"),
 		metric.WithDescription("Releases of the lane's permits that were already released."))
+	in.keyCapacity, errs[9] = meter.Int64ObservableGauge("lanes.key.capacity", metric.WithUnit("{permit}"),
+		metric.WithDescription("Capacity per key of a keyed lane, the same for every key. Aggregate with max, not sum."))
+	in.fleetCapacity, errs[10] = meter.Int64ObservableGauge("lanes.fleet.capacity", metric.WithUnit("{permit}"),
+		metric.WithDescription("Capacity that a fleet of instances shares (a Redis lane); every instance reports the same whole. Aggregate across instances with max, not sum: the fleet's usage is the sum of lanes.in_use over the max of lanes.fleet.capacity."))
 	for _, err := range errs {
 		if err != nil {
 			return nil, fmt.Errorf("otellanes: %w", err)
 		}
 	}
 	return meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		return in.observe(o, src.Stats(), cfg.attrs)
-	}, in.capacity, in.inUse, in.waiting, in.keys, in.closed, in.acquires, in.waited, in.releases, in.doubleRel)
+		lanes, err := exporters.Read(src)
+		in.observe(o, lanes, cfg.attrs)
+		if err != nil {
+			return fmt.Errorf("otellanes: %w", err)
+		}
+		return nil
+	}, in.capacity, in.keyCapacity, in.fleetCapacity, in.inUse, in.waiting, in.keys, in.closed, in.acquires, in.waited, in.releases, in.doubleRel)
 }
 
 // outcomes are the values of OutcomeKey, in the order of observe's counts.
 var outcomes = [...]string{"acquired", "cancelled", "timed_out", "rejected", "failed"}
 
-func (in *instruments) observe(o metric.Observer, lanes []lanequeue.LaneStats, fixed []attribute.KeyValue) error {
-	var err error
-	seen := make(map[string]bool, len(lanes))
-	for _, st := range lanes {
-		if seen[st.Name] {
-			if err == nil {
-				err = fmt.Errorf("otellanes: the source reports lane %q twice", st.Name)
-			}
-			continue
-		}
-		seen[st.Name] = true
+func (in *instruments) observe(o metric.Observer, lanes []exporters.Lane, fixed []attribute.KeyValue) {
+	for _, l := range lanes {
+		st := l.LaneStats
 		// A slice of its own for each set: NewSet sorts the slice it is given.
 		kv := func(extra ...attribute.KeyValue) attribute.Set {
 			all := make([]attribute.KeyValue, 0, len(fixed)+3)
@@ -147,11 +166,19 @@ func (in *instruments) observe(o metric.Observer, lanes []lanequeue.LaneStats, f
 			return attribute.NewSet(append(all, extra...)...)
 		}
 		lane := metric.WithAttributeSet(kv())
-		o.ObserveInt64(in.capacity, st.Capacity, lane)
+		if n, ok := l.InstanceCapacity(); ok {
+			o.ObserveInt64(in.capacity, n, lane)
+		}
+		if n, ok := l.KeyCapacity(); ok {
+			o.ObserveInt64(in.keyCapacity, n, lane)
+		}
+		if n, ok := l.FleetCapacity(); ok {
+			o.ObserveInt64(in.fleetCapacity, n, lane)
+		}
 		o.ObserveInt64(in.inUse, st.Held, lane)
 		o.ObserveInt64(in.waiting, int64(st.Waiters), lane)
 		if st.Kind == lanequeue.Keyed {
-			o.ObserveInt64(in.keys, int64(st.Keys), lane)
+			o.ObserveInt64(in.keys, int64(l.KeysAlive()), lane)
 		}
 		closed := int64(0)
 		if st.Closed {
@@ -166,7 +193,6 @@ func (in *instruments) observe(o metric.Observer, lanes []lanequeue.LaneStats, f
 		o.ObserveInt64(in.releases, clamp(n.Released), lane)
 		o.ObserveInt64(in.doubleRel, clamp(n.DoubleReleases), lane)
 	}
-	return err
 }
 
 // clamp converts a counter to the instruments' int64; a count past

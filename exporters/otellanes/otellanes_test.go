@@ -108,7 +108,8 @@ func TestQueueCollect(t *testing.T) {
 	}
 	const s, g, r = "session", "global", "rate"
 	check(t, got, []metricdata.Metrics{
-		sum("lanes.capacity", "{permit}", false, []point{{s, "keyed", "", 1}, {g, "global", "", 3}, {r, "rate", "", 5}}),
+		sum("lanes.capacity", "{permit}", false, []point{{s, "keyed", "", 3}, {g, "global", "", 3}, {r, "rate", "", 5}}),
+		gauge("lanes.key.capacity", "{permit}", []point{{s, "keyed", "", 1}}),
 		sum("lanes.in_use", "{permit}", false, []point{{s, "keyed", "", 1}, {g, "global", "", 1}, {r, "rate", "", 0}}),
 		sum("lanes.waiting", "{caller}", false, []point{{s, "keyed", "", 1}, {g, "global", "", 0}, {r, "rate", "", 0}}),
 		sum("lanes.keys", "{key}", false, []point{{s, "keyed", "", 3}}),
@@ -139,7 +140,8 @@ func TestSemaphoreKeyedAttributes(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(t, got, []metricdata.Metrics{
-		sum("lanes.capacity", "{permit}", false, []point{{"api", "global", "", 4}, {"jobs", "keyed", "", 2}}, role),
+		sum("lanes.capacity", "{permit}", false, []point{{"api", "global", "", 4}, {"jobs", "keyed", "", 4}}, role),
+		gauge("lanes.key.capacity", "{permit}", []point{{"jobs", "keyed", "", 2}}, role),
 		sum("lanes.in_use", "{permit}", false, []point{{"api", "global", "", 3}, {"jobs", "keyed", "", 1}}, role),
 		sum("lanes.waiting", "{caller}", false, []point{{"api", "global", "", 0}, {"jobs", "keyed", "", 0}}, role),
 		sum("lanes.keys", "{key}", false, []point{{"jobs", "keyed", "", 2}}, role),

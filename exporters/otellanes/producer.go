@@ -77,17 +77,13 @@ var bounds = func() []float64 {
 // produced once, with an error naming it.
 func (p *Producer) Produce(context.Context) ([]metricdata.ScopeMetrics, error) {
 	now := time.Now()
-	var err error
 	var wait, hold []metricdata.HistogramDataPoint[float64]
-	seen := map[string]bool{}
-	for _, st := range p.src.Stats() {
-		if seen[st.Name] {
-			if err == nil {
-				err = fmt.Errorf("otellanes: the source reports lane %q twice", st.Name)
-			}
-			continue
-		}
-		seen[st.Name] = true
+	lanes, err := exporters.Read(p.src)
+	if err != nil {
+		err = fmt.Errorf("otellanes: %w", err)
+	}
+	for _, l := range lanes {
+		st := l.LaneStats
 		if !st.Enabled {
 			continue
 		}

@@ -8,17 +8,41 @@
 // Every series has the labels lane (the lane's name) and kind ("keyed",
 // "global" or "rate"). With the default namespace "lanes":
 //
-//	lanes_capacity_permits       gauge      capacity of a global lane, per-key capacity of a keyed lane, burst of a rate lane
-//	lanes_in_use_permits         gauge      permits held now, over all keys
-//	lanes_waiters                gauge      callers waiting now
-//	lanes_keys                   gauge      entries alive (keyed lanes only)
-//	lanes_closed                 gauge      1 once the lane is closed
-//	lanes_acquires_total         counter    acquire calls ended, by outcome: acquired, cancelled, timed_out, rejected, failed
-//	lanes_waited_total           counter    grants that had to wait (of the acquired)
-//	lanes_releases_total         counter    first releases of granted permits
-//	lanes_double_releases_total  counter    releases of permits already released
-//	lanes_wait_seconds           histogram  time a grant waited in line (0 for one that did not queue)
-//	lanes_hold_seconds           histogram  time from a grant to its release
+//	lanes_capacity_permits        gauge      capacity on in_use's footing: of a global lane, of a keyed lane's keys alive, a rate lane's burst
+//	lanes_key_capacity_permits    gauge      capacity per key of a keyed lane
+//	lanes_fleet_capacity_permits  gauge      capacity a fleet of instances shares (a Redis lane), the same on each
+//	lanes_in_use_permits          gauge      permits held now by this instance, over all keys
+//	lanes_waiters                 gauge      callers waiting now
+//	lanes_keys                    gauge      entries alive (keyed lanes only)
+//	lanes_closed                  gauge      1 once the lane is closed
+//	lanes_acquires_total          counter    acquire calls ended, by outcome: acquired, cancelled, timed_out, rejected, failed
+//	lanes_waited_total            counter    grants that had to wait (of the acquired)
+//	lanes_releases_total          counter    first releases of granted permits
+//	lanes_double_releases_total   counter    releases of permits already released
+//	lanes_wait_seconds            histogram  time a grant waited in line (0 for one that did not queue)
+//	lanes_hold_seconds            histogram  time from a grant to its release
+//
+// Capacity and use are on one footing, so that a ratio or a sum of them
+// means what it says ([exporters.Lane] has the figures, shared with
+// otellanes):
+//
+//   - a global or rate lane's usage is in_use_permits / capacity_permits;
+//   - a keyed lane's capacity_permits is its per-key capacity times its keys
+//     alive (lanes_keys), the permits its live keys have between them, so
+//     in_use_permits / capacity_permits is the share of them in use;
+//     key_capacity_permits is the bound of one key, the same for every key
+//     (aggregate it with max, never sum);
+//   - a lane whose budget a fleet of instances shares (its source marks it:
+//     [exporters.Fleet]) has no capacity_permits: each instance reports
+//     the whole fleet's capacity as fleet_capacity_permits (aggregate it
+//     across instances with max, never sum) and its own in_use_permits (sum
+//     them), so the fleet's usage is
+//     sum by (lane) (lanes_in_use_permits) / max by (lane) (lanes_fleet_capacity_permits).
+//     A fleet's keyed lane reports key_capacity_permits only.
+//
+// So capacity_permits and in_use_permits both add up across instances:
+// sum by (lane) of each gives a lane's usage over a service's replicas.
+// The HELP text of each capacity says which aggregation is right.
 //
 // The counters are those of [semaphore.Counters], one series per field
 // (the five outcomes of an acquire call as one counter with an outcome
@@ -80,9 +104,10 @@ func WithConstLabels(l prometheus.Labels) Option {
 type Collector struct {
 	src exporters.Source
 
-	capacity, inUse, waiters, keys, closed *prometheus.Desc
-	acquires, waited, releases, doubles    *prometheus.Desc
-	waitTime, holdTime                     *prometheus.Desc
+	capacity, keyCapacity, fleetCapacity *prometheus.Desc
+	inUse, waiters, keys, closed         *prometheus.Desc
+	acquires, waited, releases, doubles  *prometheus.Desc
+	waitTime, holdTime                   *prometheus.Desc
 }
 
 // Outcomes of an acquire call, the values of the outcome label of
@@ -110,18 +135,20 @@ func New(src exporters.Source, opts ...Option) *Collector {
 			append([]string{"lane", "kind"}, extra...), cfg.labels)
 	}
 	return &Collector{
-		src:      src,
-		capacity: desc("capacity_permits", "Capacity of the lane: of a global lane, per key of a keyed lane, the burst of a rate lane."),
-		inUse:    desc("in_use_permits", "Permits of the lane held now, over all keys."),
-		waiters:  desc("waiters", "Callers waiting for the lane now."),
-		keys:     desc("keys", "Entries alive in a keyed lane."),
-		closed:   desc("closed", "1 once the lane is closed, else 0."),
-		acquires: desc("acquires_total", "Acquire calls on the lane that ended, by outcome (each call ends in exactly one).", "outcome"),
-		waited:   desc("waited_total", "Grants of the lane that had to wait in its queue."),
-		releases: desc("releases_total", "First releases of the lane's granted permits."),
-		doubles:  desc("double_releases_total", "Releases of the lane's permits that were already released."),
-		waitTime: desc("wait_seconds", "Time a grant of the lane waited in line (0 for one that did not queue)."),
-		holdTime: desc("hold_seconds", "Time from a grant of the lane to its release."),
+		src:           src,
+		capacity:      desc("capacity_permits", "Capacity of the lane on the footing of in_use_permits (of a global lane; of a keyed lane, per key times keys alive; of a rate lane, its burst); none for a lane a fleet shares. in_use_permits / capacity_permits is the usage; sum across instances."),
+		keyCapacity:   desc("key_capacity_permits", "Capacity per key of a keyed lane, the same for every key. Aggregate with max, not sum."),
+		fleetCapacity: desc("fleet_capacity_permits", "Capacity that a fleet of instances shares (a Redis lane); every instance reports the same whole. Aggregate across instances with max, not sum: the fleet's usage is sum(in_use_permits) / max(fleet_capacity_permits)."),
+		inUse:         desc("in_use_permits", "Permits of the lane held now by this instance, over all keys. Sum across keys and instances."),
+		waiters:       desc("waiters", "Callers waiting for the lane now."),
+		keys:          desc("keys", "Entries alive in a keyed lane."),
+		closed:        desc("closed", "1 once the lane is closed, else 0."),
+		acquires:      desc("acquires_total", "Acquire calls on the lane that ended, by outcome (each call ends in exactly one).", "outcome"),
+		waited:        desc("waited_total", "Grants of the lane that had to wait in its queue."),
+		releases:      desc("releases_total", "First releases of the lane's granted permits."),
+		doubles:       desc("double_releases_total", "Releases of the lane's permits that were already released."),
+		waitTime:      desc("wait_seconds", "Time a grant of the lane waited in line (0 for one that did not queue)."),
+		holdTime:      desc("hold_seconds", "Time from a grant of the lane to its release."),
 	}
 }
 
@@ -133,7 +160,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *Collector) descs() []*prometheus.Desc {
-	return []*prometheus.Desc{c.capacity, c.inUse, c.waiters, c.keys, c.closed, c.acquires, c.waited, c.releases, c.doubles, c.waitTime, c.holdTime}
+	return []*prometheus.Desc{c.capacity, c.keyCapacity, c.fleetCapacity, c.inUse, c.waiters, c.keys, c.closed, c.acquires, c.waited, c.releases, c.doubles, c.waitTime, c.holdTime}
 }
 
 // Collect reads the source once and sends each lane's metrics. A lane name
@@ -141,18 +168,17 @@ func (c *Collector) descs() []*prometheus.Desc {
 // scrape fails with an error naming it rather than reporting one lane's
 // figures under another's name.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	seen := map[string]bool{}
-	for _, st := range c.src.Stats() {
-		if seen[st.Name] {
-			ch <- prometheus.NewInvalidMetric(c.capacity, fmt.Errorf("promlanes: the source reports lane %q twice", st.Name))
-			continue
-		}
-		seen[st.Name] = true
-		c.collectLane(ch, st)
+	lanes, err := exporters.Read(c.src)
+	for _, l := range lanes {
+		c.collectLane(ch, l)
+	}
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.capacity, fmt.Errorf("promlanes: %w", err))
 	}
 }
 
-func (c *Collector) collectLane(ch chan<- prometheus.Metric, st lanequeue.LaneStats) {
+func (c *Collector) collectLane(ch chan<- prometheus.Metric, l exporters.Lane) {
+	st := l.LaneStats
 	kind := st.Kind.String()
 	gauge := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, st.Name, kind)
@@ -160,11 +186,19 @@ func (c *Collector) collectLane(ch chan<- prometheus.Metric, st lanequeue.LaneSt
 	counter := func(d *prometheus.Desc, v uint64, extra ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append([]string{st.Name, kind}, extra...)...)
 	}
-	gauge(c.capacity, float64(st.Capacity))
+	if n, ok := l.InstanceCapacity(); ok {
+		gauge(c.capacity, float64(n))
+	}
+	if n, ok := l.KeyCapacity(); ok {
+		gauge(c.keyCapacity, float64(n))
+	}
+	if n, ok := l.FleetCapacity(); ok {
+		gauge(c.fleetCapacity, float64(n))
+	}
 	gauge(c.inUse, float64(st.Held))
 	gauge(c.waiters, float64(st.Waiters))
 	if st.Kind == lanequeue.Keyed {
-		gauge(c.keys, float64(st.Keys))
+		gauge(c.keys, float64(l.KeysAlive()))
 	}
 	closed := 0.0
 	if st.Closed {

@@ -35,10 +35,10 @@ lanes_acquires_total{kind="rate",lane="rate",outcome="cancelled"} 0
 lanes_acquires_total{kind="rate",lane="rate",outcome="failed"} 0
 lanes_acquires_total{kind="rate",lane="rate",outcome="rejected"} 0
 lanes_acquires_total{kind="rate",lane="rate",outcome="timed_out"} 0
-# HELP lanes_capacity_permits Capacity of the lane: of a global lane, per key of a keyed lane, the burst of a rate lane.
+# HELP lanes_capacity_permits Capacity of the lane on the footing of in_use_permits (of a global lane; of a keyed lane, per key times keys alive; of a rate lane, its burst); none for a lane a fleet shares. in_use_permits / capacity_permits is the usage; sum across instances.
 # TYPE lanes_capacity_permits gauge
 lanes_capacity_permits{kind="global",lane="global"} 3
-lanes_capacity_permits{kind="keyed",lane="session"} 1
+lanes_capacity_permits{kind="keyed",lane="session"} 3
 lanes_capacity_permits{kind="rate",lane="rate"} 5
 # HELP lanes_closed 1 once the lane is closed, else 0.
 # TYPE lanes_closed gauge
@@ -50,11 +50,14 @@ lanes_closed{kind="rate",lane="rate"} 0
 lanes_double_releases_total{kind="global",lane="global"} 0
 lanes_double_releases_total{kind="keyed",lane="session"} 0
 lanes_double_releases_total{kind="rate",lane="rate"} 0
-# HELP lanes_in_use_permits Permits of the lane held now, over all keys.
+# HELP lanes_in_use_permits Permits of the lane held now by this instance, over all keys. Sum across keys and instances.
 # TYPE lanes_in_use_permits gauge
 lanes_in_use_permits{kind="global",lane="global"} 1
 lanes_in_use_permits{kind="keyed",lane="session"} 1
 lanes_in_use_permits{kind="rate",lane="rate"} 0
+# HELP lanes_key_capacity_permits Capacity per key of a keyed lane, the same for every key. Aggregate with max, not sum.
+# TYPE lanes_key_capacity_permits gauge
+lanes_key_capacity_permits{kind="keyed",lane="session"} 1
 # HELP lanes_keys Entries alive in a keyed lane.
 # TYPE lanes_keys gauge
 lanes_keys{kind="keyed",lane="session"} 3
@@ -86,8 +89,8 @@ func TestQueueScrape(t *testing.T) {
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(queueScrape)); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := testutil.GatherAndCount(reg); err != nil || n != 37 {
-		t.Fatalf("%d series (%v); want 37: 12 per lane (4 gauges, 5 outcomes, 3 counters), and keys for the keyed one", n, err)
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 38 {
+		t.Fatalf("%d series (%v); want 38: 12 per lane (4 gauges, 5 outcomes, 3 counters), and keys and key capacity for the keyed one", n, err)
 	}
 }
 
@@ -129,18 +132,21 @@ gw_acquires_total{kind="keyed",lane="jobs",outcome="cancelled",queue="main"} 0
 gw_acquires_total{kind="keyed",lane="jobs",outcome="failed",queue="main"} 0
 gw_acquires_total{kind="keyed",lane="jobs",outcome="rejected",queue="main"} 0
 gw_acquires_total{kind="keyed",lane="jobs",outcome="timed_out",queue="main"} 0
-# HELP gw_capacity_permits Capacity of the lane: of a global lane, per key of a keyed lane, the burst of a rate lane.
+# HELP gw_capacity_permits Capacity of the lane on the footing of in_use_permits (of a global lane; of a keyed lane, per key times keys alive; of a rate lane, its burst); none for a lane a fleet shares. in_use_permits / capacity_permits is the usage; sum across instances.
 # TYPE gw_capacity_permits gauge
 gw_capacity_permits{kind="global",lane="api",queue="main"} 4
-gw_capacity_permits{kind="keyed",lane="jobs",queue="main"} 2
+gw_capacity_permits{kind="keyed",lane="jobs",queue="main"} 4
 # HELP gw_double_releases_total Releases of the lane's permits that were already released.
 # TYPE gw_double_releases_total counter
 gw_double_releases_total{kind="global",lane="api",queue="main"} 1
 gw_double_releases_total{kind="keyed",lane="jobs",queue="main"} 0
-# HELP gw_in_use_permits Permits of the lane held now, over all keys.
+# HELP gw_in_use_permits Permits of the lane held now by this instance, over all keys. Sum across keys and instances.
 # TYPE gw_in_use_permits gauge
 gw_in_use_permits{kind="global",lane="api",queue="main"} 3
 gw_in_use_permits{kind="keyed",lane="jobs",queue="main"} 1
+# HELP gw_key_capacity_permits Capacity per key of a keyed lane, the same for every key. Aggregate with max, not sum.
+# TYPE gw_key_capacity_permits gauge
+gw_key_capacity_permits{kind="keyed",lane="jobs",queue="main"} 2
 # HELP gw_keys Entries alive in a keyed lane.
 # TYPE gw_keys gauge
 gw_keys{kind="keyed",lane="jobs",queue="main"} 2
@@ -149,7 +155,7 @@ gw_keys{kind="keyed",lane="jobs",queue="main"} 2
 gw_releases_total{kind="global",lane="api",queue="main"} 1
 gw_releases_total{kind="keyed",lane="jobs",queue="main"} 1
 `
-	names := []string{"gw_acquires_total", "gw_capacity_permits", "gw_double_releases_total", "gw_in_use_permits", "gw_keys", "gw_releases_total"}
+	names := []string{"gw_acquires_total", "gw_capacity_permits", "gw_double_releases_total", "gw_in_use_permits", "gw_key_capacity_permits", "gw_keys", "gw_releases_total"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}

@@ -93,3 +93,47 @@ func ExampleNewLimits() {
 	// lanes_adaptive_limit_permits{lane=model} 3
 	// lanes_capacity_permits{kind=global,lane=model} 3
 }
+
+// A replica of a service whose lane "model" is a budget the replicas share
+// in Redis (q.Add("model", redislane.AsLane[string](fleet)); a local lane
+// of the fleet's capacity stands in for it here): exporters.Fleet marks
+// it, so the scrape reports its capacity as lanes_fleet_capacity_permits,
+// which a dashboard aggregates across replicas with max, beside this
+// replica's own use, which it sums. With three threads held, the keyed
+// lane's capacity is that of its three live keys.
+func ExampleNew_fleet() {
+	q := lanequeue.New[string]()
+	defer q.Close()
+	_ = q.AddKeyedLane("session")
+	_ = q.AddGlobalLane("model", 48) // redislane.AsLane[string](fleet) in a real fleet
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(promlanes.New(exporters.Fleet(q, "model")))
+
+	chat, _ := q.Lanes("session", "model")
+	for _, thread := range []string{"t1", "t2", "t3"} {
+		t, _ := q.AcquireAll(context.Background(), thread, chat)
+		defer t.Release()
+	}
+
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if !strings.HasSuffix(mf.GetName(), "_permits") {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var lane string
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "lane" {
+					lane = l.GetValue()
+				}
+			}
+			fmt.Printf("%s{lane=%s} %v\n", mf.GetName(), lane, m.GetGauge().GetValue())
+		}
+	}
+	// Output:
+	// lanes_capacity_permits{lane=session} 3
+	// lanes_fleet_capacity_permits{lane=model} 48
+	// lanes_in_use_permits{lane=model} 3
+	// lanes_in_use_permits{lane=session} 3
+	// lanes_key_capacity_permits{lane=session} 1
+}

@@ -1,0 +1,116 @@
+package exporters_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sessionlane/lanes/exporters"
+	"github.com/sessionlane/lanes/lanequeue"
+)
+
+func lanes(sts ...lanequeue.LaneStats) exporters.Source {
+	return exporters.SourceFunc(func() []lanequeue.LaneStats { return sts })
+}
+
+// TestFleetMarksThroughJoin: Fleet marks the lanes named, and Join keeps
+// the marks of every source it joins, nested or not; Read sets Lane.Fleet
+// from them and from nothing else.
+func TestFleetMarksThroughJoin(t *testing.T) {
+	local := lanes(lanequeue.LaneStats{Name: "local", Kind: lanequeue.Global, Capacity: 4})
+	redis := exporters.Fleet(lanes(
+		lanequeue.LaneStats{Name: "model", Kind: lanequeue.Global, Capacity: 48, Held: 10},
+		lanequeue.LaneStats{Name: "tenant", Kind: lanequeue.Keyed, Capacity: 2, Held: 3, Keys: 1},
+		lanequeue.LaneStats{Name: "plain", Kind: lanequeue.Global, Capacity: 8},
+	), "model", "tenant")
+	src := exporters.Join(local, exporters.Join(redis))
+	got, err := exporters.Read(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"local": false, "model": true, "tenant": true, "plain": false}
+	if len(got) != len(want) {
+		t.Fatalf("%d lanes read: %+v", len(got), got)
+	}
+	for _, l := range got {
+		if l.Fleet != want[l.Name] {
+			t.Errorf("lane %s: Fleet %v; want %v", l.Name, l.Fleet, want[l.Name])
+		}
+	}
+}
+
+// TestLaneCapacities: each kind of lane's capacities, on the footings the
+// package doc gives them.
+func TestLaneCapacities(t *testing.T) {
+	type figs struct {
+		capacity, key, fleet int64
+		hasCap, hasKey, hasF bool
+		keys                 int
+	}
+	for _, c := range []struct {
+		name string
+		lane exporters.Lane
+		want figs
+	}{
+		{"global", exporters.Lane{LaneStats: lanequeue.LaneStats{Kind: lanequeue.Global, Capacity: 48, Held: 30}},
+			figs{capacity: 48, hasCap: true}},
+		{"rate", exporters.Lane{LaneStats: lanequeue.LaneStats{Kind: lanequeue.Rate, Capacity: 5}},
+			figs{capacity: 5, hasCap: true}},
+		{"keyed", exporters.Lane{LaneStats: lanequeue.LaneStats{Kind: lanequeue.Keyed, Capacity: 2, Held: 220, Keys: 160}},
+			figs{capacity: 320, hasCap: true, key: 2, hasKey: true, keys: 160}},
+		// Keys read after a key holding permits was dropped: raised to the
+		// fewest keys that hold 7 permits of 2 each.
+		{"keyed, keys read late", exporters.Lane{LaneStats: lanequeue.LaneStats{Kind: lanequeue.Keyed, Capacity: 2, Held: 7, Keys: 2}},
+			figs{capacity: 8, hasCap: true, key: 2, hasKey: true, keys: 4}},
+		{"keyed, no keys", exporters.Lane{LaneStats: lanequeue.LaneStats{Kind: lanequeue.Keyed, Capacity: 1}},
+			figs{capacity: 0, hasCap: true, key: 1, hasKey: true}},
+		{"fleet", exporters.Lane{LaneStats: lanequeue.LaneStats{Kind: lanequeue.Global, Capacity: 48, Held: 10}, Fleet: true},
+			figs{fleet: 48, hasF: true}},
+		{"fleet, keyed", exporters.Lane{LaneStats: lanequeue.LaneStats{Kind: lanequeue.Keyed, Capacity: 2, Held: 7, Keys: 1}, Fleet: true},
+			figs{key: 2, hasKey: true, keys: 1}},
+	} {
+		var got figs
+		got.capacity, got.hasCap = c.lane.InstanceCapacity()
+		got.key, got.hasKey = c.lane.KeyCapacity()
+		got.fleet, got.hasF = c.lane.FleetCapacity()
+		if c.lane.Kind == lanequeue.Keyed {
+			got.keys = c.lane.KeysAlive()
+		}
+		if got != c.want {
+			t.Errorf("%s: got %+v; want %+v", c.name, got, c.want)
+		}
+		if n, ok := c.lane.InstanceCapacity(); ok && n > 0 && c.lane.Held > n {
+			t.Errorf("%s: %d held of a capacity of %d", c.name, c.lane.Held, n)
+		}
+	}
+}
+
+// TestReadRepeatedLane: a lane name given twice is read once, the first,
+// with an error naming it.
+func TestReadRepeatedLane(t *testing.T) {
+	src := lanes(lanequeue.LaneStats{Name: "g", Capacity: 1}, lanequeue.LaneStats{Name: "g", Capacity: 2})
+	got, err := exporters.Read(src)
+	if err == nil || !strings.Contains(err.Error(), `lane "g" twice`) {
+		t.Fatalf("error %v; want one naming lane g", err)
+	}
+	if len(got) != 1 || got[0].LaneStats.Capacity != 1 {
+		t.Fatalf("read %+v; want the first lane g only", got)
+	}
+}
+
+// TestFleetRefusesNothing: Fleet with no lane named, or no source, panics
+// at once rather than marking nothing.
+func TestFleetRefusesNothing(t *testing.T) {
+	for name, f := range map[string]func(){
+		"no lane":   func() { exporters.Fleet(lanes()) },
+		"no source": func() { exporters.Fleet(nil, "model") },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}

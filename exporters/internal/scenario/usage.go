@@ -1,0 +1,128 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// Usage is the truth about the lanes of UsageFleet: for each lane, the
+// permits in use and the capacity they are taken from, over the three
+// instances or of one instance.
+type Usage struct {
+	InUse, Capacity int64
+}
+
+// FleetLane is the name of the lane that UsageFleet's instances share.
+const FleetLane = "model"
+
+// UsageFleet returns three instances' sources, as three replicas of a
+// service would export them, and the true usage of each lane, per
+// instance and over the fleet. Each instance has:
+//
+//   - "thread", a keyed lane of a queue, per-key capacity 2, with 160 keys
+//     held: on instance i, 100 keys hold 1 permit and 60 keys hold 2 (220
+//     of the 320 permits of its live keys), plus i more keys holding 1;
+//   - "local", a global lane of capacity 48 of which 30+i permits are held;
+//   - FleetLane, a global lane whose budget of 48 a fleet of the three
+//     instances shares (a redislane.Fleet, say), reported as redislane
+//     reports it (Kind Global, Capacity the fleet's, Held the instance's
+//     own: 10, 12 and 5), by a source whose FleetLanes method names it
+//     (exporters.FleetSource, declared here by its method so that this
+//     scenario does not depend on it).
+//
+// stop releases every permit and closes the queues; call it before the
+// test ends.
+func UsageFleet(t testing.TB) (instances [3]Source, perInstance [3]map[string]Usage, fleet map[string]Usage, stop func()) {
+	t.Helper()
+	ctx := context.Background()
+	var permits []semaphore.Permit
+	var queues []*lanequeue.Queue[string]
+	fleet = map[string]Usage{}
+	own := [3]int64{10, 12, 5}
+	for i := range instances {
+		q := lanequeue.New[string]()
+		queues = append(queues, q)
+		must(t, q.AddKeyedLane("thread", keyedsem.WithPerKeyCapacity(2)))
+		must(t, q.AddGlobalLane("local", 48))
+		k, err := q.KeyedSemaphore("thread")
+		must(t, err)
+		keys := 160 + i
+		for j := range keys {
+			n := int64(1)
+			if j >= 100 && j < 160 {
+				n = 2
+			}
+			p, err := k.AcquireN(ctx, fmt.Sprint("thread-", j), n)
+			must(t, err)
+			permits = append(permits, p)
+		}
+		g, err := q.GlobalSemaphore("local")
+		must(t, err)
+		p, err := g.Acquire(ctx, int64(30+i))
+		must(t, err)
+		permits = append(permits, p)
+
+		shared := sourceFunc(func() []lanequeue.LaneStats {
+			return []lanequeue.LaneStats{{Name: FleetLane, Kind: lanequeue.Global, Capacity: 48, Held: own[i],
+				Counters: semaphore.Counters{Acquired: uint64(own[i])}}}
+		})
+		instances[i] = join{q, fleetLanes{shared}}
+		perInstance[i] = map[string]Usage{
+			"thread":  {InUse: 220 + int64(i), Capacity: 2 * int64(keys)},
+			"local":   {InUse: 30 + int64(i), Capacity: 48},
+			FleetLane: {InUse: own[i], Capacity: 48},
+		}
+		for _, name := range []string{"thread", "local"} {
+			u := fleet[name]
+			u.InUse += perInstance[i][name].InUse
+			u.Capacity += perInstance[i][name].Capacity
+			fleet[name] = u
+		}
+	}
+	fleet[FleetLane] = Usage{InUse: own[0] + own[1] + own[2], Capacity: 48}
+	return instances, perInstance, fleet, func() {
+		for _, p := range permits {
+			p.Release()
+		}
+		for _, q := range queues {
+			q.Close()
+		}
+	}
+}
+
+// Source is exporters.Source, declared again so that UsageFleet can name it
+// without importing the package under test.
+type Source interface {
+	Stats() []lanequeue.LaneStats
+}
+
+type sourceFunc func() []lanequeue.LaneStats
+
+func (f sourceFunc) Stats() []lanequeue.LaneStats { return f() }
+
+// fleetLanes marks every lane of its source as a fleet's.
+type fleetLanes struct{ Source }
+
+func (f fleetLanes) FleetLanes() []string {
+	var names []string
+	for _, st := range f.Stats() {
+		names = append(names, st.Name)
+	}
+	return names
+}
+
+// join is a source of a queue's lanes and a fleet's, which names the
+// fleet's lanes.
+type join struct {
+	q     *lanequeue.Queue[string]
+	fleet fleetLanes
+}
+
+func (j join) Stats() []lanequeue.LaneStats { return append(j.q.Stats(), j.fleet.Stats()...) }
+
+func (j join) FleetLanes() []string { return j.fleet.FleetLanes() }
