@@ -74,11 +74,38 @@ func (d *Decoder[D]) decodeBody(ctx context.Context, r *http.Request, body []byt
 // Only this package implements it.
 type BodyDecoder interface {
 	decodeBody(ctx context.Context, r *http.Request, body []byte) (context.Context, error)
+	isNil() bool
 }
+
+// isNil reports whether d is a nil *Decoder, which Middleware refuses.
+func (d *Decoder[D]) isNil() bool { return d == nil }
 
 // decodedKey is the context key of the value that d decoded: one per
 // Decoder, so that two of the same D do not read each other's values.
 type decodedKey[D any] struct{ d *Decoder[D] }
+
+// decode reads r's body for cfg.Decode and decodes it: it returns the
+// request that Key, Options and the handler are given (its context
+// carries the value, its Body reads body), body, and true; or it answers
+// the request (413 or 400) and returns false.
+func (cfg *Config[K]) decode(w http.ResponseWriter, r *http.Request) (*http.Request, []byte, bool) {
+	body, err := readBody(w, r, cfg.MaxBodyBytes)
+	if err != nil {
+		status := http.StatusBadRequest
+		if errors.Is(err, ErrBodyTooLarge) {
+			status = http.StatusRequestEntityTooLarge
+		}
+		cfg.answer(w, r, status, err)
+		return nil, nil, false
+	}
+	r = withBody(r.Context(), r, body)
+	ctx, err := cfg.Decode.decodeBody(r.Context(), r, body)
+	if err != nil {
+		cfg.answer(w, r, http.StatusBadRequest, err)
+		return nil, nil, false
+	}
+	return withBody(ctx, r, body), body, true
+}
 
 // readBody reads r's body whole, up to max bytes. Its error wraps
 // ErrBodyTooLarge for a body over max (told by its Content-Length before

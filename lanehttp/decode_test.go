@@ -339,8 +339,8 @@ func TestDecodeNotSet(t *testing.T) {
 	}
 }
 
-// TestDecodeSetupPanics: a negative MaxBodyBytes and NewDecoder(nil) are
-// programming errors found at setup.
+// TestDecodeSetupPanics: a negative MaxBodyBytes, NewDecoder(nil) and a
+// nil *Decoder as Decode are programming errors found at setup.
 func TestDecodeSetupPanics(t *testing.T) {
 	t.Parallel()
 	f := newDecodeFixture(t, nil)
@@ -351,6 +351,10 @@ func TestDecodeSetupPanics(t *testing.T) {
 			lanehttp.Middleware(lanehttp.Config[string]{Queue: f.q, Lanes: set, Key: func(*http.Request) (string, error) { return "", nil }, MaxBodyBytes: -1})
 		},
 		"NewDecoder(nil)": func() { lanehttp.NewDecoder[string](nil) },
+		"Decode nil *Decoder": func() {
+			var dec *lanehttp.Decoder[string]
+			lanehttp.Middleware(lanehttp.Config[string]{Queue: f.q, Lanes: set, Key: func(*http.Request) (string, error) { return "", nil }, Decode: dec})
+		},
 	} {
 		func() {
 			defer func() {

@@ -230,8 +230,8 @@ func Handler[K comparable](cfg Config[K], next http.Handler) http.Handler {
 //
 // Middleware panics if cfg has no Queue or Key, if Lanes is empty (not
 // set: make it with Queue.Lanes), if Lanes is not a set of Queue, or if
-// MaxKeyBytes or MaxBodyBytes is negative: a programming error, found when
-// the server is set up.
+// MaxKeyBytes or MaxBodyBytes is negative, or if Decode is a nil
+// *Decoder: a programming error, found when the server is set up.
 func Middleware[K comparable](cfg Config[K]) func(http.Handler) http.Handler {
 	if cfg.Queue == nil {
 		panic("lanehttp: Config.Queue is nil")
@@ -251,6 +251,9 @@ func Middleware[K comparable](cfg Config[K]) func(http.Handler) http.Handler {
 	case cfg.MaxKeyBytes == 0:
 		cfg.MaxKeyBytes = DefaultMaxKeyBytes
 	}
+	if cfg.Decode != nil && cfg.Decode.isNil() {
+		panic("lanehttp: Config.Decode is a nil *Decoder: leave Decode nil, or make one with new or NewDecoder")
+	}
 	switch {
 	case cfg.MaxBodyBytes < 0:
 		panic("lanehttp: Config.MaxBodyBytes is negative: 0 means DefaultMaxBodyBytes")
@@ -268,22 +271,10 @@ func Middleware[K comparable](cfg Config[K]) func(http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			var body []byte
 			if cfg.Decode != nil {
-				var err error
-				if body, err = readBody(w, r, cfg.MaxBodyBytes); err != nil {
-					status := http.StatusBadRequest
-					if errors.Is(err, ErrBodyTooLarge) {
-						status = http.StatusRequestEntityTooLarge
-					}
-					cfg.answer(w, r, status, err)
+				var ok bool
+				if r, body, ok = cfg.decode(w, r); !ok {
 					return
 				}
-				r = withBody(r.Context(), r, body)
-				ctx, err := cfg.Decode.decodeBody(r.Context(), r, body)
-				if err != nil {
-					cfg.answer(w, r, http.StatusBadRequest, err)
-					return
-				}
-				r = withBody(ctx, r, body)
 			}
 			key, err := cfg.Key(r)
 			if err != nil {
