@@ -30,6 +30,22 @@
 // the key (a header, the path, a cookie, the body); [Config.Reject] is
 // given [ErrKeyTooLong] and may answer 431 when the key is a header.
 //
+// Body: a key or options that come from the request's body (a webhook's
+// JSON with its thread, message number and tenant) are read from it once,
+// by a [Decoder] set as [Config.Decode]. The middleware reads the body
+// whole, at most [Config.MaxBodyBytes] (default [DefaultMaxBodyBytes],
+// 1 MiB; a longer body is answered 413 Content Too Large, refused by its
+// Content-Length before a byte is read when it declares one), decodes it,
+// and gives Key, Options and then the handler a request whose context
+// carries the value ([Decoder.From]) and whose Body reads the same bytes
+// from their start. The body is read before the request joins any line,
+// so a slow upload holds no lane, and a request refused for its body (413,
+// or 400 when it does not read or decode) leaves nothing in any lane. A
+// request keeps its body from the read until its handler returns, waiting
+// in line included: the lines' bounds (keyedsem.WithMaxWaitersPerKey,
+// semaphore.WithMaxWaiters) and the server's connections bound the bodies
+// held.
+//
 // Outcomes: the middleware ends each request's ticket with
 // [lanequeue.Ticket.Finish], telling the observers of its lanes
 // ([lanequeue.Queue.ObserveLane], such as an adaptive.Controller driving
@@ -62,9 +78,11 @@
 package lanehttp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"strconv"
@@ -97,6 +115,20 @@ type Config[K comparable] struct {
 	Queue *lanequeue.Queue[K]
 	// Lanes is the set every request takes, prepared by Queue.Lanes.
 	Lanes lanequeue.LaneSet[K]
+	// Decode, if not nil, reads the request once before Key and Options:
+	// the middleware reads the body whole, within MaxBodyBytes, and Decode
+	// decodes it into a value that Key, Options and the handler read with
+	// [Decoder.From] (see the package docs, Body). A body over MaxBodyBytes
+	// answers 413 Content Too Large (Reject is given an error wrapping
+	// [ErrBodyTooLarge]); an error of the decode, or of reading the body,
+	// answers 400 Bad Request as Key's does. Either way the request reaches
+	// no lane and the handler is not called. Nil (the default) reads
+	// nothing: Key and Options see the request as it came.
+	Decode BodyDecoder
+	// MaxBodyBytes bounds the body that Decode is given, in bytes; 0 means
+	// [DefaultMaxBodyBytes] (1 MiB), and a negative value makes Middleware
+	// panic. Without Decode it bounds nothing.
+	MaxBodyBytes int64
 	// Key returns the request's key: its session, thread or tenant. An
 	// error answers 400 Bad Request (the status text only: the error's text
 	// is not sent, see Reject), and the handler is not called. Return an
@@ -139,9 +171,10 @@ type Config[K comparable] struct {
 	// of the default answer (the status, a Retry-After header for 429 and
 	// 503, and the status text as the body: never an error's text, which
 	// may tell a client about the server's insides). It is given the
-	// status the default would send and the error: of Key or Options for
-	// 400, of the acquire otherwise; Retry-After is set on w's header
-	// already. It is not called for a client that went away.
+	// status the default would send and the error: of reading the body,
+	// Decode, Key or Options for 400 and 413, of the acquire otherwise;
+	// Retry-After is set on w's header already. It is not called for a
+	// client that went away while it waited in line.
 	Reject func(w http.ResponseWriter, r *http.Request, status int, err error)
 }
 
@@ -188,14 +221,17 @@ func Handler[K comparable](cfg Config[K], next http.Handler) http.Handler {
 // 429 and 503 carry a Retry-After: the error's [lanequeue.LaneError]
 // RetryAfter when known (a rate lane's next token), or [Config.RetryAfter].
 //
-// A request whose Key or Options fails, or whose key is longer than
-// [Config.MaxKeyBytes], gets 400 Bad Request with the status text as the
-// body (or [Config.Reject]'s answer).
+// A request whose Decode, Key or Options fails, or whose key is longer
+// than [Config.MaxKeyBytes], gets 400 Bad Request, and one whose body is
+// longer than [Config.MaxBodyBytes] 413 Content Too Large, with the status
+// text as the body (or [Config.Reject]'s answer); it reaches no lane. A
+// Decode, Key or Options that panics does so before any lane is taken:
+// the panic goes on, and nothing is held.
 //
 // Middleware panics if cfg has no Queue or Key, if Lanes is empty (not
 // set: make it with Queue.Lanes), if Lanes is not a set of Queue, or if
-// MaxKeyBytes is negative: a programming error, found when the server is
-// set up.
+// MaxKeyBytes or MaxBodyBytes is negative, or if Decode is a nil
+// *Decoder: a programming error, found when the server is set up.
 func Middleware[K comparable](cfg Config[K]) func(http.Handler) http.Handler {
 	if cfg.Queue == nil {
 		panic("lanehttp: Config.Queue is nil")
@@ -215,6 +251,15 @@ func Middleware[K comparable](cfg Config[K]) func(http.Handler) http.Handler {
 	case cfg.MaxKeyBytes == 0:
 		cfg.MaxKeyBytes = DefaultMaxKeyBytes
 	}
+	if cfg.Decode != nil && cfg.Decode.isNil() {
+		panic("lanehttp: Config.Decode is a nil *Decoder: leave Decode nil, or make one with new or NewDecoder")
+	}
+	switch {
+	case cfg.MaxBodyBytes < 0:
+		panic("lanehttp: Config.MaxBodyBytes is negative: 0 means DefaultMaxBodyBytes")
+	case cfg.MaxBodyBytes == 0:
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
 	keyBytes := keyMeasure[K]()
 	if cfg.RetryAfter <= 0 {
 		cfg.RetryAfter = DefaultRetryAfter
@@ -224,6 +269,13 @@ func Middleware[K comparable](cfg Config[K]) func(http.Handler) http.Handler {
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var body []byte
+			if cfg.Decode != nil {
+				var ok bool
+				if r, body, ok = cfg.decode(w, r); !ok {
+					return
+				}
+			}
 			key, err := cfg.Key(r)
 			if err != nil {
 				cfg.answer(w, r, http.StatusBadRequest, err)
@@ -253,7 +305,11 @@ func Middleware[K comparable](cfg Config[K]) func(http.Handler) http.Handler {
 				}
 			}()
 			sw := &statusWriter{ResponseWriter: w}
-			next.ServeHTTP(sw, r.WithContext(lanequeue.WithTicket(ctx, t)))
+			hr := r.WithContext(lanequeue.WithTicket(ctx, t))
+			if cfg.Decode != nil { // Key or Options may have read the body
+				hr.Body = io.NopCloser(bytes.NewReader(body))
+			}
+			next.ServeHTTP(sw, hr)
 			outcome := cfg.Outcome(sw.sent())
 			finished = true
 			t.Finish(outcome)
