@@ -1,6 +1,9 @@
 package lanehttp
 
-import "reflect"
+import (
+	"reflect"
+	"strings"
+)
 
 // keyMeasure returns the function that counts a key's bytes for
 // [Config.MaxKeyBytes]: the lengths of the strings in it, the only part of
@@ -66,4 +69,23 @@ func stringBytes(v reflect.Value) int {
 		return n
 	}
 	return 0
+}
+
+// keyOwner returns the function that gives the middleware a key of its
+// own: a string key (any K whose kind is string) is copied, so that a key
+// cut from a longer string (a part of a header, of a path) does not keep
+// that string alive for as long as the keyed lane keeps the key; the
+// bound [Config.MaxKeyBytes] puts on the idle keys' bytes then holds. A
+// copy is at most MaxKeyBytes long, as it is made after the length check.
+// Other keys are kept as Key returned them: the strings inside a struct
+// or an array key are the caller's to own (Config.Key says so).
+func keyOwner[K comparable]() func(K) K {
+	if reflect.TypeFor[K]().Kind() != reflect.String {
+		return func(k K) K { return k }
+	}
+	return func(k K) K {
+		v := reflect.ValueOf(&k).Elem()
+		v.SetString(strings.Clone(v.String()))
+		return k
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/sessionlane/lanes/lanehttp"
 	"github.com/sessionlane/lanes/lanequeue"
@@ -132,5 +133,45 @@ func TestKeyBytesCountsEveryString(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("%s: %d bytes; want %d", c.name, c.got, c.want)
 		}
+	}
+}
+
+// TestKeyCutFromALongHeaderKeepsNoneOfIt (from the review of defect 7's
+// fix): a key within the bound that Key cut from a header of a megabyte
+// (strings.Cut of an Authorization-like value) must not keep the header's
+// bytes alive in the keyed lane: the lane holds a copy. The handler looks
+// at the key the session lane lists for its ticket and checks that its
+// bytes lie outside the header's.
+func TestKeyCutFromALongHeaderKeepsNoneOfIt(t *testing.T) {
+	t.Parallel()
+	q := lanequeue.Default[string](1)
+	t.Cleanup(q.Close)
+	set, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
+	must(t, err)
+	header := "thread-7." + strings.Repeat("x", 1<<20)
+	start := uintptr(unsafe.Pointer(unsafe.StringData(header)))
+	end := start + uintptr(len(header))
+	var listed []string
+	h := lanehttp.Handler(lanehttp.Config[string]{Queue: q, Lanes: set,
+		Key: func(r *http.Request) (string, error) {
+			k, _, _ := strings.Cut(r.Header.Get("X-Auth"), ".")
+			return k, nil
+		}}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, h := range q.Holders() {
+			if h.Lane == lanequeue.SessionLane {
+				listed = append(listed, h.Key)
+			}
+		}
+	}))
+	r := request(context.Background(), "")
+	r.Header.Set("X-Auth", header)
+	if w := serve(h, r); w.Code != http.StatusOK {
+		t.Fatalf("answer %d; want 200", w.Code)
+	}
+	if len(listed) != 1 || listed[0] != "thread-7" {
+		t.Fatalf("the session lane listed keys %q; want [thread-7]", listed)
+	}
+	if p := uintptr(unsafe.Pointer(unsafe.StringData(listed[0]))); p >= start && p < end {
+		t.Fatal("the keyed lane's key shares the header's bytes: an idle key would keep the whole megabyte alive")
 	}
 }

@@ -25,7 +25,9 @@
 // [Config.MaxKeyBytes] (default [DefaultMaxKeyBytes], 256) with 400 Bad
 // Request before it reaches any lane, so the idle keys' bytes are bounded
 // by WithMaxKeys × MaxKeyBytes: 4096 × 256 B = 1 MiB with the defaults,
-// plus about a hundred bytes of entry per key. It answers 400 and not 431
+// plus about a hundred bytes of entry per key (a string key is copied
+// once checked, so one cut from a longer header keeps none of the rest;
+// a struct key's strings are Key's to copy, see [Config.MaxKeyBytes]). It answers 400 and not 431
 // Request Header Fields Too Large because it cannot know where Key found
 // the key (a header, the path, a cookie, the body); [Config.Reject] is
 // given [ErrKeyTooLong] and may answer 431 when the key is a header.
@@ -142,6 +144,10 @@ type Config[K comparable] struct {
 	// handler is not called. A key's bytes are those of its strings: a
 	// string key's length; the sum of its strings' lengths for a key
 	// that is a struct or an array (the rest of K is fixed by its type).
+	// A string key is copied once checked, so a key cut from a longer
+	// string (a part of a header) does not keep the rest alive; the
+	// strings inside a struct or array key are not copied: Key should
+	// return strings of their own (strings.Clone) for the bound to hold.
 	// 0 means [DefaultMaxKeyBytes]; a negative value makes Middleware
 	// panic. Raise it only as far as the keys need: a keyed lane keeps
 	// every idle key's bytes for its idle timeout (see the package docs).
@@ -260,7 +266,7 @@ func Middleware[K comparable](cfg Config[K]) func(http.Handler) http.Handler {
 	case cfg.MaxBodyBytes == 0:
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	keyBytes := keyMeasure[K]()
+	keyBytes, ownKey := keyMeasure[K](), keyOwner[K]()
 	if cfg.RetryAfter <= 0 {
 		cfg.RetryAfter = DefaultRetryAfter
 	}
@@ -285,6 +291,7 @@ func Middleware[K comparable](cfg Config[K]) func(http.Handler) http.Handler {
 				cfg.answer(w, r, http.StatusBadRequest, fmt.Errorf("%w: %d bytes, over Config.MaxKeyBytes (%d)", ErrKeyTooLong, n, cfg.MaxKeyBytes))
 				return
 			}
+			key = ownKey(key)
 			var opts []lanequeue.AcquireOption
 			if cfg.Options != nil {
 				if opts, err = cfg.Options(r); err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sessionlane/lanes/adaptive"
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/lanehttp"
 	"github.com/sessionlane/lanes/lanequeue"
 )
@@ -94,9 +95,16 @@ func TestUserFunctionPanicsHoldNothing(t *testing.T) {
 		must(t, err)
 		h := lanehttp.Handler(lanehttp.Config[string]{Queue: q, Lanes: set, Key: keyOK,
 			Reject: func(http.ResponseWriter, *http.Request, int, error) { panic(boom) }}, reply)
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-		defer cancel()
-		if v := panicking(h, request(ctx, "k")); v != boom {
+		// The deadline passes once the request waits for the global lane
+		// (expiringCtx): a timer's could pass before it reaches the lanes,
+		// and nothing would have been granted to give back.
+		ctx := newExpiringCtx()
+		got := testkit.Go(func() any { return panicking(h, request(ctx, "k")) })
+		testkit.Eventually(t, "the request waits on the global lane", func() bool {
+			return stats(t, q, lanequeue.GlobalLane).Waiters == 1
+		})
+		ctx.expire()
+		if v := testkit.Recv(t, got, "the refused request"); v != boom {
 			t.Fatalf("the refused request panicked with %v; want Reject's panic to go on", v)
 		}
 		if st := stats(t, q, lanequeue.SessionLane); st.Acquired != 2 || st.Held != 1 {
