@@ -100,8 +100,12 @@
 // told, and they go on until their leases run out. So the scripts read the
 // run_id of the server process (INFO server: a random id drawn at each
 // start of redis-server, which no snapshot or append-only file restores)
-// and keep it in the lane's meta hash. A script that finds the state
-// written by another server process takes the path of a lost state: the
+// and its replication id (INFO replication's master_replid, drawn anew at
+// each promotion of a replica), and keep the pair in the lane's meta hash.
+// A script that finds the state written by another server process, or by
+// this one before it resynced from another and was promoted again (a
+// master demoted after a partition, then back), takes the path of a lost
+// state: the
 // lane is quarantined, holders whose grants came back with leases still
 // running keep them (their refreshes find them), the others' refreshes
 // fail (cause [ErrLeaseLost]). The settings only change what comes back,
@@ -114,16 +118,19 @@
 // on a Redis that never loses a write it acknowledged (appendfsync always
 // and no failover).
 //
-// The run_id is compared on the node that holds the lane's keys: the
+// The pair is compared on the node that holds the lane's keys: the
 // lane's node in a Cluster (each node has its own run_id). A failover to a
-// replica (whose run_id differs), and a slot migration that moves the lane
-// to another node, quarantine the lane too, although the keys may be
-// complete: the lane cannot tell them from a restore, and errs on the safe
-// side. The scripts need INFO: a Redis user whose ACL forbids it (INFO is
-// in @dangerous) gets an error from every call of the lane, rather than a
-// lane that cannot see restarts. Reading it costs each acquire, refresh
-// and fleet call, and each release that hands permits on, some ten
-// microseconds of the server's thread (Redis 7.0 on a loaded 2-core VM).
+// replica (another run_id, a new replication id), and a slot migration
+// that moves the lane to another node, quarantine the lane too, although
+// the keys may be complete: the lane cannot tell them from a restore, and
+// errs on the safe side. A lane needs one writable primary: on servers
+// that replicate writes both ways (active-active), each primary would find
+// the other's pair and quarantine at every switch. The scripts need INFO:
+// a Redis user whose ACL forbids it (INFO is in @dangerous) gets an error
+// from every call of the lane, rather than a lane that cannot see
+// restarts. Reading it costs each acquire, refresh and fleet call, and
+// each release made while callers wait, some ten microseconds of the
+// server's thread (Redis 7.0 on a loaded 2-core VM).
 //
 // A fleet lane ([Fleet]) whose state was lost or restored also gets a new
 // term: above the stored one, above every term that the instance making

@@ -8,9 +8,9 @@ import "github.com/redis/go-redis/v9"
 //
 //	{lanes:<name>}:meta   hash: limit, kind, fence (the last fencing token),
 //	                      qu (quarantine until, ms), ml (longest lease seen,
-//	                      ms), epoch (creation time, ms), rid (the run_id of
-//	                      the server process that last found the state
-//	                      lost), term (a fleet lane's). No TTL: it is what
+//	                      ms), epoch (creation time, ms), rid (the run_id and
+//	                      replication id of the server that last found the
+//	                      state lost), term (a fleet lane's). No TTL: it is what
 //	                      tells a lane in use from a lane whose state is gone.
 //	{lanes:<name>}:leader a fleet lane's leader: "<id> <term>", with a TTL.
 //	{lanes:<name>}:wake   pub/sub channel: "<id> <fence> <arrival number>"
@@ -48,18 +48,24 @@ local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
 -- integers are written with %.0f: exact below 2^53, never in e-notation
 local function s(x) return string.format('%.0f', x) end
 
--- server_id returns the run_id of the server process that runs the
--- script: a random id drawn at each start of redis-server, its own on
--- each node and replica, which no snapshot or append-only file restores.
--- Without it a restart that loaded old state cannot be told from no
--- restart, so a script that cannot read it fails rather than grant.
+-- server_id names the server's state history: the run_id of the server
+-- process that runs the script (a random id drawn at each start of
+-- redis-server, its own on each node and replica, which no snapshot or
+-- append-only file restores) and its replication id (master_replid,
+-- drawn anew when a replica is promoted: a master that resynced from
+-- another, losing writes, and was promoted again keeps its run_id but not
+-- its replication id). Without them a restart or a resync that brought
+-- back older state cannot be told from no change, so a script that
+-- cannot read them fails rather than grant.
 local function server_id()
   local ok, info = pcall(redis.call, 'INFO', 'server')
-  local id = ok and type(info) == 'string' and string.match(info, 'run_id:(%x+)')
-  if not id then
-    error({err = 'ERR redislane: the scripts need INFO server (the run_id) to tell a restart of Redis; allow INFO to this user'})
+  local run = ok and type(info) == 'string' and string.match(info, 'run_id:(%x+)')
+  local rok, rinfo = pcall(redis.call, 'INFO', 'replication')
+  local repl = rok and type(rinfo) == 'string' and string.match(rinfo, 'master_replid:(%x+)')
+  if not run or not repl then
+    error({err = 'ERR redislane: the scripts need INFO server and INFO replication (run_id, master_replid) to tell a restart or a failover of Redis; allow INFO to this user'})
   end
-  return id
+  return run .. ':' .. repl
 end
 
 -- lost is the one path for a lane whose state Redis lost, or restored

@@ -188,7 +188,9 @@ func (s *Server) Kill() {
 	running.Unlock()
 }
 
-// Restart kills the server and starts a new, empty one on the same port.
+// Restart kills the server (kill -9: nothing is saved at exit) and starts
+// a new one on the same port and directory: it is empty, or holds what the
+// last SAVE wrote there, which it loads.
 func (s *Server) Restart() error {
 	s.Kill()
 	var err error
