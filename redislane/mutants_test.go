@@ -51,3 +51,32 @@ func TestTryAcquireNeverUsesALateReply(t *testing.T) {
 	require.True(t, ok, "the unit of the late grant did not come back")
 	p.Release()
 }
+
+// With WithMaxHold shorter than the lease, a permit's first deadline is
+// already cut to the grant plus the longest hold, for a grant by Acquire
+// and by TryAcquire. Mutation that it catches: grant without the cut (the
+// deadline was the send time plus four fifths of the lease, until the
+// first refresh).
+func TestFirstDeadlineIsCutToMaxHold(t *testing.T) {
+	srv := startRedis(t)
+	const lease = 2 * time.Second // a deadline of 1.6 s after the call
+	const hold = 50 * time.Millisecond
+	s := newSem(t, srv.Addr, laneName(t), 1, redislane.WithLease(lease), redislane.WithMaxHold(hold))
+	for _, way := range []string{"Acquire", "TryAcquire"} {
+		var p *redislane.Permit
+		if way == "Acquire" {
+			var err error
+			p, err = s.Acquire(testCtx(t), 1)
+			require.NoError(t, err)
+		} else {
+			var ok bool
+			p, ok = s.TryAcquire(1)
+			require.True(t, ok)
+		}
+		got := time.Now() // after the grant
+		dl := p.Deadline()
+		assert.False(t, dl.After(got.Add(hold)),
+			"%s: the first deadline is %v after the permit was returned, past WithMaxHold(%v)", way, dl.Sub(got), hold)
+		p.Release()
+	}
+}
