@@ -5,14 +5,52 @@ package redislane_test
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/redislane"
 )
+
+// holdCalls is a go-redis hook that, while on, holds each call of one of
+// the lane's scripts before it is sent, as a Redis that does not answer
+// would: until open is closed (the call then goes through) or the call's
+// context ends (it fails with the context's error). It counts the calls
+// it held and those that have returned to the lane.
+type holdCalls struct {
+	commandHook
+	script         string
+	on             atomic.Bool
+	open           chan struct{}
+	started, ended atomic.Int64
+}
+
+func newHoldCalls(script string) *holdCalls {
+	return &holdCalls{script: script, open: make(chan struct{})}
+}
+
+func (h *holdCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !h.on.Load() || redislane.ScriptOf(cmd) != h.script {
+			return next(ctx, cmd)
+		}
+		h.started.Add(1)
+		defer h.ended.Add(1)
+		select {
+		case <-h.open:
+			return next(ctx, cmd)
+		case <-ctx.Done():
+			cmd.SetErr(ctx.Err())
+			return ctx.Err()
+		}
+	}
+}
 
 // A TryAcquire whose grant comes back later than the margin returns false,
 // and the grant is given back in the background. The reply is held in the
@@ -78,5 +116,71 @@ func TestFirstDeadlineIsCutToMaxHold(t *testing.T) {
 		assert.False(t, dl.After(got.Add(hold)),
 			"%s: the first deadline is %v after the permit was returned, past WithMaxHold(%v)", way, dl.Sub(got), hold)
 		p.Release()
+	}
+}
+
+// Close waits for the calls that go on in the background after their
+// caller left: here the second try of a Release whose first call Redis
+// did not answer within Release's bound. Both are held until their
+// deadlines. Mutation that it catches: close without c.wg.Wait (it
+// returned while the call was still running).
+func TestCloseWaitsForBackgroundCalls(t *testing.T) {
+	srv := startRedis(t)
+	rc := newClient(t, srv.Addr)
+	h := newHoldCalls("release")
+	rc.AddHook(h)
+	const lease = 2 * time.Second // margin 400 ms; Release waits 250 ms
+	s, err := redislane.NewWeighted(rc, laneName(t), 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
+	require.NoError(t, err)
+	p, err := s.Acquire(testCtx(t), 1)
+	require.NoError(t, err)
+
+	h.on.Store(true)
+	assert.True(t, p.Release())
+	waitFor(t, 10*time.Second, "the release to be tried again in the background", func() bool { return h.started.Load() == 2 })
+	s.Close()
+	assert.Equal(t, h.started.Load(), h.ended.Load(), "Close returned with a background call still running")
+}
+
+// A refresh in flight when Close begins: Close waits for it, and the
+// permit that Close ended stays ended, its deadline where Close put it,
+// whether the refresh fails (Redis does not answer) or goes through (it
+// extends the lease in Redis; the documented "one in flight at Close may
+// still go through"). Mutations that it catches: close without waiting for
+// the refresher (it returned with the call in flight), and extend without
+// its check of the permit's state (the deadline moved 0.8 lease on).
+func TestRefreshInFlightAtClose(t *testing.T) {
+	srv := startRedis(t)
+	for _, through := range []bool{false, true} {
+		t.Run(fmt.Sprintf("goes through=%v", through), func(t *testing.T) {
+			rc := newClient(t, srv.Addr)
+			h := newHoldCalls("refresh")
+			rc.AddHook(h)
+			const lease = time.Second // refreshed every 333 ms; margin 200 ms
+			s, err := redislane.NewWeighted(rc, laneName(t), 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
+			require.NoError(t, err)
+			defer s.Close() // if the test fails early
+			p, err := s.Acquire(testCtx(t), 1)
+			require.NoError(t, err)
+			defer p.Release()
+
+			h.on.Store(true)
+			waitFor(t, 10*time.Second, "the permit's refresh", func() bool { return h.started.Load() == 1 })
+			closed := make(chan struct{})
+			go func() {
+				s.Close()
+				close(closed)
+			}()
+			testkit.Within(t, 10*time.Second, "Close to end the permit", p.Context().Done())
+			ended := time.Now()
+			if through {
+				close(h.open) // Redis still holds the permit: the refresh finds it held
+			}
+			testkit.Within(t, 10*time.Second, "Close to return", (<-chan struct{})(closed))
+			assert.Equal(t, h.started.Load(), h.ended.Load(), "Close returned with a refresh call in flight")
+			assert.ErrorIs(t, context.Cause(p.Context()), redislane.ErrClosed)
+			assert.False(t, p.Deadline().After(ended),
+				"the refresh in flight at Close moved the deadline of the permit Close ended, %v past its end", p.Deadline().Sub(ended))
+		})
 	}
 }
