@@ -184,3 +184,25 @@ func TestRefreshInFlightAtClose(t *testing.T) {
 		})
 	}
 }
+
+// A leader whose leadership ended (its key expired: a pause longer than
+// its lease) and that is elected again leads in a new term, and its
+// values are written in that term. Mutation that it catches: call keeping
+// the first term it led (f.myTerm set only while 0): every later value
+// carried the old term and was dropped.
+func TestFleetLeaderElectedAgainWritesInItsNewTerm(t *testing.T) {
+	srv := startRedis(t)
+	direct := newClient(t, srv.Addr)
+	name := laneName(t)
+	f := newFleet(t, newClient(t, srv.Addr), name, 5)
+	controller{f}.setInForce(t, 6)
+	first := f.Term()
+
+	require.NoError(t, direct.Del(context.Background(), "{lanes:"+name+"}:leader").Err())
+	waitFor(t, 10*time.Second, "the leader to be elected again", func() bool { return f.Term() > first && f.Leader() })
+	waitFor(t, 10*time.Second, "the value of the leader elected again in force (a leader that kept its first term could never write)", func() bool {
+		f.SetCapacity(7)
+		return f.Capacity() == 7
+	})
+	assert.EqualValues(t, 7, storedLimit(t, direct, name))
+}
