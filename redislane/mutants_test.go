@@ -6,6 +6,7 @@ package redislane_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +18,47 @@ import (
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/redislane"
 )
+
+// deadlineLog is a go-redis hook that records each call of the lane's scripts,
+// and each COMMAND (the lane's question whether the server has sharded
+// pub/sub): when it came to the client, and the deadline of its context.
+type deadlineLog struct {
+	commandHook
+	mu    sync.Mutex
+	calls []loggedCall
+}
+
+type loggedCall struct {
+	what     string    // the script's name, or "command"
+	at       time.Time // when the lane handed the call to the client
+	deadline time.Time // of the call's context; zero if it has none
+}
+
+func (l *deadlineLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		what := redislane.ScriptOf(cmd)
+		if what == "" && cmd.Name() == "command" {
+			what = "command"
+		}
+		if what != "" {
+			c := loggedCall{what: what, at: time.Now()}
+			c.deadline, _ = ctx.Deadline()
+			l.mu.Lock()
+			l.calls = append(l.calls, c)
+			l.mu.Unlock()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// take returns the calls logged since the last take.
+func (l *deadlineLog) take() []loggedCall {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.calls
+	l.calls = nil
+	return c
+}
 
 // holdCalls is a go-redis hook that, while on, holds each call of one of
 // the lane's scripts before it is sent, as a Redis that does not answer
@@ -205,4 +247,34 @@ func TestFleetLeaderElectedAgainWritesInItsNewTerm(t *testing.T) {
 		return f.Capacity() == 7
 	})
 	assert.EqualValues(t, 7, storedLimit(t, direct, name))
+}
+
+// Release gives its call to Redis at most a fifth of the lease and at most
+// 250 ms (then leaves it to the background): read from the deadline the
+// call carries, not from a stopwatch. Mutations that it catches:
+// releaseWait returning the margin (1 s with a 5 s lease), or 250 ms
+// whatever the lease (the margin is 100 ms with a 500 ms lease).
+func TestReleaseWaitsAtMostAMarginAnd250ms(t *testing.T) {
+	srv := startRedis(t)
+	for _, lease := range []time.Duration{500 * time.Millisecond, 5 * time.Second} {
+		bound := min(lease/5, 250*time.Millisecond)
+		rc := newClient(t, srv.Addr)
+		log := &deadlineLog{}
+		rc.AddHook(log)
+		s, err := redislane.NewWeighted(rc, laneName(t), 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
+		require.NoError(t, err)
+		defer s.Close()
+		p, err := s.Acquire(testCtx(t), 1)
+		require.NoError(t, err)
+		log.take()
+		p.Release()
+		calls := log.take() // EVALSHA, and EVAL if the script was not loaded
+		require.NotEmpty(t, calls)
+		for _, c := range calls {
+			require.Equal(t, "release", c.what)
+			require.False(t, c.deadline.IsZero(), "the release call has no deadline")
+			assert.LessOrEqual(t, c.deadline.Sub(c.at), bound,
+				"lease %v: Release gave its call %v; its bound is min(a fifth of the lease, 250 ms) = %v", lease, c.deadline.Sub(c.at), bound)
+		}
+	}
 }
