@@ -278,3 +278,39 @@ func TestReleaseWaitsAtMostAMarginAnd250ms(t *testing.T) {
 		}
 	}
 }
+
+// TryAcquire returns within one margin: every call it makes, the first
+// TryAcquire of a client's question whether the server has sharded
+// pub/sub included, ends by one margin after the first of them began.
+// Read from the deadlines the calls carry. Mutations that it catches: the
+// acquire call given a whole lease; and, before the fix, the question and
+// the acquire call each given a margin of their own (two in all).
+func TestTryAcquireCallsEndWithinOneMargin(t *testing.T) {
+	srv := startRedis(t)
+	const lease = 2 * time.Second
+	const margin = lease / 5
+	rc := newClient(t, srv.Addr)
+	log := &deadlineLog{}
+	rc.AddHook(log)
+	s, err := redislane.NewWeighted(rc, laneName(t), 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
+	require.NoError(t, err)
+	defer s.Close()
+	for i := range 2 {
+		p, ok := s.TryAcquire(1)
+		calls := log.take()
+		require.True(t, ok)
+		p.Release()
+		log.take()
+		require.NotEmpty(t, calls)
+		if i == 0 {
+			require.Equal(t, "command", calls[0].what, "the first TryAcquire of a client asks about sharded pub/sub first")
+		}
+		by := calls[0].at.Add(margin)
+		for _, c := range calls {
+			require.False(t, c.deadline.IsZero(), "TryAcquire %d: its %s call has no deadline", i, c.what)
+			assert.False(t, c.deadline.After(by),
+				"TryAcquire %d: its %s call may run until %v after the first call began; the bound is one margin, %v",
+				i, c.what, c.deadline.Sub(calls[0].at), margin)
+		}
+	}
+}
