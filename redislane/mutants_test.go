@@ -314,3 +314,38 @@ func TestTryAcquireCallsEndWithinOneMargin(t *testing.T) {
 		}
 	}
 }
+
+// On a Cluster client, each lane's shard channel has a pub/sub connection
+// of its own (a shard channel can be subscribed only on its slot's node),
+// and classic channels share one. The suite's cluster has one node, where
+// a shared connection would work too, so the connections are counted.
+// Mutation that it catches: the hub putting every channel of a Cluster
+// client on one connection (perChannel false).
+func TestClusterShardChannelsHaveAConnectionEach(t *testing.T) {
+	addr := startCluster(t)
+	direct := clusterClient(t, addr)
+	ctx := context.Background()
+	info, err := direct.Do(ctx, "COMMAND", "INFO", "SPUBLISH").Slice()
+	require.NoError(t, err)
+	if len(info) == 0 || info[0] == nil {
+		t.Skip("the server has no sharded pub/sub")
+	}
+	for _, classic := range []bool{false, true} {
+		var opts = []redislane.Option{redislane.WithLease(testLease), redislane.WithQuarantine(0)}
+		kind, want := "sharded", 3
+		if classic {
+			opts = append(opts, redislane.WithClassicPubSub())
+			kind, want = "classic", 1
+		}
+		rc := clusterClient(t, addr)
+		var lanes []*redislane.Weighted
+		for range 3 {
+			s, err := redislane.NewWeighted(rc, laneName(t), 1, opts...)
+			require.NoError(t, err)
+			defer s.Close()
+			warm(t, s) // its first waiter subscribes
+			lanes = append(lanes, s)
+		}
+		assert.Equal(t, want, redislane.HubConns(lanes[0]), "%s pub/sub: connections of a Cluster client with three lanes", kind)
+	}
+}
