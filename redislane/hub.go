@@ -57,6 +57,10 @@ type psConn struct {
 	chans int           // channels on it; guarded by hub.mu
 	stop  chan struct{} // closed when it is closed
 	done  chan struct{} // closed when its loop has ended
+	// first, if not nil, is closed when the subscription call of the
+	// connection's one channel (a shard channel on a Cluster or Ring
+	// client) has ended: its loop waits for it before it receives.
+	first chan struct{}
 }
 
 var hubs struct {
@@ -261,6 +265,7 @@ func (h *hub) watch(ctx context.Context, done <-chan struct{}, channel string, s
 		}
 	} else {
 		g := h.group(channel, sharded)
+		subDone := make(chan struct{})
 		pc := h.conns[g]
 		if pc == nil {
 			pc = &psConn{
@@ -268,13 +273,20 @@ func (h *hub) watch(ctx context.Context, done <-chan struct{}, channel string, s
 				stop: make(chan struct{}),
 				done: make(chan struct{}),
 			}
+			if g != "" {
+				// A receive on a connection not yet dialed would dial a
+				// random node of a Cluster, where the shard channel's
+				// subscription is refused (MOVED): the subscription
+				// dials it, to the node of the channel's slot.
+				pc.first = subDone
+			}
 			h.conns[g] = pc
 			h.wg.Add(1)
 			h.goroutines.Add(1)
 			go h.loop(pc)
 		}
 		pc.chans++
-		sub = &subscribed{ready: make(chan struct{}), done: make(chan struct{}), sharded: sharded, group: g, conn: pc}
+		sub = &subscribed{ready: make(chan struct{}), done: subDone, sharded: sharded, group: g, conn: pc}
 		h.subbed[channel] = sub
 		h.wg.Add(1)
 		h.goroutines.Add(1)
@@ -337,6 +349,13 @@ func (h *hub) loop(pc *psConn) {
 		h.wg.Done()
 	}()
 	ps := pc.ps
+	if pc.first != nil {
+		select {
+		case <-pc.first:
+		case <-pc.stop:
+			return
+		}
+	}
 	ctx := context.Background()
 	backoff := time.Duration(0)
 	// A receive with no connection dials one (and greets Redis) under the
