@@ -127,8 +127,10 @@ func TestTryAcquireNeverUsesALateReply(t *testing.T) {
 	waitFor(t, 10*time.Second, "the late grant to be given back", func() bool {
 		return direct.ZCard(context.Background(), "{lanes:"+name+"}:g:h").Val() == 0
 	})
-	p, ok = s.TryAcquire(1)
-	require.True(t, ok, "the unit of the late grant did not come back")
+	waitFor(t, 10*time.Second, "the unit of the late grant to come back", func() bool {
+		p, ok = s.TryAcquire(1) // a loaded machine may make this reply late too
+		return ok
+	})
 	p.Release()
 }
 
@@ -149,9 +151,11 @@ func TestFirstDeadlineIsCutToMaxHold(t *testing.T) {
 			p, err = s.Acquire(testCtx(t), 1)
 			require.NoError(t, err)
 		} else {
-			var ok bool
-			p, ok = s.TryAcquire(1)
-			require.True(t, ok)
+			waitFor(t, 10*time.Second, "a TryAcquire that grants", func() bool {
+				var ok bool
+				p, ok = s.TryAcquire(1) // its reply may come late on a loaded machine
+				return ok
+			})
 		}
 		got := time.Now() // after the grant
 		dl := p.Deadline()
@@ -198,7 +202,9 @@ func TestRefreshInFlightAtClose(t *testing.T) {
 			rc := newClient(t, srv.Addr)
 			h := newHoldCalls("refresh")
 			rc.AddHook(h)
-			const lease = time.Second // refreshed every 333 ms; margin 200 ms
+			// Refreshed every 667 ms; the deadline is 1.6 s on, time for
+			// Close to begin on a loaded machine. Margin 400 ms.
+			const lease = 2 * time.Second
 			s, err := redislane.NewWeighted(rc, laneName(t), 1, redislane.WithLease(lease), redislane.WithQuarantine(0))
 			require.NoError(t, err)
 			defer s.Close() // if the test fails early
@@ -296,10 +302,11 @@ func TestTryAcquireCallsEndWithinOneMargin(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	for i := range 2 {
-		p, ok := s.TryAcquire(1)
+		p, ok := s.TryAcquire(1) // false if its reply came late: the bound holds all the same
 		calls := log.take()
-		require.True(t, ok)
-		p.Release()
+		if ok {
+			p.Release()
+		}
 		log.take()
 		require.NotEmpty(t, calls)
 		if i == 0 {
