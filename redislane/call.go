@@ -53,12 +53,15 @@ func (c *core) runAcquire(ctx context.Context, rk [4]string, id string, n int64,
 	if try {
 		tryFlag = 1
 	}
+	// One deadline for the call and, on the first call of a client, the
+	// question whether the server has sharded pub/sub: a TryAcquire
+	// returns within one margin, not two.
+	ctx, cancel := c.callCtx(ctx, c.cfg.margin())
+	defer cancel()
 	pub, err := c.pubCmd(ctx)
 	if err != nil {
 		return reply{sent: time.Now(), err: err}
 	}
-	ctx, cancel := c.callCtx(ctx, c.cfg.margin())
-	defer cancel()
 	r := reply{sent: time.Now()}
 	v, err := acquireScript.Run(ctx, c.client,
 		[]string{c.metaKey, rk[0], rk[1], rk[2], rk[3]},

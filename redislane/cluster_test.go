@@ -22,7 +22,12 @@ import (
 // startCluster starts a one-node Redis Cluster (all slots on one node) of
 // the test's own, and kills it (its whole process group) when the test
 // ends. It skips as startRedis does when redis-server is missing.
-func startCluster(t *testing.T) string {
+func startCluster(t *testing.T) string { return startClusterOf(t, 1)[0] }
+
+// startClusterOf starts a Redis Cluster of n masters of the test's own,
+// the slots split evenly among them in the order of the addresses
+// returned, and kills it when the test ends.
+func startClusterOf(t *testing.T, n int) []string {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -31,32 +36,46 @@ func startCluster(t *testing.T) string {
 		}
 		t.Skipf("skipping: %v", err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	dir := t.TempDir()
-	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1",
-		"--cluster-enabled", "yes", "--cluster-config-file", dir+"/nodes.conf",
-		"--save", "", "--appendonly", "no", "--dir", dir, "--loglevel", "warning")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, cmd.Start())
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-exited
-	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	node := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	defer node.Close()
+	addrs := make([]string, n)
+	nodes := make([]*redis.Client, n)
+	for i := range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		dir := t.TempDir()
+		cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1",
+			"--cluster-enabled", "yes", "--cluster-config-file", dir+"/nodes.conf",
+			"--save", "", "--appendonly", "no", "--dir", dir, "--loglevel", "warning")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		require.NoError(t, cmd.Start())
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		t.Cleanup(func() {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		})
+		addrs[i] = fmt.Sprintf("127.0.0.1:%d", port)
+		nodes[i] = redis.NewClient(&redis.Options{Addr: addrs[i], ContextTimeoutEnabled: true})
+		defer nodes[i].Close()
+	}
 	ctx := context.Background()
-	waitFor(t, 10*time.Second, "the cluster node to answer", func() bool { return node.Ping(ctx).Err() == nil })
-	require.NoError(t, node.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err())
-	waitFor(t, 10*time.Second, "the cluster to be ok", func() bool {
-		return strings.Contains(node.ClusterInfo(ctx).Val(), "cluster_state:ok")
-	})
-	return addr
+	for i, node := range nodes {
+		waitFor(t, 10*time.Second, "the cluster node to answer", func() bool { return node.Ping(ctx).Err() == nil })
+		if i > 0 {
+			host, port, err := net.SplitHostPort(addrs[i])
+			require.NoError(t, err)
+			require.NoError(t, nodes[0].ClusterMeet(ctx, host, port).Err())
+		}
+		require.NoError(t, node.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", i*16384/n, (i+1)*16384/n-1).Err())
+	}
+	for _, node := range nodes {
+		waitFor(t, 20*time.Second, "the cluster to be ok", func() bool {
+			info := node.ClusterInfo(ctx).Val()
+			return strings.Contains(info, "cluster_state:ok") && strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d\r", n))
+		})
+	}
+	return addrs
 }
 
 func clusterClient(t *testing.T, addr string) *redis.ClusterClient {
@@ -144,4 +163,62 @@ func TestClusterFleet(t *testing.T) {
 	assert.Equal(t, h0+1, b.Stats().Handovers, "not handed over by the raise")
 	pickedUp(t, b, 2, "b")
 	p.Release()
+}
+
+// laneOnSlots returns a lane name, unique to the test run, whose keys are
+// in a slot in [lo, hi].
+func laneOnSlots(t *testing.T, rc *redis.ClusterClient, lo, hi int) string {
+	t.Helper()
+	for range 1000 {
+		name := laneName(t)
+		slot, err := rc.ClusterKeySlot(context.Background(), "{lanes:"+name+"}:meta").Result()
+		require.NoError(t, err)
+		if int(slot) >= lo && int(slot) <= hi {
+			return name
+		}
+	}
+	t.Fatalf("no lane name in slots [%d, %d]", lo, hi)
+	return ""
+}
+
+// On a Cluster of three masters, with a lane on each, every lane's shard
+// channel is subscribed on the node of its slot, and each lane's waiter is
+// handed its permit by a message. TestClusterHandoverThroughShardedAndClassicPubSub
+// cannot see this: its cluster has one node, which takes every shard
+// channel on one connection. Mutation that it catches: the hub putting
+// every channel of a Cluster client on one connection (the node of the
+// first lane refuses the others' channels with MOVED, and their waiters
+// only poll).
+func TestClusterOfThreeHandsOverOnEveryNode(t *testing.T) {
+	addrs := startClusterOf(t, 3)
+	direct := clusterClient(t, addrs[0])
+	ctx := testCtx(t)
+	info, err := direct.Do(ctx, "COMMAND", "INFO", "SPUBLISH").Slice()
+	require.NoError(t, err)
+	if len(info) == 0 || info[0] == nil {
+		t.Skip("the server has no sharded pub/sub")
+	}
+	opts := []redislane.Option{redislane.WithLease(handoverLease), redislane.WithQuarantine(0)}
+	ca, cb := clusterClient(t, addrs[0]), clusterClient(t, addrs[0])
+	for i, addr := range addrs {
+		lane := laneOnSlots(t, direct, i*16384/3, (i+1)*16384/3-1)
+		a, err := redislane.NewWeighted(ca, lane, 1, opts...)
+		require.NoError(t, err)
+		defer a.Close()
+		b, err := redislane.NewWeighted(cb, lane, 1, opts...)
+		require.NoError(t, err)
+		defer b.Close()
+		p, err := a.Acquire(ctx, 1)
+		require.NoError(t, err)
+		got := acquireAsync(ctx, b)
+		node := newClient(t, addr)
+		channel := "{lanes:" + lane + "}:wake"
+		waitFor(t, 10*time.Second, fmt.Sprintf("lane %d: both instances to subscribe on the lane's node, and the waiter to queue", i), func() bool {
+			return node.PubSubShardNumSub(ctx, channel).Val()[channel] >= 2 &&
+				node.ZCard(ctx, "{lanes:"+lane+"}:g:q").Val() == 1
+		})
+		p.Release()
+		require.NoError(t, testkit.Recv(t, got, "the waiter's grant"))
+		assert.EqualValues(t, 1, b.Stats().Handovers, "lane %d: the waiter was not woken by the message", i)
+	}
 }

@@ -234,7 +234,7 @@
 // Each instance runs one refresher goroutine (a [Fleet] one more: the
 // call that reads the limit and keeps the leadership); each process runs one pub/sub
 // receiver per Redis client while a lane on it that has had a waiter is
-// open (on a Cluster or Ring client, one per shard channel); a waiter whose context ends during a call
+// open (on a Cluster client, one per shard channel; on a Ring, one per channel); a waiter whose context ends during a call
 // leaves the call to a goroutine that cleans up, and a Release whose call
 // takes long leaves it to one. Close stops them all before it returns,
 // within its bound, including the receiver and the subscription call that

@@ -1,5 +1,7 @@
 package redislane
 
+import "github.com/redis/go-redis/v9"
+
 // Delivered returns how many pub/sub messages the hub of s's client has
 // handed to a waiter of this process.
 func Delivered(s *Weighted) int64 { return s.c.hub.delivered.Load() }
@@ -8,3 +10,44 @@ func Delivered(s *Weighted) int64 { return s.c.hub.delivered.Load() }
 // runs now (receive loops and subscriptions in flight); it reads the hub s
 // joined, also after Close.
 func HubGoroutines(s *Weighted) int64 { return s.c.hub.goroutines.Load() }
+
+// HubConns returns how many pub/sub connections the hub of s's client
+// holds now.
+func HubConns(s *Weighted) int {
+	h := s.c.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.conns)
+}
+
+// ScriptOf names the lane's script that cmd runs ("acquire", "release",
+// "refresh", "fleet"), or returns "" for any other command.
+func ScriptOf(cmd redis.Cmder) string {
+	a := cmd.Args()
+	if len(a) < 2 {
+		return ""
+	}
+	s, _ := a[1].(string)
+	for _, sc := range []struct {
+		name string
+		src  string
+		sc   *redis.Script
+	}{
+		{"acquire", acquireSrc, acquireScript},
+		{"release", releaseSrc, releaseScript},
+		{"refresh", refreshSrc, refreshScript},
+		{"fleet", fleetSrc, fleetScript},
+	} {
+		switch cmd.Name() {
+		case "evalsha":
+			if s == sc.sc.Hash() {
+				return sc.name
+			}
+		case "eval":
+			if s == sc.src {
+				return sc.name
+			}
+		}
+	}
+	return ""
+}

@@ -21,13 +21,17 @@ import (
 // SPUBLISH and the hub subscribes with SSUBSCRIBE, so that a Cluster
 // delivers a message on the node of the lane's slot only, instead of
 // broadcasting it to every node. A single node (or Sentinel) client takes
-// all its channels on one connection. On a Cluster (or Ring) client, a
-// shard channel can be subscribed only on the node of its slot, so each
-// shard channel gets its own connection; classic channels share one.
+// all its channels on one connection. On a Cluster client, a shard
+// channel can be subscribed only on the node of its slot, so each shard
+// channel gets its own connection; classic channels share one (a Cluster
+// broadcasts them). On a Ring client every channel lives on the shard of
+// its hash tag, a server of its own, so each channel gets its own
+// connection there.
 type hub struct {
 	client     redis.UniversalClient
 	refs       int  // guarded by hubs.mu: lanes using the hub
 	perChannel bool // a connection per shard channel
+	ring       bool // a Ring client: a connection per channel, made with it
 	mode       atomic.Int32
 
 	mu       sync.Mutex // protects the fields below
@@ -53,10 +57,14 @@ const (
 
 // A psConn is one pub/sub connection of a hub and its receive loop.
 type psConn struct {
-	ps    *redis.PubSub
+	ps    *redis.PubSub // on a Ring, set by the subscription, before first is closed
 	chans int           // channels on it; guarded by hub.mu
 	stop  chan struct{} // closed when it is closed
 	done  chan struct{} // closed when its loop has ended
+	// first, if not nil, is closed when the subscription call of the
+	// connection's one channel (a shard channel on a Cluster, any channel
+	// on a Ring) has ended: its loop waits for it before it receives.
+	first chan struct{}
 }
 
 var hubs struct {
@@ -76,9 +84,11 @@ func joinHub(client redis.UniversalClient, channel string) *hub {
 	h := hubs.m[client]
 	if h == nil {
 		_, single := client.(*redis.Client)
+		_, ring := client.(*redis.Ring)
 		h = &hub{
 			client:     client,
 			perChannel: !single,
+			ring:       ring,
 			watchers:   make(map[string]chan<- string),
 			lanes:      make(map[string]int),
 			subbed:     make(map[string]*subscribed),
@@ -134,7 +144,7 @@ func (h *hub) sharded(ctx context.Context) (bool, error) {
 
 // group names the connection that carries channel.
 func (h *hub) group(channel string, sharded bool) string {
-	if sharded && h.perChannel {
+	if (sharded || h.ring) && h.perChannel {
 		return "s:" + channel
 	}
 	return ""
@@ -210,6 +220,9 @@ func (h *hub) leave(channel string, by time.Time) {
 // stop and ends.
 func (pc *psConn) close() {
 	close(pc.stop)
+	if pc.first != nil {
+		<-pc.first // its subscription call, bounded by its deadline; on a Ring it makes ps
+	}
 	_ = pc.ps.Close()
 	<-pc.done
 }
@@ -261,12 +274,22 @@ func (h *hub) watch(ctx context.Context, done <-chan struct{}, channel string, s
 		}
 	} else {
 		g := h.group(channel, sharded)
+		subDone := make(chan struct{})
 		pc := h.conns[g]
 		if pc == nil {
 			pc = &psConn{
-				ps:   h.client.Subscribe(context.Background()), // no channel: no I/O
 				stop: make(chan struct{}),
 				done: make(chan struct{}),
+			}
+			if !h.ring { // a Ring's Subscribe needs the channel: the subscription makes it
+				pc.ps = h.client.Subscribe(context.Background()) // no channel: no I/O
+			}
+			if g != "" {
+				// A receive on a connection not yet dialed would dial a
+				// random node of a Cluster, where the shard channel's
+				// subscription is refused (MOVED): the subscription
+				// dials it, to the node of the channel's slot.
+				pc.first = subDone
 			}
 			h.conns[g] = pc
 			h.wg.Add(1)
@@ -274,7 +297,7 @@ func (h *hub) watch(ctx context.Context, done <-chan struct{}, channel string, s
 			go h.loop(pc)
 		}
 		pc.chans++
-		sub = &subscribed{ready: make(chan struct{}), done: make(chan struct{}), sharded: sharded, group: g, conn: pc}
+		sub = &subscribed{ready: make(chan struct{}), done: subDone, sharded: sharded, group: g, conn: pc}
 		h.subbed[channel] = sub
 		h.wg.Add(1)
 		h.goroutines.Add(1)
@@ -291,9 +314,18 @@ func (h *hub) watch(ctx context.Context, done <-chan struct{}, channel string, s
 			}()
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
-			if sharded {
+			switch {
+			case h.ring:
+				// The Ring's PubSub, on the channel's shard, subscribed
+				// (or, on failure, to be on its next connection).
+				if sharded {
+					pc.ps = h.client.SSubscribe(ctx, channel)
+				} else {
+					pc.ps = h.client.Subscribe(ctx, channel)
+				}
+			case sharded:
 				_ = pc.ps.SSubscribe(ctx, channel)
-			} else {
+			default:
 				_ = pc.ps.Subscribe(ctx, channel)
 			}
 			// If the channel's last lane left meanwhile, its Unsubscribe
@@ -336,6 +368,13 @@ func (h *hub) loop(pc *psConn) {
 		close(pc.done)
 		h.wg.Done()
 	}()
+	if pc.first != nil {
+		select {
+		case <-pc.first:
+		case <-pc.stop:
+			return
+		}
+	}
 	ps := pc.ps
 	ctx := context.Background()
 	backoff := time.Duration(0)
