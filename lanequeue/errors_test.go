@@ -25,7 +25,30 @@ func laneError(t *testing.T, err error) *lanequeue.LaneError {
 	return le
 }
 
-// waitQueued cancels ctx once lane has n waiters.
+// expiringCtx is a context whose deadline passes when the test says
+// (expire), after the call under test has begun to wait.
+type expiringCtx struct {
+	context.Context // Background: no deadline reported, no values
+	done            chan struct{}
+}
+
+func newExpiringCtx() *expiringCtx {
+	return &expiringCtx{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (c *expiringCtx) Done() <-chan struct{} { return c.done }
+func (c *expiringCtx) expire()               { close(c.done) }
+
+func (c *expiringCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// waitQueued returns once lane has n waiters.
 func waitQueued(t *testing.T, q *lanequeue.Queue[string], lane string, n int) {
 	t.Helper()
 	testkit.Eventually(t, "the caller waits on "+lane, func() bool { return laneStats(t, q, lane).Waiters == n })
@@ -69,9 +92,14 @@ func TestTimeoutNamesTheFullGlobalLane(t *testing.T) {
 	held, err := acquireAll(q, context.Background(), "other", []string{"session", "global"})
 	must(t, err)
 	defer held.Release()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
-	defer cancel()
-	_, err = acquireAll(q, ctx, "t1", []string{"session", "global"})
+	// The deadline passes once the call waits on the global lane: a
+	// timer's could pass before it got there, and the error would name no
+	// lane (or the session lane).
+	ctx := newExpiringCtx()
+	ch := acquireAsync(ctx, q, "t1", []string{"session", "global"})
+	waitQueued(t, q, "global", 1)
+	ctx.expire()
+	err = receive(t, ch).err
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("AcquireAll = %v; want context.DeadlineExceeded", err)
 	}
