@@ -61,7 +61,8 @@ func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{l
 // the lane, see LaneError; also [ErrTooHeavy] for a rate lane whose
 // limiter is spent and never refills); an error wrapping
 // [ErrInvalidConfig] for a [WithPriority] out of range; [ErrClosed] on a
-// closed queue and [ErrDraining] on a draining one (see [Queue.Drain]);
+// closed queue and [ErrDraining] on a draining one, unless ctx carries a
+// held ticket of the queue (nested work, see [Queue.Drain]);
 // [ErrNaNKey] for a key not equal to itself; [ErrReentrant] when ctx
 // carries a ticket for key that holds one of the lanes (see
 // [WithTicket]); ctx.Err() when ctx has already ended (even if every lane
@@ -124,7 +125,7 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes LaneSet[K], opts
 		default:
 		}
 	}
-	if err := q.admit(); err != nil {
+	if err := q.admit(ctx); err != nil {
 		return nil, err
 	}
 	if err := checkReentry(ctx, q, key, &g); err != nil {
@@ -290,7 +291,7 @@ func (q *Queue[K]) TryAcquireAll(key K, lanes LaneSet[K], opts ...AcquireOption)
 	if _, err := turnOf(opts); err != nil {
 		return nil, false // a try never waits: its Turn orders nothing
 	}
-	if q.admit() != nil {
+	if q.admit(nil) != nil {
 		return nil, false
 	}
 	hs := g.held()

@@ -9,9 +9,11 @@ import (
 	"unsafe"
 )
 
-// ErrDraining is returned by every call that would take lanes of a queue
-// that [Queue.Drain] is draining: AcquireAll, Do, Join (TryAcquireAll
-// returns false) and Check. It wraps [ErrClosed], so that code that treats
+// ErrDraining is returned by every call of new work that would take lanes
+// of a queue that [Queue.Drain] is draining: AcquireAll, Do, Join
+// (TryAcquireAll returns false) and Check; a call whose context carries a
+// held ticket of the queue is admitted work, not new (see the package doc,
+// "Nested work in a drain"). It wraps [ErrClosed], so that code that treats
 // a closed queue as shutting down treats a draining one alike.
 var ErrDraining = fmt.Errorf("lanequeue: draining: %w", ErrClosed)
 
@@ -32,7 +34,8 @@ var ErrDraining = fmt.Errorf("lanequeue: draining: %w", ErrClosed)
 //   - ended, one per stripe of the queue's holders and guarded by that
 //     stripe's lock: a ticket's Release adds 1 there under the lock it
 //     takes anyway to retire the ticket's record, before its permits go
-//     back. Those permits are then still out for a moment, in lanes whose
+//     back; and a call admitted while draining on a ticket of the stripe
+//     (admitNested) counts 1 in there, in nested. Those permits are then still out for a moment, in lanes whose
 //     own Stats show them (the keyed and global lanes whose semaphore the
 //     queue built, laneEntry.own; rate lanes hold nothing): Drain, once
 //     the count is 0, also waits until those lanes hold nothing (see
@@ -47,6 +50,10 @@ var ErrDraining = fmt.Errorf("lanequeue: draining: %w", ErrClosed)
 //     admitted (its load saw false) added its 1 before Drain's first read,
 //     and every call refused from then on adds and subtracts on one
 //     stripe, which reads as 1 or 0, never below.
+//   - A call admitted while draining on a ticket that its context carries
+//     (admitNested) is counted in under the lock of the ticket's stripe,
+//     while the ticket is held, so before the ticket's end is: Drain reads
+//     either the ticket not ended or the call counted in.
 //   - So no admission is missing from what Drain reads, and every end it
 //     reads did happen, once: a sum of 0 means everything admitted has
 //     ended, and nothing can be admitted any more.
@@ -69,23 +76,70 @@ type paddedCount struct {
 	_ [56]byte
 }
 
-// paddedEnds is the tickets released on one stripe of the queue's holders,
-// guarded by that stripe's mu, alone on a 64-byte cache line.
+// paddedEnds is the tickets released on one stripe of the queue's holders
+// (n) and the calls admitted while draining on a ticket of that stripe
+// (nested, see admitNested), guarded by that stripe's mu, alone on a
+// 64-byte cache line.
 type paddedEnds struct {
-	n int64
-	_ [56]byte
+	n      int64
+	nested int64
+	_      [48]byte
 }
 
-// admit counts a call in, or refuses it with ErrDraining.
-func (q *Queue[K]) admit() error {
+// admit counts a call in, or refuses it with ErrDraining. ctx is the
+// call's context (nil for a call that has none): while draining, a call
+// whose ctx carries a live ticket of q is work the queue admitted already,
+// and is counted in by admitNested instead of refused. The context is
+// looked at only while draining.
+func (q *Queue[K]) admit(ctx context.Context) error {
 	c := &q.drain.active[stripeHint()].n
 	c.Add(1)
 	if q.drain.draining.Load() {
+		if ctx != nil && q.admitNested(ctx) {
+			// Counted in under the ticket's stripe lock: the 1 above is
+			// not needed, and taking it back leaves the count above 0.
+			c.Add(-1)
+			return nil
+		}
 		c.Add(-1)
 		q.poke() // Drain may have read the 1 above
 		return ErrDraining
 	}
 	return nil
+}
+
+// admitNested counts in, while draining, a call whose ctx carries a ticket
+// of q that is still held (see [WithTicket]), and reports whether it did.
+// The count goes on the nested count of the ticket's home stripe, under
+// the stripe's lock, while the ticket is seen held: the ticket's Release
+// counts it out under the same lock, later. So a Drain whose read of that
+// stripe comes before this admission finds the ticket not yet ended (its
+// call counted since before draining was set), and one whose read comes
+// after finds this call: the sum Drain reads never drops to 0 while the
+// call is in, though its admission came after draining was set.
+func (q *Queue[K]) admitNested(ctx context.Context) bool {
+	for v := ctx.Value(ticketCtxKey[K]{}); v != nil; {
+		c := v.(*ticketCtx[K])
+		if r := c.t.r; r != nil && r.q == q {
+			st := r.home
+			st.mu.Lock()
+			held := r.owner == c.t
+			if held {
+				q.drain.ended[q.stripeIndex(st)].nested++
+			}
+			st.mu.Unlock()
+			if held {
+				return true
+			}
+		}
+		v = c.Context.Value(ticketCtxKey[K]{})
+	}
+	return false
+}
+
+// stripeIndex is the index of st among q's holder stripes.
+func (q *Queue[K]) stripeIndex(st *holderStripe[K]) uintptr {
+	return (uintptr(unsafe.Pointer(st)) - uintptr(unsafe.Pointer(&q.holders.stripes[0]))) / unsafe.Sizeof(*st)
 }
 
 // leave counts out a call, place or ticket that admit counted in.
@@ -106,8 +160,7 @@ func (q *Queue[K]) endTicket(st *holderStripe[K], hs []held[K]) (shown bool) {
 			return false
 		}
 	}
-	i := (uintptr(unsafe.Pointer(st)) - uintptr(unsafe.Pointer(&q.holders.stripes[0]))) / unsafe.Sizeof(*st)
-	q.drain.ended[i].n++
+	q.drain.ended[q.stripeIndex(st)].n++
 	return true
 }
 
@@ -148,7 +201,7 @@ func (q *Queue[K]) active() (int64, <-chan struct{}) {
 	for i := range d.ended {
 		st := &q.holders.stripes[i]
 		st.mu.Lock()
-		n -= d.ended[i].n
+		n += d.ended[i].nested - d.ended[i].n
 		st.mu.Unlock()
 	}
 	return n, ch
@@ -179,7 +232,10 @@ func (q *Queue[K]) idle() (string, bool) {
 // TryAcquireAll returns false. The work admitted before goes on as usual:
 // tickets out are used and released, callers already waiting in a lane's
 // line are served in their turn (their tickets released in turn), and
-// places already taken are waited for or left. Once all of it has ended
+// places already taken are waited for or left. An AcquireAll or Do whose
+// context carries a held ticket of the queue ([WithTicket]) belongs to
+// admitted work and is served, and Drain waits for it too: the package
+// doc states the rule, under "Nested work in a drain". Once all of it has ended
 // (no ticket out, no call in progress, no place standing) Drain closes the
 // queue ([Queue.Close]) and returns nil: nothing is held then, in any
 // lane, and nothing can be taken any more.
