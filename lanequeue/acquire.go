@@ -357,7 +357,8 @@ func (q *Queue[K]) tryTail(key K, g *grant[K], from int) bool {
 // releases the ticket when fn returns, also if fn panics (the panic then
 // goes on). fn's context is ctx carrying the ticket (see [WithTicket]), so
 // a nested Do or AcquireAll for the same key and lane fails with
-// [ErrReentrant] instead of waiting for itself. Do returns the acquire
+// [ErrReentrant] instead of waiting for itself, and one for other keys or
+// lanes is served while the queue drains (see [Queue.Drain]). Do returns the acquire
 // error, or fn's error.
 //
 // The ticket in fn's context belongs to Do: fn must not release it or hand

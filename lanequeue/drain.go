@@ -266,7 +266,9 @@ func (q *Queue[K]) idle() (string, bool) {
 //
 // Cost: the count Drain waits on costs every call one atomic add when it
 // is admitted, on one of 32 cache lines picked by the goroutine's stack,
-// and loads of a flag that only Drain sets; a Release adds a plain
+// and loads of a flag that only Drain sets (only once it is set does an
+// AcquireAll look in its context for a ticket: a Value lookup per ticket
+// the context carries, and the lock of the held ticket's stripe); a Release adds a plain
 // increment under the lock it takes anyway (a ticket holding a lane that
 // the queue did not make, other than a rate lane: an atomic add instead).
 func (q *Queue[K]) Drain(ctx context.Context) error {
