@@ -125,7 +125,7 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes LaneSet[K], opts
 		default:
 		}
 	}
-	if err := q.admit(ctx); err != nil {
+	if err := q.admit(); err != nil && !q.admitNested(ctx) {
 		return nil, err
 	}
 	if err := checkReentry(ctx, q, key, &g); err != nil {
@@ -291,7 +291,7 @@ func (q *Queue[K]) TryAcquireAll(key K, lanes LaneSet[K], opts ...AcquireOption)
 	if _, err := turnOf(opts); err != nil {
 		return nil, false // a try never waits: its Turn orders nothing
 	}
-	if q.admit(nil) != nil {
+	if q.admit() != nil {
 		return nil, false
 	}
 	hs := g.held()

@@ -34,13 +34,15 @@ var ErrDraining = fmt.Errorf("lanequeue: draining: %w", ErrClosed)
 //   - ended, one per stripe of the queue's holders and guarded by that
 //     stripe's lock: a ticket's Release adds 1 there under the lock it
 //     takes anyway to retire the ticket's record, before its permits go
-//     back; and a call admitted while draining on a ticket of the stripe
-//     (admitNested) counts 1 in there, in nested. Those permits are then still out for a moment, in lanes whose
+//     back. Those permits are then still out for a moment, in lanes whose
 //     own Stats show them (the keyed and global lanes whose semaphore the
 //     queue built, laneEntry.own; rate lanes hold nothing): Drain, once
 //     the count is 0, also waits until those lanes hold nothing (see
 //     idle). A lane over a semaphore from outside may be held by others,
-//     so a ticket holding one ends after its permits are back.
+//     so a ticket holding one ends after its permits are back. A call
+//     admitted while draining on a held ticket of the stripe (admitNested)
+//     adds 1 there too, in nested, under the same lock; its end is any
+//     call's.
 //
 // How Drain reads the count without stopping the calls:
 //
@@ -56,7 +58,8 @@ var ErrDraining = fmt.Errorf("lanequeue: draining: %w", ErrClosed)
 //     either the ticket not ended or the call counted in.
 //   - So no admission is missing from what Drain reads, and every end it
 //     reads did happen, once: a sum of 0 means everything admitted has
-//     ended, and nothing can be admitted any more.
+//     ended, and nothing can be admitted any more (no ticket is held that
+//     a nested call could come with).
 //   - An end loads draining after it (a ticket's: after its permits are
 //     back) and, if set, pokes: Drain takes the channel to wait on before
 //     it reads, so an end that its read missed (the stripe's lock or the
@@ -86,21 +89,12 @@ type paddedEnds struct {
 	_      [48]byte
 }
 
-// admit counts a call in, or refuses it with ErrDraining. ctx is the
-// call's context (nil for a call that has none): while draining, a call
-// whose ctx carries a live ticket of q is work the queue admitted already,
-// and is counted in by admitNested instead of refused. The context is
-// looked at only while draining.
-func (q *Queue[K]) admit(ctx context.Context) error {
+// admit counts a call in, or refuses it with ErrDraining. A call with a
+// context that admit refuses may still be admitted work: admitNested.
+func (q *Queue[K]) admit() error {
 	c := &q.drain.active[stripeHint()].n
 	c.Add(1)
 	if q.drain.draining.Load() {
-		if ctx != nil && q.admitNested(ctx) {
-			// Counted in under the ticket's stripe lock: the 1 above is
-			// not needed, and taking it back leaves the count above 0.
-			c.Add(-1)
-			return nil
-		}
 		c.Add(-1)
 		q.poke() // Drain may have read the 1 above
 		return ErrDraining
@@ -108,8 +102,11 @@ func (q *Queue[K]) admit(ctx context.Context) error {
 	return nil
 }
 
-// admitNested counts in, while draining, a call whose ctx carries a ticket
-// of q that is still held (see [WithTicket]), and reports whether it did.
+// admitNested counts in, while draining (once admit has refused the call),
+// a call whose ctx carries a ticket of q that is still held (see
+// [WithTicket]), and reports whether it did: the call then ends as one
+// that admit counted in does. Only a refused call looks at its context, so
+// a call while the queue is not draining pays nothing for it.
 // The count goes on the nested count of the ticket's home stripe, under
 // the stripe's lock, while the ticket is seen held: the ticket's Release
 // counts it out under the same lock, later. So a Drain whose read of that

@@ -57,7 +57,7 @@ func RateLimiter[K comparable](q *Queue[K], name string) *rate.Limiter {
 // AdmitLeave counts one call in and out, as an AcquireAll that fails does
 // for Drain, for BenchmarkDrainCount.
 func (q *Queue[K]) AdmitLeave() {
-	if q.admit(nil) == nil {
+	if q.admit() == nil {
 		q.leave()
 	}
 }

@@ -121,7 +121,7 @@ func (q *Queue[K]) Join(key K, lanes LaneSet[K], opts ...AcquireOption) (*Place[
 	if h.e.keyed == nil {
 		return nil, fmt.Errorf("%w: lane %q is a keyed lane of another package, which has no place to take", ErrNoSemaphore, h.e.name)
 	}
-	if err := q.admit(nil); err != nil {
+	if err := q.admit(); err != nil {
 		return nil, err
 	}
 	var kp keyedsem.Place[K]
