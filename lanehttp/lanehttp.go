@@ -70,7 +70,10 @@
 // a middleware before this one) bounds the wait.
 //
 // Shutdown: [lanequeue.Queue.Drain] after (or with) http.Server.Shutdown
-// lets the requests admitted finish and answers later ones with 503.
+// lets the requests admitted finish and answers later ones with 503. A
+// handler's own calls on the queue with its request's context (which
+// carries the request's ticket), such as a model call on another lane,
+// are part of its request and are served during the drain.
 //
 // Calls out to a provider: [RetryAfter] reads how long a provider's
 // response asks to wait (retry-after-ms, Retry-After, and the rate limits'

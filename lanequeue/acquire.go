@@ -61,7 +61,8 @@ func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{l
 // the lane, see LaneError; also [ErrTooHeavy] for a rate lane whose
 // limiter is spent and never refills); an error wrapping
 // [ErrInvalidConfig] for a [WithPriority] out of range; [ErrClosed] on a
-// closed queue and [ErrDraining] on a draining one (see [Queue.Drain]);
+// closed queue and [ErrDraining] on a draining one, unless ctx carries a
+// held ticket of the queue (nested work, see [Queue.Drain]);
 // [ErrNaNKey] for a key not equal to itself; [ErrReentrant] when ctx
 // carries a ticket for key that holds one of the lanes (see
 // [WithTicket]); ctx.Err() when ctx has already ended (even if every lane
@@ -124,7 +125,7 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes LaneSet[K], opts
 		default:
 		}
 	}
-	if err := q.admit(); err != nil {
+	if err := q.admit(); err != nil && !q.admitNested(ctx) {
 		return nil, err
 	}
 	if err := checkReentry(ctx, q, key, &g); err != nil {
@@ -356,7 +357,8 @@ func (q *Queue[K]) tryTail(key K, g *grant[K], from int) bool {
 // releases the ticket when fn returns, also if fn panics (the panic then
 // goes on). fn's context is ctx carrying the ticket (see [WithTicket]), so
 // a nested Do or AcquireAll for the same key and lane fails with
-// [ErrReentrant] instead of waiting for itself. Do returns the acquire
+// [ErrReentrant] instead of waiting for itself, and one for other keys or
+// lanes is served while the queue drains (see [Queue.Drain]). Do returns the acquire
 // error, or fn's error.
 //
 // The ticket in fn's context belongs to Do: fn must not release it or hand

@@ -154,6 +154,25 @@
 // admitted finish (tickets out, callers in line, places), then closes the
 // queue; package lanehttp serves HTTP requests through a queue's lanes.
 //
+// Nested work in a drain: the work admitted goes on with what it calls on
+// the queue. An AcquireAll (or Do) whose context carries a ticket of the
+// queue that is still held ([WithTicket]: Do gives its function such a
+// context, and so does package lanehttp to a handler) is part of that
+// ticket's work, not new work: while the queue drains it is admitted as a
+// call before the drain was, whatever its key and lanes (a model call for
+// a tenant, made by the handler of a thread's message). It waits in each
+// lane's line in its turn, behind the callers already there (only admitted
+// work stands in line while draining), is listed by [Queue.Holders] and
+// [Queue.Waiters] like any call, and Drain waits for it and for its ticket.
+// It stays admitted if the ticket it came with is released while it waits.
+// Everything else is new work and is refused with ErrDraining: a call
+// whose context carries no ticket of the queue, or only released ones (or
+// tickets of another queue), and the calls that take no context
+// (TryAcquireAll returns false, Join fails, Check says ErrDraining). A
+// closed queue, also one that Drain closed, refuses every call
+// ([ErrClosed]): Drain closes it only once no ticket is held, so nested
+// work in progress keeps it open.
+//
 // Outcomes: [Queue.ObserveLane] gives a lane an [Observer] (an adaptive
 // limit controller of package adaptive, driving a global lane's
 // semaphore), which [Queue.Do] and [Ticket.Finish] tell the work's error

@@ -9,9 +9,11 @@ import (
 	"unsafe"
 )
 
-// ErrDraining is returned by every call that would take lanes of a queue
-// that [Queue.Drain] is draining: AcquireAll, Do, Join (TryAcquireAll
-// returns false) and Check. It wraps [ErrClosed], so that code that treats
+// ErrDraining is returned by every call of new work that would take lanes
+// of a queue that [Queue.Drain] is draining: AcquireAll, Do, Join
+// (TryAcquireAll returns false) and Check; a call whose context carries a
+// held ticket of the queue is admitted work, not new (see the package doc,
+// "Nested work in a drain"). It wraps [ErrClosed], so that code that treats
 // a closed queue as shutting down treats a draining one alike.
 var ErrDraining = fmt.Errorf("lanequeue: draining: %w", ErrClosed)
 
@@ -37,7 +39,10 @@ var ErrDraining = fmt.Errorf("lanequeue: draining: %w", ErrClosed)
 //     queue built, laneEntry.own; rate lanes hold nothing): Drain, once
 //     the count is 0, also waits until those lanes hold nothing (see
 //     idle). A lane over a semaphore from outside may be held by others,
-//     so a ticket holding one ends after its permits are back.
+//     so a ticket holding one ends after its permits are back. A call
+//     admitted while draining on a held ticket of the stripe (admitNested)
+//     adds 1 there too, in nested, under the same lock; its end is any
+//     call's.
 //
 // How Drain reads the count without stopping the calls:
 //
@@ -47,9 +52,14 @@ var ErrDraining = fmt.Errorf("lanequeue: draining: %w", ErrClosed)
 //     admitted (its load saw false) added its 1 before Drain's first read,
 //     and every call refused from then on adds and subtracts on one
 //     stripe, which reads as 1 or 0, never below.
+//   - A call admitted while draining on a ticket that its context carries
+//     (admitNested) is counted in under the lock of the ticket's stripe,
+//     while the ticket is held, so before the ticket's end is: Drain reads
+//     either the ticket not ended or the call counted in.
 //   - So no admission is missing from what Drain reads, and every end it
 //     reads did happen, once: a sum of 0 means everything admitted has
-//     ended, and nothing can be admitted any more.
+//     ended, and nothing can be admitted any more (no ticket is held that
+//     a nested call could come with).
 //   - An end loads draining after it (a ticket's: after its permits are
 //     back) and, if set, pokes: Drain takes the channel to wait on before
 //     it reads, so an end that its read missed (the stripe's lock or the
@@ -69,14 +79,18 @@ type paddedCount struct {
 	_ [56]byte
 }
 
-// paddedEnds is the tickets released on one stripe of the queue's holders,
-// guarded by that stripe's mu, alone on a 64-byte cache line.
+// paddedEnds is the tickets released on one stripe of the queue's holders
+// (n) and the calls admitted while draining on a ticket of that stripe
+// (nested, see admitNested), guarded by that stripe's mu, alone on a
+// 64-byte cache line.
 type paddedEnds struct {
-	n int64
-	_ [56]byte
+	n      int64
+	nested int64
+	_      [48]byte
 }
 
-// admit counts a call in, or refuses it with ErrDraining.
+// admit counts a call in, or refuses it with ErrDraining. A call with a
+// context that admit refuses may still be admitted work: admitNested.
 func (q *Queue[K]) admit() error {
 	c := &q.drain.active[stripeHint()].n
 	c.Add(1)
@@ -86,6 +100,43 @@ func (q *Queue[K]) admit() error {
 		return ErrDraining
 	}
 	return nil
+}
+
+// admitNested counts in, while draining (once admit has refused the call),
+// a call whose ctx carries a ticket of q that is still held (see
+// [WithTicket]), and reports whether it did: the call then ends as one
+// that admit counted in does. Only a refused call looks at its context, so
+// a call while the queue is not draining pays nothing for it.
+// The count goes on the nested count of the ticket's home stripe, under
+// the stripe's lock, while the ticket is seen held: the ticket's Release
+// counts it out under the same lock, later. So a Drain whose read of that
+// stripe comes before this admission finds the ticket not yet ended (its
+// call counted since before draining was set), and one whose read comes
+// after finds this call: the sum Drain reads never drops to 0 while the
+// call is in, though its admission came after draining was set.
+func (q *Queue[K]) admitNested(ctx context.Context) bool {
+	for v := ctx.Value(ticketCtxKey[K]{}); v != nil; {
+		c := v.(*ticketCtx[K])
+		if r := c.t.r; r != nil && r.q == q {
+			st := r.home
+			st.mu.Lock()
+			held := r.owner == c.t
+			if held {
+				q.drain.ended[q.stripeIndex(st)].nested++
+			}
+			st.mu.Unlock()
+			if held {
+				return true
+			}
+		}
+		v = c.Context.Value(ticketCtxKey[K]{})
+	}
+	return false
+}
+
+// stripeIndex is the index of st among q's holder stripes.
+func (q *Queue[K]) stripeIndex(st *holderStripe[K]) uintptr {
+	return (uintptr(unsafe.Pointer(st)) - uintptr(unsafe.Pointer(&q.holders.stripes[0]))) / unsafe.Sizeof(*st)
 }
 
 // leave counts out a call, place or ticket that admit counted in.
@@ -106,8 +157,7 @@ func (q *Queue[K]) endTicket(st *holderStripe[K], hs []held[K]) (shown bool) {
 			return false
 		}
 	}
-	i := (uintptr(unsafe.Pointer(st)) - uintptr(unsafe.Pointer(&q.holders.stripes[0]))) / unsafe.Sizeof(*st)
-	q.drain.ended[i].n++
+	q.drain.ended[q.stripeIndex(st)].n++
 	return true
 }
 
@@ -148,7 +198,7 @@ func (q *Queue[K]) active() (int64, <-chan struct{}) {
 	for i := range d.ended {
 		st := &q.holders.stripes[i]
 		st.mu.Lock()
-		n -= d.ended[i].n
+		n += d.ended[i].nested - d.ended[i].n
 		st.mu.Unlock()
 	}
 	return n, ch
@@ -179,7 +229,10 @@ func (q *Queue[K]) idle() (string, bool) {
 // TryAcquireAll returns false. The work admitted before goes on as usual:
 // tickets out are used and released, callers already waiting in a lane's
 // line are served in their turn (their tickets released in turn), and
-// places already taken are waited for or left. Once all of it has ended
+// places already taken are waited for or left. An AcquireAll or Do whose
+// context carries a held ticket of the queue ([WithTicket]) belongs to
+// admitted work and is served, and Drain waits for it too: the package
+// doc states the rule, under "Nested work in a drain". Once all of it has ended
 // (no ticket out, no call in progress, no place standing) Drain closes the
 // queue ([Queue.Close]) and returns nil: nothing is held then, in any
 // lane, and nothing can be taken any more.
@@ -210,7 +263,9 @@ func (q *Queue[K]) idle() (string, bool) {
 //
 // Cost: the count Drain waits on costs every call one atomic add when it
 // is admitted, on one of 32 cache lines picked by the goroutine's stack,
-// and loads of a flag that only Drain sets; a Release adds a plain
+// and loads of a flag that only Drain sets (only once it is set does an
+// AcquireAll look in its context for a ticket: a Value lookup per ticket
+// the context carries, and the lock of the held ticket's stripe); a Release adds a plain
 // increment under the lock it takes anyway (a ticket holding a lane that
 // the queue did not make, other than a rate lane: an atomic add instead).
 func (q *Queue[K]) Drain(ctx context.Context) error {

@@ -23,7 +23,10 @@ func (c *ticketCtx[K]) Value(key any) any {
 // it (or with a context derived from it) for the same key and one of t's
 // keyed or global lanes fails at once with [ErrReentrant] while t is held,
 // rather than waiting for a permit that its own caller holds. [Queue.Do]
-// passes such a context to its function. A nil t returns ctx unchanged.
+// passes such a context to its function. While the queue drains, such a
+// context also marks a call as part of t's work, admitted rather than
+// refused with [ErrDraining] while t is held (see [Queue.Drain]). A nil t
+// returns ctx unchanged.
 func WithTicket[K comparable](ctx context.Context, t *Ticket[K]) context.Context {
 	if t == nil {
 		return ctx
