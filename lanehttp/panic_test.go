@@ -13,8 +13,8 @@ import (
 	"github.com/sessionlane/lanes/lanequeue"
 )
 
-// boom is what the user's functions panic with in these tests.
-var boom = errors.New("boom")
+// errBoom is what the user's functions panic with in these tests.
+var errBoom = errors.New("boom")
 
 // panicking serves r through h and returns what the request panicked with.
 func panicking(h http.Handler, r *http.Request) (v any) {
@@ -24,12 +24,12 @@ func panicking(h http.Handler, r *http.Request) (v any) {
 }
 
 // panicsAndHoldsNothing serves a request through h, which must panic with
-// boom, and checks that no lane of q is left held or waited on and that a
+// errBoom, and checks that no lane of q is left held or waited on and that a
 // request after it is served: a request that returns no ticket holds
 // nothing.
 func panicsAndHoldsNothing(t *testing.T, q *lanequeue.Queue[string], h, ok http.Handler) {
 	t.Helper()
-	if v := panicking(h, request(context.Background(), "k")); v != boom {
+	if v := panicking(h, request(context.Background(), "k")); v != errBoom {
 		t.Fatalf("the request panicked with %v; want the user function's panic to go on", v)
 	}
 	nothingHeld(t, q)
@@ -70,20 +70,20 @@ func TestUserFunctionPanicsHoldNothing(t *testing.T) {
 	t.Run("Key", func(t *testing.T) {
 		q, set := panicQueue(t, nil)
 		h := lanehttp.Handler(lanehttp.Config[string]{Queue: q, Lanes: set,
-			Key: func(*http.Request) (string, error) { panic(boom) }}, reply)
+			Key: func(*http.Request) (string, error) { panic(errBoom) }}, reply)
 		panicsAndHoldsNothing(t, q, h, lanehttp.Handler(lanehttp.Config[string]{Queue: q, Lanes: set, Key: keyOK}, reply))
 	})
 	t.Run("Options", func(t *testing.T) {
 		q, set := panicQueue(t, nil)
 		h := lanehttp.Handler(lanehttp.Config[string]{Queue: q, Lanes: set, Key: keyOK,
-			Options: func(*http.Request) ([]lanequeue.AcquireOption, error) { panic(boom) }}, reply)
+			Options: func(*http.Request) ([]lanequeue.AcquireOption, error) { panic(errBoom) }}, reply)
 		panicsAndHoldsNothing(t, q, h, lanehttp.Handler(lanehttp.Config[string]{Queue: q, Lanes: set, Key: keyOK}, reply))
 	})
 	t.Run("Reject of a 400", func(t *testing.T) {
 		q, set := panicQueue(t, nil)
 		h := lanehttp.Handler(lanehttp.Config[string]{Queue: q, Lanes: set,
 			Key:    func(*http.Request) (string, error) { return "", errors.New("no key") },
-			Reject: func(http.ResponseWriter, *http.Request, int, error) { panic(boom) }}, reply)
+			Reject: func(http.ResponseWriter, *http.Request, int, error) { panic(errBoom) }}, reply)
 		panicsAndHoldsNothing(t, q, h, lanehttp.Handler(lanehttp.Config[string]{Queue: q, Lanes: set, Key: keyOK}, reply))
 	})
 	t.Run("Reject of a refusal", func(t *testing.T) {
@@ -94,7 +94,7 @@ func TestUserFunctionPanicsHoldNothing(t *testing.T) {
 		busy, err := q.AcquireAll(context.Background(), "other", set)
 		must(t, err)
 		h := lanehttp.Handler(lanehttp.Config[string]{Queue: q, Lanes: set, Key: keyOK,
-			Reject: func(http.ResponseWriter, *http.Request, int, error) { panic(boom) }}, reply)
+			Reject: func(http.ResponseWriter, *http.Request, int, error) { panic(errBoom) }}, reply)
 		// The deadline passes once the request waits for the global lane
 		// (expiringCtx): a timer's could pass before it reaches the lanes,
 		// and nothing would have been granted to give back.
@@ -104,7 +104,7 @@ func TestUserFunctionPanicsHoldNothing(t *testing.T) {
 			return stats(t, q, lanequeue.GlobalLane).Waiters == 1
 		})
 		ctx.expire()
-		if v := testkit.Recv(t, got, "the refused request"); v != boom {
+		if v := testkit.Recv(t, got, "the refused request"); v != errBoom {
 			t.Fatalf("the refused request panicked with %v; want Reject's panic to go on", v)
 		}
 		if st := stats(t, q, lanequeue.SessionLane); st.Acquired != 2 || st.Held != 1 {
@@ -117,7 +117,7 @@ func TestUserFunctionPanicsHoldNothing(t *testing.T) {
 		obs := &observed{}
 		q, set := panicQueue(t, obs)
 		h := lanehttp.Handler(lanehttp.Config[string]{Queue: q, Lanes: set, Key: keyOK,
-			Outcome: func(int) error { panic(boom) }}, reply)
+			Outcome: func(int) error { panic(errBoom) }}, reply)
 		panicsAndHoldsNothing(t, q, h, lanehttp.Handler(lanehttp.Config[string]{Queue: q, Lanes: set, Key: keyOK}, reply))
 		if errs := obs.take(); len(errs) != 1 {
 			t.Fatalf("observed %v; want only the second request's outcome (Outcome panicked for the first)", errs)
@@ -132,7 +132,7 @@ func TestUserFunctionPanicsHoldNothing(t *testing.T) {
 		ctl, err := adaptive.New(sem, 1, 1, adaptive.WithClassifier(func(error) adaptive.Outcome {
 			if panics {
 				panics = false
-				panic(boom)
+				panic(errBoom)
 			}
 			return adaptive.Success
 		}))
