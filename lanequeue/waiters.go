@@ -122,8 +122,12 @@ func (q *Queue[K]) abandon(g *grant[K]) {
 //
 // A call is listed from when a lane could not grant it at once until that
 // lane's wait ends (then it is listed for the next lane it waits for, or
-// as a holder by [Queue.Holders], or not at all). A call that takes every
-// lane at once is never listed, and costs nothing for this. Not listed:
+// as a holder by [Queue.Holders], or not at all). A later lane that grants
+// at once does not move the listing on: until the call waits again or
+// holds every lane, it may still be listed for the lane it waited for
+// last, which it holds, without the lanes it took at once since. A call
+// that takes every lane at once is never listed, and costs nothing for
+// this. Not listed:
 // callers that acquire a lane directly (not through the queue), and a
 // place of [Queue.Join] while it stands in its keyed lane's line, before
 // its Wait and while Wait waits there (the lane's Stats count it in
