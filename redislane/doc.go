@@ -142,7 +142,11 @@
 // instance's was written in a later term (a write that Redis lost), so
 // that a follower that has not read the leader's last write yet, or a new
 // instance with its initial limit, never brings an older limit back. A
-// lane re-created from nothing takes the calling instance's limit.
+// lane re-created from nothing takes the calling instance's limit. An
+// acquire or a refresh that finds the loss first does not know the terms
+// the instances saw, so the term it gives may be below one of them; that
+// instance's next call moves the term past it, without another quarantine
+// (the loss was already found).
 // After a loss, fencing tokens go on above every token granted before it:
 // the first grant comes after the quarantine, with a token seeded from the
 // server clock (this needs the server's clock not to step back by more

@@ -77,3 +77,14 @@ func FleetCall(ctx context.Context, rc redis.UniversalClient, name string, a Fle
 		flag(a.Candidate), ms(3*a.Lease), flag(a.Set), a.Value, a.ValueTerm, 0, a.Seen, a.LTerm,
 	).Int64Slice()
 }
+
+// TryAcquireCall runs the acquire script of fleet lane name once in try
+// mode, as a Fleet's TryAcquire would with the given last read, and
+// returns its reply.
+func TryAcquireCall(ctx context.Context, rc redis.UniversalClient, name, id string, limit, lterm int64, lease, quarantine time.Duration) ([]int64, error) {
+	p := "{lanes:" + name + "}"
+	return acquireScript.Run(ctx, rc,
+		[]string{p + ":meta", p + ":g:h", p + ":g:q", p + ":g:x", p + ":g:d"},
+		id, 1, limit, "fleet", ms(lease), ms(quarantine), 1, p+":wake", "PUBLISH", lterm,
+	).Int64Slice()
+}

@@ -69,3 +69,55 @@ func TestFleetRestartKeepsNewerLimit(t *testing.T) {
 		})
 	}
 }
+
+// A loss found first by an acquire (which does not pass the highest term
+// an instance saw) may give the lane a term below one that an instance
+// saw. That instance's next fleet call moves the term past it, but the
+// loss was already found: the quarantine is not extended.
+func TestFleetLossFoundByAcquireQuarantinedOnce(t *testing.T) {
+	srv := startRedis(t)
+	direct := newClient(t, srv.Addr)
+	name := laneName(t)
+	ctx := testCtx(t)
+	mk := "{lanes:" + name + "}:meta"
+	const lease = time.Second
+	fa := redislane.FleetArgs{ID: "F", Limit: 5, Lease: lease, Quarantine: lease}
+	_, err := redislane.FleetCall(ctx, direct, name, fa)
+	require.NoError(t, err)
+	require.NoError(t, direct.Save(ctx).Err())
+
+	// F sees a term far above the server clock (as after a server whose
+	// clock ran ahead): written by hand, read by F.
+	now, err := direct.Time(ctx).Result()
+	require.NoError(t, err)
+	big := now.UnixMicro() + int64(time.Hour/time.Microsecond)
+	require.NoError(t, direct.HSet(ctx, mk, "term", big).Err())
+	r, err := redislane.FleetCall(ctx, direct, name, fa)
+	require.NoError(t, err)
+	require.EqualValues(t, big, r[1])
+	fa.Seen, fa.LTerm = r[1], r[4]
+
+	restartFromSnapshot(t, srv, direct, name)
+	a, err := redislane.TryAcquireCall(ctx, direct, name, "a", 5, 0, lease, lease)
+	require.NoError(t, err)
+	require.EqualValues(t, []int64{0, 1}, []int64{a[0], a[2]}, "the restart was not found by the acquire")
+	qu, err := direct.HGet(ctx, mk, "qu").Int64()
+	require.NoError(t, err)
+	term, err := direct.HGet(ctx, mk, "term").Int64()
+	require.NoError(t, err)
+	require.Less(t, term, big, "the acquire's term is not below F's: the test proves nothing")
+	// The server clock moves past the acquire's millisecond, so that a
+	// second quarantine would end later than the first.
+	waitFor(t, 10*time.Second, "the server clock to move on", func() bool {
+		tm, err := direct.Time(ctx).Result()
+		require.NoError(t, err)
+		return tm.UnixMilli() > qu-lease.Milliseconds()
+	})
+
+	r, err = redislane.FleetCall(ctx, direct, name, fa)
+	require.NoError(t, err)
+	assert.Greater(t, r[1], big, "the term is not above the one F saw")
+	qu2, err := direct.HGet(ctx, mk, "qu").Int64()
+	require.NoError(t, err)
+	assert.Equal(t, qu, qu2, "the lane was quarantined a second time for the same loss")
+}

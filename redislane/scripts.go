@@ -128,7 +128,16 @@ local function meta(mk, limit, kind, lease, quar, seen, lv)
   M.ok = m[2] == kind and (kind == 'fleet' or M.limit == limit)
   if not M.ok then return M end
   if lease > M.ml then redis.call('HSET', mk, 'ml', lease); M.ml = lease end
-  if m[6] ~= M.rid or M.term < seen then lost(M, limit, lv, kind, quar, seen) end
+  if m[6] ~= M.rid then
+    lost(M, limit, lv, kind, quar, seen)
+  elseif M.term < seen then
+    -- The state is this server process's, so a loss was already found
+    -- and quarantined: a call that does not pass seen (acquire, refresh,
+    -- release) gave it a term below one an instance saw. Only the term
+    -- moves past it; another quarantine would wait for nothing.
+    M.term = math.max(M.term + 1, nowus, seen + 1)
+    redis.call('HSET', mk, 'term', s(M.term))
+  end
   return M
 end
 
