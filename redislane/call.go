@@ -63,9 +63,10 @@ func (c *core) runAcquire(ctx context.Context, rk [4]string, id string, n int64,
 		return reply{sent: time.Now(), err: err}
 	}
 	r := reply{sent: time.Now()}
+	limit, lterm := c.limitAndTerm()
 	v, err := acquireScript.Run(ctx, c.client,
 		[]string{c.metaKey, rk[0], rk[1], rk[2], rk[3]},
-		id, n, c.limit(), c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), tryFlag, c.channel, pub,
+		id, n, limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), tryFlag, c.channel, pub, lterm,
 	).Int64Slice()
 	switch {
 	case err != nil:
@@ -144,9 +145,10 @@ func (c *core) cleanupWithin(rk [4]string, id string, d time.Duration) (int64, e
 		c.st.redisErrs.Add(1)
 		return 0, err
 	}
+	limit, lterm := c.limitAndTerm()
 	res, err := releaseScript.Run(ctx, c.client,
 		[]string{c.metaKey, rk[0], rk[1], rk[2], rk[3]},
-		id, c.limit(), c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub,
+		id, limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub, lterm,
 	).Int64()
 	if err != nil {
 		c.st.redisErrs.Add(1)

@@ -113,10 +113,18 @@ func newCoreFleet(client redis.UniversalClient, name string, keyed, fleetLane bo
 // are refused at once): the capacity, or a fleet lane's limit as last
 // read from Redis. Grants are decided in Redis, against the stored limit.
 func (c *core) limit() int64 {
+	l, _ := c.limitAndTerm()
+	return l
+}
+
+// limitAndTerm returns limit and the term in which a fleet lane's limit
+// was written (0 for other lanes), read together.
+func (c *core) limitAndTerm() (int64, int64) {
 	if c.fleet != nil {
-		return c.fleet.limit.Load()
+		r := c.fleet.read.Load()
+		return r.limit, r.term
 	}
-	return c.capacity
+	return c.capacity, 0
 }
 
 // kindName is the kind stored in the lane's meta hash.

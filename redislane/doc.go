@@ -136,8 +136,17 @@
 // term: above the stored one, above every term that the instance making
 // the call has seen ([Fleet.Term], which never goes back), and above the
 // server clock in microseconds; a leadership that the leader key brought
-// back from an earlier term is void, and the lane takes the limit that
-// the calling instance last read, as a lane re-created from nothing does.
+// back from an earlier term is void. Each limit is stored with the term in
+// which the leader wrote it, and each instance sends the term of the limit
+// it last read: the lane keeps the stored limit unless the calling
+// instance's was written in a later term (a write that Redis lost), so
+// that a follower that has not read the leader's last write yet, or a new
+// instance with its initial limit, never brings an older limit back. A
+// lane re-created from nothing takes the calling instance's limit. An
+// acquire or a refresh that finds the loss first does not know the terms
+// the instances saw, so the term it gives may be below one of them; that
+// instance's next call moves the term past it, without another quarantine
+// (the loss was already found).
 // After a loss, fencing tokens go on above every token granted before it:
 // the first grant comes after the quarantine, with a token seeded from the
 // server clock (this needs the server's clock not to step back by more

@@ -78,8 +78,9 @@ func WithLimitRefresh(d time.Duration) Option {
 // while its term lasts; until then the limit before it is the one in
 // force. A failover or a restart, which lose writes too, end the term
 // (the lane sees another server process: see the package doc); the lane
-// then takes the limit that the first instance to call after it last
-// read, which is the lost write once that instance had read it.
+// then keeps the limit that Redis brought back, unless the first instance
+// to call after it last read a newer one (written in a later term): the
+// lost write once that instance had read it.
 //
 // Each instance reads the limit once per refresh interval (and from the
 // replies of its own writes and refused acquires), so its [Fleet.Capacity]
@@ -110,8 +111,9 @@ func WithLimitRefresh(d time.Duration) Option {
 // follower's. Once Redis answers, the first candidate to call after the
 // leader key expired becomes the leader. After Redis lost its state, or
 // restarted from an older one (a snapshot, an append-only file), the lane
-// takes the limit of the instance that calls first (the last limit it
-// read), gets a new term, and is quarantined as any lane (see
+// keeps the limit that came back, or takes the limit of the instance
+// that calls first (the last limit it read) if that one is newer or
+// nothing came back, gets a new term, and is quarantined as any lane (see
 // [WithQuarantine] and the package doc).
 //
 // Every instance of a fleet lane must be a Fleet: a [NewWeighted] or a
@@ -174,8 +176,8 @@ type fleet struct {
 	interval time.Duration
 	lttl     time.Duration // the leader's lease: three intervals
 
-	limit     atomic.Int64 // the limit as last read from Redis
-	term      atomic.Int64 // the last term seen
+	read      atomic.Pointer[limitRead] // the limit as last read from Redis
+	term      atomic.Int64              // the last term seen
 	kick      chan struct{}
 	loopDone  chan struct{}
 	candidate atomic.Bool
@@ -205,7 +207,7 @@ func newFleet(c *core) *fleet {
 		kick:     make(chan struct{}, 1),
 		loopDone: make(chan struct{}),
 	}
-	f.limit.Store(c.capacity)
+	f.read.Store(&limitRead{limit: c.capacity})
 	return f
 }
 
@@ -223,8 +225,15 @@ func (f *fleet) seeTerm(term int64) {
 	}
 }
 
-// seen records a limit read from a reply.
-func (f *fleet) seen(limit int64) { f.limit.Store(limit) }
+// limitRead is a limit read from Redis and the term in which it was
+// written (0: unknown, older than any term). The scripts keep the stored
+// limit after a loss unless the caller's was written in a later term, so
+// the term must never be newer than the limit's.
+type limitRead struct{ limit, term int64 }
+
+// seen records a limit read from a reply that does not say in which term
+// it was written: it is sent as unknown (0) until the next fleet call.
+func (f *fleet) seen(limit int64) { f.read.Store(&limitRead{limit: limit}) }
 
 func (f *fleet) kickLoop() {
 	select {
@@ -314,12 +323,13 @@ func (f *fleet) call(resign bool) bool {
 	rk := c.bucketKeys("")
 	sent := time.Now()
 	f.calls.Add(1)
+	lr := f.read.Load()
 	v, err := fleetScript.Run(ctx, c.client,
 		[]string{c.metaKey, c.prefix + ":leader", rk[0], rk[1], rk[2], rk[3]},
-		f.id, c.limit(), c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub,
-		flag(f.candidate.Load()), ms(f.lttl), flag(set), want, wantTerm, flag(resign), f.term.Load(),
+		f.id, lr.limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub,
+		flag(f.candidate.Load()), ms(f.lttl), flag(set), want, wantTerm, flag(resign), f.term.Load(), lr.term,
 	).Int64Slice()
-	if err == nil && len(v) != 4 {
+	if err == nil && len(v) != 5 {
 		err = fmt.Errorf("%w: fleet script returned %v", errBadReply, v)
 	}
 	if err != nil {
@@ -333,7 +343,7 @@ func (f *fleet) call(resign bool) bool {
 		return true
 	}
 	f.reads.Add(1)
-	f.limit.Store(limit)
+	f.read.Store(&limitRead{limit: limit, term: v[4]})
 	f.seeTerm(term)
 	if written {
 		f.writes.Add(1)

@@ -154,7 +154,8 @@ func (c *core) refreshChunk(entries []refreshEntry) bool {
 	}
 	buckets := make(map[[4]string]int, 1)
 	keys := []string{c.metaKey}
-	args := []any{c.limit(), c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub}
+	limit, lterm := c.limitAndTerm()
+	args := []any{limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub, lterm}
 	for _, e := range entries {
 		b, seen := buckets[e.rk]
 		if !seen {

@@ -30,12 +30,8 @@ type gate struct {
 
 var errReplyLost = errors.New("test: reply lost")
 
-// isAcquireCall tells a call of the acquire script: 5 keys, 9 arguments.
-func isAcquireCall(cmd redis.Cmder) bool {
-	n := cmd.Name()
-	a := cmd.Args()
-	return (n == "evalsha" || n == "eval") && len(a) == 3+5+9 && a[2] == 5
-}
+// isAcquireCall tells a call of the acquire script.
+func isAcquireCall(cmd redis.Cmder) bool { return redislane.ScriptOf(cmd) == "acquire" }
 
 func (g *gate) arm() (executed <-chan struct{}, open func()) {
 	g.mu.Lock()

@@ -6,7 +6,9 @@ import "github.com/redis/go-redis/v9"
 // {lanes:<name>}, so one lane lives in one Cluster slot and each script
 // touches one slot.
 //
-//	{lanes:<name>}:meta   hash: limit, kind, fence (the last fencing token),
+//	{lanes:<name>}:meta   hash: limit, lterm (a fleet lane's: the term in
+//	                      which its limit was written), kind, fence (the
+//	                      last fencing token),
 //	                      qu (quarantine until, ms), ml (longest lease seen,
 //	                      ms), epoch (creation time, ms), rid (the run_id and
 //	                      replication id of the server that last found the
@@ -74,15 +76,27 @@ end
 -- another server process, rid). It quarantines the lane, so that nothing
 -- is granted until every lease granted before the loss has ended (the
 -- holders that Redis forgot cannot be told), and marks the state as this
--- server's. A fleet lane also takes the caller's limit (the last one it
--- read, which Redis may have lost) and a new term, above the stored one,
--- above the caller's highest (seen) and the server clock in microseconds:
--- terms never go back, and the leadership of an earlier term, which the
--- leader key may have brought back, is over (fleetSrc).
-local function lost(M, limit, kind, quar, seen)
+-- server's. A fleet lane keeps the stored limit unless the caller's (the
+-- last one it read, written in term lv, which Redis may have lost) is
+-- newer: written in a later term (lterm). The first caller may be a
+-- follower that has not read the leader's last write yet, or a new
+-- instance with its initial limit (lv 0), and must not bring an older
+-- limit back. It also gets a new term, above the stored one, above the
+-- caller's highest (seen) and the server clock in microseconds: terms
+-- never go back, and the leadership of an earlier term, which the leader
+-- key may have brought back, is over (fleetSrc).
+local function lost(M, limit, lv, kind, quar, seen)
   M.qu = math.max(M.qu, now + quar)
-  M.limit = limit
-  local set = {'limit', s(limit), 'qu', s(M.qu), 'rid', M.rid}
+  local set = {'qu', s(M.qu), 'rid', M.rid}
+  if kind ~= 'fleet' or not M.limit or lv > M.lv then
+    M.limit, M.lv = limit, lv
+    set[#set + 1] = 'limit'
+    set[#set + 1] = s(limit)
+    if kind == 'fleet' then
+      set[#set + 1] = 'lterm'
+      set[#set + 1] = s(lv)
+    end
+  end
   if kind == 'fleet' then
     M.term = math.max(M.term + 1, nowus, seen + 1)
     set[#set + 1] = 'term'
@@ -96,23 +110,34 @@ end
 -- missing (on first use too, which Redis cannot tell from a loss), when it
 -- was written by another server process, or when its term is below one
 -- that the caller saw (seen: a fleet instance's highest term, else 0).
-local function meta(mk, limit, kind, lease, quar, seen)
-  seen = seen or 0
-  local m = redis.call('HMGET', mk, 'limit', 'kind', 'qu', 'ml', 'fence', 'rid', 'term')
+-- lv is the term in which the caller's limit was written (a fleet
+-- instance's last read, else 0).
+local function meta(mk, limit, kind, lease, quar, seen, lv)
+  seen, lv = seen or 0, lv or 0
+  local m = redis.call('HMGET', mk, 'limit', 'kind', 'qu', 'ml', 'fence', 'rid', 'term', 'lterm')
   local M = {mk = mk, rid = server_id(), ok = true}
   if not m[1] then
     M.qu, M.ml, M.fence, M.term = 0, lease, 0, 0
     redis.call('HSET', mk, 'kind', kind, 'ml', lease, 'fence', 0, 'epoch', s(now))
-    lost(M, limit, kind, quar, seen)
+    lost(M, limit, lv, kind, quar, seen)
     return M
   end
   M.limit, M.qu, M.ml = tonumber(m[1]), tonumber(m[3]) or 0, tonumber(m[4]) or 0
-  M.fence, M.term = tonumber(m[5]) or 0, tonumber(m[7]) or 0
+  M.fence, M.term, M.lv = tonumber(m[5]) or 0, tonumber(m[7]) or 0, tonumber(m[8]) or 0
   -- a fleet lane's limit is the stored one, changed by its leader (fleet.go)
   M.ok = m[2] == kind and (kind == 'fleet' or M.limit == limit)
   if not M.ok then return M end
   if lease > M.ml then redis.call('HSET', mk, 'ml', lease); M.ml = lease end
-  if m[6] ~= M.rid or M.term < seen then lost(M, limit, kind, quar, seen) end
+  if m[6] ~= M.rid then
+    lost(M, limit, lv, kind, quar, seen)
+  elseif M.term < seen then
+    -- The state is this server process's, so a loss was already found
+    -- and quarantined: a call that does not pass seen (acquire, refresh,
+    -- release) gave it a term below one an instance saw. Only the term
+    -- moves past it; another quarantine would wait for nothing.
+    M.term = math.max(M.term + 1, nowus, seen + 1)
+    redis.call('HSET', mk, 'term', s(M.term))
+  end
   return M
 end
 
@@ -270,15 +295,15 @@ const (
 //
 // KEYS: meta, h, q, x, d
 // ARGV: id, weight, limit, kind, lease ms, quarantine ms, try (0/1), channel,
-// publish command (SPUBLISH or PUBLISH)
+// publish command (SPUBLISH or PUBLISH), term of the limit (lterm)
 var acquireScript = redis.NewScript(acquireSrc)
 
 const acquireSrc = prelude + `
 local id, w, limit, kind = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local ttl, quar, try, chan = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7] == '1', ARGV[8]
-local pub = ARGV[9]
+local pub, lv = ARGV[9], tonumber(ARGV[10]) or 0
 
-local M = meta(KEYS[1], limit, kind, ttl, quar)
+local M = meta(KEYS[1], limit, kind, ttl, quar, 0, lv)
 if not M.ok then return {-1, M.limit} end
 local B = bucket(2, M.ml)
 look(B)
@@ -359,12 +384,14 @@ return {2, hint, qflag, seq}
 // queue. It is idempotent.
 //
 // KEYS: meta, h, q, x, d
-// ARGV: id, limit, kind, lease ms, quarantine ms, channel, publish command
+// ARGV: id, limit, kind, lease ms, quarantine ms, channel, publish command,
+// term of the limit (lterm)
 var releaseScript = redis.NewScript(releaseSrc)
 
 const releaseSrc = prelude + `
 local id, limit, kind = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local ttl, quar, chan, pub = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], ARGV[7]
+local lv = tonumber(ARGV[8]) or 0
 local h, q, x, d = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 
 local res = 0
@@ -385,7 +412,7 @@ elseif redis.call('ZSCORE', q, id) then
   res = 3
 end
 if redis.call('ZRANGE', q, 0, 0)[1] then -- somebody waits: hand the units on
-  local M = meta(KEYS[1], limit, kind, ttl, quar)
+  local M = meta(KEYS[1], limit, kind, ttl, quar, 0, lv)
   local B = bucket(2, M.ml)
   look(B)
   pump(B, M, chan, pub)
@@ -407,18 +434,19 @@ const (
 // never re-creates a missing one.
 //
 // KEYS: meta, then h, q, x, d of each bucket
-// ARGV: limit, kind, lease ms, quarantine ms, channel, publish command, then
-// pairs of (bucket number from 0, id)
+// ARGV: limit, kind, lease ms, quarantine ms, channel, publish command, term
+// of the limit (lterm), then pairs of (bucket number from 0, id)
 var refreshScript = redis.NewScript(refreshSrc)
 
 const refreshSrc = prelude + `
 local limit, kind = tonumber(ARGV[1]), ARGV[2]
 local ttl, quar, chan, pub = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], ARGV[6]
+local lv = tonumber(ARGV[7]) or 0
 
-local M = meta(KEYS[1], limit, kind, ttl, quar)
+local M = meta(KEYS[1], limit, kind, ttl, quar, 0, lv)
 local out = {}
 local bs = {}
-for i = 7, #ARGV, 2 do
+for i = 8, #ARGV, 2 do
   local b = tonumber(ARGV[i])
   local id = ARGV[i + 1]
   local B = bs[b]
@@ -453,9 +481,9 @@ return out
 
 // Results of the fleet script.
 const (
-	flFollower = 0  // {0, term, limit, 0}
-	flLeader   = 1  // {1, term, limit, written 0/1}
-	flMismatch = -1 // {-1, 0, stored limit, 0}: the name is a lane of another kind
+	flFollower = 0  // {0, term, limit, 0, lterm}
+	flLeader   = 1  // {1, term, limit, written 0/1, lterm}
+	flMismatch = -1 // {-1, 0, stored limit, 0, 0}: the name is a lane of another kind
 )
 
 // fleetScript is the periodic call of every instance of a fleet lane: it
@@ -474,7 +502,11 @@ const (
 // ARGV: id, limit (the caller's last read: to create or restore the lane
 // with), kind, lease ms, quarantine ms, channel, publish command, candidate
 // (0/1), leader ttl ms, set (0/1), value, term of the value, resign (0/1),
-// the highest term the caller saw
+// the highest term the caller saw, the term in which the caller's limit was
+// written (lterm)
+//
+// The limit is stored with the term in which it was written (lterm), so
+// that a restart never brings an older limit back (see lost).
 var fleetScript = redis.NewScript(fleetSrc)
 
 const fleetSrc = prelude + `
@@ -482,10 +514,10 @@ local id, limit, kind = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local ttl, quar, chan, pub = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local cand, lttl, set = ARGV[8] == '1', tonumber(ARGV[9]), ARGV[10] == '1'
 local value, vterm, resign = tonumber(ARGV[11]), tonumber(ARGV[12]), ARGV[13] == '1'
-local seen = tonumber(ARGV[14]) or 0
+local seen, lv = tonumber(ARGV[14]) or 0, tonumber(ARGV[15]) or 0
 
-local M = meta(KEYS[1], limit, kind, ttl, quar, seen)
-if not M.ok then return {-1, 0, M.limit, 0} end
+local M = meta(KEYS[1], limit, kind, ttl, quar, seen, lv)
+if not M.ok then return {-1, 0, M.limit, 0, 0} end
 local lk = KEYS[2]
 local term = M.term
 -- the leader key holds "<id> <term>"
@@ -501,7 +533,7 @@ if cur then
 end
 if resign then
   if cur == id then redis.call('DEL', lk) end
-  return {0, term, M.limit, 0}
+  return {0, term, M.limit, 0, M.lv}
 end
 local lead = false
 if cur == id then
@@ -515,12 +547,12 @@ elseif not cur and cand then
   redis.call('SET', lk, id .. ' ' .. s(term), 'PX', lttl)
   lead = true
 end
-if not lead then return {0, term, M.limit, 0} end
+if not lead then return {0, term, M.limit, 0, M.lv} end
 local written = 0
 if set and vterm == term and value ~= M.limit then
   local raised = value > M.limit
-  redis.call('HSET', KEYS[1], 'limit', s(value))
-  M.limit = value
+  redis.call('HSET', KEYS[1], 'limit', s(value), 'lterm', s(term))
+  M.limit, M.lv = value, term
   written = 1
   if raised then -- hand what the raise frees to the queue
     local B = bucket(3, M.ml)
@@ -530,5 +562,5 @@ if set and vterm == term and value ~= M.limit then
   end
 end
 save(M)
-return {1, term, M.limit, written}
+return {1, term, M.limit, written, M.lv}
 `
