@@ -86,7 +86,7 @@ package semaphore
 // is not counted in Waiters for that moment.
 //
 // Combinations. Barging orders nothing: it is refused together with an
-// ordering policy (WithPriorities, WithSequenceOrder, WithFairShare) with
+// ordering policy ([WithPriorities], [WithFairShare]) with
 // ErrInvalidConfig. WithMaxWait, WithMaxWaiters and WithMaxWaitingWeight
 // apply as they do to a FIFO semaphore (a woken waiter that rejoins takes
 // its place back even if the queue has filled up meanwhile).
@@ -130,9 +130,8 @@ const DefaultBargingBound = time.Millisecond
 //
 // The bound is measured with the semaphore's clock ([WithClock]): one
 // timer per waiting call, from when it queues. WithBarging cannot be
-// combined with an option that orders the waiters (WithPriorities,
-// WithSequenceOrder, WithFairShare): New refuses the pair with
-// [ErrInvalidConfig].
+// combined with an option that orders the waiters ([WithPriorities],
+// [WithFairShare]): New refuses the pair with [ErrInvalidConfig].
 //
 // Places: a barging semaphore keeps no places in line. [Weighted.Join]
 // fails at once with an error wrapping ErrInvalidConfig: a line that

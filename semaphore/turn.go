@@ -23,8 +23,9 @@ type Turn struct {
 	// priorities go behind them. It must lie in [-MaxPriority,
 	// MaxPriority].
 	Priority int
-	// Sequence orders the waiters of a semaphore made WithSequenceOrder:
-	// ascending.
+	// Sequence orders the waiters of a key of a keyedsem.Keyed made
+	// keyedsem.WithSequenceOrder: ascending. A semaphore has no sequence
+	// order and refuses a Turn with a Sequence.
 	Sequence int64
 	// Group is the fair-share group (a tenant) of a semaphore made
 	// WithFairShare.
@@ -125,7 +126,7 @@ func (s *Weighted) checkTurn(t Turn) error {
 	case t.Priority > MaxPriority || t.Priority < -MaxPriority:
 		return fmt.Errorf("semaphore: Turn.Priority %d out of range [-%d, %d]: %w", t.Priority, MaxPriority, MaxPriority, ErrInvalidConfig)
 	case t.Sequence != 0:
-		return fmt.Errorf("semaphore: Turn.Sequence %d on a semaphore without WithSequenceOrder: %w", t.Sequence, ErrInvalidConfig)
+		return fmt.Errorf("semaphore: Turn.Sequence %d: a semaphore has no sequence order (keyedsem.WithSequenceOrder orders a key's waiters): %w", t.Sequence, ErrInvalidConfig)
 	case t.Group != "" && s.fair == nil:
 		return fmt.Errorf("semaphore: Turn.Group %q on a semaphore without WithFairShare: %w", t.Group, ErrInvalidConfig)
 	}
