@@ -204,38 +204,6 @@ func TestFullGlobalLineIs503(t *testing.T) {
 	nothingHeld(t, f.q)
 }
 
-// expiringCtx is a context whose deadline passes when the test says
-// (expire), so that a request's wait surely began before it: a deadline
-// of a timer may pass before the request reaches the lanes, and
-// AcquireAll then fails before any lane with the bare context error (503).
-//
-// A deadline set in the struct is what Deadline reports, for the lanes
-// that look ahead (a rate lane refuses at once a call whose token comes
-// after it); the context still ends only at expire.
-type expiringCtx struct {
-	context.Context // Background: its values
-	done            chan struct{}
-	deadline        time.Time // the zero time: no deadline
-}
-
-func (c *expiringCtx) Deadline() (time.Time, bool) { return c.deadline, !c.deadline.IsZero() }
-
-func newExpiringCtx() *expiringCtx {
-	return &expiringCtx{Context: context.Background(), done: make(chan struct{})}
-}
-
-func (c *expiringCtx) Done() <-chan struct{} { return c.done }
-func (c *expiringCtx) expire()               { close(c.done) }
-
-func (c *expiringCtx) Err() error {
-	select {
-	case <-c.done:
-		return context.DeadlineExceeded
-	default:
-		return nil
-	}
-}
-
 // TestDeadlineOnTheKeyIs429: a request whose deadline (set before the
 // middleware) ends its wait for its busy key gets 429.
 func TestDeadlineOnTheKeyIs429(t *testing.T) {
@@ -244,9 +212,9 @@ func TestDeadlineOnTheKeyIs429(t *testing.T) {
 	held, err := f.q.AcquireAll(context.Background(), "t1", f.set)
 	must(t, err)
 	defer held.Release()
-	ctx := newExpiringCtx()
+	ctx := testkit.NewExpiring()
 	waiter := waitingRequest(t, f, request(ctx, "t1"), "session", 1)
-	ctx.expire()
+	ctx.Expire()
 	wantStatus(t, testkit.Recv(t, waiter, "the request whose deadline passed"), http.StatusTooManyRequests, "1")
 }
 
@@ -263,9 +231,9 @@ func TestRateLaneIs429WithItsNextToken(t *testing.T) {
 	// A deadline that has come already (the context itself is not ended,
 	// so the call reaches the lane): the token comes after it, so the lane
 	// refuses at once.
-	ctx := newExpiringCtx()
+	ctx := testkit.NewExpiring()
 	t2 := time.Now()
-	ctx.deadline = t2
+	ctx.At = t2
 	w := serve(f.rh, request(ctx, "t1"))
 	t3 := time.Now() // the lane looked between t2 and t3
 	wantStatus(t, w, http.StatusTooManyRequests, w.Header().Get("Retry-After"))

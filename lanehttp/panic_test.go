@@ -96,14 +96,14 @@ func TestUserFunctionPanicsHoldNothing(t *testing.T) {
 		h := lanehttp.Handler(lanehttp.Config[string]{Queue: q, Lanes: set, Key: keyOK,
 			Reject: func(http.ResponseWriter, *http.Request, int, error) { panic(errBoom) }}, reply)
 		// The deadline passes once the request waits for the global lane
-		// (expiringCtx): a timer's could pass before it reaches the lanes,
+		// (testkit.Expiring): a timer's could pass before it reaches the lanes,
 		// and nothing would have been granted to give back.
-		ctx := newExpiringCtx()
+		ctx := testkit.NewExpiring()
 		got := testkit.Go(func() any { return panicking(h, request(ctx, "k")) })
 		testkit.Eventually(t, "the request waits on the global lane", func() bool {
 			return stats(t, q, lanequeue.GlobalLane).Waiters == 1
 		})
-		ctx.expire()
+		ctx.Expire()
 		if v := testkit.Recv(t, got, "the refused request"); v != errBoom {
 			t.Fatalf("the refused request panicked with %v; want Reject's panic to go on", v)
 		}

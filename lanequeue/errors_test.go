@@ -25,29 +25,6 @@ func laneError(t *testing.T, err error) *lanequeue.LaneError {
 	return le
 }
 
-// expiringCtx is a context whose deadline passes when the test says
-// (expire), after the call under test has begun to wait.
-type expiringCtx struct {
-	context.Context // Background: no deadline reported, no values
-	done            chan struct{}
-}
-
-func newExpiringCtx() *expiringCtx {
-	return &expiringCtx{Context: context.Background(), done: make(chan struct{})}
-}
-
-func (c *expiringCtx) Done() <-chan struct{} { return c.done }
-func (c *expiringCtx) expire()               { close(c.done) }
-
-func (c *expiringCtx) Err() error {
-	select {
-	case <-c.done:
-		return context.DeadlineExceeded
-	default:
-		return nil
-	}
-}
-
 // waitQueued returns once lane has n waiters.
 func waitQueued(t *testing.T, q *lanequeue.Queue[string], lane string, n int) {
 	t.Helper()
@@ -95,10 +72,10 @@ func TestTimeoutNamesTheFullGlobalLane(t *testing.T) {
 	// The deadline passes once the call waits on the global lane: a
 	// timer's could pass before it got there, and the error would name no
 	// lane (or the session lane).
-	ctx := newExpiringCtx()
+	ctx := testkit.NewExpiring()
 	ch := acquireAsync(ctx, q, "t1", []string{"session", "global"})
 	waitQueued(t, q, "global", 1)
-	ctx.expire()
+	ctx.Expire()
 	err = receive(t, ch).err
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("AcquireAll = %v; want context.DeadlineExceeded", err)

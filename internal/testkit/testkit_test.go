@@ -1,6 +1,10 @@
 package testkit_test
 
 import (
+	"context"
+	"errors"
+	"time"
+
 	"sync/atomic"
 	"testing"
 
@@ -62,5 +66,27 @@ func TestGateHoldsOneCall(t *testing.T) {
 	g.Open()
 	if err := testkit.Recv(t, done, "the held call after Open"); err != nil {
 		t.Fatalf("Err = %v; want nil", err)
+	}
+}
+
+func TestExpiringEndsWhenTold(t *testing.T) {
+	ctx := testkit.NewExpiring()
+	if _, ok := ctx.Deadline(); ok || ctx.Err() != nil {
+		t.Fatalf("new: deadline set %v, Err %v; want neither", ok, ctx.Err())
+	}
+	select {
+	case <-ctx.Done():
+		t.Fatal("Done closed before Expire")
+	default:
+	}
+	at := time.Unix(1, 0)
+	ctx.At = at
+	if d, ok := ctx.Deadline(); !ok || !d.Equal(at) || ctx.Err() != nil {
+		t.Fatalf("with At: Deadline %v, %v, Err %v; want %v, true, nil", d, ok, ctx.Err(), at)
+	}
+	ctx.Expire()
+	testkit.Recv(t, ctx.Done(), "Done after Expire")
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatalf("Err after Expire = %v; want context.DeadlineExceeded", ctx.Err())
 	}
 }
