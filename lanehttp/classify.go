@@ -102,7 +102,7 @@ func DefaultClassifier(a Attempt) Verdict {
 	}
 	var v Verdict
 	switch code := resp.StatusCode; {
-	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable || code == statusOverloaded:
+	case overloaded(code):
 		v.Overload, v.Retry = true, true
 		now := a.Now
 		if now.IsZero() {
@@ -130,6 +130,14 @@ func DefaultClassifier(a Attempt) Verdict {
 // statusOverloaded is the status Anthropic's API answers when it is over
 // capacity as a whole (its "overloaded_error"); net/http names no 529.
 const statusOverloaded = 529
+
+// overloaded says that status is a refusal for being over a limit: 429,
+// 503 and 529. It is the one table of the package, for what a handler
+// answers ([DefaultOutcome]) and what a provider answers
+// ([DefaultClassifier]).
+func overloaded(status int) bool {
+	return status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable || status == statusOverloaded
+}
 
 // hdrShouldRetry is the provider's own word on whether to retry, in
 // canonical form.

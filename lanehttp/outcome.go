@@ -37,8 +37,9 @@ func (e *StatusError) Unwrap() error { return e.Err }
 
 // DefaultOutcome is the outcome of a request whose handler answered
 // status, when [Config.Outcome] is nil:
-//   - 429 Too Many Requests and 503 Service Unavailable: the handler (or
-//     the provider behind it) is over its limit, a [*StatusError] wrapping
+//   - 429 Too Many Requests, 503 Service Unavailable and 529 (a
+//     provider's "overloaded", passed on): the handler (or the provider
+//     behind it) is over its limit, a [*StatusError] wrapping
 //     [adaptive.ErrOverload], which an adaptive controller counts as an
 //     overload and answers by lowering the lane's limit;
 //   - any other 5xx: a [*StatusError] wrapping nothing, which an adaptive
@@ -46,7 +47,7 @@ func (e *StatusError) Unwrap() error { return e.Err }
 //   - anything else (2xx, 3xx, 4xx other than 429): nil, a success.
 func DefaultOutcome(status int) error {
 	switch {
-	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
+	case overloaded(status):
 		return &StatusError{Status: status, Err: adaptive.ErrOverload}
 	case status >= 500 && status <= 599:
 		return &StatusError{Status: status}

@@ -277,7 +277,7 @@ func TestDefaultOutcome(t *testing.T) {
 	t.Parallel()
 	for status, want := range map[int]adaptive.Outcome{
 		200: adaptive.Success, 201: adaptive.Success, 304: adaptive.Success, 400: adaptive.Success,
-		404: adaptive.Success, 499: adaptive.Success, 429: adaptive.Overload, 503: adaptive.Overload,
+		404: adaptive.Success, 499: adaptive.Success, 429: adaptive.Overload, 503: adaptive.Overload, 529: adaptive.Overload,
 		500: adaptive.Ignore, 502: adaptive.Ignore, 504: adaptive.Ignore, 599: adaptive.Ignore,
 	} {
 		err := lanehttp.DefaultOutcome(status)
