@@ -33,7 +33,11 @@ probe() {
 		echo "build-failed"
 		return
 	fi
-	if "$bin" >/dev/null 2>&1; then
+	# A kernel that hands 32-bit binaries to qemu through binfmt_misc
+	# (Debian's qemu-user-binfmt) runs the probe, but not natively: take the
+	# emulator's way, which knows its faults.
+	local binfmt="${BINFMT_DIR:-/proc/sys/fs/binfmt_misc}/qemu-i386"
+	if "$bin" >/dev/null 2>&1 && ! { [ -r "$binfmt" ] && grep -q '^enabled' "$binfmt"; }; then
 		echo native
 	elif command -v qemu-i386 >/dev/null 2>&1 &&
 		GODEBUG=asyncpreemptoff=1 "$here/qemu386exec.sh" "$bin" >/dev/null 2>&1; then
