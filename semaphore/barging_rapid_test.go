@@ -79,7 +79,7 @@ func (b bargeSem) Check(m *model.Barging, held int64) error {
 	if got.Available+got.Held != got.Capacity {
 		return fmt.Errorf("Available %d + Held %d != Capacity %d", got.Available, got.Held, got.Capacity)
 	}
-	if model.SemStats(got) != want {
+	if modelcheck.SemStats(got) != want {
 		return fmt.Errorf("Stats differ from the model\n got %+v\nwant %+v", got, want)
 	}
 	if o := semaphore.BargingOld(b.s); o != m.Old() {

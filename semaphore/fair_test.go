@@ -107,7 +107,7 @@ func modelOrder(capacity int64, weight func(string) int, as []arrival) [][]int {
 	hold, _ := m.TryAcquire(capacity)
 	index := make(map[int]int) // model id -> arrival
 	for i, a := range as {
-		id, queued, _ := m.AcquireTurn(1, semaphore.Turn{Group: a.group})
+		id, queued, _ := m.AcquireTurn(1, model.Turn{Group: a.group})
 		if !queued {
 			panic("model: an arrival did not queue")
 		}
