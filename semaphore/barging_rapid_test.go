@@ -8,9 +8,9 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/sessionlane/lanes/harness/modelcheck"
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/model"
-	"github.com/sessionlane/lanes/internal/modelcheck"
 	"github.com/sessionlane/lanes/semaphore"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/sessionlane/lanes/harness/modelcheck"
 	"github.com/sessionlane/lanes/internal/model"
-	"github.com/sessionlane/lanes/internal/modelcheck"
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/semaphore"
 )
