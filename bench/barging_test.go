@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sessionlane/lanes/internal/benchkit"
+	"github.com/sessionlane/lanes/harness/benchkit"
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/semaphore"
 )

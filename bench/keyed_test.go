@@ -15,7 +15,7 @@ import (
 	xsem "golang.org/x/sync/semaphore"
 	"k8s.io/utils/keymutex"
 
-	"github.com/sessionlane/lanes/internal/benchkit"
+	"github.com/sessionlane/lanes/harness/benchkit"
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanequeue"

@@ -8,7 +8,7 @@ import (
 
 	msem "github.com/marusama/semaphore/v2"
 
-	"github.com/sessionlane/lanes/internal/benchkit"
+	"github.com/sessionlane/lanes/harness/benchkit"
 )
 
 // semPeers are lanes, x/sync, marusama, a buffered channel and a mutex,

@@ -1,5 +1,5 @@
 // Package fuzz holds the fuzz targets of lanes: FuzzSemaphore, FuzzKeyed
-// and FuzzQueue run the model-based drivers of internal/modelcheck (the
+// and FuzzQueue run the model-based drivers of harness/modelcheck (the
 // same drivers as the packages' TestSemaphoreMatchesModel,
 // TestKeyedMatchesModel and TestQueueMatchesModel) through
 // rapid.MakeFuzz: the fuzzer's bytes are rapid's draws, eight bytes a

@@ -5,7 +5,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/sessionlane/lanes/internal/modelcheck"
+	"github.com/sessionlane/lanes/harness/modelcheck"
 )
 
 // FuzzKeyed runs modelcheck.KeyedFuzz, the driver of keyedsem's

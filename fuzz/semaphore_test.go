@@ -5,7 +5,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/sessionlane/lanes/internal/modelcheck"
+	"github.com/sessionlane/lanes/harness/modelcheck"
 )
 
 // FuzzSemaphore runs modelcheck.SemaphoreFuzz, the driver of semaphore's

@@ -8,8 +8,8 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/sessionlane/lanes/harness/modelcheck"
 	"github.com/sessionlane/lanes/internal/model"
-	"github.com/sessionlane/lanes/internal/modelcheck"
 	"github.com/sessionlane/lanes/keyedsem"
 )
 
@@ -79,7 +79,7 @@ func (b bargeKey) Settled(m *model.Barging) bool {
 // while open.
 func (b bargeKey) Check(m *model.Barging, _ int64) error {
 	got, want := b.s.Stats(), m.Stats()
-	if got.Counters != want.Counters || got.Held != want.Held || got.Waiters != want.Waiters || got.Closed != want.Closed {
+	if model.Counters(got.Counters) != want.Counters || got.Held != want.Held || got.Waiters != want.Waiters || got.Closed != want.Closed {
 		return fmt.Errorf("Stats differ from the model\n got %+v\nwant %+v", got, want)
 	}
 	if !want.Closed {

@@ -7,7 +7,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/sessionlane/lanes/internal/modelcheck"
+	"github.com/sessionlane/lanes/harness/modelcheck"
 	"github.com/sessionlane/lanes/lanequeue"
 )
 

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/sessionlane/lanes/internal/benchkit"
+	"github.com/sessionlane/lanes/harness/benchkit"
 	"github.com/sessionlane/lanes/semaphore"
 )
 

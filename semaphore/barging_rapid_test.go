@@ -8,9 +8,9 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/sessionlane/lanes/harness/modelcheck"
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/model"
-	"github.com/sessionlane/lanes/internal/modelcheck"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -79,7 +79,7 @@ func (b bargeSem) Check(m *model.Barging, held int64) error {
 	if got.Available+got.Held != got.Capacity {
 		return fmt.Errorf("Available %d + Held %d != Capacity %d", got.Available, got.Held, got.Capacity)
 	}
-	if model.SemStats(got) != want {
+	if modelcheck.SemStats(got) != want {
 		return fmt.Errorf("Stats differ from the model\n got %+v\nwant %+v", got, want)
 	}
 	if o := semaphore.BargingOld(b.s); o != m.Old() {

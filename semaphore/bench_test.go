@@ -8,7 +8,7 @@ import (
 
 	xsem "golang.org/x/sync/semaphore"
 
-	"github.com/sessionlane/lanes/internal/benchkit"
+	"github.com/sessionlane/lanes/harness/benchkit"
 	"github.com/sessionlane/lanes/semaphore"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/sessionlane/lanes/harness/modelcheck"
 	"github.com/sessionlane/lanes/internal/model"
-	"github.com/sessionlane/lanes/internal/modelcheck"
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -107,7 +107,7 @@ func modelOrder(capacity int64, weight func(string) int, as []arrival) [][]int {
 	hold, _ := m.TryAcquire(capacity)
 	index := make(map[int]int) // model id -> arrival
 	for i, a := range as {
-		id, queued, _ := m.AcquireTurn(1, semaphore.Turn{Group: a.group})
+		id, queued, _ := m.AcquireTurn(1, model.Turn{Group: a.group})
 		if !queued {
 			panic("model: an arrival did not queue")
 		}

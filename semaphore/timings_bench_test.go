@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/sessionlane/lanes/internal/benchkit"
+	"github.com/sessionlane/lanes/harness/benchkit"
 	"github.com/sessionlane/lanes/semaphore"
 )
 

@@ -1,10 +1,6 @@
 package model
 
-import (
-	"fmt"
-
-	"github.com/sessionlane/lanes/semaphore"
-)
+import "fmt"
 
 // fairScale is the length, in the fair model's virtual time, of a request
 // of one permit in a group of weight 1. The order of service does not
@@ -42,7 +38,7 @@ type fairShare struct {
 	finish map[string]int64
 }
 
-func (*fairShare) takes(t semaphore.Turn) bool { return t.Priority == 0 }
+func (*fairShare) takes(t Turn) bool { return t.Priority == 0 }
 
 // passes is false: a newcomer is charged and placed first (join), and
 // served as it joins if its place comes first.

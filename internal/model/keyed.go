@@ -7,8 +7,6 @@ import (
 	"slices"
 	"sort"
 	"time"
-
-	"github.com/sessionlane/lanes/semaphore"
 )
 
 // TooManyKeys is the outcome of an acquire of a new key that the keyed
@@ -37,6 +35,7 @@ type KeyedConfig struct {
 	MaxWaitersPerKey int // 0: no bound
 	Order            KeyedOrder
 	Step             time.Duration // KeyedPriorities: the aging step
+	MaxPriority      int           // KeyedPriorities: priorities beyond ±MaxPriority are refused
 }
 
 // KeyedStats mirrors the real keyed semaphore's Stats.
@@ -47,10 +46,9 @@ type KeyedStats struct {
 	Waiters  int
 	Closed   bool
 
-	semaphore.Counters
-	semaphore.Timings // not modelled: the runs record none, so both sides are zero
-	Created           uint64
-	Evicted           uint64
+	Counters // the real Stats' Timings are not modelled
+	Created  uint64
+	Evicted  uint64
 }
 
 // keyedEntry is one key's semaphore in the model.
@@ -142,7 +140,7 @@ func (m *Keyed[K]) target() int { return m.cfg.MaxKeys - max(1, m.cfg.MaxKeys/4)
 // queued, and the outcome: OK, or the error of a refusal at once. It is
 // AcquireTurn with the zero Turn.
 func (m *Keyed[K]) Acquire(key K, n int64) (id int, queued bool, err Err) {
-	return m.AcquireTurn(key, n, semaphore.Turn{})
+	return m.AcquireTurn(key, n, Turn{})
 }
 
 // AcquireTurn is Acquire with a place in line: a waiter joins its key's
@@ -150,10 +148,10 @@ func (m *Keyed[K]) Acquire(key K, n int64) (id int, queued bool, err Err) {
 // and a caller whose place is below the head's takes the permits at once
 // if they fit, as one that finds nobody waiting does. A Turn field the
 // order does not use (or a Group, or a priority beyond
-// semaphore.MaxPriority) is refused at once with InvalidTurn. The model
+// KeyedConfig.MaxPriority) is refused at once with InvalidTurn. The model
 // computes places in plain int64: its callers keep priorities and steps
 // small.
-func (m *Keyed[K]) AcquireTurn(key K, n int64, t semaphore.Turn) (id int, queued bool, err Err) {
+func (m *Keyed[K]) AcquireTurn(key K, n int64, t Turn) (id int, queued bool, err Err) {
 	if !m.turnOK(t) {
 		m.st.Rejected++
 		return 0, false, InvalidTurn
@@ -196,11 +194,11 @@ func (m *Keyed[K]) AcquireTurn(key K, n int64, t semaphore.Turn) (id int, queued
 }
 
 // turnOK reports whether the model's order uses every field t sets.
-func (m *Keyed[K]) turnOK(t semaphore.Turn) bool {
+func (m *Keyed[K]) turnOK(t Turn) bool {
 	switch {
 	case t.Group != "":
 		return false
-	case t.Priority != 0 && (m.cfg.Order != KeyedPriorities || t.Priority > semaphore.MaxPriority || t.Priority < -semaphore.MaxPriority):
+	case t.Priority != 0 && (m.cfg.Order != KeyedPriorities || t.Priority > m.cfg.MaxPriority || t.Priority < -m.cfg.MaxPriority):
 		return false
 	case t.Sequence != 0 && m.cfg.Order != KeyedSequence:
 		return false
@@ -209,7 +207,7 @@ func (m *Keyed[K]) turnOK(t semaphore.Turn) bool {
 }
 
 // place returns the place in line of a waiter of Turn t arriving now.
-func (m *Keyed[K]) place(t semaphore.Turn) int64 {
+func (m *Keyed[K]) place(t Turn) int64 {
 	switch m.cfg.Order {
 	case KeyedPriorities:
 		return int64(m.now) - int64(t.Priority)*int64(m.cfg.Step)

@@ -1,10 +1,6 @@
 package model
 
-import (
-	"time"
-
-	"github.com/sessionlane/lanes/semaphore"
-)
+import "time"
 
 // Order is the order in which a Semaphore model serves its waiters, the
 // model of one ordering option of the real semaphore: FIFO (none),
@@ -13,8 +9,9 @@ import (
 // next; an order that places waiters (fair share) does so as they join.
 type Order interface {
 	// takes reports whether the order honours t's Priority and Group
-	// (a field without its option is refused).
-	takes(t semaphore.Turn) bool
+	// (a field without its option, or a priority out of the order's range,
+	// is refused).
+	takes(t Turn) bool
 	// passes reports whether w, a newcomer whose permits are free, is
 	// served at once ahead of the waiters, as from an empty line.
 	passes(m *Semaphore, w Waiter) bool
@@ -36,7 +33,7 @@ func FIFO() Order { return fifo{} }
 
 type fifo struct{}
 
-func (fifo) takes(t semaphore.Turn) bool           { return t.Priority == 0 && t.Group == "" }
+func (fifo) takes(t Turn) bool                     { return t.Priority == 0 && t.Group == "" }
 func (fifo) passes(*Semaphore, Waiter) bool        { return false }
 func (fifo) join(*Semaphore, *Waiter)              {}
 func (fifo) before(_ *Semaphore, _, _ Waiter) bool { return false }
@@ -49,17 +46,23 @@ func (fifo) check(*Semaphore) error                { return nil }
 // the first to arrive among equals. A newcomer ahead of every waiter
 // whose permits are free takes them at once. The model computes that in
 // plain int64 nanoseconds: priority times step must stay far below 2^61
-// (the real semaphore's saturation is not modelled).
-func Priorities(step time.Duration) Order {
+// (the real semaphore's saturation is not modelled). A priority beyond
+// ±maxPriority, the real package's bound, is refused.
+func Priorities(step time.Duration, maxPriority int) Order {
 	if step <= 0 {
 		panic("model: aging step must be positive")
 	}
-	return priorities{step}
+	return priorities{step, maxPriority}
 }
 
-type priorities struct{ step time.Duration }
+type priorities struct {
+	step        time.Duration
+	maxPriority int
+}
 
-func (priorities) takes(t semaphore.Turn) bool { return t.Group == "" }
+func (o priorities) takes(t Turn) bool {
+	return t.Group == "" && t.Priority <= o.maxPriority && t.Priority >= -o.maxPriority
+}
 
 func (o priorities) passes(m *Semaphore, w Waiter) bool {
 	return o.before(m, w, m.queue[m.next()])

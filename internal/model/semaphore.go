@@ -3,8 +3,6 @@ package model
 import (
 	"fmt"
 	"time"
-
-	"github.com/sessionlane/lanes/semaphore"
 )
 
 // Err names the outcome of an operation on the semaphore model. The tests
@@ -62,8 +60,7 @@ type SemStats struct {
 	WaitingWeight int64
 	Closed        bool
 
-	semaphore.Counters
-	semaphore.Timings // not modelled: the runs record none, so both sides are zero
+	Counters // the real Stats' Timings are not modelled
 }
 
 // Semaphore is a sequential model of a weighted semaphore: a capacity,
@@ -135,19 +132,19 @@ func (m *Semaphore) grant(id int, n int64) {
 // (the caller now waits, at the tail), or the error the call fails with at
 // once.
 func (m *Semaphore) Acquire(n int64) (id int, queued bool, err Err) {
-	return m.AcquireTurn(n, semaphore.Turn{})
+	return m.AcquireTurn(n, Turn{})
 }
 
 // AcquireTurn models AcquireTurn(n, t): Acquire, with t's Priority or
 // Group, after refusing with InvalidTurn a Turn that asks for what the
-// model's order does not honour, or a priority out of range. A newcomer
+// model's order does not honour (a priority out of range included). A newcomer
 // whose permits are free and whom the order places ahead of every waiter
 // is served at once: with priorities as from an empty line, with fair
 // share as it joins (its group charged, and counted as a grant that
 // waited, as the real semaphore does).
-func (m *Semaphore) AcquireTurn(n int64, t semaphore.Turn) (id int, queued bool, err Err) {
+func (m *Semaphore) AcquireTurn(n int64, t Turn) (id int, queued bool, err Err) {
 	id = m.id()
-	if t.Sequence != 0 || t.Priority > semaphore.MaxPriority || t.Priority < -semaphore.MaxPriority || !m.order.takes(t) {
+	if t.Sequence != 0 || !m.order.takes(t) {
 		m.st.Rejected++
 		return id, false, InvalidTurn
 	}

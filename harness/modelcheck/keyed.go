@@ -114,6 +114,7 @@ func newKeyedRun(t *rapid.T, has func(*keyedsem.Keyed[string], string) bool) *ke
 		Hard:             rapid.Bool().Draw(t, "hard"),
 		MaxWaitersPerKey: rapid.OneOf(rapid.Just(0), rapid.IntRange(1, 3)).Draw(t, "maxWaitersPerKey"),
 		Order:            rapid.SampledFrom([]model.KeyedOrder{model.KeyedFIFO, model.KeyedPriorities, model.KeyedSequence}).Draw(t, "order"),
+		MaxPriority:      semaphore.MaxPriority,
 	}
 	if cfg.Order == model.KeyedPriorities {
 		// Steps of the size of the clock's moves, so that aging reorders.
@@ -293,7 +294,7 @@ func (r *keyedRun) acquire(t *rapid.T) {
 		skip(t, r.fuzz, "enough waiters")
 		return
 	}
-	id, queued, merr := r.m.AcquireTurn(key, n, turn)
+	id, queued, merr := r.m.AcquireTurn(key, n, turnOf(turn))
 	r.logf("acquire(%s, %d, %+v) [background=%v turn=%v] -> id %d queued=%v %v", key, n, turn, background, withTurn, id, queued, merr)
 	tag := id
 	if merr != model.OK {
@@ -488,8 +489,11 @@ func (r *keyedRun) check(*rapid.T) {
 		r.fatalf("model: %v", err)
 	}
 	got, want := r.s.Stats(), r.m.Stats()
-	if g := model.KeyedStats(got); g != want { // a new field on one side only stops the build
+	if g := KeyedStats(got); g != want { // a new field on one side only stops the build
 		r.fatalf("Stats\n got %+v\nwant %+v", g, want)
+	}
+	if got.Timings != (semaphore.Timings{}) {
+		r.fatalf("Timings recorded without WithHistograms: %+v", got.Timings)
 	}
 	if l := r.s.Len(); l != r.m.Len() || l != got.Keys || l < r.m.Referenced() {
 		r.fatalf("Len %d, Stats().Keys %d, model %d with %d referenced", l, got.Keys, r.m.Len(), r.m.Referenced())

@@ -199,7 +199,7 @@ func newSemRun(t *rapid.T, order semOrder) *semRun {
 			opts = append(opts, semaphore.WithClock(r.clk))
 		}
 		opts = append(opts, semaphore.WithPriorities(r.step))
-		mo = model.Priorities(r.step)
+		mo = model.Priorities(r.step, semaphore.MaxPriority)
 	case fairOrder:
 		var weight func(string) int
 		if weighted = rapid.Bool().Draw(t, "weighted"); weighted {
@@ -263,7 +263,7 @@ func (r *semRun) acquire(t *rapid.T) {
 		skip(t, r.fuzz, "enough waiters")
 		return
 	}
-	id, queued, want := r.m.AcquireTurn(n, turn)
+	id, queued, want := r.m.AcquireTurn(n, turnOf(turn))
 	r.logf("acquire#%d(%d, %+v) [background=%v plain=%v]: queued=%v %v", id, n, turn, background, plain, queued, want)
 	r.weights[id] = n
 	ctx, cancel := context.Background(), context.CancelFunc(nil)
@@ -354,7 +354,7 @@ func (r *semRun) badTurn(t *rapid.T) {
 		bad = append(bad, semaphore.Turn{Priority: 1}, semaphore.Turn{Priority: -1})
 	}
 	turn := rapid.SampledFrom(bad).Draw(t, "turn")
-	_, queued, want := r.m.AcquireTurn(n, turn)
+	_, queued, want := r.m.AcquireTurn(n, turnOf(turn))
 	r.logf("badTurn(%d, %+v): %v", n, turn, want)
 	if queued || want != model.InvalidTurn {
 		r.fatalf("the model takes Turn %+v: queued=%v %v", turn, queued, want)
@@ -753,8 +753,11 @@ func (r *semRun) compareStats() {
 	if got.Held > got.Capacity && want.Available >= 0 {
 		r.fatalf("Held %d above Capacity %d without a shrink", got.Held, got.Capacity)
 	}
-	if g := model.SemStats(got); g != want { // a new field on one side only stops the build
+	if g := SemStats(got); g != want { // a new field on one side only stops the build
 		r.fatalf("Stats differ from the model\n got %+v\nwant %+v", g, want)
+	}
+	if got.Timings != (semaphore.Timings{}) {
+		r.fatalf("Timings recorded without WithHistograms: %+v", got.Timings)
 	}
 }
 
