@@ -87,8 +87,12 @@ type Shared interface {
 // Acquirer is a Target that [Controller.Do] can take permits from;
 // [semaphore.Weighted] is one.
 type Acquirer interface {
-	Acquire(ctx context.Context, n int64) (semaphore.Permit, error)
+	Acquire(ctx context.Context, n int64, opts ...semaphore.AcquireOption) (semaphore.Permit, error)
 }
+
+// A semaphore is an Acquirer: checked here, so that a change of its
+// Acquire stops the build rather than Do.
+var _ Acquirer = (*semaphore.Weighted)(nil)
 
 // Outcome is what a caller tells a [Controller] about one piece of work
 // that its target admitted.

@@ -23,9 +23,9 @@ func TestBadInputFailsAtOnce(t *testing.T) {
 		{"negative", -1, semaphore.ErrInvalidWeight},
 		{"above per-key capacity", 3, semaphore.ErrTooHeavy},
 	} {
-		_, err := s.AcquireN(bg, "k", c.n)
+		_, err := s.Acquire(bg, "k", semaphore.Weight(c.n))
 		assert.ErrorIs(t, err, c.want, c.name)
-		_, ok := s.TryAcquireN("k", c.n)
+		_, ok := s.TryAcquire("k", semaphore.Weight(c.n))
 		assert.False(t, ok, c.name)
 	}
 	p, err := s.Acquire(bg, "held")

@@ -53,8 +53,8 @@ import (
 //
 // WithBarging orders nothing, so it excludes the ordering options
 // (WithPriorities, WithSequenceOrder): New refuses the pair with
-// [ErrInvalidConfig], and AcquireTurn refuses every Turn field, as on a
-// FIFO keyed semaphore. A barging keyed semaphore keeps no places in line:
+// [ErrInvalidConfig], and Acquire refuses every option of a place in line,
+// as on a FIFO keyed semaphore. A barging keyed semaphore keeps no places in line:
 // [Keyed.Join] fails at once with an error wrapping ErrInvalidConfig (a
 // line that newcomers overtake has no place worth taking, and a place
 // nobody waits for yet could not compete for the permits a release wakes

@@ -11,6 +11,7 @@ import (
 	"github.com/sessionlane/lanes/harness/modelcheck"
 	"github.com/sessionlane/lanes/internal/model"
 	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // TestBargingKeyMatchesModel checks random sequences of operations on one
@@ -62,12 +63,14 @@ const bKey = "k"
 type bargeKey struct{ s *keyedsem.Keyed[string] }
 
 func (b bargeKey) Acquire(ctx context.Context, n int64) (keyedsem.Permit, error) {
-	return b.s.AcquireN(ctx, bKey, n)
+	return b.s.Acquire(ctx, bKey, semaphore.Weight(n))
 }
-func (b bargeKey) TryAcquire(n int64) (keyedsem.Permit, bool) { return b.s.TryAcquireN(bKey, n) }
-func (b bargeKey) Close()                                     { b.s.Close() }
-func (b bargeKey) Stats() any                                 { return b.s.Stats() }
-func (b bargeKey) Waiters() int                               { return b.s.Stats().Waiters }
+func (b bargeKey) TryAcquire(n int64) (keyedsem.Permit, bool) {
+	return b.s.TryAcquire(bKey, semaphore.Weight(n))
+}
+func (b bargeKey) Close()       { b.s.Close() }
+func (b bargeKey) Stats() any   { return b.s.Stats() }
+func (b bargeKey) Waiters() int { return b.s.Stats().Waiters }
 
 // Settled: the key went strict as the model did (after Close the bit is
 // not looked at).

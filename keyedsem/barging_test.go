@@ -12,6 +12,7 @@ import (
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 const kBound = time.Second
@@ -41,11 +42,11 @@ func queueTimed(t *testing.T, s *keyedsem.Keyed[string], clk *clock.Fake, key st
 // the first TryAcquire fails; with the bound ignored, the second succeeds.)
 func TestBargingKeyNewcomerOvertakesUntilTheBound(t *testing.T) {
 	s, clk := newBargingKeyed(3)
-	h, err := s.AcquireN(bg, "k", 2)
+	h, err := s.Acquire(bg, "k", semaphore.Weight(2))
 	require.NoError(t, err)
 	heavy := queueTimed(t, s, clk, "k", 3, 1)
 
-	p, ok := s.TryAcquireN("k", 1)
+	p, ok := s.TryAcquire("k")
 	require.True(t, ok, "a newcomer may take the key's free permit while its head is young")
 	p.Release()
 	r := testkit.Recv(t, goAcquire(s, bg, "k", 1), "the newcomer")
@@ -54,7 +55,7 @@ func TestBargingKeyNewcomerOvertakesUntilTheBound(t *testing.T) {
 
 	clk.Advance(kBound)
 	testkit.Eventually(t, "the head to make the key strict", func() bool {
-		p, ok := s.TryAcquireN("k", 1)
+		p, ok := s.TryAcquire("k")
 		if ok {
 			p.Release()
 		}
@@ -187,7 +188,7 @@ func TestBargingKeyJoinRefused(t *testing.T) {
 	held, err := s.Acquire(context.Background(), "busy")
 	require.NoError(t, err)
 	for _, key := range []string{"free", "busy"} {
-		pl, err := s.Join(key, 1)
+		pl, err := s.Join(key)
 		require.ErrorIs(t, err, keyedsem.ErrInvalidConfig, key)
 		require.Contains(t, err.Error(), "WithBarging", key)
 		_, werr := pl.Wait(context.Background())

@@ -65,7 +65,7 @@ func TestContextAlreadyDoneFailsFast(t *testing.T) {
 	assert.ErrorIs(t, err, context.Canceled)
 	dctx, dcancel := context.WithDeadline(bg, time.Unix(0, 0))
 	defer dcancel()
-	_, err = s.AcquireN(dctx, "free", 1)
+	_, err = s.Acquire(dctx, "free")
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Equal(t, 0, s.Len(), "a done context made an entry")
 	st := s.Stats()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // TestEveryKeyedCallEndsInOneCounterRace queues callers of two keys behind
@@ -44,7 +45,7 @@ func everyKeyedCallEndsInOneCounter(t *testing.T, rounds int, extra ...keyedsem.
 		s := keyedsem.New[int](append([]keyedsem.Option{keyedsem.WithPerKeyCapacity(2), keyedsem.WithIdleTimeout(idle), keyedsem.WithMaxWaitersPerKey(callers/2 - 1)}, extra...)...)
 		var holds [2]keyedsem.Permit
 		for k := range holds {
-			p, err := s.AcquireN(context.Background(), k, 2)
+			p, err := s.Acquire(context.Background(), k, semaphore.Weight(2))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,7 +61,7 @@ func everyKeyedCallEndsInOneCounter(t *testing.T, rounds int, extra ...keyedsem.
 			go func(i int) {
 				defer wg.Done()
 				defer returned.Add(1)
-				p, err := s.AcquireN(ctx, i%2, int64(1+i/2%2))
+				p, err := s.Acquire(ctx, i%2, semaphore.Weight(int64(1+i/2%2)))
 				switch {
 				case err == nil:
 					ok.Add(1)
@@ -109,7 +110,7 @@ func everyKeyedCallEndsInOneCounter(t *testing.T, rounds int, extra ...keyedsem.
 		}
 		if r%2 == 1 {
 			for k := 0; k < 2; k++ {
-				p, got := s.TryAcquireN(k, 2)
+				p, got := s.TryAcquire(k, semaphore.Weight(2))
 				if !got {
 					t.Fatalf("round %d: TryAcquireN(%d, 2) failed on an idle key: %+v", r, k, s.Stats())
 				}

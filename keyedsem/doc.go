@@ -18,11 +18,12 @@
 // Fairness: per key, waiters are served strictly in arrival order; a heavy
 // request at the head of a key's queue is not overtaken by later lighter
 // ones, nor by [Keyed.TryAcquire]. Nothing orders different keys. Two
-// options order each key's waiters otherwise, through [Keyed.AcquireTurn]'s
-// [semaphore.Turn]: [WithPriorities] (higher priority first, with aging,
-// so that every waiter is served within a stated bound) and
-// [WithSequenceOrder] (ascending sequence: a thread's messages in the
-// order they were sent, among those waiting at the same time).
+// options order each key's waiters otherwise, by the per-call options of
+// [Keyed.Acquire] and [Keyed.Join]: [WithPriorities] ([semaphore.Priority]:
+// higher first, with aging, so that every waiter is served within a
+// stated bound) and [WithSequenceOrder] ([semaphore.Sequence]: a thread's
+// messages in the order they were sent, among those waiting at the same
+// time).
 //
 // Parallelism: the map of keys is an xsync map, locked per bucket only for
 // the instant a key's entry is made, joined or removed; no lock shared by
@@ -53,15 +54,24 @@
 // A place in line now, the wait later: [Keyed.Join] takes a caller's
 // place in a key's line at once and returns a [Place], which is waited
 // for later ([Place.Wait]) or given up ([Place.Leave]), so that a webhook
-// can answer at once and its worker wait for the key's turn.
-// [Keyed.JoinTurn] takes the place where a Turn puts it: with
-// [WithSequenceOrder], a message's place by its number, so that messages
-// that reach the server out of order are served in order while they wait.
+// can answer at once and its worker wait for the key's turn. With
+// [WithSequenceOrder] and [semaphore.Sequence], a message's place is by its
+// number, so that messages that reach the server out of order are served
+// in order while they wait.
 //
 // Ownership: exactly one party owns a granted permit at a time, and it may
 // hand the Permit to another goroutine. If an acquire returns a nil error,
 // the caller owns the permit; if it returns an error, nothing was taken.
 // Per key, available + held == capacity at all times.
+//
+// Cancellation: a caller whose context ends while it waits leaves the
+// key's line at once, and if it was the head the ones behind are served if
+// they fit. A context that ended before the permits came free wins: a
+// grant that raced with it is given back to the waiters behind (counted
+// only in Stats.Cancelled) and the call returns the context's error. This
+// holds without waiting too: the context is looked at after the key's
+// state is read and before free permits are taken. A context that had
+// ended comes before any refusal.
 //
 // Memory ordering: a Release happens before the acquire of the same key
 // that it unblocks returns, as with a mutex.

@@ -18,7 +18,7 @@ func ExampleKeyed_Join() {
 	msgs := []string{"hello", "what's the weather?", "thanks"}
 	places := make([]keyedsem.Place[string], len(msgs))
 	for i, msg := range msgs {
-		pl, err := threads.Join("slack:thread_3000", 1)
+		pl, err := threads.Join("slack:thread_3000")
 		if err != nil {
 			panic(err)
 		}

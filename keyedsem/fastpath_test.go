@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // fastPathGuard bounds every wait of the tests in this file.
@@ -181,9 +182,9 @@ func TestZeroValuePanics(t *testing.T) {
 	var s keyedsem.Keyed[string]
 	for name, f := range map[string]func(){
 		"Acquire":        func() { _, _ = s.Acquire(bg, "k") },
-		"AcquireN":       func() { _, _ = s.AcquireN(bg, "k", 1) },
+		"AcquireN":       func() { _, _ = s.Acquire(bg, "k") },
 		"TryAcquire":     func() { _, _ = s.TryAcquire("k") },
-		"TryAcquireN":    func() { _, _ = s.TryAcquireN("k", 1) },
+		"TryAcquireN":    func() { _, _ = s.TryAcquire("k") },
 		"Do":             func() { _ = s.Do(bg, "k", func(context.Context) error { return nil }) },
 		"Close":          func() { s.Close() },
 		"Stats":          func() { _ = s.Stats() },
@@ -216,7 +217,7 @@ func TestEndedContextFailsAtOnceOnNewAndFreeKeys(t *testing.T) {
 			require.ErrorIs(t, err, context.Canceled)
 			require.False(t, p.Valid())
 			// Refusals come after the ended context, as before.
-			_, err = s.AcquireN(ctx, "new", 0)
+			_, err = s.Acquire(ctx, "new", semaphore.Weight(0))
 			require.ErrorIs(t, err, context.Canceled)
 			st := s.Stats()
 			require.Equal(t, uint64(3), st.Cancelled)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 func TestSameKeyServedInArrivalOrder(t *testing.T) {
@@ -47,11 +48,11 @@ func TestSameKeyServedInArrivalOrder(t *testing.T) {
 func TestHeavyRequestIsNotOvertaken(t *testing.T) {
 	s := keyedsem.New[string](keyedsem.WithPerKeyCapacity(3))
 	defer s.Close()
-	p, err := s.AcquireN(bg, "k", 2)
+	p, err := s.Acquire(bg, "k", semaphore.Weight(2))
 	require.NoError(t, err)
 	heavy := queue(t, s, bg, "k", 3, 1)
 	light := queue(t, s, bg, "k", 1, 2)
-	_, ok := s.TryAcquireN("k", 1)
+	_, ok := s.TryAcquire("k")
 	assert.False(t, ok, "TryAcquire overtook a waiter")
 	assert.Equal(t, int64(2), s.Stats().Held)
 

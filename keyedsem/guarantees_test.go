@@ -213,7 +213,7 @@ func checkRefused[K comparable](t *testing.T, s *keyedsem.Keyed[K], key K) {
 			held = append(held, p)
 		}
 		require.ErrorIs(t, err, keyedsem.ErrNaNKey, "key %v", key)
-		p, err = s.AcquireN(bg, key, 1)
+		p, err = s.Acquire(bg, key)
 		if err == nil {
 			held = append(held, p)
 		}

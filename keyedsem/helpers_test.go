@@ -9,6 +9,7 @@ import (
 
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 var bg = context.Background()
@@ -34,7 +35,7 @@ type result struct {
 func goAcquire[K comparable](s *keyedsem.Keyed[K], ctx context.Context, key K, n int64) <-chan result {
 	c := make(chan result, 1)
 	go func() {
-		p, err := s.AcquireN(ctx, key, n)
+		p, err := s.Acquire(ctx, key, semaphore.Weight(n))
 		c <- result{p, err}
 	}()
 	return c

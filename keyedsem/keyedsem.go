@@ -12,6 +12,7 @@ import (
 
 	"github.com/puzpuzpuz/xsync/v4"
 
+	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/coarse"
 	"github.com/sessionlane/lanes/internal/hist"
@@ -360,53 +361,50 @@ func (s *Keyed[K]) janitor(d time.Duration) {
 	}
 }
 
-// Acquire takes one permit for key, waiting in FIFO order behind the
-// key's earlier callers. It is AcquireN(ctx, key, 1).
+// Acquire takes permits for key, one or [semaphore.Weight](n), waiting in
+// the key's line until they are free; other keys are not affected. opts
+// place the caller in that line: [semaphore.Priority] on a semaphore made
+// [WithPriorities], [semaphore.Sequence] on one made [WithSequenceOrder]
+// (any other is refused, see [semaphore.AcquireOption]).
 //
-// Cancellation: as for [Keyed.AcquireN].
-func (s *Keyed[K]) Acquire(ctx context.Context, key K) (Permit, error) {
-	return s.AcquireN(ctx, key, 1)
-}
-
-// AcquireN takes n permits for key, waiting in FIFO order until the key
-// has them free (with [WithPriorities] or [WithSequenceOrder], at the
-// place of the zero Turn: see [Keyed.AcquireTurn]). Other keys are not
-// affected: no lock shared by keys is held while a caller waits.
+// On success the caller owns the returned [Permit] and must release it
+// once. On failure it gets the zero Permit, nothing is taken, and the
+// error is: ctx.Err() (see the package doc, Cancellation); an error
+// wrapping [ErrInvalidConfig] for an option refused (counted in Rejected);
+// [ErrInvalidWeight] for a weight below 1; [ErrTooHeavy] above the per-key
+// capacity; [ErrClosed] after Close, also for a waiter that Close fails;
+// [ErrQueueFull] when the key's waiters are at WithMaxWaitersPerKey, or
+// the key counts 2^31-1 references (holders, waiters, places, calls in
+// flight); [ErrTooManyKeys] when WithHardMaxKeys refuses a new key (which
+// first waits for a running eviction pass, unless ctx ends); [ErrNaNKey]
+// for a key not equal to itself.
 //
-// On success it returns a [Permit] that the caller owns and must release
-// once. On failure it returns the zero Permit and an error, and leaves the
-// key as it was: ctx.Err() if the context ends first (or had already
-// ended: AcquireN then fails at once, even if permits are free);
-// [semaphore.ErrInvalidWeight] for n <= 0; [semaphore.ErrTooHeavy] for n
-// above the per-key capacity; [ErrClosed] after Close; [ErrQueueFull] when
-// the key's waiters are at WithMaxWaitersPerKey, or when the key counts
-// 2^31-1 references already (holders, waiters, places and calls in
-// flight: the most one key counts; refused, never wrapped); [ErrTooManyKeys] when
-// WithHardMaxKeys refuses a new key; [ErrNaNKey] for a key not equal to
-// itself (a NaN, or a value holding one), which, as in a Go map, could
-// never be found again. A waiter that Close fails returns ErrClosed, also
-// if its context ended meanwhile. A new key that
-// WithHardMaxKeys finds no room for waits for a running eviction pass
-// (Sweep or another caller's) before it is refused or admitted, unless ctx
-// ends first.
-//
-// Cancellation: a caller whose context ends while it waits leaves the
-// key's queue at once, and the waiters behind it move up (if it was at the
-// head, the next ones are served if they fit). If the permits were granted
-// while the cancellation was in flight, or the context has ended by the
-// time the waiter wakes with them, AcquireN gives them back (to the
-// waiters behind it, as if it had left in time) and returns the context's
-// error: a context that ended before the permits came free always wins,
-// and the caller owns a permit if and only if the error is nil. This holds
-// on the path without waiting too: the context is looked at after the
-// key's state is read and before free permits are taken from it. Such a
-// grant given back counts only in Stats.Cancelled.
-//
-// AcquireN panics if ctx is nil.
-func (s *Keyed[K]) AcquireN(ctx context.Context, key K, n int64) (Permit, error) {
+// Acquire panics if ctx is nil.
+func (s *Keyed[K]) Acquire(ctx context.Context, key K, opts ...semaphore.AcquireOption) (Permit, error) {
 	if ctx == nil {
 		panic("keyedsem: nil Context")
 	}
+	if len(opts) == 0 {
+		return s.acquire(ctx, key, 1, nil)
+	}
+	n, t, err := s.callOf(opts)
+	if err != nil {
+		if err := ended(ctx); err != nil {
+			s.cancelled.Add(1)
+			return Permit{}, err // an ended context comes before any refusal
+		}
+		s.rejected.Add(1)
+		return Permit{}, err
+	}
+	if s.order == 0 {
+		return s.acquire(ctx, key, n, nil)
+	}
+	return s.acquire(ctx, key, n, &t)
+}
+
+// acquire is Acquire for n permits at turn t (nil: the zero Turn, or a
+// FIFO semaphore).
+func (s *Keyed[K]) acquire(ctx context.Context, key K, n int64, t *call.Turn) (Permit, error) {
 	if n <= 0 || n > s.capacity || s.closed.Load() || (s.nanKeys && key != key) {
 		s.mustBeMade()
 		if err := ended(ctx); err != nil {
@@ -435,26 +433,30 @@ func (s *Keyed[K]) AcquireN(ctx context.Context, key K, n int64) (Permit, error)
 	if s.beforeWait != nil {
 		s.beforeWait()
 	}
-	return s.wait(ctx, e, n, nil)
+	return s.wait(ctx, e, n, t)
 }
 
-// TryAcquire takes one permit for key if it is free now; it is
-// TryAcquireN(key, 1).
-func (s *Keyed[K]) TryAcquire(key K) (Permit, bool) {
-	return s.TryAcquireN(key, 1)
+// TryAcquire takes permits for key, one or [semaphore.Weight](n), if they
+// are free now and nobody waits for the key, without blocking, and
+// reports whether it did; on false nothing changed for the key. It never
+// overtakes a waiter. It returns false where Acquire would fail at once,
+// and takes no place in line, so only a weight and valid options matter.
+// It never waits for a running Sweep, but a new key may run an eviction
+// pass itself (see [WithIdleTimeout]). On true the caller owns the permit.
+func (s *Keyed[K]) TryAcquire(key K, opts ...semaphore.AcquireOption) (Permit, bool) {
+	if len(opts) == 0 {
+		return s.tryAcquire(key, 1)
+	}
+	n, _, err := s.callOf(opts)
+	if err != nil {
+		s.rejected.Add(1)
+		return Permit{}, false
+	}
+	return s.tryAcquire(key, n)
 }
 
-// TryAcquireN takes n permits for key if they are free now and nobody is
-// waiting for the key, without blocking. It reports whether it did; on
-// false nothing changed for the key. It never overtakes a waiter. It
-// returns false for n <= 0, n above the per-key capacity, after Close, for
-// a key not equal to itself (see [ErrNaNKey]), and for a new key that
-// WithHardMaxKeys refuses. It never waits for a running Sweep, but a new
-// key may itself run an eviction pass (over the cap, soft or hard, or when
-// idle entries are due to expire; see [WithIdleTimeout]), whose time grows
-// with the number of keys. On true the caller owns the permit, as with
-// AcquireN.
-func (s *Keyed[K]) TryAcquireN(key K, n int64) (Permit, bool) {
+// tryAcquire is TryAcquire for n permits.
+func (s *Keyed[K]) tryAcquire(key K, n int64) (Permit, bool) {
 	if n <= 0 || n > s.capacity || s.closed.Load() || (s.nanKeys && key != key) {
 		s.mustBeMade() // a zero Keyed has capacity 0: every try comes here
 		return Permit{}, false
@@ -466,17 +468,12 @@ func (s *Keyed[K]) TryAcquireN(key K, n int64) (Permit, bool) {
 	return s.grant(e, n), true
 }
 
-// Do acquires one permit for key, runs fn with ctx, and releases the permit
-// when fn returns, also if fn panics (the panic then goes on). It returns
-// the acquire error, or fn's error.
-//
-// Cancellation: if ctx ends while Do waits, Do returns ctx.Err() without
-// calling fn (and any other error of Acquire likewise), also if the
-// permit came free in the same instant. Once fn runs, the permit is held
-// until fn returns, whatever happens to ctx or to Close: work that ignores
-// its deadline keeps its key.
-func (s *Keyed[K]) Do(ctx context.Context, key K, fn func(context.Context) error) error {
-	p, err := s.Acquire(ctx, key)
+// Do acquires as Acquire does, runs fn with ctx, and releases when fn
+// returns, also if fn panics (the panic then goes on). It returns the
+// acquire error without calling fn, or fn's error. Once fn runs the
+// permit is held until it returns, whatever happens to ctx or to Close.
+func (s *Keyed[K]) Do(ctx context.Context, key K, fn func(context.Context) error, opts ...semaphore.AcquireOption) error {
+	p, err := s.Acquire(ctx, key, opts...)
 	if err != nil {
 		return err
 	}

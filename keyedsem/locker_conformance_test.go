@@ -29,6 +29,7 @@ import (
 
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // lkWait waits for wg, with a deadline.
@@ -209,7 +210,7 @@ func TestConformanceLockerRWMutexRLock(t *testing.T) {
 			r1 := lkLock(t, s, "test") // RLock
 			r2 := lkLock(t, s, "test") // RLock
 			rlocked <- [2]keyedsem.Permit{r1, r2}
-			w, err := s.AcquireN(context.Background(), "test", readers) // Lock
+			w, err := s.Acquire(context.Background(), "test", semaphore.Weight(readers)) // Lock
 			if err != nil {
 				t.Errorf("write lock: %v", err)
 				return
@@ -273,7 +274,7 @@ func TestConformanceLockerRWMutexConcurrency(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w, err := s.AcquireN(context.Background(), "test", readers)
+			w, err := s.Acquire(context.Background(), "test", semaphore.Weight(readers))
 			if err != nil {
 				t.Errorf("Lock: %v", err)
 				return

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/internal/permit"
 	"github.com/sessionlane/lanes/internal/waitq"
 	"github.com/sessionlane/lanes/semaphore"
@@ -18,7 +19,7 @@ var ErrPlaceUsed = semaphore.ErrPlaceUsed
 
 // Place is a caller's place in a key's line, taken by [Keyed.Join]: the
 // permits were taken at once, or a waiter stands in the key's queue, as a
-// waiting AcquireN's would, and keeps its turn there until [Place.Wait]
+// waiting Acquire's would, and keeps its turn there until [Place.Wait]
 // waits for the permit or [Place.Leave] gives the place up. It lets a
 // caller take its turn now and wait later: a webhook that joins the line
 // for a thread and answers at once, its worker waiting for the turn.
@@ -39,13 +40,14 @@ var ErrPlaceUsed = semaphore.ErrPlaceUsed
 // the Wait's failure, or with Leave.
 //
 // Places of a key are served in the order they were joined (by the key's
-// order: a JoinTurn's place may go ahead of earlier ones), so a caller
+// order: a place joined with a higher priority or lower sequence may go
+// ahead of earlier ones), so a caller
 // that waits for a later place of a key while it holds an earlier one (or
 // its permit) waits for itself: wait for them from different goroutines,
 // as a webhook's workers do.
 //
 // A place standing in line counts in [Stats].Waiters, as a waiting
-// AcquireN does. The zero Place is used: its Wait returns ErrPlaceUsed and
+// Acquire does. The zero Place is used: its Wait returns ErrPlaceUsed and
 // its Leave does nothing. Methods are safe for concurrent use.
 type Place[K comparable] struct {
 	s   *Keyed[K]
@@ -71,57 +73,47 @@ var places = sync.Pool{New: func() any { return new(place) }}
 // the engine; no caller sees it.
 var errLeft = errors.New("keyedsem: place left")
 
-// Join takes a place for key in the line of callers of key, at once, for n
-// permits, and returns it without waiting: the permits are taken now if
-// they are free and nobody waits for key (the place is then granted
-// already), and otherwise a waiter joins the key's queue exactly as a
-// waiting AcquireN's would, at the place AcquireN would take.
-// [Place.Wait] waits for the permits later, or [Place.Leave] gives the
-// place up. Places of one key are served in the order Join took them,
-// whatever order their Waits are called in (on a semaphore made
-// [WithPriorities] or [WithSequenceOrder], by that order, Join being a
-// place at priority 0 or sequence 0: see [Keyed.JoinTurn]).
+// Join takes a place for key in the line of callers of key, at once, for
+// the permits Acquire with opts would take, and returns it without
+// waiting: the permits are taken now if they are free and nobody waits
+// for key (the place is then granted already), and otherwise a waiter
+// joins the key's queue exactly as a waiting Acquire's would, at the place
+// opts give it (a priority ages from Join's call). [Place.Wait] waits for
+// the permits later, or [Place.Leave] gives the place up. Places of one
+// key are served in the order Join took them, whatever order their Waits
+// are called in, or by the key's order ([WithPriorities],
+// [WithSequenceOrder]): a webhook that joins each message's place with its
+// [semaphore.Sequence] has a thread's messages served in order while they
+// wait.
 //
-// Join fails, taking nothing, with the errors AcquireN returns at once:
+// Join fails, taking nothing, with the errors Acquire returns at once
+// (an option refused counts in Rejected):
 // [ErrInvalidWeight], [ErrTooHeavy], [ErrClosed], [ErrNaNKey],
 // [ErrQueueFull] (the key's waiters, places included, are at
 // WithMaxWaitersPerKey) and [ErrTooManyKeys]. It never waits for permits;
 // a new key that WithHardMaxKeys finds no room for waits for a running
-// eviction pass first, as AcquireN does.
-// A keyed semaphore made [WithBarging] keeps no places: its Join and
-// JoinTurn fail with an error wrapping [ErrInvalidConfig] (see
+// eviction pass first, as Acquire does.
+// A keyed semaphore made [WithBarging] keeps no places: its Join fails
+// with an error wrapping [ErrInvalidConfig] (see
 // WithBarging).
 //
 // On success the caller owns the place (see [Place] for what that
-// obliges). Join costs what AcquireN costs up to its wait, and no
+// obliges). Join costs what Acquire costs up to its wait, and no
 // allocation: the place's record is pooled.
-func (s *Keyed[K]) Join(key K, n int64) (Place[K], error) { return s.joinAt(key, n, nil) }
-
-// JoinTurn is [Keyed.Join] with a place in line: the place stands among
-// key's waiters where [Keyed.AcquireTurn] with t would wait
-// ([WithPriorities]: by t.Priority, aging from JoinTurn's call;
-// [WithSequenceOrder]: by t.Sequence), and keeps it until [Place.Wait]
-// or [Place.Leave]. A place that goes ahead of a head that does not fit
-// takes its permits at once if they are free, as such an AcquireTurn
-// would. Every rule of [Place] holds as for Join; a webhook that knows
-// each message's number joins with it, so that a thread's messages that
-// reach the server out of order are served in order while they wait.
-//
-// JoinTurn refuses t as AcquireTurn does, first: a field the semaphore
-// does not order by (any Group), or a Priority out of range, fails at
-// once with an error wrapping [ErrInvalidConfig], takes nothing and
-// counts in Rejected ([Keyed.Honoured] says which fields it takes).
-// Otherwise it fails as Join does, and allocates nothing.
-func (s *Keyed[K]) JoinTurn(key K, n int64, t semaphore.Turn) (Place[K], error) {
-	if err := s.turnErr(t); err != nil {
+func (s *Keyed[K]) Join(key K, opts ...semaphore.AcquireOption) (Place[K], error) {
+	if len(opts) == 0 {
+		return s.joinAt(key, 1, nil)
+	}
+	n, t, err := s.callOf(opts)
+	if err != nil {
 		s.rejected.Add(1)
 		return Place[K]{}, err
 	}
 	return s.joinAt(key, n, &t)
 }
 
-// joinAt is Join and JoinTurn: t (nil: the zero Turn) places the waiter.
-func (s *Keyed[K]) joinAt(key K, n int64, t *semaphore.Turn) (Place[K], error) {
+// joinAt is Join: t (nil: the zero Turn) places the waiter.
+func (s *Keyed[K]) joinAt(key K, n int64, t *call.Turn) (Place[K], error) {
 	if s.barging {
 		s.rejected.Add(1)
 		return Place[K]{}, errBargingJoin
@@ -168,7 +160,7 @@ func (p Place[K]) take() (e *entry[K], w *waitq.Waiter, granted Permit, ok bool)
 // Wait waits for the place's permits and returns them: at once if the
 // place was granted at Join or since, else when the key's earlier callers
 // have released. The caller then owns the Permit and must release it
-// once, as after AcquireN.
+// once, as after Acquire.
 //
 // On failure it returns the zero Permit and an error, and the place is
 // given up (the line moves on, as after Leave): ctx.Err() if ctx ends
@@ -177,7 +169,7 @@ func (p Place[K]) take() (e *entry[K], w *waitq.Waiter, granted Permit, ok bool)
 // permits, which Wait returns); [ErrPlaceUsed] if the place was waited for
 // or left already.
 //
-// Cancellation: as for AcquireN. A context that has ended when Wait is
+// Cancellation: as for Acquire. A context that has ended when Wait is
 // called, or that ended before the release that granted the place (the
 // grant may have come before Wait was called), wins over the grant: the
 // permits go back to the callers behind, as if the place had left

@@ -17,7 +17,7 @@ func BenchmarkPlace(b *testing.B) {
 		defer s.Close()
 		b.ReportAllocs()
 		for range b.N {
-			pl, err := s.Join("thread", 1)
+			pl, err := s.Join("thread")
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -38,7 +38,7 @@ func BenchmarkPlace(b *testing.B) {
 		defer holder.Release()
 		b.ReportAllocs()
 		for range b.N {
-			pl, err := s.Join("thread", 1)
+			pl, err := s.Join("thread")
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -64,7 +64,7 @@ func BenchmarkPlace(b *testing.B) {
 		}()
 		b.ReportAllocs()
 		for range b.N {
-			pl, err := s.Join("thread", 1)
+			pl, err := s.Join("thread")
 			if err != nil {
 				b.Fatal(err)
 			}

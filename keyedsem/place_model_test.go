@@ -111,9 +111,9 @@ func TestPlaceMatchesModel(t *testing.T) {
 				var err error
 				if ordered {
 					p.seq = rapid.Int64Range(0, 3).Draw(t, "seq")
-					p.pl, err = s.JoinTurn(key, n, semaphore.Turn{Sequence: p.seq})
+					p.pl, err = s.Join(key, semaphore.Weight(n), semaphore.Sequence(p.seq))
 				} else {
-					p.pl, err = s.Join(key, n)
+					p.pl, err = s.Join(key, semaphore.Weight(n))
 				}
 				if err != nil {
 					t.Fatalf("Join(%d, %d) at sequence %d: %v", key, n, p.seq, err)
@@ -179,7 +179,7 @@ func TestPlaceMatchesModel(t *testing.T) {
 				key := pick(2, "key")
 				n := rapid.Int64Range(1, capacity).Draw(t, "n")
 				want := len(m.line[key]) == 0 && m.avail[key] >= n
-				p, ok := s.TryAcquireN(key, n)
+				p, ok := s.TryAcquire(key, semaphore.Weight(n))
 				if ok != want {
 					t.Fatalf("TryAcquireN(%d, %d) = %v; the model says %v", key, n, ok, want)
 				}

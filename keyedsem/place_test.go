@@ -24,7 +24,7 @@ func plWait[K comparable](t *testing.T, pl keyedsem.Place[K], what string) keyed
 // plJoin joins key's line and fails t on error.
 func plJoin[K comparable](t *testing.T, s *keyedsem.Keyed[K], key K, n int64) keyedsem.Place[K] {
 	t.Helper()
-	pl, err := s.Join(key, n)
+	pl, err := s.Join(key, semaphore.Weight(n))
 	if err != nil {
 		t.Fatalf("Join(%v, %d): %v", key, n, err)
 	}
@@ -47,7 +47,7 @@ func TestPlaceGrantedAtJoin(t *testing.T) {
 	defer s.Close()
 	pl := plJoin(t, s, "a", 2)
 	plCheck(t, s, "after Join", 2, 0)
-	if _, ok := s.TryAcquireN("a", 2); ok {
+	if _, ok := s.TryAcquire("a", semaphore.Weight(2)); ok {
 		t.Fatal("TryAcquireN(2) succeeded beside a granted place of 2 (capacity 3)")
 	}
 	p := plWait(t, pl, "granted place")
@@ -250,7 +250,7 @@ func TestPlaceClose(t *testing.T) {
 	p := plWait(t, granted, "a place granted before Close")
 	p.Release()
 	holder.Release()
-	if _, err := s.Join("a", 1); !errors.Is(err, keyedsem.ErrClosed) {
+	if _, err := s.Join("a"); !errors.Is(err, keyedsem.ErrClosed) {
 		t.Fatalf("Join after Close: %v; want ErrClosed", err)
 	}
 	if st := s.Stats(); st.Failed != 2 || st.Held != 0 || st.Waiters != 0 || st.Keys != 0 {
@@ -272,13 +272,13 @@ func TestPlaceRefusals(t *testing.T) {
 		{1, 2, keyedsem.ErrTooHeavy},
 		{math.NaN(), 1, keyedsem.ErrNaNKey},
 	} {
-		if _, err := s.Join(c.key, c.n); !errors.Is(err, c.want) {
+		if _, err := s.Join(c.key, semaphore.Weight(c.n)); !errors.Is(err, c.want) {
 			t.Errorf("Join(%v, %d): %v; want %v", c.key, c.n, err, c.want)
 		}
 	}
 	holder := plJoin(t, s, 1, 1)
 	inLine := plJoin(t, s, 1, 1)
-	if _, err := s.Join(1, 1); !errors.Is(err, keyedsem.ErrQueueFull) {
+	if _, err := s.Join(1); !errors.Is(err, keyedsem.ErrQueueFull) {
 		t.Fatalf("Join past WithMaxWaitersPerKey: %v; want ErrQueueFull", err)
 	}
 	inLine.Leave()
@@ -358,7 +358,7 @@ func TestPlaceRace(t *testing.T) {
 					rng := rand.New(rand.NewPCG(uint64(round), uint64(c)))
 					key := c % 2
 					fns[c] = func() {
-						pl, err := s.Join(key, 1+int64(rng.IntN(2)))
+						pl, err := s.Join(key, semaphore.Weight(1+int64(rng.IntN(2))))
 						if err != nil {
 							t.Errorf("Join: %v", err)
 							return
@@ -412,7 +412,7 @@ func TestPlaceAllocatesNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(bg)
 	defer cancel()
 	testkit.NoAllocs(t, "Join+Wait+Release", func() {
-		pl, err := s.Join("a", 1)
+		pl, err := s.Join("a")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -425,7 +425,7 @@ func TestPlaceAllocatesNothing(t *testing.T) {
 	holder := plHold(t, s, "a")
 	defer holder.Release()
 	testkit.NoAllocs(t, "Join+Leave in line", func() {
-		pl, err := s.Join("a", 1)
+		pl, err := s.Join("a")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,18 +17,14 @@ import (
 	"github.com/sessionlane/lanes/semaphore"
 )
 
-// join takes a place in the line's key with JoinTurn (the zero Turn: Join)
+// join takes a place in the line's key with Join and the options tn
 // and hands it to a goroutine that waits for it and reports on the line's
 // channel, as queue's waiters do. The place is in line when join returns.
-func (l *line) join(label string, tn semaphore.Turn) {
+func (l *line) join(label string, tn []semaphore.AcquireOption) {
 	l.t.Helper()
 	var pl keyedsem.Place[string]
 	var err error
-	if tn == (semaphore.Turn{}) {
-		pl, err = l.s.Join(l.key, 1)
-	} else {
-		pl, err = l.s.JoinTurn(l.key, 1, tn)
-	}
+	pl, err = l.s.Join(l.key, tn...)
 	require.NoError(l.t, err, label)
 	go func() {
 		ctx, cancel := context.WithTimeout(bg, testkit.Deadline)
@@ -46,13 +42,13 @@ func (l *line) join(label string, tn semaphore.Turn) {
 func TestJoinTurnSequenceOrder(t *testing.T) {
 	s, _ := newOrdered(t, keyedsem.WithSequenceOrder())
 	l := newLine(t, s, "thread")
-	l.join("4", semaphore.Turn{Sequence: 4})
-	l.join("2", semaphore.Turn{Sequence: 2})
-	l.queue("6 (AcquireTurn)", semaphore.Turn{Sequence: 6})
-	l.join("5", semaphore.Turn{Sequence: 5})
-	l.queue("1 (AcquireTurn)", semaphore.Turn{Sequence: 1})
-	l.join("3", semaphore.Turn{Sequence: 3})
-	l.join("0 (Join)", semaphore.Turn{})
+	l.join("4", []semaphore.AcquireOption{semaphore.Sequence(4)})
+	l.join("2", []semaphore.AcquireOption{semaphore.Sequence(2)})
+	l.queue("6 (AcquireTurn)", []semaphore.AcquireOption{semaphore.Sequence(6)})
+	l.join("5", []semaphore.AcquireOption{semaphore.Sequence(5)})
+	l.queue("1 (AcquireTurn)", []semaphore.AcquireOption{semaphore.Sequence(1)})
+	l.join("3", []semaphore.AcquireOption{semaphore.Sequence(3)})
+	l.join("0 (Join)", []semaphore.AcquireOption{})
 	assert.Equal(t, []string{"0 (Join)", "1 (AcquireTurn)", "2", "3", "4", "5", "6 (AcquireTurn)"}, l.order())
 }
 
@@ -62,13 +58,13 @@ func TestJoinTurnSequenceOrder(t *testing.T) {
 func TestJoinTurnPriorityAging(t *testing.T) {
 	s, fake := newOrdered(t, keyedsem.WithPriorities(time.Minute))
 	l := newLine(t, s, "thread")
-	l.join("cron p-1", semaphore.Turn{Priority: -1})
-	l.join("plain", semaphore.Turn{})
-	l.queue("heartbeat p0 (AcquireTurn)", semaphore.Turn{})
-	l.join("user p2", semaphore.Turn{Priority: 2})
+	l.join("cron p-1", []semaphore.AcquireOption{semaphore.Priority(-1)})
+	l.join("plain", []semaphore.AcquireOption{})
+	l.queue("heartbeat p0 (AcquireTurn)", []semaphore.AcquireOption{})
+	l.join("user p2", []semaphore.AcquireOption{semaphore.Priority(2)})
 	fake.Advance(3 * time.Minute)
-	l.join("late user p2", semaphore.Turn{Priority: 2})
-	l.join("late user p3", semaphore.Turn{Priority: 3})
+	l.join("late user p2", []semaphore.AcquireOption{semaphore.Priority(2)})
+	l.join("late user p3", []semaphore.AcquireOption{semaphore.Priority(3)})
 	assert.Equal(t, []string{"user p2", "plain", "heartbeat p0 (AcquireTurn)", "late user p3", "cron p-1", "late user p2"}, l.order())
 }
 
@@ -79,14 +75,14 @@ func TestJoinTurnPriorityAging(t *testing.T) {
 // gives up the turn.
 func TestJoinTurnOwnership(t *testing.T) {
 	s, _ := newOrdered(t, keyedsem.WithSequenceOrder(), keyedsem.WithPerKeyCapacity(2))
-	holder, err := s.AcquireN(bg, "k", 1)
+	holder, err := s.Acquire(bg, "k")
 	require.NoError(t, err)
-	heavy, err := s.JoinTurn("k", 2, semaphore.Turn{Sequence: 5})
+	heavy, err := s.Join("k", semaphore.Weight(2), semaphore.Sequence(5))
 	require.NoError(t, err)
-	behind, err := s.JoinTurn("k", 1, semaphore.Turn{Sequence: 9})
+	behind, err := s.Join("k", semaphore.Sequence(9))
 	require.NoError(t, err)
 	plCheck(t, s, "a heavy head and a light place behind it", 1, 2)
-	ahead, err := s.JoinTurn("k", 1, semaphore.Turn{Sequence: 1})
+	ahead, err := s.Join("k", semaphore.Sequence(1))
 	require.NoError(t, err)
 	plCheck(t, s, "a place ahead of the heavy head", 2, 2)
 	cp := ahead
@@ -97,7 +93,7 @@ func TestJoinTurnOwnership(t *testing.T) {
 	cp.Leave()
 	plCheck(t, s, "the place ahead released", 1, 2)
 
-	middle, err := s.JoinTurn("k", 1, semaphore.Turn{Sequence: 7})
+	middle, err := s.Join("k", semaphore.Sequence(7))
 	require.NoError(t, err)
 	middle.Leave() // in line: the line closes up
 	plCheck(t, s, "a place left in line", 1, 2)
@@ -127,17 +123,17 @@ func TestJoinTurnRefusals(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		s    *keyedsem.Keyed[string]
-		turn semaphore.Turn
+		turn []semaphore.AcquireOption
 	}{
-		{"FIFO", fifo, semaphore.Turn{Priority: 1}},
-		{"FIFO", fifo, semaphore.Turn{Sequence: 1}},
-		{"FIFO", fifo, semaphore.Turn{Group: "g"}},
-		{"priorities", prio, semaphore.Turn{Sequence: 1}},
-		{"priorities", prio, semaphore.Turn{Group: "g"}},
-		{"priorities", prio, semaphore.Turn{Priority: semaphore.MaxPriority + 1}},
-		{"priorities", prio, semaphore.Turn{Priority: -semaphore.MaxPriority - 1}},
-		{"sequence", seq, semaphore.Turn{Priority: 1}},
-		{"sequence", seq, semaphore.Turn{Group: "g"}},
+		{"FIFO", fifo, []semaphore.AcquireOption{semaphore.Priority(1)}},
+		{"FIFO", fifo, []semaphore.AcquireOption{semaphore.Sequence(1)}},
+		{"FIFO", fifo, []semaphore.AcquireOption{semaphore.Group("g")}},
+		{"priorities", prio, []semaphore.AcquireOption{semaphore.Sequence(1)}},
+		{"priorities", prio, []semaphore.AcquireOption{semaphore.Group("g")}},
+		{"priorities", prio, []semaphore.AcquireOption{semaphore.Priority(semaphore.MaxPriority + 1)}},
+		{"priorities", prio, []semaphore.AcquireOption{semaphore.Priority(-semaphore.MaxPriority - 1)}},
+		{"sequence", seq, []semaphore.AcquireOption{semaphore.Priority(1)}},
+		{"sequence", seq, []semaphore.AcquireOption{semaphore.Group("g")}},
 	} {
 		for _, key := range []string{"free", "busy"} {
 			var holder keyedsem.Permit
@@ -145,7 +141,7 @@ func TestJoinTurnRefusals(t *testing.T) {
 				holder = plAcquire(t, c.s, key)
 			}
 			before := c.s.Stats()
-			if pl, err := c.s.JoinTurn(key, 1, c.turn); !errors.Is(err, keyedsem.ErrInvalidConfig) {
+			if pl, err := c.s.Join(key, c.turn...); !errors.Is(err, keyedsem.ErrInvalidConfig) {
 				pl.Leave()
 				t.Fatalf("%s: JoinTurn(%s, 1, %+v): %v; want ErrInvalidConfig", c.name, key, c.turn, err)
 			}
@@ -169,39 +165,6 @@ func plAcquire(t *testing.T, s *keyedsem.Keyed[string], key string) keyedsem.Per
 	return p
 }
 
-// TestHonoured: each keyed semaphore keeps the fields it orders by and
-// zeroes the others, and AcquireTurn and JoinTurn take what it returns.
-func TestHonoured(t *testing.T) {
-	all := semaphore.Turn{Priority: 3, Sequence: 7, Group: "g"}
-	for _, c := range []struct {
-		name string
-		opts []keyedsem.Option
-		want semaphore.Turn
-	}{
-		{"FIFO", nil, semaphore.Turn{}},
-		{"WithPriorities", []keyedsem.Option{keyedsem.WithPriorities(time.Second)}, semaphore.Turn{Priority: 3}},
-		{"WithSequenceOrder", []keyedsem.Option{keyedsem.WithSequenceOrder()}, semaphore.Turn{Sequence: 7}},
-	} {
-		s := keyedsem.New[string](c.opts...)
-		got := s.Honoured(all)
-		if got != c.want {
-			t.Errorf("%s: Honoured(%+v) = %+v; want %+v", c.name, all, got, c.want)
-		}
-		holder := plAcquire(t, s, "k")
-		pl, err := s.JoinTurn("k", 1, got)
-		require.NoError(t, err, c.name)
-		holder.Release()
-		plWait(t, pl, c.name).Release()
-		p, err := s.AcquireTurn(bg, "k", 1, got)
-		require.NoError(t, err, c.name)
-		p.Release()
-		if st := s.Stats(); st.Rejected != 0 || st.Held != 0 || st.Waiters != 0 {
-			t.Errorf("%s: %+v; want nothing rejected, held or waiting", c.name, st)
-		}
-		s.Close()
-	}
-}
-
 // TestPlaceTurnRace races JoinTurn at random sequences or priorities,
 // Wait (with contexts that end), Leave and Release on two keys of
 // capacity 2, 1000 rounds, and checks that no key is ever over its
@@ -210,10 +173,14 @@ func TestPlaceTurnRace(t *testing.T) {
 	for _, order := range []struct {
 		name string
 		opt  keyedsem.Option
-		turn func(*rand.Rand) semaphore.Turn
+		turn func(*rand.Rand) []semaphore.AcquireOption
 	}{
-		{"sequence", keyedsem.WithSequenceOrder(), func(r *rand.Rand) semaphore.Turn { return semaphore.Turn{Sequence: r.Int64N(8)} }},
-		{"priorities", keyedsem.WithPriorities(time.Nanosecond), func(r *rand.Rand) semaphore.Turn { return semaphore.Turn{Priority: r.IntN(5) - 2} }},
+		{"sequence", keyedsem.WithSequenceOrder(), func(r *rand.Rand) []semaphore.AcquireOption {
+			return []semaphore.AcquireOption{semaphore.Sequence(r.Int64N(8))}
+		}},
+		{"priorities", keyedsem.WithPriorities(time.Nanosecond), func(r *rand.Rand) []semaphore.AcquireOption {
+			return []semaphore.AcquireOption{semaphore.Priority(r.IntN(5) - 2)}
+		}},
 	} {
 		t.Run(order.name, func(t *testing.T) {
 			s := keyedsem.New[int](order.opt, keyedsem.WithPerKeyCapacity(2))
@@ -226,7 +193,7 @@ func TestPlaceTurnRace(t *testing.T) {
 					rng := rand.New(rand.NewPCG(uint64(round), uint64(c)))
 					fns[c] = func() {
 						key := rng.IntN(2)
-						pl, err := s.JoinTurn(key, 1+rng.Int64N(2), order.turn(rng))
+						pl, err := s.Join(key, append(order.turn(rng), semaphore.Weight(1+rng.Int64N(2)))...)
 						if err != nil {
 							bad.Store("JoinTurn: " + err.Error())
 							return
@@ -272,15 +239,15 @@ func TestPlaceTurnAllocatesNothing(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		opt  keyedsem.Option
-		turn semaphore.Turn
+		turn []semaphore.AcquireOption
 	}{
-		{"priorities", keyedsem.WithPriorities(time.Second), semaphore.Turn{Priority: 2}},
-		{"sequence", keyedsem.WithSequenceOrder(), semaphore.Turn{Sequence: 9}},
+		{"priorities", keyedsem.WithPriorities(time.Second), []semaphore.AcquireOption{semaphore.Priority(2)}},
+		{"sequence", keyedsem.WithSequenceOrder(), []semaphore.AcquireOption{semaphore.Sequence(9)}},
 	} {
 		s := keyedsem.New[string](c.opt)
 		holder := plAcquire(t, s, "a") // the key is held from here: every place waits
 		if a := testing.AllocsPerRun(1000, func() {
-			pl, err := s.JoinTurn("a", 1, s.Honoured(c.turn))
+			pl, err := s.Join("a", c.turn...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -289,7 +256,7 @@ func TestPlaceTurnAllocatesNothing(t *testing.T) {
 			t.Errorf("%s: JoinTurn+Leave in line: %.1f allocs; want 0", c.name, a)
 		}
 		if a := testing.AllocsPerRun(1000, func() {
-			pl, err := s.JoinTurn("a", 1, c.turn)
+			pl, err := s.Join("a", c.turn...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -41,7 +41,7 @@ func TestReferenceCountRefusedAtItsWidth(t *testing.T) {
 			_, ok := s.TryAcquire(k)
 			require.False(t, ok)
 			if c.opts == nil { // a barging keyed semaphore keeps no places
-				_, err = s.Join(k, 1)
+				_, err = s.Join(k)
 				require.ErrorIs(t, err, keyedsem.ErrQueueFull)
 			} else {
 				require.False(t, keyedsem.BargingStrict(s, k), "the count did not wrap into the flags")

@@ -13,9 +13,9 @@ import (
 func TestStatsAddUp(t *testing.T) {
 	s := keyedsem.New[string](keyedsem.WithPerKeyCapacity(3))
 	defer s.Close()
-	a, _ := s.AcquireN(bg, "a", 2)
-	b, _ := s.AcquireN(bg, "b", 3)
-	c, _ := s.TryAcquireN("a", 1)
+	a, _ := s.Acquire(bg, "a", semaphore.Weight(2))
+	b, _ := s.Acquire(bg, "b", semaphore.Weight(3))
+	c, _ := s.TryAcquire("a")
 	w := queue(t, s, bg, "b", 2, 1)
 	st := s.Stats()
 	assert.Equal(t, keyedsem.Stats{

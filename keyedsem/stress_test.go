@@ -15,6 +15,7 @@ import (
 
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // Exclusion under constant eviction: many goroutines on few keys, with a
@@ -74,7 +75,7 @@ func TestExclusionUnderEvictionStress(t *testing.T) {
 						n := 1 + rng.Int64N(c.capacity)
 						switch op := rng.IntN(20); {
 						case op < 10:
-							p, err := s.AcquireN(bg, key, n)
+							p, err := s.Acquire(bg, key, semaphore.Weight(n))
 							if err != nil {
 								t.Error(err)
 								return
@@ -88,20 +89,20 @@ func TestExclusionUnderEvictionStress(t *testing.T) {
 								runtime.Gosched()
 								cancel()
 							}()
-							p, err := s.AcquireN(ctx, key, n)
+							p, err := s.Acquire(ctx, key, semaphore.Weight(n))
 							if err == nil {
 								use(key, p)
 							} else if !errors.Is(err, context.Canceled) {
 								t.Error(err)
 							}
 						case op < 16:
-							if p, ok := s.TryAcquireN(key, n); ok {
+							if p, ok := s.TryAcquire(key, semaphore.Weight(n)); ok {
 								use(key, p)
 							}
 						case op < 17:
 							ctx, cancel := context.WithCancel(bg)
 							cancel()
-							if _, err := s.AcquireN(ctx, key, n); !errors.Is(err, context.Canceled) {
+							if _, err := s.Acquire(ctx, key, semaphore.Weight(n)); !errors.Is(err, context.Canceled) {
 								t.Error("done context:", err)
 							}
 						case op < 18:

@@ -1,12 +1,12 @@
 package keyedsem
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"math/bits"
 	"time"
 
+	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -18,9 +18,9 @@ const (
 )
 
 // WithPriorities makes each key serve its waiters by priority with aging:
-// [Keyed.AcquireTurn]'s Turn.Priority, higher first, in arrival order
-// within a priority, where a waiter's priority rises by one for every step
-// it has waited. Plain Acquire and AcquireN calls wait at priority 0.
+// a call's [semaphore.Priority], higher first, in arrival order within a
+// priority, where a waiter's priority rises by one for every step it has
+// waited. Calls without it wait at priority 0.
 //
 // The bound: on one key, a waiter of priority p is overtaken only by
 // waiters of a higher priority q that arrive less than (q-p)*step after
@@ -49,11 +49,10 @@ func WithPriorities(step time.Duration) Option {
 }
 
 // WithSequenceOrder makes each key serve the callers waiting for it in
-// ascending Turn.Sequence ([Keyed.AcquireTurn]), equal sequences in
-// arrival order: give each message its sequence (its timestamp, its number
-// in its thread) and a key runs message 2 before message 3 even when 3
-// reached the server first. Plain Acquire and AcquireN calls wait at
-// sequence 0.
+// ascending [semaphore.Sequence], equal sequences in arrival order: give
+// each message its sequence (its timestamp, its number in its thread) and
+// a key runs message 2 before message 3 even when 3 reached the server
+// first. Calls without it wait at sequence 0.
 //
 // What it cannot fix: it orders only the callers that wait at the same
 // time. A message that arrives after its successor has started (the key
@@ -82,101 +81,51 @@ func checkOrder(c *config) error {
 	return nil
 }
 
-// The refusals of a Turn: static, so that refusing costs no allocation.
+// The refusals of a call's options: static, so that refusing costs no
+// allocation.
 var (
-	errNoPriorities = fmt.Errorf("keyedsem: Turn.Priority set without WithPriorities: %w", ErrInvalidConfig)
-	errNoSequence   = fmt.Errorf("keyedsem: Turn.Sequence set without WithSequenceOrder: %w", ErrInvalidConfig)
-	errNoGroup      = fmt.Errorf("keyedsem: Turn.Group set: a keyed semaphore has no fair share (WithFairShare is package semaphore's): %w", ErrInvalidConfig)
-	errPriority     = fmt.Errorf("keyedsem: Turn.Priority out of [-semaphore.MaxPriority, semaphore.MaxPriority]: %w", ErrInvalidConfig)
+	errNoPriorities = fmt.Errorf("keyedsem: Priority set without WithPriorities: %w", ErrInvalidConfig)
+	errNoSequence   = fmt.Errorf("keyedsem: Sequence set without WithSequenceOrder: %w", ErrInvalidConfig)
+	errNoGroup      = fmt.Errorf("keyedsem: Group set: a keyed semaphore has no fair share (WithFairShare is package semaphore's): %w", ErrInvalidConfig)
+	errPriority     = fmt.Errorf("keyedsem: Priority out of [-semaphore.MaxPriority, semaphore.MaxPriority]: %w", ErrInvalidConfig)
 )
 
-// AcquireTurn is [Keyed.AcquireN] with a place in line: if key's permits
-// are not free it waits where t puts it among key's waiters, by the
-// semaphore's order ([WithPriorities]: t.Priority; [WithSequenceOrder]:
-// t.Sequence; neither: FIFO). A caller that finds the permits free and
-// nobody waiting takes them at once, whatever its Turn.
-//
-// A field of t that the semaphore does not order by is refused, never
-// ignored: Priority without WithPriorities, Sequence without
-// WithSequenceOrder, any Group (a keyed semaphore has no fair share), and a
-// Priority outside [-semaphore.MaxPriority, semaphore.MaxPriority] fail
-// at once with an error wrapping [ErrInvalidConfig] that names the option,
-// and nothing is taken (counted in Rejected; a context already ended is
-// reported first, as AcquireN does). The zero Turn is AcquireN.
-//
-// Ownership, errors and cancellation are those of AcquireN: a waiter
-// whose context ends leaves its key's queue at once, and if it was the
-// head the ones behind it are served if they fit.
-//
-// AcquireTurn panics if ctx is nil.
-func (s *Keyed[K]) AcquireTurn(ctx context.Context, key K, n int64, t semaphore.Turn) (Permit, error) {
-	if ctx == nil {
-		panic("keyedsem: nil Context")
-	}
-	if err := s.turnErr(t); err != nil {
-		if err := ended(ctx); err != nil {
-			s.cancelled.Add(1)
-			return Permit{}, err // an ended context comes before any refusal
-		}
-		s.rejected.Add(1)
-		return Permit{}, err
-	}
-	if s.order == 0 || n <= 0 || n > s.capacity || s.closed.Load() || (s.nanKeys && key != key) {
-		return s.AcquireN(ctx, key, n) // FIFO, or refused as AcquireN refuses
-	}
-	e, took, err := s.lookup(ctx, key, n, false) // see AcquireN
-	if err != nil {
-		if err == ErrTooManyKeys || err == errTooManyRefs {
-			s.rejected.Add(1)
-		} else {
-			s.cancelled.Add(1)
-		}
-		return Permit{}, err
-	}
-	if took {
-		return s.grant(e, n), nil
-	}
-	if s.beforeWait != nil {
-		s.beforeWait()
-	}
-	return s.wait(ctx, e, n, &t)
-}
-
-// Honoured returns t with only the fields that s orders its keys' waiters
-// by and the others zero: Priority if s was made [WithPriorities],
-// Sequence if [WithSequenceOrder], never Group (a keyed semaphore has no
-// fair share). It tells a caller that hands one Turn to many semaphores,
-// each built with its own option (the lanes of a lanequeue.Queue), what
-// each will take: [Keyed.AcquireTurn] and [Keyed.JoinTurn] refuse no
-// field of what it returns, only a Priority out of range, which it leaves
-// as it is. It reads settings fixed at New: no lock, no allocation.
-func (s *Keyed[K]) Honoured(t semaphore.Turn) semaphore.Turn {
+// callOf reads a call's options: its weight (1 unless [semaphore.Weight]
+// says otherwise) and its place among the key's waiters, or the refusal
+// of a field s does not order by (any Group; Priority without
+// WithPriorities; Sequence without WithSequenceOrder) or of a priority out
+// of range. A lenient call (from lanequeue) drops what s does not order by
+// instead.
+func (s *Keyed[K]) callOf(opts []semaphore.AcquireOption) (int64, call.Turn, error) {
 	s.mustBeMade()
-	if s.order != orderPriorities {
-		t.Priority = 0
+	c, bad := call.Read(opts)
+	if bad != call.BadNone {
+		return 0, call.Turn{}, errPriority
 	}
-	if s.order != orderSequence {
-		t.Sequence = 0
+	n := int64(1)
+	if c.WeightSet {
+		n = c.Weight
 	}
-	t.Group = ""
-	return t
-}
-
-// turnErr returns the refusal of t on s, nil if s orders by every field t
-// sets.
-func (s *Keyed[K]) turnErr(t semaphore.Turn) error {
-	s.mustBeMade()
+	t := c.Turn
+	if c.Lenient {
+		if s.order != orderPriorities {
+			t.Priority = 0
+		}
+		if s.order != orderSequence {
+			t.Sequence = 0
+		}
+		t.Group = ""
+		return n, t, nil
+	}
 	switch {
 	case t.Group != "":
-		return errNoGroup
+		return 0, t, errNoGroup
 	case t.Priority != 0 && s.order != orderPriorities:
-		return errNoPriorities
-	case t.Priority > semaphore.MaxPriority || t.Priority < -semaphore.MaxPriority:
-		return errPriority
+		return 0, t, errNoPriorities
 	case t.Sequence != 0 && s.order != orderSequence:
-		return errNoSequence
+		return 0, t, errNoSequence
 	}
-	return nil
+	return n, t, nil
 }
 
 // turnKey returns the place in key order (waitq.Queue.PushAt) of a waiter
@@ -186,8 +135,8 @@ func (s *Keyed[K]) turnErr(t semaphore.Turn) error {
 // waits, so the order of the queue is the order of effective priority at
 // every later instant, and a waiter of priority p is overtaken only by
 // priority q > p arriving less than (q-p)*step after it.
-func (s *Keyed[K]) turnKey(t *semaphore.Turn) int64 {
-	var tt semaphore.Turn
+func (s *Keyed[K]) turnKey(t *call.Turn) int64 {
+	var tt call.Turn
 	if t != nil {
 		tt = *t
 	}

@@ -14,7 +14,7 @@ import (
 // runInTurn holds key, queues one caller per Turn (in the order given, each
 // waiting before the next starts), then lets them run one by one, and
 // prints the labels in the order they ran.
-func runInTurn(s *keyedsem.Keyed[string], key string, labels []string, turns []semaphore.Turn) {
+func runInTurn(s *keyedsem.Keyed[string], key string, labels []string, turns [][]semaphore.AcquireOption) {
 	ctx := context.Background()
 	first, err := s.Acquire(ctx, key)
 	if err != nil {
@@ -28,7 +28,7 @@ func runInTurn(s *keyedsem.Keyed[string], key string, labels []string, turns []s
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p, err := s.AcquireTurn(ctx, key, 1, tn)
+			p, err := s.Acquire(ctx, key, tn...)
 			if err != nil {
 				fmt.Println(err)
 				return
@@ -52,7 +52,7 @@ func runInTurn(s *keyedsem.Keyed[string], key string, labels []string, turns []s
 func ExampleWithSequenceOrder() {
 	s := keyedsem.New[string](keyedsem.WithSequenceOrder())
 	defer s.Close()
-	runInTurn(s, "thread-1", []string{"4", "2", "3"}, []semaphore.Turn{{Sequence: 4}, {Sequence: 2}, {Sequence: 3}})
+	runInTurn(s, "thread-1", []string{"4", "2", "3"}, [][]semaphore.AcquireOption{{semaphore.Sequence(4)}, {semaphore.Sequence(2)}, {semaphore.Sequence(3)}})
 	// Output: [2 3 4]
 }
 
@@ -62,6 +62,6 @@ func ExampleWithSequenceOrder() {
 func ExampleWithPriorities() {
 	s := keyedsem.New[string](keyedsem.WithPriorities(time.Minute))
 	defer s.Close()
-	runInTurn(s, "session-1", []string{"cron", "heartbeat", "user"}, []semaphore.Turn{{Priority: -1}, {}, {Priority: 1}})
+	runInTurn(s, "session-1", []string{"cron", "heartbeat", "user"}, [][]semaphore.AcquireOption{{semaphore.Priority(-1)}, {}, {semaphore.Priority(1)}})
 	// Output: [user heartbeat cron]
 }

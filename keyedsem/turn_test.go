@@ -47,10 +47,10 @@ func newLine(t *testing.T, s *keyedsem.Keyed[string], key string) *line {
 }
 
 // queue starts AcquireTurn(key, 1, tn) and waits until it is queued.
-func (l *line) queue(label string, tn semaphore.Turn) {
+func (l *line) queue(label string, tn []semaphore.AcquireOption) {
 	l.t.Helper()
 	go func() {
-		p, err := l.s.AcquireTurn(bg, l.key, 1, tn)
+		p, err := l.s.Acquire(bg, l.key, tn...)
 		l.out <- served{label, p, err}
 	}()
 	l.n++
@@ -86,12 +86,12 @@ func newOrdered(t *testing.T, opts ...keyedsem.Option) (*keyedsem.Keyed[string],
 func TestPrioritiesServeHigherFirst(t *testing.T) {
 	s, _ := newOrdered(t, keyedsem.WithPriorities(time.Second))
 	l := newLine(t, s, "thread")
-	l.queue("low-a", semaphore.Turn{})
-	l.queue("mid", semaphore.Turn{Priority: 1})
-	l.queue("high", semaphore.Turn{Priority: 2})
-	l.queue("low-b", semaphore.Turn{})
-	l.queue("below", semaphore.Turn{Priority: -1})
-	l.queue("mid-b", semaphore.Turn{Priority: 1})
+	l.queue("low-a", []semaphore.AcquireOption{})
+	l.queue("mid", []semaphore.AcquireOption{semaphore.Priority(1)})
+	l.queue("high", []semaphore.AcquireOption{semaphore.Priority(2)})
+	l.queue("low-b", []semaphore.AcquireOption{})
+	l.queue("below", []semaphore.AcquireOption{semaphore.Priority(-1)})
+	l.queue("mid-b", []semaphore.AcquireOption{semaphore.Priority(1)})
 	assert.Equal(t, []string{"high", "mid", "mid-b", "low-a", "low-b", "below"}, l.order())
 }
 
@@ -102,15 +102,15 @@ func TestPrioritiesServeHigherFirst(t *testing.T) {
 func TestAgingBound(t *testing.T) {
 	s, fake := newOrdered(t, keyedsem.WithPriorities(time.Second))
 	l := newLine(t, s, "thread")
-	l.queue("A p0 t0", semaphore.Turn{})
+	l.queue("A p0 t0", []semaphore.AcquireOption{})
 	fake.Advance(2*time.Second - time.Nanosecond)
-	l.queue("B p2 t2-", semaphore.Turn{Priority: 2}) // within 2s of A: ahead of it
+	l.queue("B p2 t2-", []semaphore.AcquireOption{semaphore.Priority(2)}) // within 2s of A: ahead of it
 	fake.Advance(time.Nanosecond)
-	l.queue("C p2 t2", semaphore.Turn{Priority: 2}) // exactly 2s after A: behind it
+	l.queue("C p2 t2", []semaphore.AcquireOption{semaphore.Priority(2)}) // exactly 2s after A: behind it
 	fake.Advance(3 * time.Second)
-	l.queue("D p4 t5", semaphore.Turn{Priority: 4}) // 5s > 4s after A: behind A and C
-	l.queue("E p5 t5", semaphore.Turn{Priority: 5}) // 5s after A: ties with A and C, behind them
-	l.queue("F p6 t5", semaphore.Turn{Priority: 6}) // ahead of A (6s > 5s) and of B (4s > 3s)
+	l.queue("D p4 t5", []semaphore.AcquireOption{semaphore.Priority(4)}) // 5s > 4s after A: behind A and C
+	l.queue("E p5 t5", []semaphore.AcquireOption{semaphore.Priority(5)}) // 5s after A: ties with A and C, behind them
+	l.queue("F p6 t5", []semaphore.AcquireOption{semaphore.Priority(6)}) // ahead of A (6s > 5s) and of B (4s > 3s)
 	assert.Equal(t, []string{"F p6 t5", "B p2 t2-", "A p0 t0", "C p2 t2", "E p5 t5", "D p4 t5"}, l.order())
 }
 
@@ -120,10 +120,10 @@ func TestAgingBound(t *testing.T) {
 func TestAgingServesTheLowEventually(t *testing.T) {
 	s, fake := newOrdered(t, keyedsem.WithPriorities(time.Second))
 	l := newLine(t, s, "thread")
-	l.queue("low", semaphore.Turn{})
+	l.queue("low", []semaphore.AcquireOption{})
 	for i := 1; i <= 5; i++ {
 		fake.Advance(time.Second)
-		l.queue(fmt.Sprintf("high%d", i), semaphore.Turn{Priority: 3})
+		l.queue(fmt.Sprintf("high%d", i), []semaphore.AcquireOption{semaphore.Priority(3)})
 	}
 	assert.Equal(t, []string{"high1", "high2", "low", "high3", "high4", "high5"}, l.order())
 }
@@ -134,16 +134,16 @@ func TestAgingServesTheLowEventually(t *testing.T) {
 func TestSequenceOrderServesLowerFirst(t *testing.T) {
 	s, _ := newOrdered(t, keyedsem.WithSequenceOrder())
 	l := newLine(t, s, "thread")
-	l.queue("3", semaphore.Turn{Sequence: 3})
-	l.queue("2", semaphore.Turn{Sequence: 2})
+	l.queue("3", []semaphore.AcquireOption{semaphore.Sequence(3)})
+	l.queue("2", []semaphore.AcquireOption{semaphore.Sequence(2)})
 	assert.Equal(t, []string{"2", "3"}, l.order())
 
 	l = newLine(t, s, "thread")
 	for _, seq := range []int64{5, 3, 4, 1} {
-		l.queue(fmt.Sprint(seq), semaphore.Turn{Sequence: seq})
+		l.queue(fmt.Sprint(seq), []semaphore.AcquireOption{semaphore.Sequence(seq)})
 	}
-	l.queue("4 again", semaphore.Turn{Sequence: 4})
-	l.queue("plain", semaphore.Turn{})
+	l.queue("4 again", []semaphore.AcquireOption{semaphore.Sequence(4)})
+	l.queue("plain", []semaphore.AcquireOption{})
 	assert.Equal(t, []string{"plain", "1", "3", "4", "4 again", "5"}, l.order())
 }
 
@@ -153,9 +153,9 @@ func TestSequenceOrderServesLowerFirst(t *testing.T) {
 // the same time, and nothing holds the key for a missing number.
 func TestSequenceOrderCannotFixALateMessage(t *testing.T) {
 	s, _ := newOrdered(t, keyedsem.WithSequenceOrder())
-	p3, err := s.AcquireTurn(bg, "thread", 1, semaphore.Turn{Sequence: 3})
+	p3, err := s.Acquire(bg, "thread", semaphore.Sequence(3))
 	require.NoError(t, err, "message 3 takes a free key at once")
-	c := goAcquireTurn(s, "thread", 1, semaphore.Turn{Sequence: 2})
+	c := goAcquireTurn(s, "thread", 1, []semaphore.AcquireOption{semaphore.Sequence(2)})
 	waitForWaiters(s, 1)
 	p3.Release()
 	r := testkit.Recv(t, c, "message 2")
@@ -163,10 +163,10 @@ func TestSequenceOrderCannotFixALateMessage(t *testing.T) {
 	r.p.Release()
 }
 
-func goAcquireTurn(s *keyedsem.Keyed[string], key string, n int64, tn semaphore.Turn) <-chan result {
+func goAcquireTurn(s *keyedsem.Keyed[string], key string, n int64, tn []semaphore.AcquireOption) <-chan result {
 	c := make(chan result, 1)
 	go func() {
-		p, err := s.AcquireTurn(bg, key, n, tn)
+		p, err := s.Acquire(bg, key, append(tn, semaphore.Weight(n))...)
 		c <- result{p, err}
 	}()
 	return c
@@ -180,20 +180,20 @@ func TestOrderedHeavyHeadKeepsItsProtection(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		opt       keyedsem.Option
-		same, aho semaphore.Turn // same place as the head's, ahead of it
+		same, aho []semaphore.AcquireOption // same place as the head's, ahead of it
 	}{
-		{"priorities", keyedsem.WithPriorities(time.Second), semaphore.Turn{}, semaphore.Turn{Priority: 1}},
-		{"sequence", keyedsem.WithSequenceOrder(), semaphore.Turn{Sequence: 5}, semaphore.Turn{Sequence: 4}},
+		{"priorities", keyedsem.WithPriorities(time.Second), []semaphore.AcquireOption{}, []semaphore.AcquireOption{semaphore.Priority(1)}},
+		{"sequence", keyedsem.WithSequenceOrder(), []semaphore.AcquireOption{semaphore.Sequence(5)}, []semaphore.AcquireOption{semaphore.Sequence(4)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, _ := newOrdered(t, c.opt, keyedsem.WithPerKeyCapacity(3))
-			p, err := s.AcquireN(bg, "k", 2)
+			p, err := s.Acquire(bg, "k", semaphore.Weight(2))
 			require.NoError(t, err)
 			heavy := goAcquireTurn(s, "k", 3, c.same)
 			waitForWaiters(s, 1)
 			light := goAcquireTurn(s, "k", 1, c.same)
 			waitForWaiters(s, 2)
-			_, ok := s.TryAcquireN("k", 1)
+			_, ok := s.TryAcquire("k")
 			assert.False(t, ok, "TryAcquire overtook a waiter")
 
 			ra := testkit.Recv(t, goAcquireTurn(s, "k", 1, c.aho), "a newcomer ahead of the heavy head that fits, granted at once")
@@ -221,22 +221,22 @@ func TestTurnRefusedWithoutItsOption(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		opts []keyedsem.Option
-		turn semaphore.Turn
+		turn []semaphore.AcquireOption
 		want string
 	}{
-		{"priority on FIFO", nil, semaphore.Turn{Priority: 1}, "WithPriorities"},
-		{"sequence on FIFO", nil, semaphore.Turn{Sequence: 1}, "WithSequenceOrder"},
-		{"group on FIFO", nil, semaphore.Turn{Group: "tenant"}, "fair share"},
-		{"priority on sequence", []keyedsem.Option{keyedsem.WithSequenceOrder()}, semaphore.Turn{Priority: -1}, "WithPriorities"},
-		{"sequence on priorities", []keyedsem.Option{keyedsem.WithPriorities(time.Second)}, semaphore.Turn{Sequence: 7}, "WithSequenceOrder"},
-		{"group on priorities", []keyedsem.Option{keyedsem.WithPriorities(time.Second)}, semaphore.Turn{Group: "g"}, "fair share"},
-		{"priority above the bound", []keyedsem.Option{keyedsem.WithPriorities(time.Second)}, semaphore.Turn{Priority: semaphore.MaxPriority + 1}, "MaxPriority"},
-		{"priority below the bound", []keyedsem.Option{keyedsem.WithPriorities(time.Second)}, semaphore.Turn{Priority: -semaphore.MaxPriority - 1}, "MaxPriority"},
+		{"priority on FIFO", nil, []semaphore.AcquireOption{semaphore.Priority(1)}, "WithPriorities"},
+		{"sequence on FIFO", nil, []semaphore.AcquireOption{semaphore.Sequence(1)}, "WithSequenceOrder"},
+		{"group on FIFO", nil, []semaphore.AcquireOption{semaphore.Group("tenant")}, "fair share"},
+		{"priority on sequence", []keyedsem.Option{keyedsem.WithSequenceOrder()}, []semaphore.AcquireOption{semaphore.Priority(-1)}, "WithPriorities"},
+		{"sequence on priorities", []keyedsem.Option{keyedsem.WithPriorities(time.Second)}, []semaphore.AcquireOption{semaphore.Sequence(7)}, "WithSequenceOrder"},
+		{"group on priorities", []keyedsem.Option{keyedsem.WithPriorities(time.Second)}, []semaphore.AcquireOption{semaphore.Group("g")}, "fair share"},
+		{"priority above the bound", []keyedsem.Option{keyedsem.WithPriorities(time.Second)}, []semaphore.AcquireOption{semaphore.Priority(semaphore.MaxPriority + 1)}, "MaxPriority"},
+		{"priority below the bound", []keyedsem.Option{keyedsem.WithPriorities(time.Second)}, []semaphore.AcquireOption{semaphore.Priority(-semaphore.MaxPriority - 1)}, "MaxPriority"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := keyedsem.New[string](c.opts...)
 			defer s.Close()
-			p, err := s.AcquireTurn(bg, "k", 1, c.turn)
+			p, err := s.Acquire(bg, "k", c.turn...)
 			require.ErrorIs(t, err, semaphore.ErrInvalidConfig)
 			assert.Contains(t, err.Error(), c.want)
 			assert.False(t, p.Valid())
@@ -247,14 +247,14 @@ func TestTurnRefusedWithoutItsOption(t *testing.T) {
 
 			ctx, cancel := context.WithCancel(bg)
 			cancel()
-			_, err = s.AcquireTurn(ctx, "k", 1, c.turn)
+			_, err = s.Acquire(ctx, "k", c.turn...)
 			assert.ErrorIs(t, err, context.Canceled, "an ended context comes before the refusal")
 		})
 	}
 	s := keyedsem.New[string](keyedsem.WithPriorities(time.Second))
 	defer s.Close()
 	for _, p := range []int{semaphore.MaxPriority, -semaphore.MaxPriority} {
-		pm, err := s.AcquireTurn(bg, "k", 1, semaphore.Turn{Priority: p})
+		pm, err := s.Acquire(bg, "k", semaphore.Priority(p))
 		require.NoError(t, err, "priority %d is within the bound", p)
 		pm.Release()
 	}
@@ -316,9 +316,9 @@ func TestAgedKeyIsOverflowSafe(t *testing.T) {
 	// End to end, with the largest step: saturated places still order.
 	s, _ := newOrdered(t, keyedsem.WithPriorities(time.Duration(math.MaxInt64)))
 	l := newLine(t, s, "k")
-	l.queue("lowest", semaphore.Turn{Priority: -semaphore.MaxPriority})
-	l.queue("zero", semaphore.Turn{})
-	l.queue("highest", semaphore.Turn{Priority: semaphore.MaxPriority})
+	l.queue("lowest", []semaphore.AcquireOption{semaphore.Priority(-semaphore.MaxPriority)})
+	l.queue("zero", []semaphore.AcquireOption{})
+	l.queue("highest", []semaphore.AcquireOption{semaphore.Priority(semaphore.MaxPriority)})
 	assert.Equal(t, []string{"highest", "zero", "lowest"}, l.order())
 }
 
@@ -334,10 +334,14 @@ func TestOrderedCancelRace(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		opt  keyedsem.Option
-		turn func(*rand.Rand) semaphore.Turn
+		turn func(*rand.Rand) []semaphore.AcquireOption
 	}{
-		{"priorities", keyedsem.WithPriorities(time.Microsecond), func(r *rand.Rand) semaphore.Turn { return semaphore.Turn{Priority: r.IntN(5) - 2} }},
-		{"sequence", keyedsem.WithSequenceOrder(), func(r *rand.Rand) semaphore.Turn { return semaphore.Turn{Sequence: r.Int64N(6)} }},
+		{"priorities", keyedsem.WithPriorities(time.Microsecond), func(r *rand.Rand) []semaphore.AcquireOption {
+			return []semaphore.AcquireOption{semaphore.Priority(r.IntN(5) - 2)}
+		}},
+		{"sequence", keyedsem.WithSequenceOrder(), func(r *rand.Rand) []semaphore.AcquireOption {
+			return []semaphore.AcquireOption{semaphore.Sequence(r.Int64N(6))}
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := keyedsem.New[string](c.opt, keyedsem.WithPerKeyCapacity(2))
@@ -345,7 +349,7 @@ func TestOrderedCancelRace(t *testing.T) {
 			rng := rand.New(rand.NewPCG(3, 4))
 			for round := range rounds {
 				const n = 8
-				hold, err := s.AcquireN(bg, "k", 2)
+				hold, err := s.Acquire(bg, "k", semaphore.Weight(2))
 				require.NoError(t, err)
 				var wg sync.WaitGroup
 				cancels := make([]context.CancelFunc, n)
@@ -356,7 +360,7 @@ func TestOrderedCancelRace(t *testing.T) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						p, err := s.AcquireTurn(ctx, "k", w, tn)
+						p, err := s.Acquire(ctx, "k", append(tn, semaphore.Weight(w))...)
 						if (err == nil) != p.Valid() || (err != nil && !errors.Is(err, context.Canceled)) {
 							t.Errorf("round %d: AcquireTurn = %v (valid %v)", round, err, p.Valid())
 						}

@@ -3,9 +3,9 @@ package keyedsem
 import (
 	"context"
 
+	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/internal/permit"
 	"github.com/sessionlane/lanes/internal/waitq"
-	"github.com/sessionlane/lanes/semaphore"
 )
 
 // line is the waitq.Owner of one entry's queue: the entry's state word and
@@ -94,7 +94,7 @@ func clearQueued[K comparable](e *entry[K]) {
 // wait queues the caller, who holds a reference on e but no permits, for n
 // permits of e: at the tail, or by t (nil: the zero Turn) if s orders its
 // keys' waiters (see turnKey).
-func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64, t *semaphore.Turn) (Permit, error) {
+func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64, t *call.Turn) (Permit, error) {
 	if s.barging { // it orders nothing: turnErr refused any Turn field
 		return s.waitBarging(ctx, e, n)
 	}
@@ -110,7 +110,7 @@ func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64, t *semaphore.
 // permit (the permits came free) or the error (the reference then
 // dropped) with a nil waiter. A Place (see Keyed.Join) is a waiter pushed
 // here whose await comes later.
-func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *semaphore.Turn) (*waitq.Waiter, Permit, error) {
+func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Turn) (*waitq.Waiter, Permit, error) {
 	var at int64
 	if s.order != 0 {
 		at = s.turnKey(t) // before the lock: it may read the clock

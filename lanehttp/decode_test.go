@@ -271,9 +271,9 @@ func TestDecodeValueAndBody(t *testing.T) {
 			_, otherOK = other.From(r.Context())
 			return key(r)
 		}
-		c.Options = func(r *http.Request) ([]lanequeue.AcquireOption, error) {
+		c.Options = func(r *http.Request) ([]semaphore.AcquireOption, error) {
 			optionsSaw, _ = f.dec.From(r.Context())
-			return []lanequeue.AcquireOption{lanequeue.WithGroup(optionsSaw)}, nil
+			return []semaphore.AcquireOption{semaphore.Group(optionsSaw)}, nil
 		}
 	})
 	for i, body := range []string{"thread-1:hello", "thread-2:a longer message"} {

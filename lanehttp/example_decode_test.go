@@ -60,9 +60,9 @@ func ExampleDecoder() {
 			}
 			return m.Thread, nil
 		},
-		Options: func(r *http.Request) ([]lanequeue.AcquireOption, error) {
+		Options: func(r *http.Request) ([]semaphore.AcquireOption, error) {
 			m, _ := dec.From(r.Context())
-			return []lanequeue.AcquireOption{lanequeue.WithSequence(m.N), lanequeue.WithGroup(m.Tenant)}, nil
+			return []semaphore.AcquireOption{semaphore.Sequence(m.N), semaphore.Group(m.Tenant)}, nil
 		},
 	}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m, _ := dec.From(r.Context())

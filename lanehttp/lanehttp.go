@@ -61,7 +61,7 @@
 // when its handler is called, so requests that race to the server join in
 // the order the server reads them; give the keyed lane
 // keyedsem.WithSequenceOrder and each request its number (Options
-// returning lanequeue.WithSequence) to serve a key's waiting requests in
+// returning semaphore.Sequence) to serve a key's waiting requests in
 // their clients' order instead.
 //
 // Cancellation: a request waits with its own context: a client that goes
@@ -156,10 +156,10 @@ type Config[K comparable] struct {
 	// every idle key's bytes for its idle timeout (see the package docs).
 	MaxKeyBytes int
 	// Options, if not nil, returns the request's acquire options: its
-	// weight (lanequeue.WithWeight, WithLaneWeight), priority
-	// (WithPriority), sequence number (WithSequence). An error answers 400
+	// weight (semaphore.Weight, lanequeue.LaneWeight), priority
+	// (semaphore.Priority), sequence number (semaphore.Sequence). An error answers 400
 	// Bad Request as Key's does.
-	Options func(*http.Request) ([]lanequeue.AcquireOption, error)
+	Options func(*http.Request) ([]semaphore.AcquireOption, error)
 	// Outcome, if not nil, maps the status of the handler's answer to the
 	// error the request's ticket is finished with ([lanequeue.Ticket.Finish]),
 	// which the observers of its lanes classify (an adaptive.Controller:
@@ -295,7 +295,7 @@ func Middleware[K comparable](cfg Config[K]) func(http.Handler) http.Handler {
 				return
 			}
 			key = ownKey(key)
-			var opts []lanequeue.AcquireOption
+			var opts []semaphore.AcquireOption
 			if cfg.Options != nil {
 				if opts, err = cfg.Options(r); err != nil {
 					cfg.answer(w, r, http.StatusBadRequest, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanehttp"
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // TestLoopbackUnderLoadRace (issue 15): a real server on loopback, 200
@@ -65,12 +66,12 @@ func TestLoopbackUnderLoadRace(t *testing.T) {
 	h := lanehttp.Handler(lanehttp.Config[string]{
 		Queue: q, Lanes: set,
 		Key: func(r *http.Request) (string, error) { return r.Header.Get("X-Key"), nil },
-		Options: func(r *http.Request) ([]lanequeue.AcquireOption, error) {
+		Options: func(r *http.Request) ([]semaphore.AcquireOption, error) {
 			seq, err := strconv.ParseInt(r.Header.Get("X-Seq"), 10, 64)
 			if err != nil {
 				return nil, err
 			}
-			return []lanequeue.AcquireOption{lanequeue.WithSequence(seq)}, nil
+			return []semaphore.AcquireOption{semaphore.Sequence(seq)}, nil
 		},
 	}, handler)
 

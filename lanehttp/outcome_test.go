@@ -17,6 +17,7 @@ import (
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/lanehttp"
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // TestAdaptiveLaneLearnsFromTheHandlersAnswers: behind the middleware, a
@@ -300,12 +301,12 @@ func TestBadRequestHidesTheError(t *testing.T) {
 	cfg := lanehttp.Config[string]{
 		Queue: f.q, Lanes: f.set,
 		Key: func(*http.Request) (string, error) { return "k", nil },
-		Options: func(r *http.Request) ([]lanequeue.AcquireOption, error) {
+		Options: func(r *http.Request) ([]semaphore.AcquireOption, error) {
 			seq, err := strconv.ParseInt(r.Header.Get("X-Seq"), 10, 64) // no X-Seq: invalid syntax
 			if err != nil {
 				return nil, err
 			}
-			return []lanequeue.AcquireOption{lanequeue.WithSequence(seq)}, nil
+			return []semaphore.AcquireOption{semaphore.Sequence(seq)}, nil
 		},
 	}
 	w := serve(lanehttp.Handler(cfg, http.NotFoundHandler()), request(context.Background(), "k"))

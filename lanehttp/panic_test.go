@@ -11,6 +11,7 @@ import (
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/lanehttp"
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // errBoom is what the user's functions panic with in these tests.
@@ -76,7 +77,7 @@ func TestUserFunctionPanicsHoldNothing(t *testing.T) {
 	t.Run("Options", func(t *testing.T) {
 		q, set := panicQueue(t, nil)
 		h := lanehttp.Handler(lanehttp.Config[string]{Queue: q, Lanes: set, Key: keyOK,
-			Options: func(*http.Request) ([]lanequeue.AcquireOption, error) { panic(errBoom) }}, reply)
+			Options: func(*http.Request) ([]semaphore.AcquireOption, error) { panic(errBoom) }}, reply)
 		panicsAndHoldsNothing(t, q, h, lanehttp.Handler(lanehttp.Config[string]{Queue: q, Lanes: set, Key: keyOK}, reply))
 	})
 	t.Run("Reject of a 400", func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sessionlane/lanes/lanehttp"
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // TestShrunkGlobalLaneIs503: a global lane whose capacity a limit controller shrank below a
@@ -24,8 +25,8 @@ func TestShrunkGlobalLaneIs503(t *testing.T) {
 	h := lanehttp.Handler(lanehttp.Config[string]{
 		Queue: q, Lanes: set,
 		Key: func(r *http.Request) (string, error) { return r.Header.Get("X-Key"), nil },
-		Options: func(*http.Request) ([]lanequeue.AcquireOption, error) {
-			return []lanequeue.AcquireOption{lanequeue.WithLaneWeight(lanequeue.GlobalLane, 3)}, nil
+		Options: func(*http.Request) ([]semaphore.AcquireOption, error) {
+			return []semaphore.AcquireOption{lanequeue.LaneWeight(lanequeue.GlobalLane, 3)}, nil
 		},
 	}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	s.SetCapacity(2) // what adaptive.Controller does on overload

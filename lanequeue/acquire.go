@@ -6,41 +6,34 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
-// AcquireOption changes how [Queue.AcquireAll], [Queue.TryAcquireAll] and
-// [Queue.Do] acquire. It is a small value, so passing options costs no
-// allocation.
-type AcquireOption struct {
-	lane string // "" for every lane; WithGroup: the group
-	n    int64  // the weight; WithPriority, WithSequence: the field
-	kind uint8  // optWeight, or the field of the Turn (see turn.go)
+// LaneWeight takes a weight of n on the named lane, whatever
+// [semaphore.Weight] says for the call's other lanes: for example a weight
+// of 4 on "global" for a big job, while its "session" lane, serial per
+// key, takes 1. Naming a lane that is not in the call's set is an error
+// ([ErrUnknownLane]). Given more than once for one lane, the last counts;
+// a LaneWeight wins over semaphore.Weight whatever their order.
+func LaneWeight(lane string, n int64) semaphore.AcquireOption {
+	return call.Make(call.KindWeight, lane, n)
 }
-
-// WithWeight takes a weight of n on every lane named (1 by default): n permits of
-// a global lane, n of a key's budget on a keyed lane, n tokens of a rate
-// lane. Big jobs take more of a shared budget than small ones. A weight
-// below 1 makes the call fail with [ErrInvalidWeight]; a weight above a
-// lane's MaxWeight with [ErrTooHeavy]. Given more than once, the last
-// WithWeight counts.
-func WithWeight(n int64) AcquireOption { return AcquireOption{n: n} }
-
-// WithLaneWeight takes a weight of n on the named lane, whatever [WithWeight]
-// says: for example a weight of 4 on "global" for a big job, while its
-// "session" lane, serial per key, takes 1. Naming a lane that is not in
-// the call's set is an error ([ErrUnknownLane]). Given more than once for
-// one lane, the last counts; a WithLaneWeight wins over WithWeight whatever
-// their order.
-func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{lane: lane, n: n} }
 
 // AcquireAll takes a permit on every lane of the set (see [Queue.Lanes]),
 // for key, and returns them together as a [Ticket] that the caller owns and
 // must release once.
 //
-// Where the call waits on a lane is the lane's order: FIFO, or by the
-// [WithPriority], [WithSequence] or [WithGroup] of the call on a lane
-// whose semaphore orders by that field (see [TurnLane]).
+// opts are per-call options (see [semaphore.AcquireOption]): a weight on
+// every lane ([semaphore.Weight], 1 by default: n permits of a global
+// lane, n of a key's budget on a keyed lane, n tokens of a rate lane) or on
+// one ([LaneWeight]), and the call's place in line on the lanes that order
+// by it: [semaphore.Priority] on a lane made with priorities,
+// [semaphore.Sequence] on a keyed lane made keyedsem.WithSequenceOrder,
+// [semaphore.Group] on a fair lane ([Queue.AddFairLane]) or a global lane
+// made semaphore.WithFairShare. A lane ignores a place it does not order
+// by (FIFO and rate lanes, lanes of other packages), so a call may name
+// lanes of every kind.
 //
 // Lanes are taken one at a time in the canonical order, whatever order
 // they were named in: keyed lanes, then global lanes, then rate lanes, each
@@ -55,12 +48,12 @@ func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{l
 // nothing: every permit taken so far is released, in reverse order, before
 // it returns. These errors come at once, before anything is taken:
 // [ErrNoLanes] for the zero LaneSet; an error wrapping [ErrUnknownLane] for
-// a set that another queue prepared, or a [WithLaneWeight] for a lane not
+// a set that another queue prepared, or a [LaneWeight] for a lane not
 // in the set; [ErrInvalidWeight] and [ErrTooHeavy] for a weight no lane
 // could grant (a weight above a lane's MaxWeight as a [*LaneError] naming
 // the lane, see LaneError; also [ErrTooHeavy] for a rate lane whose
 // limiter is spent and never refills); an error wrapping
-// [ErrInvalidConfig] for a [WithPriority] out of range; [ErrClosed] on a
+// [ErrInvalidConfig] for a [semaphore.Priority] out of range; [ErrClosed] on a
 // closed queue and [ErrDraining] on a draining one, unless ctx carries a
 // held ticket of the queue (nested work, see [Queue.Drain]);
 // [ErrNaNKey] for a key not equal to itself; [ErrReentrant] when ctx
@@ -101,7 +94,7 @@ func WithLaneWeight(lane string, n int64) AcquireOption { return AcquireOption{l
 // and the panic goes on to the caller (see the package doc).
 //
 // AcquireAll panics if ctx is nil.
-func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes LaneSet[K], opts ...AcquireOption) (*Ticket[K], error) {
+func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes LaneSet[K], opts ...semaphore.AcquireOption) (*Ticket[K], error) {
 	if ctx == nil {
 		panic("lanequeue: nil Context")
 	}
@@ -147,7 +140,7 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes LaneSet[K], opts
 // their waiters (the zero Turn: none). Code of the program that panics
 // (a hook, a lane's) does the same and counts the call out before the
 // panic goes on (see unwind).
-func (q *Queue[K]) acquireFrom(ctx context.Context, key K, g *grant[K], from int, turn semaphore.Turn) error {
+func (q *Queue[K]) acquireFrom(ctx context.Context, key K, g *grant[K], from int, turn call.Turn) error {
 	hs := g.held()
 	plain := g.plain
 	for i := from; i < plain; i++ {
@@ -198,7 +191,7 @@ func (q *Queue[K]) acquireFrom(ctx context.Context, key K, g *grant[K], from int
 // it panics, the call gives back what it holds before the panic goes on
 // (unwind). The defer is paid on this path only: a lane that grants at
 // once (acquireFrom's try) calls none of it.
-func (q *Queue[K]) waitOn(ctx context.Context, key K, g *grant[K], i int, turn semaphore.Turn) error {
+func (q *Queue[K]) waitOn(ctx context.Context, key K, g *grant[K], i int, turn call.Turn) error {
 	h := &g.held()[i]
 	taken, done := i, false // the lanes held: those before i, and i once granted
 	defer func() {
@@ -209,7 +202,7 @@ func (q *Queue[K]) waitOn(ctx context.Context, key K, g *grant[K], i int, turn s
 	since := q.waitFor(key, g, i)
 	var p semaphore.Permit
 	var err error
-	if turn != (semaphore.Turn{}) {
+	if turn != (call.Turn{}) {
 		p, err = h.e.acquireTurn(ctx, key, h.n, turn)
 	} else {
 		p, err = h.e.acquire(ctx, key, h.n)
@@ -281,7 +274,7 @@ func (q *Queue[K]) unwind(g *grant[K], taken int) {
 // It also returns false for every input that AcquireAll refuses at once
 // (the zero set or another queue's, bad weight, closed queue); use
 // [Queue.Check] to tell these apart.
-func (q *Queue[K]) TryAcquireAll(key K, lanes LaneSet[K], opts ...AcquireOption) (*Ticket[K], bool) {
+func (q *Queue[K]) TryAcquireAll(key K, lanes LaneSet[K], opts ...semaphore.AcquireOption) (*Ticket[K], bool) {
 	// Work on a grant on the stack, so that a try that fails (a scheduler
 	// polling busy keys) allocates nothing.
 	var g grant[K]
@@ -373,7 +366,7 @@ func (q *Queue[K]) tryTail(key K, g *grant[K], from int) bool {
 // which first tells fn's error and the time held to the observers of its
 // lanes ([Queue.ObserveLane]), such as an adaptive limit controller. A fn
 // that panics reports nothing.
-func (q *Queue[K]) Do(ctx context.Context, key K, lanes LaneSet[K], fn func(context.Context) error, opts ...AcquireOption) error {
+func (q *Queue[K]) Do(ctx context.Context, key K, lanes LaneSet[K], fn func(context.Context) error, opts ...semaphore.AcquireOption) error {
 	t, err := q.AcquireAll(ctx, key, lanes, opts...)
 	if err != nil {
 		return err
@@ -407,7 +400,7 @@ func (q *Queue[K]) Do(ctx context.Context, key K, lanes LaneSet[K], fn func(cont
 // lane's keyed semaphore (a walk over its keys), and a rate lane's
 // limiter. It is for diagnostics (why did TryAcquireAll say false?), not
 // for every call.
-func (q *Queue[K]) Check(lanes LaneSet[K], opts ...AcquireOption) error {
+func (q *Queue[K]) Check(lanes LaneSet[K], opts ...semaphore.AcquireOption) error {
 	var g grant[K]
 	if err := q.resolve(&g, lanes, opts); err != nil {
 		return err

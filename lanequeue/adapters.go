@@ -90,11 +90,11 @@ func (l *keyedLane[K]) Kind() Kind       { return Keyed }
 func (l *keyedLane[K]) MaxWeight() int64 { return l.s.PerKeyCapacity() }
 
 func (l *keyedLane[K]) Acquire(ctx context.Context, key K, n int64) (semaphore.Permit, error) {
-	return l.s.AcquireN(ctx, key, n)
+	return keyedAcquire(ctx, l.s, key, n)
 }
 
 func (l *keyedLane[K]) TryAcquire(key K, n int64) (semaphore.Permit, bool) {
-	return l.s.TryAcquireN(key, n)
+	return keyedTry(l.s, key, n)
 }
 
 func (l *keyedLane[K]) Stats() LaneStats {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // TestAcquireAllAllocationIsAmortized: AcquireAll and Release of up to
@@ -24,7 +25,7 @@ func TestAcquireAllAllocationIsAmortized(t *testing.T) {
 	lanes, err := q.Lanes("global", "session", "background", "tenant")
 	must(t, err)
 	acquireRelease := func() {
-		tk, err := q.AcquireAll(ctx, "thread-1", lanes, lanequeue.WithWeight(1))
+		tk, err := q.AcquireAll(ctx, "thread-1", lanes, semaphore.Weight(1))
 		if err != nil {
 			t.Fatal(err)
 		}

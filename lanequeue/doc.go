@@ -51,8 +51,8 @@
 //
 // Fairness: each lane serves its waiters in arrival order (the FIFO of
 // package semaphore, per key for keyed lanes), unless its semaphore was
-// built to order them by a call's [WithPriority], [WithSequence] or
-// [WithGroup]. A caller queues on one lane at a time; AcquireAll adds no
+// built to order them by a call's [semaphore.Priority], [semaphore.Sequence] or
+// [semaphore.Group]. A caller queues on one lane at a time; AcquireAll adds no
 // queue of its own.
 //
 // Keeping one key's messages in order: callers are served in the order
@@ -62,7 +62,7 @@
 // the lane serves whichever joins first (a trial with a goroutine per
 // message saw 82 to 408 of 1000 messages of one key handled out of order).
 // Give the keyed lane [keyedsem.WithSequenceOrder] (AddKeyedLane's
-// options) and each call its message's number with [WithSequence]: the
+// options) and each call its message's number with [semaphore.Sequence]: the
 // key's waiting callers are then served in ascending sequence, whichever
 // joined first, so message 2 runs before message 3 even when 3 reached the
 // server first. It reorders only the callers waiting at the same time: a
@@ -82,13 +82,13 @@
 // the ticket) or gives up ([Place.Leave]); see Example_webhook. The order
 // is that of the Join calls, so of the requests' arrival at the server;
 // or, on a keyed lane made keyedsem.WithSequenceOrder, that of the
-// messages' numbers: Join takes the call's [WithSequence] (and
-// [WithPriority], [WithGroup]) as AcquireAll does, so that message 2's
+// messages' numbers: Join takes the call's [semaphore.Sequence] (and
+// [semaphore.Priority], [semaphore.Group]) as AcquireAll does, so that message 2's
 // place goes ahead of message 3's when 3 reached the server first, as
 // long as both still stand in line. The lanes that Wait takes after the
 // keyed lane are given the options when Wait reaches them.
 //
-// Priorities: [WithPriority] serves a call ahead of lower ones on the
+// Priorities: [semaphore.Priority] serves a call ahead of lower ones on the
 // lanes built with priorities ([keyedsem.WithPriorities], and
 // semaphore.WithPriorities for global lanes), with aging, so that lower
 // priorities still run within the bound the option states (see
@@ -108,7 +108,7 @@
 // Instead, give each lane the order for its own question: priorities on
 // the keyed lane (keyedsem.WithPriorities: a key's waiting calls by
 // priority) and fair share on the global lane (tenants' shares of the
-// shared budget, with [WithGroup]); or choose the one order that matters
+// shared budget, with [semaphore.Group]); or choose the one order that matters
 // on the lane that is the bottleneck.
 //
 // Keys: any comparable type. A key that is not equal to itself (a float

@@ -84,7 +84,7 @@ func Example_cronYieldsToUsers() {
 	submit := func(thread, what string, priority int) {
 		want, queued := waiting()+1, minute()
 		go func() {
-			t, err := q.AcquireAll(context.Background(), thread, lanes, lanequeue.WithPriority(priority))
+			t, err := q.AcquireAll(context.Background(), thread, lanes, semaphore.Priority(priority))
 			if err != nil {
 				panic(err)
 			}
@@ -95,7 +95,7 @@ func Example_cronYieldsToUsers() {
 		}
 	}
 
-	t, err := q.AcquireAll(context.Background(), "alice", lanes, lanequeue.WithPriority(userTurn))
+	t, err := q.AcquireAll(context.Background(), "alice", lanes, semaphore.Priority(userTurn))
 	if err != nil {
 		panic(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // testQueue builds a queue with a session lane, a global lane of the given
@@ -57,7 +58,7 @@ func assertNothingHeld(t *testing.T, q *lanequeue.Queue[string]) {
 
 // acquireAsync runs AcquireAll in a goroutine; the result arrives on the
 // channel.
-func acquireAsync(ctx context.Context, q *lanequeue.Queue[string], key string, lanes []string, opts ...lanequeue.AcquireOption) <-chan acquireResult {
+func acquireAsync(ctx context.Context, q *lanequeue.Queue[string], key string, lanes []string, opts ...semaphore.AcquireOption) <-chan acquireResult {
 	ch := make(chan acquireResult, 1)
 	go func() {
 		tk, err := acquireAll(q, ctx, key, lanes, opts...)

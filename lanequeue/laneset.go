@@ -3,6 +3,9 @@ package lanequeue
 import (
 	"fmt"
 	"strings"
+
+	"github.com/sessionlane/lanes/internal/call"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // LaneSet is a list of lanes of one [Queue], resolved once by
@@ -118,7 +121,7 @@ func (ls LaneSet[K]) String() string {
 // of another queue, a closed queue, a weight no lane could grant. It takes
 // nothing, and allocates only for a set of more than inlineLanes lanes, or
 // on error.
-func (q *Queue[K]) resolve(g *grant[K], ls LaneSet[K], opts []AcquireOption) error {
+func (q *Queue[K]) resolve(g *grant[K], ls LaneSet[K], opts []semaphore.AcquireOption) error {
 	s := ls.s
 	if s == nil {
 		return ErrNoLanes
@@ -133,9 +136,9 @@ func (q *Queue[K]) resolve(g *grant[K], ls LaneSet[K], opts []AcquireOption) err
 	laneWeights := false
 	for _, o := range opts {
 		switch {
-		case o.kind != optWeight: // a field of the call's Turn: see turnOf
-		case o.lane == "":
-			w = o.n
+		case o.Kind() != call.KindWeight: // the call's place in line: see turnOf
+		case o.Lane() == "":
+			w = o.N()
 		default:
 			laneWeights = true
 		}
@@ -171,21 +174,21 @@ func (q *Queue[K]) resolve(g *grant[K], ls LaneSet[K], opts []AcquireOption) err
 	return nil
 }
 
-// applyLaneWeights sets the weights of WithLaneWeight and checks every
-// lane's weight.
-func applyLaneWeights[K comparable](hs []held[K], opts []AcquireOption) error {
+// applyLaneWeights sets the weights of LaneWeight and checks every lane's
+// weight.
+func applyLaneWeights[K comparable](hs []held[K], opts []semaphore.AcquireOption) error {
 	for _, o := range opts {
-		if o.lane == "" || o.kind != optWeight {
+		if o.Lane() == "" || o.Kind() != call.KindWeight {
 			continue
 		}
 		found := false
 		for i := range hs {
-			if hs[i].e.name == o.lane {
-				hs[i].n, found = o.n, true
+			if hs[i].e.name == o.Lane() {
+				hs[i].n, found = o.N(), true
 			}
 		}
 		if !found {
-			return fmt.Errorf("%w: %q has a weight but is not in the set", ErrUnknownLane, o.lane)
+			return fmt.Errorf("%w: %q has a weight but is not in the set", ErrUnknownLane, o.Lane())
 		}
 	}
 	return checkWeights(hs)

@@ -29,7 +29,7 @@ func TestLaneSetCalls(t *testing.T) {
 	}
 	ctx := context.Background()
 	for i := range 3 {
-		tk, err := q.AcquireAll(ctx, "chat-1", ls, lanequeue.WithLaneWeight("global", 2))
+		tk, err := q.AcquireAll(ctx, "chat-1", ls, lanequeue.LaneWeight("global", 2))
 		must(t, err)
 		if w, ok := tk.LaneWeight("global"); !ok || w != 2 || !slices.Equal(tk.Lanes(), []string{"session", "global"}) {
 			t.Fatalf("round %d: ticket lanes %v, global weight %d %v", i, tk.Lanes(), w, ok)
@@ -55,14 +55,14 @@ func TestLaneSetCalls(t *testing.T) {
 	if !ran {
 		t.Fatal("Do did not run fn")
 	}
-	must(t, q.Check(ls, lanequeue.WithWeight(1)))
-	if err := q.Check(ls, lanequeue.WithWeight(5)); !errors.Is(err, lanequeue.ErrTooHeavy) {
+	must(t, q.Check(ls, semaphore.Weight(1)))
+	if err := q.Check(ls, semaphore.Weight(5)); !errors.Is(err, lanequeue.ErrTooHeavy) {
 		t.Fatalf("Check of weight 5 on capacity 4 = %v; want ErrTooHeavy", err)
 	}
-	if err := q.Check(ls, lanequeue.WithWeight(0)); !errors.Is(err, lanequeue.ErrInvalidWeight) {
+	if err := q.Check(ls, semaphore.Weight(0)); !errors.Is(err, lanequeue.ErrInvalidWeight) {
 		t.Fatalf("Check of weight 0 = %v; want ErrInvalidWeight", err)
 	}
-	if err := q.Check(ls, lanequeue.WithLaneWeight("rate", 1)); !errors.Is(err, lanequeue.ErrUnknownLane) {
+	if err := q.Check(ls, lanequeue.LaneWeight("rate", 1)); !errors.Is(err, lanequeue.ErrUnknownLane) {
 		t.Fatalf("Check with a weight for a lane not in the set = %v; want ErrUnknownLane", err)
 	}
 	assertNothingHeld(t, q)

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // The tests of the acquiring calls name their lanes inline, as lists of
@@ -12,7 +13,7 @@ import (
 // list, a closed queue) is the call's error. Programs prepare their sets
 // once instead (see Queue.Lanes); laneset_test.go tests that path.
 
-func acquireAll[K comparable](q *lanequeue.Queue[K], ctx context.Context, key K, names []string, opts ...lanequeue.AcquireOption) (*lanequeue.Ticket[K], error) {
+func acquireAll[K comparable](q *lanequeue.Queue[K], ctx context.Context, key K, names []string, opts ...semaphore.AcquireOption) (*lanequeue.Ticket[K], error) {
 	ls, err := q.Lanes(names...)
 	if err != nil {
 		return nil, err
@@ -20,7 +21,7 @@ func acquireAll[K comparable](q *lanequeue.Queue[K], ctx context.Context, key K,
 	return q.AcquireAll(ctx, key, ls, opts...)
 }
 
-func tryAcquireAll[K comparable](q *lanequeue.Queue[K], key K, names []string, opts ...lanequeue.AcquireOption) (*lanequeue.Ticket[K], bool) {
+func tryAcquireAll[K comparable](q *lanequeue.Queue[K], key K, names []string, opts ...semaphore.AcquireOption) (*lanequeue.Ticket[K], bool) {
 	ls, err := q.Lanes(names...)
 	if err != nil {
 		return nil, false
@@ -28,7 +29,7 @@ func tryAcquireAll[K comparable](q *lanequeue.Queue[K], key K, names []string, o
 	return q.TryAcquireAll(key, ls, opts...)
 }
 
-func doAll[K comparable](q *lanequeue.Queue[K], ctx context.Context, key K, names []string, fn func(context.Context) error, opts ...lanequeue.AcquireOption) error {
+func doAll[K comparable](q *lanequeue.Queue[K], ctx context.Context, key K, names []string, fn func(context.Context) error, opts ...semaphore.AcquireOption) error {
 	ls, err := q.Lanes(names...)
 	if err != nil {
 		return err
@@ -36,7 +37,7 @@ func doAll[K comparable](q *lanequeue.Queue[K], ctx context.Context, key K, name
 	return q.Do(ctx, key, ls, fn, opts...)
 }
 
-func check[K comparable](q *lanequeue.Queue[K], names []string, opts ...lanequeue.AcquireOption) error {
+func check[K comparable](q *lanequeue.Queue[K], names []string, opts ...semaphore.AcquireOption) error {
 	ls, err := q.Lanes(names...)
 	if err != nil {
 		return err

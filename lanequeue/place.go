@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -52,9 +53,9 @@ type Place[K comparable] struct {
 	group string
 }
 
-// turn returns the Turn that Join's options built.
-func (p *Place[K]) turn() semaphore.Turn {
-	return semaphore.Turn{Priority: int(p.prio), Sequence: p.seq, Group: p.group}
+// turn returns the place in line that Join's options gave.
+func (p *Place[K]) turn() call.Turn {
+	return call.Turn{Priority: int(p.prio), Sequence: p.seq, Group: p.group}
 }
 
 // Join takes a place for key in the line of the set's first keyed lane
@@ -64,12 +65,11 @@ func (p *Place[K]) turn() semaphore.Turn {
 // order of their Waits (with a per-key capacity of 1 their tickets are
 // granted in that order), or by the keyed lane's own order (below).
 //
-// The call's [WithPriority], [WithSequence] and [WithGroup] place it as
-// they place AcquireAll's, each lane taking the fields its semaphore
+// The call's options place it as they place AcquireAll's, each lane taking the fields its semaphore
 // orders by and ignoring the others. On the keyed lane the place is taken
 // at Join where they put it: on a session lane made
 // [keyedsem.WithSequenceOrder] a thread's places are served in ascending
-// WithSequence while they stand in line, whatever order their Joins came
+// semaphore.Sequence while they stand in line, whatever order their Joins came
 // in (so a webhook gives each message its sequence number and messages
 // that reach the server out of order are handled in order); on one made
 // [keyedsem.WithPriorities] by priority, aging from the Join. The lanes
@@ -101,7 +101,7 @@ func (p *Place[K]) turn() semaphore.Turn {
 // re-entry check (see [WithTicket]) is made by Wait, whose context
 // carries the tickets. Join allocates the Place (one allocation, with
 // room for the lanes of a ticket).
-func (q *Queue[K]) Join(key K, lanes LaneSet[K], opts ...AcquireOption) (*Place[K], error) {
+func (q *Queue[K]) Join(key K, lanes LaneSet[K], opts ...semaphore.AcquireOption) (*Place[K], error) {
 	pl := &Place[K]{q: q, key: key}
 	if err := q.resolve(&pl.g, lanes, opts); err != nil {
 		return nil, keyedErr(err, key)
@@ -125,10 +125,11 @@ func (q *Queue[K]) Join(key K, lanes LaneSet[K], opts ...AcquireOption) (*Place[
 		return nil, err
 	}
 	var kp keyedsem.Place[K]
-	if s := h.e.keyed; turn == (semaphore.Turn{}) {
-		kp, err = s.Join(key, h.n)
+	if s := h.e.keyed; turn == (call.Turn{}) {
+		kp, err = s.Join(key, semaphore.Weight(h.n))
 	} else {
-		kp, err = s.JoinTurn(key, h.n, s.Honoured(turn))
+		o := placeOpts(turn)
+		kp, err = s.Join(key, o[0], o[1], o[2], o[3], semaphore.Weight(h.n))
 	}
 	if err != nil {
 		q.leave()

@@ -32,7 +32,7 @@ func placeWait(t *testing.T, pl *lanequeue.Place[string], what string) *lanequeu
 	return testkit.Await(t, what, pl.Wait)
 }
 
-func join(t *testing.T, q *lanequeue.Queue[string], key string, ls lanequeue.LaneSet[string], opts ...lanequeue.AcquireOption) *lanequeue.Place[string] {
+func join(t *testing.T, q *lanequeue.Queue[string], key string, ls lanequeue.LaneSet[string], opts ...semaphore.AcquireOption) *lanequeue.Place[string] {
 	t.Helper()
 	// Join must not wait: run it on its own goroutine with a deadline, so
 	// that one that blocks (taking a lane it should leave for Wait) fails
@@ -187,7 +187,7 @@ func TestPlaceJoinRefusals(t *testing.T) {
 		t.Fatalf("Join with a foreign keyed lane first: %v; want ErrNoSemaphore naming the lane", err)
 	}
 	chat := chatLanes(t, q)
-	if _, err := q.Join("k", chat, lanequeue.WithWeight(2)); !errors.Is(err, lanequeue.ErrTooHeavy) {
+	if _, err := q.Join("k", chat, semaphore.Weight(2)); !errors.Is(err, lanequeue.ErrTooHeavy) {
 		t.Fatalf("Join of weight 2 on a per-key capacity of 1: %v; want ErrTooHeavy", err)
 	}
 	if _, err := q.Join("k", lanequeue.LaneSet[string]{}); !errors.Is(err, lanequeue.ErrNoLanes) {

@@ -61,13 +61,13 @@ func TestPlaceJoinInSequence(t *testing.T) {
 	must(t, q.AddKeyedLane("session", keyedsem.WithSequenceOrder()))
 	must(t, q.AddGlobalLane("global", 8))
 	chat := chatLanes(t, q)
-	running, err := q.AcquireAll(context.Background(), "thread-1", chat, lanequeue.WithSequence(1))
+	running, err := q.AcquireAll(context.Background(), "thread-1", chat, semaphore.Sequence(1))
 	must(t, err)
 	var labels []string
 	var places []*lanequeue.Place[string]
 	for _, seq := range []int64{4, 2, 5, 3} {
 		labels = append(labels, fmt.Sprint(seq))
-		places = append(places, join(t, q, "thread-1", chat, lanequeue.WithSequence(seq)))
+		places = append(places, join(t, q, "thread-1", chat, semaphore.Sequence(seq)))
 	}
 	if st := laneStats(t, q, "session"); st.Waiters != 4 {
 		t.Fatalf("session lane: %d waiters; want the 4 places", st.Waiters)
@@ -90,7 +90,7 @@ func TestPlaceTurnReachesTheLanesWaitTakes(t *testing.T) {
 	// Their threads are free: both places hold their session lane at once
 	// and their Waits queue on the global lane, plain first.
 	plain := join(t, q, "thread-a", chat)
-	urgent := join(t, q, "thread-b", chat, lanequeue.WithPriority(2))
+	urgent := join(t, q, "thread-b", chat, semaphore.Priority(2))
 	onGlobal := func(i int) bool { return laneStats(t, q, "global").Waiters == i+1 }
 	got := waitPlaces(t, func() { running.Release() }, []string{"plain", "urgent"}, []*lanequeue.Place[string]{plain, urgent}, onGlobal)
 	if fmt.Sprint(got) != "[urgent plain]" {
@@ -110,7 +110,7 @@ func TestPlaceTurnReachesTheLanesWaitTakes(t *testing.T) {
 	for _, key := range []string{"a/1", "a/2"} {
 		places = append(places, join(t, fq, key, fchat))
 	}
-	places = append(places, join(t, fq, "a/3", fchat, lanequeue.WithGroup("b")))
+	places = append(places, join(t, fq, "a/3", fchat, semaphore.Group("b")))
 	onFair := func(i int) bool { return laneStats(t, fq, "global").Waiters == i+1 }
 	got = waitPlaces(t, func() { hold.Release() }, []string{"a/1", "a/2", "a/3 as b"}, places, onFair)
 	if fmt.Sprint(got) != "[a/1 a/3 as b a/2]" {
@@ -132,16 +132,16 @@ func TestPlaceTurnOwnership(t *testing.T) {
 	chat := chatLanes(t, q)
 	running, err := q.AcquireAll(context.Background(), "thread", chat)
 	must(t, err)
-	three := join(t, q, "thread", chat, lanequeue.WithSequence(3))
-	one := join(t, q, "thread", chat, lanequeue.WithSequence(1))
-	two := join(t, q, "thread", chat, lanequeue.WithSequence(2))
+	three := join(t, q, "thread", chat, semaphore.Sequence(3))
+	one := join(t, q, "thread", chat, semaphore.Sequence(1))
+	two := join(t, q, "thread", chat, semaphore.Sequence(2))
 	one.Leave()
 	one.Leave()
 	if _, err := one.Wait(context.Background()); !errors.Is(err, lanequeue.ErrPlaceUsed) {
 		t.Fatalf("Wait after Leave: %v; want ErrPlaceUsed", err)
 	}
 	for _, p := range []int{semaphore.MaxPriority + 1, -semaphore.MaxPriority - 1} {
-		if _, err := q.Join("thread", chat, lanequeue.WithPriority(p)); !errors.Is(err, lanequeue.ErrInvalidConfig) {
+		if _, err := q.Join("thread", chat, semaphore.Priority(p)); !errors.Is(err, lanequeue.ErrInvalidConfig) {
 			t.Fatalf("Join(WithPriority(%d)): %v; want ErrInvalidConfig", p, err)
 		}
 	}
@@ -156,8 +156,8 @@ func TestPlaceTurnOwnership(t *testing.T) {
 	fchat := chatLanes(t, fifo)
 	running, err = fifo.AcquireAll(context.Background(), "thread", fchat)
 	must(t, err)
-	later := join(t, fifo, "thread", fchat, lanequeue.WithSequence(9), lanequeue.WithPriority(3))
-	sooner := join(t, fifo, "thread", fchat, lanequeue.WithSequence(1), lanequeue.WithGroup("g"))
+	later := join(t, fifo, "thread", fchat, semaphore.Sequence(9), semaphore.Priority(3))
+	sooner := join(t, fifo, "thread", fchat, semaphore.Sequence(1), semaphore.Group("g"))
 	if got := fmt.Sprint(waitPlaces(t, func() { running.Release() }, []string{"sooner", "later"}, []*lanequeue.Place[string]{sooner, later}, nil)); got != "[later sooner]" {
 		t.Fatalf("places on FIFO lanes granted %s; want the order joined, [later sooner]", got)
 	}
@@ -192,7 +192,7 @@ func TestPlaceTurnQueueRace(t *testing.T) {
 		defer gate.Release()
 		for _, m := range rng.Perm(4) {
 			seq := int64(m + 1)
-			pl, err := q.Join(key, chat, lanequeue.WithSequence(seq))
+			pl, err := q.Join(key, chat, semaphore.Sequence(seq))
 			if err != nil {
 				return err
 			}
@@ -216,7 +216,7 @@ func TestPlaceTurnAllocatesNoMore(t *testing.T) {
 	ctx := context.Background()
 	holder, err := q.AcquireAll(ctx, "thread", chat)
 	must(t, err)
-	run := func(opts ...lanequeue.AcquireOption) float64 {
+	run := func(opts ...semaphore.AcquireOption) float64 {
 		return testing.AllocsPerRun(640, func() {
 			pl, err := q.Join("thread", chat, opts...)
 			if err != nil {
@@ -231,7 +231,7 @@ func TestPlaceTurnAllocatesNoMore(t *testing.T) {
 		})
 	}
 	plain := run()
-	turned := run(lanequeue.WithSequence(7), lanequeue.WithPriority(1), lanequeue.WithGroup("g"))
+	turned := run(semaphore.Sequence(7), semaphore.Priority(1), semaphore.Group("g"))
 	holder.Release()
 	if turned != plain || plain > 1 {
 		t.Fatalf("Join in line+Wait+Release: %.2f allocs with turn options, %.2f without; want the same, at most the Place", turned, plain)

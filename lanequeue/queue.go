@@ -82,7 +82,7 @@ var (
 	ErrDuplicateLane = errors.New("lanequeue: duplicate lane")
 	// ErrUnknownLane is returned by [Queue.Lanes] for a name the queue has
 	// no lane for, and by AcquireAll for a [LaneSet] of another queue or a
-	// [WithLaneWeight] for a lane not in the set.
+	// [LaneWeight] for a lane not in the set.
 	ErrUnknownLane = errors.New("lanequeue: unknown lane")
 	// ErrNoLanes is returned by [Queue.Lanes] for no names, and by
 	// AcquireAll for the zero [LaneSet].
@@ -206,10 +206,27 @@ func (e *laneEntry[K]) bind() {
 	}
 }
 
+// keyedAcquire takes n of key's permits of s: with no option for the
+// common weight of 1, the keyed semaphore's fastest call.
+func keyedAcquire[K comparable](ctx context.Context, s *keyedsem.Keyed[K], key K, n int64) (semaphore.Permit, error) {
+	if n == 1 {
+		return s.Acquire(ctx, key)
+	}
+	return s.Acquire(ctx, key, semaphore.Weight(n))
+}
+
+// keyedTry is keyedAcquire's TryAcquire.
+func keyedTry[K comparable](s *keyedsem.Keyed[K], key K, n int64) (semaphore.Permit, bool) {
+	if n == 1 {
+		return s.TryAcquire(key)
+	}
+	return s.TryAcquire(key, semaphore.Weight(n))
+}
+
 // acquire is e.lane.Acquire.
 func (e *laneEntry[K]) acquire(ctx context.Context, key K, n int64) (semaphore.Permit, error) {
 	if s := e.keyed; s != nil {
-		return s.AcquireN(ctx, key, n)
+		return keyedAcquire(ctx, s, key, n)
 	}
 	if s := e.global; s != nil {
 		return s.Acquire(ctx, n)
@@ -220,7 +237,7 @@ func (e *laneEntry[K]) acquire(ctx context.Context, key K, n int64) (semaphore.P
 // tryAcquire is e.lane.TryAcquire.
 func (e *laneEntry[K]) tryAcquire(key K, n int64) (semaphore.Permit, bool) {
 	if s := e.keyed; s != nil {
-		return s.TryAcquireN(key, n)
+		return keyedTry(s, key, n)
 	}
 	if s := e.global; s != nil {
 		return s.TryAcquire(n)

@@ -16,24 +16,24 @@ import (
 // not wait, although the global lane is full (a valid call would block).
 func TestBadInputFailsAtOnce(t *testing.T) {
 	q := testQueue(t, 2)
-	full, err := acquireAll(q, context.Background(), "holder", []string{"global"}, lanequeue.WithWeight(2))
+	full, err := acquireAll(q, context.Background(), "holder", []string{"global"}, semaphore.Weight(2))
 	must(t, err)
 	for _, c := range []struct {
 		name  string
 		lanes []string
-		opts  []lanequeue.AcquireOption
+		opts  []semaphore.AcquireOption
 		want  error
 	}{
 		{"unknown lane", []string{"session", "global", "nope"}, nil, lanequeue.ErrUnknownLane},
 		{"nil list", nil, nil, lanequeue.ErrNoLanes},
 		{"empty list", []string{}, nil, lanequeue.ErrNoLanes},
 		{"lane named twice", []string{"global", "session", "global"}, nil, lanequeue.ErrDuplicateLane},
-		{"weight above capacity", []string{"session", "global"}, []lanequeue.AcquireOption{lanequeue.WithWeight(3)}, lanequeue.ErrTooHeavy},
-		{"weight above per-key capacity", []string{"session"}, []lanequeue.AcquireOption{lanequeue.WithWeight(2)}, lanequeue.ErrTooHeavy},
-		{"weight above burst", []string{"rate"}, []lanequeue.AcquireOption{lanequeue.WithWeight(2)}, lanequeue.ErrTooHeavy},
-		{"lane weight above capacity", []string{"session", "global"}, []lanequeue.AcquireOption{lanequeue.WithLaneWeight("global", 3)}, lanequeue.ErrTooHeavy},
-		{"zero weight", []string{"session", "global"}, []lanequeue.AcquireOption{lanequeue.WithWeight(0)}, lanequeue.ErrInvalidWeight},
-		{"weight for a lane not named", []string{"session"}, []lanequeue.AcquireOption{lanequeue.WithLaneWeight("global", 1)}, lanequeue.ErrUnknownLane},
+		{"weight above capacity", []string{"session", "global"}, []semaphore.AcquireOption{semaphore.Weight(3)}, lanequeue.ErrTooHeavy},
+		{"weight above per-key capacity", []string{"session"}, []semaphore.AcquireOption{semaphore.Weight(2)}, lanequeue.ErrTooHeavy},
+		{"weight above burst", []string{"rate"}, []semaphore.AcquireOption{semaphore.Weight(2)}, lanequeue.ErrTooHeavy},
+		{"lane weight above capacity", []string{"session", "global"}, []semaphore.AcquireOption{lanequeue.LaneWeight("global", 3)}, lanequeue.ErrTooHeavy},
+		{"zero weight", []string{"session", "global"}, []semaphore.AcquireOption{semaphore.Weight(0)}, lanequeue.ErrInvalidWeight},
+		{"weight for a lane not named", []string{"session"}, []semaphore.AcquireOption{lanequeue.LaneWeight("global", 1)}, lanequeue.ErrUnknownLane},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := receive(t, acquireAsync(context.Background(), q, "k", c.lanes, c.opts...))

@@ -28,7 +28,7 @@ func TestGlobalSemaphoreResize(t *testing.T) {
 	// capacity.
 	lanes, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
 	must(t, err)
-	big := lanequeue.WithLaneWeight(lanequeue.GlobalLane, lanequeue.DefaultGlobalCapacity+4)
+	big := lanequeue.LaneWeight(lanequeue.GlobalLane, lanequeue.DefaultGlobalCapacity+4)
 	if err := q.Check(lanes, big); !errors.Is(err, lanequeue.ErrTooHeavy) {
 		t.Fatalf("Check of weight %d on capacity %d = %v; want ErrTooHeavy", lanequeue.DefaultGlobalCapacity+4, lanequeue.DefaultGlobalCapacity, err)
 	}
@@ -52,10 +52,10 @@ func TestGlobalSemaphoreResize(t *testing.T) {
 	tk.Release()
 
 	s.SetCapacity(1)
-	if err := q.Check(lanes, lanequeue.WithWeight(2)); !errors.Is(err, lanequeue.ErrTooHeavy) {
+	if err := q.Check(lanes, semaphore.Weight(2)); !errors.Is(err, lanequeue.ErrTooHeavy) {
 		t.Fatalf("Check of weight 2 after shrinking the lane to 1 = %v; want ErrTooHeavy", err)
 	}
-	if _, err := q.AcquireAll(context.Background(), "a", lanes, lanequeue.WithLaneWeight(lanequeue.GlobalLane, 2)); !errors.Is(err, lanequeue.ErrTooHeavy) {
+	if _, err := q.AcquireAll(context.Background(), "a", lanes, lanequeue.LaneWeight(lanequeue.GlobalLane, 2)); !errors.Is(err, lanequeue.ErrTooHeavy) {
 		t.Fatalf("AcquireAll of weight 2 on capacity 1 = %v; want ErrTooHeavy", err)
 	}
 	holder, err := q.AcquireAll(context.Background(), "a", lanes)

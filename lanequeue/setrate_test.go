@@ -9,6 +9,7 @@ import (
 
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // TestSetRate (issue 15: every lane a queue makes can be reached): a rate
@@ -24,7 +25,7 @@ func TestSetRate(t *testing.T) {
 	set, err := q.Lanes("rps")
 	must(t, err)
 	try := func(n int64) bool {
-		tk, ok := q.TryAcquireAll("k", set, lanequeue.WithWeight(n))
+		tk, ok := q.TryAcquireAll("k", set, semaphore.Weight(n))
 		tk.Release()
 		return ok
 	}
@@ -42,14 +43,14 @@ func TestSetRate(t *testing.T) {
 		t.Fatal("the token due at the new rate was not granted")
 	}
 	fake.Advance(time.Second) // the bucket fills to the new burst
-	if err := q.Check(set, lanequeue.WithWeight(4)); !errors.Is(err, lanequeue.ErrTooHeavy) {
+	if err := q.Check(set, semaphore.Weight(4)); !errors.Is(err, lanequeue.ErrTooHeavy) {
 		t.Fatalf("Check of 4 tokens on a burst of 3 = %v; want ErrTooHeavy", err)
 	}
 	if !try(3) {
 		t.Fatal("3 tokens on a full bucket of the new burst were not granted")
 	}
 	must(t, q.SetRate("rps", 10, 1))
-	if err := q.Check(set, lanequeue.WithWeight(2)); !errors.Is(err, lanequeue.ErrTooHeavy) {
+	if err := q.Check(set, semaphore.Weight(2)); !errors.Is(err, lanequeue.ErrTooHeavy) {
 		t.Fatalf("Check of 2 tokens after the burst shrank to 1 = %v; want ErrTooHeavy", err)
 	}
 	if st := laneStats(t, q, "rps"); st.Capacity != 1 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -21,8 +22,8 @@ import (
 // keys, and in FIFO order they would take every global permit from a
 // tenant with 5. On a fair lane the two take turns.
 //
-// A call's tenant is tenant(key), or the group of the call's WithGroup
-// option when that is not empty (WithGroup("") leaves the tenant to the
+// A call's tenant is tenant(key), or the group of the call's semaphore.Group
+// option when that is not empty (semaphore.Group("") leaves the tenant to the
 // function); nil tenant puts every call in the group "" unless it gives a
 // group. Over any stretch of time during which two tenants both have
 // callers waiting on the lane, their grants are in the proportion of
@@ -72,7 +73,7 @@ func (q *Queue[K]) AddFairLane(name string, capacity int64, tenant func(K) strin
 }
 
 // NewFairLane returns a [Global] lane over s whose callers wait in the
-// group tenant(key), or the group of their WithGroup option (see
+// group tenant(key), or the group of their semaphore.Group option (see
 // [Queue.AddFairLane]). s must be made with [semaphore.WithFairShare]:
 // on another semaphore a call with a non-empty group fails with an error
 // matching [ErrInvalidConfig] that names WithFairShare. The lane's Close
@@ -102,17 +103,17 @@ func (l *fairLane[K]) group(key K) string {
 }
 
 func (l *fairLane[K]) Acquire(ctx context.Context, key K, n int64) (semaphore.Permit, error) {
-	return l.s.AcquireTurn(ctx, n, semaphore.Turn{Group: l.group(key)})
+	return l.s.Acquire(ctx, n, semaphore.Group(l.group(key)))
 }
 
-// AcquireTurn is the lane's side of the queue's acquire options: the
+// acquireTurn is the lane's side of the queue's acquire options: the
 // call's group, if it gives one, else the key's tenant.
-func (l *fairLane[K]) AcquireTurn(ctx context.Context, key K, n int64, t semaphore.Turn) (semaphore.Permit, error) {
+func (l *fairLane[K]) acquireTurn(ctx context.Context, key K, n int64, t call.Turn) (semaphore.Permit, error) {
 	// A fair lane orders by group alone (fair share excludes the other
 	// ordering options), so the call's other fields are not its concern.
 	g := t.Group
 	if g == "" {
 		g = l.group(key)
 	}
-	return l.s.AcquireTurn(ctx, n, semaphore.Turn{Group: g})
+	return l.s.Acquire(ctx, n, semaphore.Group(g))
 }

@@ -141,7 +141,7 @@ func TestFairLaneSmallTenantNotStarved(t *testing.T) {
 		} else {
 			must(t, q.AddGlobalLane("global", 10))
 		}
-		all, err := acquireAll(q, context.Background(), "ops/hold", []string{"global"}, lanequeue.WithWeight(10))
+		all, err := acquireAll(q, context.Background(), "ops/hold", []string{"global"}, semaphore.Weight(10))
 		must(t, err)
 		var keys []string
 		for i := range 500 {
@@ -182,51 +182,58 @@ func TestFairLaneSmallTenantNotStarved(t *testing.T) {
 	}
 }
 
-// A fair lane's AcquireTurn takes the call's group when it gives one,
-// the key's tenant otherwise; its Acquire, the key's tenant.
+// A fair lane in a queue takes the call's semaphore.Group when it gives
+// one, the key's tenant otherwise; its own Acquire, the key's tenant.
 func TestFairLaneGroupOfACall(t *testing.T) {
 	s := semaphore.New(1, semaphore.WithFairShare(nil))
 	lane := lanequeue.NewFairLane[string](s, tenantOf)
-	turns, ok := lane.(interface {
-		AcquireTurn(ctx context.Context, key string, n int64, t semaphore.Turn) (semaphore.Permit, error)
-	})
-	if !ok {
-		t.Fatal("a fair lane has no AcquireTurn")
-	}
+	q := lanequeue.New[string]()
+	t.Cleanup(q.Close)
+	must(t, q.Add("fair", lane))
 	ctx := context.Background()
 	hold, err := lane.Acquire(ctx, "a/0", 1)
 	must(t, err)
 	type result struct {
-		name string
-		err  error
-		p    semaphore.Permit
+		name    string
+		err     error
+		release func()
 	}
 	done := make(chan result, 3)
-	start := func(name string, f func() (semaphore.Permit, error)) {
+	start := func(name string, f func() (func(), error)) {
 		want := s.Stats().Waiters + 1
 		go func() {
-			p, err := f()
-			done <- result{name, err, p}
+			release, err := f()
+			done <- result{name, err, release}
 		}()
 		testkit.Eventually(t, name+" to wait", func() bool { return s.Stats().Waiters == want })
 	}
+	viaQueue := func(key string, opts ...semaphore.AcquireOption) func() (func(), error) {
+		return func() (func(), error) {
+			tk, err := acquireAll(q, ctx, key, []string{"fair"}, opts...)
+			if err != nil {
+				return nil, err
+			}
+			return func() { tk.Release() }, nil
+		}
+	}
 	// a/1 and a/2 are tenant a; a/3 asks for group b, so it takes b's
 	// first turn, beside a/1's, and goes before a/2.
-	start("a/1", func() (semaphore.Permit, error) { return lane.Acquire(ctx, "a/1", 1) })
-	start("a/2", func() (semaphore.Permit, error) { return turns.AcquireTurn(ctx, "a/2", 1, semaphore.Turn{}) })
-	start("a/3 as b", func() (semaphore.Permit, error) {
-		return turns.AcquireTurn(ctx, "a/3", 1, semaphore.Turn{Group: "b"})
+	start("a/1", func() (func(), error) {
+		p, err := lane.Acquire(ctx, "a/1", 1)
+		return func() { p.Release() }, err
 	})
+	start("a/2", viaQueue("a/2"))
+	start("a/3 as b", viaQueue("a/3", semaphore.Group("b")))
 	var order []string
-	p := hold
+	release := func() { hold.Release() }
 	for range 3 {
-		p.Release()
+		release()
 		r := testkit.Recv(t, done, "the next grant")
 		must(t, r.err)
 		order = append(order, r.name)
-		p = r.p
+		release = r.release
 	}
-	p.Release()
+	release()
 	if got := strings.Join(order, ", "); got != "a/1, a/3 as b, a/2" {
 		t.Fatalf("order %s, want a/1, a/3 as b, a/2", got)
 	}
@@ -274,7 +281,7 @@ func TestFairLaneIgnoresOtherTurnFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, opt := range []lanequeue.AcquireOption{lanequeue.WithPriority(2), lanequeue.WithSequence(7)} {
+	for _, opt := range []semaphore.AcquireOption{semaphore.Priority(2), semaphore.Sequence(7)} {
 		tk, err := q.AcquireAll(context.Background(), "a1", set, opt)
 		if err != nil {
 			t.Fatalf("AcquireAll with %v on a fair lane: %v, want the ticket", opt, err)

@@ -83,7 +83,7 @@ type record[K comparable] struct {
 // it on their stack, so that a call that fails allocates nothing; publish
 // copies it into a record once every permit is held.
 type grant[K comparable] struct {
-	weight int64 // the weight of WithWeight
+	weight int64 // the weight of semaphore.Weight
 	// n is the number of lanes in inline (0 when they are in more): at
 	// most inlineLanes, so a byte holds it.
 	n uint8
@@ -261,9 +261,9 @@ func (t *Ticket[K]) lock() *record[K] {
 	return r
 }
 
-// Weight returns the weight the ticket was acquired with ([WithWeight];
+// Weight returns the weight the ticket was acquired with ([semaphore.Weight];
 // 1 by default), or 0 once it is released. A lane given another weight
-// with [WithLaneWeight] holds that weight instead; see [Ticket.LaneWeight].
+// with [LaneWeight] holds that weight instead; see [Ticket.LaneWeight].
 func (t *Ticket[K]) Weight() int64 {
 	r := t.lock()
 	if r == nil {

@@ -155,9 +155,9 @@ func TestDoReleasesOnPanic(t *testing.T) {
 // time, oldest first; released tickets drop out; rate lanes are not listed.
 func TestHolders(t *testing.T) {
 	q := testQueue(t, 8)
-	first, err := acquireAll(q, context.Background(), "thread-1", []string{"global", "session"}, lanequeue.WithLaneWeight("global", 3))
+	first, err := acquireAll(q, context.Background(), "thread-1", []string{"global", "session"}, lanequeue.LaneWeight("global", 3))
 	must(t, err)
-	second, err := acquireAll(q, context.Background(), "thread-2", []string{"session", "global", "rate"}, lanequeue.WithLaneWeight("session", 1), lanequeue.WithWeight(1))
+	second, err := acquireAll(q, context.Background(), "thread-2", []string{"session", "global", "rate"}, lanequeue.LaneWeight("session", 1), semaphore.Weight(1))
 	must(t, err)
 	hs := q.Holders()
 	type row struct {
@@ -237,7 +237,7 @@ func TestStaleTicketCannotReleaseTheNextOne(t *testing.T) {
 		if !old.Release() {
 			t.Fatal("first Release returned false")
 		}
-		cur, err = acquireAll(q, ctx, "chat-2", []string{"global", "session"}, lanequeue.WithLaneWeight("global", 2))
+		cur, err = acquireAll(q, ctx, "chat-2", []string{"global", "session"}, lanequeue.LaneWeight("global", 2))
 		must(t, err)
 		if lanequeue.SameRecord(old, cur) {
 			break

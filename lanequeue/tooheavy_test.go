@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // A weight above a lane's MaxWeight is found before anything is taken,
@@ -17,13 +18,13 @@ func TestTooHeavyIsALaneErrorWithItsKey(t *testing.T) {
 	must(t, err)
 	for _, c := range []struct {
 		name string
-		opt  lanequeue.AcquireOption
+		opt  semaphore.AcquireOption
 		lane string
 		kind lanequeue.Kind
 		key  any
 	}{
-		{"keyed", lanequeue.WithLaneWeight("session", 2), "session", lanequeue.Keyed, "k"},
-		{"global", lanequeue.WithLaneWeight("global", 3), "global", lanequeue.Global, nil},
+		{"keyed", lanequeue.LaneWeight("session", 2), "session", lanequeue.Keyed, "k"},
+		{"global", lanequeue.LaneWeight("global", 3), "global", lanequeue.Global, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			check := func(what string, err error, key any) {

@@ -76,7 +76,7 @@ func TestRateLaneThatNeverRefillsFailsAtOnce(t *testing.T) {
 			must(t, err)
 			tk.Release()
 			must(t, q.Check(r))
-			if err := q.Check(r, lanequeue.WithWeight(2)); !errors.Is(err, lanequeue.ErrTooHeavy) {
+			if err := q.Check(r, semaphore.Weight(2)); !errors.Is(err, lanequeue.ErrTooHeavy) {
 				t.Errorf("Check of 2 tokens with 1 left and none to come = %v; want ErrTooHeavy", err)
 			}
 			tk, err = q.AcquireAll(ctx, "k", r)
@@ -310,13 +310,13 @@ func TestRepeatedWeightOptionsLastWins(t *testing.T) {
 	ls, err := q.Lanes("a", "b")
 	must(t, err)
 	for _, c := range []struct {
-		opts []lanequeue.AcquireOption
+		opts []semaphore.AcquireOption
 		a, b int64
 	}{
-		{[]lanequeue.AcquireOption{lanequeue.WithWeight(2), lanequeue.WithWeight(3)}, 3, 3},
-		{[]lanequeue.AcquireOption{lanequeue.WithLaneWeight("a", 4), lanequeue.WithLaneWeight("a", 5)}, 5, 1},
-		{[]lanequeue.AcquireOption{lanequeue.WithLaneWeight("a", 4), lanequeue.WithWeight(2)}, 4, 2},
-		{[]lanequeue.AcquireOption{lanequeue.WithWeight(2), lanequeue.WithLaneWeight("b", 6)}, 2, 6},
+		{[]semaphore.AcquireOption{semaphore.Weight(2), semaphore.Weight(3)}, 3, 3},
+		{[]semaphore.AcquireOption{lanequeue.LaneWeight("a", 4), lanequeue.LaneWeight("a", 5)}, 5, 1},
+		{[]semaphore.AcquireOption{lanequeue.LaneWeight("a", 4), semaphore.Weight(2)}, 4, 2},
+		{[]semaphore.AcquireOption{semaphore.Weight(2), lanequeue.LaneWeight("b", 6)}, 2, 6},
 	} {
 		tk, err := q.AcquireAll(context.Background(), "k", ls, c.opts...)
 		must(t, err)

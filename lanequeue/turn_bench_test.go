@@ -40,7 +40,7 @@ func BenchmarkAcquireTurn(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			for range b.N {
-				t, err := q.AcquireAll(ctx, "thread", chat, lanequeue.WithPriority(1), lanequeue.WithSequence(7))
+				t, err := q.AcquireAll(ctx, "thread", chat, semaphore.Priority(1), semaphore.Sequence(7))
 				if err != nil {
 					b.Fatal(err)
 				}

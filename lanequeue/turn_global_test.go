@@ -38,11 +38,11 @@ func TestGlobalLanePrioritiesThroughAcquireAll(t *testing.T) {
 	q, _, running := priorityQueue(t, time.Minute)
 	chat := []string{"session", "global"}
 	out := make(chan message, 8)
-	sendAll(t, q, out, "cron", "thread-cron", chat, "global", 1, lanequeue.WithPriority(-1))
+	sendAll(t, q, out, "cron", "thread-cron", chat, "global", 1, semaphore.Priority(-1))
 	sendAll(t, q, out, "heartbeat", "thread-hb", chat, "global", 2)
-	sendAll(t, q, out, "user-1", "thread-u1", chat, "global", 3, lanequeue.WithPriority(2))
-	sendAll(t, q, out, "user-2", "thread-u2", chat, "global", 4, lanequeue.WithPriority(2))
-	sendAll(t, q, out, "urgent", "thread-u3", chat, "global", 5, lanequeue.WithPriority(3))
+	sendAll(t, q, out, "user-1", "thread-u1", chat, "global", 3, semaphore.Priority(2))
+	sendAll(t, q, out, "user-2", "thread-u2", chat, "global", 4, semaphore.Priority(2))
+	sendAll(t, q, out, "urgent", "thread-u3", chat, "global", 5, semaphore.Priority(3))
 	if got, want := fmt.Sprint(served(t, running, out, 5)), "[urgent user-1 user-2 heartbeat cron]"; got != want {
 		t.Fatalf("served %s; want %s", got, want)
 	}
@@ -62,9 +62,9 @@ func TestGlobalLaneAgingThroughAcquireAll(t *testing.T) {
 	out := make(chan message, 8)
 	sendAll(t, q, out, "low", "thread-low", chat, "global", 1)
 	clk.Advance(3 * time.Minute)
-	sendAll(t, q, out, "p2", "thread-2", chat, "global", 2, lanequeue.WithPriority(2))
-	sendAll(t, q, out, "p3", "thread-3", chat, "global", 3, lanequeue.WithPriority(3))
-	sendAll(t, q, out, "p4", "thread-4", chat, "global", 4, lanequeue.WithPriority(4))
+	sendAll(t, q, out, "p2", "thread-2", chat, "global", 2, semaphore.Priority(2))
+	sendAll(t, q, out, "p3", "thread-3", chat, "global", 3, semaphore.Priority(3))
+	sendAll(t, q, out, "p4", "thread-4", chat, "global", 4, semaphore.Priority(4))
 	if got, want := fmt.Sprint(served(t, running, out, 4)), "[p4 low p3 p2]"; got != want {
 		t.Fatalf("served %s; want %s", got, want)
 	}
@@ -73,8 +73,8 @@ func TestGlobalLaneAgingThroughAcquireAll(t *testing.T) {
 	// every minute, the cron job waits at -1.
 	running, err := acquireAll(q, context.Background(), "running", chat)
 	must(t, err)
-	sendAll(t, q, out, "cron", "thread-cron", chat, "global", 1, lanequeue.WithPriority(-1))
-	sendAll(t, q, out, "user-0", "thread-u0", chat, "global", 2, lanequeue.WithPriority(1))
+	sendAll(t, q, out, "cron", "thread-cron", chat, "global", 1, semaphore.Priority(-1))
+	sendAll(t, q, out, "user-0", "thread-u0", chat, "global", 2, semaphore.Priority(1))
 	var order []string
 	for i := 1; i <= 4; i++ {
 		clk.Advance(time.Minute)
@@ -82,7 +82,7 @@ func TestGlobalLaneAgingThroughAcquireAll(t *testing.T) {
 		m := recvMessage(t, out)
 		order = append(order, m.label)
 		running = m.r.t
-		sendAll(t, q, out, fmt.Sprint("user-", i), fmt.Sprint("thread-u", i), chat, "global", laneStats(t, q, "global").Waiters+1, lanequeue.WithPriority(1))
+		sendAll(t, q, out, fmt.Sprint("user-", i), fmt.Sprint("thread-u", i), chat, "global", laneStats(t, q, "global").Waiters+1, semaphore.Priority(1))
 	}
 	if got, want := fmt.Sprint(order), "[user-0 user-1 cron user-2]"; got != want {
 		t.Fatalf("turns ran in the order %s; want %s (the cron job within two minutes)", got, want)
@@ -123,8 +123,8 @@ func TestWithGroupReachesAFairLane(t *testing.T) {
 	must(t, err)
 	out := make(chan message, 4)
 	sendAll(t, q, out, "a/1", "a/1", chat, "global", 1)
-	sendAll(t, q, out, "a/2", "a/2", chat, "global", 2, lanequeue.WithPriority(5)) // not the fair lane's concern
-	sendAll(t, q, out, "a/3 as b", "a/3", chat, "global", 3, lanequeue.WithGroup("b"))
+	sendAll(t, q, out, "a/2", "a/2", chat, "global", 2, semaphore.Priority(5)) // not the fair lane's concern
+	sendAll(t, q, out, "a/3 as b", "a/3", chat, "global", 3, semaphore.Group("b"))
 	if got, want := fmt.Sprint(served(t, running, out, 3)), "[a/1 a/3 as b a/2]"; got != want {
 		t.Fatalf("served %s; want %s", got, want)
 	}
@@ -148,7 +148,7 @@ func assertNoneRejected(t *testing.T, q *lanequeue.Queue[string]) {
 // priority global lane given a sequence and a group, through AcquireAll,
 // Do, TryAcquireAll and Join, also with a lane's first call.
 func TestTurnOptionsCountNoRefusal(t *testing.T) {
-	all := []lanequeue.AcquireOption{lanequeue.WithPriority(2), lanequeue.WithSequence(9), lanequeue.WithGroup("tenant")}
+	all := []semaphore.AcquireOption{semaphore.Priority(2), semaphore.Sequence(9), semaphore.Group("tenant")}
 	for _, c := range []struct {
 		name   string
 		keyed  []keyedsem.Option
@@ -177,7 +177,7 @@ func TestTurnOptionsCountNoRefusal(t *testing.T) {
 				tk.Release()
 			}
 			// Waiters too: a call that has to wait on each lane.
-			holder, err := q.AcquireAll(context.Background(), "busy", chat, lanequeue.WithLaneWeight("global", 2))
+			holder, err := q.AcquireAll(context.Background(), "busy", chat, lanequeue.LaneWeight("global", 2))
 			must(t, err)
 			waitingOut := make(chan message, 2)
 			sendAll(t, q, waitingOut, "on session", "busy", []string{"session", "global"}, "session", 1, all...)

@@ -23,7 +23,7 @@ type message struct {
 // sendAll starts AcquireAll of names for key with opts, in a goroutine that
 // reports on out, and waits until it waits on lane (waiters counts the
 // lane's waiters it then has).
-func sendAll(t *testing.T, q *lanequeue.Queue[string], out chan<- message, label, key string, names []string, lane string, waiters int, opts ...lanequeue.AcquireOption) {
+func sendAll(t *testing.T, q *lanequeue.Queue[string], out chan<- message, label, key string, names []string, lane string, waiters int, opts ...semaphore.AcquireOption) {
 	t.Helper()
 	go func() {
 		tk, err := acquireAll(q, context.Background(), key, names, opts...)
@@ -66,11 +66,11 @@ func TestWithSequenceOrdersAThread(t *testing.T) {
 	must(t, q.AddKeyedLane("session", keyedsem.WithSequenceOrder()))
 	must(t, q.AddGlobalLane("global", 8))
 	chat := []string{"session", "global"}
-	first, err := acquireAll(q, context.Background(), "thread-1", chat, lanequeue.WithSequence(1))
+	first, err := acquireAll(q, context.Background(), "thread-1", chat, semaphore.Sequence(1))
 	must(t, err)
 	out := make(chan message, 8)
 	for i, seq := range []int64{4, 2, 5, 3} {
-		sendAll(t, q, out, fmt.Sprint(seq), "thread-1", chat, "session", i+1, lanequeue.WithSequence(seq))
+		sendAll(t, q, out, fmt.Sprint(seq), "thread-1", chat, "session", i+1, semaphore.Sequence(seq))
 	}
 	if got, want := fmt.Sprint(served(t, first, out, 4)), "[2 3 4 5]"; got != want {
 		t.Fatalf("messages served in the order %s; want %s", got, want)
@@ -90,16 +90,16 @@ func TestWithPriorityOnAPriorityLane(t *testing.T) {
 	first, err := acquireAll(q, context.Background(), "thread-1", chat)
 	must(t, err)
 	out := make(chan message, 8)
-	sendAll(t, q, out, "cron", "thread-1", chat, "session", 1, lanequeue.WithPriority(-1))
+	sendAll(t, q, out, "cron", "thread-1", chat, "session", 1, semaphore.Priority(-1))
 	sendAll(t, q, out, "heartbeat", "thread-1", chat, "session", 2)
-	sendAll(t, q, out, "user", "thread-1", chat, "session", 3, lanequeue.WithPriority(2))
+	sendAll(t, q, out, "user", "thread-1", chat, "session", 3, semaphore.Priority(2))
 	doRelease, doDone := make(chan struct{}), make(chan error, 1)
 	go func() {
 		doDone <- doAll(q, context.Background(), "thread-1", chat, func(context.Context) error {
 			out <- message{label: "do"} // while Do holds the lanes
 			<-doRelease
 			return nil
-		}, lanequeue.WithPriority(1))
+		}, semaphore.Priority(1))
 	}()
 	waitFor(t, "Do to wait", func() bool { return laneStats(t, q, "session").Waiters == 4 })
 	first.Release()
@@ -133,7 +133,7 @@ func TestWithPriorityOnAPriorityLane(t *testing.T) {
 // adapters pass on only the fields their semaphore honours).
 func TestTurnOptionsIgnoredWithoutTheirOrder(t *testing.T) {
 	q := testQueue(t, 4)
-	opts := []lanequeue.AcquireOption{lanequeue.WithPriority(3), lanequeue.WithSequence(9), lanequeue.WithGroup("tenant"), lanequeue.WithWeight(1)}
+	opts := []semaphore.AcquireOption{semaphore.Priority(3), semaphore.Sequence(9), semaphore.Group("tenant"), semaphore.Weight(1)}
 	for i := range 3 {
 		tk, err := acquireAll(q, context.Background(), fmt.Sprint("thread-", i), []string{"session", "global"}, opts...)
 		must(t, err)
@@ -161,7 +161,7 @@ func TestWithPriorityOutOfRange(t *testing.T) {
 	chat, err := q.Lanes("session", "global")
 	must(t, err)
 	for _, p := range []int{semaphore.MaxPriority + 1, -semaphore.MaxPriority - 1} {
-		bad := lanequeue.WithPriority(p)
+		bad := semaphore.Priority(p)
 		if _, err := q.AcquireAll(context.Background(), "k", chat, bad); !errors.Is(err, lanequeue.ErrInvalidConfig) {
 			t.Errorf("AcquireAll(WithPriority(%d)) = %v; want ErrInvalidConfig", p, err)
 		}
@@ -173,7 +173,7 @@ func TestWithPriorityOutOfRange(t *testing.T) {
 		}
 	}
 	for _, p := range []int{semaphore.MaxPriority, -semaphore.MaxPriority} {
-		tk, err := q.AcquireAll(context.Background(), "k", chat, lanequeue.WithPriority(p))
+		tk, err := q.AcquireAll(context.Background(), "k", chat, semaphore.Priority(p))
 		must(t, err)
 		tk.Release()
 	}
@@ -188,13 +188,13 @@ func TestWithPriorityOutOfRange(t *testing.T) {
 func TestTurnOptionsKeepWeights(t *testing.T) {
 	q := testQueue(t, 4)
 	tk, err := acquireAll(q, context.Background(), "k", []string{"session", "global"},
-		lanequeue.WithLaneWeight("global", 3), lanequeue.WithSequence(2), lanequeue.WithPriority(1), lanequeue.WithGroup("g"))
+		lanequeue.LaneWeight("global", 3), semaphore.Sequence(2), semaphore.Priority(1), semaphore.Group("g"))
 	must(t, err)
 	if held := laneStats(t, q, "global").Held; held != 3 {
 		t.Fatalf("global lane holds %d; want 3", held)
 	}
 	tk.Release()
-	tk, err = acquireAll(q, context.Background(), "k", []string{"global"}, lanequeue.WithPriority(5), lanequeue.WithWeight(2))
+	tk, err = acquireAll(q, context.Background(), "k", []string{"global"}, semaphore.Priority(5), semaphore.Weight(2))
 	must(t, err)
 	if held := laneStats(t, q, "global").Held; held != 2 {
 		t.Fatalf("global lane holds %d; want 2", held)
@@ -217,7 +217,7 @@ func TestAcquireAllWithTurnAllocatesNothingMore(t *testing.T) {
 	lanes, err := q.Lanes("session", "global")
 	must(t, err)
 	acquireRelease := func() {
-		tk, err := q.AcquireAll(ctx, "thread-1", lanes, lanequeue.WithSequence(7), lanequeue.WithPriority(1))
+		tk, err := q.AcquireAll(ctx, "thread-1", lanes, semaphore.Sequence(7), semaphore.Priority(1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -236,51 +236,45 @@ func TestAcquireAllWithTurnAllocatesNothingMore(t *testing.T) {
 	}
 }
 
-// turnRecorder is a global lane of another package that implements
-// TurnLane: it records the Turns it is given.
-type turnRecorder struct {
+// plainRecorder is a global lane of another package: it counts its
+// acquires.
+type plainRecorder struct {
 	s     *semaphore.Weighted
-	turns []semaphore.Turn
 	plain int
 }
 
-func (l *turnRecorder) Kind() lanequeue.Kind { return lanequeue.Global }
-func (l *turnRecorder) MaxWeight() int64     { return l.s.Capacity() }
-func (l *turnRecorder) Acquire(ctx context.Context, _ string, n int64) (semaphore.Permit, error) {
+func (l *plainRecorder) Kind() lanequeue.Kind { return lanequeue.Global }
+func (l *plainRecorder) MaxWeight() int64     { return l.s.Capacity() }
+func (l *plainRecorder) Acquire(ctx context.Context, _ string, n int64) (semaphore.Permit, error) {
 	l.plain++
 	return l.s.Acquire(ctx, n)
 }
-func (l *turnRecorder) AcquireTurn(ctx context.Context, _ string, n int64, t semaphore.Turn) (semaphore.Permit, error) {
-	l.turns = append(l.turns, t)
-	return l.s.Acquire(ctx, n)
-}
-func (l *turnRecorder) TryAcquire(_ string, n int64) (semaphore.Permit, bool) {
+func (l *plainRecorder) TryAcquire(_ string, n int64) (semaphore.Permit, bool) {
 	return l.s.TryAcquire(n)
 }
-func (l *turnRecorder) Stats() lanequeue.LaneStats {
+func (l *plainRecorder) Stats() lanequeue.LaneStats {
 	return lanequeue.LaneStats{Kind: lanequeue.Global}
 }
-func (l *turnRecorder) Close() { l.s.Close() }
+func (l *plainRecorder) Close() { l.s.Close() }
 
-// TestTurnReachesTurnLanes: AcquireAll and Do hand the call's whole Turn
-// to a lane that implements TurnLane, and a call without turn options
-// takes its plain Acquire.
-func TestTurnReachesTurnLanes(t *testing.T) {
+// TestPlaceOptionsSkipOtherPackagesLanes: a lane of another package orders
+// by nothing the call says, so AcquireAll and Do take its plain Acquire
+// whatever place options the call gives, and the call succeeds.
+func TestPlaceOptionsSkipOtherPackagesLanes(t *testing.T) {
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	rec := &turnRecorder{s: semaphore.New(2)}
+	rec := &plainRecorder{s: semaphore.New(2)}
 	must(t, q.Add("recorded", rec))
 	must(t, q.AddKeyedLane("session"))
 	names := []string{"session", "recorded"}
-	tk, err := acquireAll(q, context.Background(), "k", names, lanequeue.WithPriority(2), lanequeue.WithSequence(5), lanequeue.WithGroup("tenant"))
+	tk, err := acquireAll(q, context.Background(), "k", names, semaphore.Priority(2), semaphore.Sequence(5), semaphore.Group("tenant"))
 	must(t, err)
 	tk.Release()
-	must(t, doAll(q, context.Background(), "k", names, func(context.Context) error { return nil }, lanequeue.WithGroup("other"), lanequeue.WithGroup("last")))
+	must(t, doAll(q, context.Background(), "k", names, func(context.Context) error { return nil }, semaphore.Group("other"), semaphore.Group("last")))
 	tk, err = acquireAll(q, context.Background(), "k", names)
 	must(t, err)
 	tk.Release()
-	want := []semaphore.Turn{{Priority: 2, Sequence: 5, Group: "tenant"}, {Group: "last"}}
-	if fmt.Sprint(rec.turns) != fmt.Sprint(want) || rec.plain != 1 {
-		t.Fatalf("the lane got turns %+v and %d plain acquires; want %+v and 1", rec.turns, rec.plain, want)
+	if rec.plain != 3 {
+		t.Fatalf("the lane got %d plain acquires; want 3", rec.plain)
 	}
 }

@@ -78,7 +78,7 @@ func TestFairShareWeightPanicGivesPermitsBack(t *testing.T) {
 			lanes := []string{"session", "global"}
 			a, err := acquireAll(q, context.Background(), "t1/a", lanes)
 			must(t, err)
-			if v := panics(func() { acquireAll(q, context.Background(), "t2/b", lanes, lanequeue.WithGroup("t2")) }); v == nil {
+			if v := panics(func() { acquireAll(q, context.Background(), "t2/b", lanes, semaphore.Group("t2")) }); v == nil {
 				t.Fatal("AcquireAll returned; want the weight function's panic to go on")
 			}
 			a.Release()

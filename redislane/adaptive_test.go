@@ -2,6 +2,7 @@ package redislane_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/redislane"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // A Fleet is a target that only its leader sets: the controller of package
@@ -230,3 +232,14 @@ var _ interface {
 	adaptive.Shared
 	adaptive.Acquirer
 } = (*redislane.Budget)(nil)
+
+// TestBudgetRefusesOptions: a fleet budget orders FIFO only, so a call
+// with a per-call option is refused before anything reaches Redis (the
+// budget here has no fleet at all: a call that went on would panic).
+func TestBudgetRefusesOptions(t *testing.T) {
+	b := redislane.AsBudget(nil)
+	p, err := b.Acquire(context.Background(), 1, semaphore.Priority(1))
+	if !errors.Is(err, redislane.ErrInvalidConfig) || p.Valid() {
+		t.Fatalf("Acquire with a priority = (valid %v, %v); want ErrInvalidConfig", p.Valid(), err)
+	}
+}

@@ -418,6 +418,9 @@ func (b *Budget) Capacity() int64 { return b.f.Capacity() }
 // SetCapacity proposes n as the fleet's limit, as [Fleet.SetCapacity].
 func (b *Budget) SetCapacity(n int64) { b.f.SetCapacity(n) }
 
+// errBudgetOptions refuses per-call options on a Budget.
+var errBudgetOptions = fmt.Errorf("redislane: a fleet budget takes no per-call options (its order is FIFO): %w", ErrInvalidConfig)
+
 // Leader reports whether this instance leads the fleet, as [Fleet.Leader].
 func (b *Budget) Leader() bool { return b.f.Leader() }
 
@@ -426,8 +429,15 @@ func (b *Budget) Term() int64 { return b.f.Term() }
 
 // Acquire takes n permits of the fleet as [Weighted.Acquire] does, and
 // returns them as a semaphore.Permit whose Release runs the Redis release
-// ([PermitOf] gives the *Permit: its fencing token and context).
-func (b *Budget) Acquire(ctx context.Context, n int64) (semaphore.Permit, error) {
+// ([PermitOf] gives the *Permit: its fencing token and context). A fleet
+// lane orders its waiters FIFO only: a call with options (a priority, a
+// group) is refused with an error wrapping ErrInvalidConfig, and takes
+// nothing. The parameter is there so that a Budget is an
+// adaptive.Acquirer, as a semaphore.Weighted is.
+func (b *Budget) Acquire(ctx context.Context, n int64, opts ...semaphore.AcquireOption) (semaphore.Permit, error) {
+	if len(opts) != 0 {
+		return semaphore.Permit{}, errBudgetOptions
+	}
 	p, err := b.f.Acquire(ctx, n)
 	if err != nil {
 		return semaphore.Permit{}, err

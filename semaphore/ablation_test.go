@@ -29,7 +29,11 @@ var ablationRows = []ablationRow{{"uncontended", 1, 0, nil}, {"cap1-g32", 1, 32,
 var weightedRow = ablationRow{"w8111-cap10-g32", 10, 32, []int64{8, 1, 1, 1}}
 
 // runRow runs acquire+release on the row's scenario.
-func runRow(b *testing.B, r ablationRow, ctx context.Context, acquire func(context.Context, int64) (semaphore.Permit, error)) {
+// acquireFunc is the acquire call a row measures: Acquire itself, or a
+// variant of it.
+type acquireFunc = func(context.Context, int64, ...semaphore.AcquireOption) (semaphore.Permit, error)
+
+func runRow(b *testing.B, r ablationRow, ctx context.Context, acquire acquireFunc) {
 	b.ReportAllocs()
 	if r.goroutines == 0 {
 		for i := 0; i < b.N; i++ {
@@ -97,15 +101,15 @@ func BenchmarkAblationCtx(b *testing.B) {
 		for _, c := range contexts() {
 			for _, v := range []struct {
 				name    string
-				acquire func(*semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error)
+				acquire func(*semaphore.Weighted) acquireFunc
 			}{
-				{"neverdone", func(s *semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error) {
+				{"neverdone", func(s *semaphore.Weighted) acquireFunc {
 					return s.Acquire
 				}},
-				{"compare", func(s *semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error) {
+				{"compare", func(s *semaphore.Weighted) acquireFunc {
 					return s.AcquireCompareCtx
 				}},
-				{"plain", func(s *semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error) {
+				{"plain", func(s *semaphore.Weighted) acquireFunc {
 					return s.AcquirePlainCtx
 				}},
 			} {
@@ -127,10 +131,10 @@ func BenchmarkAblationTimedFlag(b *testing.B) {
 	for _, r := range ablationRows {
 		for _, v := range []struct {
 			name    string
-			acquire func(*semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error)
+			acquire func(*semaphore.Weighted) acquireFunc
 		}{
-			{"flag", func(s *semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error) { return s.Acquire }},
-			{"check", func(s *semaphore.Weighted) func(context.Context, int64) (semaphore.Permit, error) {
+			{"flag", func(s *semaphore.Weighted) acquireFunc { return s.Acquire }},
+			{"check", func(s *semaphore.Weighted) acquireFunc {
 				return s.AcquireStampCheck
 			}},
 		} {

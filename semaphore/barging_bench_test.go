@@ -83,7 +83,7 @@ func BenchmarkAblationBarge(b *testing.B) {
 		}
 		b.Run("row="+r.name+"/impl=mutex", func(b *testing.B) {
 			var mu sync.Mutex
-			acquire := func(context.Context, int64) (semaphore.Permit, error) {
+			acquire := func(context.Context, int64, ...semaphore.AcquireOption) (semaphore.Permit, error) {
 				mu.Lock()
 				//lint:ignore SA2001 an empty critical section is the point
 				mu.Unlock()

@@ -14,10 +14,10 @@
 // free. Bounded waiting is opt-in with [WithMaxWaiters],
 // [WithMaxWaitingWeight] and [WithMaxWait]. [WithFairShare] serves the
 // waiters by group (tenant) instead, each group's share in proportion to
-// its weight, FIFO within a group ([Weighted.AcquireTurn] names the group).
+// its weight, FIFO within a group (a call names its group with [Group]).
 //
-// Priorities are opt-in with [WithPriorities](step): callers pass a
-// [Turn] with a Priority to [Weighted.AcquireTurn], and the waiter of the
+// Priorities are opt-in with [WithPriorities](step): callers pass
+// [Priority](p) to [Weighted.Acquire], and the waiter of the
 // highest priority plus steps waited is served first, FIFO among equals.
 // The aging bound: a waiter of priority p is overtaken only by waiters of
 // a priority q > p that arrive less than (q-p)*step after it, so once it

@@ -3,6 +3,8 @@ package semaphore
 import (
 	"context"
 	"sync/atomic"
+
+	"github.com/sessionlane/lanes/internal/call"
 )
 
 // Variants of the fast path's tricks, for the ablation benchmarks (see
@@ -37,7 +39,7 @@ func NewPaddedGens(capacity int64) *Weighted {
 
 // AcquirePlainCtx is Acquire without neverEnds: ctx.Err() is called for
 // every context, Background and TODO included.
-func (s *Weighted) AcquirePlainCtx(ctx context.Context, n int64) (Permit, error) {
+func (s *Weighted) AcquirePlainCtx(ctx context.Context, n int64, _ ...AcquireOption) (Permit, error) {
 	if ctx == nil {
 		panic("semaphore: nil Context")
 	}
@@ -53,7 +55,7 @@ func (s *Weighted) AcquirePlainCtx(ctx context.Context, n int64) (Permit, error)
 			return p, nil
 		}
 	}
-	return s.acquireSlow(ctx, n, Turn{})
+	return s.acquireSlow(ctx, n, call.Turn{})
 }
 
 // NeverEnds is neverEnds, for its test.
@@ -65,7 +67,7 @@ const InlineTokens = inlineTokens
 
 // AcquireCompareCtx is Acquire with the never-ending contexts recognised
 // by comparison with context.Background() and context.TODO().
-func (s *Weighted) AcquireCompareCtx(ctx context.Context, n int64) (Permit, error) {
+func (s *Weighted) AcquireCompareCtx(ctx context.Context, n int64, _ ...AcquireOption) (Permit, error) {
 	if ctx == nil {
 		panic("semaphore: nil Context")
 	}
@@ -81,12 +83,12 @@ func (s *Weighted) AcquireCompareCtx(ctx context.Context, n int64) (Permit, erro
 			return p, nil
 		}
 	}
-	return s.acquireSlow(ctx, n, Turn{})
+	return s.acquireSlow(ctx, n, call.Turn{})
 }
 
 // AcquireStampCheck is Acquire without the timed flag: the fast path
 // takes timed semaphores too, and tests for the stamp after each grant.
-func (s *Weighted) AcquireStampCheck(ctx context.Context, n int64) (Permit, error) {
+func (s *Weighted) AcquireStampCheck(ctx context.Context, n int64, _ ...AcquireOption) (Permit, error) {
 	if ctx == nil {
 		panic("semaphore: nil Context")
 	}
@@ -102,5 +104,5 @@ func (s *Weighted) AcquireStampCheck(ctx context.Context, n int64) (Permit, erro
 			return p, nil
 		}
 	}
-	return s.acquireSlow(ctx, n, Turn{})
+	return s.acquireSlow(ctx, n, call.Turn{})
 }

@@ -13,8 +13,8 @@ const MaxGroupWeight = 1000
 
 // WithFairShare makes the semaphore serve its waiters by group, with
 // weighted fair sharing, instead of in arrival order: a caller's group is
-// the Group of the [Turn] it passes to [Weighted.AcquireTurn] (a tenant, a
-// customer); [Weighted.Acquire] waits in the group "". The empty group is a
+// the one its [Group] option names (a tenant, a customer); a call without
+// it waits in the group "". The empty group is a
 // group like any other, so callers that give no group share with each
 // named group as one more tenant.
 //

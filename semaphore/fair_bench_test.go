@@ -32,12 +32,12 @@ func BenchmarkFairShare(b *testing.B) {
 					var id atomic.Int64
 					b.RunParallel(func(pb *testing.PB) {
 						fair := policy == "fair"
-						turn := semaphore.Turn{Group: groups[(id.Add(1)-1)%int64(len(groups))]}
+						turn := []semaphore.AcquireOption{semaphore.Group(groups[(id.Add(1)-1)%int64(len(groups))])}
 						for pb.Next() {
 							var p semaphore.Permit
 							var err error
 							if fair {
-								p, err = s.AcquireTurn(ctx, 1, turn)
+								p, err = s.Acquire(ctx, 1, turn...)
 							} else {
 								p, err = s.Acquire(ctx, 1) // the FIFO row as BenchmarkParallel has it
 							}

@@ -25,7 +25,7 @@ func fairDemo(api *semaphore.Weighted, requests []string) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p, err := api.AcquireTurn(ctx, 1, semaphore.Turn{Group: tenant})
+			p, err := api.Acquire(ctx, 1, semaphore.Group(tenant))
 			if err != nil {
 				fmt.Println(err)
 				return

@@ -30,17 +30,17 @@ func TestFairShareWeightPanicLeavesNothing(t *testing.T) {
 		f()
 		return nil
 	}
-	if v := recovered(func() { s.AcquireTurn(context.Background(), 1, semaphore.Turn{Group: "bad"}) }); v != "no weight for bad" {
+	if v := recovered(func() { s.Acquire(context.Background(), 1, semaphore.Group("bad")) }); v != "no weight for bad" {
 		t.Fatalf("AcquireTurn panicked with %v; want the weight function's panic", v)
 	}
-	if v := recovered(func() { s.JoinTurn(1, semaphore.Turn{Group: "bad"}) }); v != "no weight for bad" {
+	if v := recovered(func() { s.Join(1, semaphore.Group("bad")) }); v != "no weight for bad" {
 		t.Fatalf("JoinTurn panicked with %v; want the weight function's panic", v)
 	}
 	if after := s.Stats(); after.Held != before.Held || after.Waiters != before.Waiters || after.Counters != before.Counters {
 		t.Fatalf("after the panics: %+v; want as before: %+v", after, before)
 	}
 	got := testkit.Go(func() error {
-		p, err := s.AcquireTurn(context.Background(), 1, semaphore.Turn{Group: "good"})
+		p, err := s.Acquire(context.Background(), 1, semaphore.Group("good"))
 		if err == nil {
 			p.Release()
 		}

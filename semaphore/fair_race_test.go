@@ -42,7 +42,7 @@ func TestFairShareManyGroupsRace(t *testing.T) {
 				if i%3 == 0 {
 					go cancel()
 				}
-				p, err := s.AcquireTurn(ctx, n, semaphore.Turn{Group: group})
+				p, err := s.Acquire(ctx, n, semaphore.Group(group))
 				cancel()
 				switch {
 				case err == nil:

@@ -36,7 +36,7 @@ func TestFairShareRecordsStayBounded(t *testing.T) {
 		t.Helper()
 		want := s.Stats().Waiters + 1
 		go func() {
-			p, err := s.AcquireTurn(ctx, 1, Turn{Group: g})
+			p, err := s.Acquire(ctx, 1, Group(g))
 			done <- result{p, err}
 		}()
 		testkit.Eventually(t, "a waiter of "+g+" to queue", func() bool { return s.Stats().Waiters == want })
@@ -111,7 +111,7 @@ func TestFairShareIndexWithManyGroups(t *testing.T) {
 		next++
 		groupOf = append(groupOf, g)
 		go func() {
-			p, err := s.AcquireTurn(ctx, 1, Turn{Group: g})
+			p, err := s.Acquire(ctx, 1, Group(g))
 			done <- result{id, p, err}
 		}()
 		testkit.Eventually(t, "a waiter of "+g+" to queue", func() bool { return s.Stats().Waiters == want })

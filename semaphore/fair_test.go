@@ -57,7 +57,7 @@ func fairOrder(t *testing.T, capacity int64, weight func(string) int, as []arriv
 	for i, a := range as {
 		want := s.Stats().Waiters + 1
 		go func() {
-			p, err := s.AcquireTurn(context.Background(), 1, semaphore.Turn{Group: a.group})
+			p, err := s.Acquire(context.Background(), 1, semaphore.Group(a.group))
 			done <- fairGrant{i, p, err}
 		}()
 		testkit.Eventually(t, fmt.Sprintf("arrival %d (%q) to queue", i, a.group), func() bool {
@@ -264,14 +264,14 @@ func TestFairShareOrder(t *testing.T) {
 func TestFairShareRefusals(t *testing.T) {
 	ctx := context.Background()
 	fifo := semaphore.New(2)
-	if p, err := fifo.AcquireTurn(ctx, 1, semaphore.Turn{Group: "a"}); !errors.Is(err, semaphore.ErrInvalidConfig) || p.Valid() ||
+	if p, err := fifo.Acquire(ctx, 1, semaphore.Group("a")); !errors.Is(err, semaphore.ErrInvalidConfig) || p.Valid() ||
 		!strings.Contains(err.Error(), "WithFairShare") {
 		t.Fatalf("Turn.Group on a FIFO semaphore: (%v, %v), want an error naming WithFairShare", p.Valid(), err)
 	}
 	if st := fifo.Stats(); st.Held != 0 || st.Rejected != 1 {
 		t.Fatalf("after the refusal: %+v, want nothing held and one rejected", st)
 	}
-	p, err := fifo.AcquireTurn(ctx, 1, semaphore.Turn{}) // the zero Turn is Acquire
+	p, err := fifo.Acquire(ctx, 1) // the zero Turn is Acquire
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +284,7 @@ func TestFairShareRefusals(t *testing.T) {
 		return 1
 	}))
 	hold := take(t, s, 1)
-	if p, err := s.AcquireTurn(ctx, 1, semaphore.Turn{Group: "big"}); !errors.Is(err, semaphore.ErrInvalidConfig) || p.Valid() {
+	if p, err := s.Acquire(ctx, 1, semaphore.Group("big")); !errors.Is(err, semaphore.ErrInvalidConfig) || p.Valid() {
 		t.Fatalf("a weight above MaxGroupWeight: (%v, %v), want ErrInvalidConfig", p.Valid(), err)
 	}
 	if st := s.Stats(); st.Waiters != 0 || st.Rejected != 1 {
@@ -311,7 +311,7 @@ func TestFairShareNewcomerAheadOfHeavyHead(t *testing.T) {
 		want := s.Stats().Waiters + 1
 		ch := make(chan res, 1)
 		go func() {
-			p, err := s.AcquireTurn(ctx, n, semaphore.Turn{Group: group})
+			p, err := s.Acquire(ctx, n, semaphore.Group(group))
 			ch <- res{p, err}
 		}()
 		testkit.Eventually(t, group+" to wait", func() bool { return s.Stats().Waiters == want })
@@ -328,7 +328,7 @@ func TestFairShareNewcomerAheadOfHeavyHead(t *testing.T) {
 		t.Fatalf("before b comes: %+v, want 1 available and a's heavy request waiting", st)
 	}
 	b := testkit.Go(func() res {
-		p, err := s.AcquireTurn(ctx, 1, semaphore.Turn{Group: "b"})
+		p, err := s.Acquire(ctx, 1, semaphore.Group("b"))
 		return res{p, err}
 	})
 	rb := testkit.Recv(t, b, "b's request, ahead of a's heavy one, with its permit free")

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/internal/permit"
 	"github.com/sessionlane/lanes/internal/waitq"
 )
@@ -61,40 +62,25 @@ var errLeft = errors.New("semaphore: place left")
 // later, or [Place.Leave] gives the place up. On a FIFO semaphore places
 // are served in the order Join took them, whatever order their Waits are
 // called in; on one made [WithPriorities] or [WithFairShare], by that
-// order, Join being a place at priority 0, in the group "" (see
-// [Weighted.JoinTurn]).
+// order, at the place opts give it (as for Acquire; its priority ages from
+// Join's call). A place whose turn comes ahead of the head takes its
+// permits at once if they are free, as such an Acquire would.
 //
 // Join fails, taking nothing, with the errors Acquire returns at once:
-// [ErrInvalidWeight], [ErrTooHeavy], [ErrClosed] and [ErrQueueFull]. It
-// never waits. A semaphore made [WithBarging] keeps no places: its Join
-// and JoinTurn fail with an error wrapping [ErrInvalidConfig] (see
+// [ErrInvalidWeight], [ErrTooHeavy], [ErrClosed] and [ErrQueueFull], and
+// refuses opts as Acquire does. It never waits. A semaphore made
+// [WithBarging] keeps no places: its Join fails with an error wrapping [ErrInvalidConfig] (see
 // WithBarging). On success the caller owns the place (see [Place] for what
 // that obliges). It allocates nothing: the place's record is pooled.
-func (s *Weighted) Join(n int64) (Place, error) { return s.JoinTurn(n, Turn{}) }
-
-// JoinTurn is [Weighted.Join] with a place in line: the place stands where
-// [Weighted.AcquireTurn] with t would wait, under the semaphore's ordering
-// option, and keeps that place (its priority ages from JoinTurn's call, as
-// a waiter's from its arrival) until [Place.Wait] or [Place.Leave]. A
-// place whose turn comes ahead of the head (a higher effective priority,
-// an earlier fair-share turn) takes its permits at once if they are free,
-// as such an AcquireTurn would. Every rule of [Place] holds as for Join.
-//
-// JoinTurn refuses t as AcquireTurn does, first: a field the semaphore has
-// no option for, or a Priority out of range, fails at once with an error
-// wrapping [ErrInvalidConfig], takes nothing and counts in
-// [Stats].Rejected ([Weighted.Honoured] says which fields it takes). So
-// does a group whose WithFairShare weight is out of range. Otherwise it
-// fails as Join does. It never waits, and allocates nothing (a new
-// fair-share group may grow the semaphore's table of groups, as for
-// AcquireTurn).
-func (s *Weighted) JoinTurn(n int64, t Turn) (Place, error) {
+func (s *Weighted) Join(n int64, opts ...AcquireOption) (Place, error) {
 	if s.barge != nil {
 		s.reject()
 		return Place{}, errBargingJoin
 	}
-	if t != (Turn{}) {
-		if err := s.checkTurn(t); err != nil {
+	var t call.Turn
+	if len(opts) != 0 {
+		var err error
+		if t, err = s.turnOf(opts); err != nil {
 			s.reject()
 			return Place{}, err
 		}

@@ -98,7 +98,7 @@ func TestWeightedPlaceMatchesModel(t *testing.T) {
 				if prio {
 					pr := rapid.IntRange(-2, 2).Draw(t, "priority")
 					p.key = now - int64(pr)*int64(time.Second)
-					p.pl, err = s.JoinTurn(n, semaphore.Turn{Priority: pr})
+					p.pl, err = s.Join(n, semaphore.Priority(pr))
 				} else {
 					p.pl, err = s.Join(n)
 				}

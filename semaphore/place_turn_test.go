@@ -21,9 +21,9 @@ type labelled struct {
 }
 
 // joinTurn is JoinTurn that fails the test on an error.
-func joinTurn(t *testing.T, s *semaphore.Weighted, label string, n int64, turn semaphore.Turn) labelled {
+func joinTurn(t *testing.T, s *semaphore.Weighted, label string, n int64, turn []semaphore.AcquireOption) labelled {
 	t.Helper()
-	pl, err := s.JoinTurn(n, turn)
+	pl, err := s.Join(n, turn...)
 	if err != nil {
 		t.Fatalf("%s: JoinTurn(%d, %+v): %v", label, n, turn, err)
 	}
@@ -74,21 +74,21 @@ func TestJoinTurnPriorities(t *testing.T) {
 	s := semaphore.New(1, semaphore.WithPriorities(time.Minute), semaphore.WithClock(clk))
 	clk.Advance(10 * time.Minute) // arrivals well after the epoch
 	holder := take(t, s, 1)
-	cron := joinTurn(t, s, "cron", 1, semaphore.Turn{Priority: -1})
+	cron := joinTurn(t, s, "cron", 1, []semaphore.AcquireOption{semaphore.Priority(-1)})
 	plain, err := s.Join(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	user1 := joinTurn(t, s, "user1", 1, semaphore.Turn{Priority: 2})
-	user2 := joinTurn(t, s, "user2", 1, semaphore.Turn{Priority: 2})
+	user1 := joinTurn(t, s, "user1", 1, []semaphore.AcquireOption{semaphore.Priority(2)})
+	user2 := joinTurn(t, s, "user2", 1, []semaphore.AcquireOption{semaphore.Priority(2)})
 	if got, want := serviceOrder(t, s, holder, cron, user2, labelled{"plain", plain}, user1), "[user1 user2 plain cron]"; got != want {
 		t.Fatalf("places served %s; want %s", got, want)
 	}
 
 	holder = take(t, s, 1)
-	early := joinTurn(t, s, "early", 1, semaphore.Turn{})
+	early := joinTurn(t, s, "early", 1, []semaphore.AcquireOption{})
 	clk.Advance(3 * time.Minute)
-	late := joinTurn(t, s, "late", 1, semaphore.Turn{Priority: 2})
+	late := joinTurn(t, s, "late", 1, []semaphore.AcquireOption{semaphore.Priority(2)})
 	if got, want := serviceOrder(t, s, holder, late, early), "[early late]"; got != want {
 		t.Fatalf("an aged place and a newer higher one served %s; want %s", got, want)
 	}
@@ -114,7 +114,7 @@ func TestJoinOrderedBesideAcquireTurn(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			perm, err := s.AcquireTurn(context.Background(), 1, semaphore.Turn{Priority: p})
+			perm, err := s.Acquire(context.Background(), 1, semaphore.Priority(p))
 			if err != nil {
 				out <- label + ": " + err.Error()
 				return
@@ -156,10 +156,10 @@ func TestJoinTurnFairShare(t *testing.T) {
 	holder := take(t, s, 1)
 	var places []labelled
 	for i := range 3 {
-		places = append(places, joinTurn(t, s, fmt.Sprint("a", i), 1, semaphore.Turn{Group: "a"}))
+		places = append(places, joinTurn(t, s, fmt.Sprint("a", i), 1, []semaphore.AcquireOption{semaphore.Group("a")}))
 	}
-	places = append(places, joinTurn(t, s, "b0", 1, semaphore.Turn{Group: "b"}))
-	places = append(places, joinTurn(t, s, "b1", 1, semaphore.Turn{Group: "b"}))
+	places = append(places, joinTurn(t, s, "b0", 1, []semaphore.AcquireOption{semaphore.Group("b")}))
+	places = append(places, joinTurn(t, s, "b1", 1, []semaphore.AcquireOption{semaphore.Group("b")}))
 	if got, want := serviceOrder(t, s, holder, places...), "[a0 b0 a1 b1 a2]"; got != want {
 		t.Fatalf("fair places served %s; want %s", got, want)
 	}
@@ -172,10 +172,10 @@ func TestJoinTurnAheadOfHeavyHead(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	s := semaphore.New(2, semaphore.WithPriorities(time.Minute), semaphore.WithClock(clk))
 	holder := take(t, s, 1)
-	heavy := joinTurn(t, s, "heavy", 2, semaphore.Turn{})
-	behind := joinTurn(t, s, "behind", 1, semaphore.Turn{Priority: -1})
+	heavy := joinTurn(t, s, "heavy", 2, []semaphore.AcquireOption{})
+	behind := joinTurn(t, s, "behind", 1, []semaphore.AcquireOption{semaphore.Priority(-1)})
 	placeCheck(t, s, "a heavy head and a light place behind it", 1, 2)
-	ahead := joinTurn(t, s, "ahead", 1, semaphore.Turn{Priority: 1})
+	ahead := joinTurn(t, s, "ahead", 1, []semaphore.AcquireOption{semaphore.Priority(1)})
 	placeCheck(t, s, "a place ahead of the heavy head", 2, 2)
 	placeWait(t, ahead.pl, "the place ahead").Release()
 	placeCheck(t, s, "the place ahead released (the heavy head still waits for the holder)", 1, 2)
@@ -199,15 +199,15 @@ func TestJoinTurnRefusals(t *testing.T) {
 	}))
 	for _, c := range []struct {
 		s    *semaphore.Weighted
-		turn semaphore.Turn
+		turn []semaphore.AcquireOption
 	}{
-		{fifo, semaphore.Turn{Priority: 1}},
-		{fifo, semaphore.Turn{Sequence: 1}},
-		{fifo, semaphore.Turn{Group: "g"}},
-		{prio, semaphore.Turn{Priority: semaphore.MaxPriority + 1}},
-		{prio, semaphore.Turn{Sequence: 3}},
-		{prio, semaphore.Turn{Group: "g"}},
-		{fair, semaphore.Turn{Priority: 1}},
+		{fifo, []semaphore.AcquireOption{semaphore.Priority(1)}},
+		{fifo, []semaphore.AcquireOption{semaphore.Sequence(1)}},
+		{fifo, []semaphore.AcquireOption{semaphore.Group("g")}},
+		{prio, []semaphore.AcquireOption{semaphore.Priority(semaphore.MaxPriority + 1)}},
+		{prio, []semaphore.AcquireOption{semaphore.Sequence(3)}},
+		{prio, []semaphore.AcquireOption{semaphore.Group("g")}},
+		{fair, []semaphore.AcquireOption{semaphore.Priority(1)}},
 	} {
 		for _, held := range []bool{false, true} { // the fast path and the line
 			var holder semaphore.Permit
@@ -215,7 +215,7 @@ func TestJoinTurnRefusals(t *testing.T) {
 				holder = take(t, c.s, 1)
 			}
 			before := c.s.Stats()
-			if _, err := c.s.JoinTurn(1, c.turn); !errors.Is(err, semaphore.ErrInvalidConfig) {
+			if _, err := c.s.Join(1, c.turn...); !errors.Is(err, semaphore.ErrInvalidConfig) {
 				t.Errorf("JoinTurn(1, %+v), held %v: %v; want ErrInvalidConfig", c.turn, held, err)
 			}
 			if st := c.s.Stats(); st.Rejected != before.Rejected+1 || st.Held != before.Held || st.Waiters != 0 {
@@ -225,50 +225,15 @@ func TestJoinTurnRefusals(t *testing.T) {
 		}
 	}
 	holder := take(t, fair, 1)
-	if _, err := fair.JoinTurn(1, semaphore.Turn{Group: "heavy"}); !errors.Is(err, semaphore.ErrInvalidConfig) {
+	if _, err := fair.Join(1, semaphore.Group("heavy")); !errors.Is(err, semaphore.ErrInvalidConfig) {
 		t.Errorf("JoinTurn of a group weighted out of range: %v; want ErrInvalidConfig", err)
 	}
 	holder.Release()
 	for _, s := range []*semaphore.Weighted{fifo, prio, fair} {
-		if _, err := s.JoinTurn(0, s.Honoured(semaphore.Turn{Priority: 1, Group: "g"})); !errors.Is(err, semaphore.ErrInvalidWeight) {
+		if _, err := s.Join(0); !errors.Is(err, semaphore.ErrInvalidWeight) {
 			t.Errorf("JoinTurn(0): %v; want ErrInvalidWeight", err)
 		}
 		requireBalanced(t, s)
-	}
-}
-
-// TestHonoured: each semaphore keeps the fields it orders by and zeroes
-// the others, and AcquireTurn and JoinTurn take what it returns.
-func TestHonoured(t *testing.T) {
-	all := semaphore.Turn{Priority: 3, Sequence: 7, Group: "g"}
-	for _, c := range []struct {
-		name string
-		s    *semaphore.Weighted
-		want semaphore.Turn
-	}{
-		{"FIFO", semaphore.New(1), semaphore.Turn{}},
-		{"WithPriorities", semaphore.New(1, semaphore.WithPriorities(time.Second)), semaphore.Turn{Priority: 3}},
-		{"WithFairShare", semaphore.New(1, semaphore.WithFairShare(nil)), semaphore.Turn{Group: "g"}},
-	} {
-		got := c.s.Honoured(all)
-		if got != c.want {
-			t.Errorf("%s: Honoured(%+v) = %+v; want %+v", c.name, all, got, c.want)
-		}
-		holder := take(t, c.s, 1)
-		pl, err := c.s.JoinTurn(1, got)
-		if err != nil {
-			t.Fatalf("%s: JoinTurn(1, %+v): %v", c.name, got, err)
-		}
-		holder.Release()
-		placeWait(t, pl, c.name).Release()
-		p, err := c.s.AcquireTurn(context.Background(), 1, got)
-		if err != nil {
-			t.Fatalf("%s: AcquireTurn(1, %+v): %v", c.name, got, err)
-		}
-		p.Release()
-		if st := requireBalanced(t, c.s); st.Rejected != 0 {
-			t.Errorf("%s: %d rejected", c.name, st.Rejected)
-		}
 	}
 }
 
@@ -281,14 +246,18 @@ func TestPlaceTurnRaceWeighted(t *testing.T) {
 	for _, order := range []struct {
 		name string
 		opt  semaphore.Option
-		turn func(*rand.Rand) semaphore.Turn
+		turn func(*rand.Rand) []semaphore.AcquireOption
 	}{
-		{"priorities", semaphore.WithPriorities(time.Nanosecond), func(r *rand.Rand) semaphore.Turn { return semaphore.Turn{Priority: r.IntN(5) - 2} }},
-		{"fair", semaphore.WithFairShare(nil), func(r *rand.Rand) semaphore.Turn { return semaphore.Turn{Group: fmt.Sprint(r.IntN(3))} }},
+		{"priorities", semaphore.WithPriorities(time.Nanosecond), func(r *rand.Rand) []semaphore.AcquireOption {
+			return []semaphore.AcquireOption{semaphore.Priority(r.IntN(5) - 2)}
+		}},
+		{"fair", semaphore.WithFairShare(nil), func(r *rand.Rand) []semaphore.AcquireOption {
+			return []semaphore.AcquireOption{semaphore.Group(fmt.Sprint(r.IntN(3)))}
+		}},
 	} {
 		t.Run(order.name, func(t *testing.T) {
 			racePlaces(t, semaphore.New(capacity, order.opt), capacity, func(s *semaphore.Weighted, rng *rand.Rand) (semaphore.Place, error) {
-				return s.JoinTurn(1+int64(rng.IntN(capacity)), order.turn(rng))
+				return s.Join(1+int64(rng.IntN(capacity)), order.turn(rng)...)
 			})
 		})
 	}
@@ -304,18 +273,18 @@ func TestPlaceTurnAllocatesNothingWeighted(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		s    *semaphore.Weighted
-		turn semaphore.Turn
+		turn []semaphore.AcquireOption
 	}{
-		{"priorities", semaphore.New(1, semaphore.WithPriorities(time.Second)), semaphore.Turn{Priority: 2}},
-		{"fair", semaphore.New(1, semaphore.WithFairShare(nil)), semaphore.Turn{Group: "tenant"}},
+		{"priorities", semaphore.New(1, semaphore.WithPriorities(time.Second)), []semaphore.AcquireOption{semaphore.Priority(2)}},
+		{"fair", semaphore.New(1, semaphore.WithFairShare(nil)), []semaphore.AcquireOption{semaphore.Group("tenant")}},
 	} {
 		s := c.s
 		holder := take(t, s, 1) // s is held from here: every place waits
-		if pl, err := s.JoinTurn(1, c.turn); err == nil {
+		if pl, err := s.Join(1, c.turn...); err == nil {
 			pl.Leave() // the first wait of the group made its record (fair share)
 		}
 		if a := testing.AllocsPerRun(1000, func() {
-			pl, err := s.JoinTurn(1, s.Honoured(c.turn))
+			pl, err := s.Join(1, c.turn...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -324,7 +293,7 @@ func TestPlaceTurnAllocatesNothingWeighted(t *testing.T) {
 			t.Errorf("%s: JoinTurn+Leave in line: %.1f allocs; want 0", c.name, a)
 		}
 		if a := testing.AllocsPerRun(1000, func() {
-			pl, err := s.JoinTurn(1, c.turn)
+			pl, err := s.Join(1, c.turn...)
 			if err != nil {
 				t.Fatal(err)
 			}

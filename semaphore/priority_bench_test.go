@@ -33,15 +33,16 @@ func BenchmarkPriorities(b *testing.B) {
 					b.ReportAllocs()
 					var id atomic.Int64
 					b.RunParallel(func(pb *testing.PB) {
-						turn := semaphore.Turn{Priority: int(id.Add(1) % 4)}
-						plain := order == "fifo" || turn.Priority == 0
+						prio := int(id.Add(1) % 4)
+						turn := []semaphore.AcquireOption{semaphore.Priority(prio)}
+						plain := order == "fifo" || prio == 0
 						for pb.Next() {
 							var p semaphore.Permit
 							var err error
 							if plain {
 								p, err = s.Acquire(ctx, 1)
 							} else {
-								p, err = s.AcquireTurn(ctx, 1, turn)
+								p, err = s.Acquire(ctx, 1, turn...)
 							}
 							if err != nil {
 								b.Error(err)

@@ -45,7 +45,7 @@ func ExampleWithPriorities() {
 	}
 	turn := func(priority int) func() (semaphore.Permit, error) {
 		return func() (semaphore.Permit, error) {
-			return s.AcquireTurn(context.Background(), 1, semaphore.Turn{Priority: priority})
+			return s.Acquire(context.Background(), 1, semaphore.Priority(priority))
 		}
 	}
 	join("cron: rotate the logs", turn(cron))

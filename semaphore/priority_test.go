@@ -37,7 +37,7 @@ func newLine(t *testing.T, opts ...semaphore.Option) *line {
 
 // join starts a waiter named name that asks for its place with turn (a
 // plain Acquire if plain) and returns once it waits.
-func (l *line) join(name string, turn semaphore.Turn, plain bool) {
+func (l *line) join(name string, turn []semaphore.AcquireOption, plain bool) {
 	l.t.Helper()
 	l.n++
 	want := l.s.Stats().Waiters + 1
@@ -49,7 +49,7 @@ func (l *line) join(name string, turn semaphore.Turn, plain bool) {
 		if plain {
 			p, err = l.s.Acquire(context.Background(), 1)
 		} else {
-			p, err = l.s.AcquireTurn(context.Background(), 1, turn)
+			p, err = l.s.Acquire(context.Background(), 1, turn...)
 		}
 		if err != nil {
 			l.order <- name + ": " + err.Error()
@@ -77,13 +77,13 @@ func (l *line) served() []string {
 
 func TestPrioritiesServeHigherFirstAndFIFOWithinAPriority(t *testing.T) {
 	l := newLine(t, semaphore.WithPriorities(time.Second))
-	l.join("plain", semaphore.Turn{}, true) // priority 0
-	l.join("p1a", semaphore.Turn{Priority: 1}, false)
-	l.join("p-1", semaphore.Turn{Priority: -1}, false)
-	l.join("p2", semaphore.Turn{Priority: 2}, false)
-	l.join("p1b", semaphore.Turn{Priority: 1}, false)
-	l.join("p0", semaphore.Turn{}, false)
-	l.join("p1c", semaphore.Turn{Priority: 1}, false)
+	l.join("plain", []semaphore.AcquireOption{}, true) // priority 0
+	l.join("p1a", []semaphore.AcquireOption{semaphore.Priority(1)}, false)
+	l.join("p-1", []semaphore.AcquireOption{semaphore.Priority(-1)}, false)
+	l.join("p2", []semaphore.AcquireOption{semaphore.Priority(2)}, false)
+	l.join("p1b", []semaphore.AcquireOption{semaphore.Priority(1)}, false)
+	l.join("p0", []semaphore.AcquireOption{}, false)
+	l.join("p1c", []semaphore.AcquireOption{semaphore.Priority(1)}, false)
 	require.Equal(t, []string{"p2", "p1a", "p1b", "p1c", "plain", "p0", "p-1"}, l.served())
 }
 
@@ -92,7 +92,7 @@ func TestPrioritiesKeepArrivalOrderAsTheClockMoves(t *testing.T) {
 	var want []string
 	for i := range 12 {
 		name := fmt.Sprint("w", i)
-		l.join(name, semaphore.Turn{Priority: 3}, false)
+		l.join(name, []semaphore.AcquireOption{semaphore.Priority(3)}, false)
 		want = append(want, name)
 		l.clk.Advance(time.Duration(i) * 300 * time.Millisecond)
 	}
@@ -125,9 +125,9 @@ func TestAgingBoundsOvertaking(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("p=%d/q=%d/waited=%v", tc.p, tc.q, tc.waited), func(t *testing.T) {
 			l := newLine(t, semaphore.WithPriorities(step))
-			l.join("old", semaphore.Turn{Priority: tc.p}, false)
+			l.join("old", []semaphore.AcquireOption{semaphore.Priority(tc.p)}, false)
 			l.clk.Advance(tc.waited)
-			l.join("new", semaphore.Turn{Priority: tc.q}, false)
+			l.join("new", []semaphore.AcquireOption{semaphore.Priority(tc.q)}, false)
 			got := l.served()
 			require.Equal(t, tc.first, got[0], "served %v", got)
 		})
@@ -140,13 +140,13 @@ func TestAgingBoundsOvertaking(t *testing.T) {
 func TestAgedWaiterIsNotPassedByLaterArrivals(t *testing.T) {
 	const step = 10 * time.Millisecond
 	l := newLine(t, semaphore.WithPriorities(step))
-	l.join("ahead", semaphore.Turn{Priority: 5}, false)
-	l.join("cron", semaphore.Turn{Priority: -2}, false)
+	l.join("ahead", []semaphore.AcquireOption{semaphore.Priority(5)}, false)
+	l.join("cron", []semaphore.AcquireOption{semaphore.Priority(-2)}, false)
 	l.clk.Advance(7*step - 1) // cron still yields to a priority 5 newcomer
-	l.join("user0", semaphore.Turn{Priority: 5}, false)
+	l.join("user0", []semaphore.AcquireOption{semaphore.Priority(5)}, false)
 	l.clk.Advance(1) // now it has waited (5 - -2)*step
 	for i := range 5 {
-		l.join(fmt.Sprint("user", i+1), semaphore.Turn{Priority: 5}, false)
+		l.join(fmt.Sprint("user", i+1), []semaphore.AcquireOption{semaphore.Priority(5)}, false)
 	}
 	require.Equal(t, []string{"ahead", "user0", "cron", "user1", "user2", "user3", "user4", "user5"}, l.served())
 }
@@ -154,9 +154,9 @@ func TestAgedWaiterIsNotPassedByLaterArrivals(t *testing.T) {
 func TestPrioritiesHeavyHeadIsNotOvertaken(t *testing.T) {
 	s := semaphore.New(10, semaphore.WithPriorities(time.Second), semaphore.WithClock(clock.NewFake(time.Unix(0, 0))))
 	small := take(t, s, 5)
-	heavy := enqueueTurn(t, s, 8, semaphore.Turn{Priority: 1})
-	light := enqueueTurn(t, s, 1, semaphore.Turn{Priority: 1}) // the same class, later
-	lower := enqueueTurn(t, s, 1, semaphore.Turn{})
+	heavy := enqueueTurn(t, s, 8, []semaphore.AcquireOption{semaphore.Priority(1)})
+	light := enqueueTurn(t, s, 1, []semaphore.AcquireOption{semaphore.Priority(1)}) // the same class, later
+	lower := enqueueTurn(t, s, 1, []semaphore.AcquireOption{})
 
 	// Five permits are free, but the heavy request is at the head.
 	_, ok := s.TryAcquire(1)
@@ -184,9 +184,9 @@ func TestPrioritiesHeavyHeadIsNotOvertaken(t *testing.T) {
 func TestPriorityNewcomerAheadOfAHeavyHeadTakesFreePermits(t *testing.T) {
 	s := semaphore.New(10, semaphore.WithPriorities(time.Second), semaphore.WithClock(clock.NewFake(time.Unix(0, 0))))
 	small := take(t, s, 5)
-	heavy := enqueueTurn(t, s, 8, semaphore.Turn{})
+	heavy := enqueueTurn(t, s, 8, []semaphore.AcquireOption{})
 
-	r := recv(t, acquireTurnAsync(s, 3, semaphore.Turn{Priority: 1})) // returns at once
+	r := recv(t, acquireTurnAsync(s, 3, []semaphore.AcquireOption{semaphore.Priority(1)})) // returns at once
 	require.NoError(t, r.err)
 	p := r.p
 	st := s.Stats()
@@ -195,7 +195,7 @@ func TestPriorityNewcomerAheadOfAHeavyHeadTakesFreePermits(t *testing.T) {
 	require.Zero(t, st.Waited)
 
 	// One that does not fit waits ahead of the heavy head.
-	urgent := enqueueTurn(t, s, 4, semaphore.Turn{Priority: 1})
+	urgent := enqueueTurn(t, s, 4, []semaphore.AcquireOption{semaphore.Priority(1)})
 	require.True(t, small.Release()) // 7 free: urgent (4) at the head, then heavy (8) must wait
 	r = recv(t, urgent)
 	require.NoError(t, r.err)
@@ -209,17 +209,17 @@ func TestPriorityNewcomerAheadOfAHeavyHeadTakesFreePermits(t *testing.T) {
 }
 
 // acquireTurnAsync is acquireAsync through AcquireTurn.
-func acquireTurnAsync(s *semaphore.Weighted, n int64, turn semaphore.Turn) <-chan result {
+func acquireTurnAsync(s *semaphore.Weighted, n int64, turn []semaphore.AcquireOption) <-chan result {
 	ch := make(chan result, 1)
 	go func() {
-		p, err := s.AcquireTurn(context.Background(), n, turn)
+		p, err := s.Acquire(context.Background(), n, turn...)
 		ch <- result{p, err}
 	}()
 	return ch
 }
 
 // enqueueTurn is enqueue through AcquireTurn.
-func enqueueTurn(t *testing.T, s *semaphore.Weighted, n int64, turn semaphore.Turn) <-chan result {
+func enqueueTurn(t *testing.T, s *semaphore.Weighted, n int64, turn []semaphore.AcquireOption) <-chan result {
 	t.Helper()
 	want := s.Stats().Waiters + 1
 	ch := acquireTurnAsync(s, n, turn)
@@ -238,13 +238,13 @@ func TestZeroTurnOnAFIFOSemaphoreIsAcquire(t *testing.T) {
 	var want []string
 	for i := range 8 {
 		name := fmt.Sprint("w", i)
-		l.join(name, semaphore.Turn{}, i%2 == 0)
+		l.join(name, []semaphore.AcquireOption{}, i%2 == 0)
 		want = append(want, name)
 	}
 	require.Equal(t, want, l.served())
 
 	s := semaphore.New(2)
-	p, err := s.AcquireTurn(context.Background(), 2, semaphore.Turn{})
+	p, err := s.Acquire(context.Background(), 2)
 	require.NoError(t, err)
 	require.Equal(t, int64(2), p.Weight())
 	require.True(t, p.Release())
@@ -259,27 +259,28 @@ func TestTurnsWithoutTheirOptionAreRefused(t *testing.T) {
 	prio := semaphore.New(4, semaphore.WithPriorities(time.Second))
 	for _, tc := range []struct {
 		s    *semaphore.Weighted
-		turn semaphore.Turn
+		turn []semaphore.AcquireOption
 		name string // named in the error
 	}{
-		{fifo, semaphore.Turn{Priority: 1}, "WithPriorities"},
-		{fifo, semaphore.Turn{Priority: -1}, "WithPriorities"},
-		{fifo, semaphore.Turn{Sequence: 7}, "WithSequenceOrder"},
-		{fifo, semaphore.Turn{Group: "tenant"}, "WithFairShare"},
-		{prio, semaphore.Turn{Sequence: 7}, "WithSequenceOrder"},
-		{prio, semaphore.Turn{Group: "tenant", Priority: 1}, "WithFairShare"},
-		{prio, semaphore.Turn{Priority: semaphore.MaxPriority + 1}, "out of range"},
-		{prio, semaphore.Turn{Priority: -semaphore.MaxPriority - 1}, "out of range"},
-		{prio, semaphore.Turn{Priority: math.MaxInt}, "out of range"},
+		{fifo, []semaphore.AcquireOption{semaphore.Priority(1)}, "WithPriorities"},
+		{fifo, []semaphore.AcquireOption{semaphore.Priority(-1)}, "WithPriorities"},
+		{fifo, []semaphore.AcquireOption{semaphore.Sequence(7)}, "WithSequenceOrder"},
+		{fifo, []semaphore.AcquireOption{semaphore.Group("tenant")}, "WithFairShare"},
+		{fifo, []semaphore.AcquireOption{semaphore.Weight(2)}, "as an argument"},
+		{prio, []semaphore.AcquireOption{semaphore.Sequence(7)}, "WithSequenceOrder"},
+		{prio, []semaphore.AcquireOption{semaphore.Group("tenant"), semaphore.Priority(1)}, "WithFairShare"},
+		{prio, []semaphore.AcquireOption{semaphore.Priority(semaphore.MaxPriority + 1)}, "out of range"},
+		{prio, []semaphore.AcquireOption{semaphore.Priority(-semaphore.MaxPriority - 1)}, "out of range"},
+		{prio, []semaphore.AcquireOption{semaphore.Priority(math.MaxInt)}, "out of range"},
 	} {
 		before := tc.s.Stats()
-		p, err := tc.s.AcquireTurn(context.Background(), 1, tc.turn)
+		p, err := tc.s.Acquire(context.Background(), 1, tc.turn...)
 		require.ErrorIs(t, err, semaphore.ErrInvalidConfig, "%+v", tc.turn)
 		require.ErrorContains(t, err, tc.name)
 		require.False(t, p.Valid())
-		err = tc.s.DoTurn(context.Background(), 1, tc.turn, func(context.Context) error {
+		err = tc.s.Do(context.Background(), 1, func(context.Context) error {
 			return errors.New("fn ran")
-		})
+		}, tc.turn...)
 		require.ErrorIs(t, err, semaphore.ErrInvalidConfig, "%+v", tc.turn)
 		st := tc.s.Stats()
 		require.Equal(t, before.Rejected+2, st.Rejected)
@@ -288,7 +289,7 @@ func TestTurnsWithoutTheirOptionAreRefused(t *testing.T) {
 	}
 	// The bounds themselves are priorities.
 	for _, pr := range []int{semaphore.MaxPriority, -semaphore.MaxPriority} {
-		p, err := prio.AcquireTurn(context.Background(), 1, semaphore.Turn{Priority: pr})
+		p, err := prio.Acquire(context.Background(), 1, semaphore.Priority(pr))
 		require.NoError(t, err)
 		require.True(t, p.Release())
 	}
@@ -317,18 +318,18 @@ func TestPriorityKeysDoNotOverflow(t *testing.T) {
 	l := newLine(t, semaphore.WithPriorities(time.Duration(math.MaxInt64)))
 	l.clk.Advance(time.Duration(math.MaxInt64))
 	l.clk.Advance(time.Duration(math.MaxInt64))
-	l.join("zero", semaphore.Turn{}, true)
-	l.join("min", semaphore.Turn{Priority: -semaphore.MaxPriority}, false)
-	l.join("max", semaphore.Turn{Priority: semaphore.MaxPriority}, false)
-	l.join("one", semaphore.Turn{Priority: 1}, false)
-	l.join("minusOne", semaphore.Turn{Priority: -1}, false)
+	l.join("zero", []semaphore.AcquireOption{}, true)
+	l.join("min", []semaphore.AcquireOption{semaphore.Priority(-semaphore.MaxPriority)}, false)
+	l.join("max", []semaphore.AcquireOption{semaphore.Priority(semaphore.MaxPriority)}, false)
+	l.join("one", []semaphore.AcquireOption{semaphore.Priority(1)}, false)
+	l.join("minusOne", []semaphore.AcquireOption{semaphore.Priority(-1)}, false)
 	require.Equal(t, []string{"max", "one", "zero", "min", "minusOne"}, l.served())
 
 	// A small step does not saturate: MaxPriority is ahead of MaxPriority-1.
 	l = newLine(t, semaphore.WithPriorities(time.Nanosecond))
-	l.join("below", semaphore.Turn{Priority: semaphore.MaxPriority - 1}, false)
-	l.join("max", semaphore.Turn{Priority: semaphore.MaxPriority}, false)
-	l.join("min", semaphore.Turn{Priority: -semaphore.MaxPriority}, false)
+	l.join("below", []semaphore.AcquireOption{semaphore.Priority(semaphore.MaxPriority - 1)}, false)
+	l.join("max", []semaphore.AcquireOption{semaphore.Priority(semaphore.MaxPriority)}, false)
+	l.join("min", []semaphore.AcquireOption{semaphore.Priority(-semaphore.MaxPriority)}, false)
 	require.Equal(t, []string{"max", "below", "min"}, l.served())
 }
 
@@ -342,11 +343,11 @@ func TestPriorityWaiterLeavingMovesTheLineOn(t *testing.T) {
 	defer cancel()
 	heavy := make(chan result, 1)
 	go func() {
-		p, err := s.AcquireTurn(ctx, 2, semaphore.Turn{Priority: 2})
+		p, err := s.Acquire(ctx, 2, semaphore.Priority(2))
 		heavy <- result{p, err}
 	}()
 	waitFor(t, "the heavy waiter to queue", func() bool { return s.Stats().Waiters == 1 })
-	low := enqueueTurn(t, s, 1, semaphore.Turn{Priority: -1})
+	low := enqueueTurn(t, s, 1, []semaphore.AcquireOption{semaphore.Priority(-1)})
 	stillWaiting(t, low)
 	cancel() // the heavy head leaves: low fits in the one free permit
 	require.ErrorIs(t, recv(t, heavy).err, context.Canceled)
@@ -378,7 +379,7 @@ func TestPrioritiesRaceNoWaiterLostOrServedTwice(t *testing.T) {
 				if i%3 == 0 {
 					c = ctx
 				}
-				p, err := s.AcquireTurn(c, int64(1+i%2), semaphore.Turn{Priority: i%4 - 1})
+				p, err := s.Acquire(c, int64(1+i%2), semaphore.Priority(i%4-1))
 				if err == nil {
 					p.Release()
 				}

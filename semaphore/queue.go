@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 
+	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/internal/permit"
 	"github.com/sessionlane/lanes/internal/waitq"
 )
@@ -16,10 +17,10 @@ func (s *Weighted) failFast(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// acquireSlow is the rest of Acquire and AcquireTurn: turn, already
-// checked, places the caller if it waits (a barging semaphore, which
-// orders nothing, admits only the zero Turn).
-func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn Turn) (Permit, error) {
+// acquireSlow is the rest of Acquire: turn, already checked, places the
+// caller if it waits (a barging semaphore, which orders nothing, admits
+// only the zero Turn).
+func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn call.Turn) (Permit, error) {
 	if b := s.barge; b != nil {
 		return s.acquireBarging(ctx, n, b)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/hist"
 	"github.com/sessionlane/lanes/internal/permit"
@@ -275,8 +276,8 @@ func New(capacity int64, opts ...Option) *Weighted {
 // Callers are served in the order they joined the queue (under the
 // semaphore's lock), which for callers that do not overlap is the order
 // of their calls; on a semaphore made [WithPriorities], by priority with
-// aging, Acquire waiting at priority 0 (see [Weighted.AcquireTurn]); on one
-// made [WithFairShare], in the group ""; on one made [WithBarging], callers
+// aging, at the [Priority] opts give (0 without); on one made
+// [WithFairShare], in the [Group] opts give ("" without); on one made [WithBarging], callers
 // take free permits ahead of the queue until a waiter has waited the bound.
 //
 // Cancellation: a caller whose context ends while it waits leaves the queue
@@ -291,9 +292,17 @@ func New(capacity int64, opts ...Option) *Weighted {
 // Either way the caller owns a permit if and only if the error is nil.
 //
 // Acquire panics if ctx is nil.
-func (s *Weighted) Acquire(ctx context.Context, n int64) (Permit, error) {
+func (s *Weighted) Acquire(ctx context.Context, n int64, opts ...AcquireOption) (Permit, error) {
 	if ctx == nil {
 		panic("semaphore: nil Context")
+	}
+	var t call.Turn
+	if len(opts) != 0 {
+		var err error
+		if t, err = s.turnOf(opts); err != nil {
+			s.reject()
+			return Permit{}, err
+		}
 	}
 	// The word is loaded before ctx is looked at, and claimed only as it
 	// was loaded: if the load saw permits that a release gave back, it
@@ -316,9 +325,9 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) (Permit, error) {
 		}
 	}
 	if st&flagTimed != 0 {
-		return s.acquireTimed(ctx, n, st, Turn{})
+		return s.acquireTimed(ctx, n, st, t)
 	}
-	return s.acquireSlow(ctx, n, Turn{})
+	return s.acquireSlow(ctx, n, t)
 }
 
 // TryAcquire takes n permits if they are available now and nobody is
@@ -362,8 +371,8 @@ func (s *Weighted) TryAcquire(n int64) (Permit, bool) {
 // ErrClosed or ErrWaitTooLong, likewise). Once fn runs, the permits are
 // held until fn returns, whatever happens to ctx or to Close: work that
 // ignores its deadline keeps its permits.
-func (s *Weighted) Do(ctx context.Context, n int64, fn func(context.Context) error) error {
-	p, err := s.Acquire(ctx, n)
+func (s *Weighted) Do(ctx context.Context, n int64, fn func(context.Context) error, opts ...AcquireOption) error {
+	p, err := s.Acquire(ctx, n, opts...)
 	if err != nil {
 		return err
 	}

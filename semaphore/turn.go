@@ -1,46 +1,57 @@
 package semaphore
 
 import (
-	"context"
 	"fmt"
 	"time"
+
+	"github.com/sessionlane/lanes/internal/call"
 )
 
-// Turn says where a caller joins the line when it has to wait: a small
-// value passed per call to [Weighted.AcquireTurn]. Each field is read only
-// by the semaphore option that orders waiters by it; the zero Turn asks for
-// nothing, and on a FIFO semaphore [Weighted.AcquireTurn] with the zero
-// Turn is [Weighted.Acquire].
+// AcquireOption is a per-call option of the acquire calls of every lanes
+// package ([Weighted.Acquire], [Weighted.Join], [Weighted.Do], and those of
+// keyedsem and lanequeue): where the caller joins the line if it has to
+// wait, and, for calls that take no weight argument, its weight. It is a
+// small value, so passing options allocates nothing. The zero
+// AcquireOption sets nothing; of options of one kind, the last counts.
 //
-// A field set on a semaphore made without its option (a Priority without
-// [WithPriorities], say) is refused: the call fails with an error wrapping
-// [ErrInvalidConfig] that names the missing option, and takes nothing. It
-// is never ignored, since a caller that sets a priority counts on it.
-type Turn struct {
-	// Priority orders the waiters of a semaphore made WithPriorities:
-	// higher first, rising by one for every step of the aging rate that
-	// a waiter has waited. Plain Acquire calls have priority 0; negative
-	// priorities go behind them. It must lie in [-MaxPriority,
-	// MaxPriority].
-	Priority int
-	// Sequence orders the waiters of a key of a keyedsem.Keyed made
-	// keyedsem.WithSequenceOrder: ascending. A semaphore has no sequence
-	// order and refuses a Turn with a Sequence.
-	Sequence int64
-	// Group is the fair-share group (a tenant) of a semaphore made
-	// WithFairShare.
-	Group string
-}
+// A lane orders by what it was built for (see the package doc): a call
+// that sets a field a [Weighted] or keyedsem.Keyed has no order for (a
+// [Priority] without [WithPriorities], say) is refused with an error
+// wrapping [ErrInvalidConfig] that names it, and takes nothing, since a
+// caller that sets a priority counts on it. A lanequeue.Queue, which hands
+// one call's options to lanes of every kind, passes each lane only what
+// it orders by.
+type AcquireOption = call.Option
 
-// MaxPriority bounds [Turn].Priority: a priority outside [-MaxPriority,
-// MaxPriority] is refused with [ErrInvalidConfig]. A million classes are
-// far more than a scheduler tells apart; the bound keeps a waiter's place
-// in line within 64 bits whatever the aging step.
-const MaxPriority = 1_000_000
+// Priority places the call by priority p on a lane made with priorities
+// ([WithPriorities], keyedsem.WithPriorities): higher first, with aging.
+// Calls without it have priority 0. p must lie in [-MaxPriority,
+// MaxPriority]; Priority(0) is no option.
+func Priority(p int) AcquireOption { return call.Make(call.KindPriority, "", int64(p)) }
+
+// Group places the call in fair-share group g (a tenant) on a lane made
+// [WithFairShare]. Calls without it are in the group ""; Group("") is no
+// option.
+func Group(g string) AcquireOption { return call.Make(call.KindGroup, g, 0) }
+
+// Sequence places the call by sequence number seq among the waiters of
+// its key on a keyed lane made keyedsem.WithSequenceOrder: ascending. A
+// Weighted has no sequence order. Sequence(0) is no option.
+func Sequence(seq int64) AcquireOption { return call.Make(call.KindSequence, "", seq) }
+
+// Weight takes n permits in a call that has no weight argument:
+// keyedsem.Keyed's calls (n of the key's budget) and lanequeue.Queue's
+// (n on every lane). The default is 1; a Weighted's calls take their
+// weight as an argument and refuse this option.
+func Weight(n int64) AcquireOption { return call.Make(call.KindWeight, "", n) }
+
+// MaxPriority bounds [Priority]: a priority outside [-MaxPriority,
+// MaxPriority] is refused with [ErrInvalidConfig].
+const MaxPriority = call.MaxPriority
 
 // WithPriorities makes the semaphore serve its waiters by priority with
 // aging: the waiter of the highest effective priority first, where a
-// waiter's effective priority is its [Turn].Priority plus one for every
+// waiter's effective priority is its [Priority] plus one for every
 // step it has waited; among equal effective priorities, the one that
 // came first. Plain [Weighted.Acquire] calls wait at priority 0.
 //
@@ -117,92 +128,38 @@ func (s *Weighted) turnKey(p int) int64 {
 	return a - off
 }
 
-// checkTurn returns the refusal of a Turn that asks for an order s does
-// not have, nil if s can honour t.
-func (s *Weighted) checkTurn(t Turn) error {
+// errPriority refuses a Priority out of range; static, so that the
+// refusal allocates nothing.
+var errPriority = fmt.Errorf("semaphore: Priority out of range [-%d, %d]: %w", MaxPriority, MaxPriority, ErrInvalidConfig)
+
+// turnOf reads a call's options into the turn s orders by, or returns the
+// refusal of an option it has no order for (a lenient call, from
+// lanequeue, drops such an option instead).
+func (s *Weighted) turnOf(opts []AcquireOption) (call.Turn, error) {
+	c, bad := call.Read(opts)
+	if bad != call.BadNone {
+		return call.Turn{}, errPriority
+	}
+	t := c.Turn
+	if c.Lenient {
+		if s.prio.step == 0 {
+			t.Priority = 0
+		}
+		if s.fair == nil {
+			t.Group = ""
+		}
+		t.Sequence = 0
+		return t, nil
+	}
 	switch {
+	case c.WeightSet:
+		return t, fmt.Errorf("semaphore: Weight(%d): a Weighted's calls take their weight as an argument: %w", c.Weight, ErrInvalidConfig)
 	case t.Priority != 0 && s.prio.step == 0:
-		return fmt.Errorf("semaphore: Turn.Priority %d on a semaphore without WithPriorities: %w", t.Priority, ErrInvalidConfig)
-	case t.Priority > MaxPriority || t.Priority < -MaxPriority:
-		return fmt.Errorf("semaphore: Turn.Priority %d out of range [-%d, %d]: %w", t.Priority, MaxPriority, MaxPriority, ErrInvalidConfig)
+		return t, fmt.Errorf("semaphore: Priority(%d) on a semaphore without WithPriorities: %w", t.Priority, ErrInvalidConfig)
 	case t.Sequence != 0:
-		return fmt.Errorf("semaphore: Turn.Sequence %d: a semaphore has no sequence order (keyedsem.WithSequenceOrder orders a key's waiters): %w", t.Sequence, ErrInvalidConfig)
+		return t, fmt.Errorf("semaphore: Sequence(%d): a semaphore has no sequence order (keyedsem.WithSequenceOrder orders a key's waiters): %w", t.Sequence, ErrInvalidConfig)
 	case t.Group != "" && s.fair == nil:
-		return fmt.Errorf("semaphore: Turn.Group %q on a semaphore without WithFairShare: %w", t.Group, ErrInvalidConfig)
+		return t, fmt.Errorf("semaphore: Group(%q) on a semaphore without WithFairShare: %w", t.Group, ErrInvalidConfig)
 	}
-	return nil
-}
-
-// Honoured returns t with only the fields that s orders its waiters by
-// and the others zero: Priority if s was made [WithPriorities], Group if
-// [WithFairShare], never Sequence (a Weighted has no sequence order). It
-// tells a caller that hands one Turn to many semaphores, each built with
-// its own option (the lanes of a lanequeue.Queue), what each will take:
-// [Weighted.AcquireTurn] and [Weighted.JoinTurn] refuse no field of what
-// it returns, only a Priority out of range, which it leaves as it is. It
-// reads settings fixed at New: no lock, no allocation.
-func (s *Weighted) Honoured(t Turn) Turn {
-	if s.prio.step == 0 {
-		t.Priority = 0
-	}
-	if s.fair == nil {
-		t.Group = ""
-	}
-	t.Sequence = 0
-	return t
-}
-
-// AcquireTurn is [Weighted.Acquire] with a place in line: if the caller
-// has to wait, t says where it joins the line, under the semaphore's
-// ordering option ([WithPriorities], [WithFairShare]); on a FIFO semaphore the zero Turn
-// is Acquire. It returns what Acquire returns, with the same ownership
-// and cancellation, and one more refusal, checked first: a Turn field
-// the semaphore has no option for, or a Priority out of range, fails at
-// once with an error wrapping [ErrInvalidConfig], takes nothing, and
-// counts in [Stats].Rejected.
-//
-// Cancellation: as for Acquire. A waiter that leaves gives up its place;
-// if it was at the head, the next ones are served if they fit.
-//
-// AcquireTurn panics if ctx is nil.
-func (s *Weighted) AcquireTurn(ctx context.Context, n int64, t Turn) (Permit, error) {
-	if ctx == nil {
-		panic("semaphore: nil Context")
-	}
-	if t != (Turn{}) {
-		if err := s.checkTurn(t); err != nil {
-			s.reject()
-			return Permit{}, err
-		}
-	}
-	// The fast path is Acquire's (see there): with nobody waiting there
-	// is no line to take a place in.
-	st := s.state.Load()
-	if !neverEnds(ctx) && ctx.Err() != nil {
-		return Permit{}, s.failFast(ctx)
-	}
-	if n > 0 && fastOK(st, n) {
-		if p, ok := s.claimInline(st, n); ok {
-			return p, nil
-		}
-		if p, ok := s.acquireContended(ctx, n); ok {
-			return p, nil
-		}
-	}
-	if st&flagTimed != 0 {
-		return s.acquireTimed(ctx, n, st, t)
-	}
-	return s.acquireSlow(ctx, n, t)
-}
-
-// DoTurn is [Weighted.Do] with a place in line: it acquires through
-// [Weighted.AcquireTurn], runs fn, and releases when fn returns, also if
-// fn panics. It returns the acquire error, or fn's error.
-func (s *Weighted) DoTurn(ctx context.Context, n int64, t Turn, fn func(context.Context) error) error {
-	p, err := s.AcquireTurn(ctx, n, t)
-	if err != nil {
-		return err
-	}
-	defer p.Release()
-	return fn(ctx)
+	return t, nil
 }

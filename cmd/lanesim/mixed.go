@@ -184,9 +184,9 @@ func laneOptions(p policy, mc mixedConfig) (session []keyedsem.Option, global []
 // turnOpts returns the AcquireAll options of a message of class c from
 // tenant t under policy p: where it joins the line of a lane that orders
 // its waiters.
-func turnOpts(p policy, c int, t tenant) []lanequeue.AcquireOption {
+func turnOpts(p policy, c int, t tenant) []semaphore.AcquireOption {
 	if p == policyPriority {
-		return []lanequeue.AcquireOption{lanequeue.WithPriority(classInfo[c].Priority)}
+		return []semaphore.AcquireOption{semaphore.Priority(classInfo[c].Priority)}
 	}
 	return nil // fair share: the fair lane takes the tenant from the key
 }
@@ -283,7 +283,7 @@ func simulateMixed(ctx context.Context, mc mixedConfig, run mixedRun, progress i
 	type session struct {
 		key   mixedKey
 		steps []step
-		opts  []lanequeue.AcquireOption
+		opts  []semaphore.AcquireOption
 		tr    tracker
 	}
 	r := mixedResult{

@@ -11,8 +11,11 @@ import (
 // them here. Each conversion goes through a struct of both sides' exact
 // fields, so a field added on one side only stops the build.
 
-// turnOf is t as the models take it.
-func turnOf(t semaphore.Turn) model.Turn { return model.Turn(t) }
+// optsOf is the model's turn t as the real packages take it: their
+// per-call options (a zero field is no option).
+func optsOf(t model.Turn) []semaphore.AcquireOption {
+	return []semaphore.AcquireOption{semaphore.Priority(t.Priority), semaphore.Sequence(t.Sequence), semaphore.Group(t.Group)}
+}
 
 // SemStats is st as model.Semaphore keeps it: every field but Timings,
 // which the model does not keep (the runs record none; callers check

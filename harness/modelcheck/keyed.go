@@ -65,10 +65,10 @@ type keyedRun struct {
 // kept against the policy.
 //
 // The operations: acquire that may wait (with a context that can be
-// cancelled or one that cannot; through AcquireTurn with a drawn Turn, now
+// cancelled or one that cannot; through Acquire with a drawn turn, now
 // and then one whose field the order does not use), acquire with an ended
 // context,
-// TryAcquireN, Release, a second Release, cancel a waiter, Sweep, move the
+// TryAcquire, Release, a second Release, cancel a waiter, Sweep, move the
 // clock on, Close. After every step: the model's invariants, no acquire
 // returned that the model keeps waiting, Stats field by field, Len, per-key
 // exclusion (never more than the per-key capacity out on a key, from the
@@ -168,12 +168,12 @@ func keyedErrOf(e model.Err) error {
 	return errOf(e, keyedsem.ErrClosed, keyedsem.ErrQueueFull)
 }
 
-// drawTurn draws the Turn of an acquire (ok false: a plain AcquireN): mostly
+// drawTurn draws the Turn of an acquire (ok false: a plain Acquire): mostly
 // one the order uses, small priorities and sequences so that they tie and
 // overtake, and now and then a field the order does not use, which must be
 // refused.
-func (r *keyedRun) drawTurn(t *rapid.T) (semaphore.Turn, bool) {
-	var tn semaphore.Turn
+func (r *keyedRun) drawTurn(t *rapid.T) (model.Turn, bool) {
+	var tn model.Turn
 	switch rapid.IntRange(0, 9).Draw(t, "turnKind") {
 	case 0:
 		return tn, false
@@ -284,7 +284,7 @@ func (r *keyedRun) drawWeight(t *rapid.T) int64 {
 	).Draw(t, "n")
 }
 
-// acquire starts a blocking AcquireN, with a context that can be cancelled
+// acquire starts a blocking Acquire, with a context that can be cancelled
 // or, for some, with context.Background.
 func (r *keyedRun) acquire(t *rapid.T) {
 	key, n := r.drawKey(t), r.drawWeight(t)
@@ -294,7 +294,7 @@ func (r *keyedRun) acquire(t *rapid.T) {
 		skip(t, r.fuzz, "enough waiters")
 		return
 	}
-	id, queued, merr := r.m.AcquireTurn(key, n, turnOf(turn))
+	id, queued, merr := r.m.AcquireTurn(key, n, turn)
 	r.logf("acquire(%s, %d, %+v) [background=%v turn=%v] -> id %d queued=%v %v", key, n, turn, background, withTurn, id, queued, merr)
 	tag := id
 	if merr != model.OK {
@@ -311,9 +311,9 @@ func (r *keyedRun) acquire(t *rapid.T) {
 		var p keyedsem.Permit
 		var err error
 		if withTurn {
-			p, err = r.s.AcquireTurn(ctx, key, n, turn)
+			p, err = r.s.Acquire(ctx, key, append(optsOf(turn), semaphore.Weight(n))...)
 		} else {
-			p, err = r.s.AcquireN(ctx, key, n)
+			p, err = r.s.Acquire(ctx, key, semaphore.Weight(n))
 		}
 		r.results <- keyedServed{tag, p, err}
 	}()
@@ -343,7 +343,7 @@ func (r *keyedRun) acquireDone(t *rapid.T) {
 	r.logf("acquireDone(%s, %d)", key, n)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if p, err := r.s.AcquireN(ctx, key, n); !errors.Is(err, context.Canceled) || p.Valid() {
+	if p, err := r.s.Acquire(ctx, key, semaphore.Weight(n)); !errors.Is(err, context.Canceled) || p.Valid() {
 		r.fatalf("acquire with a done context: %v (valid %v), want context.Canceled", err, p.Valid())
 	}
 }
@@ -352,13 +352,13 @@ func (r *keyedRun) tryAcquire(t *rapid.T) {
 	key, n := r.drawKey(t), r.drawWeight(t)
 	id, ok := r.m.TryAcquire(key, n)
 	r.logf("tryAcquire(%s, %d) -> id %d %v", key, n, id, ok)
-	p, got := r.s.TryAcquireN(key, n)
+	p, got := r.s.TryAcquire(key, semaphore.Weight(n))
 	if got != ok {
-		r.fatalf("TryAcquireN(%s, %d) = %v, model says %v", key, n, got, ok)
+		r.fatalf("TryAcquire(%s, %d) = %v, model says %v", key, n, got, ok)
 	}
 	if ok {
 		if !p.Valid() || p.Weight() != n {
-			r.fatalf("TryAcquireN(%s, %d) granted weight %d (valid %v)", key, n, p.Weight(), p.Valid())
+			r.fatalf("TryAcquire(%s, %d) granted weight %d (valid %v)", key, n, p.Weight(), p.Valid())
 		}
 		r.weights[id] = n
 		r.keyOf[id] = key

@@ -174,7 +174,7 @@ func (qm *queueMachine) Try(t *rapid.T) {
 	lanes, n := qm.drawLanes(t), qm.drawWeight(t)
 	before := qm.snapshot()
 	id, want, _ := qm.m.TryAcquire(key, lanes, n)
-	tk, ok := qm.tryAcquireAll(key, lanes, lanequeue.WithWeight(n))
+	tk, ok := qm.tryAcquireAll(key, lanes, semaphore.Weight(n))
 	if ok != want {
 		t.Fatalf("TryAcquireAll(%q, %v, %d) = %v, model says %v", key, lanes, n, ok, want)
 	}
@@ -197,7 +197,7 @@ func (qm *queueMachine) Acquire(t *rapid.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &queuePending{key: key, lanes: lanes, cancel: cancel, done: make(chan queueResult, 1)}
 	go func() {
-		tk, err := qm.acquireAll(ctx, key, lanes, lanequeue.WithWeight(n))
+		tk, err := qm.acquireAll(ctx, key, lanes, semaphore.Weight(n))
 		p.done <- queueResult{tk, err}
 	}()
 	switch {
@@ -326,14 +326,14 @@ func (qm *queueMachine) BadInput(t *rapid.T) {
 		return
 	}
 	before := qm.snapshot()
-	tk, err := qm.acquireAll(context.Background(), key, lanes, lanequeue.WithWeight(n))
+	tk, err := qm.acquireAll(context.Background(), key, lanes, semaphore.Weight(n))
 	if !errors.Is(err, queueErrOf(merr)) || tk != nil {
 		t.Fatalf("AcquireAll(%q, %v, %d) = %v, %v; want %v", key, lanes, n, tk, err, queueErrOf(merr))
 	}
-	if err := qm.check(lanes, lanequeue.WithWeight(n)); !errors.Is(err, queueErrOf(merr)) {
+	if err := qm.check(lanes, semaphore.Weight(n)); !errors.Is(err, queueErrOf(merr)) {
 		t.Fatalf("Check(%v, %d) = %v; want %v", lanes, n, err, queueErrOf(merr))
 	}
-	if _, ok := qm.tryAcquireAll(key, lanes, lanequeue.WithWeight(n)); ok {
+	if _, ok := qm.tryAcquireAll(key, lanes, semaphore.Weight(n)); ok {
 		t.Fatalf("TryAcquireAll(%v, %d) succeeded on bad input", lanes, n)
 	}
 	if after := qm.snapshot(); after != before {
@@ -580,7 +580,7 @@ func (qm *queueMachine) finish(t *rapid.T) {
 // repeated name, an empty list, a closed queue) is the call's error, as the
 // model expects.
 
-func (qm *queueMachine) acquireAll(ctx context.Context, key string, names []string, opts ...lanequeue.AcquireOption) (*lanequeue.Ticket[string], error) {
+func (qm *queueMachine) acquireAll(ctx context.Context, key string, names []string, opts ...semaphore.AcquireOption) (*lanequeue.Ticket[string], error) {
 	ls, err := qm.q.Lanes(names...)
 	if err != nil {
 		return nil, err
@@ -588,7 +588,7 @@ func (qm *queueMachine) acquireAll(ctx context.Context, key string, names []stri
 	return qm.q.AcquireAll(ctx, key, ls, opts...)
 }
 
-func (qm *queueMachine) tryAcquireAll(key string, names []string, opts ...lanequeue.AcquireOption) (*lanequeue.Ticket[string], bool) {
+func (qm *queueMachine) tryAcquireAll(key string, names []string, opts ...semaphore.AcquireOption) (*lanequeue.Ticket[string], bool) {
 	ls, err := qm.q.Lanes(names...)
 	if err != nil {
 		return nil, false
@@ -596,7 +596,7 @@ func (qm *queueMachine) tryAcquireAll(key string, names []string, opts ...lanequ
 	return qm.q.TryAcquireAll(key, ls, opts...)
 }
 
-func (qm *queueMachine) check(names []string, opts ...lanequeue.AcquireOption) error {
+func (qm *queueMachine) check(names []string, opts ...semaphore.AcquireOption) error {
 	ls, err := qm.q.Lanes(names...)
 	if err != nil {
 		return err

@@ -78,7 +78,7 @@ type semRun struct {
 // Each run has one of the orders of service (FIFO, priorities, fair
 // share), so that one driver checks them all. A third of the runs order
 // by priority with aging (WithPriorities, model Priorities, both on the
-// fake clock): their acquires are AcquireTurn calls of drawn priorities
+// fake clock): their acquires are Acquire calls with drawn priorities
 // (the bounds ±MaxPriority included) or plain Acquire at priority 0, and
 // age moves the clock on by quarters of the step, so the grants checked
 // are those of the highest effective priority. A third share fairly
@@ -240,15 +240,15 @@ func (r *semRun) drawWeight(t *rapid.T) int64 {
 
 // acquire starts a blocking Acquire, with a context that can be cancelled
 // or, for some, with context.Background (which only Close, a grant or the
-// max wait ends). With priorities it is an AcquireTurn of a drawn
+// max wait ends). With priorities it is an Acquire with a drawn
 // priority (the bounds included), or for some a plain Acquire, which
 // waits at priority 0; with fair share, of a drawn group, or a plain
 // Acquire, which waits in the group "".
 func (r *semRun) acquire(t *rapid.T) {
 	n := r.drawWeight(t)
 	background := rapid.IntRange(0, 3).Draw(t, "background") == 0
-	var turn semaphore.Turn
-	plain := rapid.Bool().Draw(t, "plain") // else AcquireTurn, with the zero Turn on FIFO
+	var turn model.Turn
+	plain := rapid.Bool().Draw(t, "plain") // else Acquire with the options of a drawn turn, none on FIFO
 	if r.step != 0 {
 		small := rapid.IntRange(-2, 2)
 		turn.Priority = rapid.OneOf(small, small, small,
@@ -263,7 +263,7 @@ func (r *semRun) acquire(t *rapid.T) {
 		skip(t, r.fuzz, "enough waiters")
 		return
 	}
-	id, queued, want := r.m.AcquireTurn(n, turnOf(turn))
+	id, queued, want := r.m.AcquireTurn(n, turn)
 	r.logf("acquire#%d(%d, %+v) [background=%v plain=%v]: queued=%v %v", id, n, turn, background, plain, queued, want)
 	r.weights[id] = n
 	ctx, cancel := context.Background(), context.CancelFunc(nil)
@@ -277,7 +277,7 @@ func (r *semRun) acquire(t *rapid.T) {
 		if plain {
 			p, err = r.s.Acquire(ctx, n)
 		} else {
-			p, err = r.s.AcquireTurn(ctx, n, turn)
+			p, err = r.s.Acquire(ctx, n, optsOf(turn)...)
 		}
 		r.results <- semServed{id, p, err}
 	}()
@@ -341,27 +341,27 @@ func (r *semRun) advanceClock(d time.Duration) {
 	r.m.Advance(d)
 }
 
-// badTurn calls AcquireTurn with a Turn the semaphore must refuse at once:
+// badTurn calls Acquire with options the semaphore must refuse at once:
 // a field without its option, or a priority out of range. Nothing is
 // taken, and the refusal counts in Rejected.
 func (r *semRun) badTurn(t *rapid.T) {
 	n := r.drawWeight(t)
-	bad := []semaphore.Turn{{Sequence: 1}, {Priority: semaphore.MaxPriority + 1}, {Priority: -semaphore.MaxPriority - 1}}
+	bad := []model.Turn{{Sequence: 1}, {Priority: semaphore.MaxPriority + 1}, {Priority: -semaphore.MaxPriority - 1}}
 	if !r.fair {
-		bad = append(bad, semaphore.Turn{Group: "tenant"})
+		bad = append(bad, model.Turn{Group: "tenant"})
 	}
 	if r.step == 0 {
-		bad = append(bad, semaphore.Turn{Priority: 1}, semaphore.Turn{Priority: -1})
+		bad = append(bad, model.Turn{Priority: 1}, model.Turn{Priority: -1})
 	}
 	turn := rapid.SampledFrom(bad).Draw(t, "turn")
-	_, queued, want := r.m.AcquireTurn(n, turnOf(turn))
+	_, queued, want := r.m.AcquireTurn(n, turn)
 	r.logf("badTurn(%d, %+v): %v", n, turn, want)
 	if queued || want != model.InvalidTurn {
 		r.fatalf("the model takes Turn %+v: queued=%v %v", turn, queued, want)
 	}
-	p, err := r.s.AcquireTurn(context.Background(), n, turn)
+	p, err := r.s.Acquire(context.Background(), n, optsOf(turn)...)
 	if !errors.Is(err, semaphore.ErrInvalidConfig) || p.Valid() {
-		r.fatalf("AcquireTurn(%d, %+v) = (valid %v, %v), want an error wrapping ErrInvalidConfig", n, turn, p.Valid(), err)
+		r.fatalf("Acquire(%d, %+v) = (valid %v, %v), want an error wrapping ErrInvalidConfig", n, turn, p.Valid(), err)
 	}
 }
 

@@ -153,7 +153,7 @@ func Timed(t testing.TB) (q *lanequeue.Queue[string], stop func()) {
 	must(t, err)
 	clk.Advance(3 * time.Millisecond)
 	t1.Release()
-	t2, err := q.AcquireAll(ctx, "x", api, lanequeue.WithWeight(2))
+	t2, err := q.AcquireAll(ctx, "x", api, semaphore.Weight(2))
 	must(t, err)
 	waiter := testkit.Go(func() *lanequeue.Ticket[string] {
 		t3, err := q.AcquireAll(ctx, "y", api)

@@ -57,7 +57,7 @@ func UsageFleet(t testing.TB) (instances [3]Source, perInstance [3]map[string]Us
 			if j >= 100 && j < 160 {
 				n = 2
 			}
-			p, err := k.AcquireN(ctx, fmt.Sprint("thread-", j), n)
+			p, err := k.Acquire(ctx, fmt.Sprint("thread-", j), semaphore.Weight(n))
 			must(t, err)
 			permits = append(permits, p)
 		}

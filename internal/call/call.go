@@ -1,0 +1,105 @@
+// Package call holds the per-call options of every lanes package: one value
+// type, built by the constructors of package semaphore (Priority, Group,
+// Sequence, Weight) and lanequeue (LaneWeight), and read here into a Turn
+// and a weight. It imports no package of the module, so that each public
+// package can alias its Option without an import cycle.
+package call
+
+// Kind is what an Option sets.
+type Kind uint8
+
+// The kinds of Option.
+const (
+	KindNone     Kind = iota // the zero Option: sets nothing
+	KindPriority             // N: the priority
+	KindGroup                // Lane: the fair-share group
+	KindSequence             // N: the sequence number
+	KindWeight               // N: the weight on every lane; with Lane, on that lane only
+	kindLenient              // the caller drops what a lane does not order by; see Lenient
+)
+
+// Option is one per-call option: a small value, so that options passed to
+// a variadic parameter cost no allocation.
+type Option struct {
+	lane string // KindGroup: the group; KindWeight: the lane ("" for every lane)
+	n    int64  // the number the option carries
+	kind Kind
+}
+
+// Make returns the Option of kind k carrying lane and n.
+func Make(k Kind, lane string, n int64) Option { return Option{lane: lane, n: n, kind: k} }
+
+// Kind, Lane and N return what o carries.
+func (o Option) Kind() Kind { return o.kind }
+
+// Lane returns the group of a KindGroup option, the lane of a KindWeight one.
+func (o Option) Lane() string { return o.lane }
+
+// N returns the number o carries.
+func (o Option) N() int64 { return o.n }
+
+// Lenient is the option that a caller handing one set of options to many
+// lanes (package lanequeue) adds, so that each lane drops a field it has
+// no order for instead of refusing it. Users cannot build it.
+var Lenient = Option{kind: kindLenient}
+
+// MaxPriority bounds a priority: outside [-MaxPriority, MaxPriority] it is
+// refused. A million classes are far more than a scheduler tells apart; the
+// bound keeps a waiter's place in line within 64 bits whatever the aging
+// step.
+const MaxPriority = 1_000_000
+
+// Turn is where a caller joins a line, read from its options: each field
+// is ordered by only the lanes built for it. The zero Turn asks for nothing.
+type Turn struct {
+	Priority int
+	Sequence int64
+	Group    string
+}
+
+// Call is what a call's options say: its turn, its weight and whether it
+// is lenient.
+type Call struct {
+	Turn
+	Weight    int64 // the weight on every lane, if WeightSet
+	WeightSet bool
+	Lenient   bool
+}
+
+// Bad is why Read refused a call's options.
+type Bad uint8
+
+// The refusals of Read.
+const (
+	BadNone     Bad = iota
+	BadPriority     // a priority out of [-MaxPriority, MaxPriority]
+)
+
+// Read folds opts into a Call; of options of one kind the last counts. A
+// weight for one lane (KindWeight with a lane) is left to the caller that
+// knows its lanes. It refuses a priority out of range, and says so; the
+// caller returns its own static error, so that a refusal allocates
+// nothing.
+func Read(opts []Option) (Call, Bad) {
+	var c Call
+	for _, o := range opts {
+		switch o.kind {
+		case KindPriority:
+			if o.n > MaxPriority || o.n < -MaxPriority {
+				return Call{}, BadPriority
+			}
+			c.Priority = int(o.n)
+		case KindGroup:
+			c.Group = o.lane
+		case KindSequence:
+			c.Sequence = o.n
+		case KindWeight:
+			if o.lane == "" {
+				c.Weight, c.WeightSet = o.n, true
+			}
+		case kindLenient:
+			c.Lenient = true
+		}
+	}
+	return c, BadNone
+}
