@@ -185,9 +185,6 @@ func (s *Weighted) AcquireTurn(ctx context.Context, n int64, t Turn) (Permit, er
 		if p, ok := s.claimInline(st, n); ok {
 			return p, nil
 		}
-		if p, ok := s.acquireContended(ctx, n); ok {
-			return p, nil
-		}
 	}
 	if st&flagTimed != 0 {
 		return s.acquireTimed(ctx, n, st, t)
