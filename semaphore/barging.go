@@ -48,11 +48,10 @@ package semaphore
 // in normal mode, if the head fits the free permits and nobody is woken,
 // it sets woken and nudges the head (waitq.Queue.Nudge: off the queue,
 // woken, not granted). The woken waiter tries once for free permits by
-// compare-and-swap; if it wins, it clears woken
-// and, if waiters are queued and permits are left, serves again; if it
-// loses, it rejoins the queue at its old place, the head, clears woken
-// and serves again (which may wake
-// it at once). Whoever clears woken looks at the state word after the
+// compare-and-swap; if it wins, it clears woken and, if waiters are
+// queued and permits are left, serves again; if it loses, it rejoins the
+// queue at its old place, the head, clears woken and serves again (which
+// may wake it at once). Whoever clears woken looks at the state word after the
 // clear, and a release looks at the flags after its add: with Go's
 // sequentially consistent atomics one of the two sees the other, so no
 // freed permit goes unnoticed while a waiter that fits them is queued.
