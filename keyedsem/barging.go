@@ -119,25 +119,9 @@ func clearBits[K comparable](e *entry[K], b uint64) {
 }
 
 // waitBarging is wait on a barging semaphore: the caller holds a reference
-// on e but no permits. It tries bargeRounds times (none by default) for
-// free permits before it takes the key's lock.
+// on e but no permits. It takes the key's lock at once: a spin for free
+// permits before it measured no gain (docs/internals.md).
 func (s *Keyed[K]) waitBarging(ctx context.Context, e *entry[K], n int64) (Permit, error) {
-	for i := 0; i < bargeRounds && !s.closed.Load(); i++ {
-		st := e.state.Load()
-		if st&(queuedBit|kStrict) == queuedBit|kStrict {
-			break // strict: queue in order
-		}
-		if avail(st) >= n {
-			if ended(ctx) != nil { // after the load: see ended
-				break // the lock's path counts it
-			}
-			if e.state.CompareAndSwap(st, st-uint64(n)) {
-				return s.grant(e, n), nil
-			}
-			continue
-		}
-		bargeSpin(bargeSpins)
-	}
 	e.mu.Lock()
 	var err error
 	cancelled := false
@@ -319,53 +303,29 @@ func (s *Keyed[K]) bargeGiveUp(e *entry[K], w *waitq.Waiter, how waitq.Ending) {
 	wake.Wake()
 }
 
-// bargeRounds and bargeSpins: the further tries of a barging caller, or
-// of a woken waiter, for the free permits before it queues, bargeSpins
-// iterations apart, as package semaphore's. None: in one run of the
-// bench module's hot-g32 barging row (5 rounds each, interleaved) 16 tries
-// measured 70.6 ns against 59.8 ns with none (p=0.55): a spin that does
-// not pay stays out (docs/benchmarks-policies.md).
-const (
-	bargeRounds = 0
-	bargeSpins  = 256
-)
-
-//go:noinline
-func bargeSpin(k int) {
-	for j := 0; j < k; j++ {
-	}
-}
-
-// bargeCompete is a woken waiter's try for e's free permits. It clears
-// woken in the compare-and-swap that takes them; on success w goes back
-// to the cache.
+// bargeCompete is a woken waiter's one try for e's free permits, with no
+// spin (as package semaphore's compete): a lost compare-and-swap, like
+// permits not free, sends it to bargeRejoin. It clears woken in the
+// compare-and-swap that takes them; on success w goes back to the cache.
 func (s *Keyed[K]) bargeCompete(ctx context.Context, e *entry[K], w *waitq.Waiter) (Permit, bool) {
 	n := w.N
-	for i := 0; i <= bargeRounds; i++ {
-		st := e.state.Load()
-		if ended(ctx) != nil || s.closed.Load() {
-			return Permit{}, false // bargeRejoin sees to it, under the lock
-		}
-		if avail(st) >= n {
-			if e.state.CompareAndSwap(st, (st-uint64(n))&^kWoken) {
-				s.wcache.Put(w)
-				if st&queuedBit != 0 && avail(st) > n {
-					// Permits are left: the next waiter may fit them.
-					var wake waitq.Chain
-					e.mu.Lock()
-					s.bargeServeLocked(e, &wake)
-					e.mu.Unlock()
-					wake.Wake()
-				}
-				return s.grant(e, n), true
-			}
-			continue
-		}
-		if i < bargeRounds {
-			bargeSpin(bargeSpins)
-		}
+	st := e.state.Load()
+	if ended(ctx) != nil || s.closed.Load() {
+		return Permit{}, false // bargeRejoin sees to it, under the lock
 	}
-	return Permit{}, false
+	if avail(st) < n || !e.state.CompareAndSwap(st, (st-uint64(n))&^kWoken) {
+		return Permit{}, false
+	}
+	s.wcache.Put(w)
+	if st&queuedBit != 0 && avail(st) > n {
+		// Permits are left: the next waiter may fit them.
+		var wake waitq.Chain
+		e.mu.Lock()
+		s.bargeServeLocked(e, &wake)
+		e.mu.Unlock()
+		wake.Wake()
+	}
+	return s.grant(e, n), true
 }
 
 // bargeRejoin is a woken waiter's way back after it lost: under the lock

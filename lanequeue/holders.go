@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 	"unsafe"
+
+	"github.com/sessionlane/lanes/internal/stripe"
 )
 
 // Holder is one lane held by one ticket, as listed by [Queue.Holders].
@@ -74,16 +76,10 @@ func newHandleBlock[K comparable]() []Ticket[K] {
 	return make([]Ticket[K], handleBlockBytes/unsafe.Sizeof(Ticket[K]{}))
 }
 
-// stripeHint returns a stripe for the calling goroutine: a hash of an
-// address in its stack, which differs between goroutines and stays put
-// while one goroutine acquires and releases again (until its stack moves).
-// It is only a hint: any stripe is correct.
-func stripeHint() uint {
-	var b byte
-	sp := uint64(uintptr(unsafe.Pointer(&b)))
-	// Stacks are at least 2 KiB apart; Fibonacci hashing spreads them.
-	return uint(((sp >> 11) * 0x9E3779B97F4A7C15) >> (64 - holderStripeBits))
-}
+// stripeHint returns a holder stripe for the calling goroutine (see
+// package stripe): one that stays put while the goroutine acquires and
+// releases again, until its stack moves. Any stripe is correct.
+func stripeHint() uint { return stripe.Hint(holderStripeBits) }
 
 // publish moves g, granted for key, into a record (a free one of the
 // caller's stripe, or a new one), which lists it for Holders, and returns

@@ -144,3 +144,30 @@ func BenchmarkAblationTimedFlag(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAblationBackoff: Acquire, which sends a compare-and-swap lost
+// to another core to the slow path at once, against the backoff it had
+// before issue 23 (retry after a spin that doubles each round, up to 3
+// times) and against retrying at once with no spin; on capacity 1 and 8
+// with 2 and 32 goroutines, where compare-and-swaps are lost.
+func BenchmarkAblationBackoff(b *testing.B) {
+	rows := []ablationRow{{"cap1-g2", 1, 2, nil}, {"cap1-g32", 1, 32, nil}, {"cap8-g2", 8, 2, nil}, {"cap8-g32", 8, 32, nil}}
+	for _, r := range rows {
+		for _, v := range []struct {
+			name    string
+			acquire func(*semaphore.Weighted) acquireFunc
+		}{
+			{"none", func(s *semaphore.Weighted) acquireFunc { return s.Acquire }},
+			{"spin", func(s *semaphore.Weighted) acquireFunc {
+				return s.AcquireBackoff
+			}},
+			{"retry", func(s *semaphore.Weighted) acquireFunc {
+				return s.AcquireRetryNoSpin
+			}},
+		} {
+			b.Run(fmt.Sprintf("row=%s/backoff=%s", r.name, v.name), func(b *testing.B) {
+				runRow(b, r, context.Background(), v.acquire(semaphore.New(r.capacity)))
+			})
+		}
+	}
+}

@@ -36,8 +36,9 @@ package semaphore
 // (on the barger pointer, which sits beside mu, whose line acquireSlow
 // loads next), goes to acquireBarging: it may claim free permits with a
 // free inline token by one compare-and-swap while the flags have neither
-// closed nor old set, spinning between tries (bargeRounds); otherwise it
-// queues. TryAcquire barges by the same rule.
+// closed nor old set, trying again only when its compare-and-swap lost;
+// otherwise it queues, without spinning (a spin measured no gain:
+// docs/internals.md). TryAcquire barges by the same rule.
 //
 // The release. Permit.Release adds the permits to the state word; with
 // the slow flag set it calls WakeAfterRelease, whose barging branch
@@ -46,12 +47,11 @@ package semaphore
 // serves (bargeServeLocked): in strict mode, grantLocked, FIFO's hand-off;
 // in normal mode, if the head fits the free permits and nobody is woken,
 // it sets woken and nudges the head (waitq.Queue.Nudge: off the queue,
-// woken, not granted). The woken waiter takes free permits by
-// compare-and-swap, spinning the same way; if it wins, it clears woken
-// and, if waiters are queued and permits are left, serves again; if it
-// loses, it rejoins the queue at its old place, the head, clears woken
-// and serves again (which may wake
-// it at once). Whoever clears woken looks at the state word after the
+// woken, not granted). The woken waiter tries once for free permits by
+// compare-and-swap; if it wins, it clears woken and, if waiters are
+// queued and permits are left, serves again; if it loses, it rejoins the
+// queue at its old place, the head, clears woken and serves again (which
+// may wake it at once). Whoever clears woken looks at the state word after the
 // clear, and a release looks at the flags after its add: with Go's
 // sequentially consistent atomics one of the two sees the other, so no
 // freed permit goes unnoticed while a waiter that fits them is queued.
@@ -173,10 +173,7 @@ type barger struct {
 	// written when a waiter is woken or done looking, and when one gets
 	// old.
 	flags atomic.Uint64
-	// rounds is bargeRounds (a test sets another for the spin's
-	// ablation); on flags' line, which every barging acquire reads.
-	rounds int
-	_      [cacheLine - 16]byte
+	_     [cacheLine - 8]byte
 	// waited counts grants taken by woken waiters without mu (the
 	// others are in Weighted.grantedWait).
 	waited atomic.Uint64
@@ -186,7 +183,7 @@ type barger struct {
 }
 
 func newBarger(c *config) *barger {
-	b := &barger{bound: c.bargeBound, rounds: bargeRounds}
+	b := &barger{bound: c.bargeBound}
 	if b.bound == 0 {
 		b.bound = DefaultBargingBound
 	}
@@ -238,15 +235,15 @@ func (s *Weighted) bargeWaited() uint64 {
 }
 
 // acquireBarging is acquireSlow on a barging semaphore: take free permits
-// ahead of the queue if no waiter is old, trying a few times with a
-// backoff, else queue.
+// ahead of the queue if no waiter is old (again only if the
+// compare-and-swap lost), else queue.
 func (s *Weighted) acquireBarging(ctx context.Context, n int64, b *barger) (Permit, error) {
 	if n <= 0 {
 		s.reject()
 		return Permit{}, ErrInvalidWeight
 	}
 	if n <= s.capacity.Load() {
-		for i := 0; ; i++ {
+		for {
 			st := s.state.Load()
 			// After the load, as in Acquire: a context that ended before
 			// the permits came free must win.
@@ -256,14 +253,11 @@ func (s *Weighted) acquireBarging(ctx context.Context, n int64, b *barger) (Perm
 			if st&flagSlow != 0 && !b.mayBarge() {
 				break // strict mode, or closed: queue (or fail) in order
 			}
-			if avail(st) >= n && st&tokenMask != 0 {
-				if p, ok := s.claimInline(st, n); ok {
-					return s.stamp(p), nil
-				}
-			} else if avail(st) >= n || i >= b.rounds {
-				break // out of inline tokens, or out of tries
-			} else {
-				spinWait(bargeSpins)
+			if avail(st) < n || st&tokenMask == 0 {
+				break // not free, or out of inline tokens
+			}
+			if p, ok := s.claimInline(st, n); ok {
+				return s.stamp(p), nil
 			}
 		}
 	}
@@ -498,45 +492,27 @@ func (s *Weighted) leaveBarging(w *waitq.Waiter, b *barger, end waitq.Ended) boo
 	return true
 }
 
-// compete is a woken waiter's try for free permits, with the fast path's
-// backoff. On success w goes back to the cache.
+// compete is a woken waiter's one try for free permits; a lost
+// compare-and-swap, like permits not free, sends it back to rejoin. On
+// success w goes back to the cache.
 func (s *Weighted) compete(ctx context.Context, w *waitq.Waiter, b *barger) (Permit, bool) {
 	n := w.N
-	for i := 0; i <= b.rounds; i++ {
-		st := s.state.Load()
-		if ctxEnded(ctx) || b.flags.Load()&bClosed != 0 {
-			return Permit{}, false // rejoin sees to it, under mu
-		}
-		if avail(st) >= n {
-			if st&tokenMask == 0 {
-				return Permit{}, false // a spare token: under mu
-			}
-			if p, ok := s.claimInline(st, n); ok {
-				b.waited.Add(1)
-				s.wcache.Put(w)
-				s.doneWoken(b)
-				return s.stamp(p), true
-			}
-			continue
-		}
-		if i < b.rounds {
-			spinWait(bargeSpins)
-		}
+	st := s.state.Load()
+	if ctxEnded(ctx) || b.flags.Load()&bClosed != 0 {
+		return Permit{}, false // rejoin sees to it, under mu
 	}
-	return Permit{}, false
+	if avail(st) < n || st&tokenMask == 0 {
+		return Permit{}, false // not free, or a spare token: under mu
+	}
+	p, ok := s.claimInline(st, n)
+	if !ok {
+		return Permit{}, false
+	}
+	b.waited.Add(1)
+	s.wcache.Put(w)
+	s.doneWoken(b)
+	return s.stamp(p), true
 }
-
-// The spinning of a barging caller (or a woken waiter) before it queues:
-// bargeRounds further looks at the state word, bargeSpins iterations of
-// spinWait apart. None by default: BenchmarkAblationBarge's capacity-1,
-// 32-goroutine row ran 15.9-20.7 ns with none against 23.7-33.3 ns with 16
-// looks (five runs each, one process, 2 cores; docs/benchmarks-policies.md),
-// because a caller that spins keeps its core from the holder that would
-// release. The knob stays for that ablation (SetBargeRounds).
-const (
-	bargeRounds = 0
-	bargeSpins  = 256
-)
 
 // doneWoken ends a woken waiter's look after it took its permits: the
 // woken flag goes, and if waiters are queued and permits are left, the

@@ -2,7 +2,6 @@ package semaphore_test
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -64,32 +63,4 @@ func BenchmarkBarging(b *testing.B) {
 			p.Release()
 		})
 	})
-}
-
-// BenchmarkAblationBarge runs the barging caller's spin against no spin on
-// the capacity-1, 32-goroutine row, with a sync.Mutex beside them, and the
-// uncontended row (one goroutine), where nobody waits: the per-operation
-// floor that the contended rows cannot go below. spin=16: a barging caller
-// (or a woken waiter) looks at the state word 16 times, bargeSpins apart,
-// before it queues (what New sets up); spin=0: once.
-func BenchmarkAblationBarge(b *testing.B) {
-	for _, r := range []ablationRow{{"uncontended", 1, 0, nil}, {"cap1-g32", 1, 32, nil}} {
-		for _, rounds := range []int{16, 0} {
-			b.Run(fmt.Sprintf("row=%s/spin=%d", r.name, rounds), func(b *testing.B) {
-				s := semaphore.New(r.capacity, semaphore.WithBarging(time.Millisecond))
-				semaphore.SetBargeRounds(s, rounds)
-				runRow(b, r, context.Background(), s.Acquire)
-			})
-		}
-		b.Run("row="+r.name+"/impl=mutex", func(b *testing.B) {
-			var mu sync.Mutex
-			acquire := func(context.Context, int64, ...semaphore.AcquireOption) (semaphore.Permit, error) {
-				mu.Lock()
-				//lint:ignore SA2001 an empty critical section is the point
-				mu.Unlock()
-				return semaphore.Permit{}, nil
-			}
-			runRow(b, r, context.Background(), acquire)
-		})
-	}
 }

@@ -8,8 +8,3 @@ func BargingOld(s *Weighted) int { return int(s.barge.flags.Load() >> oldShift) 
 // BargingWoken reports whether a waiter of s, made WithBarging, is woken
 // to compete and not done looking.
 func BargingWoken(s *Weighted) bool { return s.barge.flags.Load()&bWoken != 0 }
-
-// SetBargeRounds sets how many times s, made WithBarging, looks at the
-// state word before a caller queues or a woken waiter rejoins (bargeRounds
-// by default; 0: once, no spinning), for BenchmarkAblationBargeSpin.
-func SetBargeRounds(s *Weighted, k int) { s.barge.rounds = k }

@@ -51,9 +51,6 @@ func (s *Weighted) AcquirePlainCtx(ctx context.Context, n int64, _ ...AcquireOpt
 		if p, ok := s.claimInline(st, n); ok {
 			return p, nil
 		}
-		if p, ok := s.acquireContended(ctx, n); ok {
-			return p, nil
-		}
 	}
 	return s.acquireSlow(ctx, n, call.Turn{})
 }
@@ -79,9 +76,6 @@ func (s *Weighted) AcquireCompareCtx(ctx context.Context, n int64, _ ...AcquireO
 		if p, ok := s.claimInline(st, n); ok {
 			return p, nil
 		}
-		if p, ok := s.acquireContended(ctx, n); ok {
-			return p, nil
-		}
 	}
 	return s.acquireSlow(ctx, n, call.Turn{})
 }
@@ -100,9 +94,64 @@ func (s *Weighted) AcquireStampCheck(ctx context.Context, n int64, _ ...AcquireO
 		if p, ok := s.claimInline(st, n); ok {
 			return s.stamp(p), nil
 		}
-		if p, ok := s.acquireContended(ctx, n); ok {
+	}
+	return s.acquireSlow(ctx, n, call.Turn{})
+}
+
+// AcquireBackoff is Acquire with the backoff it had before issue 23: a
+// compare-and-swap lost to another core is retried up to backoffRounds
+// times, after a spin of backoffSpins iterations that doubles each round,
+// before the slow path. Each reload is followed by a look at ctx, as in
+// Acquire.
+func (s *Weighted) AcquireBackoff(ctx context.Context, n int64, _ ...AcquireOption) (Permit, error) {
+	return s.acquireRetrying(ctx, n, backoffSpins)
+}
+
+// AcquireRetryNoSpin is AcquireBackoff with no spin between the tries.
+func (s *Weighted) AcquireRetryNoSpin(ctx context.Context, n int64, _ ...AcquireOption) (Permit, error) {
+	return s.acquireRetrying(ctx, n, 0)
+}
+
+// The removed backoff: 3 rounds, the first of 2048 iterations of spinWait.
+const (
+	backoffRounds = 3
+	backoffSpins  = 2048
+)
+
+// acquireRetrying is Acquire that retries a lost compare-and-swap
+// backoffRounds times, after spinWait(spins<<i) in round i.
+func (s *Weighted) acquireRetrying(ctx context.Context, n int64, spins int) (Permit, error) {
+	if ctx == nil {
+		panic("semaphore: nil Context")
+	}
+	st := s.state.Load()
+	if !neverEnds(ctx) && ctx.Err() != nil {
+		return Permit{}, s.failFast(ctx)
+	}
+	if n > 0 && fastOK(st, n) {
+		if p, ok := s.claimInline(st, n); ok {
 			return p, nil
+		}
+		for i := range backoffRounds {
+			spinWait(spins << i)
+			st := s.state.Load()
+			if !fastOK(st, n) || ctxEnded(ctx) {
+				break
+			}
+			if p, ok := s.claimInline(st, n); ok {
+				return p, nil
+			}
 		}
 	}
 	return s.acquireSlow(ctx, n, call.Turn{})
+}
+
+// spinWait busy-waits for k iterations of an empty loop, without touching
+// memory that other cores write. It is not inlined, so that the loop is
+// kept.
+//
+//go:noinline
+func spinWait(k int) {
+	for j := 0; j < k; j++ {
+	}
 }

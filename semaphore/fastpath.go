@@ -34,6 +34,11 @@ import (
 //
 // The layout is permit's, so that Permit.Release returns an inline token
 // to the word by itself, with no call into the semaphore.
+//
+// A compare-and-swap lost to another core sends the caller to the slow
+// path, which claims under mu while nobody waits (takeLocked): no retry
+// with a backoff, which measured no gain (BenchmarkAblationBackoff,
+// docs/internals.md).
 const (
 	inlineTokens = permit.WordTokens
 	tokenMask    = 1<<inlineTokens - 1
@@ -50,37 +55,6 @@ func avail(st uint64) int64 { return int64(st) >> availShift }
 
 // ctxEnded reports whether ctx has ended.
 func ctxEnded(ctx context.Context) bool { return ctx.Err() != nil }
-
-// acquireContended retries the fast path after its compare-and-swap lost
-// to another core, backing off first for a while that doubles each round.
-// Without the backoff two cores taking and returning permits at once pass
-// the state word's cache line back and forth on every operation; with it,
-// each runs bursts of operations with the line in its own cache (a mutex
-// gets the same effect by letting one of them run alone while the other
-// waits). It gives up as soon as
-// the fast path no longer applies (permits or tokens run out, or waiters
-// queue: they are served in order under mu), and after backoffRounds
-// attempts. Waiters never spin here: FIFO service is unaffected.
-//
-// Each reload is followed by a look at ctx, as in Acquire: permits given
-// back while it spun must not go to a context that ended before they came
-// free (the slow path then returns ctx's error).
-//
-// A timed semaphore comes here from acquireTimed: the timed flag is
-// masked off, and each grant is stamped.
-func (s *Weighted) acquireContended(ctx context.Context, n int64) (Permit, bool) {
-	for i := 0; i < backoffRounds; i++ {
-		spinWait(backoffSpins << i)
-		st := s.state.Load()
-		if !timedOK(st, n) || ctxEnded(ctx) {
-			return Permit{}, false
-		}
-		if p, ok := s.claimInline(st, n); ok {
-			return s.stamp(p), true
-		}
-	}
-	return Permit{}, false
-}
 
 // fastOK reports whether state st lets a caller take n permits (n > 0)
 // without the lock and without stamping the grant: nobody waits, the
@@ -103,9 +77,6 @@ func (s *Weighted) acquireTimed(ctx context.Context, n int64, st uint64, turn ca
 	if n > 0 && timedOK(st, n) {
 		if p, ok := s.claimInline(st, n); ok {
 			return s.stamp(p), nil
-		}
-		if p, ok := s.acquireContended(ctx, n); ok {
-			return p, nil
 		}
 	}
 	return s.acquireSlow(ctx, n, turn)
@@ -169,26 +140,6 @@ func (s *Weighted) stampOn(t *permit.Token) { t.SetSince(s.hc.Stamp()) }
 func (s *Weighted) takeSlot(st uint64, n int64) (int, bool) {
 	slot := bits.TrailingZeros64(st)
 	return slot, s.state.CompareAndSwap(st, st-uint64(n)<<availShift-1<<slot)
-}
-
-// The backoff of acquireContended: backoffRounds rounds of spinWait, the
-// first of backoffSpins iterations (under a microsecond), each twice the
-// one before: a few microseconds in all at most, about what sync.Mutex
-// spins before it parks. A first round must be long enough for the other
-// core to finish a burst (see docs/internals.md).
-const (
-	backoffRounds = 3
-	backoffSpins  = 2048
-)
-
-// spinWait busy-waits for k iterations of an empty loop, without touching
-// memory that other cores write. It is not inlined, so that the loop is
-// kept.
-//
-//go:noinline
-func spinWait(k int) {
-	for j := 0; j < k; j++ {
-	}
 }
 
 // takeLocked takes n permits if nobody waits and they are available. It

@@ -320,9 +320,6 @@ func (s *Weighted) Acquire(ctx context.Context, n int64, opts ...AcquireOption) 
 		if p, ok := s.claimInline(st, n); ok {
 			return p, nil
 		}
-		if p, ok := s.acquireContended(ctx, n); ok {
-			return p, nil
-		}
 	}
 	if st&flagTimed != 0 {
 		return s.acquireTimed(ctx, n, st, t)

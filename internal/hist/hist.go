@@ -9,10 +9,10 @@ import (
 	"math/bits"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/coarse"
+	"github.com/sessionlane/lanes/internal/stripe"
 )
 
 // Buckets is the number of buckets: one per bound, and one above the last.
@@ -77,12 +77,17 @@ func Bucket(d int64) int {
 // cores on every observation of a contended semaphore). Read adds the
 // stripes up.
 type Recorder struct {
-	stripes [stripes]stripe
+	stripes [stripes]stripeCounts
 }
 
-const stripes = 8
+// stripes is the number of stripes of a Recorder, picked by stripe.Hint.
+const (
+	stripeBits = 3
+	stripes    = 1 << stripeBits
+)
 
-type stripe struct {
+// stripeCounts is one stripe of a Recorder, padded to whole cache lines.
+type stripeCounts struct {
 	counts [Buckets]atomic.Uint64
 	sum    atomic.Uint64 // nanoseconds
 	_      [(64 - (Buckets+1)*8%64) % 64]byte
@@ -91,19 +96,9 @@ type stripe struct {
 // Observe counts one duration of d nanoseconds (a negative one as 0).
 func (r *Recorder) Observe(d int64) {
 	d = max(d, 0)
-	st := &r.stripes[stripeHint()]
+	st := &r.stripes[stripe.Hint(stripeBits)]
 	st.counts[Bucket(d)].Add(1)
 	st.sum.Add(uint64(d))
-}
-
-// stripeHint returns a stripe for the calling goroutine: a hash of an
-// address in its stack, which differs between goroutines and stays put
-// while one goroutine runs (until its stack moves). Any stripe is correct.
-func stripeHint() uint {
-	var b byte
-	sp := uint64(uintptr(unsafe.Pointer(&b)))
-	// Stacks are at least 2 KiB apart; Fibonacci hashing spreads them.
-	return uint(((sp >> 11) * 0x9E3779B97F4A7C15) >> (64 - 3))
 }
 
 // Read copies the counts into counts and returns their total and the sum
