@@ -132,7 +132,7 @@ type Queue[K comparable] struct {
 	closed atomic.Bool   // set by Close, before done is closed
 	done   chan struct{} // closed by Close; ends the waits of rate lanes
 
-	clock   coarse.Clock // the tickets' since
+	clock coarse.Clock // the tickets' since
 	// cooling is set by the first Cooldown: only then do acquire calls
 	// look at their lanes' cooldowns. clk is the clock of cooldowns; nil,
 	// as outside this package's tests, is the system clock.
