@@ -143,6 +143,13 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes LaneSet[K], opts
 func (q *Queue[K]) acquireFrom(ctx context.Context, key K, g *grant[K], from int, turn call.Turn) error {
 	hs := g.held()
 	plain := g.plain
+	if q.cooling.Load() {
+		if err := q.checkCool(ctx, key, g); err != nil {
+			rollback(g, from)
+			q.abandon(g)
+			return err
+		}
+	}
 	for i := from; i < plain; i++ {
 		h := &hs[i]
 		// A lane that grants at once is taken without a trace, also after
@@ -156,6 +163,13 @@ func (q *Queue[K]) acquireFrom(ctx context.Context, key K, g *grant[K], from int
 			}
 		}
 		if err := q.waitOn(ctx, key, g, i, turn); err != nil {
+			return err
+		}
+	}
+	if q.cooling.Load() {
+		if err := q.waitCool(ctx, key, g); err != nil {
+			rollback(g, plain)
+			q.abandon(g)
 			return err
 		}
 	}
@@ -284,6 +298,11 @@ func (q *Queue[K]) TryAcquireAll(key K, lanes LaneSet[K], opts ...semaphore.Acqu
 	if _, err := turnOf(opts); err != nil {
 		return nil, false // a try never waits: its Turn orders nothing
 	}
+	if q.cooling.Load() {
+		if e, _ := g.cooling(q.now().UnixNano()); e != nil {
+			return nil, false
+		}
+	}
 	if q.admit() != nil {
 		return nil, false
 	}
@@ -407,6 +426,12 @@ func (q *Queue[K]) Check(lanes LaneSet[K], opts ...semaphore.AcquireOption) erro
 	}
 	if _, err := turnOf(opts); err != nil {
 		return err
+	}
+	if q.cooling.Load() {
+		now := q.now().UnixNano()
+		if e, until := g.cooling(now); e != nil {
+			return &LaneError{Lane: e.name, Kind: e.kind, Err: errCooling, RetryAfter: time.Duration(until - now)}
+		}
 	}
 	if q.drain.draining.Load() {
 		return ErrDraining

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/coarse"
 	"github.com/sessionlane/lanes/internal/nan"
 	"github.com/sessionlane/lanes/keyedsem"
@@ -131,7 +132,12 @@ type Queue[K comparable] struct {
 	closed atomic.Bool   // set by Close, before done is closed
 	done   chan struct{} // closed by Close; ends the waits of rate lanes
 
-	clock   coarse.Clock // the tickets' since
+	clock coarse.Clock // the tickets' since
+	// cooling is set by the first Cooldown: only then do acquire calls
+	// look at their lanes' cooldowns. clk is the clock of cooldowns; nil,
+	// as outside this package's tests, is the system clock.
+	cooling atomic.Bool
+	clk     clock.Clock
 	holders holderSet[K]
 	watch   watch[K]   // Waiters' arrivals and the hooks (waiters.go, hooks.go)
 	drain   drainState // what Drain waits for; see drain.go
@@ -193,6 +199,9 @@ type laneEntry[K comparable] struct {
 	// reads it from the lane's Stats (see drainState).
 	own bool
 	obs atomic.Pointer[Observer] // ObserveLane's; nil: none
+	// cool is when the lane's Cooldown ends, in nanoseconds of the
+	// queue's clock; 0: never paused.
+	cool atomic.Int64
 }
 
 // bind sets the fields of e that add derives from e.lane.

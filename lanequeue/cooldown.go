@@ -1,0 +1,128 @@
+package lanequeue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sessionlane/lanes/internal/clock"
+)
+
+// Cooldown pauses admission on the named lane until until, for every
+// caller: the answer to a provider's "retry after", so that one 429 stops
+// the calls of every goroutine, not only of the one that got it. A later
+// Cooldown extends the pause; an earlier one does not shorten it.
+//
+// While a lane of a call's set cools down, the call keeps its place: it
+// takes its permits on the set's other lanes and on the cooling lane in
+// the usual order (so the line stays as it was), then waits, holding them,
+// until the lane reopens, and only then takes its rate lanes' tokens and
+// returns its ticket. A call whose context's deadline comes before the
+// lane reopens fails at once, taking nothing, with a [*LaneError] that
+// names the lane, wraps context.DeadlineExceeded and whose RetryAfter says
+// when it reopens; so does a call whose context ends while it waits out
+// the pause (wrapping the context's error), after giving back what it
+// took. TryAcquireAll returns false and Check returns that LaneError while
+// the lane cools down. Tickets already granted are not affected.
+//
+// It returns an error wrapping [ErrUnknownLane] for a name not in the
+// queue. A lane with no cooldown costs AcquireAll one atomic load.
+func (q *Queue[K]) Cooldown(lane string, until time.Time) error {
+	ref, ok := q.tbl().byName[lane]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownLane, lane)
+	}
+	u := until.UnixNano()
+	for {
+		old := ref.e.cool.Load()
+		if u <= old || ref.e.cool.CompareAndSwap(old, u) {
+			break
+		}
+	}
+	q.cooling.Store(true)
+	return nil
+}
+
+// errCooling is the cause in Check's LaneError for a lane that cools
+// down.
+var errCooling = errors.New("cooling down after an overload")
+
+// now reads the queue's clock (the system clock, or a test's).
+func (q *Queue[K]) now() time.Time {
+	if q.clk == nil {
+		return time.Now()
+	}
+	return q.clk.Now()
+}
+
+// timer returns a timer of the queue's clock.
+func (q *Queue[K]) timer(d time.Duration) clock.Timer {
+	if q.clk == nil {
+		return clock.Real{}.NewTimer(d)
+	}
+	return q.clk.NewTimer(d)
+}
+
+// cooling returns the lane of g whose cooldown ends last after now, and
+// when (in nanoseconds of the queue's clock); nil if none cools down.
+func (g *grant[K]) cooling(now int64) (e *laneEntry[K], until int64) {
+	hs := g.held()
+	for i := range hs {
+		if c := hs[i].e.cool.Load(); c > now && c > until {
+			e, until = hs[i].e, c
+		}
+	}
+	return e, until
+}
+
+// coolErr returns the error of a call whose wait for e's cooldown, which
+// ends at until, is cut by cause; now is the queue's clock.
+func coolErr[K comparable](e *laneEntry[K], key K, now, until int64, cause error) error {
+	le := &LaneError{Lane: e.name, Kind: e.kind, Err: cause, RetryAfter: time.Duration(until - now)}
+	if e.kind == Keyed {
+		le.Key = key
+	}
+	return le
+}
+
+// checkCool fails a call whose context's deadline comes before a lane of
+// g reopens; nil when no lane of g cools down, or ctx has time to wait.
+func (q *Queue[K]) checkCool(ctx context.Context, key K, g *grant[K]) error {
+	now := q.now().UnixNano()
+	e, until := g.cooling(now)
+	if e == nil {
+		return nil
+	}
+	if d, ok := ctx.Deadline(); ok && d.UnixNano() < until {
+		return coolErr(e, key, now, until, context.DeadlineExceeded)
+	}
+	return nil
+}
+
+// waitCool waits until no lane of g cools down, or fails as checkCool
+// does, or with the context's error if it ends first, or ErrClosed if the
+// queue closes. The caller holds g's plain lanes and gives them back on
+// failure.
+func (q *Queue[K]) waitCool(ctx context.Context, key K, g *grant[K]) error {
+	for {
+		now := q.now().UnixNano()
+		e, until := g.cooling(now)
+		if e == nil {
+			return nil
+		}
+		if d, ok := ctx.Deadline(); ok && d.UnixNano() < until {
+			return coolErr(e, key, now, until, context.DeadlineExceeded)
+		}
+		t := q.timer(time.Duration(until - now))
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return coolErr(e, key, now, until, ctx.Err())
+		case <-q.done:
+			t.Stop()
+			return ErrClosed
+		}
+	}
+}

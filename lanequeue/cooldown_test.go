@@ -1,0 +1,169 @@
+package lanequeue_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/testkit"
+	"github.com/sessionlane/lanes/lanequeue"
+)
+
+// coolQueue is a queue with a session lane and a provider lane of
+// capacity 1, on a fake clock that starts at the system's time (so that
+// contexts' deadlines, which are system times, compare with it).
+func coolQueue(t *testing.T) (*lanequeue.Queue[string], *clock.Fake) {
+	t.Helper()
+	q := lanequeue.New[string]()
+	must(t, q.AddKeyedLane("session"))
+	must(t, q.AddGlobalLane("provider", 1))
+	clk := clock.NewFake(time.Now())
+	q.SetClock(clk)
+	t.Cleanup(q.Close)
+	return q, clk
+}
+
+// pending waits until clk has n timers armed, or fails after the
+// package's deadline.
+func pending(t *testing.T, clk *clock.Fake, n int) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { clk.BlockUntilPending(n); close(done) }()
+	testkit.Recv(t, done, "a cooldown timer")
+}
+
+// TestCooldownHoldsEveryCallerInLine: a cooldown on the provider lane
+// pauses every caller, not only one; they keep their order, and go one by
+// one, as the lane's capacity allows, once it reopens.
+func TestCooldownHoldsEveryCallerInLine(t *testing.T) {
+	q, clk := coolQueue(t)
+	must(t, q.Cooldown("provider", clk.Now().Add(30*time.Second)))
+	names := []string{"session", "provider"}
+	a := acquireAsync(context.Background(), q, "a", names)
+	pending(t, clk, 1) // a holds the provider's permit and waits out the pause
+	b := acquireAsync(context.Background(), q, "b", names)
+	testkit.Eventually(t, "b to queue", func() bool { return laneStats(t, q, "provider").Waiters == 1 })
+	c := acquireAsync(context.Background(), q, "c", names)
+	testkit.Eventually(t, "c to queue", func() bool { return laneStats(t, q, "provider").Waiters == 2 })
+	select {
+	case r := <-a:
+		t.Fatalf("a returned during the cooldown: %v", r.err)
+	default:
+	}
+	clk.Advance(30 * time.Second)
+	ra := receive(t, a)
+	must(t, ra.err)
+	ra.t.Release()
+	rb := receive(t, b)
+	must(t, rb.err)
+	rb.t.Release()
+	rc := receive(t, c)
+	must(t, rc.err)
+	rc.t.Release()
+	assertNothingHeld(t, q)
+}
+
+// TestCooldownDeadlineBeforeReopenFailsAtOnce: a caller whose deadline
+// comes before the lane reopens fails without waiting and takes nothing;
+// its LaneError names the lane and says when it reopens.
+func TestCooldownDeadlineBeforeReopenFailsAtOnce(t *testing.T) {
+	q, clk := coolQueue(t)
+	must(t, q.Cooldown("provider", clk.Now().Add(10*time.Minute)))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tk, err := acquireAll(q, ctx, "k", []string{"session", "provider"})
+	var le *lanequeue.LaneError
+	if tk != nil || !errors.As(err, &le) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("AcquireAll = (%v, %v); want a LaneError wrapping DeadlineExceeded", tk, err)
+	}
+	if le.Lane != "provider" || le.RetryAfter != 10*time.Minute {
+		t.Fatalf("LaneError %+v; want lane provider, RetryAfter 10m", le)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("the call waited for its context to end: %v", ctx.Err())
+	}
+	assertNothingHeld(t, q)
+}
+
+// TestCooldownCancelledWhileWaitingGivesBack: a caller cancelled while it
+// waits out a pause gives back what it took, and the next in line gets it
+// once the lane reopens.
+func TestCooldownCancelledWhileWaitingGivesBack(t *testing.T) {
+	q, clk := coolQueue(t)
+	must(t, q.Cooldown("provider", clk.Now().Add(time.Minute)))
+	names := []string{"session", "provider"}
+	ctx, cancel := context.WithCancel(context.Background())
+	a := acquireAsync(ctx, q, "a", names)
+	pending(t, clk, 1)
+	b := acquireAsync(context.Background(), q, "b", names)
+	testkit.Eventually(t, "b to queue", func() bool { return laneStats(t, q, "provider").Waiters == 1 })
+	cancel()
+	ra := receive(t, a)
+	var le *lanequeue.LaneError
+	if ra.t != nil || !errors.As(ra.err, &le) || !errors.Is(ra.err, context.Canceled) || le.Lane != "provider" {
+		t.Fatalf("a = (%v, %v); want a provider LaneError wrapping Canceled", ra.t, ra.err)
+	}
+	pending(t, clk, 1) // b took the permit a gave back, and waits out the pause
+	clk.Advance(time.Minute)
+	rb := receive(t, b)
+	must(t, rb.err)
+	rb.t.Release()
+	assertNothingHeld(t, q)
+}
+
+// TestCooldownTryAndCheck: TryAcquireAll takes nothing and Check says why
+// while a lane cools down; both are as before once it reopens. A lane
+// not in the set is not paused.
+func TestCooldownTryAndCheck(t *testing.T) {
+	q, clk := coolQueue(t)
+	must(t, q.Cooldown("provider", clk.Now().Add(time.Second)))
+	both, err := q.Lanes("session", "provider")
+	must(t, err)
+	if tk, ok := q.TryAcquireAll("k", both); ok {
+		tk.Release()
+		t.Fatal("TryAcquireAll granted during the cooldown")
+	}
+	var le *lanequeue.LaneError
+	if err := q.Check(both); !errors.As(err, &le) || le.Lane != "provider" || le.RetryAfter != time.Second {
+		t.Fatalf("Check = %v; want a provider LaneError with RetryAfter 1s", err)
+	}
+	session, err := q.Lanes("session")
+	must(t, err)
+	tk, ok := q.TryAcquireAll("k", session)
+	if !ok {
+		t.Fatal("a set without the cooling lane was refused")
+	}
+	tk.Release()
+	clk.Advance(time.Second)
+	must(t, q.Check(both))
+	tk, ok = q.TryAcquireAll("k", both)
+	if !ok {
+		t.Fatal("TryAcquireAll refused once the lane reopened")
+	}
+	tk.Release()
+	assertNothingHeld(t, q)
+}
+
+// TestCooldownExtendsNeverShortens: a later Cooldown extends the pause,
+// an earlier one leaves it; an unknown lane is an error.
+func TestCooldownExtendsNeverShortens(t *testing.T) {
+	q, clk := coolQueue(t)
+	now := clk.Now()
+	must(t, q.Cooldown("provider", now.Add(time.Minute)))
+	must(t, q.Cooldown("provider", now.Add(time.Second)))
+	both, err := q.Lanes("session", "provider")
+	must(t, err)
+	var le *lanequeue.LaneError
+	if err := q.Check(both); !errors.As(err, &le) || le.RetryAfter != time.Minute {
+		t.Fatalf("Check = %v; want RetryAfter 1m (the earlier Cooldown must not shorten it)", err)
+	}
+	must(t, q.Cooldown("provider", now.Add(2*time.Minute)))
+	if err := q.Check(both); !errors.As(err, &le) || le.RetryAfter != 2*time.Minute {
+		t.Fatalf("Check = %v; want RetryAfter 2m", err)
+	}
+	if err := q.Cooldown("nope", now); !errors.Is(err, lanequeue.ErrUnknownLane) {
+		t.Fatalf("Cooldown of an unknown lane = %v; want ErrUnknownLane", err)
+	}
+}
