@@ -23,13 +23,13 @@ func BenchmarkHotKeyTurn(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		opts []keyedsem.Option
-		turn func(i int) []semaphore.AcquireOption // nil: Acquire
+		turn func(i int) semaphore.AcquireOption // nil: Acquire
 	}{
 		{"fifo", nil, nil},
 		{"priorities-zero", []keyedsem.Option{keyedsem.WithPriorities(time.Millisecond)}, nil},
 		{"priorities-rare", []keyedsem.Option{keyedsem.WithPriorities(time.Millisecond)}, rareHigh},
-		{"priorities-mixed", []keyedsem.Option{keyedsem.WithPriorities(time.Millisecond)}, func(i int) []semaphore.AcquireOption { return []semaphore.AcquireOption{semaphore.Priority(i % 3)} }},
-		{"sequence", []keyedsem.Option{keyedsem.WithSequenceOrder()}, func(i int) []semaphore.AcquireOption { return []semaphore.AcquireOption{semaphore.Sequence(int64(i))} }},
+		{"priorities-mixed", []keyedsem.Option{keyedsem.WithPriorities(time.Millisecond)}, func(i int) semaphore.AcquireOption { return semaphore.Priority(i % 3) }},
+		{"sequence", []keyedsem.Option{keyedsem.WithSequenceOrder()}, func(i int) semaphore.AcquireOption { return semaphore.Sequence(int64(i)) }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			s := keyedsem.New[string](c.opts...)
@@ -45,7 +45,7 @@ func BenchmarkHotKeyTurn(b *testing.B) {
 					if c.turn == nil {
 						p, err = s.Acquire(ctx, k)
 					} else {
-						p, err = s.Acquire(ctx, k, c.turn(i)...)
+						p, err = s.Acquire(ctx, k, c.turn(i))
 					}
 					if err != nil {
 						b.Error(err)
@@ -59,9 +59,9 @@ func BenchmarkHotKeyTurn(b *testing.B) {
 }
 
 // rareHigh gives one call in eight priority 1.
-func rareHigh(i int) []semaphore.AcquireOption {
+func rareHigh(i int) semaphore.AcquireOption {
 	if i%8 == 0 {
-		return []semaphore.AcquireOption{semaphore.Priority(1)}
+		return semaphore.Priority(1)
 	}
-	return []semaphore.AcquireOption{}
+	return semaphore.AcquireOption{}
 }
