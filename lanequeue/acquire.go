@@ -618,10 +618,19 @@ func takeForeignRate[K comparable](ctx context.Context, key K, h *held[K], reqs 
 			cancelRates(reqs)
 		}
 	}()
+	// The permit is kept: a rate lane's holds nothing, but may carry what
+	// the lane needs to know of the grant later (a token lane's second,
+	// for Ticket.Settle).
+	var p semaphore.Permit
 	if wait {
-		_, err = h.e.lane.Acquire(ctx, key, h.n)
-	} else if _, ok := h.e.lane.TryAcquire(key, h.n); !ok {
+		p, err = h.e.lane.Acquire(ctx, key, h.n)
+	} else if q, ok := h.e.lane.TryAcquire(key, h.n); ok {
+		p = q
+	} else {
 		err = errNoTokens
+	}
+	if err == nil {
+		h.p = p
 	}
 	done = true
 	return err

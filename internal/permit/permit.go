@@ -216,3 +216,13 @@ func (p Permit) Valid() bool { return p.t != nil }
 // Permit), so that an owner can recognise its own permits. Like OwnerOf it
 // is a function, not a method, so that it is out of users' reach.
 func TokenOf(p Permit) *Token { return p.t }
+
+// Mark returns a permit that holds nothing and carries m: Release does
+// nothing and Valid is false, as for the zero Permit, but the lane that
+// made it reads m back with MarkOf (a token lane's admission second), so
+// that what a lane needs to know of one grant travels in the handle that
+// the caller keeps anyway.
+func Mark(m uint64, n int64) Permit { return Permit{gen: m, n: n} }
+
+// MarkOf returns the mark of a permit made by Mark.
+func MarkOf(p Permit) uint64 { return p.gen }

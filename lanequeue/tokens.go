@@ -1,0 +1,339 @@
+package lanequeue
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/coarse"
+	"github.com/sessionlane/lanes/internal/permit"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// AddTokenLane adds a [Rate] lane named name that holds a budget of
+// perMinute tokens a minute, the way model providers limit tokens per
+// minute: the tokens charged in any minute (a sliding window, counted in
+// one-second slots and rounded up to 61 seconds) never pass perMinute,
+// apart from debts (below). A call
+// takes its weight (an estimate: the prompt's tokens and the most the
+// answer may take) when it is admitted, and the ticket settles the actual
+// count after the call ([Ticket.Settle]): a call that used more leaves a
+// debt that later calls wait out; one that used less gives the rest back,
+// from the count of the second it was charged in, while that second is in
+// the window. So the tokens used in any minute never pass perMinute plus
+// one estimate's error.
+//
+// Callers wait for their tokens in the order they reach the lane. A call
+// whose tokens would come after its context's deadline fails at once with
+// an error wrapping context.DeadlineExceeded; one heavier than perMinute
+// is refused ([ErrTooHeavy]). Like every rate lane it gives nothing back
+// on Release, and tokens a call took stay spent if a later lane of the
+// same call fails.
+//
+// It returns an error wrapping [ErrInvalidCapacity] for perMinute below 1.
+func (q *Queue[K]) AddTokenLane(name string, perMinute int64) error {
+	if perMinute < 1 || perMinute > semaphore.MaxCapacity {
+		return fmt.Errorf("lanequeue: lane %q: %d tokens a minute: must be in [1, %d]: %w", name, perMinute, int64(semaphore.MaxCapacity), ErrInvalidCapacity)
+	}
+	if err := q.checkName(name); err != nil {
+		return err
+	}
+	return q.add(&laneEntry[K]{name: name, kind: Rate, lane: newTokenLane[K](perMinute, q.clk, &q.clock)})
+}
+
+// window is how many one-second slots a token lane counts: a token
+// charged at any instant of second s leaves the count when second s+window
+// begins. The lane reads the queue's coarse clock, which lags the time by
+// its resolution (a millisecond, more on a loaded machine): with 62 slots
+// a token leaves at least a minute after it was charged for any lag up to
+// a second, so the tokens charged in any minute never pass the budget (the
+// count is up to two seconds too long, never too short).
+const window = 62
+
+// tokenLane is AddTokenLane's lane: the tokens charged in each of the last
+// window seconds, under a mutex, and their total. The head of the line,
+// the holder of the one value in head, waits for room; the others wait for
+// head, which Go's channels hand over in the order they asked.
+type tokenLane[K comparable] struct {
+	max int64 // the budget of a minute
+	// The time, in nanoseconds: the queue's coarse clock (one atomic
+	// load; the system clock's reading costs 70ns on a virtual machine),
+	// or a test's clock.
+	coarse *coarse.Clock
+	clk    clock.Clock
+	head   chan struct{} // holds one value while nobody is the head
+	kick   chan struct{} // a settle's refund wakes the head
+	once   sync.Once
+	done   chan struct{}
+
+	mu    sync.Mutex
+	slots [window]int64 // tokens charged in second s, at s % window
+	total int64         // their sum: may pass max (a debt)
+	now   int64         // the second of the newest slot (seconds of nanos)
+
+	closed                      atomic.Bool
+	waiters                     atomic.Int64
+	acquired, waited, cancelled atomic.Uint64
+	rejected, failed            atomic.Uint64
+}
+
+func newTokenLane[K comparable](perMinute int64, clk clock.Clock, cc *coarse.Clock) *tokenLane[K] {
+	l := &tokenLane[K]{
+		max:    perMinute,
+		coarse: cc,
+		clk:    clk,
+		head:   make(chan struct{}, 1),
+		kick:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
+	}
+	l.now = l.nanos() / int64(time.Second)
+	l.head <- struct{}{}
+	return l
+}
+
+// nanos reads the lane's clock.
+func (l *tokenLane[K]) nanos() int64 {
+	if l.clk != nil {
+		return l.clk.Now().UnixNano()
+	}
+	return l.coarse.Read()
+}
+
+// until returns the time left until t on the lane's clock.
+func (l *tokenLane[K]) until(t time.Time) time.Duration {
+	if l.clk != nil {
+		return t.Sub(l.clk.Now())
+	}
+	return time.Until(t)
+}
+
+// timer returns a timer of the lane's clock.
+func (l *tokenLane[K]) timer(d time.Duration) clock.Timer {
+	if l.clk != nil {
+		return l.clk.NewTimer(d)
+	}
+	return clock.Real{}.NewTimer(d)
+}
+
+// advance moves the count to second now, dropping the slots that left
+// the window; l.mu is held.
+func (l *tokenLane[K]) advance(now int64) {
+	if now <= l.now {
+		return
+	}
+	if now-l.now >= window {
+		l.slots, l.total = [window]int64{}, 0
+	} else {
+		for s := l.now + 1; s <= now; s++ {
+			l.total -= l.slots[s%window]
+			l.slots[s%window] = 0
+		}
+	}
+	l.now = now
+}
+
+// take charges n tokens now, if the window has room for them, and
+// returns the second they were charged in; otherwise it says how long
+// until enough leave the window.
+func (l *tokenLane[K]) take(n int64) (sec int64, wait time.Duration, ok bool) {
+	t := l.nanos()
+	now := t / int64(time.Second)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.advance(now)
+	if l.max-l.total >= n {
+		l.slots[now%window] += n
+		l.total += n
+		return now, 0, true
+	}
+	// The oldest slots leave first: the one whose leaving makes room.
+	need := n - (l.max - l.total)
+	for s := now - window + 1; s <= now; s++ {
+		need -= l.slots[s%window]
+		if need <= 0 {
+			return 0, time.Duration((s+window)*int64(time.Second) - t), false
+		}
+	}
+	return 0, time.Duration((now+window)*int64(time.Second) - t), false // only a debt beyond the window: unreachable for n <= max
+}
+
+// settle charges delta more tokens for a grant charged in second sec: a
+// debt (delta > 0) in the current second, which a provider counts now; a
+// refund (delta < 0) from sec's own slot, if it is still in the window,
+// and never more than that slot holds, so that the count never falls
+// below what it would have been had the grant asked for the actual count.
+func (l *tokenLane[K]) settle(sec, delta int64) {
+	if delta > 0 {
+		now := l.nanos() / int64(time.Second)
+		l.mu.Lock()
+		l.advance(now)
+		l.slots[now%window] += delta
+		l.total += delta
+		l.mu.Unlock()
+		return
+	}
+	if delta == 0 {
+		return
+	}
+	// A refund reads no clock: while sec is within the window of the
+	// count's own second, its slot is still sec's (no later second has
+	// taken it), whatever the time now; a slot past the window by now is
+	// cleared with what is left of it when the count moves on, so taking
+	// from it early changes nothing beyond the window.
+	l.mu.Lock()
+	if sec <= l.now-window {
+		l.mu.Unlock()
+		return // that grant's tokens have left the window already
+	}
+	r := min(-delta, l.slots[sec%window])
+	l.slots[sec%window] -= r
+	l.total -= r
+	l.mu.Unlock()
+	if l.waiters.Load() != 0 {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (l *tokenLane[K]) Kind() Kind       { return Rate }
+func (l *tokenLane[K]) MaxWeight() int64 { return l.max }
+
+func (l *tokenLane[K]) Acquire(ctx context.Context, _ K, n int64) (semaphore.Permit, error) {
+	if l.closed.Load() {
+		l.rejected.Add(1)
+		return semaphore.Permit{}, ErrClosed
+	}
+	l.waiters.Add(1)
+	defer l.waiters.Add(-1)
+	select {
+	case <-l.head:
+	case <-ctx.Done():
+		l.cancelled.Add(1)
+		return semaphore.Permit{}, ctx.Err()
+	case <-l.done:
+		l.failed.Add(1)
+		return semaphore.Permit{}, ErrClosed
+	}
+	defer func() { l.head <- struct{}{} }()
+	waited := false
+	for {
+		if err := ctx.Err(); err != nil {
+			l.cancelled.Add(1)
+			return semaphore.Permit{}, err
+		}
+		sec, d, ok := l.take(n)
+		if ok {
+			l.acquired.Add(1)
+			if waited {
+				l.waited.Add(1)
+			}
+			return semaphore.Permit(permit.Mark(uint64(sec), n)), nil
+		}
+		if dl, has := ctx.Deadline(); has && l.until(dl) < d {
+			l.cancelled.Add(1)
+			return semaphore.Permit{}, fmt.Errorf("lanequeue: tokens in %v, after the deadline: %w", d, context.DeadlineExceeded)
+		}
+		waited = true
+		t := l.timer(d)
+		select {
+		case <-t.C():
+		case <-l.kick:
+			t.Stop()
+		case <-ctx.Done():
+			t.Stop()
+		case <-l.done:
+			t.Stop()
+			l.failed.Add(1)
+			return semaphore.Permit{}, ErrClosed
+		}
+	}
+}
+
+func (l *tokenLane[K]) TryAcquire(_ K, n int64) (semaphore.Permit, bool) {
+	if l.closed.Load() {
+		return semaphore.Permit{}, false
+	}
+	select {
+	case <-l.head:
+	default:
+		return semaphore.Permit{}, false
+	}
+	sec, _, ok := l.take(n)
+	l.head <- struct{}{}
+	if !ok {
+		return semaphore.Permit{}, false
+	}
+	l.acquired.Add(1)
+	return semaphore.Permit(permit.Mark(uint64(sec), n)), true
+}
+
+func (l *tokenLane[K]) Stats() LaneStats {
+	st := LaneStats{Kind: Rate, Capacity: l.max, Waiters: int(l.waiters.Load()), Closed: l.closed.Load()}
+	st.Acquired = l.acquired.Load()
+	st.Waited = l.waited.Load()
+	st.Cancelled = l.cancelled.Load()
+	st.Rejected = l.rejected.Load()
+	st.Failed = l.failed.Load()
+	return st
+}
+
+func (l *tokenLane[K]) Close() {
+	l.once.Do(func() {
+		l.closed.Store(true)
+		close(l.done)
+	})
+}
+
+// Settle tells the token lane named lane ([Queue.AddTokenLane]) of this
+// ticket how many tokens the call actually used: the lane charges the
+// difference with the weight the ticket took there (or last settled), a
+// debt that later calls wait out, or gives the rest back, never beyond
+// the lane's budget. It may be called more than once (a streamed answer's
+// running count), each time with the total so far; a ticket that is
+// released is settled no more.
+//
+// It returns an error wrapping [ErrUnknownLane] if the ticket holds no
+// lane of that name, [ErrInvalidConfig] if that lane is not a token lane,
+// [ErrInvalidWeight] for actual below 0, and [ErrClosed] once the ticket
+// is released. It allocates nothing.
+func (t *Ticket[K]) Settle(lane string, actual int64) error {
+	if actual < 0 {
+		return errSettleNegative
+	}
+	r := t.lock()
+	if r == nil {
+		return errSettleReleased
+	}
+	hs := r.g.held()
+	for i := range hs {
+		h := &hs[i]
+		if h.e.name != lane {
+			continue
+		}
+		tl, ok := h.e.lane.(*tokenLane[K])
+		if !ok {
+			r.home.mu.Unlock()
+			return errSettleNotTokens
+		}
+		delta, sec := actual-h.n, int64(permit.MarkOf(permit.Permit(h.p)))
+		h.n = actual
+		r.home.mu.Unlock()
+		tl.settle(sec, delta)
+		return nil
+	}
+	r.home.mu.Unlock()
+	return errSettleUnknown
+}
+
+// Settle's refusals: static, so that they allocate nothing.
+var (
+	errSettleNegative  = fmt.Errorf("lanequeue: Settle: a negative count: %w", ErrInvalidWeight)
+	errSettleReleased  = fmt.Errorf("lanequeue: Settle: the ticket is released: %w", ErrClosed)
+	errSettleNotTokens = fmt.Errorf("lanequeue: Settle: not a token lane (AddTokenLane): %w", ErrInvalidConfig)
+	errSettleUnknown   = fmt.Errorf("lanequeue: Settle: the ticket holds no such lane: %w", ErrUnknownLane)
+)

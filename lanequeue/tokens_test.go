@@ -1,0 +1,251 @@
+package lanequeue_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// tokenQueue is a queue with a token lane of perMinute tokens, on a fake
+// clock that starts at a whole second.
+func tokenQueue(t *testing.T, perMinute int64) (*lanequeue.Queue[string], lanequeue.LaneSet[string], *clock.Fake) {
+	t.Helper()
+	q := lanequeue.New[string]()
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	q.SetClock(clk)
+	must(t, q.AddTokenLane("tpm", perMinute))
+	must(t, q.AddKeyedLane("session"))
+	t.Cleanup(q.Close)
+	ls, err := q.Lanes("session", "tpm")
+	must(t, err)
+	return q, ls, clk
+}
+
+// try takes n tokens without waiting and reports whether it could.
+func try(q *lanequeue.Queue[string], ls lanequeue.LaneSet[string], n int64) bool {
+	tk, ok := q.TryAcquireAll("try", ls, lanequeue.LaneWeight("tpm", n))
+	if ok {
+		tk.Release()
+	}
+	return ok
+}
+
+// TestSettleDebtIsWaitedOut: a call that used more than its estimate
+// leaves a debt: later calls find the minute's budget spent until the
+// debt leaves the window.
+func TestSettleDebtIsWaitedOut(t *testing.T) {
+	q, ls, clk := tokenQueue(t, 100)
+	tk, err := q.AcquireAll(context.Background(), "k", ls, lanequeue.LaneWeight("tpm", 60))
+	must(t, err)
+	clk.Advance(10 * time.Second)
+	must(t, tk.Settle("tpm", 90)) // 30 more, charged now
+	tk.Release()
+	if try(q, ls, 11) {
+		t.Fatal("11 tokens granted with 90 of 100 used in the minute")
+	}
+	if !try(q, ls, 10) {
+		t.Fatal("10 tokens refused with 90 of 100 used")
+	}
+	clk.Advance(52 * time.Second) // the first 60 leave the window (62 slots); the debt's 30 and the 10 stay
+	if !try(q, ls, 60) || try(q, ls, 1) {
+		t.Fatal("after the first charge left: want exactly 60 free")
+	}
+}
+
+// TestSettleRefundNeverPassesBudget: a call that used less gives the rest
+// back at once, but never more than it was charged, and never so that the
+// minute's budget is passed.
+func TestSettleRefundNeverPassesBudget(t *testing.T) {
+	q, ls, _ := tokenQueue(t, 100)
+	tk, err := q.AcquireAll(context.Background(), "k", ls, lanequeue.LaneWeight("tpm", 80))
+	must(t, err)
+	must(t, tk.Settle("tpm", 20)) // 60 back
+	if !try(q, ls, 80) {
+		t.Fatal("80 tokens refused after a refund of 60 (20 used)")
+	}
+	must(t, tk.Settle("tpm", 0)) // 20 more back: 0 used by the first call
+	if !try(q, ls, 20) || try(q, ls, 1) {
+		t.Fatal("want exactly the budget of 100 used after the refunds")
+	}
+	tk.Release()
+	if err := tk.Settle("tpm", 5); !errors.Is(err, lanequeue.ErrClosed) {
+		t.Fatalf("Settle after Release = %v; want ErrClosed", err)
+	}
+}
+
+// TestSettleRefusals: Settle names the lane it settles.
+func TestSettleRefusals(t *testing.T) {
+	q, ls, _ := tokenQueue(t, 100)
+	tk, err := q.AcquireAll(context.Background(), "k", ls)
+	must(t, err)
+	defer tk.Release()
+	for _, c := range []struct {
+		lane   string
+		actual int64
+		want   error
+	}{
+		{"tpm", -1, lanequeue.ErrInvalidWeight},
+		{"session", 3, lanequeue.ErrInvalidConfig},
+		{"nope", 3, lanequeue.ErrUnknownLane},
+	} {
+		if err := tk.Settle(c.lane, c.actual); !errors.Is(err, c.want) {
+			t.Errorf("Settle(%q, %d) = %v; want %v", c.lane, c.actual, err, c.want)
+		}
+	}
+}
+
+// TestTokenLaneWaitsInOrder: callers short of tokens wait, in the order
+// they came, until the window has room; one whose deadline comes first
+// fails at once.
+func TestTokenLaneWaitsInOrder(t *testing.T) {
+	q, _, clk := tokenQueue(t, 100)
+	tpm, err := q.Lanes("tpm")
+	must(t, err)
+	tk, err := q.AcquireAll(context.Background(), "x", tpm, lanequeue.LaneWeight("tpm", 100))
+	must(t, err)
+	tk.Release()
+	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(30*time.Second))
+	defer cancel()
+	if _, err := q.AcquireAll(ctx, "y", tpm, lanequeue.LaneWeight("tpm", 1)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a deadline before the tokens come: %v; want DeadlineExceeded at once", err)
+	}
+	a := acquireAsync(context.Background(), q, "a", []string{"tpm"}, lanequeue.LaneWeight("tpm", 60))
+	pending(t, clk, 1) // a, the head, waits for the window
+	b := acquireAsync(context.Background(), q, "b", []string{"tpm"}, lanequeue.LaneWeight("tpm", 40))
+	clk.Advance(62 * time.Second) // the window's 62 slots
+	ra := receive(t, a)
+	must(t, ra.err)
+	ra.t.Release()
+	rb := receive(t, b)
+	must(t, rb.err)
+	rb.t.Release()
+}
+
+// TestTokenWindowNeverPassesBudget drives a token lane with random
+// estimates, actual counts, calls in flight at once and clock steps, and
+// counts, as a provider would, the tokens used (the estimate's part at the
+// grant, an overshoot when it is reported) in every minute that starts at
+// one of them: never over the budget, plus the underestimates of the calls
+// in flight at once when calls may use more than they asked.
+func TestTokenWindowNeverPassesBudget(t *testing.T) {
+	t.Run("overestimates", func(t *testing.T) { tokenWindow(t, false) })
+	t.Run("both", func(t *testing.T) { tokenWindow(t, true) })
+}
+
+// tokenWindow is TestTokenWindowNeverPassesBudget, with actual counts
+// above the estimates if under (else never above: then the bound is the
+// budget itself).
+func tokenWindow(t *testing.T, under bool) {
+	const budget = 1000
+	type use struct {
+		at time.Time
+		n  int64
+	}
+	type call struct {
+		tk  *lanequeue.Ticket[string]
+		est int64
+		use int // its grant's entry in uses
+	}
+	for seed := range uint64(30) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		q, _, clk := tokenQueue(t, budget)
+		tpm, err := q.Lanes("tpm")
+		must(t, err)
+		var uses []use
+		var inFlight []call
+		maxUnder := int64(0)
+		for range 600 {
+			if len(inFlight) < 4 && rng.IntN(2) == 0 {
+				est := 1 + rng.Int64N(200)
+				if tk, ok := q.TryAcquireAll("k", tpm, lanequeue.LaneWeight("tpm", est)); ok {
+					inFlight = append(inFlight, call{tk, est, len(uses)})
+					uses = append(uses, use{clk.Now(), est})
+				}
+			} else if len(inFlight) > 0 {
+				i := rng.IntN(len(inFlight))
+				c := inFlight[i]
+				inFlight = append(inFlight[:i], inFlight[i+1:]...)
+				actual := rng.Int64N(c.est + 1)
+				if under {
+					actual = rng.Int64N(2 * c.est)
+				}
+				maxUnder = max(maxUnder, actual-c.est)
+				must(t, c.tk.Settle("tpm", actual))
+				c.tk.Release()
+				// The provider counts an overshoot when it is reported
+				// (now); a call that used less than its estimate used
+				// less at its grant.
+				if actual > c.est {
+					uses = append(uses, use{clk.Now(), actual - c.est})
+				} else {
+					uses[c.use].n = actual
+				}
+			}
+			clk.Advance(time.Duration(rng.IntN(1500)) * time.Millisecond)
+		}
+		for _, c := range inFlight {
+			c.tk.Release()
+		}
+		for i := range uses {
+			var sum int64
+			for j := range uses {
+				if !uses[j].at.Before(uses[i].at) && uses[j].at.Before(uses[i].at.Add(time.Minute)) {
+					sum += uses[j].n
+				}
+			}
+			// Each call in flight may overshoot once its tokens were
+			// admitted: at most 4 at once.
+			if bound := budget + 4*max(maxUnder, 0); sum > bound {
+				t.Fatalf("seed %d: %d tokens used in the minute from %v; want at most %d", seed, sum, uses[i].at.Sub(uses[0].at), bound)
+			}
+		}
+	}
+}
+
+// TestSettleAllocatesNothing: settling, a debt or a refund, allocates
+// nothing.
+func TestSettleAllocatesNothing(t *testing.T) {
+	q, ls, _ := tokenQueue(t, 1_000_000)
+	tk, err := q.AcquireAll(context.Background(), "k", ls, lanequeue.LaneWeight("tpm", 10))
+	must(t, err)
+	defer tk.Release()
+	i := int64(0)
+	if a := testing.AllocsPerRun(1000, func() {
+		i++
+		_ = tk.Settle("tpm", 5+i%10)
+	}); a != 0 {
+		t.Fatalf("Settle: %.1f allocs; want 0", a)
+	}
+}
+
+// BenchmarkSettle is the cost of a ticket's Settle: a refund (the call
+// used less than its estimate), a debt (more), and the same count again.
+func BenchmarkSettle(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		step int64
+	}{{"refund", -1}, {"debt", 1}, {"same", 0}} {
+		b.Run(c.name, func(b *testing.B) {
+			q := lanequeue.New[string]()
+			defer q.Close()
+			must(b, q.AddTokenLane("tpm", semaphore.MaxCapacity))
+			ls, err := q.Lanes("tpm")
+			must(b, err)
+			tk, err := q.AcquireAll(context.Background(), "k", ls, lanequeue.LaneWeight("tpm", semaphore.MaxCapacity/2))
+			must(b, err)
+			defer tk.Release()
+			actual := int64(semaphore.MaxCapacity / 2)
+			b.ReportAllocs()
+			for b.Loop() {
+				actual += c.step
+				_ = tk.Settle("tpm", actual)
+			}
+		})
+	}
+}
