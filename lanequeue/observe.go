@@ -15,8 +15,9 @@ type Observer interface {
 	Observe(err error, held time.Duration)
 }
 
-// ObserveLane makes o the lane's one observer (nil removes it); a
-// controller of another budget than the lane's own is refused.
+// ObserveLane makes o the lane's one observer (nil removes it). A
+// controller of another budget than the lane's own is refused
+// ([ErrInvalidConfig]), as is an unknown lane ([ErrUnknownLane]).
 func (q *Queue[K]) ObserveLane(name string, o Observer) error {
 	ref, ok := q.tbl().byName[name]
 	if !ok {

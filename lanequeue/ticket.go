@@ -108,7 +108,7 @@ type held[K comparable] struct {
 }
 
 // Release gives back every permit, newest first, and returns true the first
-// time, also if a hook panics.
+// time only; a hook that panics in it does not keep the permits.
 func (t *Ticket[K]) Release() bool { return t.release(false, nil) }
 
 // release is Release, and with report Finish: it also tells the observers

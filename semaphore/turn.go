@@ -9,8 +9,8 @@ import (
 
 // AcquireOption is a per-call option of every lanes package's acquire
 // calls. It allocates nothing; of one kind, the last counts. A lane refuses
-// one for an order it was not made with; a lanequeue.Queue drops those
-// instead.
+// one it cannot honour (a Weight on a Weighted, an order it was not made
+// with) with [ErrInvalidConfig]; a lanequeue.Queue drops those instead.
 type AcquireOption = call.Option
 
 // Priority(p) waits at priority p, |p| <= [MaxPriority] (default 0), on a
