@@ -9,11 +9,10 @@
 // are package semaphore's calls, per key. The zero Keyed is not usable
 // (its methods panic); a Keyed must not be copied after first use.
 //
-// Ownership, cancellation and errors: as in package [semaphore], per key.
-// The caller owns a permit if and only if its call returned a nil error; a
-// context that ended before the grant wins, the grant going back to the
-// key's next waiters; a context that has ended comes before any refusal.
-// Per key, available + held == capacity.
+// Ownership, cancellation and errors: as in package [semaphore], per key;
+// a grant given back goes to the key's next waiters, and a context that
+// has ended comes before any refusal. Per key, available + held ==
+// capacity.
 //
 // Happens-before: a Release happens before the acquire of the same key
 // that it unblocks returns.
