@@ -34,31 +34,9 @@ import (
 	"github.com/sessionlane/lanes/semaphore"
 )
 
-// WithBarging lets running callers of a key take its free permits ahead of
-// the key's waiters while none of them has waited bound: for throughput
-// where the order of service within a key does not matter (a keyed mutex
-// around database rows). A release wakes the key's oldest waiter to
-// compete for the permits instead of handing them over, so most
-// operations on a hot key never park, as with a map of sync.Mutex.
-//
-// The bound, per key: once a waiter of the key has waited bound, nobody
-// takes the key's permits ahead of the queue until its head has waited
-// less than bound; the permits go to the waiters in FIFO order as they
-// come back. So the key's oldest waiter is served within bound, plus the
-// time the key's holders of that moment take to release the permits it
-// needs, plus scheduling delays; heavy waiters alike. bound == 0 means
-// [semaphore.DefaultBargingBound] (1ms); bound < 0 is refused. It is
-// measured with the semaphore's clock ([WithClock]), one timer per waiting
-// call. TryAcquire barges by the same rule.
-//
-// WithBarging orders nothing, so it excludes the ordering options
-// (WithPriorities, WithSequenceOrder): New refuses the pair with
-// [ErrInvalidConfig], and Acquire refuses every option of a place in line,
-// as on a FIFO keyed semaphore. A barging keyed semaphore keeps no places in line:
-// [Keyed.Join] fails at once with an error wrapping ErrInvalidConfig (a
-// line that newcomers overtake has no place worth taking, and a place
-// nobody waits for yet could not compete for the permits a release wakes
-// it for). It costs nothing to keyed semaphores made without it.
+// WithBarging lets each key's callers take its free permits ahead of its
+// line, as [semaphore.WithBarging] does, for a keyed mutex where order does
+// not matter. A barging Keyed keeps no places ([Keyed.Join]).
 func WithBarging(bound time.Duration) Option {
 	return func(c *config) { c.barging, c.bargeBound = true, bound }
 }

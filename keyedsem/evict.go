@@ -12,20 +12,9 @@ type candidate[K comparable] struct {
 	st uint64
 }
 
-// Sweep evicts the entries that have been idle for at least the idle
-// timeout and, if there are still more entries than WithMaxKeys (because
-// entries in use exceeded it), the oldest idle ones until there are a
-// quarter fewer than the cap. It returns the number of entries evicted.
-//
-// Entries in use (held, waited for, or being looked up) are never evicted.
-// Sweep takes time in proportion to the number of entries; acquires and
-// releases go on meanwhile (only a new key refused by the hard cap waits for
-// the running pass before it tries to make room).
-//
-// Calling Sweep is not needed for the idle timeout to hold: normal use
-// expires idle entries by itself (see [WithIdleTimeout]), and
-// [WithJanitor] does while the semaphore is not used. Sweep gives the
-// memory back at once, also after Close, which stops the other two.
+// Sweep evicts, at once, the entries idle for the idle timeout and, while
+// over [WithMaxKeys], the oldest idle ones, and returns how many. It is not
+// needed for the timeout to hold, and works after Close.
 func (s *Keyed[K]) Sweep() int {
 	s.mustBeMade()
 	s.evict <- struct{}{}

@@ -21,58 +21,34 @@ import (
 	"github.com/sessionlane/lanes/semaphore"
 )
 
-// Permit is the handle of permits taken from a key; it is the same type as
-// [semaphore.Permit], with the same once-only Release.
+// Permit is [semaphore.Permit].
 type Permit = semaphore.Permit
 
-// Sentinel errors, for errors.Is. ErrClosed, ErrQueueFull,
-// ErrInvalidWeight, ErrTooHeavy and ErrInvalidConfig are the values of
-// package semaphore, shared by every lanes package (errors.Is(err,
-// semaphore.ErrClosed) holds for this package's errors too); ErrTooManyKeys
-// and ErrNaNKey are this package's own. Context errors are returned as they
-// are.
+// Sentinel errors, for errors.Is: the first five are package semaphore's
+// values, which say what they mean; ErrTooManyKeys and ErrNaNKey are this
+// package's.
 var (
-	// ErrClosed is returned by acquire calls after Close, and to the
-	// waiters that Close wakes. It is [semaphore.ErrClosed].
+	// ErrClosed is semaphore.ErrClosed.
 	ErrClosed = semaphore.ErrClosed
-	// ErrQueueFull is returned when waiting would exceed
-	// WithMaxWaitersPerKey. It is [semaphore.ErrQueueFull].
+	// ErrQueueFull: at WithMaxWaitersPerKey, or 2^31-1 references to the key.
 	ErrQueueFull = semaphore.ErrQueueFull
-	// ErrInvalidWeight is returned for a request of zero or fewer permits.
-	// It is [semaphore.ErrInvalidWeight].
+	// ErrInvalidWeight is semaphore.ErrInvalidWeight.
 	ErrInvalidWeight = semaphore.ErrInvalidWeight
-	// ErrTooHeavy is returned for a request of more permits than the
-	// per-key capacity. It is [semaphore.ErrTooHeavy].
+	// ErrTooHeavy: a request above the per-key capacity.
 	ErrTooHeavy = semaphore.ErrTooHeavy
-	// ErrInvalidConfig is wrapped by the error that reports an option out
-	// of range ([Validate] returns it, [New] panics with it). It is
-	// [semaphore.ErrInvalidConfig].
+	// ErrInvalidConfig is semaphore.ErrInvalidConfig.
 	ErrInvalidConfig = semaphore.ErrInvalidConfig
-	// ErrTooManyKeys is returned, with WithHardMaxKeys, for a key that has
-	// no entry when the cap is reached and no idle entry can be evicted.
+	// ErrTooManyKeys: WithHardMaxKeys found no room for a new key.
 	ErrTooManyKeys = errors.New("keyedsem: too many keys")
-	// ErrNaNKey is returned for a key that is not equal to itself: a
-	// float or complex NaN, or a struct, array or interface value holding
-	// one. Such a key could never find its entry again (as in a Go map,
-	// where NaN keys cannot be looked up or deleted), so it is refused
-	// before anything is made for it.
+	// ErrNaNKey: the key is not equal to itself.
 	ErrNaNKey = errors.New("keyedsem: key is not equal to itself (it holds a NaN)")
 )
 
-// MaxPerKeyCapacity is the largest per-key capacity (2^28-1). A key's
-// available permits share one 64-bit word with its reference count and
-// flags.
+// MaxPerKeyCapacity, 2^28-1, is the largest per-key capacity: a key's count
+// shares a 64-bit word with its references and flags.
 const MaxPerKeyCapacity = 1<<28 - 1
 
-// Keyed is a weighted FIFO semaphore per key: callers of the same
-// key share the per-key capacity (1 by default: one at a time, in arrival
-// order), and callers of different keys never wait for each other. Entries
-// are made on first use and evicted when idle, so memory follows the keys
-// in use, not every key ever seen.
-//
-// It must be created with [New] and must not be copied after first use. All
-// methods are safe for concurrent use. The zero Keyed is not
-// usable: each of its methods panics with "keyedsem: use New".
+// Keyed is a semaphore per key, made by [New]; see the package doc.
 type Keyed[K comparable] struct {
 	// Read-mostly: configuration, the map and the closed flag.
 	m          *xsync.Map[K, *entry[K]]
@@ -159,83 +135,49 @@ type config struct {
 	histograms bool          // WithHistograms
 }
 
-// Option configures a keyed semaphore made by [New]. Options are applied in
-// order to a configuration, which is then checked, once, by the same code
-// that [Validate] runs: a value out of range, or a nil Option, is refused,
-// never clamped or ignored.
+// Option configures [New]. A value out of range, or a nil Option, is
+// refused, never clamped.
 type Option func(*config)
 
-// WithPerKeyCapacity sets the capacity of every key (default 1: callers of
-// one key run one at a time). n must be in [1, MaxPerKeyCapacity].
+// WithPerKeyCapacity sets every key's capacity, in [1,
+// [MaxPerKeyCapacity]]; the default, 1, runs a key's callers one at a time.
 func WithPerKeyCapacity(n int64) Option { return func(c *config) { c.capacity = n } }
 
-// WithIdleTimeout sets how long an idle entry (no holder, no waiter) is
-// kept (default one hour). Keeping entries makes the next use of a key
-// cheap (no allocation). Entries idle for the timeout are evicted by
-// normal use, with no goroutine or timer: the first release that leaves
-// an entry idle, or the first new key, after the oldest idle entry is due
-// runs an eviction pass (at most one per eighth of the timeout, so an
-// entry goes between d and about 9d/8 after it went idle while the
-// semaphore is in use; with the system clock, idle times are stamped from a
-// clock read once a millisecond, so "d" is to within that, or within a
-// longer stall of the process); the pass runs in that call and takes time in
-// proportion to the number of entries, as Sweep does. [WithJanitor] runs
-// the passes on a goroutine of its own instead, also while the semaphore
-// is not used; [Keyed.Sweep] runs one at once. Idle entries are
-// also evicted when there are more than WithMaxKeys. d == 0 drops an entry
-// as soon as nobody uses it: the cheapest choice for keys used once
-// (sub-agents with unique ids), where keeping entries only means evicting
-// them later. d must not be negative.
+// WithIdleTimeout(d) keeps an idle entry for d (default 1h), so that the
+// key's next use allocates nothing; 0 drops it at once, best for keys used
+// once. Normal use evicts it between d and about 9d/8 after it went idle
+// (to a millisecond): the release or new key that finds an eviction due
+// runs a pass, in time proportional to the entries, as Sweep does.
 func WithIdleTimeout(d time.Duration) Option { return func(c *config) { c.idle = d } }
 
-// WithMaxKeys sets the cap on the number of entries (default 4096). It is
-// soft: when a new key takes the count over the cap, the oldest idle
-// entries are evicted, in a batch that brings the count a quarter under
-// the cap (a pass visits every entry, so a large batch keeps the cost per
-// new key low); entries in use are never evicted, so they may exceed it,
-// and an entry that goes idle while the count is over the cap is evicted
-// at once. So only entries in use are ever over the cap, once the calls
-// in flight have returned (a new key made while an eviction pass runs is
-// trimmed when that pass ends). n must be at least 1.
+// WithMaxKeys(n) caps the entries (default 4096), softly: a new key over
+// the cap evicts the oldest idle entries until a quarter under; entries in
+// use may pass it, and one that goes idle over the cap is evicted at once.
+// Once calls in flight have returned, only entries in use are over the cap.
 func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 
-// WithHardMaxKeys makes the cap of WithMaxKeys hard: a key without an entry
-// when the cap is reached, and no idle entry to evict, fails at once with
-// [ErrTooManyKeys]. Use it when keys come from untrusted input.
+// WithHardMaxKeys makes the cap hard, for untrusted keys: a new key that
+// finds no idle entry to evict fails with [ErrTooManyKeys].
 func WithHardMaxKeys() Option { return func(c *config) { c.hard = true } }
 
-// WithMaxWaitersPerKey bounds the callers that may wait for one key; an
-// acquire that would be waiter n+1 fails at once with [ErrQueueFull].
-// n == 0 means no bound (the default); n < 0 is refused.
+// WithMaxWaitersPerKey(n) fails a call with [ErrQueueFull] rather than let
+// it be a key's waiter n+1. 0, the default, is no bound.
 func WithMaxWaitersPerKey(n int) Option { return func(c *config) { c.maxWaiters = n } }
 
-// WithClock replaces the clock that measures idle time (and WithBarging's
-// bound); tests pass a fake clock. Only its Now method is used (and, with
-// WithBarging, NewTimer, once per waiting call), from many goroutines at
-// once and under a key's lock: it must be safe for concurrent use and must
-// not block. nil means the system clock.
+// WithClock replaces the system clock (idle time, aging, the barging bound)
+// for tests; it is read concurrently, under a key's lock: it must be safe
+// for concurrent use and not block. nil means the system clock.
 func WithClock(c semaphore.Clock) Option { return func(cf *config) { cf.clock = c } }
 
-// WithHistograms records the wait-time and hold-time distributions over
-// all keys, reported in [Stats].Timings as package semaphore's
-// WithHistograms defines them (the same buckets, the same clocks: a hold
-// to about a millisecond; a fake clock from WithClock times both). Off by
-// default; on, each acquire and release costs a clock read and a few
-// atomic adds, and no allocation.
+// WithHistograms records [semaphore.Timings] over all keys.
 func WithHistograms() Option { return func(c *config) { c.histograms = true } }
 
-// WithJanitor starts, in New, one goroutine that every d (on the system
-// clock) runs an expiry pass if one is due, so that idle entries expire
-// also while nobody uses the semaphore; Close stops it and waits for it.
-// Without it (the default, d == 0) entries expire by normal use (see
-// WithIdleTimeout), which bounds the memory of a semaphore in use; the
-// janitor gives back that of one left unused. d must not be negative.
+// WithJanitor(d) runs a goroutine that every d evicts what is due, so that
+// an unused semaphore gives its memory back too; Close stops it.
 func WithJanitor(d time.Duration) Option { return func(cf *config) { cf.janitor = d } }
 
-// Validate reports whether [New] accepts opts: nil, or an error wrapping
-// [ErrInvalidConfig] that names the setting and its value (the value New
-// would panic with). Package lanequeue calls it so that AddKeyedLane
-// returns the error instead of panicking.
+// Validate returns the error [New] would panic with for opts (it wraps
+// [ErrInvalidConfig] and names the setting), or nil.
 func Validate(opts ...Option) error {
 	_, err := configure(opts)
 	return err
@@ -269,16 +211,10 @@ func configure(opts []Option) (config, error) {
 	return c, checkOrder(&c)
 }
 
-// New returns a keyed semaphore with no entries. Keys are compared with ==,
-// as in a Go map. A key that is not equal to itself (a float NaN, or a
-// struct, array or interface holding one) could never find its entry
-// again, so acquire calls refuse it with [ErrNaNKey]; the check costs
-// nothing for key types that cannot hold a NaN (strings, integers,
-// structs of them). An interface key holding a value whose type is not
-// comparable panics, as it would as a map key.
-//
-// New panics, with the error that [Validate] returns (it wraps
-// [ErrInvalidConfig]), if an option is out of range.
+// New returns a keyed semaphore with no entries. It panics with
+// [Validate]'s error if an option is out of range. The NaN check of keys
+// costs nothing for key types that cannot hold a NaN; an interface key
+// whose value is not comparable panics, as it would in a map.
 func New[K comparable](opts ...Option) *Keyed[K] {
 	c, err := configure(opts)
 	if err != nil {
@@ -362,24 +298,10 @@ func (s *Keyed[K]) janitor(d time.Duration) {
 }
 
 // Acquire takes permits for key, one or [semaphore.Weight](n), waiting in
-// the key's line until they are free; other keys are not affected. opts
-// place the caller in that line: [semaphore.Priority] on a semaphore made
-// [WithPriorities], [semaphore.Sequence] on one made [WithSequenceOrder]
-// (any other is refused, see [semaphore.AcquireOption]).
-//
-// On success the caller owns the returned [Permit] and must release it
-// once. On failure it gets the zero Permit, nothing is taken, and the
-// error is: ctx.Err() (see the package doc, Cancellation); an error
-// wrapping [ErrInvalidConfig] for an option refused (counted in Rejected);
-// [ErrInvalidWeight] for a weight below 1; [ErrTooHeavy] above the per-key
-// capacity; [ErrClosed] after Close, also for a waiter that Close fails;
-// [ErrQueueFull] when the key's waiters are at WithMaxWaitersPerKey, or
-// the key counts 2^31-1 references (holders, waiters, places, calls in
-// flight); [ErrTooManyKeys] when WithHardMaxKeys refuses a new key (which
-// first waits for a running eviction pass, unless ctx ends); [ErrNaNKey]
-// for a key not equal to itself.
-//
-// Acquire panics if ctx is nil.
+// the key's line at the place [semaphore.Priority] or [semaphore.Sequence]
+// gives. It fails as package semaphore's Acquire does, and with
+// [ErrTooManyKeys] (after waiting for a running eviction pass) or
+// [ErrNaNKey]. Cancellation: see the package doc. It panics if ctx is nil.
 func (s *Keyed[K]) Acquire(ctx context.Context, key K, opts ...semaphore.AcquireOption) (Permit, error) {
 	if ctx == nil {
 		panic("keyedsem: nil Context")
@@ -437,12 +359,9 @@ func (s *Keyed[K]) acquire(ctx context.Context, key K, n int64, t *call.Turn) (P
 }
 
 // TryAcquire takes permits for key, one or [semaphore.Weight](n), if they
-// are free now and nobody waits for the key, without blocking, and
-// reports whether it did; on false nothing changed for the key. It never
-// overtakes a waiter. It returns false where Acquire would fail at once,
-// and takes no place in line, so only a weight and valid options matter.
-// It never waits for a running Sweep, but a new key may run an eviction
-// pass itself (see [WithIdleTimeout]). On true the caller owns the permit.
+// are free and nobody waits for the key (under [WithBarging], nobody has
+// waited the bound), and reports whether it did. It never waits for an
+// eviction pass, though a new key may run one.
 func (s *Keyed[K]) TryAcquire(key K, opts ...semaphore.AcquireOption) (Permit, bool) {
 	if len(opts) == 0 {
 		return s.tryAcquire(key, 1)
@@ -468,10 +387,7 @@ func (s *Keyed[K]) tryAcquire(key K, n int64) (Permit, bool) {
 	return s.grant(e, n), true
 }
 
-// Do acquires as Acquire does, runs fn with ctx, and releases when fn
-// returns, also if fn panics (the panic then goes on). It returns the
-// acquire error without calling fn, or fn's error. Once fn runs the
-// permit is held until it returns, whatever happens to ctx or to Close.
+// Do runs fn holding key's permits, as [semaphore.Weighted.Do] does.
 func (s *Keyed[K]) Do(ctx context.Context, key K, fn func(context.Context) error, opts ...semaphore.AcquireOption) error {
 	p, err := s.Acquire(ctx, key, opts...)
 	if err != nil {
@@ -505,14 +421,10 @@ func (s *Keyed[K]) mustBeMade() {
 	}
 }
 
-// Close stops the semaphore: every waiter is woken with [ErrClosed], and
-// later acquire calls fail with ErrClosed (TryAcquire returns false).
-// Permits already held stay valid, and their releases still count and,
-// with idle timeout 0, still drop their entries; the eviction that normal
-// use does stops, and so does the janitor (Sweep still evicts). Close is
-// idempotent. An acquire call that overlaps Close and finds its permits
-// free without waiting may still succeed (its permit must be released as
-// any other); calls begun after Close returns fail.
+// Close fails the waiters and later acquires with [ErrClosed]; permits held
+// stay valid. It stops the janitor and the eviction normal use does, but
+// not [Keyed.Sweep], nor a release's drop of its entry under idle timeout
+// 0. An acquire that overlaps Close and needs no wait may still succeed.
 func (s *Keyed[K]) Close() {
 	s.mustBeMade()
 	if !s.closed.CompareAndSwap(false, true) {
@@ -537,8 +449,8 @@ func (s *Keyed[K]) Close() {
 	})
 }
 
-// Len returns the number of entries alive: keys in use, and idle keys not
-// evicted yet.
+// Len returns the number of entries: keys in use, and idle ones not yet
+// evicted.
 func (s *Keyed[K]) Len() int {
 	s.mustBeMade()
 	return int(s.alive.Load())

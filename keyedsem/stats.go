@@ -23,13 +23,10 @@ type Stats struct {
 	Evicted           uint64 // entries removed: idle ones evicted, and with idle timeout 0 those dropped at their last release
 }
 
-// Stats returns a snapshot of the semaphore. Held is summed over the
-// entries and the counters are striped, so under concurrent use the fields
-// are not read at one instant: a release in flight may be counted as
-// released and still held. Once the calls have returned, Acquired -
-// Released is the number of permits out, Created - Evicted == Keys, and
-// Held is the weight they hold. Stats takes time in proportion to the
-// number of entries.
+// Stats returns a snapshot, in time proportional to the entries. Under
+// concurrent use its fields are not read at one instant; once the calls
+// have returned, Acquired - Released permits are out, weighing Held, and
+// Created - Evicted == Keys.
 func (s *Keyed[K]) Stats() Stats {
 	s.mustBeMade()
 	st := Stats{Capacity: s.capacity, Closed: s.closed.Load()}

@@ -12,60 +12,28 @@ import (
 
 // The orders a key can serve its waiters in (Keyed.order, config.order):
 // FIFO (0) pushes at the tail; the others push by a key (see turnKey).
+// A line ordered by priority stays sorted as its waiters age (they all
+// age at the same rate), so a wait costs a FIFO wait plus a walk, under
+// the key's lock, past the waiters a newcomer overtakes.
 const (
 	orderPriorities = 1 << iota
 	orderSequence
 )
 
-// WithPriorities makes each key serve its waiters by priority with aging:
-// a call's [semaphore.Priority], higher first, in arrival order within a
-// priority, where a waiter's priority rises by one for every step it has
-// waited. Calls without it wait at priority 0.
-//
-// The bound: on one key, a waiter of priority p is overtaken only by
-// waiters of a higher priority q that arrive less than (q-p)*step after
-// it; a waiter arriving later than that goes behind it, whatever its
-// priority. So, with priorities in [lo, hi], a waiter waits at most for the
-// holders of its key and the waiters that arrive within (hi-lo)*step after
-// it, on top of the ones already ahead when it came: no waiter is starved.
-// Arrival is when the caller, finding its key busy, reads the
-// semaphore's clock on its way into the queue (the system clock's
-// monotonic reading, or WithClock's).
-//
-// Heavy requests keep their protection: a waiter at the head of its key's
-// queue that does not fit is not overtaken by waiters behind it, only by a
-// newcomer that goes ahead of it by the order above (and fits).
-// TryAcquire never overtakes a waiter, whatever its priority.
-//
-// Each key's queue is ordered on its own: priorities never order different
-// keys. The queue stays sorted as it ages (every waiter ages at the same
-// rate), so a wait costs what a FIFO wait does, plus a walk past the
-// waiters that a newcomer overtakes, under the key's lock.
-//
-// step must be positive; WithPriorities and WithSequenceOrder exclude each
-// other ([ErrInvalidConfig]).
+// WithPriorities orders each key's line by [semaphore.Priority] with aging,
+// as [semaphore.WithPriorities] does: with priorities in [lo, hi], a waiter
+// waits at most for its key's holders, those ahead when it came (found its
+// key busy) and those that arrive within (hi-lo)*step after it. step must
+// be positive.
 func WithPriorities(step time.Duration) Option {
 	return func(c *config) { c.order |= orderPriorities; c.aging = step }
 }
 
-// WithSequenceOrder makes each key serve the callers waiting for it in
-// ascending [semaphore.Sequence], equal sequences in arrival order: give
-// each message its sequence (its timestamp, its number in its thread) and
-// a key runs message 2 before message 3 even when 3 reached the server
-// first. Calls without it wait at sequence 0.
-//
-// What it cannot fix: it orders only the callers that wait at the same
-// time. A message that arrives after its successor has started (the key
-// was free, or the successor was already granted) runs after it: nothing
-// waits for a sequence that has not arrived, there is no reorder hold.
-// A caller that must have the messages strictly in order must hold
-// them back itself until the gap is filled. Sequence order
-// reorders the queue, it does not hold the key back: a caller that finds
-// the key free takes it at once, whatever its sequence.
-//
-// Heavy requests keep their protection as with [WithPriorities], and
-// TryAcquire never overtakes a waiter. WithSequenceOrder and
-// WithPriorities exclude each other ([ErrInvalidConfig]).
+// WithSequenceOrder orders each key's line by ascending
+// [semaphore.Sequence], then arrival: give each message its number and a
+// key runs message 2 before 3 if both wait. It orders only those waiting: a
+// caller that finds the key free takes it, whatever its number, and nothing
+// waits for a number that has not arrived.
 func WithSequenceOrder() Option { return func(c *config) { c.order |= orderSequence } }
 
 // checkOrder is configure's check of the ordering options.

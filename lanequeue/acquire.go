@@ -10,90 +10,22 @@ import (
 	"github.com/sessionlane/lanes/semaphore"
 )
 
-// LaneWeight takes a weight of n on the named lane, whatever
-// [semaphore.Weight] says for the call's other lanes: for example a weight
-// of 4 on "global" for a big job, while its "session" lane, serial per
-// key, takes 1. Naming a lane that is not in the call's set is an error
-// ([ErrUnknownLane]). Given more than once for one lane, the last counts;
-// a LaneWeight wins over semaphore.Weight whatever their order.
+// LaneWeight(lane, n) takes n on the named lane, whatever
+// [semaphore.Weight] says for the others: 4 on "global" for a big job, 1 on
+// its "session". A lane not in the set is [ErrUnknownLane].
 func LaneWeight(lane string, n int64) semaphore.AcquireOption {
 	return call.Make(call.KindWeight, lane, n)
 }
 
-// AcquireAll takes a permit on every lane of the set (see [Queue.Lanes]),
-// for key, and returns them together as a [Ticket] that the caller owns and
-// must release once.
-//
-// opts are per-call options (see [semaphore.AcquireOption]): a weight on
-// every lane ([semaphore.Weight], 1 by default: n permits of a global
-// lane, n of a key's budget on a keyed lane, n tokens of a rate lane) or on
-// one ([LaneWeight]), and the call's place in line on the lanes that order
-// by it: [semaphore.Priority] on a lane made with priorities,
-// [semaphore.Sequence] on a keyed lane made keyedsem.WithSequenceOrder,
-// [semaphore.Group] on a fair lane ([Queue.AddFairLane]) or a global lane
-// made semaphore.WithFairShare. A lane ignores a place it does not order
-// by (FIFO and rate lanes, lanes of other packages), so a call may name
-// lanes of every kind.
-//
-// Lanes are taken one at a time in the canonical order, whatever order
-// they were named in: keyed lanes, then global lanes, then rate lanes, each
-// group by name. So two callers can never wait for each other in a cycle;
-// a caller waiting for its key holds no global permit; and a rate token is
-// spent only once every other permit is held.
-//
-// A set may hold any number of lanes (a ticket of more than four keeps its
-// list in an allocation of its own).
-//
-// On failure AcquireAll returns a nil ticket and an error, and holds
-// nothing: every permit taken so far is released, in reverse order, before
-// it returns. These errors come at once, before anything is taken:
-// [ErrNoLanes] for the zero LaneSet; an error wrapping [ErrUnknownLane] for
-// a set that another queue prepared, or a [LaneWeight] for a lane not
-// in the set; [ErrInvalidWeight] and [ErrTooHeavy] for a weight no lane
-// could grant (a weight above a lane's MaxWeight as a [*LaneError] naming
-// the lane, see LaneError; also [ErrTooHeavy] for a rate lane whose
-// limiter is spent and never refills); an error wrapping
-// [ErrInvalidConfig] for a [semaphore.Priority] out of range; [ErrClosed] on a
-// closed queue and [ErrDraining] on a draining one, unless ctx carries a
-// held ticket of the queue (nested work, see [Queue.Drain]);
-// [ErrNaNKey] for a key not equal to itself; [ErrReentrant] when ctx
-// carries a ticket for key that holds one of the lanes (see
-// [WithTicket]); ctx.Err() when ctx has already ended (even if every lane
-// has room). While taking the lanes, it
-// fails with ErrClosed if the queue is closed, and otherwise with a
-// [*LaneError] that names the lane it failed on and wraps the cause:
-// ctx.Err() when ctx ended while the call waited there (the lane busy for
-// the key, or full), or the lane's refusal (for example [ErrQueueFull],
-// [ErrWaitTooLong] or [ErrTooManyKeys]; a lane closed on its own fails at
-// once with ErrClosed). A context found ended only once every lane has
-// granted (the last look, under Cancellation below) fails the call with
-// ctx.Err() itself, not a LaneError: no lane kept the call. A rate lane
-// whose next token comes after ctx's deadline fails at once with a
-// LaneError wrapping context.DeadlineExceeded, whose RetryAfter says when
-// the token comes, while ctx.Err() is still nil, and a rate wait holds the
-// other lanes' permits: test errors with errors.Is and errors.As, not
-// against ctx.Err().
-//
-// Cancellation: a caller whose context ends while it waits for a lane
-// leaves that lane's queue at once (the lane's own guarantee) and gives
-// back what it took on the lanes before it, newest first; a permit granted
-// while the cancellation was in flight is given back too. A rate lane whose
-// wait is cancelled gives its tokens back (as far as it can without
-// granting more than its bucket allows; see [NewRateLane]). A context
-// that ends before the last permit is granted wins, even if a lane granted
-// anyway (a grant and the end both ready at once, or a lane that grants
-// without looking at ctx): once every permit is held AcquireAll looks at
-// ctx once more and, if it has ended, gives everything back, as a
-// cancelled waiter would, and returns ctx.Err(). The caller owns a ticket
-// if and only if the error is nil. Once granted, the ticket is held until
-// released, whatever happens to ctx.
-//
-// Code of the program that panics while AcquireAll holds lanes (a hook, a
-// fair lane's tenant function, a WithFairShare weight function, a lane of
-// another package) leaves the call holding nothing, as a failure would,
-// and the panic goes on to the caller (see the package doc).
-//
-// AcquireAll panics if ctx is nil.
+// AcquireAll takes every lane of the set for key, in canonical order, and
+// returns a Ticket; opts give the weight ([semaphore.Weight], [LaneWeight])
+// and the place in the lines that order by one. On failure it returns nil,
+// holding nothing: a sentinel or ctx.Err() before taking anything, then a
+// [*LaneError] for the lane that refused the call or that ctx ended on
+// (ctx.Err() if ctx ended after the last grant). A rate lane whose tokens
+// come after ctx's deadline fails it at once, ctx.Err() still nil: test
+// errors with errors.Is. Cancellation: see the package doc. AcquireAll
+// panics if ctx is nil.
 func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes LaneSet[K], opts ...semaphore.AcquireOption) (*Ticket[K], error) {
 	if ctx == nil {
 		panic("lanequeue: nil Context")
@@ -277,17 +209,9 @@ func (q *Queue[K]) unwind(g *grant[K], taken int) {
 	q.leave()
 }
 
-// TryAcquireAll takes a permit on every lane of the set, for key, if it can do
-// so without waiting, and reports whether it did. On true the caller owns
-// the ticket, as with AcquireAll. On false the ticket is nil and it holds
-// nothing: what it took is given back in reverse order (rate tokens too).
-//
-// Like a lane's TryAcquire, it never overtakes a caller waiting on a lane,
-// but on a barging lane (WithBarging), whose TryAcquire barges by the
-// lane's rule.
-// It also returns false for every input that AcquireAll refuses at once
-// (the zero set or another queue's, bad weight, closed queue); use
-// [Queue.Check] to tell these apart.
+// TryAcquireAll takes every lane of the set without waiting, or nothing,
+// and reports which. It overtakes no waiter but on a barging lane; false
+// may mean an error AcquireAll gives at once ([Queue.Check] tells).
 func (q *Queue[K]) TryAcquireAll(key K, lanes LaneSet[K], opts ...semaphore.AcquireOption) (*Ticket[K], bool) {
 	// Work on a grant on the stack, so that a try that fails (a scheduler
 	// polling busy keys) allocates nothing.
@@ -365,26 +289,10 @@ func (q *Queue[K]) tryTail(key K, g *grant[K], from int) bool {
 	return ok
 }
 
-// Do acquires the lanes of the set for key, as AcquireAll does, runs fn, and
-// releases the ticket when fn returns, also if fn panics (the panic then
-// goes on). fn's context is ctx carrying the ticket (see [WithTicket]), so
-// a nested Do or AcquireAll for the same key and lane fails with
-// [ErrReentrant] instead of waiting for itself, and one for other keys or
-// lanes is served while the queue drains (see [Queue.Drain]). Do returns the acquire
-// error, or fn's error.
-//
-// The ticket in fn's context belongs to Do: fn must not release it or hand
-// it to work that outlives fn, since Do releases it when fn returns.
-//
-// Cancellation: if ctx ends while Do waits, Do returns ctx.Err() (or any
-// other error of AcquireAll) without calling fn and holds nothing. Once fn
-// runs, the permits are held until fn returns, whatever happens to ctx or
-// to Close.
-//
-// Outcomes: when fn returns, Do releases the ticket with [Ticket.Finish],
-// which first tells fn's error and the time held to the observers of its
-// lanes ([Queue.ObserveLane]), such as an adaptive limit controller. A fn
-// that panics reports nothing.
+// Do runs fn under a ticket of the set for key, released when fn returns
+// ([Ticket.Finish] with fn's error) or panics. fn's ctx carries the ticket
+// ([WithTicket]). Do returns AcquireAll's error, without calling fn, or
+// fn's.
 func (q *Queue[K]) Do(ctx context.Context, key K, lanes LaneSet[K], fn func(context.Context) error, opts ...semaphore.AcquireOption) error {
 	t, err := q.AcquireAll(ctx, key, lanes, opts...)
 	if err != nil {
@@ -402,23 +310,9 @@ func (q *Queue[K]) Do(ctx context.Context, key K, lanes LaneSet[K], fn func(cont
 	return err
 }
 
-// Check returns the error that AcquireAll would return at once for this
-// set and these options, whatever the key, before taking anything (nil if
-// none): [ErrNoLanes], [ErrUnknownLane], [ErrInvalidWeight],
-// [ErrTooHeavy] (also for a rate lane whose limiter is spent and never
-// refills, see [NewRateLane]) or [ErrClosed] (also for one lane of this
-// package closed on its own, such as a semaphore closed through
-// [Queue.GlobalSemaphore] or [Queue.KeyedSemaphore]: the error AcquireAll
-// returns, naming the lane). It takes nothing. Errors that depend on the
-// key ([ErrReentrant], [ErrNaNKey]) or that only trying tells (a full
-// wait queue, a lane of another package closed on its own) are not
-// checked.
-//
-// Cost: besides what AcquireAll checks, Check reads each lane's state:
-// the Stats of a global lane's semaphore (under its lock) and of a keyed
-// lane's keyed semaphore (a walk over its keys), and a rate lane's
-// limiter. It is for diagnostics (why did TryAcquireAll say false?), not
-// for every call.
+// Check returns the error AcquireAll would return at once for the set and
+// opts, whatever the key, or nil, taking nothing. It reads every lane's
+// state: use it to diagnose, not on every call.
 func (q *Queue[K]) Check(lanes LaneSet[K], opts ...semaphore.AcquireOption) error {
 	var g grant[K]
 	if err := q.resolve(&g, lanes, opts); err != nil {

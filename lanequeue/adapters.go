@@ -8,13 +8,8 @@ import (
 	"github.com/sessionlane/lanes/semaphore"
 )
 
-// NewGlobalLane returns a [Global] lane over s: every key shares its
-// capacity. The lane's Close closes s.
-//
-// Use it to share one semaphore between a queue and code that acquires it
-// directly, or to watch the semaphore's own [semaphore.Stats].
-// [Queue.AddGlobalLane] builds the semaphore itself ([Queue.GlobalSemaphore]
-// returns it).
+// NewGlobalLane returns a global lane over s, to share s with code that
+// takes it directly; the lane's Close closes s.
 func NewGlobalLane[K comparable](s *semaphore.Weighted) Lane[K] {
 	if s == nil {
 		panic("lanequeue: nil semaphore")
@@ -68,12 +63,7 @@ func (l *globalLane[K]) Stats() LaneStats {
 
 func (l *globalLane[K]) Close() { l.s.Close() }
 
-// NewKeyedLane returns a [Keyed] lane over s: each key has its own
-// budget of s's per-key capacity (1 by default: one at a time per key, in
-// arrival order). The lane's Close closes s.
-//
-// [Queue.AddKeyedLane] builds the keyed semaphore itself
-// ([Queue.KeyedSemaphore] returns it).
+// NewKeyedLane returns a keyed lane over s; the lane's Close closes s.
 func NewKeyedLane[K comparable](s *keyedsem.Keyed[K]) Lane[K] {
 	if s == nil {
 		panic("lanequeue: nil keyed semaphore")

@@ -9,12 +9,8 @@ import (
 	"unsafe"
 )
 
-// ErrDraining is returned by every call of new work that would take lanes
-// of a queue that [Queue.Drain] is draining: AcquireAll, Do, Join
-// (TryAcquireAll returns false) and Check; a call whose context carries a
-// held ticket of the queue is admitted work, not new (see the package doc,
-// "Nested work in a drain"). It wraps [ErrClosed], so that code that treats
-// a closed queue as shutting down treats a draining one alike.
+// ErrDraining refuses new work while the queue drains ([Queue.Drain]). It
+// wraps ErrClosed.
 var ErrDraining = fmt.Errorf("lanequeue: draining: %w", ErrClosed)
 
 // drainState counts what [Queue.Drain] waits for: the calls admitted and
@@ -220,54 +216,11 @@ func (q *Queue[K]) idle() (string, bool) {
 	return "", true
 }
 
-// Drain stops admitting work, waits until the work admitted has ended,
-// and then closes the queue: what OpenClaw's markGatewayDraining followed
-// by waitForActiveTasks gives a gateway that shuts down or restarts.
-//
-// From the moment Drain is called, new calls are refused: AcquireAll, Do
-// and Join fail with [ErrDraining] (which matches [ErrClosed]),
-// TryAcquireAll returns false. The work admitted before goes on as usual:
-// tickets out are used and released, callers already waiting in a lane's
-// line are served in their turn (their tickets released in turn), and
-// places already taken are waited for or left. An AcquireAll or Do whose
-// context carries a held ticket of the queue ([WithTicket]) belongs to
-// admitted work and is served, and Drain waits for it too: the package
-// doc states the rule, under "Nested work in a drain". Once all of it has ended
-// (no ticket out, no call in progress, no place standing) Drain closes the
-// queue ([Queue.Close]) and returns nil: nothing is held then, in any
-// lane, and nothing can be taken any more.
-//
-// Cancellation: if ctx ends first, Drain returns an error that wraps
-// ctx.Err() and says how much is still out (or which lane still holds
-// permits), and leaves the queue draining (refusing new work) but open:
-// the work admitted goes on. Call Drain again to wait more, or Close to
-// fail the callers still waiting (the tickets out stay valid and must
-// still be released).
-//
-// Drain is safe for concurrent use, also with itself (each call waits and
-// closes). On a closed queue it waits for the tickets still out and for
-// the places of [Queue.Join] never waited for or left: Close ends neither
-// (a place whose turn came holds its keyed lane until Leave; one still in
-// line fails only when waited for), so a place leaked holds Drain until
-// its ctx ends.
-// Nothing ends a drain but its end: a queue does not go back to admitting.
-//
-// Permits taken directly from the semaphore of a keyed or global lane
-// that the queue made ([Queue.AddGlobalLane], [Queue.AddFairLane],
-// [Queue.AddKeyedLane], and so [Default]: the semaphores of
-// [Queue.GlobalSemaphore] and [Queue.KeyedSemaphore]) count too, alike for
-// every lane the queue built: Drain returns once those lanes hold nothing,
-// and looks at them again every few milliseconds while only such permits
-// are out. The permits that others take from a semaphore given to
-// [NewGlobalLane], [NewFairLane] or [NewKeyedLane] do not hold Drain.
-//
-// Cost: the count Drain waits on costs every call one atomic add when it
-// is admitted, on one of 32 cache lines picked by the goroutine's stack,
-// and loads of a flag that only Drain sets (only once it is set does an
-// AcquireAll look in its context for a ticket: a Value lookup per ticket
-// the context carries, and the lock of the held ticket's stripe); a Release adds a plain
-// increment under the lock it takes anyway (a ticket holding a lane that
-// the queue did not make, other than a rate lane: an atomic add instead).
+// Drain refuses new work ([ErrDraining]), waits for the work admitted to
+// end (tickets, callers in line, places, calls whose ctx carries a held
+// ticket, direct holds of the semaphores the queue made), closes the queue
+// and returns nil. If ctx ends first it returns an error wrapping ctx.Err()
+// that says what is still out, and the queue drains on, open.
 func (q *Queue[K]) Drain(ctx context.Context) error {
 	if ctx == nil {
 		panic("lanequeue: nil Context")
@@ -311,6 +264,5 @@ func (q *Queue[K]) Drain(ctx context.Context) error {
 	}
 }
 
-// Draining reports whether [Queue.Drain] has been called: the queue admits
-// nothing new.
+// Draining reports whether [Queue.Drain] has been called.
 func (q *Queue[K]) Draining() bool { return q.drain.draining.Load() }

@@ -9,62 +9,21 @@ import (
 	"time"
 )
 
-// LaneError is the error of a call that failed on one lane while taking
-// it: [Queue.AcquireAll], [Queue.Do], [Queue.Join] and [Place.Wait] return
-// one (as a *LaneError) when a lane refused the call (a full wait queue,
-// too many keys, a wait that took too long, a lane closed on its own) or
-// when the context ended while the call waited for the lane. It names the
-// lane, so that a timeout tells whether the caller waited for its key
-// ("session" busy) or for a shared budget ("global" full). A context that
-// is found ended only once every lane has granted (see AcquireAll's
-// Cancellation) gives the bare ctx.Err(): every lane granted, so none is
-// to blame.
-//
-// The cause stays reachable: errors.Is(err, context.DeadlineExceeded),
-// errors.Is(err, ErrQueueFull) and the other sentinels hold as they did
-// for the cause alone, and errors.As finds a *LaneError under any wrapping:
-//
-//	var le *lanequeue.LaneError
-//	if errors.As(err, &le) && le.RetryAfter > 0 { ... }
-//
-// Errors known before anything is taken are not LaneErrors (no lane was
-// waited on), but for one that a lane decides: an unknown lane, a weight
-// below 1, a closed or draining queue are plain errors, while a weight
-// above a lane's MaxWeight ([ErrTooHeavy]) is a LaneError that names the
-// lane that could never grant it, with the call's Key on a keyed lane
-// ([Queue.Check], which has no key, leaves Key nil).
-//
-// A LaneError is built only on the failure path: a call that succeeds
-// pays nothing for it. Its fields must not be changed once returned.
+// LaneError is the error of a call that a lane refused or that its context
+// ended on while it waited there: the lane's name tells a busy key from a
+// full budget, and errors.Is and errors.As reach the cause. Of the errors
+// known in advance only ErrTooHeavy is one. Do not change its fields.
 type LaneError struct {
-	Lane string // the lane's name in the queue
-	Kind Kind   // the lane's kind
-	// Key is the key the call waited for, on a keyed lane; nil on the
-	// other kinds, whose budget is shared by every key.
-	Key any
-	// RetryAfter is how long until the lane can grant what the call asked,
-	// where the lane knows it: for a rate lane, when the tokens the call
-	// needs would be there. 0 when unknown (a semaphore does not know
-	// when its holders will release).
-	RetryAfter time.Duration
-	// Err is the cause: the context's error, or the lane's (a sentinel of
-	// package semaphore or keyedsem, possibly wrapped).
-	Err error
+	Lane       string        // the lane's name in the queue
+	Kind       Kind          // the lane's kind
+	Key        any           // the call's key, on a keyed lane; else nil
+	RetryAfter time.Duration // when a rate lane's tokens come; 0 if unknown
+	Err        error         // the cause: the context's error, or the lane's
 }
 
-// Error reads, for a context that ended while the call waited:
-//
-//	lanequeue: lane "session" busy for key "t1": context deadline exceeded
-//	lanequeue: lane "global" full: context deadline exceeded
-//	lanequeue: lane "rpm" out of tokens (next in 1.5s): context deadline exceeded
-//
-// and for a lane's refusal:
-//
-//	lanequeue: lane "global": lanes: wait queue full
-//	lanequeue: lane "session": keyedsem: too many keys
-//
-// (the key of a refusal is in Key, not in the text, which is the same
-// for every key, as [Queue.Check]'s is).
+// Error reads as `lanequeue: lane "session" busy for key "t1": context
+// deadline exceeded`, or `lanequeue: lane "global": lanes: wait queue
+// full`.
 func (e *LaneError) Error() string {
 	var b strings.Builder
 	b.WriteString("lanequeue: lane ")

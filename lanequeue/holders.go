@@ -163,33 +163,10 @@ func (st *holderStripe[K]) retire(r *record[K]) {
 	r.prev, r.next = nil, nil
 }
 
-// Holders lists the keyed and global lanes held now, one [Holder] per lane
-// per ticket, oldest ticket first: the holder that everyone else waits for
-// is usually near the top. Rate lanes hold nothing and are not listed.
-// Listed are a ticket's permits, and those of a call of AcquireAll or
-// [Place.Wait] still waiting for a later lane (a session lane held while
-// the call waits for the global one), whose Since is when it began to
-// wait (see [Queue.Waiters]).
-//
-// Not listed: the keyed lane's permit of a place of [Queue.Join] whose
-// turn has come, until its Wait waits for a later lane or returns the
-// ticket (a place that nobody waits for yet, as in the webhook flow,
-// holds its key's permit unlisted; the lane's Stats count it in Held);
-// and permits taken directly from a lane (not through the queue).
-//
-// A ticket is listed from just before AcquireAll returns it until its
-// Release begins, a waiting call while it waits. The list is gathered one
-// lock stripe at a time, so under concurrent use it is not a snapshot of
-// one instant; a ticket granted or released meanwhile may or may not be
-// in it.
-//
-// Since is read from a coarse clock, to about a millisecond: reading the
-// system clock on every AcquireAll would cost as much as a keyed acquire.
-//
-// Cost: keeping the list costs every AcquireAll and Release one
-// uncontended lock round trip on one of 32 stripes (the one that also
-// recycles the ticket's record), and AcquireAll a read of the coarse
-// clock; Holders itself locks every stripe once.
+// Holders lists the keyed and global lanes held now, one per lane per
+// ticket, oldest first, and those a waiting call holds (Waiting); not a
+// place's before its Wait, nor direct acquires. It is gathered stripe by
+// stripe, not at one instant.
 func (q *Queue[K]) Holders() []Holder[K] {
 	var out []Holder[K]
 	for i := range q.holders.stripes {

@@ -8,34 +8,18 @@ import (
 	"time"
 )
 
-// Hooks are callbacks for the events of a queue worth a look in
-// production: a wait longer than a bound, a hold longer than a bound, a
-// lane's refusal. Set them with [Queue.SetHooks]; a nil func is not
-// called. The hooks run on the goroutine of the call they report, outside
-// the queue's locks, after the event (a wait when it ends, a hold at its
-// release): they must be quick, and must not block. Durations are read
-// from the queue's coarse clock, to about a millisecond.
+// Hooks are callbacks, set by [Queue.SetHooks], that run on the call's
+// goroutine after the event, outside the queue's locks: they must be quick.
+// A nil func is not called; durations are to about a millisecond.
 type Hooks[K comparable] struct {
-	// SlowWait is the bound for OnSlowWait: a wait for one lane that
-	// lasted longer is reported when it ends, granted or not (a refusal
-	// goes to OnReject instead). 0 reports every wait. Each event times
-	// its lane's own wait, from when that lane could not grant at once;
-	// a lane that granted at once is no wait, also after the call waited
-	// for an earlier lane (the rate lanes of a call count as one lane,
-	// reported under the first; a lane of another package, which the
-	// queue does not try first, counts as waited for whenever it is
-	// taken).
+	// SlowWait: OnSlowWait gets each wait for one lane that lasted longer
+	// (0: every wait), when it ends; a lane that granted at once is no wait.
 	SlowWait   time.Duration
 	OnSlowWait func(Event[K])
-	// LongHold is the bound for OnLongHold: a ticket held longer is
-	// reported at its release, once per keyed or global lane it held.
+	// LongHold: OnLongHold gets each ticket held longer, at its release.
 	LongHold   time.Duration
 	OnLongHold func(Event[K])
-	// OnReject is called when a lane refuses a call of AcquireAll (its
-	// wait queue full, too many keys, closed, a shrink below the weight):
-	// the errors that count in the lane's Rejected or Failed, where the
-	// caller cannot simply wait longer.
-	OnReject func(Event[K])
+	OnReject   func(Event[K]) // what counts in a lane's Rejected or Failed
 }
 
 // EventKind tells what an [Event] reports.
@@ -62,23 +46,19 @@ func (k EventKind) String() string {
 
 // Event is one event reported to [Hooks].
 type Event[K comparable] struct {
-	What   EventKind
-	Lane   string // the lane; "" for a refusal that names none (a closed queue)
-	Kind   Kind   // the lane's kind
-	Key    K      // the key of the call
-	Weight int64  // the permits asked of (or held on) the lane
-	// Since is when the wait or the hold began, Duration how long it
-	// lasted (0 for a refusal).
-	Since    time.Time
-	Duration time.Duration
-	// Err is how the wait ended (nil: granted), or the refusal.
-	Err error
+	What     EventKind
+	Lane     string        // the lane; "" for a refusal that names none (a closed queue)
+	Kind     Kind          // the lane's kind
+	Key      K             // the key of the call
+	Weight   int64         // the permits asked of (or held on) the lane
+	Since    time.Time     // when the wait or hold began
+	Duration time.Duration // how long it lasted (0 for a refusal)
+	Err      error         // how the wait ended (nil: granted), or the refusal
 }
 
-// SetHooks installs h as the queue's hooks, in place of any before (the
-// zero Hooks removes them). It may be called at any time; a call in
-// flight reports to the hooks it found. Without hooks (the default) the
-// queue pays one load and test of a pointer per wait and per release.
+// SetHooks replaces the queue's hooks (the zero Hooks removes them); a call
+// in flight keeps those it found. Without hooks, a wait or release pays one
+// pointer test.
 func (q *Queue[K]) SetHooks(h Hooks[K]) {
 	if h.OnSlowWait == nil && h.OnLongHold == nil && h.OnReject == nil {
 		q.watch.hooks.Store(nil)
@@ -87,11 +67,8 @@ func (q *Queue[K]) SetHooks(h Hooks[K]) {
 	q.watch.hooks.Store(&h)
 }
 
-// LogHooks returns hooks that log each event to l: slow waits and long
-// holds at level Warn, refusals at Info, with the attributes lane, kind,
-// key, weight, since, and waited or held (a duration), and err. Pass them
-// to [Queue.SetHooks]; slowWait and longHold are Hooks' bounds. l nil
-// logs to slog.Default().
+// LogHooks returns hooks that log to l (nil: slog.Default()) the waits and
+// holds longer than the bounds, at Warn, and the refusals, at Info.
 func LogHooks[K comparable](l *slog.Logger, slowWait, longHold time.Duration) Hooks[K] {
 	if l == nil {
 		l = slog.Default()

@@ -6,19 +6,13 @@ import (
 	"github.com/sessionlane/lanes/semaphore"
 )
 
-// Kind is a lane's place in the canonical acquisition order of
-// [Queue.AcquireAll]: every keyed lane first, then every global lane, then
-// every rate lane, whatever order the caller names them in.
+// Kind is a lane's kind, and its place in the canonical order.
 type Kind int
 
 const (
-	// Keyed lanes serialise (or bound) work per key (per chat session, say).
-	Keyed Kind = iota
-	// Global lanes bound a budget shared by every key.
-	Global
-	// Rate lanes bound how often work starts; their permits give nothing
-	// back on release.
-	Rate
+	Keyed  Kind = iota // a budget per key: first
+	Global             // a budget shared by every key
+	Rate               // how often work starts: nothing is given back
 )
 
 // String returns "keyed", "global" or "rate".
@@ -34,39 +28,18 @@ func (k Kind) String() string {
 	return "unknown"
 }
 
-// Lane is one named budget of a [Queue]. The lanes of this package, and
-// lanes from other packages (the Redis lanes of redislane), implement it, so
-// any of them can be registered with [Queue.Add] and mixed in one
-// AcquireAll.
-//
-// Implementations must be safe for concurrent use, and must follow the
-// permit ownership contract of package semaphore: Acquire returns a permit
-// that the caller owns if and only if the error is nil, and a cancelled
-// Acquire leaves the lane as it was.
+// Lane is one named budget of a [Queue]. This package's lanes and others
+// (package redislane's) implement it, for [Queue.Add]; an implementation
+// must be safe for concurrent use.
 type Lane[K comparable] interface {
-	// Kind tells where the lane stands in the canonical order.
-	Kind() Kind
-	// MaxWeight is the largest weight the lane can ever grant to one key
-	// (its capacity, or per-key capacity, or rate burst). AcquireAll
-	// refuses heavier requests before taking anything.
-	MaxWeight() int64
-	// Acquire takes n permits for key, waiting if needed. Global lanes
-	// ignore the key. A rate lane returns the zero Permit on success: a
-	// spent rate token is not given back.
-	//
-	// Cancellation: when ctx ends while Acquire waits, Acquire must leave
-	// at once and return an error (ctx.Err() or one wrapping it), holding
-	// nothing. If permits were granted while the cancellation was in flight,
-	// exactly one side owns them: Acquire either returns them with a nil
-	// error, or gives them back itself before returning the error.
+	Kind() Kind       // where the lane stands in the canonical order
+	MaxWeight() int64 // the most it grants one key; heavier calls are refused first
+	// Acquire takes n permits for key, waiting if need be, under package
+	// semaphore's contract (a rate lane's permit is the zero Permit).
 	Acquire(ctx context.Context, key K, n int64) (semaphore.Permit, error)
-	// TryAcquire takes n permits for key if it can without waiting.
-	TryAcquire(key K, n int64) (semaphore.Permit, bool)
-	// Stats returns a snapshot of the lane.
+	TryAcquire(key K, n int64) (semaphore.Permit, bool) // without waiting
 	Stats() LaneStats
-	// Close wakes the lane's waiters with an error and refuses later
-	// acquires; permits out stay valid.
-	Close()
+	Close() // fails waiters and later calls; permits out stay valid
 }
 
 // LaneStats is a snapshot of one lane.
@@ -79,21 +52,8 @@ type LaneStats struct {
 	Keys     int    // entries alive (keyed lanes)
 	Closed   bool   // the lane is closed (by the queue's Close, or on its own)
 
-	// Counters of the lane's acquire calls, with the meanings that package
-	// semaphore gives them: a global or keyed lane reports its semaphore's
-	// counters as they are, a Redis lane its instance's. A call of
-	// AcquireAll counts in every lane it reached: a grant that a later
-	// lane's failure gave back counts as Acquired and Released in its lane.
-	// A rate lane gives nothing back (Released and DoubleReleases stay 0)
-	// and has no maximum wait (TimedOut stays 0); its Waited counts the
-	// grants that waited for tokens, its Failed the waiters that Close
-	// sent away, and a call whose tokens would come after its context's
-	// deadline counts as Cancelled.
+	// Counters: the lane's own, as package semaphore defines them; a call
+	// counts in every lane it reached. A rate lane gives nothing back.
 	semaphore.Counters
-	// Timings are the wait-time and hold-time distributions of a global
-	// or keyed lane whose semaphore was made WithHistograms (see
-	// semaphore.Timings; a lane's options pass it on: AddGlobalLane's
-	// semaphore options, AddKeyedLane's keyedsem options). Rate lanes
-	// record none.
-	semaphore.Timings
+	semaphore.Timings // of a global or keyed lane made WithHistograms
 }

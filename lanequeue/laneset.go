@@ -8,28 +8,10 @@ import (
 	"github.com/sessionlane/lanes/semaphore"
 )
 
-// LaneSet is a list of lanes of one [Queue], resolved once by
-// [Queue.Lanes]: [Queue.AcquireAll], [Queue.TryAcquireAll], [Queue.Do] and
-// [Queue.Check] take it, so that a call looks up no names. Prepare the
-// sets a program uses when it builds its queue, and keep them beside it.
-//
-// A set belongs to the queue that made it: a call on another queue fails
-// with an error wrapping [ErrUnknownLane], even if that queue has lanes of
-// the same names (they are other lanes). A set keeps the lanes it
-// resolved: a lane added to the queue later is not in it (prepare another
-// set to name it), and since a queue never drops a lane, the set's lanes
-// stay the queue's for as long as the queue lives. Once the queue is
-// closed, every call with the set fails with [ErrClosed] (TryAcquireAll
-// returns false), as every call does then; a lane closed on its own (a
-// semaphore closed through [Queue.GlobalSemaphore], a Redis lane closed by
-// its owner) fails the calls that reach it with [ErrClosed], the one
-// sentinel of every package, wrapped with its name ([Queue.Check] reports
-// it for the lanes of this package).
-//
-// A LaneSet is immutable: a value of one pointer, which may be copied and
-// used by any number of goroutines at once. Sets compare equal only when
-// one is a copy of the other (two calls of Lanes make two sets). The zero
-// LaneSet names no lanes: calls with it fail with [ErrNoLanes].
+// LaneSet is lanes of one Queue, resolved once by [Queue.Lanes] so that
+// calls look up no names. It keeps the lanes it resolved, works only on its
+// queue (else [ErrUnknownLane]) and is immutable, safe to share. The zero
+// LaneSet names no lanes ([ErrNoLanes]).
 type LaneSet[K comparable] struct {
 	s *laneSet[K]
 }
@@ -47,18 +29,9 @@ type laneSet[K comparable] struct {
 // variable, so that a TryAcquireAll refused for it allocates nothing.
 var errForeignSet = fmt.Errorf("%w: the lane set was prepared by another queue", ErrUnknownLane)
 
-// Lanes resolves names to the lanes of q and returns them as a [LaneSet],
-// for [Queue.AcquireAll], [Queue.TryAcquireAll], [Queue.Do] and
-// [Queue.Check]. The order of names does not matter: lanes are always
-// taken in the canonical order (see [Queue.AcquireAll]).
-//
-// Lanes returns [ErrNoLanes] for no names, an error wrapping
-// [ErrUnknownLane] for a name q has no lane for, one wrapping
-// [ErrDuplicateLane] for a name given twice, and [ErrClosed] if q is
-// closed. Weights are checked by each call, since they come with it.
-//
-// Cost: one lookup per name and a sort; one allocation for the set. Calls
-// with the set then look up nothing.
+// Lanes resolves names into a [LaneSet], whatever their order. It returns
+// ErrNoLanes, or an error wrapping ErrUnknownLane, ErrDuplicateLane (a name
+// twice) or ErrClosed.
 func (q *Queue[K]) Lanes(names ...string) (LaneSet[K], error) {
 	if q.closed.Load() {
 		return LaneSet[K]{}, ErrClosed
@@ -96,9 +69,7 @@ func (q *Queue[K]) Lanes(names ...string) (LaneSet[K], error) {
 	return LaneSet[K]{s: s}, nil
 }
 
-// Names returns the names of the lanes of the set in the canonical order
-// in which calls take them (keyed lanes, then global, then rate, each
-// group by name), in a new slice; nil for the zero LaneSet.
+// Names returns the names in canonical order, nil for the zero LaneSet.
 func (ls LaneSet[K]) Names() []string {
 	if ls.s == nil {
 		return nil
@@ -110,8 +81,7 @@ func (ls LaneSet[K]) Names() []string {
 	return out
 }
 
-// String returns the names of the lanes, in canonical order, as
-// "[session global]".
+// String returns the names as "[session global]".
 func (ls LaneSet[K]) String() string {
 	return "[" + strings.Join(ls.Names(), " ") + "]"
 }

@@ -21,89 +21,47 @@ import (
 	"github.com/sessionlane/lanes/semaphore"
 )
 
-// Sentinel errors, for errors.Is. ErrClosed, ErrQueueFull, ErrWaitTooLong,
-// ErrInvalidWeight, ErrTooHeavy and ErrInvalidConfig are the values of
-// package semaphore, shared by every lanes package, and ErrNaNKey is
-// keyedsem's: errors.Is(err, semaphore.ErrClosed) holds for this package's
-// errors too, whichever lane failed. The error of a call that failed on a
-// lane, a context that ended while the call waited there or the lane's
-// refusal, is a [*LaneError] that names the lane and wraps the cause.
+// Sentinel errors, for errors.Is: package semaphore's and keyedsem's
+// values, then this package's own.
 var (
-	// ErrClosed is returned by every call on a closed queue, and to the
-	// callers that Close wakes. The error of a lane closed on its own
-	// while the queue is open (a semaphore closed through
-	// [Queue.GlobalSemaphore] or [Queue.KeyedSemaphore], a Redis lane
-	// closed by its owner) names the lane and matches ErrClosed. It is
-	// [semaphore.ErrClosed].
+	// ErrClosed: the queue, or the lane named, is closed.
 	ErrClosed = semaphore.ErrClosed
-	// ErrQueueFull is returned, wrapped with the lane's name, when a lane's
-	// wait queue is at its bound ([semaphore.WithMaxWaiters],
-	// [keyedsem.WithMaxWaitersPerKey]). It is [semaphore.ErrQueueFull].
+	// ErrQueueFull: a lane's line is at its bound.
 	ErrQueueFull = semaphore.ErrQueueFull
-	// ErrWaitTooLong is returned, wrapped with the lane's name, when a
-	// global lane's [semaphore.WithMaxWait] ran out. It is
-	// [semaphore.ErrWaitTooLong].
+	// ErrWaitTooLong: a global lane's WithMaxWait ran out.
 	ErrWaitTooLong = semaphore.ErrWaitTooLong
-	// ErrInvalidWeight is [semaphore.ErrInvalidWeight]: a weight below 1.
+	// ErrInvalidWeight: a weight below 1.
 	ErrInvalidWeight = semaphore.ErrInvalidWeight
-	// ErrTooHeavy is [semaphore.ErrTooHeavy]: a weight above a lane's
-	// MaxWeight, which could never be granted.
+	// ErrTooHeavy: a weight above a lane's MaxWeight.
 	ErrTooHeavy = semaphore.ErrTooHeavy
-	// ErrInvalidConfig is wrapped by the error of an Add method given a
-	// setting out of range: a capacity, a rate, a burst, or a semaphore or
-	// keyed semaphore option. It is [semaphore.ErrInvalidConfig].
+	// ErrInvalidConfig is wrapped by the errors of settings out of range.
 	ErrInvalidConfig = semaphore.ErrInvalidConfig
-	// ErrNaNKey is keyedsem.ErrNaNKey, the same value: AcquireAll,
-	// TryAcquireAll and Do refuse a key that is not equal to itself.
+	// ErrNaNKey: a key not equal to itself.
 	ErrNaNKey = keyedsem.ErrNaNKey
-	// ErrTooManyKeys is keyedsem.ErrTooManyKeys, the same value: a keyed
-	// lane made with keyedsem.WithHardMaxKeys refuses a new key when its
-	// cap is reached and nothing idle can be evicted; AcquireAll returns
-	// it wrapped with the lane's name.
+	// ErrTooManyKeys: a keyed lane's hard cap refused a new key.
 	ErrTooManyKeys = keyedsem.ErrTooManyKeys
 
-	// ErrInvalidCapacity is returned by AddGlobalLane for a capacity below
-	// 1 or above semaphore.MaxCapacity, and by AddRateLane for a burst
-	// below 1; the error's text says which bound. It matches
-	// [ErrInvalidConfig] too.
+	// ErrInvalidCapacity: a global capacity or a rate burst out of range.
 	ErrInvalidCapacity = fmt.Errorf("lanequeue: invalid capacity: %w", ErrInvalidConfig)
-	// ErrInvalidRate is returned by AddRateLane for a rate that is not a
-	// positive number of tokens per second: 0 (rate.Limit(50/60) is 0, by
-	// integer division), negative, NaN or infinite (rate.Inf, the
-	// largest float64, means no limit and is accepted). It matches
-	// [ErrInvalidConfig] too.
+	// ErrInvalidRate: a rate not positive (rate.Limit(50/60) is 0), nor rate.Inf.
 	ErrInvalidRate = fmt.Errorf("lanequeue: rate must be positive (or rate.Inf): %w", ErrInvalidConfig)
 
-	// ErrEmptyName is returned when a lane is added with an empty name.
+	// ErrEmptyName: a lane added without a name.
 	ErrEmptyName = errors.New("lanequeue: empty lane name")
-	// ErrDuplicateLane is returned when a lane is added under a name the
-	// queue already has, or when the lane (or the semaphore, keyed
-	// semaphore or limiter it wraps) is already registered under another
-	// name, and by [Queue.Lanes] for a name given twice.
+	// ErrDuplicateLane: a name or a budget registered twice, or named twice.
 	ErrDuplicateLane = errors.New("lanequeue: duplicate lane")
-	// ErrUnknownLane is returned by [Queue.Lanes] for a name the queue has
-	// no lane for, and by AcquireAll for a [LaneSet] of another queue or a
-	// [LaneWeight] for a lane not in the set.
+	// ErrUnknownLane: no such lane, another queue's set, or a LaneWeight off the set.
 	ErrUnknownLane = errors.New("lanequeue: unknown lane")
-	// ErrNoLanes is returned by [Queue.Lanes] for no names, and by
-	// AcquireAll for the zero [LaneSet].
+	// ErrNoLanes: no names, or the zero LaneSet.
 	ErrNoLanes = errors.New("lanequeue: no lanes named")
-	// ErrReentrant is returned by AcquireAll when its context carries a
-	// live ticket for the same key that holds one of the lanes asked for
-	// (see [WithTicket]): the call would wait for itself.
+	// ErrReentrant: the context's ticket holds the key on one of the lanes.
 	ErrReentrant = errors.New("lanequeue: re-entrant acquire")
-	// ErrNoSemaphore is returned by [Queue.GlobalSemaphore] and
-	// [Queue.KeyedSemaphore] for a lane that has no semaphore of the kind
-	// asked for behind it: a lane of another kind, or a lane from another
-	// package; and by [Queue.Join] for a set whose first keyed lane has
-	// no keyed semaphore of this package to take a place in (or that has
-	// no keyed lane).
+	// ErrNoSemaphore: the lane has no semaphore of this package of that kind.
 	ErrNoSemaphore = errors.New("lanequeue: no semaphore of that kind behind the lane")
 )
 
-// DefaultGlobalCapacity is a starting point for the capacity of the
-// "global" lane of [Default]: 16 requests in flight at once across all
-// keys, a budget most hosted model APIs accept from one process.
+// DefaultGlobalCapacity is a capacity for [Default]'s global lane that most
+// hosted model APIs accept from one process.
 const DefaultGlobalCapacity = 16
 
 // Names of the lanes of [Default].
@@ -112,15 +70,8 @@ const (
 	GlobalLane  = "global"
 )
 
-// Queue is a set of named lanes that callers acquire together, all or
-// nothing, with [Queue.AcquireAll], naming them by a [LaneSet] that
-// [Queue.Lanes] prepares.
-//
-// A Queue must be made with [New] (or [Default]) and must not be copied;
-// the methods of the zero Queue panic.
-// Lanes may be added at any time, also while other goroutines acquire (a
-// set prepared before does not hold them); all methods are safe for
-// concurrent use.
+// Queue is a set of named lanes, made by [New] or [Default]; see the
+// package doc. Lanes may be added at any time, to the sets prepared after.
 type Queue[K comparable] struct {
 	mu sync.Mutex // serialises Add and Close
 
@@ -277,18 +228,9 @@ func New[K comparable]() *Queue[K] {
 	return q
 }
 
-// Default returns a queue with the usual gateway pair: [SessionLane]
-// ("session"), a keyed lane with one caller at a time per key and the
-// given keyedsem options, and [GlobalLane] ("global"), a global lane of
-// globalCapacity (the work in flight at once across all keys; see
-// [DefaultGlobalCapacity]). [Queue.KeyedSemaphore] and
-// [Queue.GlobalSemaphore] return their semaphores (to Sweep the session
-// lane's idle keys, to resize the global lane). Default has no error
-// result: for a capacity or a keyedOpts value out of range it panics, as
-// [semaphore.New] and [keyedsem.New] do, with the error
-// [Queue.AddGlobalLane] or [Queue.AddKeyedLane] returns, which names the
-// lane and matches [ErrInvalidConfig]; call [New] and the Add methods to
-// get the error instead.
+// Default returns a queue with [SessionLane], a keyed lane made with
+// keyedOpts, and [GlobalLane], of globalCapacity; it panics for bad
+// settings.
 func Default[K comparable](globalCapacity int64, keyedOpts ...keyedsem.Option) *Queue[K] {
 	q := New[K]()
 	if err := q.AddGlobalLane(GlobalLane, globalCapacity); err != nil {
@@ -300,16 +242,9 @@ func Default[K comparable](globalCapacity int64, keyedOpts ...keyedsem.Option) *
 	return q
 }
 
-// Add registers l under name. Any [Lane] implementation can be added: a
-// lane of this package made with [NewGlobalLane], [NewKeyedLane] or
-// [NewRateLane], or one from another package (a Redis lane). The queue
-// owns l from then on: [Queue.Close] closes it.
-//
-// Add returns [ErrEmptyName], [ErrDuplicateLane], or [ErrClosed], and then
-// registers nothing and l stays the caller's. One budget registered under
-// two names is refused ([ErrDuplicateLane]): a call naming both would wait
-// for itself. It panics if l is nil or its Kind is not one of [Keyed],
-// [Global], [Rate].
+// Add registers l under name; the queue closes it. It returns ErrEmptyName,
+// ErrDuplicateLane (also for a budget registered already) or ErrClosed,
+// registering nothing. It panics if l is nil or of no Kind.
 func (q *Queue[K]) Add(name string, l Lane[K]) error {
 	if l == nil {
 		panic("lanequeue: nil Lane")
@@ -325,16 +260,9 @@ func (q *Queue[K]) Add(name string, l Lane[K]) error {
 	return q.add(e)
 }
 
-// AddGlobalLane adds a [Global] lane of the given capacity: a
-// [semaphore.Weighted] made with opts, shared by every key, FIFO.
-// A weight of n takes n of its capacity.
-//
-// [Queue.GlobalSemaphore] returns the semaphore, to resize the lane.
-//
-// AddGlobalLane returns [ErrInvalidCapacity] for a capacity below 1 (or
-// above semaphore.MaxCapacity), the error of [semaphore.Validate] for an
-// option out of range (both match [ErrInvalidConfig]), and the errors of
-// [Queue.Add]; it never panics for a bad setting.
+// AddGlobalLane adds a global lane: a [semaphore.Weighted] of capacity,
+// made with opts, shared by every key. It returns ErrInvalidCapacity,
+// [semaphore.Validate]'s error or Add's; it never panics for a setting.
 func (q *Queue[K]) AddGlobalLane(name string, capacity int64, opts ...semaphore.Option) error {
 	if capacity < 1 {
 		return fmt.Errorf("lanequeue: lane %q: capacity %d: must be at least 1: %w", name, capacity, ErrInvalidCapacity)
@@ -353,17 +281,9 @@ func (q *Queue[K]) AddGlobalLane(name string, capacity int64, opts ...semaphore.
 	return q.add(&laneEntry[K]{name: name, kind: Global, lane: l, own: true})
 }
 
-// AddKeyedLane adds a [Keyed] lane: a [keyedsem.Keyed] made
-// with opts, one budget per key (by default one caller at a time per key,
-// served in arrival order; see [keyedsem.WithPerKeyCapacity]).
-// [Queue.KeyedSemaphore] returns the keyed semaphore, to Sweep its idle
-// keys.
-//
-// AddKeyedLane returns the error of [keyedsem.Validate] for an option out
-// of range (a per-key capacity outside [1, keyedsem.MaxPerKeyCapacity], a
-// negative idle timeout, janitor interval or waiter bound, max keys below
-// 1), which matches [ErrInvalidConfig], and the errors of [Queue.Add]; it
-// never panics for a bad setting.
+// AddKeyedLane adds a keyed lane: a [keyedsem.Keyed] made with opts. It
+// returns [keyedsem.Validate]'s error or Add's; it never panics for a
+// setting.
 func (q *Queue[K]) AddKeyedLane(name string, opts ...keyedsem.Option) error {
 	if err := keyedsem.Validate(opts...); err != nil {
 		return fmt.Errorf("lanequeue: lane %q: %w", name, err)
@@ -379,20 +299,9 @@ func (q *Queue[K]) AddKeyedLane(name string, opts ...keyedsem.Option) error {
 	return nil
 }
 
-// AddRateLane adds a [Rate] lane: a [rate.Limiter] of limit tokens per
-// second and the given burst. A weight of n spends n tokens; nothing is
-// given back on release. See [NewRateLane] for how it waits and what a
-// failed call gives back; the limiter is the lane's alone, so the lane
-// never grants more than its bucket allows.
-//
-// Concurrency and rate are different budgets: a model API may allow 10
-// requests in flight (a global lane) and 50 requests a minute (a rate
-// lane); name both in AcquireAll.
-//
-// AddRateLane returns [ErrInvalidRate] for a rate that is not positive
-// (0, negative or NaN: such a lane would grant its burst and then nothing,
-// ever) or infinite other than rate.Inf (which means no limit),
-// [ErrInvalidCapacity] for a burst below 1, and the errors of [Queue.Add].
+// AddRateLane adds a rate lane over its own rate.Limiter of limit tokens a
+// second and burst (see [NewRateLane]). It returns ErrInvalidRate,
+// ErrInvalidCapacity or Add's errors.
 func (q *Queue[K]) AddRateLane(name string, limit rate.Limit, burst int) error {
 	if !(limit > 0) || (math.IsInf(float64(limit), 1) && limit != rate.Inf) {
 		return fmt.Errorf("lanequeue: lane %q: limit %v tokens a second: %w", name, float64(limit), ErrInvalidRate)
@@ -468,31 +377,9 @@ func (q *Queue[K]) Lane(name string) (Lane[K], bool) {
 	return r.e.lane, true
 }
 
-// GlobalSemaphore returns the [semaphore.Weighted] behind the global lane
-// registered as name: the one [Queue.AddGlobalLane] or [Queue.AddFairLane]
-// made (or [Default] for [GlobalLane]), or the one given to
-// [NewGlobalLane] or [NewFairLane]. Through it a caller
-// can resize the lane with SetCapacity, read its own [semaphore.Stats], or
-// acquire it directly, beside the queue (such permits are not listed by
-// [Queue.Holders]).
-//
-// The queue honours a new capacity at once, also for the sets prepared
-// before: a weight above the new capacity fails at once with
-// [ErrTooHeavy] and one within it waits as usual. A lane of
-// [NewGlobalLane] reads its capacity from its semaphore on every
-// AcquireAll whose set holds it (one atomic load), from the start, since
-// whoever made the semaphore may resize it. A lane of [Queue.AddGlobalLane],
-// whose semaphore nobody else can reach, keeps its capacity in the queue
-// until the first call of GlobalSemaphore hands the semaphore out, and
-// from then on reads it from the semaphore as well. A call that resolved its
-// lanes while the capacity changed may see the old capacity or the new;
-// a weight the semaphore no longer fits is then refused by the semaphore
-// (the error wraps semaphore.ErrTooHeavy), after the lanes before it were
-// taken and given back.
-//
-// It returns an error wrapping [ErrUnknownLane] if the queue has no lane
-// of that name, or [ErrNoSemaphore] if the lane is not a global lane of
-// this package (a keyed or rate lane, or a lane from another package).
+// GlobalSemaphore returns the [semaphore.Weighted] behind a global lane of
+// this package ([ErrNoSemaphore] otherwise), to resize it, read its Stats
+// or take it directly; the queue honours a new capacity at once.
 func (q *Queue[K]) GlobalSemaphore(name string) (*semaphore.Weighted, error) {
 	r, ok := q.tbl().byName[name]
 	if !ok {
@@ -520,20 +407,8 @@ func (q *Queue[K]) unfix(e *laneEntry[K], l *globalLane[K]) {
 	e.fixedMax.Store(-1)
 }
 
-// KeyedSemaphore returns the [keyedsem.Keyed] behind the keyed
-// lane registered as name: the one [Queue.AddKeyedLane] made (or
-// [Default] for [SessionLane]), or the one given to [NewKeyedLane].
-// Through it a caller can Sweep the lane's idle keys at once (not needed
-// for the idle timeout to hold: normal use of the lane expires them, and
-// [keyedsem.WithJanitor], passed to AddKeyedLane or Default, does while
-// the lane is unused; see [keyedsem.WithIdleTimeout]), read its own
-// [keyedsem.Stats] or Len, or acquire it directly, beside the queue (such
-// permits are not listed by [Queue.Holders]). The per-key capacity is set when the keyed semaphore
-// is made and never changes.
-//
-// It returns an error wrapping [ErrUnknownLane] if the queue has no lane
-// of that name, or [ErrNoSemaphore] if the lane is not a keyed lane of
-// this package (a global or rate lane, or a lane from another package).
+// KeyedSemaphore returns the [keyedsem.Keyed] behind a keyed lane of this
+// package ([ErrNoSemaphore] otherwise), to Sweep it or read its Stats.
 func (q *Queue[K]) KeyedSemaphore(name string) (*keyedsem.Keyed[K], error) {
 	r, ok := q.tbl().byName[name]
 	if !ok {
@@ -546,17 +421,9 @@ func (q *Queue[K]) KeyedSemaphore(name string) (*keyedsem.Keyed[K], error) {
 	return l.s, nil
 }
 
-// SetRate changes the rate lane registered as name to limit tokens a
-// second and the given burst, from now on: the lane of [Queue.AddRateLane],
-// whose limiter nobody else can reach, or of [NewRateLane]. The tokens in
-// the bucket stay (up to the new burst); callers waiting for tokens keep
-// the times they were given, and later calls wait at the new rate. A
-// weight above the new burst fails at once with [ErrTooHeavy].
-//
-// SetRate returns [ErrInvalidRate] and [ErrInvalidCapacity] as
-// AddRateLane does, an error wrapping [ErrUnknownLane] if the queue has no
-// lane of that name, and [ErrNoSemaphore] if the lane is not a rate lane
-// of this package.
+// SetRate gives a rate lane of this package a new limit and burst from now
+// on; the bucket keeps its tokens (up to the burst), waiters their times.
+// It returns AddRateLane's errors, ErrUnknownLane or ErrNoSemaphore.
 func (q *Queue[K]) SetRate(name string, limit rate.Limit, burst int) error {
 	r, ok := q.tbl().byName[name]
 	if !ok {
@@ -580,8 +447,7 @@ func (q *Queue[K]) SetRate(name string, limit rate.Limit, burst int) error {
 	return nil
 }
 
-// Names returns the names of the lanes in canonical order: keyed lanes,
-// then global, then rate, each group by name.
+// Names returns the lanes' names in canonical order.
 func (q *Queue[K]) Names() []string {
 	t := q.tbl()
 	out := make([]string, len(t.ordered))
@@ -591,9 +457,8 @@ func (q *Queue[K]) Names() []string {
 	return out
 }
 
-// Stats returns a snapshot of every lane, in canonical order, with Name
-// and Kind filled in. Each lane's snapshot is taken on its own: under
-// concurrent use, the lanes' figures are not from one instant.
+// Stats returns a snapshot of every lane, in canonical order, each lane's
+// taken on its own.
 func (q *Queue[K]) Stats() []LaneStats {
 	t := q.tbl()
 	out := make([]LaneStats, len(t.ordered))
@@ -605,12 +470,9 @@ func (q *Queue[K]) Stats() []LaneStats {
 	return out
 }
 
-// Close closes the queue and every lane in it: waiters are woken with an
-// error (AcquireAll then returns [ErrClosed]) and later calls fail with
-// ErrClosed (TryAcquireAll returns false). Tickets already out stay valid
-// and must still be released, and so must a ticket that an AcquireAll in
-// progress during Close still obtains (one whose permits were all free);
-// calls begun after Close returns fail. Close is idempotent.
+// Close closes the queue and its lanes: waiters and later calls fail with
+// ErrClosed. Tickets out, and any an overlapping AcquireAll gets, stay
+// valid.
 func (q *Queue[K]) Close() {
 	if q.done == nil {
 		panic(zeroQueue)

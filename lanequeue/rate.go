@@ -13,58 +13,11 @@ import (
 	"github.com/sessionlane/lanes/semaphore"
 )
 
-// NewRateLane returns a [Rate] lane over lim: a grant spends n tokens of
-// lim and gives nothing back on release (its Permit is the zero Permit).
-// The lane's MaxWeight is lim's burst.
-//
-// A rate lane waits for its tokens, rather than failing at once, unless the
-// context's deadline comes before they would be available: then it fails
-// at once with an error that wraps context.DeadlineExceeded, and spends
-// nothing (it looks at the limiter before it reserves, and then reserves
-// nothing). A context that has ended by the time the tokens are there
-// wins over them (also when the wait's timer and the end come together):
-// the tokens are given back and Acquire returns ctx.Err(). Close wakes the
-// waiters with [ErrClosed].
-//
-// A limiter that does not refill (a limit of 0 or below) has its burst
-// and nothing more: once fewer tokens are left than a call asks for, the
-// call fails at once with an error wrapping [ErrTooHeavy], as a weight
-// above the burst does, rather than waiting for ever ([Queue.AddRateLane]
-// refuses such a limit).
-//
-// Giving tokens back: a call that fails (a cancelled wait, or a later lane
-// of AcquireAll failing) gives back the tokens it reserved as far as
-// rate.Limiter can without granting more than the bucket allows, never
-// further. Tokens not yet due come back, through rate.Reservation.CancelAt
-// as of now, which gives back fewer when later reservations were made
-// after this one (golang/go#56924): waiters cancelled out of the order
-// they reserved in leave the lane short (with 4 or 16 goroutines
-// cancelling waits on a lane of 20000 tokens a second, by a hundred to
-// ten thousand tokens in 100ms, as much as the lane grants in half a
-// second; BenchmarkRateCancelOverGrant). Tokens already due (a
-// call naming several rate lanes waits for the slowest, so the others'
-// tokens are often due at once) come back only if no call through the
-// lane (a grant, a reservation, a cancellation, for any caller) has used
-// the limiter since they were reserved: then they come back as if never
-// reserved. Otherwise they stay spent, and the lane grants less than it
-// could: giving them back as of their due time would move the limiter's
-// clock back, and the stretch since would refill twice, up to about a
-// token per lane more than the bucket allows.
-//
-// Time never goes back: the lane reads the clock under a lock of its own
-// and makes its calls on lim under it. rate.Limiter takes the time from
-// its caller, and one older than its last update (read before waiting for
-// the limiter's lock behind callers that read it later) moves its clock
-// back with the same effect, in ReserveN, AllowN and CancelAt alike: with
-// two goroutines draining a bare limiter of 20000 tokens a second, and 16
-// more cancelling reservations on it, it granted thousands of tokens over
-// its allowance in 100ms on a loaded machine, up to hundreds of thousands
-// (BenchmarkRateCancelOverGrant; the lane: none). The lane orders only its own calls: code that uses lim
-// directly can still move its clock back, and a failed call may then give
-// back tokens due before such a use (up to its weight more than the bucket
-// allows). Prefer [Queue.AddRateLane], whose limiter the lane alone uses.
-//
-// [Queue.AddRateLane] builds the limiter itself.
+// NewRateLane returns a rate lane over lim: a grant spends n tokens, for
+// good. A call that would get them only after ctx's deadline, or never
+// ([ErrTooHeavy]), fails at once, spending nothing. A failed call gives
+// back what lim can without passing its bucket, so some may stay spent.
+// Code using lim directly can make it over-grant: prefer AddRateLane.
 func NewRateLane[K comparable](lim *rate.Limiter) Lane[K] {
 	if lim == nil {
 		panic("lanequeue: nil rate.Limiter")

@@ -19,14 +19,9 @@ func (c *ticketCtx[K]) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// WithTicket returns a context that carries t, so that an AcquireAll with
-// it (or with a context derived from it) for the same key and one of t's
-// keyed or global lanes fails at once with [ErrReentrant] while t is held,
-// rather than waiting for a permit that its own caller holds. [Queue.Do]
-// passes such a context to its function. While the queue drains, such a
-// context also marks a call as part of t's work, admitted rather than
-// refused with [ErrDraining] while t is held (see [Queue.Drain]). A nil t
-// returns ctx unchanged.
+// WithTicket returns ctx carrying t (nil t: ctx). While t is held, an
+// AcquireAll with it for t's key on one of t's lanes fails with
+// [ErrReentrant], and one during a drain is admitted as t's work.
 func WithTicket[K comparable](ctx context.Context, t *Ticket[K]) context.Context {
 	if t == nil {
 		return ctx
@@ -34,8 +29,7 @@ func WithTicket[K comparable](ctx context.Context, t *Ticket[K]) context.Context
 	return &ticketCtx[K]{Context: ctx, t: t}
 }
 
-// TicketFrom returns the innermost ticket that ctx carries (see
-// [WithTicket]), and false if none.
+// TicketFrom returns the innermost ticket ctx carries.
 func TicketFrom[K comparable](ctx context.Context) (*Ticket[K], bool) {
 	c, ok := ctx.Value(ticketCtxKey[K]{}).(*ticketCtx[K])
 	if !ok {

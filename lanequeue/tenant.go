@@ -8,45 +8,10 @@ import (
 	"github.com/sessionlane/lanes/semaphore"
 )
 
-// AddFairLane adds a [Global] lane of the given capacity whose semaphore
-// is made with [semaphore.WithFairShare]: its waiters are served by
-// tenant, with weighted fair sharing, and in arrival order within a
-// tenant.
-//
-// Keys already share a global lane fairly when a keyed lane is taken with
-// it: keyed lanes come first, so a key has at most as many callers
-// waiting on the global lane as its per-key capacity lets through (one,
-// by default), however many of its messages queue on the keyed lane; a
-// key with 100 messages waiting takes its turn on a FIFO global lane like
-// a key with one. Tenants are not keys: a tenant with 500 threads has 500
-// keys, and in FIFO order they would take every global permit from a
-// tenant with 5. On a fair lane the two take turns.
-//
-// A call's tenant is tenant(key), or the group of the call's semaphore.Group
-// option when that is not empty (semaphore.Group("") leaves the tenant to the
-// function); nil tenant puts every call in the group "" unless it gives a
-// group. Over any stretch of time during which two tenants both have
-// callers waiting on the lane, their grants are in the proportion of
-// their weights, give or take one request each (see WithFairShare for
-// what exactly is shared and what a cancelled wait costs its tenant).
-//
-// tenant is called by every AcquireAll or Do that has to wait on the
-// lane, for its key, without any lock held: it must be safe for
-// concurrent use and cheap (a field of the key, a map lookup). A call
-// granted at once, and TryAcquireAll (it never waits, so it has no place
-// in line), do not ask. A tenant function that panics leaves the call
-// holding nothing, and the panic goes on (see the package doc).
-//
-// The tenants have equal weights; to weigh them, pass
-// semaphore.WithFairShare(weight) among opts (it replaces the default).
-// opts are the semaphore's, as for [Queue.AddGlobalLane]; an ordering
-// policy among them (WithPriorities, WithSequenceOrder, WithBarging)
-// cannot be combined with fair share and is refused with an error
-// matching [ErrInvalidConfig]. [Queue.GlobalSemaphore] returns the
-// semaphore, to resize the lane.
-//
-// AddFairLane returns the errors of AddGlobalLane; it never panics for a
-// bad setting.
+// AddFairLane adds a global lane made [semaphore.WithFairShare] for tenants
+// of many keys (keys alone share a global lane behind a keyed one): a call
+// waits in its [semaphore.Group], else tenant(key), which must be cheap and
+// safe for concurrent use. It returns AddGlobalLane's errors.
 func (q *Queue[K]) AddFairLane(name string, capacity int64, tenant func(K) string, opts ...semaphore.Option) error {
 	if capacity < 1 {
 		return fmt.Errorf("lanequeue: lane %q: capacity %d: must be at least 1: %w", name, capacity, ErrInvalidCapacity)
@@ -72,12 +37,9 @@ func (q *Queue[K]) AddFairLane(name string, capacity int64, tenant func(K) strin
 	return q.add(&laneEntry[K]{name: name, kind: Global, lane: &fairLane[K]{globalLane: g, tenant: tenant}, own: true})
 }
 
-// NewFairLane returns a [Global] lane over s whose callers wait in the
-// group tenant(key), or the group of their semaphore.Group option (see
-// [Queue.AddFairLane]). s must be made with [semaphore.WithFairShare]:
-// on another semaphore a call with a non-empty group fails with an error
-// matching [ErrInvalidConfig] that names WithFairShare. The lane's Close
-// closes s.
+// NewFairLane returns a global lane over s (made [semaphore.WithFairShare];
+// the lane's Close closes it) whose callers wait in their
+// [semaphore.Group], else tenant(key).
 func NewFairLane[K comparable](s *semaphore.Weighted, tenant func(K) string) Lane[K] {
 	if s == nil {
 		panic("lanequeue: nil semaphore")

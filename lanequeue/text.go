@@ -6,8 +6,7 @@ import "fmt"
 // JSON or YAML dashboard feed, a log line or a configuration file reads
 // "keyed", not 0: encoding/json, slog and flag use these methods.
 
-// MarshalText returns the name String gives, and an error for a value
-// that is not one of the kinds.
+// MarshalText returns String's name, or an error for an unknown Kind.
 func (k Kind) MarshalText() ([]byte, error) {
 	switch k {
 	case Keyed, Global, Rate:
@@ -16,8 +15,7 @@ func (k Kind) MarshalText() ([]byte, error) {
 	return nil, fmt.Errorf("lanequeue: no lane kind %d", int(k))
 }
 
-// UnmarshalText sets k from a name MarshalText returns ("keyed",
-// "global" or "rate"); any other text is an error and leaves k as it was.
+// UnmarshalText sets k from String's name; other text is an error.
 func (k *Kind) UnmarshalText(text []byte) error {
 	for _, c := range []Kind{Keyed, Global, Rate} {
 		if string(text) == c.String() {
@@ -28,8 +26,7 @@ func (k *Kind) UnmarshalText(text []byte) error {
 	return fmt.Errorf("lanequeue: unknown lane kind %q (want keyed, global or rate)", text)
 }
 
-// MarshalText returns the name String gives, and an error for a value
-// that is not one of the event kinds.
+// MarshalText returns String's name, or an error for an unknown EventKind.
 func (k EventKind) MarshalText() ([]byte, error) {
 	switch k {
 	case SlowWait, LongHold, Rejected:
@@ -38,9 +35,7 @@ func (k EventKind) MarshalText() ([]byte, error) {
 	return nil, fmt.Errorf("lanequeue: no event kind %d", int(k))
 }
 
-// UnmarshalText sets k from a name MarshalText returns ("slow-wait",
-// "long-hold" or "rejected"); any other text is an error and leaves k as
-// it was.
+// UnmarshalText sets k from String's name; other text is an error.
 func (k *EventKind) UnmarshalText(text []byte) error {
 	for _, c := range []EventKind{SlowWait, LongHold, Rejected} {
 		if string(text) == c.String() {

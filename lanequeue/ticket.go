@@ -12,27 +12,9 @@ import (
 // allocates its list separately.
 const inlineLanes = 4
 
-// Ticket is the set of permits that one successful [Queue.AcquireAll]
-// holds: one per lane named. [Ticket.Release] gives them all back, once.
-//
-// A Ticket is owned by whoever received it from AcquireAll, or whoever it
-// was handed to: it may be passed to another goroutine (a worker), which
-// then releases it. Its methods are safe for concurrent use.
-//
-// A *Ticket is a handle of one pointer, never reused, to a record in which
-// the queue keeps the key, the lanes and the permits. The queue reuses the
-// record for a later ticket once this one is released, while the handle
-// stays what it was, so a Release through a released ticket returns false
-// and frees nothing, even when its record holds another ticket's permits
-// by then. Once released, a ticket answers as the zero Ticket does: it
-// holds nothing, Released reports true, Key returns the zero K, Weight 0,
-// Lanes nil, LaneWeight 0 and false, and Since the zero Time. Read what
-// you need before releasing it.
-//
-// The zero Ticket holds nothing and counts as released, and so does a nil
-// *Ticket (what AcquireAll returns with an error): its methods answer as a
-// released ticket's do, so that a deferred Release after a failed call is
-// harmless.
+// Ticket is the permits of one successful AcquireAll, one per lane. A
+// released, zero or nil Ticket holds nothing and its methods answer so (Key
+// the zero K, Lanes nil): read what you need before releasing it.
 type Ticket[K comparable] struct {
 	r *record[K]
 }
@@ -125,15 +107,8 @@ type held[K comparable] struct {
 	p semaphore.Permit
 }
 
-// Release gives back every permit of the ticket, in the reverse of the
-// order they were taken (rate lanes give nothing back). It returns true the
-// first time it is called and false ever after, from any goroutine; only
-// the first call releases anything.
-//
-// A Release happens before the AcquireAll calls that it unblocks return.
-// A hook ([Hooks].OnLongHold) that panics in it does not keep the
-// permits (nor does an observer in [Ticket.Finish]): they go back, the
-// ticket counts as released, and the panic goes on to the caller.
+// Release gives back every permit, newest first, and returns true the first
+// time only; a hook that panics in it does not keep the permits.
 func (t *Ticket[K]) Release() bool { return t.release(false, nil) }
 
 // release is Release, and with report Finish: it also tells the observers
@@ -220,7 +195,7 @@ func releasePermits[K comparable](q *Queue[K], ps []semaphore.Permit, more []hel
 	}
 }
 
-// Released reports whether Release has been called.
+// Released reports whether the ticket was released.
 func (t *Ticket[K]) Released() bool {
 	r := t.lock()
 	if r == nil {
@@ -230,8 +205,7 @@ func (t *Ticket[K]) Released() bool {
 	return false
 }
 
-// Key returns the key the ticket was acquired for, or the zero K once it
-// is released.
+// Key returns the ticket's key.
 func (t *Ticket[K]) Key() K {
 	r := t.lock()
 	if r == nil {
@@ -261,9 +235,7 @@ func (t *Ticket[K]) lock() *record[K] {
 	return r
 }
 
-// Weight returns the weight the ticket was acquired with ([semaphore.Weight];
-// 1 by default), or 0 once it is released. A lane given another weight
-// with [LaneWeight] holds that weight instead; see [Ticket.LaneWeight].
+// Weight returns the call's [semaphore.Weight] (1 by default).
 func (t *Ticket[K]) Weight() int64 {
 	r := t.lock()
 	if r == nil {
@@ -273,9 +245,7 @@ func (t *Ticket[K]) Weight() int64 {
 	return r.g.weight
 }
 
-// Lanes returns the names of the ticket's lanes in the canonical order
-// they were taken: keyed lanes, then global, then rate. It returns nil
-// once the ticket is released.
+// Lanes returns the names of the ticket's lanes, in canonical order.
 func (t *Ticket[K]) Lanes() []string {
 	r := t.lock()
 	if r == nil {
@@ -290,8 +260,7 @@ func (t *Ticket[K]) Lanes() []string {
 	return out
 }
 
-// LaneWeight returns the weight the ticket holds on the named lane, and
-// false if the ticket has no such lane or is released.
+// LaneWeight returns the weight held on the named lane.
 func (t *Ticket[K]) LaneWeight(lane string) (int64, bool) {
 	r := t.lock()
 	if r == nil {
@@ -306,9 +275,7 @@ func (t *Ticket[K]) LaneWeight(lane string) (int64, bool) {
 	return 0, false
 }
 
-// Since returns when the ticket's last permit was granted, to about a
-// millisecond (see [Queue.Holders]), or the zero Time once the ticket is
-// released.
+// Since returns when the ticket was granted, to about a millisecond.
 func (t *Ticket[K]) Since() time.Time {
 	r := t.lock()
 	if r == nil {

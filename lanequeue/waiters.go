@@ -10,22 +10,15 @@ import (
 	"github.com/sessionlane/lanes/internal/clock"
 )
 
-// Waiter is one caller of AcquireAll waiting for one lane, as listed by
-// [Queue.Waiters].
+// Waiter is one caller waiting for one lane, listed by [Queue.Waiters].
 type Waiter[K comparable] struct {
 	Lane   string // the lane waited for
 	Kind   Kind   // the lane's kind
 	Key    K      // the key of the call
 	Weight int64  // the permits asked of the lane
-	// Position is the caller's place among this queue's callers waiting
-	// for the lane, 1 first, in the order they came to it: for a keyed
-	// lane among the callers of the same key (the key's own line), for
-	// a global lane among all. It is the order of service of a FIFO lane;
-	// a lane that orders its waiters (priorities, fair share, sequence)
-	// serves in its own order, and a barging lane (WithBarging) lets
-	// newcomers take released permits ahead of its waiters within its
-	// bound. 0 for a rate lane, whose callers wait for a time rather than
-	// in a line.
+	// Position is 1 for the first to come of the lane's waiters (of the
+	// key, on a keyed lane), 0 on a rate lane: the order of service on a
+	// FIFO lane only.
 	Position int
 	Since    time.Time // when the caller began to wait for the lane, to about a millisecond
 	Holding  int       // the lanes the caller holds already (the ones before this one in the canonical order)
@@ -114,30 +107,9 @@ func (q *Queue[K]) abandon(g *grant[K]) {
 	r.home.mu.Unlock()
 }
 
-// Waiters lists this queue's callers waiting now, one [Waiter] per caller
-// and lane waited for, by lane (in the canonical order) and position: who
-// waits on which lane, for which key, at which place, with which weight,
-// since when. A call waiting for several rate lanes at once is listed
-// once per rate lane.
-//
-// A call is listed from when a lane could not grant it at once until that
-// lane's wait ends (then it is listed for the next lane it waits for, or
-// as a holder by [Queue.Holders], or not at all). A later lane that grants
-// at once does not move the listing on: until the call waits again or
-// holds every lane, it may still be listed for the lane it waited for
-// last, which it holds, without the lanes it took at once since. A call
-// that takes every lane at once is never listed, and costs nothing for
-// this. Not listed:
-// callers that acquire a lane directly (not through the queue), and a
-// place of [Queue.Join] while it stands in its keyed lane's line, before
-// its Wait and while Wait waits there (the lane's Stats count it in
-// Waiters); once Wait has the keyed lane, the place's later waits are
-// listed as a call of AcquireAll's. The list is gathered one lock stripe
-// at a time, so under concurrent use it is not a snapshot of one instant.
-//
-// Cost: Waiters locks every stripe of the list of tickets once and sorts
-// what it finds; the waits themselves pay one uncontended lock round trip
-// and an atomic add each, on the slow path only.
+// Waiters lists this queue's callers waiting now, one per caller and lane,
+// by lane and position; a call is listed while a lane makes it wait. It is
+// gathered stripe by stripe, not at one instant.
 func (q *Queue[K]) Waiters() []Waiter[K] {
 	type entry struct {
 		w    Waiter[K]
@@ -217,11 +189,8 @@ func (q *Queue[K]) Waiters() []Waiter[K] {
 	return out
 }
 
-// LineLen returns how many of this queue's callers wait now for the named
-// lane: for a keyed lane those of key (the length of the key's line), for
-// a global or rate lane all of them (key is ignored). It counts as
-// [Queue.Waiters] lists, at the same cost: the places standing in a keyed
-// lane's line are not counted, though the lane's Stats count them.
+// LineLen returns how many wait for the named lane: of key, on a keyed
+// lane; all, on another. It counts as [Queue.Waiters] lists.
 func (q *Queue[K]) LineLen(lane string, key K) int {
 	n := 0
 	for _, w := range q.Waiters() {

@@ -104,40 +104,12 @@ import (
 	"github.com/sessionlane/lanes/internal/waitq"
 )
 
-// DefaultBargingBound is the bound WithBarging(0) sets: sync.Mutex's
-// starvation threshold.
+// DefaultBargingBound is sync.Mutex's starvation threshold.
 const DefaultBargingBound = time.Millisecond
 
-// WithBarging lets running callers take free permits ahead of the queue
-// while no waiter has waited bound, for throughput where the order of
-// service does not matter (a lock around a database row, a cache fill).
-//
-// Under contention a FIFO semaphore hands every freed permit to a parked
-// waiter: one wake-up and one context switch per operation. With
-// WithBarging, an Acquire or TryAcquire takes free permits at once even
-// when callers wait, and a release wakes the oldest waiter to compete for
-// them instead of handing them over; a woken waiter that loses keeps its
-// place at the head. So most operations never park, as with sync.Mutex.
-//
-// The bound: once a waiter has waited bound, nobody takes permits ahead of
-// the queue until every waiter that old is served; the permits go to the
-// waiters in FIFO order as they come back. So the oldest waiter is served
-// within bound, plus the time the holders of that moment take to release
-// the permits it needs (and those of any old waiter ahead of it), plus
-// scheduling delays. This holds for heavy waiters too: a lighter caller
-// overtakes a heavy one only until it has waited bound. bound == 0 means
-// [DefaultBargingBound] (1ms, sync.Mutex's); bound < 0 is refused.
-//
-// The bound is measured with the semaphore's clock ([WithClock]): one
-// timer per waiting call, from when it queues. WithBarging cannot be
-// combined with an option that orders the waiters ([WithPriorities],
-// [WithFairShare]): New refuses the pair with [ErrInvalidConfig].
-//
-// Places: a barging semaphore keeps no places in line. [Weighted.Join]
-// fails at once with an error wrapping ErrInvalidConfig: a line that
-// newcomers overtake has no place worth taking, and a place nobody waits
-// for yet could not compete for the permits a release wakes it for. It
-// costs nothing to semaphores made without it.
+// WithBarging lets callers take free permits ahead of the line, for
+// throughput, while no waiter has waited bound ([DefaultBargingBound] if
+// 0): an old waiter waits at most bound plus the holders' time.
 func WithBarging(bound time.Duration) Option {
 	return func(c *config) {
 		c.setOrder("WithBarging")
@@ -155,7 +127,9 @@ func (c *config) checkBarging() error {
 }
 
 // errBargingJoin is Join's refusal on a barging semaphore: static, so
-// that refusing allocates nothing.
+// that refusing allocates nothing. A line that newcomers overtake has no
+// place worth taking, and a place that nobody waits for yet could not
+// compete for the permits a release wakes it for.
 var errBargingJoin = fmt.Errorf("semaphore: Join on a semaphore made WithBarging, which keeps no places in line: %w", ErrInvalidConfig)
 
 // The flags of barger.flags.

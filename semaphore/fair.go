@@ -8,80 +8,13 @@ import (
 	"github.com/sessionlane/lanes/internal/waitq"
 )
 
-// MaxGroupWeight is the largest weight a [WithFairShare] group may have.
+// MaxGroupWeight is the largest weight of a [WithFairShare] group.
 const MaxGroupWeight = 1000
 
-// WithFairShare makes the semaphore serve its waiters by group, with
-// weighted fair sharing, instead of in arrival order: a caller's group is
-// the one its [Group] option names (a tenant, a customer); a call without
-// it waits in the group "". The empty group is a
-// group like any other, so callers that give no group share with each
-// named group as one more tenant.
-//
-// weight gives each group its share: over any stretch of time during which
-// groups A and B both have callers waiting, the permits granted to A and
-// to B are in the proportion weight(A) : weight(B), give or take one
-// largest request of each. A tenant with 500 callers waiting does not take
-// every permit from a tenant with 5: with equal weights they take turns,
-// and 5 callers that join behind the 500 are served among the next dozen
-// grants, not after the 500. Within a group callers are served in
-// arrival order. A heavy request at the head of the line waits for its
-// permits as under FIFO, and nobody behind it in line overtakes it; but a
-// caller of another group whose turn comes earlier joins the line ahead
-// of it (and is served at once if its permits are free). A group that has
-// nobody waiting claims nothing:
-// its share goes to the groups that wait, and when it comes back it joins
-// at the current turn, with no credit saved up for the time it was away
-// and no debt for what it took alone.
-//
-// Groups are what the callers say they are. Package lanequeue needs no
-// groups for its keys to share a global lane fairly: a keyed lane taken
-// first lets one caller per key (by default) wait on the global lane at a
-// time. Tenants, each with many keys, are what groups are for
-// (lanequeue.Queue.AddFairLane).
-//
-// weight nil gives every group the weight 1 (equal shares). Otherwise it
-// is called, without any lock held, once by each call that has to wait
-// (one that is granted at once does not ask), so it must be safe for
-// concurrent use, and it should be cheap (a map lookup); it may be a
-// closure over a table the program updates, and a new weight applies to
-// the next waiter of that group. A weight outside [1, MaxGroupWeight]
-// fails the call that asked, before it waits, with an error wrapping
-// [ErrInvalidConfig] (counted in Rejected). A weight function that panics
-// leaves the semaphore as it was (the call has taken and counted nothing
-// yet), and the panic goes on to the caller.
-//
-// What is shared is the count of permits granted, not the time they are
-// held: a group whose work runs longer holds more of the capacity for the
-// same share of grants; weigh its requests (Acquire's n) to charge it
-// more. A group is charged for a request when the request starts to wait:
-// one that leaves without its grant (its context ended, WithMaxWait ran
-// out) still counts against its group until the others have been served
-// as much, which delays that group's later callers by the share such
-// requests would have had, no more. TryAcquire and the calls granted at
-// once, which happen only while nobody waits, are not counted.
-//
-// Cost: a waiter's place in line is found under the semaphore's lock by a
-// search from the newest waiter over those it overtakes (about one per
-// other group that has callers waiting), a map lookup of its group, and a
-// few stores; its grant costs what a FIFO grant does, plus one store. A
-// wait allocates nothing, except when its group is new: the
-// semaphore keeps a small record per group, for the groups that have
-// waited recently (it drops a record once the group no longer needs it,
-// and every record whenever nobody waits), and a new record may grow the
-// table that holds them.
-//
-// The order is start-time fair queuing: a waiter's place in line is the
-// later of the turn being served (the place of the waiter served last)
-// and the end of its group's previous request, a request of n permits
-// lasting n/weight turns; equal places go in arrival order. The turns
-// count from zero again whenever nobody waits. A semaphore that has
-// someone waiting without a break for about 10^13 turns (permits over
-// weight; weeks at millions of grants a second) runs out of them, and
-// then serves the callers that join in arrival order until nobody waits.
-//
-// The uncontended path (nobody waits) costs what it costs on a FIFO
-// semaphore.
+// WithFairShare orders the line by [Group], sharing the permits granted in
+// proportion to weight(group), or equally if weight is nil. weight is
+// called once per waiting call, concurrently, without a lock; a result
+// outside [1, [MaxGroupWeight]] fails that call with [ErrInvalidConfig].
 func WithFairShare(weight func(group string) int) Option {
 	return func(c *config) {
 		c.setOrder("WithFairShare")
@@ -114,6 +47,16 @@ const fairScale = 720720
 // nobody joined since, v goes back to what it was before that grant
 // (served, unserved). So v never decreases as far as any key or sweep has
 // seen it.
+//
+// Keys saturate at math.MaxInt64: a line that has someone waiting without
+// a break for about 10^13 turns (permits over weight; weeks at millions of
+// grants a second) runs out of them, and the callers that join then are
+// served in arrival order (equal keys) until nobody waits and v restarts.
+//
+// Cost: a waiter's place is found under mu by a search from the newest
+// waiter over those it overtakes (about one per other group waiting), a
+// lookup of its group and a few stores; its grant costs a FIFO grant plus
+// one store. Only a group new to the records may allocate (growing them).
 type fairQueue struct {
 	weight  func(string) int
 	v       int64

@@ -12,25 +12,9 @@ import (
 	"github.com/sessionlane/lanes/internal/waitq"
 )
 
-// Place is a caller's place in a semaphore's line, taken by
-// [Weighted.Join]: the permits were taken at once, or a waiter stands in
-// the queue, as a waiting Acquire's would, and keeps its turn there until
-// [Place.Wait] waits for the permit or [Place.Leave] gives the place up.
-//
-// Ownership: a Place is used once. Whoever holds it owns the turn until
-// the first Wait or Leave (through any copy: a Place is a small value and
-// may be copied and handed to another goroutine, which then owns it);
-// every later Wait returns [ErrPlaceUsed] and no permit, and every later
-// Leave does nothing, so the permit has exactly one owner. A Place that is
-// neither waited for nor left is a leak, as a permit never released is:
-// once its turn comes it holds the permits, and the waiters behind it wait
-// for them for good. Call Leave on every path that does not Wait (a
-// deferred Leave after a successful Wait is harmless).
-//
-// A place standing in line counts in [Stats].Waiters and WaitingWeight,
-// and in the bounds of WithMaxWaiters and WithMaxWaitingWeight. The zero
-// Place is used: its Wait returns ErrPlaceUsed and its Leave does
-// nothing. Methods are safe for concurrent use.
+// Place is a place in line, taken by [Weighted.Join]. It is used once, by
+// the first [Place.Wait] or [Place.Leave] through any copy; one never used
+// leaks its permits. It counts as a waiter. The zero Place is used.
 type Place struct {
 	s   *Weighted
 	r   *place
@@ -54,24 +38,10 @@ var places = sync.Pool{New: func() any { return new(place) }}
 // the engine; no caller sees it.
 var errLeft = errors.New("semaphore: place left")
 
-// Join takes a place in the semaphore's line for n permits, at once, and
-// returns it without waiting: the permits are taken now if they are
-// available and nobody waits (the place is then granted already), and
-// otherwise a waiter joins the queue exactly as a waiting Acquire's would,
-// at the place Acquire would take. [Place.Wait] waits for the permits
-// later, or [Place.Leave] gives the place up. On a FIFO semaphore places
-// are served in the order Join took them, whatever order their Waits are
-// called in; on one made [WithPriorities] or [WithFairShare], by that
-// order, at the place opts give it (as for Acquire; its priority ages from
-// Join's call). A place whose turn comes ahead of the head takes its
-// permits at once if they are free, as such an Acquire would.
-//
-// Join fails, taking nothing, with the errors Acquire returns at once:
-// [ErrInvalidWeight], [ErrTooHeavy], [ErrClosed] and [ErrQueueFull], and
-// refuses opts as Acquire does. It never waits. A semaphore made
-// [WithBarging] keeps no places: its Join fails with an error wrapping [ErrInvalidConfig] (see
-// WithBarging). On success the caller owns the place (see [Place] for what
-// that obliges). It allocates nothing: the place's record is pooled.
+// Join takes a place in line for n permits where Acquire would wait,
+// without waiting; places are served in that order, whatever order their
+// Waits come in. It fails with the errors Acquire gives without waiting,
+// and always under [WithBarging]. It allocates nothing.
 func (s *Weighted) Join(n int64, opts ...AcquireOption) (Place, error) {
 	if s.barge != nil {
 		s.reject()
@@ -183,30 +153,9 @@ func (p Place) take() (w *waitq.Waiter, granted Permit, ok bool) {
 	return w, granted, true
 }
 
-// Wait waits for the place's permits and returns them: at once if the
-// place was granted at Join or since, else when the waiters ahead have
-// been served. The caller then owns the Permit and must release it once,
-// as after Acquire.
-//
-// On failure it returns the zero Permit and an error, and the place is
-// given up (the line moves on, as after Leave): ctx.Err() if ctx ends
-// first; [ErrWaitTooLong] after waiting WithMaxWait from Wait's call;
-// [ErrClosed] if Close failed the place while it stood in line, or
-// [ErrTooHeavy] if SetCapacity shrank the capacity below its weight (also
-// if ctx ended meanwhile; a place granted before keeps its permits, which
-// Wait returns); [ErrPlaceUsed] if the place was waited for or left
-// already.
-//
-// Cancellation: as for Acquire. A context that has ended when Wait is
-// called, or that ended before the release that granted the place (the
-// grant may have come before Wait was called), wins over the grant: the
-// permits go back to the waiters behind, as if the place had left
-// before it, and Wait returns ctx.Err(); the grant counts only in
-// [Stats].Cancelled (a hand-back), not in Acquired or Released. A
-// context that ends while Wait waits takes the place out of the line at
-// once. The caller owns a permit if and only if the error is nil.
-//
-// Wait panics if ctx is nil.
+// Wait waits for the place's permits as Acquire does, WithMaxWait counting
+// from here, and gives the place up on failure. Cancellation: see the
+// package doc; an ended context also wins over a grant made before Wait.
 func (p Place) Wait(ctx context.Context) (Permit, error) {
 	if ctx == nil {
 		panic("semaphore: nil Context")
@@ -250,17 +199,9 @@ func (s *Weighted) handBackJoined(p Permit) {
 	wake.Wake()
 }
 
-// Leave gives the place up: a place still in line leaves it (the waiters
-// behind move up, as when a waiter's context ends), and one granted at
-// Join or since gives its permits back, so that the next ones in line are
-// served. It does nothing for a place already waited for or left (a
-// deferred Leave after a successful Wait keeps the permit), nor for the
-// zero Place, and it never waits for permits. A place given up counts in
-// [Stats].Cancelled, as a cancelled wait does, except one granted at
-// Join, whose permits count as acquired and released.
-//
-// Leave does not end a Wait in progress (that Wait owns the place): end
-// its context instead.
+// Leave gives the place up, and any permits it has back, without waiting;
+// it does nothing for a used place (so defer it). To end a Wait in
+// progress, end its context.
 func (p Place) Leave() {
 	w, granted, ok := p.take()
 	if !ok {

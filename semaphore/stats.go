@@ -17,45 +17,22 @@ type Stats struct {
 	Timings  // WithHistograms: the wait-time and hold-time distributions
 }
 
-// Counters are the counts of events that every lanes package keeps, each
-// field with the same meaning in every package's Stats (a package that has
-// no such event leaves its field at 0). Each acquire call that returns ends
-// in exactly one of Acquired, Cancelled, TimedOut, Rejected or Failed;
-// TryAcquire's false is counted in none (it is an answer, not a failure).
+// Counters are the event counts of every lanes package. An acquire call is
+// counted in exactly one of Acquired, Cancelled, TimedOut, Rejected and
+// Failed; TryAcquire's false in none.
 type Counters struct {
-	// Acquired counts grants that reached the caller, with or without
-	// waiting. A grant taken back because the waiter's context or
-	// maximum wait ended first is not counted here (see Cancelled).
-	Acquired uint64
-	// Released counts first releases of granted permits.
-	Released uint64
-	// Waited counts the grants (of those in Acquired) that had to wait in
-	// a queue.
-	Waited uint64
-	// Cancelled counts acquire calls that ended with their context's
-	// error: before waiting, while waiting, or granted after the context
-	// had ended (the grant is then given back, as if the waiter had left
-	// first).
-	Cancelled uint64
-	// TimedOut counts acquire calls that ended with ErrWaitTooLong, the
-	// package's own bound on waiting, counted like Cancelled.
-	TimedOut uint64
-	// Rejected counts acquire calls refused without waiting: invalid
-	// weight, too heavy, closed, queue full, too many keys, a NaN key.
-	Rejected uint64
-	// Failed counts waiters failed while they waited: by Close, or by a
-	// shrink of the capacity below their weight.
-	Failed uint64
-	// DoubleReleases counts Release calls on permits already released.
-	DoubleReleases uint64
+	Acquired       uint64 // grants that reached the caller (not those given back)
+	Released       uint64 // first releases
+	Waited         uint64 // grants, of Acquired, that waited in line
+	Cancelled      uint64 // calls ended by their context, grants given back included
+	TimedOut       uint64 // calls ended by ErrWaitTooLong
+	Rejected       uint64 // calls refused without waiting
+	Failed         uint64 // waiters failed by Close or a shrink
+	DoubleReleases uint64 // Release calls on permits released already
 }
 
-// Stats returns a snapshot of the semaphore. The capacity, available count,
-// waiters and the counters of the slow path are read together under the
-// lock. Grants and releases on the lock-free fast path are counted through
-// the tokens' generations: under concurrent use, a release in flight may be
-// seen as released and still held for an instant; once the calls have
-// returned, Acquired - Released is the number of permits out.
+// Stats returns a snapshot; a release in flight may show as released and
+// held.
 func (s *Weighted) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -7,72 +7,34 @@ import (
 	"github.com/sessionlane/lanes/internal/call"
 )
 
-// AcquireOption is a per-call option of the acquire calls of every lanes
-// package ([Weighted.Acquire], [Weighted.Join], [Weighted.Do], and those of
-// keyedsem and lanequeue): where the caller joins the line if it has to
-// wait, and, for calls that take no weight argument, its weight. It is a
-// small value, so passing options allocates nothing. The zero
-// AcquireOption sets nothing; of options of one kind, the last counts.
-//
-// A lane orders by what it was built for (see the package doc): a call
-// that sets a field a [Weighted] or keyedsem.Keyed has no order for (a
-// [Priority] without [WithPriorities], say) is refused with an error
-// wrapping [ErrInvalidConfig] that names it, and takes nothing, since a
-// caller that sets a priority counts on it. A lanequeue.Queue, which hands
-// one call's options to lanes of every kind, passes each lane only what
-// it orders by.
+// AcquireOption is a per-call option of every lanes package's acquire
+// calls. It allocates nothing; of one kind, the last counts. A lane refuses
+// one it cannot honour (a Weight on a Weighted, an order it was not made
+// with) with [ErrInvalidConfig]; a lanequeue.Queue drops those instead.
 type AcquireOption = call.Option
 
-// Priority places the call by priority p on a lane made with priorities
-// ([WithPriorities], keyedsem.WithPriorities): higher first, with aging.
-// Calls without it have priority 0. p must lie in [-MaxPriority,
-// MaxPriority]; Priority(0) is no option.
+// Priority(p) waits at priority p, |p| <= [MaxPriority] (default 0), on a
+// lane made with priorities ([WithPriorities]).
 func Priority(p int) AcquireOption { return call.Make(call.KindPriority, "", int64(p)) }
 
-// Group places the call in fair-share group g (a tenant) on a lane made
-// [WithFairShare]. Calls without it are in the group ""; Group("") is no
-// option.
+// Group(g) waits in fair-share group g (default "") under [WithFairShare].
 func Group(g string) AcquireOption { return call.Make(call.KindGroup, g, 0) }
 
-// Sequence places the call by sequence number seq among the waiters of
-// its key on a keyed lane made keyedsem.WithSequenceOrder: ascending. A
-// Weighted has no sequence order. Sequence(0) is no option.
+// Sequence(seq) waits by ascending sequence number among its key's waiters,
+// on a keyed lane made keyedsem.WithSequenceOrder. 0 is no option.
 func Sequence(seq int64) AcquireOption { return call.Make(call.KindSequence, "", seq) }
 
-// Weight takes n permits in a call that has no weight argument:
-// keyedsem.Keyed's calls (n of the key's budget) and lanequeue.Queue's
-// (n on every lane). The default is 1; a Weighted's calls take their
-// weight as an argument and refuse this option.
+// Weight(n) takes n permits (default 1) in keyedsem's and lanequeue's
+// calls.
 func Weight(n int64) AcquireOption { return call.Make(call.KindWeight, "", n) }
 
-// MaxPriority bounds [Priority]: a priority outside [-MaxPriority,
-// MaxPriority] is refused with [ErrInvalidConfig].
+// MaxPriority bounds [Priority].
 const MaxPriority = call.MaxPriority
 
-// WithPriorities makes the semaphore serve its waiters by priority with
-// aging: the waiter of the highest effective priority first, where a
-// waiter's effective priority is its [Priority] plus one for every
-// step it has waited; among equal effective priorities, the one that
-// came first. Plain [Weighted.Acquire] calls wait at priority 0.
-//
-// The aging bound: a waiter of priority p is overtaken only by waiters of
-// a priority q > p that arrive less than (q-p)*step after it. So once it
-// has waited (P-p)*step, where P is the highest priority callers use,
-// nobody who arrives later gets ahead of it: it is served once the
-// waiters then ahead of it are (a set that only shrinks) and its permits
-// are free. With priorities in [0, 2] and step = 1s, a waiter of priority
-// 0 is never passed by a newcomer after waiting 2s.
-//
-// Heavy requests keep their protection: a waiter at the head of the line
-// that does not fit is not overtaken by those behind it, and TryAcquire
-// still takes nothing while anyone waits. A caller that arrives with a
-// place ahead of the head (a higher effective priority) takes its
-// permits at once if they are free, as it would from an empty line.
-//
-// Time is read from the semaphore's clock ([WithClock]) once per waiting
-// call. Priorities whose aging, |p|*step, would pass 2^61ns (73 years)
-// count as that much. step <= 0 is refused. WithPriorities excludes the
-// other ordering options. It costs nothing to semaphores made without it.
+// WithPriorities orders the line by effective priority, a waiter's
+// [Priority] plus one per step waited, then by arrival. With priorities in
+// [0, 2] and step = 1s, no newcomer passes a waiter of priority 0 once it
+// has waited 2s. step must be positive.
 func WithPriorities(step time.Duration) Option {
 	return func(c *config) {
 		c.setOrder("WithPriorities")
