@@ -97,7 +97,7 @@ func ExampleDecoder() {
 			defer wg.Done()
 			answers[i] = post(fmt.Sprintf(`{"thread": "t-1", "n": %d, "tenant": "acme"}`, n))
 		}()
-		for q.LineLen("thread", "t-1") < i+1 {
+		for len(q.Waiters()) < i+1 {
 			runtime.Gosched() // until it waits
 		}
 	}

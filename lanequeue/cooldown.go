@@ -9,25 +9,10 @@ import (
 	"github.com/sessionlane/lanes/internal/clock"
 )
 
-// Cooldown pauses admission on the named lane until until, for every
-// caller: the answer to a provider's "retry after", so that one 429 stops
-// the calls of every goroutine, not only of the one that got it. A later
-// Cooldown extends the pause; an earlier one does not shorten it.
-//
-// While a lane of a call's set cools down, the call keeps its place: it
-// takes its permits on the set's other lanes and on the cooling lane in
-// the usual order (so the line stays as it was), then waits, holding them,
-// until the lane reopens, and only then takes its rate lanes' tokens and
-// returns its ticket. A call whose context's deadline comes before the
-// lane reopens fails at once, taking nothing, with a [*LaneError] that
-// names the lane, wraps context.DeadlineExceeded and whose RetryAfter says
-// when it reopens; so does a call whose context ends while it waits out
-// the pause (wrapping the context's error), after giving back what it
-// took. TryAcquireAll returns false and Check returns that LaneError while
-// the lane cools down. Tickets already granted are not affected.
-//
-// It returns an error wrapping [ErrUnknownLane] for a name not in the
-// queue. A lane with no cooldown costs AcquireAll one atomic load.
+// Cooldown pauses admission on lane until until, for every caller (a
+// provider's retry time): calls keep their place and wait holding their
+// permits, or fail at once with a [*LaneError] if their deadline comes
+// first. See docs/api-details.md.
 func (q *Queue[K]) Cooldown(lane string, until time.Time) error {
 	ref, ok := q.tbl().byName[lane]
 	if !ok {

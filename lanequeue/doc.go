@@ -29,22 +29,18 @@
 // each other in a cycle, a caller waiting for its key holds no global
 // permit, and a rate token is spent only once the rest is held. Each lane
 // serves in its own order, using the call's [semaphore.Priority],
-// [semaphore.Sequence] or [semaphore.Group] if it orders by one. A lane
-// orders by one option; two global lanes over the same work do not
-// combine, so put priorities on the keyed lane, fair share on the global.
+// [semaphore.Sequence] or [semaphore.Group] if it orders by one.
 //
-// One key's messages in order: a lane serves callers in the order they
-// join its line, so a goroutine per message loses the messages' order.
-// Give the keyed lane [keyedsem.WithSequenceOrder] and each call its
-// message's [semaphore.Sequence], or take a key's messages from one
-// goroutine.
+// One key's messages in order: a goroutine per message loses their order;
+// give each call its [semaphore.Sequence] on a keyed lane made
+// [keyedsem.WithSequenceOrder], or take a key's messages from one goroutine.
 //
 // Re-entry: [Queue.Do] gives its function a context carrying the ticket
 // ([WithTicket]); an AcquireAll with it for the same key and lane fails
 // with [ErrReentrant] rather than wait for itself. During a [Queue.Drain],
 // which refuses new work, such a call is admitted as the ticket's work.
 //
-// Cost: an AcquireAll costs its lanes' acquires, an uncontended lock and a
-// coarse clock read, and allocates once per 64 calls. The zero
-// Queue is not usable; a Queue must not be copied.
+// An AcquireAll costs its lanes' acquires, a lock and a coarse clock read,
+// and allocates once per 64 calls. A Queue is made by New or Default, and
+// must not be copied.
 package lanequeue

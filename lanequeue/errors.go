@@ -17,7 +17,7 @@ type LaneError struct {
 	Lane       string        // the lane's name in the queue
 	Kind       Kind          // the lane's kind
 	Key        any           // the call's key, on a keyed lane; else nil
-	RetryAfter time.Duration // when a rate lane's tokens come; 0 if unknown
+	RetryAfter time.Duration // when a rate lane's tokens come or a cooling lane reopens; 0 if unknown
 	Err        error         // the cause: the context's error, or the lane's
 }
 

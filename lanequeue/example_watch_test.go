@@ -71,7 +71,13 @@ func ExampleQueue_Waiters() {
 	for _, w := range q.Waiters() {
 		fmt.Printf("  %s %s #%d weight %d, holding %d lane(s)\n", w.Lane, w.Key, w.Position, w.Weight, w.Holding)
 	}
-	fmt.Println("chat-1's session line:", q.LineLen("session", "chat-1"))
+	line := 0
+	for _, w := range q.Waiters() {
+		if w.Lane == "session" && w.Key == "chat-1" {
+			line++
+		}
+	}
+	fmt.Println("chat-1's session line:", line)
 
 	running.Release()
 	for range 3 {

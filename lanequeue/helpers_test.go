@@ -77,3 +77,15 @@ func receive(t *testing.T, ch <-chan acquireResult) acquireResult {
 		return acquireResult{}
 	}
 }
+
+// lineLen counts the callers q lists as waiting for lane: of key, on a
+// keyed lane; all, on another.
+func lineLen(q *lanequeue.Queue[string], lane, key string) int {
+	n := 0
+	for _, w := range q.Waiters() {
+		if w.Lane == lane && (w.Kind != lanequeue.Keyed || w.Key == key) {
+			n++
+		}
+	}
+	return n
+}

@@ -11,15 +11,12 @@ import (
 
 // Holder is one lane held by one ticket, as listed by [Queue.Holders].
 type Holder[K comparable] struct {
-	Lane   string    // the lane's name
-	Kind   Kind      // the lane's kind
-	Key    K         // the key the ticket was taken for
-	Weight int64     // the permits the ticket holds in the lane (rate lanes hold nothing and are not listed)
-	Since  time.Time // when the ticket was granted (Waiting: when the call began to wait)
-	// Waiting says that the lane is held by a call of AcquireAll that
-	// still waits for a later lane (listed by Queue.Waiters), not by a
-	// ticket.
-	Waiting bool
+	Lane    string    // the lane's name
+	Kind    Kind      // the lane's kind
+	Key     K         // the key the ticket was taken for
+	Weight  int64     // the permits the ticket holds in the lane (rate lanes hold nothing and are not listed)
+	Since   time.Time // when the ticket was granted (Waiting: when the call began to wait)
+	Waiting bool      // held by a call still waiting for a later lane, not a ticket
 }
 
 // holderStripes is the number of independently locked lists of live

@@ -354,7 +354,7 @@ func TestPlaceListedOnlyOnceWaitHasItsKeyedLane(t *testing.T) {
 	if ws := q.Waiters(); len(ws) != 0 {
 		t.Errorf("Waiters() = %v with a place in line; want none (documented)", ws)
 	}
-	if n := q.LineLen("session", "a"); n != 0 {
+	if n := lineLen(q, "session", "a"); n != 0 {
 		t.Errorf("LineLen(session, a) = %d with a place in line; want 0 (documented)", n)
 	}
 
@@ -369,7 +369,7 @@ func TestPlaceListedOnlyOnceWaitHasItsKeyedLane(t *testing.T) {
 		}
 		return err
 	})
-	testkit.Eventually(t, "Wait listed for global", func() bool { return q.LineLen("global", "") == 1 })
+	testkit.Eventually(t, "Wait listed for global", func() bool { return lineLen(q, "global", "") == 1 })
 	want := []lanequeue.Holder[string]{{Lane: "global", Kind: lanequeue.Global, Key: "z", Weight: 1}, {Lane: "session", Kind: lanequeue.Keyed, Key: "a", Weight: 1, Waiting: true}}
 	hs := q.Holders()
 	for i := range hs {

@@ -41,13 +41,6 @@ var (
 	// ErrTooManyKeys: a keyed lane's hard cap refused a new key.
 	ErrTooManyKeys = keyedsem.ErrTooManyKeys
 
-	// ErrInvalidCapacity: a global capacity or a rate burst out of range.
-	ErrInvalidCapacity = fmt.Errorf("lanequeue: invalid capacity: %w", ErrInvalidConfig)
-	// ErrInvalidRate: a rate not positive (rate.Limit(50/60) is 0), nor rate.Inf.
-	ErrInvalidRate = fmt.Errorf("lanequeue: rate must be positive (or rate.Inf): %w", ErrInvalidConfig)
-
-	// ErrEmptyName: a lane added without a name.
-	ErrEmptyName = errors.New("lanequeue: empty lane name")
 	// ErrDuplicateLane: a name or a budget registered twice, or named twice.
 	ErrDuplicateLane = errors.New("lanequeue: duplicate lane")
 	// ErrUnknownLane: no such lane, another queue's set, or a LaneWeight off the set.
@@ -58,6 +51,14 @@ var (
 	ErrReentrant = errors.New("lanequeue: re-entrant acquire")
 	// ErrNoSemaphore: the lane has no semaphore of this package of that kind.
 	ErrNoSemaphore = errors.New("lanequeue: no semaphore of that kind behind the lane")
+)
+
+// The refusals of settings out of range: each wraps ErrInvalidConfig, the
+// one sentinel of a bad setting, and says which.
+var (
+	errInvalidCapacity = fmt.Errorf("lanequeue: invalid capacity: %w", ErrInvalidConfig)
+	errInvalidRate     = fmt.Errorf("lanequeue: rate must be positive (or rate.Inf): %w", ErrInvalidConfig)
+	errEmptyName       = fmt.Errorf("lanequeue: empty lane name: %w", ErrInvalidConfig)
 )
 
 // DefaultGlobalCapacity is a capacity for [Default]'s global lane that most
@@ -242,8 +243,8 @@ func Default[K comparable](globalCapacity int64, keyedOpts ...keyedsem.Option) *
 	return q
 }
 
-// Add registers l under name; the queue closes it. It returns ErrEmptyName,
-// ErrDuplicateLane (also for a budget registered already) or ErrClosed,
+// Add registers l under name; the queue closes it. It returns
+// [ErrInvalidConfig] for an empty name, ErrDuplicateLane (also for a budget registered already) or ErrClosed,
 // registering nothing. It panics if l is nil or of no Kind.
 func (q *Queue[K]) Add(name string, l Lane[K]) error {
 	if l == nil {
@@ -261,14 +262,14 @@ func (q *Queue[K]) Add(name string, l Lane[K]) error {
 }
 
 // AddGlobalLane adds a global lane: a [semaphore.Weighted] of capacity,
-// made with opts, shared by every key. It returns ErrInvalidCapacity,
-// [semaphore.Validate]'s error or Add's; it never panics for a setting.
+// made with opts, shared by every key. It returns [ErrInvalidConfig]
+// for a capacity out of range, [semaphore.Validate]'s error or Add's; it never panics for a setting.
 func (q *Queue[K]) AddGlobalLane(name string, capacity int64, opts ...semaphore.Option) error {
 	if capacity < 1 {
-		return fmt.Errorf("lanequeue: lane %q: capacity %d: must be at least 1: %w", name, capacity, ErrInvalidCapacity)
+		return fmt.Errorf("lanequeue: lane %q: capacity %d: must be at least 1: %w", name, capacity, errInvalidCapacity)
 	}
 	if capacity > semaphore.MaxCapacity {
-		return fmt.Errorf("lanequeue: lane %q: capacity %d: must be at most %d (semaphore.MaxCapacity): %w", name, capacity, int64(semaphore.MaxCapacity), ErrInvalidCapacity)
+		return fmt.Errorf("lanequeue: lane %q: capacity %d: must be at most %d (semaphore.MaxCapacity): %w", name, capacity, int64(semaphore.MaxCapacity), errInvalidCapacity)
 	}
 	if err := semaphore.Validate(capacity, opts...); err != nil {
 		return fmt.Errorf("lanequeue: lane %q: %w", name, err)
@@ -300,14 +301,14 @@ func (q *Queue[K]) AddKeyedLane(name string, opts ...keyedsem.Option) error {
 }
 
 // AddRateLane adds a rate lane over its own rate.Limiter of limit tokens a
-// second and burst (see [NewRateLane]). It returns ErrInvalidRate,
-// ErrInvalidCapacity or Add's errors.
+// second and burst (see [NewRateLane]). It returns [ErrInvalidConfig]
+// for a limit or burst out of range, or Add's errors.
 func (q *Queue[K]) AddRateLane(name string, limit rate.Limit, burst int) error {
 	if !(limit > 0) || (math.IsInf(float64(limit), 1) && limit != rate.Inf) {
-		return fmt.Errorf("lanequeue: lane %q: limit %v tokens a second: %w", name, float64(limit), ErrInvalidRate)
+		return fmt.Errorf("lanequeue: lane %q: limit %v tokens a second: %w", name, float64(limit), errInvalidRate)
 	}
 	if burst < 1 {
-		return fmt.Errorf("lanequeue: lane %q: burst %d: must be at least 1: %w", name, burst, ErrInvalidCapacity)
+		return fmt.Errorf("lanequeue: lane %q: burst %d: must be at least 1: %w", name, burst, errInvalidCapacity)
 	}
 	if err := q.checkName(name); err != nil {
 		return err
@@ -320,7 +321,7 @@ func (q *Queue[K]) AddRateLane(name string, limit rate.Limit, burst int) error {
 // Add methods do not build a lane for nothing. add checks again under mu.
 func (q *Queue[K]) checkName(name string) error {
 	if name == "" {
-		return ErrEmptyName
+		return errEmptyName
 	}
 	if q.closed.Load() {
 		return ErrClosed
@@ -334,7 +335,7 @@ func (q *Queue[K]) checkName(name string) error {
 // add publishes a new table with e in it.
 func (q *Queue[K]) add(e *laneEntry[K]) error {
 	if e.name == "" {
-		return ErrEmptyName
+		return errEmptyName
 	}
 	e.bind()
 	q.mu.Lock()
@@ -433,10 +434,10 @@ func (q *Queue[K]) SetRate(name string, limit rate.Limit, burst int) error {
 		return fmt.Errorf("%w: lane %q (a %s lane) is not a rate lane of this package", ErrNoSemaphore, name, r.e.kind)
 	}
 	if !(limit > 0) || (math.IsInf(float64(limit), 1) && limit != rate.Inf) {
-		return fmt.Errorf("lanequeue: lane %q: limit %v tokens a second: %w", name, float64(limit), ErrInvalidRate)
+		return fmt.Errorf("lanequeue: lane %q: limit %v tokens a second: %w", name, float64(limit), errInvalidRate)
 	}
 	if burst < 1 {
-		return fmt.Errorf("lanequeue: lane %q: burst %d: must be at least 1: %w", name, burst, ErrInvalidCapacity)
+		return fmt.Errorf("lanequeue: lane %q: burst %d: must be at least 1: %w", name, burst, errInvalidCapacity)
 	}
 	q.mu.Lock() // orders the update of fixedMax with other SetRate calls
 	defer q.mu.Unlock()

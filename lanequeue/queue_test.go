@@ -117,16 +117,16 @@ func TestAddLaneErrors(t *testing.T) {
 		err  error
 		want error
 	}{
-		{"empty AddGlobalLane", q.AddGlobalLane("", 1), lanequeue.ErrEmptyName},
-		{"empty AddKeyedLane", q.AddKeyedLane(""), lanequeue.ErrEmptyName},
-		{"empty AddRateLane", q.AddRateLane("", 1, 1), lanequeue.ErrEmptyName},
-		{"empty Add", q.Add("", lanequeue.NewGlobalLane[string](semaphore.New(1))), lanequeue.ErrEmptyName},
+		{"empty AddGlobalLane", q.AddGlobalLane("", 1), lanequeue.ErrInvalidConfig},
+		{"empty AddKeyedLane", q.AddKeyedLane(""), lanequeue.ErrInvalidConfig},
+		{"empty AddRateLane", q.AddRateLane("", 1, 1), lanequeue.ErrInvalidConfig},
+		{"empty Add", q.Add("", lanequeue.NewGlobalLane[string](semaphore.New(1))), lanequeue.ErrInvalidConfig},
 		{"duplicate AddGlobalLane", q.AddGlobalLane("global", 1), lanequeue.ErrDuplicateLane},
 		{"duplicate AddKeyedLane", q.AddKeyedLane("global"), lanequeue.ErrDuplicateLane},
 		{"duplicate AddRateLane", q.AddRateLane("global", 1, 1), lanequeue.ErrDuplicateLane},
 		{"duplicate Add", q.Add("global", lanequeue.NewKeyedLane(keyedsem.New[string]())), lanequeue.ErrDuplicateLane},
-		{"zero capacity", q.AddGlobalLane("zero", 0), lanequeue.ErrInvalidCapacity},
-		{"zero burst", q.AddRateLane("zero", 1, 0), lanequeue.ErrInvalidCapacity},
+		{"zero capacity", q.AddGlobalLane("zero", 0), lanequeue.ErrInvalidConfig},
+		{"zero burst", q.AddRateLane("zero", 1, 0), lanequeue.ErrInvalidConfig},
 	} {
 		if !errors.Is(c.err, c.want) {
 			t.Errorf("%s: %v; want %v", c.name, c.err, c.want)

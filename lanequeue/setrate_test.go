@@ -72,9 +72,9 @@ func TestSetRateRefuses(t *testing.T) {
 		{"nope", 1, 1, lanequeue.ErrUnknownLane},
 		{"global", 1, 1, lanequeue.ErrNoSemaphore},
 		{"session", 1, 1, lanequeue.ErrNoSemaphore},
-		{"rate", 0, 1, lanequeue.ErrInvalidRate},
-		{"rate", -1, 1, lanequeue.ErrInvalidRate},
-		{"rate", 1, 0, lanequeue.ErrInvalidCapacity},
+		{"rate", 0, 1, lanequeue.ErrInvalidConfig},
+		{"rate", -1, 1, lanequeue.ErrInvalidConfig},
+		{"rate", 1, 0, lanequeue.ErrInvalidConfig},
 	} {
 		if err := q.SetRate(c.lane, c.limit, c.burst); !errors.Is(err, c.want) {
 			t.Errorf("SetRate(%q, %v, %d) = %v; want %v", c.lane, c.limit, c.burst, err, c.want)

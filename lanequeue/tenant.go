@@ -14,10 +14,10 @@ import (
 // safe for concurrent use. It returns AddGlobalLane's errors.
 func (q *Queue[K]) AddFairLane(name string, capacity int64, tenant func(K) string, opts ...semaphore.Option) error {
 	if capacity < 1 {
-		return fmt.Errorf("lanequeue: lane %q: capacity %d: must be at least 1: %w", name, capacity, ErrInvalidCapacity)
+		return fmt.Errorf("lanequeue: lane %q: capacity %d: must be at least 1: %w", name, capacity, errInvalidCapacity)
 	}
 	if capacity > semaphore.MaxCapacity {
-		return fmt.Errorf("lanequeue: lane %q: capacity %d: must be at most %d (semaphore.MaxCapacity): %w", name, capacity, int64(semaphore.MaxCapacity), ErrInvalidCapacity)
+		return fmt.Errorf("lanequeue: lane %q: capacity %d: must be at most %d (semaphore.MaxCapacity): %w", name, capacity, int64(semaphore.MaxCapacity), errInvalidCapacity)
 	}
 	// The caller's options on their own first, so that an error names
 	// them by the caller's index; then with fair share, for a policy that

@@ -245,7 +245,7 @@ func TestFairLaneGroupOfACall(t *testing.T) {
 func TestAddFairLaneSettings(t *testing.T) {
 	q := lanequeue.New[string]()
 	defer q.Close()
-	if err := q.AddFairLane("g", 0, tenantOf); !errors.Is(err, lanequeue.ErrInvalidCapacity) {
+	if err := q.AddFairLane("g", 0, tenantOf); !errors.Is(err, lanequeue.ErrInvalidConfig) {
 		t.Fatalf("capacity 0: %v", err)
 	}
 	if err := q.AddFairLane("g", 1, tenantOf, nil); !errors.Is(err, lanequeue.ErrInvalidConfig) {

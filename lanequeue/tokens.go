@@ -13,30 +13,12 @@ import (
 	"github.com/sessionlane/lanes/semaphore"
 )
 
-// AddTokenLane adds a [Rate] lane named name that holds a budget of
-// perMinute tokens a minute, the way model providers limit tokens per
-// minute: the tokens charged in any minute (a sliding window, counted in
-// one-second slots and rounded up to 61 seconds) never pass perMinute,
-// apart from debts (below). A call
-// takes its weight (an estimate: the prompt's tokens and the most the
-// answer may take) when it is admitted, and the ticket settles the actual
-// count after the call ([Ticket.Settle]): a call that used more leaves a
-// debt that later calls wait out; one that used less gives the rest back,
-// from the count of the second it was charged in, while that second is in
-// the window. So the tokens used in any minute never pass perMinute plus
-// one estimate's error.
-//
-// Callers wait for their tokens in the order they reach the lane. A call
-// whose tokens would come after its context's deadline fails at once with
-// an error wrapping context.DeadlineExceeded; one heavier than perMinute
-// is refused ([ErrTooHeavy]). Like every rate lane it gives nothing back
-// on Release, and tokens a call took stay spent if a later lane of the
-// same call fails.
-//
-// It returns an error wrapping [ErrInvalidCapacity] for perMinute below 1.
+// AddTokenLane adds a [Rate] lane of perMinute tokens in any minute, as
+// providers count them; a call takes its estimate and its ticket settles
+// the actual count after ([Ticket.Settle]). See docs/api-details.md.
 func (q *Queue[K]) AddTokenLane(name string, perMinute int64) error {
 	if perMinute < 1 || perMinute > semaphore.MaxCapacity {
-		return fmt.Errorf("lanequeue: lane %q: %d tokens a minute: must be in [1, %d]: %w", name, perMinute, int64(semaphore.MaxCapacity), ErrInvalidCapacity)
+		return fmt.Errorf("lanequeue: lane %q: %d tokens a minute: must be in [1, %d]: %w", name, perMinute, int64(semaphore.MaxCapacity), errInvalidCapacity)
 	}
 	if err := q.checkName(name); err != nil {
 		return err
@@ -289,18 +271,9 @@ func (l *tokenLane[K]) Close() {
 	})
 }
 
-// Settle tells the token lane named lane ([Queue.AddTokenLane]) of this
-// ticket how many tokens the call actually used: the lane charges the
-// difference with the weight the ticket took there (or last settled), a
-// debt that later calls wait out, or gives the rest back, never beyond
-// the lane's budget. It may be called more than once (a streamed answer's
-// running count), each time with the total so far; a ticket that is
-// released is settled no more.
-//
-// It returns an error wrapping [ErrUnknownLane] if the ticket holds no
-// lane of that name, [ErrInvalidConfig] if that lane is not a token lane,
-// [ErrInvalidWeight] for actual below 0, and [ErrClosed] once the ticket
-// is released. It allocates nothing.
+// Settle charges the ticket's token lane the tokens the call used in all
+// so far: a debt later calls wait out, or a refund within the budget. It
+// allocates nothing.
 func (t *Ticket[K]) Settle(lane string, actual int64) error {
 	if actual < 0 {
 		return errSettleNegative

@@ -46,8 +46,8 @@ func TestAddRateLaneRefusesALimitThatNeverRefills(t *testing.T) {
 	for _, lim := range []rate.Limit{0, -1, rate.Limit(math.NaN()), rate.Limit(math.Inf(1)), rate.Limit(math.Inf(-1))} {
 		q := lanequeue.New[string]()
 		err := q.AddRateLane("r", lim, 1)
-		if !errors.Is(err, lanequeue.ErrInvalidRate) {
-			t.Errorf("AddRateLane(limit %v) = %v; want ErrInvalidRate", lim, err)
+		if !errors.Is(err, lanequeue.ErrInvalidConfig) {
+			t.Errorf("AddRateLane(limit %v) = %v; want ErrInvalidConfig", lim, err)
 		}
 		if _, ok := q.Lane("r"); ok {
 			t.Errorf("AddRateLane(limit %v) registered the lane despite the error", lim)
@@ -123,8 +123,8 @@ func TestCapacityErrorsSayWhichBound(t *testing.T) {
 		{semaphore.MaxCapacity + 1, "at most"},
 	} {
 		err := q.AddGlobalLane("big", c.capacity)
-		if !errors.Is(err, lanequeue.ErrInvalidCapacity) {
-			t.Errorf("AddGlobalLane(%d) = %v; want ErrInvalidCapacity", c.capacity, err)
+		if !errors.Is(err, lanequeue.ErrInvalidConfig) {
+			t.Errorf("AddGlobalLane(%d) = %v; want ErrInvalidConfig", c.capacity, err)
 			continue
 		}
 		if !strings.Contains(err.Error(), c.want) {
@@ -135,8 +135,8 @@ func TestCapacityErrorsSayWhichBound(t *testing.T) {
 		}
 	}
 	must(t, q.AddGlobalLane("max", semaphore.MaxCapacity))
-	if err := q.AddRateLane("r", 1, 0); !errors.Is(err, lanequeue.ErrInvalidCapacity) || !strings.Contains(err.Error(), "at least 1") {
-		t.Errorf("AddRateLane(burst 0) = %v; want ErrInvalidCapacity saying at least 1", err)
+	if err := q.AddRateLane("r", 1, 0); !errors.Is(err, lanequeue.ErrInvalidConfig) || !strings.Contains(err.Error(), "at least 1") {
+		t.Errorf("AddRateLane(burst 0) = %v; want ErrInvalidConfig saying at least 1", err)
 	}
 }
 

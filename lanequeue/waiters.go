@@ -188,15 +188,3 @@ func (q *Queue[K]) Waiters() []Waiter[K] {
 	}
 	return out
 }
-
-// LineLen returns how many wait for the named lane: of key, on a keyed
-// lane; all, on another. It counts as [Queue.Waiters] lists.
-func (q *Queue[K]) LineLen(lane string, key K) int {
-	n := 0
-	for _, w := range q.Waiters() {
-		if w.Lane == lane && (w.Kind != Keyed || w.Key == key) {
-			n++
-		}
-	}
-	return n
-}

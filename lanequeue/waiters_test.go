@@ -88,13 +88,13 @@ func TestWaiters(t *testing.T) {
 	if got := q.Waiters(); !slices.Equal(got, want) {
 		t.Fatalf("Waiters() =\n%+v\nwant\n%+v", got, want)
 	}
-	if n := q.LineLen("session", "a"); n != 1 {
+	if n := lineLen(q, "session", "a"); n != 1 {
 		t.Errorf("LineLen(session, a) = %d, want 1", n)
 	}
-	if n := q.LineLen("session", "b"); n != 0 {
+	if n := lineLen(q, "session", "b"); n != 0 {
 		t.Errorf("LineLen(session, b) = %d, want 0", n)
 	}
-	if n := q.LineLen("global", ""); n != 2 {
+	if n := lineLen(q, "global", ""); n != 2 {
 		t.Errorf("LineLen(global) = %d, want 2", n)
 	}
 	var waiting []string
