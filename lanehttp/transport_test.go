@@ -1,0 +1,705 @@
+package lanehttp_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sessionlane/lanes/adaptive"
+	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/testkit"
+	"github.com/sessionlane/lanes/lanehttp"
+	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// stepClock is a fake clock that hands the test each wait the transport
+// arms, once its timer is armed: receiving it is the test's cue that the
+// transport waits, and what it waits is what the test checks.
+type stepClock struct {
+	*clock.Fake
+	waits chan time.Duration
+}
+
+func (c *stepClock) NewTimer(d time.Duration) semaphore.Timer {
+	tm := c.Fake.NewTimer(d)
+	c.waits <- d
+	return tm
+}
+
+// next returns the wait the transport armed next.
+func (c *stepClock) next(t *testing.T) time.Duration {
+	t.Helper()
+	return testkit.Recv(t, c.waits, "the transport to wait before a retry")
+}
+
+// backoff is the rig's Backoff: its first retry waits max(After, 50ms)
+// plus up to 50ms.
+const backoff = 100 * time.Millisecond
+
+// rig is a provider on loopback and a gateway's client for it, through a
+// Transport over the lanes "provider" (concurrency 4), "rpm" (requests)
+// and "tpm" (tokens: 100 a request), on a fake clock.
+type rig struct {
+	q        *lanequeue.Queue[string]
+	clk      *stepClock
+	srv      *httptest.Server
+	tr       *lanehttp.Transport[string]
+	client   *http.Client
+	attempts atomic.Int64 // requests the provider received
+}
+
+// newRig starts the provider, whose handler is given each request's
+// number (from 1), and a transport configured by mod.
+func newRig(t *testing.T, h func(n int64, w http.ResponseWriter, r *http.Request), mod func(*lanehttp.TransportConfig[string])) *rig {
+	t.Helper()
+	g := &rig{q: lanequeue.New[string]()}
+	must(t, g.q.AddGlobalLane("provider", 4))
+	must(t, g.q.AddRateLane("rpm", 1000, 1000))
+	must(t, g.q.AddRateLane("tpm", 1e6, 100_000))
+	set, err := g.q.Lanes("provider", "rpm", "tpm")
+	must(t, err)
+	g.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h(g.attempts.Add(1), w, r)
+	}))
+	g.clk = &stepClock{Fake: clock.NewFake(received), waits: make(chan time.Duration, 16)}
+	cfg := lanehttp.TransportConfig[string]{
+		Base:  g.srv.Client().Transport,
+		Queue: g.q, Lanes: set,
+		TokensLane: "tpm", Tokens: func(*http.Request) int64 { return 100 },
+		Backoff: backoff,
+		Clock:   g.clk,
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	g.tr = lanehttp.NewTransport(cfg)
+	g.client = &http.Client{Transport: g.tr}
+	t.Cleanup(func() {
+		g.client.CloseIdleConnections()
+		g.srv.Close()
+		g.q.Close()
+	})
+	return g
+}
+
+// get sends a GET to the provider with ctx.
+func (g *rig) get(ctx context.Context) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.srv.URL+"/v1/models", nil)
+	if err != nil {
+		return nil, err
+	}
+	return g.client.Do(req)
+}
+
+// post sends body to the provider with ctx and the headers in kv.
+func (g *rig) post(ctx context.Context, body string, kv ...string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.srv.URL+"/v1/messages", strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		req.Header.Set(kv[i], kv[i+1])
+	}
+	return g.client.Do(req)
+}
+
+// refuseOnce answers the first request with status and the headers in kv,
+// and the later ones 200 "ok".
+func refuseOnce(status int, kv ...string) func(int64, http.ResponseWriter, *http.Request) {
+	return func(n int64, w http.ResponseWriter, r *http.Request) {
+		if n == 1 {
+			for i := 0; i+1 < len(kv); i += 2 {
+				w.Header().Set(kv[i], kv[i+1])
+			}
+			w.WriteHeader(status)
+			io.WriteString(w, `{"error":"rate limited"}`)
+			return
+		}
+		io.WriteString(w, "ok")
+	}
+}
+
+// readAll reads and closes resp's body.
+func readAll(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	must(t, err)
+	must(t, resp.Body.Close())
+	return string(b)
+}
+
+// TestTransportWaitsTheProvidersRetryTime (issue 24): a 429 with each
+// form of retry time is retried after at least that time (plus at most
+// half a backoff step of jitter); a malformed one falls back to the
+// backoff, a huge one is capped at MaxRetryAfter. The provider's Date is
+// the fake clock's now, so absolute times read as the same waits.
+func TestTransportWaitsTheProvidersRetryTime(t *testing.T) {
+	const half = backoff / 2
+	date := []string{"date", "Wed, 02 Dec 2026 05:00:00 GMT"}
+	cases := []struct {
+		name string
+		kv   []string
+		hint time.Duration // the wait is in [max(hint, half), max(hint, half)+half]
+	}{
+		{"Retry-After seconds", []string{"retry-after", "7"}, 7 * time.Second},
+		{"Retry-After fraction", []string{"retry-after", "1.5"}, 1500 * time.Millisecond},
+		{"Retry-After IMF date", append(date, "retry-after", "Wed, 02 Dec 2026 05:00:30 GMT"), 30 * time.Second},
+		{"Retry-After RFC 850 date", append(date, "retry-after", "Wednesday, 02-Dec-26 05:00:30 GMT"), 30 * time.Second},
+		{"Retry-After asctime date", append(date, "retry-after", "Wed Dec  2 05:00:30 2026"), 30 * time.Second},
+		{"Retry-After past date", append(date, "retry-after", "Tue, 01 Dec 2026 05:00:00 GMT"), 0},
+		{"retry-after-ms", []string{"retry-after-ms", "1500", "retry-after", "2"}, 1500 * time.Millisecond},
+		{"x-ratelimit-reset-requests", []string{"x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "20s"}, 20 * time.Second},
+		{"x-ratelimit-reset-tokens", []string{"x-ratelimit-remaining-tokens", "0", "x-ratelimit-reset-tokens", "1m30.5s"}, 90500 * time.Millisecond},
+		{"x-ratelimit-reset 6m0s", []string{"x-ratelimit-remaining-tokens", "0", "x-ratelimit-reset-tokens", "6m0s"}, lanehttp.MaxRetryAfter},
+		{"anthropic requests reset", append(date, "anthropic-ratelimit-requests-remaining", "0", "anthropic-ratelimit-requests-reset", "2026-12-02T05:00:40Z"), 40 * time.Second},
+		{"anthropic tokens reset", append(date, "anthropic-ratelimit-tokens-remaining", "0", "anthropic-ratelimit-tokens-reset", "2026-12-02T05:01:00.5Z"), 60500 * time.Millisecond},
+		{"anthropic input tokens reset", append(date, "anthropic-ratelimit-input-tokens-reset", "2026-12-02T05:00:12Z"), 12 * time.Second},
+		{"anthropic output tokens reset", append(date, "anthropic-ratelimit-output-tokens-reset", "2026-12-02T05:00:13Z"), 13 * time.Second},
+
+		// Malformed: the backoff decides.
+		{"Retry-After word", []string{"retry-after", "soon"}, 0},
+		{"Retry-After negative", []string{"retry-after", "-5"}, 0},
+		{"Retry-After exponent", []string{"retry-after", "1e3"}, 0},
+		{"retry-after-ms NaN", []string{"retry-after-ms", "NaN"}, 0},
+		{"x-ratelimit-reset no unit", []string{"x-ratelimit-reset-requests", "20"}, 0},
+		{"anthropic reset no zone", []string{"anthropic-ratelimit-requests-reset", "2026-12-02T05:00:40"}, 0},
+		{"no hint", nil, 0},
+
+		// Huge: capped, never an unbounded pause.
+		{"Retry-After overflow", []string{"retry-after", "99999999999999999999"}, lanehttp.MaxRetryAfter},
+		{"Retry-After a day", []string{"retry-after", "86400"}, lanehttp.MaxRetryAfter},
+		{"Retry-After year 9999", append(date, "retry-after", "Fri, 31 Dec 9999 23:59:59 GMT"), lanehttp.MaxRetryAfter},
+		{"retry-after-ms overflow", []string{"retry-after-ms", "99999999999999999999999999999.9"}, lanehttp.MaxRetryAfter},
+		{"x-ratelimit-reset overflow", []string{"x-ratelimit-reset-tokens", "2562047h2562047h2562047h"}, lanehttp.MaxRetryAfter},
+		{"anthropic reset year 9999", append(date, "anthropic-ratelimit-tokens-reset", "9999-12-31T23:59:59Z"), lanehttp.MaxRetryAfter},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := newRig(t, refuseOnce(http.StatusTooManyRequests, c.kv...), nil)
+			done := testkit.Go(func() error {
+				resp, err := g.get(context.Background())
+				if err != nil {
+					return err
+				}
+				if s := readAll(t, resp); resp.StatusCode != http.StatusOK || s != "ok" {
+					return errors.New("the retry got " + resp.Status + " " + s)
+				}
+				return nil
+			})
+			d := g.clk.next(t)
+			lo := max(c.hint, half)
+			if d < lo || d > lo+half {
+				t.Errorf("waited %v; want within [%v, %v]", d, lo, lo+half)
+			}
+			g.clk.Advance(d)
+			must(t, testkit.Recv(t, done, "the retried request"))
+			if n := g.attempts.Load(); n != 2 {
+				t.Errorf("the provider got %d attempts; want 2", n)
+			}
+			nothingHeld(t, g.q)
+		})
+	}
+}
+
+// TestTransportBackoffDoublesAndIsBounded: without a hint, the n-th
+// retry waits within [step/2, step], step doubling from Backoff up to
+// MaxBackoff.
+func TestTransportBackoffDoublesAndIsBounded(t *testing.T) {
+	g := newRig(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		if n < 6 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok")
+	}, func(c *lanehttp.TransportConfig[string]) { c.MaxAttempts = 6; c.MaxBackoff = 4 * backoff })
+	done := testkit.Go(func() error {
+		resp, err := g.get(context.Background())
+		if err == nil {
+			readAll(t, resp)
+		}
+		return err
+	})
+	for i, step := range []time.Duration{backoff, 2 * backoff, 4 * backoff, 4 * backoff, 4 * backoff} {
+		d := g.clk.next(t)
+		if d < step/2 || d > step {
+			t.Errorf("retry %d waited %v; want within [%v, %v]", i+1, d, step/2, step)
+		}
+		g.clk.Advance(d)
+	}
+	must(t, testkit.Recv(t, done, "the request"))
+	nothingHeld(t, g.q)
+}
+
+// TestTransportRetriesWithTheSameBody: a POST refused twice (503, then
+// 429) is sent three times, with the whole body each time (rewound with
+// GetBody).
+func TestTransportRetriesWithTheSameBody(t *testing.T) {
+	const body = `{"model":"m","messages":[{"role":"user","content":"hello"}]}`
+	var mu sync.Mutex
+	var got []string // guarded by mu
+	g := newRig(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, string(b))
+		mu.Unlock()
+		switch n {
+		case 1:
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case 2:
+			w.WriteHeader(http.StatusTooManyRequests)
+		default:
+			io.WriteString(w, "ok")
+		}
+	}, nil)
+	done := testkit.Go(func() error {
+		resp, err := g.post(context.Background(), body)
+		if err == nil {
+			readAll(t, resp)
+		}
+		return err
+	})
+	g.clk.Advance(g.clk.next(t))
+	g.clk.Advance(g.clk.next(t))
+	must(t, testkit.Recv(t, done, "the request"))
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 3 {
+		t.Fatalf("the provider got %d attempts; want 3", len(got))
+	}
+	for i, b := range got {
+		if b != body {
+			t.Errorf("attempt %d sent %q; want %q", i+1, b, body)
+		}
+	}
+	nothingHeld(t, g.q)
+}
+
+// onceReader is a body http.NewRequest cannot rewind (no GetBody).
+type onceReader struct{ io.Reader }
+
+// TestTransportDoesNotRetryABodyItCannotRewind: a request whose body has
+// no GetBody gets one attempt, and its answer.
+func TestTransportDoesNotRetryABodyItCannotRewind(t *testing.T) {
+	g := newRig(t, refuseOnce(http.StatusTooManyRequests, "retry-after", "1"), nil)
+	req, err := http.NewRequest(http.MethodPost, g.srv.URL, onceReader{strings.NewReader("once")})
+	must(t, err)
+	resp, err := g.client.Do(req)
+	must(t, err)
+	readAll(t, resp)
+	if resp.StatusCode != http.StatusTooManyRequests || g.attempts.Load() != 1 {
+		t.Errorf("got %d after %d attempts; want 429 after 1", resp.StatusCode, g.attempts.Load())
+	}
+	nothingHeld(t, g.q)
+}
+
+// TestTransportRetriesUnsafeRequestsOnlyWhenUnprocessed: a POST that gets
+// a 500 (the provider may have done the work) is not retried, unless it
+// carries an Idempotency-Key or RetryUnsafe is set; a GET is.
+func TestTransportRetriesUnsafeRequestsOnlyWhenUnprocessed(t *testing.T) {
+	cases := []struct {
+		name      string
+		unsafeOK  bool
+		method    string
+		kv        []string
+		wantTries int64
+	}{
+		{"POST", false, http.MethodPost, nil, 1},
+		{"POST with Idempotency-Key", false, http.MethodPost, []string{"Idempotency-Key", "k1"}, 2},
+		{"POST with RetryUnsafe", true, http.MethodPost, nil, 2},
+		{"GET", false, http.MethodGet, nil, 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := newRig(t, refuseOnce(http.StatusInternalServerError), func(cfg *lanehttp.TransportConfig[string]) { cfg.RetryUnsafe = c.unsafeOK })
+			done := testkit.Go(func() int {
+				req, err := http.NewRequest(c.method, g.srv.URL, strings.NewReader("x"))
+				if err != nil {
+					return 0
+				}
+				for i := 0; i+1 < len(c.kv); i += 2 {
+					req.Header.Set(c.kv[i], c.kv[i+1])
+				}
+				resp, err := g.client.Do(req)
+				if err != nil {
+					return 0
+				}
+				readAll(t, resp)
+				return resp.StatusCode
+			})
+			want := http.StatusInternalServerError
+			if c.wantTries == 2 {
+				g.clk.Advance(g.clk.next(t))
+				want = http.StatusOK
+			}
+			if got := testkit.Recv(t, done, "the request"); got != want || g.attempts.Load() != c.wantTries {
+				t.Errorf("got %d after %d attempts; want %d after %d", got, g.attempts.Load(), want, c.wantTries)
+			}
+			nothingHeld(t, g.q)
+		})
+	}
+}
+
+// TestTransportRetriesAPostWhoseDialFailed: a POST whose connection was
+// refused never reached the provider, and is sent again.
+func TestTransportRetriesAPostWhoseDialFailed(t *testing.T) {
+	var dials atomic.Int64
+	g := newRig(t, func(_ int64, w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }, nil)
+	base := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if dials.Add(1) == 1 {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}}
+	defer base.CloseIdleConnections()
+	set, err := g.q.Lanes("provider")
+	must(t, err)
+	client := &http.Client{Transport: lanehttp.NewTransport(lanehttp.TransportConfig[string]{Base: base, Queue: g.q, Lanes: set, Clock: g.clk})}
+	done := testkit.Go(func() error {
+		req, err := http.NewRequest(http.MethodPost, g.srv.URL, strings.NewReader("x"))
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err == nil {
+			readAll(t, resp)
+		}
+		return err
+	})
+	g.clk.Advance(g.clk.next(t))
+	must(t, testkit.Recv(t, done, "the request"))
+	if n, a := dials.Load(), g.attempts.Load(); n != 2 || a != 1 {
+		t.Errorf("%d dials, %d requests at the provider; want 2 and 1", n, a)
+	}
+	nothingHeld(t, g.q)
+}
+
+// TestTransportClientGivesUpDuringBackoff: a client whose context is
+// cancelled while the transport waits to retry gets the context's error
+// at once, and nothing is held.
+func TestTransportClientGivesUpDuringBackoff(t *testing.T) {
+	g := newRig(t, refuseOnce(http.StatusTooManyRequests, "retry-after", "20"), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := testkit.Go(func() error {
+		resp, err := g.post(ctx, "x")
+		if err == nil {
+			readAll(t, resp)
+		}
+		return err
+	})
+	g.clk.next(t) // waiting to retry
+	cancel()
+	if err := testkit.Recv(t, done, "the cancelled request"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v; want context.Canceled", err)
+	}
+	if n := g.attempts.Load(); n != 1 {
+		t.Errorf("the provider got %d attempts; want 1", n)
+	}
+	if n := g.clk.Pending(); n != 0 {
+		t.Errorf("%d timers left; want the wait's stopped", n)
+	}
+	nothingHeld(t, g.q)
+}
+
+// TestTransportClientGivesUpDuringAnAttempt: a client whose context is
+// cancelled while the provider works on its retry gets the context's
+// error, the attempt's lanes are given back, and it is not retried.
+func TestTransportClientGivesUpDuringAnAttempt(t *testing.T) {
+	working, hungUp := make(chan struct{}), make(chan struct{})
+	g := newRig(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		io.Copy(io.Discard, r.Body) // then the server notices a hang-up
+		close(working)
+		select {
+		case <-r.Context().Done(): // the client hung up
+		case <-hungUp:
+		}
+	}, nil)
+	defer close(hungUp)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := testkit.Go(func() error {
+		resp, err := g.post(ctx, "x")
+		if err == nil {
+			readAll(t, resp)
+		}
+		return err
+	})
+	g.clk.Advance(g.clk.next(t))
+	testkit.Recv(t, working, "the second attempt to reach the provider")
+	if st := stats(t, g.q, "provider"); st.Held != 1 {
+		t.Errorf("during the attempt the provider lane holds %d; want 1", st.Held)
+	}
+	cancel()
+	if err := testkit.Recv(t, done, "the cancelled request"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v; want context.Canceled", err)
+	}
+	if n := g.attempts.Load(); n != 2 {
+		t.Errorf("the provider got %d attempts; want 2", n)
+	}
+	nothingHeld(t, g.q)
+}
+
+// countingObserver counts the outcomes a lane is told, and keeps the
+// last.
+type countingObserver struct {
+	mu   sync.Mutex
+	errs []error // guarded by mu
+}
+
+func (o *countingObserver) Observe(err error, _ time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.errs = append(o.errs, err)
+}
+
+func (o *countingObserver) seen() []error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]error(nil), o.errs...)
+}
+
+// TestTransportBodyCloseReleasesOnce: the answer's lanes are held until
+// its body is closed; the first Close releases them and reports the
+// outcome, a second changes nothing. A retried 429 was reported before
+// as an overload.
+func TestTransportBodyCloseReleasesOnce(t *testing.T) {
+	g := newRig(t, refuseOnce(http.StatusTooManyRequests, "retry-after", "1"), nil)
+	obs := &countingObserver{}
+	must(t, g.q.ObserveLane("provider", obs))
+	done := testkit.Go(func() *http.Response {
+		resp, err := g.get(context.Background())
+		if err != nil {
+			return nil
+		}
+		return resp
+	})
+	g.clk.Advance(g.clk.next(t))
+	resp := testkit.Recv(t, done, "the request")
+	if resp == nil {
+		t.Fatal("the request failed")
+	}
+	if st := stats(t, g.q, "provider"); st.Held != 1 {
+		t.Errorf("before Close the provider lane holds %d; want 1", st.Held)
+	}
+	if n := len(obs.seen()); n != 1 {
+		t.Errorf("before Close %d outcomes reported; want the 429's alone", n)
+	}
+	if s := readAll(t, resp); s != "ok" {
+		t.Errorf("body %q; want ok", s)
+	}
+	if err := resp.Body.Close(); err != nil {
+		t.Errorf("second Close: %v; want nil", err)
+	}
+	errs := obs.seen()
+	if len(errs) != 2 || !errors.Is(errs[0], adaptive.ErrOverload) || errs[1] != nil {
+		t.Errorf("outcomes %v; want [overload, nil]", errs)
+	}
+	nothingHeld(t, g.q)
+	if st := stats(t, g.q, "provider"); st.Acquired != 2 || st.Released != 2 {
+		t.Errorf("provider lane: %d acquired, %d released; want 2 and 2", st.Acquired, st.Released)
+	}
+}
+
+// TestTransportRetryBudget: with a budget of one retry and a ratio too
+// small to earn another, the first request is retried once, and the
+// second gets the provider's 429 (a response, not an error) at once.
+func TestTransportRetryBudget(t *testing.T) {
+	g := newRig(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}, func(c *lanehttp.TransportConfig[string]) { c.RetryBurst, c.RetryRatio = 1, 0.001 })
+	done := testkit.Go(func() int {
+		resp, err := g.get(context.Background())
+		if err != nil {
+			return 0
+		}
+		readAll(t, resp)
+		return resp.StatusCode
+	})
+	g.clk.Advance(g.clk.next(t))
+	if got := testkit.Recv(t, done, "the first request"); got != http.StatusTooManyRequests || g.attempts.Load() != 2 {
+		t.Fatalf("first request: %d after %d attempts; want 429 after 2 (the budget's one retry)", got, g.attempts.Load())
+	}
+	resp, err := g.get(context.Background())
+	must(t, err)
+	readAll(t, resp)
+	if resp.StatusCode != http.StatusTooManyRequests || g.attempts.Load() != 3 {
+		t.Errorf("second request: %d after %d attempts in all; want 429 after 3", resp.StatusCode, g.attempts.Load())
+	}
+	if n := g.clk.Pending(); n != 0 {
+		t.Errorf("%d timers armed; want none", n)
+	}
+	nothingHeld(t, g.q)
+}
+
+// TestTransportAnswersWhenTheRetryWouldMissTheDeadline: a retry time that
+// ends after the request's deadline is not waited for: the caller gets
+// the 429 at once.
+func TestTransportAnswersWhenTheRetryWouldMissTheDeadline(t *testing.T) {
+	g := newRig(t, refuseOnce(http.StatusTooManyRequests, "retry-after", "60"), nil)
+	ctx := testkit.NewExpiring()
+	ctx.At = received.Add(30 * time.Second)
+	resp, err := g.get(ctx)
+	must(t, err)
+	readAll(t, resp)
+	if resp.StatusCode != http.StatusTooManyRequests || g.attempts.Load() != 1 {
+		t.Errorf("%d after %d attempts; want 429 after 1", resp.StatusCode, g.attempts.Load())
+	}
+	if resp.Header.Get("Retry-After") != "60" {
+		t.Errorf("Retry-After %q; want the provider's 60", resp.Header.Get("Retry-After"))
+	}
+	nothingHeld(t, g.q)
+}
+
+// TestTransportLaneErrors: the lanes' refusals come back as their errors
+// (a token estimate past the deadline, a closed queue),
+// with no attempt sent, nothing held, and the request's body closed.
+func TestTransportLaneErrors(t *testing.T) {
+	g := newRig(t, refuseOnce(http.StatusOK), func(c *lanehttp.TransportConfig[string]) {
+		c.Tokens = func(*http.Request) int64 { return 60_000 }
+	})
+	// The first request takes 60,000 of the 100,000 tokens; the next
+	// one's come 200 s later, after its deadline.
+	must(t, g.q.SetRate("tpm", 100, 100_000))
+	resp, err := g.get(context.Background())
+	must(t, err)
+	readAll(t, resp)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if resp, err = g.get(ctx); err == nil {
+		readAll(t, resp)
+	}
+	var le *lanequeue.LaneError
+	if !errors.As(err, &le) || le.Lane != "tpm" || le.RetryAfter <= 0 || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("tokens out: %v; want tpm's LaneError with a RetryAfter, matching DeadlineExceeded", err)
+	}
+
+	g.q.Close()
+	body := &closeRecorder{Reader: strings.NewReader("x")}
+	req, err := http.NewRequest(http.MethodPost, g.srv.URL, body)
+	must(t, err)
+	_, err = g.client.Do(req)
+	if !errors.Is(err, lanequeue.ErrClosed) {
+		t.Errorf("closed queue: %v; want ErrClosed", err)
+	}
+	if !body.closed.Load() {
+		t.Error("the request's body was not closed")
+	}
+	if n := g.attempts.Load(); n != 1 {
+		t.Errorf("the provider got %d attempts; want 1", n)
+	}
+	nothingHeld(t, g.q)
+}
+
+// closeRecorder notes that it was closed.
+type closeRecorder struct {
+	io.Reader
+	closed atomic.Bool
+}
+
+func (c *closeRecorder) Close() error { c.closed.Store(true); return nil }
+
+// TestTransportLaneFull: a request that finds the provider lane's line
+// full gets its ErrQueueFull at once, naming the lane; nothing is sent.
+func TestTransportLaneFull(t *testing.T) {
+	g := newRig(t, refuseOnce(http.StatusOK), nil)
+	q := lanequeue.New[string]()
+	defer q.Close()
+	must(t, q.AddGlobalLane("provider", 1, semaphore.WithMaxWaiters(1)))
+	set, err := q.Lanes("provider")
+	must(t, err)
+	client := &http.Client{Transport: lanehttp.NewTransport(lanehttp.TransportConfig[string]{Base: g.srv.Client().Transport, Queue: q, Lanes: set, Clock: g.clk})}
+	defer client.CloseIdleConnections()
+	held, ok := q.TryAcquireAll("", set)
+	if !ok {
+		t.Fatal("TryAcquireAll failed on an idle lane")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	waiting := testkit.Go(func() error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.srv.URL, nil)
+		if err != nil {
+			return err
+		}
+		_, err = client.Do(req)
+		return err
+	})
+	testkit.Eventually(t, "a request in the provider lane's line", func() bool { return stats(t, q, "provider").Waiters == 1 })
+	req, err := http.NewRequest(http.MethodGet, g.srv.URL, nil)
+	must(t, err)
+	_, err = client.Do(req)
+	var le *lanequeue.LaneError
+	if !errors.Is(err, lanequeue.ErrQueueFull) || !errors.As(err, &le) || le.Lane != "provider" {
+		t.Errorf("full line: %v; want ErrQueueFull from lane provider", err)
+	}
+	cancel()
+	if err := testkit.Recv(t, waiting, "the waiting request"); !errors.Is(err, context.Canceled) {
+		t.Errorf("the waiter gave up with %v; want context.Canceled", err)
+	}
+	held.Release()
+	if n := g.attempts.Load(); n != 0 {
+		t.Errorf("the provider got %d attempts; want 0", n)
+	}
+	nothingHeld(t, q)
+}
+
+// TestTransportReportsOverloadsToAnAdaptiveLane: an adaptive controller
+// driving the provider lane lowers its limit on the provider's 429.
+func TestTransportReportsOverloadsToAnAdaptiveLane(t *testing.T) {
+	g := newRig(t, refuseOnce(529), nil)
+	sem, err := g.q.GlobalSemaphore("provider")
+	must(t, err)
+	c, err := adaptive.New(sem, 1, 4, adaptive.WithClock(g.clk.Fake))
+	must(t, err)
+	must(t, g.q.ObserveLane("provider", c))
+	done := testkit.Go(func() error {
+		resp, err := g.get(context.Background())
+		if err == nil {
+			readAll(t, resp)
+		}
+		return err
+	})
+	g.clk.Advance(g.clk.next(t))
+	must(t, testkit.Recv(t, done, "the request"))
+	if st := c.Stats(); st.OverloadDecreases != 1 || st.Limit != 3 {
+		t.Errorf("controller: %d overload decreases, limit %d; want 1 and 3", st.OverloadDecreases, st.Limit)
+	}
+	nothingHeld(t, g.q)
+}
+
+// TestTransportReleasesWhenTheBasePanics: a base that panics leaves no
+// lane held; the panic goes on.
+func TestTransportReleasesWhenTheBasePanics(t *testing.T) {
+	q := lanequeue.New[string]()
+	defer q.Close()
+	must(t, q.AddGlobalLane("provider", 1))
+	set, err := q.Lanes("provider")
+	must(t, err)
+	tr := lanehttp.NewTransport(lanehttp.TransportConfig[string]{Base: panickingBase{}, Queue: q, Lanes: set})
+	v := func() (v any) {
+		defer func() { v = recover() }()
+		tr.RoundTrip(httptest.NewRequest(http.MethodGet, "http://provider.test/", nil))
+		return nil
+	}()
+	if v != errBoom {
+		t.Errorf("recovered %v; want errBoom", v)
+	}
+	nothingHeld(t, q)
+}
+
+type panickingBase struct{}
+
+func (panickingBase) RoundTrip(*http.Request) (*http.Response, error) { panic(errBoom) }
