@@ -247,6 +247,7 @@ func TestTransportRetriesWithTheSameBody(t *testing.T) {
 	const body = `{"model":"m","messages":[{"role":"user","content":"hello"}]}`
 	var mu sync.Mutex
 	var got []string // guarded by mu
+	rec := &bodyRecorder{}
 	g := newRig(t, func(n int64, w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		mu.Lock()
@@ -261,7 +262,7 @@ func TestTransportRetriesWithTheSameBody(t *testing.T) {
 		default:
 			io.WriteString(w, "ok")
 		}
-	}, nil)
+	}, func(c *lanehttp.TransportConfig[string]) { rec.base = c.Base; c.Base = rec })
 	done := testkit.Go(func() error {
 		resp, err := g.post(context.Background(), body)
 		if err == nil {
@@ -277,12 +278,46 @@ func TestTransportRetriesWithTheSameBody(t *testing.T) {
 	if len(got) != 3 {
 		t.Fatalf("the provider got %d attempts; want 3", len(got))
 	}
-	for i, b := range got {
-		if b != body {
-			t.Errorf("attempt %d sent %q; want %q", i+1, b, body)
+	sent := rec.bodies()
+	if len(sent) != 3 {
+		t.Fatalf("the base was given %d attempts; want 3", len(sent))
+	}
+	for i := range 3 {
+		if got[i] != body || sent[i] != body {
+			t.Errorf("attempt %d: the base was given %q, the provider got %q; want %q", i+1, sent[i], got[i], body)
 		}
 	}
 	nothingHeld(t, g.q)
+}
+
+// bodyRecorder is a base that reads each attempt's body itself, notes
+// it, and sends a copy through base: net/http's own transport would
+// repair a body read twice with GetBody, and hide that the transport had
+// not rewound it.
+type bodyRecorder struct {
+	base http.RoundTripper
+	mu   sync.Mutex
+	seen []string // guarded by mu
+}
+
+func (r *bodyRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	b, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.seen = append(r.seen, string(b))
+	r.mu.Unlock()
+	out := req.Clone(req.Context())
+	out.Body, out.GetBody, out.ContentLength = io.NopCloser(strings.NewReader(string(b))), nil, int64(len(b))
+	return r.base.RoundTrip(out)
+}
+
+func (r *bodyRecorder) bodies() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.seen...)
 }
 
 // onceReader is a body http.NewRequest cannot rewind (no GetBody).
@@ -553,9 +588,19 @@ func TestTransportAnswersWhenTheRetryWouldMissTheDeadline(t *testing.T) {
 	g := newRig(t, refuseOnce(http.StatusTooManyRequests, "retry-after", "60"), nil)
 	ctx := testkit.NewExpiring()
 	ctx.At = received.Add(30 * time.Second)
-	resp, err := g.get(ctx)
-	must(t, err)
-	readAll(t, resp)
+	defer ctx.Expire() // a transport that waits gives up at the test's end
+	got := testkit.Go(func() *http.Response {
+		resp, err := g.get(ctx)
+		if err != nil {
+			return nil
+		}
+		readAll(t, resp)
+		return resp
+	})
+	resp := testkit.Recv(t, got, "the 429, at once")
+	if resp == nil {
+		t.Fatal("the request failed")
+	}
 	if resp.StatusCode != http.StatusTooManyRequests || g.attempts.Load() != 1 {
 		t.Errorf("%d after %d attempts; want 429 after 1", resp.StatusCode, g.attempts.Load())
 	}
