@@ -79,8 +79,8 @@ type TransportConfig[K comparable] struct {
 	MaxAttempts int
 	// Backoff is the first retry's backoff step, doubled for each later
 	// retry up to MaxBackoff; 0 means [DefaultBackoff] and 0 for
-	// MaxBackoff [DefaultMaxBackoff]. A negative value, or a MaxBackoff
-	// below Backoff, makes NewTransport panic.
+	// MaxBackoff [DefaultMaxBackoff] (or Backoff, if longer). A negative
+	// value, or a MaxBackoff below Backoff, makes NewTransport panic.
 	Backoff, MaxBackoff time.Duration
 	// RetryRatio and RetryBurst make the retry budget: each request
 	// earns RetryRatio retries, the budget holds at most RetryBurst (and
@@ -95,8 +95,10 @@ type TransportConfig[K comparable] struct {
 	// Retry, as one that is. False, the default, retries it only when
 	// the provider cannot have processed it (see the package docs).
 	RetryUnsafe bool
-	// Clock times the waits between attempts and is the Now of each
-	// [Attempt]; nil means the system clock. Tests pass a fake one.
+	// Clock times the waits between attempts, is the Now of each
+	// [Attempt], and is what a retry's end is compared with the
+	// request's deadline on; nil means the system clock. Tests pass a
+	// fake one.
 	Clock semaphore.Clock
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -794,4 +795,77 @@ func BenchmarkTransport(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestTransportKeyError: Key's error is the request's, before any lane
+// is taken, and the request's body is closed.
+func TestTransportKeyError(t *testing.T) {
+	g := newRig(t, refuseOnce(http.StatusOK), nil)
+	errNoTenant := errors.New("no tenant")
+	set, err := g.q.Lanes("provider")
+	must(t, err)
+	tr := lanehttp.NewTransport(lanehttp.TransportConfig[string]{
+		Base: g.srv.Client().Transport, Queue: g.q, Lanes: set,
+		Key: func(*http.Request) (string, error) { return "", errNoTenant },
+	})
+	body := &closeRecorder{Reader: strings.NewReader("x")}
+	req, err := http.NewRequest(http.MethodPost, g.srv.URL, body)
+	must(t, err)
+	if _, err := tr.RoundTrip(req); !errors.Is(err, errNoTenant) {
+		t.Errorf("got %v; want Key's error", err)
+	}
+	if !body.closed.Load() {
+		t.Error("the request's body was not closed")
+	}
+	if st := stats(t, g.q, "provider"); st.Acquired != 0 || g.attempts.Load() != 0 {
+		t.Errorf("%d acquired, %d attempts; want none", st.Acquired, g.attempts.Load())
+	}
+}
+
+// TestNewTransportPanicsOnMisconfiguration: a configuration no request
+// could use is found when the client is set up.
+func TestNewTransportPanicsOnMisconfiguration(t *testing.T) {
+	q := lanequeue.New[string]()
+	defer q.Close()
+	must(t, q.AddGlobalLane("provider", 1))
+	must(t, q.AddRateLane("tpm", 1, 1))
+	set, err := q.Lanes("provider")
+	must(t, err)
+	other := lanequeue.New[string]()
+	defer other.Close()
+	must(t, other.AddGlobalLane("provider", 1))
+	otherSet, err := other.Lanes("provider")
+	must(t, err)
+	ok := lanehttp.TransportConfig[string]{Queue: q, Lanes: set}
+	cases := map[string]func(*lanehttp.TransportConfig[string]){
+		"no queue":            func(c *lanehttp.TransportConfig[string]) { c.Queue = nil },
+		"no lanes":            func(c *lanehttp.TransportConfig[string]) { c.Lanes = lanequeue.LaneSet[string]{} },
+		"another queue's set": func(c *lanehttp.TransportConfig[string]) { c.Lanes = otherSet },
+		"tokens lane not in set": func(c *lanehttp.TransportConfig[string]) {
+			c.TokensLane, c.Tokens = "tpm", func(*http.Request) int64 { return 1 }
+		},
+		"tokens lane, no Tokens": func(c *lanehttp.TransportConfig[string]) { c.TokensLane = "provider" },
+		"negative attempts":      func(c *lanehttp.TransportConfig[string]) { c.MaxAttempts = -1 },
+		"negative backoff":       func(c *lanehttp.TransportConfig[string]) { c.Backoff = -1 },
+		"max below backoff":      func(c *lanehttp.TransportConfig[string]) { c.Backoff, c.MaxBackoff = time.Second, time.Millisecond },
+		"negative ratio":         func(c *lanehttp.TransportConfig[string]) { c.RetryRatio = -0.1 },
+		"NaN ratio":              func(c *lanehttp.TransportConfig[string]) { c.RetryRatio = math.NaN() },
+		"huge ratio":             func(c *lanehttp.TransportConfig[string]) { c.RetryRatio = 1e300 },
+		"negative burst":         func(c *lanehttp.TransportConfig[string]) { c.RetryBurst = -1 },
+	}
+	for name, mod := range cases {
+		cfg := ok
+		mod(&cfg)
+		func() {
+			defer func() {
+				if v := recover(); v == nil {
+					t.Errorf("%s: NewTransport did not panic", name)
+				} else if s, _ := v.(string); !strings.HasPrefix(s, "lanehttp: ") {
+					t.Errorf("%s: panicked with %v; want a lanehttp: message", name, v)
+				}
+			}()
+			lanehttp.NewTransport(cfg)
+		}()
+	}
+	lanehttp.NewTransport(ok) // the defaults do
 }
