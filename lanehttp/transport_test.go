@@ -869,3 +869,48 @@ func TestNewTransportPanicsOnMisconfiguration(t *testing.T) {
 	}
 	lanehttp.NewTransport(ok) // the defaults do
 }
+
+// TestTransportSharesTheQueueWithTheMiddleware: one queue serves a
+// gateway's inbound requests (the middleware's lanes) and its calls to
+// the provider (the transport's): a handler's call made with its
+// request's context is part of that request, so a drain begun while the
+// handler runs admits the call, and ends once the answer's lanes are
+// back.
+func TestTransportSharesTheQueueWithTheMiddleware(t *testing.T) {
+	g := newRig(t, func(_ int64, w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "answer") }, nil)
+	must(t, g.q.AddKeyedLane("session"))
+	session, err := g.q.Lanes("session")
+	must(t, err)
+	inHandler, drainBegun := make(chan struct{}), make(chan struct{})
+	h := lanehttp.Handler(lanehttp.Config[string]{
+		Queue: g.q, Lanes: session,
+		Key: func(r *http.Request) (string, error) { return r.Header.Get("X-Key"), nil },
+	}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(inHandler)
+		<-drainBegun
+		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, g.srv.URL, nil)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		resp, err := g.client.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		io.Copy(w, resp.Body)
+	}))
+	served := testkit.Go(func() *httptest.ResponseRecorder { return serve(h, request(context.Background(), "thread-1")) })
+	testkit.Recv(t, inHandler, "the handler")
+	drained := testkit.Go(func() error { return g.q.Drain(context.Background()) })
+	testkit.Eventually(t, "the queue to drain", g.q.Draining)
+	close(drainBegun)
+	if w := testkit.Recv(t, served, "the answer"); w.Code != http.StatusOK || w.Body.String() != "answer" {
+		t.Errorf("got %d %q; want 200 answer", w.Code, w.Body.String())
+	}
+	must(t, testkit.Recv(t, drained, "the drain"))
+	if _, err := g.get(context.Background()); !errors.Is(err, lanequeue.ErrClosed) {
+		t.Errorf("a call after the drain: %v; want ErrClosed", err)
+	}
+}
