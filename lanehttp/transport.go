@@ -67,8 +67,10 @@ type TransportConfig[K comparable] struct {
 	// tokens; "" when there is none. Each attempt takes Tokens(req) of
 	// it, and 1 of every other lane.
 	TokensLane string
-	// Tokens returns the request's estimated token count, the weight it
-	// takes of TokensLane (at least 1). Required with TokensLane.
+	// Tokens returns the request's estimated token count, the weight
+	// each of its attempts takes of TokensLane (at least 1); it is called
+	// once per request. An estimate above the lane's burst fails the
+	// request with the lane's ErrTooHeavy. Required with TokensLane.
 	Tokens func(*http.Request) int64
 	// Classify makes a [Verdict] of each attempt; nil means
 	// [DefaultClassifier].
@@ -106,7 +108,8 @@ type TransportConfig[K comparable] struct {
 // request to a provider while holding the lanes of its
 // [TransportConfig], and retries failed attempts within the request's
 // context and a retry budget, as the package docs (Transport) state.
-// Make it with [NewTransport]; it is safe for concurrent use.
+// Make it with [NewTransport] (the zero Transport is not usable); it is
+// safe for concurrent use.
 type Transport[K comparable] struct {
 	cfg    TransportConfig[K]
 	earn   int64        // budget units a request earns
