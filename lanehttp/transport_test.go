@@ -914,3 +914,20 @@ func TestTransportSharesTheQueueWithTheMiddleware(t *testing.T) {
 		t.Errorf("a call after the drain: %v; want ErrClosed", err)
 	}
 }
+
+// TestTransportEstimateAboveTheBurst: an estimate the tokens lane could
+// never grant fails the request with the lane's ErrTooHeavy, at once.
+func TestTransportEstimateAboveTheBurst(t *testing.T) {
+	g := newRig(t, refuseOnce(http.StatusOK), func(c *lanehttp.TransportConfig[string]) {
+		c.Tokens = func(*http.Request) int64 { return 100_001 }
+	})
+	_, err := g.get(context.Background())
+	var le *lanequeue.LaneError
+	if !errors.Is(err, lanequeue.ErrTooHeavy) || !errors.As(err, &le) || le.Lane != "tpm" {
+		t.Errorf("got %v; want tpm's ErrTooHeavy", err)
+	}
+	if n := g.attempts.Load(); n != 0 {
+		t.Errorf("the provider got %d attempts; want 0", n)
+	}
+	nothingHeld(t, g.q)
+}
