@@ -3,6 +3,7 @@ package lanehttp
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"time"
 )
@@ -84,8 +85,10 @@ type Classifier func(Attempt) Verdict
 // which is all a client can assume when it cannot tell whether the
 // provider received it: its method is idempotent (GET, HEAD, OPTIONS,
 // TRACE, PUT, DELETE; RFC 9110 section 9.2.2), or it carries an
-// Idempotency-Key or X-Idempotency-Key header. Such an error is no
-// overload and has no After.
+// Idempotency-Key or X-Idempotency-Key header. An error before the
+// request had a connection (a dial or a proxy connect that failed: the
+// provider saw none of it) is retried whatever the method. Such an error
+// is no overload and has no After.
 //
 // Whether a request's body can be sent again (no body, or GetBody set) is
 // not the classifier's concern but the caller's, which must rewind it.
@@ -94,7 +97,7 @@ func DefaultClassifier(a Attempt) Verdict {
 		if errors.Is(a.Err, context.Canceled) || errors.Is(a.Err, context.DeadlineExceeded) {
 			return Verdict{}
 		}
-		return Verdict{Retry: safeToRepeat(a.Request)}
+		return Verdict{Retry: unsent(a.Err) || safeToRepeat(a.Request)}
 	}
 	resp := a.Response
 	if resp == nil {
@@ -154,4 +157,12 @@ func safeToRepeat(req *http.Request) bool {
 		return true // "" is GET for an http.Client
 	}
 	return len(req.Header["Idempotency-Key"]) > 0 || len(req.Header["X-Idempotency-Key"]) > 0
+}
+
+// unsent says that err came before the request had a connection to be
+// written to (a dial or proxy connect that failed), so the provider saw
+// none of it.
+func unsent(err error) bool {
+	var op *net.OpError
+	return err != nil && errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect")
 }

@@ -80,6 +80,43 @@
 // reset headers), and a [Classifier] ([DefaultClassifier] unless replaced)
 // makes a [Verdict] of each attempt: retry or not, overload or not, and
 // after how long.
+//
+// Transport: a [Transport] (made by [NewTransport] from a
+// [TransportConfig]) is the http.RoundTripper of a gateway's client for a
+// provider. Each attempt of a request takes the lanes of
+// [TransportConfig.Lanes] with [lanequeue.Queue.AcquireAll] and the
+// request's context, as the middleware does (the same queue may serve
+// both), taking the request's token estimate of the tokens lane and 1 of
+// the others. A lane's refusal (a full line, a closed or draining queue)
+// is returned as AcquireAll's error and is not retried. The attempt that
+// answers the caller holds its lanes until its response's Body is closed
+// (the first Close releases them; a second is harmless); one that fails
+// with an error, or is retried, gives them back at once. Either way its
+// lanes' observers are told its outcome first: the verdict's overloads
+// (429, 503, 529 by default) as adaptive.ErrOverload, which lowers an
+// adaptive lane's limit.
+//
+// An attempt is retried when the verdict says Retry and the request
+// gets another: it is under [TransportConfig.MaxAttempts]; its body can
+// be read again (no body, or GetBody set, as http.NewRequest sets it
+// for an in-memory body: a request with a body and no GetBody gets one
+// attempt); it is safe to send twice (an idempotent method or an
+// Idempotency-Key header) or the provider cannot have processed it (an
+// overload refused it, or its dial failed) or
+// [TransportConfig.RetryUnsafe] is set; the retry budget holds a retry
+// (each request earns RetryRatio, the budget keeps at most RetryBurst:
+// over any stretch, retries are at most RetryBurst + RetryRatio ×
+// requests, so a storm of failures does not multiply the load); and
+// the wait ends before the context's deadline. Otherwise the caller gets
+// the attempt's response (a 429, say, not an error) or error. The wait
+// before the n-th retry is max(After, step/2) plus a jitter uniform in
+// [0, step/2], where After is the provider's retry time (see
+// [RetryAfter]; at most [MaxRetryAfter]) and step is Backoff doubled n-1
+// times, at most MaxBackoff: never sooner than the provider asked, never
+// in step with other callers, never longer than MaxRetryAfter +
+// MaxBackoff/2. The context bounds every wait: when it ends, in line for
+// a lane, between attempts or during one, RoundTrip returns its error
+// and nothing is held.
 package lanehttp
 
 import (

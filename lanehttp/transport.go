@@ -1,0 +1,438 @@
+package lanehttp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/sessionlane/lanes/adaptive"
+	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// Defaults of a [TransportConfig] field left 0.
+const (
+	// DefaultMaxAttempts is the attempts a request gets, the first
+	// included: two retries, as the providers' own SDKs make.
+	DefaultMaxAttempts = 3
+	// DefaultBackoff is the first retry's backoff step.
+	DefaultBackoff = 500 * time.Millisecond
+	// DefaultMaxBackoff bounds the backoff step as it doubles.
+	DefaultMaxBackoff = 8 * time.Second
+	// DefaultRetryRatio is the retries one request earns for the retry
+	// budget: one retry per ten requests, beyond the burst.
+	DefaultRetryRatio = 0.1
+	// DefaultRetryBurst is the retries the budget holds at most: a quiet
+	// transport may retry this many at once before the ratio binds.
+	DefaultRetryBurst = 10
+)
+
+// maxRetryRatio is the largest RetryRatio: one that bounds nothing (a
+// request retries at most MaxAttempts-1 times) but keeps the budget's
+// sums within an int64.
+const maxRetryRatio = 1000
+
+// budgetUnit is one retry in the budget's fixed point: a millionth of a
+// retry is the finest ratio kept, and a burst of up to 9e12 retries fits.
+const budgetUnit = 1_000_000
+
+// TransportConfig says which lanes each attempt of a call to a provider
+// takes and how failed attempts are retried; see [NewTransport] and the
+// package docs (Transport). Queue and Lanes are required.
+type TransportConfig[K comparable] struct {
+	// Base sends each attempt; nil means http.DefaultTransport.
+	Base http.RoundTripper
+	// Queue is the queue whose lanes the attempts take: it may be the one
+	// a [Middleware] serves inbound requests with.
+	Queue *lanequeue.Queue[K]
+	// Lanes is the set every attempt takes, prepared by Queue.Lanes: the
+	// provider's concurrency (a global lane, which an
+	// adaptive.Controller may drive through Queue.ObserveLane), its
+	// requests per window (a rate lane), its tokens per window (a rate
+	// lane named by TokensLane), a keyed lane for a tenant's share.
+	Lanes lanequeue.LaneSet[K]
+	// Key, if not nil, returns the key the request's lanes are taken
+	// for (a tenant, for a keyed lane in Lanes); an error fails the
+	// request before any lane is taken. Nil takes the zero K, which is
+	// right when Lanes has no keyed lane.
+	Key func(*http.Request) (K, error)
+	// TokensLane names the lane of Lanes that counts the provider's
+	// tokens; "" when there is none. Each attempt takes Tokens(req) of
+	// it, and 1 of every other lane.
+	TokensLane string
+	// Tokens returns the request's estimated token count, the weight
+	// each of its attempts takes of TokensLane (at least 1); it is called
+	// once per request. An estimate above the lane's burst fails the
+	// request with the lane's ErrTooHeavy. Required with TokensLane.
+	Tokens func(*http.Request) int64
+	// Classify makes a [Verdict] of each attempt; nil means
+	// [DefaultClassifier].
+	Classify Classifier
+	// MaxAttempts bounds the attempts of one request, the first
+	// included: 1 never retries. 0 means [DefaultMaxAttempts]; a negative
+	// value makes NewTransport panic.
+	MaxAttempts int
+	// Backoff is the first retry's backoff step, doubled for each later
+	// retry up to MaxBackoff; 0 means [DefaultBackoff] and 0 for
+	// MaxBackoff [DefaultMaxBackoff] (or Backoff, if longer). A negative
+	// value, or a MaxBackoff below Backoff, makes NewTransport panic.
+	Backoff, MaxBackoff time.Duration
+	// RetryRatio and RetryBurst make the retry budget: each request
+	// earns RetryRatio retries, the budget holds at most RetryBurst (and
+	// starts full), and each retry spends one. 0 means
+	// [DefaultRetryRatio] and [DefaultRetryBurst]; a negative value, or
+	// a RetryRatio that is not a number or is above 1000, makes
+	// NewTransport panic.
+	RetryRatio float64
+	RetryBurst int
+	// RetryUnsafe retries a request that is not safe to send twice (a
+	// POST or PATCH without an Idempotency-Key) whenever Classify says
+	// Retry, as one that is. False, the default, retries it only when
+	// the provider cannot have processed it (see the package docs).
+	RetryUnsafe bool
+	// Clock times the waits between attempts, is the Now of each
+	// [Attempt], and is what a retry's end is compared with the
+	// request's deadline on; nil means the system clock. Tests pass a
+	// fake one.
+	Clock semaphore.Clock
+}
+
+// Transport is an [http.RoundTripper] that sends each attempt of a
+// request to a provider while holding the lanes of its
+// [TransportConfig], and retries failed attempts within the request's
+// context and a retry budget, as the package docs (Transport) state.
+// Make it with [NewTransport] (the zero Transport is not usable); it is
+// safe for concurrent use.
+type Transport[K comparable] struct {
+	cfg    TransportConfig[K]
+	earn   int64        // budget units a request earns
+	cap    int64        // budget units held at most
+	budget atomic.Int64 // budget units now
+}
+
+// NewTransport returns a Transport for cfg. It panics, as [Middleware]
+// does, if cfg has no Queue, if Lanes is empty or not a set of Queue, if
+// TokensLane is not in Lanes or has no Tokens, or if a bound is negative:
+// a programming error, found when the client is set up.
+func NewTransport[K comparable](cfg TransportConfig[K]) *Transport[K] {
+	if cfg.Queue == nil {
+		panic("lanehttp: TransportConfig.Queue is nil")
+	}
+	switch err := cfg.Queue.Check(cfg.Lanes); {
+	case errors.Is(err, lanequeue.ErrNoLanes):
+		panic("lanehttp: TransportConfig.Lanes is empty: set it to the lanes every attempt takes, made by Queue.Lanes")
+	case errors.Is(err, lanequeue.ErrUnknownLane):
+		panic("lanehttp: TransportConfig.Lanes: " + err.Error())
+	}
+	if cfg.TokensLane != "" {
+		if !slices.Contains(cfg.Lanes.Names(), cfg.TokensLane) {
+			panic("lanehttp: TransportConfig.TokensLane " + cfg.TokensLane + " is not in Lanes " + cfg.Lanes.String())
+		}
+		if cfg.Tokens == nil {
+			panic("lanehttp: TransportConfig.Tokens is nil with a TokensLane")
+		}
+	}
+	if cfg.Base == nil {
+		cfg.Base = http.DefaultTransport
+	}
+	if cfg.Classify == nil {
+		cfg.Classify = DefaultClassifier
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	switch {
+	case cfg.MaxAttempts < 0:
+		panic("lanehttp: TransportConfig.MaxAttempts is negative: 0 means DefaultMaxAttempts")
+	case cfg.MaxAttempts == 0:
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if cfg.Backoff < 0 || cfg.MaxBackoff < 0 {
+		panic("lanehttp: TransportConfig.Backoff or MaxBackoff is negative: 0 means the default")
+	}
+	if cfg.Backoff == 0 {
+		cfg.Backoff = DefaultBackoff
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = max(DefaultMaxBackoff, cfg.Backoff)
+	}
+	if cfg.MaxBackoff < cfg.Backoff {
+		panic("lanehttp: TransportConfig.MaxBackoff is below Backoff")
+	}
+	r := cfg.RetryRatio
+	if !(r >= 0 && r <= maxRetryRatio) { // NaN too
+		panic("lanehttp: TransportConfig.RetryRatio is negative, not a number, or above 1000: 0 means DefaultRetryRatio")
+	}
+	if r == 0 {
+		r = DefaultRetryRatio
+	}
+	switch {
+	case cfg.RetryBurst < 0 || int64(cfg.RetryBurst) > math.MaxInt64/(2*budgetUnit):
+		panic("lanehttp: TransportConfig.RetryBurst is negative or too large: 0 means DefaultRetryBurst")
+	case cfg.RetryBurst == 0:
+		cfg.RetryBurst = DefaultRetryBurst
+	}
+	t := &Transport[K]{cfg: cfg, earn: int64(math.Round(r * budgetUnit)), cap: int64(cfg.RetryBurst) * budgetUnit}
+	t.budget.Store(t.cap)
+	return t
+}
+
+// RoundTrip sends req to the provider, one attempt at a time, each while
+// holding the lanes, as the package docs (Transport) state. It returns
+// the last attempt's response, whose Body's Close releases that
+// attempt's lanes, or an error: the lanes' (a [*lanequeue.LaneError],
+// or one matching lanequeue.ErrClosed), Key's, the request's context's,
+// or the last attempt's. It never changes req, and closes req.Body, as
+// http.RoundTripper requires.
+//
+// Cancellation: the request's context bounds every wait (for the lanes,
+// between attempts, and the attempt itself): when it ends, RoundTrip
+// returns its error and holds nothing.
+func (t *Transport[K]) RoundTrip(req *http.Request) (*http.Response, error) {
+	cfg := &t.cfg
+	ctx := req.Context()
+	body := req.Body // the caller's, until an attempt is given it
+	defer func() {
+		if body != nil {
+			body.Close()
+		}
+	}()
+	var key K
+	if cfg.Key != nil {
+		var err error
+		if key, err = cfg.Key(req); err != nil {
+			return nil, err
+		}
+	}
+	opts := t.acquireOptions(req)
+	t.earnRetry()
+	rewind := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	safe := cfg.RetryUnsafe || safeToRepeat(req)
+	for n := 1; ; n++ {
+		tk, err := cfg.Queue.AcquireAll(ctx, key, cfg.Lanes, opts...)
+		if err != nil {
+			return nil, err
+		}
+		areq := req
+		if n > 1 {
+			if areq, err = rewound(req); err != nil {
+				tk.Release()
+				return nil, err
+			}
+		}
+		body = nil // the base closes it
+		resp, v, err := t.attempt(tk, req, areq)
+		outcome := attemptOutcome(resp, err, v)
+		retry := v.Retry && n < cfg.MaxAttempts && rewind &&
+			(safe || v.Overload || unsent(err))
+		var wait time.Duration
+		if retry {
+			wait = t.backoff(n, v)
+			if dl, ok := ctx.Deadline(); ok && cfg.Clock.Now().Add(wait).After(dl) {
+				retry = false // the caller would be gone before the retry: give it this answer
+			}
+		}
+		if !retry || !t.spendRetry() {
+			if err != nil {
+				tk.Finish(outcome)
+				return nil, err
+			}
+			return holdUntilClosed(resp, tk, outcome), nil
+		}
+		if resp != nil {
+			drain(resp.Body)
+		}
+		tk.Finish(outcome)
+		if err := t.sleep(ctx, wait); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// attempt sends areq through the base and classifies what came back. If
+// the base or the classifier panics, it releases tk (reporting nothing)
+// and the panic goes on.
+func (t *Transport[K]) attempt(tk *lanequeue.Ticket[K], req, areq *http.Request) (resp *http.Response, v Verdict, err error) {
+	done := false
+	defer func() {
+		if !done {
+			tk.Release()
+		}
+	}()
+	resp, err = t.cfg.Base.RoundTrip(areq)
+	v = t.cfg.Classify(Attempt{Request: req, Response: resp, Err: err, Now: t.cfg.Clock.Now()})
+	done = true
+	return resp, v, err
+}
+
+// rewound is a copy of req, for a retry, with its body read again from
+// GetBody.
+func rewound(req *http.Request) (*http.Request, error) {
+	r := new(http.Request)
+	*r = *req
+	if req.Body != nil && req.Body != http.NoBody {
+		b, err := req.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		r.Body = b
+	}
+	return r, nil
+}
+
+// acquireOptions are the per-call options of req's attempts: its token
+// estimate as the weight of the tokens lane. It is the one place that
+// names lanequeue's per-call options.
+func (t *Transport[K]) acquireOptions(req *http.Request) []lanequeue.AcquireOption {
+	if t.cfg.TokensLane == "" {
+		return nil
+	}
+	return []lanequeue.AcquireOption{lanequeue.WithLaneWeight(t.cfg.TokensLane, max(1, t.cfg.Tokens(req)))}
+}
+
+// earnRetry adds a request's share to the retry budget, up to its cap.
+func (t *Transport[K]) earnRetry() {
+	for {
+		b := t.budget.Load()
+		if b >= t.cap || t.budget.CompareAndSwap(b, min(t.cap, b+t.earn)) {
+			return
+		}
+	}
+}
+
+// spendRetry takes one retry from the budget, if it holds one.
+func (t *Transport[K]) spendRetry() bool {
+	for {
+		b := t.budget.Load()
+		if b < budgetUnit {
+			return false
+		}
+		if t.budget.CompareAndSwap(b, b-budgetUnit) {
+			return true
+		}
+	}
+}
+
+// backoff is the wait before the n-th retry (n from 1):
+// max(After, step/2) + a uniform jitter in [0, step/2], where step is
+// Backoff doubled n-1 times, at most MaxBackoff, and After the verdict's
+// hint (0 without one).
+func (t *Transport[K]) backoff(n int, v Verdict) time.Duration {
+	step := t.cfg.Backoff
+	for i := 1; i < n && step < t.cfg.MaxBackoff; i++ {
+		if step > t.cfg.MaxBackoff/2 {
+			step = t.cfg.MaxBackoff
+			break
+		}
+		step *= 2
+	}
+	step = min(step, t.cfg.MaxBackoff)
+	half := step / 2
+	base := half
+	if v.HasAfter {
+		base = max(half, min(v.After, MaxRetryAfter))
+	}
+	return base + time.Duration(rand.Int64N(int64(half)+1))
+}
+
+// sleep waits d on the transport's clock, or until ctx ends.
+func (t *Transport[K]) sleep(ctx context.Context, d time.Duration) error {
+	tm := t.cfg.Clock.NewTimer(d)
+	select {
+	case <-tm.C():
+		return nil
+	case <-ctx.Done():
+		tm.Stop()
+		return ctx.Err()
+	}
+}
+
+// CloseIdleConnections closes the idle connections of the Base, if it
+// has such a method (http.Client.CloseIdleConnections calls it).
+func (t *Transport[K]) CloseIdleConnections() {
+	if c, ok := t.cfg.Base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// attemptOutcome is what an attempt's lanes' observers are told: an
+// overload as adaptive.ErrOverload (a [*StatusError] for a response),
+// any other failed response as a StatusError wrapping nothing, an error
+// as it is (an adaptive controller ignores both), a success as nil.
+func attemptOutcome(resp *http.Response, err error, v Verdict) error {
+	switch {
+	case err != nil && v.Overload:
+		return errors.Join(adaptive.ErrOverload, err)
+	case err != nil:
+		return err
+	case v.Overload:
+		return &StatusError{Status: resp.StatusCode, Err: adaptive.ErrOverload}
+	case resp.StatusCode >= 500:
+		return &StatusError{Status: resp.StatusCode}
+	}
+	return nil
+}
+
+// maxDrain is how much of a retried attempt's body is read before it is
+// closed, so that its connection can carry the next attempt; a longer one
+// costs its connection instead.
+const maxDrain = 64 << 10
+
+// drain reads what is left of a short body and closes it.
+func drain(b io.ReadCloser) {
+	if b == nil {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, b, maxDrain)
+	b.Close()
+}
+
+// holdUntilClosed makes resp's body finish tk with outcome when it is
+// closed, once.
+func holdUntilClosed[K comparable](resp *http.Response, tk *lanequeue.Ticket[K], outcome error) *http.Response {
+	if resp.Body == nil {
+		tk.Finish(outcome)
+		return resp
+	}
+	if _, ok := resp.Body.(io.Writer); ok { // a 101 Switching Protocols' connection
+		b := &laneRWBody[K]{}
+		b.ReadCloser, b.t, b.outcome = resp.Body, tk, outcome
+		resp.Body = b
+		return resp
+	}
+	resp.Body = &laneBody[K]{ReadCloser: resp.Body, t: tk, outcome: outcome}
+	return resp
+}
+
+// laneBody is a response's body that releases its attempt's lanes when
+// closed.
+type laneBody[K comparable] struct {
+	io.ReadCloser
+	t       *lanequeue.Ticket[K]
+	outcome error
+	closed  atomic.Bool
+}
+
+// Close closes the body and, the first time, finishes the ticket.
+func (b *laneBody[K]) Close() error {
+	err := b.ReadCloser.Close()
+	if b.closed.CompareAndSwap(false, true) {
+		b.t.Finish(b.outcome)
+	}
+	return err
+}
+
+// laneRWBody is a laneBody that can be written to, as the body of a 101
+// Switching Protocols response can.
+type laneRWBody[K comparable] struct{ laneBody[K] }
+
+func (b *laneRWBody[K]) Write(p []byte) (int, error) {
+	return b.ReadCloser.(io.Writer).Write(p)
+}

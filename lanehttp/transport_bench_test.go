@@ -1,0 +1,58 @@
+package lanehttp_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/sessionlane/lanes/lanehttp"
+	"github.com/sessionlane/lanes/lanequeue"
+)
+
+// BenchmarkTransport is a round trip to a provider on loopback: through
+// the bare client, and through a Transport over a concurrency lane, a
+// requests lane and a tokens lane that never make it wait.
+func BenchmarkTransport(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"ok":true}`)
+	}))
+	defer srv.Close()
+	q := lanequeue.New[string]()
+	defer q.Close()
+	if err := q.AddGlobalLane("provider", 64); err != nil {
+		b.Fatal(err)
+	}
+	if err := q.AddRateLane("rpm", 1e9, 1e9); err != nil {
+		b.Fatal(err)
+	}
+	if err := q.AddRateLane("tpm", 1e12, 1e12); err != nil {
+		b.Fatal(err)
+	}
+	set, err := q.Lanes("provider", "rpm", "tpm")
+	if err != nil {
+		b.Fatal(err)
+	}
+	bare := srv.Client()
+	defer bare.CloseIdleConnections()
+	lanes := &http.Client{Transport: lanehttp.NewTransport(lanehttp.TransportConfig[string]{
+		Base: bare.Transport, Queue: q, Lanes: set,
+		TokensLane: "tpm", Tokens: func(*http.Request) int64 { return 100 },
+	})}
+	for _, c := range []struct {
+		name   string
+		client *http.Client
+	}{{"bare", bare}, {"lanes", lanes}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				resp, err := c.client.Get(srv.URL)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+}
