@@ -94,7 +94,11 @@
 // with an error, or is retried, gives them back at once. Either way its
 // lanes' observers are told its outcome first: the verdict's overloads
 // (429, 503, 529 by default) as adaptive.ErrOverload, which lowers an
-// adaptive lane's limit.
+// adaptive lane's limit. An overload that carries a retry time also pauses
+// the set's global and rate lanes for that long, for every caller
+// ([lanequeue.Queue.Cooldown]): one 429 holds back the whole gateway's
+// calls to the provider, not only the retries of the call that got it
+// (keyed lanes, which other work of a key may share, are not paused).
 //
 // An attempt is retried when the verdict says Retry and the request
 // gets another: it is under [TransportConfig.MaxAttempts]; its body can

@@ -111,7 +111,12 @@ type TransportConfig[K comparable] struct {
 // Make it with [NewTransport] (the zero Transport is not usable); it is
 // safe for concurrent use.
 type Transport[K comparable] struct {
-	cfg    TransportConfig[K]
+	cfg TransportConfig[K]
+	// cool are the lanes that an overload with a retry time pauses (see
+	// Queue.Cooldown): the set's global and rate lanes, the provider's
+	// budgets; a keyed lane, which other work of a key may share, is not
+	// paused for all keys.
+	cool   []string
 	earn   int64        // budget units a request earns
 	cap    int64        // budget units held at most
 	budget atomic.Int64 // budget units now
@@ -180,6 +185,11 @@ func NewTransport[K comparable](cfg TransportConfig[K]) *Transport[K] {
 		cfg.RetryBurst = DefaultRetryBurst
 	}
 	t := &Transport[K]{cfg: cfg, earn: int64(math.Round(r * budgetUnit)), cap: int64(cfg.RetryBurst) * budgetUnit}
+	for _, name := range cfg.Lanes.Names() {
+		if l, ok := cfg.Queue.Lane(name); ok && l.Kind() != lanequeue.Keyed {
+			t.cool = append(t.cool, name)
+		}
+	}
 	t.budget.Store(t.cap)
 	return t
 }
@@ -229,6 +239,13 @@ func (t *Transport[K]) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		body = nil // the base closes it
 		resp, v, err := t.attempt(tk, req, areq)
+		if v.Overload && v.HasAfter && v.After > 0 {
+			// Every caller of these lanes pauses, not only this one:
+			// the provider's limit is theirs too.
+			for _, name := range t.cool {
+				_ = cfg.Queue.Cooldown(name, v.After) // a lane of the set: never unknown
+			}
+		}
 		outcome := attemptOutcome(resp, err, v)
 		retry := v.Retry && n < cfg.MaxAttempts && rewind &&
 			(safe || v.Overload || unsent(err))
@@ -290,11 +307,11 @@ func rewound(req *http.Request) (*http.Request, error) {
 // acquireOptions are the per-call options of req's attempts: its token
 // estimate as the weight of the tokens lane. It is the one place that
 // names lanequeue's per-call options.
-func (t *Transport[K]) acquireOptions(req *http.Request) []lanequeue.AcquireOption {
+func (t *Transport[K]) acquireOptions(req *http.Request) []semaphore.AcquireOption {
 	if t.cfg.TokensLane == "" {
 		return nil
 	}
-	return []lanequeue.AcquireOption{lanequeue.WithLaneWeight(t.cfg.TokensLane, max(1, t.cfg.Tokens(req)))}
+	return []semaphore.AcquireOption{lanequeue.LaneWeight(t.cfg.TokensLane, max(1, t.cfg.Tokens(req)))}
 }
 
 // earnRetry adds a request's share to the retry budget, up to its cap.

@@ -319,11 +319,23 @@ func TestTransportRetryBudget(t *testing.T) {
 	if got := testkit.Recv(t, done, "the first request"); got != http.StatusTooManyRequests || g.attempts.Load() != 2 {
 		t.Fatalf("first request: %d after %d attempts; want 429 after 2 (the budget's one retry)", got, g.attempts.Load())
 	}
-	resp, err := g.get(context.Background())
-	must(t, err)
-	readAll(t, resp)
-	if resp.StatusCode != http.StatusTooManyRequests || g.attempts.Load() != 3 {
-		t.Errorf("second request: %d after %d attempts in all; want 429 after 3", resp.StatusCode, g.attempts.Load())
+	second := testkit.Go(func() *http.Response {
+		resp, err := g.get(context.Background())
+		if err != nil {
+			return nil
+		}
+		readAll(t, resp)
+		return resp
+	})
+	// The last 429's Retry-After paused the lanes for every caller: the
+	// second request waits it out in line, then gets no retry.
+	if d := g.clk.next(t); d != time.Second {
+		t.Fatalf("the second request waited %v in line; want the cooldown's 1s", d)
+	}
+	g.clk.Advance(time.Second)
+	resp := testkit.Recv(t, second, "the second request")
+	if resp == nil || resp.StatusCode != http.StatusTooManyRequests || g.attempts.Load() != 3 {
+		t.Fatalf("second request: %v after %d attempts in all; want 429 after 3", resp, g.attempts.Load())
 	}
 	if n := g.clk.Pending(); n != 0 {
 		t.Errorf("%d timers armed; want none", n)
@@ -356,6 +368,39 @@ func TestTransportAnswersWhenTheRetryWouldMissTheDeadline(t *testing.T) {
 	}
 	if resp.Header.Get("Retry-After") != "60" {
 		t.Errorf("Retry-After %q; want the provider's 60", resp.Header.Get("Retry-After"))
+	}
+	nothingHeld(t, g.q)
+}
+
+// TestTransportOverloadPausesEveryCaller: a 429 with Retry-After pauses
+// the provider's lanes for every caller of the transport, not only the
+// retries of the request that got it: a request that comes meanwhile
+// waits in line for the retry time before it is sent.
+func TestTransportOverloadPausesEveryCaller(t *testing.T) {
+	g := newRig(t, refuseOnce(http.StatusTooManyRequests, "Retry-After", "30"), nil)
+	status := func() int {
+		resp, err := g.get(context.Background())
+		if err != nil {
+			return 0
+		}
+		readAll(t, resp)
+		return resp.StatusCode
+	}
+	a := testkit.Go(status)
+	waitA := g.clk.next(t) // a got the 429 and waits to retry
+	b := testkit.Go(status)
+	if waitB := g.clk.next(t); waitB != 30*time.Second {
+		t.Fatalf("b waited %v in line; want the 30s the provider asked", waitB)
+	}
+	if n := g.attempts.Load(); n != 1 {
+		t.Fatalf("the provider got %d requests during the pause; want only a's first", n)
+	}
+	g.clk.Advance(max(waitA, 30*time.Second))
+	if sa, sb := testkit.Recv(t, a, "a"), testkit.Recv(t, b, "b"); sa != http.StatusOK || sb != http.StatusOK {
+		t.Fatalf("a %d, b %d; want both 200 after the pause", sa, sb)
+	}
+	if n := g.attempts.Load(); n != 3 {
+		t.Fatalf("the provider got %d requests; want 3", n)
 	}
 	nothingHeld(t, g.q)
 }

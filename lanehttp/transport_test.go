@@ -71,6 +71,7 @@ func newRig(t *testing.T, h func(n int64, w http.ResponseWriter, r *http.Request
 		h(g.attempts.Add(1), w, r)
 	}))
 	g.clk = &stepClock{Fake: clock.NewFake(received), waits: make(chan time.Duration, 16)}
+	g.q.SetClock(g.clk)
 	cfg := lanehttp.TransportConfig[string]{
 		Base:  g.srv.Client().Transport,
 		Queue: g.q, Lanes: set,

@@ -311,8 +311,8 @@ func (q *Queue[K]) Do(ctx context.Context, key K, lanes LaneSet[K], fn func(cont
 }
 
 // Check returns the error AcquireAll would return at once for the set and
-// opts, whatever the key, or nil, taking nothing. It reads every lane's
-// state: use it to diagnose, not on every call.
+// opts, whatever the key, or nil, taking nothing (a diagnosis: it reads
+// every lane).
 func (q *Queue[K]) Check(lanes LaneSet[K], opts ...semaphore.AcquireOption) error {
 	var g grant[K]
 	if err := q.resolve(&g, lanes, opts); err != nil {

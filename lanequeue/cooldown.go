@@ -7,18 +7,19 @@ import (
 	"time"
 
 	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
-// Cooldown pauses admission on lane until until, for every caller (a
+// Cooldown pauses admission on lane for d from now, for every caller (a
 // provider's retry time): calls keep their place and wait holding their
 // permits, or fail at once with a [*LaneError] if their deadline comes
 // first. See docs/api-details.md.
-func (q *Queue[K]) Cooldown(lane string, until time.Time) error {
+func (q *Queue[K]) Cooldown(lane string, d time.Duration) error {
 	ref, ok := q.tbl().byName[lane]
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownLane, lane)
 	}
-	u := until.UnixNano()
+	u := q.now().Add(d).UnixNano()
 	for {
 		old := ref.e.cool.Load()
 		if u <= old || ref.e.cool.CompareAndSwap(old, u) {
@@ -32,6 +33,9 @@ func (q *Queue[K]) Cooldown(lane string, until time.Time) error {
 // errCooling is the cause in Check's LaneError for a lane that cools
 // down.
 var errCooling = errors.New("cooling down after an overload")
+
+// SetClock sets the clock of cooldowns and later token lanes (for tests).
+func (q *Queue[K]) SetClock(c semaphore.Clock) { q.clk = c }
 
 // now reads the queue's clock (the system clock, or a test's).
 func (q *Queue[K]) now() time.Time {

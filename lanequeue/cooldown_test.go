@@ -39,7 +39,7 @@ func pending(t *testing.T, clk *clock.Fake, n int) {
 // one, as the lane's capacity allows, once it reopens.
 func TestCooldownHoldsEveryCallerInLine(t *testing.T) {
 	q, clk := coolQueue(t)
-	must(t, q.Cooldown("provider", clk.Now().Add(30*time.Second)))
+	must(t, q.Cooldown("provider", 30*time.Second))
 	names := []string{"session", "provider"}
 	a := acquireAsync(context.Background(), q, "a", names)
 	pending(t, clk, 1) // a holds the provider's permit and waits out the pause
@@ -69,8 +69,8 @@ func TestCooldownHoldsEveryCallerInLine(t *testing.T) {
 // comes before the lane reopens fails without waiting and takes nothing;
 // its LaneError names the lane and says when it reopens.
 func TestCooldownDeadlineBeforeReopenFailsAtOnce(t *testing.T) {
-	q, clk := coolQueue(t)
-	must(t, q.Cooldown("provider", clk.Now().Add(10*time.Minute)))
+	q, _ := coolQueue(t)
+	must(t, q.Cooldown("provider", 10*time.Minute))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	tk, err := acquireAll(q, ctx, "k", []string{"session", "provider"})
@@ -92,7 +92,7 @@ func TestCooldownDeadlineBeforeReopenFailsAtOnce(t *testing.T) {
 // once the lane reopens.
 func TestCooldownCancelledWhileWaitingGivesBack(t *testing.T) {
 	q, clk := coolQueue(t)
-	must(t, q.Cooldown("provider", clk.Now().Add(time.Minute)))
+	must(t, q.Cooldown("provider", time.Minute))
 	names := []string{"session", "provider"}
 	ctx, cancel := context.WithCancel(context.Background())
 	a := acquireAsync(ctx, q, "a", names)
@@ -118,7 +118,7 @@ func TestCooldownCancelledWhileWaitingGivesBack(t *testing.T) {
 // not in the set is not paused.
 func TestCooldownTryAndCheck(t *testing.T) {
 	q, clk := coolQueue(t)
-	must(t, q.Cooldown("provider", clk.Now().Add(time.Second)))
+	must(t, q.Cooldown("provider", time.Second))
 	both, err := q.Lanes("session", "provider")
 	must(t, err)
 	if tk, ok := q.TryAcquireAll("k", both); ok {
@@ -149,21 +149,20 @@ func TestCooldownTryAndCheck(t *testing.T) {
 // TestCooldownExtendsNeverShortens: a later Cooldown extends the pause,
 // an earlier one leaves it; an unknown lane is an error.
 func TestCooldownExtendsNeverShortens(t *testing.T) {
-	q, clk := coolQueue(t)
-	now := clk.Now()
-	must(t, q.Cooldown("provider", now.Add(time.Minute)))
-	must(t, q.Cooldown("provider", now.Add(time.Second)))
+	q, _ := coolQueue(t)
+	must(t, q.Cooldown("provider", time.Minute))
+	must(t, q.Cooldown("provider", time.Second))
 	both, err := q.Lanes("session", "provider")
 	must(t, err)
 	var le *lanequeue.LaneError
 	if err := q.Check(both); !errors.As(err, &le) || le.RetryAfter != time.Minute {
 		t.Fatalf("Check = %v; want RetryAfter 1m (the earlier Cooldown must not shorten it)", err)
 	}
-	must(t, q.Cooldown("provider", now.Add(2*time.Minute)))
+	must(t, q.Cooldown("provider", 2*time.Minute))
 	if err := q.Check(both); !errors.As(err, &le) || le.RetryAfter != 2*time.Minute {
 		t.Fatalf("Check = %v; want RetryAfter 2m", err)
 	}
-	if err := q.Cooldown("nope", now); !errors.Is(err, lanequeue.ErrUnknownLane) {
+	if err := q.Cooldown("nope", time.Second); !errors.Is(err, lanequeue.ErrUnknownLane) {
 		t.Fatalf("Cooldown of an unknown lane = %v; want ErrUnknownLane", err)
 	}
 }

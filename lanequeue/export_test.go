@@ -67,6 +67,3 @@ func (q *Queue[K]) AdmitLeave() {
 func SetClock[K comparable](q *Queue[K], c clock.Clock) {
 	q.watch.fake, q.watch.epoch = c, c.Now()
 }
-
-// SetClock makes cl the clock of q's cooldowns.
-func (q *Queue[K]) SetClock(cl clock.Clock) { q.clk = cl }

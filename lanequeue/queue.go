@@ -422,9 +422,8 @@ func (q *Queue[K]) KeyedSemaphore(name string) (*keyedsem.Keyed[K], error) {
 	return l.s, nil
 }
 
-// SetRate gives a rate lane of this package a new limit and burst from now
-// on; the bucket keeps its tokens (up to the burst), waiters their times.
-// It returns AddRateLane's errors, ErrUnknownLane or ErrNoSemaphore.
+// SetRate gives a rate lane of this package a new limit and burst; the
+// bucket keeps its tokens (up to the burst), waiters their times.
 func (q *Queue[K]) SetRate(name string, limit rate.Limit, burst int) error {
 	r, ok := q.tbl().byName[name]
 	if !ok {

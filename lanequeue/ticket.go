@@ -235,16 +235,6 @@ func (t *Ticket[K]) lock() *record[K] {
 	return r
 }
 
-// Weight returns the call's [semaphore.Weight] (1 by default).
-func (t *Ticket[K]) Weight() int64 {
-	r := t.lock()
-	if r == nil {
-		return 0
-	}
-	defer r.home.mu.Unlock()
-	return r.g.weight
-}
-
 // Lanes returns the names of the ticket's lanes, in canonical order.
 func (t *Ticket[K]) Lanes() []string {
 	r := t.lock()

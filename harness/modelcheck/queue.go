@@ -480,8 +480,13 @@ func (qm *queueMachine) checkTicket(t *rapid.T, tk *lanequeue.Ticket[string], ke
 	if tk == nil || tk.Released() {
 		t.Fatalf("new ticket %v already released", tk)
 	}
-	if tk.Key() != key || tk.Weight() != n {
-		t.Fatalf("ticket key %q weight %d; want %q, %d", tk.Key(), tk.Weight(), key, n)
+	if tk.Key() != key {
+		t.Fatalf("ticket key %q; want %q", tk.Key(), key)
+	}
+	for _, l := range lanes {
+		if w, ok := tk.LaneWeight(l); !ok || w != n {
+			t.Fatalf("ticket weight %d on %q (held %v); want %d", w, l, ok, n)
+		}
 	}
 	got := tk.Lanes()
 	want := slices.Clone(lanes)
