@@ -10,15 +10,22 @@ import (
 )
 
 // A line is the local FIFO of waiters for one bucket. Only its head talks to
-// Redis; the others wait for their turn (local FIFO coalescing).
+// Redis, and its calls carry the requests of the waiters behind it (a
+// batch): one call grants the head and then, in line order, as many of them
+// as fit while nobody is queued in Redis.
 type line struct {
 	key  string
 	rk   [4]string // the bucket's keys: h, q, x, d
 	list list.List // of *waiter
 }
 
+// maxBatch bounds the requests of waiters behind the head that one acquire
+// call carries (and so the time Redis spends in it).
+const maxBatch = 256
+
 type waiter struct {
 	n    int64
+	rid  string // the id of the waiter's request for its whole wait (its permit's, once granted)
 	elem *list.Element
 	turn chan struct{} // closed when the waiter becomes the head; nil if it started as head
 	wake chan string   // head only: "<fence>" from the hub, "" from the refresher (poll now)
@@ -26,11 +33,29 @@ type waiter struct {
 	// line, or queued in Redis. Its own goroutine's only.
 	waited bool
 
+	// Behind the head only: the outcome of each head's call that carried
+	// its request (buffered 1: one such call at a time).
+	got chan batchResult
+
+	// Guarded by core.mu:
+	inflight bool // a head's call carries its request now
+	unsure   bool // a call with rid may have granted it: it cleans up if it leaves without a permit
+	left     bool // it left while a call carried its request: that call cleans up
+	removed  bool // a call granted it and took it out of the line
+
 	// Guarded by core.mu while the waiter is queued in Redis:
 	id         string
 	rk         [4]string
 	lastQueued time.Time // send time of the latest call that found id queued
 	due        time.Time // when the refresher should next extend the queue entry
+}
+
+// batchResult is the outcome, for one waiter behind the head, of a head's
+// call that carried its request: granted (with its fencing token) or not.
+type batchResult struct {
+	granted bool
+	fence   int64
+	sent    time.Time // the call's send time
 }
 
 // acquire takes n permits of bucket key, waiting in the local line and then in
@@ -57,10 +82,11 @@ func (c *core) acquire(ctx context.Context, key string, n int64) (*Permit, error
 		ln = &line{key: key, rk: c.bucketKeys(key)}
 		c.lines[key] = ln
 	}
-	w := &waiter{n: n}
+	w := &waiter{n: n, rid: newID()}
 	head := ln.list.Len() == 0
 	if !head {
 		w.turn = make(chan struct{})
+		w.got = make(chan batchResult, 1)
 		w.waited = true
 	}
 	w.elem = ln.list.PushBack(w)
@@ -68,18 +94,8 @@ func (c *core) acquire(ctx context.Context, key string, n int64) (*Permit, error
 	c.mu.Unlock()
 
 	if !head {
-		// leave passes the turn on if it came while we were leaving, so
-		// whichever case wins, the line never stalls.
-		select {
-		case <-w.turn:
-		case <-ctx.Done():
-			c.leave(ln, w)
-			c.st.cancelled.Add(1)
-			return nil, ctx.Err()
-		case <-c.done:
-			c.leave(ln, w)
-			c.st.failed.Add(1)
-			return nil, ErrClosed
+		if p, err, done := c.follow(ctx, ln, w); done {
+			return p, err
 		}
 	}
 	p, err := c.lead(ctx, ln, w)
@@ -90,10 +106,104 @@ func (c *core) acquire(ctx context.Context, key string, n int64) (*Permit, error
 	return p, err
 }
 
+// follow is the wait of a waiter behind the head: until a head's call
+// grants its request (done, with the permit), its turn comes as head and no
+// call carries its request any more (not done: it leads), its context ends
+// or the lane closes.
+func (c *core) follow(ctx context.Context, ln *line, w *waiter) (_ *Permit, _ error, done bool) {
+	turn := w.turn
+	for {
+		select {
+		case <-turn:
+			turn = nil
+		case r := <-w.got:
+			if r.granted { // the call took w out of the line
+				return c.takeBatched(ctx, ln, w, r)
+			}
+		case <-ctx.Done():
+			c.abandon(ln, w)
+			c.st.cancelled.Add(1)
+			return nil, ctx.Err(), true
+		case <-c.done:
+			c.abandon(ln, w)
+			c.st.failed.Add(1)
+			return nil, ErrClosed, true
+		}
+		if turn == nil {
+			c.mu.Lock()
+			busy := w.inflight || len(w.got) > 0 // an outcome is on its way, or there
+			c.mu.Unlock()
+			if !busy {
+				return nil, nil, false
+			}
+		}
+	}
+}
+
+// takeBatched makes the permit of w, granted by a head's call (r), unless
+// w's context ended or the lane closed meanwhile: then the grant is given
+// back. w is no longer in the line.
+func (c *core) takeBatched(ctx context.Context, ln *line, w *waiter, r batchResult) (*Permit, error, bool) {
+	defer c.leave(ln, w) // after grant: Close waits for w, so it sees the permit
+	if ctx.Err() != nil || c.isClosed() {
+		c.cleanupAsync(ln.rk, w.rid)
+		return nil, c.quit(ctx, nil), true
+	}
+	p := c.grant(ln.rk, w.rid, w.n, r.fence, r.sent)
+	if p == nil { // Close came first
+		return nil, c.quit(ctx, nil), true
+	}
+	c.st.waited.Add(1)
+	c.st.batched.Add(1)
+	return p, nil, true
+}
+
+// abandon takes w out of its line when it stops waiting behind the head.
+// If a call carries its request, that call gives back whatever it grants
+// w; else w gives back what an earlier call may have granted it.
+func (c *core) abandon(ln *line, w *waiter) {
+	c.mu.Lock()
+	w.left = true
+	giveBack := false
+	if !w.inflight {
+		select {
+		case r := <-w.got:
+			giveBack = r.granted
+		default:
+		}
+		giveBack = giveBack || w.unsure
+	}
+	c.leaveLocked(ln, w)
+	c.mu.Unlock()
+	if giveBack {
+		c.cleanupAsync(ln.rk, w.rid)
+	}
+}
+
 // leave takes w out of its line; if w was the head, the next waiter's turn
 // begins.
 func (c *core) leave(ln *line, w *waiter) {
 	c.mu.Lock()
+	c.leaveLocked(ln, w)
+	c.mu.Unlock()
+}
+
+func (c *core) leaveLocked(ln *line, w *waiter) {
+	c.removeLocked(ln, w)
+	if ln.list.Len() == 0 && c.lines[ln.key] == ln {
+		delete(c.lines, ln.key)
+	}
+	c.nwait--
+	c.drainedLocked()
+}
+
+// removeLocked takes w out of the list of its line, if it is still there,
+// and passes the turn on if w was at its front.
+func (c *core) removeLocked(ln *line, w *waiter) {
+	if w.removed {
+		return
+	}
+	w.removed = true
 	front := ln.list.Front() == w.elem
 	ln.list.Remove(w.elem)
 	if front {
@@ -101,12 +211,72 @@ func (c *core) leave(ln *line, w *waiter) {
 			close(next.Value.(*waiter).turn)
 		}
 	}
-	if ln.list.Len() == 0 {
-		delete(c.lines, ln.key)
+}
+
+// gatherLocked marks the waiters behind the head h whose requests h's next
+// call carries, in line order: up to maxBatch, as long as their weight and
+// the head's fit in the limit, and stopping at one that an earlier call
+// (of a head that left) still carries, so that none is granted before a
+// waiter ahead of it.
+func (c *core) gatherLocked(ln *line, h *waiter) []*waiter {
+	if h.elem == nil || h.removed {
+		return nil
 	}
-	c.nwait--
-	c.drainedLocked()
+	var fs []*waiter
+	sum, limit := h.n, c.limit()
+	for e := h.elem.Next(); e != nil && len(fs) < maxBatch; e = e.Next() {
+		f := e.Value.(*waiter)
+		if f.inflight || sum+f.n > limit {
+			break
+		}
+		sum += f.n
+		f.inflight = true
+		fs = append(fs, f)
+	}
+	return fs
+}
+
+// settle hands the outcome of a head's call to the waiters behind it whose
+// requests it carried (fs): those granted leave the line with their grant,
+// unless the reply came too late to be used (they ask again with the same
+// id, which returns the same grant); what it granted to waiters that left
+// meanwhile is given back, here.
+func (c *core) settle(ln *line, fs []*waiter, r reply) {
+	if len(fs) == 0 {
+		return
+	}
+	late := r.err == nil && time.Since(r.sent) > c.cfg.margin()
+	var giveBack []string
+	c.mu.Lock()
+	for i, f := range fs {
+		res := batchResult{sent: r.sent}
+		switch {
+		case r.err != nil:
+			f.unsure = true
+		case i < len(r.fences) && late:
+			f.unsure = true
+		case i < len(r.fences):
+			res.granted, res.fence = true, r.fences[i]
+		}
+		f.inflight = false
+		if f.left {
+			if res.granted || f.unsure {
+				giveBack = append(giveBack, f.rid)
+			}
+			continue
+		}
+		if res.granted {
+			c.removeLocked(ln, f)
+		}
+		f.got <- res
+	}
 	c.mu.Unlock()
+	if late {
+		c.st.late.Add(uint64(min(len(r.fences), len(fs))))
+	}
+	for _, id := range giveBack {
+		_, _ = c.cleanup(ln.rk, id)
+	}
 }
 
 // drainedLocked tells Close, and the refresher, when the last waiter of a
@@ -129,7 +299,7 @@ func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 		c.st.cancelled.Add(1)
 		return nil, err
 	}
-	id := newID()
+	id := w.rid
 	w.wake = make(chan string, 2)
 	sharded, err := c.sharded(ctx)
 	if err == nil { // else Redis is away: poll only, the next waiter asks again
@@ -137,14 +307,20 @@ func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 	}
 	defer c.hub.unwatch(id)
 	defer c.unqueue(id, w)
-	if ctx.Err() != nil || c.isClosed() { // while it subscribed; nothing asked of Redis yet
+	if ctx.Err() != nil || c.isClosed() { // while it subscribed
+		c.mu.Lock()
+		unsure := w.unsure // a call that carried it behind an earlier head may have granted it
+		c.mu.Unlock()
+		if unsure {
+			c.cleanupAsync(ln.rk, id)
+		}
 		return nil, c.quit(ctx, nil)
 	}
 
 	var lastErr error
 	backoff := time.Duration(0)
 	for {
-		r, abandoned := c.callAcquire(ctx, ln.rk, id, w.n)
+		r, abandoned := c.callAcquire(ctx, ln, w)
 		if abandoned { // the call's goroutine cleans id up
 			return nil, c.quit(ctx, lastErr)
 		}

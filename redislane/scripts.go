@@ -293,9 +293,21 @@ const (
 // mode, does nothing) and returns a hint: how long until something can
 // change.
 //
+// A call may carry, after id, the requests of the waiters behind it in its
+// instance's line (a batch), in line order. When id is granted, they are
+// taken in that order, each granted (or its existing grant returned, as for
+// id) as long as nobody is queued, the lane is not quarantined and its
+// weight fits; the first that is not ends the batch, so that a batch never
+// grants a waiter before one ahead of it: the granted ones are a prefix.
+// They are never queued: the waiters that are not granted wait in their
+// line, and ask again when a call of their head carries them or when they
+// become the head.
+//
 // KEYS: meta, h, q, x, d
 // ARGV: id, weight, limit, kind, lease ms, quarantine ms, try (0/1), channel,
-// publish command (SPUBLISH or PUBLISH), term of the limit (lterm)
+// publish command (SPUBLISH or PUBLISH), term of the limit (lterm), then
+// pairs (id, weight) of the requests behind id. With such pairs, a grant
+// of id replies {1, fence, 0, 0, then the fence of each request granted}.
 var acquireScript = redis.NewScript(acquireSrc)
 
 const acquireSrc = prelude + `
@@ -309,16 +321,49 @@ local B = bucket(2, M.ml)
 look(B)
 pump(B, M, chan, pub)
 
+-- held returns the fencing token of hid's grant, with a fresh lease, if
+-- hid holds one that has not expired (a retried call: the same grant),
+-- and else nil and hid's expired entry, if it has one.
+local function held(hid)
+  if not B.first then return nil, nil end
+  local exp = redis.call('ZSCORE', B.h, hid)
+  if not exp or tonumber(exp) <= now then return nil, exp end
+  local e = now + ttl
+  redis.call('ZADD', B.h, 'XX', s(e), hid)
+  need(B, e)
+  return tonumber(B.f['f:' .. hid] or redis.call('HGET', B.d, 'f:' .. hid)), exp
+end
+
+-- granted replies to a grant of id (fence f), after granting the prefix
+-- of the requests behind it that fits (see acquireScript).
+local function granted(f)
+  local out = {1, f}
+  if #ARGV > 10 then
+    out = {1, f, 0, 0}
+    if not try and now >= M.qu then
+      for i = 11, #ARGV - 1, 2 do
+        local fid, fw = ARGV[i], tonumber(ARGV[i + 1])
+        local ff, fexp = held(fid)
+        if not ff then
+          -- an expired entry of fid is left to fid's own call, which removes it
+          if B.head or fexp or not fw or fw < 1 or B.held + fw > M.limit then
+            break
+          end
+          ff = grant(B, M, fid, fw, ttl)
+        end
+        out[#out + 1] = ff
+      end
+    end
+  end
+  flush(B)
+  save(M)
+  return out
+end
+
 if B.first then
-  local exp = redis.call('ZSCORE', B.h, id)
-  if exp and tonumber(exp) > now then -- a retried call: the same grant
-    local e = now + ttl
-    redis.call('ZADD', B.h, 'XX', s(e), id)
-    need(B, e)
-    local f = B.f['f:' .. id] or redis.call('HGET', B.d, 'f:' .. id)
-    flush(B)
-    save(M)
-    return {1, tonumber(f)}
+  local f, exp = held(id)
+  if f then
+    return granted(f)
   elseif exp then -- expired, beyond what look removed
     B.held = B.held - (tonumber(redis.call('HGET', B.d, 'w:' .. id)) or 0)
     B.heldDirty = true
@@ -340,10 +385,7 @@ if w > M.limit then -- a fleet lane that shrank below the weight
 end
 local quarantined = now < M.qu
 if not queued and not quarantined and not B.head and B.held + w <= M.limit then
-  local f = grant(B, M, id, w, ttl)
-  flush(B)
-  save(M)
-  return {1, f}
+  return granted(grant(B, M, id, w, ttl))
 end
 
 local hint, qflag, seq = ttl, 0, 0
