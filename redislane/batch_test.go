@@ -22,29 +22,37 @@ import (
 // lines its waiters up is never a late reply (its margin is 4 s).
 const batchLease = 20 * time.Second
 
-// acquireGate holds each call of the acquire script while it is shut: it
-// reports the call on held, with the number of requests it carries (the
-// head's and those behind it), and lets it go to Redis when the test sends
-// on pass.
+// acquireGate holds each call of a script (the acquire script, unless
+// told otherwise) while it is shut: it reports the call on held, with the
+// number of requests it carries (for the acquire script the head's and
+// those behind it, for the release script its ids), and lets it go to
+// Redis when the test sends on pass.
 type acquireGate struct {
 	commandHook
-	shut atomic.Bool
-	held chan int
-	pass chan struct{}
+	script string
+	shut   atomic.Bool
+	held   chan int
+	pass   chan struct{}
 }
 
 func newAcquireGate() *acquireGate {
-	return &acquireGate{held: make(chan int, 16), pass: make(chan struct{})}
+	return &acquireGate{script: "acquire", held: make(chan int, 16), pass: make(chan struct{})}
 }
 
 func (g *acquireGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if !g.shut.Load() || redislane.ScriptOf(cmd) != "acquire" {
+		if !g.shut.Load() || redislane.ScriptOf(cmd) != g.script {
 			return next(ctx, cmd)
 		}
-		// evalsha, sha, numkeys, 5 keys, then 10 arguments and a pair
-		// (id, weight) per request behind the head.
-		g.held <- 1 + (len(cmd.Args())-18)/2
+		// evalsha, sha, numkeys, 5 keys, then the script's arguments:
+		// acquire, 10 and a triple (id, weight, may hold) per request
+		// behind the head; release, 8 and one more id per permit.
+		argv := len(cmd.Args()) - 8
+		if g.script == "acquire" {
+			g.held <- 1 + (argv-10)/3
+		} else {
+			g.held <- 1 + argv - 8
+		}
 		select {
 		case <-g.pass:
 			return next(ctx, cmd)
@@ -333,4 +341,54 @@ func TestBatchInFlightAtClose(t *testing.T) {
 	assert.EqualValues(t, 1, bucketHeld(t, direct, name), "weight held in Redis after Close: only the permit from before")
 	assert.EqualValues(t, 1, direct.ZCard(ctx, "{lanes:"+name+"}:g:h").Val())
 	first.p.Release()
+}
+
+// Releases made while a release call of the instance is in flight go to
+// Redis together, in the next call: here 4 permits released while the call
+// of a fifth is held. Each Release returns within its bound (a fifth of
+// the lease, at most 250 ms) all the same, and every unit comes back.
+// Deliberate bug it caught: releaseLoop taking one release per call (the
+// second call carried 1 id, not 4).
+func TestReleasesMadeTogetherGoInOneCall(t *testing.T) {
+	srv := startRedis(t)
+	direct := newClient(t, srv.Addr)
+	name := laneName(t)
+	g := newAcquireGate()
+	g.script = "release"
+	const capacity = 5
+	s := batchLane(t, srv.Addr, name, capacity, g)
+	ctx := testCtx(t)
+	ps := make([]*redislane.Permit, capacity)
+	for i := range ps {
+		p, err := s.Acquire(ctx, 1)
+		require.NoError(t, err)
+		ps[i] = p
+	}
+
+	g.shut.Store(true)
+	first := testkit.Go(func() error { ps[0].Release(); return nil }) // its call is held
+	require.Equal(t, 1, testkit.Recv(t, g.held, "the first release call"))
+	testkit.Recv(t, first, "the first Release to return (within its bound, its call held)")
+	var rest []<-chan error
+	for _, p := range ps[1:] {
+		rest = append(rest, testkit.Go(func() error { p.Release(); return nil }))
+	}
+	for _, r := range rest { // each within its bound, its call waiting behind the held one
+		testkit.Recv(t, r, "a Release to return")
+	}
+	// The first call's deadline (250 ms) has passed: it is tried once
+	// more, alone; then the next call carries the four others.
+	n := testkit.Recv(t, g.held, "the first call tried again")
+	g.pass <- struct{}{}
+	if n == 1 {
+		n = testkit.Recv(t, g.held, "the next release call")
+	}
+	assert.Equal(t, capacity-1, n, "ids the next release call carries")
+	g.shut.Store(false)
+	g.pass <- struct{}{}
+	waitFor(t, testkit.Deadline, "every unit back in Redis", func() bool { return bucketHeld(t, direct, name) == 0 })
+	assert.Zero(t, direct.ZCard(ctx, "{lanes:"+name+"}:g:h").Val())
+	p, ok := s.TryAcquire(capacity)
+	require.True(t, ok)
+	p.Release()
 }

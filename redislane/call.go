@@ -74,10 +74,10 @@ func (c *core) runAcquire(ctx context.Context, rk [4]string, id string, n int64,
 		return reply{sent: time.Now(), err: err}
 	}
 	limit, lterm := c.limitAndTerm()
-	args := make([]any, 0, 10+2*len(fs))
+	args := make([]any, 0, 10+3*len(fs))
 	args = append(args, id, n, limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), tryFlag, c.channel, pub, lterm)
 	for _, f := range fs {
-		args = append(args, f.rid, f.n)
+		args = append(args, f.rid, f.n, flag(f.mayHold))
 	}
 	r := reply{sent: time.Now()}
 	v, err := acquireScript.Run(ctx, c.client, []string{c.metaKey, rk[0], rk[1], rk[2], rk[3]}, args...).Int64Slice()
@@ -156,6 +156,13 @@ func (c *core) cleanup(rk [4]string, id string) (int64, error) {
 
 // cleanupWithin is cleanup with a deadline of d.
 func (c *core) cleanupWithin(rk [4]string, id string, d time.Duration) (int64, error) {
+	return c.releaseIDs(rk, []string{id}, d)
+}
+
+// releaseIDs removes ids (at least one) from bucket rk, held or queued, in
+// one call with a deadline of d, and returns the release script's result
+// for the first.
+func (c *core) releaseIDs(rk [4]string, ids []string, d time.Duration) (int64, error) {
 	ctx, cancel := c.callCtx(context.Background(), d)
 	defer cancel()
 	pub, err := c.pubCmd(ctx)
@@ -164,10 +171,12 @@ func (c *core) cleanupWithin(rk [4]string, id string, d time.Duration) (int64, e
 		return 0, err
 	}
 	limit, lterm := c.limitAndTerm()
-	res, err := releaseScript.Run(ctx, c.client,
-		[]string{c.metaKey, rk[0], rk[1], rk[2], rk[3]},
-		id, limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub, lterm,
-	).Int64()
+	args := make([]any, 0, 7+len(ids))
+	args = append(args, ids[0], limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub, lterm)
+	for _, id := range ids[1:] {
+		args = append(args, id)
+	}
+	res, err := releaseScript.Run(ctx, c.client, []string{c.metaKey, rk[0], rk[1], rk[2], rk[3]}, args...).Int64()
 	if err != nil {
 		c.st.redisErrs.Add(1)
 	}

@@ -40,6 +40,7 @@ type waiter struct {
 	// Guarded by core.mu:
 	inflight bool // a head's call carries its request now
 	unsure   bool // a call with rid may have granted it: it cleans up if it leaves without a permit
+	mayHold  bool // unsure when the call in flight was sent (that call's argument)
 	left     bool // it left while a call carried its request: that call cleans up
 	removed  bool // a call granted it and took it out of the line
 
@@ -231,6 +232,7 @@ func (c *core) gatherLocked(ln *line, h *waiter) []*waiter {
 		}
 		sum += f.n
 		f.inflight = true
+		f.mayHold = f.unsure
 		fs = append(fs, f)
 	}
 	return fs

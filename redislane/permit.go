@@ -200,14 +200,8 @@ func (o *owner) ReleaseToken(_ *permit.Token, n int64) {
 	if !c.startBackground() { // after Close: the lease runs out
 		return
 	}
-	// The release call, in this goroutine with a deadline of releaseWait;
-	// if that is not enough, once more in the background, within the
-	// margin (the call is idempotent).
-	_, err := c.cleanupWithin(p.rk, p.id, c.cfg.releaseWait())
+	c.release(p.rk, p.id) // within releaseWait
 	c.endBackground()
-	if err != nil {
-		c.cleanupAsync(p.rk, p.id)
-	}
 }
 
 func (o *owner) CountDoubleRelease(*permit.Token) { o.c.st.doubleRel.Add(1) }
