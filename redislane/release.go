@@ -19,28 +19,42 @@ type relReq struct {
 // maxReleaseBatch bounds the ids of one release call.
 const maxReleaseBatch = 256
 
-// release removes id (a permit's) from bucket rk and returns when the call
-// that carried it is over, or after releaseWait, whichever comes first:
-// the calls go on in a goroutine of their own (counted in c.wg, whose
-// count the caller holds: see startBackground). The call is made with a
-// deadline of releaseWait, and once more within the margin if it failed
-// (it is idempotent). The release of a permit happens before its Release
-// returns unless that call takes longer than releaseWait.
+// release removes id (a permit's) from bucket rk, and returns within
+// releaseWait whatever Redis does. With no release call of the bucket in
+// flight, it makes the call itself, with a deadline of releaseWait, as
+// an uncontended Release always does; a call that failed is made once more
+// in the background, within the margin (it is idempotent). With one in
+// flight, it waits for the next call, which carries every release made
+// meanwhile and which a goroutine of its own makes (counted in c.wg, whose
+// count the caller holds: see startBackground), with the same deadlines.
+// The release of a permit happens before its Release returns unless that
+// call takes longer than releaseWait.
 func (c *core) release(rk [4]string, id string) {
-	req := relReq{id: id, done: make(chan struct{})}
 	c.mu.Lock()
 	q := c.rel[rk]
-	lead := q == nil
-	if lead {
+	if q == nil {
 		q = &relQueue{}
 		c.rel[rk] = q
+		c.mu.Unlock()
+		_, err := c.releaseIDs(rk, []string{id}, c.cfg.releaseWait())
+		c.mu.Lock()
+		more := len(q.next) > 0
+		if !more {
+			delete(c.rel, rk)
+		}
+		c.mu.Unlock()
+		if more {
+			c.wg.Add(1)
+			go c.releaseLoop(rk, q)
+		}
+		if err != nil {
+			c.cleanupAsync(rk, id)
+		}
+		return
 	}
+	req := relReq{id: id, done: make(chan struct{})}
 	q.next = append(q.next, req)
 	c.mu.Unlock()
-	if lead {
-		c.wg.Add(1)
-		go c.releaseLoop(rk, q)
-	}
 	t := time.NewTimer(c.cfg.releaseWait())
 	defer t.Stop()
 	select {
