@@ -323,6 +323,8 @@ func TestBatchInFlightAtClose(t *testing.T) {
 	direct := newClient(t, srv.Addr)
 	name := laneName(t)
 	g := newAcquireGate()
+	g.slow = true // Close cannot return before the test lets the call go
+	defer g.open()
 	const capacity = 4
 	s := batchLane(t, srv.Addr, name, capacity, g)
 	ctx := testCtx(t)
