@@ -164,3 +164,16 @@ func (c *core) settle(ln *line, fs []*waiter, r reply) {
 		_, _ = c.cleanup(ln.rk, id)
 	}
 }
+
+// giveBackUnsure gives back, in the background, what a call that carried
+// w's request behind an earlier head may have granted it (its outcome is
+// unknown): for a waiter whose turn as head came and that leaves before it
+// asks Redis itself.
+func (c *core) giveBackUnsure(ln *line, w *waiter) {
+	c.mu.Lock()
+	unsure := w.unsure
+	c.mu.Unlock()
+	if unsure {
+		c.cleanupAsync(ln.rk, w.rid)
+	}
+}

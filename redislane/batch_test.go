@@ -31,7 +31,8 @@ const batchLease = 20 * time.Second
 type acquireGate struct {
 	commandHook
 	script string
-	slow   bool // hold a call past its context's end (a slow network), not fail it then
+	slow   bool        // hold a call past its context's end (a slow network), not fail it then
+	late   atomic.Bool // read when a call comes: send it at once, and hold its reply instead
 	shut   atomic.Bool
 	held   chan int
 	pass   chan struct{}
@@ -64,6 +65,14 @@ func (g *acquireGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			g.held <- 1 + (argv-10)/3
 		} else {
 			g.held <- 1 + argv - 8
+		}
+		if g.late.Load() {
+			err := next(ctx, cmd)
+			select {
+			case <-g.pass:
+			case <-g.opened:
+			}
+			return err
 		}
 		if g.slow {
 			select {
@@ -414,4 +423,56 @@ func TestReleasesMadeTogetherGoInOneCall(t *testing.T) {
 	p, ok := s.TryAcquire(capacity)
 	require.True(t, ok)
 	p.Release()
+}
+
+// A batch whose reply comes back later than the margin grants nothing to
+// the waiters it carried, as for the first waiter: they ask again with the
+// same ids, and Redis returns the same grants with fresh leases, so their
+// permits run from a call sent after the late reply came, and Redis holds
+// one entry each. Deliberate bug it caught: settle handing out the grants
+// of a late reply (the second waiter's permit had the deadline of the
+// late call, before the reply even came back).
+func TestBatchLateReplyGrantsNothing(t *testing.T) {
+	srv := startRedis(t)
+	direct := newClient(t, srv.Addr)
+	name := laneName(t)
+	g := newAcquireGate()
+	defer g.open()
+	const lease = 500 * time.Millisecond // margin 100 ms
+	rc := newClient(t, srv.Addr)
+	rc.AddHook(g)
+	s, err := redislane.NewWeighted(rc, name, 3, redislane.WithLease(lease), redislane.WithQuarantine(0))
+	require.NoError(t, err)
+	defer s.Close()
+	warm(t, s)
+	ctx := testCtx(t)
+
+	out := make(chan got, 3)
+	g.shut.Store(true)
+	lineUp(t, s, ctx, 0, 1, 1, out)
+	testkit.Recv(t, g.held, "the first waiter's call")
+	lineUp(t, s, ctx, 1, 1, 2, out)
+	lineUp(t, s, ctx, 2, 1, 3, out)
+	g.late.Store(true) // the next call goes to Redis, its reply is held
+	g.pass <- struct{}{}
+	first := testkit.Recv(t, out, "the first grant")
+	require.NoError(t, first.err)
+	require.Equal(t, 2, testkit.Recv(t, g.held, "the second waiter's call, carrying the third"))
+	time.Sleep(lease/5 + 50*time.Millisecond) // the reply ages past the margin
+	g.shut.Store(false)
+	g.late.Store(false)
+	replied := time.Now()
+	g.pass <- struct{}{}
+
+	for range 2 {
+		r := testkit.Recv(t, out, "a grant asked again")
+		require.NoError(t, r.err, "waiter %d", r.i)
+		assert.True(t, r.p.Deadline().After(replied.Add(lease-lease/5)),
+			"waiter %d: its permit runs from a call sent before the late reply came (deadline %v before it)", r.i, replied.Add(lease-lease/5).Sub(r.p.Deadline()))
+		defer r.p.Release()
+	}
+	assert.GreaterOrEqual(t, s.Stats().LateReplies, uint64(2), "late grants: the second waiter's and the third's")
+	assert.EqualValues(t, 3, direct.ZCard(ctx, "{lanes:"+name+"}:g:h").Val(), "holders in Redis")
+	assert.EqualValues(t, 3, bucketHeld(t, direct, name))
+	first.p.Release()
 }

@@ -145,6 +145,7 @@ func (c *core) drainedLocked() {
 // hand-over message, the hint's timer, the caller's context or Close.
 func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 	if err := ctx.Err(); err != nil {
+		c.giveBackUnsure(ln, w)
 		c.st.cancelled.Add(1)
 		return nil, err
 	}
@@ -157,12 +158,7 @@ func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 	defer c.hub.unwatch(id)
 	defer c.unqueue(id, w)
 	if ctx.Err() != nil || c.isClosed() { // while it subscribed
-		c.mu.Lock()
-		unsure := w.unsure // a call that carried it behind an earlier head may have granted it
-		c.mu.Unlock()
-		if unsure {
-			c.cleanupAsync(ln.rk, id)
-		}
+		c.giveBackUnsure(ln, w)
 		return nil, c.quit(ctx, nil)
 	}
 
