@@ -256,8 +256,11 @@
 // call that reads the limit and keeps the leadership); each process runs one pub/sub
 // receiver per Redis client while a lane on it that has had a waiter is
 // open (on a Cluster client, one per shard channel; on a Ring, one per channel); a waiter whose context ends during a call
-// leaves the call to a goroutine that cleans up, and a Release whose call
-// takes long leaves it to one. Close stops them all before it returns,
+// leaves the call to a goroutine that cleans up (which also settles the
+// outcome of the waiters behind it that the call carried), a Release whose
+// call takes long leaves it to one, and the releases made while a release
+// call of a bucket is in flight are sent by one per bucket, while there
+// are any. Close stops them all before it returns,
 // within its bound, including the receiver and the subscription call that
 // its lane set off when other lanes still use the client.
 package redislane
