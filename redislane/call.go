@@ -10,31 +10,40 @@ import (
 type reply struct {
 	status, a, b int64
 	seq          int64     // queued: the arrival number of the entry
+	fences       []int64   // granted: the tokens of the requests behind the head that were granted too, in order
 	sent         time.Time // taken before the call was sent
 	err          error
 }
 
-// callAcquire runs the acquire script in a goroutine, so that the caller can
-// leave as soon as its context ends or the lane closes. If it leaves
-// (abandoned is true), the goroutine waits for the call (bounded by one
-// margin) and then releases id, whatever the call did.
-func (c *core) callAcquire(ctx context.Context, rk [4]string, id string, n int64) (r reply, abandoned bool) {
+// callAcquire runs the acquire script for the head w of line ln, carrying
+// the requests of the waiters behind it (see gatherLocked), in a goroutine,
+// so that the caller can leave as soon as its context ends or the lane
+// closes. The outcome of those waiters is settled whatever the head does.
+// If the head leaves (abandoned is true), the goroutine waits for the call
+// (bounded by one margin) and then releases w's id, whatever the call did.
+func (c *core) callAcquire(ctx context.Context, ln *line, w *waiter) (r reply, abandoned bool) {
+	c.mu.Lock()
+	fs := c.gatherLocked(ln, w)
+	c.mu.Unlock()
 	if ctx.Done() == nil {
 		// ctx never ends: no need to be able to leave early. Close ends
 		// the waiter once the call returns, within one margin.
-		return c.runAcquire(ctx, rk, id, n, false), false
+		r := c.runAcquire(ctx, ln.rk, w.rid, w.n, false, fs)
+		c.settle(ln, fs, r)
+		return r, false
 	}
 	ch := make(chan reply, 1)
 	var state atomic.Int32 // 0: in flight, 1: delivered, 2: abandoned
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		r := c.runAcquire(context.WithoutCancel(ctx), rk, id, n, false)
+		r := c.runAcquire(context.WithoutCancel(ctx), ln.rk, w.rid, w.n, false, fs)
+		c.settle(ln, fs, r)
 		if state.CompareAndSwap(0, 1) {
 			ch <- r
 			return
 		}
-		c.cleanup(rk, id)
+		c.cleanup(ln.rk, w.rid)
 	}()
 	select {
 	case r := <-ch:
@@ -48,7 +57,9 @@ func (c *core) callAcquire(ctx context.Context, rk [4]string, id string, n int64
 	return <-ch, false
 }
 
-func (c *core) runAcquire(ctx context.Context, rk [4]string, id string, n int64, try bool) reply {
+// runAcquire runs the acquire script once for id (weight n), followed by
+// the requests of fs, which it may grant after id (see acquireSrc).
+func (c *core) runAcquire(ctx context.Context, rk [4]string, id string, n int64, try bool, fs []*waiter) reply {
 	tryFlag := 0
 	if try {
 		tryFlag = 1
@@ -62,17 +73,21 @@ func (c *core) runAcquire(ctx context.Context, rk [4]string, id string, n int64,
 	if err != nil {
 		return reply{sent: time.Now(), err: err}
 	}
-	r := reply{sent: time.Now()}
 	limit, lterm := c.limitAndTerm()
-	v, err := acquireScript.Run(ctx, c.client,
-		[]string{c.metaKey, rk[0], rk[1], rk[2], rk[3]},
-		id, n, limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), tryFlag, c.channel, pub, lterm,
-	).Int64Slice()
+	args := make([]any, 0, 10+3*len(fs))
+	args = append(args, id, n, limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), tryFlag, c.channel, pub, lterm)
+	for _, f := range fs {
+		args = append(args, f.rid, f.n, flag(f.mayHold))
+	}
+	r := reply{sent: time.Now()}
+	v, err := acquireScript.Run(ctx, c.client, []string{c.metaKey, rk[0], rk[1], rk[2], rk[3]}, args...).Int64Slice()
 	switch {
 	case err != nil:
 		r.err = err
 	case len(v) < 2:
 		r.err = fmt.Errorf("%w: acquire script returned %v", errBadReply, v)
+	case len(v)-4 > len(fs):
+		r.err = fmt.Errorf("%w: acquire script granted %d of %d requests behind the head", errBadReply, len(v)-4, len(fs))
 	default:
 		r.status, r.a = v[0], v[1]
 		if len(v) > 2 {
@@ -80,6 +95,9 @@ func (c *core) runAcquire(ctx context.Context, rk [4]string, id string, n int64,
 		}
 		if len(v) > 3 {
 			r.seq = v[3]
+		}
+		if len(v) > 4 {
+			r.fences = v[4:]
 		}
 	}
 	return r
@@ -138,6 +156,13 @@ func (c *core) cleanup(rk [4]string, id string) (int64, error) {
 
 // cleanupWithin is cleanup with a deadline of d.
 func (c *core) cleanupWithin(rk [4]string, id string, d time.Duration) (int64, error) {
+	return c.releaseIDs(rk, []string{id}, d)
+}
+
+// releaseIDs removes ids (at least one) from bucket rk, held or queued, in
+// one call with a deadline of d, and returns the release script's result
+// for the first.
+func (c *core) releaseIDs(rk [4]string, ids []string, d time.Duration) (int64, error) {
 	ctx, cancel := c.callCtx(context.Background(), d)
 	defer cancel()
 	pub, err := c.pubCmd(ctx)
@@ -146,10 +171,12 @@ func (c *core) cleanupWithin(rk [4]string, id string, d time.Duration) (int64, e
 		return 0, err
 	}
 	limit, lterm := c.limitAndTerm()
-	res, err := releaseScript.Run(ctx, c.client,
-		[]string{c.metaKey, rk[0], rk[1], rk[2], rk[3]},
-		id, limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub, lterm,
-	).Int64()
+	args := make([]any, 0, 7+len(ids))
+	args = append(args, ids[0], limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub, lterm)
+	for _, id := range ids[1:] {
+		args = append(args, id)
+	}
+	res, err := releaseScript.Run(ctx, c.client, []string{c.metaKey, rk[0], rk[1], rk[2], rk[3]}, args...).Int64()
 	if err != nil {
 		c.st.redisErrs.Add(1)
 	}

@@ -17,7 +17,15 @@
 // leases with one script call, a third of a lease apart. A holder that
 // dies, hangs or is cut off stops refreshing, and its permits come back at
 // most one lease later. Each instance keeps one local FIFO line of waiters
-// per bucket, and only its first waiter asks Redis; in Redis, the first
+// per bucket, and only its first waiter asks Redis, for itself and for the
+// waiters behind it (up to 256 of them, as far as the capacity goes): one
+// call grants the first waiter and then, in line order, each of the others
+// as long as it fits and nobody is queued in Redis, stopping at the first
+// that does not, so that the granted ones are always a prefix of the line
+// and the local line stays FIFO. The others go on waiting in the line, and
+// the next call of its first waiter carries them; so an instance whose
+// callers wait together uses as much of the capacity as is free in one
+// round trip, not one grant per round trip. In Redis, the first
 // waiters of all instances queue in arrival order, and a release hands the
 // freed permits to the queue directly and says so on a pub/sub channel (one
 // subscription per process and client). The message names the queue entry
@@ -35,7 +43,10 @@
 // Uncontended, an Acquire is one Redis call and a Release is one. Under
 // contention, a grant costs the waiter's call and the release that hands it
 // over: two calls per grant, plus one refresh call per instance every third
-// of a lease.
+// of a lease. Callers of one instance that wait or release together share
+// calls: a first waiter's call grants it and the waiters behind it that fit,
+// and the releases made while a release call of the bucket is in flight go
+// to Redis together in the next one (up to 256 ids a call).
 //
 // # What is guaranteed
 //
@@ -202,8 +213,9 @@
 // lease, for a refresh. The blocking calls return:
 //
 //   - Acquire: when the permits are granted, when its context ends (at once,
-//     even with a call in flight: the call goes on in the background and
-//     what it was granted is released), or at Close (with [ErrClosed]: at
+//     even with a call in flight, its own or the call of the first waiter
+//     of its line that carries its request: the call goes on in the
+//     background and what it granted the caller is released), or at Close (with [ErrClosed]: at
 //     once, but an Acquire whose context can never end, such as
 //     context.Background(), first waits for its call in flight, within one
 //     margin). It has no bound of its own: give it a context with a
@@ -244,8 +256,11 @@
 // call that reads the limit and keeps the leadership); each process runs one pub/sub
 // receiver per Redis client while a lane on it that has had a waiter is
 // open (on a Cluster client, one per shard channel; on a Ring, one per channel); a waiter whose context ends during a call
-// leaves the call to a goroutine that cleans up, and a Release whose call
-// takes long leaves it to one. Close stops them all before it returns,
+// leaves the call to a goroutine that cleans up (which also settles the
+// outcome of the waiters behind it that the call carried), a Release whose
+// call takes long leaves it to one, and the releases made while a release
+// call of a bucket is in flight are sent by one per bucket, while there
+// are any. Close stops them all before it returns,
 // within its bound, including the receiver and the subscription call that
 // its lane set off when other lanes still use the client.
 package redislane

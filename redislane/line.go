@@ -10,7 +10,9 @@ import (
 )
 
 // A line is the local FIFO of waiters for one bucket. Only its head talks to
-// Redis; the others wait for their turn (local FIFO coalescing).
+// Redis, and its calls carry the requests of the waiters behind it (a
+// batch): one call grants the head and then, in line order, as many of them
+// as fit while nobody is queued in Redis.
 type line struct {
 	key  string
 	rk   [4]string // the bucket's keys: h, q, x, d
@@ -19,12 +21,24 @@ type line struct {
 
 type waiter struct {
 	n    int64
+	rid  string // the id of the waiter's request for its whole wait (its permit's, once granted)
 	elem *list.Element
 	turn chan struct{} // closed when the waiter becomes the head; nil if it started as head
 	wake chan string   // head only: "<fence>" from the hub, "" from the refresher (poll now)
 	// waited is set when the waiter had to wait: behind others in its
 	// line, or queued in Redis. Its own goroutine's only.
 	waited bool
+
+	// Behind the head only: the outcome of each head's call that carried
+	// its request (buffered 1: one such call at a time).
+	got chan batchResult
+
+	// Guarded by core.mu:
+	inflight bool // a head's call carries its request now
+	unsure   bool // a call with rid may have granted it: it cleans up if it leaves without a permit
+	mayHold  bool // unsure when the call in flight was sent (that call's argument)
+	left     bool // it left while a call carried its request: that call cleans up
+	removed  bool // a call granted it and took it out of the line
 
 	// Guarded by core.mu while the waiter is queued in Redis:
 	id         string
@@ -57,10 +71,11 @@ func (c *core) acquire(ctx context.Context, key string, n int64) (*Permit, error
 		ln = &line{key: key, rk: c.bucketKeys(key)}
 		c.lines[key] = ln
 	}
-	w := &waiter{n: n}
+	w := &waiter{n: n, rid: newID()}
 	head := ln.list.Len() == 0
 	if !head {
 		w.turn = make(chan struct{})
+		w.got = make(chan batchResult, 1)
 		w.waited = true
 	}
 	w.elem = ln.list.PushBack(w)
@@ -68,18 +83,8 @@ func (c *core) acquire(ctx context.Context, key string, n int64) (*Permit, error
 	c.mu.Unlock()
 
 	if !head {
-		// leave passes the turn on if it came while we were leaving, so
-		// whichever case wins, the line never stalls.
-		select {
-		case <-w.turn:
-		case <-ctx.Done():
-			c.leave(ln, w)
-			c.st.cancelled.Add(1)
-			return nil, ctx.Err()
-		case <-c.done:
-			c.leave(ln, w)
-			c.st.failed.Add(1)
-			return nil, ErrClosed
+		if p, err, done := c.follow(ctx, ln, w); done {
+			return p, err
 		}
 	}
 	p, err := c.lead(ctx, ln, w)
@@ -94,6 +99,26 @@ func (c *core) acquire(ctx context.Context, key string, n int64) (*Permit, error
 // begins.
 func (c *core) leave(ln *line, w *waiter) {
 	c.mu.Lock()
+	c.leaveLocked(ln, w)
+	c.mu.Unlock()
+}
+
+func (c *core) leaveLocked(ln *line, w *waiter) {
+	c.removeLocked(ln, w)
+	if ln.list.Len() == 0 && c.lines[ln.key] == ln {
+		delete(c.lines, ln.key)
+	}
+	c.nwait--
+	c.drainedLocked()
+}
+
+// removeLocked takes w out of the list of its line, if it is still there,
+// and passes the turn on if w was at its front.
+func (c *core) removeLocked(ln *line, w *waiter) {
+	if w.removed {
+		return
+	}
+	w.removed = true
 	front := ln.list.Front() == w.elem
 	ln.list.Remove(w.elem)
 	if front {
@@ -101,12 +126,6 @@ func (c *core) leave(ln *line, w *waiter) {
 			close(next.Value.(*waiter).turn)
 		}
 	}
-	if ln.list.Len() == 0 {
-		delete(c.lines, ln.key)
-	}
-	c.nwait--
-	c.drainedLocked()
-	c.mu.Unlock()
 }
 
 // drainedLocked tells Close, and the refresher, when the last waiter of a
@@ -126,10 +145,11 @@ func (c *core) drainedLocked() {
 // hand-over message, the hint's timer, the caller's context or Close.
 func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 	if err := ctx.Err(); err != nil {
+		c.giveBackUnsure(ln, w)
 		c.st.cancelled.Add(1)
 		return nil, err
 	}
-	id := newID()
+	id := w.rid
 	w.wake = make(chan string, 2)
 	sharded, err := c.sharded(ctx)
 	if err == nil { // else Redis is away: poll only, the next waiter asks again
@@ -137,14 +157,15 @@ func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 	}
 	defer c.hub.unwatch(id)
 	defer c.unqueue(id, w)
-	if ctx.Err() != nil || c.isClosed() { // while it subscribed; nothing asked of Redis yet
+	if ctx.Err() != nil || c.isClosed() { // while it subscribed
+		c.giveBackUnsure(ln, w)
 		return nil, c.quit(ctx, nil)
 	}
 
 	var lastErr error
 	backoff := time.Duration(0)
 	for {
-		r, abandoned := c.callAcquire(ctx, ln.rk, id, w.n)
+		r, abandoned := c.callAcquire(ctx, ln, w)
 		if abandoned { // the call's goroutine cleans id up
 			return nil, c.quit(ctx, lastErr)
 		}

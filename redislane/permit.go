@@ -59,12 +59,14 @@ const (
 // Release first stops refreshing the lease and cancels the permit's
 // context (cause [ErrReleased], unless it had ended before), then removes
 // the permit from Redis with one call, which hands the permits to the next
-// waiter. It gives that call a fifth of the lease, and at most 250 ms, and
-// returns by then whatever Redis does; a call that did not get through is
-// made once more in the background (it is idempotent), for at most a fifth
-// of the lease. If Redis cannot be reached, the permits come back when the
-// lease runs out. After the lane's Close, Release makes no call: the lease
-// runs out by itself.
+// waiter; releases of the instance's permits made while such a call of the
+// bucket is in flight wait for it and go together in the next call. Release
+// waits for the call that carries its permit a fifth of the lease, and at
+// most 250 ms, and returns by then whatever Redis does; each call has that
+// deadline, and one that did not get through is made once more in the
+// background (it is idempotent), for at most a fifth of the lease. If Redis
+// cannot be reached, the permits come back when the lease runs out. After
+// the lane's Close, Release makes no call: the lease runs out by itself.
 func (p *Permit) Release() bool { return p.handle().Release() }
 
 // Weight returns the number of permits the permit holds.
@@ -200,14 +202,8 @@ func (o *owner) ReleaseToken(_ *permit.Token, n int64) {
 	if !c.startBackground() { // after Close: the lease runs out
 		return
 	}
-	// The release call, in this goroutine with a deadline of releaseWait;
-	// if that is not enough, once more in the background, within the
-	// margin (the call is idempotent).
-	_, err := c.cleanupWithin(p.rk, p.id, c.cfg.releaseWait())
+	c.release(p.rk, p.id) // within releaseWait
 	c.endBackground()
-	if err != nil {
-		c.cleanupAsync(p.rk, p.id)
-	}
 }
 
 func (o *owner) CountDoubleRelease(*permit.Token) { o.c.st.doubleRel.Add(1) }

@@ -235,10 +235,18 @@ local function flush(B)
   end
 end
 
-local function grant(B, M, id, w, ttl)
+-- grant grants w to id for ttl. With zadd, a table, it adds the holder's
+-- score and id to it rather than to the holders: the caller adds them all
+-- with one ZADD before flush.
+local function grant(B, M, id, w, ttl, zadd)
   local f = next_fence(M)
   local e = now + ttl
-  redis.call('ZADD', B.h, s(e), id)
+  if zadd then
+    zadd[#zadd + 1] = s(e)
+    zadd[#zadd + 1] = id
+  else
+    redis.call('ZADD', B.h, s(e), id)
+  end
   if not B.first then B.first, B.newH = e, true end
   B.f['w:' .. id], B.f['f:' .. id] = w, s(f)
   B.held, B.heldDirty = B.held + w, true
@@ -293,9 +301,24 @@ const (
 // mode, does nothing) and returns a hint: how long until something can
 // change.
 //
+// A call may carry, after id, the requests of the waiters behind it in its
+// instance's line (a batch), in line order. When id is granted, they are
+// taken in that order, each granted (or its existing grant returned, as for
+// id) as long as nobody is queued, the lane is not quarantined and its
+// weight fits; the first that is not ends the batch, so that a batch never
+// grants a waiter before one ahead of it: the granted ones are a prefix.
+// They are never queued: the waiters that are not granted wait in their
+// line, and ask again when a call of their head carries them or when they
+// become the head.
+//
 // KEYS: meta, h, q, x, d
 // ARGV: id, weight, limit, kind, lease ms, quarantine ms, try (0/1), channel,
-// publish command (SPUBLISH or PUBLISH), term of the limit (lterm)
+// publish command (SPUBLISH or PUBLISH), term of the limit (lterm), then
+// triples (id, weight, may hold 0/1) of the requests behind id: "may hold"
+// is 1 for an id that an earlier call may have granted (only such ids are
+// looked up among the holders; the others are new). With such triples, a
+// grant of id replies {1, fence, 0, 0, then the fence of each request
+// granted}.
 var acquireScript = redis.NewScript(acquireSrc)
 
 const acquireSrc = prelude + `
@@ -309,16 +332,52 @@ local B = bucket(2, M.ml)
 look(B)
 pump(B, M, chan, pub)
 
+-- held returns the fencing token of hid's grant, with a fresh lease, if
+-- hid holds one that has not expired (a retried call: the same grant),
+-- and else nil and hid's expired entry, if it has one.
+local function held(hid)
+  if not B.first then return nil, nil end
+  local exp = redis.call('ZSCORE', B.h, hid)
+  if not exp or tonumber(exp) <= now then return nil, exp end
+  local e = now + ttl
+  redis.call('ZADD', B.h, 'XX', s(e), hid)
+  need(B, e)
+  return tonumber(B.f['f:' .. hid] or redis.call('HGET', B.d, 'f:' .. hid)), exp
+end
+
+-- granted replies to a grant of id (fence f), after granting the prefix
+-- of the requests behind it that fits (see acquireScript).
+local function granted(f)
+  local out = {1, f}
+  if #ARGV > 10 then
+    out = {1, f, 0, 0}
+    local zadd = {}
+    if not try and now >= M.qu then
+      for i = 11, #ARGV - 2, 3 do
+        local fid, fw = ARGV[i], tonumber(ARGV[i + 1])
+        local ff, fexp
+        if ARGV[i + 2] == '1' then ff, fexp = held(fid) end
+        if not ff then
+          -- an expired entry of fid is left to fid's own call, which removes it
+          if B.head or fexp or not fw or fw < 1 or B.held + fw > M.limit then
+            break
+          end
+          ff = grant(B, M, fid, fw, ttl, zadd)
+        end
+        out[#out + 1] = ff
+      end
+    end
+    if #zadd > 0 then redis.call('ZADD', B.h, unpack(zadd)) end
+  end
+  flush(B)
+  save(M)
+  return out
+end
+
 if B.first then
-  local exp = redis.call('ZSCORE', B.h, id)
-  if exp and tonumber(exp) > now then -- a retried call: the same grant
-    local e = now + ttl
-    redis.call('ZADD', B.h, 'XX', s(e), id)
-    need(B, e)
-    local f = B.f['f:' .. id] or redis.call('HGET', B.d, 'f:' .. id)
-    flush(B)
-    save(M)
-    return {1, tonumber(f)}
+  local f, exp = held(id)
+  if f then
+    return granted(f)
   elseif exp then -- expired, beyond what look removed
     B.held = B.held - (tonumber(redis.call('HGET', B.d, 'w:' .. id)) or 0)
     B.heldDirty = true
@@ -340,10 +399,7 @@ if w > M.limit then -- a fleet lane that shrank below the weight
 end
 local quarantined = now < M.qu
 if not queued and not quarantined and not B.head and B.held + w <= M.limit then
-  local f = grant(B, M, id, w, ttl)
-  flush(B)
-  save(M)
-  return {1, f}
+  return granted(grant(B, M, id, w, ttl))
 end
 
 local hint, qflag, seq = ttl, 0, 0
@@ -380,36 +436,58 @@ return {2, hint, qflag, seq}
 // it held a valid lease, 2 when it held an expired lease, and 3 when it was
 // queued; callers only need to know that the call went through.
 
-// releaseScript removes id, held or queued, and hands the freed units to the
-// queue. It is idempotent.
+// releaseScript removes id, held or queued, and the ids after it, and hands
+// the freed units to the queue. It is idempotent.
 //
 // KEYS: meta, h, q, x, d
 // ARGV: id, limit, kind, lease ms, quarantine ms, channel, publish command,
-// term of the limit (lterm)
+// term of the limit (lterm), then more ids to remove, if any (releases
+// that an instance's callers made together)
 var releaseScript = redis.NewScript(releaseSrc)
 
 const releaseSrc = prelude + `
-local id, limit, kind = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local limit, kind = tonumber(ARGV[2]), ARGV[3]
 local ttl, quar, chan, pub = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local lv = tonumber(ARGV[8]) or 0
 local h, q, x, d = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 
+local ids = {ARGV[1]}
+for i = 9, #ARGV do ids[#ids + 1] = ARGV[i] end
 local res = 0
-local exp = redis.call('ZSCORE', h, id)
-if exp then
-  res = 2
-  if tonumber(exp) > now then res = 1 end
-  local w = tonumber(redis.call('HGET', d, 'w:' .. id))
-  redis.call('ZREM', h, id)
-  if w then
-    redis.call('HDEL', d, 'w:' .. id, 'f:' .. id, 't:' .. id)
-    redis.call('HINCRBY', d, 'held', -w)
+local hs, ws = {}, {}
+for k, id in ipairs(ids) do
+  local r = 0
+  local exp = redis.call('ZSCORE', h, id)
+  if exp then
+    r = 2
+    if tonumber(exp) > now then r = 1 end
+    hs[#hs + 1] = id
+    ws[#ws + 1] = 'w:' .. id
+  elseif redis.call('ZSCORE', q, id) then
+    redis.call('ZREM', q, id)
+    redis.call('ZREM', x, id)
+    redis.call('HDEL', d, 'w:' .. id, 't:' .. id)
+    r = 3
   end
-elseif redis.call('ZSCORE', q, id) then
-  redis.call('ZREM', q, id)
-  redis.call('ZREM', x, id)
-  redis.call('HDEL', d, 'w:' .. id, 't:' .. id)
-  res = 3
+  if k == 1 then res = r end
+end
+if #hs > 0 then
+  local w = redis.call('HMGET', d, unpack(ws))
+  local del, freed = {}, 0
+  for i, id in ipairs(hs) do
+    local n = tonumber(w[i])
+    if n then
+      freed = freed + n
+      del[#del + 1] = 'w:' .. id
+      del[#del + 1] = 'f:' .. id
+      del[#del + 1] = 't:' .. id
+    end
+  end
+  redis.call('ZREM', h, unpack(hs))
+  if #del > 0 then
+    redis.call('HDEL', d, unpack(del))
+    redis.call('HINCRBY', d, 'held', -freed)
+  end
 end
 if redis.call('ZRANGE', q, 0, 0)[1] then -- somebody waits: hand the units on
   local M = meta(KEYS[1], limit, kind, ttl, quar, 0, lv)

@@ -13,6 +13,7 @@ type counters struct {
 	handovers, polls                                                   atomic.Uint64 // how queued waiters were granted / woke up
 	stale                                                              atomic.Uint64 // hand-over messages for an earlier queue entry
 	maxHold                                                            atomic.Uint64 // permits ended by WithMaxHold
+	batched                                                            atomic.Uint64 // grants made in the call of the head of the line
 }
 
 func (c *core) stats() Stats {
@@ -43,6 +44,7 @@ func (c *core) stats() Stats {
 		Polls:          c.st.polls.Load(),
 		StaleHandovers: c.st.stale.Load(),
 		MaxHolds:       c.st.maxHold.Load(),
+		Batched:        c.st.batched.Load(),
 	}
 	if f := c.fleet; f != nil {
 		f.mu.Lock()
@@ -83,6 +85,7 @@ type Stats struct {
 	Polls          uint64 // waits in the Redis queue that ended with no message: on the timer, or on a refresh that found the waiter granted
 	StaleHandovers uint64 // hand-over messages ignored: made for an earlier queue entry of the waiter, which expired
 	MaxHolds       uint64 // permits ended by WithMaxHold
+	Batched        uint64 // grants to a waiter behind the first of its line, made by the first's call (see [Weighted.Acquire])
 
 	// A Fleet's only (zero for the others):
 	Leader        bool   // the instance is the fleet's leader now

@@ -31,7 +31,7 @@ func (c *core) tryAcquire(key string, n int64) (*Permit, bool) {
 
 	rk := c.bucketKeys(key)
 	id := newID()
-	r := c.runAcquire(context.Background(), rk, id, n, true) // bounded by one margin
+	r := c.runAcquire(context.Background(), rk, id, n, true, nil) // bounded by one margin
 	switch {
 	case r.err != nil:
 		c.st.redisErrs.Add(1)

@@ -39,9 +39,11 @@ func NewWeighted(client redis.UniversalClient, name string, capacity int64, opts
 // with another capacity.
 //
 // Waiting: callers of one instance wait in one local FIFO line, and only the
-// first of them asks Redis; in Redis, the first waiters of all instances wait
-// in one FIFO queue, so a heavy request is not overtaken by lighter ones,
-// and instances take turns. A waiter is woken by a pub/sub message when a
+// first of them asks Redis, with one call that carries the requests of the
+// callers behind it too and grants, after the first, those that fit in line
+// order, up to the first that does not (see the package doc); in Redis, the
+// first waiters of all instances wait in one FIFO queue, so a heavy request
+// is not overtaken by lighter ones, and instances take turns. A waiter is woken by a pub/sub message when a
 // release hands it the permits, and asks again after a hint from Redis
 // (jittered, 5-250 ms) in case the message was lost. Calls that fail for a
 // passing reason (the network, a server loading, busy or failing over) are
@@ -52,8 +54,9 @@ func NewWeighted(client redis.UniversalClient, name string, capacity int64, opts
 //
 // Cancellation: when ctx ends, Acquire returns ctx.Err() at once (wrapping
 // the last Redis error, if the last call failed), even with a call in
-// flight; its place in the line goes to the next waiter, and whatever Redis
-// granted or queued for it is released in the background. If ctx is already
+// flight (its own, or the first waiter's that carries its request); its
+// place in the line goes to the next waiter, and whatever Redis granted or
+// queued for it is released in the background. If ctx is already
 // done, Acquire fails without calling Redis. A grant that races with the
 // cancellation is released, never returned and lost.
 func (s *Weighted) Acquire(ctx context.Context, n int64) (*Permit, error) {

@@ -10,7 +10,9 @@
 // called (or the lease ended, if earlier), the weight and the fencing
 // token. The parent merges the logs and prints the most weight ever in use
 // at once against the capacity, grants per second, acquire latency p50/p99,
-// and Redis calls per grant (counted by a go-redis hook in each child). It
+// Redis calls per grant (counted by a go-redis hook in each child), and the
+// Redis server's CPU time per grant (INFO cpu, read before and after the
+// run), the bound that one Redis core puts on grants per second. It
 // exits with status 1 if the capacity was exceeded or a fencing token repeats.
 //
 // -mode=uncontended instead runs one process, one goroutine, acquiring and
@@ -101,6 +103,8 @@ type Result struct {
 	PingP50Us      float64 `json:"ping_p50_us,omitempty"`
 	CycleRoundTrip float64 `json:"uncontended_cycle_p50_round_trips,omitempty"`
 	ScriptUs       float64 `json:"redis_usec_per_script,omitempty"`
+	RedisCPUUs     float64 `json:"redis_cpu_usec_per_grant,omitempty"`
+	RedisBound     float64 `json:"redis_bound_grants_per_sec,omitempty"`
 }
 
 func main() {
@@ -228,6 +232,9 @@ func runParent(cfg *config) (*Result, error) {
 			return nil, fmt.Errorf("child %d did not start: %q %v", i, line, err)
 		}
 	}
+	rc, _ := newClient(cfg)
+	defer rc.Close()
+	cpu0 := redisCPU(rc)
 	for _, p := range procs {
 		if _, err := io.WriteString(p.in, "go\n"); err != nil {
 			return nil, err
@@ -246,7 +253,36 @@ func runParent(cfg *config) (*Result, error) {
 			return nil, fmt.Errorf("child %d: %v", i, err)
 		}
 	}
-	return summarize(cfg, reports), nil
+	res := summarize(cfg, reports)
+	if cpu0 > 0 && res.Grants > 0 {
+		// The children are done: what Redis spent since the go signal was
+		// spent on this run's calls (and on nothing else, on a server of
+		// its own).
+		res.RedisCPUUs = (redisCPU(rc) - cpu0) * 1e6 / float64(res.Grants)
+		if res.RedisCPUUs > 0 {
+			res.RedisBound = 1e6 / res.RedisCPUUs
+		}
+	}
+	return res, nil
+}
+
+// redisCPU returns the CPU time the Redis server has used (INFO cpu,
+// system and user), in seconds, or 0 if it cannot tell.
+func redisCPU(rc *redis.Client) float64 {
+	info, err := rc.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		return 0
+	}
+	var sum float64
+	for _, line := range strings.Split(info, "\n") {
+		for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), f); ok {
+				x, _ := strconv.ParseFloat(v, 64)
+				sum += x
+			}
+		}
+	}
+	return sum
 }
 
 func newClient(cfg *config) (*redis.Client, *redistest.Calls) {
@@ -287,9 +323,16 @@ func runChild(cfg config) error {
 		return err
 	}
 	defer s.Close()
-	if err := rc.Ping(context.Background()).Err(); err != nil {
-		return err
+	// Dial, load and subscribe before the clock starts: one grant (the
+	// parent made the lane and sat out its quarantine), so that the first
+	// grants of the run do not wait for a connection or a subscription.
+	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	p, err := s.Acquire(wctx, 1)
+	wcancel()
+	if err != nil {
+		return fmt.Errorf("warm-up acquire: %w", err)
 	}
+	p.Release()
 	fmt.Println("ready")
 	if line, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil || line != "go\n" {
 		return fmt.Errorf("no go signal: %q %v", line, err)
@@ -496,4 +539,7 @@ func printResult(r *Result) {
 	fmt.Printf("  acquire latency: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", r.AcquireP50Ms, r.AcquireP99Ms, r.AcquireMaxMs)
 	fmt.Printf("  Redis calls per grant: %.2f (grants handed over by pub/sub: %d; waits ended by the timer: %d)\n", r.CallsPerGrant, r.Handovers, r.Polls)
 	fmt.Printf("  fencing tokens unique: %v; acquire errors: %d; leases ended before release: %d\n", r.FencesUnique, r.Errors, r.LeasesEnded)
+	if r.RedisCPUUs > 0 {
+		fmt.Printf("  Redis CPU per grant: %.1f µs, so one busy Redis core would give at most %.0f grants/s at this cost\n", r.RedisCPUUs, r.RedisBound)
+	}
 }

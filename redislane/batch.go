@@ -1,0 +1,179 @@
+package redislane
+
+import (
+	"context"
+	"time"
+)
+
+// Batches: the head of a line carries, in each of its acquire calls, the
+// requests of the waiters behind it, and the script grants them after the
+// head in line order, the prefix that fits while nobody is queued in Redis
+// (see acquireSrc). A waiter behind the head waits in follow for the
+// outcome of each call that carries it (settle), for its turn as head, for
+// its context or for Close.
+
+// maxBatch bounds the requests of waiters behind the head that one acquire
+// call carries (and so the time Redis spends in it).
+const maxBatch = 256
+
+// batchResult is the outcome, for one waiter behind the head, of a head's
+// call that carried its request: granted (with its fencing token) or not.
+type batchResult struct {
+	granted bool
+	fence   int64
+	sent    time.Time // the call's send time
+}
+
+// follow is the wait of a waiter behind the head: until a head's call
+// grants its request (done, with the permit), its turn comes as head and no
+// call carries its request any more (not done: it leads), its context ends
+// or the lane closes.
+func (c *core) follow(ctx context.Context, ln *line, w *waiter) (_ *Permit, _ error, done bool) {
+	turn := w.turn
+	for {
+		select {
+		case <-turn:
+			turn = nil
+		case r := <-w.got:
+			if r.granted { // the call took w out of the line
+				return c.takeBatched(ctx, ln, w, r)
+			}
+		case <-ctx.Done():
+			c.abandon(ln, w)
+			c.st.cancelled.Add(1)
+			return nil, ctx.Err(), true
+		case <-c.done:
+			c.abandon(ln, w)
+			c.st.failed.Add(1)
+			return nil, ErrClosed, true
+		}
+		if turn == nil {
+			c.mu.Lock()
+			busy := w.inflight || len(w.got) > 0 // an outcome is on its way, or there
+			c.mu.Unlock()
+			if !busy {
+				return nil, nil, false
+			}
+		}
+	}
+}
+
+// takeBatched makes the permit of w, granted by a head's call (r), unless
+// w's context ended or the lane closed meanwhile: then the grant is given
+// back. w is no longer in the line.
+func (c *core) takeBatched(ctx context.Context, ln *line, w *waiter, r batchResult) (*Permit, error, bool) {
+	defer c.leave(ln, w) // after grant: Close waits for w, so it sees the permit
+	if ctx.Err() != nil || c.isClosed() {
+		c.cleanupAsync(ln.rk, w.rid)
+		return nil, c.quit(ctx, nil), true
+	}
+	p := c.grant(ln.rk, w.rid, w.n, r.fence, r.sent)
+	if p == nil { // Close came first
+		return nil, c.quit(ctx, nil), true
+	}
+	c.st.waited.Add(1)
+	c.st.batched.Add(1)
+	return p, nil, true
+}
+
+// abandon takes w out of its line when it stops waiting behind the head.
+// If a call carries its request, that call gives back whatever it grants
+// w; else w gives back what an earlier call may have granted it.
+func (c *core) abandon(ln *line, w *waiter) {
+	c.mu.Lock()
+	w.left = true
+	giveBack := false
+	if !w.inflight {
+		select {
+		case r := <-w.got:
+			giveBack = r.granted
+		default:
+		}
+		giveBack = giveBack || w.unsure
+	}
+	c.leaveLocked(ln, w)
+	c.mu.Unlock()
+	if giveBack {
+		c.cleanupAsync(ln.rk, w.rid)
+	}
+}
+
+// gatherLocked marks the waiters behind the head h whose requests h's next
+// call carries, in line order: up to maxBatch, as long as their weight and
+// the head's fit in the limit, and stopping at one that an earlier call
+// (of a head that left) still carries, so that none is granted before a
+// waiter ahead of it.
+func (c *core) gatherLocked(ln *line, h *waiter) []*waiter {
+	if h.elem == nil || h.removed {
+		return nil
+	}
+	var fs []*waiter
+	sum, limit := h.n, c.limit()
+	for e := h.elem.Next(); e != nil && len(fs) < maxBatch; e = e.Next() {
+		f := e.Value.(*waiter)
+		if f.inflight || sum+f.n > limit {
+			break
+		}
+		sum += f.n
+		f.inflight = true
+		f.mayHold = f.unsure
+		fs = append(fs, f)
+	}
+	return fs
+}
+
+// settle hands the outcome of a head's call to the waiters behind it whose
+// requests it carried (fs): those granted leave the line with their grant,
+// unless the reply came too late to be used (they ask again with the same
+// id, which returns the same grant); what it granted to waiters that left
+// meanwhile is given back, here.
+func (c *core) settle(ln *line, fs []*waiter, r reply) {
+	if len(fs) == 0 {
+		return
+	}
+	late := r.err == nil && time.Since(r.sent) > c.cfg.margin()
+	var giveBack []string
+	c.mu.Lock()
+	for i, f := range fs {
+		res := batchResult{sent: r.sent}
+		switch {
+		case r.err != nil:
+			f.unsure = true
+		case i < len(r.fences) && late:
+			f.unsure = true
+		case i < len(r.fences):
+			res.granted, res.fence = true, r.fences[i]
+		}
+		f.inflight = false
+		if f.left {
+			if res.granted || f.unsure {
+				giveBack = append(giveBack, f.rid)
+			}
+			continue
+		}
+		if res.granted {
+			c.removeLocked(ln, f)
+		}
+		f.got <- res
+	}
+	c.mu.Unlock()
+	if late {
+		c.st.late.Add(uint64(min(len(r.fences), len(fs))))
+	}
+	for _, id := range giveBack {
+		_, _ = c.cleanup(ln.rk, id)
+	}
+}
+
+// giveBackUnsure gives back, in the background, what a call that carried
+// w's request behind an earlier head may have granted it (its outcome is
+// unknown): for a waiter whose turn as head came and that leaves before it
+// asks Redis itself.
+func (c *core) giveBackUnsure(ln *line, w *waiter) {
+	c.mu.Lock()
+	unsure := w.unsure
+	c.mu.Unlock()
+	if unsure {
+		c.cleanupAsync(ln.rk, w.rid)
+	}
+}
