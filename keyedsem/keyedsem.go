@@ -368,8 +368,7 @@ func (s *Keyed[K]) TryAcquire(key K, opts ...semaphore.AcquireOption) (Permit, b
 	}
 	n, _, err := s.callOf(opts)
 	if err != nil {
-		s.rejected.Add(1)
-		return Permit{}, false
+		return Permit{}, false // a try's false counts nowhere, as semaphore's
 	}
 	return s.tryAcquire(key, n)
 }

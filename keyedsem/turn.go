@@ -55,6 +55,7 @@ var (
 	errNoPriorities = fmt.Errorf("keyedsem: Priority set without WithPriorities: %w", ErrInvalidConfig)
 	errNoSequence   = fmt.Errorf("keyedsem: Sequence set without WithSequenceOrder: %w", ErrInvalidConfig)
 	errNoGroup      = fmt.Errorf("keyedsem: Group set: a keyed semaphore has no fair share (WithFairShare is package semaphore's): %w", ErrInvalidConfig)
+	errLaneWeight   = fmt.Errorf("keyedsem: a lane's weight (lanequeue.LaneWeight): a keyed semaphore takes semaphore.Weight: %w", ErrInvalidConfig)
 	errPriority     = fmt.Errorf("keyedsem: Priority out of [-semaphore.MaxPriority, semaphore.MaxPriority]: %w", ErrInvalidConfig)
 )
 
@@ -86,6 +87,8 @@ func (s *Keyed[K]) callOf(opts []semaphore.AcquireOption) (int64, call.Turn, err
 		return n, t, nil
 	}
 	switch {
+	case c.LaneWeight:
+		return 0, t, errLaneWeight
 	case t.Group != "":
 		return 0, t, errNoGroup
 	case t.Priority != 0 && s.order != orderPriorities:

@@ -16,6 +16,7 @@ import (
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -386,4 +387,30 @@ func TestOrderedCancelRace(t *testing.T) {
 			assert.Equal(t, uint64(rounds)*9, st.Acquired+st.Cancelled, "every call ended once: %+v", st)
 		})
 	}
+}
+
+// TestOptionsRefusalsAndCounts: a lane's weight (lanequeue's) is refused,
+// not taken as 1; a TryAcquire refused for its options counts nowhere, as
+// every TryAcquire's false; an ended context comes before a refusal.
+func TestOptionsRefusalsAndCounts(t *testing.T) {
+	s := keyedsem.New[string](keyedsem.WithPerKeyCapacity(4))
+	defer s.Close()
+	before := s.Stats()
+	p, err := s.Acquire(bg, "k", lanequeue.LaneWeight("session", 3))
+	require.ErrorIs(t, err, keyedsem.ErrInvalidConfig)
+	require.False(t, p.Valid())
+	if _, ok := s.TryAcquire("k", lanequeue.LaneWeight("session", 3)); ok {
+		t.Fatal("TryAcquire took a lane's weight")
+	}
+	if _, ok := s.TryAcquire("k", semaphore.Priority(1)); ok {
+		t.Fatal("TryAcquire took a priority on a FIFO keyed semaphore")
+	}
+	ctx, cancel := context.WithCancel(bg)
+	cancel()
+	_, err = s.Acquire(ctx, "k", semaphore.Priority(1))
+	require.ErrorIs(t, err, context.Canceled)
+	st := s.Stats()
+	require.Equal(t, before.Rejected+1, st.Rejected, "only the Acquire's refusal counts as rejected")
+	require.Equal(t, before.Cancelled+1, st.Cancelled)
+	require.Zero(t, st.Held)
 }

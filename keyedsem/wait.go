@@ -95,7 +95,7 @@ func clearQueued[K comparable](e *entry[K]) {
 // permits of e: at the tail, or by t (nil: the zero Turn) if s orders its
 // keys' waiters (see turnKey).
 func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64, t *call.Turn) (Permit, error) {
-	if s.barging { // it orders nothing: turnErr refused any Turn field
+	if s.barging { // it orders nothing: callOf refused any place in line
 		return s.waitBarging(ctx, e, n)
 	}
 	w, p, err := s.enqueue(ctx, e, n, t)

@@ -106,9 +106,9 @@ func (q *Queue[K]) resolve(g *grant[K], ls LaneSet[K], opts []semaphore.AcquireO
 	laneWeights := false
 	for _, o := range opts {
 		switch {
-		case o.Kind() != call.KindWeight: // the call's place in line: see turnOf
-		case o.Lane() == "":
-			w = o.N()
+		case call.KindOf(o) != call.KindWeight: // the call's place in line: see turnOf
+		case call.LaneOf(o) == "":
+			w = call.NOf(o)
 		default:
 			laneWeights = true
 		}
@@ -148,17 +148,17 @@ func (q *Queue[K]) resolve(g *grant[K], ls LaneSet[K], opts []semaphore.AcquireO
 // weight.
 func applyLaneWeights[K comparable](hs []held[K], opts []semaphore.AcquireOption) error {
 	for _, o := range opts {
-		if o.Lane() == "" || o.Kind() != call.KindWeight {
+		if call.LaneOf(o) == "" || call.KindOf(o) != call.KindWeight {
 			continue
 		}
 		found := false
 		for i := range hs {
-			if hs[i].e.name == o.Lane() {
-				hs[i].n, found = o.N(), true
+			if hs[i].e.name == call.LaneOf(o) {
+				hs[i].n, found = call.NOf(o), true
 			}
 		}
 		if !found {
-			return fmt.Errorf("%w: %q has a weight but is not in the set", ErrUnknownLane, o.Lane())
+			return fmt.Errorf("%w: %q has a weight but is not in the set", ErrUnknownLane, call.LaneOf(o))
 		}
 	}
 	return checkWeights(hs)

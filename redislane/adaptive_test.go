@@ -243,3 +243,19 @@ func TestBudgetRefusesOptions(t *testing.T) {
 		t.Fatalf("Acquire with a priority = (valid %v, %v); want ErrInvalidConfig", p.Valid(), err)
 	}
 }
+
+// TestBudgetTakesOptionsThatSetNothing: the zero option and Priority(0)
+// set nothing, so a Budget takes them as a Weighted does (here the call
+// goes on to the budget's fleet, which is nil: it panics past the check).
+func TestBudgetTakesOptionsThatSetNothing(t *testing.T) {
+	for _, o := range []semaphore.AcquireOption{{}, semaphore.Priority(0), semaphore.Group("")} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Acquire(%v) was refused; want it to reach the fleet", o)
+				}
+			}()
+			redislane.AsBudget(nil).Acquire(context.Background(), 1, o)
+		}()
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -430,13 +431,17 @@ func (b *Budget) Term() int64 { return b.f.Term() }
 // Acquire takes n permits of the fleet as [Weighted.Acquire] does, and
 // returns them as a semaphore.Permit whose Release runs the Redis release
 // ([PermitOf] gives the *Permit: its fencing token and context). A fleet
-// lane orders its waiters FIFO only: a call with options (a priority, a
-// group) is refused with an error wrapping ErrInvalidConfig, and takes
-// nothing. The parameter is there so that a Budget is an
+// lane orders its waiters FIFO only: a call with an option that sets
+// something (a priority, a group, a weight) is refused with an error
+// wrapping ErrInvalidConfig, and takes nothing. The parameter is there so that a Budget is an
 // adaptive.Acquirer, as a semaphore.Weighted is.
 func (b *Budget) Acquire(ctx context.Context, n int64, opts ...semaphore.AcquireOption) (semaphore.Permit, error) {
 	if len(opts) != 0 {
-		return semaphore.Permit{}, errBudgetOptions
+		// Options that set nothing (Priority(0), the zero option) are
+		// taken as FIFO; any other is refused.
+		if c, bad := call.Read(opts); bad != call.BadNone || c != (call.Call{}) {
+			return semaphore.Permit{}, errBudgetOptions
+		}
 	}
 	p, err := b.f.Acquire(ctx, n)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/testkit"
+	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -410,4 +411,23 @@ func TestPrioritiesRaceNoWaiterLostOrServedTwice(t *testing.T) {
 	st := requireBalanced(t, s)
 	require.Equal(t, uint64(granted), st.Acquired)
 	require.Equal(t, uint64(failed), st.Cancelled)
+}
+
+// TestEndedContextBeforeRefusedOption: a context that has ended comes
+// before an option's refusal, counted as cancelled, as in keyedsem; a
+// lane's weight (lanequeue's) is refused, never taken as the argument.
+func TestEndedContextBeforeRefusedOption(t *testing.T) {
+	s := semaphore.New(4)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	before := s.Stats()
+	_, err := s.Acquire(ctx, 1, semaphore.Priority(1))
+	require.ErrorIs(t, err, context.Canceled)
+	st := s.Stats()
+	require.Equal(t, before.Cancelled+1, st.Cancelled)
+	require.Equal(t, before.Rejected, st.Rejected)
+	p, err := s.Acquire(context.Background(), 1, lanequeue.LaneWeight("global", 3))
+	require.ErrorIs(t, err, semaphore.ErrInvalidConfig)
+	require.False(t, p.Valid())
+	require.Equal(t, int64(0), s.Stats().Held)
 }

@@ -217,14 +217,6 @@ func (s *Weighted) Acquire(ctx context.Context, n int64, opts ...AcquireOption) 
 	if ctx == nil {
 		panic("semaphore: nil Context")
 	}
-	var t call.Turn
-	if len(opts) != 0 {
-		var err error
-		if t, err = s.turnOf(opts); err != nil {
-			s.reject()
-			return Permit{}, err
-		}
-	}
 	// The word is loaded before ctx is looked at, and claimed only as it
 	// was loaded: if the load saw permits that a release gave back, it
 	// also sees a cancellation that came before that release (atomics are
@@ -232,10 +224,19 @@ func (s *Weighted) Acquire(ctx context.Context, n int64, opts ...AcquireOption) 
 	// permits came free always wins. A context that has ended has a
 	// non-nil Err (and a closed Done); Err is one atomic load for the
 	// standard contexts, cheaper than a select. Background and TODO never
-	// end: for them neither the call nor the ordering matters.
+	// end: for them neither the call nor the ordering matters. An ended
+	// context comes before any refusal, as in keyedsem.
 	st := s.state.Load()
 	if !neverEnds(ctx) && ctx.Err() != nil {
 		return Permit{}, s.failFast(ctx)
+	}
+	var t call.Turn
+	if len(opts) != 0 {
+		var err error
+		if t, err = s.turnOf(opts); err != nil {
+			s.reject()
+			return Permit{}, err
+		}
 	}
 	if n > 0 && fastOK(st, n) {
 		if p, ok := s.claimInline(st, n); ok {

@@ -116,6 +116,8 @@ func (s *Weighted) turnOf(opts []AcquireOption) (call.Turn, error) {
 	switch {
 	case c.WeightSet:
 		return t, fmt.Errorf("semaphore: Weight(%d): a Weighted's calls take their weight as an argument: %w", c.Weight, ErrInvalidConfig)
+	case c.LaneWeight:
+		return t, fmt.Errorf("semaphore: a lane's weight (lanequeue.LaneWeight) on a Weighted, whose calls take their weight as an argument: %w", ErrInvalidConfig)
 	case t.Priority != 0 && s.prio.step == 0:
 		return t, fmt.Errorf("semaphore: Priority(%d) on a semaphore without WithPriorities: %w", t.Priority, ErrInvalidConfig)
 	case t.Sequence != 0:

@@ -29,14 +29,16 @@ type Option struct {
 // Make returns the Option of kind k carrying lane and n.
 func Make(k Kind, lane string, n int64) Option { return Option{lane: lane, n: n, kind: k} }
 
-// Kind, Lane and N return what o carries.
-func (o Option) Kind() Kind { return o.kind }
+// KindOf, LaneOf and NOf return what o carries: functions, not methods, so
+// that the public packages' alias of Option shows users no method.
+func KindOf(o Option) Kind { return o.kind }
 
-// Lane returns the group of a KindGroup option, the lane of a KindWeight one.
-func (o Option) Lane() string { return o.lane }
+// LaneOf returns the group of a KindGroup option, the lane of a KindWeight
+// one.
+func LaneOf(o Option) string { return o.lane }
 
-// N returns the number o carries.
-func (o Option) N() int64 { return o.n }
+// NOf returns the number o carries.
+func NOf(o Option) int64 { return o.n }
 
 // Lenient is the option that a caller handing one set of options to many
 // lanes (package lanequeue) adds, so that each lane drops a field it has
@@ -63,7 +65,10 @@ type Call struct {
 	Turn
 	Weight    int64 // the weight on every lane, if WeightSet
 	WeightSet bool
-	Lenient   bool
+	// LaneWeight says that an option set the weight of one lane, which
+	// only a caller that knows its lanes by name (lanequeue) can honour.
+	LaneWeight bool
+	Lenient    bool
 }
 
 // Bad is why Read refused a call's options.
@@ -77,18 +82,16 @@ const (
 
 // Read folds opts into a Call; of options of one kind the last counts. A
 // weight for one lane (KindWeight with a lane) is left to the caller that
-// knows its lanes. It refuses a priority out of range, and says so; the
-// caller returns its own static error, so that a refusal allocates
-// nothing.
+// knows its lanes (LaneWeight says there was one). It refuses a priority
+// out of range (the last one given), and says so; the caller returns its
+// own static error, so that a refusal allocates nothing.
 func Read(opts []Option) (Call, Bad) {
 	var c Call
+	var prio int64
 	for _, o := range opts {
 		switch o.kind {
 		case KindPriority:
-			if o.n > MaxPriority || o.n < -MaxPriority {
-				return Call{}, BadPriority
-			}
-			c.Priority = int(o.n)
+			prio = o.n
 		case KindGroup:
 			c.Group = o.lane
 		case KindSequence:
@@ -96,10 +99,16 @@ func Read(opts []Option) (Call, Bad) {
 		case KindWeight:
 			if o.lane == "" {
 				c.Weight, c.WeightSet = o.n, true
+			} else {
+				c.LaneWeight = true
 			}
 		case kindLenient:
 			c.Lenient = true
 		}
 	}
+	if prio > MaxPriority || prio < -MaxPriority {
+		return Call{}, BadPriority
+	}
+	c.Priority = int(prio)
 	return c, BadNone
 }
