@@ -2,6 +2,7 @@ package lanehttp_test
 
 import (
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -26,7 +27,7 @@ func BenchmarkTransport(b *testing.B) {
 	if err := q.AddRateLane("rpm", 1e9, 1e9); err != nil {
 		b.Fatal(err)
 	}
-	if err := q.AddRateLane("tpm", 1e12, 1e12); err != nil {
+	if err := q.AddRateLane("tpm", 1e12, math.MaxInt32); err != nil {
 		b.Fatal(err)
 	}
 	set, err := q.Lanes("provider", "rpm", "tpm")
