@@ -249,3 +249,27 @@ func BenchmarkSettle(b *testing.B) {
 		})
 	}
 }
+
+// TestSettleRefundFromItsOwnSecond: a refund comes off the second its
+// grant was charged in, not a later one: once that second leaves the
+// window, the tokens charged after it still count.
+func TestSettleRefundFromItsOwnSecond(t *testing.T) {
+	q, ls, clk := tokenQueue(t, 100)
+	tpm, err := q.Lanes("tpm")
+	must(t, err)
+	a, err := q.AcquireAll(context.Background(), "a", ls, lanequeue.LaneWeight("tpm", 60))
+	must(t, err)
+	clk.Advance(10 * time.Second)
+	b, err := q.AcquireAll(context.Background(), "b", tpm, lanequeue.LaneWeight("tpm", 30))
+	must(t, err)
+	b.Release()
+	must(t, a.Settle("tpm", 20)) // 40 back, off second 0
+	a.Release()
+	clk.Advance(52 * time.Second) // second 0 left the window; b's 30 of second 10 count
+	if try(q, ls, 71) {
+		t.Fatal("71 tokens granted with b's 30 still in the minute")
+	}
+	if !try(q, ls, 70) {
+		t.Fatal("70 tokens refused with only b's 30 in the minute")
+	}
+}
