@@ -133,7 +133,7 @@ func (l *tokenLane[K]) take(n int64) (sec int64, wait time.Duration, ok bool) {
 	}
 	// The oldest slots leave first: the one whose leaving makes room.
 	need := n - (l.max - l.total)
-	for s := now - window + 1; s <= now; s++ {
+	for s := max(now-window+1, 0); s <= now; s++ { // seconds before the clock's 0 held nothing
 		need -= l.slots[s%window]
 		if need <= 0 {
 			return 0, time.Duration((s+window)*int64(time.Second) - t), false

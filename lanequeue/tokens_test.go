@@ -273,3 +273,25 @@ func TestSettleRefundFromItsOwnSecond(t *testing.T) {
 		t.Fatal("70 tokens refused with only b's 30 in the minute")
 	}
 }
+
+// TestTokenLaneFullInItsFirstMinute: on the queue's own clock, which counts
+// from the queue's start, a lane that is full in its first minute says no
+// (or waits), as later: the seconds before the clock's start held nothing.
+func TestTokenLaneFullInItsFirstMinute(t *testing.T) {
+	q := lanequeue.New[string]()
+	t.Cleanup(q.Close)
+	must(t, q.AddTokenLane("tpm", 10))
+	ls, err := q.Lanes("tpm")
+	must(t, err)
+	if !try(q, ls, 10) {
+		t.Fatal("a fresh lane refused its budget")
+	}
+	if try(q, ls, 1) {
+		t.Fatal("a spent lane granted a token")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := q.AcquireAll(ctx, "k", ls, lanequeue.LaneWeight("tpm", 1)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("AcquireAll on a spent lane = %v; want DeadlineExceeded at once (the tokens come in a minute)", err)
+	}
+}
