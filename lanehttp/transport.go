@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -72,6 +73,18 @@ type TransportConfig[K comparable] struct {
 	// once per request. An estimate above the lane's burst fails the
 	// request with the lane's ErrTooHeavy. Required with TokensLane.
 	Tokens func(*http.Request) int64
+	// Usage, if not nil, reports the tokens a call used, read from its
+	// answer: tail is the end of what the caller read of the body (at
+	// most its last 16 KiB, where an answer's usage is), and resp is the
+	// response (its Body not to be read). It is called once, at the
+	// body's EOF or, if the caller stops before, at its Close; the
+	// ticket of TokensLane (a lane of Queue.AddTokenLane) is then
+	// settled to tokens before the lanes are released: a refund, or a
+	// debt later calls wait out. With ok false, or at a Close before EOF
+	// with tokens not above the estimate (the provider may have counted
+	// more than was read), the estimate stands. [UsageJSON] reads
+	// OpenAI's and Anthropic's answers. Requires TokensLane.
+	Usage func(resp *http.Response, tail []byte) (tokens int64, ok bool)
 	// Classify makes a [Verdict] of each attempt; nil means
 	// [DefaultClassifier].
 	Classify Classifier
@@ -124,7 +137,8 @@ type Transport[K comparable] struct {
 
 // NewTransport returns a Transport for cfg. It panics, as [Middleware]
 // does, if cfg has no Queue, if Lanes is empty or not a set of Queue, if
-// TokensLane is not in Lanes or has no Tokens, or if a bound is negative:
+// TokensLane is not in Lanes or has no Tokens, if Usage is set without a
+// TokensLane, or if a bound is negative:
 // a programming error, found when the client is set up.
 func NewTransport[K comparable](cfg TransportConfig[K]) *Transport[K] {
 	if cfg.Queue == nil {
@@ -143,6 +157,8 @@ func NewTransport[K comparable](cfg TransportConfig[K]) *Transport[K] {
 		if cfg.Tokens == nil {
 			panic("lanehttp: TransportConfig.Tokens is nil with a TokensLane")
 		}
+	} else if cfg.Usage != nil {
+		panic("lanehttp: TransportConfig.Usage is set without a TokensLane to settle")
 	}
 	if cfg.Base == nil {
 		cfg.Base = http.DefaultTransport
@@ -221,7 +237,7 @@ func (t *Transport[K]) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
-	opts := t.acquireOptions(req)
+	est, opts := t.acquireOptions(req)
 	t.earnRetry()
 	rewind := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 	safe := cfg.RetryUnsafe || safeToRepeat(req)
@@ -261,7 +277,7 @@ func (t *Transport[K]) RoundTrip(req *http.Request) (*http.Response, error) {
 				tk.Finish(outcome)
 				return nil, err
 			}
-			return holdUntilClosed(resp, tk, outcome), nil
+			return t.holdUntilClosed(resp, tk, outcome, est), nil
 		}
 		if resp != nil {
 			drain(resp.Body)
@@ -304,14 +320,15 @@ func rewound(req *http.Request) (*http.Request, error) {
 	return r, nil
 }
 
-// acquireOptions are the per-call options of req's attempts: its token
-// estimate as the weight of the tokens lane. It is the one place that
-// names lanequeue's per-call options.
-func (t *Transport[K]) acquireOptions(req *http.Request) []semaphore.AcquireOption {
+// acquireOptions returns req's token estimate and the per-call options
+// of its attempts: the estimate as the weight of the tokens lane. It is
+// the one place that names lanequeue's per-call options.
+func (t *Transport[K]) acquireOptions(req *http.Request) (int64, []semaphore.AcquireOption) {
 	if t.cfg.TokensLane == "" {
-		return nil
+		return 0, nil
 	}
-	return []semaphore.AcquireOption{lanequeue.LaneWeight(t.cfg.TokensLane, max(1, t.cfg.Tokens(req)))}
+	est := max(1, t.cfg.Tokens(req))
+	return est, []semaphore.AcquireOption{lanequeue.LaneWeight(t.cfg.TokensLane, est)}
 }
 
 // earnRetry adds a request's share to the retry budget, up to its cap.
@@ -412,14 +429,21 @@ func drain(b io.ReadCloser) {
 }
 
 // holdUntilClosed makes resp's body finish tk with outcome when it is
-// closed, once.
-func holdUntilClosed[K comparable](resp *http.Response, tk *lanequeue.Ticket[K], outcome error) *http.Response {
+// closed, once, after settling the tokens lane to the call's usage if
+// the transport has a Usage; est is the estimate tk holds of that lane.
+func (t *Transport[K]) holdUntilClosed(resp *http.Response, tk *lanequeue.Ticket[K], outcome error, est int64) *http.Response {
 	if resp.Body == nil {
 		tk.Finish(outcome)
 		return resp
 	}
 	if _, ok := resp.Body.(io.Writer); ok { // a 101 Switching Protocols' connection
 		b := &laneRWBody[K]{}
+		b.ReadCloser, b.t, b.outcome = resp.Body, tk, outcome
+		resp.Body = b
+		return resp
+	}
+	if t.cfg.Usage != nil {
+		b := &usageBody[K]{resp: resp, usage: t.cfg.Usage, lane: t.cfg.TokensLane, est: est}
 		b.ReadCloser, b.t, b.outcome = resp.Body, tk, outcome
 		resp.Body = b
 		return resp
@@ -452,4 +476,83 @@ type laneRWBody[K comparable] struct{ laneBody[K] }
 
 func (b *laneRWBody[K]) Write(p []byte) (int, error) {
 	return b.ReadCloser.(io.Writer).Write(p)
+}
+
+// usageBody is a laneBody that keeps the end of what the caller reads and
+// settles the tokens lane from it, at EOF or at Close, before the lanes
+// are released.
+type usageBody[K comparable] struct {
+	laneBody[K]
+	resp  *http.Response
+	usage func(*http.Response, []byte) (int64, bool)
+	lane  string
+	est   int64
+
+	mu      sync.Mutex
+	tail    []byte // what was read, its last usageTail bytes: a ring once full
+	pos     int    // where the ring's oldest byte is
+	settled bool
+}
+
+func (b *usageBody[K]) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.mu.Lock()
+	if !b.settled {
+		b.keep(p[:n])
+		if err == io.EOF {
+			b.settle(true)
+		}
+	}
+	b.mu.Unlock()
+	return n, err
+}
+
+// Close closes the body and, the first time, settles the tokens lane if
+// EOF did not, then finishes the ticket.
+func (b *usageBody[K]) Close() error {
+	err := b.ReadCloser.Close()
+	b.mu.Lock()
+	if !b.settled {
+		b.settle(false)
+	}
+	b.mu.Unlock()
+	if b.closed.CompareAndSwap(false, true) {
+		b.t.Finish(b.outcome)
+	}
+	return err
+}
+
+// keep adds p to the tail; b.mu is held.
+func (b *usageBody[K]) keep(p []byte) {
+	if len(p) >= usageTail {
+		b.tail, b.pos = append(b.tail[:0], p[len(p)-usageTail:]...), 0
+		return
+	}
+	if room := usageTail - len(b.tail); room > 0 {
+		k := min(room, len(p))
+		b.tail, p = append(b.tail, p[:k]...), p[k:]
+	}
+	for len(p) > 0 {
+		k := copy(b.tail[b.pos:], p)
+		p, b.pos = p[k:], (b.pos+k)%usageTail
+	}
+}
+
+// settle calls Usage with the tail, in order, and settles the ticket to
+// what it reports: after EOF, whatever it is; before, only a count above
+// the estimate, for what was read is then a lower bound. b.mu is held.
+func (b *usageBody[K]) settle(eof bool) {
+	b.settled = true
+	tail := b.tail
+	if b.pos != 0 { // rotate the ring in place: oldest byte first
+		slices.Reverse(tail[:b.pos])
+		slices.Reverse(tail[b.pos:])
+		slices.Reverse(tail)
+	}
+	b.tail = nil
+	n, ok := b.usage(b.resp, tail)
+	if !ok || n < 0 || (!eof && n <= b.est) {
+		return
+	}
+	_ = b.t.Settle(b.lane, n) // refused only if the lane is not a token lane: the estimate stands
 }
