@@ -76,14 +76,16 @@ type TransportConfig[K comparable] struct {
 	// Usage, if not nil, reports the tokens a call used, read from its
 	// answer: tail is the end of what the caller read of the body (at
 	// most its last 16 KiB, where an answer's usage is), and resp is the
-	// response (its Body not to be read). It is called once, at the
-	// body's EOF or, if the caller stops before, at its Close; the
-	// ticket of TokensLane (a lane of Queue.AddTokenLane) is then
+	// response (its Body not to be read or closed). It is called once,
+	// at the body's EOF or, if the caller stops before, at its Close;
+	// the ticket of TokensLane (a lane of Queue.AddTokenLane) is then
 	// settled to tokens before the lanes are released: a refund, or a
 	// debt later calls wait out. With ok false, or at a Close before EOF
 	// with tokens not above the estimate (the provider may have counted
-	// more than was read), the estimate stands. [UsageJSON] reads
-	// OpenAI's and Anthropic's answers. Requires TokensLane.
+	// more than was read), the estimate stands; if it panics, the
+	// caller's Read or Close does, and the lanes are released at Close.
+	// [UsageJSON] reads OpenAI's and Anthropic's answers. Requires
+	// TokensLane.
 	Usage func(resp *http.Response, tail []byte) (tokens int64, ok bool)
 	// Classify makes a [Verdict] of each attempt; nil means
 	// [DefaultClassifier].
@@ -497,27 +499,29 @@ type usageBody[K comparable] struct {
 func (b *usageBody[K]) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.mu.Lock()
+	defer b.mu.Unlock() // Usage may panic
 	if !b.settled {
 		b.keep(p[:n])
 		if err == io.EOF {
 			b.settle(true)
 		}
 	}
-	b.mu.Unlock()
 	return n, err
 }
 
 // Close closes the body and, the first time, settles the tokens lane if
-// EOF did not, then finishes the ticket.
+// EOF did not, then finishes the ticket (even if Usage panics).
 func (b *usageBody[K]) Close() error {
 	err := b.ReadCloser.Close()
+	defer func() {
+		if b.closed.CompareAndSwap(false, true) {
+			b.t.Finish(b.outcome)
+		}
+	}()
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	if !b.settled {
 		b.settle(false)
-	}
-	b.mu.Unlock()
-	if b.closed.CompareAndSwap(false, true) {
-		b.t.Finish(b.outcome)
 	}
 	return err
 }

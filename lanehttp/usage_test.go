@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/lanehttp"
 	"github.com/sessionlane/lanes/lanequeue"
 )
@@ -24,8 +25,8 @@ const (
 )
 
 // tokenRig is a provider on loopback that answers every request with
-// answer, and a client for it through a Transport over one token lane,
-// "tpm", whose Usage is UsageJSON; the queue's clock is a fake one that
+// answer, and a client for it through a Transport over a token lane,
+// "tpm", and a global lane of 1, "provider", whose Usage is UsageJSON; the queue's clock is a fake one that
 // the test never moves, so nothing leaves the window.
 type tokenRig struct {
 	q      *lanequeue.Queue[string]
@@ -37,12 +38,19 @@ type tokenRig struct {
 	tails [][]byte // what each call of Usage was given
 }
 
-func newTokenRig(t *testing.T, answer func(w http.ResponseWriter)) *tokenRig {
+// newTokenRig starts the rig; usage, if given, is what the transport's
+// Usage calls instead of UsageJSON.
+func newTokenRig(t *testing.T, answer func(w http.ResponseWriter), usage ...func(*http.Response, []byte) (int64, bool)) *tokenRig {
 	t.Helper()
+	read := lanehttp.UsageJSON
+	if len(usage) > 0 {
+		read = usage[0]
+	}
 	g := &tokenRig{q: lanequeue.New[string]()}
 	g.q.SetClock(clock.NewFake(received))
 	must(t, g.q.AddTokenLane("tpm", budget))
-	set, err := g.q.Lanes("tpm")
+	must(t, g.q.AddGlobalLane("provider", 1)) // shows whether a call is held
+	set, err := g.q.Lanes("provider", "tpm")
 	must(t, err)
 	g.set = set
 	g.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -57,7 +65,7 @@ func newTokenRig(t *testing.T, answer func(w http.ResponseWriter)) *tokenRig {
 			g.mu.Lock()
 			g.tails = append(g.tails, bytes.Clone(tail))
 			g.mu.Unlock()
-			return lanehttp.UsageJSON(resp, tail)
+			return read(resp, tail)
 		},
 	})
 	g.client = &http.Client{Transport: tr}
@@ -322,4 +330,67 @@ func TestTransportUsageNeedsTokensLane(t *testing.T) {
 		}
 	}()
 	lanehttp.NewTransport(lanehttp.TransportConfig[string]{Queue: q, Lanes: set, Usage: lanehttp.UsageJSON})
+}
+
+// TestTransportUsagePanics: a Usage that panics at Close or at EOF
+// panics the caller's Close or Read, and the call's lanes are released
+// all the same, with the estimate charged.
+func TestTransportUsagePanics(t *testing.T) {
+	boom := func(*http.Response, []byte) (int64, bool) { panic(errBoom) }
+	for _, atEOF := range []bool{false, true} {
+		t.Run(fmt.Sprintf("at EOF %v", atEOF), func(t *testing.T) {
+			g := newTokenRig(t, writeString(openAI(10, 690)), boom)
+			resp := g.call(t)
+			func() {
+				defer func() {
+					if v := recover(); v != errBoom {
+						t.Errorf("the caller's call panicked with %v; want Usage's panic", v)
+					}
+				}()
+				if atEOF {
+					io.ReadAll(resp.Body)
+				}
+				resp.Body.Close()
+			}()
+			if atEOF { // the caller closes after the failed read
+				closed := testkit.Go(resp.Body.Close)
+				must(t, testkit.Recv(t, closed, "Close after Usage panicked in Read"))
+			}
+			g.wantRoom(t, budget-estimate)
+		})
+	}
+}
+
+// TestTransportUsageCloseDuringRead: a caller that closes the body while
+// another goroutine reads it (or is about to) has Usage called once, with
+// what was read before, and the call's lanes released; the read ends
+// with an error.
+func TestTransportUsageCloseDuringRead(t *testing.T) {
+	sent := make(chan struct{})
+	hold := make(chan struct{})
+	defer close(hold)
+	first := "data: {\"usage\":{\"input_tokens\":700,\"output_tokens\":1}}\n\n"
+	g := newTokenRig(t, func(w http.ResponseWriter) {
+		io.WriteString(w, first)
+		w.(http.Flusher).Flush()
+		close(sent)
+		<-hold // the rest never comes
+	})
+	resp := g.call(t)
+	testkit.Recv(t, sent, "the stream's first event")
+	buf := make([]byte, len(first))
+	_, err := io.ReadFull(resp.Body, buf)
+	must(t, err)
+	reading := testkit.Go(func() error {
+		_, err := resp.Body.Read(make([]byte, 10))
+		return err
+	})
+	must(t, resp.Body.Close())
+	if err := testkit.Recv(t, reading, "the Read waiting when the body was closed"); err == nil {
+		t.Error("the Read waiting when the body was closed returned no error")
+	}
+	g.wantRoom(t, budget-701)
+	if calls := g.usageCalls(); len(calls) != 1 || string(calls[0]) != first {
+		t.Errorf("Usage was given %q; want once what was read, %q", calls, first)
+	}
 }
