@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -478,85 +477,4 @@ type laneRWBody[K comparable] struct{ laneBody[K] }
 
 func (b *laneRWBody[K]) Write(p []byte) (int, error) {
 	return b.ReadCloser.(io.Writer).Write(p)
-}
-
-// usageBody is a laneBody that keeps the end of what the caller reads and
-// settles the tokens lane from it, at EOF or at Close, before the lanes
-// are released.
-type usageBody[K comparable] struct {
-	laneBody[K]
-	resp  *http.Response
-	usage func(*http.Response, []byte) (int64, bool)
-	lane  string
-	est   int64
-
-	mu      sync.Mutex
-	tail    []byte // what was read, its last usageTail bytes: a ring once full
-	pos     int    // where the ring's oldest byte is
-	settled bool
-}
-
-func (b *usageBody[K]) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.mu.Lock()
-	defer b.mu.Unlock() // Usage may panic
-	if !b.settled {
-		b.keep(p[:n])
-		if err == io.EOF {
-			b.settle(true)
-		}
-	}
-	return n, err
-}
-
-// Close closes the body and, the first time, settles the tokens lane if
-// EOF did not, then finishes the ticket (even if Usage panics).
-func (b *usageBody[K]) Close() error {
-	err := b.ReadCloser.Close()
-	defer func() {
-		if b.closed.CompareAndSwap(false, true) {
-			b.t.Finish(b.outcome)
-		}
-	}()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.settled {
-		b.settle(false)
-	}
-	return err
-}
-
-// keep adds p to the tail; b.mu is held.
-func (b *usageBody[K]) keep(p []byte) {
-	if len(p) >= usageTail {
-		b.tail, b.pos = append(b.tail[:0], p[len(p)-usageTail:]...), 0
-		return
-	}
-	if room := usageTail - len(b.tail); room > 0 {
-		k := min(room, len(p))
-		b.tail, p = append(b.tail, p[:k]...), p[k:]
-	}
-	for len(p) > 0 {
-		k := copy(b.tail[b.pos:], p)
-		p, b.pos = p[k:], (b.pos+k)%usageTail
-	}
-}
-
-// settle calls Usage with the tail, in order, and settles the ticket to
-// what it reports: after EOF, whatever it is; before, only a count above
-// the estimate, for what was read is then a lower bound. b.mu is held.
-func (b *usageBody[K]) settle(eof bool) {
-	b.settled = true
-	tail := b.tail
-	if b.pos != 0 { // rotate the ring in place: oldest byte first
-		slices.Reverse(tail[:b.pos])
-		slices.Reverse(tail[b.pos:])
-		slices.Reverse(tail)
-	}
-	b.tail = nil
-	n, ok := b.usage(b.resp, tail)
-	if !ok || n < 0 || (!eof && n <= b.est) {
-		return
-	}
-	_ = b.t.Settle(b.lane, n) // refused only if the lane is not a token lane: the estimate stands
 }
