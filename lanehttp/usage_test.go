@@ -394,3 +394,57 @@ func TestTransportUsageCloseDuringRead(t *testing.T) {
 		t.Errorf("Usage was given %q; want once what was read, %q", calls, first)
 	}
 }
+
+// bodyBase is a provider that answers every request with body, read
+// from memory: a Read returns as much as its buffer holds.
+type bodyBase string
+
+func (b bodyBase) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		r.Body.Close()
+	}
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(string(b))), Request: r}, nil
+}
+
+// TestTransportUsageTailOneRead: of a body longer than 16 KiB read in
+// one Read, Usage is given its last 16 KiB.
+func TestTransportUsageTailOneRead(t *testing.T) {
+	const tail = 16 << 10
+	body := strings.Repeat("x", 3*tail) + openAI(10, 690)
+	q := lanequeue.New[string]()
+	defer q.Close()
+	q.SetClock(clock.NewFake(received))
+	must(t, q.AddTokenLane("tpm", budget))
+	set, err := q.Lanes("tpm")
+	must(t, err)
+	var got []byte
+	tr := lanehttp.NewTransport(lanehttp.TransportConfig[string]{
+		Base:  bodyBase(body),
+		Queue: q, Lanes: set,
+		TokensLane: "tpm", Tokens: func(*http.Request) int64 { return estimate },
+		Usage: func(resp *http.Response, b []byte) (int64, bool) {
+			got = bytes.Clone(b)
+			return lanehttp.UsageJSON(resp, b)
+		},
+	})
+	req, err := http.NewRequest(http.MethodGet, "http://provider.invalid/", nil)
+	must(t, err)
+	resp, err := tr.RoundTrip(req)
+	must(t, err)
+	buf := make([]byte, len(body)+1)
+	if n, err := resp.Body.Read(buf); n != len(body) || err != nil {
+		t.Fatalf("Read = %d, %v; want the whole body, %d bytes, in one Read", n, err, len(body))
+	}
+	if n, err := resp.Body.Read(buf); n != 0 || err != io.EOF {
+		t.Fatalf("Read after the body = %d, %v; want EOF", n, err)
+	}
+	must(t, resp.Body.Close())
+	if want := body[len(body)-tail:]; string(got) != want {
+		t.Errorf("Usage was given %d bytes, not the body's last %d", len(got), tail)
+	}
+	tk, ok := q.TryAcquireAll("", set, lanequeue.LaneWeight("tpm", budget-700+1))
+	if ok {
+		tk.Release()
+		t.Errorf("a call of %d tokens fits; want the call settled to 700 of %d", budget-700+1, budget)
+	}
+}
