@@ -100,6 +100,17 @@
 // calls to the provider, not only the retries of the call that got it
 // (keyed lanes, which other work of a key may share, are not paused).
 //
+// A token budget is settled after the call: with a
+// [TransportConfig.Usage] and a TokensLane made by
+// [lanequeue.Queue.AddTokenLane], the body keeps the last 16 KiB the
+// caller reads (the caller reads it unchanged; nothing more is kept) and,
+// at its EOF or at an earlier Close, Usage reads the call's token count
+// from them ([UsageJSON] reads OpenAI's and Anthropic's answers and
+// streams). The ticket is settled to that count before the lanes are
+// released ([lanequeue.Ticket.Settle]: a debt later calls wait out, or a
+// refund); an answer without a count, or one closed early with a count
+// not above the estimate, leaves the estimate charged.
+//
 // An attempt is retried when the verdict says Retry and the request
 // gets another: it is under [TransportConfig.MaxAttempts]; its body can
 // be read again (no body, or GetBody set, as http.NewRequest sets it

@@ -72,6 +72,20 @@ type TransportConfig[K comparable] struct {
 	// once per request. An estimate above the lane's burst fails the
 	// request with the lane's ErrTooHeavy. Required with TokensLane.
 	Tokens func(*http.Request) int64
+	// Usage, if not nil, reports the tokens a call used, read from its
+	// answer: tail is the end of what the caller read of the body (at
+	// most its last 16 KiB, where an answer's usage is), and resp is the
+	// response (its Body not to be read or closed). It is called once,
+	// at the body's EOF or, if the caller stops before, at its Close;
+	// the ticket of TokensLane (a lane of Queue.AddTokenLane) is then
+	// settled to tokens before the lanes are released: a refund, or a
+	// debt later calls wait out. With ok false, or at a Close before EOF
+	// with tokens not above the estimate (the provider may have counted
+	// more than was read), the estimate stands; if it panics, the
+	// caller's Read or Close does, and the lanes are released at Close.
+	// [UsageJSON] reads OpenAI's and Anthropic's answers. Requires
+	// TokensLane.
+	Usage func(resp *http.Response, tail []byte) (tokens int64, ok bool)
 	// Classify makes a [Verdict] of each attempt; nil means
 	// [DefaultClassifier].
 	Classify Classifier
@@ -124,7 +138,8 @@ type Transport[K comparable] struct {
 
 // NewTransport returns a Transport for cfg. It panics, as [Middleware]
 // does, if cfg has no Queue, if Lanes is empty or not a set of Queue, if
-// TokensLane is not in Lanes or has no Tokens, or if a bound is negative:
+// TokensLane is not in Lanes or has no Tokens, if Usage is set without a
+// TokensLane, or if a bound is negative:
 // a programming error, found when the client is set up.
 func NewTransport[K comparable](cfg TransportConfig[K]) *Transport[K] {
 	if cfg.Queue == nil {
@@ -143,6 +158,8 @@ func NewTransport[K comparable](cfg TransportConfig[K]) *Transport[K] {
 		if cfg.Tokens == nil {
 			panic("lanehttp: TransportConfig.Tokens is nil with a TokensLane")
 		}
+	} else if cfg.Usage != nil {
+		panic("lanehttp: TransportConfig.Usage is set without a TokensLane to settle")
 	}
 	if cfg.Base == nil {
 		cfg.Base = http.DefaultTransport
@@ -221,7 +238,7 @@ func (t *Transport[K]) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
-	opts := t.acquireOptions(req)
+	est, opts := t.acquireOptions(req)
 	t.earnRetry()
 	rewind := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 	safe := cfg.RetryUnsafe || safeToRepeat(req)
@@ -261,7 +278,7 @@ func (t *Transport[K]) RoundTrip(req *http.Request) (*http.Response, error) {
 				tk.Finish(outcome)
 				return nil, err
 			}
-			return holdUntilClosed(resp, tk, outcome), nil
+			return t.holdUntilClosed(resp, tk, outcome, est), nil
 		}
 		if resp != nil {
 			drain(resp.Body)
@@ -304,14 +321,15 @@ func rewound(req *http.Request) (*http.Request, error) {
 	return r, nil
 }
 
-// acquireOptions are the per-call options of req's attempts: its token
-// estimate as the weight of the tokens lane. It is the one place that
-// names lanequeue's per-call options.
-func (t *Transport[K]) acquireOptions(req *http.Request) []semaphore.AcquireOption {
+// acquireOptions returns req's token estimate and the per-call options
+// of its attempts: the estimate as the weight of the tokens lane. It is
+// the one place that names lanequeue's per-call options.
+func (t *Transport[K]) acquireOptions(req *http.Request) (int64, []semaphore.AcquireOption) {
 	if t.cfg.TokensLane == "" {
-		return nil
+		return 0, nil
 	}
-	return []semaphore.AcquireOption{lanequeue.LaneWeight(t.cfg.TokensLane, max(1, t.cfg.Tokens(req)))}
+	est := max(1, t.cfg.Tokens(req))
+	return est, []semaphore.AcquireOption{lanequeue.LaneWeight(t.cfg.TokensLane, est)}
 }
 
 // earnRetry adds a request's share to the retry budget, up to its cap.
@@ -412,14 +430,21 @@ func drain(b io.ReadCloser) {
 }
 
 // holdUntilClosed makes resp's body finish tk with outcome when it is
-// closed, once.
-func holdUntilClosed[K comparable](resp *http.Response, tk *lanequeue.Ticket[K], outcome error) *http.Response {
+// closed, once, after settling the tokens lane to the call's usage if
+// the transport has a Usage; est is the estimate tk holds of that lane.
+func (t *Transport[K]) holdUntilClosed(resp *http.Response, tk *lanequeue.Ticket[K], outcome error, est int64) *http.Response {
 	if resp.Body == nil {
 		tk.Finish(outcome)
 		return resp
 	}
 	if _, ok := resp.Body.(io.Writer); ok { // a 101 Switching Protocols' connection
 		b := &laneRWBody[K]{}
+		b.ReadCloser, b.t, b.outcome = resp.Body, tk, outcome
+		resp.Body = b
+		return resp
+	}
+	if t.cfg.Usage != nil {
+		b := &usageBody[K]{resp: resp, usage: t.cfg.Usage, lane: t.cfg.TokensLane, est: est}
 		b.ReadCloser, b.t, b.outcome = resp.Body, tk, outcome
 		resp.Body = b
 		return resp

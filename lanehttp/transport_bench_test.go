@@ -9,14 +9,16 @@ import (
 
 	"github.com/sessionlane/lanes/lanehttp"
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // BenchmarkTransport is a round trip to a provider on loopback: through
-// the bare client, and through a Transport over a concurrency lane, a
-// requests lane and a tokens lane that never make it wait.
+// the bare client, through a Transport over a concurrency lane, a
+// requests lane and a tokens lane that never make it wait, and through
+// one whose tokens lane is a token lane settled to each answer's usage.
 func BenchmarkTransport(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, `{"ok":true}`)
+		io.WriteString(w, `{"ok":true,"usage":{"input_tokens":40,"output_tokens":60}}`)
 	}))
 	defer srv.Close()
 	q := lanequeue.New[string]()
@@ -30,7 +32,14 @@ func BenchmarkTransport(b *testing.B) {
 	if err := q.AddRateLane("tpm", 1e12, math.MaxInt32); err != nil {
 		b.Fatal(err)
 	}
+	if err := q.AddTokenLane("tokens", semaphore.MaxCapacity); err != nil {
+		b.Fatal(err)
+	}
 	set, err := q.Lanes("provider", "rpm", "tpm")
+	if err != nil {
+		b.Fatal(err)
+	}
+	settled, err := q.Lanes("provider", "rpm", "tokens")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -40,10 +49,15 @@ func BenchmarkTransport(b *testing.B) {
 		Base: bare.Transport, Queue: q, Lanes: set,
 		TokensLane: "tpm", Tokens: func(*http.Request) int64 { return 100 },
 	})}
+	usage := &http.Client{Transport: lanehttp.NewTransport(lanehttp.TransportConfig[string]{
+		Base: bare.Transport, Queue: q, Lanes: settled,
+		TokensLane: "tokens", Tokens: func(*http.Request) int64 { return 100 },
+		Usage: lanehttp.UsageJSON,
+	})}
 	for _, c := range []struct {
 		name   string
 		client *http.Client
-	}{{"bare", bare}, {"lanes", lanes}} {
+	}{{"bare", bare}, {"lanes", lanes}, {"lanes+usage", usage}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for range b.N {
