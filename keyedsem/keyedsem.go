@@ -61,6 +61,7 @@ type Keyed[K comparable] struct {
 	maxWaiters int
 	order      uint8 // 0 (FIFO), orderPriorities or orderSequence: see turn.go
 	aging      int64 // WithPriorities' step in nanoseconds
+	hold       int64 // WithReorderHold's bound in nanoseconds; 0: no hold (see hold.go)
 	nanKeys    bool  // K can hold a value not equal to itself (a NaN)
 	barging    bool  // WithBarging (see barging.go)
 	clock      semaphore.Clock
@@ -102,6 +103,7 @@ type Keyed[K comparable] struct {
 	rejected   atomic.Uint64
 	failed     atomic.Uint64
 	doubleRel  atomic.Uint64
+	holdsOut   atomic.Uint64 // callers that went when their hold ran out (see hold.go)
 
 	wcache waitq.Cache // free waiters
 
@@ -133,6 +135,8 @@ type config struct {
 	barging    bool          // WithBarging given
 	bargeBound time.Duration // its bound
 	histograms bool          // WithHistograms
+	hold       time.Duration // WithReorderHold's bound
+	holdSet    bool          // WithReorderHold given
 }
 
 // Option configures [New]. A value out of range, or a nil Option, is
@@ -232,6 +236,7 @@ func New[K comparable](opts ...Option) *Keyed[K] {
 		maxWaiters: c.maxWaiters,
 		order:      c.order,
 		aging:      int64(c.aging),
+		hold:       int64(c.hold),
 		nanKeys:    nan.Possible[K](),
 		clock:      c.clock,
 	}
@@ -340,7 +345,7 @@ func (s *Keyed[K]) acquire(ctx context.Context, key K, n int64, t *call.Turn) (P
 	// the load, a release (and with idle timeout 0 the removal of the
 	// entry, and a new one) after the look could give the permit to a
 	// context cancelled before the release.
-	e, took, err := s.lookup(ctx, key, n, false)
+	e, took, err := s.lookup(ctx, key, s.takeAtLookup(n, t), false)
 	if err != nil {
 		if err == ErrTooManyKeys || err == errTooManyRefs {
 			s.rejected.Add(1)
@@ -349,7 +354,7 @@ func (s *Keyed[K]) acquire(ctx context.Context, key K, n int64, t *call.Turn) (P
 		}
 		return Permit{}, err
 	}
-	if took {
+	if took && !s.holds(t) {
 		return s.grant(e, n), nil
 	}
 	if s.beforeWait != nil {
