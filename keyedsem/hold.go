@@ -1,6 +1,7 @@
 package keyedsem
 
 import (
+	"context"
 	"errors"
 	"math"
 	"time"
@@ -72,4 +73,33 @@ func grantedLocked[K comparable](e *entry[K], seq int64) {
 // holdLeft returns how much longer w may be held, from its stamp.
 func (s *Keyed[K]) holdLeft(w *waitq.Waiter) time.Duration {
 	return time.Duration(max(s.hold-(s.hc.Precise()-w.Since), 0))
+}
+
+// tryHeld is TryAcquire for n permits of key by a caller numbered seq
+// under the hold: it decides under the entry's lock, as enqueue does, and
+// takes the permits only if they are free, nobody waits and seq is not
+// held.
+func (s *Keyed[K]) tryHeld(key K, n int64, seq int64) (Permit, bool) {
+	if n <= 0 || n > s.capacity || s.closed.Load() || (s.nanKeys && key != key) {
+		return Permit{}, false
+	}
+	e, _, err := s.lookup(context.TODO(), key, 0, true) // a reference, no permits
+	if err != nil {
+		return Permit{}, false
+	}
+	e.mu.Lock()
+	for !s.closed.Load() && e.q.Empty() && !gapped(e.last, seq) {
+		st := e.state.Load()
+		if avail(st) < n {
+			break
+		}
+		if e.state.CompareAndSwap(st, st-uint64(n)) {
+			grantedLocked(e, seq)
+			e.mu.Unlock()
+			return s.grant(e, n), true
+		}
+	}
+	e.mu.Unlock()
+	s.release(e, 0)
+	return Permit{}, false
 }

@@ -184,3 +184,17 @@ func TestReorderHoldConfig(t *testing.T) {
 	assert.ErrorIs(t, keyedsem.Validate(keyedsem.WithSequenceOrder(), keyedsem.WithReorderHold(-1)), keyedsem.ErrInvalidConfig, "negative")
 	assert.NoError(t, keyedsem.Validate(keyedsem.WithSequenceOrder(), keyedsem.WithReorderHold(time.Second)))
 }
+
+func TestReorderHoldTryAcquire(t *testing.T) {
+	s, _ := newHeld(t)
+	numbered(t, s, "k", 1).Release()
+	_, ok := s.TryAcquire("k", semaphore.Sequence(3))
+	assert.False(t, ok, "a try of a held number took the key")
+	p, ok := s.TryAcquire("k", semaphore.Sequence(2))
+	require.True(t, ok, "a try of the next number")
+	p.Release()
+	p, ok = s.TryAcquire("k", semaphore.Sequence(3)) // 2 was granted
+	require.True(t, ok, "a try of the number after it")
+	p.Release()
+	numbered(t, s, "k", 4).Release()
+}

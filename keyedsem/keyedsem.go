@@ -365,15 +365,19 @@ func (s *Keyed[K]) acquire(ctx context.Context, key K, n int64, t *call.Turn) (P
 
 // TryAcquire takes permits for key, one or [semaphore.Weight](n), if they
 // are free and nobody waits for the key (under [WithBarging], nobody has
-// waited the bound), and reports whether it did. It never waits for an
+// waited the bound; under [WithReorderHold], its Sequence is not held),
+// and reports whether it did. It never waits for an
 // eviction pass, though a new key may run one.
 func (s *Keyed[K]) TryAcquire(key K, opts ...semaphore.AcquireOption) (Permit, bool) {
 	if len(opts) == 0 {
 		return s.tryAcquire(key, 1)
 	}
-	n, _, err := s.callOf(opts)
+	n, t, err := s.callOf(opts)
 	if err != nil {
 		return Permit{}, false // a try's false counts nowhere, as semaphore's
+	}
+	if s.holds(&t) {
+		return s.tryHeld(key, n, t.Sequence)
 	}
 	return s.tryAcquire(key, n)
 }

@@ -89,7 +89,7 @@ func (q *Queue[K]) acquireFrom(ctx context.Context, key K, g *grant[K], from int
 		// grant at once lists the call as waiting (Queue.Waiters) and is
 		// reported to the hooks as a wait.
 		if h.e.tryFirst() && ctx.Err() == nil {
-			if p, ok := h.e.tryAcquire(key, h.n); ok {
+			if p, ok := h.e.tryAcquireTurn(key, h.n, turn); ok {
 				h.p = p
 				continue
 			}
