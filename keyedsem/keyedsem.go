@@ -168,7 +168,8 @@ func WithHardMaxKeys() Option { return func(c *config) { c.hard = true } }
 // it be a key's waiter n+1. 0, the default, is no bound.
 func WithMaxWaitersPerKey(n int) Option { return func(c *config) { c.maxWaiters = n } }
 
-// WithClock replaces the system clock (idle time, aging, the barging bound)
+// WithClock replaces the system clock (idle time, aging, the barging and
+// reorder bounds)
 // for tests; it is read concurrently, under a key's lock: it must be safe
 // for concurrent use and not block. nil means the system clock.
 func WithClock(c semaphore.Clock) Option { return func(cf *config) { cf.clock = c } }
