@@ -169,9 +169,9 @@ func WithHardMaxKeys() Option { return func(c *config) { c.hard = true } }
 func WithMaxWaitersPerKey(n int) Option { return func(c *config) { c.maxWaiters = n } }
 
 // WithClock replaces the system clock (idle time, aging, the barging and
-// reorder bounds)
-// for tests; it is read concurrently, under a key's lock: it must be safe
-// for concurrent use and not block. nil means the system clock.
+// reorder bounds) for tests; it is read concurrently, under a key's lock:
+// it must be safe for concurrent use and not block. nil means the system
+// clock.
 func WithClock(c semaphore.Clock) Option { return func(cf *config) { cf.clock = c } }
 
 // WithHistograms records [semaphore.Timings] over all keys.
