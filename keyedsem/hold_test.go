@@ -2,6 +2,8 @@ package keyedsem_test
 
 import (
 	"context"
+	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -197,4 +199,45 @@ func TestReorderHoldTryAcquire(t *testing.T) {
 	require.True(t, ok, "a try of the number after it")
 	p.Release()
 	numbered(t, s, "k", 4).Release()
+}
+
+// Numbered messages that arrive at once in any order run in number order
+// when none is missing: each waits for its predecessor, whether the key
+// is free or busy when it comes.
+func TestReorderHoldConcurrentArrivals(t *testing.T) {
+	const n = 64
+	s := keyedsem.New[string](keyedsem.WithSequenceOrder(), keyedsem.WithReorderHold(time.Hour))
+	t.Cleanup(s.Close)
+	for _, key := range []string{"a", "b"} { // two keys, served side by side
+		numbered(t, s, key, 1).Release()
+	}
+	var mu sync.Mutex
+	ran := map[string][]int64{}
+	var wg sync.WaitGroup
+	for _, key := range []string{"a", "b"} {
+		for _, seq := range rand.Perm(n) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p, err := s.Acquire(bg, key, semaphore.Sequence(int64(seq)+2))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				ran[key] = append(ran[key], int64(seq)+2)
+				mu.Unlock()
+				p.Release()
+			}()
+		}
+	}
+	testkit.WaitAll(t, &wg, "every message")
+	for _, key := range []string{"a", "b"} {
+		want := make([]int64, n)
+		for i := range want {
+			want[i] = int64(i) + 2
+		}
+		assert.Equal(t, want, ran[key], "key %s", key)
+	}
+	assert.Equal(t, uint64(0), s.Stats().HoldsRunOut)
 }
