@@ -5,7 +5,7 @@ package keyedsem
 //
 //   - The flags live in the entry's state word (woken, strict: two bits
 //     taken from the reference count, which keeps 31 bits), so an entry
-//     stays five words, and a release and a woken waiter's claim see each
+//     stays six words, and a release and a woken waiter's claim see each
 //     other in the one word they both change: a release that finds woken
 //     set (and strict clear) gives its permits back by the plain
 //     compare-and-swap, without the entry's mutex; the woken waiter clears

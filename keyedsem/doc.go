@@ -21,7 +21,13 @@
 // overtaken); nothing orders different keys. One option may order each
 // key's line otherwise: [WithPriorities] ([semaphore.Priority], aged as in
 // package semaphore), [WithSequenceOrder] ([semaphore.Sequence]) or
-// [WithBarging].
+// [WithBarging]. With [WithReorderHold](d) too, a caller numbered n waits,
+// even on a free key, until the key has granted n-1 or more, or until one
+// of the key's waiters has waited d: its line then goes in number order,
+// each such grant counted in [Stats].HoldsRunOut. A number at or below the
+// highest granted is not held, nor is a caller without a number (a
+// TryAcquire that would be held returns false); a new entry (a key evicted
+// when idle) knows no number, so its first caller goes at once.
 //
 // Keys are compared with ==, as in a Go map. A key not equal to itself (a
 // NaN, or a struct, array or interface value holding one) could never find

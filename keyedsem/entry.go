@@ -56,8 +56,9 @@ const cacheLine = 64
 
 // entry is the semaphore of one key. It holds no token of its own: tokens
 // come from a pool for the time a permit is out, so that an idle entry is
-// five words with a string key (40 bytes, a 48-byte size class), where an
-// x/sync semaphore alone takes 80. It has no goroutine, timer or channel.
+// six words with a string key (48 bytes, the size class five took; the
+// sixth is WithReorderHold's number), where an x/sync semaphore alone
+// takes 80. It has no goroutine, timer or channel.
 //
 // Entries are recycled through a pool. A goroutine may still hold a pointer
 // to an entry after it was removed from the map and reused for another key,
@@ -70,6 +71,7 @@ type entry[K comparable] struct {
 	mu    sync.Mutex    // protects q, and the queued bit's transitions
 	q     waitq.Queue   // the waiters: one pointer
 	key   K             // written while the entry is dead; read by reference holders and by the owner of a dead entry
+	last  int64         // WithReorderHold: the highest Sequence granted, noSeq if none; under mu (see hold.go)
 }
 
 // token is a permit's token, pooled per semaphore, for the time a permit

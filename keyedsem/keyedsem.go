@@ -61,6 +61,7 @@ type Keyed[K comparable] struct {
 	maxWaiters int
 	order      uint8 // 0 (FIFO), orderPriorities or orderSequence: see turn.go
 	aging      int64 // WithPriorities' step in nanoseconds
+	hold       int64 // WithReorderHold's bound in nanoseconds; 0: no hold (see hold.go)
 	nanKeys    bool  // K can hold a value not equal to itself (a NaN)
 	barging    bool  // WithBarging (see barging.go)
 	clock      semaphore.Clock
@@ -102,6 +103,7 @@ type Keyed[K comparable] struct {
 	rejected   atomic.Uint64
 	failed     atomic.Uint64
 	doubleRel  atomic.Uint64
+	holdsOut   atomic.Uint64 // callers that went when their hold ran out (see hold.go)
 
 	wcache waitq.Cache // free waiters
 
@@ -133,6 +135,8 @@ type config struct {
 	barging    bool          // WithBarging given
 	bargeBound time.Duration // its bound
 	histograms bool          // WithHistograms
+	hold       time.Duration // WithReorderHold's bound
+	holdSet    bool          // WithReorderHold given
 }
 
 // Option configures [New]. A value out of range, or a nil Option, is
@@ -164,9 +168,10 @@ func WithHardMaxKeys() Option { return func(c *config) { c.hard = true } }
 // it be a key's waiter n+1. 0, the default, is no bound.
 func WithMaxWaitersPerKey(n int) Option { return func(c *config) { c.maxWaiters = n } }
 
-// WithClock replaces the system clock (idle time, aging, the barging bound)
-// for tests; it is read concurrently, under a key's lock: it must be safe
-// for concurrent use and not block. nil means the system clock.
+// WithClock replaces the system clock (idle time, aging, the barging and
+// reorder bounds) for tests; it is read concurrently, under a key's lock:
+// it must be safe for concurrent use and not block. nil means the system
+// clock.
 func WithClock(c semaphore.Clock) Option { return func(cf *config) { cf.clock = c } }
 
 // WithHistograms records [semaphore.Timings] over all keys.
@@ -232,6 +237,7 @@ func New[K comparable](opts ...Option) *Keyed[K] {
 		maxWaiters: c.maxWaiters,
 		order:      c.order,
 		aging:      int64(c.aging),
+		hold:       int64(c.hold),
 		nanKeys:    nan.Possible[K](),
 		clock:      c.clock,
 	}
@@ -340,7 +346,7 @@ func (s *Keyed[K]) acquire(ctx context.Context, key K, n int64, t *call.Turn) (P
 	// the load, a release (and with idle timeout 0 the removal of the
 	// entry, and a new one) after the look could give the permit to a
 	// context cancelled before the release.
-	e, took, err := s.lookup(ctx, key, n, false)
+	e, took, err := s.lookup(ctx, key, s.takeAtLookup(n, t), false)
 	if err != nil {
 		if err == ErrTooManyKeys || err == errTooManyRefs {
 			s.rejected.Add(1)
@@ -349,7 +355,7 @@ func (s *Keyed[K]) acquire(ctx context.Context, key K, n int64, t *call.Turn) (P
 		}
 		return Permit{}, err
 	}
-	if took {
+	if took && !s.holds(t) {
 		return s.grant(e, n), nil
 	}
 	if s.beforeWait != nil {
@@ -360,15 +366,19 @@ func (s *Keyed[K]) acquire(ctx context.Context, key K, n int64, t *call.Turn) (P
 
 // TryAcquire takes permits for key, one or [semaphore.Weight](n), if they
 // are free and nobody waits for the key (under [WithBarging], nobody has
-// waited the bound), and reports whether it did. It never waits for an
+// waited the bound; under [WithReorderHold], its Sequence is not held),
+// and reports whether it did. It never waits for an
 // eviction pass, though a new key may run one.
 func (s *Keyed[K]) TryAcquire(key K, opts ...semaphore.AcquireOption) (Permit, bool) {
 	if len(opts) == 0 {
 		return s.tryAcquire(key, 1)
 	}
-	n, _, err := s.callOf(opts)
+	n, t, err := s.callOf(opts)
 	if err != nil {
 		return Permit{}, false // a try's false counts nowhere, as semaphore's
+	}
+	if s.holds(&t) {
+		return s.tryHeld(key, n, t.Sequence)
 	}
 	return s.tryAcquire(key, n)
 }

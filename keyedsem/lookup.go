@@ -112,6 +112,7 @@ func (s *Keyed[K]) lookup(ctx context.Context, key K, n int64, try bool) (*entry
 func (s *Keyed[K]) publish(key K, n int64) *entry[K] {
 	e := s.entries.Get().(*entry[K])
 	e.key = key
+	e.last = noSeq // a new entry knows no number: its first caller goes at once
 	e.state.Store(busyBit | refOne | uint64(s.capacity-n))
 	return e
 }

@@ -73,13 +73,13 @@ func (s *Keyed[K]) joinAt(key K, n int64, t *call.Turn) (Place[K], error) {
 	// A context that never ends: Join waits for nothing but, with the
 	// hard cap, a running eviction pass.
 	ctx := context.Background()
-	e, took, err := s.lookup(ctx, key, n, false)
+	e, took, err := s.lookup(ctx, key, s.takeAtLookup(n, t), false)
 	if err != nil {
 		s.rejected.Add(1) // ErrTooManyKeys or errTooManyRefs: ctx never ends
 		return Place[K]{}, err
 	}
 	r := places.Get().(*place)
-	if took {
+	if took && !s.holds(t) {
 		r.p = s.grant(e, n)
 	} else {
 		w, p, err := s.enqueue(ctx, e, n, t)

@@ -21,6 +21,7 @@ type Stats struct {
 	semaphore.Timings        // WithHistograms: the wait and hold times, over all keys
 	Created           uint64 // entries made
 	Evicted           uint64 // entries removed: idle ones evicted, and with idle timeout 0 those dropped at their last release
+	HoldsRunOut       uint64 // WithReorderHold: callers that went when their hold ran out, a predecessor still missing
 }
 
 // Stats returns a snapshot, in time proportional to the entries. Under
@@ -51,6 +52,7 @@ func (s *Keyed[K]) Stats() Stats {
 	st.Evicted = s.evicted.Load()
 	st.Created = s.created.Load()
 	st.DoubleReleases = s.doubleRel.Load()
+	st.HoldsRunOut = s.holdsOut.Load()
 	if s.tm != nil {
 		st.Timings = semaphore.Timings{Enabled: true, WaitTime: histogramOf(&s.tm.Wait), HoldTime: histogramOf(&s.tm.Hold)}
 		if st.Acquired > st.Waited { // the grants that did not queue waited 0

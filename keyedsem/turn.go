@@ -33,8 +33,14 @@ func WithPriorities(step time.Duration) Option {
 // [semaphore.Sequence], then arrival: give each message its number and a
 // key runs message 2 before 3 if both wait. It orders only those waiting: a
 // caller that finds the key free takes it, whatever its number, and nothing
-// waits for a number that has not arrived.
+// waits for a number that has not arrived, unless [WithReorderHold] is given.
 func WithSequenceOrder() Option { return func(c *config) { c.order |= orderSequence } }
+
+// WithReorderHold(d), with WithSequenceOrder, holds back a caller whose
+// predecessor has not come, for at most d (positive): see the package doc.
+func WithReorderHold(d time.Duration) Option {
+	return func(c *config) { c.hold, c.holdSet = d, true }
+}
 
 // checkOrder is configure's check of the ordering options.
 func checkOrder(c *config) error {
@@ -43,6 +49,10 @@ func checkOrder(c *config) error {
 		return fmt.Errorf("keyedsem: WithPriorities and WithSequenceOrder: a key orders its waiters one way: %w", ErrInvalidConfig)
 	case c.barging && c.order != 0:
 		return fmt.Errorf("keyedsem: WithBarging with WithPriorities or WithSequenceOrder: one ordering option at most: %w", ErrInvalidConfig)
+	case c.holdSet && c.order != orderSequence:
+		return fmt.Errorf("keyedsem: WithReorderHold without WithSequenceOrder: %w", ErrInvalidConfig)
+	case c.holdSet && c.hold <= 0:
+		return fmt.Errorf("keyedsem: WithReorderHold(%v): must be positive: %w", c.hold, ErrInvalidConfig)
 	case c.order&orderPriorities != 0 && c.aging <= 0:
 		return fmt.Errorf("keyedsem: WithPriorities(%v): the step must be positive: %w", c.aging, ErrInvalidConfig)
 	}

@@ -29,14 +29,29 @@ func (l line[K]) Unlock() { l.e.mu.Unlock() }
 // free, with a token; the waiter's reference becomes its holder's. The
 // grant is counted in the token's stripe (as one that waited, by wait once
 // the permit reaches its caller, outside the entry's lock).
+//
+// With WithReorderHold, a held head is not served (see hold.go).
 func (l line[K]) Claim(n int64) (*permit.Token, bool) {
 	e := l.e
+	ranOut := false
+	if l.s.hold != 0 {
+		var held bool
+		if held, ranOut = l.s.heldLocked(e, e.q.Head()); held {
+			return nil, false
+		}
+	}
 	for {
 		st := e.state.Load()
 		if avail(st) < n {
 			return nil, false
 		}
 		if e.state.CompareAndSwap(st, st-uint64(n)) {
+			if l.s.hold != 0 {
+				grantedLocked(e, e.q.Head().Key())
+				if ranOut {
+					l.s.holdsOut.Add(1)
+				}
+			}
 			t := l.s.token(e)
 			return &t.Token, true
 		}
@@ -118,13 +133,14 @@ func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Tu
 	e.mu.Lock()
 	var err error
 	cancelled := false
+	held := s.hold != 0 && gapped(e.last, at)
 	for err == nil {
 		if s.closed.Load() {
 			err = ErrClosed
 			break
 		}
 		st := e.state.Load()
-		if (e.q.Empty() || s.order != 0 && at < e.q.Head().Key()) && avail(st) >= n {
+		if (e.q.Empty() || s.order != 0 && at < e.q.Head().Key()) && avail(st) >= n && !held {
 			// The permits came free since lookup, or the caller goes
 			// ahead of every waiter and fits: they may have come free
 			// after ctx ended (see ended).
@@ -133,7 +149,18 @@ func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Tu
 				break
 			}
 			if e.state.CompareAndSwap(st, st-uint64(n)) {
+				if s.hold == 0 {
+					e.mu.Unlock()
+					return nil, s.grant(e, n), nil
+				}
+				// Its number may end the hold of those queued.
+				grantedLocked(e, at)
+				var wake waitq.Chain
+				if !e.q.Empty() {
+					s.grantLocked(e, &wake)
+				}
 				e.mu.Unlock()
+				wake.Wake()
 				return nil, s.grant(e, n), nil
 			}
 			continue
@@ -162,7 +189,7 @@ func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Tu
 	}
 	w := s.wcache.Get()
 	w.N = n
-	if s.tm != nil {
+	if s.tm != nil || s.hold != 0 {
 		w.Since = s.hc.Precise()
 	}
 	if s.order == 0 {
@@ -184,7 +211,29 @@ func (s *Keyed[K]) await(ctx context.Context, e *entry[K], w *waitq.Waiter) (Per
 	var p permit.Permit
 	var err error
 	since := w.Since // w goes back to its cache in Outcome
-	if end := waitq.Await(ctx, w, nil); end.Err != nil {
+	end := waitq.Ended{Err: errHoldRunOut}
+	if s.hold != 0 && w.Key() != 0 {
+		// A numbered waiter may be held: when the bound has passed, it
+		// serves the line, which then lets it (or the head) go.
+		end = waitq.Await(ctx, w, &waitq.MaxWait{D: max(s.holdLeft(w), 1), Clock: s.clock, Err: errHoldRunOut})
+		if end.Err == errHoldRunOut {
+			if end.Woken {
+				end = waitq.Ended{} // served, and its context had not ended
+			} else {
+				var wake waitq.Chain
+				e.mu.Lock()
+				if !w.Served() {
+					s.grantLocked(e, &wake)
+				}
+				e.mu.Unlock()
+				wake.Wake()
+			}
+		}
+	}
+	if end.Err == errHoldRunOut {
+		end = waitq.Await(ctx, w, nil)
+	}
+	if end.Err != nil {
 		err = waitq.End(&e.q, line[K]{s, e}, &s.wcache, w, end)
 	} else {
 		p, err = waitq.Outcome(&s.wcache, w)

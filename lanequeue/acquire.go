@@ -89,7 +89,7 @@ func (q *Queue[K]) acquireFrom(ctx context.Context, key K, g *grant[K], from int
 		// grant at once lists the call as waiting (Queue.Waiters) and is
 		// reported to the hooks as a wait.
 		if h.e.tryFirst() && ctx.Err() == nil {
-			if p, ok := h.e.tryAcquire(key, h.n); ok {
+			if p, ok := h.e.tryAcquireTurn(key, h.n, turn); ok {
 				h.p = p
 				continue
 			}
@@ -219,8 +219,9 @@ func (q *Queue[K]) TryAcquireAll(key K, lanes LaneSet[K], opts ...semaphore.Acqu
 	if q.resolve(&g, lanes, opts) != nil || (q.nanKeys && key != key) {
 		return nil, false
 	}
-	if _, err := turnOf(opts); err != nil {
-		return nil, false // a try never waits: its Turn orders nothing
+	turn, err := turnOf(opts)
+	if err != nil {
+		return nil, false // a try never waits: its Turn orders nothing but a reorder hold's number
 	}
 	if q.cooling.Load() {
 		if e, _ := g.cooling(q.now().UnixNano()); e != nil {
@@ -237,7 +238,7 @@ func (q *Queue[K]) TryAcquireAll(key K, lanes LaneSet[K], opts ...semaphore.Acqu
 		var p semaphore.Permit
 		var ok bool
 		if h.e.tryFirst() { // a lane of this package: no code of the program
-			p, ok = h.e.tryAcquire(key, h.n)
+			p, ok = h.e.tryAcquireTurn(key, h.n, turn)
 		} else {
 			p, ok = q.tryForeign(key, &g, i)
 		}

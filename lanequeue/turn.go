@@ -51,3 +51,13 @@ func (e *laneEntry[K]) acquireTurn(ctx context.Context, key K, n int64, t call.T
 type turnLane[K comparable] interface {
 	acquireTurn(ctx context.Context, key K, n int64, t call.Turn) (semaphore.Permit, error)
 }
+
+// tryAcquireTurn is tryAcquire with t's number given to a keyed lane of
+// this package, whose reorder hold (keyedsem.WithReorderHold) decides by
+// it; other lanes, and a call without a number, try as tryAcquire does.
+func (e *laneEntry[K]) tryAcquireTurn(key K, n int64, t call.Turn) (semaphore.Permit, bool) {
+	if s := e.keyed; s != nil && t.Sequence != 0 {
+		return s.TryAcquire(key, call.Lenient, semaphore.Sequence(t.Sequence), semaphore.Weight(n))
+	}
+	return e.tryAcquire(key, n)
+}

@@ -51,7 +51,7 @@ func SemStats(st semaphore.Stats) model.SemStats {
 }
 
 // KeyedStats is st as model.Keyed keeps it: every field but Timings, as
-// for SemStats.
+// for SemStats, and HoldsRunOut (the model has no WithReorderHold).
 func KeyedStats(st keyedsem.Stats) model.KeyedStats {
 	r := struct {
 		Keys     int
@@ -61,8 +61,9 @@ func KeyedStats(st keyedsem.Stats) model.KeyedStats {
 		Closed   bool
 		semaphore.Counters
 		semaphore.Timings
-		Created uint64
-		Evicted uint64
+		Created     uint64
+		Evicted     uint64
+		HoldsRunOut uint64
 	}(st)
 	return model.KeyedStats(struct {
 		Keys     int

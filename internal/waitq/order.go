@@ -70,6 +70,10 @@ func (q *Queue) PushAt(w *Waiter, key int64) {
 // its queue (0 after Push).
 func (w *Waiter) Key() int64 { return w.key }
 
+// Next returns the waiter behind w in its queue, nil if w is the newest,
+// for an owner that looks along its queue under its lock.
+func (w *Waiter) Next() *Waiter { return w.next }
+
 // Head returns the waiter to serve next, nil if nobody waits. An owner's
 // grant loop serves it if its permits are free and stops otherwise, so that
 // a heavy waiter is never overtaken:
