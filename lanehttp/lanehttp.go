@@ -62,7 +62,8 @@
 // the order the server reads them; give the keyed lane
 // keyedsem.WithSequenceOrder and each request its number (Options
 // returning semaphore.Sequence) to serve a key's waiting requests in
-// their clients' order instead.
+// their clients' order instead, and keyedsem.WithReorderHold(d) to hold a
+// request whose predecessor has not arrived yet, up to d.
 //
 // Cancellation: a request waits with its own context: a client that goes
 // away (the server cancels the request's context) leaves the line at
