@@ -263,6 +263,12 @@ func (t *Transport[K]) RoundTrip(req *http.Request) (*http.Response, error) {
 				_ = cfg.Queue.Cooldown(name, v.After) // a lane of the set: never unknown
 			}
 		}
+		if (v.Overload || unsent(err)) && cfg.TokensLane != "" {
+			// The provider refused or never saw the attempt: it used
+			// none of the tokens charged for it (refused by a lane that
+			// is not a token lane: the estimate stands there).
+			_ = tk.Settle(cfg.TokensLane, 0)
+		}
 		outcome := attemptOutcome(resp, err, v)
 		retry := v.Retry && n < cfg.MaxAttempts && rewind &&
 			(safe || v.Overload || unsent(err))

@@ -448,3 +448,42 @@ func TestTransportUsageTailOneRead(t *testing.T) {
 		t.Errorf("a call of %d tokens fits; want the call settled to 700 of %d", budget-700+1, budget)
 	}
 }
+
+// TestTransportRefusedAttemptUsesNoTokens: an attempt the provider refused
+// for overload used none of its estimate: the token lane gets it back,
+// whether the attempt is retried or answers the caller.
+func TestTransportRefusedAttemptUsesNoTokens(t *testing.T) {
+	q := lanequeue.New[string]()
+	t.Cleanup(q.Close)
+	q.SetClock(clock.NewFake(received))
+	must(t, q.AddTokenLane("tpm", budget))
+	set, err := q.Lanes("tpm")
+	must(t, err)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	t.Cleanup(srv.Close)
+	client := &http.Client{Transport: lanehttp.NewTransport(lanehttp.TransportConfig[string]{
+		Base:  srv.Client().Transport,
+		Queue: q, Lanes: set,
+		TokensLane: "tpm", Tokens: func(*http.Request) int64 { return estimate },
+		Usage:       lanehttp.UsageJSON,
+		MaxAttempts: 1,
+	})}
+	t.Cleanup(client.CloseIdleConnections)
+	for range 3 {
+		resp, err := client.Get(srv.URL)
+		must(t, err)
+		if resp.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("status %d; want the provider's 429", resp.StatusCode)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	tk, ok := q.TryAcquireAll("", set, lanequeue.LaneWeight("tpm", budget))
+	if !ok {
+		t.Fatalf("the whole budget does not fit after three refused calls: their estimates stayed charged")
+	}
+	tk.Release()
+}
