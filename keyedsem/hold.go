@@ -44,7 +44,14 @@ func (s *Keyed[K]) takeAtLookup(n int64, t *call.Turn) int64 {
 // gapped reports whether seq (0: none) comes after a number not yet
 // granted, on an entry whose highest granted number is last.
 func gapped(last, seq int64) bool {
-	return seq != 0 && last != noSeq && seq > last && uint64(seq)-uint64(last) > 1
+	if seq == 0 || last == noSeq || seq <= last {
+		return false
+	}
+	d := uint64(seq) - uint64(last)
+	if last < 0 && seq > 0 {
+		d-- // 0 is no number: -1 then 1 is no gap
+	}
+	return d > 1
 }
 
 // heldLocked reports whether w, the head of e's line, is held back now,
@@ -66,7 +73,7 @@ func (s *Keyed[K]) heldLocked(e *entry[K], w *waitq.Waiter) (held, ranOut bool) 
 // on e. Under e.mu.
 func grantedLocked[K comparable](e *entry[K], seq int64) {
 	if seq != 0 && (e.last == noSeq || seq > e.last) {
-		e.last = seq
+		e.last = max(seq, noSeq+1) // MinInt64 granted must not read as none
 	}
 }
 

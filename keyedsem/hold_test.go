@@ -2,6 +2,7 @@ package keyedsem_test
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -240,4 +241,19 @@ func TestReorderHoldConcurrentArrivals(t *testing.T) {
 		assert.Equal(t, want, ran[key], "key %s", key)
 	}
 	assert.Equal(t, uint64(0), s.Stats().HoldsRunOut)
+}
+
+// TestReorderHoldEdgesOfTheNumbers: 0 is no number, so -1 then 1 is no
+// gap; a key that granted math.MinInt64 still knows it granted a number.
+func TestReorderHoldEdgesOfTheNumbers(t *testing.T) {
+	s, fake := newHeld(t)
+	numbered(t, s, "a", -1).Release()
+	numbered(t, s, "a", 1).Release() // not held: nothing is missing between -1 and 1
+	numbered(t, s, "b", math.MinInt64).Release()
+	r := goNumbered(t, s, fake, bg, "b", math.MinInt64+5, 1, 1) // 4 numbers missing: held
+	assertHeld(t, s, 1)
+	fake.Advance(holdBound)
+	got := testkit.Recv(t, r, "the held message after the bound")
+	require.NoError(t, got.err)
+	got.p.Release()
 }

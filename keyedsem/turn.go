@@ -37,7 +37,8 @@ func WithPriorities(step time.Duration) Option {
 func WithSequenceOrder() Option { return func(c *config) { c.order |= orderSequence } }
 
 // WithReorderHold(d), with WithSequenceOrder, holds back a caller whose
-// predecessor has not come, for at most d (positive): see the package doc.
+// predecessor has not come, for at most d (positive), once the key has
+// granted a number (a new or evicted key's first goes): see the package doc.
 func WithReorderHold(d time.Duration) Option {
 	return func(c *config) { c.hold, c.holdSet = d, true }
 }

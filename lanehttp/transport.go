@@ -69,8 +69,9 @@ type TransportConfig[K comparable] struct {
 	TokensLane string
 	// Tokens returns the request's estimated token count, the weight
 	// each of its attempts takes of TokensLane (at least 1); it is called
-	// once per request. An estimate above the lane's burst fails the
-	// request with the lane's ErrTooHeavy. Required with TokensLane.
+	// once per request. An estimate above the lane's MaxWeight (a rate
+	// lane's burst, a token lane's budget) fails the request with the
+	// lane's ErrTooHeavy. Required with TokensLane.
 	Tokens func(*http.Request) int64
 	// Usage, if not nil, reports the tokens a call used, read from its
 	// answer: tail is the end of what the caller read of the body (at

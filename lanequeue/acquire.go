@@ -400,7 +400,11 @@ func (q *Queue[K]) laneErr(e *laneEntry[K], key K, err error) error {
 	if q.closed.Load() {
 		return ErrClosed
 	}
-	return newLaneError(e, key, err, 0)
+	retry := time.Duration(0)
+	if te, ok := err.(*tokensLate); ok { // a token lane's: it knows when
+		retry, err = te.after, errTokensLate
+	}
+	return newLaneError(e, key, err, retry)
 }
 
 // rateErr maps the failure of takeRates, on the rate lanes reqs of g (this
@@ -481,6 +485,7 @@ func (q *Queue[K]) takeRateTail(ctx context.Context, key K, g *grant[K], from in
 		h := &hs[i]
 		if err := takeForeignRate(ctx, key, h, reqs, true); err != nil {
 			cancelRates(reqs)
+			undoTokens(hs, ext)
 			return since, q.laneErr(h.e, key, err)
 		}
 	}
@@ -488,6 +493,7 @@ func (q *Queue[K]) takeRateTail(ctx context.Context, key K, g *grant[K], from in
 	// AcquireAll); the caller rolls the other lanes back.
 	if ctx.Err() != nil {
 		cancelRates(reqs)
+		undoTokens(hs, ext)
 		for i := range reqs {
 			reqs[i].l.cancelled.Add(1)
 		}
@@ -548,6 +554,7 @@ func tryRateTail[K comparable](key K, g *grant[K], from int) bool {
 	for _, i := range ext {
 		if takeForeignRate(context.Background(), key, &hs[i], reqs, false) != nil {
 			cancelRates(reqs)
+			undoTokens(hs, ext)
 			return false
 		}
 	}

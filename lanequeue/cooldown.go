@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/sessionlane/lanes/internal/clock"
@@ -13,13 +14,22 @@ import (
 // Cooldown pauses admission on lane for d from now, for every caller (a
 // provider's retry time): calls keep their place and wait holding their
 // permits, or fail at once with a [*LaneError] if their deadline comes
-// first. See docs/api-details.md.
+// first; d <= 0 pauses nothing. See docs/api-details.md.
 func (q *Queue[K]) Cooldown(lane string, d time.Duration) error {
 	ref, ok := q.tbl().byName[lane]
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownLane, lane)
 	}
-	u := q.now().Add(d).UnixNano()
+	if d <= 0 {
+		return nil // no pause
+	}
+	// The end, in nanoseconds of the clock, saturated: a d that reaches
+	// past the year 2262 pauses until then (for good, in practice).
+	now := q.now().UnixNano()
+	u := int64(math.MaxInt64)
+	if d < time.Duration(math.MaxInt64-now) {
+		u = now + int64(d)
+	}
 	for {
 		old := ref.e.cool.Load()
 		if u <= old || ref.e.cool.CompareAndSwap(old, u) {
@@ -68,7 +78,7 @@ func (g *grant[K]) cooling(now int64) (e *laneEntry[K], until int64) {
 // coolErr returns the error of a call whose wait for e's cooldown, which
 // ends at until, is cut by cause; now is the queue's clock.
 func coolErr[K comparable](e *laneEntry[K], key K, now, until int64, cause error) error {
-	le := &LaneError{Lane: e.name, Kind: e.kind, Err: cause, RetryAfter: time.Duration(until - now)}
+	le := &LaneError{Lane: e.name, Kind: e.kind, Err: fmt.Errorf("%w: %w", errCooling, cause), RetryAfter: time.Duration(until - now)}
 	if e.kind == Keyed {
 		le.Key = key
 	}
@@ -83,7 +93,7 @@ func (q *Queue[K]) checkCool(ctx context.Context, key K, g *grant[K]) error {
 	if e == nil {
 		return nil
 	}
-	if d, ok := ctx.Deadline(); ok && d.UnixNano() < until {
+	if d, ok := ctx.Deadline(); ok && d.Before(time.Unix(0, until)) {
 		return coolErr(e, key, now, until, context.DeadlineExceeded)
 	}
 	return nil
@@ -100,7 +110,7 @@ func (q *Queue[K]) waitCool(ctx context.Context, key K, g *grant[K]) error {
 		if e == nil {
 			return nil
 		}
-		if d, ok := ctx.Deadline(); ok && d.UnixNano() < until {
+		if d, ok := ctx.Deadline(); ok && d.Before(time.Unix(0, until)) {
 			return coolErr(e, key, now, until, context.DeadlineExceeded)
 		}
 		t := q.timer(time.Duration(until - now))

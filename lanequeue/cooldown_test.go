@@ -3,6 +3,7 @@ package lanequeue_test
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -164,5 +165,33 @@ func TestCooldownExtendsNeverShortens(t *testing.T) {
 	}
 	if err := q.Cooldown("nope", time.Second); !errors.Is(err, lanequeue.ErrUnknownLane) {
 		t.Fatalf("Cooldown of an unknown lane = %v; want ErrUnknownLane", err)
+	}
+}
+
+// TestCooldownEdges: a pause of any length, up to math.MaxInt64 ("for
+// good"), pauses; a pause of 0 or less is none; a caller whose deadline is
+// far off (past the year 2262, where nanoseconds since 1970 overflow)
+// waits out a short pause rather than fail at once.
+func TestCooldownEdges(t *testing.T) {
+	q, clk := coolQueue(t)
+	both, err := q.Lanes("session", "provider")
+	must(t, err)
+	must(t, q.Cooldown("provider", 0))
+	must(t, q.Cooldown("provider", -time.Hour))
+	must(t, q.Check(both))
+	must(t, q.Cooldown("provider", 10*time.Second))
+	far := testkit.NewExpiring()
+	far.At = time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)
+	defer far.Expire()
+	r := acquireAsync(far, q, "k", []string{"session", "provider"})
+	pending(t, clk, 1) // it waits out the pause
+	clk.Advance(10 * time.Second)
+	got := receive(t, r)
+	must(t, got.err)
+	got.t.Release()
+	must(t, q.Cooldown("provider", math.MaxInt64))
+	var le *lanequeue.LaneError
+	if err := q.Check(both); !errors.As(err, &le) || le.RetryAfter <= 0 {
+		t.Fatalf("Check after Cooldown(MaxInt64) = %v; want the lane paused", err)
 	}
 }

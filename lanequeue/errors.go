@@ -30,6 +30,8 @@ func (e *LaneError) Error() string {
 	b.WriteString(strconv.Quote(e.Lane))
 	waited := errors.Is(e.Err, context.Canceled) || errors.Is(e.Err, context.DeadlineExceeded)
 	switch {
+	case errors.Is(e.Err, errCooling):
+		waited = false // the cause says it: cooling down
 	case waited && e.Kind == Keyed:
 		b.WriteString(" busy for key ")
 		writeKey(&b, e.Key)

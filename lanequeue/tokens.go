@@ -100,6 +100,11 @@ func (l *tokenLane[K]) timer(d time.Duration) clock.Timer {
 	return clock.Real{}.NewTimer(d)
 }
 
+// slot is the index of second s in the slots, for any s (a test's clock
+// may read before 1970, and the seconds before the coarse clock's start
+// are negative): each of the window's seconds has its own.
+func slot(s int64) int64 { return (s%window + window) % window }
+
 // advance moves the count to second now, dropping the slots that left
 // the window; l.mu is held.
 func (l *tokenLane[K]) advance(now int64) {
@@ -110,8 +115,8 @@ func (l *tokenLane[K]) advance(now int64) {
 		l.slots, l.total = [window]int64{}, 0
 	} else {
 		for s := l.now + 1; s <= now; s++ {
-			l.total -= l.slots[s%window]
-			l.slots[s%window] = 0
+			l.total -= l.slots[slot(s)]
+			l.slots[slot(s)] = 0
 		}
 	}
 	l.now = now
@@ -127,14 +132,14 @@ func (l *tokenLane[K]) take(n int64) (sec int64, wait time.Duration, ok bool) {
 	defer l.mu.Unlock()
 	l.advance(now)
 	if l.max-l.total >= n {
-		l.slots[now%window] += n
+		l.slots[slot(now)] += n
 		l.total += n
 		return now, 0, true
 	}
 	// The oldest slots leave first: the one whose leaving makes room.
 	need := n - (l.max - l.total)
-	for s := max(now-window+1, 0); s <= now; s++ { // seconds before the clock's 0 held nothing
-		need -= l.slots[s%window]
+	for s := now - window + 1; s <= now; s++ {
+		need -= l.slots[slot(s)]
 		if need <= 0 {
 			return 0, time.Duration((s+window)*int64(time.Second) - t), false
 		}
@@ -152,7 +157,7 @@ func (l *tokenLane[K]) settle(sec, delta int64) {
 		now := l.nanos() / int64(time.Second)
 		l.mu.Lock()
 		l.advance(now)
-		l.slots[now%window] += delta
+		l.slots[slot(now)] += delta
 		l.total += delta
 		l.mu.Unlock()
 		return
@@ -170,8 +175,8 @@ func (l *tokenLane[K]) settle(sec, delta int64) {
 		l.mu.Unlock()
 		return // that grant's tokens have left the window already
 	}
-	r := min(-delta, l.slots[sec%window])
-	l.slots[sec%window] -= r
+	r := min(-delta, l.slots[slot(sec)])
+	l.slots[slot(sec)] -= r
 	l.total -= r
 	l.mu.Unlock()
 	if l.waiters.Load() != 0 {
@@ -218,7 +223,7 @@ func (l *tokenLane[K]) Acquire(ctx context.Context, _ K, n int64) (semaphore.Per
 		}
 		if dl, has := ctx.Deadline(); has && l.until(dl) < d {
 			l.cancelled.Add(1)
-			return semaphore.Permit{}, fmt.Errorf("lanequeue: tokens in %v, after the deadline: %w", d, context.DeadlineExceeded)
+			return semaphore.Permit{}, &tokensLate{after: d}
 		}
 		waited = true
 		t := l.timer(d)
@@ -235,6 +240,17 @@ func (l *tokenLane[K]) Acquire(ctx context.Context, _ K, n int64) (semaphore.Per
 		}
 	}
 }
+
+// tokensLate is a token lane's refusal of a call whose tokens would come
+// after its deadline: laneErr makes it a LaneError that says when (it
+// matches context.DeadlineExceeded on its own too).
+type tokensLate struct{ after time.Duration }
+
+func (e *tokensLate) Error() string {
+	return "tokens in " + e.after.String() + ", after the deadline: " + context.DeadlineExceeded.Error()
+}
+
+func (e *tokensLate) Unwrap() error { return context.DeadlineExceeded }
 
 func (l *tokenLane[K]) TryAcquire(_ K, n int64) (semaphore.Permit, bool) {
 	if l.closed.Load() {
@@ -275,7 +291,7 @@ func (l *tokenLane[K]) Close() {
 // so far: a debt later calls wait out, or a refund within the budget. It
 // allocates nothing.
 func (t *Ticket[K]) Settle(lane string, actual int64) error {
-	if actual < 0 {
+	if actual < 0 || actual > semaphore.MaxCapacity {
 		return errSettleNegative
 	}
 	r := t.lock()
@@ -305,8 +321,21 @@ func (t *Ticket[K]) Settle(lane string, actual int64) error {
 
 // Settle's refusals: static, so that they allocate nothing.
 var (
-	errSettleNegative  = fmt.Errorf("lanequeue: Settle: a negative count: %w", ErrInvalidWeight)
+	errSettleNegative  = fmt.Errorf("lanequeue: Settle: a count below 0 or above semaphore.MaxCapacity: %w", ErrInvalidWeight)
 	errSettleReleased  = fmt.Errorf("lanequeue: Settle: the ticket is released: %w", ErrClosed)
 	errSettleNotTokens = fmt.Errorf("lanequeue: Settle: not a token lane (AddTokenLane): %w", ErrInvalidConfig)
 	errSettleUnknown   = fmt.Errorf("lanequeue: Settle: the ticket holds no such lane: %w", ErrUnknownLane)
 )
+
+// undoTokens gives back what the token lanes among hs[ext] charged a call
+// that then failed (a later lane refused it, or its context ended): it
+// ran nowhere, so it used nothing.
+func undoTokens[K comparable](hs []held[K], ext []int) {
+	for _, i := range ext {
+		h := &hs[i]
+		if tl, ok := h.e.lane.(*tokenLane[K]); ok && h.p != (semaphore.Permit{}) {
+			tl.settle(int64(permit.MarkOf(permit.Permit(h.p))), -h.n)
+			h.p = semaphore.Permit{}
+		}
+	}
+}

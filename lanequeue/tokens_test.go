@@ -3,11 +3,14 @@ package lanequeue_test
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -110,9 +113,10 @@ func TestTokenLaneWaitsInOrder(t *testing.T) {
 	tk, err := q.AcquireAll(context.Background(), "x", tpm, lanequeue.LaneWeight("tpm", 100))
 	must(t, err)
 	tk.Release()
-	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(30*time.Second))
-	defer cancel()
-	if _, err := q.AcquireAll(ctx, "y", tpm, lanequeue.LaneWeight("tpm", 1)); !errors.Is(err, context.DeadlineExceeded) {
+	ctx := testkit.NewExpiring() // a deadline on the fake clock, not yet passed
+	ctx.At = clk.Now().Add(30 * time.Second)
+	defer ctx.Expire()
+	if _, err := q.AcquireAll(ctx, "y", tpm, lanequeue.LaneWeight("tpm", 1)); !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 		t.Fatalf("a deadline before the tokens come: %v; want DeadlineExceeded at once", err)
 	}
 	a := acquireAsync(context.Background(), q, "a", []string{"tpm"}, lanequeue.LaneWeight("tpm", 60))
@@ -293,5 +297,106 @@ func TestTokenLaneFullInItsFirstMinute(t *testing.T) {
 	defer cancel()
 	if _, err := q.AcquireAll(ctx, "k", ls, lanequeue.LaneWeight("tpm", 1)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("AcquireAll on a spent lane = %v; want DeadlineExceeded at once (the tokens come in a minute)", err)
+	}
+}
+
+// TestTokensGivenBackWhenTheCallFails: a call that took a token lane's
+// tokens and then failed on a later lane (refused, or its context ended
+// while it waited there) ran nowhere: the tokens come back.
+func TestTokensGivenBackWhenTheCallFails(t *testing.T) {
+	q := lanequeue.New[string]()
+	t.Cleanup(q.Close)
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	q.SetClock(clk)
+	must(t, q.AddTokenLane("a", 100))
+	must(t, q.AddTokenLane("b", 100))
+	a, err := q.Lanes("a")
+	must(t, err)
+	b, err := q.Lanes("b")
+	must(t, err)
+	both, err := q.Lanes("a", "b")
+	must(t, err)
+	full, ok := q.TryAcquireAll("x", b, lanequeue.LaneWeight("b", 100)) // b is spent
+	if !ok {
+		t.Fatal("a fresh lane refused its budget")
+	}
+	full.Release()
+	if _, ok := q.TryAcquireAll("k", both, lanequeue.LaneWeight("a", 60), lanequeue.LaneWeight("b", 1)); ok {
+		t.Fatal("a call took the spent lane b")
+	}
+	tryA := func() bool {
+		tk, ok := q.TryAcquireAll("try", a, lanequeue.LaneWeight("a", 100))
+		if ok {
+			tk.Release()
+		}
+		return ok
+	}
+	if !tryA() {
+		t.Fatal("after a TryAcquireAll refused by b, a kept the 60 it charged")
+	}
+	clk.Advance(62 * time.Second) // both windows empty again
+	full, ok = q.TryAcquireAll("x", b, lanequeue.LaneWeight("b", 100))
+	if !ok {
+		t.Fatal("b refused its budget a minute later")
+	}
+	full.Release()
+	ctx, cancel := context.WithCancel(context.Background())
+	res := acquireAsync(ctx, q, "k", []string{"a", "b"}, lanequeue.LaneWeight("a", 60), lanequeue.LaneWeight("b", 1))
+	pending(t, clk, 1) // it holds a's 60 and waits for b
+	cancel()
+	if r := receive(t, res); r.err == nil {
+		r.t.Release()
+		t.Fatal("the cancelled call was granted")
+	}
+	if !tryA() {
+		t.Fatal("after a call cancelled on b, a kept the 60 it charged")
+	}
+}
+
+// TestTokenLaneRefusalSaysWhen: a call whose tokens would come after its
+// deadline fails at once with a LaneError whose RetryAfter says when they
+// come, as a rate lane's does (an HTTP front end's Retry-After).
+func TestTokenLaneRefusalSaysWhen(t *testing.T) {
+	q, _, clk := tokenQueue(t, 100)
+	tpm, err := q.Lanes("tpm")
+	must(t, err)
+	if !try(q, tpm, 100) {
+		t.Fatal("a fresh lane refused its budget")
+	}
+	ctx := testkit.NewExpiring() // a deadline on the fake clock, not yet passed
+	ctx.At = clk.Now().Add(time.Second)
+	defer ctx.Expire()
+	_, err = q.AcquireAll(ctx, "k", tpm, lanequeue.LaneWeight("tpm", 1))
+	var le *lanequeue.LaneError
+	if !errors.As(err, &le) || !errors.Is(err, context.DeadlineExceeded) || le.RetryAfter != 62*time.Second {
+		t.Fatalf("AcquireAll = %v (%+v); want a LaneError with RetryAfter 62s", err, le)
+	}
+	if msg := err.Error(); strings.Count(msg, "lanequeue:") != 1 {
+		t.Fatalf("error %q names the package more than once", msg)
+	}
+}
+
+// TestTokenLaneEdges: a count above semaphore.MaxCapacity is refused (a
+// sum of them would wrap the lane's count); a clock before 1970 works.
+func TestTokenLaneEdges(t *testing.T) {
+	q, ls, _ := tokenQueue(t, 100)
+	tk, err := q.AcquireAll(context.Background(), "k", ls, lanequeue.LaneWeight("tpm", 10))
+	must(t, err)
+	if err := tk.Settle("tpm", math.MaxInt64); !errors.Is(err, lanequeue.ErrInvalidWeight) {
+		t.Fatalf("Settle(MaxInt64) = %v; want ErrInvalidWeight", err)
+	}
+	tk.Release()
+
+	old := lanequeue.New[string]()
+	t.Cleanup(old.Close)
+	old.SetClock(clock.NewFake(time.Unix(-100, 0)))
+	must(t, old.AddTokenLane("tpm", 10))
+	set, err := old.Lanes("tpm")
+	must(t, err)
+	if !try(old, set, 10) {
+		t.Fatal("a fresh lane before 1970 refused its budget")
+	}
+	if try(old, set, 1) {
+		t.Fatal("a spent lane before 1970 granted a token")
 	}
 }
