@@ -2,8 +2,12 @@ package redislane
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sessionlane/lanes/internal/call"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // Keyed is a semaphore per key, shared by every instance that uses the same
@@ -36,35 +40,60 @@ func NewKeyed(client redis.UniversalClient, name string, perKeyCapacity int64, o
 	return &Keyed{c: c}, nil
 }
 
-// Acquire takes one permit of key; see [Keyed.AcquireN].
-func (k *Keyed) Acquire(ctx context.Context, key string) (*Permit, error) {
-	return k.c.acquire(ctx, key, 1)
-}
-
-// AcquireN takes n permits of key, waiting until they are free. It behaves as
-// [Weighted.Acquire] for one key: one local line and one Redis queue per
-// key, the same errors, the same cancellation.
-func (k *Keyed) AcquireN(ctx context.Context, key string, n int64) (*Permit, error) {
+// Acquire takes permits of key, one or [semaphore.Weight](n), waiting
+// until they are free. It behaves as [Weighted.Acquire] for one key: one
+// local line and one Redis queue per key, the same errors, the same
+// cancellation. A fleet key's line is FIFO: any other per-call option that
+// sets something (a priority, a sequence, a group, a lane's weight) is
+// refused with an error wrapping [ErrInvalidConfig], and nothing is taken.
+func (k *Keyed) Acquire(ctx context.Context, key string, opts ...semaphore.AcquireOption) (*Permit, error) {
+	n, err := keyedWeight(opts)
+	if err != nil {
+		return nil, err
+	}
 	return k.c.acquire(ctx, key, n)
 }
 
-// TryAcquire takes one permit of key if Redis grants it at once; see
-// [Weighted.TryAcquire].
-func (k *Keyed) TryAcquire(key string) (*Permit, bool) { return k.c.tryAcquire(key, 1) }
+// TryAcquire takes permits of key, one or [semaphore.Weight](n), if Redis
+// grants them at once; see [Weighted.TryAcquire]. Options are read as
+// Acquire reads them (a refused one: false).
+func (k *Keyed) TryAcquire(key string, opts ...semaphore.AcquireOption) (*Permit, bool) {
+	n, err := keyedWeight(opts)
+	if err != nil {
+		return nil, false
+	}
+	return k.c.tryAcquire(key, n)
+}
 
-// TryAcquireN takes n permits of key if Redis grants them at once; see
-// [Weighted.TryAcquire].
-func (k *Keyed) TryAcquireN(key string, n int64) (*Permit, bool) { return k.c.tryAcquire(key, n) }
-
-// Do acquires one permit of key, runs fn, and releases it when fn returns or
+// Do acquires as Acquire does, runs fn, and releases when fn returns or
 // panics; see [Weighted.Do].
-func (k *Keyed) Do(ctx context.Context, key string, fn func(context.Context) error) error {
-	p, err := k.Acquire(ctx, key)
+func (k *Keyed) Do(ctx context.Context, key string, fn func(context.Context) error, opts ...semaphore.AcquireOption) error {
+	p, err := k.Acquire(ctx, key, opts...)
 	if err != nil {
 		return err
 	}
 	return p.run(ctx, fn)
 }
+
+// keyedWeight reads a Keyed call's options: its weight (1 unless
+// semaphore.Weight says otherwise); any option that sets something else
+// is refused.
+func keyedWeight(opts []semaphore.AcquireOption) (int64, error) {
+	if len(opts) == 0 {
+		return 1, nil
+	}
+	c, bad := call.Read(opts)
+	if bad != call.BadNone || c.Turn != (call.Turn{}) || c.LaneWeight || c.Lenient {
+		return 0, errKeyedOptions
+	}
+	if c.WeightSet {
+		return c.Weight, nil
+	}
+	return 1, nil
+}
+
+// errKeyedOptions refuses the per-call options a fleet key cannot honour.
+var errKeyedOptions = fmt.Errorf("redislane: a fleet key's line is FIFO: it takes semaphore.Weight and no other per-call option: %w", ErrInvalidConfig)
 
 // Capacity returns the per-key capacity.
 func (k *Keyed) Capacity() int64 { return k.c.capacity }

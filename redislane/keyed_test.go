@@ -109,7 +109,7 @@ func TestKeyedIdleKeysExpire(t *testing.T) {
 	k := newKeyed(t, srv.Addr, name, 2)
 	rc := newClient(t, srv.Addr)
 	ctx := testCtx(t)
-	p, err := k.AcquireN(ctx, "job-7", 2)
+	p, err := k.Acquire(ctx, "job-7", semaphore.Weight(2))
 	require.NoError(t, err)
 	p.Release()
 	prefix := "{lanes:" + name + "}:k:job-7:"

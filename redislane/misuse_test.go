@@ -13,6 +13,7 @@ import (
 
 	"github.com/sessionlane/lanes/redislane"
 	"github.com/sessionlane/lanes/redislane/redistest"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // Scenario 6: misuse.
@@ -193,7 +194,17 @@ func TestBadInputFailsAtOnce(t *testing.T) {
 	k, err := redislane.NewKeyed(rc, "y", 1)
 	require.NoError(t, err)
 	defer k.Close()
-	p, err = k.AcquireN(ctx, "a", 2)
+	p, err = k.Acquire(ctx, "a", semaphore.Weight(2))
+	failed(t, p, err, redislane.ErrTooHeavy)
+	// A fleet key's line is FIFO: an option that sets an order is refused,
+	// not dropped; one that sets nothing is read past (the weight counts).
+	p, err = k.Acquire(ctx, "a", semaphore.Sequence(3))
+	failed(t, p, err, redislane.ErrInvalidConfig)
+	if p, ok := k.TryAcquire("a", semaphore.Priority(1)); ok {
+		p.Release()
+		t.Fatal("TryAcquire took a priority on a fleet key")
+	}
+	p, err = k.Acquire(ctx, "a", semaphore.Priority(0), semaphore.Weight(2)) // Priority(0) sets nothing
 	failed(t, p, err, redislane.ErrTooHeavy)
 }
 
