@@ -112,7 +112,7 @@ func everyKeyedCallEndsInOneCounter(t *testing.T, rounds int, extra ...keyedsem.
 			for k := 0; k < 2; k++ {
 				p, got := s.TryAcquire(k, semaphore.Weight(2))
 				if !got {
-					t.Fatalf("round %d: TryAcquireN(%d, 2) failed on an idle key: %+v", r, k, s.Stats())
+					t.Fatalf("round %d: TryAcquire(%d, 2) failed on an idle key: %+v", r, k, s.Stats())
 				}
 				p.Release()
 			}

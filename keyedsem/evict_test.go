@@ -105,7 +105,7 @@ func TestTryAcquireIsNotRefusedByAnotherKeysReusedEntry(t *testing.T) {
 
 // waitingCtx is a context that reports, by closing waiting, the first time
 // its Done is asked for: on a new key's path, that is makeRoom about to
-// wait for the eviction lock (AcquireN's entry check asks Err only).
+// wait for the eviction lock (Acquire's entry check asks Err only).
 type waitingCtx struct {
 	context.Context
 	once    sync.Once

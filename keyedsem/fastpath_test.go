@@ -182,9 +182,9 @@ func TestZeroValuePanics(t *testing.T) {
 	var s keyedsem.Keyed[string]
 	for name, f := range map[string]func(){
 		"Acquire":        func() { _, _ = s.Acquire(bg, "k") },
-		"AcquireN":       func() { _, _ = s.Acquire(bg, "k") },
+		"Acquire":       func() { _, _ = s.Acquire(bg, "k") },
 		"TryAcquire":     func() { _, _ = s.TryAcquire("k") },
-		"TryAcquireN":    func() { _, _ = s.TryAcquire("k") },
+		"TryAcquire":    func() { _, _ = s.TryAcquire("k") },
 		"Do":             func() { _ = s.Do(bg, "k", func(context.Context) error { return nil }) },
 		"Close":          func() { s.Close() },
 		"Stats":          func() { _ = s.Stats() },

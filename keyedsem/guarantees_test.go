@@ -125,7 +125,7 @@ func TestDoCancelBeforeGrantRace(t *testing.T) {
 }
 
 // A waiter failed by Close keeps returning ErrClosed even if its context
-// ended meanwhile (documented on AcquireN).
+// ended meanwhile (documented on Acquire).
 func TestClosedWaiterWithEndedContextReturnsErrClosedRace(t *testing.T) {
 	for i := range 200 {
 		s := keyedsem.New[string]()
@@ -234,7 +234,7 @@ func checkRefused[K comparable](t *testing.T, s *keyedsem.Keyed[K], key K) {
 	require.Equal(t, int64(0), st.Held, "key %v", key)
 	require.Equal(t, uint64(0), st.Acquired, "key %v", key)
 	require.Equal(t, uint64(0), st.Created, "key %v", key)
-	require.Equal(t, uint64(9), st.Rejected, "key %v: Acquire, AcquireN and Do refusals count", key)
+	require.Equal(t, uint64(9), st.Rejected, "key %v: Acquire, Acquire and Do refusals count", key)
 	for _, p := range held {
 		p.Release()
 	}

@@ -30,7 +30,7 @@ type result struct {
 	err error
 }
 
-// goAcquire starts AcquireN in a goroutine and returns where its result
+// goAcquire starts Acquire in a goroutine and returns where its result
 // will come.
 func goAcquire[K comparable](s *keyedsem.Keyed[K], ctx context.Context, key K, n int64) <-chan result {
 	c := make(chan result, 1)

@@ -13,7 +13,7 @@ package keyedsem_test
 //	Unlock of a key not held    v1: ErrNoSuchLock, v2: fatal; ours: Release of a spent or zero Permit returns false
 //	"unlocked mutexes consume   WithIdleTimeout(0); by default an idle key is kept for an hour
 //	 no memory"
-//	RWMutexMap RLock / Lock     WithPerKeyCapacity(r): a reader takes 1, a writer AcquireN(r)
+//	RWMutexMap RLock / Lock     WithPerKeyCapacity(r): a reader takes 1, a writer Acquire(r)
 //
 // The originals poll an internal waiter count on a 1 ms ticker and give
 // up after 3 s; here the waits poll Stats, with a deadline

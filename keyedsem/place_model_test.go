@@ -181,7 +181,7 @@ func TestPlaceMatchesModel(t *testing.T) {
 				want := len(m.line[key]) == 0 && m.avail[key] >= n
 				p, ok := s.TryAcquire(key, semaphore.Weight(n))
 				if ok != want {
-					t.Fatalf("TryAcquireN(%d, %d) = %v; the model says %v", key, n, ok, want)
+					t.Fatalf("TryAcquire(%d, %d) = %v; the model says %v", key, n, ok, want)
 				}
 				if ok {
 					m.avail[key] -= n

@@ -48,7 +48,7 @@ func TestPlaceGrantedAtJoin(t *testing.T) {
 	pl := plJoin(t, s, "a", 2)
 	plCheck(t, s, "after Join", 2, 0)
 	if _, ok := s.TryAcquire("a", semaphore.Weight(2)); ok {
-		t.Fatal("TryAcquireN(2) succeeded beside a granted place of 2 (capacity 3)")
+		t.Fatal("TryAcquire(2) succeeded beside a granted place of 2 (capacity 3)")
 	}
 	p := plWait(t, pl, "granted place")
 	if p.Weight() != 2 {
@@ -258,7 +258,7 @@ func TestPlaceClose(t *testing.T) {
 	}
 }
 
-// TestPlaceRefusals: Join refuses at once what AcquireN refuses at once,
+// TestPlaceRefusals: Join refuses at once what Acquire refuses at once,
 // taking nothing.
 func TestPlaceRefusals(t *testing.T) {
 	s := keyedsem.New[float64](keyedsem.WithMaxWaitersPerKey(1))
