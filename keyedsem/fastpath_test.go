@@ -181,16 +181,16 @@ func TestGivenBackGrantCountsOnlyCancelledRace(t *testing.T) {
 func TestZeroValuePanics(t *testing.T) {
 	var s keyedsem.Keyed[string]
 	for name, f := range map[string]func(){
-		"Acquire":        func() { _, _ = s.Acquire(bg, "k") },
-		"Acquire":       func() { _, _ = s.Acquire(bg, "k") },
-		"TryAcquire":     func() { _, _ = s.TryAcquire("k") },
-		"TryAcquire":    func() { _, _ = s.TryAcquire("k") },
-		"Do":             func() { _ = s.Do(bg, "k", func(context.Context) error { return nil }) },
-		"Close":          func() { s.Close() },
-		"Stats":          func() { _ = s.Stats() },
-		"Sweep":          func() { _ = s.Sweep() },
-		"Len":            func() { _ = s.Len() },
-		"PerKeyCapacity": func() { _ = s.PerKeyCapacity() },
+		"Acquire":            func() { _, _ = s.Acquire(bg, "k") },
+		"Acquire(Weight)":    func() { _, _ = s.Acquire(bg, "k", semaphore.Weight(2)) },
+		"TryAcquire":         func() { _, _ = s.TryAcquire("k") },
+		"TryAcquire(Weight)": func() { _, _ = s.TryAcquire("k", semaphore.Weight(2)) },
+		"Do":                 func() { _ = s.Do(bg, "k", func(context.Context) error { return nil }) },
+		"Close":              func() { s.Close() },
+		"Stats":              func() { _ = s.Stats() },
+		"Sweep":              func() { _ = s.Sweep() },
+		"Len":                func() { _ = s.Len() },
+		"PerKeyCapacity":     func() { _ = s.PerKeyCapacity() },
 	} {
 		require.PanicsWithValue(t, "keyedsem: use New", f, name)
 	}
