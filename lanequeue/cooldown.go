@@ -27,12 +27,12 @@ func (q *Queue[K]) Cooldown(lane string, d time.Duration) error {
 	// past the year 2262 pauses until then (for good, in practice).
 	now := q.now().UnixNano()
 	u := int64(math.MaxInt64)
-	if d < time.Duration(math.MaxInt64-now) {
+	if now < 0 || d < time.Duration(math.MaxInt64-now) { // a clock before 1970 cannot overflow
 		u = now + int64(d)
 	}
 	for {
 		old := ref.e.cool.Load()
-		if u <= old || ref.e.cool.CompareAndSwap(old, u) {
+		if (old != 0 && u <= old) || ref.e.cool.CompareAndSwap(old, u) { // 0: never paused
 			break
 		}
 	}
@@ -68,7 +68,7 @@ func (q *Queue[K]) timer(d time.Duration) clock.Timer {
 func (g *grant[K]) cooling(now int64) (e *laneEntry[K], until int64) {
 	hs := g.held()
 	for i := range hs {
-		if c := hs[i].e.cool.Load(); c > now && c > until {
+		if c := hs[i].e.cool.Load(); c != 0 && c > now && (e == nil || c > until) { // 0: never paused
 			e, until = hs[i].e, c
 		}
 	}

@@ -195,3 +195,22 @@ func TestCooldownEdges(t *testing.T) {
 		t.Fatalf("Check after Cooldown(MaxInt64) = %v; want the lane paused", err)
 	}
 }
+
+// TestCooldownOnAClockBefore1970: the pause's end is computed without
+// overflow on a test's clock that reads before 1970, so it ends.
+func TestCooldownOnAClockBefore1970(t *testing.T) {
+	q := lanequeue.New[string]()
+	t.Cleanup(q.Close)
+	clk := clock.NewFake(time.Unix(-1000, 0))
+	q.SetClock(clk)
+	must(t, q.AddGlobalLane("provider", 1))
+	set, err := q.Lanes("provider")
+	must(t, err)
+	must(t, q.Cooldown("provider", time.Second))
+	var le *lanequeue.LaneError
+	if err := q.Check(set); !errors.As(err, &le) || le.RetryAfter != time.Second {
+		t.Fatalf("Check = %v; want a pause of 1s", err)
+	}
+	clk.Advance(time.Second)
+	must(t, q.Check(set))
+}
