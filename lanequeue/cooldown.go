@@ -99,6 +99,21 @@ func (q *Queue[K]) checkCool(ctx context.Context, key K, g *grant[K]) error {
 	return nil
 }
 
+// coolHolding is waitCool for a call that holds g's first plain lanes:
+// if the clock (a test's, code of the program) panics, the call gives
+// them back and is counted out before the panic goes on (unwind).
+func (q *Queue[K]) coolHolding(ctx context.Context, key K, g *grant[K], plain int) (err error) {
+	done := false
+	defer func() {
+		if !done {
+			q.unwind(g, plain)
+		}
+	}()
+	err = q.waitCool(ctx, key, g)
+	done = true
+	return err
+}
+
 // waitCool waits until no lane of g cools down, or fails as checkCool
 // does, or with the context's error if it ends first, or ErrClosed if the
 // queue closes. The caller holds g's plain lanes and gives them back on

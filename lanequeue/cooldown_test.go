@@ -214,3 +214,28 @@ func TestCooldownOnAClockBefore1970(t *testing.T) {
 	clk.Advance(time.Second)
 	must(t, q.Check(set))
 }
+
+// panicClock is a clock whose timers panic: code of the program.
+type panicClock struct{ *clock.Fake }
+
+func (panicClock) NewTimer(time.Duration) clock.Timer { panic("clock broke") }
+
+// TestCooldownClockPanicHoldsNothing: a clock that panics while a call
+// waits out a pause leaves the call holding nothing; the panic goes on.
+func TestCooldownClockPanicHoldsNothing(t *testing.T) {
+	q := lanequeue.New[string]()
+	t.Cleanup(q.Close)
+	q.SetClock(panicClock{clock.NewFake(time.Now())})
+	must(t, q.AddKeyedLane("session"))
+	must(t, q.AddGlobalLane("provider", 1))
+	must(t, q.Cooldown("provider", time.Minute))
+	func() {
+		defer func() {
+			if r := recover(); r != "clock broke" {
+				t.Fatalf("recovered %v; want the clock's panic", r)
+			}
+		}()
+		acquireAll(q, context.Background(), "k", []string{"session", "provider"})
+	}()
+	assertNothingHeld(t, q)
+}
