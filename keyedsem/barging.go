@@ -152,7 +152,8 @@ func (s *Keyed[K]) waitBarging(ctx context.Context, e *entry[K], n int64) (Permi
 		since = s.hc.Precise()
 		w.Since = since
 	}
-	e.q.PushAt(w, s.freshNow()) // the key is its arrival time: see bargeServeLocked
+	w.Arrival = s.freshNow() // see bargeServeLocked
+	e.q.Push(w)
 	s.waiters.Add(1)
 	e.mu.Unlock()
 
@@ -363,7 +364,7 @@ func (s *Keyed[K]) bargeServeLocked(e *entry[K], c *waitq.Chain) {
 		st := e.state.Load()
 		if st&kStrict != 0 {
 			s.grantLocked(e, c)
-			if h := e.q.Head(); h == nil || s.freshNow()-h.Key() < int64(s.barge.bound) {
+			if h := e.q.Head(); h == nil || s.freshNow()-h.Arrival < int64(s.barge.bound) {
 				clearBits(e, kStrict)
 			}
 			return

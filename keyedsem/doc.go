@@ -18,10 +18,11 @@
 // that it unblocks returns.
 //
 // Order: per key as package semaphore's FIFO (a heavy head is not
-// overtaken); nothing orders different keys. One option may order each
-// key's line otherwise: [WithPriorities] ([semaphore.Priority], aged as in
-// package semaphore), [WithSequenceOrder] ([semaphore.Sequence]) or
-// [WithBarging]. With [WithReorderHold](d) too, a caller numbered n waits,
+// overtaken); nothing orders different keys. [WithPriorities]
+// ([semaphore.Priority], aged as in package semaphore) and
+// [WithSequenceOrder] ([semaphore.Sequence]) order each key's line, alone
+// or together (number order within a priority); [WithBarging], which
+// orders nothing, takes neither. With [WithReorderHold](d) too, a caller numbered n waits,
 // even on a free key, until the key has granted n-1 or more, or until one
 // of the key's waiters has waited d: its line then goes in number order,
 // each such grant counted in [Stats].HoldsRunOut. A number at or below the

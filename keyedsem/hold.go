@@ -57,7 +57,7 @@ func gapped(last, seq int64) bool {
 // heldLocked reports whether w, the head of e's line, is held back now,
 // and whether serving it now ends a hold that ran out. Under e.mu.
 func (s *Keyed[K]) heldLocked(e *entry[K], w *waitq.Waiter) (held, ranOut bool) {
-	if !gapped(e.last, w.Key()) {
+	if !gapped(e.last, w.Rank) {
 		return false, false
 	}
 	now := s.hc.Precise()

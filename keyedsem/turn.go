@@ -2,19 +2,17 @@ package keyedsem
 
 import (
 	"fmt"
-	"math"
-	"math/bits"
 	"time"
 
 	"github.com/sessionlane/lanes/internal/call"
+	"github.com/sessionlane/lanes/internal/waitq"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
 // The orders a key can serve its waiters in (Keyed.order, config.order):
-// FIFO (0) pushes at the tail; the others push by a key (see turnKey).
-// A line ordered by priority stays sorted as its waiters age (they all
-// age at the same rate), so a wait costs a FIFO wait plus a walk, under
-// the key's lock, past the waiters a newcomer overtakes.
+// FIFO (0) pushes at the tail; the others, alone or together, push by a
+// place (see placeOf), so a wait costs a FIFO wait plus a walk, under the
+// key's lock, past the waiters a newcomer overtakes.
 const (
 	orderPriorities = 1 << iota
 	orderSequence
@@ -30,7 +28,8 @@ func WithPriorities(step time.Duration) Option {
 }
 
 // WithSequenceOrder orders each key's line by ascending
-// [semaphore.Sequence], then arrival: give each message its number and a
+// [semaphore.Sequence], then arrival (with [WithPriorities], within each
+// priority band): give each message its number and a
 // key runs message 2 before 3 if both wait. It orders only those waiting: a
 // caller that finds the key free takes it, whatever its number, and nothing
 // waits for a number that has not arrived, unless [WithReorderHold] is given.
@@ -46,11 +45,9 @@ func WithReorderHold(d time.Duration) Option {
 // checkOrder is configure's check of the ordering options.
 func checkOrder(c *config) error {
 	switch {
-	case c.order == orderPriorities|orderSequence:
-		return fmt.Errorf("keyedsem: WithPriorities and WithSequenceOrder: a key orders its waiters one way: %w", ErrInvalidConfig)
 	case c.barging && c.order != 0:
 		return fmt.Errorf("keyedsem: WithBarging with WithPriorities or WithSequenceOrder: one ordering option at most: %w", ErrInvalidConfig)
-	case c.holdSet && c.order != orderSequence:
+	case c.holdSet && c.order&orderSequence == 0:
 		return fmt.Errorf("keyedsem: WithReorderHold without WithSequenceOrder: %w", ErrInvalidConfig)
 	case c.holdSet && c.hold <= 0:
 		return fmt.Errorf("keyedsem: WithReorderHold(%v): must be positive: %w", c.hold, ErrInvalidConfig)
@@ -88,10 +85,10 @@ func (s *Keyed[K]) callOf(opts []semaphore.AcquireOption) (int64, call.Turn, err
 	}
 	t := c.Turn
 	if c.Lenient {
-		if s.order != orderPriorities {
+		if s.order&orderPriorities == 0 {
 			t.Priority = 0
 		}
-		if s.order != orderSequence {
+		if s.order&orderSequence == 0 {
 			t.Sequence = 0
 		}
 		t.Group = ""
@@ -102,55 +99,31 @@ func (s *Keyed[K]) callOf(opts []semaphore.AcquireOption) (int64, call.Turn, err
 		return 0, t, errLaneWeight
 	case t.Group != "":
 		return 0, t, errNoGroup
-	case t.Priority != 0 && s.order != orderPriorities:
+	case t.Priority != 0 && s.order&orderPriorities == 0:
 		return 0, t, errNoPriorities
-	case t.Sequence != 0 && s.order != orderSequence:
+	case t.Sequence != 0 && s.order&orderSequence == 0:
 		return 0, t, errNoSequence
 	}
 	return n, t, nil
 }
 
-// turnKey returns the place in key order (waitq.Queue.PushAt) of a waiter
-// of Turn t (nil: the zero Turn) on s, which orders by priority or
-// sequence. For priorities it is arrival time minus priority times step:
-// every waiter's effective priority then rises at the same rate as it
-// waits, so the order of the queue is the order of effective priority at
-// every later instant, and a waiter of priority p is overtaken only by
-// priority q > p arriving less than (q-p)*step after it.
-func (s *Keyed[K]) turnKey(t *call.Turn) int64 {
-	var tt call.Turn
-	if t != nil {
-		tt = *t
+// placeOf returns the place among its key's waiters (waitq.PushOrdered)
+// of a waiter of turn t (nil: the zero Turn) on s: its priority and arrival under
+// WithPriorities, its number as rank under WithSequenceOrder; both
+// compose, a band's waiters in number order (see waitq.Ahead).
+func (s *Keyed[K]) placeOf(t *call.Turn) waitq.Place {
+	var pl waitq.Place
+	if t == nil {
+		t = &call.Turn{}
 	}
-	if s.order == orderSequence {
-		return tt.Sequence
+	if s.order&orderPriorities != 0 {
+		// A fresh reading: the coarse clock's may be a millisecond old, or
+		// more after a stall, which would let a newcomer pass waiters it
+		// should not.
+		pl.Band, pl.Arrival = int32(t.Priority), s.freshNow()
 	}
-	// A fresh reading: the coarse clock's may be a millisecond old, or more
-	// after a stall, which would let a newcomer pass waiters it should not.
-	return agedKey(s.freshNow(), tt.Priority, s.aging)
-}
-
-// agedKey returns now - p*step, saturated to the int64 range, for now in
-// [0, 2^62), |p| <= semaphore.MaxPriority and step > 0: a saturated key
-// only ties with waiters that are as far out of reach (a step of hours
-// times a priority near the bound).
-func agedKey(now int64, p int, step int64) int64 {
-	if p == 0 {
-		return now
+	if s.order&orderSequence != 0 {
+		pl.Rank = t.Sequence
 	}
-	mag := uint64(p)
-	if p < 0 {
-		mag = uint64(-p)
-	}
-	hi, d := bits.Mul64(mag, uint64(step))
-	if p > 0 { // now - d, at least math.MinInt64
-		if hi != 0 || d > uint64(now)+1<<63 {
-			return math.MinInt64
-		}
-		return int64(uint64(now) - d)
-	}
-	if hi != 0 || d > uint64(math.MaxInt64-now) { // now + d, at most math.MaxInt64
-		return math.MaxInt64
-	}
-	return now + int64(d)
+	return pl
 }

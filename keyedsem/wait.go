@@ -47,7 +47,7 @@ func (l line[K]) Claim(n int64) (*permit.Token, bool) {
 		}
 		if e.state.CompareAndSwap(st, st-uint64(n)) {
 			if l.s.hold != 0 {
-				grantedLocked(e, e.q.Head().Key())
+				grantedLocked(e, e.q.Head().Rank)
 				if ranOut {
 					l.s.holdsOut.Add(1)
 				}
@@ -126,21 +126,21 @@ func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64, t *call.Turn)
 // dropped) with a nil waiter. A Place (see Keyed.Join) is a waiter pushed
 // here whose await comes later.
 func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Turn) (*waitq.Waiter, Permit, error) {
-	var at int64
+	var pl waitq.Place
 	if s.order != 0 {
-		at = s.turnKey(t) // before the lock: it may read the clock
+		pl = s.placeOf(t) // before the lock: it may read the clock
 	}
 	e.mu.Lock()
 	var err error
 	cancelled := false
-	held := s.hold != 0 && gapped(e.last, at)
+	held := s.hold != 0 && gapped(e.last, pl.Rank)
 	for err == nil {
 		if s.closed.Load() {
 			err = ErrClosed
 			break
 		}
 		st := e.state.Load()
-		if (e.q.Empty() || s.order != 0 && at < e.q.Head().Key()) && avail(st) >= n && !held {
+		if (e.q.Empty() || s.order != 0 && waitq.Ahead(&pl, e.q.Head(), s.aging)) && avail(st) >= n && !held {
 			// The permits came free since lookup, or the caller goes
 			// ahead of every waiter and fits: they may have come free
 			// after ctx ended (see ended).
@@ -154,7 +154,7 @@ func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Tu
 					return nil, s.grant(e, n), nil
 				}
 				// Its number may end the hold of those queued.
-				grantedLocked(e, at)
+				grantedLocked(e, pl.Rank)
 				var wake waitq.Chain
 				if !e.q.Empty() {
 					s.grantLocked(e, &wake)
@@ -195,7 +195,8 @@ func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Tu
 	if s.order == 0 {
 		e.q.Push(w)
 	} else {
-		e.q.PushAt(w, at)
+		w.Place = pl
+		e.q.PushOrdered(w, s.aging)
 	}
 	s.waiters.Add(1)
 	e.mu.Unlock()
@@ -212,7 +213,7 @@ func (s *Keyed[K]) await(ctx context.Context, e *entry[K], w *waitq.Waiter) (Per
 	var err error
 	since := w.Since // w goes back to its cache in Outcome
 	end := waitq.Ended{Err: errHoldRunOut}
-	if s.hold != 0 && w.Key() != 0 {
+	if s.hold != 0 && w.Rank != 0 {
 		// A numbered waiter may be held: when the bound has passed, it
 		// serves the line, which then lets it (or the head) go.
 		end = waitq.Await(ctx, w, &waitq.MaxWait{D: max(s.holdLeft(w), 1), Clock: s.clock, Err: errHoldRunOut})

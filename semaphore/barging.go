@@ -99,6 +99,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/permit"
 	"github.com/sessionlane/lanes/internal/waitq"
@@ -112,15 +113,15 @@ const DefaultBargingBound = time.Millisecond
 // 0): an old waiter waits at most bound plus the holders' time.
 func WithBarging(bound time.Duration) Option {
 	return func(c *config) {
-		c.setOrder("WithBarging")
+		c.bargeSet = true
 		c.bargeBound = bound
 	}
 }
 
-// checkBarging checks WithBarging's setting (configure has refused a
-// second ordering option already); configure calls it last.
+// checkBarging checks WithBarging's setting (configure has refused an
+// order beside it already); configure calls it last.
 func (c *config) checkBarging() error {
-	if c.order == "WithBarging" && c.bargeBound < 0 {
+	if c.bargeSet && c.bargeBound < 0 {
 		return fmt.Errorf("semaphore: WithBarging(%v): must not be negative: %w", c.bargeBound, ErrInvalidConfig)
 	}
 	return nil
@@ -273,52 +274,12 @@ func (s *Weighted) tryBarging(n int64, b *barger) (Permit, bool) {
 // queueBarging takes the permits under mu if it still may, or queues the
 // caller and waits.
 func (s *Weighted) queueBarging(ctx context.Context, n int64, b *barger) (Permit, error) {
-	var since int64 // WithHistograms: when the wait began
-	if s.tm != nil {
-		since = s.hc.Precise()
+	w, p, err := s.admit(ctx, n, &call.Turn{})
+	if w == nil {
+		return p, err
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.rejected++
-		s.mu.Unlock()
-		return Permit{}, ErrClosed
-	}
-	if n > s.capacity.Load() {
-		s.rejected++
-		s.mu.Unlock()
-		return Permit{}, ErrTooHeavy
-	}
-	for {
-		st := s.state.Load()
-		if ctxEnded(ctx) { // after the load: see Acquire
-			s.cancelled++
-			s.mu.Unlock()
-			return Permit{}, ctx.Err()
-		}
-		if avail(st) >= n && (s.q.Empty() || b.mayBarge()) {
-			if t, ok := s.claimLocked(st, n); ok {
-				s.mu.Unlock()
-				return Permit(permit.Make(t, t.Gen(), n)), nil
-			}
-			continue
-		}
-		if (s.maxWaiters > 0 && s.waiters >= s.maxWaiters) ||
-			(s.maxWaitWt > 0 && uint64(n) > uint64(s.maxWaitWt)-s.waitWeight) {
-			s.rejected++
-			s.mu.Unlock()
-			return Permit{}, ErrQueueFull
-		}
-		// The slow flag before queueing, as in acquireSlow.
-		if st&flagSlow != 0 || s.state.CompareAndSwap(st, st|flagSlow) {
-			break
-		}
-	}
-	w := s.wcache.Get()
-	w.N, w.Since = n, since
-	s.q.Push(w)
-	s.counted(n)
-	s.mu.Unlock()
-	p, err := s.waitBarging(ctx, w, b)
+	since := w.Since
+	p, err = s.waitBarging(ctx, w, b)
 	s.waited(since, err)
 	return p, err
 }

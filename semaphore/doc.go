@@ -27,20 +27,24 @@
 // Happens-before: a Release happens before the acquire it unblocks
 // returns, as with a mutex.
 //
-// Order: FIFO by default. A request at the head that does not fit is not
-// overtaken by later, lighter ones, nor by TryAcquire. One option may order
-// the line otherwise (New refuses two); under the first two, too, nobody
-// behind the head overtakes it, though a newcomer whose turn comes first
-// joins ahead of it:
+// Order: FIFO by default. Two options order the line otherwise, alone or
+// together, each level within the one before:
 //   - [WithPriorities]: by [Priority], aged: a waiter of priority p is
 //     overtaken only by those of a priority q > p that arrive less than
 //     (q-p)*step after it.
-//   - [WithFairShare]: by [Group]: while groups wait, each is granted
-//     permits in proportion to its weight, give or take one largest
-//     request; a group that stops waiting keeps no credit and no debt.
-//   - [WithBarging]: running callers take free permits ahead of the line,
-//     as with sync.Mutex, until a waiter has waited the bound; then FIFO
-//     until no waiter that old is left.
+//   - [WithFairShare]: within a priority, by [Group]: while groups wait,
+//     each is granted permits in proportion to its weight, give or take
+//     one largest request; a group that stops waiting keeps no credit and
+//     no debt. Within a group, FIFO.
+//
+// A newcomer whose turn comes first joins ahead of the head, but a request
+// at the head that does not fit is not overtaken by anyone behind it, nor
+// by TryAcquire: it holds every band and group back, and no grant is made
+// meanwhile, so it holds them for no longer than the holders of that
+// moment take to give back what it lacks. [WithBarging] instead lets
+// running callers take free permits ahead of the line, as with
+// sync.Mutex, until a waiter has waited the bound, then FIFO until no
+// waiter that old is left; it orders nothing, so it takes neither option.
 //
 // Errors: context errors as they are, else the sentinels below, for
 // errors.Is. Waiting is bounded only by [WithMaxWaiters],

@@ -17,7 +17,7 @@ const MaxGroupWeight = 1000
 // outside [1, [MaxGroupWeight]] fails that call with [ErrInvalidConfig].
 func WithFairShare(weight func(group string) int) Option {
 	return func(c *config) {
-		c.setOrder("WithFairShare")
+		c.fairSet = true
 		c.fairWeight = weight
 	}
 }
@@ -28,12 +28,15 @@ func WithFairShare(weight func(group string) int) Option {
 // round a request's length down by less than one part in 720.
 const fairScale = 720720
 
-// fairQueue is the state of WithFairShare: start-time fair queuing keys for
-// waitq.Queue.PushAt. It is guarded by the semaphore's mu.
+// fairQueue is the state of WithFairShare: start-time fair queuing keys,
+// the rank of a waiter's waitq.Place within its band. It is guarded by the
+// semaphore's mu.
 //
-// The virtual time v is the key of the waiter served last; the queue is in
-// ascending key order and its head is the one served, so v never
-// decreases while someone waits, and every waiting key is at least v. A
+// The virtual time v is the latest key served. Without priorities the
+// queue is in ascending key order and its head is the one served, so v is
+// the key of the waiter served last and every waiting key is at least v;
+// with them, a band served may be behind another's keys, and v keeps the
+// latest, so it never decreases while someone waits. A
 // group's record holds the finish of its last request: its next waiter's
 // key is max(v, finish), and the finish moves on by the request's length.
 // A record whose finish is at most v says nothing (the key would be v
@@ -143,7 +146,8 @@ func (s *Weighted) fairKey(group string, n, unit int64) int64 {
 // then served at once (woken after unlocking, so its wait returns at
 // once), as it would be had it come first.
 func (s *Weighted) pushFairUnlock(w *waitq.Waiter, group string, unit int64) {
-	s.q.PushAt(w, s.fairKey(group, w.N, unit))
+	w.Rank = s.fairKey(group, w.N, unit)
+	s.q.PushOrdered(w, s.prio.step)
 	var wake waitq.Chain
 	if s.q.Head() == w {
 		s.grantFairLocked(&wake)
@@ -164,9 +168,11 @@ func (f *fairQueue) restart() {
 	f.recs, f.sweepAt = f.recs[:0], 0
 }
 
-// served moves v to key, the key of a waiter just granted through t.
+// served moves v on to key, the key of a waiter just granted through t,
+// if it is later: under WithPriorities too, bands may serve keys out of
+// order, and v never goes back.
 func (f *fairQueue) served(key int64, t *permit.Token) {
-	f.prev, f.v, f.last = f.v, key, t
+	f.prev, f.v, f.last = f.v, max(f.v, key), t
 }
 
 // unserved takes back the move of v for the grant through t, given back
@@ -218,7 +224,7 @@ func (s *Weighted) grantFairLocked(c *waitq.Chain) {
 		if !ok {
 			break
 		}
-		s.fair.served(w.Key(), t)
+		s.fair.served(w.Rank, t)
 		s.q.Serve(w, t, c)
 		o.Dequeued(w.N)
 	}

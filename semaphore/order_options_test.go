@@ -8,20 +8,20 @@ import (
 	"github.com/sessionlane/lanes/semaphore"
 )
 
-// The ordering options exclude each other: a semaphore cannot serve by
-// priority and by group at once, and saying both is refused, not one of
-// them silently dropped.
-func TestOrderingOptionsExcludeEachOther(t *testing.T) {
+// Priorities and fair share compose; barging, which lets callers pass the
+// line, takes neither, and saying both is refused, not one of them
+// silently dropped.
+func TestOrderingOptionsCompose(t *testing.T) {
 	pri, fair := semaphore.WithPriorities(time.Second), semaphore.WithFairShare(nil)
 	barge := semaphore.WithBarging(time.Millisecond)
-	for _, opts := range [][]semaphore.Option{{pri, fair}, {fair, pri}, {barge, pri}, {pri, barge}, {barge, fair}, {fair, barge}} {
+	for _, opts := range [][]semaphore.Option{{barge, pri}, {pri, barge}, {barge, fair}, {fair, barge}, {pri, fair, barge}} {
 		if err := semaphore.Validate(1, opts...); !errors.Is(err, semaphore.ErrInvalidConfig) {
-			t.Fatalf("two ordering options: Validate = %v, want ErrInvalidConfig", err)
+			t.Fatalf("barging with an order: Validate = %v, want ErrInvalidConfig", err)
 		}
 	}
-	for _, opt := range []semaphore.Option{pri, fair, barge} {
-		if err := semaphore.Validate(1, opt, opt); err != nil {
-			t.Fatalf("one ordering option given twice: Validate = %v, want nil", err)
+	for _, opts := range [][]semaphore.Option{{pri, fair}, {fair, pri}, {pri, pri}, {fair, fair}, {barge, barge}} {
+		if err := semaphore.Validate(1, opts...); err != nil {
+			t.Fatalf("options that compose: Validate = %v, want nil", err)
 		}
 	}
 }

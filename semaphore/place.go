@@ -3,7 +3,6 @@ package semaphore
 import (
 	"context"
 	"errors"
-	"math/bits"
 	"sync"
 	"sync/atomic"
 
@@ -64,71 +63,12 @@ func (s *Weighted) Join(n int64, opts ...AcquireOption) (Place, error) {
 			return s.placed(nil, s.stamp(p)), nil
 		}
 	}
-	// The place in line is computed before locking, as in acquireSlow.
-	var key, unit int64
-	if s.prio.step != 0 {
-		key = s.turnKey(t.Priority)
-	}
-	if s.fair != nil {
-		var err error
-		if unit, err = s.fair.unit(t.Group); err != nil {
-			s.reject()
+	w, granted, err := s.admit(nil, n, &t)
+	if w == nil {
+		if err != nil {
 			return Place{}, err
 		}
-	}
-	s.mu.Lock()
-	if s.closed {
-		s.rejected++
-		s.mu.Unlock()
-		return Place{}, ErrClosed
-	}
-	if n > s.capacity.Load() {
-		s.rejected++
-		s.mu.Unlock()
-		return Place{}, ErrTooHeavy
-	}
-	// As acquireSlow, without a context: Join waits for nothing.
-	for {
-		st := s.state.Load()
-		if (s.q.Empty() || s.prio.step != 0 && key < s.q.Head().Key()) && avail(st) >= n {
-			if tok, ok := s.claimLocked(st, n); ok {
-				s.mu.Unlock()
-				return s.placed(nil, Permit(permit.Make(tok, tok.Gen(), n))), nil
-			}
-			continue
-		}
-		if (s.maxWaiters > 0 && s.waiters >= s.maxWaiters) ||
-			(s.maxWaitWt > 0 && uint64(n) > uint64(s.maxWaitWt)-s.waitWeight) {
-			s.rejected++
-			s.mu.Unlock()
-			return Place{}, ErrQueueFull
-		}
-		// The slow flag before queueing, so that no fast-path release can
-		// slip past the queue (see acquireSlow).
-		if st&flagSlow != 0 || s.state.CompareAndSwap(st, st|flagSlow) {
-			break
-		}
-	}
-	w := s.wcache.Get()
-	w.N = n
-	if s.tm != nil {
-		w.Since = s.hc.Precise()
-	}
-	s.waiters++
-	var carry uint64
-	s.waitWeight, carry = bits.Add64(s.waitWeight, uint64(n), 0)
-	s.waitHi += carry
-	// By the semaphore's order, as acquireSlow pushes: an ordered queue
-	// must never see Push.
-	switch {
-	case s.fair != nil:
-		s.pushFairUnlock(w, t.Group, unit) // may serve w at once: Wait then finds it granted
-	case s.prio.step != 0:
-		s.q.PushAt(w, key)
-		s.mu.Unlock()
-	default:
-		s.q.Push(w)
-		s.mu.Unlock()
+		return s.placed(nil, granted), nil
 	}
 	return s.placed(w, Permit{}), nil
 }

@@ -19,3 +19,13 @@ import (
 func TestPrioritySemaphoreMatchesModel(t *testing.T) {
 	rapid.Check(t, modelcheck.PrioritySemaphore)
 }
+
+// TestComposedSemaphoreMatchesModel is TestSemaphoreMatchesModel with
+// WithPriorities and WithFairShare together in every case: bands with
+// aging, start-time fair queuing by group within a band, as the model's
+// PrioritiesFairShare order says (no waiter passed by a later one that
+// does not overtake it by that rule, checked after every step), with the
+// same grants, refusals, Stats and invariants as every other order.
+func TestComposedSemaphoreMatchesModel(t *testing.T) {
+	rapid.Check(t, modelcheck.ComposedSemaphore)
+}

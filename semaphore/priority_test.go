@@ -311,10 +311,9 @@ func TestWithPrioritiesRefusesANonPositiveStep(t *testing.T) {
 	require.NoError(t, semaphore.Validate(1, semaphore.WithPriorities(0), semaphore.WithPriorities(time.Second)))
 }
 
-// A waiter's place is an arrival time minus priority times step; with the
-// largest step, the extreme priorities and arrivals centuries after New
-// it must not wrap: the order stays by priority (those whose aging passes
-// 2^61ns count as that much, so 1 and MaxPriority are equal here).
+// A waiter's place is its priority and arrival; with the largest step, the
+// extreme priorities and arrivals centuries after New nothing wraps or
+// saturates: the order is exactly by priority.
 func TestPriorityKeysDoNotOverflow(t *testing.T) {
 	l := newLine(t, semaphore.WithPriorities(time.Duration(math.MaxInt64)))
 	l.clk.Advance(time.Duration(math.MaxInt64))
@@ -324,7 +323,7 @@ func TestPriorityKeysDoNotOverflow(t *testing.T) {
 	l.join("max", []semaphore.AcquireOption{semaphore.Priority(semaphore.MaxPriority)}, false)
 	l.join("one", []semaphore.AcquireOption{semaphore.Priority(1)}, false)
 	l.join("minusOne", []semaphore.AcquireOption{semaphore.Priority(-1)}, false)
-	require.Equal(t, []string{"max", "one", "zero", "min", "minusOne"}, l.served())
+	require.Equal(t, []string{"max", "one", "zero", "minusOne", "min"}, l.served())
 
 	// A small step does not saturate: MaxPriority is ahead of MaxPriority-1.
 	l = newLine(t, semaphore.WithPriorities(time.Nanosecond))

@@ -28,84 +28,11 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn call.Turn) (Pe
 		s.reject()
 		return Permit{}, ErrInvalidWeight
 	}
-	var key int64 // WithPriorities: the place in line, read off the clock before locking
-	if s.prio.step != 0 {
-		key = s.turnKey(turn.Priority)
+	w, p, err := s.admit(ctx, n, &turn)
+	if w == nil {
+		return p, err
 	}
-	var since int64 // WithHistograms: when the wait began
-	if s.tm != nil {
-		since = s.hc.Precise()
-	}
-	var unit int64 // WithFairShare: asked before locking, see fairQueue.unit
-	if s.fair != nil {
-		var err error
-		if unit, err = s.fair.unit(turn.Group); err != nil {
-			s.reject()
-			return Permit{}, err
-		}
-	}
-	s.mu.Lock()
-	if s.closed {
-		s.rejected++
-		s.mu.Unlock()
-		return Permit{}, ErrClosed
-	}
-	if n > s.capacity.Load() {
-		s.rejected++
-		s.mu.Unlock()
-		return Permit{}, ErrTooHeavy
-	}
-	for {
-		st := s.state.Load()
-		// Permits given back since Acquire looked at ctx (a release of an
-		// inline token needs no lock) must not go to a context that ended
-		// before they came free: look again after each load.
-		if ctxEnded(ctx) {
-			s.cancelled++
-			s.mu.Unlock()
-			return Permit{}, ctx.Err()
-		}
-		// A place ahead of the head (WithPriorities) is as good as an
-		// empty line: nobody would be served before it.
-		if (s.q.Empty() || s.prio.step != 0 && key < s.q.Head().Key()) && avail(st) >= n {
-			if t, ok := s.claimLocked(st, n); ok {
-				s.mu.Unlock()
-				return Permit(permit.Make(t, t.Gen(), n)), nil
-			}
-			continue
-		}
-		// Under a bound on the waiting weight, waitWeight never exceeds
-		// it, so the difference does not wrap (a sum could, past
-		// math.MaxInt64, and let the waiter in).
-		if (s.maxWaiters > 0 && s.waiters >= s.maxWaiters) ||
-			(s.maxWaitWt > 0 && uint64(n) > uint64(s.maxWaitWt)-s.waitWeight) {
-			s.rejected++
-			s.mu.Unlock()
-			return Permit{}, ErrQueueFull
-		}
-		// Set the slow flag before queueing, so that no fast-path release
-		// can slip past the queue. If the word moved, look again: the
-		// permits may have come back.
-		if st&flagSlow != 0 || s.state.CompareAndSwap(st, st|flagSlow) {
-			break
-		}
-	}
-	w := s.wcache.Get()
-	w.N, w.Since = n, since
-	s.waiters++
-	var carry uint64
-	s.waitWeight, carry = bits.Add64(s.waitWeight, uint64(n), 0)
-	s.waitHi += carry
-	switch {
-	case s.fair != nil:
-		s.pushFairUnlock(w, turn.Group, unit)
-	case s.prio.step != 0:
-		s.q.PushAt(w, key) // every waiter, so that Push and PushAt never mix
-		s.mu.Unlock()
-	default:
-		s.q.Push(w)
-		s.mu.Unlock()
-	}
+	since := w.Since
 	var mw *waitq.MaxWait // nil: no bound
 	if s.maxWait > 0 {
 		mw = &waitq.MaxWait{D: s.maxWait, Clock: s.clock, Err: ErrWaitTooLong}
@@ -144,9 +71,107 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn call.Turn) (Pe
 	if end := waitq.Await(ctx, w, mw); end.Err != nil {
 		return Permit{}, waitq.End(&s.q, (*owner)(s), &s.wcache, w, end)
 	}
-	p, err := waitq.Outcome(&s.wcache, w)
+	got, err := waitq.Outcome(&s.wcache, w)
 	s.waited(since, err)
-	return Permit(p), err
+	return Permit(got), err
+}
+
+// admit is the admission of every call that may wait: Acquire, Join (ctx
+// nil: it waits for nothing) and a barging Acquire. For n permits (n > 0)
+// at the place turn gives, it returns the permits if they are free and the
+// caller comes first; else a waiter, counted and pushed; else the refusal,
+// counted: ErrClosed, ErrTooHeavy, the context's end, ErrQueueFull, or a
+// bad group weight.
+func (s *Weighted) admit(ctx context.Context, n int64, turn *call.Turn) (*waitq.Waiter, Permit, error) {
+	// What may call the clock or the user's weight function is read before
+	// locking.
+	pl := s.placeOf(turn)
+	var since int64 // WithHistograms: when the wait began
+	if s.tm != nil {
+		since = s.hc.Precise()
+	}
+	var unit int64 // WithFairShare: see fairQueue.unit
+	if s.fair != nil {
+		var err error
+		if unit, err = s.fair.unit(turn.Group); err != nil {
+			s.reject()
+			return nil, Permit{}, err
+		}
+	}
+	s.mu.Lock()
+	var err error
+	switch {
+	case s.closed:
+		err = ErrClosed
+	case n > s.capacity.Load():
+		err = ErrTooHeavy
+	}
+	for err == nil {
+		st := s.state.Load()
+		// Permits given back since Acquire looked at ctx (a release of an
+		// inline token needs no lock) must not go to a context that ended
+		// before they came free: look again after each load.
+		if ctx != nil && ctxEnded(ctx) {
+			s.cancelled++
+			s.mu.Unlock()
+			return nil, Permit{}, ctx.Err()
+		}
+		if avail(st) >= n && s.first(&pl) {
+			if t, ok := s.claimLocked(st, n); ok {
+				s.mu.Unlock()
+				return nil, Permit(permit.Make(t, t.Gen(), n)), nil
+			}
+			continue
+		}
+		// Under a bound on the waiting weight, waitWeight never exceeds
+		// it, so the difference does not wrap (a sum could, past
+		// math.MaxInt64, and let the waiter in).
+		if (s.maxWaiters > 0 && s.waiters >= s.maxWaiters) ||
+			(s.maxWaitWt > 0 && uint64(n) > uint64(s.maxWaitWt)-s.waitWeight) {
+			err = ErrQueueFull
+			break
+		}
+		// Set the slow flag before queueing, so that no fast-path release
+		// can slip past the queue. If the word moved, look again: the
+		// permits may have come back.
+		if st&flagSlow != 0 || s.state.CompareAndSwap(st, st|flagSlow) {
+			break
+		}
+	}
+	if err != nil {
+		s.rejected++
+		s.mu.Unlock()
+		return nil, Permit{}, err
+	}
+	w := s.wcache.Get()
+	w.N, w.Since, w.Place = n, since, pl
+	s.counted(n)
+	switch {
+	case s.fair != nil:
+		s.pushFairUnlock(w, turn.Group, unit) // may serve w at once
+	case s.prio.step != 0:
+		s.q.PushOrdered(w, s.prio.step)
+		s.mu.Unlock()
+	default:
+		s.q.Push(w)
+		s.mu.Unlock()
+	}
+	return w, Permit{}, nil
+}
+
+// first reports whether a caller at place pl, whose permits are free, is
+// served before every waiter: nobody waits; or it goes ahead of the head
+// (WithPriorities alone: under WithFairShare the caller is charged and
+// pushed first, see pushFairUnlock); or it may barge. It must be called
+// with mu held.
+func (s *Weighted) first(pl *waitq.Place) bool {
+	switch {
+	case s.q.Empty():
+		return true
+	case s.barge != nil:
+		return s.barge.mayBarge()
+	}
+	return s.prio.step != 0 && s.fair == nil && waitq.Ahead(pl, s.q.Head(), s.prio.step)
 }
 
 // waited records the wait of a grant that waited since since, when the
@@ -269,7 +294,7 @@ func (o *owner) Unlock() { o.mu.Unlock() }
 func (o *owner) Claim(n int64) (*permit.Token, bool) {
 	t, ok := o.claim(n)
 	if ok && o.fair != nil {
-		o.fair.served(o.q.Head().Key(), t)
+		o.fair.served(o.q.Head().Rank, t)
 	}
 	return t, ok
 }

@@ -106,14 +106,14 @@ type config struct {
 	maxWaitWt  int64
 	maxWait    time.Duration
 	clock      Clock
-	// The ordering options: at most one (order names it; orderClash
-	// names a pair given together).
-	order, orderClash string
-	agingStep         time.Duration    // WithPriorities' step
-	fairWeight        func(string) int // WithFairShare's weights; nil: equal
-	bargeBound        time.Duration    // WithBarging's bound
-	histograms        bool             // WithHistograms
-	hc                hist.Clock       // the clock of timings and waiters' stamps, from clock
+	// The ordering options: WithPriorities and WithFairShare compose;
+	// WithBarging, which orders nothing, takes neither.
+	prioSet, fairSet, bargeSet bool
+	agingStep                  time.Duration    // WithPriorities' step
+	fairWeight                 func(string) int // WithFairShare's weights; nil: equal
+	bargeBound                 time.Duration    // WithBarging's bound
+	histograms                 bool             // WithHistograms
+	hc                         hist.Clock       // the clock of timings and waiters' stamps, from clock
 }
 
 // Option configures [New]. A value out of range, or a nil Option, is
@@ -161,9 +161,9 @@ func (c *config) configure(capacity int64, opts []Option) error {
 		return fmt.Errorf("semaphore: WithMaxWaitingWeight(%d): must not be negative: %w", c.maxWaitWt, ErrInvalidConfig)
 	case c.maxWait < 0:
 		return fmt.Errorf("semaphore: WithMaxWait(%v): must not be negative: %w", c.maxWait, ErrInvalidConfig)
-	case c.orderClash != "":
-		return fmt.Errorf("semaphore: %s: one ordering option at most: %w", c.orderClash, ErrInvalidConfig)
-	case c.order == "WithPriorities" && c.agingStep <= 0:
+	case c.bargeSet && (c.prioSet || c.fairSet):
+		return fmt.Errorf("semaphore: WithBarging lets callers pass the line, so it takes no WithPriorities or WithFairShare: %w", ErrInvalidConfig)
+	case c.prioSet && c.agingStep <= 0:
 		return fmt.Errorf("semaphore: WithPriorities(%v): the step must be positive: %w", c.agingStep, ErrInvalidConfig)
 	}
 	return c.checkBarging()
@@ -180,13 +180,13 @@ func New(capacity int64, opts ...Option) *Weighted {
 	if s.clock == nil {
 		s.clock = clock.Real{}
 	}
-	switch s.order {
-	case "WithPriorities":
+	if s.prioSet {
 		s.prio.start(s.agingStep, s.clock.Now())
-	case "WithFairShare":
+	}
+	if s.fairSet {
 		s.fair = newFairQueue(s.fairWeight)
 	}
-	if s.order == "WithBarging" {
+	if s.bargeSet {
 		s.barge = newBarger(&s.config)
 	}
 	s.hc = hist.NewClock(s.clock)

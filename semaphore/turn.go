@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sessionlane/lanes/internal/call"
+	"github.com/sessionlane/lanes/internal/waitq"
 )
 
 // AcquireOption is a per-call option of every lanes package's acquire
@@ -37,57 +38,30 @@ const MaxPriority = call.MaxPriority
 // has waited 2s. step must be positive.
 func WithPriorities(step time.Duration) Option {
 	return func(c *config) {
-		c.setOrder("WithPriorities")
+		c.prioSet = true
 		c.agingStep = step
 	}
 }
 
-// setOrder records that the ordering option name was given: a second,
-// different one makes configure refuse the pair.
-func (c *config) setOrder(name string) {
-	if c.order != "" && c.order != name && c.orderClash == "" {
-		c.orderClash = c.order + " and " + name
-	}
-	c.order = name
-}
-
-// keyLimit bounds both parts of a waiter's key, arrival time and aging
-// offset, to 2^61 in magnitude, so that their difference stays within
-// ±2^62 and never overflows.
-const keyLimit = 1 << 61
-
 // aging is what WithPriorities leaves in a semaphore, immutable after New.
 type aging struct {
-	step  int64     // nanoseconds per priority; 0: FIFO, Push instead of PushAt
-	limit int64     // the largest |priority| whose offset is within keyLimit
+	step  int64     // nanoseconds per priority; 0: no priorities
 	epoch time.Time // arrival times count from here, on the semaphore's clock
 }
 
 func (a *aging) start(step time.Duration, now time.Time) {
-	a.step, a.limit, a.epoch = int64(step), keyLimit/int64(step), now
+	a.step, a.epoch = int64(step), now
 }
 
-// turnKey returns the place in line of a waiter of priority p arriving now:
-// its arrival minus its priority times the step. A waiter's effective
-// priority at time T is (T - key)/step, so ascending keys are descending
-// effective priorities at every instant, and the queue stays in order
-// without being sorted again as waiters age.
-//
-// Both parts are within ±keyLimit: an arrival past it (73 years after New)
-// counts as keyLimit, and so does an offset |p|*step past it, which keeps
-// the keys in priority order.
-func (s *Weighted) turnKey(p int) int64 {
-	a := min(max(int64(s.clock.Now().Sub(s.prio.epoch)), 0), keyLimit)
-	var off int64
-	switch q := int64(p); {
-	case q > s.prio.limit:
-		off = keyLimit
-	case q < -s.prio.limit:
-		off = -keyLimit
-	default:
-		off = q * s.prio.step
+// placeOf returns the place in line of a waiter of turn t arriving now:
+// its priority and arrival, under WithPriorities (the rank, under
+// WithFairShare, is given under mu: see fairRank). The order they make is
+// waitq.Ahead's.
+func (s *Weighted) placeOf(t *call.Turn) waitq.Place {
+	if s.prio.step == 0 {
+		return waitq.Place{}
 	}
-	return a - off
+	return waitq.Place{Band: int32(t.Priority), Arrival: max(int64(s.clock.Now().Sub(s.prio.epoch)), 0)}
 }
 
 // errPriority refuses a Priority out of range; static, so that the

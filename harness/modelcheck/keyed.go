@@ -113,10 +113,10 @@ func newKeyedRun(t *rapid.T, has func(*keyedsem.Keyed[string], string) bool) *ke
 		MaxKeys:          rapid.IntRange(1, 4).Draw(t, "maxKeys"),
 		Hard:             rapid.Bool().Draw(t, "hard"),
 		MaxWaitersPerKey: rapid.OneOf(rapid.Just(0), rapid.IntRange(1, 3)).Draw(t, "maxWaitersPerKey"),
-		Order:            rapid.SampledFrom([]model.KeyedOrder{model.KeyedFIFO, model.KeyedPriorities, model.KeyedSequence}).Draw(t, "order"),
+		Order:            rapid.SampledFrom([]model.KeyedOrder{model.KeyedFIFO, model.KeyedPriorities, model.KeyedSequence, model.KeyedPriorities | model.KeyedSequence}).Draw(t, "order"),
 		MaxPriority:      semaphore.MaxPriority,
 	}
-	if cfg.Order == model.KeyedPriorities {
+	if cfg.Order&model.KeyedPriorities != 0 {
 		// Steps of the size of the clock's moves, so that aging reorders.
 		cfg.Step = rapid.SampledFrom([]time.Duration{time.Second, 2 * time.Second}).Draw(t, "step")
 	}
@@ -149,10 +149,10 @@ func newKeyedRun(t *rapid.T, has func(*keyedsem.Keyed[string], string) bool) *ke
 	if cfg.Hard {
 		opts = append(opts, keyedsem.WithHardMaxKeys())
 	}
-	switch cfg.Order {
-	case model.KeyedPriorities:
+	if cfg.Order&model.KeyedPriorities != 0 {
 		opts = append(opts, keyedsem.WithPriorities(cfg.Step))
-	case model.KeyedSequence:
+	}
+	if cfg.Order&model.KeyedSequence != 0 {
 		opts = append(opts, keyedsem.WithSequenceOrder())
 	}
 	r.s = keyedsem.New[string](opts...)
@@ -184,10 +184,10 @@ func (r *keyedRun) drawTurn(t *rapid.T) (model.Turn, bool) {
 	case 3:
 		tn.Group = rapid.SampledFrom([]string{"", "tenant"}).Draw(t, "group")
 	default:
-		switch r.cfg.Order {
-		case model.KeyedPriorities:
+		if r.cfg.Order&model.KeyedPriorities != 0 {
 			tn.Priority = rapid.SampledFrom([]int{0, 1, 2, -1, 3, semaphore.MaxPriority, -semaphore.MaxPriority}).Draw(t, "priority")
-		case model.KeyedSequence:
+		}
+		if r.cfg.Order&model.KeyedSequence != 0 {
 			tn.Sequence = rapid.Int64Range(-1, 6).Draw(t, "sequence")
 		}
 	}

@@ -104,6 +104,10 @@ func PrioritySemaphore(t *rapid.T) { semaphoreDriver(t, false, priorityOrder) }
 // FairSemaphore is Semaphore with fair share in every run.
 func FairSemaphore(t *rapid.T) { semaphoreDriver(t, false, fairOrder) }
 
+// ComposedSemaphore is Semaphore with priorities and fair share together
+// in every run.
+func ComposedSemaphore(t *rapid.T) { semaphoreDriver(t, false, composedOrder) }
+
 // semOrder is the order of service of a run of the semaphore driver.
 type semOrder int
 
@@ -112,6 +116,7 @@ const (
 	fifoOrder
 	priorityOrder
 	fairOrder
+	composedOrder // priorities and fair share together
 )
 
 // fairGroups are the groups the driver draws from under fair share; "" is
@@ -156,13 +161,13 @@ func (r *semRun) actions() map[string]func(*rapid.T) {
 func newSemRun(t *rapid.T, order semOrder) *semRun {
 	capacity := rapid.Int64Range(0, 20).Draw(t, "capacity")
 	if order == anyOrder {
-		order = rapid.SampledFrom([]semOrder{fifoOrder, priorityOrder, fairOrder}).Draw(t, "order")
+		order = rapid.SampledFrom([]semOrder{fifoOrder, priorityOrder, fairOrder, composedOrder}).Draw(t, "order")
 	}
 	// Half the runs have no bound on the queue, so that it grows; under
 	// fair share three quarters, as the groups' turns show on long queues.
 	var maxWaiters int
 	var maxWaitWeight int64
-	if order != fairOrder || rapid.Bool().Draw(t, "fairBounds") {
+	if order != fairOrder && order != composedOrder || rapid.Bool().Draw(t, "fairBounds") {
 		maxWaiters = rapid.OneOf(rapid.Just(0), rapid.IntRange(1, 5)).Draw(t, "maxWaiters")
 		maxWaitWeight = rapid.OneOf(rapid.Just[int64](0), rapid.Int64Range(1, 16)).Draw(t, "maxWaitWeight")
 	}
@@ -186,8 +191,7 @@ func newSemRun(t *rapid.T, order semOrder) *semRun {
 		opts = append(opts, semaphore.WithMaxWait(r.maxWait), semaphore.WithClock(r.clk))
 	}
 	weighted, mo := false, model.FIFO()
-	switch order {
-	case priorityOrder:
+	if order == priorityOrder || order == composedOrder {
 		// Aging steps against the clock's moves (a tick of 1s at most
 		// per waiter, age in quarters of a step): a step of a tick makes
 		// a priority's lead equal to one tick of waiting (equal keys),
@@ -200,7 +204,8 @@ func newSemRun(t *rapid.T, order semOrder) *semRun {
 		}
 		opts = append(opts, semaphore.WithPriorities(r.step))
 		mo = model.Priorities(r.step, semaphore.MaxPriority)
-	case fairOrder:
+	}
+	if order == fairOrder || order == composedOrder {
 		var weight func(string) int
 		if weighted = rapid.Bool().Draw(t, "weighted"); weighted {
 			table := make(map[string]int, len(fairGroups))
@@ -212,6 +217,9 @@ func newSemRun(t *rapid.T, order semOrder) *semRun {
 		r.fair = true
 		opts = append(opts, semaphore.WithFairShare(weight))
 		mo = model.FairShare(weight)
+		if order == composedOrder {
+			mo = model.PrioritiesFairShare(r.step, semaphore.MaxPriority, weight)
+		}
 	}
 	r.m = model.NewOrderedSemaphore(capacity, maxWaiters, maxWaitWeight, mo)
 	r.s = semaphore.New(capacity, opts...)

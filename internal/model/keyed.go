@@ -1,7 +1,6 @@
 package model
 
 import (
-	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -18,7 +17,9 @@ const TooManyKeys Err = 100
 // waiters.
 type KeyedOrder int
 
-// The orders of keyedsem: FIFO, WithPriorities(Step), WithSequenceOrder().
+// The orders of keyedsem: FIFO, WithPriorities(Step), WithSequenceOrder(),
+// and KeyedPriorities|KeyedSequence for both, which compose: bands with
+// aging, sequence order within a band (see Overtakes).
 const (
 	KeyedFIFO KeyedOrder = iota
 	KeyedPriorities
@@ -63,13 +64,10 @@ type keyedEntry struct {
 	tied bool
 }
 
-// keyedWaiter is a waiter of the keyed model with its place in line: 0
-// for FIFO; arrival time minus priority times step for priorities (so a
-// waiter's priority rises by one per step waited); the sequence for
-// sequence order.
+// keyedWaiter is a waiter of the keyed model: with priorities its
+// Priority and Arrived, with sequence order its number as Key.
 type keyedWaiter struct {
 	Waiter
-	Place int64
 }
 
 type keyedHeld[K comparable] struct {
@@ -176,8 +174,8 @@ func (m *Keyed[K]) AcquireTurn(key K, n int64, t Turn) (id int, queued bool, err
 		return m.grant(key, e, n), false, OK
 	}
 	e.refs++
-	place := m.place(t)
-	ahead := len(e.queue) == 0 || (m.cfg.Order != KeyedFIFO && place < e.queue[0].Place)
+	w := m.place(t)
+	ahead := len(e.queue) == 0 || m.overtakes(w, e.queue[0].Waiter)
 	if ahead && e.avail >= n {
 		return m.grant(key, e, n), false, OK
 	}
@@ -187,8 +185,12 @@ func (m *Keyed[K]) AcquireTurn(key K, n int64, t Turn) (id int, queued bool, err
 		return 0, false, QueueFull
 	}
 	id = m.newID(key, n)
-	e.queue = append(e.queue, keyedWaiter{Waiter{ID: id, N: n}, place})
-	slices.SortStableFunc(e.queue, func(a, b keyedWaiter) int { return cmp.Compare(a.Place, b.Place) })
+	w.ID, w.N = id, n
+	at := len(e.queue)
+	for at > 0 && m.overtakes(w, e.queue[at-1].Waiter) {
+		at--
+	}
+	e.queue = slices.Insert(e.queue, at, keyedWaiter{w})
 	m.waiting[id] = key
 	return id, true, OK
 }
@@ -198,23 +200,31 @@ func (m *Keyed[K]) turnOK(t Turn) bool {
 	switch {
 	case t.Group != "":
 		return false
-	case t.Priority != 0 && (m.cfg.Order != KeyedPriorities || t.Priority > m.cfg.MaxPriority || t.Priority < -m.cfg.MaxPriority):
+	case t.Priority != 0 && (m.cfg.Order&KeyedPriorities == 0 || t.Priority > m.cfg.MaxPriority || t.Priority < -m.cfg.MaxPriority):
 		return false
-	case t.Sequence != 0 && m.cfg.Order != KeyedSequence:
+	case t.Sequence != 0 && m.cfg.Order&KeyedSequence == 0:
 		return false
 	}
 	return true
 }
 
-// place returns the place in line of a waiter of Turn t arriving now.
-func (m *Keyed[K]) place(t Turn) int64 {
-	switch m.cfg.Order {
-	case KeyedPriorities:
-		return int64(m.now) - int64(t.Priority)*int64(m.cfg.Step)
-	case KeyedSequence:
-		return t.Sequence
+// place returns a waiter of Turn t arriving now, with what its key's order
+// uses.
+func (m *Keyed[K]) place(t Turn) Waiter {
+	var w Waiter
+	if m.cfg.Order&KeyedPriorities != 0 {
+		w.Priority, w.Arrived = t.Priority, m.now
 	}
-	return 0
+	if m.cfg.Order&KeyedSequence != 0 {
+		w.Key = t.Sequence
+	}
+	return w
+}
+
+// overtakes reports whether a newcomer w goes ahead of x, queued, by the
+// key's order (FIFO: never).
+func (m *Keyed[K]) overtakes(w, x Waiter) bool {
+	return m.cfg.Order != KeyedFIFO && Overtakes(w, x, m.cfg.Step)
 }
 
 // TryAcquire takes n permits of key if they are free and nobody waits for
@@ -423,10 +433,8 @@ func (m *Keyed[K]) Check() error {
 		if len(e.queue) > 0 && e.queue[0].N <= e.avail {
 			return fmt.Errorf("key %v: head waiter fits but waits", k)
 		}
-		for i := 1; i < len(e.queue); i++ {
-			if e.queue[i-1].Place > e.queue[i].Place {
-				return fmt.Errorf("key %v: waiter %d (place %d) behind waiter %d (place %d)", k, e.queue[i-1].ID, e.queue[i-1].Place, e.queue[i].ID, e.queue[i].Place)
-			}
+		if err := checkOvertaking(e.queue, func(w keyedWaiter) Waiter { return w.Waiter }, m.overtakes); err != nil {
+			return fmt.Errorf("key %v: %w", k, err)
 		}
 		if m.cfg.IdleTimeout == 0 && e.refs == 0 {
 			return fmt.Errorf("key %v: idle entry kept with idle timeout 0", k)

@@ -1,6 +1,10 @@
 package model
 
-import "time"
+import (
+	"fmt"
+	"slices"
+	"time"
+)
 
 // Order is the order in which a Semaphore model serves its waiters, the
 // model of one ordering option of the real semaphore: FIFO (none),
@@ -82,3 +86,96 @@ func (o priorities) before(m *Semaphore, a, b Waiter) bool {
 
 func (priorities) served(*Semaphore, Waiter) {}
 func (priorities) check(*Semaphore) error    { return nil }
+
+// Overtakes is the rule of every ordered lane for a newcomer w and a
+// waiter x that came before it: across priorities, w goes ahead only if
+// its priority is above x's raised by one for every whole step x has
+// waited when w comes; within one priority, only if its Key (a fair-share
+// start, a sequence number) is lower. A newcomer is placed by walking
+// from the newest waiter and stopping at the first it does not overtake.
+func Overtakes(w, x Waiter, step time.Duration) bool {
+	if w.Priority == x.Priority {
+		return w.Key < x.Key
+	}
+	d := w.Priority - x.Priority
+	if d <= 0 {
+		return false
+	}
+	if step <= 0 {
+		return true
+	}
+	return time.Duration(d) > max(w.Arrived-x.Arrived, 0)/step
+}
+
+// checkOvertaking checks a queue in service order whose waiters' ids are
+// their arrival order: a waiter ahead of one that came before it must
+// overtake it. That is what bounds every wait.
+func checkOvertaking[W any](queue []W, waiter func(W) Waiter, overtakes func(w, x Waiter) bool) error {
+	for i := range queue {
+		for j := i + 1; j < len(queue); j++ {
+			a, b := waiter(queue[i]), waiter(queue[j])
+			if a.ID > b.ID && !overtakes(a, b) {
+				return fmt.Errorf("model: waiter %+v is ahead of %+v, which came first and which it does not overtake", a, b)
+			}
+		}
+	}
+	return nil
+}
+
+// PrioritiesFairShare is the order of semaphore.WithPriorities(step) with
+// WithFairShare(weight): bands with aging, start-time fair queuing within
+// a band (Overtakes, with the fair-share start as Key). Virtual time moves
+// to the key of a waiter served if it is later, and never back. A
+// newcomer is charged and placed as it joins, and served then if it comes
+// first and fits, as under FairShare alone.
+func PrioritiesFairShare(step time.Duration, maxPriority int, weight func(group string) int) Order {
+	if step <= 0 {
+		panic("model: aging step must be positive")
+	}
+	return &composed{step: step, maxPriority: maxPriority, fair: FairShare(weight).(*fairShare)}
+}
+
+type composed struct {
+	step        time.Duration
+	maxPriority int
+	fair        *fairShare
+	line        []int // waiter ids in service order; may hold ids gone since
+}
+
+func (o *composed) takes(t Turn) bool {
+	return t.Priority <= o.maxPriority && t.Priority >= -o.maxPriority
+}
+
+func (*composed) passes(*Semaphore, Waiter) bool { return false }
+
+func (o *composed) join(m *Semaphore, w *Waiter) {
+	o.fair.join(m, w)
+	waiting := make(map[int]Waiter, len(m.queue))
+	for _, x := range m.queue {
+		waiting[x.ID] = x
+	}
+	o.line = slices.DeleteFunc(o.line, func(id int) bool { _, ok := waiting[id]; return !ok })
+	at := len(o.line)
+	for at > 0 && Overtakes(*w, waiting[o.line[at-1]], o.step) {
+		at--
+	}
+	o.line = slices.Insert(o.line, at, w.ID)
+}
+
+func (o *composed) before(_ *Semaphore, a, b Waiter) bool {
+	return slices.Index(o.line, a.ID) < slices.Index(o.line, b.ID)
+}
+
+func (o *composed) served(_ *Semaphore, w Waiter) { o.fair.v = max(o.fair.v, w.Key) }
+
+// check: every waiter is in the line, and the line keeps the rule.
+func (o *composed) check(m *Semaphore) error {
+	queue := slices.Clone(m.queue)
+	for _, w := range queue {
+		if !slices.Contains(o.line, w.ID) {
+			return fmt.Errorf("model: waiter %+v is not in the line", w)
+		}
+	}
+	slices.SortStableFunc(queue, func(a, b Waiter) int { return slices.Index(o.line, a.ID) - slices.Index(o.line, b.ID) })
+	return checkOvertaking(queue, func(w Waiter) Waiter { return w }, func(w, x Waiter) bool { return Overtakes(w, x, o.step) })
+}

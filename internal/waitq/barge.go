@@ -11,8 +11,8 @@ package waitq
 // reused). The nudged waiter is in no queue while it runs: it takes free
 // permits itself, or Rejoins the queue at its place, the head (it was the
 // head, and everyone queued since came later), or leaves. An owner that
-// nudges pushes with PushAt, keys in arrival order (so that its waiters
-// carry their arrival), or with Push; Rejoin keeps the key.
+// nudges pushes with Push (it orders nothing), and may keep its waiters'
+// arrival in their Place for its own bound; Rejoin keeps the Place.
 
 // Nudge takes w, the waiter Head returned, off the queue without a grant,
 // and adds it to c for waking: its wake-up tells it to look at the

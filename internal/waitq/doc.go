@@ -57,47 +57,40 @@
 //
 // # Order of service
 //
-// The order is the engine's policy, and the packages above never walk or
-// reorder the queue: they push and call Grant, Fail and Wait. (Their
-// release paths write Grant's loop out over [Queue.Head] and [Queue.Serve],
-// see Head for why: a policy that changes whom Grant serves, not only
-// where Push puts a waiter, must change those two loops too.) FIFO is the
-// policy now, written in two places of order.go only: where a waiter joins
-// (Push: at the tail) and whom Grant serves (the head, while it fits,
-// stopping at the first that does not, so that a heavy head is never
-// overtaken). The next policies plug in there:
+// The order is the engine's, and the packages above never walk or reorder
+// the queue: they push and call Grant, Fail and Wait. (Their release paths
+// write Grant's loop out over [Queue.Head] and [Queue.Serve], see Head for
+// why.) It is one order, in order.go, that composes three levels, the same
+// on every lane:
 //
-//   - Priorities with aging (done: semaphore.WithPriorities): the owner
-//     pushes every waiter with PushAt at key arrival - priority*step, on
-//     its clock. Aging raises every waiter's effective priority,
-//     (now - key)/step, at the same rate, so ascending keys are the order
-//     of effective priority at every later instant: the list stays sorted
-//     without re-sorting. A waiter of priority p is overtaken only by a
-//     priority q > p arriving less than (q-p)*step after it, so its wait
-//     is bounded by its priority deficit times the step plus the work
-//     ahead of it then. Grant is unchanged; a newcomer whose key is below
-//     the head's takes its permits at once if they are free, as from an
-//     empty queue (the owner's check, not the engine's).
-//   - Sequence order within a key: a waiter carries a sequence number and
-//     Push inserts by it; Grant serves the head only when it carries the
-//     next number expected, which a leaving waiter passes on (leave already
-//     serves the next one when the head goes).
-//   - Fair share across groups (done: semaphore.WithFairShare): the owner
-//     pushes with PushAt at the waiter's start tag in start-time fair
-//     queuing (the later of the virtual time and its group's last finish;
-//     the group's finish then moves on by the request over the group's
-//     weight). The groups' records live in the semaphore, not in an entry,
-//     and the virtual time moves in the owner's grant loop.
-//   - Bounded barging (done: semaphore and keyedsem WithBarging; barge.go):
-//     a release may wake the head without granting it (Queue.Nudge: off the queue, served with neither a grant
-//     nor a failure, so the protocol's rules hold), and the owners' check
-//     that nobody waits before they take permits ahead of the queue
-//     becomes the policy's answer to whether a newcomer may barge. A
-//     nudged waiter takes free permits itself or goes back to the head
-//     (Queue.Rejoin); the owner writes that wait loop out (see
-//     semaphore/barging.go).
+//   - A band, the priority, with aging: a waiter's band rises by one for
+//     each whole step it has waited, and a newcomer passes only waiters
+//     whose aged band is below its own. So a waiter of band p is overtaken
+//     only by a band q > p arriving less than (q-p)*step after it, which
+//     bounds its wait: its priority deficit times the step, plus the work
+//     ahead of it then.
+//   - Within a band, a rank, lower first: a fair-share start tag
+//     (semaphore.WithFairShare: start-time fair queuing, the tag the later
+//     of the virtual time and the group's last finish; the groups' records
+//     and the virtual time live in the semaphore, which moves it in its
+//     grant loop), or a sequence number (keyedsem.WithSequenceOrder), or 0.
+//   - Within a rank, arrival: FIFO.
 //
-// The ordered policies share Waiter's key (PushAt) and nothing else; each
-// keeps its state, if any, in the owner that chose it; the keyed entry keeps its one head
-// pointer, and the owners' claim, locking and counting do not change.
+// FIFO is every place zero and pays nothing for the rest: Push, not
+// PushOrdered. The owner gives each waiter its [Place] before pushing; the
+// decision is made once, as it joins ([Ahead]), and the list is never
+// sorted again (two waiters of one band age alike, and no rank changes).
+// Grant serves the head while it fits and stops at the first that does
+// not, so a heavy head is never overtaken; a newcomer that goes ahead of
+// the head takes its permits at once if they are free, as from an empty
+// queue (the owner's check, not the engine's).
+//
+// Bounded barging (semaphore and keyedsem WithBarging; barge.go) is not an
+// order: a release may wake the head without granting it (Queue.Nudge:
+// off the queue, served with neither a grant nor a failure, so the
+// protocol's rules hold), and the owners' check that nobody waits before
+// they take permits ahead of the queue becomes the policy's answer to
+// whether a newcomer may barge. A nudged waiter takes free permits itself
+// or goes back to the head (Queue.Rejoin); the owner writes that wait loop
+// out (see semaphore/barging.go).
 package waitq

@@ -2,9 +2,9 @@ package waitq
 
 import "github.com/sessionlane/lanes/internal/permit"
 
-// This file is the order of service, FIFO: where a waiter joins the queue
-// (Push) and whom Grant serves (the head, while it fits). Another policy
-// changes these two and nothing else (see the package doc).
+// This file is the order of service: where a waiter joins the queue (Push
+// at the tail, or PushOrdered by its Place) and whom Grant serves (the
+// head, while it fits).
 
 // Queue is a list of waiters, oldest first. It is one pointer, so that a
 // keyed semaphore's entry carries no more; owners that need counts keep
@@ -33,42 +33,72 @@ func (q *Queue) Push(w *Waiter) {
 	q.head.prev = w
 }
 
-// PushAt puts w, a waiter from Cache.Get with its N set, into the queue
-// by key: behind every waiter whose key is not greater, ahead of the first
-// whose key is, so that the queue is in ascending key order and waiters
-// of equal keys are in arrival order. It is the insertion of the ordered
-// policies (priorities with aging, sequence order, fair share), which
-// differ only in how the owner computes key; an owner must not mix Push
-// and PushAt on one queue. The search starts from the newest, so a key
-// not below the newest's (arrival order, the common case) costs what Push
-// does; a key that overtakes k waiters costs k steps, under the lock.
-func (q *Queue) PushAt(w *Waiter, key int64) {
-	w.key = key
-	if q.head == nil || q.head.prev.key <= key {
+// Place is a waiter's place in an ordered queue: the one order of service
+// of every lane, which composes three levels. A waiter goes ahead of an
+// earlier one when its band (priority) is higher than the earlier one's
+// band aged by the steps that one has waited; within one band, when its
+// rank is lower (a fair-share start tag, a sequence number, or 0 for
+// arrival order). FIFO is every place zero.
+type Place struct {
+	Band    int32 // the priority: higher first
+	Arrival int64 // when it came, in nanoseconds on the owner's aging clock
+	Rank    int64 // within its band: lower first, equal ranks in arrival order
+}
+
+// Ahead reports whether a newcomer at place p goes ahead of w, a waiter
+// already queued, on a queue whose aging step is step nanoseconds (0: the
+// owner has no priorities, and all bands are 0).
+//
+// Across bands the rule is aging: w's band rises by one for each whole
+// step it has waited when p arrives, and p goes ahead only of a waiter
+// whose aged band is still below p's. For whole bands, d > floor(t/step)
+// is d > t/step, so this is the order of the keys arrival - band*step:
+// a waiter of band b is overtaken only by a band c > b that arrives less
+// than (c-b)*step after it, which bounds its wait. Within a band the rank
+// decides, and aging does not enter: two waiters of one band age alike.
+// The decision is made once, as p joins; the queue is never sorted again.
+func Ahead(p *Place, w *Waiter, step int64) bool {
+	if p.Band == w.Band {
+		return p.Rank < w.Rank
+	}
+	d := int64(p.Band) - int64(w.Band)
+	if d <= 0 {
+		return false
+	}
+	if step <= 0 {
+		return true
+	}
+	return d > max(p.Arrival-w.Arrival, 0)/step
+}
+
+// PushOrdered puts w, a waiter from Cache.Get with its N and Place set,
+// into the queue: ahead of the waiters it goes ahead of (Ahead), searched
+// from the newest, and behind the first one it does not. So a newcomer
+// never passes a waiter that it does not go ahead of, which is what bounds
+// every wait; one that goes ahead of nobody (arrival order, the common
+// case) costs what Push does, and one that passes k waiters costs k
+// steps, under the lock. An owner must not mix Push and PushOrdered on one
+// queue, except through Rejoin.
+func (q *Queue) PushOrdered(w *Waiter, step int64) {
+	if q.head == nil || !Ahead(&w.Place, q.head.prev, step) {
 		q.Push(w)
 		return
 	}
-	if key < q.head.key {
+	at := q.head.prev // w goes ahead of at
+	for at != q.head && Ahead(&w.Place, at.prev, step) {
+		at = at.prev
+	}
+	if at == q.head {
 		// The new head: the newest stays behind it.
-		w.next, w.prev = q.head, q.head.prev
-		q.head.prev = w
+		w.next, w.prev = at, at.prev
+		at.prev = w
 		q.head = w
 		return
 	}
-	// Somewhere behind the head and ahead of the newest: after the last
-	// waiter whose key is not greater.
-	at := q.head.prev
-	for at.key > key {
-		at = at.prev
-	}
-	w.prev, w.next = at, at.next
-	at.next.prev = w
-	at.next = w
+	w.prev, w.next = at.prev, at
+	at.prev.next = w
+	at.prev = w
 }
-
-// Key returns the key w was pushed at by PushAt, for an owner's view of
-// its queue (0 after Push).
-func (w *Waiter) Key() int64 { return w.key }
 
 // Next returns the waiter behind w in its queue, nil if w is the newest,
 // for an owner that looks along its queue under its lock.

@@ -12,8 +12,12 @@ import (
 // of the queue the waiter is in, except ready, and the outcome, which the
 // waiter reads after receiving from ready.
 type Waiter struct {
-	N          int64         // the permits asked for
-	Since      int64         // when it joined, on the owner's clock; set by the owner before Push (0: not stamped)
+	N     int64 // the permits asked for
+	Since int64 // when it joined, on the owner's clock; set by the owner before Push (0: not stamped)
+	// Place is where an ordered queue (PushOrdered) puts it, set by the
+	// owner before pushing; a FIFO owner leaves it zero, or uses its
+	// Arrival for its own ends (barging's bound).
+	Place
 	next, prev *Waiter       // queue links (circular), under the owner's lock
 	wnext      *Waiter       // wake-up link, under the lock until woken
 	ready      chan struct{} // one send per service, after the lock is released
@@ -21,7 +25,6 @@ type Waiter struct {
 	err        error         // set with served when failed
 	tok        *permit.Token // set with served when granted
 	gen        uint64        // tok's generation at the grant
-	key        int64         // place in an ordered queue (PushAt); unused by Push
 }
 
 var pool = sync.Pool{New: func() any { return &Waiter{ready: make(chan struct{}, 1)} }}
@@ -45,7 +48,7 @@ func (c *Cache) Get() *Waiter {
 // Put takes back a waiter that is off the queue and whose wake-up, if
 // any, has been received.
 func (c *Cache) Put(w *Waiter) {
-	w.N, w.Since, w.served, w.err, w.tok, w.gen, w.key = 0, 0, false, nil, nil, 0, 0
+	w.N, w.Since, w.Place, w.served, w.err, w.tok, w.gen = 0, 0, Place{}, false, nil, nil, 0
 	if !c.slot.CompareAndSwap(nil, w) {
 		pool.Put(w)
 	}

@@ -3,6 +3,8 @@ package waitq_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -330,37 +332,103 @@ func TestLeavingAnyPlaceKeepsTheOrder(t *testing.T) {
 	}
 }
 
-// PushAt keeps the queue in ascending key order, equal keys in arrival
-// order, wherever the key lands (the new head, the middle, the newest);
-// Grant then serves in that order.
-func TestPushAtOrdersByKeyThenArrival(t *testing.T) {
-	keys := []int64{5, 3, 9, 3, 7, 1, 9, 5, 0, 8}
+// PushOrdered orders by Place: with one band, ascending rank with equal
+// ranks in arrival order, wherever the rank lands (the new head, the
+// middle, the newest); Grant then serves in that order.
+func TestPushOrderedOrdersByRankThenArrival(t *testing.T) {
+	ranks := []int64{5, 3, 9, 3, 7, 1, 9, 5, 0, 8}
 	p := &pile{}
 	type queued struct {
-		key int64
-		idx int
-		r   <-chan result
+		rank int64
+		idx  int
+		r    <-chan result
 	}
 	var all []queued
-	for i, k := range keys {
+	for i, k := range ranks {
 		w := p.c.Get()
 		w.N = int64(i + 1) // weights tell the waiters apart
+		w.Rank = k
 		p.mu.Lock()
-		p.q.PushAt(w, k)
+		p.q.PushOrdered(w, 0)
 		p.waiters++
 		p.mu.Unlock()
 		all = append(all, queued{k, i, p.wait(context.Background(), w, nil)})
 	}
 	want := append([]queued(nil), all...)
-	sort.SliceStable(want, func(i, j int) bool { return want[i].key < want[j].key })
+	sort.SliceStable(want, func(i, j int) bool { return want[i].rank < want[j].rank })
 	for i, q := range want {
 		n := int64(q.idx + 1)
 		p.give(n)
 		r := recv(t, q.r)
 		if r.err != nil || r.p.Weight() != n {
-			t.Fatalf("grant %d: %v, %d permits, want waiter %d (key %d, %d permits)", i, r.err, r.p.Weight(), q.idx, q.key, n)
+			t.Fatalf("grant %d: %v, %d permits, want waiter %d (rank %d, %d permits)", i, r.err, r.p.Weight(), q.idx, q.rank, n)
 		}
 		// Not released: a release would serve the next waiter if it fit,
 		// and each grant here must come from give alone.
+	}
+}
+
+// queueOrder returns the places of q's waiters, head first.
+func queueOrder(q *waitq.Queue) []waitq.Place {
+	var out []waitq.Place
+	for w := q.Head(); w != nil; w = w.Next() {
+		out = append(out, w.Place)
+	}
+	return out
+}
+
+// PushOrdered composes bands with aging and ranks within a band: with
+// ranks all 0 it is the order of the keys arrival - band*step (priorities
+// with aging, the order semaphore.WithPriorities promised before bands
+// and ranks composed); and whatever the places, a waiter is never passed
+// by a later one that does not go ahead of it (Ahead), which is what
+// bounds its wait.
+func TestPushOrderedComposesBandsAndRanks(t *testing.T) {
+	const step = 10
+	rng := rand.New(rand.NewPCG(3, 4))
+	for round := range 2000 {
+		withRanks := round%2 == 1
+		var q waitq.Queue
+		var c waitq.Cache
+		var pushed []waitq.Place
+		now := int64(0)
+		for range 1 + rng.IntN(12) {
+			now += rng.Int64N(3 * step)
+			pl := waitq.Place{Band: int32(rng.IntN(4) - 1), Arrival: now}
+			if withRanks {
+				pl.Rank = rng.Int64N(5)
+			}
+			w := c.Get()
+			w.N, w.Place = 1, pl
+			q.PushOrdered(w, step)
+			pushed = append(pushed, pl)
+		}
+		got := queueOrder(&q)
+		if len(got) != len(pushed) {
+			t.Fatalf("round %d: %d waiters queued, want %d", round, len(got), len(pushed))
+		}
+		if !withRanks {
+			want := append([]waitq.Place(nil), pushed...)
+			sort.SliceStable(want, func(i, j int) bool {
+				return want[i].Arrival-int64(want[i].Band)*step < want[j].Arrival-int64(want[j].Band)*step
+			})
+			if !slices.Equal(got, want) {
+				t.Fatalf("round %d: order %v, want the aged keys' %v (pushed %v)", round, got, want, pushed)
+			}
+		}
+		// Arrivals are distinct or equal-in-order, so a place's arrival
+		// and rank identify its push; check every pair that was swapped.
+		pos := func(pl waitq.Place) int { return slices.Index(got, pl) }
+		for i := range pushed {
+			for j := i + 1; j < len(pushed); j++ {
+				x, y := pushed[i], pushed[j]
+				if pos(y) < pos(x) {
+					wx := &waitq.Waiter{Place: x}
+					if !waitq.Ahead(&y, wx, step) {
+						t.Fatalf("round %d: %+v passed %+v, which it does not go ahead of (order %v)", round, y, x, got)
+					}
+				}
+			}
+		}
 	}
 }
