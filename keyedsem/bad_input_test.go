@@ -37,12 +37,12 @@ func TestBadInputFailsAtOnce(t *testing.T) {
 
 	s.Close()
 	_, err = s.Acquire(bg, "held")
-	assert.ErrorIs(t, err, keyedsem.ErrClosed)
+	assert.ErrorIs(t, err, semaphore.ErrClosed)
 	_, ok = s.TryAcquire("held")
 	assert.False(t, ok, "closed")
 	assert.True(t, p.Release(), "a release after Close")
 	assert.Equal(t, uint64(5), s.Stats().Rejected)
-	assert.Same(t, semaphore.ErrClosed, keyedsem.ErrClosed, "one sentinel, shared by every package")
+	assert.Same(t, semaphore.ErrClosed, semaphore.ErrClosed, "one sentinel, shared by every package")
 }
 
 func TestMisuseAndBadOptionsPanic(t *testing.T) {
@@ -52,7 +52,7 @@ func TestMisuseAndBadOptionsPanic(t *testing.T) {
 			t.Helper()
 			r := recover()
 			if err, ok := r.(error); ok { // a bad option panics with Validate's error
-				assert.ErrorIs(t, err, keyedsem.ErrInvalidConfig, name)
+				assert.ErrorIs(t, err, semaphore.ErrInvalidConfig, name)
 				r = err.Error()
 			}
 			if s, ok := r.(string); !ok || !strings.HasPrefix(s, "keyedsem: ") {
@@ -76,11 +76,11 @@ func TestMisuseAndBadOptionsPanic(t *testing.T) {
 // panics with that error, not with a nil dereference.
 func TestNilOptionIsInvalidConfig(t *testing.T) {
 	err := keyedsem.Validate(keyedsem.WithMaxKeys(2), nil)
-	if !errors.Is(err, keyedsem.ErrInvalidConfig) {
+	if !errors.Is(err, semaphore.ErrInvalidConfig) {
 		t.Fatalf("Validate with a nil option = %v; want ErrInvalidConfig", err)
 	}
 	defer func() {
-		if v, _ := recover().(error); !errors.Is(v, keyedsem.ErrInvalidConfig) {
+		if v, _ := recover().(error); !errors.Is(v, semaphore.ErrInvalidConfig) {
 			t.Fatalf("New with a nil option panicked with %v; want ErrInvalidConfig", v)
 		}
 	}()

@@ -42,7 +42,7 @@ func WithBarging(bound time.Duration) Option {
 }
 
 // errBargingJoin is Join's refusal on a barging keyed semaphore.
-var errBargingJoin = fmt.Errorf("keyedsem: Join on a keyed semaphore made WithBarging, which keeps no places in line: %w", ErrInvalidConfig)
+var errBargingJoin = fmt.Errorf("keyedsem: Join on a keyed semaphore made WithBarging, which keeps no places in line: %w", semaphore.ErrInvalidConfig)
 
 // bargeState is what WithBarging adds to a keyed semaphore.
 type bargeState struct {
@@ -99,13 +99,13 @@ func clearBits[K comparable](e *entry[K], b uint64) {
 // waitBarging is wait on a barging semaphore: the caller holds a reference
 // on e but no permits. It takes the key's lock at once: a spin for free
 // permits before it measured no gain (docs/internals.md).
-func (s *Keyed[K]) waitBarging(ctx context.Context, e *entry[K], n int64) (Permit, error) {
+func (s *Keyed[K]) waitBarging(ctx context.Context, e *entry[K], n int64) (semaphore.Permit, error) {
 	e.mu.Lock()
 	var err error
 	cancelled := false
 	for err == nil {
 		if s.closed.Load() {
-			err = ErrClosed
+			err = semaphore.ErrClosed
 			break
 		}
 		st := e.state.Load()
@@ -121,7 +121,7 @@ func (s *Keyed[K]) waitBarging(ctx context.Context, e *entry[K], n int64) (Permi
 			continue
 		}
 		if s.maxWaiters > 0 && e.q.Len(s.maxWaiters) >= s.maxWaiters {
-			err = ErrQueueFull
+			err = semaphore.ErrQueueFull
 			break
 		}
 		// The queued bit before queueing, as in wait; a strict bit left
@@ -143,7 +143,7 @@ func (s *Keyed[K]) waitBarging(ctx context.Context, e *entry[K], n int64) (Permi
 		} else {
 			s.rejected.Add(1)
 		}
-		return Permit{}, err
+		return semaphore.Permit{}, err
 	}
 	w := s.wcache.Get()
 	w.N = n
@@ -164,7 +164,7 @@ func (s *Keyed[K]) waitBarging(ctx context.Context, e *entry[K], n int64) (Permi
 		// Left, failed, or a grant given back: the reference goes, and
 		// with it the entry if it was the last.
 		s.release(e, 0)
-		return Permit{}, err
+		return semaphore.Permit{}, err
 	}
 	permit.OwnerOf(permit.TokenOf(permit.Permit(p))).(*stripe[K]).waited.Add(1)
 	if s.tm != nil {
@@ -173,7 +173,7 @@ func (s *Keyed[K]) waitBarging(ctx context.Context, e *entry[K], n int64) (Permi
 	return p, nil
 }
 
-func (s *Keyed[K]) bargeLoop(ctx context.Context, e *entry[K], w *waitq.Waiter, aged <-chan time.Time) (Permit, error) {
+func (s *Keyed[K]) bargeLoop(ctx context.Context, e *entry[K], w *waitq.Waiter, aged <-chan time.Time) (semaphore.Permit, error) {
 	done := ctx.Done()
 	agedOff := false // the bound ran out while w was woken, off the queue
 	for {
@@ -195,21 +195,21 @@ func (s *Keyed[K]) bargeLoop(ctx context.Context, e *entry[K], w *waitq.Waiter, 
 		}
 		if !end.Woken {
 			if s.bargeLeave(e, w) {
-				return Permit{}, end.Err
+				return semaphore.Permit{}, end.Err
 			}
 			<-w.Ready() // served meanwhile: sent just after the waker unlocked
 			end.Woken = true
 		}
 		if !w.Nudged() {
 			if end.Err != nil {
-				return Permit{}, waitq.End(&e.q, line[K]{s, e}, &s.wcache, w, end)
+				return semaphore.Permit{}, waitq.End(&e.q, line[K]{s, e}, &s.wcache, w, end)
 			}
 			p, err := waitq.Outcome(&s.wcache, w)
-			return Permit(p), err
+			return semaphore.Permit(p), err
 		}
 		if end.Err != nil {
 			s.bargeGiveUp(e, w, waitq.Cancelled)
-			return Permit{}, end.Err
+			return semaphore.Permit{}, end.Err
 		}
 		if p, ok := s.bargeCompete(ctx, e, w); ok {
 			return p, nil
@@ -286,14 +286,14 @@ func (s *Keyed[K]) bargeGiveUp(e *entry[K], w *waitq.Waiter, how waitq.Ending) {
 // spin (as package semaphore's compete): a lost compare-and-swap, like
 // permits not free, sends it to bargeRejoin. It clears woken in the
 // compare-and-swap that takes them; on success w goes back to the cache.
-func (s *Keyed[K]) bargeCompete(ctx context.Context, e *entry[K], w *waitq.Waiter) (Permit, bool) {
+func (s *Keyed[K]) bargeCompete(ctx context.Context, e *entry[K], w *waitq.Waiter) (semaphore.Permit, bool) {
 	n := w.N
 	st := e.state.Load()
 	if ended(ctx) != nil || s.closed.Load() {
-		return Permit{}, false // bargeRejoin sees to it, under the lock
+		return semaphore.Permit{}, false // bargeRejoin sees to it, under the lock
 	}
 	if avail(st) < n || !e.state.CompareAndSwap(st, (st-uint64(n))&^kWoken) {
-		return Permit{}, false
+		return semaphore.Permit{}, false
 	}
 	s.wcache.Put(w)
 	if st&queuedBit != 0 && avail(st) > n {
@@ -311,13 +311,13 @@ func (s *Keyed[K]) bargeCompete(ctx context.Context, e *entry[K], w *waitq.Waite
 // it takes the permits if they are free now, fails after Close, leaves if
 // its context ended, or takes its place back at the head of the queue
 // (making e strict if its bound ran out).
-func (s *Keyed[K]) bargeRejoin(ctx context.Context, e *entry[K], w *waitq.Waiter, aged bool) (p Permit, finished bool, err error) {
+func (s *Keyed[K]) bargeRejoin(ctx context.Context, e *entry[K], w *waitq.Waiter, aged bool) (p semaphore.Permit, finished bool, err error) {
 	n := w.N
 	var wake waitq.Chain
 	e.mu.Lock()
 	for {
 		if s.closed.Load() {
-			err = ErrClosed
+			err = semaphore.ErrClosed
 			s.failed.Add(1)
 			break
 		}
@@ -343,7 +343,7 @@ func (s *Keyed[K]) bargeRejoin(ctx context.Context, e *entry[K], w *waitq.Waiter
 			s.bargeServeLocked(e, &wake) // may wake or grant w itself at once
 			e.mu.Unlock()
 			wake.Wake()
-			return Permit{}, false, nil
+			return semaphore.Permit{}, false, nil
 		}
 	}
 	clearBits(e, kWoken)

@@ -49,8 +49,8 @@ func keyBargingProperty(t *rapid.T) {
 		Clock:      clk,
 		Bound:      bound,
 		New:        fmt.Sprintf("New(capacity %d, maxWaiters %d, idle %v, WithBarging(%v))", capacity, maxWaiters, idle, bound),
-		Closed:     keyedsem.ErrClosed,
-		Full:       keyedsem.ErrQueueFull,
+		Closed:     semaphore.ErrClosed,
+		Full:       semaphore.ErrQueueFull,
 		Hang:       10 * time.Second,
 		AdvanceLog: func(m *model.Barging) string { return fmt.Sprintf("strict %v", m.Strict()) },
 	})
@@ -62,10 +62,10 @@ const bKey = "k"
 // modelcheck.Barging drives it, checked through BargingStrict.
 type bargeKey struct{ s *keyedsem.Keyed[string] }
 
-func (b bargeKey) Acquire(ctx context.Context, n int64) (keyedsem.Permit, error) {
+func (b bargeKey) Acquire(ctx context.Context, n int64) (semaphore.Permit, error) {
 	return b.s.Acquire(ctx, bKey, semaphore.Weight(n))
 }
-func (b bargeKey) TryAcquire(n int64) (keyedsem.Permit, bool) {
+func (b bargeKey) TryAcquire(n int64) (semaphore.Permit, bool) {
 	return b.s.TryAcquire(bKey, semaphore.Weight(n))
 }
 func (b bargeKey) Close()       { b.s.Close() }

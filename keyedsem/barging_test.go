@@ -158,7 +158,7 @@ func TestBargingKeyCloseFailsWaiters(t *testing.T) {
 	wa2 := queue(t, s, bg, "a", 1, 2)
 	s.Close()
 	for _, w := range []<-chan result{wa, wa2} {
-		require.ErrorIs(t, testkit.Recv(t, w, "a waiter Close fails").err, keyedsem.ErrClosed)
+		require.ErrorIs(t, testkit.Recv(t, w, "a waiter Close fails").err, semaphore.ErrClosed)
 	}
 	require.True(t, pa.Release())
 	st := s.Stats()
@@ -169,12 +169,12 @@ func TestBargingKeyCloseFailsWaiters(t *testing.T) {
 
 func TestBargingKeyConfig(t *testing.T) {
 	require.NoError(t, keyedsem.Validate(keyedsem.WithBarging(0)))
-	require.ErrorIs(t, keyedsem.Validate(keyedsem.WithBarging(-time.Second)), keyedsem.ErrInvalidConfig)
+	require.ErrorIs(t, keyedsem.Validate(keyedsem.WithBarging(-time.Second)), semaphore.ErrInvalidConfig)
 	barge := keyedsem.WithBarging(time.Millisecond)
 	for _, o := range []keyedsem.Option{keyedsem.WithPriorities(time.Second), keyedsem.WithSequenceOrder()} {
 		for _, opts := range [][]keyedsem.Option{{barge, o}, {o, barge}} {
 			err := keyedsem.Validate(opts...)
-			require.ErrorIs(t, err, keyedsem.ErrInvalidConfig)
+			require.ErrorIs(t, err, semaphore.ErrInvalidConfig)
 			require.Contains(t, err.Error(), "WithBarging")
 		}
 	}
@@ -189,10 +189,10 @@ func TestBargingKeyJoinRefused(t *testing.T) {
 	require.NoError(t, err)
 	for _, key := range []string{"free", "busy"} {
 		pl, err := s.Join(key)
-		require.ErrorIs(t, err, keyedsem.ErrInvalidConfig, key)
+		require.ErrorIs(t, err, semaphore.ErrInvalidConfig, key)
 		require.Contains(t, err.Error(), "WithBarging", key)
 		_, werr := pl.Wait(context.Background())
-		require.ErrorIs(t, werr, keyedsem.ErrPlaceUsed, key)
+		require.ErrorIs(t, werr, semaphore.ErrPlaceUsed, key)
 	}
 	require.Equal(t, 1, s.Len(), "Join made no entry for the free key")
 	st := s.Stats()

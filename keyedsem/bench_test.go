@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // benchKeys are gateway session keys, built once so that the benchmarks
@@ -189,7 +190,7 @@ func BenchmarkIdleKeyMemory(b *testing.B) {
 			before := heap()
 			build()
 			s := keyedsem.New[string](keyedsem.WithMaxKeys(2*n), keyedsem.WithIdleTimeout(time.Nanosecond))
-			ps := make([]keyedsem.Permit, n)
+			ps := make([]semaphore.Permit, n)
 			for j, k := range keys {
 				p, err := s.Acquire(ctx, k)
 				if err != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 func TestHardMaxKeysEvictsIdleBeforeRefusing(t *testing.T) {
@@ -38,7 +39,7 @@ func TestMaxWaitersPerKey(t *testing.T) {
 	require.NoError(t, err)
 	w := queue(t, s, bg, "k", 1, 1)
 	_, err = s.Acquire(bg, "k")
-	assert.ErrorIs(t, err, keyedsem.ErrQueueFull)
+	assert.ErrorIs(t, err, semaphore.ErrQueueFull)
 	q, err := s.Acquire(bg, "other") // the bound is per key
 	require.NoError(t, err)
 	q.Release()

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 func TestCloseWakesWaitersAndRefusesLater(t *testing.T) {
@@ -22,10 +23,10 @@ func TestCloseWakesWaitersAndRefusesLater(t *testing.T) {
 	s.Close()
 	s.Close() // idempotent
 	for _, w := range []<-chan result{wa, wb, wb2} {
-		assert.ErrorIs(t, (<-w).err, keyedsem.ErrClosed)
+		assert.ErrorIs(t, (<-w).err, semaphore.ErrClosed)
 	}
 	_, err = s.Acquire(bg, "c")
-	assert.ErrorIs(t, err, keyedsem.ErrClosed)
+	assert.ErrorIs(t, err, semaphore.ErrClosed)
 	st := s.Stats()
 	assert.True(t, st.Closed)
 	assert.Equal(t, 0, st.Waiters)

@@ -43,7 +43,7 @@ func everyKeyedCallEndsInOneCounter(t *testing.T, rounds int, extra ...keyedsem.
 			idle = time.Hour
 		}
 		s := keyedsem.New[int](append([]keyedsem.Option{keyedsem.WithPerKeyCapacity(2), keyedsem.WithIdleTimeout(idle), keyedsem.WithMaxWaitersPerKey(callers/2 - 1)}, extra...)...)
-		var holds [2]keyedsem.Permit
+		var holds [2]semaphore.Permit
 		for k := range holds {
 			p, err := s.Acquire(context.Background(), k, semaphore.Weight(2))
 			if err != nil {

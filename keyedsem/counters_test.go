@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // A waiter that Close fails is counted in Failed, not in Rejected (issue
@@ -27,7 +28,7 @@ func TestCountersFailedAndWaited(t *testing.T) {
 	}
 	w = queue(t, s, bg, "k", 1, 1)
 	s.Close()
-	if r := recv(t, w, "the waiter Close fails"); !errors.Is(r.err, keyedsem.ErrClosed) {
+	if r := recv(t, w, "the waiter Close fails"); !errors.Is(r.err, semaphore.ErrClosed) {
 		t.Fatalf("the waiter got %v from Close, want ErrClosed", r.err)
 	}
 	if c := s.Stats().Counters; c.Failed != 1 || c.Rejected != 0 {

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 func TestDoubleAndStaleReleasesAreCountedAndHarmless(t *testing.T) {
@@ -30,5 +31,5 @@ func TestDoubleAndStaleReleasesAreCountedAndHarmless(t *testing.T) {
 	assert.Equal(t, uint64(3), st.DoubleReleases)
 	assert.Equal(t, uint64(2), st.Released)
 	assert.Equal(t, int64(0), st.Held)
-	assert.False(t, keyedsem.Permit{}.Release(), "zero Permit")
+	assert.False(t, semaphore.Permit{}.Release(), "zero Permit")
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sessionlane/lanes/internal/permit"
 	"github.com/sessionlane/lanes/internal/waitq"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // Layout of entry.state, the word that every lookup, acquire and release of
@@ -101,9 +102,9 @@ type stripe[K comparable] struct {
 }
 
 // grant returns the permit for n permits taken on e.
-func (s *Keyed[K]) grant(e *entry[K], n int64) Permit {
+func (s *Keyed[K]) grant(e *entry[K], n int64) semaphore.Permit {
 	t := s.token(e)
-	return Permit(permit.Make(&t.Token, t.gen.Load(), n))
+	return semaphore.Permit(permit.Make(&t.Token, t.gen.Load(), n))
 }
 
 // token takes a token from the pool for a grant on e, and counts the grant.
@@ -118,7 +119,7 @@ func (s *Keyed[K]) token(e *entry[K]) *token[K] {
 }
 
 // ReleaseToken gives back n permits held through t. It is called by
-// Permit.Release, once per grant; it is not meant to be called directly.
+// semaphore.Permit.Release, once per grant; it is not meant to be called directly.
 func (st *stripe[K]) ReleaseToken(pt *permit.Token, n int64) {
 	t := tokenOf[K](pt)
 	e := t.e // copy before the token goes back to the pool
@@ -132,7 +133,7 @@ func (st *stripe[K]) ReleaseToken(pt *permit.Token, n int64) {
 }
 
 // CountDoubleRelease counts a Release of a permit already released. It is
-// called by Permit.Release; it is not meant to be called directly.
+// called by semaphore.Permit.Release; it is not meant to be called directly.
 func (st *stripe[K]) CountDoubleRelease(*permit.Token) { st.s.doubleRel.Add(1) }
 
 // idleState returns the state of an entry that has just lost its last

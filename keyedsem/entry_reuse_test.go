@@ -12,6 +12,7 @@ import (
 
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // Tiny scenario run many times: two goroutines churn two keys with idle
@@ -66,7 +67,7 @@ func TestLookupRecognisesAReusedEntry(t *testing.T) {
 	for range 100 {
 		px, err := s.Acquire(bg, "x")
 		require.NoError(t, err)
-		var py keyedsem.Permit
+		var py semaphore.Permit
 		stale, reused := keyedsem.JoinAfter(s, "x", func() {
 			px.Release()                 // x's entry is dropped and pooled...
 			py, err = s.Acquire(bg, "y") // ...and most likely reused for y

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // use acquires and releases key once.
@@ -66,7 +67,7 @@ func TestSoftCapHoldsAfterABusyBurst(t *testing.T) {
 	clk := newFake()
 	s := keyedsem.New[string](keyedsem.WithMaxKeys(maxKeys), keyedsem.WithClock(clk))
 	defer s.Close()
-	var held []keyedsem.Permit
+	var held []semaphore.Permit
 	for i := range burst {
 		p, ok := s.TryAcquire(fmt.Sprint("busy", i))
 		require.True(t, ok)
@@ -211,7 +212,7 @@ func TestSoftCapBoundAfterConcurrentUseRace(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				held := make([]keyedsem.Permit, 0, 8)
+				held := make([]semaphore.Permit, 0, 8)
 				for i := range 40 {
 					if p, ok := s.TryAcquire((w*40 + i*7) % 48); ok {
 						held = append(held, p)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // gatedCtx is a context whose Done, the first time it is asked for,
@@ -138,7 +139,7 @@ func TestClosedWaiterWithEndedContextReturnsErrClosedRace(t *testing.T) {
 		cancel()
 		close(ctx.proceed)
 		r := recv(t, w, "the waiter failed by Close")
-		require.ErrorIs(t, r.err, keyedsem.ErrClosed, "round %d", i)
+		require.ErrorIs(t, r.err, semaphore.ErrClosed, "round %d", i)
 		p.Release()
 	}
 }
@@ -206,7 +207,7 @@ func TestNaNKeysAreRefused(t *testing.T) {
 func checkRefused[K comparable](t *testing.T, s *keyedsem.Keyed[K], key K) {
 	t.Helper()
 	defer s.Close()
-	var held []keyedsem.Permit
+	var held []semaphore.Permit
 	for range 3 {
 		p, err := s.Acquire(bg, key)
 		if err == nil {

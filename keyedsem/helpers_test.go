@@ -26,7 +26,7 @@ func waitForWaiters[K comparable](s *keyedsem.Keyed[K], n int) {
 }
 
 type result struct {
-	p   keyedsem.Permit
+	p   semaphore.Permit
 	err error
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/internal/waitq"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // The reorder hold (WithReorderHold). Each entry keeps, under its lock,
@@ -86,13 +87,13 @@ func (s *Keyed[K]) holdLeft(w *waitq.Waiter) time.Duration {
 // under the hold: it decides under the entry's lock, as enqueue does, and
 // takes the permits only if they are free, nobody waits and seq is not
 // held.
-func (s *Keyed[K]) tryHeld(key K, n int64, seq int64) (Permit, bool) {
+func (s *Keyed[K]) tryHeld(key K, n int64, seq int64) (semaphore.Permit, bool) {
 	if n <= 0 || n > s.capacity || s.closed.Load() || (s.nanKeys && key != key) {
-		return Permit{}, false
+		return semaphore.Permit{}, false
 	}
 	e, _, err := s.lookup(context.TODO(), key, 0, true) // a reference, no permits
 	if err != nil {
-		return Permit{}, false
+		return semaphore.Permit{}, false
 	}
 	e.mu.Lock()
 	for !s.closed.Load() && e.q.Empty() && !gapped(e.last, seq) {
@@ -108,5 +109,5 @@ func (s *Keyed[K]) tryHeld(key K, n int64, seq int64) (Permit, bool) {
 	}
 	e.mu.Unlock()
 	s.release(e, 0)
-	return Permit{}, false
+	return semaphore.Permit{}, false
 }

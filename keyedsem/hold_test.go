@@ -30,9 +30,9 @@ func newHeld(t *testing.T, opts ...keyedsem.Option) (*keyedsem.Keyed[string], *c
 }
 
 // numbered acquires key as message seq; it must be granted at once.
-func numbered(t *testing.T, s *keyedsem.Keyed[string], key string, seq int64) keyedsem.Permit {
+func numbered(t *testing.T, s *keyedsem.Keyed[string], key string, seq int64) semaphore.Permit {
 	t.Helper()
-	return testkit.Await(t, "message granted at once", func(ctx context.Context) (keyedsem.Permit, error) {
+	return testkit.Await(t, "message granted at once", func(ctx context.Context) (semaphore.Permit, error) {
 		return s.Acquire(ctx, key, semaphore.Sequence(seq))
 	})
 }
@@ -94,7 +94,7 @@ func TestReorderHoldBoundReached(t *testing.T) {
 	// duplicate, and a caller without a number.
 	numbered(t, s, "k", 2).Release()
 	numbered(t, s, "k", 3).Release()
-	testkit.Await(t, "a plain caller", func(ctx context.Context) (keyedsem.Permit, error) {
+	testkit.Await(t, "a plain caller", func(ctx context.Context) (semaphore.Permit, error) {
 		return s.Acquire(ctx, "k")
 	}).Release()
 	// The next number goes at once too.
@@ -177,14 +177,14 @@ func TestReorderHoldClose(t *testing.T) {
 	r3 := goNumbered(t, s, fake, bg, "k", 3, 1, 1)
 	s.Close()
 	r := testkit.Recv(t, r3, "the held message at Close")
-	require.ErrorIs(t, r.err, keyedsem.ErrClosed)
+	require.ErrorIs(t, r.err, semaphore.ErrClosed)
 	assert.Equal(t, 0, fake.Pending())
 }
 
 func TestReorderHoldConfig(t *testing.T) {
-	assert.ErrorIs(t, keyedsem.Validate(keyedsem.WithReorderHold(time.Second)), keyedsem.ErrInvalidConfig, "without WithSequenceOrder")
-	assert.ErrorIs(t, keyedsem.Validate(keyedsem.WithSequenceOrder(), keyedsem.WithReorderHold(0)), keyedsem.ErrInvalidConfig, "0")
-	assert.ErrorIs(t, keyedsem.Validate(keyedsem.WithSequenceOrder(), keyedsem.WithReorderHold(-1)), keyedsem.ErrInvalidConfig, "negative")
+	assert.ErrorIs(t, keyedsem.Validate(keyedsem.WithReorderHold(time.Second)), semaphore.ErrInvalidConfig, "without WithSequenceOrder")
+	assert.ErrorIs(t, keyedsem.Validate(keyedsem.WithSequenceOrder(), keyedsem.WithReorderHold(0)), semaphore.ErrInvalidConfig, "0")
+	assert.ErrorIs(t, keyedsem.Validate(keyedsem.WithSequenceOrder(), keyedsem.WithReorderHold(-1)), semaphore.ErrInvalidConfig, "negative")
 	assert.NoError(t, keyedsem.Validate(keyedsem.WithSequenceOrder(), keyedsem.WithReorderHold(time.Second)))
 }
 

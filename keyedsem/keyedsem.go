@@ -21,23 +21,13 @@ import (
 	"github.com/sessionlane/lanes/semaphore"
 )
 
-// Permit is [semaphore.Permit].
-type Permit = semaphore.Permit
-
-// Sentinel errors, for errors.Is: the first five are package semaphore's
-// values, which say what they mean; ErrTooManyKeys and ErrNaNKey are this
-// package's.
+// Sentinel errors, for errors.Is: this package's two. Its calls return
+// package semaphore's too, defined there once: [semaphore.ErrClosed],
+// [semaphore.ErrQueueFull] (at WithMaxWaitersPerKey, or 2^31-1 references
+// to the key), [semaphore.ErrInvalidWeight], [semaphore.ErrTooHeavy] (a
+// request above the per-key capacity), [semaphore.ErrInvalidConfig] and
+// [semaphore.ErrPlaceUsed].
 var (
-	// ErrClosed is semaphore.ErrClosed.
-	ErrClosed = semaphore.ErrClosed
-	// ErrQueueFull: at WithMaxWaitersPerKey, or 2^31-1 references to the key.
-	ErrQueueFull = semaphore.ErrQueueFull
-	// ErrInvalidWeight is semaphore.ErrInvalidWeight.
-	ErrInvalidWeight = semaphore.ErrInvalidWeight
-	// ErrTooHeavy: a request above the per-key capacity.
-	ErrTooHeavy = semaphore.ErrTooHeavy
-	// ErrInvalidConfig is semaphore.ErrInvalidConfig.
-	ErrInvalidConfig = semaphore.ErrInvalidConfig
 	// ErrTooManyKeys: WithHardMaxKeys found no room for a new key.
 	ErrTooManyKeys = errors.New("keyedsem: too many keys")
 	// ErrNaNKey: the key is not equal to itself.
@@ -164,7 +154,7 @@ func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 // finds no idle entry to evict fails with [ErrTooManyKeys].
 func WithHardMaxKeys() Option { return func(c *config) { c.hard = true } }
 
-// WithMaxWaitersPerKey(n) fails a call with [ErrQueueFull] rather than let
+// WithMaxWaitersPerKey(n) fails a call with [semaphore.ErrQueueFull] rather than let
 // it be a key's waiter n+1. 0, the default, is no bound.
 func WithMaxWaitersPerKey(n int) Option { return func(c *config) { c.maxWaiters = n } }
 
@@ -182,7 +172,7 @@ func WithHistograms() Option { return func(c *config) { c.histograms = true } }
 func WithJanitor(d time.Duration) Option { return func(cf *config) { cf.janitor = d } }
 
 // Validate returns the error [New] would panic with for opts (it wraps
-// [ErrInvalidConfig] and names the setting), or nil.
+// [semaphore.ErrInvalidConfig] and names the setting), or nil.
 func Validate(opts ...Option) error {
 	_, err := configure(opts)
 	return err
@@ -195,23 +185,23 @@ func configure(opts []Option) (config, error) {
 	c := config{capacity: 1, idle: time.Hour, maxKeys: 4096}
 	for i, o := range opts {
 		if o == nil {
-			return c, fmt.Errorf("keyedsem: option %d is nil: %w", i, ErrInvalidConfig)
+			return c, fmt.Errorf("keyedsem: option %d is nil: %w", i, semaphore.ErrInvalidConfig)
 		}
 		o(&c)
 	}
 	switch {
 	case c.capacity < 1 || c.capacity > MaxPerKeyCapacity:
-		return c, fmt.Errorf("keyedsem: WithPerKeyCapacity(%d): out of range [1, %d]: %w", c.capacity, MaxPerKeyCapacity, ErrInvalidConfig)
+		return c, fmt.Errorf("keyedsem: WithPerKeyCapacity(%d): out of range [1, %d]: %w", c.capacity, MaxPerKeyCapacity, semaphore.ErrInvalidConfig)
 	case c.idle < 0:
-		return c, fmt.Errorf("keyedsem: WithIdleTimeout(%v): must not be negative: %w", c.idle, ErrInvalidConfig)
+		return c, fmt.Errorf("keyedsem: WithIdleTimeout(%v): must not be negative: %w", c.idle, semaphore.ErrInvalidConfig)
 	case c.maxKeys < 1:
-		return c, fmt.Errorf("keyedsem: WithMaxKeys(%d): must be at least 1: %w", c.maxKeys, ErrInvalidConfig)
+		return c, fmt.Errorf("keyedsem: WithMaxKeys(%d): must be at least 1: %w", c.maxKeys, semaphore.ErrInvalidConfig)
 	case c.maxWaiters < 0:
-		return c, fmt.Errorf("keyedsem: WithMaxWaitersPerKey(%d): must not be negative: %w", c.maxWaiters, ErrInvalidConfig)
+		return c, fmt.Errorf("keyedsem: WithMaxWaitersPerKey(%d): must not be negative: %w", c.maxWaiters, semaphore.ErrInvalidConfig)
 	case c.janitor < 0:
-		return c, fmt.Errorf("keyedsem: WithJanitor(%v): must not be negative: %w", c.janitor, ErrInvalidConfig)
+		return c, fmt.Errorf("keyedsem: WithJanitor(%v): must not be negative: %w", c.janitor, semaphore.ErrInvalidConfig)
 	case c.barging && c.bargeBound < 0:
-		return c, fmt.Errorf("keyedsem: WithBarging(%v): must not be negative: %w", c.bargeBound, ErrInvalidConfig)
+		return c, fmt.Errorf("keyedsem: WithBarging(%v): must not be negative: %w", c.bargeBound, semaphore.ErrInvalidConfig)
 	}
 	return c, checkOrder(&c)
 }
@@ -248,7 +238,7 @@ func New[K comparable](opts ...Option) *Keyed[K] {
 	if c.barging {
 		s.barging, s.barge.bound = true, c.bargeBound
 		if s.barge.bound == 0 {
-			s.barge.bound = semaphore.DefaultBargingBound
+			s.barge.bound = time.Millisecond // as package semaphore's: sync.Mutex's threshold
 		}
 	}
 	s.hc = hist.NewClock(s.clock)
@@ -308,7 +298,7 @@ func (s *Keyed[K]) janitor(d time.Duration) {
 // gives. It fails as package semaphore's Acquire does, and with
 // [ErrTooManyKeys] (after waiting for a running eviction pass) or
 // [ErrNaNKey]. Cancellation: see the package doc. It panics if ctx is nil.
-func (s *Keyed[K]) Acquire(ctx context.Context, key K, opts ...semaphore.AcquireOption) (Permit, error) {
+func (s *Keyed[K]) Acquire(ctx context.Context, key K, opts ...semaphore.AcquireOption) (semaphore.Permit, error) {
 	if ctx == nil {
 		panic("keyedsem: nil Context")
 	}
@@ -319,10 +309,10 @@ func (s *Keyed[K]) Acquire(ctx context.Context, key K, opts ...semaphore.Acquire
 	if err != nil {
 		if err := ended(ctx); err != nil {
 			s.cancelled.Add(1)
-			return Permit{}, err // an ended context comes before any refusal
+			return semaphore.Permit{}, err // an ended context comes before any refusal
 		}
 		s.rejected.Add(1)
-		return Permit{}, err
+		return semaphore.Permit{}, err
 	}
 	if s.order == 0 {
 		return s.acquire(ctx, key, n, nil)
@@ -332,14 +322,14 @@ func (s *Keyed[K]) Acquire(ctx context.Context, key K, opts ...semaphore.Acquire
 
 // acquire is Acquire for n permits at turn t (nil: the zero Turn, or a
 // FIFO semaphore).
-func (s *Keyed[K]) acquire(ctx context.Context, key K, n int64, t *call.Turn) (Permit, error) {
+func (s *Keyed[K]) acquire(ctx context.Context, key K, n int64, t *call.Turn) (semaphore.Permit, error) {
 	if n <= 0 || n > s.capacity || s.closed.Load() || (s.nanKeys && key != key) {
 		s.mustBeMade()
 		if err := ended(ctx); err != nil {
 			s.cancelled.Add(1)
-			return Permit{}, err // an ended context comes before any refusal
+			return semaphore.Permit{}, err // an ended context comes before any refusal
 		}
-		return Permit{}, s.refuse(n)
+		return semaphore.Permit{}, s.refuse(n)
 	}
 	// The context is looked at by lookup, after it loaded the state that
 	// it claims permits from and before the claim: had it looked before
@@ -353,7 +343,7 @@ func (s *Keyed[K]) acquire(ctx context.Context, key K, n int64, t *call.Turn) (P
 		} else { // ctx had ended, or ended while waiting for an eviction pass
 			s.cancelled.Add(1)
 		}
-		return Permit{}, err
+		return semaphore.Permit{}, err
 	}
 	if took && !s.holds(t) {
 		return s.grant(e, n), nil
@@ -369,13 +359,13 @@ func (s *Keyed[K]) acquire(ctx context.Context, key K, n int64, t *call.Turn) (P
 // waited the bound; under [WithReorderHold], its Sequence is not held),
 // and reports whether it did. It never waits for an
 // eviction pass, though a new key may run one.
-func (s *Keyed[K]) TryAcquire(key K, opts ...semaphore.AcquireOption) (Permit, bool) {
+func (s *Keyed[K]) TryAcquire(key K, opts ...semaphore.AcquireOption) (semaphore.Permit, bool) {
 	if len(opts) == 0 {
 		return s.tryAcquire(key, 1)
 	}
 	n, t, err := s.callOf(opts)
 	if err != nil {
-		return Permit{}, false // a try's false counts nowhere, as semaphore's
+		return semaphore.Permit{}, false // a try's false counts nowhere, as semaphore's
 	}
 	if s.holds(&t) {
 		return s.tryHeld(key, n, t.Sequence)
@@ -384,14 +374,14 @@ func (s *Keyed[K]) TryAcquire(key K, opts ...semaphore.AcquireOption) (Permit, b
 }
 
 // tryAcquire is TryAcquire for n permits.
-func (s *Keyed[K]) tryAcquire(key K, n int64) (Permit, bool) {
+func (s *Keyed[K]) tryAcquire(key K, n int64) (semaphore.Permit, bool) {
 	if n <= 0 || n > s.capacity || s.closed.Load() || (s.nanKeys && key != key) {
 		s.mustBeMade() // a zero Keyed has capacity 0: every try comes here
-		return Permit{}, false
+		return semaphore.Permit{}, false
 	}
 	e, took, _ := s.lookup(context.TODO(), key, n, true)
 	if !took {
-		return Permit{}, false
+		return semaphore.Permit{}, false
 	}
 	return s.grant(e, n), true
 }
@@ -415,7 +405,7 @@ func (s *Keyed[K]) refuse(n int64) error {
 	case n <= 0:
 		return semaphore.ErrInvalidWeight
 	case s.closed.Load():
-		return ErrClosed
+		return semaphore.ErrClosed
 	case n > s.capacity:
 		return semaphore.ErrTooHeavy
 	default:
@@ -430,7 +420,7 @@ func (s *Keyed[K]) mustBeMade() {
 	}
 }
 
-// Close fails the waiters and later acquires with [ErrClosed]; permits held
+// Close fails the waiters and later acquires with [semaphore.ErrClosed]; permits held
 // stay valid. It stops the janitor and the eviction normal use does, but
 // not [Keyed.Sweep], nor a release's drop of its entry under idle timeout
 // 0. An acquire that overlaps Close and needs no wait may still succeed.
@@ -451,7 +441,7 @@ func (s *Keyed[K]) Close() {
 	s.m.Range(func(_ K, e *entry[K]) bool {
 		var wake waitq.Chain
 		e.mu.Lock()
-		waitq.Fail(&e.q, line[K]{s, e}, 0, ErrClosed, &wake) // the failed waiters still hold their references
+		waitq.Fail(&e.q, line[K]{s, e}, 0, semaphore.ErrClosed, &wake) // the failed waiters still hold their references
 		e.mu.Unlock()
 		wake.Wake()
 		return true

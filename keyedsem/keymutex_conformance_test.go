@@ -23,6 +23,7 @@ import (
 
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // kmVariants plays the role of the original's newKeyMutexes: the same tests
@@ -39,7 +40,7 @@ func kmVariants() map[string]*keyedsem.Keyed[string] {
 
 // kmLockAndCallback is the original's lockAndCallback: lock id, then
 // signal (with the permit, which the original's UnlockKey does not need).
-func kmLockAndCallback(t testing.TB, s *keyedsem.Keyed[string], id string, callback chan<- keyedsem.Permit) {
+func kmLockAndCallback(t testing.TB, s *keyedsem.Keyed[string], id string, callback chan<- semaphore.Permit) {
 	p, err := s.Acquire(context.Background(), id)
 	if err != nil {
 		t.Errorf("LockKey(%q): %v", id, err)
@@ -50,7 +51,7 @@ func kmLockAndCallback(t testing.TB, s *keyedsem.Keyed[string], id string, callb
 }
 
 // kmCallbackHappens is verifyCallbackHappens, with a deadline.
-func kmCallbackHappens(t testing.TB, callback <-chan keyedsem.Permit) keyedsem.Permit {
+func kmCallbackHappens(t testing.TB, callback <-chan semaphore.Permit) semaphore.Permit {
 	t.Helper()
 	select {
 	case p, ok := <-callback:
@@ -60,14 +61,14 @@ func kmCallbackHappens(t testing.TB, callback <-chan keyedsem.Permit) keyedsem.P
 		return p
 	case <-time.After(testkit.Deadline):
 		t.Fatalf("Timed out waiting for callback.")
-		return keyedsem.Permit{}
+		return semaphore.Permit{}
 	}
 }
 
 // kmCallbackDoesntHappen is verifyCallbackDoesntHappens without the
 // one-second wait: once the locker is seen waiting in Stats (waiters total
 // over all keys), it must not have returned.
-func kmCallbackDoesntHappen(t testing.TB, s *keyedsem.Keyed[string], waiters int, callback <-chan keyedsem.Permit) {
+func kmCallbackDoesntHappen(t testing.TB, s *keyedsem.Keyed[string], waiters int, callback <-chan semaphore.Permit) {
 	t.Helper()
 	testkit.Eventually(t, "the locker to wait", func() bool { return s.Stats().Waiters == waiters })
 	select {
@@ -85,7 +86,7 @@ func TestConformanceKeymutexSingleLockNoUnlock(t *testing.T) {
 	t.Parallel()
 	for name, s := range kmVariants() {
 		t.Run(name, func(t *testing.T) {
-			callback := make(chan keyedsem.Permit, 1)
+			callback := make(chan semaphore.Permit, 1)
 			go kmLockAndCallback(t, s, "fakeid", callback)
 			p := kmCallbackHappens(t, callback)
 			if st := s.Stats(); st.Held != 1 {
@@ -105,7 +106,7 @@ func TestConformanceKeymutexSingleLockSingleUnlock(t *testing.T) {
 	t.Parallel()
 	for name, s := range kmVariants() {
 		t.Run(name, func(t *testing.T) {
-			callback := make(chan keyedsem.Permit, 1)
+			callback := make(chan semaphore.Permit, 1)
 			go kmLockAndCallback(t, s, "fakeid", callback)
 			p := kmCallbackHappens(t, callback)
 			if !p.Release() {
@@ -132,15 +133,15 @@ func TestConformanceKeymutexDoubleLockDoubleUnlock(t *testing.T) {
 	t.Parallel()
 	for name, s := range kmVariants() {
 		t.Run(name, func(t *testing.T) {
-			first := make(chan keyedsem.Permit, 1)
-			second := make(chan keyedsem.Permit, 1)
+			first := make(chan semaphore.Permit, 1)
+			second := make(chan semaphore.Permit, 1)
 			go kmLockAndCallback(t, s, "fakeid", first)
 			p1 := kmCallbackHappens(t, first)
 			go kmLockAndCallback(t, s, "fakeid", second)
 			kmCallbackDoesntHappen(t, s, 1, second)
 
 			// Another key is not blocked by "fakeid" (NewHashed(1)'s would be).
-			other := make(chan keyedsem.Permit, 1)
+			other := make(chan semaphore.Permit, 1)
 			go kmLockAndCallback(t, s, "otherid", other)
 			kmCallbackHappens(t, other).Release()
 

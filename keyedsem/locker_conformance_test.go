@@ -39,7 +39,7 @@ func lkWait(t testing.TB, wg *sync.WaitGroup) {
 }
 
 // lkLock is locker's Lock in our API: Acquire, failing the test on error.
-func lkLock[K comparable](t testing.TB, s *keyedsem.Keyed[K], key K) keyedsem.Permit {
+func lkLock[K comparable](t testing.TB, s *keyedsem.Keyed[K], key K) semaphore.Permit {
 	t.Helper()
 	p, err := s.Acquire(context.Background(), key)
 	if err != nil {
@@ -61,7 +61,7 @@ func TestConformanceLockerLock(t *testing.T) {
 		t.Fatalf("expected waiters to be 0, got %d", w)
 	}
 
-	var second keyedsem.Permit
+	var second semaphore.Permit
 	chDone := make(chan struct{})
 	go func() {
 		second = lkLock(t, s, "test")
@@ -113,7 +113,7 @@ func TestConformanceLockerUnlock(t *testing.T) {
 func TestConformanceLockerUnlockNotHeld(t *testing.T) {
 	t.Parallel()
 	s := keyedsem.New[string]()
-	var zero keyedsem.Permit
+	var zero semaphore.Permit
 	if zero.Release() {
 		t.Fatal("Release of the zero Permit returned true")
 	}
@@ -199,8 +199,8 @@ func TestConformanceLockerRWMutexRLock(t *testing.T) {
 	t.Parallel()
 	const readers = 2
 	s := keyedsem.New[string](keyedsem.WithPerKeyCapacity(readers), keyedsem.WithIdleTimeout(0))
-	rlocked := make(chan [2]keyedsem.Permit, 1)
-	wlocked := make(chan keyedsem.Permit, 1)
+	rlocked := make(chan [2]semaphore.Permit, 1)
+	wlocked := make(chan semaphore.Permit, 1)
 	const n = 10
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -209,7 +209,7 @@ func TestConformanceLockerRWMutexRLock(t *testing.T) {
 		for range n {
 			r1 := lkLock(t, s, "test") // RLock
 			r2 := lkLock(t, s, "test") // RLock
-			rlocked <- [2]keyedsem.Permit{r1, r2}
+			rlocked <- [2]semaphore.Permit{r1, r2}
 			w, err := s.Acquire(context.Background(), "test", semaphore.Weight(readers)) // Lock
 			if err != nil {
 				t.Errorf("write lock: %v", err)
@@ -220,7 +220,7 @@ func TestConformanceLockerRWMutexRLock(t *testing.T) {
 	}()
 
 	for i := range n {
-		var rs [2]keyedsem.Permit
+		var rs [2]semaphore.Permit
 		select {
 		case rs = <-rlocked:
 		case <-time.After(testkit.Deadline):
@@ -234,7 +234,7 @@ func TestConformanceLockerRWMutexRLock(t *testing.T) {
 		default:
 		}
 		rs[1].Release() // RUnlock
-		var w keyedsem.Permit
+		var w semaphore.Permit
 		select {
 		case w = <-wlocked:
 		case <-time.After(testkit.Deadline):
@@ -320,11 +320,11 @@ func TestConformanceLockerUnlockedKeysConsumeNoMemory(t *testing.T) {
 	}
 
 	p := lkLock(t, s, 7)
-	got := make(chan keyedsem.Permit, 1)
+	got := make(chan semaphore.Permit, 1)
 	go func() { got <- lkLock(t, s, 7) }()
 	testkit.Eventually(t, "the second locker to wait", func() bool { return s.Stats().Waiters == 1 })
 	p.Release()
-	var q keyedsem.Permit
+	var q semaphore.Permit
 	select {
 	case q = <-got:
 	case <-time.After(testkit.Deadline):

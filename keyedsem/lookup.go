@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/puzpuzpuz/xsync/v4"
+
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // ended returns ctx's error. An ended context has a non-nil Err: one
@@ -31,7 +33,7 @@ const maxRefs = refMask >> refShift
 // errTooManyRefs is lookup's refusal of a key whose entry counts maxRefs
 // references already: the count is refused, never wrapped into the bits
 // beside it.
-var errTooManyRefs = fmt.Errorf("keyedsem: the key counts %d references (holders, waiters, places and calls in flight), the most one key holds: %w", maxRefs, ErrQueueFull)
+var errTooManyRefs = fmt.Errorf("keyedsem: the key counts %d references (holders, waiters, places and calls in flight), the most one key holds: %w", maxRefs, semaphore.ErrQueueFull)
 
 // refsFull reports whether an entry in state st counts maxRefs references
 // (only a busy entry counts them: an idle one's bits are a time stamp).

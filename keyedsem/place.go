@@ -12,9 +12,6 @@ import (
 	"github.com/sessionlane/lanes/semaphore"
 )
 
-// ErrPlaceUsed is [semaphore.ErrPlaceUsed].
-var ErrPlaceUsed = semaphore.ErrPlaceUsed
-
 // Place is a place in a key's line, taken by [Keyed.Join], owned as
 // [semaphore.Place] is. Its entry is never evicted while it lasts. A caller
 // that waits for a later place of a key while holding an earlier one waits
@@ -32,9 +29,9 @@ type Place[K comparable] struct {
 // later Join. Generations are 64-bit and never wrap.
 type place struct {
 	gen atomic.Uint64
-	e   any           // the *entry[K] the place holds a reference on
-	w   *waitq.Waiter // the waiter in the entry's queue; nil when granted at Join
-	p   Permit        // the permit, when granted at Join
+	e   any              // the *entry[K] the place holds a reference on
+	w   *waitq.Waiter    // the waiter in the entry's queue; nil when granted at Join
+	p   semaphore.Permit // the permit, when granted at Join
 }
 
 var places = sync.Pool{New: func() any { return new(place) }}
@@ -95,26 +92,26 @@ func (s *Keyed[K]) joinAt(key K, n int64, t *call.Turn) (Place[K], error) {
 
 // take makes the caller the one user of the place and returns what it
 // holds, or reports that the place was used already.
-func (p Place[K]) take() (e *entry[K], w *waitq.Waiter, granted Permit, ok bool) {
+func (p Place[K]) take() (e *entry[K], w *waitq.Waiter, granted semaphore.Permit, ok bool) {
 	r := p.r
 	if r == nil || !r.gen.CompareAndSwap(p.gen, p.gen+1) {
-		return nil, nil, Permit{}, false
+		return nil, nil, semaphore.Permit{}, false
 	}
 	e, w, granted = r.e.(*entry[K]), r.w, r.p
-	r.e, r.w, r.p = nil, nil, Permit{}
+	r.e, r.w, r.p = nil, nil, semaphore.Permit{}
 	places.Put(r)
 	return e, w, granted, true
 }
 
 // Wait waits for the place's permits, as [semaphore.Place.Wait] does.
 // Cancellation: see the package doc.
-func (p Place[K]) Wait(ctx context.Context) (Permit, error) {
+func (p Place[K]) Wait(ctx context.Context) (semaphore.Permit, error) {
 	if ctx == nil {
 		panic("keyedsem: nil Context")
 	}
 	e, w, granted, ok := p.take()
 	if !ok {
-		return Permit{}, ErrPlaceUsed
+		return semaphore.Permit{}, semaphore.ErrPlaceUsed
 	}
 	s := p.s
 	if w == nil {
@@ -129,7 +126,7 @@ func (p Place[K]) Wait(ctx context.Context) (Permit, error) {
 			s.cancelled.Add(1)
 			s.untoken(permit.TokenOf(permit.Permit(granted)))
 			s.release(e, granted.Weight())
-			return Permit{}, err
+			return semaphore.Permit{}, err
 		}
 		return granted, nil
 	}

@@ -34,7 +34,7 @@ type modelPlace struct {
 type modelPermit struct {
 	key int
 	n   int64
-	p   keyedsem.Permit
+	p   semaphore.Permit
 }
 
 // join puts p in its key's line, behind every place it does not go ahead

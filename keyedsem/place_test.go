@@ -16,7 +16,7 @@ import (
 
 // plWait waits for pl within the testkit deadline and fails t if no permit
 // comes.
-func plWait[K comparable](t *testing.T, pl keyedsem.Place[K], what string) keyedsem.Permit {
+func plWait[K comparable](t *testing.T, pl keyedsem.Place[K], what string) semaphore.Permit {
 	t.Helper()
 	return testkit.Await(t, what, pl.Wait)
 }
@@ -71,7 +71,7 @@ func TestPlaceOwnership(t *testing.T) {
 		t.Run(fmt.Sprintf("queued=%v", queued), func(t *testing.T) {
 			s := keyedsem.New[string]()
 			defer s.Close()
-			var holder keyedsem.Permit
+			var holder semaphore.Permit
 			if queued {
 				holder, _ = s.Acquire(bg, "a")
 			}
@@ -81,7 +81,7 @@ func TestPlaceOwnership(t *testing.T) {
 
 			p := plWait(t, pl, "first Wait")
 			for i, again := range []keyedsem.Place[string]{pl, cp} {
-				if p2, err := again.Wait(bg); !errors.Is(err, keyedsem.ErrPlaceUsed) || p2.Valid() {
+				if p2, err := again.Wait(bg); !errors.Is(err, semaphore.ErrPlaceUsed) || p2.Valid() {
 					t.Fatalf("Wait %d after Wait: %v, valid permit %v; want ErrPlaceUsed and none", i+2, err, p2.Valid())
 				}
 			}
@@ -97,17 +97,17 @@ func TestPlaceOwnership(t *testing.T) {
 			pl = plJoin(t, s, "a", 1)
 			pl.Leave()
 			pl.Leave() // idempotent
-			if p2, err := pl.Wait(bg); !errors.Is(err, keyedsem.ErrPlaceUsed) || p2.Valid() {
+			if p2, err := pl.Wait(bg); !errors.Is(err, semaphore.ErrPlaceUsed) || p2.Valid() {
 				t.Fatalf("Wait after Leave: %v; want ErrPlaceUsed", err)
 			}
-			if !errors.Is(keyedsem.ErrPlaceUsed, semaphore.ErrPlaceUsed) {
-				t.Fatal("keyedsem.ErrPlaceUsed is not semaphore.ErrPlaceUsed")
+			if !errors.Is(semaphore.ErrPlaceUsed, semaphore.ErrPlaceUsed) {
+				t.Fatal("semaphore.ErrPlaceUsed is not semaphore.ErrPlaceUsed")
 			}
 			plCheck(t, s, "after Leave", 0, 0)
 		})
 	}
 	var zero keyedsem.Place[string]
-	if _, err := zero.Wait(bg); !errors.Is(err, keyedsem.ErrPlaceUsed) {
+	if _, err := zero.Wait(bg); !errors.Is(err, semaphore.ErrPlaceUsed) {
 		t.Fatalf("zero Place Wait: %v; want ErrPlaceUsed", err)
 	}
 	zero.Leave()
@@ -122,7 +122,7 @@ func TestPlaceStaleCopyAfterReuse(t *testing.T) {
 		old := plJoin(t, s, "a", 1)
 		old.Leave()
 		cur := plJoin(t, s, fmt.Sprint("k", i), 1) // likely on old's record
-		if _, err := old.Wait(bg); !errors.Is(err, keyedsem.ErrPlaceUsed) {
+		if _, err := old.Wait(bg); !errors.Is(err, semaphore.ErrPlaceUsed) {
 			t.Fatalf("round %d: stale Wait: %v; want ErrPlaceUsed", i, err)
 		}
 		old.Leave() // must not give cur up
@@ -243,14 +243,14 @@ func TestPlaceClose(t *testing.T) {
 	left := plJoin(t, s, "a", 1)
 	granted := plJoin(t, s, "b", 1)
 	s.Close()
-	if _, err := inLine.Wait(bg); !errors.Is(err, keyedsem.ErrClosed) {
+	if _, err := inLine.Wait(bg); !errors.Is(err, semaphore.ErrClosed) {
 		t.Fatalf("Wait of a place in line at Close: %v; want ErrClosed", err)
 	}
 	left.Leave() // failed by Close; Leave only lets its reference go
 	p := plWait(t, granted, "a place granted before Close")
 	p.Release()
 	holder.Release()
-	if _, err := s.Join("a"); !errors.Is(err, keyedsem.ErrClosed) {
+	if _, err := s.Join("a"); !errors.Is(err, semaphore.ErrClosed) {
 		t.Fatalf("Join after Close: %v; want ErrClosed", err)
 	}
 	if st := s.Stats(); st.Failed != 2 || st.Held != 0 || st.Waiters != 0 || st.Keys != 0 {
@@ -268,8 +268,8 @@ func TestPlaceRefusals(t *testing.T) {
 		n    int64
 		want error
 	}{
-		{1, 0, keyedsem.ErrInvalidWeight},
-		{1, 2, keyedsem.ErrTooHeavy},
+		{1, 0, semaphore.ErrInvalidWeight},
+		{1, 2, semaphore.ErrTooHeavy},
 		{math.NaN(), 1, keyedsem.ErrNaNKey},
 	} {
 		if _, err := s.Join(c.key, semaphore.Weight(c.n)); !errors.Is(err, c.want) {
@@ -278,7 +278,7 @@ func TestPlaceRefusals(t *testing.T) {
 	}
 	holder := plJoin(t, s, 1, 1)
 	inLine := plJoin(t, s, 1, 1)
-	if _, err := s.Join(1); !errors.Is(err, keyedsem.ErrQueueFull) {
+	if _, err := s.Join(1); !errors.Is(err, semaphore.ErrQueueFull) {
 		t.Fatalf("Join past WithMaxWaitersPerKey: %v; want ErrQueueFull", err)
 	}
 	inLine.Leave()
@@ -335,7 +335,7 @@ func TestPlaceOrder(t *testing.T) {
 		places[i] = plJoin(t, s, "thread", 1)
 	}
 	testkit.ServedInJoinOrder(t, n, func() int { return s.Stats().Waiters },
-		func(ctx context.Context, i int) (keyedsem.Permit, error) { return places[i].Wait(ctx) })
+		func(ctx context.Context, i int) (semaphore.Permit, error) { return places[i].Wait(ctx) })
 }
 
 // TestPlaceRace races Join, Wait (with contexts that end), Leave and
@@ -363,7 +363,7 @@ func TestPlaceRace(t *testing.T) {
 							t.Errorf("Join: %v", err)
 							return
 						}
-						p, ok, err := testkit.RacePlace(rng.IntN(4), pl.Wait, pl.Leave, keyedsem.ErrPlaceUsed)
+						p, ok, err := testkit.RacePlace(rng.IntN(4), pl.Wait, pl.Leave, semaphore.ErrPlaceUsed)
 						if err != nil {
 							t.Error(err)
 						}
@@ -392,7 +392,7 @@ func TestPlaceRace(t *testing.T) {
 
 // hold runs a holder's turn: it counts p's weight in while it holds it,
 // notes if that ever exceeds the capacity (2), and releases p.
-func hold(in *atomic.Int64, p keyedsem.Permit, over *atomic.Bool) {
+func hold(in *atomic.Int64, p semaphore.Permit, over *atomic.Bool) {
 	if in.Add(p.Weight()) > 2 {
 		over.Store(true)
 	}
@@ -435,7 +435,7 @@ func TestPlaceAllocatesNothing(t *testing.T) {
 
 // plHold takes a permit of key, so that places joined after it wait (at
 // the default per-key capacity of 1), and fails t on error.
-func plHold[K comparable](t *testing.T, s *keyedsem.Keyed[K], key K) keyedsem.Permit {
+func plHold[K comparable](t *testing.T, s *keyedsem.Keyed[K], key K) semaphore.Permit {
 	t.Helper()
 	p, err := s.Acquire(bg, key)
 	plMust(t, err)

@@ -87,7 +87,7 @@ func TestJoinTurnOwnership(t *testing.T) {
 	plCheck(t, s, "a place ahead of the heavy head", 2, 2)
 	cp := ahead
 	plWait(t, ahead, "the place ahead").Release()
-	if _, err := cp.Wait(bg); !errors.Is(err, keyedsem.ErrPlaceUsed) {
+	if _, err := cp.Wait(bg); !errors.Is(err, semaphore.ErrPlaceUsed) {
 		t.Fatalf("Wait of a copy: %v; want ErrPlaceUsed", err)
 	}
 	cp.Leave()
@@ -136,12 +136,12 @@ func TestJoinTurnRefusals(t *testing.T) {
 		{"sequence", seq, []semaphore.AcquireOption{semaphore.Group("g")}},
 	} {
 		for _, key := range []string{"free", "busy"} {
-			var holder keyedsem.Permit
+			var holder semaphore.Permit
 			if key == "busy" {
 				holder = plAcquire(t, c.s, key)
 			}
 			before := c.s.Stats()
-			if pl, err := c.s.Join(key, c.turn...); !errors.Is(err, keyedsem.ErrInvalidConfig) {
+			if pl, err := c.s.Join(key, c.turn...); !errors.Is(err, semaphore.ErrInvalidConfig) {
 				pl.Leave()
 				t.Fatalf("%s: JoinTurn(%s, 1, %+v): %v; want ErrInvalidConfig", c.name, key, c.turn, err)
 			}
@@ -156,7 +156,7 @@ func TestJoinTurnRefusals(t *testing.T) {
 
 // plAcquire acquires key within the testkit deadline and fails t if no
 // permit comes.
-func plAcquire(t *testing.T, s *keyedsem.Keyed[string], key string) keyedsem.Permit {
+func plAcquire(t *testing.T, s *keyedsem.Keyed[string], key string) semaphore.Permit {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(bg, testkit.Deadline)
 	defer cancel()
@@ -198,7 +198,7 @@ func TestPlaceTurnRace(t *testing.T) {
 							bad.Store("JoinTurn: " + err.Error())
 							return
 						}
-						p, ok, err := testkit.RacePlace(rng.IntN(4), pl.Wait, pl.Leave, keyedsem.ErrPlaceUsed)
+						p, ok, err := testkit.RacePlace(rng.IntN(4), pl.Wait, pl.Leave, semaphore.ErrPlaceUsed)
 						if err != nil {
 							bad.Store(err.Error())
 						}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // A key's reference count (holders, waiters, places, calls in flight) is
@@ -36,13 +37,13 @@ func TestReferenceCountRefusedAtItsWidth(t *testing.T) {
 
 			refused := testkit.Go(func() error { _, err := s.Acquire(context.Background(), k); return err })
 			err = testkit.Within(t, 10*time.Second, "the acquire past the bound returns", refused)
-			require.ErrorIs(t, err, keyedsem.ErrQueueFull)
+			require.ErrorIs(t, err, semaphore.ErrQueueFull)
 			require.True(t, strings.Contains(err.Error(), "references"), err.Error())
 			_, ok := s.TryAcquire(k)
 			require.False(t, ok)
 			if c.opts == nil { // a barging keyed semaphore keeps no places
 				_, err = s.Join(k)
-				require.ErrorIs(t, err, keyedsem.ErrQueueFull)
+				require.ErrorIs(t, err, semaphore.ErrQueueFull)
 			} else {
 				require.False(t, keyedsem.BargingStrict(s, k), "the count did not wrap into the flags")
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 func TestSoftCapEvictsTheOldestIdleFirst(t *testing.T) {
@@ -42,7 +43,7 @@ func TestSoftCapEvictsTheOldestIdleFirst(t *testing.T) {
 func TestSoftCapLetsBusyEntriesExceedIt(t *testing.T) {
 	s := keyedsem.New[int](keyedsem.WithMaxKeys(2))
 	defer s.Close()
-	var ps []keyedsem.Permit
+	var ps []semaphore.Permit
 	for i := range 5 {
 		p, err := s.Acquire(bg, i)
 		require.NoError(t, err)
@@ -72,7 +73,7 @@ func TestMemoryBoundedOverManyKeys(t *testing.T) {
 	clk := newFake()
 	s := keyedsem.New[int](keyedsem.WithMaxKeys(maxKeys), keyedsem.WithIdleTimeout(time.Hour), keyedsem.WithClock(clk))
 	defer s.Close()
-	var pins []keyedsem.Permit
+	var pins []semaphore.Permit
 	for i := range pinned {
 		p, err := s.Acquire(bg, -1-i)
 		require.NoError(t, err)

@@ -54,7 +54,7 @@ func TestExclusionUnderEvictionStress(t *testing.T) {
 			var over atomic.Int64
 			var granted atomic.Int64
 			var wg, cancellers sync.WaitGroup
-			use := func(key int, p keyedsem.Permit) {
+			use := func(key int, p semaphore.Permit) {
 				if h := held[key].Add(p.Weight()); h > c.capacity {
 					over.Add(1)
 				}

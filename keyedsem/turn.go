@@ -46,13 +46,13 @@ func WithReorderHold(d time.Duration) Option {
 func checkOrder(c *config) error {
 	switch {
 	case c.barging && c.order != 0:
-		return fmt.Errorf("keyedsem: WithBarging with WithPriorities or WithSequenceOrder: one ordering option at most: %w", ErrInvalidConfig)
+		return fmt.Errorf("keyedsem: WithBarging with WithPriorities or WithSequenceOrder: one ordering option at most: %w", semaphore.ErrInvalidConfig)
 	case c.holdSet && c.order&orderSequence == 0:
-		return fmt.Errorf("keyedsem: WithReorderHold without WithSequenceOrder: %w", ErrInvalidConfig)
+		return fmt.Errorf("keyedsem: WithReorderHold without WithSequenceOrder: %w", semaphore.ErrInvalidConfig)
 	case c.holdSet && c.hold <= 0:
-		return fmt.Errorf("keyedsem: WithReorderHold(%v): must be positive: %w", c.hold, ErrInvalidConfig)
+		return fmt.Errorf("keyedsem: WithReorderHold(%v): must be positive: %w", c.hold, semaphore.ErrInvalidConfig)
 	case c.order&orderPriorities != 0 && c.aging <= 0:
-		return fmt.Errorf("keyedsem: WithPriorities(%v): the step must be positive: %w", c.aging, ErrInvalidConfig)
+		return fmt.Errorf("keyedsem: WithPriorities(%v): the step must be positive: %w", c.aging, semaphore.ErrInvalidConfig)
 	}
 	return nil
 }
@@ -60,11 +60,11 @@ func checkOrder(c *config) error {
 // The refusals of a call's options: static, so that refusing costs no
 // allocation.
 var (
-	errNoPriorities = fmt.Errorf("keyedsem: Priority set without WithPriorities: %w", ErrInvalidConfig)
-	errNoSequence   = fmt.Errorf("keyedsem: Sequence set without WithSequenceOrder: %w", ErrInvalidConfig)
-	errNoGroup      = fmt.Errorf("keyedsem: Group set: a keyed semaphore has no fair share (WithFairShare is package semaphore's): %w", ErrInvalidConfig)
-	errLaneWeight   = fmt.Errorf("keyedsem: a lane's weight (lanequeue.LaneWeight): a keyed semaphore takes semaphore.Weight: %w", ErrInvalidConfig)
-	errPriority     = fmt.Errorf("keyedsem: Priority out of [-semaphore.MaxPriority, semaphore.MaxPriority]: %w", ErrInvalidConfig)
+	errNoPriorities = fmt.Errorf("keyedsem: Priority set without WithPriorities: %w", semaphore.ErrInvalidConfig)
+	errNoSequence   = fmt.Errorf("keyedsem: Sequence set without WithSequenceOrder: %w", semaphore.ErrInvalidConfig)
+	errNoGroup      = fmt.Errorf("keyedsem: Group set: a keyed semaphore has no fair share (WithFairShare is package semaphore's): %w", semaphore.ErrInvalidConfig)
+	errLaneWeight   = fmt.Errorf("keyedsem: a lane's weight (lanequeue.LaneWeight): a keyed semaphore takes semaphore.Weight: %w", semaphore.ErrInvalidConfig)
+	errPriority     = fmt.Errorf("keyedsem: Priority out of [-semaphore.MaxPriority, semaphore.MaxPriority]: %w", semaphore.ErrInvalidConfig)
 )
 
 // callOf reads a call's options: its weight (1 unless [semaphore.Weight]

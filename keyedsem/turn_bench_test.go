@@ -40,7 +40,7 @@ func BenchmarkHotKeyTurn(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for i := 0; pb.Next(); i++ {
-					var p keyedsem.Permit
+					var p semaphore.Permit
 					var err error
 					if c.turn == nil {
 						p, err = s.Acquire(ctx, k)

@@ -23,7 +23,7 @@ import (
 // served is what one labelled waiter got.
 type served struct {
 	label string
-	p     keyedsem.Permit
+	p     semaphore.Permit
 	err   error
 }
 
@@ -37,7 +37,7 @@ type line struct {
 	key  string
 	out  chan served
 	n    int // waiters queued so far
-	hold keyedsem.Permit
+	hold semaphore.Permit
 }
 
 func newLine(t *testing.T, s *keyedsem.Keyed[string], key string) *line {
@@ -273,7 +273,7 @@ func TestOrderOptionsRefused(t *testing.T) {
 		{"negative step", []keyedsem.Option{keyedsem.WithPriorities(-time.Second)}, "WithPriorities(-1s)"},
 	} {
 		err := keyedsem.Validate(c.opts...)
-		require.ErrorIs(t, err, keyedsem.ErrInvalidConfig, c.name)
+		require.ErrorIs(t, err, semaphore.ErrInvalidConfig, c.name)
 		assert.Contains(t, err.Error(), c.want, c.name)
 		assert.Panics(t, func() { keyedsem.New[string](c.opts...) }, c.name)
 	}
@@ -364,7 +364,7 @@ func TestOptionsRefusalsAndCounts(t *testing.T) {
 	defer s.Close()
 	before := s.Stats()
 	p, err := s.Acquire(bg, "k", lanequeue.LaneWeight("session", 3))
-	require.ErrorIs(t, err, keyedsem.ErrInvalidConfig)
+	require.ErrorIs(t, err, semaphore.ErrInvalidConfig)
 	require.False(t, p.Valid())
 	if _, ok := s.TryAcquire("k", lanequeue.LaneWeight("session", 3)); ok {
 		t.Fatal("TryAcquire took a lane's weight")

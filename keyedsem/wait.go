@@ -6,6 +6,7 @@ import (
 	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/internal/permit"
 	"github.com/sessionlane/lanes/internal/waitq"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // line is the waitq.Owner of one entry's queue: the entry's state word and
@@ -109,7 +110,7 @@ func clearQueued[K comparable](e *entry[K]) {
 // wait queues the caller, who holds a reference on e but no permits, for n
 // permits of e: at the tail, or by t (nil: the zero Turn) if s orders its
 // keys' waiters (see turnKey).
-func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64, t *call.Turn) (Permit, error) {
+func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64, t *call.Turn) (semaphore.Permit, error) {
 	if s.barging { // it orders nothing: callOf refused any place in line
 		return s.waitBarging(ctx, e, n)
 	}
@@ -125,7 +126,7 @@ func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64, t *call.Turn)
 // permit (the permits came free) or the error (the reference then
 // dropped) with a nil waiter. A Place (see Keyed.Join) is a waiter pushed
 // here whose await comes later.
-func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Turn) (*waitq.Waiter, Permit, error) {
+func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Turn) (*waitq.Waiter, semaphore.Permit, error) {
 	var pl waitq.Place
 	if s.order != 0 {
 		pl = s.placeOf(t) // before the lock: it may read the clock
@@ -136,7 +137,7 @@ func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Tu
 	held := s.hold != 0 && gapped(e.last, pl.Rank)
 	for err == nil {
 		if s.closed.Load() {
-			err = ErrClosed
+			err = semaphore.ErrClosed
 			break
 		}
 		st := e.state.Load()
@@ -166,7 +167,7 @@ func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Tu
 			continue
 		}
 		if s.maxWaiters > 0 && e.q.Len(s.maxWaiters) >= s.maxWaiters {
-			err = ErrQueueFull
+			err = semaphore.ErrQueueFull
 			break
 		}
 		// Set the queued bit before queueing, so that no lock-free acquire
@@ -185,7 +186,7 @@ func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Tu
 		} else {
 			s.rejected.Add(1)
 		}
-		return nil, Permit{}, err
+		return nil, semaphore.Permit{}, err
 	}
 	w := s.wcache.Get()
 	w.N = n
@@ -200,13 +201,13 @@ func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Tu
 	}
 	s.waiters.Add(1)
 	e.mu.Unlock()
-	return w, Permit{}, nil
+	return w, semaphore.Permit{}, nil
 }
 
 // await is the second half of wait, without the lock: it waits for w,
 // which enqueue pushed on e, and drops the caller's reference if no
 // permit comes.
-func (s *Keyed[K]) await(ctx context.Context, e *entry[K], w *waitq.Waiter) (Permit, error) {
+func (s *Keyed[K]) await(ctx context.Context, e *entry[K], w *waitq.Waiter) (semaphore.Permit, error) {
 	// waitq.Wait, written out so that the wait's hot part is a plain call
 	// (see waitq.Await).
 	var p permit.Permit
@@ -243,11 +244,11 @@ func (s *Keyed[K]) await(ctx context.Context, e *entry[K], w *waitq.Waiter) (Per
 		// Left, failed, or a grant given back: the reference goes, and
 		// with it the entry if it was the last.
 		s.release(e, 0)
-		return Permit{}, err
+		return semaphore.Permit{}, err
 	}
 	permit.OwnerOf(permit.TokenOf(p)).(*stripe[K]).waited.Add(1)
 	if s.tm != nil {
 		s.tm.Wait.Observe(s.hc.Precise() - since)
 	}
-	return Permit(p), nil
+	return semaphore.Permit(p), nil
 }

@@ -196,7 +196,7 @@ func TestCheckSeesALaneClosedThroughItsSemaphore(t *testing.T) {
 			s, err := q.KeyedSemaphore(lanequeue.SessionLane)
 			must(t, err)
 			s.Close()
-		}, keyedsem.ErrClosed},
+		}, semaphore.ErrClosed},
 	} {
 		t.Run(c.lane, func(t *testing.T) {
 			q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity)

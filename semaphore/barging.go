@@ -105,11 +105,11 @@ import (
 	"github.com/sessionlane/lanes/internal/waitq"
 )
 
-// DefaultBargingBound is sync.Mutex's starvation threshold.
-const DefaultBargingBound = time.Millisecond
+// defaultBargingBound is sync.Mutex's starvation threshold.
+const defaultBargingBound = time.Millisecond
 
 // WithBarging lets callers take free permits ahead of the line, for
-// throughput, while no waiter has waited bound ([DefaultBargingBound] if
+// throughput, while no waiter has waited bound (1ms, sync.Mutex's threshold, if
 // 0): an old waiter waits at most bound plus the holders' time.
 func WithBarging(bound time.Duration) Option {
 	return func(c *config) {
@@ -160,7 +160,7 @@ type barger struct {
 func newBarger(c *config) *barger {
 	b := &barger{bound: c.bargeBound}
 	if b.bound == 0 {
-		b.bound = DefaultBargingBound
+		b.bound = defaultBargingBound
 	}
 	_, b.real = c.clock.(clock.Real)
 	return b

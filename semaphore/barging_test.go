@@ -206,7 +206,6 @@ func TestBargingConfig(t *testing.T) {
 	require.ErrorIs(t, err, semaphore.ErrInvalidConfig)
 	require.Contains(t, err.Error(), "WithBarging(-1s)")
 	require.NoError(t, semaphore.Validate(1, semaphore.WithBarging(time.Second), semaphore.WithBarging(time.Millisecond)), "the same option twice: the last wins")
-	require.Equal(t, time.Millisecond, semaphore.DefaultBargingBound)
 }
 
 // Close fails every waiter of a barging semaphore, also one that is woken

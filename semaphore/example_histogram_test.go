@@ -13,7 +13,7 @@ import (
 // (grants that did not queue) and 10 of between 200ms and 500ms.
 func ExampleHistogram_Quantile() {
 	var h semaphore.Histogram
-	bounds := h.Bounds()
+	bounds := semaphore.HistogramBounds()
 	h.Counts[0], h.Counts[17] = 90, 10 // bounds[17] is 500ms
 	h.Count, h.Sum = 100, 3*time.Second
 	fmt.Println("bucket 17 holds waits up to", bounds[17])

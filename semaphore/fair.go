@@ -8,13 +8,13 @@ import (
 	"github.com/sessionlane/lanes/internal/waitq"
 )
 
-// MaxGroupWeight is the largest weight of a [WithFairShare] group.
-const MaxGroupWeight = 1000
+// maxGroupWeight is the largest weight of a WithFairShare group.
+const maxGroupWeight = 1000
 
 // WithFairShare orders the line by [Group], sharing the permits granted in
 // proportion to weight(group), or equally if weight is nil. weight is
 // called once per waiting call, concurrently, without a lock; a result
-// outside [1, [MaxGroupWeight]] fails that call with [ErrInvalidConfig].
+// outside [1, 1000] fails that call with [ErrInvalidConfig].
 func WithFairShare(weight func(group string) int) Option {
 	return func(c *config) {
 		c.fairSet = true
@@ -90,8 +90,8 @@ func (f *fairQueue) unit(group string) (int64, error) {
 		return fairScale, nil
 	}
 	w := f.weight(group)
-	if w < 1 || w > MaxGroupWeight {
-		return 0, fmt.Errorf("semaphore: WithFairShare: weight of group %q is %d, want 1 to %d: %w", group, w, MaxGroupWeight, ErrInvalidConfig)
+	if w < 1 || w > maxGroupWeight {
+		return 0, fmt.Errorf("semaphore: WithFairShare: weight of group %q is %d, want 1 to %d: %w", group, w, maxGroupWeight, ErrInvalidConfig)
 	}
 	return fairScale / int64(w), nil
 }

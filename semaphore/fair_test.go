@@ -279,13 +279,13 @@ func TestFairShareRefusals(t *testing.T) {
 
 	s := semaphore.New(1, semaphore.WithFairShare(func(g string) int {
 		if g == "big" {
-			return semaphore.MaxGroupWeight + 1
+			return 1001 // above the largest weight, 1000
 		}
 		return 1
 	}))
 	hold := take(t, s, 1)
 	if p, err := s.Acquire(ctx, 1, semaphore.Group("big")); !errors.Is(err, semaphore.ErrInvalidConfig) || p.Valid() {
-		t.Fatalf("a weight above MaxGroupWeight: (%v, %v), want ErrInvalidConfig", p.Valid(), err)
+		t.Fatalf("a weight above 1000: (%v, %v), want ErrInvalidConfig", p.Valid(), err)
 	}
 	if st := s.Stats(); st.Waiters != 0 || st.Rejected != 1 {
 		t.Fatalf("after the refusal: %+v, want nobody waiting and one rejected", st)

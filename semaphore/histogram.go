@@ -22,9 +22,6 @@ type Histogram struct {
 	Sum    time.Duration
 }
 
-// Bounds returns [HistogramBounds].
-func (h *Histogram) Bounds() [HistogramBuckets - 1]time.Duration { return hist.Bounds }
-
 // Add adds o's counts and sum to h.
 func (h *Histogram) Add(o Histogram) {
 	for i := range h.Counts {

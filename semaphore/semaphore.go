@@ -36,7 +36,7 @@ type Clock = clock.Clock
 type Timer = clock.Timer
 
 // Sentinel errors, defined here once and shared by every lanes package
-// (keyedsem.ErrClosed == semaphore.ErrClosed); a lane may wrap them.
+// (semaphore.ErrClosed == semaphore.ErrClosed); a lane may wrap them.
 var (
 	// ErrClosed: the semaphore was closed, before the call or while it waited.
 	ErrClosed = errors.New("lanes: closed")

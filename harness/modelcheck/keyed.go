@@ -19,7 +19,7 @@ import (
 // keyedServed is what one acquire goroutine of the keyed driver returned.
 type keyedServed struct {
 	id  int
-	p   keyedsem.Permit
+	p   semaphore.Permit
 	err error
 }
 
@@ -42,8 +42,8 @@ type keyedRun struct {
 	running  int                        // goroutines whose result is not yet received
 	waiting  map[int]context.CancelFunc // queued waiters by id; nil: a context that cannot end
 	keyOf    map[int]string             // the key of every acquire by id
-	permits  map[int]keyedsem.Permit    // permits out by id
-	released map[int]keyedsem.Permit    // permits released, for double and stale releases
+	permits  map[int]semaphore.Permit    // permits out by id
+	released map[int]semaphore.Permit    // permits released, for double and stale releases
 	weights  map[int]int64
 	journal  // the steps, for failure messages
 }
@@ -132,8 +132,8 @@ func newKeyedRun(t *rapid.T, has func(*keyedsem.Keyed[string], string) bool) *ke
 		results:  make(chan keyedServed, 1024),
 		waiting:  map[int]context.CancelFunc{},
 		keyOf:    map[int]string{},
-		permits:  map[int]keyedsem.Permit{},
-		released: map[int]keyedsem.Permit{},
+		permits:  map[int]semaphore.Permit{},
+		released: map[int]semaphore.Permit{},
 		weights:  map[int]int64{},
 	}
 	for i := range nkeys {
@@ -165,7 +165,7 @@ func keyedErrOf(e model.Err) error {
 	if e == model.InvalidTurn {
 		return semaphore.ErrInvalidConfig
 	}
-	return errOf(e, keyedsem.ErrClosed, keyedsem.ErrQueueFull)
+	return errOf(e, semaphore.ErrClosed, semaphore.ErrQueueFull)
 }
 
 // drawTurn draws the Turn of an acquire (ok false: a plain Acquire): mostly
@@ -308,7 +308,7 @@ func (r *keyedRun) acquire(t *rapid.T) {
 	}
 	r.running++
 	go func() {
-		var p keyedsem.Permit
+		var p semaphore.Permit
 		var err error
 		if withTurn {
 			p, err = r.s.Acquire(ctx, key, append(optsOf(turn), semaphore.Weight(n))...)
