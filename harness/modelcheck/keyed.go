@@ -42,8 +42,8 @@ type keyedRun struct {
 	running  int                        // goroutines whose result is not yet received
 	waiting  map[int]context.CancelFunc // queued waiters by id; nil: a context that cannot end
 	keyOf    map[int]string             // the key of every acquire by id
-	permits  map[int]semaphore.Permit    // permits out by id
-	released map[int]semaphore.Permit    // permits released, for double and stale releases
+	permits  map[int]semaphore.Permit   // permits out by id
+	released map[int]semaphore.Permit   // permits released, for double and stale releases
 	weights  map[int]int64
 	journal  // the steps, for failure messages
 }
