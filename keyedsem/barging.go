@@ -135,14 +135,7 @@ func (s *Keyed[K]) waitBarging(ctx context.Context, e *entry[K], n int64) (semap
 		}
 	}
 	if err != nil {
-		st := s.unrefLocked(e, 0)
-		e.mu.Unlock()
-		s.settle(e, st)
-		if cancelled {
-			s.cancelled.Add(1)
-		} else {
-			s.rejected.Add(1)
-		}
+		s.refuseLocked(e, cancelled)
 		return semaphore.Permit{}, err
 	}
 	w := s.wcache.Get()
@@ -247,20 +240,14 @@ func (s *Keyed[K]) bargeAged(e *entry[K], w *waitq.Waiter) bool {
 // bargeLeave takes w, whose context ended before it was woken, out of the
 // queue and reports true; false if it was served or woken meanwhile.
 func (s *Keyed[K]) bargeLeave(e *entry[K], w *waitq.Waiter) bool {
-	l := line[K]{s, e}
 	e.mu.Lock()
-	if w.Served() {
+	left, serveNext := waitq.Unqueue(&e.q, line[K]{s, e}, w, waitq.Cancelled)
+	if !left {
 		e.mu.Unlock()
 		return false
 	}
-	l.Count(waitq.Cancelled)
-	wasHead := e.q.Head() == w
-	e.q.Unlink(w)
-	l.Dequeued(w.N)
 	var wake waitq.Chain
-	if e.q.Empty() {
-		clearBits(e, queuedBit|kStrict)
-	} else if wasHead {
+	if serveNext {
 		s.bargeServeLocked(e, &wake)
 	}
 	e.mu.Unlock()
@@ -377,7 +364,7 @@ func (s *Keyed[K]) bargeServeLocked(e *entry[K], c *waitq.Chain) {
 			e.q.Nudge(h, c)
 			line[K]{s, e}.Dequeued(h.N)
 			if e.q.Empty() {
-				clearQueued(e)
+				clearBits(e, queuedBit)
 			}
 			return
 		}

@@ -84,26 +84,16 @@ func (s *Keyed[K]) untoken(pt *permit.Token) {
 
 func (l line[K]) Dequeued(int64) { l.s.waiters.Add(-1) }
 
-// Emptied clears the queued bit: the waiters' references are still held
-// (or have become holders'), so the entry stays busy.
-func (l line[K]) Emptied() { clearQueued(l.e) }
+// Emptied clears the queued bit, and barging's strict bit with it (set
+// only under WithBarging): the waiters' references are still held (or
+// have become holders'), so the entry stays busy.
+func (l line[K]) Emptied() { clearBits(l.e, queuedBit|kStrict) }
 
 func (l line[K]) Count(e waitq.Ending) {
 	if e == waitq.Failed {
 		l.s.failed.Add(1)
 	} else {
 		l.s.cancelled.Add(1) // keyed semaphores have no maximum wait
-	}
-}
-
-// clearQueued clears e's queued bit. It must be called with e.mu held, by
-// a holder of a reference, once the queue is empty.
-func clearQueued[K comparable](e *entry[K]) {
-	for {
-		st := e.state.Load()
-		if st&queuedBit == 0 || e.state.CompareAndSwap(st, st&^queuedBit) {
-			return
-		}
 	}
 }
 
@@ -178,14 +168,7 @@ func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Tu
 		}
 	}
 	if err != nil {
-		st := s.unrefLocked(e, 0)
-		e.mu.Unlock()
-		s.settle(e, st)
-		if cancelled {
-			s.cancelled.Add(1)
-		} else {
-			s.rejected.Add(1)
-		}
+		s.refuseLocked(e, cancelled)
 		return nil, semaphore.Permit{}, err
 	}
 	w := s.wcache.Get()
@@ -202,6 +185,20 @@ func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Tu
 	s.waiters.Add(1)
 	e.mu.Unlock()
 	return w, semaphore.Permit{}, nil
+}
+
+// refuseLocked ends an admission to e refused under e.mu, which it
+// unlocks: the caller's reference goes (and the entry with it, if it was
+// the last), and the call is counted, as cancelled or rejected.
+func (s *Keyed[K]) refuseLocked(e *entry[K], cancelled bool) {
+	st := s.unrefLocked(e, 0)
+	e.mu.Unlock()
+	s.settle(e, st)
+	if cancelled {
+		s.cancelled.Add(1)
+	} else {
+		s.rejected.Add(1)
+	}
 }
 
 // await is the second half of wait, without the lock: it waits for w,

@@ -405,21 +405,15 @@ func (s *Weighted) markOld(w *waitq.Waiter, b *barger, ws *waitState) {
 // queue, and reports true; or reports false if it was served or woken
 // meanwhile (its wake-up is then on its way).
 func (s *Weighted) leaveBarging(w *waitq.Waiter, b *barger, end waitq.Ended) bool {
-	o := (*owner)(s)
 	s.mu.Lock()
-	if w.Served() {
+	left, serveNext := waitq.Unqueue(&s.q, (*owner)(s), w, end.How)
+	if !left {
 		s.mu.Unlock()
 		return false
 	}
-	o.Count(end.How)
-	wasHead := s.q.Head() == w
-	s.q.Unlink(w)
-	o.Dequeued(w.N)
 	var wake waitq.Chain
-	if s.q.Empty() {
-		o.Emptied()
-	} else if wasHead {
-		s.bargeServeLocked(b, &wake) // the next may fit where w did not
+	if serveNext {
+		s.bargeServeLocked(b, &wake)
 	}
 	s.mu.Unlock()
 	s.wcache.Put(w)

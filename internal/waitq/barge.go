@@ -46,6 +46,3 @@ func (q *Queue) Rejoin(w *Waiter) {
 	q.head.prev = w
 	q.head = w
 }
-
-// Unlink takes w, queued and unserved, out of q; the owner counts it.
-func (q *Queue) Unlink(w *Waiter) { unlink(q, w) }

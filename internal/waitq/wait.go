@@ -196,24 +196,42 @@ func Outcome(c *Cache, w *Waiter) (permit.Permit, error) {
 // it receives the wake-up and gives a grant back instead.
 func leave[O Owner](q *Queue, o O, c *Cache, w *Waiter, err error, how Ending) error {
 	o.Lock()
-	if w.served {
+	left, serveNext := Unqueue(q, o, w, how)
+	if !left {
 		o.Unlock()
 		<-w.ready // sent just after the waker unlocked
 		return handBack(q, o, c, w, err, how)
 	}
-	o.Count(how)
-	wasHead := q.head == w
-	remove(q, o, w)
 	var chain Chain
-	if q.head == nil {
-		o.Emptied()
-	} else if wasHead {
+	if serveNext {
 		Grant(q, o, &chain)
 	}
 	o.Unlock()
 	c.Put(w)
 	chain.Wake()
 	return err
+}
+
+// Unqueue is the leaving of a waiter whose wait ended (how) before its
+// wake-up, the one step every wait loop takes, FIFO or barging: it takes
+// w out of q and counts the ending, and reports true; or, if w was served
+// or nudged meanwhile (its wake-up is on its way), it does nothing and
+// reports false. serveNext reports that w was the head and others wait,
+// who may fit where it did not: the caller serves them by its policy
+// (Grant, or a barging owner's own loop). An emptied queue is told to the
+// owner. It must be called with the owner's lock held.
+func Unqueue[O Owner](q *Queue, o O, w *Waiter, how Ending) (left, serveNext bool) {
+	if w.served {
+		return false, false
+	}
+	o.Count(how)
+	wasHead := q.head == w
+	remove(q, o, w)
+	if q.head == nil {
+		o.Emptied()
+		return true, false
+	}
+	return true, wasHead
 }
 
 // handBack ends the wait of w, served and woken, after its wait ended with
