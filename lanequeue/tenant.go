@@ -71,11 +71,12 @@ func (l *fairLane[K]) Acquire(ctx context.Context, key K, n int64) (semaphore.Pe
 // acquireTurn is the lane's side of the queue's acquire options: the
 // call's group, if it gives one, else the key's tenant.
 func (l *fairLane[K]) acquireTurn(ctx context.Context, key K, n int64, t call.Turn) (semaphore.Permit, error) {
-	// A fair lane orders by group alone (fair share excludes the other
-	// ordering options), so the call's other fields are not its concern.
+	// The call's priority too, leniently: a fair lane may be made with
+	// semaphore.WithPriorities as well (they compose), and one without
+	// drops it. A sequence is never a semaphore's concern.
 	g := t.Group
 	if g == "" {
 		g = l.group(key)
 	}
-	return l.s.Acquire(ctx, n, semaphore.Group(g))
+	return l.s.Acquire(ctx, n, call.Lenient, semaphore.Priority(t.Priority), semaphore.Group(g))
 }
