@@ -21,8 +21,10 @@
 // overtaken); nothing orders different keys. [WithPriorities]
 // ([semaphore.Priority], aged as in package semaphore) and
 // [WithSequenceOrder] ([semaphore.Sequence]) order each key's line, alone
-// or together (number order within a priority); [WithBarging], which
-// orders nothing, takes neither. With [WithReorderHold](d) too, a caller numbered n waits,
+// or together: number order within a priority, except that a newcomer
+// never passes a waiter it does not go ahead of (a higher priority that an
+// older, lower one has aged past keeps later numbers of that lower one
+// behind it). [WithBarging], which orders nothing, takes neither. With [WithReorderHold](d) too, a caller numbered n waits,
 // even on a free key, until the key has granted n-1 or more, or until one
 // of the key's waiters has waited d: its line then goes in number order,
 // each such grant counted in [Stats].HoldsRunOut. A number at or below the

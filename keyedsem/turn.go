@@ -35,7 +35,8 @@ func WithPriorities(step time.Duration) Option {
 // waits for a number that has not arrived, unless [WithReorderHold] is given.
 func WithSequenceOrder() Option { return func(c *config) { c.order |= orderSequence } }
 
-// WithReorderHold(d), with WithSequenceOrder, holds back a caller whose
+// WithReorderHold(d), with WithSequenceOrder and without WithPriorities,
+// holds back a caller whose
 // predecessor has not come, for at most d (positive), once the key has
 // granted a number (a new or evicted key's first goes): see the package doc.
 func WithReorderHold(d time.Duration) Option {
@@ -46,9 +47,14 @@ func WithReorderHold(d time.Duration) Option {
 func checkOrder(c *config) error {
 	switch {
 	case c.barging && c.order != 0:
-		return fmt.Errorf("keyedsem: WithBarging with WithPriorities or WithSequenceOrder: one ordering option at most: %w", semaphore.ErrInvalidConfig)
+		return fmt.Errorf("keyedsem: WithBarging lets callers pass the line, so it takes no WithPriorities or WithSequenceOrder: %w", semaphore.ErrInvalidConfig)
 	case c.holdSet && c.order&orderSequence == 0:
 		return fmt.Errorf("keyedsem: WithReorderHold without WithSequenceOrder: %w", semaphore.ErrInvalidConfig)
+	case c.holdSet && c.order&orderPriorities != 0:
+		// A higher priority lets a later number go first, and the hold
+		// would then hold the whole line behind it for numbers that may
+		// never come.
+		return fmt.Errorf("keyedsem: WithReorderHold with WithPriorities: the hold waits for numbers in order, which priorities let pass: %w", semaphore.ErrInvalidConfig)
 	case c.holdSet && c.hold <= 0:
 		return fmt.Errorf("keyedsem: WithReorderHold(%v): must be positive: %w", c.hold, semaphore.ErrInvalidConfig)
 	case c.order&orderPriorities != 0 && c.aging <= 0:

@@ -269,6 +269,7 @@ func TestOrderOptionsRefused(t *testing.T) {
 		opts []keyedsem.Option
 		want string
 	}{
+		{"hold with priorities", []keyedsem.Option{keyedsem.WithPriorities(time.Second), keyedsem.WithSequenceOrder(), keyedsem.WithReorderHold(time.Second)}, "WithReorderHold with WithPriorities"},
 		{"zero step", []keyedsem.Option{keyedsem.WithPriorities(0)}, "WithPriorities(0s)"},
 		{"negative step", []keyedsem.Option{keyedsem.WithPriorities(-time.Second)}, "WithPriorities(-1s)"},
 	} {
@@ -380,4 +381,29 @@ func TestOptionsRefusalsAndCounts(t *testing.T) {
 	require.Equal(t, before.Rejected+1, st.Rejected, "only the Acquire's refusal counts as rejected")
 	require.Equal(t, before.Cancelled+1, st.Cancelled)
 	require.Zero(t, st.Held)
+}
+
+// Priorities and sequence order together, where they meet: message 5 has
+// waited two steps when a message of priority 1 comes, which does not pass
+// it (5 has aged past it); message 3, of 5's priority, comes last, and
+// does not pass the priority-1 message (a lower priority never passes a
+// higher one that has not aged), so it goes after 5. The bound is kept at
+// the cost of number order, as the package doc says; without the message
+// between them, 3 passes 5.
+func TestPrioritiesAndSequenceKeepTheBoundOverNumberOrder(t *testing.T) {
+	s, fake := newOrdered(t, keyedsem.WithPriorities(time.Second), keyedsem.WithSequenceOrder())
+	l := newLine(t, s, "thread")
+	l.queue("5", []semaphore.AcquireOption{semaphore.Sequence(5)})
+	fake.Advance(2 * time.Second)
+	l.queue("urgent", []semaphore.AcquireOption{semaphore.Priority(1), semaphore.Sequence(6)})
+	l.queue("3", []semaphore.AcquireOption{semaphore.Sequence(3)})
+	assert.Equal(t, []string{"5", "urgent", "3"}, l.order())
+
+	s, fake = newOrdered(t, keyedsem.WithPriorities(time.Second), keyedsem.WithSequenceOrder())
+	l = newLine(t, s, "thread")
+	l.queue("5", []semaphore.AcquireOption{semaphore.Sequence(5)})
+	fake.Advance(2 * time.Second)
+	l.queue("3", []semaphore.AcquireOption{semaphore.Sequence(3)})
+	l.queue("urgent", []semaphore.AcquireOption{semaphore.Priority(1), semaphore.Sequence(6)})
+	assert.Equal(t, []string{"3", "5", "urgent"}, l.order())
 }

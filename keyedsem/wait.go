@@ -99,7 +99,7 @@ func (l line[K]) Count(e waitq.Ending) {
 
 // wait queues the caller, who holds a reference on e but no permits, for n
 // permits of e: at the tail, or by t (nil: the zero Turn) if s orders its
-// keys' waiters (see turnKey).
+// keys' waiters (see placeOf).
 func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64, t *call.Turn) (semaphore.Permit, error) {
 	if s.barging { // it orders nothing: callOf refused any place in line
 		return s.waitBarging(ctx, e, n)

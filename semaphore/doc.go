@@ -37,11 +37,14 @@
 //     one largest request; a group that stops waiting keeps no credit and
 //     no debt. Within a group, FIFO.
 //
-// A newcomer whose turn comes first joins ahead of the head, but a request
-// at the head that does not fit is not overtaken by anyone behind it, nor
-// by TryAcquire: it holds every band and group back, and no grant is made
-// meanwhile, so it holds them for no longer than the holders of that
-// moment take to give back what it lacks. [WithBarging] instead lets
+// A newcomer is placed once, as it joins, and passes only waiters it goes
+// ahead of by these rules; so where a waiter of a higher band stands behind
+// an older one it could not pass, later callers of the lower band queue
+// behind it, out of group order. A request at the head that does not fit
+// is not overtaken by anyone behind it, nor by TryAcquire: it holds back
+// every band and group, and is itself passed only by newcomers whose turn
+// comes before its own (a higher band within the aging bound, a group
+// whose turn comes first). [WithBarging] instead lets
 // running callers take free permits ahead of the line, as with
 // sync.Mutex, until a waiter has waited the bound, then FIFO until no
 // waiter that old is left; it orders nothing, so it takes neither option.

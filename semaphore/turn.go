@@ -55,7 +55,7 @@ func (a *aging) start(step time.Duration, now time.Time) {
 
 // placeOf returns the place in line of a waiter of turn t arriving now:
 // its priority and arrival, under WithPriorities (the rank, under
-// WithFairShare, is given under mu: see fairRank). The order they make is
+// WithFairShare, is given under mu: see fairKey). The order they make is
 // waitq.Ahead's.
 func (s *Weighted) placeOf(t *call.Turn) waitq.Place {
 	if s.prio.step == 0 {

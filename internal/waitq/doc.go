@@ -80,6 +80,12 @@
 // PushOrdered. The owner gives each waiter its [Place] before pushing; the
 // decision is made once, as it joins ([Ahead]), and the list is never
 // sorted again (two waiters of one band age alike, and no rank changes).
+// Ahead is not transitive across bands: a waiter of band 1 behind an older
+// one of band 0 that has aged past it cannot be passed by a later waiter
+// of band 0, which therefore stays behind it whatever its rank. The rule
+// kept is the bound (nobody is passed by a waiter that does not go ahead
+// of it); rank order within a band holds between waiters that no such
+// higher-band waiter separates.
 // Grant serves the head while it fits and stops at the first that does
 // not, so a heavy head is never overtaken; a newcomer that goes ahead of
 // the head takes its permits at once if they are free, as from an empty
