@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -542,7 +543,7 @@ func smallMixed() mixedConfig {
 		UserGap: 8 * time.Millisecond, UserLatency: 300 * time.Microsecond,
 		HeartbeatEvery: 10 * time.Millisecond, HeartbeatLatency: 100 * time.Microsecond,
 		CronFirst: 5 * time.Millisecond, CronEvery: 20 * time.Millisecond, CronLatency: time.Millisecond,
-		Jitter: 0.5, Aging: 10 * time.Millisecond, Seed: 3, Duration: time.Minute,
+		Jitter: 0.5, Aging: 10 * time.Millisecond, Seed: 3,
 	}
 }
 
@@ -554,13 +555,13 @@ func smallMixed() mixedConfig {
 // tenant sending the same messages alone as beside the big one.
 func TestMixedAccounting(t *testing.T) {
 	mc := smallMixed()
-	rep, err := simulateMixedAll(context.Background(), mc, nil)
+	rep, err := simulateMixedAll(mc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	runs := mixedRuns(mc)
-	if len(rep.Results) != len(runs) || len(runs) != 4 || !rep.OK || rep.Small != "small" {
-		t.Fatalf("report %+v; want 4 runs, OK, small tenant \"small\"", rep)
+	if len(rep.Results) != len(runs) || len(runs) != 6 || !rep.OK || rep.Small != "small" {
+		t.Fatalf("report %+v; want 6 runs, OK, small tenant \"small\"", rep)
 	}
 	for k, r := range rep.Results {
 		var classes [numClasses]int
@@ -576,7 +577,7 @@ func TestMixedAccounting(t *testing.T) {
 		}
 		sumC, sumT := 0, 0
 		for c, row := range r.Classes {
-			if row.Name != classInfo[c].Name || row.Planned != classes[c] || row.Handled != row.Planned || row.P99 < row.P50 {
+			if row.Name != classInfo[c].Name || row.Planned != classes[c] || row.Handled != row.Planned || row.P99 < row.P50 || row.Wait99 < row.Wait50 || row.P99 < row.Wait99 {
 				t.Errorf("%s: class row %+v; want %q, %d planned and handled", r.Run, row, classInfo[c].Name, classes[c])
 			}
 			if row.Planned == 0 {
@@ -588,6 +589,13 @@ func TestMixedAccounting(t *testing.T) {
 			if row.Name != mc.Tenants[ti].Name || row.Planned != tenants[ti] || row.Handled != row.Planned {
 				t.Errorf("%s: tenant row %+v; want %q, %d planned and handled", r.Run, row, mc.Tenants[ti].Name, tenants[ti])
 			}
+			byClass := 0
+			for _, cr := range r.TenantClasses[ti] {
+				byClass += cr.Handled
+			}
+			if byClass != row.Handled {
+				t.Errorf("%s: tenant %s's classes add up to %d of its %d", r.Run, row.Name, byClass, row.Handled)
+			}
 			sumT += row.Handled
 		}
 		if r.Handled != r.Planned || sumC != r.Handled || sumT != r.Handled {
@@ -598,7 +606,7 @@ func TestMixedAccounting(t *testing.T) {
 				r.Run, r.MaxPerKey, r.OrderViolations, r.Miscounted, r.MaxInFlight, mc.Global)
 		}
 	}
-	fifo, alone := rep.Results[0], rep.Results[3]
+	fifo, alone := rep.Results[0], rep.Results[len(runs)-1]
 	if alone.Tenants[0].Planned != 0 || alone.Tenants[1].Planned != fifo.Tenants[1].Planned {
 		t.Errorf("alone: big %d planned, small %d (beside big: %d); want 0 and the same", alone.Tenants[0].Planned, alone.Tenants[1].Planned, fifo.Tenants[1].Planned)
 	}
@@ -607,9 +615,68 @@ func TestMixedAccounting(t *testing.T) {
 	}
 	var out bytes.Buffer
 	printMixed(&out, rep)
-	for _, want := range []string{"user turn", "heartbeat", "cron job", "small alone", "fair share", "target at most 0.5x", "target at most 2x", "OK"} {
+	for _, want := range []string{"user turn", "heartbeat", "cron job", "small alone", "fair share", "split lanes", "prio + fair, one lane",
+		"at most 1.2x", "user turns' p99 wait", "small tenant's p99 wait", "target at most 0.5x", "target at most 2x", "Simulated time", "OK"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("mixed table lacks %q:\n%s", want, out.String())
+		}
+	}
+	checkColumns(t, "lanesim -mixed", out.String())
+}
+
+// mixedGoalConfig is the default mixed workload at two fifths of its size
+// (200 threads and 2 beside a global lane of 20): the same storms over the
+// same second, for the race detector's time.
+func mixedGoalConfig() mixedConfig {
+	mc := defaultMixed()
+	mc.Tenants = []tenant{{Name: "big", Threads: 200}, {Name: "small", Threads: 2}}
+	mc.Global = 20
+	return mc
+}
+
+// TestMixedComposedGoal holds the lane with priorities and fair share
+// composed to issue 23's goal for the user turns: their p99 wait at most
+// 1.2x the better of priorities alone and fair share alone (on FIFO it is
+// tens of times that). For the small tenant the goal is missed, by design
+// of the order (the priority comes first: its heartbeats and cron jobs wait
+// for the big tenant's user turns, which fair share alone lets them pass;
+// see printMixed): the test holds the composed lane to what it does give
+// the small tenant, a p99 wait below what priorities alone give it.
+func TestMixedComposedGoal(t *testing.T) {
+	rep, err := simulateMixedAll(mixedGoalConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := rep.Users
+	if !u.Met || u.Ratio > composedGoal {
+		t.Errorf("user turns' p99 wait on one lane %v, best alone %v (%s): %.2fx; want at most %.1fx",
+			u.Composed, u.Best, u.BestRun, u.Ratio, composedGoal)
+	}
+	small := slices.IndexFunc(rep.Config.Tenants, func(tn tenant) bool { return tn.Name == rep.Small })
+	composed, pri := rep.find(runComposed).Tenants[small].Wait99, rep.find(runPriority).Tenants[small].Wait99
+	if composed >= pri {
+		t.Errorf("small tenant's p99 wait on one lane %v, with priorities alone %v; want fair share to lower it", composed, pri)
+	}
+}
+
+// TestMixedDeterministic: a run is the same, figure for figure, however
+// the places' goroutines are scheduled (simLine keeps their timing out of
+// the order).
+func TestMixedDeterministic(t *testing.T) {
+	mc := smallMixed()
+	mc.Tenants = []tenant{{Name: "big", Threads: 30}, {Name: "small", Threads: 2}}
+	run := mixedRuns(mc)[4]
+	a, err := simulateMixed(mc, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		b, err := simulateMixed(mc, run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("two runs of one seed differ:\n%+v\n%+v", a, b)
 		}
 	}
 }
