@@ -3,8 +3,6 @@ package keyedsem
 import (
 	"context"
 	"errors"
-	"sync"
-	"sync/atomic"
 
 	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/internal/permit"
@@ -18,23 +16,9 @@ import (
 // for itself: wait for them from different goroutines.
 type Place[K comparable] struct {
 	s   *Keyed[K]
-	r   *place
+	r   *waitq.Spot // its owner is the *entry[K] the place holds a reference on
 	gen uint64
 }
-
-// place is the record behind a Place, pooled: whoever moves its generation
-// on from the one its Place carries owns the place, takes its fields and
-// puts it back at once, so that every other copy of that Place (whose
-// generation is now behind) finds it used, also once the record serves a
-// later Join. Generations are 64-bit and never wrap.
-type place struct {
-	gen atomic.Uint64
-	e   any              // the *entry[K] the place holds a reference on
-	w   *waitq.Waiter    // the waiter in the entry's queue; nil when granted at Join
-	p   semaphore.Permit // the permit, when granted at Join
-}
-
-var places = sync.Pool{New: func() any { return new(place) }}
 
 // errLeft is the ending of a waiter whose place was given up (Leave), for
 // the engine; no caller sees it.
@@ -75,32 +59,28 @@ func (s *Keyed[K]) joinAt(key K, n int64, t *call.Turn) (Place[K], error) {
 		s.rejected.Add(1) // ErrTooManyKeys or errTooManyRefs: ctx never ends
 		return Place[K]{}, err
 	}
-	r := places.Get().(*place)
+	var w *waitq.Waiter
+	var p semaphore.Permit
 	if took && !s.holds(t) {
-		r.p = s.grant(e, n)
+		p = s.grant(e, n)
 	} else {
-		w, p, err := s.enqueue(ctx, e, n, t)
-		if err != nil { // enqueue dropped the reference and counted
-			places.Put(r)
-			return Place[K]{}, err
+		// p when the permits came free meanwhile (w nil)
+		if w, p, err = s.enqueue(ctx, e, n, t); err != nil {
+			return Place[K]{}, err // enqueue dropped the reference and counted
 		}
-		r.w, r.p = w, p // p when the permits came free meanwhile (w nil)
 	}
-	r.e = e
-	return Place[K]{s: s, r: r, gen: r.gen.Load()}, nil
+	r, gen := waitq.NewSpot(e, w, permit.Permit(p))
+	return Place[K]{s: s, r: r, gen: gen}, nil
 }
 
 // take makes the caller the one user of the place and returns what it
 // holds, or reports that the place was used already.
-func (p Place[K]) take() (e *entry[K], w *waitq.Waiter, granted semaphore.Permit, ok bool) {
-	r := p.r
-	if r == nil || !r.gen.CompareAndSwap(p.gen, p.gen+1) {
+func (p Place[K]) take() (*entry[K], *waitq.Waiter, semaphore.Permit, bool) {
+	e, w, granted, ok := waitq.Take(p.r, p.gen)
+	if !ok {
 		return nil, nil, semaphore.Permit{}, false
 	}
-	e, w, granted = r.e.(*entry[K]), r.w, r.p
-	r.e, r.w, r.p = nil, nil, semaphore.Permit{}
-	places.Put(r)
-	return e, w, granted, true
+	return e.(*entry[K]), w, semaphore.Permit(granted), true
 }
 
 // Wait waits for the place's permits, as [semaphore.Place.Wait] does.

@@ -3,8 +3,6 @@ package semaphore
 import (
 	"context"
 	"errors"
-	"sync"
-	"sync/atomic"
 
 	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/internal/permit"
@@ -16,22 +14,9 @@ import (
 // leaks its permits. It counts as a waiter. The zero Place is used.
 type Place struct {
 	s   *Weighted
-	r   *place
+	r   *waitq.Spot
 	gen uint64
 }
-
-// place is the record behind a Place, pooled: whoever moves its generation
-// on from the one its Place carries owns the place, takes its fields and
-// puts it back at once, so that every other copy of that Place finds it
-// used, also once the record serves a later Join. Generations are 64-bit
-// and never wrap.
-type place struct {
-	gen atomic.Uint64
-	w   *waitq.Waiter // the waiter in the queue; nil when granted at Join
-	p   Permit        // the permit, when granted at Join
-}
-
-var places = sync.Pool{New: func() any { return new(place) }}
 
 // errLeft is the ending of a waiter whose place was given up (Leave), for
 // the engine; no caller sees it.
@@ -73,24 +58,17 @@ func (s *Weighted) Join(n int64, opts ...AcquireOption) (Place, error) {
 	return s.placed(w, Permit{}), nil
 }
 
-// placed returns a Place on a pooled record holding w or p.
+// placed returns a Place on a pooled spot holding w or p.
 func (s *Weighted) placed(w *waitq.Waiter, p Permit) Place {
-	r := places.Get().(*place)
-	r.w, r.p = w, p
-	return Place{s: s, r: r, gen: r.gen.Load()}
+	r, gen := waitq.NewSpot(nil, w, permit.Permit(p))
+	return Place{s: s, r: r, gen: gen}
 }
 
 // take makes the caller the one user of the place and returns what it
 // holds, or reports that the place was used already.
-func (p Place) take() (w *waitq.Waiter, granted Permit, ok bool) {
-	r := p.r
-	if r == nil || !r.gen.CompareAndSwap(p.gen, p.gen+1) {
-		return nil, Permit{}, false
-	}
-	w, granted = r.w, r.p
-	r.w, r.p = nil, Permit{}
-	places.Put(r)
-	return w, granted, true
+func (p Place) take() (*waitq.Waiter, Permit, bool) {
+	_, w, granted, ok := waitq.Take(p.r, p.gen)
+	return w, Permit(granted), ok
 }
 
 // Wait waits for the place's permits as Acquire does, WithMaxWait counting
