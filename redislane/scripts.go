@@ -9,7 +9,8 @@ import "github.com/redis/go-redis/v9"
 //	{lanes:<name>}:meta   hash: limit, lterm (a fleet lane's: the term in
 //	                      which its limit was written), kind, fence (the
 //	                      last fencing token),
-//	                      qu (quarantine until, ms), ml (longest lease seen,
+//	                      qu (quarantine until, ms), cu (closed until, ms:
+//	                      a cooldown, see coolScript), ml (longest lease seen,
 //	                      ms), epoch (creation time, ms), rid (the run_id and
 //	                      replication id of the server that last found the
 //	                      state lost), term (a fleet lane's). No TTL: it is what
@@ -114,8 +115,8 @@ end
 -- instance's last read, else 0).
 local function meta(mk, limit, kind, lease, quar, seen, lv)
   seen, lv = seen or 0, lv or 0
-  local m = redis.call('HMGET', mk, 'limit', 'kind', 'qu', 'ml', 'fence', 'rid', 'term', 'lterm')
-  local M = {mk = mk, rid = server_id(), ok = true}
+  local m = redis.call('HMGET', mk, 'limit', 'kind', 'qu', 'ml', 'fence', 'rid', 'term', 'lterm', 'cu')
+  local M = {mk = mk, rid = server_id(), ok = true, cu = tonumber(m[9]) or 0}
   if not m[1] then
     M.qu, M.ml, M.fence, M.term = 0, lease, 0, 0
     redis.call('HSET', mk, 'kind', kind, 'ml', lease, 'fence', 0, 'epoch', s(now))
@@ -140,6 +141,11 @@ local function meta(mk, limit, kind, lease, quar, seen, lv)
   end
   return M
 end
+
+-- shut tells a lane that grants nothing now: quarantined, or closed by a
+-- cooldown (cu); reopen is when it grants again.
+local function shut(M) return now < M.qu or now < M.cu end
+local function reopen(M) return math.max(M.qu, M.cu) end
 
 -- next_fence returns the next fencing token: one more than the last, and
 -- never below the server's clock in microseconds, so that tokens keep
@@ -262,7 +268,7 @@ end
 -- is SPUBLISH (sharded pub/sub: a Cluster delivers on the lane's node only)
 -- or PUBLISH.
 local function pump(B, M, chan, pub)
-  if now < M.qu then return end
+  if shut(M) then return end
   for _ = 1, 64 do
     local head = B.head
     if not head then return end
@@ -288,9 +294,9 @@ end
 
 // Status codes of the acquire script.
 const (
-	stTry      = 0  // try mode: not granted, not queued {0, hint ms, quarantined 0/1}
+	stTry      = 0  // try mode: not granted, not queued {0, hint ms, quarantined 0/1, closed for ms}
 	stGranted  = 1  // {1, fence}
-	stQueued   = 2  // {2, hint ms, quarantined 0/1, arrival number}
+	stQueued   = 2  // {2, hint ms, quarantined 0/1, arrival number, closed for ms}
 	stMismatch = -1 // {-1, stored limit}
 	stTooHeavy = -2 // {-2, stored limit}: heavier than a fleet lane's limit now
 )
@@ -352,7 +358,7 @@ local function granted(f)
   if #ARGV > 10 then
     out = {1, f, 0, 0}
     local zadd = {}
-    if not try and now >= M.qu then
+    if not try and not shut(M) then
       for i = 11, #ARGV - 2, 3 do
         local fid, fw = ARGV[i], tonumber(ARGV[i + 1])
         local ff, fexp
@@ -398,13 +404,15 @@ if w > M.limit then -- a fleet lane that shrank below the weight
   return {-2, M.limit}
 end
 local quarantined = now < M.qu
-if not queued and not quarantined and not B.head and B.held + w <= M.limit then
+if not queued and not shut(M) and not B.head and B.held + w <= M.limit then
   return granted(grant(B, M, id, w, ttl))
 end
 
 local hint, qflag, seq = ttl, 0, 0
-if quarantined then
-  hint, qflag = M.qu - now, 1
+local cool = math.max(M.cu - now, 0)
+if quarantined then qflag = 1 end
+if shut(M) then
+  hint = reopen(M) - now
 elseif B.first then
   hint = B.first - now
 end
@@ -428,8 +436,8 @@ if not try then
 end
 flush(B)
 save(M)
-if try then return {0, hint, qflag} end
-return {2, hint, qflag, seq}
+if try then return {0, hint, qflag, cool} end
+return {2, hint, qflag, seq, cool}
 `
 
 // The release script returns 0 when id was neither held nor queued, 1 when
@@ -555,6 +563,31 @@ for _, B in pairs(bs) do
 end
 save(M)
 return out
+`
+
+// coolScript closes the lane until d ms from now on the server's clock
+// (cu in the meta hash), unless it is closed until later already: a
+// cooldown only ever extends, so that no instance shortens another's.
+// While it is closed, nothing is granted (shut): not by an acquire, a
+// batch, a release's hand-over, a refresh or a raise; queued ids keep
+// their place. It replies {1, ms until the lane reopens from the
+// cooldown (0: open)}, or {-1, stored limit} for a lane of another
+// capacity or kind. d <= 0 sets nothing and reads.
+//
+// KEYS: meta
+// ARGV: limit, kind, lease ms, quarantine ms, term of the limit (lterm), d ms
+var coolScript = redis.NewScript(coolSrc)
+
+const coolSrc = prelude + `
+local limit, kind = tonumber(ARGV[1]), ARGV[2]
+local ttl, quar, lv, d = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]) or 0, tonumber(ARGV[6])
+local M = meta(KEYS[1], limit, kind, ttl, quar, 0, lv)
+if not M.ok then return {-1, M.limit} end
+if d > 0 and now + d > M.cu then
+  M.cu = now + d
+  redis.call('HSET', KEYS[1], 'cu', s(M.cu))
+end
+return {1, math.max(M.cu - now, 0)}
 `
 
 // Results of the fleet script.
