@@ -62,13 +62,16 @@ func requireCoolRefusal(t *testing.T, ctx context.Context, err error, atLeast ti
 // closes the lane for the others (their TryAcquire fails, their callers
 // whose deadline comes first fail at once with the retry time); a
 // shorter cooldown from another replica never shortens it; a waiter with
-// time to wait keeps its place.
+// time to wait keeps its place, and a release does not hand it the units.
 func TestCooldownIsObeyedByEveryInstance(t *testing.T) {
 	srv := startRedis(t)
 	rc := newClient(t, srv.Addr)
 	f := fleetOf(t, srv.Addr, 3, 4)
 	a, b, c := f[0], f[1], f[2]
 	ctx := testCtx(t)
+	held, err := a.Acquire(ctx, 1) // released during the cooldown
+	require.NoError(t, err)
+	defer held.Release()
 
 	left, err := a.Cooldown(ctx, time.Minute)
 	require.NoError(t, err)
@@ -101,7 +104,7 @@ func TestCooldownIsObeyedByEveryInstance(t *testing.T) {
 	wctx, wcancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer wcancel()
 	waiter := testkit.Go(func() error {
-		p, err := b.Acquire(wctx, 1)
+		p, err := b.Acquire(wctx, 4)
 		if err == nil {
 			p.Release()
 			return errors.New("granted during the cooldown")
@@ -111,6 +114,13 @@ func TestCooldownIsObeyedByEveryInstance(t *testing.T) {
 	waitFor(t, 10*time.Second, "b's waiter to queue in Redis", func() bool {
 		return rc.ZCard(ctx, "{lanes:"+b.Name()+"}:g:q").Val() == 1
 	})
+	assert.True(t, held.Release())
+	assert.EqualValues(t, 1, rc.ZCard(ctx, "{lanes:"+b.Name()+"}:g:q").Val(), "a release handed the units over during the cooldown")
+	select {
+	case err := <-waiter:
+		t.Fatalf("the waiter returned during the cooldown: %v", err)
+	default:
+	}
 	wcancel()
 	select {
 	case err := <-waiter:
