@@ -6,31 +6,41 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
-// ErrCoolingDown is matched (errors.Is) by a [*CooldownError].
+// ErrCoolingDown is the Err of a [*LateError] for a lane closed by a
+// cooldown ([Weighted.Cooldown]) until after the caller's deadline.
 var ErrCoolingDown = errors.New("redislane: lane cooling down after an overload")
 
-// CooldownError is the error of an acquire whose context's deadline comes
-// before its lane reopens from a cooldown ([Weighted.Cooldown]): it fails
-// at once rather than wait for the deadline, and nothing is held. It
-// matches [ErrCoolingDown] and context.DeadlineExceeded (errors.Is).
-// Through a lanequeue.Queue it is the cause of the lane's LaneError
-// (errors.As reaches it).
-type CooldownError struct {
+// ErrWindowFull is the Err of a [*LateError] for a [Tokens] lane whose
+// window makes room for the caller's tokens only after its deadline.
+var ErrWindowFull = errors.New("redislane: window's budget spent")
+
+// LateError is the error of an acquire that fails at once, rather than at
+// its context's deadline, because what it waits for comes after it: its
+// lane's reopening from a cooldown ([ErrCoolingDown]), or room in a
+// [Tokens] lane's window ([ErrWindowFull]). Nothing is held. It matches
+// its Err and context.DeadlineExceeded (errors.Is). Through a
+// lanequeue.Queue it is the cause of the lane's LaneError (errors.As
+// reaches it).
+type LateError struct {
 	Lane string // the lane's name
-	// RetryAfter is the time from the refusal until the lane reopens, as
-	// far as this instance knows: counted from the send time of the call
-	// that read it, so never later than the reopening on the server.
+	// RetryAfter is the time from the refusal until the lane can grant,
+	// as far as this instance knows: counted from the send time of the
+	// call that read it, so never later than the server has it (a
+	// window's room can come earlier, by another caller's refund).
 	RetryAfter time.Duration
+	Err        error // ErrCoolingDown or ErrWindowFull
 }
 
-func (e *CooldownError) Error() string {
-	return fmt.Sprintf("redislane: lane %q cooling down (retry after %v): %v", e.Lane, e.RetryAfter, context.DeadlineExceeded)
+func (e *LateError) Error() string {
+	return fmt.Sprintf("redislane: lane %q: %v (retry after %v): %v", e.Lane, e.Err, e.RetryAfter, context.DeadlineExceeded)
 }
 
-// Unwrap returns [ErrCoolingDown] and context.DeadlineExceeded.
-func (e *CooldownError) Unwrap() []error { return []error{ErrCoolingDown, context.DeadlineExceeded} }
+// Unwrap returns Err and context.DeadlineExceeded.
+func (e *LateError) Unwrap() []error { return []error{e.Err, context.DeadlineExceeded} }
 
 // coolState is what an instance knows of its lane's cooldown: the
 // reopening read from Redis, on the local clock.
@@ -41,62 +51,77 @@ type coolState struct {
 	news  chan struct{} // closed, and replaced, when until moves later
 }
 
-// coolNews returns a channel closed when the instance learns of a later
+// newsCh returns a channel closed when the instance learns of a later
 // reopening.
-func (c *core) coolNews() <-chan struct{} {
-	c.cool.mu.Lock()
-	defer c.cool.mu.Unlock()
-	if c.cool.news == nil {
-		c.cool.news = make(chan struct{})
+func (s *coolState) newsCh() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.news == nil {
+		s.news = make(chan struct{})
 	}
-	return c.cool.news
+	return s.news
 }
 
-// learnCool records what a call sent at sent read: the lane reopens left
+// learn records what a call sent at sent read: the lane reopens left
 // from the server's now (0: open). The reopening is counted from the send
 // time, the earliest the server's now can have been, so that it is never
 // later than the server's.
-func (c *core) learnCool(sent time.Time, left time.Duration) {
-	c.cool.mu.Lock()
-	defer c.cool.mu.Unlock()
-	if sent.Before(c.cool.at) {
+func (s *coolState) learn(sent time.Time, left time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sent.Before(s.at) {
 		return // an older reading
 	}
-	c.cool.at = sent
+	s.at = sent
 	var u time.Time
 	if left > 0 {
 		u = sent.Add(left)
 	}
-	if u.After(c.cool.until) && c.cool.news != nil {
-		close(c.cool.news)
-		c.cool.news = nil
+	if u.After(s.until) && s.news != nil {
+		close(s.news)
+		s.news = nil
 	}
-	c.cool.until = u
+	s.until = u
 }
 
-// coolRefusal returns the error of a caller whose context's deadline comes
-// before the lane reopens, as far as the instance knows; nil otherwise.
-func (c *core) coolRefusal(ctx context.Context) error {
+// refusal returns the error of a caller of lane whose context's deadline
+// comes before the lane reopens, as far as the instance knows; nil
+// otherwise.
+func (s *coolState) refusal(ctx context.Context, lane string) error {
 	dl, ok := ctx.Deadline()
 	if !ok {
 		return nil
 	}
-	c.cool.mu.Lock()
-	u := c.cool.until
-	c.cool.mu.Unlock()
+	s.mu.Lock()
+	u := s.until
+	s.mu.Unlock()
 	if u.IsZero() || !dl.Before(u) {
 		return nil
 	}
-	return &CooldownError{Lane: c.name, RetryAfter: max(time.Until(u), 0)}
+	return &LateError{Lane: lane, RetryAfter: max(time.Until(u), 0), Err: ErrCoolingDown}
 }
 
-// cooldown closes the lane for d from now on the server's clock, unless
-// it is closed until later (see coolSrc), and returns the time until it
-// reopens from the cooldown.
+func (c *core) coolNews() <-chan struct{}                    { return c.cool.newsCh() }
+func (c *core) learnCool(sent time.Time, left time.Duration) { c.cool.learn(sent, left) }
+func (c *core) coolRefusal(ctx context.Context) error        { return c.cool.refusal(ctx, c.name) }
 func (c *core) cooldown(ctx context.Context, d time.Duration) (time.Duration, error) {
 	if c.isClosed() {
 		return 0, ErrClosed
 	}
+	limit, lterm := c.limitAndTerm()
+	left, err := coolCall(ctx, c.client, c.cfg, c.callCtx, &c.cool, c.metaKey, c.name, limit, c.kindName(), lterm, d)
+	if err != nil && !errors.Is(err, ErrCapacityMismatch) && !errors.Is(err, errBadReply) && ctx.Err() == nil {
+		c.st.redisErrs.Add(1)
+	}
+	return left, err
+}
+
+// coolCall runs the cooldown script of the lane name (meta key mk) for d,
+// records what it read in cs, and returns the time until the lane
+// reopens from the cooldown.
+func coolCall(ctx context.Context, client redis.UniversalClient, cfg config,
+	callCtx func(context.Context, time.Duration) (context.Context, context.CancelFunc),
+	cs *coolState, mk, name string, limit int64, kind string, lterm int64, d time.Duration) (time.Duration, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -104,23 +129,21 @@ func (c *core) cooldown(ctx context.Context, d time.Duration) (time.Duration, er
 	if d > 0 {
 		dms = int64((d + time.Millisecond - 1) / time.Millisecond) // never shorter than d
 	}
-	cctx, cancel := c.callCtx(ctx, c.cfg.margin())
+	cctx, cancel := callCtx(ctx, cfg.margin())
 	defer cancel()
-	limit, lterm := c.limitAndTerm()
 	sent := time.Now()
-	v, err := coolScript.Run(cctx, c.client, []string{c.metaKey},
-		limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), lterm, dms).Int64Slice()
+	v, err := coolScript.Run(cctx, client, []string{mk},
+		limit, kind, ms(cfg.lease), ms(cfg.quarantine), lterm, dms).Int64Slice()
 	switch {
 	case err != nil:
-		c.st.redisErrs.Add(1)
-		return 0, fmt.Errorf("redislane: cooldown %q: %w", c.name, err)
+		return 0, fmt.Errorf("redislane: cooldown %q: %w", name, err)
 	case len(v) != 2:
 		return 0, fmt.Errorf("%w: cooldown script returned %v", errBadReply, v)
 	case v[0] == stMismatch:
 		return 0, fmt.Errorf("%w: %q has capacity %d (or another kind) in Redis; this %s lane has %d",
-			ErrCapacityMismatch, c.name, v[1], c.kindName(), c.capacity)
+			ErrCapacityMismatch, name, v[1], kind, limit)
 	}
 	left := time.Duration(v[1]) * time.Millisecond
-	c.learnCool(sent, left)
+	cs.learn(sent, left)
 	return left, nil
 }

@@ -50,7 +50,7 @@ func closedUntil(t *testing.T, rc *redis.Client, name string) int64 {
 // came before ctx ended, with a retry time of at least atLeast.
 func requireCoolRefusal(t *testing.T, ctx context.Context, err error, atLeast time.Duration) {
 	t.Helper()
-	var ce *redislane.CooldownError
+	var ce *redislane.LateError
 	require.ErrorAs(t, err, &ce)
 	assert.ErrorIs(t, err, redislane.ErrCoolingDown)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
@@ -224,7 +224,7 @@ func TestCooldownEndsByItself(t *testing.T) {
 
 // TestCooldownThroughAQueue: a Redis lane in a lanequeue.Queue refuses a
 // call whose deadline comes before the reopening with a LaneError whose
-// cause is the CooldownError.
+// cause is the LateError.
 func TestCooldownThroughAQueue(t *testing.T) {
 	srv := startRedis(t)
 	f := fleetOf(t, srv.Addr, 2, 2)

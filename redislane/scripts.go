@@ -675,3 +675,130 @@ end
 save(M)
 return {1, term, M.limit, written, M.lv}
 `
+
+// A Tokens lane keeps, beside its meta hash (kind "tokens:<window ms>",
+// limit: the budget of a window):
+//
+//	{lanes:<name>}:t:z  zset charge -> server time of the charge (ms)
+//	{lanes:<name>}:t:w  hash charge -> tokens, sum (their total)
+//
+// A charge is an admission, named by its id (its estimate, lowered to the
+// actual count by a refund), or the debt of one, "<id>+" (what the actual
+// count passed the estimate by, charged when it was settled). A charge
+// counts while now - window < its time: it leaves the window when the
+// server's clock reaches its time plus the window. Both keys expire two
+// windows after the last write.
+
+// tokensPrelude is shared by the Tokens scripts: it reads the meta hash
+// and drops the charges that left the window (a bounded number; more that
+// are left count on, which only delays a grant).
+const tokensPrelude = prelude + `
+local Z, W = KEYS[2], KEYS[3]
+local function window_drop(win)
+  local gone = redis.call('ZRANGEBYSCORE', Z, '-inf', now - win, 'LIMIT', 0, 256)
+  local sum = tonumber(redis.call('HGET', W, 'sum')) or 0
+  if #gone > 0 then
+    local ws = redis.call('HMGET', W, unpack(gone))
+    for i = 1, #gone do sum = sum - (tonumber(ws[i]) or 0) end
+    redis.call('ZREM', Z, unpack(gone))
+    redis.call('HDEL', W, unpack(gone))
+    if redis.call('ZCARD', Z) == 0 then sum = 0 end -- nothing left: no drift can outlive a window
+    redis.call('HSET', W, 'sum', s(sum))
+  end
+  return sum
+end
+local function keep(win)
+  redis.call('PEXPIRE', Z, 2 * win)
+  redis.call('PEXPIRE', W, 2 * win)
+end
+`
+
+// Status codes of the tokens script (beside stMismatch and stTooHeavy).
+const (
+	tkWait    = 0 // {0, ms until the window has room (or the lane reopens), ms until it reopens from a cooldown}
+	tkGranted = 1 // {1, server time of the charge (ms)}
+)
+
+// tokensScript charges n tokens to id now, if the window has room for
+// them and the lane is open, or returns how long until it may: the time
+// until enough of the oldest charges leave the window, or until the lane
+// reopens. A retried call of an id already charged (in the window)
+// returns the same charge.
+//
+// KEYS: meta, z, w
+// ARGV: id, n, limit, kind, lease ms, quarantine ms, window ms
+var tokensScript = redis.NewScript(tokensSrc)
+
+const tokensSrc = tokensPrelude + `
+local id, n, limit, kind = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local ttl, quar, win = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local M = meta(KEYS[1], limit, kind, ttl, quar, 0, 0)
+if not M.ok then return {-1, M.limit} end
+if n > M.limit then return {-2, M.limit} end
+local sum = window_drop(win)
+local at = redis.call('ZSCORE', Z, id)
+if at then return {1, tonumber(at)} end
+local cool = math.max(M.cu - now, 0)
+if shut(M) then return {0, reopen(M) - now, cool} end
+if sum + n <= M.limit then
+  redis.call('ZADD', Z, s(now), id)
+  redis.call('HSET', W, id, s(n), 'sum', s(sum + n))
+  keep(win)
+  return {1, now}
+end
+-- the oldest charges leave first: the one whose leaving makes room
+local need = sum + n - M.limit
+local r = redis.call('ZRANGE', Z, 0, 255, 'WITHSCORES')
+local ids = {}
+for i = 1, #r, 2 do ids[#ids + 1] = r[i] end
+local ws = redis.call('HMGET', W, unpack(ids))
+for i = 1, #ids do
+  need = need - (tonumber(ws[i]) or 0)
+  if need <= 0 then return {0, math.max(tonumber(r[2 * i]) + win - now, 1), 0} end
+end
+return {0, math.max(tonumber(r[#r]) + win - now, 1), 0}
+`
+
+// settleScript sets what the charge id counts to the actual count of its
+// call: its admission entry to min(estimate, actual), if it is still in
+// the window (a refund never returns more than the charge holds, nor
+// tokens that have left the window), and its debt entry "<id>+" to what
+// actual passes the estimate by, charged now. It is absolute, so a
+// retried or repeated call changes nothing more. It replies {1, sum}.
+//
+// KEYS: meta, z, w
+// ARGV: id, estimate, actual, window ms
+var settleScript = redis.NewScript(settleSrc)
+
+const settleSrc = tokensPrelude + `
+local id, est, actual, win = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local sum = window_drop(win)
+if redis.call('ZSCORE', Z, id) then
+  local cur = tonumber(redis.call('HGET', W, id)) or 0
+  local want = math.min(est, actual)
+  if want ~= cur then
+    sum = sum + want - cur
+    redis.call('HSET', W, id, s(want))
+  end
+end
+local did = id .. '+'
+local debt = math.max(actual - est, 0)
+local cur = 0
+if redis.call('ZSCORE', Z, did) then cur = tonumber(redis.call('HGET', W, did)) or 0 end
+if debt > cur then
+  redis.call('ZADD', Z, s(now), did)
+  redis.call('HSET', W, did, s(debt))
+  sum = sum + debt - cur
+elseif debt < cur then
+  if debt == 0 then
+    redis.call('ZREM', Z, did)
+    redis.call('HDEL', W, did)
+  else
+    redis.call('HSET', W, did, s(debt))
+  end
+  sum = sum - (cur - debt)
+end
+redis.call('HSET', W, 'sum', s(sum))
+keep(win)
+return {1, sum}
+`

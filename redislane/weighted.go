@@ -86,7 +86,7 @@ func (s *Weighted) Do(ctx context.Context, n int64, fn func(context.Context) err
 // until d from now on the Redis server's clock (a provider's retry time),
 // unless it is closed until later already: a cooldown only ever extends.
 // Waiters keep their place; an acquire whose context's deadline comes
-// before the reopening fails at once with a [*CooldownError]; the lane
+// before the reopening fails at once with a [*LateError]; the lane
 // reopens by itself. It returns the time until the lane reopens as Redis
 // has it (later than d if another cooldown ends later); d <= 0 sets
 // nothing and reads it. It makes one call, bounded by a fifth of the
