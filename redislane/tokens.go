@@ -228,14 +228,25 @@ func (t *Tokens) Acquire(ctx context.Context, n int64) (*Charge, error) {
 	case <-t.head:
 	default:
 		waited = true
-		select {
-		case <-t.head:
-		case <-ctx.Done():
-			t.cancelled.Add(1)
-			return nil, ctx.Err()
-		case <-t.done:
-			t.failed.Add(1)
-			return nil, ErrClosed
+		news := t.cool.newsCh()
+	wait:
+		for {
+			select {
+			case <-t.head:
+				break wait
+			case <-news: // the lane is closed longer than the instance knew
+				if err := t.cool.refusal(ctx, t.name); err != nil {
+					t.cancelled.Add(1)
+					return nil, err
+				}
+				news = t.cool.newsCh()
+			case <-ctx.Done():
+				t.cancelled.Add(1)
+				return nil, ctx.Err()
+			case <-t.done:
+				t.failed.Add(1)
+				return nil, ErrClosed
+			}
 		}
 	}
 	defer func() { t.head <- struct{}{} }()

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionlane/lanes/internal/testkit"
+	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/redislane"
 )
 
@@ -129,6 +130,46 @@ func TestTokensCooldown(t *testing.T) {
 	assert.ErrorIs(t, err, redislane.ErrCoolingDown)
 	assert.NoError(t, dctx.Err(), "refused at once, not at the deadline")
 	assert.Greater(t, le.RetryAfter, 30*time.Second)
+}
+
+// TestTokensCooldownFailsWaitersBehindTheHead: a caller waiting behind
+// the caller of its instance that asks Redis fails at once when the
+// instance learns of a cooldown that ends after its deadline.
+func TestTokensCooldownFailsWaitersBehindTheHead(t *testing.T) {
+	srv := startRedis(t)
+	name := laneName(t)
+	a := newTokens(t, srv.Addr, name, 10)
+	b := newTokens(t, srv.Addr, name, 10)
+	ctx := testCtx(t)
+	_, err := a.Acquire(ctx, 10) // the window is full for a minute
+	require.NoError(t, err)
+	hctx, hcancel := context.WithTimeout(context.Background(), 2*time.Minute) // past the room
+	defer hcancel()
+	head := testkit.Go(func() error { _, err := b.Acquire(hctx, 1); return err })
+	waitFor(t, 10*time.Second, "b's head to wait", func() bool { return b.Stats().Waiters == 1 })
+	fctx, fcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer fcancel()
+	behind := testkit.Go(func() error { _, err := b.Acquire(fctx, 1); return err })
+	waitFor(t, 10*time.Second, "a caller behind b's head", func() bool { return b.Stats().Waiters == 2 })
+
+	_, err = a.Cooldown(ctx, 90*time.Second) // past the follower's deadline, and the head's room
+	require.NoError(t, err)
+	select {
+	case err := <-behind:
+		var le *redislane.LateError
+		require.ErrorAs(t, err, &le)
+		assert.ErrorIs(t, err, redislane.ErrCoolingDown)
+		assert.NoError(t, fctx.Err(), "refused at once, not at the deadline")
+	case <-time.After(15 * time.Second):
+		t.Fatal("the caller behind b's head did not fail before its deadline")
+	}
+	hcancel()
+	select {
+	case err := <-head:
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-time.After(10 * time.Second):
+		t.Fatal("b's head did not return after its context ended")
+	}
 }
 
 // TestTokensConfig: a bad window is refused; instances that disagree on
@@ -313,4 +354,40 @@ func TestFleetTokensNeverPassTheBudget(t *testing.T) {
 	// N at once, and more when the first charges leave.
 	assert.LessOrEqual(t, len(split), 2*N/3, "the per-replica budget passed its own bound")
 	assert.Greater(t, len(shared), 2*N/3, "the shared budget let the busy replica use no more than a third")
+}
+
+// TestTokensThroughAQueue: a Tokens lane in a lanequeue.Queue is a rate
+// lane shared by the fleet: a call whose room comes after its deadline
+// fails at once with a LaneError whose cause is the LateError.
+func TestTokensThroughAQueue(t *testing.T) {
+	srv := startRedis(t)
+	name := laneName(t)
+	other := newTokens(t, srv.Addr, name, 2)
+	q := lanequeue.New[string]()
+	defer q.Close()
+	require.NoError(t, q.Add("rpm", redislane.AsRateLane[string](newTokens(t, srv.Addr, name, 2))))
+	set, err := q.Lanes("rpm")
+	require.NoError(t, err)
+	ctx := testCtx(t)
+	_, err = other.Acquire(ctx, 1) // another replica's request
+	require.NoError(t, err)
+	tk, err := q.AcquireAll(ctx, "k", set)
+	require.NoError(t, err)
+	tk.Release()
+
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	tk, err = q.AcquireAll(dctx, "k", set)
+	if err == nil {
+		tk.Release()
+		t.Fatal("a third request in the window of a budget of 2")
+	}
+	var le *lanequeue.LaneError
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, "rpm", le.Lane)
+	var late *redislane.LateError
+	require.ErrorAs(t, err, &late)
+	assert.ErrorIs(t, err, redislane.ErrWindowFull)
+	assert.NoError(t, dctx.Err(), "refused at once, not at the deadline")
+	assert.Greater(t, late.RetryAfter, 30*time.Second)
 }
