@@ -349,6 +349,17 @@ func TestFleetTokensNeverPassTheBudget(t *testing.T) {
 	defer cancel3()
 	split := fleetRun(t, ctx3, sreqs, stoks, skew, est, over, under)
 	t.Logf("skewed load (one replica busy), %v: shared budget %d calls, per-replica N/3 budget %d calls", 3*win/2, len(shared), len(split))
+	// The split budget under an even load, for the note: as the shared one.
+	var ereqs, etoks []*redislane.Tokens
+	for r := range 3 {
+		ereqs = append(ereqs, newTokens(t, srv.Addr, rname+"-e"+strconv.Itoa(r), N/3, redislane.WithWindow(win)))
+		etoks = append(etoks, newTokens(t, srv.Addr, tname+"-e"+strconv.Itoa(r), T/3, redislane.WithWindow(win)))
+	}
+	ctx4, cancel4 := context.WithTimeout(testCtx(t), 3*win/2)
+	defer cancel4()
+	even := fleetRun(t, ctx4, ereqs, etoks, []int{1, 1, 1}, est, over, under)
+	t.Logf("even load (one caller per replica), %v: per-replica N/3 budget %d calls", 3*win/2, len(even))
+	assert.LessOrEqual(t, len(even), 2*N, "the per-replica budgets passed their own bound")
 	// In 1.5 windows a budget of n per window admits at most 2n: the
 	// split one at most 2N/3 for the busy replica. The shared one admits
 	// N at once, and more when the first charges leave.
