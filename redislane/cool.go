@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,7 +37,11 @@ type LateError struct {
 }
 
 func (e *LateError) Error() string {
-	return fmt.Sprintf("redislane: lane %q: %v (retry after %v): %v", e.Lane, e.Err, e.RetryAfter, context.DeadlineExceeded)
+	cause := "<nil>"
+	if e.Err != nil {
+		cause = strings.TrimPrefix(e.Err.Error(), "redislane: ")
+	}
+	return fmt.Sprintf("redislane: lane %q: %s (retry after %v): %v", e.Lane, cause, e.RetryAfter, context.DeadlineExceeded)
 }
 
 // Unwrap returns Err and context.DeadlineExceeded.

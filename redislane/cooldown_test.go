@@ -263,3 +263,9 @@ func TestCooldownArguments(t *testing.T) {
 	_, err = f[0].Cooldown(ctx, time.Second)
 	assert.ErrorIs(t, err, redislane.ErrClosed)
 }
+
+// TestLateErrorReads: the error says the lane, the cause and when, once.
+func TestLateErrorReads(t *testing.T) {
+	err := &redislane.LateError{Lane: "openai", RetryAfter: 20 * time.Second, Err: redislane.ErrCoolingDown}
+	assert.Equal(t, `redislane: lane "openai": lane cooling down after an overload (retry after 20s): context deadline exceeded`, err.Error())
+}

@@ -232,7 +232,9 @@
 // lanequeue.Queue the refusal is the cause of the lane's LaneError
 // (errors.As reaches the LateError; the LaneError's own RetryAfter is
 // not set). Queue.Cooldown pauses the queue's callers, in this process
-// only: a gateway whose provider answered 429 calls both.
+// only: a gateway whose provider answered 429 calls both. Every instance
+// of the lane must run a version of this package that has cooldowns: an
+// older one's scripts do not read the end, and grant through it.
 //
 // # Tokens: a budget per window for a fleet
 //
