@@ -30,8 +30,17 @@ type batchResult struct {
 // or the lane closes.
 func (c *core) follow(ctx context.Context, ln *line, w *waiter) (_ *Permit, _ error, done bool) {
 	turn := w.turn
+	news := c.coolNews()
 	for {
 		select {
+		case <-news: // the lane is closed longer than the instance knew
+			if err := c.coolRefusal(ctx); err != nil {
+				c.abandon(ln, w)
+				c.st.cancelled.Add(1)
+				return nil, err, true
+			}
+			news = c.coolNews()
+			continue
 		case <-turn:
 			turn = nil
 		case r := <-w.got:

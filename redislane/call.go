@@ -10,6 +10,7 @@ import (
 type reply struct {
 	status, a, b int64
 	seq          int64     // queued: the arrival number of the entry
+	cool         int64     // queued or try: ms until the lane reopens from a cooldown (0: open)
 	fences       []int64   // granted: the tokens of the requests behind the head that were granted too, in order
 	sent         time.Time // taken before the call was sent
 	err          error
@@ -86,18 +87,28 @@ func (c *core) runAcquire(ctx context.Context, rk [4]string, id string, n int64,
 		r.err = err
 	case len(v) < 2:
 		r.err = fmt.Errorf("%w: acquire script returned %v", errBadReply, v)
-	case len(v)-4 > len(fs):
+	case v[0] == stGranted && len(v)-4 > len(fs):
 		r.err = fmt.Errorf("%w: acquire script granted %d of %d requests behind the head", errBadReply, len(v)-4, len(fs))
 	default:
 		r.status, r.a = v[0], v[1]
 		if len(v) > 2 {
 			r.b = v[2]
 		}
-		if len(v) > 3 {
-			r.seq = v[3]
-		}
-		if len(v) > 4 {
+		switch {
+		case r.status == stGranted && len(v) > 4:
 			r.fences = v[4:]
+		case r.status == stQueued && len(v) > 4:
+			r.seq, r.cool = v[3], v[4]
+		case r.status == stQueued && len(v) > 3:
+			r.seq = v[3]
+		case r.status == stTry && len(v) > 3:
+			r.cool = v[3]
+		}
+		switch r.status {
+		case stGranted:
+			c.learnCool(r.sent, 0) // granted: open
+		case stQueued, stTry:
+			c.learnCool(r.sent, time.Duration(r.cool)*time.Millisecond)
 		}
 	}
 	return r

@@ -61,6 +61,7 @@ type core struct {
 	retryAt time.Time               // after a failed refresh: not before this
 
 	held atomic.Int64 // weight of the permits of this instance that are out
+	cool coolState    // the lane's cooldown, as last read
 	st   counters
 
 	// wg counts the calls and clean-ups that finish in the background after

@@ -1,5 +1,6 @@
-// Package redislane provides a weighted semaphore and a keyed semaphore
-// whose capacities are shared, through Redis, by every process that uses them.
+// Package redislane provides a weighted semaphore, a keyed semaphore and a
+// budget per window (tokens or requests per minute) whose capacities are
+// shared, through Redis, by every process that uses them.
 //
 // [NewWeighted] makes one instance of a global lane ("at most 10 calls to
 // the model API at once, across the fleet"); [NewKeyed] makes one instance
@@ -204,6 +205,70 @@
 // continues from it (adaptive.Shared). [AsBudget] gives Controller.Do the
 // fleet's permits. See [Fleet] for the details.
 //
+// # Cooldown: a provider's retry time, for the whole fleet
+//
+// [Weighted.Cooldown] (so a [Fleet]'s and a [Budget]'s too) and
+// [Tokens.Cooldown] close a lane until d from now on the Redis server's
+// clock: one "closed until" in the lane's meta hash (field cu), which a
+// cooldown only ever extends (a later end replaces it, an earlier one
+// never shortens it) and which every script that grants compares with
+// the server's TIME, as it does the quarantine: an acquire, the waiters
+// behind a first waiter in its call, a release's hand-over, a refresh and
+// a Fleet's raise grant nothing while it lasts, so no instance is granted
+// before it ends, whichever instance set it. It ends by itself: the first
+// call after it grants as usual (the waiters queued in Redis, in their
+// order). Waiters keep their place, in their instance's line and in the
+// Redis queue. The reply of each acquire call tells the instance how
+// long the lane stays closed, which it counts from the call's send time
+// (so never later than the server's end): a caller whose context's
+// deadline comes before the reopening fails at once with a [*LateError]
+// (Err [ErrCoolingDown], RetryAfter: until the reopening), whether it
+// asks Redis, waits behind its instance's first waiter (it is told when
+// the instance learns of the cooldown) or arrives after; nothing is held.
+// A caller whose deadline has room waits. Cooldown is one call, bounded
+// by a fifth of the lease; it returns the time until the reopening as
+// Redis has it. The end is lane state like any other: a Redis that loses
+// the lane's state loses it (the lane is then quarantined). Through a
+// lanequeue.Queue the refusal is the cause of the lane's LaneError
+// (errors.As reaches the LateError; the LaneError's own RetryAfter is
+// not set). Queue.Cooldown pauses the queue's callers, in this process
+// only: a gateway whose provider answered 429 calls both. Every instance
+// of the lane must run a version of this package that has cooldowns: an
+// older one's scripts do not read the end, and grant through it.
+//
+// # Tokens: a budget per window for a fleet
+//
+// [NewTokens] makes one instance of a budget of units in any window (a
+// minute by default, [WithWindow]): a provider's tokens per minute, or
+// its requests per minute at one unit each, shared by every instance of
+// the name. An acquire is one script call: it drops the charges that left
+// the window and, if the lane is open and the window's count plus the
+// estimate fits the budget, charges the estimate at the server's time
+// (no charge waits in Redis; a retried call with the same id returns the
+// same charge). A charge counts until its time plus the window, on the
+// server's clock. [Charge.Settle] then sets what the charge counts to the
+// actual count of the call (absolute, so a repeated or retried settle
+// changes nothing more): below the estimate, the difference is refunded
+// from the charge while it is in the window (never more than it holds);
+// above, the excess is charged as a debt at the settle's time, which
+// later callers wait out. Each admission is decided against the count of
+// the window that ends at it, so the units charged in any window (each
+// call's estimate, or its actual count once settled) never pass the
+// budget at its last admission; what can pass it is the debts settled
+// after that. Counted at the provider by admission time, a window holds
+// at most the budget plus what the estimates of the calls unsettled at
+// its last admission fell short by: one estimate's error per call in
+// flight, whatever the number of instances (the bound of one process
+// running those calls; estimates that are never low leave none). A caller
+// whose room comes
+// after its context's deadline fails at once with a [*LateError] (Err
+// [ErrWindowFull]); callers of one instance ask Redis one at a time, in
+// arrival order, but instances do not queue in Redis, so a heavy charge
+// may be passed by lighter ones of other instances. After Redis lost the
+// lane's state the lane grants nothing for one window by default (its
+// quarantine). [AsRateLane] puts a Tokens lane in a lanequeue.Queue as a
+// rate lane whose charges stand (Ticket.Settle does not reach it).
+//
 // # Bounds
 //
 // Every Redis call of a lane has a deadline: the margin, a fifth of the
@@ -229,6 +294,10 @@
 //     flight may take, and a subscription's connection. With several lanes
 //     on one client, the lease is the longest of theirs.
 //   - Do: as Acquire, then fn, then Release.
+//   - Cooldown, and a [Tokens] lane's TryAcquire and [Charge.Settle]: one
+//     call each, within the margin. A Tokens lane's Acquire: as a lane's
+//     (no bound of its own); its Close: within one margin (the refunds it
+//     runs in the background).
 //
 // The other methods (Stats, Capacity, Name, a Fleet's SetCapacity, Leader
 // and Term, and a permit's Fence, Context, Deadline, Weight) make no call

@@ -425,6 +425,11 @@ var errBudgetOptions = fmt.Errorf("redislane: a fleet budget takes no per-call o
 // Leader reports whether this instance leads the fleet, as [Fleet.Leader].
 func (b *Budget) Leader() bool { return b.f.Leader() }
 
+// Cooldown closes the fleet's lane until d from now, as [Weighted.Cooldown].
+func (b *Budget) Cooldown(ctx context.Context, d time.Duration) (time.Duration, error) {
+	return b.f.Cooldown(ctx, d)
+}
+
 // Term returns the last leadership term this instance saw, as [Fleet.Term].
 func (b *Budget) Term() int64 { return b.f.Term() }
 

@@ -62,3 +62,35 @@ func (l *lane[K]) Stats() lanequeue.LaneStats {
 }
 
 func (l *lane[K]) Close() { l.c.close() }
+
+// AsRateLane returns t as a rate lane of a [lanequeue.Queue] (kind Rate):
+// a call takes its weight of t (LaneWeight, else 1) as a charge that
+// stands, for the fleet's requests per window, or tokens charged at their
+// estimate. Its permit is the zero Permit, as a rate lane's: nothing is
+// given back, and Ticket.Settle, which settles the queue's own token
+// lanes, does not reach it (settle through [Tokens.Acquire] and
+// [Charge.Settle] instead). Its errors, a [*LateError] among them, are
+// the causes of the queue's LaneErrors. Closing the lane closes t.
+func AsRateLane[K comparable](t *Tokens) lanequeue.Lane[K] { return rateLane[K]{t: t} }
+
+type rateLane[K comparable] struct{ t *Tokens }
+
+func (l rateLane[K]) Kind() lanequeue.Kind { return lanequeue.Rate }
+func (l rateLane[K]) MaxWeight() int64     { return l.t.limit }
+
+func (l rateLane[K]) Acquire(ctx context.Context, _ K, n int64) (semaphore.Permit, error) {
+	_, err := l.t.Acquire(ctx, n)
+	return semaphore.Permit{}, err
+}
+
+func (l rateLane[K]) TryAcquire(_ K, n int64) (semaphore.Permit, bool) {
+	_, ok := l.t.TryAcquire(n)
+	return semaphore.Permit{}, ok
+}
+
+func (l rateLane[K]) Stats() lanequeue.LaneStats {
+	s := l.t.Stats()
+	return lanequeue.LaneStats{Name: s.Name, Kind: lanequeue.Rate, Capacity: s.Capacity, Waiters: s.Waiters, Closed: s.Closed, Counters: s.Counters}
+}
+
+func (l rateLane[K]) Close() { l.t.Close() }

@@ -60,6 +60,10 @@ func (c *core) acquire(ctx context.Context, key string, n int64) (*Permit, error
 		c.st.rejected.Add(1)
 		return nil, err
 	}
+	if err := c.coolRefusal(ctx); err != nil {
+		c.st.cancelled.Add(1)
+		return nil, err
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -220,6 +224,13 @@ func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 			return nil, fmt.Errorf("%w: %d permits, and the fleet limit of %q is now %d", ErrTooHeavy, w.n, c.name, r.a)
 		case stQueued:
 			w.waited = true
+			if err := c.coolRefusal(ctx); err != nil {
+				// Closed by a cooldown past the deadline: fail now,
+				// not at the deadline.
+				c.cleanupAsync(ln.rk, id)
+				c.st.cancelled.Add(1)
+				return nil, err
+			}
 			c.setQueued(w, ln.rk, id, r.sent)
 			p, err, next := c.waitQueued(ctx, ln, w, id, r)
 			if !next {
@@ -239,8 +250,16 @@ func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 func (c *core) waitQueued(ctx context.Context, ln *line, w *waiter, id string, r reply) (_ *Permit, _ error, next bool) {
 	t := time.NewTimer(jitter(min(max(time.Duration(r.a)*time.Millisecond, minWait), maxWait)))
 	defer t.Stop()
+	news := c.coolNews()
 	for {
 		select {
+		case <-news: // another call of the instance found the lane closed longer
+			if err := c.coolRefusal(ctx); err != nil {
+				c.cleanupAsync(ln.rk, id)
+				c.st.cancelled.Add(1)
+				return nil, err, false
+			}
+			news = c.coolNews()
 		case m := <-w.wake:
 			if m == "" { // the refresher found id granted or gone
 				c.st.polls.Add(1)

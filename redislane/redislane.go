@@ -71,6 +71,7 @@ type config struct {
 	quarantineSet bool          // false: the quarantine is the lease
 	maxHold       time.Duration // 0: no bound
 	limitRefresh  time.Duration // a Fleet's refresh interval
+	window        time.Duration // a Tokens lane's window (0: DefaultWindow)
 
 	classicPubSub bool
 }

@@ -9,7 +9,8 @@ import "github.com/redis/go-redis/v9"
 //	{lanes:<name>}:meta   hash: limit, lterm (a fleet lane's: the term in
 //	                      which its limit was written), kind, fence (the
 //	                      last fencing token),
-//	                      qu (quarantine until, ms), ml (longest lease seen,
+//	                      qu (quarantine until, ms), cu (closed until, ms:
+//	                      a cooldown, see coolScript), ml (longest lease seen,
 //	                      ms), epoch (creation time, ms), rid (the run_id and
 //	                      replication id of the server that last found the
 //	                      state lost), term (a fleet lane's). No TTL: it is what
@@ -114,8 +115,8 @@ end
 -- instance's last read, else 0).
 local function meta(mk, limit, kind, lease, quar, seen, lv)
   seen, lv = seen or 0, lv or 0
-  local m = redis.call('HMGET', mk, 'limit', 'kind', 'qu', 'ml', 'fence', 'rid', 'term', 'lterm')
-  local M = {mk = mk, rid = server_id(), ok = true}
+  local m = redis.call('HMGET', mk, 'limit', 'kind', 'qu', 'ml', 'fence', 'rid', 'term', 'lterm', 'cu')
+  local M = {mk = mk, rid = server_id(), ok = true, cu = tonumber(m[9]) or 0}
   if not m[1] then
     M.qu, M.ml, M.fence, M.term = 0, lease, 0, 0
     redis.call('HSET', mk, 'kind', kind, 'ml', lease, 'fence', 0, 'epoch', s(now))
@@ -140,6 +141,11 @@ local function meta(mk, limit, kind, lease, quar, seen, lv)
   end
   return M
 end
+
+-- shut tells a lane that grants nothing now: quarantined, or closed by a
+-- cooldown (cu); reopen is when it grants again.
+local function shut(M) return now < M.qu or now < M.cu end
+local function reopen(M) return math.max(M.qu, M.cu) end
 
 -- next_fence returns the next fencing token: one more than the last, and
 -- never below the server's clock in microseconds, so that tokens keep
@@ -262,7 +268,7 @@ end
 -- is SPUBLISH (sharded pub/sub: a Cluster delivers on the lane's node only)
 -- or PUBLISH.
 local function pump(B, M, chan, pub)
-  if now < M.qu then return end
+  if shut(M) then return end
   for _ = 1, 64 do
     local head = B.head
     if not head then return end
@@ -288,9 +294,9 @@ end
 
 // Status codes of the acquire script.
 const (
-	stTry      = 0  // try mode: not granted, not queued {0, hint ms, quarantined 0/1}
+	stTry      = 0  // try mode: not granted, not queued {0, hint ms, quarantined 0/1, closed for ms}
 	stGranted  = 1  // {1, fence}
-	stQueued   = 2  // {2, hint ms, quarantined 0/1, arrival number}
+	stQueued   = 2  // {2, hint ms, quarantined 0/1, arrival number, closed for ms}
 	stMismatch = -1 // {-1, stored limit}
 	stTooHeavy = -2 // {-2, stored limit}: heavier than a fleet lane's limit now
 )
@@ -352,7 +358,7 @@ local function granted(f)
   if #ARGV > 10 then
     out = {1, f, 0, 0}
     local zadd = {}
-    if not try and now >= M.qu then
+    if not try and not shut(M) then
       for i = 11, #ARGV - 2, 3 do
         local fid, fw = ARGV[i], tonumber(ARGV[i + 1])
         local ff, fexp
@@ -398,13 +404,15 @@ if w > M.limit then -- a fleet lane that shrank below the weight
   return {-2, M.limit}
 end
 local quarantined = now < M.qu
-if not queued and not quarantined and not B.head and B.held + w <= M.limit then
+if not queued and not shut(M) and not B.head and B.held + w <= M.limit then
   return granted(grant(B, M, id, w, ttl))
 end
 
 local hint, qflag, seq = ttl, 0, 0
-if quarantined then
-  hint, qflag = M.qu - now, 1
+local cool = math.max(M.cu - now, 0)
+if quarantined then qflag = 1 end
+if shut(M) then
+  hint = reopen(M) - now
 elseif B.first then
   hint = B.first - now
 end
@@ -428,8 +436,8 @@ if not try then
 end
 flush(B)
 save(M)
-if try then return {0, hint, qflag} end
-return {2, hint, qflag, seq}
+if try then return {0, hint, qflag, cool} end
+return {2, hint, qflag, seq, cool}
 `
 
 // The release script returns 0 when id was neither held nor queued, 1 when
@@ -557,6 +565,31 @@ save(M)
 return out
 `
 
+// coolScript closes the lane until d ms from now on the server's clock
+// (cu in the meta hash), unless it is closed until later already: a
+// cooldown only ever extends, so that no instance shortens another's.
+// While it is closed, nothing is granted (shut): not by an acquire, a
+// batch, a release's hand-over, a refresh or a raise; queued ids keep
+// their place. It replies {1, ms until the lane reopens from the
+// cooldown (0: open)}, or {-1, stored limit} for a lane of another
+// capacity or kind. d <= 0 sets nothing and reads.
+//
+// KEYS: meta
+// ARGV: limit, kind, lease ms, quarantine ms, term of the limit (lterm), d ms
+var coolScript = redis.NewScript(coolSrc)
+
+const coolSrc = prelude + `
+local limit, kind = tonumber(ARGV[1]), ARGV[2]
+local ttl, quar, lv, d = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]) or 0, tonumber(ARGV[6])
+local M = meta(KEYS[1], limit, kind, ttl, quar, 0, lv)
+if not M.ok then return {-1, M.limit} end
+if d > 0 and now + d > M.cu then
+  M.cu = now + d
+  redis.call('HSET', KEYS[1], 'cu', s(M.cu))
+end
+return {1, math.max(M.cu - now, 0)}
+`
+
 // Results of the fleet script.
 const (
 	flFollower = 0  // {0, term, limit, 0, lterm}
@@ -641,4 +674,131 @@ if set and vterm == term and value ~= M.limit then
 end
 save(M)
 return {1, term, M.limit, written, M.lv}
+`
+
+// A Tokens lane keeps, beside its meta hash (kind "tokens:<window ms>",
+// limit: the budget of a window):
+//
+//	{lanes:<name>}:t:z  zset charge -> server time of the charge (ms)
+//	{lanes:<name>}:t:w  hash charge -> tokens, sum (their total)
+//
+// A charge is an admission, named by its id (its estimate, lowered to the
+// actual count by a refund), or the debt of one, "<id>+" (what the actual
+// count passed the estimate by, charged when it was settled). A charge
+// counts while now - window < its time: it leaves the window when the
+// server's clock reaches its time plus the window. Both keys expire two
+// windows after the last write.
+
+// tokensPrelude is shared by the Tokens scripts: it reads the meta hash
+// and drops the charges that left the window (a bounded number; more that
+// are left count on, which only delays a grant).
+const tokensPrelude = prelude + `
+local Z, W = KEYS[2], KEYS[3]
+local function window_drop(win)
+  local gone = redis.call('ZRANGEBYSCORE', Z, '-inf', now - win, 'LIMIT', 0, 256)
+  local sum = tonumber(redis.call('HGET', W, 'sum')) or 0
+  if #gone > 0 then
+    local ws = redis.call('HMGET', W, unpack(gone))
+    for i = 1, #gone do sum = sum - (tonumber(ws[i]) or 0) end
+    redis.call('ZREM', Z, unpack(gone))
+    redis.call('HDEL', W, unpack(gone))
+    if redis.call('ZCARD', Z) == 0 then sum = 0 end -- nothing left: no drift can outlive a window
+    redis.call('HSET', W, 'sum', s(sum))
+  end
+  return sum
+end
+local function keep(win)
+  redis.call('PEXPIRE', Z, 2 * win)
+  redis.call('PEXPIRE', W, 2 * win)
+end
+`
+
+// Status codes of the tokens script (beside stMismatch and stTooHeavy).
+const (
+	tkWait    = 0 // {0, ms until the window has room (or the lane reopens), ms until it reopens from a cooldown}
+	tkGranted = 1 // {1, server time of the charge (ms)}
+)
+
+// tokensScript charges n tokens to id now, if the window has room for
+// them and the lane is open, or returns how long until it may: the time
+// until enough of the oldest charges leave the window, or until the lane
+// reopens. A retried call of an id already charged (in the window)
+// returns the same charge.
+//
+// KEYS: meta, z, w
+// ARGV: id, n, limit, kind, lease ms, quarantine ms, window ms
+var tokensScript = redis.NewScript(tokensSrc)
+
+const tokensSrc = tokensPrelude + `
+local id, n, limit, kind = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local ttl, quar, win = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local M = meta(KEYS[1], limit, kind, ttl, quar, 0, 0)
+if not M.ok then return {-1, M.limit} end
+if n > M.limit then return {-2, M.limit} end
+local sum = window_drop(win)
+local at = redis.call('ZSCORE', Z, id)
+if at then return {1, tonumber(at)} end
+local cool = math.max(M.cu - now, 0)
+if shut(M) then return {0, reopen(M) - now, cool} end
+if sum + n <= M.limit then
+  redis.call('ZADD', Z, s(now), id)
+  redis.call('HSET', W, id, s(n), 'sum', s(sum + n))
+  keep(win)
+  return {1, now}
+end
+-- the oldest charges leave first: the one whose leaving makes room
+local need = sum + n - M.limit
+local r = redis.call('ZRANGE', Z, 0, 255, 'WITHSCORES')
+local ids = {}
+for i = 1, #r, 2 do ids[#ids + 1] = r[i] end
+local ws = redis.call('HMGET', W, unpack(ids))
+for i = 1, #ids do
+  need = need - (tonumber(ws[i]) or 0)
+  if need <= 0 then return {0, math.max(tonumber(r[2 * i]) + win - now, 1), 0} end
+end
+return {0, math.max(tonumber(r[#r]) + win - now, 1), 0}
+`
+
+// settleScript sets what the charge id counts to the actual count of its
+// call: its admission entry to min(estimate, actual), if it is still in
+// the window (a refund never returns more than the charge holds, nor
+// tokens that have left the window), and its debt entry "<id>+" to what
+// actual passes the estimate by, charged now. It is absolute, so a
+// retried or repeated call changes nothing more. It replies {1, sum}.
+//
+// KEYS: meta, z, w
+// ARGV: id, estimate, actual, window ms
+var settleScript = redis.NewScript(settleSrc)
+
+const settleSrc = tokensPrelude + `
+local id, est, actual, win = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local sum = window_drop(win)
+if redis.call('ZSCORE', Z, id) then
+  local cur = tonumber(redis.call('HGET', W, id)) or 0
+  local want = math.min(est, actual)
+  if want ~= cur then
+    sum = sum + want - cur
+    redis.call('HSET', W, id, s(want))
+  end
+end
+local did = id .. '+'
+local debt = math.max(actual - est, 0)
+local cur = 0
+if redis.call('ZSCORE', Z, did) then cur = tonumber(redis.call('HGET', W, did)) or 0 end
+if debt > cur then
+  redis.call('ZADD', Z, s(now), did)
+  redis.call('HSET', W, did, s(debt))
+  sum = sum + debt - cur
+elseif debt < cur then
+  if debt == 0 then
+    redis.call('ZREM', Z, did)
+    redis.call('HDEL', W, did)
+  else
+    redis.call('HSET', W, did, s(debt))
+  end
+  sum = sum - (cur - debt)
+end
+redis.call('HSET', W, 'sum', s(sum))
+keep(win)
+return {1, sum}
 `

@@ -2,6 +2,7 @@ package redislane
 
 import (
 	"context"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -79,6 +80,19 @@ func (s *Weighted) Do(ctx context.Context, n int64, fn func(context.Context) err
 		return err
 	}
 	return p.run(ctx, fn)
+}
+
+// Cooldown closes the lane to new grants for every instance of the fleet
+// until d from now on the Redis server's clock (a provider's retry time),
+// unless it is closed until later already: a cooldown only ever extends.
+// Waiters keep their place; an acquire whose context's deadline comes
+// before the reopening fails at once with a [*LateError]; the lane
+// reopens by itself. It returns the time until the lane reopens as Redis
+// has it (later than d if another cooldown ends later); d <= 0 sets
+// nothing and reads it. It makes one call, bounded by a fifth of the
+// lease; see the package doc (Cooldown).
+func (s *Weighted) Cooldown(ctx context.Context, d time.Duration) (time.Duration, error) {
+	return s.c.cooldown(ctx, d)
 }
 
 // Capacity returns the capacity. For the lane of a [Fleet], it is the
