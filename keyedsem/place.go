@@ -2,7 +2,6 @@ package keyedsem
 
 import (
 	"context"
-	"errors"
 
 	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/internal/permit"
@@ -19,10 +18,6 @@ type Place[K comparable] struct {
 	r   *waitq.Spot // its owner is the *entry[K] the place holds a reference on
 	gen uint64
 }
-
-// errLeft is the ending of a waiter whose place was given up (Leave), for
-// the engine; no caller sees it.
-var errLeft = errors.New("keyedsem: place left")
 
 // Join takes a place in key's line without waiting, where Acquire with opts
 // would wait, as [semaphore.Weighted.Join] does: a webhook can answer at
@@ -121,15 +116,7 @@ func (p Place[K]) Leave() {
 	if !ok {
 		return
 	}
-	if w == nil {
-		granted.Release()
-		return
+	if s := p.s; waitq.GiveUp(&e.q, line[K]{s, e}, &s.wcache, w, permit.Permit(granted)) {
+		s.release(e, 0) // the place's reference
 	}
-	s := p.s
-	// As a wait whose context ended without being woken: the engine takes
-	// w out of the queue, or, if it was served meanwhile, receives its
-	// wake-up and gives the grant back (a failure by Close is only
-	// received); the callers behind are served either way.
-	_ = waitq.End(&e.q, line[K]{s, e}, &s.wcache, w, waitq.Ended{Err: errLeft, How: waitq.Cancelled})
-	s.release(e, 0)
 }

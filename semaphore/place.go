@@ -2,7 +2,6 @@ package semaphore
 
 import (
 	"context"
-	"errors"
 
 	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/internal/permit"
@@ -17,10 +16,6 @@ type Place struct {
 	r   *waitq.Spot
 	gen uint64
 }
-
-// errLeft is the ending of a waiter whose place was given up (Leave), for
-// the engine; no caller sees it.
-var errLeft = errors.New("semaphore: place left")
 
 // Join takes a place in line for n permits where Acquire would wait,
 // without waiting; places are served in that order, whatever order their
@@ -121,14 +116,8 @@ func (s *Weighted) handBackJoined(p Permit) {
 // it does nothing for a used place (so defer it). To end a Wait in
 // progress, end its context.
 func (p Place) Leave() {
-	w, granted, ok := p.take()
-	if !ok {
-		return
+	if w, granted, ok := p.take(); ok {
+		s := p.s
+		waitq.GiveUp(&s.q, (*owner)(s), &s.wcache, w, permit.Permit(granted))
 	}
-	if w == nil {
-		granted.Release()
-		return
-	}
-	s := p.s
-	_ = waitq.End(&s.q, (*owner)(s), &s.wcache, w, waitq.Ended{Err: errLeft, How: waitq.Cancelled})
 }

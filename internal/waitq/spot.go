@@ -1,6 +1,7 @@
 package waitq
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -42,4 +43,24 @@ func Take(r *Spot, gen uint64) (owner any, w *Waiter, p permit.Permit, ok bool) 
 	r.owner, r.w, r.p = nil, nil, permit.Permit{}
 	spots.Put(r)
 	return owner, w, p, true
+}
+
+// errLeft is the ending of a waiter whose place was given up (GiveUp); no
+// caller sees it.
+var errLeft = errors.New("lanes: place left")
+
+// GiveUp gives up a place whose spot held w, a waiter in q, or granted, a
+// permit given at once: the permit is released, or the waiter leaves as a
+// wait whose context ended (taken out of the queue, or, if it was served
+// meanwhile, its wake-up received and a grant given back; a failure is
+// only received), the ones behind served either way. It reports whether
+// there was a waiter, so that an owner that counts references on it (a
+// keyed entry) drops the place's.
+func GiveUp[O Owner](q *Queue, o O, c *Cache, w *Waiter, granted permit.Permit) (waited bool) {
+	if w == nil {
+		granted.Release()
+		return false
+	}
+	_ = End(q, o, c, w, Ended{Err: errLeft, How: Cancelled})
+	return true
 }
