@@ -261,8 +261,8 @@ func TestTurnRefusedWithoutItsOption(t *testing.T) {
 	}
 }
 
-// TestOrderOptionsRefused: the two orders exclude each other, and the
-// aging step must be positive.
+// TestOrderOptionsRefused: the reorder hold needs sequence order without
+// priorities, and the aging step must be positive.
 func TestOrderOptionsRefused(t *testing.T) {
 	for _, c := range []struct {
 		name string

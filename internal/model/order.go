@@ -7,8 +7,9 @@ import (
 )
 
 // Order is the order in which a Semaphore model serves its waiters, the
-// model of one ordering option of the real semaphore: FIFO (none),
-// Priorities (WithPriorities) or FairShare (WithFairShare). The model
+// model of the real semaphore's ordering options: FIFO (none), Priorities
+// (WithPriorities), FairShare (WithFairShare), or PrioritiesFairShare
+// (both). The model
 // keeps its waiters in arrival order and asks the order whom to serve
 // next; an order that places waiters (fair share) does so as they join.
 type Order interface {
