@@ -76,16 +76,21 @@ type semRun struct {
 // tokens.
 //
 // Each run has one of the orders of service (FIFO, priorities, fair
-// share), so that one driver checks them all. A third of the runs order
-// by priority with aging (WithPriorities, model Priorities, both on the
+// share, or priorities and fair share composed: model
+// PrioritiesFairShare), so that one driver checks them all. A quarter of
+// the runs order by priority with aging (WithPriorities, model Priorities, both on the
 // fake clock): their acquires are Acquire calls with drawn priorities
 // (the bounds ±MaxPriority included) or plain Acquire at priority 0, and
 // age moves the clock on by quarters of the step, so the grants checked
-// are those of the highest effective priority. A third share fairly
+// are those of the highest effective priority. A quarter share fairly
 // (WithFairShare, model FairShare): their acquires name one of the groups
 // "", "a", "b" and "c" (plain Acquire waits in ""), with equal weights or
 // weights from 1 to 4, so the grants checked are those of start-time fair
-// queuing, FIFO within a group. Every run also tries Turns it must refuse
+// queuing, FIFO within a group. A quarter do both, each acquire with a
+// drawn priority and group, so the grants checked are band first, then the
+// groups' turns within a band (the model checks after every step that no
+// waiter was passed by a later one that does not overtake it). Every run
+// also tries Turns it must refuse
 // (badTurn: a field without its option, a priority out of range):
 // nothing taken, counted in Rejected.
 //
