@@ -171,7 +171,7 @@ func (p policy) String() string {
 //
 // Priorities order the global lane (semaphore.WithPriorities with the
 // mode's aging step); fair share makes it a fair lane (simulateMixed,
-// through lanequeue's AddFairLane, the tenant a function of the key).
+// through lanequeue's NewFairLane, the tenant a function of the key).
 func laneOptions(p policy, mc mixedConfig) (session []keyedsem.Option, global []semaphore.Option) {
 	if p == policyPriority {
 		// keyedsem.WithPriorities on the session lane would change nothing
@@ -262,17 +262,25 @@ func simulateMixed(ctx context.Context, mc mixedConfig, run mixedRun, progress i
 	sessionOpts, globalOpts := laneOptions(run.Policy, mc)
 	q := lanequeue.New[mixedKey]()
 	defer q.Close()
-	if err := q.AddKeyedLane("session", append([]keyedsem.Option{keyedsem.WithIdleTimeout(0)}, sessionOpts...)...); err != nil {
+	sessionOpts = append([]keyedsem.Option{keyedsem.WithIdleTimeout(0)}, sessionOpts...)
+	if err := keyedsem.Validate(sessionOpts...); err != nil {
 		return mixedResult{}, err
 	}
+	if err := q.Add("session", lanequeue.NewKeyedLane(keyedsem.New[mixedKey](sessionOpts...))); err != nil {
+		return mixedResult{}, err
+	}
+	global := lanequeue.NewGlobalLane[mixedKey]
 	if run.Policy == policyFairShare {
 		// The global lane serves its waiters by tenant, equal shares: the
 		// tenant is a function of the key.
 		tenant := func(k mixedKey) string { return mc.Tenants[k.Tenant].Name }
-		if err := q.AddFairLane("global", mc.Global, tenant, globalOpts...); err != nil {
-			return mixedResult{}, err
-		}
-	} else if err := q.AddGlobalLane("global", mc.Global, globalOpts...); err != nil {
+		globalOpts = append([]semaphore.Option{semaphore.WithFairShare(nil)}, globalOpts...)
+		global = func(s *semaphore.Weighted) lanequeue.Lane[mixedKey] { return lanequeue.NewFairLane(s, tenant) }
+	}
+	if err := semaphore.Validate(mc.Global, globalOpts...); err != nil {
+		return mixedResult{}, err
+	}
+	if err := q.Add("global", global(semaphore.New(mc.Global, globalOpts...))); err != nil {
 		return mixedResult{}, err
 	}
 	lanes, err := q.Lanes("session", "global")
