@@ -221,8 +221,8 @@ func Default[K comparable](globalCapacity int64, keyedOpts ...keyedsem.Option) *
 // Add registers l, made by [NewKeyedLane], [NewGlobalLane], [NewFairLane],
 // [NewRateLane], [NewTokenLane] or another package, under name; the queue
 // closes it. It returns an error wrapping semaphore.ErrInvalidConfig for
-// an empty name, a name or a budget registered already, or a rate or
-// token lane made with settings out of range, and semaphore.ErrClosed after Close,
+// an empty name, a name or a budget registered already, or a lane made
+// with a setting out of range (see its constructor), and semaphore.ErrClosed after Close,
 // registering nothing. It panics if l is nil or of no Kind.
 func (q *Queue[K]) Add(name string, l Lane[K]) error {
 	if l == nil {

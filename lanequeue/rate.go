@@ -75,9 +75,8 @@ type rateLane[K comparable] struct {
 	mu sync.Mutex // orders the lane's calls on lim; guards uses
 	// uses counts the lane's calls that may have changed lim's state (a
 	// reservation or grant, a cancellation), so that a reservation can
-	// tell whether lim has moved since it was made. For a lane that made
-	// its limiter nothing else changes it; a limiter from outside may also
-	// be used directly, unseen.
+	// tell whether lim has moved since it was made. NewRateLane asks to be
+	// lim's only user; code that uses lim anyway does so unseen.
 	uses uint64
 
 	closeOnce sync.Once
@@ -162,7 +161,7 @@ func (l *rateLane[K]) reserve(q *rateReq[K], wait bool) time.Time {
 	d := r.DelayFrom(now)
 	if d > 0 && !(l.lim.Limit() > 0) {
 		// The limiter does not refill (a limit of 0 or below, set by
-		// SetLimit on a limiter from outside): the tokens never come.
+		// SetLimit behind the lane's back): the tokens never come.
 		r.CancelAt(now)
 		l.uses++
 		q.never = true
