@@ -16,7 +16,7 @@ import (
 
 // Target is what a [Controller] drives: a budget whose capacity it reads
 // at [New] and at each decision, and sets. [semaphore.Weighted] satisfies
-// it (the semaphore of a global lane, from lanequeue's Queue.GlobalSemaphore),
+// it (the semaphore given to lanequeue's NewGlobalLane),
 // and so does a budget shared through Redis (redislane.Fleet, a [Shared]
 // target).
 //

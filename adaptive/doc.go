@@ -13,8 +13,8 @@
 //     classifies its error ([Classify]: nil is a success, an error wrapping
 //     [ErrOverload] an overload, anything else ignored; or
 //     [WithClassifier]) and reports, timing from the grant to the return.
-//   - A lane of package lanequeue: give the controller the lane's
-//     semaphore (Queue.GlobalSemaphore) and pass the controller to
+//   - A lane of package lanequeue: give the controller the semaphore of
+//     the lane (the one given to NewGlobalLane) and pass the controller to
 //     Queue.ObserveLane; Queue.Do and Ticket.Finish then report fn's error
 //     and the time held, with no code at the call site.
 //   - By hand: [Controller.Report](outcome, rtt), before releasing the

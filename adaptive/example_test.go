@@ -17,11 +17,8 @@ import (
 func Example_lanequeue() {
 	q := lanequeue.New[string]()
 	defer q.Close()
-	if err := q.AddGlobalLane("model", 4); err != nil {
-		panic(err)
-	}
-	sem, err := q.GlobalSemaphore("model")
-	if err != nil {
+	sem := semaphore.New(4)
+	if err := q.Add("model", lanequeue.NewGlobalLane[string](sem)); err != nil {
 		panic(err)
 	}
 	ctl, err := adaptive.New(sem, 1, 64, adaptive.WithInitial(2))

@@ -11,7 +11,9 @@ import (
 
 	"github.com/sessionlane/lanes/adaptive"
 	"github.com/sessionlane/lanes/internal/testkit"
+	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // TestLaneDrivenThroughDoRace: goroutines calling a provider through a
@@ -21,9 +23,8 @@ import (
 func TestLaneDrivenThroughDoRace(t *testing.T) {
 	q := lanequeue.New[string]()
 	defer q.Close()
-	require.NoError(t, q.AddGlobalLane("model", 32))
-	sem, err := q.GlobalSemaphore("model")
-	require.NoError(t, err)
+	sem := semaphore.New(32)
+	require.NoError(t, q.Add("model", lanequeue.NewGlobalLane[string](sem)))
 	ctl, err := adaptive.New(sem, 2, 32)
 	require.NoError(t, err)
 	require.NoError(t, q.ObserveLane("model", ctl))
@@ -71,19 +72,18 @@ func TestLaneDrivenThroughDoRace(t *testing.T) {
 func TestObserveLaneRefusesAControllerOfAnotherLane(t *testing.T) {
 	q := lanequeue.New[string]()
 	defer q.Close()
-	require.NoError(t, q.AddKeyedLane("session"))
-	require.NoError(t, q.AddGlobalLane("global", 8))
-	require.NoError(t, q.AddGlobalLane("other", 8))
-	sem, err := q.GlobalSemaphore("global")
-	require.NoError(t, err)
+	require.NoError(t, q.Add("session", lanequeue.NewKeyedLane(keyedsem.New[string]())))
+	sem := semaphore.New(8)
+	require.NoError(t, q.Add("global", lanequeue.NewGlobalLane[string](sem)))
+	require.NoError(t, q.Add("other", lanequeue.NewGlobalLane[string](semaphore.New(8))))
 	ctl, err := adaptive.New(sem, 1, 16)
 	require.NoError(t, err)
 
 	err = q.ObserveLane("session", ctl)
-	require.ErrorIs(t, err, lanequeue.ErrInvalidConfig)
+	require.ErrorIs(t, err, semaphore.ErrInvalidConfig)
 	require.ErrorContains(t, err, `ObserveLane("session"): a keyed lane has no single budget`)
 	err = q.ObserveLane("other", ctl)
-	require.ErrorIs(t, err, lanequeue.ErrInvalidConfig)
+	require.ErrorIs(t, err, semaphore.ErrInvalidConfig)
 	require.ErrorContains(t, err, `ObserveLane("other"): the controller drives another budget than the lane's semaphore`)
 	require.NoError(t, q.ObserveLane("global", ctl))
 	require.Same(t, sem, ctl.Target())

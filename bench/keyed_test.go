@@ -83,10 +83,10 @@ func newLanesQueue(q *lanequeue.Queue[string], names ...string) lanesQueue {
 
 func newQueue(global int64, opts ...keyedsem.Option) *lanequeue.Queue[string] {
 	q := lanequeue.New[string]()
-	if err := q.AddKeyedLane("session", opts...); err != nil {
+	if err := q.Add("session", lanequeue.NewKeyedLane(keyedsem.New[string](opts...))); err != nil {
 		panic(err)
 	}
-	if err := q.AddGlobalLane("global", global); err != nil {
+	if err := q.Add("global", lanequeue.NewGlobalLane[string](semaphore.New(global))); err != nil {
 		panic(err)
 	}
 	return q

@@ -46,8 +46,8 @@ func newDecodeFixture(t *testing.T, edit func(*lanehttp.Config[string])) *decode
 	t.Helper()
 	f := &decodeFixture{q: lanequeue.New[string]()}
 	t.Cleanup(f.q.Close)
-	must(t, f.q.AddKeyedLane("thread", keyedsem.WithSequenceOrder()))
-	must(t, f.q.AddGlobalLane("model", 4, semaphore.WithFairShare(func(string) int { return 1 })))
+	must(t, f.q.Add("thread", lanequeue.NewKeyedLane(keyedsem.New[string](keyedsem.WithSequenceOrder()))))
+	must(t, f.q.Add("model", lanequeue.NewGlobalLane[string](semaphore.New(4, semaphore.WithFairShare(func(string) int { return 1 })))))
 	set, err := f.q.Lanes("thread", "model")
 	must(t, err)
 	f.dec = lanehttp.NewDecoder(func(r *http.Request, body []byte) (string, error) {
@@ -80,8 +80,10 @@ func newDecodeFixture(t *testing.T, edit func(*lanehttp.Config[string])) *decode
 	f.h = lanehttp.Handler(cfg, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.calls.Add(1)
 		f.gotValue, f.gotOK = f.dec.From(r.Context())
-		if tk, ok := lanequeue.TicketFrom[string](r.Context()); ok {
-			f.gotKey = tk.Key()
+		if _, ok := lanequeue.TicketFrom[string](r.Context()); ok {
+			for _, h := range f.q.Holders() { // one request at a time
+				f.gotKey = h.Key
+			}
 		}
 		f.gotBody, _ = io.ReadAll(r.Body)
 	}))

@@ -7,8 +7,10 @@ import (
 	"testing"
 
 	"github.com/sessionlane/lanes/internal/testkit"
+	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanehttp"
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // TestDrainServesHandlersNestedAcquire (issue 26): a request admitted on
@@ -20,8 +22,8 @@ func TestDrainServesHandlersNestedAcquire(t *testing.T) {
 	t.Parallel()
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	must(t, q.AddKeyedLane("thread"))
-	must(t, q.AddGlobalLane("model", 1))
+	must(t, q.Add("thread", lanequeue.NewKeyedLane(keyedsem.New[string]())))
+	must(t, q.Add("model", lanequeue.NewGlobalLane[string](semaphore.New(1))))
 	thread, err := q.Lanes("thread")
 	must(t, err)
 	model, err := q.Lanes("model")

@@ -34,10 +34,10 @@ type message struct {
 func ExampleDecoder() {
 	q := lanequeue.New[string]()
 	defer q.Close()
-	if err := q.AddKeyedLane("thread", keyedsem.WithSequenceOrder()); err != nil {
+	if err := q.Add("thread", lanequeue.NewKeyedLane(keyedsem.New[string](keyedsem.WithSequenceOrder()))); err != nil {
 		panic(err)
 	}
-	if err := q.AddGlobalLane("model", 8, semaphore.WithFairShare(func(tenant string) int { return 1 })); err != nil {
+	if err := q.Add("model", lanequeue.NewGlobalLane[string](semaphore.New(8, semaphore.WithFairShare(func(tenant string) int { return 1 })))); err != nil {
 		panic(err)
 	}
 	lanes, err := q.Lanes("thread", "model")

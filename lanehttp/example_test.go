@@ -11,6 +11,7 @@ import (
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanehttp"
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // A chat API behind the lanes: one request at a time per session (the
@@ -91,11 +92,8 @@ func ExampleHandler() {
 func ExampleHandler_adaptive() {
 	q := lanequeue.New[string]()
 	defer q.Close()
-	if err := q.AddGlobalLane("model", 8); err != nil {
-		panic(err)
-	}
-	sem, err := q.GlobalSemaphore("model")
-	if err != nil {
+	sem := semaphore.New(8)
+	if err := q.Add("model", lanequeue.NewGlobalLane[string](sem)); err != nil {
 		panic(err)
 	}
 	ctl, err := adaptive.New(sem, 1, 8) // from 8 at once, never under 1

@@ -9,9 +9,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/sessionlane/lanes/adaptive"
 	"github.com/sessionlane/lanes/lanehttp"
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // A gateway calls a model provider that allows 8 calls at once, 50
@@ -38,16 +41,16 @@ func ExampleTransport() {
 
 	q := lanequeue.New[string]()
 	defer q.Close()
-	if err := q.AddGlobalLane("concurrency", 8); err != nil {
+	sem := semaphore.New(8)
+	if err := q.Add("concurrency", lanequeue.NewGlobalLane[string](sem)); err != nil {
 		panic(err)
 	}
-	if err := q.AddRateLane("requests", 50.0/60, 50); err != nil {
+	if err := q.Add("requests", lanequeue.NewRateLane[string](rate.NewLimiter(50.0/60, 50))); err != nil {
 		panic(err)
 	}
-	if err := q.AddTokenLane("tokens", 40_000); err != nil {
+	if err := q.Add("tokens", lanequeue.NewTokenLane[string](40_000)); err != nil {
 		panic(err)
 	}
-	sem, _ := q.GlobalSemaphore("concurrency")
 	limit, err := adaptive.New(sem, 1, 8)
 	if err != nil {
 		panic(err)

@@ -103,7 +103,7 @@
 //
 // A token budget is settled after the call: with a
 // [TransportConfig.Usage] and a TokensLane made by
-// [lanequeue.Queue.AddTokenLane], the body keeps the last 16 KiB the
+// [lanequeue.NewTokenLane], the body keeps the last 16 KiB the
 // caller reads (the caller reads it unchanged; nothing more is kept) and,
 // at its EOF or at an earlier Close, Usage reads the call's token count
 // from them ([UsageJSON] reads OpenAI's and Anthropic's answers and
@@ -301,11 +301,8 @@ func Middleware[K comparable](cfg Config[K]) func(http.Handler) http.Handler {
 	if cfg.Key == nil {
 		panic("lanehttp: Config.Key is nil")
 	}
-	switch err := cfg.Queue.Check(cfg.Lanes); {
-	case errors.Is(err, lanequeue.ErrNoLanes):
-		panic("lanehttp: Config.Lanes is empty: set it to the lanes every request takes, made by Queue.Lanes")
-	case errors.Is(err, lanequeue.ErrUnknownLane):
-		panic("lanehttp: Config.Lanes: " + err.Error())
+	if err := cfg.Queue.Check(cfg.Lanes); errors.Is(err, semaphore.ErrInvalidConfig) {
+		panic("lanehttp: Config.Lanes: " + err.Error() + ": set it to the lanes every request takes, made by Queue.Lanes")
 	}
 	switch {
 	case cfg.MaxKeyBytes < 0:
@@ -417,7 +414,7 @@ func Status(err error) int {
 	var le *lanequeue.LaneError
 	isLane := errors.As(err, &le)
 	switch {
-	case errors.Is(err, lanequeue.ErrClosed): // also ErrDraining
+	case errors.Is(err, semaphore.ErrClosed): // also lanequeue.ErrDraining
 		return http.StatusServiceUnavailable
 	case errors.Is(err, keyedsem.ErrTooManyKeys):
 		return http.StatusServiceUnavailable

@@ -38,8 +38,8 @@ func TestLoopbackUnderLoadRace(t *testing.T) {
 		queuedBy = keys * (perKey - 1)
 	)
 	q := lanequeue.New[string]()
-	must(t, q.AddKeyedLane("session", keyedsem.WithSequenceOrder(), keyedsem.WithMaxWaitersPerKey(perKey-1)))
-	must(t, q.AddGlobalLane("global", global))
+	must(t, q.Add("session", lanequeue.NewKeyedLane(keyedsem.New[string](keyedsem.WithSequenceOrder(), keyedsem.WithMaxWaitersPerKey(perKey-1)))))
+	must(t, q.Add("global", lanequeue.NewGlobalLane[string](semaphore.New(global))))
 	set, err := q.Lanes("session", "global")
 	must(t, err)
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sessionlane/lanes/adaptive"
 	"github.com/sessionlane/lanes/internal/testkit"
+	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanehttp"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
@@ -30,10 +31,9 @@ func TestAdaptiveLaneLearnsFromTheHandlersAnswers(t *testing.T) {
 	t.Parallel()
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	must(t, q.AddKeyedLane("session"))
-	must(t, q.AddGlobalLane("model", 8))
-	sem, err := q.GlobalSemaphore("model")
-	must(t, err)
+	must(t, q.Add("session", lanequeue.NewKeyedLane(keyedsem.New[string]())))
+	sem := semaphore.New(8)
+	must(t, q.Add("model", lanequeue.NewGlobalLane[string](sem)))
 	ctl, err := adaptive.New(sem, 1, 8)
 	must(t, err)
 	must(t, q.ObserveLane("model", ctl))
@@ -125,7 +125,7 @@ func observedFixture(t *testing.T, outcome func(int) error, handler http.Handler
 	t.Helper()
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	must(t, q.AddGlobalLane("global", 4))
+	must(t, q.Add("global", lanequeue.NewGlobalLane[string](semaphore.New(4))))
 	obs := &observed{}
 	must(t, q.ObserveLane("global", obs))
 	set, err := q.Lanes("global")

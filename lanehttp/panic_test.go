@@ -9,6 +9,7 @@ import (
 
 	"github.com/sessionlane/lanes/adaptive"
 	"github.com/sessionlane/lanes/internal/testkit"
+	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanehttp"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
@@ -125,10 +126,11 @@ func TestUserFunctionPanicsHoldNothing(t *testing.T) {
 		}
 	})
 	t.Run("adaptive classifier", func(t *testing.T) {
-		q := lanequeue.Default[string](1)
+		q := lanequeue.New[string]()
 		t.Cleanup(q.Close)
-		sem, err := q.GlobalSemaphore(lanequeue.GlobalLane)
-		must(t, err)
+		sem := semaphore.New(1)
+		must(t, q.Add(lanequeue.SessionLane, lanequeue.NewKeyedLane(keyedsem.New[string]())))
+		must(t, q.Add(lanequeue.GlobalLane, lanequeue.NewGlobalLane[string](sem)))
 		panics := true
 		ctl, err := adaptive.New(sem, 1, 1, adaptive.WithClassifier(func(error) adaptive.Outcome {
 			if panics {

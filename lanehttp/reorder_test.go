@@ -34,7 +34,7 @@ func newReorderFixture(t *testing.T) *reorderFixture {
 	t.Helper()
 	f := &reorderFixture{q: lanequeue.New[string](), fake: clock.NewFake(time.Unix(1_700_000_000, 0))}
 	t.Cleanup(f.q.Close)
-	must(t, f.q.AddKeyedLane("thread", keyedsem.WithSequenceOrder(), keyedsem.WithReorderHold(reorderHold), keyedsem.WithClock(f.fake)))
+	must(t, f.q.Add("thread", lanequeue.NewKeyedLane(keyedsem.New[string](keyedsem.WithSequenceOrder(), keyedsem.WithReorderHold(reorderHold), keyedsem.WithClock(f.fake)))))
 	set, err := f.q.Lanes("thread")
 	must(t, err)
 	f.h = lanehttp.Handler(lanehttp.Config[string]{

@@ -5,22 +5,24 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanehttp"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
 // TestShrunkGlobalLaneIs503: a global lane whose capacity a limit controller shrank below a
-// request's weight (adaptive over Queue.GlobalSemaphore) refuses it with
+// request's weight (adaptive over the lane's semaphore) refuses it with
 // ErrTooHeavy; that is transient (the controller grows it back), so the
 // middleware answers 503 with a Retry-After, not 500, "what no retry
 // mends".
 func TestShrunkGlobalLaneIs503(t *testing.T) {
-	q := lanequeue.Default[string](4)
+	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
+	s := semaphore.New(4)
+	must(t, q.Add(lanequeue.SessionLane, lanequeue.NewKeyedLane(keyedsem.New[string]())))
+	must(t, q.Add(lanequeue.GlobalLane, lanequeue.NewGlobalLane[string](s)))
 	set, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
-	must(t, err)
-	s, err := q.GlobalSemaphore(lanequeue.GlobalLane)
 	must(t, err)
 	h := lanehttp.Handler(lanehttp.Config[string]{
 		Queue: q, Lanes: set,

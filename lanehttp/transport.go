@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -78,7 +79,7 @@ type TransportConfig[K comparable] struct {
 	// most its last 16 KiB, where an answer's usage is), and resp is the
 	// response (its Body not to be read or closed). It is called once,
 	// at the body's EOF or, if the caller stops before, at its Close;
-	// the ticket of TokensLane (a lane of Queue.AddTokenLane) is then
+	// the ticket of TokensLane (a lane of lanequeue.NewTokenLane) is then
 	// settled to tokens before the lanes are released: a refund, or a
 	// debt later calls wait out. With ok false, or at a Close before EOF
 	// with tokens not above the estimate (the provider may have counted
@@ -146,15 +147,12 @@ func NewTransport[K comparable](cfg TransportConfig[K]) *Transport[K] {
 	if cfg.Queue == nil {
 		panic("lanehttp: TransportConfig.Queue is nil")
 	}
-	switch err := cfg.Queue.Check(cfg.Lanes); {
-	case errors.Is(err, lanequeue.ErrNoLanes):
-		panic("lanehttp: TransportConfig.Lanes is empty: set it to the lanes every attempt takes, made by Queue.Lanes")
-	case errors.Is(err, lanequeue.ErrUnknownLane):
-		panic("lanehttp: TransportConfig.Lanes: " + err.Error())
+	if err := cfg.Queue.Check(cfg.Lanes); errors.Is(err, semaphore.ErrInvalidConfig) {
+		panic("lanehttp: TransportConfig.Lanes: " + err.Error() + ": set it to the lanes every attempt takes, made by Queue.Lanes")
 	}
 	if cfg.TokensLane != "" {
 		if !slices.Contains(cfg.Lanes.Names(), cfg.TokensLane) {
-			panic("lanehttp: TransportConfig.TokensLane " + cfg.TokensLane + " is not in Lanes " + cfg.Lanes.String())
+			panic("lanehttp: TransportConfig.TokensLane " + cfg.TokensLane + " is not in Lanes " + strings.Join(cfg.Lanes.Names(), ", "))
 		}
 		if cfg.Tokens == nil {
 			panic("lanehttp: TransportConfig.Tokens is nil with a TokensLane")
@@ -203,8 +201,12 @@ func NewTransport[K comparable](cfg TransportConfig[K]) *Transport[K] {
 		cfg.RetryBurst = DefaultRetryBurst
 	}
 	t := &Transport[K]{cfg: cfg, earn: int64(math.Round(r * budgetUnit)), cap: int64(cfg.RetryBurst) * budgetUnit}
+	kinds := map[string]lanequeue.Kind{}
+	for _, st := range cfg.Queue.Stats() {
+		kinds[st.Name] = st.Kind
+	}
 	for _, name := range cfg.Lanes.Names() {
-		if l, ok := cfg.Queue.Lane(name); ok && l.Kind() != lanequeue.Keyed {
+		if kinds[name] != lanequeue.Keyed {
 			t.cool = append(t.cool, name)
 		}
 	}
@@ -216,7 +218,7 @@ func NewTransport[K comparable](cfg TransportConfig[K]) *Transport[K] {
 // holding the lanes, as the package docs (Transport) state. It returns
 // the last attempt's response, whose Body's Close releases that
 // attempt's lanes, or an error: the lanes' (a [*lanequeue.LaneError],
-// or one matching lanequeue.ErrClosed), Key's, the request's context's,
+// or one matching semaphore.ErrClosed), Key's, the request's context's,
 // or the last attempt's. It never changes req, and closes req.Body, as
 // http.RoundTripper requires.
 //

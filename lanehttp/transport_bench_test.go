@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"golang.org/x/time/rate"
+
 	"github.com/sessionlane/lanes/lanehttp"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
@@ -23,16 +25,16 @@ func BenchmarkTransport(b *testing.B) {
 	defer srv.Close()
 	q := lanequeue.New[string]()
 	defer q.Close()
-	if err := q.AddGlobalLane("provider", 64); err != nil {
+	if err := q.Add("provider", lanequeue.NewGlobalLane[string](semaphore.New(64))); err != nil {
 		b.Fatal(err)
 	}
-	if err := q.AddRateLane("rpm", 1e9, 1e9); err != nil {
+	if err := q.Add("rpm", lanequeue.NewRateLane[string](rate.NewLimiter(1e9, 1e9))); err != nil {
 		b.Fatal(err)
 	}
-	if err := q.AddRateLane("tpm", 1e12, math.MaxInt32); err != nil {
+	if err := q.Add("tpm", lanequeue.NewRateLane[string](rate.NewLimiter(1e12, math.MaxInt32))); err != nil {
 		b.Fatal(err)
 	}
-	if err := q.AddTokenLane("tokens", semaphore.MaxCapacity); err != nil {
+	if err := q.Add("tokens", lanequeue.NewTokenLane[string](semaphore.MaxCapacity)); err != nil {
 		b.Fatal(err)
 	}
 	set, err := q.Lanes("provider", "rpm", "tpm")

@@ -13,9 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/sessionlane/lanes/adaptive"
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/testkit"
+	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanehttp"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
@@ -50,6 +53,7 @@ const backoff = 100 * time.Millisecond
 // and "tpm" (tokens: 100 a request), on a fake clock.
 type rig struct {
 	q        *lanequeue.Queue[string]
+	provider *semaphore.Weighted // the provider lane's
 	clk      *stepClock
 	srv      *httptest.Server
 	tr       *lanehttp.Transport[string]
@@ -62,9 +66,10 @@ type rig struct {
 func newRig(t *testing.T, h func(n int64, w http.ResponseWriter, r *http.Request), mod func(*lanehttp.TransportConfig[string])) *rig {
 	t.Helper()
 	g := &rig{q: lanequeue.New[string]()}
-	must(t, g.q.AddGlobalLane("provider", 4))
-	must(t, g.q.AddRateLane("rpm", 1000, 1000))
-	must(t, g.q.AddRateLane("tpm", 1e6, 100_000))
+	g.provider = semaphore.New(4)
+	must(t, g.q.Add("provider", lanequeue.NewGlobalLane[string](g.provider)))
+	must(t, g.q.Add("rpm", lanequeue.NewRateLane[string](rate.NewLimiter(1000, 1000))))
+	must(t, g.q.Add("tpm", lanequeue.NewRateLane[string](rate.NewLimiter(1e6, 100_000))))
 	set, err := g.q.Lanes("provider", "rpm", "tpm")
 	must(t, err)
 	g.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -295,7 +300,7 @@ func TestTransportLaneErrors(t *testing.T) {
 	req, err := http.NewRequest(http.MethodPost, g.srv.URL, body)
 	must(t, err)
 	_, err = g.client.Do(req)
-	if !errors.Is(err, lanequeue.ErrClosed) {
+	if !errors.Is(err, semaphore.ErrClosed) {
 		t.Errorf("closed queue: %v; want ErrClosed", err)
 	}
 	if !body.closed.Load() {
@@ -321,7 +326,7 @@ func TestTransportLaneFull(t *testing.T) {
 	g := newRig(t, refuseOnce(http.StatusOK), nil)
 	q := lanequeue.New[string]()
 	defer q.Close()
-	must(t, q.AddGlobalLane("provider", 1, semaphore.WithMaxWaiters(1)))
+	must(t, q.Add("provider", lanequeue.NewGlobalLane[string](semaphore.New(1, semaphore.WithMaxWaiters(1)))))
 	set, err := q.Lanes("provider")
 	must(t, err)
 	client := &http.Client{Transport: lanehttp.NewTransport(lanehttp.TransportConfig[string]{Base: g.srv.Client().Transport, Queue: q, Lanes: set, Clock: g.clk})}
@@ -344,7 +349,7 @@ func TestTransportLaneFull(t *testing.T) {
 	must(t, err)
 	_, err = client.Do(req)
 	var le *lanequeue.LaneError
-	if !errors.Is(err, lanequeue.ErrQueueFull) || !errors.As(err, &le) || le.Lane != "provider" {
+	if !errors.Is(err, semaphore.ErrQueueFull) || !errors.As(err, &le) || le.Lane != "provider" {
 		t.Errorf("full line: %v; want ErrQueueFull from lane provider", err)
 	}
 	cancel()
@@ -362,9 +367,7 @@ func TestTransportLaneFull(t *testing.T) {
 // driving the provider lane lowers its limit on the provider's 429.
 func TestTransportReportsOverloadsToAnAdaptiveLane(t *testing.T) {
 	g := newRig(t, refuseOnce(529), nil)
-	sem, err := g.q.GlobalSemaphore("provider")
-	must(t, err)
-	c, err := adaptive.New(sem, 1, 4, adaptive.WithClock(g.clk.Fake))
+	c, err := adaptive.New(g.provider, 1, 4, adaptive.WithClock(g.clk.Fake))
 	must(t, err)
 	must(t, g.q.ObserveLane("provider", c))
 	done := testkit.Go(func() error {
@@ -387,7 +390,7 @@ func TestTransportReportsOverloadsToAnAdaptiveLane(t *testing.T) {
 func TestTransportReleasesWhenTheBasePanics(t *testing.T) {
 	q := lanequeue.New[string]()
 	defer q.Close()
-	must(t, q.AddGlobalLane("provider", 1))
+	must(t, q.Add("provider", lanequeue.NewGlobalLane[string](semaphore.New(1))))
 	set, err := q.Lanes("provider")
 	must(t, err)
 	tr := lanehttp.NewTransport(lanehttp.TransportConfig[string]{Base: panickingBase{}, Queue: q, Lanes: set})
@@ -436,13 +439,13 @@ func TestTransportKeyError(t *testing.T) {
 func TestNewTransportPanicsOnMisconfiguration(t *testing.T) {
 	q := lanequeue.New[string]()
 	defer q.Close()
-	must(t, q.AddGlobalLane("provider", 1))
-	must(t, q.AddRateLane("tpm", 1, 1))
+	must(t, q.Add("provider", lanequeue.NewGlobalLane[string](semaphore.New(1))))
+	must(t, q.Add("tpm", lanequeue.NewRateLane[string](rate.NewLimiter(1, 1))))
 	set, err := q.Lanes("provider")
 	must(t, err)
 	other := lanequeue.New[string]()
 	defer other.Close()
-	must(t, other.AddGlobalLane("provider", 1))
+	must(t, other.Add("provider", lanequeue.NewGlobalLane[string](semaphore.New(1))))
 	otherSet, err := other.Lanes("provider")
 	must(t, err)
 	ok := lanehttp.TransportConfig[string]{Queue: q, Lanes: set}
@@ -487,7 +490,7 @@ func TestNewTransportPanicsOnMisconfiguration(t *testing.T) {
 // back.
 func TestTransportSharesTheQueueWithTheMiddleware(t *testing.T) {
 	g := newRig(t, func(_ int64, w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "answer") }, nil)
-	must(t, g.q.AddKeyedLane("session"))
+	must(t, g.q.Add("session", lanequeue.NewKeyedLane(keyedsem.New[string]())))
 	session, err := g.q.Lanes("session")
 	must(t, err)
 	inHandler, drainBegun := make(chan struct{}), make(chan struct{})
@@ -519,7 +522,7 @@ func TestTransportSharesTheQueueWithTheMiddleware(t *testing.T) {
 		t.Errorf("got %d %q; want 200 answer", w.Code, w.Body.String())
 	}
 	must(t, testkit.Recv(t, drained, "the drain"))
-	if _, err := g.get(context.Background()); !errors.Is(err, lanequeue.ErrClosed) {
+	if _, err := g.get(context.Background()); !errors.Is(err, semaphore.ErrClosed) {
 		t.Errorf("a call after the drain: %v; want ErrClosed", err)
 	}
 }
@@ -532,7 +535,7 @@ func TestTransportEstimateAboveTheBurst(t *testing.T) {
 	})
 	_, err := g.get(context.Background())
 	var le *lanequeue.LaneError
-	if !errors.Is(err, lanequeue.ErrTooHeavy) || !errors.As(err, &le) || le.Lane != "tpm" {
+	if !errors.Is(err, semaphore.ErrTooHeavy) || !errors.As(err, &le) || le.Lane != "tpm" {
 		t.Errorf("got %v; want tpm's ErrTooHeavy", err)
 	}
 	if n := g.attempts.Load(); n != 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/lanehttp"
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // Each call of a tokenRig estimates estimate tokens of a budget of
@@ -48,8 +49,8 @@ func newTokenRig(t *testing.T, answer func(w http.ResponseWriter), usage ...func
 	}
 	g := &tokenRig{q: lanequeue.New[string]()}
 	g.q.SetClock(clock.NewFake(received))
-	must(t, g.q.AddTokenLane("tpm", budget))
-	must(t, g.q.AddGlobalLane("provider", 1)) // shows whether a call is held
+	must(t, g.q.Add("tpm", lanequeue.NewTokenLane[string](budget)))
+	must(t, g.q.Add("provider", lanequeue.NewGlobalLane[string](semaphore.New(1)))) // shows whether a call is held
 	set, err := g.q.Lanes("provider", "tpm")
 	must(t, err)
 	g.set = set
@@ -321,7 +322,7 @@ func TestTransportUsageMalformed(t *testing.T) {
 func TestTransportUsageNeedsTokensLane(t *testing.T) {
 	q := lanequeue.New[string]()
 	defer q.Close()
-	must(t, q.AddGlobalLane("provider", 1))
+	must(t, q.Add("provider", lanequeue.NewGlobalLane[string](semaphore.New(1))))
 	set, err := q.Lanes("provider")
 	must(t, err)
 	defer func() {
@@ -414,7 +415,7 @@ func TestTransportUsageTailOneRead(t *testing.T) {
 	q := lanequeue.New[string]()
 	defer q.Close()
 	q.SetClock(clock.NewFake(received))
-	must(t, q.AddTokenLane("tpm", budget))
+	must(t, q.Add("tpm", lanequeue.NewTokenLane[string](budget)))
 	set, err := q.Lanes("tpm")
 	must(t, err)
 	var got []byte
@@ -456,7 +457,7 @@ func TestTransportRefusedAttemptUsesNoTokens(t *testing.T) {
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
 	q.SetClock(clock.NewFake(received))
-	must(t, q.AddTokenLane("tpm", budget))
+	must(t, q.Add("tpm", lanequeue.NewTokenLane[string](budget)))
 	set, err := q.Lanes("tpm")
 	must(t, err)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

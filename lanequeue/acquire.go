@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"github.com/sessionlane/lanes/internal/call"
+	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
 // LaneWeight(lane, n) takes n on the named lane, whatever
 // [semaphore.Weight] says for the others: 4 on "global" for a big job, 1 on
-// its "session". A lane not in the set is [ErrUnknownLane].
+// its "session". A lane not in the set is a bad setting
+// (semaphore.ErrInvalidConfig).
 func LaneWeight(lane string, n int64) semaphore.AcquireOption {
 	return call.Make(call.KindWeight, lane, n)
 }
@@ -41,7 +43,7 @@ func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes LaneSet[K], opts
 		return nil, err
 	}
 	if q.nanKeys && key != key {
-		return nil, ErrNaNKey
+		return nil, keyedsem.ErrNaNKey
 	}
 	if done := ctx.Done(); done != nil {
 		select {
@@ -110,7 +112,7 @@ func (q *Queue[K]) acquireFrom(ctx context.Context, key K, g *grant[K], from int
 			rollback(g, plain)
 			q.abandon(g)
 			if q.closed.Load() {
-				return ErrClosed
+				return semaphore.ErrClosed
 			}
 			return err
 		}
@@ -347,19 +349,19 @@ func (e *laneEntry[K]) check(n int64) error {
 	switch l := e.lane.(type) {
 	case *globalLane[K]:
 		if l.s.Stats().Closed {
-			return &LaneError{Lane: e.name, Kind: e.kind, Err: ErrClosed}
+			return &LaneError{Lane: e.name, Kind: e.kind, Err: semaphore.ErrClosed}
 		}
 	case *fairLane[K]:
 		if l.s.Stats().Closed {
-			return &LaneError{Lane: e.name, Kind: e.kind, Err: ErrClosed}
+			return &LaneError{Lane: e.name, Kind: e.kind, Err: semaphore.ErrClosed}
 		}
 	case *keyedLane[K]:
 		if l.s.Stats().Closed {
-			return &LaneError{Lane: e.name, Kind: e.kind, Err: ErrClosed}
+			return &LaneError{Lane: e.name, Kind: e.kind, Err: semaphore.ErrClosed}
 		}
 	case *rateLane[K]:
 		if l.isClosed.Load() {
-			return ErrClosed
+			return semaphore.ErrClosed
 		}
 		if err := l.never(n); err != nil {
 			return err
@@ -392,13 +394,13 @@ func rollback[K comparable](g *grant[K], i int) {
 }
 
 // laneErr maps the failure of the lane e, taken for key, to AcquireAll's
-// error: ErrClosed when the queue is closed, otherwise a *LaneError that
+// error: semaphore.ErrClosed when the queue is closed, otherwise a *LaneError that
 // names the lane and wraps err (the context's error, or the lane's: a lane
-// closed on its own while the queue is open fails with ErrClosed, the one
+// closed on its own while the queue is open fails with semaphore.ErrClosed, the one
 // sentinel of every package, named like any other error of a lane).
 func (q *Queue[K]) laneErr(e *laneEntry[K], key K, err error) error {
 	if q.closed.Load() {
-		return ErrClosed
+		return semaphore.ErrClosed
 	}
 	retry := time.Duration(0)
 	if te, ok := err.(*tokensLate); ok { // a token lane's: it knows when
@@ -418,7 +420,7 @@ func (q *Queue[K]) rateErr(g *grant[K], from int, key K, reqs []rateReq[K], err 
 		if err == errRateDeadline {
 			err = errTokensLate // the LaneError names the lane
 		}
-	} else if errors.Is(err, ErrClosed) {
+	} else if errors.Is(err, semaphore.ErrClosed) {
 		for i := range reqs {
 			if reqs[i].l.isClosed.Load() {
 				l = reqs[i].l

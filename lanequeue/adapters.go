@@ -2,43 +2,44 @@ package lanequeue
 
 import (
 	"context"
-	"sync/atomic"
+	"fmt"
 
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
-// NewGlobalLane returns a global lane over s, to share s with code that
-// takes it directly; the lane's Close closes s.
+// NewGlobalLane returns a global lane over s, a budget shared by every
+// key, for [Queue.Add]; the lane's Close closes s. Code may also take s
+// directly, resize it (as package adaptive does) or read its Stats. A
+// semaphore of capacity 0 makes a lane that Add refuses.
 func NewGlobalLane[K comparable](s *semaphore.Weighted) Lane[K] {
+	if err := checkSem(s); err != nil {
+		return &badLane[K]{kind: Global, err: err}
+	}
+	return &globalLane[K]{s: s}
+}
+
+// checkSem refuses a semaphore that a global lane could grant nothing of.
+func checkSem(s *semaphore.Weighted) error {
 	if s == nil {
 		panic("lanequeue: nil semaphore")
 	}
-	l := &globalLane[K]{s: s}
-	l.capacity.Store(-1)
-	return l
+	if s.Capacity() < 1 {
+		return fmt.Errorf("capacity 0: must be at least 1: %w", errInvalidCapacity)
+	}
+	return nil
 }
 
 // globalLane adapts a semaphore.Weighted. Its methods are thin: the
 // semaphore does the work and keeps the counters.
 type globalLane[K comparable] struct {
 	s *semaphore.Weighted
-	// capacity is the semaphore's fixed capacity when the lane made it
-	// (AddGlobalLane: nobody else can change it), or -1 for a semaphore from
-	// outside, whose capacity is read from it each time (it may be
-	// changed by SetCapacity). Queue.GlobalSemaphore, which hands the
-	// semaphore out, sets it to -1 for good.
-	capacity atomic.Int64
 }
 
 func (l *globalLane[K]) Kind() Kind { return Global }
 
-func (l *globalLane[K]) MaxWeight() int64 {
-	if c := l.capacity.Load(); c >= 0 {
-		return c
-	}
-	return l.s.Capacity() // one atomic load: Stats would lock the semaphore on every AcquireAll
-}
+// MaxWeight is one atomic load: Stats would lock the semaphore.
+func (l *globalLane[K]) MaxWeight() int64 { return l.s.Capacity() }
 
 func (l *globalLane[K]) Acquire(ctx context.Context, _ K, n int64) (semaphore.Permit, error) {
 	return l.s.Acquire(ctx, n)
@@ -63,7 +64,9 @@ func (l *globalLane[K]) Stats() LaneStats {
 
 func (l *globalLane[K]) Close() { l.s.Close() }
 
-// NewKeyedLane returns a keyed lane over s; the lane's Close closes s.
+// NewKeyedLane returns a keyed lane over s, a budget per key, for
+// [Queue.Add]; the lane's Close closes s. Code may also Sweep s or take it
+// directly.
 func NewKeyedLane[K comparable](s *keyedsem.Keyed[K]) Lane[K] {
 	if s == nil {
 		panic("lanequeue: nil keyed semaphore")

@@ -18,8 +18,8 @@ func TestAcquireAllAllocationIsAmortized(t *testing.T) {
 		t.Skip("allocation counts differ under -race and -cover")
 	}
 	q := testQueue(t, 4)
-	must(t, q.AddGlobalLane("background", 3))
-	must(t, q.AddKeyedLane("tenant"))
+	must(t, addGlobal(q, "background", 3))
+	must(t, addKeyed(q, "tenant"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	lanes, err := q.Lanes("global", "session", "background", "tenant")

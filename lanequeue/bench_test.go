@@ -150,13 +150,13 @@ type benchSets struct {
 
 func benchQueue(global int64) (*lanequeue.Queue[string], benchSets) {
 	q := lanequeue.New[string]()
-	if err := q.AddKeyedLane("session"); err != nil {
+	if err := addKeyed(q, "session"); err != nil {
 		panic(err)
 	}
-	if err := q.AddGlobalLane("global", global); err != nil {
+	if err := addGlobal(q, "global", global); err != nil {
 		panic(err)
 	}
-	if err := q.AddGlobalLane("global-1", 1); err != nil {
+	if err := addGlobal(q, "global-1", 1); err != nil {
 		panic(err)
 	}
 	var sets benchSets

@@ -106,7 +106,7 @@ func TestCancelBeforeGrantRace(t *testing.T) {
 		l := &blindLane{kind: lanequeue.Keyed}
 		must(t, q.Add("across", l))
 		must(t, q.Add("blind", &blindLane{kind: lanequeue.Global}))
-		must(t, q.AddKeyedLane("a-session"))
+		must(t, addKeyed(q, "a-session"))
 		// The lanes of this package look at ctx before they grant, so
 		// only the blind lane follows the one that cancels (canonical
 		// order: a-session, across, blind).
@@ -135,8 +135,8 @@ func TestCancelBeforeGrantRace(t *testing.T) {
 	rateQueue := func(t *testing.T, c *testClock) *lanequeue.Queue[string] {
 		q := lanequeue.New[string]()
 		t.Cleanup(q.Close)
-		must(t, q.AddKeyedLane("session"))
-		must(t, q.AddRateLane("rate", 1, 1))
+		must(t, addKeyed(q, "session"))
+		must(t, addRate(q, "rate", 1, 1))
 		lanequeue.SetRateClock(q, "rate", c)
 		return q
 	}
@@ -182,7 +182,7 @@ func TestCancelBeforeGrantRace(t *testing.T) {
 	t.Run("rate lane: ctx ends just before the tokens are taken", func(t *testing.T) {
 		c := &testClock{now: time.Unix(1e9, 0)}
 		q := rateQueue(t, c)
-		lane, _ := q.Lane("rate")
+		lane, _ := lanequeue.LaneOf(q, "rate")
 		won := 0
 		for i := range raceRounds {
 			c.advance(time.Hour)
@@ -219,8 +219,8 @@ func TestCancelBeforeGrantRace(t *testing.T) {
 	t.Run("waiter on a key: cancel, then release", func(t *testing.T) {
 		q := lanequeue.New[string]()
 		t.Cleanup(q.Close)
-		must(t, q.AddKeyedLane("session"))
-		must(t, q.AddGlobalLane("global", 4))
+		must(t, addKeyed(q, "session"))
+		must(t, addGlobal(q, "global", 4))
 		lanes := []string{"session", "global"}
 		won := 0
 		for range raceRounds {
@@ -252,7 +252,7 @@ func TestRateLaneRefillsAfterRound(t *testing.T) {
 	c := &testClock{now: time.Unix(1e9, 0)}
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	must(t, q.AddRateLane("rate", rate.Limit(1), 1))
+	must(t, addRate(q, "rate", rate.Limit(1), 1))
 	lanequeue.SetRateClock(q, "rate", c)
 	for i := range 3 {
 		tk, ok := tryAcquireAll(q, "k", []string{"rate"})

@@ -18,7 +18,7 @@ import (
 func (q *Queue[K]) Cooldown(lane string, d time.Duration) error {
 	ref, ok := q.tbl().byName[lane]
 	if !ok {
-		return fmt.Errorf("%w: %q", ErrUnknownLane, lane)
+		return fmt.Errorf("lanequeue: unknown lane %q: %w", lane, semaphore.ErrInvalidConfig)
 	}
 	if d <= 0 {
 		return nil // no pause
@@ -115,7 +115,7 @@ func (q *Queue[K]) coolHolding(ctx context.Context, key K, g *grant[K], plain in
 }
 
 // waitCool waits until no lane of g cools down, or fails as checkCool
-// does, or with the context's error if it ends first, or ErrClosed if the
+// does, or with the context's error if it ends first, or semaphore.ErrClosed if the
 // queue closes. The caller holds g's plain lanes and gives them back on
 // failure.
 func (q *Queue[K]) waitCool(ctx context.Context, key K, g *grant[K]) error {
@@ -136,7 +136,7 @@ func (q *Queue[K]) waitCool(ctx context.Context, key K, g *grant[K]) error {
 			return coolErr(e, key, now, until, ctx.Err())
 		case <-q.done:
 			t.Stop()
-			return ErrClosed
+			return semaphore.ErrClosed
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // coolQueue is a queue with a session lane and a provider lane of
@@ -18,8 +19,8 @@ import (
 func coolQueue(t *testing.T) (*lanequeue.Queue[string], *clock.Fake) {
 	t.Helper()
 	q := lanequeue.New[string]()
-	must(t, q.AddKeyedLane("session"))
-	must(t, q.AddGlobalLane("provider", 1))
+	must(t, addKeyed(q, "session"))
+	must(t, addGlobal(q, "provider", 1))
 	clk := clock.NewFake(time.Now())
 	q.SetClock(clk)
 	t.Cleanup(q.Close)
@@ -163,7 +164,7 @@ func TestCooldownExtendsNeverShortens(t *testing.T) {
 	if err := q.Check(both); !errors.As(err, &le) || le.RetryAfter != 2*time.Minute {
 		t.Fatalf("Check = %v; want RetryAfter 2m", err)
 	}
-	if err := q.Cooldown("nope", time.Second); !errors.Is(err, lanequeue.ErrUnknownLane) {
+	if err := q.Cooldown("nope", time.Second); !errors.Is(err, semaphore.ErrInvalidConfig) {
 		t.Fatalf("Cooldown of an unknown lane = %v; want ErrUnknownLane", err)
 	}
 }
@@ -203,7 +204,7 @@ func TestCooldownOnAClockBefore1970(t *testing.T) {
 	t.Cleanup(q.Close)
 	clk := clock.NewFake(time.Unix(-1000, 0))
 	q.SetClock(clk)
-	must(t, q.AddGlobalLane("provider", 1))
+	must(t, addGlobal(q, "provider", 1))
 	set, err := q.Lanes("provider")
 	must(t, err)
 	must(t, q.Cooldown("provider", time.Second))
@@ -226,8 +227,8 @@ func TestCooldownClockPanicHoldsNothing(t *testing.T) {
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
 	q.SetClock(panicClock{clock.NewFake(time.Now())})
-	must(t, q.AddKeyedLane("session"))
-	must(t, q.AddGlobalLane("provider", 1))
+	must(t, addKeyed(q, "session"))
+	must(t, addGlobal(q, "provider", 1))
 	must(t, q.Cooldown("provider", time.Minute))
 	func() {
 		defer func() {

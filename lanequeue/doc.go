@@ -2,15 +2,18 @@
 // together, all or nothing, so that work for one key runs in order while
 // work for other keys runs in parallel within shared budgets.
 //
-// A [Queue] holds keyed lanes (a [keyedsem.Keyed]: a budget per key),
-// global lanes (a [semaphore.Weighted] shared by every key), rate lanes (a
-// rate.Limiter) and any other [Lane], such as package redislane's.
-// [Queue.Lanes] resolves names once into a [LaneSet]; [Queue.AcquireAll]
-// takes every lane of a set for one key and returns a [Ticket];
-// [Queue.Do] runs a function under one:
+// A [Queue] holds named lanes, each registered by [Queue.Add]: keyed lanes
+// ([NewKeyedLane] over a [keyedsem.Keyed]: a budget per key), global lanes
+// ([NewGlobalLane], [NewFairLane] over a [semaphore.Weighted] shared by
+// every key), rate lanes ([NewRateLane], [NewTokenLane]) and any other
+// [Lane], such as package redislane's. [Queue.Lanes] resolves names once
+// into a [LaneSet]; [Queue.AcquireAll] takes every lane of a set for one
+// key and returns a [Ticket]; [Queue.Do] runs a function under one:
 //
-//	q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity)
-//	chat, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
+//	q := lanequeue.New[string]()
+//	err := q.Add("session", lanequeue.NewKeyedLane(keyedsem.New[string]()))
+//	err = q.Add("global", lanequeue.NewGlobalLane[string](semaphore.New(16)))
+//	chat, err := q.Lanes("session", "global")
 //	...
 //	err = q.Do(ctx, threadID, chat, func(ctx context.Context) error { ... })
 //
@@ -39,6 +42,16 @@
 // ([WithTicket]); an AcquireAll with it for the same key and lane fails
 // with [ErrReentrant] rather than wait for itself. During a [Queue.Drain],
 // which refuses new work, such a call is admitted as the ticket's work.
+//
+// Errors: the sentinels are package semaphore's, defined there once:
+// semaphore.ErrClosed (the queue or a lane closed; [ErrDraining] wraps
+// it), ErrQueueFull, ErrWaitTooLong, ErrInvalidWeight, ErrTooHeavy,
+// ErrPlaceUsed (Place.Wait), and ErrInvalidConfig, which every bad
+// setting wraps: a lane name unknown, repeated or empty, a budget
+// registered twice, another queue's LaneSet or the zero one, a LaneWeight
+// off the set; and keyedsem's ErrNaNKey and ErrTooManyKeys. This package
+// adds only what a caller must tell apart at run time: [ErrDraining] and
+// [ErrReentrant].
 //
 // An AcquireAll costs its lanes' acquires, a lock and a coarse clock read,
 // and allocates once per 64 calls. A Queue is made by New or Default, and

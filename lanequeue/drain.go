@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
+
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // ErrDraining refuses new work while the queue drains ([Queue.Drain]). It
-// wraps ErrClosed.
-var ErrDraining = fmt.Errorf("lanequeue: draining: %w", ErrClosed)
+// wraps semaphore.ErrClosed.
+var ErrDraining = fmt.Errorf("lanequeue: draining: %w", semaphore.ErrClosed)
 
 // drainState counts what [Queue.Drain] waits for: the calls admitted and
 // not yet ended, the places taken and not yet waited for or left, and the
@@ -23,22 +24,18 @@ var ErrDraining = fmt.Errorf("lanequeue: draining: %w", ErrClosed)
 // operation of its own:
 //
 //   - active, striped over cache lines by stripeHint: admit adds 1, and
-//     every end but a ticket's subtracts 1 (a failure, a Leave, a refusal,
-//     and a ticket with a lane whose permits Drain cannot see, after its
-//     permits are back). An admission and its end may fall on different
-//     stripes: only the sum means anything.
+//     every end but a ticket's of rate lanes alone subtracts 1 (a failure,
+//     a Leave, a refusal, and a ticket holding a keyed or global lane,
+//     after its permits are back: the lane's semaphore may be used by
+//     others too, so its Stats cannot tell Drain when the ticket's permits
+//     are back). An admission and its end may fall on different stripes:
+//     only the sum means anything.
 //   - ended, one per stripe of the queue's holders and guarded by that
-//     stripe's lock: a ticket's Release adds 1 there under the lock it
-//     takes anyway to retire the ticket's record, before its permits go
-//     back. Those permits are then still out for a moment, in lanes whose
-//     own Stats show them (the keyed and global lanes whose semaphore the
-//     queue built, laneEntry.own; rate lanes hold nothing): Drain, once
-//     the count is 0, also waits until those lanes hold nothing (see
-//     idle). A lane over a semaphore from outside may be held by others,
-//     so a ticket holding one ends after its permits are back. A call
-//     admitted while draining on a held ticket of the stripe (admitNested)
-//     adds 1 there too, in nested, under the same lock; its end is any
-//     call's.
+//     stripe's lock: the Release of a ticket of rate lanes alone, which
+//     hold nothing, adds 1 there under the lock it takes anyway to retire
+//     the ticket's record. A call admitted while draining on a held ticket
+//     of the stripe (admitNested) adds 1 there too, in nested, under the
+//     same lock; its end is any call's.
 //
 // How Drain reads the count without stopping the calls:
 //
@@ -144,12 +141,12 @@ func (q *Queue[K]) leave() {
 }
 
 // endTicket counts out, under st.mu, the call of a ticket of st that is
-// being released, whose lanes Drain sees (shown reports whether it did).
-// A ticket with a lane that Drain cannot see ends its call with leave
+// being released, if it holds rate lanes alone (shown reports whether it
+// did). A ticket holding a keyed or global lane ends its call with leave
 // once its permits are back.
 func (q *Queue[K]) endTicket(st *holderStripe[K], hs []held[K]) (shown bool) {
 	for i := range hs {
-		if e := hs[i].e; !e.own && e.rate == nil {
+		if hs[i].e.rate == nil {
 			return false
 		}
 	}
@@ -200,26 +197,10 @@ func (q *Queue[K]) active() (int64, <-chan struct{}) {
 	return n, ch
 }
 
-// idle reports whether the keyed and global lanes whose semaphores the
-// queue built hold nothing, or else the name of one that holds something:
-// once the count is 0, what they hold is the permits of Releases on their
-// way back (or taken from the lanes' semaphores directly).
-func (q *Queue[K]) idle() (string, bool) {
-	for _, e := range q.tbl().ordered {
-		if !e.own {
-			continue
-		}
-		if e.lane.Stats().Held != 0 {
-			return e.name, false
-		}
-	}
-	return "", true
-}
-
 // Drain refuses new work ([ErrDraining]), waits for the work admitted to
 // end (tickets, callers in line, places, calls whose ctx carries a held
-// ticket, direct holds of the semaphores the queue made), closes the queue
-// and returns nil. If ctx ends first it returns an error wrapping ctx.Err()
+// ticket; not permits taken from a lane's semaphore directly), closes the
+// queue and returns nil. If ctx ends first it returns an error wrapping ctx.Err()
 // that says what is still out, and the queue drains on, open.
 func (q *Queue[K]) Drain(ctx context.Context) error {
 	if ctx == nil {
@@ -229,36 +210,16 @@ func (q *Queue[K]) Drain(ctx context.Context) error {
 		panic(zeroQueue)
 	}
 	q.drain.draining.Store(true)
-	var timer *time.Timer
-	wait := 50 * time.Microsecond
 	for {
 		n, changed := q.active()
-		var poll <-chan time.Time
 		if n == 0 {
-			if _, ok := q.idle(); ok {
-				q.Close()
-				return nil
-			}
-			// A Release on its way pokes once its permits are back; a
-			// permit taken from a lane's semaphore directly does not.
-			if timer == nil {
-				timer = time.NewTimer(wait)
-				defer timer.Stop()
-			} else {
-				timer.Reset(wait)
-			}
-			poll = timer.C
-			wait = min(2*wait, 5*time.Millisecond)
+			q.Close()
+			return nil
 		}
 		select {
 		case <-changed:
-		case <-poll:
 		case <-ctx.Done():
-			if n, _ = q.active(); n == 0 {
-				if lane, ok := q.idle(); !ok {
-					return fmt.Errorf("lanequeue: drain: lane %q still holds permits: %w", lane, ctx.Err())
-				}
-			}
+			n, _ = q.active()
 			return fmt.Errorf("lanequeue: drain: calls, places or tickets still out: %d: %w", n, ctx.Err())
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // TestDrainServesNestedWork (issue 26): a call whose context carries a
@@ -97,7 +98,7 @@ func TestDrainRefusesNewWorkBesideNested(t *testing.T) {
 	defer otherTk.Release()
 	ints := lanequeue.New[int]()
 	t.Cleanup(ints.Close)
-	must(t, ints.AddGlobalLane("global", 4))
+	must(t, addGlobal(ints, "global", 4))
 	intSet, err := ints.Lanes("global")
 	must(t, err)
 	intTk, err := ints.AcquireAll(context.Background(), 1, intSet)
@@ -131,7 +132,7 @@ func TestDrainRefusesNewWorkBesideNested(t *testing.T) {
 	notYet(t, drained, "a ticket is out")
 
 	q.Close()
-	if tk, err := q.AcquireAll(lanequeue.WithTicket(bg, held), "tenant-a", model); !errors.Is(err, lanequeue.ErrClosed) || errors.Is(err, lanequeue.ErrDraining) {
+	if tk, err := q.AcquireAll(lanequeue.WithTicket(bg, held), "tenant-a", model); !errors.Is(err, semaphore.ErrClosed) || errors.Is(err, lanequeue.ErrDraining) {
 		tk.Release()
 		t.Fatalf("nested AcquireAll on a closed queue = %v; want ErrClosed", err)
 	}

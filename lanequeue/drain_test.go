@@ -10,6 +10,7 @@ import (
 
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // drainAsync runs Drain in a goroutine and waits until it is draining.
@@ -42,7 +43,7 @@ func TestDrainRefusesNewWorkWaitsForTicketsThenCloses(t *testing.T) {
 	must(t, err)
 	drained := drainAsync(t, q, context.Background())
 
-	if _, err := q.AcquireAll(context.Background(), "b", set); err != lanequeue.ErrDraining || !errors.Is(err, lanequeue.ErrClosed) {
+	if _, err := q.AcquireAll(context.Background(), "b", set); err != lanequeue.ErrDraining || !errors.Is(err, semaphore.ErrClosed) {
 		t.Fatalf("AcquireAll while draining = %v; want ErrDraining, matching ErrClosed", err)
 	}
 	if tk, ok := q.TryAcquireAll("b", set); ok {
@@ -62,7 +63,7 @@ func TestDrainRefusesNewWorkWaitsForTicketsThenCloses(t *testing.T) {
 	if err := testkit.Recv(t, drained, "Drain"); err != nil {
 		t.Fatalf("Drain = %v; want nil", err)
 	}
-	if _, err := q.AcquireAll(context.Background(), "b", set); !errors.Is(err, lanequeue.ErrClosed) {
+	if _, err := q.AcquireAll(context.Background(), "b", set); !errors.Is(err, semaphore.ErrClosed) {
 		t.Fatalf("AcquireAll after Drain = %v; want ErrClosed", err)
 	}
 	assertNothingHeld(t, q)
@@ -185,7 +186,7 @@ func TestDrainOfAClosedQueueWaitsForPlaces(t *testing.T) {
 		t.Fatalf("Drain of a closed queue with two places = %v; want context.Canceled, saying 2 are out", err)
 	}
 	waited := testkit.Go(func() error { _, err := inLine.Wait(context.Background()); return err })
-	if err := testkit.Recv(t, waited, "Wait of the place in line"); !errors.Is(err, lanequeue.ErrClosed) {
+	if err := testkit.Recv(t, waited, "Wait of the place in line"); !errors.Is(err, semaphore.ErrClosed) {
 		t.Fatalf("Wait of a place in line after Close = %v; want ErrClosed", err)
 	}
 	if err := q.Drain(ended); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "calls, places or tickets still out: 1:") {
@@ -216,7 +217,7 @@ func TestDrainRace(t *testing.T) {
 			tk.Release()
 		}
 		refused := func(what string, err error) {
-			if !errors.Is(err, lanequeue.ErrClosed) {
+			if !errors.Is(err, semaphore.ErrClosed) {
 				t.Errorf("round %d: %s = %v; want a ticket, ErrDraining or ErrClosed", round, what, err)
 			}
 		}

@@ -12,7 +12,7 @@ import (
 // LaneError is the error of a call that a lane refused or that its context
 // ended on while it waited there: the lane's name tells a busy key from a
 // full budget, and errors.Is and errors.As reach the cause. Of the errors
-// known in advance only ErrTooHeavy is one. Do not change its fields.
+// known in advance only semaphore.ErrTooHeavy is one. Do not change its fields.
 type LaneError struct {
 	Lane       string        // the lane's name in the queue
 	Kind       Kind          // the lane's kind

@@ -95,14 +95,14 @@ func TestLaneRefusalsAreLaneErrors(t *testing.T) {
 	t.Parallel()
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	must(t, q.AddKeyedLane("session", keyedsem.WithMaxKeys(1), keyedsem.WithHardMaxKeys(), keyedsem.WithIdleTimeout(time.Hour)))
-	must(t, q.AddGlobalLane("global", 1, semaphore.WithMaxWaiters(1)))
+	must(t, addKeyed(q, "session", keyedsem.WithMaxKeys(1), keyedsem.WithHardMaxKeys(), keyedsem.WithIdleTimeout(time.Hour)))
+	must(t, addGlobal(q, "global", 1, semaphore.WithMaxWaiters(1)))
 
 	held, err := acquireAll(q, context.Background(), "a", []string{"session", "global"})
 	must(t, err)
 	defer held.Release()
 	_, err = acquireAll(q, context.Background(), "b", []string{"session"})
-	if !errors.Is(err, lanequeue.ErrTooManyKeys) {
+	if !errors.Is(err, keyedsem.ErrTooManyKeys) {
 		t.Fatalf("a second key = %v; want ErrTooManyKeys", err)
 	}
 	if le := laneError(t, err); le.Lane != "session" || le.Key != "b" {
@@ -117,7 +117,7 @@ func TestLaneRefusalsAreLaneErrors(t *testing.T) {
 	waiter := acquireAsync(ctx, q, "x", []string{"global"})
 	waitQueued(t, q, "global", 1)
 	_, err = acquireAll(q, context.Background(), "y", []string{"global"})
-	if !errors.Is(err, lanequeue.ErrQueueFull) {
+	if !errors.Is(err, semaphore.ErrQueueFull) {
 		t.Fatalf("a second waiter = %v; want ErrQueueFull", err)
 	}
 	if le := laneError(t, err); le.Lane != "global" || le.Kind != lanequeue.Global || le.Key != nil {
@@ -139,7 +139,7 @@ func TestRateLaneErrorCarriesTheNextToken(t *testing.T) {
 	t.Parallel()
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	must(t, q.AddRateLane("rpm", rate.Every(10*time.Second), 1))
+	must(t, addRate(q, "rpm", rate.Every(10*time.Second), 1))
 	rpm, err := q.Lanes("rpm")
 	must(t, err)
 	tk, err := q.AcquireAll(context.Background(), "a", rpm)
@@ -182,9 +182,9 @@ func TestLaneErrorText(t *testing.T) {
 			`lanequeue: lane "g" full: context canceled`},
 		{lanequeue.LaneError{Lane: "r", Kind: lanequeue.Rate, RetryAfter: 1500 * time.Millisecond, Err: context.Canceled},
 			`lanequeue: lane "r" out of tokens (next in 1.5s): context canceled`},
-		{lanequeue.LaneError{Lane: "g", Kind: lanequeue.Global, RetryAfter: time.Second, Err: lanequeue.ErrQueueFull},
+		{lanequeue.LaneError{Lane: "g", Kind: lanequeue.Global, RetryAfter: time.Second, Err: semaphore.ErrQueueFull},
 			`lanequeue: lane "g" (retry after 1s): lanes: wait queue full`},
-		{lanequeue.LaneError{Lane: "g", Kind: lanequeue.Global, Err: lanequeue.ErrWaitTooLong},
+		{lanequeue.LaneError{Lane: "g", Kind: lanequeue.Global, Err: semaphore.ErrWaitTooLong},
 			`lanequeue: lane "g": lanes: waited too long`},
 	} {
 		if got := c.e.Error(); got != c.want {
@@ -227,8 +227,8 @@ func TestLaneErrorAllocations(t *testing.T) {
 	}
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	must(t, q.AddKeyedLane("session", keyedsem.WithMaxWaitersPerKey(1)))
-	must(t, q.AddGlobalLane("global", 1, semaphore.WithMaxWaiters(1)))
+	must(t, addKeyed(q, "session", keyedsem.WithMaxWaitersPerKey(1)))
+	must(t, addGlobal(q, "global", 1, semaphore.WithMaxWaiters(1)))
 	held, err := acquireAll(q, context.Background(), "a", []string{"session", "global"})
 	must(t, err)
 	defer held.Release()
@@ -245,7 +245,7 @@ func TestLaneErrorAllocations(t *testing.T) {
 		set, err := q.Lanes(c.lane)
 		must(t, err)
 		allocs := testing.AllocsPerRun(200, func() {
-			if _, err := q.AcquireAll(context.Background(), c.key, set); !errors.Is(err, lanequeue.ErrQueueFull) {
+			if _, err := q.AcquireAll(context.Background(), c.key, set); !errors.Is(err, semaphore.ErrQueueFull) {
 				t.Fatalf("AcquireAll = %v; want ErrQueueFull", err)
 			}
 		})
@@ -269,7 +269,7 @@ func TestContextEndedAfterEveryGrantIsBare(t *testing.T) {
 	across := &blindLane{kind: lanequeue.Keyed}
 	must(t, q.Add("across", across))
 	must(t, q.Add("blind", &blindLane{kind: lanequeue.Global}))
-	must(t, q.AddKeyedLane("a-session"))
+	must(t, addKeyed(q, "a-session"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	across.cancel = cancel

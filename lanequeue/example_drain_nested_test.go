@@ -6,7 +6,9 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // Drain with nested work: a webhook admitted on its thread's lane before
@@ -17,10 +19,10 @@ import (
 // drain is new work and is refused.
 func Example_drainWithNestedWork() {
 	q := lanequeue.New[string]()
-	if err := q.AddKeyedLane("thread"); err != nil {
+	if err := q.Add("thread", lanequeue.NewKeyedLane(keyedsem.New[string]())); err != nil {
 		panic(err)
 	}
-	if err := q.AddGlobalLane("model", 2); err != nil {
+	if err := q.Add("model", lanequeue.NewGlobalLane[string](semaphore.New(2))); err != nil {
 		panic(err)
 	}
 	thread, err := q.Lanes("thread")

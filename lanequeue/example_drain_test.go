@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // A gateway shutting down: Drain refuses new messages at once, lets the
@@ -51,7 +52,7 @@ func Example_drainOnShutdown() {
 	}
 
 	_, err = q.AcquireAll(context.Background(), "bob", chat)
-	fmt.Println("bob, during the drain:", err, errors.Is(err, lanequeue.ErrClosed))
+	fmt.Println("bob, during the drain:", err, errors.Is(err, semaphore.ErrClosed))
 
 	fmt.Println("alice's reply is done")
 	reply.Release()

@@ -23,7 +23,7 @@ import (
 // picks, but a thread's messages are handled in the order the webhook
 // joined them.
 func Example_webhook() {
-	q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity) // "session" (per thread) + "global" (16)
+	q := lanequeue.Default[string](16) // "session" (per thread) + "global" (16)
 	defer q.Close()
 	chat, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
 	if err != nil {

@@ -9,7 +9,11 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/time/rate"
+
+	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // A chat gateway: each thread's messages are handled one at a time and in
@@ -24,7 +28,7 @@ import (
 // is finished, so a thread's messages never overlap or reorder, and a
 // thread that waits holds no global permit.
 func Example_gateway() {
-	q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity) // "session" (per thread) + "global" (16)
+	q := lanequeue.Default[string](16) // "session" (per thread) + "global" (16)
 	defer q.Close()
 	// The lanes a message takes, resolved once and shared by every reader.
 	chat, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
@@ -84,8 +88,8 @@ func Example_gateway() {
 func ExampleQueue_TryAcquireAll() {
 	q := lanequeue.New[string]()
 	defer q.Close()
-	_ = q.AddKeyedLane("session")
-	_ = q.AddGlobalLane("scheduler", 1)
+	_ = q.Add("session", lanequeue.NewKeyedLane(keyedsem.New[string]()))
+	_ = q.Add("scheduler", lanequeue.NewGlobalLane[string](semaphore.New(1)))
 	session, _ := q.Lanes("session")
 	job, _ := q.Lanes("scheduler", "session")
 
@@ -136,8 +140,8 @@ func schedulerHeld(q *lanequeue.Queue[string]) int64 {
 func Example_subAgents() {
 	q := lanequeue.New[string]()
 	defer q.Close()
-	_ = q.AddKeyedLane("session")
-	_ = q.AddGlobalLane("subagents", 2)
+	_ = q.Add("session", lanequeue.NewKeyedLane(keyedsem.New[string]()))
+	_ = q.Add("subagents", lanequeue.NewGlobalLane[string](semaphore.New(2)))
 	agent, _ := q.Lanes("session", "subagents")
 	subagents, _ := q.Lanes("subagents")
 
@@ -188,8 +192,8 @@ func Example_reservation() {
 	q := lanequeue.New[string]()
 	defer q.Close()
 	const global = 4
-	_ = q.AddGlobalLane("global", global)
-	_ = q.AddGlobalLane("background", global-1)
+	_ = q.Add("global", lanequeue.NewGlobalLane[string](semaphore.New(global)))
+	_ = q.Add("background", lanequeue.NewGlobalLane[string](semaphore.New(global-1)))
 	background, _ := q.Lanes("background", "global")
 	users, _ := q.Lanes("global")
 
@@ -222,34 +226,34 @@ func Example_reservation() {
 // come here, not on every call. A set belongs to the queue that made it,
 // and keeps the lanes it resolved.
 func ExampleQueue_Lanes() {
-	q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity)
+	q := lanequeue.Default[string](16)
 	defer q.Close()
 
 	chat, err := q.Lanes("global", "session") // any order
-	fmt.Println(chat, err)                    // canonical order: keyed, then global
+	fmt.Println(chat.Names(), err)            // canonical order: keyed, then global
 
 	_, err = q.Lanes("session", "gpu")
-	fmt.Println(errors.Is(err, lanequeue.ErrUnknownLane), err)
+	fmt.Println(errors.Is(err, semaphore.ErrInvalidConfig), err)
 	_, err = q.Lanes("session", "session")
-	fmt.Println(errors.Is(err, lanequeue.ErrDuplicateLane), err)
+	fmt.Println(errors.Is(err, semaphore.ErrInvalidConfig), err)
 	_, err = q.Lanes()
-	fmt.Println(errors.Is(err, lanequeue.ErrNoLanes), err)
+	fmt.Println(errors.Is(err, semaphore.ErrInvalidConfig), err)
 
 	// Another queue with lanes of the same names has other lanes.
-	other := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity)
+	other := lanequeue.Default[string](16)
 	defer other.Close()
 	_, err = other.AcquireAll(context.Background(), "t1", chat)
-	fmt.Println(errors.Is(err, lanequeue.ErrUnknownLane), err)
+	fmt.Println(errors.Is(err, semaphore.ErrInvalidConfig), err)
 
 	// A lane added later is not in the sets made before.
-	_ = q.AddRateLane("model-rpm", 1, 10)
+	_ = q.Add("model-rpm", lanequeue.NewRateLane[string](rate.NewLimiter(1, 10)))
 	withRate, _ := q.Lanes("session", "global", "model-rpm")
-	fmt.Println(chat, withRate)
+	fmt.Println(chat.Names(), withRate.Names())
 	// Output:
 	// [session global] <nil>
-	// true lanequeue: unknown lane: "gpu"
-	// true lanequeue: duplicate lane: "session" named twice
-	// true lanequeue: no lanes named
-	// true lanequeue: unknown lane: the lane set was prepared by another queue
+	// true lanequeue: unknown lane "gpu": lanes: invalid configuration
+	// true lanequeue: lane "session" named twice: lanes: invalid configuration
+	// true lanequeue: no lanes named: lanes: invalid configuration
+	// true lanequeue: the lane set was prepared by another queue: lanes: invalid configuration
 	// [session global] [session global model-rpm]
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -52,10 +53,10 @@ func Example_cronYieldsToUsers() {
 	clk := &simClock{now: time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)}
 	q := lanequeue.New[string]()
 	defer q.Close()
-	if err := q.AddKeyedLane("session"); err != nil {
+	if err := q.Add("session", lanequeue.NewKeyedLane(keyedsem.New[string]())); err != nil {
 		panic(err)
 	}
-	if err := q.AddGlobalLane("model", 1, semaphore.WithPriorities(time.Minute), semaphore.WithClock(clk)); err != nil {
+	if err := q.Add("model", lanequeue.NewGlobalLane[string](semaphore.New(1, semaphore.WithPriorities(time.Minute), semaphore.WithClock(clk)))); err != nil {
 		panic(err)
 	}
 	lanes, err := q.Lanes("session", "model")

@@ -19,10 +19,10 @@ import (
 func ExampleQueue_Waiters() {
 	q := lanequeue.New[string]()
 	defer q.Close()
-	if err := q.AddKeyedLane("session", keyedsem.WithHistograms()); err != nil {
+	if err := q.Add("session", lanequeue.NewKeyedLane(keyedsem.New[string](keyedsem.WithHistograms()))); err != nil {
 		panic(err)
 	}
-	if err := q.AddGlobalLane("global", 1, semaphore.WithHistograms()); err != nil {
+	if err := q.Add("global", lanequeue.NewGlobalLane[string](semaphore.New(1, semaphore.WithHistograms()))); err != nil {
 		panic(err)
 	}
 	lanes, err := q.Lanes("session", "global")

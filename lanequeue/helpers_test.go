@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -17,9 +18,9 @@ import (
 func testQueue(t *testing.T, global int64) *lanequeue.Queue[string] {
 	t.Helper()
 	q := lanequeue.New[string]()
-	must(t, q.AddKeyedLane("session"))
-	must(t, q.AddGlobalLane("global", global))
-	must(t, q.AddRateLane("rate", rate.Limit(1e-9), 1))
+	must(t, addKeyed(q, "session"))
+	must(t, addGlobal(q, "global", global))
+	must(t, addRate(q, "rate", rate.Limit(1e-9), 1))
 	t.Cleanup(q.Close)
 	return q
 }
@@ -88,4 +89,43 @@ func lineLen(q *lanequeue.Queue[string], lane, key string) int {
 		}
 	}
 	return n
+}
+
+// The lanes of this package's tests, each made by its constructor and
+// registered by Queue.Add. Like the settings' own Validate, they return a
+// bad setting as an error, so that a test can check it.
+
+// addKeyed registers a keyed lane made with opts.
+func addKeyed[K comparable](q *lanequeue.Queue[K], name string, opts ...keyedsem.Option) error {
+	if err := keyedsem.Validate(opts...); err != nil {
+		return err
+	}
+	return q.Add(name, lanequeue.NewKeyedLane(keyedsem.New[K](opts...)))
+}
+
+// addGlobal registers a global lane of capacity made with opts.
+func addGlobal[K comparable](q *lanequeue.Queue[K], name string, capacity int64, opts ...semaphore.Option) error {
+	if err := semaphore.Validate(capacity, opts...); err != nil {
+		return err
+	}
+	return q.Add(name, lanequeue.NewGlobalLane[K](semaphore.New(capacity, opts...)))
+}
+
+// addFair registers a global lane of capacity made fair with opts.
+func addFair[K comparable](q *lanequeue.Queue[K], name string, capacity int64, tenant func(K) string, opts ...semaphore.Option) error {
+	opts = append([]semaphore.Option{semaphore.WithFairShare(nil)}, opts...)
+	if err := semaphore.Validate(capacity, opts...); err != nil {
+		return err
+	}
+	return q.Add(name, lanequeue.NewFairLane(semaphore.New(capacity, opts...), tenant))
+}
+
+// addRate registers a rate lane over a limiter of limit and burst.
+func addRate[K comparable](q *lanequeue.Queue[K], name string, limit rate.Limit, burst int) error {
+	return q.Add(name, lanequeue.NewRateLane[K](rate.NewLimiter(limit, burst)))
+}
+
+// addToken registers a token lane of perMinute.
+func addToken[K comparable](q *lanequeue.Queue[K], name string, perMinute int64) error {
+	return q.Add(name, lanequeue.NewTokenLane[K](perMinute))
 }

@@ -6,6 +6,9 @@ import (
 	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // Hooks are callbacks, set by [Queue.SetHooks], that run on the call's
@@ -22,31 +25,9 @@ type Hooks[K comparable] struct {
 	OnReject   func(Event[K]) // what counts in a lane's Rejected or Failed
 }
 
-// EventKind tells what an [Event] reports.
-type EventKind uint8
-
-const (
-	SlowWait EventKind = iota + 1 // a wait longer than Hooks.SlowWait
-	LongHold                      // a hold longer than Hooks.LongHold
-	Rejected                      // a lane's refusal
-)
-
-// String returns "slow-wait", "long-hold" or "rejected".
-func (k EventKind) String() string {
-	switch k {
-	case SlowWait:
-		return "slow-wait"
-	case LongHold:
-		return "long-hold"
-	case Rejected:
-		return "rejected"
-	}
-	return "unknown"
-}
-
-// Event is one event reported to [Hooks].
+// Event is one event reported to [Hooks]; the hook that gets it says
+// which kind of event it is.
 type Event[K comparable] struct {
-	What     EventKind
 	Lane     string        // the lane; "" for a refusal that names none (a closed queue)
 	Kind     Kind          // the lane's kind
 	Key      K             // the key of the call
@@ -73,27 +54,26 @@ func LogHooks[K comparable](l *slog.Logger, slowWait, longHold time.Duration) Ho
 	if l == nil {
 		l = slog.Default()
 	}
-	log := func(e Event[K]) {
-		lvl, msg, dur := slog.LevelWarn, "lanequeue: slow wait", "waited"
-		switch e.What {
-		case LongHold:
-			msg, dur = "lanequeue: long hold", "held"
-		case Rejected:
-			lvl, msg = slog.LevelInfo, "lanequeue: rejected"
+	log := func(lvl slog.Level, msg, dur string) func(Event[K]) {
+		return func(e Event[K]) {
+			attrs := []slog.Attr{
+				slog.String("lane", e.Lane), slog.String("kind", e.Kind.String()),
+				slog.Any("key", e.Key), slog.Int64("weight", e.Weight),
+			}
+			if dur != "" {
+				attrs = append(attrs, slog.Time("since", e.Since), slog.Duration(dur, e.Duration))
+			}
+			if e.Err != nil {
+				attrs = append(attrs, slog.String("err", e.Err.Error()))
+			}
+			l.LogAttrs(context.Background(), lvl, msg, attrs...)
 		}
-		attrs := []slog.Attr{
-			slog.String("lane", e.Lane), slog.String("kind", e.Kind.String()),
-			slog.Any("key", e.Key), slog.Int64("weight", e.Weight),
-		}
-		if e.What != Rejected {
-			attrs = append(attrs, slog.Time("since", e.Since), slog.Duration(dur, e.Duration))
-		}
-		if e.Err != nil {
-			attrs = append(attrs, slog.String("err", e.Err.Error()))
-		}
-		l.LogAttrs(context.Background(), lvl, msg, attrs...)
 	}
-	return Hooks[K]{SlowWait: slowWait, OnSlowWait: log, LongHold: longHold, OnLongHold: log, OnReject: log}
+	return Hooks[K]{
+		SlowWait: slowWait, OnSlowWait: log(slog.LevelWarn, "lanequeue: slow wait", "waited"),
+		LongHold: longHold, OnLongHold: log(slog.LevelWarn, "lanequeue: long hold", "held"),
+		OnReject: log(slog.LevelInfo, "lanequeue: rejected", ""),
+	}
 }
 
 // waited reports the end of the wait of g for its lane i (the rate lanes,
@@ -114,19 +94,18 @@ func (q *Queue[K]) waited(h *Hooks[K], key K, g *grant[K], i int, err error, sin
 		now := q.stamp()
 		e.Since, e.Duration = q.timeOf(since), time.Duration(now-since)
 		if e.Duration > h.SlowWait || h.SlowWait == 0 {
-			e.What = SlowWait
 			h.OnSlowWait(e)
 		}
 	}
 	if h.OnReject != nil && refusal {
-		e.What, e.Since, e.Duration = Rejected, time.Time{}, 0
+		e.Since, e.Duration = time.Time{}, 0
 		h.OnReject(e)
 	}
 }
 
 // refused reports whether err is a lane's refusal (see Hooks.OnReject).
 func refused(err error) bool {
-	return errors.Is(err, ErrQueueFull) || errors.Is(err, ErrTooManyKeys) || errors.Is(err, ErrClosed) || errors.Is(err, ErrTooHeavy)
+	return errors.Is(err, semaphore.ErrQueueFull) || errors.Is(err, keyedsem.ErrTooManyKeys) || errors.Is(err, semaphore.ErrClosed) || errors.Is(err, semaphore.ErrTooHeavy)
 }
 
 // heldLanes is what a release needs of a record to report a long hold,
@@ -162,6 +141,6 @@ func (q *Queue[K]) report(hl *heldLanes[K]) {
 		if l.e.kind == Rate {
 			continue
 		}
-		hl.h.OnLongHold(Event[K]{What: LongHold, Lane: l.e.name, Kind: l.e.kind, Key: hl.key, Weight: l.n, Since: q.timeOf(hl.since), Duration: hl.d})
+		hl.h.OnLongHold(Event[K]{Lane: l.e.name, Kind: l.e.kind, Key: hl.key, Weight: l.n, Since: q.timeOf(hl.since), Duration: hl.d})
 	}
 }

@@ -12,21 +12,31 @@ import (
 
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
-// events collects what the hooks report.
+// events collects what the hooks report, with the hook that got it.
 type events struct {
 	mu  sync.Mutex
-	all []lanequeue.Event[string]
+	all []hookEvent
 }
 
-func (e *events) add(ev lanequeue.Event[string]) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.all = append(e.all, ev)
+// hookEvent is an Event and the hook it went to.
+type hookEvent struct {
+	What string // "slow-wait", "long-hold" or "rejected"
+	lanequeue.Event[string]
 }
 
-func (e *events) take() []lanequeue.Event[string] {
+// on returns the hook that records its events as what.
+func (e *events) on(what string) func(lanequeue.Event[string]) {
+	return func(ev lanequeue.Event[string]) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.all = append(e.all, hookEvent{what, ev})
+	}
+}
+
+func (e *events) take() []hookEvent {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	out := e.all
@@ -41,9 +51,9 @@ func TestHooks(t *testing.T) {
 	q, clk := watchQueue(t)
 	var got events
 	q.SetHooks(lanequeue.Hooks[string]{
-		SlowWait: time.Second, OnSlowWait: got.add,
-		LongHold: time.Minute, OnLongHold: got.add,
-		OnReject: got.add,
+		SlowWait: time.Second, OnSlowWait: got.on("slow-wait"),
+		LongHold: time.Minute, OnLongHold: got.on("long-hold"),
+		OnReject: got.on("rejected"),
 	})
 	ctx := context.Background()
 	lanes := []string{"session", "global"}
@@ -56,11 +66,11 @@ func TestHooks(t *testing.T) {
 	testkit.Eventually(t, "b in line", func() bool { return laneStats(t, q, "global").Waiters == 1 })
 	c := acquireAsync(ctx, q, "c", lanes)
 	testkit.Eventually(t, "c in line", func() bool { return laneStats(t, q, "global").Waiters == 2 })
-	if _, err := acquireAll(q, ctx, "d", lanes); !errors.Is(err, lanequeue.ErrQueueFull) {
+	if _, err := acquireAll(q, ctx, "d", lanes); !errors.Is(err, semaphore.ErrQueueFull) {
 		t.Fatalf("a third waiter: %v, want ErrQueueFull", err)
 	}
 	ev := got.take()
-	if len(ev) != 1 || ev[0].What != lanequeue.Rejected || ev[0].Lane != "global" || ev[0].Key != "d" || ev[0].Weight != 1 || !errors.Is(ev[0].Err, lanequeue.ErrQueueFull) {
+	if len(ev) != 1 || ev[0].What != "rejected" || ev[0].Lane != "global" || ev[0].Key != "d" || ev[0].Weight != 1 || !errors.Is(ev[0].Err, semaphore.ErrQueueFull) {
 		t.Fatalf("after the refusal, events %+v; want one Rejected on global for d", ev)
 	}
 	clk.Advance(2 * time.Minute)
@@ -72,10 +82,10 @@ func TestHooks(t *testing.T) {
 	var holds, waits []lanequeue.Event[string]
 	for _, e := range ev {
 		switch e.What {
-		case lanequeue.LongHold:
-			holds = append(holds, e)
-		case lanequeue.SlowWait:
-			waits = append(waits, e)
+		case "long-hold":
+			holds = append(holds, e.Event)
+		case "slow-wait":
+			waits = append(waits, e.Event)
 		}
 	}
 	if len(holds) != 2 || holds[0].Lane != "session" || holds[1].Lane != "global" || holds[0].Key != "a" || holds[0].Duration != 2*time.Minute || !holds[0].Since.Equal(t0) {
@@ -90,7 +100,7 @@ func TestHooks(t *testing.T) {
 	must(t, rc.err)
 	rc.t.Release()
 	ev = got.take()
-	if len(ev) != 1 || ev[0].What != lanequeue.SlowWait || ev[0].Key != "c" || ev[0].Duration != 2*time.Minute+500*time.Millisecond {
+	if len(ev) != 1 || ev[0].What != "slow-wait" || ev[0].Key != "c" || ev[0].Duration != 2*time.Minute+500*time.Millisecond {
 		t.Fatalf("events %+v; want only c's slow wait", ev)
 	}
 	// A short wait is not reported.

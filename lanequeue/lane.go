@@ -57,3 +57,19 @@ type LaneStats struct {
 	semaphore.Counters
 	semaphore.Timings // of a global or keyed lane made WithHistograms
 }
+
+// badLane is a lane made with settings out of range: [Queue.Add] refuses
+// it with err, and used on its own it refuses every call with err.
+type badLane[K comparable] struct {
+	kind Kind
+	err  error
+}
+
+func (l *badLane[K]) Kind() Kind       { return l.kind }
+func (l *badLane[K]) MaxWeight() int64 { return 0 }
+func (l *badLane[K]) Acquire(context.Context, K, int64) (semaphore.Permit, error) {
+	return semaphore.Permit{}, l.err
+}
+func (l *badLane[K]) TryAcquire(K, int64) (semaphore.Permit, bool) { return semaphore.Permit{}, false }
+func (l *badLane[K]) Stats() LaneStats                             { return LaneStats{Kind: l.kind, Closed: true} }
+func (l *badLane[K]) Close()                                       {}

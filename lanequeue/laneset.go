@@ -2,7 +2,6 @@ package lanequeue
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/semaphore"
@@ -10,8 +9,9 @@ import (
 
 // LaneSet is lanes of one Queue, resolved once by [Queue.Lanes] so that
 // calls look up no names. It keeps the lanes it resolved, works only on its
-// queue (else [ErrUnknownLane]) and is immutable, safe to share. The zero
-// LaneSet names no lanes ([ErrNoLanes]).
+// queue and is immutable, safe to share. The zero LaneSet names no lanes.
+// Calls refuse another queue's set and the zero set with an error wrapping
+// semaphore.ErrInvalidConfig.
 type LaneSet[K comparable] struct {
 	s *laneSet[K]
 }
@@ -27,17 +27,17 @@ type laneSet[K comparable] struct {
 
 // errForeignSet is returned for a LaneSet that another queue prepared. A
 // variable, so that a TryAcquireAll refused for it allocates nothing.
-var errForeignSet = fmt.Errorf("%w: the lane set was prepared by another queue", ErrUnknownLane)
+var errForeignSet = fmt.Errorf("lanequeue: the lane set was prepared by another queue: %w", semaphore.ErrInvalidConfig)
 
 // Lanes resolves names into a [LaneSet], whatever their order. It returns
-// ErrNoLanes, or an error wrapping ErrUnknownLane, ErrDuplicateLane (a name
-// twice) or ErrClosed.
+// an error wrapping semaphore.ErrInvalidConfig for no names, a name
+// unknown or given twice, and semaphore.ErrClosed after Close.
 func (q *Queue[K]) Lanes(names ...string) (LaneSet[K], error) {
 	if q.closed.Load() {
-		return LaneSet[K]{}, ErrClosed
+		return LaneSet[K]{}, semaphore.ErrClosed
 	}
 	if len(names) == 0 {
-		return LaneSet[K]{}, ErrNoLanes
+		return LaneSet[K]{}, errNoLanes
 	}
 	tbl := q.tbl()
 	// Ranks (indexes in the table's canonical order), insertion-sorted:
@@ -46,7 +46,7 @@ func (q *Queue[K]) Lanes(names ...string) (LaneSet[K], error) {
 	for _, name := range names {
 		r, ok := tbl.byName[name]
 		if !ok {
-			return LaneSet[K]{}, fmt.Errorf("%w: %q", ErrUnknownLane, name)
+			return LaneSet[K]{}, fmt.Errorf("lanequeue: unknown lane %q: %w", name, semaphore.ErrInvalidConfig)
 		}
 		i := len(ranks)
 		ranks = append(ranks, 0)
@@ -55,7 +55,7 @@ func (q *Queue[K]) Lanes(names ...string) (LaneSet[K], error) {
 			i--
 		}
 		if i > 0 && ranks[i-1] == r.rank {
-			return LaneSet[K]{}, fmt.Errorf("%w: %q named twice", ErrDuplicateLane, name)
+			return LaneSet[K]{}, fmt.Errorf("lanequeue: lane %q named twice: %w", name, semaphore.ErrInvalidConfig)
 		}
 		ranks[i] = r.rank
 	}
@@ -81,11 +81,6 @@ func (ls LaneSet[K]) Names() []string {
 	return out
 }
 
-// String returns the names as "[session global]".
-func (ls LaneSet[K]) String() string {
-	return "[" + strings.Join(ls.Names(), " ") + "]"
-}
-
 // resolve fills g with the lanes of ls, in canonical order, with their
 // weights, and refuses what could never be granted: a set of no lanes or
 // of another queue, a closed queue, a weight no lane could grant. It takes
@@ -94,13 +89,13 @@ func (ls LaneSet[K]) String() string {
 func (q *Queue[K]) resolve(g *grant[K], ls LaneSet[K], opts []semaphore.AcquireOption) error {
 	s := ls.s
 	if s == nil {
-		return ErrNoLanes
+		return errNoLanes
 	}
 	if s.q != q {
 		return errForeignSet
 	}
 	if q.closed.Load() {
-		return ErrClosed
+		return semaphore.ErrClosed
 	}
 	w := int64(1)
 	laneWeights := false
@@ -125,13 +120,14 @@ func (q *Queue[K]) resolve(g *grant[K], ls LaneSet[K], opts []semaphore.AcquireO
 		hs = g.inline[:len(s.lanes)]
 		g.n = uint8(len(s.lanes))
 	}
-	// fits: w is within every lane's fixed MaxWeight, so no lane need be
-	// asked. fixedMax is read on every call, not when the set was made,
-	// since GlobalSemaphore unfixes a lane's capacity at any time.
+	// fits: w is within every lane's MaxWeight as known without asking
+	// the lane, so no lane need be asked. It is read on every call, not
+	// when the set was made: a global lane's capacity may change at any
+	// time.
 	fits := w >= 1
 	for i, e := range s.lanes {
 		hs[i].e, hs[i].n = e, w
-		if m := e.fixedMax.Load(); m < 0 || w > m {
+		if m := e.maxWeight(); m < 0 || w > m {
 			fits = false
 		}
 	}
@@ -158,7 +154,7 @@ func applyLaneWeights[K comparable](hs []held[K], opts []semaphore.AcquireOption
 			}
 		}
 		if !found {
-			return fmt.Errorf("%w: %q has a weight but is not in the set", ErrUnknownLane, call.LaneOf(o))
+			return fmt.Errorf("lanequeue: lane %q has a weight but is not in the set: %w", call.LaneOf(o), semaphore.ErrInvalidConfig)
 		}
 	}
 	return checkWeights(hs)
@@ -169,12 +165,12 @@ func checkWeights[K comparable](hs []held[K]) error {
 	for i := range hs {
 		h := &hs[i]
 		if h.n < 1 {
-			return fmt.Errorf("lanequeue: lane %q: weight %d: %w", h.e.name, h.n, ErrInvalidWeight)
+			return fmt.Errorf("lanequeue: lane %q: weight %d: %w", h.e.name, h.n, semaphore.ErrInvalidWeight)
 		}
 		if m := h.e.lane.MaxWeight(); h.n > m {
 			// A LaneError, so that the lane's kind tells a caller whether a
 			// retry may mend it (a global lane a controller shrank).
-			return &LaneError{Lane: h.e.name, Kind: h.e.kind, Err: fmt.Errorf("weight %d above %d: %w", h.n, m, ErrTooHeavy)}
+			return &LaneError{Lane: h.e.name, Kind: h.e.kind, Err: fmt.Errorf("weight %d above %d: %w", h.n, m, semaphore.ErrTooHeavy)}
 		}
 	}
 	return nil

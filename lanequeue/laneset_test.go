@@ -24,15 +24,12 @@ func TestLaneSetCalls(t *testing.T) {
 	if got := ls.Names(); !slices.Equal(got, []string{"session", "global"}) {
 		t.Fatalf("Names() = %v; want [session global]", got)
 	}
-	if got := ls.String(); got != "[session global]" {
-		t.Fatalf("String() = %q", got)
-	}
 	ctx := context.Background()
 	for i := range 3 {
 		tk, err := q.AcquireAll(ctx, "chat-1", ls, lanequeue.LaneWeight("global", 2))
 		must(t, err)
-		if w, ok := tk.LaneWeight("global"); !ok || w != 2 || !slices.Equal(tk.Lanes(), []string{"session", "global"}) {
-			t.Fatalf("round %d: ticket lanes %v, global weight %d %v", i, tk.Lanes(), w, ok)
+		if w, ok := lanequeue.TicketWeight(tk, "global"); !ok || w != 2 || !slices.Equal(lanequeue.TicketLanes(tk), []string{"session", "global"}) {
+			t.Fatalf("round %d: ticket lanes %v, global weight %d %v", i, lanequeue.TicketLanes(tk), w, ok)
 		}
 		if _, ok := q.TryAcquireAll("chat-1", ls); ok {
 			t.Fatal("TryAcquireAll of a key held = true")
@@ -56,13 +53,13 @@ func TestLaneSetCalls(t *testing.T) {
 		t.Fatal("Do did not run fn")
 	}
 	must(t, q.Check(ls, semaphore.Weight(1)))
-	if err := q.Check(ls, semaphore.Weight(5)); !errors.Is(err, lanequeue.ErrTooHeavy) {
+	if err := q.Check(ls, semaphore.Weight(5)); !errors.Is(err, semaphore.ErrTooHeavy) {
 		t.Fatalf("Check of weight 5 on capacity 4 = %v; want ErrTooHeavy", err)
 	}
-	if err := q.Check(ls, semaphore.Weight(0)); !errors.Is(err, lanequeue.ErrInvalidWeight) {
+	if err := q.Check(ls, semaphore.Weight(0)); !errors.Is(err, semaphore.ErrInvalidWeight) {
 		t.Fatalf("Check of weight 0 = %v; want ErrInvalidWeight", err)
 	}
-	if err := q.Check(ls, lanequeue.LaneWeight("rate", 1)); !errors.Is(err, lanequeue.ErrUnknownLane) {
+	if err := q.Check(ls, lanequeue.LaneWeight("rate", 1)); !errors.Is(err, semaphore.ErrInvalidConfig) {
 		t.Fatalf("Check with a weight for a lane not in the set = %v; want ErrUnknownLane", err)
 	}
 	assertNothingHeld(t, q)
@@ -77,12 +74,12 @@ func TestLanesRefusesBadLists(t *testing.T) {
 		names []string
 		want  error
 	}{
-		{nil, lanequeue.ErrNoLanes},
-		{[]string{}, lanequeue.ErrNoLanes},
-		{[]string{"session", "nope"}, lanequeue.ErrUnknownLane},
-		{[]string{""}, lanequeue.ErrUnknownLane},
-		{[]string{"session", "global", "session"}, lanequeue.ErrDuplicateLane},
-		{[]string{"rate", "rate"}, lanequeue.ErrDuplicateLane},
+		{nil, semaphore.ErrInvalidConfig},
+		{[]string{}, semaphore.ErrInvalidConfig},
+		{[]string{"session", "nope"}, semaphore.ErrInvalidConfig},
+		{[]string{""}, semaphore.ErrInvalidConfig},
+		{[]string{"session", "global", "session"}, semaphore.ErrInvalidConfig},
+		{[]string{"rate", "rate"}, semaphore.ErrInvalidConfig},
 	} {
 		ls, err := q.Lanes(c.names...)
 		if !errors.Is(err, c.want) {
@@ -93,7 +90,7 @@ func TestLanesRefusesBadLists(t *testing.T) {
 		}
 	}
 	q.Close()
-	if _, err := q.Lanes("session"); !errors.Is(err, lanequeue.ErrClosed) {
+	if _, err := q.Lanes("session"); !errors.Is(err, semaphore.ErrClosed) {
 		t.Fatalf("Lanes on a closed queue = %v; want ErrClosed", err)
 	}
 }
@@ -103,10 +100,10 @@ func TestLanesRefusesBadLists(t *testing.T) {
 func TestZeroLaneSet(t *testing.T) {
 	q := testQueue(t, 4)
 	var zero lanequeue.LaneSet[string]
-	if zero.Names() != nil || zero.String() != "[]" {
-		t.Fatalf("zero set: Names %v, String %q", zero.Names(), zero.String())
+	if zero.Names() != nil {
+		t.Fatalf("zero set: Names %v", zero.Names())
 	}
-	if tk, err := q.AcquireAll(context.Background(), "k", zero); !errors.Is(err, lanequeue.ErrNoLanes) || tk != nil {
+	if tk, err := q.AcquireAll(context.Background(), "k", zero); !errors.Is(err, semaphore.ErrInvalidConfig) || tk != nil {
 		t.Fatalf("AcquireAll(zero set) = %v, %v; want ErrNoLanes", tk, err)
 	}
 	if _, ok := q.TryAcquireAll("k", zero); ok {
@@ -115,10 +112,10 @@ func TestZeroLaneSet(t *testing.T) {
 	if err := q.Do(context.Background(), "k", zero, func(context.Context) error {
 		t.Error("Do ran fn with the zero set")
 		return nil
-	}); !errors.Is(err, lanequeue.ErrNoLanes) {
+	}); !errors.Is(err, semaphore.ErrInvalidConfig) {
 		t.Fatalf("Do(zero set) = %v; want ErrNoLanes", err)
 	}
-	if err := q.Check(zero); !errors.Is(err, lanequeue.ErrNoLanes) {
+	if err := q.Check(zero); !errors.Is(err, semaphore.ErrInvalidConfig) {
 		t.Fatalf("Check(zero set) = %v; want ErrNoLanes", err)
 	}
 	assertNothingHeld(t, q)
@@ -133,7 +130,7 @@ func TestLaneSetOfAnotherQueue(t *testing.T) {
 	ls1, err := q1.Lanes("session", "global")
 	must(t, err)
 	ctx := context.Background()
-	if tk, err := q2.AcquireAll(ctx, "k", ls1); !errors.Is(err, lanequeue.ErrUnknownLane) || tk != nil {
+	if tk, err := q2.AcquireAll(ctx, "k", ls1); !errors.Is(err, semaphore.ErrInvalidConfig) || tk != nil {
 		t.Fatalf("AcquireAll with another queue's set = %v, %v; want ErrUnknownLane", tk, err)
 	}
 	if _, ok := q2.TryAcquireAll("k", ls1); ok {
@@ -142,10 +139,10 @@ func TestLaneSetOfAnotherQueue(t *testing.T) {
 	if err := q2.Do(ctx, "k", ls1, func(context.Context) error {
 		t.Error("Do ran fn with another queue's set")
 		return nil
-	}); !errors.Is(err, lanequeue.ErrUnknownLane) {
+	}); !errors.Is(err, semaphore.ErrInvalidConfig) {
 		t.Fatalf("Do with another queue's set = %v; want ErrUnknownLane", err)
 	}
-	if err := q2.Check(ls1); !errors.Is(err, lanequeue.ErrUnknownLane) {
+	if err := q2.Check(ls1); !errors.Is(err, semaphore.ErrInvalidConfig) {
 		t.Fatalf("Check with another queue's set = %v; want ErrUnknownLane", err)
 	}
 	assertNothingHeld(t, q1)
@@ -175,14 +172,14 @@ func TestLaneSetKeepsItsLanes(t *testing.T) {
 	ls, err := q.Lanes(names...)
 	must(t, err)
 	names[1] = "rate" // the caller's slice, changed after
-	must(t, q.AddGlobalLane("a-first", 1))
-	must(t, q.AddKeyedLane("tenant")) // sorts before "session"
+	must(t, addGlobal(q, "a-first", 1))
+	must(t, addKeyed(q, "tenant")) // sorts before "session"
 	if got := ls.Names(); !slices.Equal(got, []string{"session", "global"}) {
 		t.Fatalf("Names() after adds = %v; want [session global]", got)
 	}
 	tk, err := q.AcquireAll(context.Background(), "k", ls)
 	must(t, err)
-	if got := tk.Lanes(); !slices.Equal(got, []string{"session", "global"}) {
+	if got := lanequeue.TicketLanes(tk); !slices.Equal(got, []string{"session", "global"}) {
 		t.Fatalf("ticket lanes after adds = %v", got)
 	}
 	if st := laneStats(t, q, "a-first"); st.Held != 0 {
@@ -196,13 +193,13 @@ func TestLaneSetKeepsItsLanes(t *testing.T) {
 	}
 	tk.Release()
 	q.Close()
-	if _, err := q.AcquireAll(context.Background(), "k", ls); !errors.Is(err, lanequeue.ErrClosed) {
+	if _, err := q.AcquireAll(context.Background(), "k", ls); !errors.Is(err, semaphore.ErrClosed) {
 		t.Fatalf("AcquireAll on a closed queue = %v; want ErrClosed", err)
 	}
 	if _, ok := q.TryAcquireAll("k", ls); ok {
 		t.Fatal("TryAcquireAll on a closed queue = true")
 	}
-	if err := q.Check(ls); !errors.Is(err, lanequeue.ErrClosed) {
+	if err := q.Check(ls); !errors.Is(err, semaphore.ErrClosed) {
 		t.Fatalf("Check on a closed queue = %v; want ErrClosed", err)
 	}
 }
@@ -266,7 +263,7 @@ func TestLaneSetSharedRace(t *testing.T) {
 		defer wg.Done()
 		for i := range 50 {
 			name := fmt.Sprintf("extra-%02d", i)
-			if err := q.AddGlobalLane(name, 1); err != nil {
+			if err := addGlobal(q, name, 1); err != nil {
 				t.Error(err)
 				return
 			}
@@ -311,7 +308,7 @@ func TestLaneSetWithALaneClosedOnItsOwn(t *testing.T) {
 	q := testQueue(t, 4)
 	ls, err := q.Lanes("session", "global")
 	must(t, err)
-	s, err := q.GlobalSemaphore("global")
+	s, err := lanequeue.GlobalSemaphore(q, "global")
 	must(t, err)
 	s.Close()
 	_, err = q.AcquireAll(context.Background(), "k", ls)

@@ -19,14 +19,14 @@ func manyLaneQueue(t *testing.T, n int) (*lanequeue.Queue[string], []string) {
 	t.Helper()
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	must(t, q.AddKeyedLane("a-session"))
+	must(t, addKeyed(q, "a-session"))
 	names := []string{"a-session"}
 	for i := range n {
 		name := fmt.Sprintf("g%04d", i)
-		must(t, q.AddGlobalLane(name, 1))
+		must(t, addGlobal(q, name, 1))
 		names = append(names, name)
 	}
-	must(t, q.AddRateLane("z-rate", rate.Limit(1e-9), 1))
+	must(t, addRate(q, "z-rate", rate.Limit(1e-9), 1))
 	return q, append(names, "z-rate")
 }
 
@@ -75,7 +75,7 @@ func TestAcquireAllOfManyLanes(t *testing.T) {
 				must(t, err)
 				tk, err := q.AcquireAll(context.Background(), "k", ls)
 				must(t, err)
-				if got := len(tk.Lanes()); got != len(names) {
+				if got := len(lanequeue.TicketLanes(tk)); got != len(names) {
 					t.Fatalf("ticket has %d lanes; want %d", got, len(names))
 				}
 				for _, st := range q.Stats() {

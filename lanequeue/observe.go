@@ -17,11 +17,11 @@ type Observer interface {
 
 // ObserveLane makes o the lane's one observer (nil removes it). A
 // controller of another budget than the lane's own is refused
-// ([ErrInvalidConfig]), as is an unknown lane ([ErrUnknownLane]).
+// ([semaphore.ErrInvalidConfig]), as is an unknown lane.
 func (q *Queue[K]) ObserveLane(name string, o Observer) error {
 	ref, ok := q.tbl().byName[name]
 	if !ok {
-		return fmt.Errorf("%w: %q", ErrUnknownLane, name)
+		return fmt.Errorf("lanequeue: unknown lane %q: %w", name, semaphore.ErrInvalidConfig)
 	}
 	if o == nil {
 		ref.e.obs.Store(nil)
@@ -37,7 +37,7 @@ func (q *Queue[K]) ObserveLane(name string, o Observer) error {
 }
 
 // drives checks that a controller over t may observe the lane e: t is the
-// semaphore of e, when this package built e.
+// semaphore of e, when e is this package's keyed, global or fair lane.
 func drives[K comparable](e *laneEntry[K], t adaptive.Target) error {
 	var sem *semaphore.Weighted
 	switch l := e.lane.(type) {
@@ -45,18 +45,17 @@ func drives[K comparable](e *laneEntry[K], t adaptive.Target) error {
 		sem = l.s
 	case *fairLane[K]:
 		sem = l.s
+	case *keyedLane[K], *rateLane[K], *tokenLane[K]:
 	default:
-		if !e.own && e.rate == nil {
-			return nil // a lane of AddLane: its budget is not known here
-		}
+		return nil // another package's lane: its budget is not known here
 	}
 	if sem == nil {
 		return fmt.Errorf("lanequeue: ObserveLane(%q): a %s lane has no single budget for a controller to drive (observe the global lane whose semaphore it drives): %w",
-			e.name, e.kind, ErrInvalidConfig)
+			e.name, e.kind, semaphore.ErrInvalidConfig)
 	}
 	if s, ok := t.(*semaphore.Weighted); !ok || s != sem {
-		return fmt.Errorf("lanequeue: ObserveLane(%q): the controller drives another budget than the lane's semaphore (give adaptive.New the lane's Queue.GlobalSemaphore): %w",
-			e.name, ErrInvalidConfig)
+		return fmt.Errorf("lanequeue: ObserveLane(%q): the controller drives another budget than the lane's semaphore (give adaptive.New the semaphore of the lane's NewGlobalLane): %w",
+			e.name, semaphore.ErrInvalidConfig)
 	}
 	return nil
 }

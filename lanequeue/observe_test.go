@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // recorder is an Observer that keeps what it was told, and the weight its
@@ -36,7 +37,7 @@ func (r *recorder) seen() ([]error, []int64) {
 
 func observed(t *testing.T, q *lanequeue.Queue[string], lane string) *recorder {
 	t.Helper()
-	s, err := q.GlobalSemaphore(lane)
+	s, err := lanequeue.GlobalSemaphore(q, lane)
 	must(t, err)
 	r := &recorder{held: func() int64 { return s.Stats().Held }}
 	must(t, q.ObserveLane(lane, r))
@@ -90,7 +91,7 @@ func TestTicketFinishReportsOnceReleaseNever(t *testing.T) {
 	require.NoError(t, q.Do(ctx, "a", lanes, func(context.Context) error { return nil }))
 	errs, _ = r.seen()
 	require.Len(t, errs, 1)
-	require.ErrorIs(t, q.ObserveLane("nope", r), lanequeue.ErrUnknownLane)
+	require.ErrorIs(t, q.ObserveLane("nope", r), semaphore.ErrInvalidConfig)
 }
 
 type panicky struct{}
@@ -107,6 +108,6 @@ func TestObserverPanicReleasesThePermits(t *testing.T) {
 	tk, err := q.AcquireAll(context.Background(), "a", lanes)
 	must(t, err)
 	require.Panics(t, func() { tk.Finish(nil) })
-	require.True(t, tk.Released())
+	require.True(t, lanequeue.TicketReleased(tk))
 	assertNothingHeld(t, q)
 }

@@ -211,10 +211,10 @@ func TestConformanceOpenClawEmptyQueue(t *testing.T) {
 	if n := len(q.Holders()); n != 0 {
 		t.Fatalf("getActiveTaskCount() = %d on an empty queue", n)
 	}
-	if _, err := acquireAll(q, context.Background(), "k", []string{"main"}); !errors.Is(err, lanequeue.ErrUnknownLane) {
+	if _, err := acquireAll(q, context.Background(), "k", []string{"main"}); !errors.Is(err, semaphore.ErrInvalidConfig) {
 		t.Fatalf("AcquireAll of an unknown lane = %v, want ErrUnknownLane", err)
 	}
-	if _, err := acquireAll(q, context.Background(), "k", nil); !errors.Is(err, lanequeue.ErrNoLanes) {
+	if _, err := acquireAll(q, context.Background(), "k", nil); !errors.Is(err, semaphore.ErrInvalidConfig) {
 		t.Fatalf("AcquireAll of no lanes = %v, want ErrNoLanes", err)
 	}
 	q.Close()
@@ -329,14 +329,14 @@ func TestConformanceOpenClawCloseRejectsQueuedKeepsActive(t *testing.T) {
 	}
 
 	g.q.Close()
-	if err := second.result(t); !errors.Is(err, lanequeue.ErrClosed) {
+	if err := second.result(t); !errors.Is(err, semaphore.ErrClosed) {
 		t.Fatalf("the queued command = %v, want ErrClosed", err)
 	}
 	second.notStarted(t)
 	if err := doAll(g.q, context.Background(), "", []string{"main"}, func(context.Context) error {
 		t.Error("a command enqueued after Close ran")
 		return nil
-	}); !errors.Is(err, lanequeue.ErrClosed) {
+	}); !errors.Is(err, semaphore.ErrClosed) {
 		t.Fatalf("a command after Close = %v, want ErrClosed", err)
 	}
 
@@ -507,10 +507,10 @@ func TestConformanceOpenClawSetConcurrency(t *testing.T) {
 	holder.waitStarted(t)
 	waiting := g.queued(t, context.Background(), "", "paused", "paused")
 	ps.SetCapacity(0)
-	if err := waiting.result(t); !errors.Is(err, lanequeue.ErrTooHeavy) {
+	if err := waiting.result(t); !errors.Is(err, semaphore.ErrTooHeavy) {
 		t.Fatalf("a command queued on a lane set to 0 = %v, want ErrTooHeavy (OpenClaw keeps it queued)", err)
 	}
-	if err := g.run(context.Background(), "", "paused").result(t); !errors.Is(err, lanequeue.ErrTooHeavy) {
+	if err := g.run(context.Background(), "", "paused").result(t); !errors.Is(err, semaphore.ErrTooHeavy) {
 		t.Fatalf("a command on a lane of 0 = %v, want ErrTooHeavy at once", err)
 	}
 	ps.SetCapacity(1)
@@ -524,7 +524,7 @@ func TestConformanceOpenClawSetConcurrency(t *testing.T) {
 	if err := resumed.result(t); err != nil {
 		t.Fatalf("a command after the lane grew back = %v", err)
 	}
-	if names := g.q.Names(); !slices.Contains(names, "idem") || !slices.Contains(names, "paused") {
+	if names := lanequeue.Names(g.q); !slices.Contains(names, "idem") || !slices.Contains(names, "paused") {
 		t.Fatalf("configured lanes went away: %v", names)
 	}
 }
@@ -561,8 +561,8 @@ func TestConformanceOpenClawEvictsIdleConvLanes(t *testing.T) {
 	if st := g.keyed["conv"].Stats(); st.Created != 2 || st.Evicted != 2 {
 		t.Fatalf("conv entries: %+v, want made and evicted twice", st)
 	}
-	if st := g.stats(t, "session-test"); st.Capacity != 1 || !slices.Contains(g.q.Names(), "session-test") {
-		t.Fatalf("the configured lane changed or went away: %+v %v", st, g.q.Names())
+	if st := g.stats(t, "session-test"); st.Capacity != 1 || !slices.Contains(lanequeue.Names(g.q), "session-test") {
+		t.Fatalf("the configured lane changed or went away: %+v %v", st, lanequeue.Names(g.q))
 	}
 }
 
@@ -992,7 +992,7 @@ func TestConformanceOpenClawConversationKeys(t *testing.T) {
 	t.Parallel()
 	q := lanequeue.New[ocConv]()
 	defer q.Close()
-	if err := q.AddKeyedLane("conv", keyedsem.WithIdleTimeout(0)); err != nil {
+	if err := addKeyed(q, "conv", keyedsem.WithIdleTimeout(0)); err != nil {
 		t.Fatal(err)
 	}
 	lanes := []string{"conv"}

@@ -34,7 +34,7 @@ func TestDeadlockFreeOppositeOrders(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			q := testQueue(t, c.global)
-			must(t, q.AddGlobalLane("other", 1))
+			must(t, addGlobal(q, "other", 1))
 			ctx, cancel := context.WithTimeout(context.Background(), failsafe)
 			defer cancel()
 			var inGlobal atomic.Int32
@@ -138,7 +138,7 @@ func TestFailedAcquireAllSpendsNoRateToken(t *testing.T) {
 	})
 	t.Run("context cancelled while waiting on another rate lane", func(t *testing.T) {
 		q := testQueue(t, 1)
-		must(t, q.AddRateLane("rate2", rate.Limit(1e-9), 1))
+		must(t, addRate(q, "rate2", rate.Limit(1e-9), 1))
 		spent, ok := tryAcquireAll(q, "a", []string{"rate2"})
 		if !ok {
 			t.Fatal("fresh rate lane refused a token")
@@ -215,19 +215,19 @@ func TestPerKeyExclusionStress(t *testing.T) {
 func TestCanonicalOrderAcrossAdds(t *testing.T) {
 	q := lanequeue.New[string]()
 	defer q.Close()
-	must(t, q.AddRateLane("a-rate", rate.Inf, 1))
-	must(t, q.AddGlobalLane("z-global", 2))
-	must(t, q.AddGlobalLane("b-global", 2))
-	must(t, q.AddKeyedLane("y-session"))
-	must(t, q.AddKeyedLane("c-session"))
+	must(t, addRate(q, "a-rate", rate.Inf, 1))
+	must(t, addGlobal(q, "z-global", 2))
+	must(t, addGlobal(q, "b-global", 2))
+	must(t, addKeyed(q, "y-session"))
+	must(t, addKeyed(q, "c-session"))
 	want := []string{"c-session", "y-session", "b-global", "z-global", "a-rate"}
-	if got := q.Names(); !slices.Equal(got, want) {
+	if got := lanequeue.Names(q); !slices.Equal(got, want) {
 		t.Fatalf("Names() = %v; want %v", got, want)
 	}
 	tk, err := acquireAll(q, context.Background(), "k", []string{"a-rate", "z-global", "y-session", "b-global", "c-session"})
 	must(t, err)
 	defer tk.Release()
-	if got := tk.Lanes(); !slices.Equal(got, want) {
+	if got := lanequeue.TicketLanes(tk); !slices.Equal(got, want) {
 		t.Fatalf("Ticket.Lanes() = %v; want %v", got, want)
 	}
 }

@@ -10,9 +10,6 @@ import (
 	"github.com/sessionlane/lanes/semaphore"
 )
 
-// ErrPlaceUsed is [semaphore.ErrPlaceUsed].
-var ErrPlaceUsed = semaphore.ErrPlaceUsed
-
 // Place is a key's place in the line of a set's first keyed lane, taken by
 // [Queue.Join], owned as [semaphore.Place] is. Until Wait holds that lane,
 // only the lane's Stats count it. A nil or zero Place is used.
@@ -37,7 +34,8 @@ func (p *Place[K]) turn() call.Turn {
 }
 
 // Join takes key's place, where opts put it, in the line of the set's first
-// keyed lane (of this package, else [ErrNoSemaphore]) without waiting, for
+// keyed lane (one made by [NewKeyedLane], else an error wrapping
+// semaphore.ErrInvalidConfig) without waiting, for
 // a webhook that answers at once. Wait takes the other lanes once the turn
 // comes. Join fails with AcquireAll's errors that need no wait and the
 // keyed lane's refusals (a barging lane keeps no places).
@@ -52,14 +50,14 @@ func (q *Queue[K]) Join(key K, lanes LaneSet[K], opts ...semaphore.AcquireOption
 	}
 	pl.prio, pl.seq, pl.group = int32(turn.Priority), turn.Sequence, turn.Group
 	if q.nanKeys && key != key {
-		return nil, ErrNaNKey
+		return nil, keyedsem.ErrNaNKey
 	}
 	h := &pl.g.held()[0] // keyed lanes come first
 	if h.e.kind != Keyed {
-		return nil, fmt.Errorf("%w: the set %v has no keyed lane to take a place in", ErrNoSemaphore, lanes)
+		return nil, fmt.Errorf("lanequeue: the set %v has no keyed lane to take a place in: %w", lanes.Names(), semaphore.ErrInvalidConfig)
 	}
 	if h.e.keyed == nil {
-		return nil, fmt.Errorf("%w: lane %q is a keyed lane of another package, which has no place to take", ErrNoSemaphore, h.e.name)
+		return nil, fmt.Errorf("lanequeue: lane %q is a keyed lane of another package, which has no place to take: %w", h.e.name, semaphore.ErrInvalidConfig)
 	}
 	if err := q.admit(); err != nil {
 		return nil, err
@@ -79,17 +77,8 @@ func (q *Queue[K]) Join(key K, lanes LaneSet[K], opts ...semaphore.AcquireOption
 	return pl, nil
 }
 
-// Key returns the key of the place.
-func (p *Place[K]) Key() K {
-	if p == nil {
-		var zero K
-		return zero
-	}
-	return p.key
-}
-
 // Wait waits for the place's turn, then takes the rest of the set as
-// AcquireAll does (failing as it does, or with [ErrPlaceUsed]); on failure
+// AcquireAll does (failing as it does, or with [semaphore.ErrPlaceUsed]); on failure
 // the place is given up. Cancellation: see the package doc; an ended ctx
 // also wins over a turn that came before Wait. Wait panics if ctx is nil.
 func (p *Place[K]) Wait(ctx context.Context) (*Ticket[K], error) {
@@ -97,7 +86,7 @@ func (p *Place[K]) Wait(ctx context.Context) (*Ticket[K], error) {
 		panic("lanequeue: nil Context")
 	}
 	if p == nil || p.q == nil || !p.used.CompareAndSwap(false, true) {
-		return nil, ErrPlaceUsed
+		return nil, semaphore.ErrPlaceUsed
 	}
 	q, g := p.q, &p.g
 	if err := checkReentry(ctx, q, p.key, g); err != nil {

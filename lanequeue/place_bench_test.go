@@ -11,7 +11,7 @@ import (
 // lanes on a free thread, beside BenchmarkAcquire's AcquireAll: a Place is
 // one allocation (its record) more.
 func BenchmarkPlace(b *testing.B) {
-	q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity)
+	q := lanequeue.Default[string](16)
 	defer q.Close()
 	chat, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
 	if err != nil {

@@ -74,13 +74,13 @@ func TestPlaceJoinThenWait(t *testing.T) {
 	if !ok {
 		t.Fatal("bob could not take the second global slot beside alice's places")
 	}
-	if second.Key() != "alice" {
-		t.Fatalf("Key() = %q", second.Key())
+	if lanequeue.PlaceKey(second) != "alice" {
+		t.Fatalf("Key() = %q", lanequeue.PlaceKey(second))
 	}
 	busy.Release()
 	tk := placeWait(t, second, "second")
-	if w, ok := tk.LaneWeight("global"); !ok || w != 1 || tk.Key() != "alice" {
-		t.Fatalf("ticket of the place: global weight %d %v, key %q; want 1 on global for alice", w, ok, tk.Key())
+	if w, ok := lanequeue.TicketWeight(tk, "global"); !ok || w != 1 || lanequeue.TicketKey(tk) != "alice" {
+		t.Fatalf("ticket of the place: global weight %d %v, key %q; want 1 on global for alice", w, ok, lanequeue.TicketKey(tk))
 	}
 	if hs := q.Holders(); len(hs) != 4 {
 		t.Fatalf("Holders %v; want alice's and bob's tickets on both lanes", hs)
@@ -100,7 +100,7 @@ func TestPlaceOwnershipQueue(t *testing.T) {
 	chat := chatLanes(t, q)
 	pl := join(t, q, "a", chat)
 	tk := placeWait(t, pl, "first Wait")
-	if tk2, err := pl.Wait(context.Background()); !errors.Is(err, lanequeue.ErrPlaceUsed) || tk2 != nil {
+	if tk2, err := pl.Wait(context.Background()); !errors.Is(err, semaphore.ErrPlaceUsed) || tk2 != nil {
 		t.Fatalf("second Wait: %v, %v; want ErrPlaceUsed and no ticket", tk2, err)
 	}
 	pl.Leave()
@@ -115,7 +115,7 @@ func TestPlaceOwnershipQueue(t *testing.T) {
 	// next's turn came; leaving it hands the session lane on to after.
 	next.Leave()
 	next.Leave()
-	if _, err := next.Wait(context.Background()); !errors.Is(err, lanequeue.ErrPlaceUsed) {
+	if _, err := next.Wait(context.Background()); !errors.Is(err, semaphore.ErrPlaceUsed) {
 		t.Fatalf("Wait after Leave: %v; want ErrPlaceUsed", err)
 	}
 	placeWait(t, after, "the place after the one left").Release()
@@ -125,7 +125,7 @@ func TestPlaceOwnershipQueue(t *testing.T) {
 	}
 	nilPlace.Leave()
 	var zero lanequeue.Place[string]
-	if _, err := zero.Wait(context.Background()); !errors.Is(err, lanequeue.ErrPlaceUsed) {
+	if _, err := zero.Wait(context.Background()); !errors.Is(err, semaphore.ErrPlaceUsed) {
 		t.Fatalf("zero Place Wait: %v; want ErrPlaceUsed", err)
 	}
 	assertNothingHeld(t, q)
@@ -178,19 +178,19 @@ func TestPlaceJoinRefusals(t *testing.T) {
 	must(t, q.Add("a-redis", &blindLane{kind: lanequeue.Keyed})) // sorts before "session"
 	globalOnly, err := q.Lanes("global")
 	must(t, err)
-	if _, err := q.Join("k", globalOnly); !errors.Is(err, lanequeue.ErrNoSemaphore) {
+	if _, err := q.Join("k", globalOnly); !errors.Is(err, semaphore.ErrInvalidConfig) {
 		t.Fatalf("Join of a set with no keyed lane: %v; want ErrNoSemaphore", err)
 	}
 	foreign, err := q.Lanes("a-redis", "session", "global")
 	must(t, err)
-	if _, err := q.Join("k", foreign); !errors.Is(err, lanequeue.ErrNoSemaphore) || !strings.Contains(err.Error(), `"a-redis"`) {
+	if _, err := q.Join("k", foreign); !errors.Is(err, semaphore.ErrInvalidConfig) || !strings.Contains(err.Error(), `"a-redis"`) {
 		t.Fatalf("Join with a foreign keyed lane first: %v; want ErrNoSemaphore naming the lane", err)
 	}
 	chat := chatLanes(t, q)
-	if _, err := q.Join("k", chat, semaphore.Weight(2)); !errors.Is(err, lanequeue.ErrTooHeavy) {
+	if _, err := q.Join("k", chat, semaphore.Weight(2)); !errors.Is(err, semaphore.ErrTooHeavy) {
 		t.Fatalf("Join of weight 2 on a per-key capacity of 1: %v; want ErrTooHeavy", err)
 	}
-	if _, err := q.Join("k", lanequeue.LaneSet[string]{}); !errors.Is(err, lanequeue.ErrNoLanes) {
+	if _, err := q.Join("k", lanequeue.LaneSet[string]{}); !errors.Is(err, semaphore.ErrInvalidConfig) {
 		t.Fatalf("Join of the zero set: %v; want ErrNoLanes", err)
 	}
 
@@ -205,10 +205,10 @@ func TestPlaceJoinRefusals(t *testing.T) {
 	}
 	inLine := join(t, q, "k", chat)
 	q.Close()
-	if _, err := inLine.Wait(context.Background()); !errors.Is(err, lanequeue.ErrClosed) {
+	if _, err := inLine.Wait(context.Background()); !errors.Is(err, semaphore.ErrClosed) {
 		t.Fatalf("Wait of a place in line at Close: %v; want ErrClosed", err)
 	}
-	if _, err := q.Join("k", chat); !errors.Is(err, lanequeue.ErrClosed) {
+	if _, err := q.Join("k", chat); !errors.Is(err, semaphore.ErrClosed) {
 		t.Fatalf("Join after Close: %v; want ErrClosed", err)
 	}
 	held.Release()
@@ -263,7 +263,7 @@ func racePlaceThreads(t *testing.T, q *lanequeue.Queue[string], global int64, th
 				workers.Add(1)
 				go func() {
 					defer workers.Done()
-					tk, ok, err := testkit.RacePlace(mode, pl.Wait, pl.Leave, lanequeue.ErrPlaceUsed)
+					tk, ok, err := testkit.RacePlace(mode, pl.Wait, pl.Leave, semaphore.ErrPlaceUsed)
 					if err != nil {
 						bad.Store(err.Error())
 					}

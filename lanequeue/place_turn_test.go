@@ -58,8 +58,8 @@ func waitPlaces(t *testing.T, release func(), labels []string, places []*laneque
 func TestPlaceJoinInSequence(t *testing.T) {
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	must(t, q.AddKeyedLane("session", keyedsem.WithSequenceOrder()))
-	must(t, q.AddGlobalLane("global", 8))
+	must(t, addKeyed(q, "session", keyedsem.WithSequenceOrder()))
+	must(t, addGlobal(q, "global", 8))
 	chat := chatLanes(t, q)
 	running, err := q.AcquireAll(context.Background(), "thread-1", chat, semaphore.Sequence(1))
 	must(t, err)
@@ -101,8 +101,8 @@ func TestPlaceTurnReachesTheLanesWaitTakes(t *testing.T) {
 
 	fq := lanequeue.New[string]()
 	t.Cleanup(fq.Close)
-	must(t, fq.AddKeyedLane("session"))
-	must(t, fq.AddFairLane("global", 1, tenantOf))
+	must(t, addKeyed(fq, "session"))
+	must(t, addFair(fq, "global", 1, tenantOf))
 	fchat := chatLanes(t, fq)
 	hold, err := fq.AcquireAll(context.Background(), "a/0", fchat)
 	must(t, err)
@@ -127,8 +127,8 @@ func TestPlaceTurnReachesTheLanesWaitTakes(t *testing.T) {
 func TestPlaceTurnOwnership(t *testing.T) {
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	must(t, q.AddKeyedLane("session", keyedsem.WithSequenceOrder()))
-	must(t, q.AddGlobalLane("global", 8))
+	must(t, addKeyed(q, "session", keyedsem.WithSequenceOrder()))
+	must(t, addGlobal(q, "global", 8))
 	chat := chatLanes(t, q)
 	running, err := q.AcquireAll(context.Background(), "thread", chat)
 	must(t, err)
@@ -137,11 +137,11 @@ func TestPlaceTurnOwnership(t *testing.T) {
 	two := join(t, q, "thread", chat, semaphore.Sequence(2))
 	one.Leave()
 	one.Leave()
-	if _, err := one.Wait(context.Background()); !errors.Is(err, lanequeue.ErrPlaceUsed) {
+	if _, err := one.Wait(context.Background()); !errors.Is(err, semaphore.ErrPlaceUsed) {
 		t.Fatalf("Wait after Leave: %v; want ErrPlaceUsed", err)
 	}
 	for _, p := range []int{semaphore.MaxPriority + 1, -semaphore.MaxPriority - 1} {
-		if _, err := q.Join("thread", chat, semaphore.Priority(p)); !errors.Is(err, lanequeue.ErrInvalidConfig) {
+		if _, err := q.Join("thread", chat, semaphore.Priority(p)); !errors.Is(err, semaphore.ErrInvalidConfig) {
 			t.Fatalf("Join(WithPriority(%d)): %v; want ErrInvalidConfig", p, err)
 		}
 	}
@@ -179,8 +179,8 @@ func TestPlaceTurnQueueRace(t *testing.T) {
 	const global = 2
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	must(t, q.AddKeyedLane("session", keyedsem.WithSequenceOrder()))
-	must(t, q.AddGlobalLane("global", global))
+	must(t, addKeyed(q, "session", keyedsem.WithSequenceOrder()))
+	must(t, addGlobal(q, "global", global))
 	chat := chatLanes(t, q)
 	session, err := q.Lanes("session")
 	must(t, err)
@@ -210,8 +210,8 @@ func TestPlaceTurnAllocatesNoMore(t *testing.T) {
 	}
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	must(t, q.AddKeyedLane("session", keyedsem.WithSequenceOrder()))
-	must(t, q.AddGlobalLane("global", 4, semaphore.WithPriorities(time.Second)))
+	must(t, addKeyed(q, "session", keyedsem.WithSequenceOrder()))
+	must(t, addGlobal(q, "global", 4, semaphore.WithPriorities(time.Second)))
 	chat := chatLanes(t, q)
 	ctx := context.Background()
 	holder, err := q.AcquireAll(ctx, "thread", chat)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"reflect"
 	"slices"
 	"sync"
@@ -21,49 +20,20 @@ import (
 	"github.com/sessionlane/lanes/semaphore"
 )
 
-// Sentinel errors, for errors.Is: package semaphore's and keyedsem's
-// values, then this package's own.
+// ErrReentrant refuses an AcquireAll whose context carries a held ticket
+// of the same key on one of the lanes named (see [WithTicket]): the call
+// would wait for itself.
+var ErrReentrant = errors.New("lanequeue: re-entrant acquire")
+
+// The refusals of bad settings and of names that name no lane: each wraps
+// semaphore.ErrInvalidConfig, the one sentinel of a bad setting, and the
+// error made from it names the lane.
 var (
-	// ErrClosed: the queue, or the lane named, is closed.
-	ErrClosed = semaphore.ErrClosed
-	// ErrQueueFull: a lane's line is at its bound.
-	ErrQueueFull = semaphore.ErrQueueFull
-	// ErrWaitTooLong: a global lane's WithMaxWait ran out.
-	ErrWaitTooLong = semaphore.ErrWaitTooLong
-	// ErrInvalidWeight: a weight below 1.
-	ErrInvalidWeight = semaphore.ErrInvalidWeight
-	// ErrTooHeavy: a weight above a lane's MaxWeight.
-	ErrTooHeavy = semaphore.ErrTooHeavy
-	// ErrInvalidConfig is wrapped by the errors of settings out of range.
-	ErrInvalidConfig = semaphore.ErrInvalidConfig
-	// ErrNaNKey: a key not equal to itself.
-	ErrNaNKey = keyedsem.ErrNaNKey
-	// ErrTooManyKeys: a keyed lane's hard cap refused a new key.
-	ErrTooManyKeys = keyedsem.ErrTooManyKeys
-
-	// ErrDuplicateLane: a name or a budget registered twice, or named twice.
-	ErrDuplicateLane = errors.New("lanequeue: duplicate lane")
-	// ErrUnknownLane: no such lane, another queue's set, or a LaneWeight off the set.
-	ErrUnknownLane = errors.New("lanequeue: unknown lane")
-	// ErrNoLanes: no names, or the zero LaneSet.
-	ErrNoLanes = errors.New("lanequeue: no lanes named")
-	// ErrReentrant: the context's ticket holds the key on one of the lanes.
-	ErrReentrant = errors.New("lanequeue: re-entrant acquire")
-	// ErrNoSemaphore: the lane has no semaphore of this package of that kind.
-	ErrNoSemaphore = errors.New("lanequeue: no semaphore of that kind behind the lane")
+	errInvalidCapacity = fmt.Errorf("lanequeue: invalid capacity: %w", semaphore.ErrInvalidConfig)
+	errInvalidRate     = fmt.Errorf("lanequeue: rate must be positive (or rate.Inf): %w", semaphore.ErrInvalidConfig)
+	errEmptyName       = fmt.Errorf("lanequeue: empty lane name: %w", semaphore.ErrInvalidConfig)
+	errNoLanes         = fmt.Errorf("lanequeue: no lanes named: %w", semaphore.ErrInvalidConfig)
 )
-
-// The refusals of settings out of range: each wraps ErrInvalidConfig, the
-// one sentinel of a bad setting, and says which.
-var (
-	errInvalidCapacity = fmt.Errorf("lanequeue: invalid capacity: %w", ErrInvalidConfig)
-	errInvalidRate     = fmt.Errorf("lanequeue: rate must be positive (or rate.Inf): %w", ErrInvalidConfig)
-	errEmptyName       = fmt.Errorf("lanequeue: empty lane name: %w", ErrInvalidConfig)
-)
-
-// DefaultGlobalCapacity is a capacity for [Default]'s global lane that most
-// hosted model APIs accept from one process.
-const DefaultGlobalCapacity = 16
 
 // Names of the lanes of [Default].
 const (
@@ -134,23 +104,20 @@ type laneEntry[K comparable] struct {
 	kind Kind
 	lane Lane[K]
 	rate *rateLane[K] // the lane, when it is this package's rate lane
-	// fixedMax is the lane's MaxWeight when it can never change (a lane
-	// this package built), or -1: ask the lane each time. It goes from a
-	// capacity to -1, once, when GlobalSemaphore hands the lane's
-	// semaphore out; every call reads it afresh (a LaneSet does not keep
-	// it).
+	// fixedMax is the lane's MaxWeight when it can never change (a keyed
+	// lane of this package), or -1: ask capSem, else the lane, each time.
+	// SetRate changes a rate lane's; every call reads it afresh (a
+	// LaneSet does not keep it).
 	fixedMax atomic.Int64
+	// capSem is the semaphore of a global or fair lane of this package,
+	// whose capacity (one atomic load) is the lane's MaxWeight.
+	capSem *semaphore.Weighted
 	// The semaphore under the lane when it is this package's keyed or
 	// global lane (at most one is set): acquire calls it directly, without
 	// the interface call and the adapter's frame.
 	keyed  *keyedsem.Keyed[K]
 	global *semaphore.Weighted
-	// own is whether the queue built the lane's semaphore (AddGlobalLane,
-	// AddFairLane, AddKeyedLane), so that what it holds is the queue's tickets' and
-	// the permits taken through GlobalSemaphore or KeyedSemaphore: Drain
-	// reads it from the lane's Stats (see drainState).
-	own bool
-	obs atomic.Pointer[Observer] // ObserveLane's; nil: none
+	obs    atomic.Pointer[Observer] // ObserveLane's; nil: none
 	// cool is when the lane's Cooldown ends, in nanoseconds of the
 	// queue's clock; 0: never paused.
 	cool atomic.Int64
@@ -163,8 +130,19 @@ func (e *laneEntry[K]) bind() {
 	case *keyedLane[K]:
 		e.keyed = l.s
 	case *globalLane[K]:
-		e.global = l.s
+		e.global, e.capSem = l.s, l.s
+	case *fairLane[K]:
+		e.capSem = l.s
 	}
+}
+
+// maxWeight is the lane's MaxWeight if it is known without asking the
+// lane, else -1.
+func (e *laneEntry[K]) maxWeight() int64 {
+	if s := e.capSem; s != nil {
+		return s.Capacity()
+	}
+	return e.fixedMax.Load()
 }
 
 // keyedAcquire takes n of key's permits of s: with no option for the
@@ -209,14 +187,10 @@ func (e *laneEntry[K]) tryAcquire(key K, n int64) (semaphore.Permit, bool) {
 // fixedMaxOf returns what laneEntry.fixedMax should be for l.
 func fixedMaxOf[K comparable](l Lane[K]) int64 {
 	switch l := l.(type) {
-	case *globalLane[K]:
-		return l.capacity.Load() // -1 for a semaphore from outside
-	case *fairLane[K]:
-		return l.capacity.Load()
 	case *keyedLane[K]:
 		return l.s.PerKeyCapacity() // set by keyedsem.New, never changed
 	case *rateLane[K]:
-		return l.burst.Load() // -1 for a limiter from outside
+		return l.burst.Load()
 	}
 	return -1
 }
@@ -230,25 +204,32 @@ func New[K comparable]() *Queue[K] {
 }
 
 // Default returns a queue with [SessionLane], a keyed lane made with
-// keyedOpts, and [GlobalLane], of globalCapacity; it panics for bad
-// settings.
+// keyedOpts, and [GlobalLane], of globalCapacity (16 is a capacity that
+// most hosted model APIs accept from one process); it panics for bad
+// settings, as semaphore.New and keyedsem.New do.
 func Default[K comparable](globalCapacity int64, keyedOpts ...keyedsem.Option) *Queue[K] {
 	q := New[K]()
-	if err := q.AddGlobalLane(GlobalLane, globalCapacity); err != nil {
-		panic(err) // a bad capacity: a fresh queue takes both names
+	if err := q.Add(GlobalLane, NewGlobalLane[K](semaphore.New(globalCapacity))); err != nil {
+		panic(err)
 	}
-	if err := q.AddKeyedLane(SessionLane, keyedOpts...); err != nil {
+	if err := q.Add(SessionLane, NewKeyedLane(keyedsem.New[K](keyedOpts...))); err != nil {
 		panic(err)
 	}
 	return q
 }
 
-// Add registers l under name; the queue closes it. It returns
-// [ErrInvalidConfig] for an empty name, ErrDuplicateLane (also for a budget registered already) or ErrClosed,
+// Add registers l, made by [NewKeyedLane], [NewGlobalLane], [NewFairLane],
+// [NewRateLane], [NewTokenLane] or another package, under name; the queue
+// closes it. It returns an error wrapping semaphore.ErrInvalidConfig for
+// an empty name, a name or a budget registered already, or a lane made
+// with a setting out of range (see its constructor), and semaphore.ErrClosed after Close,
 // registering nothing. It panics if l is nil or of no Kind.
 func (q *Queue[K]) Add(name string, l Lane[K]) error {
 	if l == nil {
 		panic("lanequeue: nil Lane")
+	}
+	if b, ok := l.(*badLane[K]); ok {
+		return fmt.Errorf("lanequeue: lane %q: %w", name, b.err)
 	}
 	k := l.Kind()
 	if k != Keyed && k != Global && k != Rate {
@@ -258,78 +239,10 @@ func (q *Queue[K]) Add(name string, l Lane[K]) error {
 	if r, ok := l.(*rateLane[K]); ok {
 		e.rate = r
 	}
+	if t, ok := l.(*tokenLane[K]); ok {
+		t.bind(q.clk, &q.clock)
+	}
 	return q.add(e)
-}
-
-// AddGlobalLane adds a global lane: a [semaphore.Weighted] of capacity,
-// made with opts, shared by every key. It returns [ErrInvalidConfig]
-// for a capacity out of range, [semaphore.Validate]'s error or Add's; it never panics for a setting.
-func (q *Queue[K]) AddGlobalLane(name string, capacity int64, opts ...semaphore.Option) error {
-	if capacity < 1 {
-		return fmt.Errorf("lanequeue: lane %q: capacity %d: must be at least 1: %w", name, capacity, errInvalidCapacity)
-	}
-	if capacity > semaphore.MaxCapacity {
-		return fmt.Errorf("lanequeue: lane %q: capacity %d: must be at most %d (semaphore.MaxCapacity): %w", name, capacity, int64(semaphore.MaxCapacity), errInvalidCapacity)
-	}
-	if err := semaphore.Validate(capacity, opts...); err != nil {
-		return fmt.Errorf("lanequeue: lane %q: %w", name, err)
-	}
-	if err := q.checkName(name); err != nil {
-		return err
-	}
-	l := &globalLane[K]{s: semaphore.New(capacity, opts...)}
-	l.capacity.Store(capacity)
-	return q.add(&laneEntry[K]{name: name, kind: Global, lane: l, own: true})
-}
-
-// AddKeyedLane adds a keyed lane: a [keyedsem.Keyed] made with opts. It
-// returns [keyedsem.Validate]'s error or Add's; it never panics for a
-// setting.
-func (q *Queue[K]) AddKeyedLane(name string, opts ...keyedsem.Option) error {
-	if err := keyedsem.Validate(opts...); err != nil {
-		return fmt.Errorf("lanequeue: lane %q: %w", name, err)
-	}
-	if err := q.checkName(name); err != nil {
-		return err
-	}
-	l := &keyedLane[K]{s: keyedsem.New[K](opts...)}
-	if err := q.add(&laneEntry[K]{name: name, kind: Keyed, lane: l, own: true}); err != nil {
-		l.Close()
-		return err
-	}
-	return nil
-}
-
-// AddRateLane adds a rate lane over its own rate.Limiter of limit tokens a
-// second and burst (see [NewRateLane]). It returns [ErrInvalidConfig]
-// for a limit or burst out of range, or Add's errors.
-func (q *Queue[K]) AddRateLane(name string, limit rate.Limit, burst int) error {
-	if !(limit > 0) || (math.IsInf(float64(limit), 1) && limit != rate.Inf) {
-		return fmt.Errorf("lanequeue: lane %q: limit %v tokens a second: %w", name, float64(limit), errInvalidRate)
-	}
-	if burst < 1 {
-		return fmt.Errorf("lanequeue: lane %q: burst %d: must be at least 1: %w", name, burst, errInvalidCapacity)
-	}
-	if err := q.checkName(name); err != nil {
-		return err
-	}
-	l := newRateLane[K](rate.NewLimiter(limit, burst), int64(burst))
-	return q.add(&laneEntry[K]{name: name, kind: Rate, lane: l, rate: l})
-}
-
-// checkName tells at once about a name that add would refuse, so that the
-// Add methods do not build a lane for nothing. add checks again under mu.
-func (q *Queue[K]) checkName(name string) error {
-	if name == "" {
-		return errEmptyName
-	}
-	if q.closed.Load() {
-		return ErrClosed
-	}
-	if _, ok := q.tbl().byName[name]; ok {
-		return fmt.Errorf("%w: %q", ErrDuplicateLane, name)
-	}
-	return nil
 }
 
 // add publishes a new table with e in it.
@@ -342,15 +255,15 @@ func (q *Queue[K]) add(e *laneEntry[K]) error {
 	defer q.mu.Unlock()
 	old := q.tbl()
 	if q.closed.Load() {
-		return ErrClosed
+		return semaphore.ErrClosed
 	}
 	if _, ok := old.byName[e.name]; ok {
-		return fmt.Errorf("%w: %q", ErrDuplicateLane, e.name)
+		return fmt.Errorf("lanequeue: duplicate lane %q: %w", e.name, semaphore.ErrInvalidConfig)
 	}
 	if b := budgetOf(e.lane); b != nil {
 		for _, x := range old.ordered {
 			if budgetOf(x.lane) == b {
-				return fmt.Errorf("%w: %q is the lane already registered as %q", ErrDuplicateLane, e.name, x.name)
+				return fmt.Errorf("lanequeue: lane %q is the lane already registered as %q: %w", e.name, x.name, semaphore.ErrInvalidConfig)
 			}
 		}
 	}
@@ -369,74 +282,19 @@ func (q *Queue[K]) add(e *laneEntry[K]) error {
 	return nil
 }
 
-// Lane returns the lane registered under name.
-func (q *Queue[K]) Lane(name string) (Lane[K], bool) {
-	r, ok := q.tbl().byName[name]
-	if !ok {
-		return nil, false
-	}
-	return r.e.lane, true
-}
-
-// GlobalSemaphore returns the [semaphore.Weighted] behind a global lane of
-// this package ([ErrNoSemaphore] otherwise), to resize it, read its Stats
-// or take it directly; the queue honours a new capacity at once.
-func (q *Queue[K]) GlobalSemaphore(name string) (*semaphore.Weighted, error) {
-	r, ok := q.tbl().byName[name]
-	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownLane, name)
-	}
-	l, ok := r.e.lane.(*globalLane[K])
-	if f, fair := r.e.lane.(*fairLane[K]); fair {
-		l, ok = f.globalLane, true
-	}
-	if !ok {
-		return nil, fmt.Errorf("%w: lane %q (a %s lane) has no semaphore.Weighted", ErrNoSemaphore, name, r.e.kind)
-	}
-	if l.capacity.Load() >= 0 {
-		q.unfix(r.e, l)
-	}
-	return l.s, nil
-}
-
-// unfix makes the global lane l, registered as e, read its capacity from
-// its semaphore from now on: every call reads e.fixedMax afresh.
-func (q *Queue[K]) unfix(e *laneEntry[K], l *globalLane[K]) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	l.capacity.Store(-1)
-	e.fixedMax.Store(-1)
-}
-
-// KeyedSemaphore returns the [keyedsem.Keyed] behind a keyed lane of this
-// package ([ErrNoSemaphore] otherwise), to Sweep it or read its Stats.
-func (q *Queue[K]) KeyedSemaphore(name string) (*keyedsem.Keyed[K], error) {
-	r, ok := q.tbl().byName[name]
-	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownLane, name)
-	}
-	l, ok := r.e.lane.(*keyedLane[K])
-	if !ok {
-		return nil, fmt.Errorf("%w: lane %q (a %s lane) has no keyedsem.Keyed", ErrNoSemaphore, name, r.e.kind)
-	}
-	return l.s, nil
-}
-
-// SetRate gives a rate lane of this package a new limit and burst; the
-// bucket keeps its tokens (up to the burst), waiters their times.
+// SetRate gives a lane of [NewRateLane] a new limit and burst; the bucket
+// keeps its tokens (up to the burst), waiters their times. A limit that is
+// not positive (rate.Inf is) or a burst below 1 is refused.
 func (q *Queue[K]) SetRate(name string, limit rate.Limit, burst int) error {
 	r, ok := q.tbl().byName[name]
 	if !ok {
-		return fmt.Errorf("%w: %q", ErrUnknownLane, name)
+		return fmt.Errorf("lanequeue: unknown lane %q: %w", name, semaphore.ErrInvalidConfig)
 	}
 	if r.e.rate == nil {
-		return fmt.Errorf("%w: lane %q (a %s lane) is not a rate lane of this package", ErrNoSemaphore, name, r.e.kind)
+		return fmt.Errorf("lanequeue: lane %q (a %s lane) is not made by NewRateLane: %w", name, r.e.kind, semaphore.ErrInvalidConfig)
 	}
-	if !(limit > 0) || (math.IsInf(float64(limit), 1) && limit != rate.Inf) {
-		return fmt.Errorf("lanequeue: lane %q: limit %v tokens a second: %w", name, float64(limit), errInvalidRate)
-	}
-	if burst < 1 {
-		return fmt.Errorf("lanequeue: lane %q: burst %d: must be at least 1: %w", name, burst, errInvalidCapacity)
+	if err := checkRate(limit, burst); err != nil {
+		return fmt.Errorf("lanequeue: lane %q: %w", name, err)
 	}
 	q.mu.Lock() // orders the update of fixedMax with other SetRate calls
 	defer q.mu.Unlock()
@@ -445,16 +303,6 @@ func (q *Queue[K]) SetRate(name string, limit rate.Limit, burst int) error {
 		r.e.fixedMax.Store(int64(burst))
 	}
 	return nil
-}
-
-// Names returns the lanes' names in canonical order.
-func (q *Queue[K]) Names() []string {
-	t := q.tbl()
-	out := make([]string, len(t.ordered))
-	for i, e := range t.ordered {
-		out[i] = e.name
-	}
-	return out
 }
 
 // Stats returns a snapshot of every lane, in canonical order, each lane's
@@ -471,7 +319,7 @@ func (q *Queue[K]) Stats() []LaneStats {
 }
 
 // Close closes the queue and its lanes: waiters and later calls fail with
-// ErrClosed. Tickets out, and any an overlapping AcquireAll gets, stay
+// semaphore.ErrClosed. Tickets out, and any an overlapping AcquireAll gets, stay
 // valid.
 func (q *Queue[K]) Close() {
 	if q.done == nil {

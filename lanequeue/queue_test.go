@@ -24,16 +24,16 @@ func TestBadInputFailsAtOnce(t *testing.T) {
 		opts  []semaphore.AcquireOption
 		want  error
 	}{
-		{"unknown lane", []string{"session", "global", "nope"}, nil, lanequeue.ErrUnknownLane},
-		{"nil list", nil, nil, lanequeue.ErrNoLanes},
-		{"empty list", []string{}, nil, lanequeue.ErrNoLanes},
-		{"lane named twice", []string{"global", "session", "global"}, nil, lanequeue.ErrDuplicateLane},
-		{"weight above capacity", []string{"session", "global"}, []semaphore.AcquireOption{semaphore.Weight(3)}, lanequeue.ErrTooHeavy},
-		{"weight above per-key capacity", []string{"session"}, []semaphore.AcquireOption{semaphore.Weight(2)}, lanequeue.ErrTooHeavy},
-		{"weight above burst", []string{"rate"}, []semaphore.AcquireOption{semaphore.Weight(2)}, lanequeue.ErrTooHeavy},
-		{"lane weight above capacity", []string{"session", "global"}, []semaphore.AcquireOption{lanequeue.LaneWeight("global", 3)}, lanequeue.ErrTooHeavy},
-		{"zero weight", []string{"session", "global"}, []semaphore.AcquireOption{semaphore.Weight(0)}, lanequeue.ErrInvalidWeight},
-		{"weight for a lane not named", []string{"session"}, []semaphore.AcquireOption{lanequeue.LaneWeight("global", 1)}, lanequeue.ErrUnknownLane},
+		{"unknown lane", []string{"session", "global", "nope"}, nil, semaphore.ErrInvalidConfig},
+		{"nil list", nil, nil, semaphore.ErrInvalidConfig},
+		{"empty list", []string{}, nil, semaphore.ErrInvalidConfig},
+		{"lane named twice", []string{"global", "session", "global"}, nil, semaphore.ErrInvalidConfig},
+		{"weight above capacity", []string{"session", "global"}, []semaphore.AcquireOption{semaphore.Weight(3)}, semaphore.ErrTooHeavy},
+		{"weight above per-key capacity", []string{"session"}, []semaphore.AcquireOption{semaphore.Weight(2)}, semaphore.ErrTooHeavy},
+		{"weight above burst", []string{"rate"}, []semaphore.AcquireOption{semaphore.Weight(2)}, semaphore.ErrTooHeavy},
+		{"lane weight above capacity", []string{"session", "global"}, []semaphore.AcquireOption{lanequeue.LaneWeight("global", 3)}, semaphore.ErrTooHeavy},
+		{"zero weight", []string{"session", "global"}, []semaphore.AcquireOption{semaphore.Weight(0)}, semaphore.ErrInvalidWeight},
+		{"weight for a lane not named", []string{"session"}, []semaphore.AcquireOption{lanequeue.LaneWeight("global", 1)}, semaphore.ErrInvalidConfig},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := receive(t, acquireAsync(context.Background(), q, "k", c.lanes, c.opts...))
@@ -58,13 +58,13 @@ func TestBadInputFailsAtOnce(t *testing.T) {
 	t.Run("closed queue", func(t *testing.T) {
 		q.Close()
 		r := receive(t, acquireAsync(context.Background(), q, "k", []string{"session", "global"}))
-		if !errors.Is(r.err, lanequeue.ErrClosed) {
+		if !errors.Is(r.err, semaphore.ErrClosed) {
 			t.Fatalf("AcquireAll on a closed queue = %v; want ErrClosed", r.err)
 		}
 		if _, ok := tryAcquireAll(q, "k", []string{"session"}); ok {
 			t.Fatal("TryAcquireAll succeeded on a closed queue")
 		}
-		if err := q.AddGlobalLane("late", 1); !errors.Is(err, lanequeue.ErrClosed) {
+		if err := addGlobal(q, "late", 1); !errors.Is(err, semaphore.ErrClosed) {
 			t.Fatalf("AddGlobalLane on a closed queue = %v; want ErrClosed", err)
 		}
 		assertNothingHeld(t, q)
@@ -95,7 +95,7 @@ func TestCloseWakesWaiters(t *testing.T) {
 	ch := acquireAsync(context.Background(), q, "b", []string{"session", "global"})
 	waitFor(t, "caller to wait on the global lane", func() bool { return laneStats(t, q, "global").Waiters == 1 })
 	q.Close()
-	if r := receive(t, ch); !errors.Is(r.err, lanequeue.ErrClosed) {
+	if r := receive(t, ch); !errors.Is(r.err, semaphore.ErrClosed) {
 		t.Fatalf("waiting AcquireAll after Close = %v; want ErrClosed", r.err)
 	}
 	if st := laneStats(t, q, "session"); st.Held != 0 {
@@ -111,28 +111,28 @@ func TestCloseWakesWaiters(t *testing.T) {
 func TestAddLaneErrors(t *testing.T) {
 	q := lanequeue.New[string]()
 	defer q.Close()
-	must(t, q.AddGlobalLane("global", 2))
+	must(t, addGlobal(q, "global", 2))
 	for _, c := range []struct {
 		name string
 		err  error
 		want error
 	}{
-		{"empty AddGlobalLane", q.AddGlobalLane("", 1), lanequeue.ErrInvalidConfig},
-		{"empty AddKeyedLane", q.AddKeyedLane(""), lanequeue.ErrInvalidConfig},
-		{"empty AddRateLane", q.AddRateLane("", 1, 1), lanequeue.ErrInvalidConfig},
-		{"empty Add", q.Add("", lanequeue.NewGlobalLane[string](semaphore.New(1))), lanequeue.ErrInvalidConfig},
-		{"duplicate AddGlobalLane", q.AddGlobalLane("global", 1), lanequeue.ErrDuplicateLane},
-		{"duplicate AddKeyedLane", q.AddKeyedLane("global"), lanequeue.ErrDuplicateLane},
-		{"duplicate AddRateLane", q.AddRateLane("global", 1, 1), lanequeue.ErrDuplicateLane},
-		{"duplicate Add", q.Add("global", lanequeue.NewKeyedLane(keyedsem.New[string]())), lanequeue.ErrDuplicateLane},
-		{"zero capacity", q.AddGlobalLane("zero", 0), lanequeue.ErrInvalidConfig},
-		{"zero burst", q.AddRateLane("zero", 1, 0), lanequeue.ErrInvalidConfig},
+		{"empty AddGlobalLane", addGlobal(q, "", 1), semaphore.ErrInvalidConfig},
+		{"empty AddKeyedLane", addKeyed(q, ""), semaphore.ErrInvalidConfig},
+		{"empty AddRateLane", addRate(q, "", 1, 1), semaphore.ErrInvalidConfig},
+		{"empty Add", q.Add("", lanequeue.NewGlobalLane[string](semaphore.New(1))), semaphore.ErrInvalidConfig},
+		{"duplicate AddGlobalLane", addGlobal(q, "global", 1), semaphore.ErrInvalidConfig},
+		{"duplicate AddKeyedLane", addKeyed(q, "global"), semaphore.ErrInvalidConfig},
+		{"duplicate AddRateLane", addRate(q, "global", 1, 1), semaphore.ErrInvalidConfig},
+		{"duplicate Add", q.Add("global", lanequeue.NewKeyedLane(keyedsem.New[string]())), semaphore.ErrInvalidConfig},
+		{"zero capacity", addGlobal(q, "zero", 0), semaphore.ErrInvalidConfig},
+		{"zero burst", addRate(q, "zero", 1, 0), semaphore.ErrInvalidConfig},
 	} {
 		if !errors.Is(c.err, c.want) {
 			t.Errorf("%s: %v; want %v", c.name, c.err, c.want)
 		}
 	}
-	if names := q.Names(); !slices.Equal(names, []string{"global"}) {
+	if names := lanequeue.Names(q); !slices.Equal(names, []string{"global"}) {
 		t.Fatalf("Names() = %v after failed adds; want [global]", names)
 	}
 	func() {
@@ -148,11 +148,11 @@ func TestAddLaneErrors(t *testing.T) {
 // TestDefaultQueue: Default has a keyed "session" lane (serial per key) and
 // a global "global" lane of DefaultGlobalCapacity.
 func TestDefaultQueue(t *testing.T) {
-	q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity)
+	q := lanequeue.Default[string](16)
 	defer q.Close()
 	st := q.Stats()
 	if len(st) != 2 || st[0].Name != lanequeue.SessionLane || st[0].Kind != lanequeue.Keyed || st[0].Capacity != 1 ||
-		st[1].Name != lanequeue.GlobalLane || st[1].Kind != lanequeue.Global || st[1].Capacity != lanequeue.DefaultGlobalCapacity {
+		st[1].Name != lanequeue.GlobalLane || st[1].Kind != lanequeue.Global || st[1].Capacity != 16 {
 		t.Fatalf("Default().Stats() = %+v", st)
 	}
 }
@@ -165,22 +165,22 @@ func TestOneBudgetUnderTwoNamesIsRefused(t *testing.T) {
 	defer q.Close()
 	sem := semaphore.New(1)
 	must(t, q.Add("a", lanequeue.NewGlobalLane[string](sem)))
-	if err := q.Add("b", lanequeue.NewGlobalLane[string](sem)); !errors.Is(err, lanequeue.ErrDuplicateLane) {
+	if err := q.Add("b", lanequeue.NewGlobalLane[string](sem)); !errors.Is(err, semaphore.ErrInvalidConfig) {
 		t.Fatalf("second wrapper of one semaphore: %v, want ErrDuplicateLane", err)
 	}
 	ks := keyedsem.New[string]()
 	must(t, q.Add("s1", lanequeue.NewKeyedLane(ks)))
-	if err := q.Add("s2", lanequeue.NewKeyedLane(ks)); !errors.Is(err, lanequeue.ErrDuplicateLane) {
+	if err := q.Add("s2", lanequeue.NewKeyedLane(ks)); !errors.Is(err, semaphore.ErrInvalidConfig) {
 		t.Fatalf("second wrapper of one keyed semaphore: %v, want ErrDuplicateLane", err)
 	}
-	l, ok := q.Lane("a")
+	l, ok := lanequeue.LaneOf(q, "a")
 	if !ok {
 		t.Fatal("lane a not found")
 	}
-	if err := q.Add("c", l); !errors.Is(err, lanequeue.ErrDuplicateLane) {
+	if err := q.Add("c", l); !errors.Is(err, semaphore.ErrInvalidConfig) {
 		t.Fatalf("the same lane under a second name: %v, want ErrDuplicateLane", err)
 	}
-	if _, err := acquireAll(q, context.Background(), "k", []string{"a", "b"}); !errors.Is(err, lanequeue.ErrUnknownLane) {
+	if _, err := acquireAll(q, context.Background(), "k", []string{"a", "b"}); !errors.Is(err, semaphore.ErrInvalidConfig) {
 		t.Fatalf("AcquireAll naming the refused lane: %v, want ErrUnknownLane", err)
 	}
 }

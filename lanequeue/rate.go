@@ -3,6 +3,7 @@ package lanequeue
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,16 +14,34 @@ import (
 	"github.com/sessionlane/lanes/semaphore"
 )
 
-// NewRateLane returns a rate lane over lim: a grant spends n tokens, for
-// good. A call that would get them only after ctx's deadline, or never
-// ([ErrTooHeavy]), fails at once, spending nothing. A failed call gives
-// back what lim can without passing its bucket, so some may stay spent.
-// Code using lim directly can make it over-grant: prefer AddRateLane.
+// NewRateLane returns a rate lane over lim, for [Queue.Add]: a grant
+// spends n tokens, for good. A call that would get them only after ctx's
+// deadline, or never ([semaphore.ErrTooHeavy]), fails at once, spending
+// nothing. A failed call gives back what lim can without passing its
+// bucket, so some may stay spent. The lane orders its calls on lim, so it
+// must be lim's only user: read lim, and change its limit and burst by
+// [Queue.SetRate] (code taking tokens from lim directly can make the lane
+// over-grant). A limit that is not positive (rate.Inf is) or a burst below
+// 1 makes a lane that Add refuses.
 func NewRateLane[K comparable](lim *rate.Limiter) Lane[K] {
 	if lim == nil {
 		panic("lanequeue: nil rate.Limiter")
 	}
-	return newRateLane[K](lim, -1)
+	if err := checkRate(lim.Limit(), lim.Burst()); err != nil {
+		return &badLane[K]{kind: Rate, err: err}
+	}
+	return newRateLane[K](lim, int64(lim.Burst()))
+}
+
+// checkRate refuses a limit or burst out of range.
+func checkRate(limit rate.Limit, burst int) error {
+	if !(limit > 0) || (math.IsInf(float64(limit), 1) && limit != rate.Inf) {
+		return fmt.Errorf("limit %v tokens a second: %w", float64(limit), errInvalidRate)
+	}
+	if burst < 1 {
+		return fmt.Errorf("burst %d: must be at least 1: %w", burst, errInvalidCapacity)
+	}
+	return nil
 }
 
 func newRateLane[K comparable](lim *rate.Limiter, burst int64) *rateLane[K] {
@@ -42,14 +61,11 @@ func newRateLane[K comparable](lim *rate.Limiter, burst int64) *rateLane[K] {
 // twice: goroutines that read the clock, then queue for the limiter's lock
 // behind others that read it later, made a lane grant thousands of tokens
 // over its allowance in 100ms under contention (see
-// BenchmarkRateCancelOverGrant). A lane over a limiter from outside
-// (NewRateLane) orders only its own calls.
+// BenchmarkRateCancelOverGrant).
 type rateLane[K comparable] struct {
 	lim *rate.Limiter
-	// burst is the limiter's burst when the lane made it (AddRateLane:
-	// nobody else can use it, and only Queue.SetRate changes it), or -1
-	// for a limiter from outside, whose burst is asked each time (SetBurst
-	// may change it).
+	// burst is the limiter's burst, which only Queue.SetRate changes (see
+	// NewRateLane), or -1: ask the limiter each time.
 	burst atomic.Int64
 	// clk is the lane's time source; nil, as always outside this
 	// package's tests, is the system clock. rate.Limiter is told the time
@@ -59,9 +75,8 @@ type rateLane[K comparable] struct {
 	mu sync.Mutex // orders the lane's calls on lim; guards uses
 	// uses counts the lane's calls that may have changed lim's state (a
 	// reservation or grant, a cancellation), so that a reservation can
-	// tell whether lim has moved since it was made. For a lane that made
-	// its limiter nothing else changes it; a limiter from outside may also
-	// be used directly, unseen.
+	// tell whether lim has moved since it was made. NewRateLane asks to be
+	// lim's only user; code that uses lim anyway does so unseen.
 	uses uint64
 
 	closeOnce sync.Once
@@ -146,7 +161,7 @@ func (l *rateLane[K]) reserve(q *rateReq[K], wait bool) time.Time {
 	d := r.DelayFrom(now)
 	if d > 0 && !(l.lim.Limit() > 0) {
 		// The limiter does not refill (a limit of 0 or below, set by
-		// SetLimit on a limiter from outside): the tokens never come.
+		// SetLimit behind the lane's back): the tokens never come.
 		r.CancelAt(now)
 		l.uses++
 		q.never = true
@@ -265,15 +280,15 @@ var errRateDeadline = fmt.Errorf("lanequeue: rate tokens not available before th
 // in reqs: the caller keeps them with commitRates or, if a later lane
 // fails, gives them back with cancelRates.
 //
-// done, if not nil, ends the wait with ErrClosed (a lane's or the queue's
+// done, if not nil, ends the wait with semaphore.ErrClosed (a lane's or the queue's
 // Close); a lane closed while the wait is for another lane's tokens is
 // noticed when the wait ends.
 //
 // On failure it returns ctx.Err() (also when ctx had already ended, or
 // ended by the time the tokens were there), an error wrapping
 // context.DeadlineExceeded (the tokens would come after the deadline:
-// nothing is spent and the call does not wait), ErrClosed, or
-// semaphore.ErrInvalidWeight / ErrTooHeavy.
+// nothing is spent and the call does not wait), semaphore.ErrClosed, or
+// semaphore.ErrInvalidWeight / semaphore.ErrTooHeavy.
 func takeRates[K comparable](ctx context.Context, reqs []rateReq[K], done <-chan struct{}, waiting func()) error {
 	ctxDone := ctx.Done()
 	if ctxDone != nil {
@@ -333,7 +348,7 @@ func takeRates[K comparable](ctx context.Context, reqs []rateReq[K], done <-chan
 			waiting()
 		}
 		if err := waitRates(ctx, ctxDone, reqs, done, due, delay); err != nil {
-			if err != ErrClosed {
+			if err != semaphore.ErrClosed {
 				err = &rateWaitError{i: slow, after: due.Sub(reqs[slow].l.now()), err: err}
 			}
 			return err
@@ -347,7 +362,7 @@ func takeRates[K comparable](ctx context.Context, reqs []rateReq[K], done <-chan
 				for j := range reqs {
 					reqs[j].l.failed.Add(1)
 				}
-				return ErrClosed
+				return semaphore.ErrClosed
 			}
 		}
 	}
@@ -426,7 +441,7 @@ func (l *rateLane[K]) check(n int64) error {
 		return semaphore.ErrInvalidWeight
 	case l.isClosed.Load():
 		l.rejected.Add(1)
-		return ErrClosed
+		return semaphore.ErrClosed
 	case n > l.MaxWeight():
 		l.rejected.Add(1)
 		return fmt.Errorf("lanequeue: %d rate tokens above the burst: %w", n, semaphore.ErrTooHeavy)
@@ -456,7 +471,7 @@ func (l *rateLane[K]) never(n int64) error {
 }
 
 // neverErr is the error of n tokens from a limiter that does not refill.
-// It wraps ErrTooHeavy, the error of a request that can never be granted.
+// It wraps semaphore.ErrTooHeavy, the error of a request that can never be granted.
 func neverErr(limit rate.Limit, n int64) error {
 	return fmt.Errorf("lanequeue: %d rate tokens never come: the limiter's limit is %v tokens a second and its tokens left are fewer: %w", n, float64(limit), semaphore.ErrTooHeavy)
 }
@@ -494,7 +509,7 @@ func waitRates[K comparable](ctx context.Context, ctxDone <-chan struct{}, reqs 
 	case <-ctxDone:
 		err = ctx.Err()
 	case <-done:
-		err = ErrClosed
+		err = semaphore.ErrClosed
 	}
 	if rt != nil {
 		rt.Stop()
@@ -507,7 +522,7 @@ func waitRates[K comparable](ctx context.Context, ctxDone <-chan struct{}, reqs 
 	if err != nil {
 		cancelRates(reqs)
 		for i := range reqs {
-			if err == ErrClosed {
+			if err == semaphore.ErrClosed {
 				reqs[i].l.failed.Add(1)
 			} else {
 				reqs[i].l.cancelled.Add(1)

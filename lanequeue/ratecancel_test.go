@@ -52,8 +52,8 @@ func newRateBench(t *testing.T) *rateBench {
 	fake := clock.NewFake(time.Unix(1e9, 0))
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	must(t, q.AddRateLane("a", benchRate, benchBurst))
-	must(t, q.AddRateLane("b", rate.Limit(1e-6), 1))
+	must(t, addRate(q, "a", benchRate, benchBurst))
+	must(t, addRate(q, "b", rate.Limit(1e-6), 1))
 	lanequeue.SetRateClock(q, "a", fake)
 	lanequeue.SetRateClock(q, "b", fake)
 	if _, ok := tryAcquireAll(q, "drain", []string{"b"}); !ok {
@@ -224,10 +224,10 @@ func overGrantRun(b *testing.B, impl string, cancellers int, d time.Duration) fl
 	)
 	q := lanequeue.New[string]()
 	defer q.Close()
-	if err := q.AddRateLane("a", limit, burst); err != nil {
+	if err := addRate(q, "a", limit, burst); err != nil {
 		b.Fatal(err)
 	}
-	if err := q.AddRateLane("b", rate.Limit(1e-6), 1); err != nil {
+	if err := addRate(q, "b", rate.Limit(1e-6), 1); err != nil {
 		b.Fatal(err)
 	}
 	limA, limB := lanequeue.RateLimiter(q, "a"), lanequeue.RateLimiter(q, "b")
@@ -310,8 +310,8 @@ func TestRateTokensDueAtOnce(t *testing.T) {
 		t.Run(fmt.Sprintf("fast lane used meanwhile=%v", used), func(t *testing.T) {
 			q := lanequeue.New[string]()
 			t.Cleanup(q.Close)
-			must(t, q.AddRateLane("fast", rate.Limit(1e-9), 3))
-			must(t, q.AddRateLane("slow", rate.Limit(1e-9), 1))
+			must(t, addRate(q, "fast", rate.Limit(1e-9), 3))
+			must(t, addRate(q, "slow", rate.Limit(1e-9), 1))
 			if _, ok := tryAcquireAll(q, "drain", []string{"slow"}); !ok {
 				t.Fatal("lane slow: no first token")
 			}

@@ -15,7 +15,7 @@ import (
 func TestReorderHoldTryAcquireAll(t *testing.T) {
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	must(t, q.AddKeyedLane("thread", keyedsem.WithSequenceOrder(), keyedsem.WithReorderHold(time.Hour)))
+	must(t, addKeyed(q, "thread", keyedsem.WithSequenceOrder(), keyedsem.WithReorderHold(time.Hour)))
 	set, err := q.Lanes("thread")
 	must(t, err)
 	try := func(seq int64) bool {

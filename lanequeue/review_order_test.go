@@ -12,15 +12,15 @@ import (
 )
 
 // A fair lane made with priorities too (semaphore composes them now, and
-// AddFairLane takes the caller's options) must give the semaphore the
+// NewFairLane takes a semaphore made with both) must give the semaphore the
 // call's priority: a/2 at priority 5 goes ahead of a/1 at 0, of the same
 // tenant, which came a moment before it.
 func TestFairLaneWithPrioritiesTakesTheCallsPriority(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	must(t, q.AddKeyedLane("session"))
-	must(t, q.AddFairLane("global", 1, tenantOf, semaphore.WithPriorities(time.Minute), semaphore.WithClock(clk)))
+	must(t, addKeyed(q, "session"))
+	must(t, addFair(q, "global", 1, tenantOf, semaphore.WithPriorities(time.Minute), semaphore.WithClock(clk)))
 	chat := []string{"session", "global"}
 	running, err := acquireAll(q, context.Background(), "a/0", chat)
 	must(t, err)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-	"golang.org/x/time/rate"
 
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/keyedsem"
@@ -16,29 +15,25 @@ import (
 )
 
 // TestGlobalSemaphoreResize resizes a global lane through the semaphore
-// that GlobalSemaphore hands out, and checks that the queue honours each
-// new capacity (issue 11, defect 5: the semaphores behind AddGlobalLane and
-// Default were out of reach). Before, the queue kept refusing weights
-// above the capacity the lane was made with, even once the semaphore had
-// grown.
+// it was made of, and checks that the queue honours each new capacity
+// (issue 11, defect 5: the semaphores behind a queue's lanes were out of
+// reach). Before, the queue kept refusing weights above the capacity the
+// lane was made with, even once the semaphore had grown.
 func TestGlobalSemaphoreResize(t *testing.T) {
-	q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity)
+	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
+	s := semaphore.New(16)
+	must(t, q.Add(lanequeue.SessionLane, lanequeue.NewKeyedLane(keyedsem.New[string]())))
+	must(t, q.Add(lanequeue.GlobalLane, lanequeue.NewGlobalLane[string](s)))
 	// A set prepared while the capacity is fixed still sees every new
 	// capacity.
 	lanes, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
 	must(t, err)
-	big := lanequeue.LaneWeight(lanequeue.GlobalLane, lanequeue.DefaultGlobalCapacity+4)
-	if err := q.Check(lanes, big); !errors.Is(err, lanequeue.ErrTooHeavy) {
-		t.Fatalf("Check of weight %d on capacity %d = %v; want ErrTooHeavy", lanequeue.DefaultGlobalCapacity+4, lanequeue.DefaultGlobalCapacity, err)
+	big := lanequeue.LaneWeight(lanequeue.GlobalLane, 16+4)
+	if err := q.Check(lanes, big); !errors.Is(err, semaphore.ErrTooHeavy) {
+		t.Fatalf("Check of weight %d on capacity %d = %v; want ErrTooHeavy", 16+4, 16, err)
 	}
-	s, err := q.GlobalSemaphore(lanequeue.GlobalLane)
-	must(t, err)
-	if again, err := q.GlobalSemaphore(lanequeue.GlobalLane); err != nil || again != s {
-		t.Fatalf("a second GlobalSemaphore = %p, %v; want the same semaphore %p", again, err, s)
-	}
-
-	s.SetCapacity(lanequeue.DefaultGlobalCapacity + 4)
+	s.SetCapacity(16 + 4)
 	if err := q.Check(lanes, big); err != nil {
 		t.Fatalf("Check after growing the lane = %v; want nil", err)
 	}
@@ -46,16 +41,16 @@ func TestGlobalSemaphoreResize(t *testing.T) {
 	if !ok {
 		t.Fatal("TryAcquireAll of the whole grown capacity = false")
 	}
-	if st := laneStats(t, q, lanequeue.GlobalLane); st.Capacity != lanequeue.DefaultGlobalCapacity+4 || st.Held != lanequeue.DefaultGlobalCapacity+4 {
-		t.Fatalf("global lane: capacity %d, held %d; want %d and %d", st.Capacity, st.Held, lanequeue.DefaultGlobalCapacity+4, lanequeue.DefaultGlobalCapacity+4)
+	if st := laneStats(t, q, lanequeue.GlobalLane); st.Capacity != 16+4 || st.Held != 16+4 {
+		t.Fatalf("global lane: capacity %d, held %d; want %d and %d", st.Capacity, st.Held, 16+4, 16+4)
 	}
 	tk.Release()
 
 	s.SetCapacity(1)
-	if err := q.Check(lanes, semaphore.Weight(2)); !errors.Is(err, lanequeue.ErrTooHeavy) {
+	if err := q.Check(lanes, semaphore.Weight(2)); !errors.Is(err, semaphore.ErrTooHeavy) {
 		t.Fatalf("Check of weight 2 after shrinking the lane to 1 = %v; want ErrTooHeavy", err)
 	}
-	if _, err := q.AcquireAll(context.Background(), "a", lanes, lanequeue.LaneWeight(lanequeue.GlobalLane, 2)); !errors.Is(err, lanequeue.ErrTooHeavy) {
+	if _, err := q.AcquireAll(context.Background(), "a", lanes, lanequeue.LaneWeight(lanequeue.GlobalLane, 2)); !errors.Is(err, semaphore.ErrTooHeavy) {
 		t.Fatalf("AcquireAll of weight 2 on capacity 1 = %v; want ErrTooHeavy", err)
 	}
 	holder, err := q.AcquireAll(context.Background(), "a", lanes)
@@ -70,15 +65,16 @@ func TestGlobalSemaphoreResize(t *testing.T) {
 	assertNothingHeld(t, q)
 }
 
-// TestKeyedSemaphoreSweep sweeps the idle keys of the session lane of a
-// Default queue through the keyed semaphore that KeyedSemaphore hands out
-// (issue 11, defect 5: no one could call Sweep under a queue).
+// TestKeyedSemaphoreSweep sweeps the idle keys of a session lane through
+// the keyed semaphore it was made of (issue 11, defect 5: no one could call
+// Sweep under a queue).
 func TestKeyedSemaphoreSweep(t *testing.T) {
 	fake := clock.NewFake(time.Unix(1e9, 0))
-	q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity, keyedsem.WithIdleTimeout(time.Minute), keyedsem.WithClock(fake))
+	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	ks, err := q.KeyedSemaphore(lanequeue.SessionLane)
-	must(t, err)
+	ks := keyedsem.New[string](keyedsem.WithIdleTimeout(time.Minute), keyedsem.WithClock(fake))
+	must(t, q.Add(lanequeue.SessionLane, lanequeue.NewKeyedLane(ks)))
+	must(t, addGlobal(q, lanequeue.GlobalLane, 16))
 	for _, key := range []string{"a", "b", "c"} {
 		tk, err := acquireAll(q, context.Background(), key, []string{lanequeue.SessionLane, lanequeue.GlobalLane})
 		must(t, err)
@@ -98,39 +94,6 @@ func TestKeyedSemaphoreSweep(t *testing.T) {
 	tk.Release()
 }
 
-// TestSemaphoreAccessorErrors: an unknown name, a lane of another kind and
-// a lane of another package are refused with the documented errors.
-func TestSemaphoreAccessorErrors(t *testing.T) {
-	q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity)
-	t.Cleanup(q.Close)
-	must(t, q.AddRateLane("rate", rate.Limit(1), 1))
-	must(t, q.Add("blind", &blindLane{kind: lanequeue.Global}))
-	own := semaphore.New(3)
-	must(t, q.Add("own", lanequeue.NewGlobalLane[string](own)))
-
-	if s, err := q.GlobalSemaphore("own"); err != nil || s != own {
-		t.Fatalf("GlobalSemaphore(own) = %p, %v; want %p, nil", s, err, own)
-	}
-	for _, name := range []string{"nope", ""} {
-		if _, err := q.GlobalSemaphore(name); !errors.Is(err, lanequeue.ErrUnknownLane) {
-			t.Errorf("GlobalSemaphore(%q) = %v; want ErrUnknownLane", name, err)
-		}
-		if _, err := q.KeyedSemaphore(name); !errors.Is(err, lanequeue.ErrUnknownLane) {
-			t.Errorf("KeyedSemaphore(%q) = %v; want ErrUnknownLane", name, err)
-		}
-	}
-	for _, name := range []string{lanequeue.SessionLane, "rate", "blind"} {
-		if s, err := q.GlobalSemaphore(name); !errors.Is(err, lanequeue.ErrNoSemaphore) || s != nil {
-			t.Errorf("GlobalSemaphore(%q) = %p, %v; want nil, ErrNoSemaphore", name, s, err)
-		}
-	}
-	for _, name := range []string{lanequeue.GlobalLane, "rate", "blind", "own"} {
-		if s, err := q.KeyedSemaphore(name); !errors.Is(err, lanequeue.ErrNoSemaphore) || s != nil {
-			t.Errorf("KeyedSemaphore(%q) = %p, %v; want nil, ErrNoSemaphore", name, s, err)
-		}
-	}
-}
-
 // The session lane's idle keys expire by normal use of the queue, with no
 // Sweep (issue 11, defect 5); with keyedsem.WithJanitor, passed through
 // Default, also while the queue is unused; and Queue.Close stops the
@@ -144,7 +107,7 @@ func TestSemaphoreAccessorErrors(t *testing.T) {
 // under -race).
 func TestSessionLaneKeysExpireWithoutSweep(t *testing.T) {
 	newQueue := func(fake *clock.Fake, opts ...keyedsem.Option) (*lanequeue.Queue[string], func(string)) {
-		q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity,
+		q := lanequeue.Default[string](16,
 			append([]keyedsem.Option{keyedsem.WithIdleTimeout(time.Minute), keyedsem.WithClock(fake)}, opts...)...)
 		lanes, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
 		must(t, err)

@@ -19,7 +19,7 @@ func TestSetRate(t *testing.T) {
 	t.Parallel()
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	must(t, q.AddRateLane("rps", 1, 1))
+	must(t, addRate(q, "rps", 1, 1))
 	fake := clock.NewFake(time.Unix(1_000_000, 0))
 	lanequeue.SetRateClock(q, "rps", fake)
 	set, err := q.Lanes("rps")
@@ -43,14 +43,14 @@ func TestSetRate(t *testing.T) {
 		t.Fatal("the token due at the new rate was not granted")
 	}
 	fake.Advance(time.Second) // the bucket fills to the new burst
-	if err := q.Check(set, semaphore.Weight(4)); !errors.Is(err, lanequeue.ErrTooHeavy) {
+	if err := q.Check(set, semaphore.Weight(4)); !errors.Is(err, semaphore.ErrTooHeavy) {
 		t.Fatalf("Check of 4 tokens on a burst of 3 = %v; want ErrTooHeavy", err)
 	}
 	if !try(3) {
 		t.Fatal("3 tokens on a full bucket of the new burst were not granted")
 	}
 	must(t, q.SetRate("rps", 10, 1))
-	if err := q.Check(set, semaphore.Weight(2)); !errors.Is(err, lanequeue.ErrTooHeavy) {
+	if err := q.Check(set, semaphore.Weight(2)); !errors.Is(err, semaphore.ErrTooHeavy) {
 		t.Fatalf("Check of 2 tokens after the burst shrank to 1 = %v; want ErrTooHeavy", err)
 	}
 	if st := laneStats(t, q, "rps"); st.Capacity != 1 {
@@ -69,12 +69,12 @@ func TestSetRateRefuses(t *testing.T) {
 		burst int
 		want  error
 	}{
-		{"nope", 1, 1, lanequeue.ErrUnknownLane},
-		{"global", 1, 1, lanequeue.ErrNoSemaphore},
-		{"session", 1, 1, lanequeue.ErrNoSemaphore},
-		{"rate", 0, 1, lanequeue.ErrInvalidConfig},
-		{"rate", -1, 1, lanequeue.ErrInvalidConfig},
-		{"rate", 1, 0, lanequeue.ErrInvalidConfig},
+		{"nope", 1, 1, semaphore.ErrInvalidConfig},
+		{"global", 1, 1, semaphore.ErrInvalidConfig},
+		{"session", 1, 1, semaphore.ErrInvalidConfig},
+		{"rate", 0, 1, semaphore.ErrInvalidConfig},
+		{"rate", -1, 1, semaphore.ErrInvalidConfig},
+		{"rate", 1, 0, semaphore.ErrInvalidConfig},
 	} {
 		if err := q.SetRate(c.lane, c.limit, c.burst); !errors.Is(err, c.want) {
 			t.Errorf("SetRate(%q, %v, %d) = %v; want %v", c.lane, c.limit, c.burst, err, c.want)

@@ -18,13 +18,13 @@ import (
 func slowWaitQueue(t *testing.T, bound time.Duration, got *events) (*lanequeue.Queue[string], *clock.Fake) {
 	t.Helper()
 	q := lanequeue.New[string]()
-	must(t, q.AddKeyedLane("session"))
-	must(t, q.AddGlobalLane("global", 1))
-	must(t, q.AddRateLane("rate", rate.Inf, 1))
+	must(t, addKeyed(q, "session"))
+	must(t, addGlobal(q, "global", 1))
+	must(t, addRate(q, "rate", rate.Inf, 1))
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	lanequeue.SetClock(q, clk)
 	t.Cleanup(q.Close)
-	q.SetHooks(lanequeue.Hooks[string]{SlowWait: bound, OnSlowWait: got.add})
+	q.SetHooks(lanequeue.Hooks[string]{SlowWait: bound, OnSlowWait: got.on("slow-wait")})
 	return q, clk
 }
 

@@ -1,61 +1,42 @@
 package lanequeue_test
 
 import (
+	"bytes"
 	"encoding"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/sessionlane/lanes/lanequeue"
 )
 
-var (
-	_ encoding.TextMarshaler   = lanequeue.Kind(0)
-	_ encoding.TextUnmarshaler = new(lanequeue.Kind)
-	_ encoding.TextMarshaler   = lanequeue.EventKind(0)
-	_ encoding.TextUnmarshaler = new(lanequeue.EventKind)
-)
+var _ encoding.TextMarshaler = lanequeue.Kind(0)
 
-// Kinds and event kinds go to JSON as their names and come back.
-func TestEnumsMarshalAsText(t *testing.T) {
+// A Kind goes to JSON and to slog's handlers as its name: a lane's Stats
+// and a holder in a dashboard feed, a kind in a log line.
+func TestKindMarshalsAsText(t *testing.T) {
 	for _, k := range []lanequeue.Kind{lanequeue.Keyed, lanequeue.Global, lanequeue.Rate} {
 		b, err := json.Marshal(k)
 		if err != nil || string(b) != `"`+k.String()+`"` {
 			t.Fatalf("json.Marshal(%v) = %s, %v", k, b, err)
 		}
-		var back lanequeue.Kind = 7
-		if err := json.Unmarshal(b, &back); err != nil || back != k {
-			t.Fatalf("json.Unmarshal(%s) = %v, %v; want %v", b, back, err, k)
-		}
 	}
-	for _, k := range []lanequeue.EventKind{lanequeue.SlowWait, lanequeue.LongHold, lanequeue.Rejected} {
-		b, err := json.Marshal(k)
-		if err != nil || string(b) != `"`+k.String()+`"` {
-			t.Fatalf("json.Marshal(%v) = %s, %v", k, b, err)
-		}
-		var back lanequeue.EventKind
-		if err := json.Unmarshal(b, &back); err != nil || back != k {
-			t.Fatalf("json.Unmarshal(%s) = %v, %v; want %v", b, back, err, k)
-		}
+	b, err := json.Marshal(lanequeue.LaneStats{Name: "global", Kind: lanequeue.Global, Capacity: 4})
+	if err != nil || !json.Valid(b) || !strings.Contains(string(b), `"Kind":"global"`) {
+		t.Fatalf("LaneStats in JSON: %s, %v", b, err)
 	}
-	// A holder in a JSON feed names its kind.
-	b, err := json.Marshal(lanequeue.Holder[string]{Lane: "session", Kind: lanequeue.Keyed, Key: "a", Weight: 1})
+	b, err = json.Marshal(lanequeue.Holder[string]{Lane: "session", Kind: lanequeue.Keyed, Key: "a", Weight: 1})
 	if err != nil || !json.Valid(b) || !strings.Contains(string(b), `"Kind":"keyed"`) {
 		t.Fatalf("a Holder in JSON: %s, %v", b, err)
 	}
-	// Unknown values and names are errors, and leave the value alone.
+	var buf bytes.Buffer
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("x", "kind", lanequeue.Rate)
+	if !strings.Contains(buf.String(), "kind=rate") {
+		t.Fatalf("slog text line %q; want kind=rate", buf.String())
+	}
+	// An unknown value is an error, not a number passed off as a name.
 	if _, err := json.Marshal(lanequeue.Kind(9)); err == nil {
 		t.Error("json.Marshal(Kind(9)) succeeded")
-	}
-	if _, err := lanequeue.EventKind(0).MarshalText(); err == nil {
-		t.Error("EventKind(0).MarshalText succeeded")
-	}
-	k := lanequeue.Global
-	if err := k.UnmarshalText([]byte("Keyed")); err == nil || k != lanequeue.Global {
-		t.Errorf("UnmarshalText(Keyed): %v, kind now %v; want an error, global", err, k)
-	}
-	ek := lanequeue.LongHold
-	if err := ek.UnmarshalText([]byte("")); err == nil || ek != lanequeue.LongHold {
-		t.Errorf("UnmarshalText(\"\"): %v, kind now %v; want an error, long-hold", err, ek)
 	}
 }

@@ -12,9 +12,9 @@ import (
 // allocates its list separately.
 const inlineLanes = 4
 
-// Ticket is the permits of one successful AcquireAll, one per lane. A
-// released, zero or nil Ticket holds nothing and its methods answer so (Key
-// the zero K, Lanes nil): read what you need before releasing it.
+// Ticket is the permits of one successful AcquireAll, one per lane,
+// released once by Release or Finish. A released, zero or nil Ticket holds
+// nothing; [Queue.Holders] lists what the tickets out hold.
 type Ticket[K comparable] struct {
 	r *record[K]
 }
@@ -195,27 +195,6 @@ func releasePermits[K comparable](q *Queue[K], ps []semaphore.Permit, more []hel
 	}
 }
 
-// Released reports whether the ticket was released.
-func (t *Ticket[K]) Released() bool {
-	r := t.lock()
-	if r == nil {
-		return true
-	}
-	r.home.mu.Unlock()
-	return false
-}
-
-// Key returns the ticket's key.
-func (t *Ticket[K]) Key() K {
-	r := t.lock()
-	if r == nil {
-		var zero K
-		return zero
-	}
-	defer r.home.mu.Unlock()
-	return r.key
-}
-
 // lock locks the stripe of t's record and returns the record if t still
 // holds it; otherwise it returns nil with nothing locked. The caller
 // unlocks r.home.mu.
@@ -233,44 +212,4 @@ func (t *Ticket[K]) lock() *record[K] {
 		return nil
 	}
 	return r
-}
-
-// Lanes returns the names of the ticket's lanes, in canonical order.
-func (t *Ticket[K]) Lanes() []string {
-	r := t.lock()
-	if r == nil {
-		return nil
-	}
-	defer r.home.mu.Unlock()
-	hs := r.g.held()
-	out := make([]string, len(hs))
-	for i := range hs {
-		out[i] = hs[i].e.name
-	}
-	return out
-}
-
-// LaneWeight returns the weight held on the named lane.
-func (t *Ticket[K]) LaneWeight(lane string) (int64, bool) {
-	r := t.lock()
-	if r == nil {
-		return 0, false
-	}
-	defer r.home.mu.Unlock()
-	for _, h := range r.g.held() {
-		if h.e.name == lane {
-			return h.n, true
-		}
-	}
-	return 0, false
-}
-
-// Since returns when the ticket was granted, to about a millisecond.
-func (t *Ticket[K]) Since() time.Time {
-	r := t.lock()
-	if r == nil {
-		return time.Time{}
-	}
-	defer r.home.mu.Unlock()
-	return r.q.timeOf(r.since)
 }

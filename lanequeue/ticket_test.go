@@ -19,7 +19,7 @@ import (
 // waiting for itself; other keys and other lanes are fine.
 func TestReentrantAcquireFails(t *testing.T) {
 	q := testQueue(t, 4)
-	must(t, q.AddGlobalLane("tools", 2))
+	must(t, addGlobal(q, "tools", 2))
 	err := doAll(q, context.Background(), "thread-1", []string{"session", "global"}, func(ctx context.Context) error {
 		if _, err := acquireAll(q, ctx, "thread-1", []string{"session"}); !errors.Is(err, lanequeue.ErrReentrant) {
 			return fmt.Errorf("same key, same lane: %v; want ErrReentrant", err)
@@ -72,7 +72,7 @@ func TestTicketReleaseOnce(t *testing.T) {
 	q := lanequeue.New[string]()
 	defer q.Close()
 	must(t, q.Add("global", lanequeue.NewGlobalLane[string](sem)))
-	must(t, q.AddKeyedLane("session"))
+	must(t, addKeyed(q, "session"))
 	for range 100 {
 		tk, err := acquireAll(q, context.Background(), "k", []string{"session", "global"})
 		must(t, err)
@@ -94,7 +94,7 @@ func TestTicketReleaseOnce(t *testing.T) {
 		if tk.Release() {
 			t.Fatal("Release after release returned true")
 		}
-		if !tk.Released() {
+		if !lanequeue.TicketReleased(tk) {
 			t.Fatal("Released() false after Release")
 		}
 	}
@@ -115,7 +115,7 @@ func TestTicketHandedToWorker(t *testing.T) {
 	go func() { // the worker
 		defer wg.Done()
 		for tk := range tickets {
-			if _, ok := tryAcquireAll(q, tk.Key(), []string{"session"}); ok {
+			if _, ok := tryAcquireAll(q, lanequeue.TicketKey(tk), []string{"session"}); ok {
 				t.Error("key free while its ticket is with the worker")
 			}
 			tk.Release()
@@ -186,7 +186,7 @@ func TestHolders(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("Holders() = %v; want %v", got, want)
 	}
-	if w, ok := first.LaneWeight("global"); !ok || w != 3 {
+	if w, ok := lanequeue.TicketWeight(first, "global"); !ok || w != 3 {
 		t.Fatalf("LaneWeight(global) = %d, %v; want 3", w, ok)
 	}
 	first.Release()
@@ -248,7 +248,7 @@ func TestStaleTicketCannotReleaseTheNextOne(t *testing.T) {
 	if cur == nil {
 		t.Fatal("a released record was never reused by the next grant")
 	}
-	if old.Release() || !old.Released() {
+	if old.Release() || !lanequeue.TicketReleased(old) {
 		t.Fatal("stale ticket: Release returned true or Released false")
 	}
 	if laneStats(t, q, "global").Held != 2 {
@@ -257,17 +257,17 @@ func TestStaleTicketCannotReleaseTheNextOne(t *testing.T) {
 	if _, ok := tryAcquireAll(q, "chat-2", []string{"session"}); ok {
 		t.Fatal("chat-2's session lane is free after a stale Release")
 	}
-	if k, l := old.Key(), old.Lanes(); k != "" || l != nil {
+	if k, l := lanequeue.TicketKey(old), lanequeue.TicketLanes(old); k != "" || l != nil {
 		t.Fatalf("stale ticket: Key %q, Lanes %v; want the zero Ticket's", k, l)
 	}
-	if w, ok := old.LaneWeight("global"); ok || w != 0 || !old.Since().IsZero() {
-		t.Fatalf("stale ticket: LaneWeight %d, %v, Since %v; want the zero Ticket's", w, ok, old.Since())
+	if w, ok := lanequeue.TicketWeight(old, "global"); ok || w != 0 || !lanequeue.TicketSince(old).IsZero() {
+		t.Fatalf("stale ticket: LaneWeight %d, %v, Since %v; want the zero Ticket's", w, ok, lanequeue.TicketSince(old))
 	}
-	if cur.Released() || cur.Key() != "chat-2" || func() bool { w, ok := cur.LaneWeight("session"); return !ok || w != 1 }() || !slices.Equal(cur.Lanes(), []string{"session", "global"}) {
-		t.Fatalf("new ticket: Released %v, Key %q, Lanes %v", cur.Released(), cur.Key(), cur.Lanes())
+	if lanequeue.TicketReleased(cur) || lanequeue.TicketKey(cur) != "chat-2" || func() bool { w, ok := lanequeue.TicketWeight(cur, "session"); return !ok || w != 1 }() || !slices.Equal(lanequeue.TicketLanes(cur), []string{"session", "global"}) {
+		t.Fatalf("new ticket: Released %v, Key %q, Lanes %v", lanequeue.TicketReleased(cur), lanequeue.TicketKey(cur), lanequeue.TicketLanes(cur))
 	}
-	if w, ok := cur.LaneWeight("global"); !ok || w != 2 || cur.Since().IsZero() {
-		t.Fatalf("new ticket: LaneWeight(global) %d, %v, Since %v", w, ok, cur.Since())
+	if w, ok := lanequeue.TicketWeight(cur, "global"); !ok || w != 2 || lanequeue.TicketSince(cur).IsZero() {
+		t.Fatalf("new ticket: LaneWeight(global) %d, %v, Since %v", w, ok, lanequeue.TicketSince(cur))
 	}
 	if hs := q.Holders(); len(hs) != 2 || hs[0].Key != "chat-2" || hs[1].Key != "chat-2" {
 		t.Fatalf("Holders() = %v; want chat-2's two lanes", hs)
@@ -282,10 +282,10 @@ func TestStaleTicketCannotReleaseTheNextOne(t *testing.T) {
 // nothing.
 func TestZeroTicketHoldsNothing(t *testing.T) {
 	var z lanequeue.Ticket[string]
-	if z.Release() || !z.Released() || z.Key() != "" || z.Lanes() != nil || !z.Since().IsZero() {
+	if z.Release() || !lanequeue.TicketReleased(&z) || lanequeue.TicketKey(&z) != "" || lanequeue.TicketLanes(&z) != nil || !lanequeue.TicketSince(&z).IsZero() {
 		t.Fatal("the zero Ticket holds something")
 	}
-	if _, ok := z.LaneWeight("global"); ok {
+	if _, ok := lanequeue.TicketWeight(&z, "global"); ok {
 		t.Fatal("the zero Ticket has a lane")
 	}
 	q := testQueue(t, 1)
@@ -302,13 +302,13 @@ func TestNilTicketAfterAFailedCall(t *testing.T) {
 	q := testQueue(t, 1)
 	tk, err := acquireAll(q, context.Background(), "k", []string{"no-such-lane"})
 	defer tk.Release()
-	if !errors.Is(err, lanequeue.ErrUnknownLane) || tk != nil {
+	if !errors.Is(err, semaphore.ErrInvalidConfig) || tk != nil {
 		t.Fatalf("AcquireAll of an unknown lane: %v, %v; want ErrUnknownLane and a nil ticket", tk, err)
 	}
-	if tk.Release() || !tk.Released() || tk.Key() != "" || tk.Lanes() != nil || !tk.Since().IsZero() {
+	if tk.Release() || !lanequeue.TicketReleased(tk) || lanequeue.TicketKey(tk) != "" || lanequeue.TicketLanes(tk) != nil || !lanequeue.TicketSince(tk).IsZero() {
 		t.Fatal("a nil ticket does not answer as a released one")
 	}
-	if _, ok := tk.LaneWeight("global"); ok {
+	if _, ok := lanequeue.TicketWeight(tk, "global"); ok {
 		t.Fatal("a nil ticket has a lane")
 	}
 }
@@ -342,7 +342,7 @@ func TestRecordsAfterABurst(t *testing.T) {
 		t.Fatalf("after the burst: %d records, %d free; want all free, at most %d", all, free, 32*lanequeue.MaxFree)
 	}
 	for _, tk := range tickets {
-		if tk.Release() || !tk.Released() || tk.Key() != "" {
+		if tk.Release() || !lanequeue.TicketReleased(tk) || lanequeue.TicketKey(tk) != "" {
 			t.Fatal("a released ticket of the burst is live again")
 		}
 	}
@@ -358,7 +358,7 @@ func TestStaleReleasesUnderChurn(t *testing.T) {
 	sem := semaphore.New(8)
 	q := lanequeue.New[string]()
 	defer q.Close()
-	must(t, q.AddKeyedLane("session"))
+	must(t, addKeyed(q, "session"))
 	must(t, q.Add("global", lanequeue.NewGlobalLane[string](sem)))
 	const workers, rounds = 4, 500
 	released := make(chan *lanequeue.Ticket[string], workers*rounds)
@@ -385,7 +385,7 @@ func TestStaleReleasesUnderChurn(t *testing.T) {
 			if tk.Release() {
 				wins++
 			}
-			if tk.Key() != "" || tk.Lanes() != nil || !tk.Released() {
+			if lanequeue.TicketKey(tk) != "" || lanequeue.TicketLanes(tk) != nil || !lanequeue.TicketReleased(tk) {
 				wins++
 			}
 			_ = q.Holders()

@@ -13,17 +13,16 @@ import (
 	"github.com/sessionlane/lanes/semaphore"
 )
 
-// AddTokenLane adds a [Rate] lane of perMinute tokens in any minute, as
-// providers count them; a call takes its estimate and its ticket settles
-// the actual count after ([Ticket.Settle]). See docs/api-details.md.
-func (q *Queue[K]) AddTokenLane(name string, perMinute int64) error {
+// NewTokenLane returns a [Rate] lane, for [Queue.Add], of perMinute
+// tokens in any minute, as providers count them; a call takes its
+// estimate ([LaneWeight]) and its ticket settles the actual count after
+// ([Ticket.Settle]). A perMinute out of [1, semaphore.MaxCapacity] makes a
+// lane that Add refuses. See docs/api-details.md.
+func NewTokenLane[K comparable](perMinute int64) Lane[K] {
 	if perMinute < 1 || perMinute > semaphore.MaxCapacity {
-		return fmt.Errorf("lanequeue: lane %q: %d tokens a minute: must be in [1, %d]: %w", name, perMinute, int64(semaphore.MaxCapacity), errInvalidCapacity)
+		return &badLane[K]{kind: Rate, err: fmt.Errorf("%d tokens a minute: must be in [1, %d]: %w", perMinute, int64(semaphore.MaxCapacity), errInvalidCapacity)}
 	}
-	if err := q.checkName(name); err != nil {
-		return err
-	}
-	return q.add(&laneEntry[K]{name: name, kind: Rate, lane: newTokenLane[K](perMinute, q.clk, &q.clock)})
+	return newTokenLane[K](perMinute, nil, nil)
 }
 
 // window is how many one-second slots a token lane counts: a token
@@ -35,17 +34,17 @@ func (q *Queue[K]) AddTokenLane(name string, perMinute int64) error {
 // count is up to two seconds too long, never too short).
 const window = 62
 
-// tokenLane is AddTokenLane's lane: the tokens charged in each of the last
+// tokenLane is NewTokenLane's lane: the tokens charged in each of the last
 // window seconds, under a mutex, and their total. The head of the line,
 // the holder of the one value in head, waits for room; the others wait for
 // head, which Go's channels hand over in the order they asked.
 type tokenLane[K comparable] struct {
 	max int64 // the budget of a minute
-	// The time, in nanoseconds: the queue's coarse clock (one atomic
-	// load; the system clock's reading costs 70ns on a virtual machine),
-	// or a test's clock.
-	coarse *coarse.Clock
-	clk    clock.Clock
+	// The time, in nanoseconds: the clocks of the queue that registered
+	// the lane (its coarse clock: one atomic load, where the system
+	// clock's reading costs 70ns on a virtual machine; or a test's clock),
+	// set once by bind; nil before, the system clock.
+	clocks atomic.Pointer[tokenClocks]
 	head   chan struct{} // holds one value while nobody is the head
 	kick   chan struct{} // a settle's refund wakes the head
 	once   sync.Once
@@ -62,40 +61,71 @@ type tokenLane[K comparable] struct {
 	rejected, failed            atomic.Uint64
 }
 
+// tokenClocks is the clocks a token lane reads: clk if not nil, else coarse.
+type tokenClocks struct {
+	clk    clock.Clock
+	coarse *coarse.Clock
+}
+
 func newTokenLane[K comparable](perMinute int64, clk clock.Clock, cc *coarse.Clock) *tokenLane[K] {
 	l := &tokenLane[K]{
-		max:    perMinute,
-		coarse: cc,
-		clk:    clk,
-		head:   make(chan struct{}, 1),
-		kick:   make(chan struct{}, 1),
-		done:   make(chan struct{}),
+		max:  perMinute,
+		head: make(chan struct{}, 1),
+		kick: make(chan struct{}, 1),
+		done: make(chan struct{}),
+	}
+	if clk != nil || cc != nil {
+		l.clocks.Store(&tokenClocks{clk: clk, coarse: cc})
 	}
 	l.now = l.nanos() / int64(time.Second)
 	l.head <- struct{}{}
 	return l
 }
 
+// bind gives the lane the clocks of the queue that registers it, if it
+// has none yet and has charged nothing: a lane registered or used
+// already keeps the clock its count is in.
+func (l *tokenLane[K]) bind(clk clock.Clock, cc *coarse.Clock) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.total != 0 || l.acquired.Load() != 0 || !l.clocks.CompareAndSwap(nil, &tokenClocks{clk: clk, coarse: cc}) {
+		return
+	}
+	l.now = l.nanos() / int64(time.Second)
+}
+
 // nanos reads the lane's clock.
 func (l *tokenLane[K]) nanos() int64 {
-	if l.clk != nil {
-		return l.clk.Now().UnixNano()
+	c := l.clocks.Load()
+	switch {
+	case c == nil:
+		return time.Now().UnixNano()
+	case c.clk != nil:
+		return c.clk.Now().UnixNano()
 	}
-	return l.coarse.Read()
+	return c.coarse.Read()
+}
+
+// testClock is the test's clock the lane reads, or nil.
+func (l *tokenLane[K]) testClock() clock.Clock {
+	if c := l.clocks.Load(); c != nil {
+		return c.clk
+	}
+	return nil
 }
 
 // until returns the time left until t on the lane's clock.
 func (l *tokenLane[K]) until(t time.Time) time.Duration {
-	if l.clk != nil {
-		return t.Sub(l.clk.Now())
+	if c := l.testClock(); c != nil {
+		return t.Sub(c.Now())
 	}
 	return time.Until(t)
 }
 
 // timer returns a timer of the lane's clock.
 func (l *tokenLane[K]) timer(d time.Duration) clock.Timer {
-	if l.clk != nil {
-		return l.clk.NewTimer(d)
+	if c := l.testClock(); c != nil {
+		return c.NewTimer(d)
 	}
 	return clock.Real{}.NewTimer(d)
 }
@@ -193,7 +223,7 @@ func (l *tokenLane[K]) MaxWeight() int64 { return l.max }
 func (l *tokenLane[K]) Acquire(ctx context.Context, _ K, n int64) (semaphore.Permit, error) {
 	if l.closed.Load() {
 		l.rejected.Add(1)
-		return semaphore.Permit{}, ErrClosed
+		return semaphore.Permit{}, semaphore.ErrClosed
 	}
 	l.waiters.Add(1)
 	defer l.waiters.Add(-1)
@@ -204,7 +234,7 @@ func (l *tokenLane[K]) Acquire(ctx context.Context, _ K, n int64) (semaphore.Per
 		return semaphore.Permit{}, ctx.Err()
 	case <-l.done:
 		l.failed.Add(1)
-		return semaphore.Permit{}, ErrClosed
+		return semaphore.Permit{}, semaphore.ErrClosed
 	}
 	defer func() { l.head <- struct{}{} }()
 	waited := false
@@ -236,7 +266,7 @@ func (l *tokenLane[K]) Acquire(ctx context.Context, _ K, n int64) (semaphore.Per
 		case <-l.done:
 			t.Stop()
 			l.failed.Add(1)
-			return semaphore.Permit{}, ErrClosed
+			return semaphore.Permit{}, semaphore.ErrClosed
 		}
 	}
 }
@@ -321,10 +351,10 @@ func (t *Ticket[K]) Settle(lane string, actual int64) error {
 
 // Settle's refusals: static, so that they allocate nothing.
 var (
-	errSettleNegative  = fmt.Errorf("lanequeue: Settle: a count below 0 or above semaphore.MaxCapacity: %w", ErrInvalidWeight)
-	errSettleReleased  = fmt.Errorf("lanequeue: Settle: the ticket is released: %w", ErrClosed)
-	errSettleNotTokens = fmt.Errorf("lanequeue: Settle: not a token lane (AddTokenLane): %w", ErrInvalidConfig)
-	errSettleUnknown   = fmt.Errorf("lanequeue: Settle: the ticket holds no such lane: %w", ErrUnknownLane)
+	errSettleNegative  = fmt.Errorf("lanequeue: Settle: a count below 0 or above semaphore.MaxCapacity: %w", semaphore.ErrInvalidWeight)
+	errSettleReleased  = fmt.Errorf("lanequeue: Settle: the ticket is released: %w", semaphore.ErrClosed)
+	errSettleNotTokens = fmt.Errorf("lanequeue: Settle: not a token lane (NewTokenLane): %w", semaphore.ErrInvalidConfig)
+	errSettleUnknown   = fmt.Errorf("lanequeue: Settle: the ticket holds no such lane: %w", semaphore.ErrInvalidConfig)
 )
 
 // undoTokens gives back what the token lanes among hs[ext] charged a call

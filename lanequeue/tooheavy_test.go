@@ -30,7 +30,7 @@ func TestTooHeavyIsALaneErrorWithItsKey(t *testing.T) {
 			check := func(what string, err error, key any) {
 				t.Helper()
 				var le *lanequeue.LaneError
-				if !errors.Is(err, lanequeue.ErrTooHeavy) || !errors.As(err, &le) || le.Lane != c.lane || le.Kind != c.kind || le.Key != key {
+				if !errors.Is(err, semaphore.ErrTooHeavy) || !errors.As(err, &le) || le.Lane != c.lane || le.Kind != c.kind || le.Key != key {
 					t.Errorf("%s = %#v; want a LaneError of lane %q (%s), key %v, wrapping ErrTooHeavy", what, err, c.lane, c.kind, key)
 				}
 			}

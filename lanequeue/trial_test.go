@@ -45,30 +45,33 @@ func returnsWithin(t *testing.T, what string, f func() error) error {
 func TestAddRateLaneRefusesALimitThatNeverRefills(t *testing.T) {
 	for _, lim := range []rate.Limit{0, -1, rate.Limit(math.NaN()), rate.Limit(math.Inf(1)), rate.Limit(math.Inf(-1))} {
 		q := lanequeue.New[string]()
-		err := q.AddRateLane("r", lim, 1)
-		if !errors.Is(err, lanequeue.ErrInvalidConfig) {
+		err := addRate(q, "r", lim, 1)
+		if !errors.Is(err, semaphore.ErrInvalidConfig) {
 			t.Errorf("AddRateLane(limit %v) = %v; want ErrInvalidConfig", lim, err)
 		}
-		if _, ok := q.Lane("r"); ok {
+		if _, ok := lanequeue.LaneOf(q, "r"); ok {
 			t.Errorf("AddRateLane(limit %v) registered the lane despite the error", lim)
 		}
 		q.Close()
 	}
 	q := lanequeue.New[string]()
 	defer q.Close()
-	must(t, q.AddRateLane("inf", rate.Inf, 1)) // rate.Inf: no limit
-	must(t, q.AddRateLane("slow", 0.001, 1))
+	must(t, addRate(q, "inf", rate.Inf, 1)) // rate.Inf: no limit
+	must(t, addRate(q, "slow", 0.001, 1))
 }
 
-// TestRateLaneThatNeverRefillsFailsAtOnce: a lane over a limiter of limit 0
-// (or below) has its burst and nothing more; once it is spent, a call fails
+// TestRateLaneThatNeverRefillsFailsAtOnce: a lane over a limiter whose
+// limit was set to 0 (or below) behind the lane's back (Add refuses such a
+// limiter) has its burst and nothing more; once it is spent, a call fails
 // at once with ErrTooHeavy instead of waiting for ever, and Check says so.
 func TestRateLaneThatNeverRefillsFailsAtOnce(t *testing.T) {
 	for _, lim := range []rate.Limit{0, -1} {
 		t.Run(fmt.Sprint(lim), func(t *testing.T) {
 			q := lanequeue.New[string]()
 			defer q.Close()
-			must(t, q.Add("r", lanequeue.NewRateLane[string](rate.NewLimiter(lim, 2))))
+			l := rate.NewLimiter(1, 2)
+			must(t, q.Add("r", lanequeue.NewRateLane[string](l)))
+			l.SetLimit(lim)
 			r, err := q.Lanes("r")
 			must(t, err)
 			ctx := context.Background()
@@ -76,7 +79,7 @@ func TestRateLaneThatNeverRefillsFailsAtOnce(t *testing.T) {
 			must(t, err)
 			tk.Release()
 			must(t, q.Check(r))
-			if err := q.Check(r, semaphore.Weight(2)); !errors.Is(err, lanequeue.ErrTooHeavy) {
+			if err := q.Check(r, semaphore.Weight(2)); !errors.Is(err, semaphore.ErrTooHeavy) {
 				t.Errorf("Check of 2 tokens with 1 left and none to come = %v; want ErrTooHeavy", err)
 			}
 			tk, err = q.AcquireAll(ctx, "k", r)
@@ -94,11 +97,11 @@ func TestRateLaneThatNeverRefillsFailsAtOnce(t *testing.T) {
 					_, err := q.AcquireAll(c.ctx, "k", r)
 					return err
 				})
-				if !errors.Is(err, lanequeue.ErrTooHeavy) {
+				if !errors.Is(err, semaphore.ErrTooHeavy) {
 					t.Errorf("AcquireAll (%s) on a spent lane = %v; want ErrTooHeavy", c.name, err)
 				}
 			}
-			if err := q.Check(r); !errors.Is(err, lanequeue.ErrTooHeavy) {
+			if err := q.Check(r); !errors.Is(err, semaphore.ErrTooHeavy) {
 				t.Errorf("Check on a spent lane = %v; want ErrTooHeavy", err)
 			}
 			if _, ok := q.TryAcquireAll("k", r); ok {
@@ -109,34 +112,33 @@ func TestRateLaneThatNeverRefillsFailsAtOnce(t *testing.T) {
 }
 
 // TestCapacityErrorsSayWhichBound: a capacity above semaphore.MaxCapacity
-// was reported as "capacity must be at least 1".
+// was reported as "capacity must be at least 1". semaphore.New refuses a
+// capacity out of its range; a global lane refuses 0 and a rate lane a
+// burst of 0, each saying so.
 func TestCapacityErrorsSayWhichBound(t *testing.T) {
 	q := lanequeue.New[string]()
 	defer q.Close()
 	for _, c := range []struct {
-		capacity int64
-		want     string
+		what string
+		l    lanequeue.Lane[string]
 	}{
-		{0, "at least 1"},
-		{-5, "at least 1"},
-		{math.MaxInt64, fmt.Sprintf("at most %d", int64(semaphore.MaxCapacity))},
-		{semaphore.MaxCapacity + 1, "at most"},
+		{"NewGlobalLane of capacity 0", lanequeue.NewGlobalLane[string](semaphore.New(0))},
+		{"NewFairLane of capacity 0", lanequeue.NewFairLane[string](semaphore.New(0, semaphore.WithFairShare(nil)), nil)},
+		{"NewRateLane of burst 0", lanequeue.NewRateLane[string](rate.NewLimiter(1, 0))},
 	} {
-		err := q.AddGlobalLane("big", c.capacity)
-		if !errors.Is(err, lanequeue.ErrInvalidConfig) {
-			t.Errorf("AddGlobalLane(%d) = %v; want ErrInvalidConfig", c.capacity, err)
-			continue
-		}
-		if !strings.Contains(err.Error(), c.want) {
-			t.Errorf("AddGlobalLane(%d) = %q; want it to say %q", c.capacity, err, c.want)
-		}
-		if strings.Contains(err.Error(), "at least") && c.capacity > 0 {
-			t.Errorf("AddGlobalLane(%d) = %q: speaks of the lower bound", c.capacity, err)
+		err := q.Add("bad", c.l)
+		if !errors.Is(err, semaphore.ErrInvalidConfig) || !strings.Contains(err.Error(), "at least 1") || !strings.Contains(err.Error(), `"bad"`) {
+			t.Errorf("Add(%s) = %v; want ErrInvalidConfig naming the lane, saying at least 1", c.what, err)
 		}
 	}
-	must(t, q.AddGlobalLane("max", semaphore.MaxCapacity))
-	if err := q.AddRateLane("r", 1, 0); !errors.Is(err, lanequeue.ErrInvalidConfig) || !strings.Contains(err.Error(), "at least 1") {
-		t.Errorf("AddRateLane(burst 0) = %v; want ErrInvalidConfig saying at least 1", err)
+	for _, capacity := range []int64{-5, math.MaxInt64, semaphore.MaxCapacity + 1} {
+		if err := semaphore.Validate(capacity); !errors.Is(err, semaphore.ErrInvalidConfig) || strings.Contains(err.Error(), "at least 1") {
+			t.Errorf("semaphore.Validate(%d) = %v; want ErrInvalidConfig naming the range", capacity, err)
+		}
+	}
+	must(t, addGlobal(q, "max", semaphore.MaxCapacity))
+	if names := lanequeue.Names(q); len(names) != 1 {
+		t.Fatalf("lanes %v after the refused Adds; want [max]", names)
 	}
 }
 
@@ -145,19 +147,19 @@ func TestCapacityErrorsSayWhichBound(t *testing.T) {
 func TestZeroQueuePanicsWithAClearMessage(t *testing.T) {
 	calls := map[string]func(q *lanequeue.Queue[string]){
 		"Lanes":         func(q *lanequeue.Queue[string]) { _, _ = q.Lanes("global") },
-		"AddGlobalLane": func(q *lanequeue.Queue[string]) { _ = q.AddGlobalLane("global", 1) },
-		"AddKeyedLane":  func(q *lanequeue.Queue[string]) { _ = q.AddKeyedLane("s") },
-		"AddRateLane":   func(q *lanequeue.Queue[string]) { _ = q.AddRateLane("r", 1, 1) },
+		"AddGlobalLane": func(q *lanequeue.Queue[string]) { _ = addGlobal(q, "global", 1) },
+		"AddKeyedLane":  func(q *lanequeue.Queue[string]) { _ = addKeyed(q, "s") },
+		"AddRateLane":   func(q *lanequeue.Queue[string]) { _ = addRate(q, "r", 1, 1) },
 		"Add":           func(q *lanequeue.Queue[string]) { _ = q.Add("g", lanequeue.NewGlobalLane[string](semaphore.New(1))) },
-		"Lane":          func(q *lanequeue.Queue[string]) { q.Lane("global") },
-		"Names":         func(q *lanequeue.Queue[string]) { q.Names() },
+		"Lane":          func(q *lanequeue.Queue[string]) { lanequeue.LaneOf(q, "global") },
+		"Names":         func(q *lanequeue.Queue[string]) { lanequeue.Names(q) },
 		"Stats":         func(q *lanequeue.Queue[string]) { q.Stats() },
 		"Close":         func(q *lanequeue.Queue[string]) { q.Close() },
 		"GlobalSemaphore": func(q *lanequeue.Queue[string]) {
-			_, _ = q.GlobalSemaphore("global")
+			_, _ = lanequeue.GlobalSemaphore(q, "global")
 		},
 		"KeyedSemaphore": func(q *lanequeue.Queue[string]) {
-			_, _ = q.KeyedSemaphore("session")
+			_, _ = lanequeue.KeyedSemaphore(q, "session")
 		},
 	}
 	for name, call := range calls {
@@ -180,7 +182,7 @@ func TestZeroQueuePanicsWithAClearMessage(t *testing.T) {
 // TestCheckSeesALaneClosedThroughItsSemaphore: Check returned nil for a set
 // whose global or keyed lane had been closed through the semaphore that
 // GlobalSemaphore or KeyedSemaphore handed out, while AcquireAll failed at
-// once; and that error did not match lanequeue.ErrClosed.
+// once; and that error did not match semaphore.ErrClosed.
 func TestCheckSeesALaneClosedThroughItsSemaphore(t *testing.T) {
 	for _, c := range []struct {
 		lane  string
@@ -188,18 +190,18 @@ func TestCheckSeesALaneClosedThroughItsSemaphore(t *testing.T) {
 		inner error
 	}{
 		{lanequeue.GlobalLane, func(t *testing.T, q *lanequeue.Queue[string]) {
-			g, err := q.GlobalSemaphore(lanequeue.GlobalLane)
+			g, err := lanequeue.GlobalSemaphore(q, lanequeue.GlobalLane)
 			must(t, err)
 			g.Close()
 		}, semaphore.ErrClosed},
 		{lanequeue.SessionLane, func(t *testing.T, q *lanequeue.Queue[string]) {
-			s, err := q.KeyedSemaphore(lanequeue.SessionLane)
+			s, err := lanequeue.KeyedSemaphore(q, lanequeue.SessionLane)
 			must(t, err)
 			s.Close()
 		}, semaphore.ErrClosed},
 	} {
 		t.Run(c.lane, func(t *testing.T) {
-			q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity)
+			q := lanequeue.Default[string](16)
 			defer q.Close()
 			ls, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
 			must(t, err)
@@ -211,8 +213,8 @@ func TestCheckSeesALaneClosedThroughItsSemaphore(t *testing.T) {
 				t.Fatal("AcquireAll on a closed lane succeeded")
 			}
 			for what, err := range map[string]error{"Check": checkErr, "AcquireAll": acqErr} {
-				if !errors.Is(err, lanequeue.ErrClosed) {
-					t.Errorf("%s = %v; want it to match lanequeue.ErrClosed", what, err)
+				if !errors.Is(err, semaphore.ErrClosed) {
+					t.Errorf("%s = %v; want it to match semaphore.ErrClosed", what, err)
 				}
 				if !errors.Is(err, c.inner) {
 					t.Errorf("%s = %v; want it to match %v", what, err, c.inner)
@@ -233,15 +235,15 @@ func TestCheckSeesALaneClosedThroughItsSemaphore(t *testing.T) {
 func TestCheckSeesAClosedRateLane(t *testing.T) {
 	q := lanequeue.New[string]()
 	defer q.Close()
-	must(t, q.AddRateLane("r", 10, 1))
+	must(t, addRate(q, "r", 10, 1))
 	r, err := q.Lanes("r")
 	must(t, err)
-	l, _ := q.Lane("r")
+	l, _ := lanequeue.LaneOf(q, "r")
 	l.Close()
-	if _, err := q.AcquireAll(context.Background(), "k", r); !errors.Is(err, lanequeue.ErrClosed) {
+	if _, err := q.AcquireAll(context.Background(), "k", r); !errors.Is(err, semaphore.ErrClosed) {
 		t.Fatalf("AcquireAll on a closed rate lane = %v; want ErrClosed", err)
 	}
-	if err := q.Check(r); !errors.Is(err, lanequeue.ErrClosed) {
+	if err := q.Check(r); !errors.Is(err, semaphore.ErrClosed) {
 		t.Fatalf("Check on a closed rate lane = %v; want ErrClosed", err)
 	}
 }
@@ -267,8 +269,8 @@ func testNaNKey[K comparable](t *testing.T, nanKey, okKey K) {
 		// A global lane of capacity 1: a nested Do that passes the
 		// re-entry check waits for itself.
 		q := lanequeue.New[K]()
-		must(t, q.AddKeyedLane(lanequeue.SessionLane))
-		must(t, q.AddGlobalLane(lanequeue.GlobalLane, 1))
+		must(t, addKeyed(q, lanequeue.SessionLane))
+		must(t, addGlobal(q, lanequeue.GlobalLane, 1))
 		ls, err := q.Lanes(lanes...)
 		must(t, err)
 		ctx := context.Background()
@@ -277,7 +279,7 @@ func testNaNKey[K comparable](t *testing.T, nanKey, okKey K) {
 				return q.Do(ctx, nanKey, ls, func(context.Context) error { return nil })
 			})
 		})
-		if !errors.Is(err, keyedsem.ErrNaNKey) || !errors.Is(err, lanequeue.ErrNaNKey) {
+		if !errors.Is(err, keyedsem.ErrNaNKey) || !errors.Is(err, keyedsem.ErrNaNKey) {
 			t.Errorf("%v: nested Do with a NaN key = %v; want ErrNaNKey", lanes, err)
 		}
 		if tk, err := q.AcquireAll(ctx, nanKey, ls); !errors.Is(err, keyedsem.ErrNaNKey) {
@@ -305,8 +307,8 @@ func testNaNKey[K comparable](t *testing.T, nanKey, okKey K) {
 func TestRepeatedWeightOptionsLastWins(t *testing.T) {
 	q := lanequeue.New[string]()
 	defer q.Close()
-	must(t, q.AddGlobalLane("a", 10))
-	must(t, q.AddGlobalLane("b", 10))
+	must(t, addGlobal(q, "a", 10))
+	must(t, addGlobal(q, "b", 10))
 	ls, err := q.Lanes("a", "b")
 	must(t, err)
 	for _, c := range []struct {
@@ -320,8 +322,8 @@ func TestRepeatedWeightOptionsLastWins(t *testing.T) {
 	} {
 		tk, err := q.AcquireAll(context.Background(), "k", ls, c.opts...)
 		must(t, err)
-		a, _ := tk.LaneWeight("a")
-		b, _ := tk.LaneWeight("b")
+		a, _ := lanequeue.TicketWeight(tk, "a")
+		b, _ := lanequeue.TicketWeight(tk, "b")
 		tk.Release()
 		if a != c.a || b != c.b {
 			t.Errorf("options %v: weights a=%d b=%d; want a=%d b=%d", c.opts, a, b, c.a, c.b)

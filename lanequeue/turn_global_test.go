@@ -21,8 +21,8 @@ func priorityQueue(t *testing.T, step time.Duration, keyedOpts ...keyedsem.Optio
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	must(t, q.AddKeyedLane("session", keyedOpts...))
-	must(t, q.AddGlobalLane("global", 1, semaphore.WithPriorities(step), semaphore.WithClock(clk)))
+	must(t, addKeyed(q, "session", keyedOpts...))
+	must(t, addGlobal(q, "global", 1, semaphore.WithPriorities(step), semaphore.WithClock(clk)))
 	clk.Advance(time.Hour) // arrivals well after the lane's epoch
 	running, err := acquireAll(q, context.Background(), "running", []string{"session", "global"})
 	must(t, err)
@@ -116,8 +116,8 @@ func recvMessage(t *testing.T, out <-chan message) message {
 func TestWithGroupReachesAFairLane(t *testing.T) {
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	must(t, q.AddKeyedLane("session"))
-	must(t, q.AddFairLane("global", 1, tenantOf))
+	must(t, addKeyed(q, "session"))
+	must(t, addFair(q, "global", 1, tenantOf))
 	chat := []string{"session", "global"}
 	running, err := acquireAll(q, context.Background(), "a/0", chat)
 	must(t, err)
@@ -161,8 +161,8 @@ func TestTurnOptionsCountNoRefusal(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			q := lanequeue.New[string]()
 			t.Cleanup(q.Close)
-			must(t, q.AddKeyedLane("session", c.keyed...))
-			must(t, q.AddGlobalLane("global", 2, c.global...))
+			must(t, addKeyed(q, "session", c.keyed...))
+			must(t, addGlobal(q, "global", 2, c.global...))
 			chat, err := q.Lanes("session", "global")
 			must(t, err)
 			for i := range 3 {

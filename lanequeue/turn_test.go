@@ -63,8 +63,8 @@ func served(t *testing.T, first *lanequeue.Ticket[string], out <-chan message, n
 func TestWithSequenceOrdersAThread(t *testing.T) {
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	must(t, q.AddKeyedLane("session", keyedsem.WithSequenceOrder()))
-	must(t, q.AddGlobalLane("global", 8))
+	must(t, addKeyed(q, "session", keyedsem.WithSequenceOrder()))
+	must(t, addGlobal(q, "global", 8))
 	chat := []string{"session", "global"}
 	first, err := acquireAll(q, context.Background(), "thread-1", chat, semaphore.Sequence(1))
 	must(t, err)
@@ -84,8 +84,8 @@ func TestWithSequenceOrdersAThread(t *testing.T) {
 func TestWithPriorityOnAPriorityLane(t *testing.T) {
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	must(t, q.AddKeyedLane("session", keyedsem.WithPriorities(time.Hour)))
-	must(t, q.AddGlobalLane("global", 8))
+	must(t, addKeyed(q, "session", keyedsem.WithPriorities(time.Hour)))
+	must(t, addGlobal(q, "global", 8))
 	chat := []string{"session", "global"}
 	first, err := acquireAll(q, context.Background(), "thread-1", chat)
 	must(t, err)
@@ -162,13 +162,13 @@ func TestWithPriorityOutOfRange(t *testing.T) {
 	must(t, err)
 	for _, p := range []int{semaphore.MaxPriority + 1, -semaphore.MaxPriority - 1} {
 		bad := semaphore.Priority(p)
-		if _, err := q.AcquireAll(context.Background(), "k", chat, bad); !errors.Is(err, lanequeue.ErrInvalidConfig) {
+		if _, err := q.AcquireAll(context.Background(), "k", chat, bad); !errors.Is(err, semaphore.ErrInvalidConfig) {
 			t.Errorf("AcquireAll(WithPriority(%d)) = %v; want ErrInvalidConfig", p, err)
 		}
 		if _, ok := q.TryAcquireAll("k", chat, bad); ok {
 			t.Errorf("TryAcquireAll(WithPriority(%d)) = true", p)
 		}
-		if err := q.Check(chat, bad); !errors.Is(err, lanequeue.ErrInvalidConfig) {
+		if err := q.Check(chat, bad); !errors.Is(err, semaphore.ErrInvalidConfig) {
 			t.Errorf("Check(WithPriority(%d)) = %v; want ErrInvalidConfig", p, err)
 		}
 	}
@@ -210,8 +210,8 @@ func TestAcquireAllWithTurnAllocatesNothingMore(t *testing.T) {
 	}
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	must(t, q.AddKeyedLane("session", keyedsem.WithSequenceOrder()))
-	must(t, q.AddGlobalLane("global", 4))
+	must(t, addKeyed(q, "session", keyedsem.WithSequenceOrder()))
+	must(t, addGlobal(q, "global", 4))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	lanes, err := q.Lanes("session", "global")
@@ -265,7 +265,7 @@ func TestPlaceOptionsSkipOtherPackagesLanes(t *testing.T) {
 	t.Cleanup(q.Close)
 	rec := &plainRecorder{s: semaphore.New(2)}
 	must(t, q.Add("recorded", rec))
-	must(t, q.AddKeyedLane("session"))
+	must(t, addKeyed(q, "session"))
 	names := []string{"session", "recorded"}
 	tk, err := acquireAll(q, context.Background(), "k", names, semaphore.Priority(2), semaphore.Sequence(5), semaphore.Group("tenant"))
 	must(t, err)

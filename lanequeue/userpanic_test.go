@@ -18,8 +18,8 @@ func splitTenant(k string) string { return strings.SplitN(k, "/", 2)[1] }
 // so Holders listed the call as waiting and Drain never ended.
 func TestTenantPanicGivesPermitsBack(t *testing.T) {
 	q := lanequeue.New[string]()
-	must(t, q.AddKeyedLane("session"))
-	must(t, q.AddFairLane("global", 1, splitTenant))
+	must(t, addKeyed(q, "session"))
+	must(t, addFair(q, "global", 1, splitTenant))
 	t.Cleanup(q.Close)
 	lanes := []string{"session", "global"}
 	a, err := acquireAll(q, context.Background(), "t1/a", lanes)
@@ -37,8 +37,8 @@ func TestTenantPanicGivesPermitsBack(t *testing.T) {
 // its turn when the tenant function panics.
 func TestTenantPanicInPlaceWaitGivesPermitsBack(t *testing.T) {
 	q := lanequeue.New[string]()
-	must(t, q.AddKeyedLane("session"))
-	must(t, q.AddFairLane("global", 1, splitTenant))
+	must(t, addKeyed(q, "session"))
+	must(t, addFair(q, "global", 1, splitTenant))
 	t.Cleanup(q.Close)
 	set, err := q.Lanes("session", "global")
 	must(t, err)
@@ -67,12 +67,12 @@ func TestFairShareWeightPanicGivesPermitsBack(t *testing.T) {
 		name string
 		add  func(q *lanequeue.Queue[string]) error
 	}{
-		{"AddFairLane", func(q *lanequeue.Queue[string]) error { return q.AddFairLane("global", 1, splitTenant, weight) }},
-		{"AddGlobalLane", func(q *lanequeue.Queue[string]) error { return q.AddGlobalLane("global", 1, weight) }},
+		{"AddFairLane", func(q *lanequeue.Queue[string]) error { return addFair(q, "global", 1, splitTenant, weight) }},
+		{"AddGlobalLane", func(q *lanequeue.Queue[string]) error { return addGlobal(q, "global", 1, weight) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			q := lanequeue.New[string]()
-			must(t, q.AddKeyedLane("session"))
+			must(t, addKeyed(q, "session"))
 			must(t, c.add(q))
 			t.Cleanup(q.Close)
 			lanes := []string{"session", "global"}

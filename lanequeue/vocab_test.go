@@ -25,9 +25,6 @@ import (
 // each package had its own ErrClosed.
 func TestOneClosedSentinelAcrossLayers(t *testing.T) {
 	ctx := context.Background()
-	if lanequeue.ErrClosed != semaphore.ErrClosed || semaphore.ErrClosed != semaphore.ErrClosed {
-		t.Fatal("lanequeue.ErrClosed and semaphore.ErrClosed must be semaphore.ErrClosed itself")
-	}
 
 	s := semaphore.New(1)
 	s.Close()
@@ -44,17 +41,17 @@ func TestOneClosedSentinelAcrossLayers(t *testing.T) {
 	// the lane and matches the one sentinel.
 	q := lanequeue.New[string]()
 	defer q.Close()
-	must(t, q.AddGlobalLane("g", 1))
-	must(t, q.AddKeyedLane("k"))
-	gs, err := q.GlobalSemaphore("g")
+	must(t, addGlobal(q, "g", 1))
+	must(t, addKeyed(q, "k"))
+	gs, err := lanequeue.GlobalSemaphore(q, "g")
 	must(t, err)
 	gs.Close()
-	kss, err := q.KeyedSemaphore("k")
+	kss, err := lanequeue.KeyedSemaphore(q, "k")
 	must(t, err)
 	kss.Close()
 	for _, name := range []string{"g", "k"} {
 		_, err := acquireAll(q, ctx, "key", []string{name})
-		if !errors.Is(err, semaphore.ErrClosed) || !errors.Is(err, lanequeue.ErrClosed) || !strings.Contains(err.Error(), `"`+name+`"`) {
+		if !errors.Is(err, semaphore.ErrClosed) || !errors.Is(err, semaphore.ErrClosed) || !strings.Contains(err.Error(), `"`+name+`"`) {
 			t.Errorf("lane %q closed on its own: %v; want semaphore.ErrClosed, naming the lane", name, err)
 		}
 	}
@@ -64,7 +61,7 @@ func TestOneClosedSentinelAcrossLayers(t *testing.T) {
 
 	// The queue closed.
 	q2 := lanequeue.New[string]()
-	must(t, q2.AddKeyedLane("k"))
+	must(t, addKeyed(q2, "k"))
 	ls, err := q2.Lanes("k")
 	must(t, err)
 	q2.Close()
@@ -78,9 +75,6 @@ func TestOneClosedSentinelAcrossLayers(t *testing.T) {
 // a queue. It failed while keyedsem had its own ErrQueueFull.
 func TestOneQueueFullSentinelAcrossLayers(t *testing.T) {
 	ctx := context.Background()
-	if lanequeue.ErrQueueFull != semaphore.ErrQueueFull || semaphore.ErrQueueFull != semaphore.ErrQueueFull {
-		t.Fatal("lanequeue.ErrQueueFull and semaphore.ErrQueueFull must be semaphore.ErrQueueFull itself")
-	}
 	// fill holds the one permit, puts one waiter in the queue, and then
 	// checks that the next caller is refused with semaphore.ErrQueueFull.
 	fill := func(t *testing.T, what string, acquire func(ctx context.Context) (func(), error), waiters func() int) {
@@ -124,8 +118,8 @@ func TestOneQueueFullSentinelAcrossLayers(t *testing.T) {
 
 	q := lanequeue.New[string]()
 	defer q.Close()
-	must(t, q.AddGlobalLane("g", 1, semaphore.WithMaxWaiters(1)))
-	must(t, q.AddKeyedLane("k", keyedsem.WithMaxWaitersPerKey(1)))
+	must(t, addGlobal(q, "g", 1, semaphore.WithMaxWaiters(1)))
+	must(t, addKeyed(q, "k", keyedsem.WithMaxWaitersPerKey(1)))
 	for _, name := range []string{"g", "k"} {
 		fill(t, "lanequeue lane "+name, func(ctx context.Context) (func(), error) {
 			tk, err := acquireAll(q, ctx, "key", []string{name})
@@ -144,8 +138,8 @@ func TestLaneStatsKeepTheSemaphoresCounters(t *testing.T) {
 	clk := clock.NewFake(time.Unix(0, 0))
 	q := lanequeue.New[string]()
 	defer q.Close()
-	must(t, q.AddGlobalLane("g", 1, semaphore.WithMaxWait(time.Second), semaphore.WithClock(clk)))
-	must(t, q.AddKeyedLane("k"))
+	must(t, addGlobal(q, "g", 1, semaphore.WithMaxWait(time.Second), semaphore.WithClock(clk)))
+	must(t, addKeyed(q, "k"))
 	ls := []string{"k", "g"}
 
 	held, err := acquireAll(q, ctx, "a", ls)
@@ -176,12 +170,12 @@ func TestLaneStatsKeepTheSemaphoresCounters(t *testing.T) {
 	if k.Acquired != 2 || k.Released != 2 {
 		t.Errorf("lane k: Acquired %d, Released %d; want 2, 2", k.Acquired, k.Released)
 	}
-	gs, err := q.GlobalSemaphore("g")
+	gs, err := lanequeue.GlobalSemaphore(q, "g")
 	must(t, err)
 	if got, want := g.Counters, gs.Stats().Counters; got != want {
 		t.Errorf("lane g's counters %+v; want its semaphore's %+v", got, want)
 	}
-	kss, err := q.KeyedSemaphore("k")
+	kss, err := lanequeue.KeyedSemaphore(q, "k")
 	must(t, err)
 	if got, want := k.Counters, kss.Stats().Counters; got != want {
 		t.Errorf("lane k's counters %+v; want its keyed semaphore's %+v", got, want)
@@ -195,8 +189,8 @@ func TestLaneStatsKeepTheSemaphoresCounters(t *testing.T) {
 func TestRateLaneCounters(t *testing.T) {
 	ctx := context.Background()
 	q := lanequeue.New[string]()
-	must(t, q.AddRateLane("fast", rate.Limit(1), 1))
-	must(t, q.AddRateLane("slow", rate.Limit(1e-9), 1))
+	must(t, addRate(q, "fast", rate.Limit(1), 1))
+	must(t, addRate(q, "slow", rate.Limit(1e-9), 1))
 	clk := clock.NewFake(time.Now())
 	lanequeue.SetRateClock(q, "fast", clk)
 
@@ -249,26 +243,26 @@ func TestBadSettingsAreErrors(t *testing.T) {
 	q := lanequeue.New[string]()
 	defer q.Close()
 	cases := map[string]func() error{
-		"per-key capacity 0":     func() error { return q.AddKeyedLane("k", keyedsem.WithPerKeyCapacity(0)) },
-		"negative idle timeout":  func() error { return q.AddKeyedLane("k", keyedsem.WithIdleTimeout(-1)) },
-		"negative waiters/key":   func() error { return q.AddKeyedLane("k", keyedsem.WithMaxWaitersPerKey(-1)) },
-		"capacity 0":             func() error { return q.AddGlobalLane("g", 0) },
-		"negative max waiters":   func() error { return q.AddGlobalLane("g", 1, semaphore.WithMaxWaiters(-1)) },
-		"negative max wait":      func() error { return q.AddGlobalLane("g", 1, semaphore.WithMaxWait(-time.Second)) },
-		"negative waiting total": func() error { return q.AddGlobalLane("g", 1, semaphore.WithMaxWaitingWeight(-1)) },
-		"rate 0":                 func() error { return q.AddRateLane("r", 0, 1) },
-		"burst 0":                func() error { return q.AddRateLane("r", 1, 0) },
-		"negative janitor":       func() error { return q.AddKeyedLane("k", keyedsem.WithJanitor(-1)) },
-		"max keys 0":             func() error { return q.AddKeyedLane("k", keyedsem.WithMaxKeys(0)) },
-		"per-key capacity above": func() error { return q.AddKeyedLane("k", keyedsem.WithPerKeyCapacity(keyedsem.MaxPerKeyCapacity+1)) },
-		"capacity above":         func() error { return q.AddGlobalLane("g", semaphore.MaxCapacity+1) },
-		"negative capacity":      func() error { return q.AddGlobalLane("g", -1) },
-		"rate NaN":               func() error { return q.AddRateLane("r", rate.Limit(math.NaN()), 1) },
-		"rate +Inf":              func() error { return q.AddRateLane("r", rate.Limit(math.Inf(1)), 1) },
+		"per-key capacity 0":     func() error { return addKeyed(q, "k", keyedsem.WithPerKeyCapacity(0)) },
+		"negative idle timeout":  func() error { return addKeyed(q, "k", keyedsem.WithIdleTimeout(-1)) },
+		"negative waiters/key":   func() error { return addKeyed(q, "k", keyedsem.WithMaxWaitersPerKey(-1)) },
+		"capacity 0":             func() error { return addGlobal(q, "g", 0) },
+		"negative max waiters":   func() error { return addGlobal(q, "g", 1, semaphore.WithMaxWaiters(-1)) },
+		"negative max wait":      func() error { return addGlobal(q, "g", 1, semaphore.WithMaxWait(-time.Second)) },
+		"negative waiting total": func() error { return addGlobal(q, "g", 1, semaphore.WithMaxWaitingWeight(-1)) },
+		"rate 0":                 func() error { return addRate(q, "r", 0, 1) },
+		"burst 0":                func() error { return addRate(q, "r", 1, 0) },
+		"negative janitor":       func() error { return addKeyed(q, "k", keyedsem.WithJanitor(-1)) },
+		"max keys 0":             func() error { return addKeyed(q, "k", keyedsem.WithMaxKeys(0)) },
+		"per-key capacity above": func() error { return addKeyed(q, "k", keyedsem.WithPerKeyCapacity(keyedsem.MaxPerKeyCapacity+1)) },
+		"capacity above":         func() error { return addGlobal(q, "g", semaphore.MaxCapacity+1) },
+		"negative capacity":      func() error { return addGlobal(q, "g", -1) },
+		"rate NaN":               func() error { return addRate(q, "r", rate.Limit(math.NaN()), 1) },
+		"rate +Inf":              func() error { return addRate(q, "r", rate.Limit(math.Inf(1)), 1) },
 		// A nil option (one chosen conditionally and left unset) is a
 		// setting out of range too, not a nil dereference.
-		"nil keyedsem option":  func() error { return q.AddKeyedLane("k", nil) },
-		"nil semaphore option": func() error { return q.AddGlobalLane("g", 1, nil) },
+		"nil keyedsem option":  func() error { return addKeyed(q, "k", nil) },
+		"nil semaphore option": func() error { return addGlobal(q, "g", 1, nil) },
 	}
 	for name, add := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -281,12 +275,12 @@ func TestBadSettingsAreErrors(t *testing.T) {
 				}()
 				err = add()
 			}()
-			if !errors.Is(err, lanequeue.ErrInvalidConfig) || !errors.Is(err, semaphore.ErrInvalidConfig) {
+			if !errors.Is(err, semaphore.ErrInvalidConfig) || !errors.Is(err, semaphore.ErrInvalidConfig) {
 				t.Errorf("error %v; want one matching ErrInvalidConfig", err)
 			}
 		})
 	}
-	if names := q.Names(); len(names) != 0 {
+	if names := lanequeue.Names(q); len(names) != 0 {
 		t.Errorf("lanes %v added by refused calls; want none", names)
 	}
 
@@ -311,20 +305,20 @@ func TestBadSettingsAreErrors(t *testing.T) {
 	}
 	panicsWith("semaphore.New", semaphore.Validate(1, semaphore.WithMaxWaiters(-1)), func() { semaphore.New(1, semaphore.WithMaxWaiters(-1)) })
 	panicsWith("keyedsem.New", keyedsem.Validate(keyedsem.WithMaxKeys(0)), func() { keyedsem.New[string](keyedsem.WithMaxKeys(0)) })
-	panicsWith("lanequeue.Default", keyedsem.Validate(keyedsem.WithMaxKeys(0)), func() { lanequeue.Default[string](lanequeue.DefaultGlobalCapacity, keyedsem.WithMaxKeys(0)) })
-	panicsWith("lanequeue.Default", lanequeue.ErrInvalidConfig, func() { lanequeue.Default[string](0) })
+	panicsWith("lanequeue.Default", keyedsem.Validate(keyedsem.WithMaxKeys(0)), func() { lanequeue.Default[string](16, keyedsem.WithMaxKeys(0)) })
+	panicsWith("lanequeue.Default", semaphore.ErrInvalidConfig, func() { lanequeue.Default[string](0) })
 }
 
 // TestTooManyKeysThroughAKeyedLane: a keyed lane under WithHardMaxKeys
-// refuses a new key with an error that matches lanequeue.ErrTooManyKeys,
+// refuses a new key with an error that matches keyedsem.ErrTooManyKeys,
 // the same value as keyedsem's, wrapped with the lane's name.
 func TestTooManyKeysThroughAKeyedLane(t *testing.T) {
-	if lanequeue.ErrTooManyKeys != keyedsem.ErrTooManyKeys {
-		t.Fatal("lanequeue.ErrTooManyKeys must be keyedsem.ErrTooManyKeys itself")
+	if keyedsem.ErrTooManyKeys != keyedsem.ErrTooManyKeys {
+		t.Fatal("keyedsem.ErrTooManyKeys must be keyedsem.ErrTooManyKeys itself")
 	}
 	q := lanequeue.New[string]()
 	defer q.Close()
-	must(t, q.AddKeyedLane("k", keyedsem.WithMaxKeys(1), keyedsem.WithHardMaxKeys()))
+	must(t, addKeyed(q, "k", keyedsem.WithMaxKeys(1), keyedsem.WithHardMaxKeys()))
 	ctx, cancel := context.WithTimeout(context.Background(), failsafe)
 	defer cancel()
 	tk, err := acquireAll(q, ctx, "a", []string{"k"})
@@ -334,7 +328,7 @@ func TestTooManyKeysThroughAKeyedLane(t *testing.T) {
 	if err == nil {
 		tb.Release()
 	}
-	if !errors.Is(err, lanequeue.ErrTooManyKeys) || !strings.Contains(err.Error(), `"k"`) {
-		t.Fatalf("a second key under a hard cap of 1 got %v; want lanequeue.ErrTooManyKeys naming lane \"k\"", err)
+	if !errors.Is(err, keyedsem.ErrTooManyKeys) || !strings.Contains(err.Error(), `"k"`) {
+		t.Fatalf("a second key under a hard cap of 1 got %v; want keyedsem.ErrTooManyKeys naming lane \"k\"", err)
 	}
 }

@@ -20,8 +20,8 @@ import (
 func watchQueue(t *testing.T) (*lanequeue.Queue[string], *clock.Fake) {
 	t.Helper()
 	q := lanequeue.New[string]()
-	must(t, q.AddKeyedLane("session"))
-	must(t, q.AddGlobalLane("global", 1, semaphore.WithMaxWaiters(2)))
+	must(t, addKeyed(q, "session"))
+	must(t, addGlobal(q, "global", 1, semaphore.WithMaxWaiters(2)))
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	lanequeue.SetClock(q, clk)
 	t.Cleanup(q.Close)
@@ -144,7 +144,7 @@ func TestWaitersLeaveOnFailure(t *testing.T) {
 	c := acquireAsync(ctx, q, "c", lanes)
 	testkit.Eventually(t, "two in the global line", func() bool { return laneStats(t, q, "global").Waiters == 2 })
 	_, err = acquireAll(q, ctx, "d", lanes) // the global line holds 2 at most
-	if !errors.Is(err, lanequeue.ErrQueueFull) {
+	if !errors.Is(err, semaphore.ErrQueueFull) {
 		t.Fatalf("a third waiter: %v, want ErrQueueFull", err)
 	}
 	cancel()
@@ -168,9 +168,9 @@ func TestWaitersLeaveOnFailure(t *testing.T) {
 func TestLaneStatsTimings(t *testing.T) {
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	must(t, q.AddKeyedLane("session", keyedsem.WithHistograms()))
-	must(t, q.AddGlobalLane("global", 2, semaphore.WithHistograms()))
-	must(t, q.AddGlobalLane("plain", 2))
+	must(t, addKeyed(q, "session", keyedsem.WithHistograms()))
+	must(t, addGlobal(q, "global", 2, semaphore.WithHistograms()))
+	must(t, addGlobal(q, "plain", 2))
 	tk, err := acquireAll(q, context.Background(), "a", []string{"session", "global", "plain"})
 	must(t, err)
 	tk.Release()
@@ -203,8 +203,8 @@ func TestLaneStatsTimings(t *testing.T) {
 func TestWaitersRace(t *testing.T) {
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	must(t, q.AddKeyedLane("session"))
-	must(t, q.AddGlobalLane("global", 2))
+	must(t, addKeyed(q, "session"))
+	must(t, addGlobal(q, "global", 2))
 	lanes := []string{"session", "global"}
 	var releasing, released atomic.Int64
 	for round := range raceRounds {

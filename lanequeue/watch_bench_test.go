@@ -30,8 +30,8 @@ func BenchmarkWatch(b *testing.B) {
 			if c.hist {
 				kopts, gopts = append(kopts, keyedsem.WithHistograms()), append(gopts, semaphore.WithHistograms())
 			}
-			must(b, q.AddKeyedLane("session", kopts...))
-			must(b, q.AddGlobalLane("global", 64, gopts...))
+			must(b, addKeyed(q, "session", kopts...))
+			must(b, addGlobal(q, "global", 64, gopts...))
 			if c.hooks {
 				q.SetHooks(lanequeue.LogHooks[string](slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour, time.Hour))
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/redislane"
 	"github.com/sessionlane/lanes/redislane/redistest"
@@ -27,7 +28,7 @@ func TestQueueMixesLocalSessionAndRedisGlobal(t *testing.T) {
 			redislane.WithLease(testLease), redislane.WithQuarantine(0))
 		require.NoError(t, err)
 		q := lanequeue.New[string]()
-		require.NoError(t, q.AddKeyedLane("session"))
+		require.NoError(t, q.Add("session", lanequeue.NewKeyedLane(keyedsem.New[string]())))
 		require.NoError(t, q.Add("global", redislane.AsLane[string](s)))
 		t.Cleanup(q.Close) // closes s too
 		queues = append(queues, q)

@@ -68,6 +68,7 @@ import (
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 func main() {
@@ -241,8 +242,8 @@ func simulate(ctx context.Context, cfg config, m mode, progress io.Writer) resul
 	defer q.Close()
 	for _, err := range []error{
 		q.Add("session", lanequeue.NewKeyedLane(ks)),
-		q.AddGlobalLane("global", cfg.Global),
-		q.AddGlobalLane("serial", 1),
+		q.Add("global", lanequeue.NewGlobalLane[threadKey](semaphore.New(cfg.Global))),
+		q.Add("serial", lanequeue.NewGlobalLane[threadKey](semaphore.New(1))),
 	} {
 		if err != nil {
 			panic(err) // fixed names and a capacity checked by run

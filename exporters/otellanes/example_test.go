@@ -20,7 +20,7 @@ import (
 // reader and an OTLP exporter in production; an in-memory reader here):
 // one message of thread "t1" is being handled.
 func Example() {
-	q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity)
+	q := lanequeue.Default[string](16)
 	defer q.Close()
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))

@@ -2,7 +2,7 @@
 // [lanequeue.Queue], say) as Prometheus metrics, through a
 // [prometheus.Collector] that reads the lanes at each scrape:
 //
-//	q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity)
+//	q := lanequeue.Default[string](16)
 //	prometheus.MustRegister(promlanes.New(q))
 //
 // Every series has the labels lane (the lane's name) and kind ("keyed",

@@ -12,14 +12,16 @@ import (
 	"github.com/sessionlane/lanes/adaptive"
 	"github.com/sessionlane/lanes/exporters"
 	"github.com/sessionlane/lanes/exporters/promlanes"
+	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // A gateway's queue on a Prometheus registry (serve it with promhttp):
 // here one message of thread "t1" is being handled, and the scrape shows
 // the permits in use per lane.
 func Example() {
-	q := lanequeue.Default[string](lanequeue.DefaultGlobalCapacity)
+	q := lanequeue.Default[string](16)
 	defer q.Close()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(promlanes.New(q))
@@ -60,8 +62,8 @@ func Example() {
 func ExampleNewLimits() {
 	q := lanequeue.New[string]()
 	defer q.Close()
-	_ = q.AddGlobalLane("model", 4)
-	sem, _ := q.GlobalSemaphore("model")
+	sem := semaphore.New(4)
+	_ = q.Add("model", lanequeue.NewGlobalLane[string](sem))
 	ctl, _ := adaptive.New(sem, 1, 64)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(promlanes.New(q), promlanes.NewLimits(exporters.Controllers(map[string]*adaptive.Controller{"model": ctl})))
@@ -104,8 +106,8 @@ func ExampleNewLimits() {
 func ExampleNew_fleet() {
 	q := lanequeue.New[string]()
 	defer q.Close()
-	_ = q.AddKeyedLane("session")
-	_ = q.AddGlobalLane("model", 48) // redislane.AsLane[string](fleet) in a real fleet
+	_ = q.Add("session", lanequeue.NewKeyedLane(keyedsem.New[string]()))
+	_ = q.Add("model", lanequeue.NewGlobalLane[string](semaphore.New(48))) // redislane.AsLane[string](fleet) in a real fleet
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(promlanes.New(exporters.Fleet(q, "model")))
 

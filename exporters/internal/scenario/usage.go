@@ -47,10 +47,10 @@ func UsageFleet(t testing.TB) (instances [3]Source, perInstance [3]map[string]Us
 	for i := range instances {
 		q := lanequeue.New[string]()
 		queues = append(queues, q)
-		must(t, q.AddKeyedLane("thread", keyedsem.WithPerKeyCapacity(2)))
-		must(t, q.AddGlobalLane("local", 48))
-		k, err := q.KeyedSemaphore("thread")
-		must(t, err)
+		k := keyedsem.New[string](keyedsem.WithPerKeyCapacity(2))
+		g := semaphore.New(48)
+		must(t, q.Add("thread", lanequeue.NewKeyedLane(k)))
+		must(t, q.Add("local", lanequeue.NewGlobalLane[string](g)))
 		keys := 160 + i
 		for j := range keys {
 			n := int64(1)
@@ -61,8 +61,6 @@ func UsageFleet(t testing.TB) (instances [3]Source, perInstance [3]map[string]Us
 			must(t, err)
 			permits = append(permits, p)
 		}
-		g, err := q.GlobalSemaphore("local")
-		must(t, err)
 		p, err := g.Acquire(ctx, int64(30+i))
 		must(t, err)
 		permits = append(permits, p)
