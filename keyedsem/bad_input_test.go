@@ -66,7 +66,7 @@ func TestMisuseAndBadOptionsPanic(t *testing.T) {
 	//lint:ignore SA1012 the nil context is the point
 	panicsWithPrefix("nil ctx", func() { s.Acquire(nil, "k") })
 	panicsWithPrefix("capacity 0", func() { keyedsem.New[int](keyedsem.WithPerKeyCapacity(0)) })
-	panicsWithPrefix("capacity too big", func() { keyedsem.New[int](keyedsem.WithPerKeyCapacity(keyedsem.MaxPerKeyCapacity + 1)) })
+	panicsWithPrefix("capacity too big", func() { keyedsem.New[int](keyedsem.WithPerKeyCapacity(1 << 28 /* above the largest, 2^28-1 */)) })
 	panicsWithPrefix("negative idle", func() { keyedsem.New[int](keyedsem.WithIdleTimeout(-1)) })
 	panicsWithPrefix("max keys 0", func() { keyedsem.New[int](keyedsem.WithMaxKeys(0)) })
 }

@@ -145,7 +145,7 @@ func requireWaiting(t *testing.T, c <-chan result) {
 	t.Helper()
 	select {
 	case r := <-c:
-		t.Fatalf("the waiter returned (%v, %v) while it should wait", r.p.Valid(), r.err)
+		t.Fatalf("the waiter returned (%v, %v) while it should wait", r.p.Weight() != 0, r.err)
 	default:
 	}
 }

@@ -45,7 +45,7 @@ const (
 	refMask   = (1<<31 - 1) << refShift
 	kWoken    = 1 << 60
 	kStrict   = 1 << 59
-	availMask = MaxPerKeyCapacity // 1<<refShift - 1
+	availMask = maxPerKeyCapacity // 1<<refShift - 1
 	stampMask = 1<<62 - 1
 )
 

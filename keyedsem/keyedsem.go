@@ -34,9 +34,9 @@ var (
 	ErrNaNKey = errors.New("keyedsem: key is not equal to itself (it holds a NaN)")
 )
 
-// MaxPerKeyCapacity, 2^28-1, is the largest per-key capacity: a key's count
+// maxPerKeyCapacity, 2^28-1, is the largest per-key capacity: a key's count
 // shares a 64-bit word with its references and flags.
-const MaxPerKeyCapacity = 1<<28 - 1
+const maxPerKeyCapacity = 1<<28 - 1
 
 // Keyed is a semaphore per key, made by [New]; see the package doc.
 type Keyed[K comparable] struct {
@@ -134,7 +134,7 @@ type config struct {
 type Option func(*config)
 
 // WithPerKeyCapacity sets every key's capacity, in [1,
-// [MaxPerKeyCapacity]]; the default, 1, runs a key's callers one at a time.
+// 2^28-1]; the default, 1, runs a key's callers one at a time.
 func WithPerKeyCapacity(n int64) Option { return func(c *config) { c.capacity = n } }
 
 // WithIdleTimeout(d) keeps an idle entry for d (default 1h), so that the
@@ -190,8 +190,8 @@ func configure(opts []Option) (config, error) {
 		o(&c)
 	}
 	switch {
-	case c.capacity < 1 || c.capacity > MaxPerKeyCapacity:
-		return c, fmt.Errorf("keyedsem: WithPerKeyCapacity(%d): out of range [1, %d]: %w", c.capacity, MaxPerKeyCapacity, semaphore.ErrInvalidConfig)
+	case c.capacity < 1 || c.capacity > maxPerKeyCapacity:
+		return c, fmt.Errorf("keyedsem: WithPerKeyCapacity(%d): out of range [1, %d]: %w", c.capacity, maxPerKeyCapacity, semaphore.ErrInvalidConfig)
 	case c.idle < 0:
 		return c, fmt.Errorf("keyedsem: WithIdleTimeout(%v): must not be negative: %w", c.idle, semaphore.ErrInvalidConfig)
 	case c.maxKeys < 1:
@@ -453,10 +453,4 @@ func (s *Keyed[K]) Close() {
 func (s *Keyed[K]) Len() int {
 	s.mustBeMade()
 	return int(s.alive.Load())
-}
-
-// PerKeyCapacity returns the capacity of every key.
-func (s *Keyed[K]) PerKeyCapacity() int64 {
-	s.mustBeMade()
-	return s.capacity
 }

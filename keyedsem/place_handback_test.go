@@ -30,8 +30,8 @@ func TestPlaceGrantedAtJoinHandBackCounts(t *testing.T) {
 			pl := plJoin(t, s, "a", 1)
 			behind := plJoin(t, s, "a", 1)
 			plCheck(t, s, "a place granted at Join and one behind it", 1, 1)
-			if p, err := pl.Wait(ended); err != context.Canceled || p.Valid() {
-				t.Fatalf("Wait with an ended context of a place granted at Join: valid %v, %v; want context.Canceled", p.Valid(), err)
+			if p, err := pl.Wait(ended); err != context.Canceled || p.Weight() != 0 {
+				t.Fatalf("Wait with an ended context of a place granted at Join: valid %v, %v; want context.Canceled", p.Weight() != 0, err)
 			}
 			plCheck(t, s, "after the hand-back", 1, 0) // behind was served
 			if st := s.Stats(); st.Acquired != 1 || st.Released != 0 || st.Cancelled != 1 || st.Waited != 0 {

@@ -81,8 +81,8 @@ func TestPlaceOwnership(t *testing.T) {
 
 			p := plWait(t, pl, "first Wait")
 			for i, again := range []keyedsem.Place[string]{pl, cp} {
-				if p2, err := again.Wait(bg); !errors.Is(err, semaphore.ErrPlaceUsed) || p2.Valid() {
-					t.Fatalf("Wait %d after Wait: %v, valid permit %v; want ErrPlaceUsed and none", i+2, err, p2.Valid())
+				if p2, err := again.Wait(bg); !errors.Is(err, semaphore.ErrPlaceUsed) || p2.Weight() != 0 {
+					t.Fatalf("Wait %d after Wait: %v, valid permit %v; want ErrPlaceUsed and none", i+2, err, p2.Weight() != 0)
 				}
 			}
 			cp.Leave() // after Wait: nothing
@@ -97,7 +97,7 @@ func TestPlaceOwnership(t *testing.T) {
 			pl = plJoin(t, s, "a", 1)
 			pl.Leave()
 			pl.Leave() // idempotent
-			if p2, err := pl.Wait(bg); !errors.Is(err, semaphore.ErrPlaceUsed) || p2.Valid() {
+			if p2, err := pl.Wait(bg); !errors.Is(err, semaphore.ErrPlaceUsed) || p2.Weight() != 0 {
 				t.Fatalf("Wait after Leave: %v; want ErrPlaceUsed", err)
 			}
 			if !errors.Is(semaphore.ErrPlaceUsed, semaphore.ErrPlaceUsed) {
@@ -212,8 +212,8 @@ func TestPlaceEndedBeforeGrantWins(t *testing.T) {
 		ctx, cancel := context.WithCancel(bg)
 		cancel()
 		holder.Release() // grants first, after its context ended
-		if p, err := first.Wait(ctx); err != context.Canceled || p.Valid() {
-			t.Fatalf("round %d: Wait with a context ended before the grant: %v, permit %v; want context.Canceled and none", round, err, p.Valid())
+		if p, err := first.Wait(ctx); err != context.Canceled || p.Weight() != 0 {
+			t.Fatalf("round %d: Wait with a context ended before the grant: %v, permit %v; want context.Canceled and none", round, err, p.Weight() != 0)
 		}
 		plWait(t, second, "second, after first handed back").Release()
 	}

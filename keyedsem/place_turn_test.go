@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/semaphore"
@@ -130,8 +131,8 @@ func TestJoinTurnRefusals(t *testing.T) {
 		{"FIFO", fifo, []semaphore.AcquireOption{semaphore.Group("g")}},
 		{"priorities", prio, []semaphore.AcquireOption{semaphore.Sequence(1)}},
 		{"priorities", prio, []semaphore.AcquireOption{semaphore.Group("g")}},
-		{"priorities", prio, []semaphore.AcquireOption{semaphore.Priority(semaphore.MaxPriority + 1)}},
-		{"priorities", prio, []semaphore.AcquireOption{semaphore.Priority(-semaphore.MaxPriority - 1)}},
+		{"priorities", prio, []semaphore.AcquireOption{semaphore.Priority(call.MaxPriority + 1)}},
+		{"priorities", prio, []semaphore.AcquireOption{semaphore.Priority(-call.MaxPriority - 1)}},
 		{"sequence", seq, []semaphore.AcquireOption{semaphore.Priority(1)}},
 		{"sequence", seq, []semaphore.AcquireOption{semaphore.Group("g")}},
 	} {

@@ -29,5 +29,5 @@ func TestStatsAddUp(t *testing.T) {
 	r.p.Release()
 	st = s.Stats()
 	assert.Equal(t, keyedsem.Stats{Keys: 2, Capacity: 3, Counters: semaphore.Counters{Acquired: 4, Released: 4, Waited: 1}, Created: 2}, st)
-	assert.Equal(t, int64(3), s.PerKeyCapacity())
+	assert.Equal(t, int64(3), s.Stats().Capacity)
 }

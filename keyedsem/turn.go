@@ -70,7 +70,7 @@ var (
 	errNoSequence   = fmt.Errorf("keyedsem: Sequence set without WithSequenceOrder: %w", semaphore.ErrInvalidConfig)
 	errNoGroup      = fmt.Errorf("keyedsem: Group set: a keyed semaphore has no fair share (WithFairShare is package semaphore's): %w", semaphore.ErrInvalidConfig)
 	errLaneWeight   = fmt.Errorf("keyedsem: a lane's weight (lanequeue.LaneWeight): a keyed semaphore takes semaphore.Weight: %w", semaphore.ErrInvalidConfig)
-	errPriority     = fmt.Errorf("keyedsem: Priority out of [-semaphore.MaxPriority, semaphore.MaxPriority]: %w", semaphore.ErrInvalidConfig)
+	errPriority     = fmt.Errorf("keyedsem: Priority out of [-1000000, 1000000]: %w", semaphore.ErrInvalidConfig)
 )
 
 // callOf reads a call's options: its weight (1 unless [semaphore.Weight]

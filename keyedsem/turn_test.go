@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
@@ -231,8 +232,8 @@ func TestTurnRefusedWithoutItsOption(t *testing.T) {
 		{"priority on sequence", []keyedsem.Option{keyedsem.WithSequenceOrder()}, []semaphore.AcquireOption{semaphore.Priority(-1)}, "WithPriorities"},
 		{"sequence on priorities", []keyedsem.Option{keyedsem.WithPriorities(time.Second)}, []semaphore.AcquireOption{semaphore.Sequence(7)}, "WithSequenceOrder"},
 		{"group on priorities", []keyedsem.Option{keyedsem.WithPriorities(time.Second)}, []semaphore.AcquireOption{semaphore.Group("g")}, "fair share"},
-		{"priority above the bound", []keyedsem.Option{keyedsem.WithPriorities(time.Second)}, []semaphore.AcquireOption{semaphore.Priority(semaphore.MaxPriority + 1)}, "MaxPriority"},
-		{"priority below the bound", []keyedsem.Option{keyedsem.WithPriorities(time.Second)}, []semaphore.AcquireOption{semaphore.Priority(-semaphore.MaxPriority - 1)}, "MaxPriority"},
+		{"priority above the bound", []keyedsem.Option{keyedsem.WithPriorities(time.Second)}, []semaphore.AcquireOption{semaphore.Priority(call.MaxPriority + 1)}, "1000000"},
+		{"priority below the bound", []keyedsem.Option{keyedsem.WithPriorities(time.Second)}, []semaphore.AcquireOption{semaphore.Priority(-call.MaxPriority - 1)}, "1000000"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := keyedsem.New[string](c.opts...)
@@ -240,7 +241,7 @@ func TestTurnRefusedWithoutItsOption(t *testing.T) {
 			p, err := s.Acquire(bg, "k", c.turn...)
 			require.ErrorIs(t, err, semaphore.ErrInvalidConfig)
 			assert.Contains(t, err.Error(), c.want)
-			assert.False(t, p.Valid())
+			assert.False(t, p.Weight() != 0)
 			st := s.Stats()
 			assert.Equal(t, 0, st.Keys, "an entry was made")
 			assert.Equal(t, int64(0), st.Held)
@@ -254,7 +255,7 @@ func TestTurnRefusedWithoutItsOption(t *testing.T) {
 	}
 	s := keyedsem.New[string](keyedsem.WithPriorities(time.Second))
 	defer s.Close()
-	for _, p := range []int{semaphore.MaxPriority, -semaphore.MaxPriority} {
+	for _, p := range []int{call.MaxPriority, -call.MaxPriority} {
 		pm, err := s.Acquire(bg, "k", semaphore.Priority(p))
 		require.NoError(t, err, "priority %d is within the bound", p)
 		pm.Release()
@@ -285,9 +286,9 @@ func TestOrderOptionsRefused(t *testing.T) {
 func TestLargestStepStillOrders(t *testing.T) {
 	s, _ := newOrdered(t, keyedsem.WithPriorities(time.Duration(math.MaxInt64)))
 	l := newLine(t, s, "k")
-	l.queue("lowest", []semaphore.AcquireOption{semaphore.Priority(-semaphore.MaxPriority)})
+	l.queue("lowest", []semaphore.AcquireOption{semaphore.Priority(-call.MaxPriority)})
 	l.queue("zero", []semaphore.AcquireOption{})
-	l.queue("highest", []semaphore.AcquireOption{semaphore.Priority(semaphore.MaxPriority)})
+	l.queue("highest", []semaphore.AcquireOption{semaphore.Priority(call.MaxPriority)})
 	assert.Equal(t, []string{"highest", "zero", "lowest"}, l.order())
 }
 
@@ -330,8 +331,8 @@ func TestOrderedCancelRace(t *testing.T) {
 					go func() {
 						defer wg.Done()
 						p, err := s.Acquire(ctx, "k", append(tn, semaphore.Weight(w))...)
-						if (err == nil) != p.Valid() || (err != nil && !errors.Is(err, context.Canceled)) {
-							t.Errorf("round %d: AcquireTurn = %v (valid %v)", round, err, p.Valid())
+						if (err == nil) != (p.Weight() != 0) || (err != nil && !errors.Is(err, context.Canceled)) {
+							t.Errorf("round %d: AcquireTurn = %v (valid %v)", round, err, p.Weight() != 0)
 						}
 						if err == nil {
 							p.Release()
@@ -366,7 +367,7 @@ func TestOptionsRefusalsAndCounts(t *testing.T) {
 	before := s.Stats()
 	p, err := s.Acquire(bg, "k", lanequeue.LaneWeight("session", 3))
 	require.ErrorIs(t, err, semaphore.ErrInvalidConfig)
-	require.False(t, p.Valid())
+	require.False(t, p.Weight() != 0)
 	if _, ok := s.TryAcquire("k", lanequeue.LaneWeight("session", 3)); ok {
 		t.Fatal("TryAcquire took a lane's weight")
 	}

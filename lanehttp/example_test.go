@@ -22,7 +22,7 @@ import (
 // Retry-After.
 func ExampleHandler() {
 	q := lanequeue.Default[string](16, keyedsem.WithMaxWaitersPerKey(1))
-	chat, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
+	chat, err := q.Lanes("session", "global")
 	if err != nil {
 		panic(err)
 	}

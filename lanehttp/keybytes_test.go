@@ -55,7 +55,7 @@ func TestMaxKeyBytes(t *testing.T) {
 	}
 	q := lanequeue.Default[tenantSession](4)
 	t.Cleanup(q.Close)
-	set, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
+	set, err := q.Lanes("session", "global")
 	must(t, err)
 	var (
 		rejected error
@@ -146,7 +146,7 @@ func TestKeyCutFromALongHeaderKeepsNoneOfIt(t *testing.T) {
 	t.Parallel()
 	q := lanequeue.Default[string](1)
 	t.Cleanup(q.Close)
-	set, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
+	set, err := q.Lanes("session", "global")
 	must(t, err)
 	header := "thread-7." + strings.Repeat("x", 1<<20)
 	start := uintptr(unsafe.Pointer(unsafe.StringData(header)))
@@ -158,7 +158,7 @@ func TestKeyCutFromALongHeaderKeepsNoneOfIt(t *testing.T) {
 			return k, nil
 		}}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for _, h := range q.Holders() {
-			if h.Lane == lanequeue.SessionLane {
+			if h.Lane == "session" {
 				listed = append(listed, h.Key)
 			}
 		}

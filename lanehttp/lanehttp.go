@@ -7,7 +7,7 @@
 // Besides the module's own packages it uses the standard library only.
 //
 //	q := lanequeue.Default[string](16)
-//	chat, _ := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
+//	chat, _ := q.Lanes("session", "global")
 //	h := lanehttp.Handler(lanehttp.Config[string]{
 //		Queue: q, Lanes: chat,
 //		Key: func(r *http.Request) (string, error) {

@@ -51,9 +51,9 @@ func panicQueue(t *testing.T, obs lanequeue.Observer) (*lanequeue.Queue[string],
 	q := lanequeue.Default[string](1)
 	t.Cleanup(q.Close)
 	if obs != nil {
-		must(t, q.ObserveLane(lanequeue.GlobalLane, obs))
+		must(t, q.ObserveLane("global", obs))
 	}
-	set, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
+	set, err := q.Lanes("session", "global")
 	must(t, err)
 	return q, set
 }
@@ -103,13 +103,13 @@ func TestUserFunctionPanicsHoldNothing(t *testing.T) {
 		ctx := testkit.NewExpiring()
 		got := testkit.Go(func() any { return panicking(h, request(ctx, "k")) })
 		testkit.Eventually(t, "the request waits on the global lane", func() bool {
-			return stats(t, q, lanequeue.GlobalLane).Waiters == 1
+			return stats(t, q, "global").Waiters == 1
 		})
 		ctx.Expire()
 		if v := testkit.Recv(t, got, "the refused request"); v != errBoom {
 			t.Fatalf("the refused request panicked with %v; want Reject's panic to go on", v)
 		}
-		if st := stats(t, q, lanequeue.SessionLane); st.Acquired != 2 || st.Held != 1 {
+		if st := stats(t, q, "session"); st.Acquired != 2 || st.Held != 1 {
 			t.Fatalf("session lane: %d acquired, %d held; want the refused request's grant given back", st.Acquired, st.Held)
 		}
 		busy.Release()
@@ -129,8 +129,8 @@ func TestUserFunctionPanicsHoldNothing(t *testing.T) {
 		q := lanequeue.New[string]()
 		t.Cleanup(q.Close)
 		sem := semaphore.New(1)
-		must(t, q.Add(lanequeue.SessionLane, lanequeue.NewKeyedLane(keyedsem.New[string]())))
-		must(t, q.Add(lanequeue.GlobalLane, lanequeue.NewGlobalLane[string](sem)))
+		must(t, q.Add("session", lanequeue.NewKeyedLane(keyedsem.New[string]())))
+		must(t, q.Add("global", lanequeue.NewGlobalLane[string](sem)))
 		panics := true
 		ctl, err := adaptive.New(sem, 1, 1, adaptive.WithClassifier(func(error) adaptive.Outcome {
 			if panics {
@@ -140,8 +140,8 @@ func TestUserFunctionPanicsHoldNothing(t *testing.T) {
 			return adaptive.Success
 		}))
 		must(t, err)
-		must(t, q.ObserveLane(lanequeue.GlobalLane, ctl))
-		set, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
+		must(t, q.ObserveLane("global", ctl))
+		set, err := q.Lanes("session", "global")
 		must(t, err)
 		h := lanehttp.Handler(lanehttp.Config[string]{Queue: q, Lanes: set, Key: keyOK}, reply)
 		panicsAndHoldsNothing(t, q, h, h)

@@ -20,15 +20,15 @@ func TestShrunkGlobalLaneIs503(t *testing.T) {
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
 	s := semaphore.New(4)
-	must(t, q.Add(lanequeue.SessionLane, lanequeue.NewKeyedLane(keyedsem.New[string]())))
-	must(t, q.Add(lanequeue.GlobalLane, lanequeue.NewGlobalLane[string](s)))
-	set, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
+	must(t, q.Add("session", lanequeue.NewKeyedLane(keyedsem.New[string]())))
+	must(t, q.Add("global", lanequeue.NewGlobalLane[string](s)))
+	set, err := q.Lanes("session", "global")
 	must(t, err)
 	h := lanehttp.Handler(lanehttp.Config[string]{
 		Queue: q, Lanes: set,
 		Key: func(r *http.Request) (string, error) { return r.Header.Get("X-Key"), nil },
 		Options: func(*http.Request) ([]semaphore.AcquireOption, error) {
-			return []semaphore.AcquireOption{lanequeue.LaneWeight(lanequeue.GlobalLane, 3)}, nil
+			return []semaphore.AcquireOption{lanequeue.LaneWeight("global", 3)}, nil
 		},
 	}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	s.SetCapacity(2) // what adaptive.Controller does on overload

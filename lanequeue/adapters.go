@@ -71,16 +71,17 @@ func NewKeyedLane[K comparable](s *keyedsem.Keyed[K]) Lane[K] {
 	if s == nil {
 		panic("lanequeue: nil keyed semaphore")
 	}
-	return &keyedLane[K]{s: s}
+	return &keyedLane[K]{s: s, capacity: s.Stats().Capacity}
 }
 
 // keyedLane adapts a keyedsem.Keyed.
 type keyedLane[K comparable] struct {
-	s *keyedsem.Keyed[K]
+	s        *keyedsem.Keyed[K]
+	capacity int64 // per key: set by keyedsem.New, never changed
 }
 
 func (l *keyedLane[K]) Kind() Kind       { return Keyed }
-func (l *keyedLane[K]) MaxWeight() int64 { return l.s.PerKeyCapacity() }
+func (l *keyedLane[K]) MaxWeight() int64 { return l.capacity }
 
 func (l *keyedLane[K]) Acquire(ctx context.Context, key K, n int64) (semaphore.Permit, error) {
 	return keyedAcquire(ctx, l.s, key, n)

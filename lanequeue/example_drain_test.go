@@ -18,7 +18,7 @@ import (
 // fails whatever still waits).
 func Example_drainOnShutdown() {
 	q := lanequeue.Default[string](4)
-	chat, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
+	chat, err := q.Lanes("session", "global")
 	if err != nil {
 		panic(err)
 	}

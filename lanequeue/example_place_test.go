@@ -25,7 +25,7 @@ import (
 func Example_webhook() {
 	q := lanequeue.Default[string](16) // "session" (per thread) + "global" (16)
 	defer q.Close()
-	chat, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
+	chat, err := q.Lanes("session", "global")
 	if err != nil {
 		panic(err)
 	}

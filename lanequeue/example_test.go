@@ -31,7 +31,7 @@ func Example_gateway() {
 	q := lanequeue.Default[string](16) // "session" (per thread) + "global" (16)
 	defer q.Close()
 	// The lanes a message takes, resolved once and shared by every reader.
-	chat, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
+	chat, err := q.Lanes("session", "global")
 	if err != nil {
 		panic(err)
 	}

@@ -18,7 +18,7 @@ type Place[K comparable] struct {
 	key  K
 	used atomic.Bool
 	// The options' Turn, for the lanes Wait takes, in fields of their
-	// own: the priority (within ±semaphore.MaxPriority) fits beside used,
+	// own: the priority (within ±call.MaxPriority) fits beside used,
 	// so that the Place stays in the allocation size class it has without
 	// a Turn.
 	prio  int32

@@ -13,7 +13,7 @@ import (
 func BenchmarkPlace(b *testing.B) {
 	q := lanequeue.Default[string](16)
 	defer q.Close()
-	chat, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
+	chat, err := q.Lanes("session", "global")
 	if err != nil {
 		b.Fatal(err)
 	}

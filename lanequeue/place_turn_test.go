@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanequeue"
@@ -140,7 +141,7 @@ func TestPlaceTurnOwnership(t *testing.T) {
 	if _, err := one.Wait(context.Background()); !errors.Is(err, semaphore.ErrPlaceUsed) {
 		t.Fatalf("Wait after Leave: %v; want ErrPlaceUsed", err)
 	}
-	for _, p := range []int{semaphore.MaxPriority + 1, -semaphore.MaxPriority - 1} {
+	for _, p := range []int{call.MaxPriority + 1, -call.MaxPriority - 1} {
 		if _, err := q.Join("thread", chat, semaphore.Priority(p)); !errors.Is(err, semaphore.ErrInvalidConfig) {
 			t.Fatalf("Join(WithPriority(%d)): %v; want ErrInvalidConfig", p, err)
 		}

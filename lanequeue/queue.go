@@ -35,12 +35,6 @@ var (
 	errNoLanes         = fmt.Errorf("lanequeue: no lanes named: %w", semaphore.ErrInvalidConfig)
 )
 
-// Names of the lanes of [Default].
-const (
-	SessionLane = "session"
-	GlobalLane  = "global"
-)
-
 // Queue is a set of named lanes, made by [New] or [Default]; see the
 // package doc. Lanes may be added at any time, to the sets prepared after.
 type Queue[K comparable] struct {
@@ -188,7 +182,7 @@ func (e *laneEntry[K]) tryAcquire(key K, n int64) (semaphore.Permit, bool) {
 func fixedMaxOf[K comparable](l Lane[K]) int64 {
 	switch l := l.(type) {
 	case *keyedLane[K]:
-		return l.s.PerKeyCapacity() // set by keyedsem.New, never changed
+		return l.capacity
 	case *rateLane[K]:
 		return l.burst.Load()
 	}
@@ -203,16 +197,16 @@ func New[K comparable]() *Queue[K] {
 	return q
 }
 
-// Default returns a queue with [SessionLane], a keyed lane made with
-// keyedOpts, and [GlobalLane], of globalCapacity (16 is a capacity that
+// Default returns a queue with two lanes: "session", a keyed lane made
+// with keyedOpts, and "global", of globalCapacity (16 is a capacity that
 // most hosted model APIs accept from one process); it panics for bad
 // settings, as semaphore.New and keyedsem.New do.
 func Default[K comparable](globalCapacity int64, keyedOpts ...keyedsem.Option) *Queue[K] {
 	q := New[K]()
-	if err := q.Add(GlobalLane, NewGlobalLane[K](semaphore.New(globalCapacity))); err != nil {
+	if err := q.Add("global", NewGlobalLane[K](semaphore.New(globalCapacity))); err != nil {
 		panic(err)
 	}
-	if err := q.Add(SessionLane, NewKeyedLane(keyedsem.New[K](keyedOpts...))); err != nil {
+	if err := q.Add("session", NewKeyedLane(keyedsem.New[K](keyedOpts...))); err != nil {
 		panic(err)
 	}
 	return q

@@ -151,8 +151,8 @@ func TestDefaultQueue(t *testing.T) {
 	q := lanequeue.Default[string](16)
 	defer q.Close()
 	st := q.Stats()
-	if len(st) != 2 || st[0].Name != lanequeue.SessionLane || st[0].Kind != lanequeue.Keyed || st[0].Capacity != 1 ||
-		st[1].Name != lanequeue.GlobalLane || st[1].Kind != lanequeue.Global || st[1].Capacity != 16 {
+	if len(st) != 2 || st[0].Name != "session" || st[0].Kind != lanequeue.Keyed || st[0].Capacity != 1 ||
+		st[1].Name != "global" || st[1].Kind != lanequeue.Global || st[1].Capacity != 16 {
 		t.Fatalf("Default().Stats() = %+v", st)
 	}
 }

@@ -23,13 +23,13 @@ func TestGlobalSemaphoreResize(t *testing.T) {
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
 	s := semaphore.New(16)
-	must(t, q.Add(lanequeue.SessionLane, lanequeue.NewKeyedLane(keyedsem.New[string]())))
-	must(t, q.Add(lanequeue.GlobalLane, lanequeue.NewGlobalLane[string](s)))
+	must(t, q.Add("session", lanequeue.NewKeyedLane(keyedsem.New[string]())))
+	must(t, q.Add("global", lanequeue.NewGlobalLane[string](s)))
 	// A set prepared while the capacity is fixed still sees every new
 	// capacity.
-	lanes, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
+	lanes, err := q.Lanes("session", "global")
 	must(t, err)
-	big := lanequeue.LaneWeight(lanequeue.GlobalLane, 16+4)
+	big := lanequeue.LaneWeight("global", 16+4)
 	if err := q.Check(lanes, big); !errors.Is(err, semaphore.ErrTooHeavy) {
 		t.Fatalf("Check of weight %d on capacity %d = %v; want ErrTooHeavy", 16+4, 16, err)
 	}
@@ -41,7 +41,7 @@ func TestGlobalSemaphoreResize(t *testing.T) {
 	if !ok {
 		t.Fatal("TryAcquireAll of the whole grown capacity = false")
 	}
-	if st := laneStats(t, q, lanequeue.GlobalLane); st.Capacity != 16+4 || st.Held != 16+4 {
+	if st := laneStats(t, q, "global"); st.Capacity != 16+4 || st.Held != 16+4 {
 		t.Fatalf("global lane: capacity %d, held %d; want %d and %d", st.Capacity, st.Held, 16+4, 16+4)
 	}
 	tk.Release()
@@ -50,13 +50,13 @@ func TestGlobalSemaphoreResize(t *testing.T) {
 	if err := q.Check(lanes, semaphore.Weight(2)); !errors.Is(err, semaphore.ErrTooHeavy) {
 		t.Fatalf("Check of weight 2 after shrinking the lane to 1 = %v; want ErrTooHeavy", err)
 	}
-	if _, err := q.AcquireAll(context.Background(), "a", lanes, lanequeue.LaneWeight(lanequeue.GlobalLane, 2)); !errors.Is(err, semaphore.ErrTooHeavy) {
+	if _, err := q.AcquireAll(context.Background(), "a", lanes, lanequeue.LaneWeight("global", 2)); !errors.Is(err, semaphore.ErrTooHeavy) {
 		t.Fatalf("AcquireAll of weight 2 on capacity 1 = %v; want ErrTooHeavy", err)
 	}
 	holder, err := q.AcquireAll(context.Background(), "a", lanes)
 	must(t, err)
 	ch := acquireAsync(context.Background(), q, "b", lanes.Names())
-	waitFor(t, "the second caller to wait on the shrunk lane", func() bool { return laneStats(t, q, lanequeue.GlobalLane).Waiters == 1 })
+	waitFor(t, "the second caller to wait on the shrunk lane", func() bool { return laneStats(t, q, "global").Waiters == 1 })
 	s.SetCapacity(2) // room for the waiter
 	r := receive(t, ch)
 	must(t, r.err)
@@ -73,23 +73,23 @@ func TestKeyedSemaphoreSweep(t *testing.T) {
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
 	ks := keyedsem.New[string](keyedsem.WithIdleTimeout(time.Minute), keyedsem.WithClock(fake))
-	must(t, q.Add(lanequeue.SessionLane, lanequeue.NewKeyedLane(ks)))
-	must(t, addGlobal(q, lanequeue.GlobalLane, 16))
+	must(t, q.Add("session", lanequeue.NewKeyedLane(ks)))
+	must(t, addGlobal(q, "global", 16))
 	for _, key := range []string{"a", "b", "c"} {
-		tk, err := acquireAll(q, context.Background(), key, []string{lanequeue.SessionLane, lanequeue.GlobalLane})
+		tk, err := acquireAll(q, context.Background(), key, []string{"session", "global"})
 		must(t, err)
 		tk.Release()
 	}
-	if st := laneStats(t, q, lanequeue.SessionLane); st.Keys != 3 {
+	if st := laneStats(t, q, "session"); st.Keys != 3 {
 		t.Fatalf("session lane has %d keys; want 3", st.Keys)
 	}
 	fake.Advance(2 * time.Minute)
 	n := ks.Sweep()
-	if st := laneStats(t, q, lanequeue.SessionLane); st.Keys != 0 || ks.Len() != 0 {
+	if st := laneStats(t, q, "session"); st.Keys != 0 || ks.Len() != 0 {
 		t.Fatalf("after Sweep (evicted %d) the session lane has %d keys (Len %d); want 0", n, st.Keys, ks.Len())
 	}
 	// The lane still works after the sweep.
-	tk, err := acquireAll(q, context.Background(), "a", []string{lanequeue.SessionLane})
+	tk, err := acquireAll(q, context.Background(), "a", []string{"session"})
 	must(t, err)
 	tk.Release()
 }
@@ -109,7 +109,7 @@ func TestSessionLaneKeysExpireWithoutSweep(t *testing.T) {
 	newQueue := func(fake *clock.Fake, opts ...keyedsem.Option) (*lanequeue.Queue[string], func(string)) {
 		q := lanequeue.Default[string](16,
 			append([]keyedsem.Option{keyedsem.WithIdleTimeout(time.Minute), keyedsem.WithClock(fake)}, opts...)...)
-		lanes, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
+		lanes, err := q.Lanes("session", "global")
 		must(t, err)
 		return q, func(key string) {
 			t.Helper()
@@ -127,7 +127,7 @@ func TestSessionLaneKeysExpireWithoutSweep(t *testing.T) {
 	}
 	fake.Advance(time.Minute)
 	use("d") // a new key, after a, b and c have been idle for the timeout
-	if st := laneStats(t, q, lanequeue.SessionLane); st.Keys != 1 {
+	if st := laneStats(t, q, "session"); st.Keys != 1 {
 		t.Fatalf("session lane has %d keys after the timeout; want 1 (d)", st.Keys)
 	}
 
@@ -138,7 +138,7 @@ func TestSessionLaneKeysExpireWithoutSweep(t *testing.T) {
 	use("d")
 	fake.Advance(2 * time.Minute) // past the timeout and its slack of an eighth
 	waitFor(t, "the janitor to expire the idle key", func() bool {
-		return laneStats(t, q, lanequeue.SessionLane).Keys == 0
+		return laneStats(t, q, "session").Keys == 0
 	})
 	q.Close()
 	goleak.VerifyNone(t, leaks)

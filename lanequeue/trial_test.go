@@ -189,13 +189,13 @@ func TestCheckSeesALaneClosedThroughItsSemaphore(t *testing.T) {
 		close func(*testing.T, *lanequeue.Queue[string])
 		inner error
 	}{
-		{lanequeue.GlobalLane, func(t *testing.T, q *lanequeue.Queue[string]) {
-			g, err := lanequeue.GlobalSemaphore(q, lanequeue.GlobalLane)
+		{"global", func(t *testing.T, q *lanequeue.Queue[string]) {
+			g, err := lanequeue.GlobalSemaphore(q, "global")
 			must(t, err)
 			g.Close()
 		}, semaphore.ErrClosed},
-		{lanequeue.SessionLane, func(t *testing.T, q *lanequeue.Queue[string]) {
-			s, err := lanequeue.KeyedSemaphore(q, lanequeue.SessionLane)
+		{"session", func(t *testing.T, q *lanequeue.Queue[string]) {
+			s, err := lanequeue.KeyedSemaphore(q, "session")
 			must(t, err)
 			s.Close()
 		}, semaphore.ErrClosed},
@@ -203,7 +203,7 @@ func TestCheckSeesALaneClosedThroughItsSemaphore(t *testing.T) {
 		t.Run(c.lane, func(t *testing.T) {
 			q := lanequeue.Default[string](16)
 			defer q.Close()
-			ls, err := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
+			ls, err := q.Lanes("session", "global")
 			must(t, err)
 			must(t, q.Check(ls))
 			c.close(t, q)
@@ -265,12 +265,12 @@ func TestNaNKeysAreRefusedAtTheDoor(t *testing.T) {
 }
 
 func testNaNKey[K comparable](t *testing.T, nanKey, okKey K) {
-	for _, lanes := range [][]string{{lanequeue.GlobalLane}, {lanequeue.SessionLane, lanequeue.GlobalLane}} {
+	for _, lanes := range [][]string{{"global"}, {"session", "global"}} {
 		// A global lane of capacity 1: a nested Do that passes the
 		// re-entry check waits for itself.
 		q := lanequeue.New[K]()
-		must(t, addKeyed(q, lanequeue.SessionLane))
-		must(t, addGlobal(q, lanequeue.GlobalLane, 1))
+		must(t, addKeyed(q, "session"))
+		must(t, addGlobal(q, "global", 1))
 		ls, err := q.Lanes(lanes...)
 		must(t, err)
 		ctx := context.Background()

@@ -10,7 +10,7 @@ import (
 
 // errPriority refuses a semaphore.Priority out of range; static, so that a
 // TryAcquireAll refused for it allocates nothing.
-var errPriority = fmt.Errorf("lanequeue: Priority out of [-semaphore.MaxPriority, semaphore.MaxPriority]: %w", semaphore.ErrInvalidConfig)
+var errPriority = fmt.Errorf("lanequeue: Priority out of [-1000000, 1000000]: %w", semaphore.ErrInvalidConfig)
 
 // turnOf returns the place in line that opts give, or the error of a
 // priority out of range.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
@@ -154,13 +155,13 @@ func TestTurnOptionsIgnoredWithoutTheirOrder(t *testing.T) {
 	assertNothingHeld(t, q)
 }
 
-// TestWithPriorityOutOfRange: a priority beyond semaphore.MaxPriority is
+// TestWithPriorityOutOfRange: a priority beyond call.MaxPriority is
 // refused by every call before anything is taken.
 func TestWithPriorityOutOfRange(t *testing.T) {
 	q := testQueue(t, 4)
 	chat, err := q.Lanes("session", "global")
 	must(t, err)
-	for _, p := range []int{semaphore.MaxPriority + 1, -semaphore.MaxPriority - 1} {
+	for _, p := range []int{call.MaxPriority + 1, -call.MaxPriority - 1} {
 		bad := semaphore.Priority(p)
 		if _, err := q.AcquireAll(context.Background(), "k", chat, bad); !errors.Is(err, semaphore.ErrInvalidConfig) {
 			t.Errorf("AcquireAll(WithPriority(%d)) = %v; want ErrInvalidConfig", p, err)
@@ -172,7 +173,7 @@ func TestWithPriorityOutOfRange(t *testing.T) {
 			t.Errorf("Check(WithPriority(%d)) = %v; want ErrInvalidConfig", p, err)
 		}
 	}
-	for _, p := range []int{semaphore.MaxPriority, -semaphore.MaxPriority} {
+	for _, p := range []int{call.MaxPriority, -call.MaxPriority} {
 		tk, err := q.AcquireAll(context.Background(), "k", chat, semaphore.Priority(p))
 		must(t, err)
 		tk.Release()

@@ -254,11 +254,13 @@ func TestBadSettingsAreErrors(t *testing.T) {
 		"burst 0":                func() error { return addRate(q, "r", 1, 0) },
 		"negative janitor":       func() error { return addKeyed(q, "k", keyedsem.WithJanitor(-1)) },
 		"max keys 0":             func() error { return addKeyed(q, "k", keyedsem.WithMaxKeys(0)) },
-		"per-key capacity above": func() error { return addKeyed(q, "k", keyedsem.WithPerKeyCapacity(keyedsem.MaxPerKeyCapacity+1)) },
-		"capacity above":         func() error { return addGlobal(q, "g", semaphore.MaxCapacity+1) },
-		"negative capacity":      func() error { return addGlobal(q, "g", -1) },
-		"rate NaN":               func() error { return addRate(q, "r", rate.Limit(math.NaN()), 1) },
-		"rate +Inf":              func() error { return addRate(q, "r", rate.Limit(math.Inf(1)), 1) },
+		"per-key capacity above": func() error {
+			return addKeyed(q, "k", keyedsem.WithPerKeyCapacity(1<<28 /* above the largest, 2^28-1 */))
+		},
+		"capacity above":    func() error { return addGlobal(q, "g", semaphore.MaxCapacity+1) },
+		"negative capacity": func() error { return addGlobal(q, "g", -1) },
+		"rate NaN":          func() error { return addRate(q, "r", rate.Limit(math.NaN()), 1) },
+		"rate +Inf":         func() error { return addRate(q, "r", rate.Limit(math.Inf(1)), 1) },
 		// A nil option (one chosen conditionally and left unset) is a
 		// setting out of range too, not a nil dereference.
 		"nil keyedsem option":  func() error { return addKeyed(q, "k", nil) },

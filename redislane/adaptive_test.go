@@ -239,8 +239,8 @@ var _ interface {
 func TestBudgetRefusesOptions(t *testing.T) {
 	b := redislane.AsBudget(nil)
 	p, err := b.Acquire(context.Background(), 1, semaphore.Priority(1))
-	if !errors.Is(err, redislane.ErrInvalidConfig) || p.Valid() {
-		t.Fatalf("Acquire with a priority = (valid %v, %v); want ErrInvalidConfig", p.Valid(), err)
+	if !errors.Is(err, redislane.ErrInvalidConfig) || p.Weight() != 0 {
+		t.Fatalf("Acquire with a priority = (valid %v, %v); want ErrInvalidConfig", p.Weight() != 0, err)
 	}
 }
 

@@ -19,7 +19,7 @@ func TestMaxWaitersRejectsTheExtraWaiterAtOnce(t *testing.T) {
 
 	p, err := s.Acquire(context.Background(), 1) // returns at once: no goroutine needed
 	require.ErrorIs(t, err, semaphore.ErrQueueFull)
-	require.False(t, p.Valid())
+	require.False(t, p.Weight() != 0)
 	st := s.Stats()
 	require.Equal(t, uint64(1), st.Rejected)
 	require.Equal(t, 2, st.Waiters)
@@ -82,7 +82,7 @@ func TestMaxWaitTimesOutWaiterWithErrWaitTooLong(t *testing.T) {
 	clk.Advance(time.Second) // the head has waited a minute
 	r := recv(t, head)
 	require.ErrorIs(t, r.err, semaphore.ErrWaitTooLong)
-	require.False(t, r.p.Valid())
+	require.False(t, r.p.Weight() != 0)
 	rn := recv(t, next) // the head leaving lets the next one in
 	require.NoError(t, rn.err)
 	st := s.Stats()

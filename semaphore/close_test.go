@@ -19,7 +19,7 @@ func TestCloseWakesWaitersAndRefusesLaterAcquires(t *testing.T) {
 	for _, w := range []<-chan result{a, b} {
 		r := recv(t, w)
 		require.ErrorIs(t, r.err, semaphore.ErrClosed)
-		require.False(t, r.p.Valid())
+		require.False(t, r.p.Weight() != 0)
 	}
 	st := s.Stats()
 	require.True(t, st.Closed)

@@ -17,7 +17,7 @@ func ExampleHistogram_Quantile() {
 	h.Counts[0], h.Counts[17] = 90, 10 // bounds[17] is 500ms
 	h.Count, h.Sum = 100, 3*time.Second
 	fmt.Println("bucket 17 holds waits up to", bounds[17])
-	fmt.Println("mean:", h.Mean())
+	fmt.Println("mean:", h.Sum/time.Duration(h.Count))
 	fmt.Println("p50:", h.Quantile(0.5))
 	fmt.Println("p95:", h.Quantile(0.95))
 	// Output:

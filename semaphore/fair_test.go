@@ -264,9 +264,9 @@ func TestFairShareOrder(t *testing.T) {
 func TestFairShareRefusals(t *testing.T) {
 	ctx := context.Background()
 	fifo := semaphore.New(2)
-	if p, err := fifo.Acquire(ctx, 1, semaphore.Group("a")); !errors.Is(err, semaphore.ErrInvalidConfig) || p.Valid() ||
+	if p, err := fifo.Acquire(ctx, 1, semaphore.Group("a")); !errors.Is(err, semaphore.ErrInvalidConfig) || p.Weight() != 0 ||
 		!strings.Contains(err.Error(), "WithFairShare") {
-		t.Fatalf("Turn.Group on a FIFO semaphore: (%v, %v), want an error naming WithFairShare", p.Valid(), err)
+		t.Fatalf("Turn.Group on a FIFO semaphore: (%v, %v), want an error naming WithFairShare", p.Weight() != 0, err)
 	}
 	if st := fifo.Stats(); st.Held != 0 || st.Rejected != 1 {
 		t.Fatalf("after the refusal: %+v, want nothing held and one rejected", st)
@@ -284,8 +284,8 @@ func TestFairShareRefusals(t *testing.T) {
 		return 1
 	}))
 	hold := take(t, s, 1)
-	if p, err := s.Acquire(ctx, 1, semaphore.Group("big")); !errors.Is(err, semaphore.ErrInvalidConfig) || p.Valid() {
-		t.Fatalf("a weight above 1000: (%v, %v), want ErrInvalidConfig", p.Valid(), err)
+	if p, err := s.Acquire(ctx, 1, semaphore.Group("big")); !errors.Is(err, semaphore.ErrInvalidConfig) || p.Weight() != 0 {
+		t.Fatalf("a weight above 1000: (%v, %v), want ErrInvalidConfig", p.Weight() != 0, err)
 	}
 	if st := s.Stats(); st.Waiters != 0 || st.Rejected != 1 {
 		t.Fatalf("after the refusal: %+v, want nobody waiting and one rejected", st)

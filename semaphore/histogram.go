@@ -22,23 +22,6 @@ type Histogram struct {
 	Sum    time.Duration
 }
 
-// Add adds o's counts and sum to h.
-func (h *Histogram) Add(o Histogram) {
-	for i := range h.Counts {
-		h.Counts[i] += o.Counts[i]
-	}
-	h.Count += o.Count
-	h.Sum += o.Sum
-}
-
-// Mean returns Sum/Count, or 0 for an empty histogram.
-func (h *Histogram) Mean() time.Duration {
-	if h.Count == 0 {
-		return 0
-	}
-	return h.Sum / time.Duration(h.Count)
-}
-
 // Quantile estimates the q-quantile by linear interpolation in its bucket,
 // as Prometheus does (off by at most the bucket's width); 0 if empty.
 func (h *Histogram) Quantile(q float64) time.Duration {

@@ -79,20 +79,11 @@ func TestHistogramQuantile(t *testing.T) {
 			t.Errorf("Quantile(%v) = %v, want %v", c.q, got, c.want)
 		}
 	}
-	if m := h.Mean(); m != 1500*time.Microsecond {
-		t.Errorf("Mean = %v, want 1.5ms", m)
-	}
 	// Above the last bound the estimate is the last bound.
 	var top semaphore.Histogram
 	top.Counts[semaphore.HistogramBuckets-1], top.Count = 3, 3
 	if got := top.Quantile(0.99); got != 100*time.Second {
 		t.Errorf("Quantile in the overflow bucket = %v, want 100s", got)
-	}
-	var sum semaphore.Histogram
-	sum.Add(h)
-	sum.Add(top)
-	if sum.Count != 103 || sum.Counts[10] != 100 || sum.Counts[semaphore.HistogramBuckets-1] != 3 || sum.Sum != h.Sum {
-		t.Errorf("Add: %+v", sum)
 	}
 	// 90 fast ones and 10 slow ones: p50 is among the fast, p99 among the slow.
 	var mix semaphore.Histogram

@@ -46,8 +46,8 @@ func TestPlaceGrantedAtJoinHandBackCounts(t *testing.T) {
 			behind := placeJoin(t, s, 2)
 			placeCheck(t, s, "a place behind it", c.held+1, 1)
 
-			if p, err := pl.Wait(endedCtx()); err != context.Canceled || p.Valid() {
-				t.Fatalf("Wait with an ended context of a place granted at Join: valid %v, %v; want context.Canceled", p.Valid(), err)
+			if p, err := pl.Wait(endedCtx()); err != context.Canceled || p.Weight() != 0 {
+				t.Fatalf("Wait with an ended context of a place granted at Join: valid %v, %v; want context.Canceled", p.Weight() != 0, err)
 			}
 			placeCheck(t, s, "after the hand-back", c.held+2, 0) // behind was served
 			st := s.Stats()

@@ -92,7 +92,7 @@ func TestPlaceEndsWeighted(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		holder.Release() // grants first, after its context ended
-		if p, err := first.Wait(ctx); err != context.Canceled || p.Valid() {
+		if p, err := first.Wait(ctx); err != context.Canceled || p.Weight() != 0 {
 			t.Fatalf("round %d: Wait with a context ended before the grant: %v; want context.Canceled", round, err)
 		}
 		placeWait(t, second, "second").Release()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/semaphore"
@@ -204,7 +205,7 @@ func TestJoinTurnRefusals(t *testing.T) {
 		{fifo, []semaphore.AcquireOption{semaphore.Priority(1)}},
 		{fifo, []semaphore.AcquireOption{semaphore.Sequence(1)}},
 		{fifo, []semaphore.AcquireOption{semaphore.Group("g")}},
-		{prio, []semaphore.AcquireOption{semaphore.Priority(semaphore.MaxPriority + 1)}},
+		{prio, []semaphore.AcquireOption{semaphore.Priority(call.MaxPriority + 1)}},
 		{prio, []semaphore.AcquireOption{semaphore.Sequence(3)}},
 		{prio, []semaphore.AcquireOption{semaphore.Group("g")}},
 		{fair, []semaphore.AcquireOption{semaphore.Priority(1)}},

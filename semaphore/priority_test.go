@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/lanequeue"
@@ -270,15 +271,15 @@ func TestTurnsWithoutTheirOptionAreRefused(t *testing.T) {
 		{fifo, []semaphore.AcquireOption{semaphore.Weight(2)}, "as an argument"},
 		{prio, []semaphore.AcquireOption{semaphore.Sequence(7)}, "WithSequenceOrder"},
 		{prio, []semaphore.AcquireOption{semaphore.Group("tenant"), semaphore.Priority(1)}, "WithFairShare"},
-		{prio, []semaphore.AcquireOption{semaphore.Priority(semaphore.MaxPriority + 1)}, "out of range"},
-		{prio, []semaphore.AcquireOption{semaphore.Priority(-semaphore.MaxPriority - 1)}, "out of range"},
+		{prio, []semaphore.AcquireOption{semaphore.Priority(call.MaxPriority + 1)}, "out of range"},
+		{prio, []semaphore.AcquireOption{semaphore.Priority(-call.MaxPriority - 1)}, "out of range"},
 		{prio, []semaphore.AcquireOption{semaphore.Priority(math.MaxInt)}, "out of range"},
 	} {
 		before := tc.s.Stats()
 		p, err := tc.s.Acquire(context.Background(), 1, tc.turn...)
 		require.ErrorIs(t, err, semaphore.ErrInvalidConfig, "%+v", tc.turn)
 		require.ErrorContains(t, err, tc.name)
-		require.False(t, p.Valid())
+		require.False(t, p.Weight() != 0)
 		err = tc.s.Do(context.Background(), 1, func(context.Context) error {
 			return errors.New("fn ran")
 		}, tc.turn...)
@@ -289,7 +290,7 @@ func TestTurnsWithoutTheirOptionAreRefused(t *testing.T) {
 		require.Equal(t, before.Acquired, st.Acquired)
 	}
 	// The bounds themselves are priorities.
-	for _, pr := range []int{semaphore.MaxPriority, -semaphore.MaxPriority} {
+	for _, pr := range []int{call.MaxPriority, -call.MaxPriority} {
 		p, err := prio.Acquire(context.Background(), 1, semaphore.Priority(pr))
 		require.NoError(t, err)
 		require.True(t, p.Release())
@@ -319,17 +320,17 @@ func TestPriorityKeysDoNotOverflow(t *testing.T) {
 	l.clk.Advance(time.Duration(math.MaxInt64))
 	l.clk.Advance(time.Duration(math.MaxInt64))
 	l.join("zero", []semaphore.AcquireOption{}, true)
-	l.join("min", []semaphore.AcquireOption{semaphore.Priority(-semaphore.MaxPriority)}, false)
-	l.join("max", []semaphore.AcquireOption{semaphore.Priority(semaphore.MaxPriority)}, false)
+	l.join("min", []semaphore.AcquireOption{semaphore.Priority(-call.MaxPriority)}, false)
+	l.join("max", []semaphore.AcquireOption{semaphore.Priority(call.MaxPriority)}, false)
 	l.join("one", []semaphore.AcquireOption{semaphore.Priority(1)}, false)
 	l.join("minusOne", []semaphore.AcquireOption{semaphore.Priority(-1)}, false)
 	require.Equal(t, []string{"max", "one", "zero", "minusOne", "min"}, l.served())
 
-	// A small step does not saturate: MaxPriority is ahead of MaxPriority-1.
+	// A small step does not saturate: call.MaxPriority is ahead of call.MaxPriority-1.
 	l = newLine(t, semaphore.WithPriorities(time.Nanosecond))
-	l.join("below", []semaphore.AcquireOption{semaphore.Priority(semaphore.MaxPriority - 1)}, false)
-	l.join("max", []semaphore.AcquireOption{semaphore.Priority(semaphore.MaxPriority)}, false)
-	l.join("min", []semaphore.AcquireOption{semaphore.Priority(-semaphore.MaxPriority)}, false)
+	l.join("below", []semaphore.AcquireOption{semaphore.Priority(call.MaxPriority - 1)}, false)
+	l.join("max", []semaphore.AcquireOption{semaphore.Priority(call.MaxPriority)}, false)
+	l.join("min", []semaphore.AcquireOption{semaphore.Priority(-call.MaxPriority)}, false)
 	require.Equal(t, []string{"max", "below", "min"}, l.served())
 }
 
@@ -427,6 +428,6 @@ func TestEndedContextBeforeRefusedOption(t *testing.T) {
 	require.Equal(t, before.Rejected, st.Rejected)
 	p, err := s.Acquire(context.Background(), 1, lanequeue.LaneWeight("global", 3))
 	require.ErrorIs(t, err, semaphore.ErrInvalidConfig)
-	require.False(t, p.Valid())
+	require.False(t, p.Weight() != 0)
 	require.Equal(t, int64(0), s.Stats().Held)
 }

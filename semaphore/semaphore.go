@@ -23,11 +23,9 @@ type Permit permit.Permit
 // package doc for later calls. On the zero Permit it returns false.
 func (p Permit) Release() bool { return permit.Permit(p).Release() }
 
-// Weight returns the number of permits held, 0 for the zero Permit.
+// Weight returns the number of permits held, 0 for the zero Permit (and
+// only for it), also once released.
 func (p Permit) Weight() int64 { return permit.Permit(p).Weight() }
-
-// Valid reports whether p is not the zero Permit (not whether it is held).
-func (p Permit) Valid() bool { return permit.Permit(p).Valid() }
 
 // Clock is the time source of a semaphore ([WithClock]).
 type Clock = clock.Clock

@@ -14,7 +14,7 @@ import (
 // with) with [ErrInvalidConfig]; a lanequeue.Queue drops those instead.
 type AcquireOption = call.Option
 
-// Priority(p) waits at priority p, |p| <= [MaxPriority] (default 0), on a
+// Priority(p) waits at priority p, |p| <= 1,000,000 (default 0), on a
 // lane made with priorities ([WithPriorities]).
 func Priority(p int) AcquireOption { return call.Make(call.KindPriority, "", int64(p)) }
 
@@ -28,9 +28,6 @@ func Sequence(seq int64) AcquireOption { return call.Make(call.KindSequence, "",
 // Weight(n) takes n permits (default 1) in keyedsem's and lanequeue's
 // calls.
 func Weight(n int64) AcquireOption { return call.Make(call.KindWeight, "", n) }
-
-// MaxPriority bounds [Priority].
-const MaxPriority = call.MaxPriority
 
 // WithPriorities orders the line by effective priority, a waiter's
 // [Priority] plus one per step waited, then by arrival. With priorities in
@@ -66,7 +63,7 @@ func (s *Weighted) placeOf(t *call.Turn) waitq.Place {
 
 // errPriority refuses a Priority out of range; static, so that the
 // refusal allocates nothing.
-var errPriority = fmt.Errorf("semaphore: Priority out of range [-%d, %d]: %w", MaxPriority, MaxPriority, ErrInvalidConfig)
+var errPriority = fmt.Errorf("semaphore: Priority out of range [-%d, %d]: %w", call.MaxPriority, call.MaxPriority, ErrInvalidConfig)
 
 // turnOf reads a call's options into the turn s orders by, or returns the
 // refusal of an option it has no order for (a lenient call, from

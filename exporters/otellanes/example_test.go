@@ -31,7 +31,7 @@ func Example() {
 	}
 	defer func() { _ = reg.Unregister() }()
 
-	chat, _ := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
+	chat, _ := q.Lanes("session", "global")
 	t, _ := q.AcquireAll(context.Background(), "t1", chat)
 	defer t.Release()
 

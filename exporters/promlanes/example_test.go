@@ -26,7 +26,7 @@ func Example() {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(promlanes.New(q))
 
-	chat, _ := q.Lanes(lanequeue.SessionLane, lanequeue.GlobalLane)
+	chat, _ := q.Lanes("session", "global")
 	t, _ := q.AcquireAll(context.Background(), "t1", chat)
 	defer t.Release()
 

@@ -293,7 +293,7 @@ func (r *bargeRun) expect(got bargeServed, want model.Err) {
 		r.fatalf("acquire#%d (weight %d) returned %v, want %v", got.id, r.weights[got.id], got.err, werr)
 	}
 	if want != model.OK {
-		if got.p.Valid() {
+		if got.p.Weight() != 0 {
 			r.fatalf("acquire#%d failed with %v but returned a permit", got.id, got.err)
 		}
 		return

@@ -10,6 +10,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/model"
 	"github.com/sessionlane/lanes/keyedsem"
@@ -114,7 +115,7 @@ func newKeyedRun(t *rapid.T, has func(*keyedsem.Keyed[string], string) bool) *ke
 		Hard:             rapid.Bool().Draw(t, "hard"),
 		MaxWaitersPerKey: rapid.OneOf(rapid.Just(0), rapid.IntRange(1, 3)).Draw(t, "maxWaitersPerKey"),
 		Order:            rapid.SampledFrom([]model.KeyedOrder{model.KeyedFIFO, model.KeyedPriorities, model.KeyedSequence, model.KeyedPriorities | model.KeyedSequence}).Draw(t, "order"),
-		MaxPriority:      semaphore.MaxPriority,
+		MaxPriority:      call.MaxPriority,
 	}
 	if cfg.Order&model.KeyedPriorities != 0 {
 		// Steps of the size of the clock's moves, so that aging reorders.
@@ -178,14 +179,14 @@ func (r *keyedRun) drawTurn(t *rapid.T) (model.Turn, bool) {
 	case 0:
 		return tn, false
 	case 1:
-		tn.Priority = rapid.SampledFrom([]int{1, -1, semaphore.MaxPriority + 1}).Draw(t, "anyPriority")
+		tn.Priority = rapid.SampledFrom([]int{1, -1, call.MaxPriority + 1}).Draw(t, "anyPriority")
 	case 2:
 		tn.Sequence = rapid.Int64Range(-3, 3).Draw(t, "anySequence")
 	case 3:
 		tn.Group = rapid.SampledFrom([]string{"", "tenant"}).Draw(t, "group")
 	default:
 		if r.cfg.Order&model.KeyedPriorities != 0 {
-			tn.Priority = rapid.SampledFrom([]int{0, 1, 2, -1, 3, semaphore.MaxPriority, -semaphore.MaxPriority}).Draw(t, "priority")
+			tn.Priority = rapid.SampledFrom([]int{0, 1, 2, -1, 3, call.MaxPriority, -call.MaxPriority}).Draw(t, "priority")
 		}
 		if r.cfg.Order&model.KeyedSequence != 0 {
 			tn.Sequence = rapid.Int64Range(-1, 6).Draw(t, "sequence")
@@ -254,13 +255,13 @@ func (r *keyedRun) collectAfter(want map[int]error, leaving int) {
 		}
 		delete(r.waiting, res.id)
 		if res.err != nil {
-			if res.p.Valid() {
+			if res.p.Weight() != 0 {
 				r.fatalf("acquire %d failed with %v but returned a permit", res.id, res.err)
 			}
 			continue
 		}
-		if !res.p.Valid() || res.p.Weight() != r.weights[res.id] {
-			r.fatalf("acquire %d: weight %d (valid %v), want %d", res.id, res.p.Weight(), res.p.Valid(), r.weights[res.id])
+		if res.p.Weight() == 0 || res.p.Weight() != r.weights[res.id] {
+			r.fatalf("acquire %d: weight %d (valid %v), want %d", res.id, res.p.Weight(), res.p.Weight() != 0, r.weights[res.id])
 		}
 		r.permits[res.id] = res.p
 	}
@@ -343,8 +344,8 @@ func (r *keyedRun) acquireDone(t *rapid.T) {
 	r.logf("acquireDone(%s, %d)", key, n)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if p, err := r.s.Acquire(ctx, key, semaphore.Weight(n)); !errors.Is(err, context.Canceled) || p.Valid() {
-		r.fatalf("acquire with a done context: %v (valid %v), want context.Canceled", err, p.Valid())
+	if p, err := r.s.Acquire(ctx, key, semaphore.Weight(n)); !errors.Is(err, context.Canceled) || p.Weight() != 0 {
+		r.fatalf("acquire with a done context: %v (valid %v), want context.Canceled", err, p.Weight() != 0)
 	}
 }
 
@@ -357,8 +358,8 @@ func (r *keyedRun) tryAcquire(t *rapid.T) {
 		r.fatalf("TryAcquire(%s, %d) = %v, model says %v", key, n, got, ok)
 	}
 	if ok {
-		if !p.Valid() || p.Weight() != n {
-			r.fatalf("TryAcquire(%s, %d) granted weight %d (valid %v)", key, n, p.Weight(), p.Valid())
+		if p.Weight() == 0 || p.Weight() != n {
+			r.fatalf("TryAcquire(%s, %d) granted weight %d (valid %v)", key, n, p.Weight(), p.Weight() != 0)
 		}
 		r.weights[id] = n
 		r.keyOf[id] = key

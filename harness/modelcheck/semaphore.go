@@ -10,6 +10,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/model"
 	"github.com/sessionlane/lanes/semaphore"
@@ -208,7 +209,7 @@ func newSemRun(t *rapid.T, order semOrder) *semRun {
 			opts = append(opts, semaphore.WithClock(r.clk))
 		}
 		opts = append(opts, semaphore.WithPriorities(r.step))
-		mo = model.Priorities(r.step, semaphore.MaxPriority)
+		mo = model.Priorities(r.step, call.MaxPriority)
 	}
 	if order == fairOrder || order == composedOrder {
 		var weight func(string) int
@@ -223,7 +224,7 @@ func newSemRun(t *rapid.T, order semOrder) *semRun {
 		opts = append(opts, semaphore.WithFairShare(weight))
 		mo = model.FairShare(weight)
 		if order == composedOrder {
-			mo = model.PrioritiesFairShare(r.step, semaphore.MaxPriority, weight)
+			mo = model.PrioritiesFairShare(r.step, call.MaxPriority, weight)
 		}
 	}
 	r.m = model.NewOrderedSemaphore(capacity, maxWaiters, maxWaitWeight, mo)
@@ -265,7 +266,7 @@ func (r *semRun) acquire(t *rapid.T) {
 	if r.step != 0 {
 		small := rapid.IntRange(-2, 2)
 		turn.Priority = rapid.OneOf(small, small, small,
-			rapid.SampledFrom([]int{-semaphore.MaxPriority, semaphore.MaxPriority})).Draw(t, "priority")
+			rapid.SampledFrom([]int{-call.MaxPriority, call.MaxPriority})).Draw(t, "priority")
 		plain = plain && turn.Priority == 0
 	}
 	if r.fair {
@@ -359,7 +360,7 @@ func (r *semRun) advanceClock(d time.Duration) {
 // taken, and the refusal counts in Rejected.
 func (r *semRun) badTurn(t *rapid.T) {
 	n := r.drawWeight(t)
-	bad := []model.Turn{{Sequence: 1}, {Priority: semaphore.MaxPriority + 1}, {Priority: -semaphore.MaxPriority - 1}}
+	bad := []model.Turn{{Sequence: 1}, {Priority: call.MaxPriority + 1}, {Priority: -call.MaxPriority - 1}}
 	if !r.fair {
 		bad = append(bad, model.Turn{Group: "tenant"})
 	}
@@ -373,8 +374,8 @@ func (r *semRun) badTurn(t *rapid.T) {
 		r.fatalf("the model takes Turn %+v: queued=%v %v", turn, queued, want)
 	}
 	p, err := r.s.Acquire(context.Background(), n, optsOf(turn)...)
-	if !errors.Is(err, semaphore.ErrInvalidConfig) || p.Valid() {
-		r.fatalf("Acquire(%d, %+v) = (valid %v, %v), want an error wrapping ErrInvalidConfig", n, turn, p.Valid(), err)
+	if !errors.Is(err, semaphore.ErrInvalidConfig) || p.Weight() != 0 {
+		r.fatalf("Acquire(%d, %+v) = (valid %v, %v), want an error wrapping ErrInvalidConfig", n, turn, p.Weight() != 0, err)
 	}
 }
 
@@ -397,8 +398,8 @@ func (r *semRun) acquireDone(t *rapid.T) {
 	want := r.m.AcquireDone()
 	r.logf("acquireDone(%d): %v", n, want)
 	p, err := r.s.Acquire(ctx, n)
-	if err != semErrOf(want) || p.Valid() {
-		r.fatalf("Acquire(done ctx, %d) = (valid %v, %v), want %v", n, p.Valid(), err, semErrOf(want))
+	if err != semErrOf(want) || p.Weight() != 0 {
+		r.fatalf("Acquire(done ctx, %d) = (valid %v, %v), want %v", n, p.Weight() != 0, err, semErrOf(want))
 	}
 }
 
@@ -411,8 +412,8 @@ func (r *semRun) tryAcquire(t *rapid.T) {
 		r.fatalf("TryAcquire(%d) = %v, model says %v", n, ok, want)
 	}
 	if ok {
-		if !p.Valid() || p.Weight() != n {
-			r.fatalf("TryAcquire(%d) granted weight %d (valid %v)", n, p.Weight(), p.Valid())
+		if p.Weight() == 0 || p.Weight() != n {
+			r.fatalf("TryAcquire(%d) granted weight %d (valid %v)", n, p.Weight(), p.Weight() != 0)
 		}
 		r.permits[id] = p
 		r.weights[id] = n
@@ -716,13 +717,13 @@ func (r *semRun) expect(got semServed, want model.Err) {
 		r.fatalf("acquire#%d (weight %d) returned %v, want %v", got.id, r.weights[got.id], got.err, werr)
 	}
 	if want != model.OK {
-		if got.p.Valid() {
+		if got.p.Weight() != 0 {
 			r.fatalf("acquire#%d failed with %v but returned a permit", got.id, got.err)
 		}
 		return
 	}
-	if !got.p.Valid() || got.p.Weight() != r.weights[got.id] {
-		r.fatalf("acquire#%d granted weight %d (valid %v), want %d", got.id, got.p.Weight(), got.p.Valid(), r.weights[got.id])
+	if got.p.Weight() == 0 || got.p.Weight() != r.weights[got.id] {
+		r.fatalf("acquire#%d granted weight %d (valid %v), want %d", got.id, got.p.Weight(), got.p.Weight() != 0, r.weights[got.id])
 	}
 	if _, dup := r.permits[got.id]; dup {
 		r.fatalf("acquire#%d granted twice", got.id)

@@ -133,8 +133,8 @@ func TestLeavingHeadServesTheNext(t *testing.T) {
 	ra := p.wait(ctx, a, nil)
 	rb := p.wait(context.Background(), b, nil)
 	cancel()
-	if r := recv(t, ra); !errors.Is(r.err, context.Canceled) || r.p.Valid() {
-		t.Fatalf("cancelled head: %v, valid permit %v", r.err, r.p.Valid())
+	if r := recv(t, ra); !errors.Is(r.err, context.Canceled) || r.p.Weight() != 0 {
+		t.Fatalf("cancelled head: %v, valid permit %v", r.err, r.p.Weight() != 0)
 	}
 	if r := recv(t, rb); r.err != nil {
 		t.Fatalf("the waiter behind the head that left: %v", r.err)
@@ -160,8 +160,8 @@ func TestLateGrantIsGivenBack(t *testing.T) {
 	c.Wake()
 	rb := p.wait(context.Background(), b, nil)
 	pm, err := waitq.Wait(ctx, &p.q, p, &p.c, a, nil)
-	if !errors.Is(err, context.Canceled) || pm.Valid() {
-		t.Fatalf("a grant after the end: %v, valid %v; want Canceled and no permit", err, pm.Valid())
+	if !errors.Is(err, context.Canceled) || pm.Weight() != 0 {
+		t.Fatalf("a grant after the end: %v, valid %v; want Canceled and no permit", err, pm.Weight() != 0)
 	}
 	if r := recv(t, rb); r.err != nil {
 		t.Fatalf("the grant given back did not reach the next waiter: %v", r.err)
@@ -260,7 +260,7 @@ func TestRaceGrantAndCancel(t *testing.T) {
 		p.give(1)
 		if x := recv(t, ra); x.err == nil {
 			x.p.Release() // a got the permit: b gets it next
-		} else if x.p.Valid() {
+		} else if x.p.Weight() != 0 {
 			t.Fatalf("round %d: an error with a permit", round)
 		}
 		y := recv(t, rb)
