@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // A webhook takes its message's place in the thread's line and answers at
@@ -16,7 +17,7 @@ func ExampleKeyed_Join() {
 	defer threads.Close()
 
 	msgs := []string{"hello", "what's the weather?", "thanks"}
-	places := make([]keyedsem.Place[string], len(msgs))
+	places := make([]semaphore.Place, len(msgs))
 	for i, msg := range msgs {
 		pl, err := threads.Join("slack:thread_3000")
 		if err != nil {

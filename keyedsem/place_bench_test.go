@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sessionlane/lanes/keyedsem"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // BenchmarkPlace measures a place's life beside BenchmarkUncontended's
@@ -50,7 +51,7 @@ func BenchmarkPlace(b *testing.B) {
 	b.Run("handoff", func(b *testing.B) {
 		s := keyedsem.New[string]()
 		defer s.Close()
-		places := make(chan keyedsem.Place[string], 64)
+		places := make(chan semaphore.Place, 64)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)

@@ -28,7 +28,7 @@ type modelPlace struct {
 	n       int64
 	seq     int64 // ordered: the place's Turn.Sequence
 	granted bool
-	pl      keyedsem.Place[int]
+	pl      semaphore.Place
 }
 
 type modelPermit struct {

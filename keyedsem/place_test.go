@@ -16,13 +16,13 @@ import (
 
 // plWait waits for pl within the testkit deadline and fails t if no permit
 // comes.
-func plWait[K comparable](t *testing.T, pl keyedsem.Place[K], what string) semaphore.Permit {
+func plWait(t *testing.T, pl semaphore.Place, what string) semaphore.Permit {
 	t.Helper()
 	return testkit.Await(t, what, pl.Wait)
 }
 
 // plJoin joins key's line and fails t on error.
-func plJoin[K comparable](t *testing.T, s *keyedsem.Keyed[K], key K, n int64) keyedsem.Place[K] {
+func plJoin[K comparable](t *testing.T, s *keyedsem.Keyed[K], key K, n int64) semaphore.Place {
 	t.Helper()
 	pl, err := s.Join(key, semaphore.Weight(n))
 	if err != nil {
@@ -80,7 +80,7 @@ func TestPlaceOwnership(t *testing.T) {
 			cp := pl         // a copy is the same place
 
 			p := plWait(t, pl, "first Wait")
-			for i, again := range []keyedsem.Place[string]{pl, cp} {
+			for i, again := range []semaphore.Place{pl, cp} {
 				if p2, err := again.Wait(bg); !errors.Is(err, semaphore.ErrPlaceUsed) || p2.Weight() != 0 {
 					t.Fatalf("Wait %d after Wait: %v, valid permit %v; want ErrPlaceUsed and none", i+2, err, p2.Weight() != 0)
 				}
@@ -106,7 +106,7 @@ func TestPlaceOwnership(t *testing.T) {
 			plCheck(t, s, "after Leave", 0, 0)
 		})
 	}
-	var zero keyedsem.Place[string]
+	var zero semaphore.Place
 	if _, err := zero.Wait(bg); !errors.Is(err, semaphore.ErrPlaceUsed) {
 		t.Fatalf("zero Place Wait: %v; want ErrPlaceUsed", err)
 	}
@@ -330,7 +330,7 @@ func TestPlaceOrder(t *testing.T) {
 	const n = 8
 	s := keyedsem.New[string]()
 	defer s.Close()
-	places := make([]keyedsem.Place[string], n+1)
+	places := make([]semaphore.Place, n+1)
 	for i := 1; i <= n; i++ {
 		places[i] = plJoin(t, s, "thread", 1)
 	}

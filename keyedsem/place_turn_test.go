@@ -23,7 +23,7 @@ import (
 // channel, as queue's waiters do. The place is in line when join returns.
 func (l *line) join(label string, tn []semaphore.AcquireOption) {
 	l.t.Helper()
-	var pl keyedsem.Place[string]
+	var pl semaphore.Place
 	var err error
 	pl, err = l.s.Join(l.key, tn...)
 	require.NoError(l.t, err, label)

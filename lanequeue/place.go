@@ -22,8 +22,8 @@ type Place[K comparable] struct {
 	// so that the Place stays in the allocation size class it has without
 	// a Turn.
 	prio  int32
-	kp    keyedsem.Place[K] // the place in g.held()[0], the first keyed lane
-	g     grant[K]          // the lanes and weights; permits once Wait takes them
+	kp    semaphore.Place // the place in g.held()[0], the first keyed lane
+	g     grant[K]        // the lanes and weights; permits once Wait takes them
 	seq   int64
 	group string
 }
@@ -62,7 +62,7 @@ func (q *Queue[K]) Join(key K, lanes LaneSet[K], opts ...semaphore.AcquireOption
 	if err := q.admit(); err != nil {
 		return nil, err
 	}
-	var kp keyedsem.Place[K]
+	var kp semaphore.Place
 	if s := h.e.keyed; turn == (call.Turn{}) {
 		kp, err = s.Join(key, semaphore.Weight(h.n))
 	} else {

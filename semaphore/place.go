@@ -8,14 +8,11 @@ import (
 	"github.com/sessionlane/lanes/internal/waitq"
 )
 
-// Place is a place in line, taken by [Weighted.Join]. It is used once, by
-// the first [Place.Wait] or [Place.Leave] through any copy; one never used
-// leaks its permits. It counts as a waiter. The zero Place is used.
-type Place struct {
-	s   *Weighted
-	r   *waitq.Spot
-	gen uint64
-}
+// Place is a place in line, taken by [Weighted.Join] or keyedsem's Join.
+// It is used once, by the first [Place.Wait] or [Place.Leave] through any
+// copy; one never used leaks its permits. It counts as a waiter, and a
+// keyed place keeps its key's entry from eviction. The zero Place is used.
+type Place waitq.Spot
 
 // Join takes a place in line for n permits where Acquire would wait,
 // without waiting; places are served in that order, whatever order their
@@ -53,17 +50,10 @@ func (s *Weighted) Join(n int64, opts ...AcquireOption) (Place, error) {
 	return s.placed(w, Permit{}), nil
 }
 
-// placed returns a Place on a pooled spot holding w or p.
+// placed returns a Place holding w, a waiter pushed, or p, the permits
+// granted at once.
 func (s *Weighted) placed(w *waitq.Waiter, p Permit) Place {
-	r, gen := waitq.NewSpot(nil, w, permit.Permit(p))
-	return Place{s: s, r: r, gen: gen}
-}
-
-// take makes the caller the one user of the place and returns what it
-// holds, or reports that the place was used already.
-func (p Place) take() (*waitq.Waiter, Permit, bool) {
-	_, w, granted, ok := waitq.Take(p.r, p.gen)
-	return w, Permit(granted), ok
+	return Place(waitq.NewSpot((*owner)(s), nil, w, permit.Permit(p)))
 }
 
 // Wait waits for the place's permits as Acquire does, WithMaxWait counting
@@ -73,16 +63,22 @@ func (p Place) Wait(ctx context.Context) (Permit, error) {
 	if ctx == nil {
 		panic("semaphore: nil Context")
 	}
-	w, granted, ok := p.take()
+	pl, owner, w, granted, ok := waitq.Spot(p).Take()
 	if !ok {
 		return Permit{}, ErrPlaceUsed
 	}
-	s := p.s
+	perm, err := pl.WaitPlace(ctx, owner, w, granted)
+	return Permit(perm), err
+}
+
+// WaitPlace is Place.Wait for a place of s (see waitq.Placer).
+func (o *owner) WaitPlace(ctx context.Context, _ any, w *waitq.Waiter, granted permit.Permit) (permit.Permit, error) {
+	s := (*Weighted)(o)
 	if w == nil {
 		// Granted at Join: an ended context wins, as in Acquire.
 		if ctxEnded(ctx) {
-			s.handBackJoined(granted)
-			return Permit{}, ctx.Err()
+			s.handBackJoined(Permit(granted))
+			return permit.Permit{}, ctx.Err()
 		}
 		return granted, nil
 	}
@@ -91,9 +87,9 @@ func (p Place) Wait(ctx context.Context) (Permit, error) {
 		mw = &waitq.MaxWait{D: s.maxWait, Clock: s.clock, Err: ErrWaitTooLong}
 	}
 	since := w.Since // the waiter goes back to its cache in Wait
-	perm, err := waitq.Wait(ctx, &s.q, (*owner)(s), &s.wcache, w, mw)
+	perm, err := waitq.Wait(ctx, &s.q, o, &s.wcache, w, mw)
 	s.waited(since, err)
-	return Permit(perm), err
+	return perm, err
 }
 
 // handBackJoined gives back the permits of a place granted at Join whose
@@ -116,8 +112,12 @@ func (s *Weighted) handBackJoined(p Permit) {
 // it does nothing for a used place (so defer it). To end a Wait in
 // progress, end its context.
 func (p Place) Leave() {
-	if w, granted, ok := p.take(); ok {
-		s := p.s
-		waitq.GiveUp(&s.q, (*owner)(s), &s.wcache, w, permit.Permit(granted))
+	if pl, owner, w, granted, ok := waitq.Spot(p).Take(); ok {
+		pl.LeavePlace(owner, w, granted)
 	}
+}
+
+// LeavePlace is Place.Leave for a place of s (see waitq.Placer).
+func (o *owner) LeavePlace(_ any, w *waitq.Waiter, granted permit.Permit) {
+	waitq.GiveUp(&o.q, o, &o.wcache, w, granted)
 }

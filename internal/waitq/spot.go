@@ -1,6 +1,7 @@
 package waitq
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -8,41 +9,62 @@ import (
 	"github.com/sessionlane/lanes/internal/permit"
 )
 
-// Spot is the record behind a place in line (semaphore.Place,
-// keyedsem.Place), pooled. A place carries the spot and the generation it
-// was made at; whoever moves the generation on from that one (Take) owns
-// the place, takes its contents and puts the spot back at once, so that
+// spot is the record behind a place in line (a Spot), pooled. A place
+// carries the record and the generation it was made at; whoever moves the
+// generation on from that one (Take) owns the place, takes its contents
+// and puts the record back at once, so that
 // every other copy of that place, whose generation is now behind, finds it
-// used, also once the spot serves a later place. Generations are 64-bit
+// used, also once the record serves a later place. Generations are 64-bit
 // and never wrap.
+type spot struct {
+	gen    atomic.Uint64
+	placer Placer        // the semaphore the place is in
+	owner  any           // what the place holds a reference on (a keyed entry); nil for a semaphore
+	w      *Waiter       // the waiter in the queue; nil when granted at once
+	p      permit.Permit // the permit, when granted at once
+}
+
+var spots = sync.Pool{New: func() any { return new(spot) }}
+
+// Placer is a semaphore that keeps places (semaphore.Weighted, a
+// keyedsem.Keyed): what a place's Wait and Leave call, with what its spot
+// held. An indirect call, once per place: the wait it starts costs more.
+type Placer interface {
+	// WaitPlace waits for the place's permits: granted, if they were
+	// granted at Join (w nil), else w's.
+	WaitPlace(ctx context.Context, owner any, w *Waiter, granted permit.Permit) (permit.Permit, error)
+	// LeavePlace gives the place up (see GiveUp).
+	LeavePlace(owner any, w *Waiter, granted permit.Permit)
+}
+
+// Spot is a place in line, of any semaphore that keeps them
+// (semaphore.Place is one): its record and the generation it was made at.
+// The zero Spot is used.
 type Spot struct {
-	gen   atomic.Uint64
-	owner any           // what the place holds a reference on (a keyed entry); nil for a semaphore
-	w     *Waiter       // the waiter in the queue; nil when granted at once
-	p     permit.Permit // the permit, when granted at once
+	r   *spot
+	gen uint64
 }
 
-var spots = sync.Pool{New: func() any { return new(Spot) }}
-
-// NewSpot returns a pooled spot holding owner and either w, a waiter
-// pushed, or p, the permit granted at once, with its generation.
-func NewSpot(owner any, w *Waiter, p permit.Permit) (*Spot, uint64) {
-	r := spots.Get().(*Spot)
-	r.owner, r.w, r.p = owner, w, p
-	return r, r.gen.Load()
+// NewSpot returns a place on a pooled record holding pl, owner and either
+// w, a waiter pushed, or p, the permit granted at once.
+func NewSpot(pl Placer, owner any, w *Waiter, p permit.Permit) Spot {
+	r := spots.Get().(*spot)
+	r.placer, r.owner, r.w, r.p = pl, owner, w, p
+	return Spot{r, r.gen.Load()}
 }
 
-// Take makes the caller the one user of the place (r, gen) and returns
-// what its spot holds; ok is false if the place was used already, or r is
-// nil (the zero place).
-func Take(r *Spot, gen uint64) (owner any, w *Waiter, p permit.Permit, ok bool) {
-	if r == nil || !r.gen.CompareAndSwap(gen, gen+1) {
-		return nil, nil, permit.Permit{}, false
+// Take makes the caller the one user of the place and returns what its
+// record holds; ok is false if the place was used already, or is the zero
+// Spot.
+func (pc Spot) Take() (pl Placer, owner any, w *Waiter, p permit.Permit, ok bool) {
+	r := pc.r
+	if r == nil || !r.gen.CompareAndSwap(pc.gen, pc.gen+1) {
+		return nil, nil, nil, permit.Permit{}, false
 	}
-	owner, w, p = r.owner, r.w, r.p
-	r.owner, r.w, r.p = nil, nil, permit.Permit{}
+	pl, owner, w, p = r.placer, r.owner, r.w, r.p
+	r.placer, r.owner, r.w, r.p = nil, nil, nil, permit.Permit{}
 	spots.Put(r)
-	return owner, w, p, true
+	return pl, owner, w, p, true
 }
 
 // errLeft is the ending of a waiter whose place was given up (GiveUp); no
