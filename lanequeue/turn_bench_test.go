@@ -86,10 +86,10 @@ func BenchmarkAcquireTurnContended(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			q := lanequeue.New[string]()
 			defer q.Close()
-			if err := q.AddKeyedLane("session", c.keyed...); err != nil {
+			if err := addKeyed(q, "session", c.keyed...); err != nil {
 				b.Fatal(err)
 			}
-			if err := q.AddGlobalLane("global", 2, c.global...); err != nil {
+			if err := addGlobal(q, "global", 2, c.global...); err != nil {
 				b.Fatal(err)
 			}
 			chat, err := q.Lanes("session", "global")
