@@ -122,23 +122,9 @@ func (s *Keyed[K]) releaseQueued(e *entry[K], n int64) {
 	s.settle(e, st)
 }
 
-// grantLocked is waitq.Grant written out with the entry's own claim, for
-// the release path (see waitq.Queue.Head for why). It must be called with
-// e.mu held, by a holder of a reference.
-func (s *Keyed[K]) grantLocked(e *entry[K], c *waitq.Chain) {
-	l := line[K]{s, e}
-	for w := e.q.Head(); w != nil; w = e.q.Head() {
-		t, ok := l.Claim(w.N)
-		if !ok {
-			break
-		}
-		e.q.Serve(w, t, c)
-		l.Dequeued(w.N)
-	}
-	if e.q.Empty() {
-		l.Emptied()
-	}
-}
+// grantLocked serves e's waiters that fit, by the engine's grant. It must
+// be called with e.mu held, by a holder of a reference.
+func (s *Keyed[K]) grantLocked(e *entry[K], c *waitq.Chain) { waitq.Grant(&e.q, line[K]{s, e}, c) }
 
 // unrefLocked drops a reference on e, giving back n permits, and clears
 // the queued bit if nobody waits. It must be called with e.mu held. It

@@ -150,7 +150,7 @@ func (s *Weighted) pushFairUnlock(w *waitq.Waiter, group string, unit int64) {
 	s.q.PushOrdered(w, s.prio.step)
 	var wake waitq.Chain
 	if s.q.Head() == w {
-		s.grantFairLocked(&wake)
+		s.grantLocked(&wake)
 	}
 	s.mu.Unlock()
 	wake.Wake()
@@ -211,24 +211,5 @@ func (f *fairQueue) sweep() {
 		}
 		f.recs[last] = fairRecord{}
 		f.recs = f.recs[:last]
-	}
-}
-
-// grantFairLocked is grantLocked for a fair-share semaphore: the same
-// loop, which also moves the virtual time to the key of each waiter
-// served. It must be called with mu held.
-func (s *Weighted) grantFairLocked(c *waitq.Chain) {
-	o := (*owner)(s)
-	for w := s.q.Head(); w != nil; w = s.q.Head() {
-		t, ok := o.claim(w.N)
-		if !ok {
-			break
-		}
-		s.fair.served(w.Rank, t)
-		s.q.Serve(w, t, c)
-		o.Dequeued(w.N)
-	}
-	if s.q.Empty() {
-		o.Emptied()
 	}
 }

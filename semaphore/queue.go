@@ -255,27 +255,9 @@ func (o *owner) WakeAfterRelease() {
 	wake.Wake()
 }
 
-// grantLocked is waitq.Grant written out with the semaphore's own claim,
-// for the release paths (see waitq.Queue.Head for why). It must be called
-// with mu held.
-func (s *Weighted) grantLocked(c *waitq.Chain) {
-	if s.fair != nil {
-		s.grantFairLocked(c)
-		return
-	}
-	o := (*owner)(s)
-	for w := s.q.Head(); w != nil; w = s.q.Head() {
-		t, ok := o.claim(w.N)
-		if !ok {
-			break
-		}
-		s.q.Serve(w, t, c)
-		o.Dequeued(w.N)
-	}
-	if s.q.Empty() {
-		o.Emptied()
-	}
-}
+// grantLocked serves the waiters that fit, by the engine's grant. It must
+// be called with mu held.
+func (s *Weighted) grantLocked(c *waitq.Chain) { waitq.Grant(&s.q, (*owner)(s), c) }
 
 // CountDoubleRelease counts a Release of a permit already released. It is
 // called by Permit.Release.

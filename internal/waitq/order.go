@@ -104,39 +104,24 @@ func (q *Queue) PushOrdered(w *Waiter, step int64) {
 // for an owner that looks along its queue under its lock.
 func (w *Waiter) Next() *Waiter { return w.next }
 
-// Head returns the waiter to serve next, nil if nobody waits. An owner's
-// grant loop serves it if its permits are free and stops otherwise, so that
-// a heavy waiter is never overtaken:
-//
-//	for w := q.Head(); w != nil; w = q.Head() {
-//		t, ok := claim(w.N) // the owner's own, inlined
-//		if !ok {
-//			break
-//		}
-//		q.Serve(w, t, &chain)
-//		// the owner's counts of a waiter gone
-//	}
-//	if q.Empty() {
-//		// the owner clears its flag
-//	}
-//
-// Grant is that loop for an Owner; the owners' hot release paths write it
-// out with their own claim, because a method called through a type
-// parameter is an indirect call that is never inlined, and the loop runs
-// under the owner's lock, where every nanosecond is paid by all the
-// goroutines queued behind it.
+// Head returns the waiter to serve next, nil if nobody waits, for an
+// owner that looks at it under its lock (who may pass it, whether it is
+// held). Only Grant serves it.
 func (q *Queue) Head() *Waiter { return q.head }
 
-// Serve takes w, the waiter Head returned, off the queue as granted
+// serve takes w, the waiter Head returned, off the queue as granted
 // through t, and adds it to c for waking.
-func (q *Queue) Serve(w *Waiter, t *permit.Token, c *Chain) {
+func (q *Queue) serve(w *Waiter, t *permit.Token, c *Chain) {
 	unlink(q, w)
 	w.tok, w.gen, w.served = t, t.Gen(), true
 	c.add(w)
 }
 
 // Grant serves the waiters at the head of q, in order, for as long as
-// Claim finds their permits, and adds them to c for waking; then, if the
+// Claim finds their permits (the one grant loop of every owner and
+// policy: the owners' Claim and counts are indirect calls, which an
+// ablation found within noise of a loop written out per owner, see
+// docs/internals.md), and adds them to c for waking; then, if the
 // queue is empty, it tells the owner. It must be called with the owner's
 // lock held, after anything that may let a waiter in: permits given back, a
 // larger capacity, the head leaving.
@@ -146,7 +131,7 @@ func Grant[O Owner](q *Queue, o O, c *Chain) {
 		if !ok {
 			break
 		}
-		q.Serve(w, t, c)
+		q.serve(w, t, c)
 		o.Dequeued(w.N)
 	}
 	if q.head == nil {
