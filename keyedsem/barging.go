@@ -187,7 +187,7 @@ func (s *Keyed[K]) bargeLoop(ctx context.Context, e *entry[K], w *waitq.Waiter, 
 			continue
 		}
 		if !end.Woken {
-			if s.bargeLeave(e, w) {
+			if waitq.Leave(&e.q, line[K]{s, e}, &s.wcache, w, waitq.Cancelled) {
 				return semaphore.Permit{}, end.Err
 			}
 			<-w.Ready() // served meanwhile: sent just after the waker unlocked
@@ -235,25 +235,6 @@ func (s *Keyed[K]) bargeAged(e *entry[K], w *waitq.Waiter) bool {
 	e.mu.Unlock()
 	wake.Wake()
 	return false
-}
-
-// bargeLeave takes w, whose context ended before it was woken, out of the
-// queue and reports true; false if it was served or woken meanwhile.
-func (s *Keyed[K]) bargeLeave(e *entry[K], w *waitq.Waiter) bool {
-	e.mu.Lock()
-	left, serveNext := waitq.Unqueue(&e.q, line[K]{s, e}, w, waitq.Cancelled)
-	if !left {
-		e.mu.Unlock()
-		return false
-	}
-	var wake waitq.Chain
-	if serveNext {
-		s.bargeServeLocked(e, &wake)
-	}
-	e.mu.Unlock()
-	s.wcache.Put(w)
-	wake.Wake()
-	return true
 }
 
 // bargeGiveUp ends the wait of w, woken, whose context ended: counted,

@@ -89,6 +89,16 @@ func (l line[K]) Dequeued(int64) { l.s.waiters.Add(-1) }
 // have become holders'), so the entry stays busy.
 func (l line[K]) Emptied() { clearBits(l.e, queuedBit|kStrict) }
 
+// Serve serves the entry's waiters by the semaphore's policy (see
+// waitq.Owner).
+func (l line[K]) Serve(c *waitq.Chain) {
+	if l.s.barging {
+		l.s.bargeServeLocked(l.e, c)
+		return
+	}
+	waitq.Grant(&l.e.q, l, c)
+}
+
 func (l line[K]) Count(e waitq.Ending) {
 	if e == waitq.Failed {
 		l.s.failed.Add(1)

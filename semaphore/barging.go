@@ -353,7 +353,7 @@ func (s *Weighted) waitLoop(ctx context.Context, done <-chan struct{}, expired <
 			continue
 		}
 		if !end.Woken {
-			if s.leaveBarging(w, b, end) {
+			if waitq.Leave(&s.q, (*owner)(s), &s.wcache, w, end.How) {
 				return Permit{}, end.Err
 			}
 			<-w.Ready() // served meanwhile: sent just after the waker unlocked
@@ -399,26 +399,6 @@ func (s *Weighted) markOld(w *waitq.Waiter, b *barger, ws *waitState) {
 	s.grantLocked(&wake)
 	s.mu.Unlock()
 	wake.Wake()
-}
-
-// leaveBarging takes w, whose wait ended before it was woken, out of the
-// queue, and reports true; or reports false if it was served or woken
-// meanwhile (its wake-up is then on its way).
-func (s *Weighted) leaveBarging(w *waitq.Waiter, b *barger, end waitq.Ended) bool {
-	s.mu.Lock()
-	left, serveNext := waitq.Unqueue(&s.q, (*owner)(s), w, end.How)
-	if !left {
-		s.mu.Unlock()
-		return false
-	}
-	var wake waitq.Chain
-	if serveNext {
-		s.bargeServeLocked(b, &wake)
-	}
-	s.mu.Unlock()
-	s.wcache.Put(w)
-	wake.Wake()
-	return true
 }
 
 // compete is a woken waiter's one try for free permits; a lost

@@ -259,6 +259,15 @@ func (o *owner) WakeAfterRelease() {
 // be called with mu held.
 func (s *Weighted) grantLocked(c *waitq.Chain) { waitq.Grant(&s.q, (*owner)(s), c) }
 
+// Serve serves the waiters by the semaphore's policy (see waitq.Owner).
+func (o *owner) Serve(c *waitq.Chain) {
+	if b := o.barge; b != nil {
+		(*Weighted)(o).bargeServeLocked(b, c)
+		return
+	}
+	waitq.Grant(&o.q, o, c)
+}
+
 // CountDoubleRelease counts a Release of a permit already released. It is
 // called by Permit.Release.
 func (o *owner) CountDoubleRelease(*permit.Token) { o.doubleRel.Add(1) }

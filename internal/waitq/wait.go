@@ -34,6 +34,10 @@ type Owner interface {
 	// Count counts a wait that ended without a grant, as the engine
 	// decided it.
 	Count(Ending)
+	// Serve serves the waiters after one left from the head or gave a
+	// grant back, by the owner's policy: Grant, or a barging owner's
+	// wake-up of the head.
+	Serve(c *Chain)
 }
 
 // Ending is how a wait ended without a grant, for Owner.Count.
@@ -195,31 +199,41 @@ func Outcome(c *Cache, w *Waiter) (permit.Permit, error) {
 // the head, the waiters behind it are served. If w was served meanwhile,
 // it receives the wake-up and gives a grant back instead.
 func leave[O Owner](q *Queue, o O, c *Cache, w *Waiter, err error, how Ending) error {
+	if !Leave(q, o, c, w, how) {
+		<-w.ready // sent just after the waker unlocked
+		return handBack(q, o, c, w, err, how)
+	}
+	return err
+}
+
+// Leave is the leaving of a waiter whose wait ended (how) before its
+// wake-up, for every wait loop, FIFO or barging: under the owner's lock it
+// takes w out of q (Unqueue) and, if w was the head, serves the ones
+// behind by the owner's policy (Owner.Serve), and reports true, w back in
+// c; or, if w was served or nudged meanwhile, it reports false, and the
+// caller receives the wake-up on its way.
+func Leave[O Owner](q *Queue, o O, c *Cache, w *Waiter, how Ending) bool {
 	o.Lock()
 	left, serveNext := Unqueue(q, o, w, how)
 	if !left {
 		o.Unlock()
-		<-w.ready // sent just after the waker unlocked
-		return handBack(q, o, c, w, err, how)
+		return false
 	}
 	var chain Chain
 	if serveNext {
-		Grant(q, o, &chain)
+		o.Serve(&chain)
 	}
 	o.Unlock()
 	c.Put(w)
 	chain.Wake()
-	return err
+	return true
 }
 
-// Unqueue is the leaving of a waiter whose wait ended (how) before its
-// wake-up, the one step every wait loop takes, FIFO or barging: it takes
-// w out of q and counts the ending, and reports true; or, if w was served
-// or nudged meanwhile (its wake-up is on its way), it does nothing and
-// reports false. serveNext reports that w was the head and others wait,
-// who may fit where it did not: the caller serves them by its policy
-// (Grant, or a barging owner's own loop). An emptied queue is told to the
-// owner. It must be called with the owner's lock held.
+// Unqueue is Leave's step under the lock: it takes w out of q and counts
+// the ending, and reports true; or, if w was served or nudged meanwhile
+// (its wake-up is on its way), it does nothing and reports false.
+// serveNext reports that w was the head and others wait, who may fit where
+// it did not. An emptied queue is told to the owner.
 func Unqueue[O Owner](q *Queue, o O, w *Waiter, how Ending) (left, serveNext bool) {
 	if w.served {
 		return false, false
@@ -248,7 +262,7 @@ func handBack[O Owner](q *Queue, o O, c *Cache, w *Waiter, err error, how Ending
 	o.Lock()
 	o.Count(how)
 	o.Unclaim(w.tok, w.N)
-	Grant(q, o, &chain)
+	o.Serve(&chain)
 	o.Unlock()
 	c.Put(w)
 	chain.Wake()
