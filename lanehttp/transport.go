@@ -263,7 +263,9 @@ func (t *Transport[K]) RoundTrip(req *http.Request) (*http.Response, error) {
 			// Every caller of these lanes pauses, not only this one:
 			// the provider's limit is theirs too.
 			for _, name := range t.cool {
-				_ = cfg.Queue.Cooldown(name, v.After) // a lane of the set: never unknown
+				// A lane of the set, never unknown; a fleet lane that fails to
+				// pause its fleet is paused here all the same.
+				_ = cfg.Queue.Cooldown(req.Context(), name, v.After)
 			}
 		}
 		if (v.Overload || unsent(err)) && cfg.TokensLane != "" {

@@ -403,11 +403,17 @@ func (q *Queue[K]) laneErr(e *laneEntry[K], key K, err error) error {
 		return semaphore.ErrClosed
 	}
 	retry := time.Duration(0)
-	if te, ok := err.(*tokensLate); ok { // a token lane's: it knows when
+	if te, ok := err.(*tokensLate); ok { // this package's token lane: the LaneError says the rest
 		retry, err = te.after, errTokensLate
+	} else if r := retrier(nil); errors.As(err, &r) { // another package's lane that knows when (redislane's)
+		retry = max(r.RetryIn(), 0)
 	}
 	return newLaneError(e, key, err, retry)
 }
+
+// retrier is a lane's error that knows when the lane can grant again
+// (redislane's LateError): LaneError.RetryAfter takes it.
+type retrier interface{ RetryIn() time.Duration }
 
 // rateErr maps the failure of takeRates, on the rate lanes reqs of g (this
 // package's, in the order of g.held()[from:]), to AcquireAll's error: a

@@ -14,8 +14,12 @@ import (
 // Cooldown pauses admission on lane for d from now, for every caller (a
 // provider's retry time): calls keep their place and wait holding their
 // permits, or fail at once with a [*LaneError] if their deadline comes
-// first; d <= 0 pauses nothing. See docs/api-details.md.
-func (q *Queue[K]) Cooldown(lane string, d time.Duration) error {
+// first; d <= 0 pauses nothing. A lane shared by a fleet that pauses for
+// all of it (one with a method Cooldown(context.Context, time.Duration)
+// (time.Duration, error), as redislane's lanes have) is paused there too,
+// under ctx, after the local pause; its error is returned. See
+// docs/api-details.md.
+func (q *Queue[K]) Cooldown(ctx context.Context, lane string, d time.Duration) error {
 	ref, ok := q.tbl().byName[lane]
 	if !ok {
 		return fmt.Errorf("lanequeue: unknown lane %q: %w", lane, semaphore.ErrInvalidConfig)
@@ -37,7 +41,18 @@ func (q *Queue[K]) Cooldown(lane string, d time.Duration) error {
 		}
 	}
 	q.cooling.Store(true)
+	if f, ok := ref.e.lane.(fleetCooler); ok {
+		if _, err := f.Cooldown(ctx, d); err != nil {
+			return fmt.Errorf("lanequeue: lane %q: fleet cooldown: %w", lane, err)
+		}
+	}
 	return nil
+}
+
+// fleetCooler is a lane whose cooldown pauses a whole fleet (redislane's
+// lanes).
+type fleetCooler interface {
+	Cooldown(ctx context.Context, d time.Duration) (time.Duration, error)
 }
 
 // errCooling is the cause in Check's LaneError for a lane that cools

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,7 +43,7 @@ func pending(t *testing.T, clk *clock.Fake, n int) {
 // one, as the lane's capacity allows, once it reopens.
 func TestCooldownHoldsEveryCallerInLine(t *testing.T) {
 	q, clk := coolQueue(t)
-	must(t, q.Cooldown("provider", 30*time.Second))
+	must(t, q.Cooldown(context.Background(), "provider", 30*time.Second))
 	names := []string{"session", "provider"}
 	a := acquireAsync(context.Background(), q, "a", names)
 	pending(t, clk, 1) // a holds the provider's permit and waits out the pause
@@ -72,7 +74,7 @@ func TestCooldownHoldsEveryCallerInLine(t *testing.T) {
 // its LaneError names the lane and says when it reopens.
 func TestCooldownDeadlineBeforeReopenFailsAtOnce(t *testing.T) {
 	q, _ := coolQueue(t)
-	must(t, q.Cooldown("provider", 10*time.Minute))
+	must(t, q.Cooldown(context.Background(), "provider", 10*time.Minute))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	tk, err := acquireAll(q, ctx, "k", []string{"session", "provider"})
@@ -94,7 +96,7 @@ func TestCooldownDeadlineBeforeReopenFailsAtOnce(t *testing.T) {
 // once the lane reopens.
 func TestCooldownCancelledWhileWaitingGivesBack(t *testing.T) {
 	q, clk := coolQueue(t)
-	must(t, q.Cooldown("provider", time.Minute))
+	must(t, q.Cooldown(context.Background(), "provider", time.Minute))
 	names := []string{"session", "provider"}
 	ctx, cancel := context.WithCancel(context.Background())
 	a := acquireAsync(ctx, q, "a", names)
@@ -120,7 +122,7 @@ func TestCooldownCancelledWhileWaitingGivesBack(t *testing.T) {
 // not in the set is not paused.
 func TestCooldownTryAndCheck(t *testing.T) {
 	q, clk := coolQueue(t)
-	must(t, q.Cooldown("provider", time.Second))
+	must(t, q.Cooldown(context.Background(), "provider", time.Second))
 	both, err := q.Lanes("session", "provider")
 	must(t, err)
 	if tk, ok := q.TryAcquireAll("k", both); ok {
@@ -152,19 +154,19 @@ func TestCooldownTryAndCheck(t *testing.T) {
 // an earlier one leaves it; an unknown lane is an error.
 func TestCooldownExtendsNeverShortens(t *testing.T) {
 	q, _ := coolQueue(t)
-	must(t, q.Cooldown("provider", time.Minute))
-	must(t, q.Cooldown("provider", time.Second))
+	must(t, q.Cooldown(context.Background(), "provider", time.Minute))
+	must(t, q.Cooldown(context.Background(), "provider", time.Second))
 	both, err := q.Lanes("session", "provider")
 	must(t, err)
 	var le *lanequeue.LaneError
 	if err := q.Check(both); !errors.As(err, &le) || le.RetryAfter != time.Minute {
 		t.Fatalf("Check = %v; want RetryAfter 1m (the earlier Cooldown must not shorten it)", err)
 	}
-	must(t, q.Cooldown("provider", 2*time.Minute))
+	must(t, q.Cooldown(context.Background(), "provider", 2*time.Minute))
 	if err := q.Check(both); !errors.As(err, &le) || le.RetryAfter != 2*time.Minute {
 		t.Fatalf("Check = %v; want RetryAfter 2m", err)
 	}
-	if err := q.Cooldown("nope", time.Second); !errors.Is(err, semaphore.ErrInvalidConfig) {
+	if err := q.Cooldown(context.Background(), "nope", time.Second); !errors.Is(err, semaphore.ErrInvalidConfig) {
 		t.Fatalf("Cooldown of an unknown lane = %v; want ErrUnknownLane", err)
 	}
 }
@@ -177,10 +179,10 @@ func TestCooldownEdges(t *testing.T) {
 	q, clk := coolQueue(t)
 	both, err := q.Lanes("session", "provider")
 	must(t, err)
-	must(t, q.Cooldown("provider", 0))
-	must(t, q.Cooldown("provider", -time.Hour))
+	must(t, q.Cooldown(context.Background(), "provider", 0))
+	must(t, q.Cooldown(context.Background(), "provider", -time.Hour))
 	must(t, q.Check(both))
-	must(t, q.Cooldown("provider", 10*time.Second))
+	must(t, q.Cooldown(context.Background(), "provider", 10*time.Second))
 	far := testkit.NewExpiring()
 	far.At = time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)
 	defer far.Expire()
@@ -190,7 +192,7 @@ func TestCooldownEdges(t *testing.T) {
 	got := receive(t, r)
 	must(t, got.err)
 	got.t.Release()
-	must(t, q.Cooldown("provider", math.MaxInt64))
+	must(t, q.Cooldown(context.Background(), "provider", math.MaxInt64))
 	var le *lanequeue.LaneError
 	if err := q.Check(both); !errors.As(err, &le) || le.RetryAfter <= 0 {
 		t.Fatalf("Check after Cooldown(MaxInt64) = %v; want the lane paused", err)
@@ -207,7 +209,7 @@ func TestCooldownOnAClockBefore1970(t *testing.T) {
 	must(t, addGlobal(q, "provider", 1))
 	set, err := q.Lanes("provider")
 	must(t, err)
-	must(t, q.Cooldown("provider", time.Second))
+	must(t, q.Cooldown(context.Background(), "provider", time.Second))
 	var le *lanequeue.LaneError
 	if err := q.Check(set); !errors.As(err, &le) || le.RetryAfter != time.Second {
 		t.Fatalf("Check = %v; want a pause of 1s", err)
@@ -229,7 +231,7 @@ func TestCooldownClockPanicHoldsNothing(t *testing.T) {
 	q.SetClock(panicClock{clock.NewFake(time.Now())})
 	must(t, addKeyed(q, "session"))
 	must(t, addGlobal(q, "provider", 1))
-	must(t, q.Cooldown("provider", time.Minute))
+	must(t, q.Cooldown(context.Background(), "provider", time.Minute))
 	func() {
 		defer func() {
 			if r := recover(); r != "clock broke" {
@@ -239,4 +241,46 @@ func TestCooldownClockPanicHoldsNothing(t *testing.T) {
 		acquireAll(q, context.Background(), "k", []string{"session", "provider"})
 	}()
 	assertNothingHeld(t, q)
+}
+
+// coolingLane is a global lane that also pauses "a fleet" (records it), as
+// redislane's lanes do, and whose refusals say when it can grant again.
+type coolingLane struct {
+	lanequeue.Lane[string]
+	mu     sync.Mutex
+	paused []time.Duration
+	err    error
+}
+
+func (l *coolingLane) Cooldown(_ context.Context, d time.Duration) (time.Duration, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.paused = append(l.paused, d)
+	return d, l.err
+}
+
+// A lane with a Cooldown method of its own (a fleet's) is told of the
+// queue's cooldown, after the local pause; its failure is returned, and
+// the local pause stands.
+func TestCooldownTellsAFleetLane(t *testing.T) {
+	q := lanequeue.New[string]()
+	t.Cleanup(q.Close)
+	l := &coolingLane{Lane: lanequeue.NewGlobalLane[string](semaphore.New(1))}
+	must(t, q.Add("provider", l))
+	must(t, q.Cooldown(context.Background(), "provider", 30*time.Second))
+	must(t, q.Cooldown(context.Background(), "provider", 0)) // pauses nothing, tells nobody
+	l.err = errors.New("redis down")
+	err := q.Cooldown(context.Background(), "provider", time.Minute)
+	if !errors.Is(err, l.err) {
+		t.Fatalf("Cooldown = %v, want the fleet lane's error", err)
+	}
+	if want := []time.Duration{30 * time.Second, time.Minute}; !slices.Equal(l.paused, want) {
+		t.Fatalf("the fleet lane was told %v, want %v", l.paused, want)
+	}
+	set, err := q.Lanes("provider")
+	must(t, err)
+	var le *lanequeue.LaneError
+	if err := q.Check(set); !errors.As(err, &le) || le.RetryAfter <= 30*time.Second {
+		t.Fatalf("Check = %v: the local pause must stand after the fleet's failure", err)
+	}
 }

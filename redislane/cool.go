@@ -47,6 +47,10 @@ func (e *LateError) Error() string {
 // Unwrap returns Err and context.DeadlineExceeded.
 func (e *LateError) Unwrap() []error { return []error{e.Err, context.DeadlineExceeded} }
 
+// RetryIn returns RetryAfter: a lanequeue.Queue reads it into its
+// LaneError's RetryAfter.
+func (e *LateError) RetryIn() time.Duration { return e.RetryAfter }
+
 // coolState is what an instance knows of its lane's cooldown: the
 // reopening read from Redis, on the local clock.
 type coolState struct {

@@ -246,7 +246,53 @@ func TestCooldownThroughAQueue(t *testing.T) {
 	var le *lanequeue.LaneError
 	require.ErrorAs(t, err, &le)
 	assert.Equal(t, "provider", le.Lane)
+	assert.Greater(t, le.RetryAfter, 30*time.Second, "the LaneError's RetryAfter comes from the LateError")
 	requireCoolRefusal(t, dctx, err, 30*time.Second)
+}
+
+// TestQueueCooldownPausesTheFleet: a Queue's Cooldown of a Redis lane
+// pauses every instance of it, not only the queue that was told (the
+// provider's 429 that one replica got is the whole fleet's), and another
+// replica's queue refuses a call whose deadline comes first with the
+// retry time.
+func TestQueueCooldownPausesTheFleet(t *testing.T) {
+	srv := startRedis(t)
+	f := fleetOf(t, srv.Addr, 2, 2)
+	toks := newTokens(t, srv.Addr, "tpm", 1000)
+	ctx := testCtx(t)
+	queues := make([]*lanequeue.Queue[string], 2)
+	for i := range queues {
+		q := lanequeue.New[string]()
+		defer q.Close()
+		require.NoError(t, q.Add("provider", redislane.AsLane[string](f[i])))
+		queues[i] = q
+	}
+	require.NoError(t, queues[0].Cooldown(ctx, "provider", time.Minute))
+	left, err := f[1].Cooldown(ctx, 0) // reads, on the other replica
+	require.NoError(t, err)
+	assert.Greater(t, left, 30*time.Second, "the pause reached Redis")
+
+	set, err := queues[1].Lanes("provider")
+	require.NoError(t, err)
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	tk, err := queues[1].AcquireAll(dctx, "k", set)
+	if err == nil {
+		tk.Release()
+	}
+	var le *lanequeue.LaneError
+	require.ErrorAs(t, err, &le)
+	assert.Greater(t, le.RetryAfter, 30*time.Second)
+	requireCoolRefusal(t, dctx, err, 30*time.Second)
+
+	// A rate lane of Redis is paused for the fleet too.
+	q := lanequeue.New[string]()
+	defer q.Close()
+	require.NoError(t, q.Add("tpm", redislane.AsRateLane[string](toks)))
+	require.NoError(t, q.Cooldown(ctx, "tpm", time.Minute))
+	left, err = toks.Cooldown(ctx, 0)
+	require.NoError(t, err)
+	assert.Greater(t, left, 30*time.Second, "the rate lane's pause reached Redis")
 }
 
 // TestCooldownArguments: d <= 0 sets nothing; a closed lane refuses.

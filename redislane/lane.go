@@ -2,6 +2,7 @@ package redislane
 
 import (
 	"context"
+	"time"
 
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
@@ -63,6 +64,12 @@ func (l *lane[K]) Stats() lanequeue.LaneStats {
 
 func (l *lane[K]) Close() { l.c.close() }
 
+// Cooldown pauses the lane for the fleet, as [Weighted.Cooldown]: a
+// Queue's Cooldown of the lane calls it.
+func (l *lane[K]) Cooldown(ctx context.Context, d time.Duration) (time.Duration, error) {
+	return l.c.cooldown(ctx, d)
+}
+
 // AsRateLane returns t as a rate lane of a [lanequeue.Queue] (kind Rate):
 // a call takes its weight of t (LaneWeight, else 1) as a charge that
 // stands, for the fleet's requests per window, or tokens charged at their
@@ -94,3 +101,9 @@ func (l rateLane[K]) Stats() lanequeue.LaneStats {
 }
 
 func (l rateLane[K]) Close() { l.t.Close() }
+
+// Cooldown pauses the lane for the fleet, as [Tokens.Cooldown]: a Queue's
+// Cooldown of the lane calls it.
+func (l rateLane[K]) Cooldown(ctx context.Context, d time.Duration) (time.Duration, error) {
+	return l.t.Cooldown(ctx, d)
+}
