@@ -97,61 +97,17 @@ func clearBits[K comparable](e *entry[K], b uint64) {
 }
 
 // waitBarging is wait on a barging semaphore: the caller holds a reference
-// on e but no permits. It takes the key's lock at once: a spin for free
-// permits before it measured no gain (docs/internals.md).
+// on e but no permits. Its admission is enqueue's, which takes the key's
+// lock at once: a spin for free permits before it measured no gain
+// (docs/internals.md).
 func (s *Keyed[K]) waitBarging(ctx context.Context, e *entry[K], n int64) (semaphore.Permit, error) {
-	e.mu.Lock()
-	var err error
-	cancelled := false
-	for err == nil {
-		if s.closed.Load() {
-			err = semaphore.ErrClosed
-			break
-		}
-		st := e.state.Load()
-		if avail(st) >= n && (e.q.Empty() || st&kStrict == 0) {
-			if err = ended(ctx); err != nil { // after the load: see ended
-				cancelled = true
-				break
-			}
-			if e.state.CompareAndSwap(st, st-uint64(n)) {
-				e.mu.Unlock()
-				return s.grant(e, n), nil
-			}
-			continue
-		}
-		if s.maxWaiters > 0 && e.q.Len(s.maxWaiters) >= s.maxWaiters {
-			err = semaphore.ErrQueueFull
-			break
-		}
-		// The queued bit before queueing, as in wait; a strict bit left
-		// from before the queue last emptied goes with it.
-		nst := st | queuedBit
-		if e.q.Empty() {
-			nst &^= kStrict
-		}
-		if st == nst || e.state.CompareAndSwap(st, nst) {
-			break
-		}
+	w, p, err := s.enqueue(ctx, e, n, nil)
+	if w == nil {
+		return p, err
 	}
-	if err != nil {
-		s.refuseLocked(e, cancelled)
-		return semaphore.Permit{}, err
-	}
-	w := s.wcache.Get()
-	w.N = n
-	var since int64 // WithHistograms: when the wait began
-	if s.tm != nil {
-		since = s.hc.Precise()
-		w.Since = since
-	}
-	w.Arrival = s.freshNow() // see bargeServeLocked
-	e.q.Push(w)
-	s.waiters.Add(1)
-	e.mu.Unlock()
-
+	since := w.Since // WithHistograms: when the wait began
 	bt, aged := s.armBound()
-	p, err := s.bargeLoop(ctx, e, w, aged)
+	p, err = s.bargeLoop(ctx, e, w, aged)
 	s.disarmBound(bt)
 	if err != nil {
 		// Left, failed, or a grant given back: the reference goes, and

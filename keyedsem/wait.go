@@ -121,11 +121,12 @@ func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64, t *call.Turn)
 	return s.await(ctx, e, w)
 }
 
-// enqueue is the first half of wait, under e.mu: it pushes a waiter for n
-// permits of e (placed by t, as for wait) and returns it, or returns the
-// permit (the permits came free) or the error (the reference then
-// dropped) with a nil waiter. A Place (see Keyed.Join) is a waiter pushed
-// here whose await comes later.
+// enqueue is the admission of every call that may wait on e, the first
+// half of wait (and of a barging wait), under e.mu: it pushes a waiter for
+// n permits of e (placed by t, as for wait) and returns it, or returns the
+// permit (the permits came free and the caller comes first) or the error
+// (the reference then dropped) with a nil waiter. A Place (see Keyed.Join)
+// is a waiter pushed here whose await comes later.
 func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Turn) (*waitq.Waiter, semaphore.Permit, error) {
 	var pl waitq.Place
 	if s.order != 0 {
@@ -141,7 +142,7 @@ func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Tu
 			break
 		}
 		st := e.state.Load()
-		if (e.q.Empty() || s.order != 0 && waitq.Ahead(&pl, e.q.Head(), s.aging)) && avail(st) >= n && !held {
+		if avail(st) >= n && !held && s.first(e, st, &pl) {
 			// The permits came free since lookup, or the caller goes
 			// ahead of every waiter and fits: they may have come free
 			// after ctx ended (see ended).
@@ -171,9 +172,14 @@ func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Tu
 			break
 		}
 		// Set the queued bit before queueing, so that no lock-free acquire
-		// or release can slip past the queue. If the word moved, look
-		// again: the permits may have come back.
-		if st&queuedBit != 0 || e.state.CompareAndSwap(st, st|queuedBit) {
+		// or release can slip past the queue; a strict bit left from
+		// before the queue last emptied (WithBarging) goes with it. If the
+		// word moved, look again: the permits may have come back.
+		nst := st | queuedBit
+		if e.q.Empty() {
+			nst &^= kStrict
+		}
+		if st == nst || e.state.CompareAndSwap(st, nst) {
 			break
 		}
 	}
@@ -186,15 +192,33 @@ func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Tu
 	if s.tm != nil || s.hold != 0 {
 		w.Since = s.hc.Precise()
 	}
-	if s.order == 0 {
+	switch {
+	case s.barging:
+		w.Arrival = s.freshNow() // its bound counts from here: see bargeServeLocked
 		e.q.Push(w)
-	} else {
+	case s.order == 0:
+		e.q.Push(w)
+	default:
 		w.Place = pl
 		e.q.PushOrdered(w, s.aging)
 	}
 	s.waiters.Add(1)
 	e.mu.Unlock()
 	return w, semaphore.Permit{}, nil
+}
+
+// first reports whether a caller at place pl, whose permits are free in
+// e's word st, comes before every waiter of e: nobody waits; or
+// (WithBarging) the key is not in strict hand-off; or it goes ahead of the
+// head. It must be called with e.mu held.
+func (s *Keyed[K]) first(e *entry[K], st uint64, pl *waitq.Place) bool {
+	switch {
+	case e.q.Empty():
+		return true
+	case s.barging:
+		return st&kStrict == 0
+	}
+	return s.order != 0 && waitq.Ahead(pl, e.q.Head(), s.aging)
 }
 
 // refuseLocked ends an admission to e refused under e.mu, which it
