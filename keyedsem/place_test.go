@@ -448,3 +448,44 @@ func plMust(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestPlaceStaleCopyAcrossSemaphores: the records behind places are
+// pooled for every semaphore that keeps them (waitq.Spot), so a record
+// used by a keyed place may serve a semaphore.Weighted's Join next, and
+// the other way round; a copy of the used place must reach neither the
+// new place nor the other semaphore.
+func TestPlaceStaleCopyAcrossSemaphores(t *testing.T) {
+	k := keyedsem.New[string]()
+	defer k.Close()
+	w := semaphore.New(1)
+	defer w.Close()
+	for i := range 100 {
+		old := plJoin(t, k, "a", 1)
+		old.Leave()
+		cur, err := w.Join(1) // likely on old's record
+		if err != nil {
+			t.Fatalf("round %d: Weighted.Join: %v", i, err)
+		}
+		if _, err := old.Wait(bg); !errors.Is(err, semaphore.ErrPlaceUsed) {
+			t.Fatalf("round %d: stale keyed Wait: %v; want ErrPlaceUsed", i, err)
+		}
+		old.Leave() // must not give cur up
+		plWait(t, cur, "the Weighted place").Release()
+
+		wold, err := w.Join(1)
+		if err != nil {
+			t.Fatalf("round %d: Weighted.Join: %v", i, err)
+		}
+		wold.Leave()
+		kcur := plJoin(t, k, "b", 1) // likely on wold's record
+		if _, err := wold.Wait(bg); !errors.Is(err, semaphore.ErrPlaceUsed) {
+			t.Fatalf("round %d: stale Weighted Wait: %v; want ErrPlaceUsed", i, err)
+		}
+		wold.Leave() // must not give kcur up
+		plWait(t, kcur, "the keyed place").Release()
+	}
+	plCheck(t, k, "end", 0, 0)
+	if st := w.Stats(); st.Acquired != st.Released || st.Waiters != 0 || st.DoubleReleases != 0 {
+		t.Fatalf("Weighted at the end: %+v; want every permit back once, nobody waiting", st)
+	}
+}
