@@ -81,7 +81,7 @@ type semRun struct {
 // PrioritiesFairShare), so that one driver checks them all. A quarter of
 // the runs order by priority with aging (WithPriorities, model Priorities, both on the
 // fake clock): their acquires are Acquire calls with drawn priorities
-// (the bounds ±MaxPriority included) or plain Acquire at priority 0, and
+// (the bounds ±1,000,000 (call.MaxPriority) included) or plain Acquire at priority 0, and
 // age moves the clock on by quarters of the step, so the grants checked
 // are those of the highest effective priority. A quarter share fairly
 // (WithFairShare, model FairShare): their acquires name one of the groups
