@@ -220,10 +220,26 @@ func (l *tokenLane[K]) settle(sec, delta int64) {
 func (l *tokenLane[K]) Kind() Kind       { return Rate }
 func (l *tokenLane[K]) MaxWeight() int64 { return l.max }
 
+// refusal is the error of a call for n tokens that the lane refuses at
+// once, or nil: a queue checks weights before it calls a lane, but a lane
+// called directly must not take a weight of 0 (a grant of nothing) or
+// below (which would lower the minute's total).
+func (l *tokenLane[K]) refusal(n int64) error {
+	switch {
+	case l.closed.Load():
+		return semaphore.ErrClosed
+	case n <= 0:
+		return semaphore.ErrInvalidWeight
+	case n > l.max:
+		return semaphore.ErrTooHeavy
+	}
+	return nil
+}
+
 func (l *tokenLane[K]) Acquire(ctx context.Context, _ K, n int64) (semaphore.Permit, error) {
-	if l.closed.Load() {
+	if err := l.refusal(n); err != nil {
 		l.rejected.Add(1)
-		return semaphore.Permit{}, semaphore.ErrClosed
+		return semaphore.Permit{}, err
 	}
 	l.waiters.Add(1)
 	defer l.waiters.Add(-1)
@@ -283,7 +299,7 @@ func (e *tokensLate) Error() string {
 func (e *tokensLate) Unwrap() error { return context.DeadlineExceeded }
 
 func (l *tokenLane[K]) TryAcquire(_ K, n int64) (semaphore.Permit, bool) {
-	if l.closed.Load() {
+	if l.refusal(n) != nil {
 		return semaphore.Permit{}, false
 	}
 	select {

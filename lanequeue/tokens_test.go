@@ -403,3 +403,33 @@ func TestTokenLaneEdges(t *testing.T) {
 		t.Fatal("a spent lane before 1970 granted a token")
 	}
 }
+
+// A token lane called directly, not through a queue, refuses a weight
+// below 1 or above its budget, as every lane does: before, a weight of 0
+// was a grant of nothing and a negative one lowered the minute's total.
+func TestTokenLaneRefusesBadWeightsCalledDirectly(t *testing.T) {
+	l := lanequeue.NewTokenLane[string](100)
+	t.Cleanup(l.Close)
+	for _, c := range []struct {
+		n    int64
+		want error
+	}{{0, semaphore.ErrInvalidWeight}, {-50, semaphore.ErrInvalidWeight}, {101, semaphore.ErrTooHeavy}} {
+		if p, err := l.Acquire(context.Background(), "k", c.n); !errors.Is(err, c.want) || p.Weight() != 0 {
+			t.Fatalf("Acquire(%d) = (%d, %v), want %v", c.n, p.Weight(), err, c.want)
+		}
+		if p, ok := l.TryAcquire("k", c.n); ok || p.Weight() != 0 {
+			t.Fatalf("TryAcquire(%d) = (%d, %v), want a refusal", c.n, p.Weight(), ok)
+		}
+	}
+	// The budget is whole: a refused negative weight gave nothing back.
+	p, err := l.Acquire(context.Background(), "k", 100)
+	if err != nil || p.Weight() != 100 {
+		t.Fatalf("Acquire(100) after the refusals = (%d, %v)", p.Weight(), err)
+	}
+	if _, ok := l.TryAcquire("k", 1); ok {
+		t.Fatal("a 101st token in the minute was granted")
+	}
+	if st := l.Stats(); st.Rejected != 3 {
+		t.Fatalf("Rejected = %d, want the 3 refused Acquires", st.Rejected)
+	}
+}
