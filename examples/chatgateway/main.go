@@ -75,5 +75,9 @@ func serve(addr string, step time.Duration) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return g.shutdown(ctx, srv)
+	if err := g.shutdown(ctx, srv); err != nil {
+		return err
+	}
+	fmt.Println("chatgateway: drained: every webhook admitted was answered")
+	return nil
 }
