@@ -155,7 +155,7 @@ func run(lo load) (*report, error) {
 	rep := &report{Load: lo, Lat: map[string][]time.Duration{}}
 	var latMu sync.Mutex
 	var sends sync.WaitGroup
-	post := func(phase string, m message) bool {
+	post := func(phase string, m message) {
 		defer sends.Done()
 		body, _ := json.Marshal(m)
 		atomic.AddInt64(&rep.Sent, 1)
@@ -166,11 +166,11 @@ func run(lo load) (*report, error) {
 		case errors.As(err, &ne) && ne.Timeout():
 			atomic.AddInt64(&rep.TimedOut, 1)
 			tr.got(m.Text, "gave up")
-			return true
+			return
 		case err != nil:
 			atomic.AddInt64(&rep.Refused, 1) // the listener is gone: shut down
 			tr.got(m.Text, "lost")
-			return false
+			return
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
@@ -184,38 +184,34 @@ func run(lo load) (*report, error) {
 			latMu.Unlock()
 		case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 			atomic.AddInt64(&rep.Refused, 1)
-			return false
 		default:
 			atomic.AddInt64(&rep.Bad, 1)
 			tr.got(m.Text, "other")
 		}
-		return true
 	}
 
 	// thread sends a thread's messages, one each every (exponential) gap,
-	// each from its own goroutine after a network delay up to Jitter,
-	// until stop; the first goes undelayed and the second Jitter later
-	// at least (a thread the gateway has not seen yet knows no number to
-	// hold for).
+	// until stop. The first opens the thread: it is sent and answered
+	// before the next is sent (the gateway cannot hold a message for the
+	// predecessor of a thread it has not seen: a new key's first number
+	// goes at once). Each later one is sent from its own goroutine after
+	// a network delay up to Jitter, so close ones may arrive out of order.
 	var phase atomic.Value
 	phase.Store("unloaded")
 	thread := func(stop <-chan struct{}, rnd *rand.Rand, tenant, id, kind string, every time.Duration, wg *sync.WaitGroup) {
 		defer wg.Done()
 		next := time.Now()
 		for n := int64(1); ; n++ {
-			var delay time.Duration
-			if n > 1 {
-				delay = time.Duration(rnd.Int64N(int64(lo.Jitter) + 1))
-			}
 			m := message{Tenant: tenant, Thread: id, N: n, Kind: kind, Text: fmt.Sprintf("%s/%s/%d", tenant, id, n)}
 			sends.Add(1)
 			ph := phase.Load().(string)
-			time.AfterFunc(delay, func() { post(ph, m) })
-			gap := time.Duration(rnd.ExpFloat64() * float64(every))
 			if n == 1 {
-				gap += lo.Jitter
+				post(ph, m)
+				next = time.Now()
+			} else {
+				time.AfterFunc(time.Duration(rnd.Int64N(int64(lo.Jitter)+1)), func() { post(ph, m) })
 			}
-			next = next.Add(gap)
+			next = next.Add(time.Duration(rnd.ExpFloat64() * float64(every)))
 			select {
 			case <-stop:
 				return
@@ -223,10 +219,12 @@ func run(lo load) (*report, error) {
 			}
 		}
 	}
+	var streams uint64 // one random stream per thread
 	start := func(stop <-chan struct{}, wg *sync.WaitGroup, tenant string, threads int, every time.Duration, kind string) {
 		for i := range threads {
 			wg.Add(1)
-			rnd := rand.New(rand.NewPCG(lo.Seed, uint64(len(tenant)*1000+len(kind)*100+i)))
+			streams++
+			rnd := rand.New(rand.NewPCG(lo.Seed, streams))
 			go thread(stop, rnd, tenant, fmt.Sprintf("%s-%s-%d", phase.Load(), kind, i), kind, every, wg)
 		}
 	}
