@@ -1,0 +1,343 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// load is the driver's configuration: the traffic, the model API's stub,
+// and the gateway's settings.
+type load struct {
+	Seed     uint64
+	Unloaded time.Duration // the small tenant alone, for its unloaded latency
+	Loaded   time.Duration // the big tenant (over capacity) beside the small one
+	Timeout  time.Duration // a client gives up on a webhook after this long
+
+	BigThreads, SmallThreads, CronThreads int           // threads per tenant; cron jobs per tenant
+	BigEvery, SmallEvery, CronEvery       time.Duration // mean gap between a thread's messages
+	Jitter                                time.Duration // network: a message is delayed up to this much
+
+	Tool         time.Duration // the agent's own work per message, beside its model call
+	ModelWork    time.Duration // a model call's mean time
+	ModelLimit   int64         // the model API's hidden concurrency limit
+	ModelCeiling int64         // the most the gateway's controller may allow
+	RetryAfter   time.Duration // the model API's Retry-After on a 429
+	Agents       int64
+	Hold         time.Duration
+	PriorityStep time.Duration
+}
+
+// defaultLoad is the figure the README shows, scaled to d of loaded traffic.
+func defaultLoad(d time.Duration) load {
+	return load{
+		Seed: 1, Unloaded: d / 3, Loaded: d, Timeout: 3 * time.Second,
+		BigThreads: 40, SmallThreads: 8, CronThreads: 2,
+		BigEvery: 300 * time.Millisecond, SmallEvery: time.Second, CronEvery: 2 * time.Second,
+		Jitter: 20 * time.Millisecond,
+		Tool:   60 * time.Millisecond, ModelWork: 40 * time.Millisecond, ModelLimit: 6, ModelCeiling: 12,
+		RetryAfter: 100 * time.Millisecond,
+		Agents:     8, Hold: 200 * time.Millisecond, PriorityStep: time.Second,
+	}
+}
+
+// report is what a run measured.
+type report struct {
+	Load load
+
+	Sent, Answered             int64 // webhooks sent; answered 200
+	Refused, TimedOut, Bad     int64 // 429/503 or no listener; the client gave up; any other answer
+	OrderViolations            int64 // a message handled after a higher number of its thread
+	DoubleHandlers             int64 // a message handled while another of its thread was
+	HoldsRunOut                uint64
+	UpstreamPeak               int64 // the most calls the model API worked on at once
+	UpstreamArrivedPeak        int64 // the most calls at the model API at once, refused ones included
+	UpstreamCalls, Upstream429 int64
+	ModelLimitEnd              int64 // the controller's limit at the end
+	// Webhooks admitted (their handler ran), by what their client got:
+	// 200; another answer (502: the model still said 429 after the
+	// retries); nothing, because it gave up first (Timeout); nothing at
+	// all (the connection was dropped: a drain that lost work).
+	Admitted, AdmittedOK, AdmittedOther, AdmittedGaveUp, AdmittedLost int64
+
+	NestedRefused int64 // model calls of admitted webhooks that a lane refused (ErrDraining)
+	DrainFinished int64 // webhooks whose handler returned after the drain began
+	DrainErr      error
+	Lat           map[string][]time.Duration // "phase tenant class" -> sorted latencies of 200s
+}
+
+// tracker watches the handlers: order, exclusion, admission.
+type tracker struct {
+	mu            sync.Mutex
+	highest       map[string]int64 // thread -> highest number handled
+	active        map[string]int
+	admitted      map[string]bool   // ids of the webhooks whose handler ran
+	outcome       map[string]string // id -> what its client got
+	draining      atomic.Bool
+	drainFinished atomic.Int64 // handlers that returned after the drain began
+	nestedRefused atomic.Int64
+	order, double atomic.Int64
+}
+
+func (t *tracker) enter(m message) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := m.Tenant + "/" + m.Thread
+	if t.active[k] > 0 {
+		t.double.Add(1)
+	}
+	t.active[k]++
+	if m.N < t.highest[k] {
+		t.order.Add(1)
+	}
+	t.highest[k] = max(t.highest[k], m.N)
+	t.admitted[m.Text] = true
+}
+
+func (t *tracker) leave(m message) {
+	if t.draining.Load() {
+		t.drainFinished.Add(1)
+	}
+	t.mu.Lock()
+	t.active[m.Tenant+"/"+m.Thread]--
+	t.mu.Unlock()
+}
+
+// got notes what the client of webhook id got.
+func (t *tracker) got(id, outcome string) {
+	t.mu.Lock()
+	t.outcome[id] = outcome
+	t.mu.Unlock()
+}
+
+// run drives a gateway (in this process, on a loopback listener) with lo's
+// traffic, then drains it while traffic still comes, and reports.
+func run(lo load) (*report, error) {
+	up := newUpstream(lo.ModelLimit, lo.ModelWork, lo.RetryAfter, lo.Seed)
+	model := httptest.NewServer(up)
+	defer model.Close()
+
+	tr := &tracker{highest: map[string]int64{}, active: map[string]int{}, admitted: map[string]bool{}, outcome: map[string]string{}}
+	g, err := newGateway(config{
+		Agents: lo.Agents, ModelCeiling: lo.ModelCeiling, Hold: lo.Hold, PriorityStep: lo.PriorityStep,
+		ModelURL: model.URL + "/v1/messages", ModelBase: model.Client().Transport, Backoff: 50 * time.Millisecond,
+		Handle: func(ctx context.Context, m message, ask func(context.Context, string) (string, error)) (string, error) {
+			tr.enter(m)
+			defer tr.leave(m)
+			time.Sleep(lo.Tool)
+			answer, err := ask(ctx, m.Text)
+			if refusedByLanes(err) {
+				tr.nestedRefused.Add(1)
+			}
+			return answer, err
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	srv := httptest.NewServer(g.handler)
+	defer srv.Close()
+	client := &http.Client{Timeout: lo.Timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
+	defer client.CloseIdleConnections()
+
+	rep := &report{Load: lo, Lat: map[string][]time.Duration{}}
+	var latMu sync.Mutex
+	var sends sync.WaitGroup
+	post := func(phase string, m message) {
+		defer sends.Done()
+		body, _ := json.Marshal(m)
+		atomic.AddInt64(&rep.Sent, 1)
+		start := time.Now()
+		var ne net.Error
+		resp, err := client.Post(srv.URL+"/webhook", "application/json", bytes.NewReader(body))
+		switch {
+		case errors.As(err, &ne) && ne.Timeout():
+			atomic.AddInt64(&rep.TimedOut, 1)
+			tr.got(m.Text, "gave up")
+			return
+		case err != nil:
+			atomic.AddInt64(&rep.Refused, 1) // the listener is gone: shut down
+			tr.got(m.Text, "lost")
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case http.StatusOK:
+			atomic.AddInt64(&rep.Answered, 1)
+			tr.got(m.Text, "ok")
+			k := phase + " " + m.Tenant + " " + m.Kind
+			latMu.Lock()
+			rep.Lat[k] = append(rep.Lat[k], time.Since(start))
+			latMu.Unlock()
+		case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+			atomic.AddInt64(&rep.Refused, 1)
+		default:
+			atomic.AddInt64(&rep.Bad, 1)
+			tr.got(m.Text, "other")
+		}
+	}
+
+	// thread sends a thread's messages, one each every (exponential) gap,
+	// until stop. The first opens the thread: it is sent and answered
+	// before the next is sent (the gateway cannot hold a message for the
+	// predecessor of a thread it has not seen: a new key's first number
+	// goes at once). Each later one is sent from its own goroutine after
+	// a network delay up to Jitter, so close ones may arrive out of order.
+	var phase atomic.Value
+	phase.Store("unloaded")
+	thread := func(stop <-chan struct{}, rnd *rand.Rand, tenant, id, kind string, every time.Duration, wg *sync.WaitGroup) {
+		defer wg.Done()
+		next := time.Now()
+		for n := int64(1); ; n++ {
+			m := message{Tenant: tenant, Thread: id, N: n, Kind: kind, Text: fmt.Sprintf("%s/%s/%d", tenant, id, n)}
+			sends.Add(1)
+			ph := phase.Load().(string)
+			if n == 1 {
+				post(ph, m)
+				next = time.Now()
+			} else {
+				time.AfterFunc(time.Duration(rnd.Int64N(int64(lo.Jitter)+1)), func() { post(ph, m) })
+			}
+			next = next.Add(time.Duration(rnd.ExpFloat64() * float64(every)))
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Until(next)):
+			}
+		}
+	}
+	var streams uint64 // one random stream per thread
+	start := func(stop <-chan struct{}, wg *sync.WaitGroup, tenant string, threads int, every time.Duration, kind string) {
+		for i := range threads {
+			wg.Add(1)
+			streams++
+			rnd := rand.New(rand.NewPCG(lo.Seed, streams))
+			go thread(stop, rnd, tenant, fmt.Sprintf("%s-%s-%d", phase.Load(), kind, i), kind, every, wg)
+		}
+	}
+
+	// The small tenant alone.
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	start(stop, &wg, "small", lo.SmallThreads, lo.SmallEvery, "user")
+	start(stop, &wg, "small", lo.CronThreads, lo.CronEvery, "cron")
+	time.Sleep(lo.Unloaded)
+	close(stop)
+	wg.Wait()
+	sends.Wait()
+
+	// The big tenant beside it, over capacity; then a drain under traffic.
+	phase.Store("loaded")
+	stop = make(chan struct{})
+	start(stop, &wg, "small", lo.SmallThreads, lo.SmallEvery, "user")
+	start(stop, &wg, "small", lo.CronThreads, lo.CronEvery, "cron")
+	start(stop, &wg, "big", lo.BigThreads, lo.BigEvery, "user")
+	start(stop, &wg, "big", lo.CronThreads, lo.CronEvery, "cron")
+	time.Sleep(lo.Loaded)
+	phase.Store("drain")
+	ctx, cancel := context.WithTimeout(context.Background(), lo.Timeout+10*time.Second)
+	defer cancel()
+	tr.draining.Store(true)
+	rep.DrainErr = g.shutdown(ctx, srv.Config)
+	close(stop)
+	wg.Wait()
+	sends.Wait()
+
+	rep.OrderViolations, rep.DoubleHandlers = tr.order.Load(), tr.double.Load()
+	rep.HoldsRunOut = g.lanes.holdsRunOut()
+	rep.UpstreamPeak, rep.UpstreamArrivedPeak = up.peak.Load(), up.arrivedPeak.Load()
+	rep.UpstreamCalls, rep.Upstream429 = up.calls.Load(), up.refused.Load()
+	rep.ModelLimitEnd = g.lanes.limit.Stats().Limit
+	rep.NestedRefused = tr.nestedRefused.Load()
+	rep.DrainFinished = tr.drainFinished.Load()
+	for id := range tr.admitted {
+		rep.Admitted++
+		switch tr.outcome[id] {
+		case "ok":
+			rep.AdmittedOK++
+		case "other":
+			rep.AdmittedOther++
+		case "gave up":
+			rep.AdmittedGaveUp++
+		default:
+			rep.AdmittedLost++
+		}
+	}
+	for _, l := range rep.Lat {
+		slices.Sort(l)
+	}
+	return rep, nil
+}
+
+// pct is the p-th percentile of sorted l.
+func pct(l []time.Duration, p float64) time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	return l[min(len(l)-1, int(float64(len(l))*p/100))]
+}
+
+// print writes the report for a reader.
+func (r *report) print(w io.Writer) {
+	lo := r.Load
+	fmt.Fprintf(w, "chatgateway: %v small tenant alone, then %v with a big tenant over capacity, then a drain under traffic\n", lo.Unloaded, lo.Loaded)
+	fmt.Fprintf(w, "  agents lane %d (users before cron, tenants fair), model API hidden limit %d, controller ceiling %d, reorder hold %v\n",
+		lo.Agents, lo.ModelLimit, lo.ModelCeiling, lo.Hold)
+	fmt.Fprintf(w, "webhooks sent %d: answered %d, refused (429/503/closed) %d, client gave up after %v %d, other %d\n",
+		r.Sent, r.Answered, r.Refused, lo.Timeout, r.TimedOut, r.Bad)
+	fmt.Fprintf(w, "order violations (a message handled after a higher number of its thread): %d\n", r.OrderViolations)
+	fmt.Fprintf(w, "two handlers of one thread at once: %d\n", r.DoubleHandlers)
+	fmt.Fprintf(w, "reorder holds that ran out (a predecessor never came: its client gave up, or the drain refused it): %d\n", r.HoldsRunOut)
+	fmt.Fprintf(w, "model API: peak %d calls worked on at once, limit %d; peak %d at its door (refused included)\n",
+		r.UpstreamPeak, lo.ModelLimit, r.UpstreamArrivedPeak)
+	rate := 0.0
+	if r.UpstreamCalls > 0 {
+		rate = 100 * float64(r.Upstream429) / float64(r.UpstreamCalls)
+	}
+	fmt.Fprintf(w, "model API: %d calls, %d answered 429 (%.2f%%); the controller's limit ends at %d\n",
+		r.UpstreamCalls, r.Upstream429, rate, r.ModelLimitEnd)
+	fmt.Fprintf(w, "admitted webhooks %d: answered 200 %d, otherwise %d, client gave up first %d, lost %d; "+
+		"model calls refused by a lane %d\n",
+		r.Admitted, r.AdmittedOK, r.AdmittedOther, r.AdmittedGaveUp, r.AdmittedLost, r.NestedRefused)
+	fmt.Fprintf(w, "drain under traffic: %d handlers finished after it began; Drain and Shutdown: %v\n", r.DrainFinished, r.DrainErr)
+	fmt.Fprintf(w, "%-9s %-6s %-5s %7s %9s %9s\n", "phase", "tenant", "class", "answers", "p50", "p99")
+	keys := make([]string, 0, len(r.Lat))
+	for k := range r.Lat {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int { return strings.Compare(phaseRank(a)+a, phaseRank(b)+b) })
+	for _, k := range keys {
+		f := strings.Fields(k)
+		l := r.Lat[k]
+		fmt.Fprintf(w, "%-9s %-6s %-5s %7d %9v %9v\n", f[0], f[1], f[2], len(l),
+			pct(l, 50).Round(time.Millisecond), pct(l, 99).Round(time.Millisecond))
+	}
+	un, ld := pct(r.Lat["unloaded small user"], 99), pct(r.Lat["loaded small user"], 99)
+	if un > 0 {
+		fmt.Fprintf(w, "small tenant's users, p99 loaded / unloaded: %v / %v = %.2fx\n",
+			ld.Round(time.Millisecond), un.Round(time.Millisecond), float64(ld)/float64(un))
+	}
+}
+
+func phaseRank(k string) string {
+	switch {
+	case strings.HasPrefix(k, "unloaded"):
+		return "0"
+	case strings.HasPrefix(k, "loaded"):
+		return "1"
+	}
+	return "2"
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/sessionlane/lanes/lanehttp"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// message is a webhook's JSON body, as a Slack-like chat platform posts it.
+type message struct {
+	Tenant string `json:"tenant"`
+	Thread string `json:"thread"`
+	N      int64  `json:"n"`    // the message's number in its thread, from 1
+	Kind   string `json:"kind"` // "user" or "cron"
+	Text   string `json:"text"`
+}
+
+// Priorities on the agents lane: a user's message before a cron job's.
+const (
+	priorityUser = 1
+	priorityCron = 0
+)
+
+// config is what a gateway is made of.
+type config struct {
+	Agents       int64         // agent runs at once
+	ModelCeiling int64         // the most model calls in flight the controller may allow
+	Hold         time.Duration // how long a message waits for its thread's predecessor
+	PriorityStep time.Duration // a cron job waiting this long counts as a user's message
+	ModelURL     string        // the model API's endpoint
+	ModelBase    http.RoundTripper
+	Backoff      time.Duration // the first retry's backoff after a 429 without a hint
+	Handle       handleFunc    // what the agent does with a message (nil: call the model once)
+}
+
+// handleFunc runs the agent for one message, holding its thread and its
+// agent slot; ask calls the model.
+type handleFunc func(ctx context.Context, m message, ask func(ctx context.Context, prompt string) (string, error)) (string, error)
+
+// gateway is the recipe: webhooks in, through the lanes, model calls out.
+type gateway struct {
+	lanes   *lanes
+	handler http.Handler
+	model   *http.Client
+	url     string
+}
+
+// newGateway builds the gateway of cfg.
+func newGateway(cfg config) (*gateway, error) {
+	l, err := newLanes(cfg.Agents, cfg.ModelCeiling, cfg.Hold, cfg.PriorityStep)
+	if err != nil {
+		return nil, err
+	}
+	g := &gateway{lanes: l, url: cfg.ModelURL}
+	g.model = &http.Client{Transport: lanehttp.NewTransport(lanehttp.TransportConfig[string]{
+		Base: cfg.ModelBase, Queue: l.q, Lanes: l.model, Backoff: cfg.Backoff,
+	})}
+	handle := cfg.Handle
+	if handle == nil {
+		handle = func(ctx context.Context, m message, ask func(context.Context, string) (string, error)) (string, error) {
+			return ask(ctx, m.Text)
+		}
+	}
+	dec := new(lanehttp.Decoder[message]) // JSON, read once, at most MaxBodyBytes
+	g.handler = lanehttp.Handler(lanehttp.Config[string]{
+		Queue: l.q, Lanes: l.inbound, Decode: dec, MaxBodyBytes: 64 << 10,
+		Key: func(r *http.Request) (string, error) {
+			m, _ := dec.From(r.Context())
+			if m.Thread == "" || m.Tenant == "" || m.N < 1 {
+				return "", errors.New("a message needs a tenant, a thread and a number")
+			}
+			return m.Tenant + "/" + m.Thread, nil
+		},
+		Options: func(r *http.Request) ([]semaphore.AcquireOption, error) {
+			m, _ := dec.From(r.Context())
+			p := priorityUser
+			if m.Kind == "cron" {
+				p = priorityCron
+			}
+			return []semaphore.AcquireOption{semaphore.Sequence(m.N), semaphore.Priority(p), semaphore.Group(m.Tenant)}, nil
+		},
+	}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m, _ := dec.From(r.Context())
+		answer, err := handle(r.Context(), m, g.ask)
+		if err != nil {
+			http.Error(w, "the model did not answer", http.StatusBadGateway)
+			return
+		}
+		io.WriteString(w, answer)
+	}))
+	return g, nil
+}
+
+// ask calls the model API with prompt. ctx is the webhook's: it carries the
+// webhook's ticket, so the call is served during a drain.
+func (g *gateway) ask(ctx context.Context, prompt string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.url, bytes.NewReader([]byte(prompt)))
+	if err != nil {
+		return "", err
+	}
+	resp, err := g.model.Do(req) // the model lane, its 429s retried after their Retry-After
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close() // gives the model lane back
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = errors.New("model: " + resp.Status)
+	}
+	return string(body), err
+}
+
+// shutdown drains the lanes, then stops srv: the webhooks admitted finish,
+// their model calls included; new ones are answered 503 meanwhile.
+func (g *gateway) shutdown(ctx context.Context, srv *http.Server) error {
+	return errors.Join(g.lanes.drain(ctx), srv.Shutdown(ctx))
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sessionlane/lanes/internal/testkit"
+)
+
+func TestMain(m *testing.M) { testkit.Main(m) }
+
+// shortLoad is a run of about two seconds, with close messages and a wide
+// network jitter, so that a thread's messages often arrive out of order
+// and its line often has several waiting: the reorder hold and the
+// sequence order have work to do. The big tenant sends about 1.3 times
+// what the agents can run, so work waits when the drain begins. No client
+// gives up, so every admitted webhook must be answered.
+func shortLoad(seed uint64) load {
+	lo := defaultLoad(time.Second)
+	lo.Seed = seed
+	lo.Unloaded = 200 * time.Millisecond
+	lo.Timeout = time.Minute
+	lo.BigThreads, lo.SmallThreads, lo.CronThreads = 8, 2, 1
+	lo.BigEvery, lo.SmallEvery, lo.CronEvery = 60*time.Millisecond, 200*time.Millisecond, 300*time.Millisecond
+	lo.Jitter = 30 * time.Millisecond
+	lo.Tool, lo.ModelWork = 40*time.Millisecond, 40*time.Millisecond
+	return lo
+}
+
+// TestGateway runs the recipe under load and then drains it under traffic,
+// once with the model API's limit known (the controller's ceiling: no call
+// may find the API full) and once hidden below the ceiling (the controller
+// finds it through 429s). It checks what the recipe promises, not its
+// speed: each thread's messages handled in their numbers' order and one at
+// a time, the model API never given more calls at once than the lane's
+// bound, and every admitted webhook answered through the drain.
+func TestGateway(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		limit, ceiling int64
+	}{
+		{"known limit", 6, 6},
+		{"hidden limit", 4, 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lo := shortLoad(7)
+			lo.ModelLimit, lo.ModelCeiling = tc.limit, tc.ceiling
+			r := testkit.Within(t, time.Minute, "the driver's run", testkit.Go(func() *report {
+				r, err := run(lo)
+				if err != nil {
+					t.Error(err)
+				}
+				return r
+			}))
+			if r == nil {
+				return
+			}
+			var out strings.Builder
+			r.print(&out)
+			t.Log("\n" + out.String())
+
+			if r.OrderViolations != 0 {
+				t.Errorf("%d messages handled after a higher number of their thread, want 0", r.OrderViolations)
+			}
+			if r.DoubleHandlers != 0 {
+				t.Errorf("%d messages handled beside another of their thread, want 0", r.DoubleHandlers)
+			}
+			if r.UpstreamArrivedPeak > lo.ModelCeiling {
+				t.Errorf("%d calls reached the model API at once, above the model lane's ceiling %d", r.UpstreamArrivedPeak, lo.ModelCeiling)
+			}
+			if lo.ModelLimit == lo.ModelCeiling && r.Upstream429 != 0 {
+				t.Errorf("%d calls found the model API full although the lane's ceiling is its limit", r.Upstream429)
+			}
+			if r.Admitted == 0 || r.DrainFinished == 0 {
+				t.Fatalf("%d webhooks admitted, %d finished during the drain: the run tested nothing", r.Admitted, r.DrainFinished)
+			}
+			if r.AdmittedLost != 0 || r.AdmittedGaveUp != 0 || r.NestedRefused != 0 {
+				t.Errorf("of %d admitted webhooks %d got no answer and %d none in time; %d model calls were refused by a lane; want 0 each",
+					r.Admitted, r.AdmittedLost, r.AdmittedGaveUp, r.NestedRefused)
+			}
+			if r.AdmittedOK+r.AdmittedOther != r.Admitted {
+				t.Errorf("%d admitted webhooks, %d answered", r.Admitted, r.AdmittedOK+r.AdmittedOther)
+			}
+			if r.DrainErr != nil {
+				t.Errorf("drain and shutdown: %v", r.DrainErr)
+			}
+		})
+	}
+}
