@@ -22,6 +22,7 @@ type lanes struct {
 	inbound lanequeue.LaneSet[string]
 	model   lanequeue.LaneSet[string]
 	limit   *adaptive.Controller
+	thread  *keyedsem.Keyed[string] // the "thread" lane's, for its Stats
 }
 
 // newLanes makes the three lanes:
@@ -42,20 +43,19 @@ const probeEvery = 200
 
 func newLanes(agents, modelCeiling int64, hold, priorityStep time.Duration) (*lanes, error) {
 	q := lanequeue.New[string]()
-	l := &lanes{q: q}
-	err := q.AddKeyedLane("thread", keyedsem.WithSequenceOrder(), keyedsem.WithReorderHold(hold))
+	thread := keyedsem.New[string](keyedsem.WithSequenceOrder(), keyedsem.WithReorderHold(hold))
+	model := semaphore.New(modelCeiling)
+	l := &lanes{q: q, thread: thread}
+	err := q.Add("thread", lanequeue.NewKeyedLane(thread))
 	if err == nil {
-		err = q.AddGlobalLane("agents", agents, semaphore.WithPriorities(priorityStep), semaphore.WithFairShare(nil))
+		err = q.Add("agents", lanequeue.NewGlobalLane[string](semaphore.New(agents,
+			semaphore.WithPriorities(priorityStep), semaphore.WithFairShare(nil))))
 	}
 	if err == nil {
-		err = q.AddGlobalLane("model", modelCeiling)
-	}
-	var sem *semaphore.Weighted
-	if err == nil {
-		sem, err = q.GlobalSemaphore("model")
+		err = q.Add("model", lanequeue.NewGlobalLane[string](model))
 	}
 	if err == nil {
-		l.limit, err = adaptive.New(sem, 1, modelCeiling, adaptive.WithMinWindow(probeEvery))
+		l.limit, err = adaptive.New(model, 1, modelCeiling, adaptive.WithMinWindow(probeEvery))
 	}
 	if err == nil {
 		err = q.ObserveLane("model", l.limit)
@@ -79,14 +79,8 @@ func (l *lanes) drain(ctx context.Context) error { return l.q.Drain(ctx) }
 
 // holdsRunOut is how many messages went when their reorder hold ran out,
 // a predecessor still missing.
-func (l *lanes) holdsRunOut() uint64 {
-	ks, err := l.q.KeyedSemaphore("thread")
-	if err != nil {
-		return 0
-	}
-	return ks.Stats().HoldsRunOut
-}
+func (l *lanes) holdsRunOut() uint64 { return l.thread.Stats().HoldsRunOut }
 
 // refusedByLanes says whether err is a lane's refusal of a closed or
 // draining queue.
-func refusedByLanes(err error) bool { return errors.Is(err, lanequeue.ErrClosed) }
+func refusedByLanes(err error) bool { return errors.Is(err, semaphore.ErrClosed) }
