@@ -88,7 +88,10 @@ func (s *Weighted) admit(ctx context.Context, n int64, turn *call.Turn) (*waitq.
 	pl := s.placeOf(turn)
 	var since int64 // WithHistograms: when the wait began
 	if s.tm != nil {
-		since = s.hc.Precise()
+		since = pl.Arrival // one reading for both, under WithPriorities
+		if s.prio.step == 0 {
+			since = s.hc.Precise()
+		}
 	}
 	var unit int64 // WithFairShare: see fairQueue.unit
 	if s.fair != nil {

@@ -179,7 +179,7 @@ func New(capacity int64, opts ...Option) *Weighted {
 		s.clock = clock.Real{}
 	}
 	if s.prioSet {
-		s.prio.start(s.agingStep, s.clock.Now())
+		s.prio.step = int64(s.agingStep)
 	}
 	if s.fairSet {
 		s.fair = newFairQueue(s.fairWeight)

@@ -42,23 +42,20 @@ func WithPriorities(step time.Duration) Option {
 
 // aging is what WithPriorities leaves in a semaphore, immutable after New.
 type aging struct {
-	step  int64     // nanoseconds per priority; 0: no priorities
-	epoch time.Time // arrival times count from here, on the semaphore's clock
-}
-
-func (a *aging) start(step time.Duration, now time.Time) {
-	a.step, a.epoch = int64(step), now
+	step int64 // nanoseconds per priority; 0: no priorities
 }
 
 // placeOf returns the place in line of a waiter of turn t arriving now:
 // its priority and arrival, under WithPriorities (the rank, under
 // WithFairShare, is given under mu: see fairKey). The order they make is
-// waitq.Ahead's.
+// waitq.Ahead's. The arrival is the timings' precise reading (one
+// monotonic reading of the system clock, or the fake clock's), which a
+// wait's timing reuses.
 func (s *Weighted) placeOf(t *call.Turn) waitq.Place {
 	if s.prio.step == 0 {
 		return waitq.Place{}
 	}
-	return waitq.Place{Band: int32(t.Priority), Arrival: max(int64(s.clock.Now().Sub(s.prio.epoch)), 0)}
+	return waitq.Place{Band: int32(t.Priority), Arrival: max(s.hc.Precise(), 0)}
 }
 
 // errPriority refuses a Priority out of range; static, so that the
