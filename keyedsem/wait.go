@@ -91,12 +91,14 @@ func (l line[K]) Emptied() { clearBits(l.e, queuedBit|kStrict) }
 
 // Serve serves the entry's waiters by the semaphore's policy (see
 // waitq.Owner).
-func (l line[K]) Serve(c *waitq.Chain) {
+func (l line[K]) Serve() waitq.Chain {
+	var c waitq.Chain
 	if l.s.barging {
-		l.s.bargeServeLocked(l.e, c)
-		return
+		l.s.bargeServeLocked(l.e, &c)
+	} else {
+		waitq.Grant(&l.e.q, l, &c)
 	}
-	waitq.Grant(&l.e.q, l, c)
+	return c
 }
 
 func (l line[K]) Count(e waitq.Ending) {

@@ -263,12 +263,14 @@ func (o *owner) WakeAfterRelease() {
 func (s *Weighted) grantLocked(c *waitq.Chain) { waitq.Grant(&s.q, (*owner)(s), c) }
 
 // Serve serves the waiters by the semaphore's policy (see waitq.Owner).
-func (o *owner) Serve(c *waitq.Chain) {
+func (o *owner) Serve() waitq.Chain {
+	var c waitq.Chain
 	if b := o.barge; b != nil {
-		(*Weighted)(o).bargeServeLocked(b, c)
-		return
+		(*Weighted)(o).bargeServeLocked(b, &c)
+	} else {
+		waitq.Grant(&o.q, o, &c)
 	}
-	waitq.Grant(&o.q, o, c)
+	return c
 }
 
 // CountDoubleRelease counts a Release of a permit already released. It is

@@ -35,9 +35,11 @@ type Owner interface {
 	// decided it.
 	Count(Ending)
 	// Serve serves the waiters after one left from the head or gave a
-	// grant back, by the owner's policy: Grant, or a barging owner's
-	// wake-up of the head.
-	Serve(c *Chain)
+	// grant back, by the owner's policy (Grant, or a barging owner's
+	// wake-up of the head), and returns them for waking. It returns the
+	// chain rather than taking a pointer to the caller's: a pointer
+	// passed through the dictionary call would move the chain to the heap.
+	Serve() Chain
 }
 
 // Ending is how a wait ended without a grant, for Owner.Count.
@@ -221,7 +223,7 @@ func Leave[O Owner](q *Queue, o O, c *Cache, w *Waiter, how Ending) bool {
 	}
 	var chain Chain
 	if serveNext {
-		o.Serve(&chain)
+		chain = o.Serve()
 	}
 	o.Unlock()
 	c.Put(w)
@@ -258,11 +260,10 @@ func handBack[O Owner](q *Queue, o O, c *Cache, w *Waiter, err error, how Ending
 		c.Put(w)
 		return werr
 	}
-	var chain Chain
 	o.Lock()
 	o.Count(how)
 	o.Unclaim(w.tok, w.N)
-	o.Serve(&chain)
+	chain := o.Serve()
 	o.Unlock()
 	c.Put(w)
 	chain.Wake()

@@ -46,7 +46,7 @@ func (p *pile) Unclaim(_ *permit.Token, n int64) { p.avail += n; p.claimed--; p.
 func (p *pile) Dequeued(int64)                   { p.waiters-- }
 func (p *pile) Emptied()                         { p.emptied++ }
 func (p *pile) Count(e waitq.Ending)             { p.counts[e]++ }
-func (p *pile) Serve(c *waitq.Chain)             { waitq.Grant(&p.q, p, c) }
+func (p *pile) Serve() (c waitq.Chain)           { waitq.Grant(&p.q, p, &c); return c }
 
 func (p *pile) ReleaseToken(_ *permit.Token, n int64) { p.give(n) }
 func (p *pile) CountDoubleRelease(*permit.Token)      {}
