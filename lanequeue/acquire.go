@@ -405,14 +405,16 @@ func (q *Queue[K]) laneErr(e *laneEntry[K], key K, err error) error {
 	retry := time.Duration(0)
 	if te, ok := err.(*tokensLate); ok { // this package's token lane: the LaneError says the rest
 		retry, err = te.after, errTokensLate
-	} else if r := retrier(nil); errors.As(err, &r) { // another package's lane that knows when (redislane's)
+	} else if r, ok := err.(retrier); ok { // another package's lane that knows when (redislane's)
 		retry = max(r.RetryIn(), 0)
 	}
 	return newLaneError(e, key, err, retry)
 }
 
 // retrier is a lane's error that knows when the lane can grant again
-// (redislane's LateError): LaneError.RetryAfter takes it.
+// (redislane's LateError): LaneError.RetryAfter takes it. It is looked
+// for on the error itself, not along its chain: errors.As would move its
+// target to the heap on every refusal.
 type retrier interface{ RetryIn() time.Duration }
 
 // rateErr maps the failure of takeRates, on the rate lanes reqs of g (this
