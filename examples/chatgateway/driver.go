@@ -155,20 +155,23 @@ func run(lo load) (*report, error) {
 	rep := &report{Load: lo, Lat: map[string][]time.Duration{}}
 	var latMu sync.Mutex
 	var sends sync.WaitGroup
+	// The clients' counts, as atomics of their own: an int64 field of
+	// report updated atomically is not 64-bit aligned on 386.
+	var sent, answered, refused, timedOut, bad atomic.Int64
 	post := func(phase string, m message) {
 		defer sends.Done()
 		body, _ := json.Marshal(m)
-		atomic.AddInt64(&rep.Sent, 1)
+		sent.Add(1)
 		start := time.Now()
 		var ne net.Error
 		resp, err := client.Post(srv.URL+"/webhook", "application/json", bytes.NewReader(body))
 		switch {
 		case errors.As(err, &ne) && ne.Timeout():
-			atomic.AddInt64(&rep.TimedOut, 1)
+			timedOut.Add(1)
 			tr.got(m.Text, "gave up")
 			return
 		case err != nil:
-			atomic.AddInt64(&rep.Refused, 1) // the listener is gone: shut down
+			refused.Add(1) // the listener is gone: shut down
 			tr.got(m.Text, "lost")
 			return
 		}
@@ -176,16 +179,16 @@ func run(lo load) (*report, error) {
 		resp.Body.Close()
 		switch resp.StatusCode {
 		case http.StatusOK:
-			atomic.AddInt64(&rep.Answered, 1)
+			answered.Add(1)
 			tr.got(m.Text, "ok")
 			k := phase + " " + m.Tenant + " " + m.Kind
 			latMu.Lock()
 			rep.Lat[k] = append(rep.Lat[k], time.Since(start))
 			latMu.Unlock()
 		case http.StatusTooManyRequests, http.StatusServiceUnavailable:
-			atomic.AddInt64(&rep.Refused, 1)
+			refused.Add(1)
 		default:
-			atomic.AddInt64(&rep.Bad, 1)
+			bad.Add(1)
 			tr.got(m.Text, "other")
 		}
 	}
@@ -255,6 +258,7 @@ func run(lo load) (*report, error) {
 	close(stop)
 	wg.Wait()
 	sends.Wait()
+	rep.Sent, rep.Answered, rep.Refused, rep.TimedOut, rep.Bad = sent.Load(), answered.Load(), refused.Load(), timedOut.Load(), bad.Load()
 
 	rep.OrderViolations, rep.DoubleHandlers = tr.order.Load(), tr.double.Load()
 	rep.HoldsRunOut = g.lanes.holdsRunOut()
