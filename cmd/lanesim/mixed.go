@@ -477,12 +477,9 @@ type simEvent struct {
 	done bool
 }
 
-// simEvents is a binary min-heap of events by (at, tie, msg): a total
-// order, so a seed gives the same run.
-type simEvents []simEvent
-
-func (h simEvents) less(i, j int) bool {
-	a, b := h[i], h[j]
+// simEventBefore orders events by (at, tie, msg): a total order, so a seed
+// gives the same run.
+func simEventBefore(a, b *simEvent) bool {
 	if a.at != b.at {
 		return a.at < b.at
 	}
@@ -490,43 +487,6 @@ func (h simEvents) less(i, j int) bool {
 		return a.tie < b.tie
 	}
 	return a.msg < b.msg
-}
-
-func (h *simEvents) push(e simEvent) {
-	*h = append(*h, e)
-	s := *h
-	for i := len(s) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if !s.less(i, parent) {
-			break
-		}
-		s[i], s[parent] = s[parent], s[i]
-		i = parent
-	}
-}
-
-// pop removes and returns the first event; h must not be empty.
-func (h *simEvents) pop() simEvent {
-	s := *h
-	first, n := s[0], len(s)-1
-	s[0] = s[n]
-	s = s[:n]
-	for i := 0; ; {
-		least, l, r := i, 2*i+1, 2*i+2
-		if l < n && s.less(l, least) {
-			least = l
-		}
-		if r < n && s.less(r, least) {
-			least = r
-		}
-		if least == i {
-			break
-		}
-		s[i], s[least] = s[least], s[i]
-		i = least
-	}
-	*h = s
-	return first
 }
 
 // mix64 is SplitMix64's finaliser: the tie of a message's arrival, drawn
@@ -642,7 +602,7 @@ func simulateOnce(mc mixedConfig, run mixedRun) (mixedResult, mixedSamples, erro
 	var (
 		ss     []session
 		msgs   []message
-		events simEvents
+		events = minHeap[simEvent]{before: simEventBefore}
 	)
 	for _, src := range mc.sources(run) {
 		for i := range src.Threads {
@@ -727,7 +687,7 @@ func simulateOnce(mc mixedConfig, run mixedRun) (mixedResult, mixedSamples, erro
 		}
 		return nil
 	}
-	for len(events) > 0 {
+	for events.len() > 0 {
 		e := events.pop()
 		now = e.at
 		clk.now.Store(int64(now))

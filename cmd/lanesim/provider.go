@@ -108,55 +108,13 @@ type call struct {
 	refused   bool
 }
 
-// calls is a binary min-heap of calls by (at, seq): a total order, so the
-// calls end in the same order whatever the heap's layout, and a seed gives
-// the same run. It is typed (no container/heap) so that a push boxes
-// nothing: the provider's runs are the slowest of lanesim's tests.
-type calls []call
-
-func (h calls) less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
+// callBefore orders calls by (at, seq): a total order, so the calls end in
+// the same order whatever the heap's layout, and a seed gives the same run.
+func callBefore(a, b *call) bool {
+	if a.at != b.at {
+		return a.at < b.at
 	}
-	return h[i].seq < h[j].seq
-}
-
-func (h *calls) push(c call) {
-	*h = append(*h, c)
-	s := *h
-	for i := len(s) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if !s.less(i, parent) {
-			break
-		}
-		s[i], s[parent] = s[parent], s[i]
-		i = parent
-	}
-}
-
-// pop removes and returns the first call; h must not be empty.
-func (h *calls) pop() call {
-	s := *h
-	first, n := s[0], len(s)-1
-	s[0] = s[n]
-	s[n] = call{}
-	s = s[:n]
-	for i := 0; ; {
-		least, l, r := i, 2*i+1, 2*i+2
-		if l < n && s.less(l, least) {
-			least = l
-		}
-		if r < n && s.less(r, least) {
-			least = r
-		}
-		if least == i {
-			break
-		}
-		s[i], s[least] = s[least], s[i]
-		i = least
-	}
-	*h = s
-	return first
+	return a.seq < b.seq
 }
 
 // simulateProvider runs the provider for cfg.Duration behind a global lane
@@ -180,7 +138,7 @@ func simulateProvider(cfg providerConfig, name string, fixed int64, ctlOpts []ad
 		}
 	}
 	var (
-		h         calls
+		h         = minHeap[call]{before: callBefore}
 		seq       uint64
 		inflight  int64 // calls the provider is serving
 		ok, nope  int
@@ -212,7 +170,7 @@ func simulateProvider(cfg providerConfig, name string, fixed int64, ctlOpts []ad
 		}
 	}
 	admit()
-	for len(h) > 0 {
+	for h.len() > 0 {
 		c := h.pop()
 		if c.at > cfg.Duration {
 			break
