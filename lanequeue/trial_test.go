@@ -279,7 +279,7 @@ func testNaNKey[K comparable](t *testing.T, nanKey, okKey K) {
 				return q.Do(ctx, nanKey, ls, func(context.Context) error { return nil })
 			})
 		})
-		if !errors.Is(err, keyedsem.ErrNaNKey) || !errors.Is(err, keyedsem.ErrNaNKey) {
+		if !errors.Is(err, keyedsem.ErrNaNKey) {
 			t.Errorf("%v: nested Do with a NaN key = %v; want ErrNaNKey", lanes, err)
 		}
 		if tk, err := q.AcquireAll(ctx, nanKey, ls); !errors.Is(err, keyedsem.ErrNaNKey) {

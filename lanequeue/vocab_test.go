@@ -51,7 +51,7 @@ func TestOneClosedSentinelAcrossLayers(t *testing.T) {
 	kss.Close()
 	for _, name := range []string{"g", "k"} {
 		_, err := acquireAll(q, ctx, "key", []string{name})
-		if !errors.Is(err, semaphore.ErrClosed) || !errors.Is(err, semaphore.ErrClosed) || !strings.Contains(err.Error(), `"`+name+`"`) {
+		if !errors.Is(err, semaphore.ErrClosed) || !strings.Contains(err.Error(), `"`+name+`"`) {
 			t.Errorf("lane %q closed on its own: %v; want semaphore.ErrClosed, naming the lane", name, err)
 		}
 	}
@@ -277,7 +277,7 @@ func TestBadSettingsAreErrors(t *testing.T) {
 				}()
 				err = add()
 			}()
-			if !errors.Is(err, semaphore.ErrInvalidConfig) || !errors.Is(err, semaphore.ErrInvalidConfig) {
+			if !errors.Is(err, semaphore.ErrInvalidConfig) {
 				t.Errorf("error %v; want one matching ErrInvalidConfig", err)
 			}
 		})

@@ -40,7 +40,7 @@ func (s *Weighted) Join(n int64, opts ...AcquireOption) (Place, error) {
 			return s.placed(nil, s.stamp(p)), nil
 		}
 	}
-	w, granted, err := s.admit(nil, n, &t)
+	w, granted, err := s.admit(context.Background(), n, &t) // Join waits for nothing
 	if w == nil {
 		if err != nil {
 			return Place{}, err

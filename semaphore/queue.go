@@ -76,8 +76,8 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn call.Turn) (Pe
 	return Permit(got), err
 }
 
-// admit is the admission of every call that may wait: Acquire, Join (ctx
-// nil: it waits for nothing) and a barging Acquire. For n permits (n > 0)
+// admit is the admission of every call that may wait: Acquire, Join (with
+// a context that never ends: it waits for nothing) and a barging Acquire. For n permits (n > 0)
 // at the place turn gives, it returns the permits if they are free and the
 // caller comes first; else a waiter, counted and pushed; else the refusal,
 // counted: ErrClosed, ErrTooHeavy, the context's end, ErrQueueFull, or a
@@ -114,7 +114,7 @@ func (s *Weighted) admit(ctx context.Context, n int64, turn *call.Turn) (*waitq.
 		// Permits given back since Acquire looked at ctx (a release of an
 		// inline token needs no lock) must not go to a context that ended
 		// before they came free: look again after each load.
-		if ctx != nil && ctxEnded(ctx) {
+		if ctxEnded(ctx) {
 			s.cancelled++
 			s.mu.Unlock()
 			return nil, Permit{}, ctx.Err()
