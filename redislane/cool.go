@@ -136,7 +136,12 @@ func coolCall(ctx context.Context, client redis.UniversalClient, cfg config,
 	}
 	dms := int64(0)
 	if d > 0 {
-		dms = int64((d + time.Millisecond - 1) / time.Millisecond) // never shorter than d
+		// Never shorter than d, rounded up without d+1ms-1, which
+		// overflows to a negative d (set nothing) near the largest d.
+		dms = int64(d / time.Millisecond)
+		if d%time.Millisecond != 0 {
+			dms++
+		}
 	}
 	cctx, cancel := callCtx(ctx, cfg.margin())
 	defer cancel()

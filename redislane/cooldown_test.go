@@ -3,6 +3,7 @@ package redislane_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strconv"
 	"testing"
 	"time"
@@ -314,4 +315,22 @@ func TestCooldownArguments(t *testing.T) {
 func TestLateErrorReads(t *testing.T) {
 	err := &redislane.LateError{Lane: "openai", RetryAfter: 20 * time.Second, Err: redislane.ErrCoolingDown}
 	assert.Equal(t, `redislane: lane "openai": lane cooling down after an overload (retry after 20s): context deadline exceeded`, err.Error())
+}
+
+// TestQueueCooldownForGoodReachesTheFleet: a Queue's Cooldown for the
+// longest duration pauses the lane for good (until 2262) locally, and the
+// fleet too: the millisecond rounding of a d within a millisecond of the
+// largest Duration must not overflow into a negative d, which the
+// cooldown script reads as "set nothing".
+func TestQueueCooldownForGoodReachesTheFleet(t *testing.T) {
+	srv := startRedis(t)
+	f := fleetOf(t, srv.Addr, 1, 1)
+	ctx := testCtx(t)
+	q := lanequeue.New[string]()
+	defer q.Close()
+	require.NoError(t, q.Add("provider", redislane.AsLane[string](f[0])))
+	require.NoError(t, q.Cooldown(ctx, "provider", time.Duration(math.MaxInt64)))
+	left, err := f[0].Cooldown(ctx, 0) // reads
+	require.NoError(t, err)
+	assert.Greater(t, left, 100*365*24*time.Hour, "the pause for good reached Redis")
 }

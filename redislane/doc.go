@@ -230,11 +230,12 @@
 // Redis has it. The end is lane state like any other: a Redis that loses
 // the lane's state loses it (the lane is then quarantined). Through a
 // lanequeue.Queue the refusal is the cause of the lane's LaneError
-// (errors.As reaches the LateError; the LaneError's own RetryAfter is
-// not set). Queue.Cooldown pauses the queue's callers, in this process
-// only: a gateway whose provider answered 429 calls both. Every instance
-// of the lane must run a version of this package that has cooldowns: an
-// older one's scripts do not read the end, and grant through it.
+// (errors.As reaches the LateError), whose RetryAfter is the LateError's.
+// Queue.Cooldown of a lane made by AsLane, AsKeyedLane (every key) or
+// AsRateLane pauses the queue's callers and, through the lane, the
+// fleet. Every instance of the lane must run a version of this package
+// that has cooldowns: an older one's scripts do not read the end, and
+// grant through it.
 //
 // # Tokens: a budget per window for a fleet
 //
