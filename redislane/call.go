@@ -108,7 +108,7 @@ func (c *core) runAcquire(ctx context.Context, rk [4]string, id string, n int64,
 		case stGranted:
 			c.learnCool(r.sent, 0) // granted: open
 		case stQueued, stTry:
-			c.learnCool(r.sent, time.Duration(r.cool)*time.Millisecond)
+			c.learnCool(r.sent, msDur(r.cool))
 		}
 	}
 	return r

@@ -157,7 +157,7 @@ func coolCall(ctx context.Context, client redis.UniversalClient, cfg config,
 		return 0, fmt.Errorf("%w: %q has capacity %d (or another kind) in Redis; this %s lane has %d",
 			ErrCapacityMismatch, name, v[1], kind, limit)
 	}
-	left := time.Duration(v[1]) * time.Millisecond
+	left := msDur(v[1])
 	cs.learn(sent, left)
 	return left, nil
 }

@@ -248,7 +248,7 @@ func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 // next == true when the waiter should call Redis again, and otherwise the
 // waiter's result.
 func (c *core) waitQueued(ctx context.Context, ln *line, w *waiter, id string, r reply) (_ *Permit, _ error, next bool) {
-	t := time.NewTimer(jitter(min(max(time.Duration(r.a)*time.Millisecond, minWait), maxWait)))
+	t := time.NewTimer(jitter(min(max(msDur(r.a), minWait), maxWait)))
 	defer t.Stop()
 	news := c.coolNews()
 	for {

@@ -3,6 +3,7 @@ package redislane
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -215,5 +216,15 @@ func contextTimeouts(client redis.UniversalClient) bool {
 }
 
 func ms(d time.Duration) int64 { return int64(d / time.Millisecond) }
+
+// msDur is a server's reply in milliseconds as a Duration, saturated: a
+// cooldown "for good" (until 2262) is as many milliseconds as the largest
+// Duration holds, and one more would wrap to a negative time.
+func msDur(v int64) time.Duration {
+	if v > int64(math.MaxInt64/time.Millisecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(v) * time.Millisecond
+}
 
 var errBadRefresh = errors.New("redislane: refresh script returned a reply of the wrong length")

@@ -177,7 +177,7 @@ func (t *Tokens) call(ctx context.Context, id string, n int64) tkReply {
 		r.status, r.a = v[0], v[1]
 		if r.status == tkWait {
 			r.cool = v[2]
-			t.cool.learn(r.sent, time.Duration(r.cool)*time.Millisecond)
+			t.cool.learn(r.sent, msDur(r.cool))
 		} else if r.status == tkGranted {
 			t.cool.learn(r.sent, 0)
 		}
@@ -296,7 +296,7 @@ func (t *Tokens) Acquire(ctx context.Context, n int64) (*Charge, error) {
 			return nil, ErrTooHeavy
 		case tkWait:
 			waited = true
-			after := time.Duration(r.a) * time.Millisecond
+			after := msDur(r.a)
 			if dl, ok := ctx.Deadline(); ok && dl.Before(r.sent.Add(after)) {
 				t.cancelled.Add(1)
 				cause := ErrWindowFull
