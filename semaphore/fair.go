@@ -46,10 +46,12 @@ const fairScale = 720720
 // refers to v, and it starts again from zero with no records (restart).
 //
 // A grant given back (its waiter's context ended first, see waitq.End)
-// is taken as if the waiter had left before it: if nobody was served and
-// nobody joined since, v goes back to what it was before that grant
-// (served, unserved). So v never decreases as far as any key or sweep has
-// seen it.
+// is taken as if the waiter had left before it: if nobody joined since
+// and its key is the one v holds, v goes back to the largest key of the
+// other grants (served, unserved); those served after it may have smaller
+// keys under priorities, which serve keys out of order. So v never
+// decreases as far as any key or sweep has seen it (both come with a
+// join). A second grant given back before anyone joins leaves v as it is.
 //
 // Keys saturate at math.MaxInt64: a line that has someone waiting without
 // a break for about 10^13 turns (permits over weight; weeks at millions of
@@ -63,8 +65,8 @@ const fairScale = 720720
 type fairQueue struct {
 	weight  func(string) int
 	v       int64
-	prev    int64            // v before the last grant
-	last    *permit.Token    // the token of the last grant, while nothing else was served
+	top     *permit.Token    // the grant whose key v holds, until someone joins
+	second  int64            // the largest key of the other grants since top's (or v before it)
 	index   map[string]int32 // group -> its record in recs
 	recs    []fairRecord
 	sweepAt int // the record sweep looks at next
@@ -104,7 +106,7 @@ func (s *Weighted) fairKey(group string, n, unit int64) int64 {
 	if s.q.Empty() {
 		f.restart()
 	}
-	f.last = nil // this key is taken from v: a grant given back later leaves v as it is
+	f.top = nil // this key is taken from v: a grant given back later leaves v as it is
 	i, ok := int32(0), false
 	if len(f.recs) <= fairScan {
 		// A few groups: comparing the strings (the same string, for a
@@ -159,7 +161,7 @@ func (s *Weighted) pushFairUnlock(w *waitq.Waiter, group string, unit int64) {
 // restart forgets every record and sets v back to zero, for a queue
 // that is empty: no waiting key refers to them.
 func (f *fairQueue) restart() {
-	f.v, f.last = 0, nil
+	f.v, f.top, f.second = 0, nil, 0
 	if len(f.recs) == 0 {
 		return
 	}
@@ -170,17 +172,22 @@ func (f *fairQueue) restart() {
 
 // served moves v on to key, the key of a waiter just granted through t,
 // if it is later: under WithPriorities too, bands may serve keys out of
-// order, and v never goes back.
+// order, and v never goes back. It keeps what unserved needs: which grant
+// v holds the key of, and the largest key of the others.
 func (f *fairQueue) served(key int64, t *permit.Token) {
-	f.prev, f.v, f.last = f.v, max(f.v, key), t
+	if key >= f.v {
+		f.second, f.v, f.top = f.v, key, t
+		return
+	}
+	f.second = max(f.second, key)
 }
 
 // unserved takes back the move of v for the grant through t, given back
-// before it reached its waiter, if nobody was served after it: so that v
-// is what it would be had the waiter left first.
+// before it reached its waiter, if v holds its key and nobody joined
+// since: v becomes what it would be had the waiter left first.
 func (f *fairQueue) unserved(t *permit.Token) {
-	if f.last == t {
-		f.v, f.last = f.prev, nil
+	if f.top == t {
+		f.v, f.top = f.second, nil
 	}
 }
 
