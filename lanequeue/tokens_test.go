@@ -410,11 +410,15 @@ func TestTokenLaneEdges(t *testing.T) {
 func TestTokenLaneRefusesBadWeightsCalledDirectly(t *testing.T) {
 	l := lanequeue.NewTokenLane[string](100)
 	t.Cleanup(l.Close)
+	// A deadline, so that a lane that waited instead of refusing fails
+	// the test rather than hanging it.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	for _, c := range []struct {
 		n    int64
 		want error
 	}{{0, semaphore.ErrInvalidWeight}, {-50, semaphore.ErrInvalidWeight}, {101, semaphore.ErrTooHeavy}} {
-		if p, err := l.Acquire(context.Background(), "k", c.n); !errors.Is(err, c.want) || p.Weight() != 0 {
+		if p, err := l.Acquire(ctx, "k", c.n); !errors.Is(err, c.want) || p.Weight() != 0 {
 			t.Fatalf("Acquire(%d) = (%d, %v), want %v", c.n, p.Weight(), err, c.want)
 		}
 		if p, ok := l.TryAcquire("k", c.n); ok || p.Weight() != 0 {
@@ -422,7 +426,7 @@ func TestTokenLaneRefusesBadWeightsCalledDirectly(t *testing.T) {
 		}
 	}
 	// The budget is whole: a refused negative weight gave nothing back.
-	p, err := l.Acquire(context.Background(), "k", 100)
+	p, err := l.Acquire(ctx, "k", 100)
 	if err != nil || p.Weight() != 100 {
 		t.Fatalf("Acquire(100) after the refusals = (%d, %v)", p.Weight(), err)
 	}
