@@ -199,8 +199,11 @@ type Controller struct {
 	baseline float64    // vegas: latency without queueing, nanoseconds; 0 until measured
 	lastRTT  float64    // mean latency of the last window's successes
 	st       Stats      // counters and the last move
-	led      bool       // Shared: the target was the leader at the last decision
-	term     int64      // Shared: the target's term at the last decision
+	// probing says that an overload has cut the limit: the controller has
+	// found the provider's limit and probes it from now on (windowFor).
+	probing bool
+	led     bool  // Shared: the target was the leader at the last decision
+	term    int64 // Shared: the target's term at the last decision
 }
 
 // New returns a controller that drives t between floor and ceiling. It sets
@@ -234,7 +237,7 @@ func New(t Target, floor, ceiling int64, opts ...Option) (*Controller, error) {
 	c.limit = float64(start)
 	c.capNow = start
 	c.st.Limit, c.st.Floor, c.st.Ceiling, c.st.Algorithm = start, floor, ceiling, cfg.alg.String()
-	c.window.Store(min(max(start, c.cfg.minWindow), maxWindow))
+	c.window.Store(c.windowFor(start))
 	c.lastCut.Store(-1 << 62)
 	c.overAt.Store(noOverload)
 	c.quick.Store(c.sh == nil && start > floor)
@@ -365,6 +368,34 @@ const (
 	maxWindow = 1 << 20
 )
 
+// probeReports is the fewest reports between two probes into the
+// provider's limit, once an overload has shown where it is: a probe costs
+// about one refusal, so this bounds the refusals of a steady state near
+// 1/probeReports (0.3%) whatever the limit. Without it a round trip of
+// limit reports makes the refusal rate about increase/((1-backoff)·limit²):
+// lanesim -provider measured 7% at a true limit near 10, and 0.3% near 60,
+// at every latency from 20 ms to 2 s.
+const probeReports = 300
+
+// windowFor returns the reports that make a round trip at a capacity:
+// max(capacity, minWindow), and, once an overload has cut the limit, enough
+// that the growth from a cut back up to the provider's limit, max(1,
+// (1-backoff)·capacity/increase) round trips, spans probeReports reports.
+// Above (1-backoff)·probeReports/increase permits (30 by default) the term
+// is below the capacity and changes nothing. It runs under c.mu, or in New.
+func (c *Controller) windowFor(capacity int64) int64 {
+	w := max(capacity, c.cfg.minWindow)
+	if c.probing {
+		step := c.cfg.increase
+		if c.cfg.alg == algVegas {
+			step = 1 // its least growth, which is what it makes at a small limit
+		}
+		trips := max((1-c.cfg.backoff)*float64(capacity)/step, 1)
+		w = max(w, int64(math.Ceil(probeReports/trips)))
+	}
+	return min(w, maxWindow)
+}
+
 // noOverload is overAt when no overload was counted since the last
 // decision.
 const noOverload = math.MinInt64
@@ -475,6 +506,7 @@ func (c *Controller) decideLocked() {
 			c.st.Increases++
 		case ReasonOverload:
 			c.st.OverloadDecreases++
+			c.probing = true
 		case ReasonLatency:
 			c.st.LatencyDecreases++
 		}
@@ -483,7 +515,7 @@ func (c *Controller) decideLocked() {
 		c.capNow = capNext
 		c.t.SetCapacity(capNext)
 	}
-	c.window.Store(min(max(capNext, c.cfg.minWindow), maxWindow))
+	c.window.Store(c.windowFor(capNext))
 }
 
 // follow takes the target's capacity, brought into [floor, ceiling], as
@@ -504,5 +536,5 @@ func (c *Controller) follow(now int64, set bool) {
 		c.lastCut.Store(now)
 	}
 	c.limit, c.capNow = float64(got), got
-	c.window.Store(min(max(got, c.cfg.minWindow), maxWindow))
+	c.window.Store(c.windowFor(got))
 }

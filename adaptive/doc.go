@@ -23,7 +23,13 @@
 // Round trips: the controller grows the limit at most once per round
 // trip, a window of max(limit, [WithMinWindow]) reports (ignored ones not
 // counted): about the time each permit of a fully used lane takes to come
-// back once. It lowers the limit at once on the first overload of work
+// back once. Once an overload has cut the limit, a round trip is also at
+// least 300/max(1, (1-backoff)·limit/increase) reports, so that the
+// growth from a cut back to the provider's limit spans 300 reports: the
+// probes then cost about 0.3% of the calls whatever the provider's limit
+// and latency (with the defaults the term matters below a limit of 30;
+// a round trip of limit reports made it about 1/(0.1·limit²): 18% at 6).
+// It lowers the limit at once on the first overload of work
 // admitted since the last decrease, and that ends the round trip early: a
 // refusal comes back fast, so waiting for the round trip's end would let
 // every call admitted over the provider's limit meanwhile fail, many of
@@ -40,8 +46,9 @@
 //     lane was at least half used (by Little's law, the reported hold
 //     times over the round trip's length), adds increase. It probes: it
 //     rises to the provider's limit, takes a refusal, backs off, and
-//     rises again: about one refusal per round trip of growth
-//     (WithMinWindow(n) spaces the probes n reports apart).
+//     rises again: about one refusal per probe, and a probe per 300
+//     reports at most (WithMinWindow(n) spaces the probes n reports apart
+//     at least).
 //   - Vegas ([WithVegas]), for providers that slow down before they refuse.
 //     From a round trip's mean latency and a baseline (the lowest mean seen,
 //     smoothed, rising very slowly to follow a provider that gets slower
@@ -61,7 +68,9 @@
 // In cmd/lanesim -provider (a simulated model API whose true limit steps
 // and drifts, simulated time), both keep the goodput of the best fixed
 // limit with a 429 rate of 0.3% (AIMD) and 0.05% (Vegas), against 67% and
-// 94% for the fixed limit right on average and twice it.
+// 94% for the fixed limit right on average and twice it; against true
+// limits near 10 and calls of 20 ms to 2 s, AIMD's rate stays at 0.3-0.4%
+// and Vegas's at 0.01-0.3% (docs/benchmarks-policies.md).
 //
 // The settle bound: after the provider's true limit steps to T (within
 // [floor, ceiling]), with every round trip using the whole limit, AIMD with

@@ -56,10 +56,14 @@ func (c *simClock) Now() time.Time                         { return c.now }
 func (c *simClock) NewTimer(time.Duration) semaphore.Timer { panic("not used") }
 
 // A provider whose real limit is 5, which the lane does not know: each
-// round trip fills the lane, the provider refuses the calls beyond 5, and
-// each call reports by hand. AIMD with backoff 0.5 halves the limit on a
-// round trip with a refusal and adds 1 after one without: its sawtooth
-// stays within [floor(0.5*6), 5+1].
+// second the callers fill the lane, the provider refuses the calls beyond
+// 5, and each call reports by hand. AIMD with backoff 0.5 halves the limit
+// on a round trip with a refusal and adds 1 after one without: its
+// sawtooth stays within [floor(0.5*6), 5+1]. Until the first refusal a
+// round trip is the limit's worth of reports; after it, the controller
+// probes the provider's limit at most once per 300 reports (a round trip
+// of 300/max(1, 0.5*limit) reports here), so that the refusals stay a
+// small share of the calls.
 func ExampleController_Report() {
 	clk := &simClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
 	sem := semaphore.New(16)
@@ -68,11 +72,10 @@ func ExampleController_Report() {
 		panic(err)
 	}
 	const providerLimit = 5
-	for i := range 9 {
-		if i > 0 {
-			fmt.Print(" ")
-		}
-		fmt.Print(sem.Capacity())
+	calls, refused := 0, 0
+	fmt.Print(sem.Capacity())
+	for ctl.Stats().Windows < 8 {
+		windows := ctl.Stats().Windows
 		var held []semaphore.Permit
 		for {
 			p, ok := sem.TryAcquire(1)
@@ -86,16 +89,21 @@ func ExampleController_Report() {
 			outcome := adaptive.Success
 			if j >= providerLimit {
 				outcome = adaptive.Overload // 429
+				refused++
 			}
+			calls++
 			ctl.Report(outcome, time.Second)
 			p.Release()
 		}
+		if ctl.Stats().Windows != windows {
+			fmt.Print(" ", sem.Capacity()) // a round trip ended
+		}
 	}
 	st := ctl.Stats()
-	fmt.Printf("\nincreases %d, decreases on overload %d\n", st.Increases, st.OverloadDecreases)
+	fmt.Printf("\nincreases %d, decreases on overload %d, %d of %d calls refused\n", st.Increases, st.OverloadDecreases, refused, calls)
 	// Output:
 	// 16 8 4 5 6 3 4 5 6
-	// increases 5, decreases on overload 4
+	// increases 5, decreases on overload 3, 15 of 775 calls refused
 }
 
 // Do takes the permit from the controller's semaphore, runs the call, and

@@ -216,22 +216,24 @@ func TestVegasSettlesWithinTheBound(t *testing.T) {
 	})
 }
 
-// settle runs round trips until the limit is in [lo, hi], fails if that
-// takes more than bound, then checks that it stays there.
+// settle runs the provider until the limit is in [lo, hi], fails if that
+// takes more than bound of the controller's round trips (windows decided:
+// after an overload a round trip spans several of the provider's rounds,
+// see windowFor), then checks that it stays there for 40 more.
 func settle(rt *rapid.T, clk *clock.Fake, s *semaphore.Weighted, c *adaptive.Controller, p provider, lo, hi int64, bound int) {
 	from := s.Capacity()
-	n := 0
+	start := c.Stats().Windows
 	for s.Capacity() < lo || s.Capacity() > hi {
-		if n == bound {
+		if n := c.Stats().Windows - start; n >= uint64(bound) {
 			rt.Fatalf("truth %d: from %d, not in [%d, %d] after %d round trips (at %d)", p.truth, from, lo, hi, n, s.Capacity())
 		}
 		p.round(clk, s, c)
-		n++
 	}
-	for i := range 40 {
+	start = c.Stats().Windows
+	for c.Stats().Windows-start < 40 {
 		p.round(clk, s, c)
 		if l := s.Capacity(); l < lo || l > hi {
-			rt.Fatalf("truth %d: settled in [%d, %d], then left it for %d after %d round trips", p.truth, lo, hi, l, i+1)
+			rt.Fatalf("truth %d: settled in [%d, %d], then left it for %d after %d round trips", p.truth, lo, hi, l, c.Stats().Windows-start)
 		}
 	}
 }
