@@ -38,7 +38,10 @@
 // what priority first costs a tenant's own low-priority work (see
 // mixed.go). -provider runs, instead, a model API whose
 // real limit steps and drifts behind fixed limits and adaptive controllers
-// (provider.go).
+// (provider.go), then a model API with concurrency, requests-per-minute and
+// tokens-per-minute limits and Retry-After on its 429s, called through
+// lanequeue's lanes with tokens settled after each call and cooldowns,
+// beside fixed limits and a naive retry loop (ratelimits.go).
 //
 // The exit status is 1 if a run with a per-thread lane shows more than one
 // handler at once for a thread, or an order violation, or if a message was
@@ -579,7 +582,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.Scale, "scale", false, "the scale run: -keys 10000 -messages 10 -latency 100ms -global 2000 -duration 2m\n-defects=false (flags given explicitly win), without global-1")
 	mixed := fs.Bool("mixed", false, "then a chat gateway (simulated time): user turns of a tenant with 500 threads\nand one with 5 beside the gateway's cron storms, on FIFO lanes, with priorities,\nwith fair share, with the two on separate lanes, with the two composed on one\nlane, and the small tenant alone")
 	tenantCron := fs.Bool("mixed-tenant-cron", false, "also (implies -mixed) the same runs with every tenant's threads sending\nheartbeats and cron jobs of their own, in the tenant's group")
-	provider := fs.Bool("provider", false, "instead, a model API whose real limit steps and drifts, behind fixed limits\nand adaptive controllers (simulated time, see provider.go)")
+	provider := fs.Bool("provider", false, "instead, a model API whose real limit steps and drifts, behind fixed limits\nand adaptive controllers; then one with concurrency, requests and tokens per\nminute limits and Retry-After, behind the lanes, fixed limits and a naive retry\nloop (simulated time, see provider.go and ratelimits.go)")
 	more := fs.Bool("v", false, "also a second table: throughput, the most handlers of one thread at once, the\ntimers' lateness, the per-thread map's entries and evictions, the heap")
 	asJSON := fs.Bool("json", false, "print the results as JSON (every figure)")
 	quiet := fs.Bool("quiet", false, "no progress line (there is one only when stderr is a terminal)")

@@ -223,8 +223,12 @@ type providerReport struct {
 	Right   int64            `json:"right"` // the fixed limit that is right on average
 	Results []providerResult `json:"results"`
 	// The targets: each controller's goodput at least 90% of the right
-	// fixed limit's, and its 429 rate at most a tenth of the too-high one's.
+	// fixed limit's, and its 429 rate at most a tenth of the too-high
+	// one's; and Rates's.
 	OK bool `json:"ok"`
+	// Rates is the second table: a provider with rate limits
+	// (ratelimits.go).
+	Rates *rateReport `json:"rates,omitempty"`
 }
 
 // Names of the rows.
@@ -246,17 +250,33 @@ func simulateProviders(cfg providerConfig) providerReport {
 		simulateProvider(cfg, provAIMD, 0, []adaptive.Option{adaptive.WithAIMD(1, 0.9)}),
 		simulateProvider(cfg, provVegas, 0, []adaptive.Option{adaptive.WithVegas(0.1, 0.25)}),
 	}
-	rep.OK = true
-	rr, hr := rep.Results[1], rep.Results[2]
-	for _, r := range rep.Results[3:] {
-		rep.OK = rep.OK && r.Goodput >= 0.9*rr.Goodput && r.RefusedPc <= hr.RefusedPc/10
-	}
+	rep.OK = controllersMet(rep.Results)
 	return rep
+}
+
+// controllersMet says whether each controller of results (the rows of
+// simulateProviders) meets the targets.
+func controllersMet(results []providerResult) bool {
+	rr, hr := results[1], results[2]
+	for _, r := range results[3:] {
+		if r.Goodput < 0.9*rr.Goodput || r.RefusedPc > hr.RefusedPc/10 {
+			return false
+		}
+	}
+	return true
 }
 
 // runProvider is the -provider mode of run.
 func runProvider(seed uint64, asJSON bool, stdout, stderr io.Writer) int {
 	rep := simulateProviders(defaultProvider(seed))
+	rates, err := simulateRatesAll(defaultRates(seed))
+	if err != nil {
+		fmt.Fprintln(stderr, "lanesim: -provider:", err)
+		return 1
+	}
+	rep.Rates = &rates
+	concOK := controllersMet(rep.Results)
+	rep.OK = concOK && rates.OK
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -266,9 +286,16 @@ func runProvider(seed uint64, asJSON bool, stdout, stderr io.Writer) int {
 		}
 	} else {
 		printProvider(stdout, rep)
+		fmt.Fprintln(stdout)
+		printRates(stdout, rates)
+	}
+	if !concOK {
+		fmt.Fprintln(stderr, "lanesim: -provider: a controller missed its targets (goodput >= 90% of the right fixed limit's, 429s <= a tenth of the too-high one's)")
+	}
+	if !rates.OK {
+		fmt.Fprintln(stderr, "lanesim: -provider: the lanes missed their targets against the rate limits (>= 95% of the binding limit, at most one 429 a minute)")
 	}
 	if !rep.OK {
-		fmt.Fprintln(stderr, "lanesim: -provider: a controller missed its targets (goodput >= 90% of the right fixed limit's, 429s <= a tenth of the too-high one's)")
 		return 1
 	}
 	return 0
@@ -293,7 +320,7 @@ func printProvider(w io.Writer, rep providerReport) {
 	}
 	tw.Flush()
 	verdict := "met"
-	if !rep.OK {
+	if !controllersMet(rep.Results) {
 		verdict = "MISSED"
 	}
 	fmt.Fprintf(w, "\ntargets (each controller: goodput >= 90%% of fixed right, 429 rate <= a tenth of fixed too high): %s\n", verdict)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sessionlane/lanes/adaptive"
 )
@@ -71,11 +72,45 @@ func TestProviderFlag(t *testing.T) {
 	if len(rep.Results) != 5 || !rep.OK || rep.Right == 0 || rep.Config.Seed != 1 {
 		t.Fatalf("report: %+v", rep)
 	}
+	if rep.Rates == nil || len(rep.Rates.Results) != 3 || !rep.Rates.OK || rep.Rates.Config.Seed != 1 {
+		t.Fatalf("the rate limits' report: %+v", rep.Rates)
+	}
 	out.Reset()
 	printProvider(&out, rep)
-	for _, row := range []string{provLow, provRight, provHigh, provAIMD, provVegas, ": met"} {
+	printRates(&out, *rep.Rates)
+	for _, row := range append([]string{provLow, provRight, provHigh, provAIMD, provVegas, ": met"}, policyNames[:]...) {
 		if !strings.Contains(out.String(), row) {
 			t.Errorf("no %q in:\n%s", row, out.String())
+		}
+	}
+}
+
+// TestProviderRefusalsAcrossLatencies: the default controllers' 429 rate
+// does not depend on the provider's latency, nor climb at a small limit
+// (issue 24: a user measured 5.8% against a provider near 10 with 80 ms
+// calls, where lanesim's default provider gave 0.3%). With -v it prints
+// the table of docs/benchmarks-policies.md.
+func TestProviderRefusalsAcrossLatencies(t *testing.T) {
+	skipUnderRace(t)
+	for _, steps := range [][]int64{{10, 14, 8}, {60, 90, 40}} {
+		for _, base := range []time.Duration{20 * time.Millisecond, 80 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second} {
+			cfg := defaultProvider(1)
+			cfg.Base, cfg.Steps, cfg.Duration = base, steps, 10*time.Minute
+			if steps[0] > 10 && base != 80*time.Millisecond {
+				continue // the default provider's limits: one latency shows them
+			}
+			right := simulateProvider(cfg, provRight, cfg.meanLimit(), nil)
+			aimd := simulateProvider(cfg, provAIMD, 0, []adaptive.Option{adaptive.WithAIMD(1, 0.9)})
+			vegas := simulateProvider(cfg, provVegas, 0, []adaptive.Option{adaptive.WithVegas(0.1, 0.25)})
+			t.Logf("| %v | %v | %.2f%% | %.0f%% | %.2f%% | %.0f%% |", steps, base, aimd.RefusedPc, 100*aimd.Goodput/right.Goodput, vegas.RefusedPc, 100*vegas.Goodput/right.Goodput)
+			for _, r := range []providerResult{aimd, vegas} {
+				if r.RefusedPc > 1 {
+					t.Errorf("limits %v, calls of %v: %s refused %.2f%% of the calls, over 1%%", steps, base, r.Name, r.RefusedPc)
+				}
+				if r.Goodput < 0.95*right.Goodput {
+					t.Errorf("limits %v, calls of %v: %s goodput %.1f/s, under 95%% of fixed right's %.1f/s", steps, base, r.Name, r.Goodput, right.Goodput)
+				}
+			}
 		}
 	}
 }
