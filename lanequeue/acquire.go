@@ -467,8 +467,9 @@ func rateSplit[K comparable](g *grant[K], from int, reqs []rateReq[K], ext []int
 // takeRateTail takes the rate lanes g.held()[from:], for key: this
 // package's lanes together (takeRates), then the others one by one. If
 // one of those fails, the tokens reserved on this package's lanes are
-// given back; a rate lane from another package cannot give its tokens
-// back, so a call should name at most one such lane. since is when the
+// given back, and so are the charges of lanes that settle (permitSettler,
+// redislane.AsRateLane); another package's other rate lanes cannot give
+// their tokens back, so a call should name at most one such lane. since is when the
 // call began to wait for the tokens (it was listed by waitFor), or noWait
 // if it did not wait.
 func (q *Queue[K]) takeRateTail(ctx context.Context, key K, g *grant[K], from int) (since int64, err error) {

@@ -334,8 +334,10 @@ func (l *tokenLane[K]) Close() {
 }
 
 // Settle charges the ticket's token lane the tokens the call used in all
-// so far: a debt later calls wait out, or a refund within the budget. It
-// allocates nothing.
+// so far: a debt later calls wait out, or a refund within the budget. On a
+// lane of NewTokenLane it allocates nothing; on a fleet's
+// (redislane.AsRateLane) it is one call to Redis, bounded as that lane's
+// Charge.Settle is, and its error is that call's.
 func (t *Ticket[K]) Settle(lane string, actual int64) error {
 	if actual < 0 || actual > semaphore.MaxCapacity {
 		return errSettleNegative
@@ -352,8 +354,13 @@ func (t *Ticket[K]) Settle(lane string, actual int64) error {
 		}
 		tl, ok := h.e.lane.(*tokenLane[K])
 		if !ok {
+			ps, ok := h.e.lane.(permitSettler)
+			p := h.p
 			r.home.mu.Unlock()
-			return errSettleNotTokens
+			if !ok {
+				return errSettleNotTokens
+			}
+			return ps.SettlePermit(p, actual)
 		}
 		delta, sec := actual-h.n, int64(permit.MarkOf(permit.Permit(h.p)))
 		h.n = actual
@@ -369,19 +376,37 @@ func (t *Ticket[K]) Settle(lane string, actual int64) error {
 var (
 	errSettleNegative  = fmt.Errorf("lanequeue: Settle: a count below 0 or above semaphore.MaxCapacity: %w", semaphore.ErrInvalidWeight)
 	errSettleReleased  = fmt.Errorf("lanequeue: Settle: the ticket is released: %w", semaphore.ErrClosed)
-	errSettleNotTokens = fmt.Errorf("lanequeue: Settle: not a token lane (NewTokenLane): %w", semaphore.ErrInvalidConfig)
+	errSettleNotTokens = fmt.Errorf("lanequeue: Settle: not a lane of tokens (NewTokenLane, redislane.AsRateLane): %w", semaphore.ErrInvalidConfig)
 	errSettleUnknown   = fmt.Errorf("lanequeue: Settle: the ticket holds no such lane: %w", semaphore.ErrInvalidConfig)
 )
 
 // undoTokens gives back what the token lanes among hs[ext] charged a call
 // that then failed (a later lane refused it, or its context ended): it
-// ran nowhere, so it used nothing.
+// ran nowhere, so it used nothing. A lane of another package settles to 0
+// (for redislane's, one call to Redis, bounded by that lane).
 func undoTokens[K comparable](hs []held[K], ext []int) {
 	for _, i := range ext {
 		h := &hs[i]
-		if tl, ok := h.e.lane.(*tokenLane[K]); ok && h.p != (semaphore.Permit{}) {
-			tl.settle(int64(permit.MarkOf(permit.Permit(h.p))), -h.n)
-			h.p = semaphore.Permit{}
+		if h.p == (semaphore.Permit{}) {
+			continue
 		}
+		switch l := h.e.lane.(type) {
+		case *tokenLane[K]:
+			l.settle(int64(permit.MarkOf(permit.Permit(h.p))), -h.n)
+		case permitSettler:
+			_ = l.SettlePermit(h.p, 0) // its failure leaves the estimate charged: never over the budget
+		default:
+			continue
+		}
+		h.p = semaphore.Permit{}
 	}
+}
+
+// permitSettler is a rate lane of another package whose grants are
+// charged an estimate and settled to the actual count after the call, as
+// a token lane's are (redislane.AsRateLane): Ticket.Settle passes it the
+// permit its Acquire returned and the count, and a call that failed after
+// the lane charged it passes 0.
+type permitSettler interface {
+	SettlePermit(p semaphore.Permit, actual int64) error
 }

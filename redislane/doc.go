@@ -268,7 +268,9 @@
 // may be passed by lighter ones of other instances. After Redis lost the
 // lane's state the lane grants nothing for one window by default (its
 // quarantine). [AsRateLane] puts a Tokens lane in a lanequeue.Queue as a
-// rate lane whose charges stand (Ticket.Settle does not reach it).
+// rate lane: a ticket's Settle settles the lane's charge as Charge.Settle
+// does, and a call that a later lane refused, or whose context ended, gives
+// its estimate back (each one Redis call, bounded as Charge.Settle is).
 //
 // # Bounds
 //

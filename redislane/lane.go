@@ -2,6 +2,7 @@ package redislane
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/sessionlane/lanes/lanequeue"
@@ -86,13 +87,31 @@ func (l rateLane[K]) Kind() lanequeue.Kind { return lanequeue.Rate }
 func (l rateLane[K]) MaxWeight() int64     { return l.t.limit }
 
 func (l rateLane[K]) Acquire(ctx context.Context, _ K, n int64) (semaphore.Permit, error) {
-	_, err := l.t.Acquire(ctx, n)
-	return semaphore.Permit{}, err
+	c, err := l.t.Acquire(ctx, n)
+	if err != nil {
+		return semaphore.Permit{}, err
+	}
+	return c.permit(), nil
 }
 
 func (l rateLane[K]) TryAcquire(_ K, n int64) (semaphore.Permit, bool) {
-	_, ok := l.t.TryAcquire(n)
-	return semaphore.Permit{}, ok
+	c, ok := l.t.TryAcquire(n)
+	if !ok {
+		return semaphore.Permit{}, false
+	}
+	return c.permit(), true
+}
+
+// SettlePermit settles the charge of a permit the lane returned, as
+// [Charge.Settle] does (bounded by a fifth of the lease): a queue's
+// Ticket.Settle calls it, and passes 0 for a call that failed after the
+// lane charged it.
+func (l rateLane[K]) SettlePermit(p semaphore.Permit, actual int64) error {
+	c := chargeOf(p)
+	if c == nil {
+		return fmt.Errorf("redislane: settle %q: not a permit of this lane: %w", l.t.name, ErrInvalidConfig)
+	}
+	return c.Settle(context.Background(), actual)
 }
 
 func (l rateLane[K]) Stats() lanequeue.LaneStats {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sessionlane/lanes/internal/permit"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -109,6 +110,36 @@ type Charge struct {
 	n  int64
 	at time.Time
 	mu sync.Mutex // one Settle at a time: the last one's count stands
+	// tok is the token of the permit that AsRateLane's lane returns for
+	// the charge, through which a lanequeue Ticket.Settle finds it. A
+	// charge needs no release, so the token's owner does nothing on one.
+	tok permit.Token
+	gen atomic.Uint64
+}
+
+// chargeOwner is a Charge as the owner of its permit's token.
+type chargeOwner Charge
+
+func (*chargeOwner) ReleaseToken(*permit.Token, int64) {}
+func (*chargeOwner) CountDoubleRelease(*permit.Token)  {}
+
+// permit returns a permit of the charge, for a lanequeue lane.
+func (c *Charge) permit() semaphore.Permit {
+	c.tok.Init((*chargeOwner)(c), -1, &c.gen)
+	return semaphore.Permit(permit.Make(&c.tok, c.gen.Load(), c.n))
+}
+
+// chargeOf returns the charge a permit of AsRateLane's lane was made for,
+// or nil.
+func chargeOf(p semaphore.Permit) *Charge {
+	t := permit.TokenOf(permit.Permit(p))
+	if t == nil {
+		return nil
+	}
+	if o, ok := permit.OwnerOf(t).(*chargeOwner); ok {
+		return (*Charge)(o)
+	}
+	return nil
 }
 
 // Estimate returns the units the charge was admitted with.

@@ -402,3 +402,47 @@ func TestTokensThroughAQueue(t *testing.T) {
 	assert.NoError(t, dctx.Err(), "refused at once, not at the deadline")
 	assert.Greater(t, late.RetryAfter, 30*time.Second)
 }
+
+// TestTicketSettleReachesTheFleet: a queue's Ticket.Settle settles the
+// fleet's charge of a token lane made by AsRateLane (a refund the other
+// replicas can use at once), and a call that a later lane refuses gives
+// the fleet its estimate back. Before, AsRateLane dropped the charge:
+// Settle refused the lane, and the refused call's estimate stayed charged
+// for the window.
+func TestTicketSettleReachesTheFleet(t *testing.T) {
+	srv := startRedis(t)
+	rc := newClient(t, srv.Addr)
+	name, full := laneName(t), laneName(t)+"-full"
+	q := lanequeue.New[string]()
+	defer q.Close()
+	require.NoError(t, q.Add("tpm", redislane.AsRateLane[string](newTokens(t, srv.Addr, name, 1000))))
+	// Lanes are taken by kind, then name: "tpm" before "upstream".
+	require.NoError(t, q.Add("upstream", redislane.AsRateLane[string](newTokens(t, srv.Addr, full, 1))))
+	tpm, err := q.Lanes("tpm")
+	require.NoError(t, err)
+	ctx := testCtx(t)
+
+	tk, err := q.AcquireAll(ctx, "k", tpm, lanequeue.LaneWeight("tpm", 600))
+	require.NoError(t, err)
+	assert.EqualValues(t, 600, windowSum(t, rc, name))
+	require.NoError(t, tk.Settle("tpm", 150))
+	assert.EqualValues(t, 150, windowSum(t, rc, name), "the refund reached the fleet's window")
+	require.NoError(t, tk.Settle("tpm", 700))
+	assert.EqualValues(t, 700, windowSum(t, rc, name), "the debt reached the fleet's window")
+	tk.Release()
+	assert.ErrorIs(t, tk.Settle("tpm", 1), redislane.ErrClosed, "a released ticket settles nothing")
+
+	// The second lane's one request a window is spent, so a call for
+	// both is charged on tpm and then refused on upstream.
+	both, err := q.Lanes("tpm", "upstream")
+	require.NoError(t, err)
+	first, err := q.AcquireAll(ctx, "k", both, lanequeue.LaneWeight("tpm", 100))
+	require.NoError(t, err)
+	first.Release()
+	assert.EqualValues(t, 800, windowSum(t, rc, name))
+	if tk, ok := q.TryAcquireAll("k", both, lanequeue.LaneWeight("tpm", 200)); ok {
+		tk.Release()
+		t.Fatal("a second request in a window of one")
+	}
+	assert.EqualValues(t, 800, windowSum(t, rc, name), "the refused call's estimate was given back")
+}
