@@ -403,16 +403,14 @@ func (q *Queue[K]) laneErr(e *laneEntry[K], key K, err error) error {
 		return semaphore.ErrClosed
 	}
 	retry := time.Duration(0)
-	if te, ok := err.(*tokensLate); ok { // this package's token lane: the LaneError says the rest
-		retry, err = te.after, errTokensLate
-	} else if r, ok := err.(retrier); ok { // another package's lane that knows when (redislane's)
+	if r, ok := err.(retrier); ok { // a lane that knows when: a token lane, redislane's
 		retry = max(r.RetryIn(), 0)
 	}
 	return newLaneError(e, key, err, retry)
 }
 
-// retrier is a lane's error that knows when the lane can grant again
-// (redislane's LateError): LaneError.RetryAfter takes it. It is looked
+// retrier is a lane's error that knows when the lane can grant again (a
+// token lane's, redislane's LateError): LaneError.RetryAfter takes it. It is looked
 // for on the error itself, not along its chain: errors.As would move its
 // target to the heap on every refusal.
 type retrier interface{ RetryIn() time.Duration }

@@ -288,15 +288,17 @@ func (l *tokenLane[K]) Acquire(ctx context.Context, _ K, n int64) (semaphore.Per
 }
 
 // tokensLate is a token lane's refusal of a call whose tokens would come
-// after its deadline: laneErr makes it a LaneError that says when (it
-// matches context.DeadlineExceeded on its own too).
+// after its deadline: it matches context.DeadlineExceeded, and says when
+// by RetryIn, which a queue's LaneError takes as its RetryAfter (and
+// prints).
 type tokensLate struct{ after time.Duration }
 
-func (e *tokensLate) Error() string {
-	return "tokens in " + e.after.String() + ", after the deadline: " + context.DeadlineExceeded.Error()
-}
+func (e *tokensLate) Error() string { return errTokensLate.Error() }
 
 func (e *tokensLate) Unwrap() error { return context.DeadlineExceeded }
+
+// RetryIn returns when the tokens come.
+func (e *tokensLate) RetryIn() time.Duration { return e.after }
 
 func (l *tokenLane[K]) TryAcquire(_ K, n int64) (semaphore.Permit, bool) {
 	if l.refusal(n) != nil {
