@@ -269,8 +269,8 @@ if shut(M) then
 elseif B.first then
   hint = B.first - now
 end
-if B.gap and not shut(M) then -- wake when the hold runs out
-  hint = math.min(hint, math.max(math.ceil((B.oldest + HOLD - nowus) / 1000), 1))
+if B.gap and not shut(M) and nowus - B.oldest < HOLD then -- wake when the hold runs out
+  hint = math.min(hint, math.ceil((B.oldest + HOLD - nowus) / 1000))
 end
 if try then return done({0, hint, qflag, cool}) end
 return done({2, hint, qflag, seq, cool})

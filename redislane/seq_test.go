@@ -414,3 +414,46 @@ func TestKeyedSequenceRefusals(t *testing.T) {
 	p, err = noHold.Acquire(ctx, "t")
 	failed(t, p, err, redislane.ErrCapacityMismatch, "an instance without the hold joined the lane")
 }
+
+// A hold that runs out while the key is held: the release hands the key
+// to the held waiter of another instance by a message, which carries the
+// news, and that instance counts it.
+func TestKeyedReorderHoldRunsOutOnHandover(t *testing.T) {
+	srv := startRedis(t)
+	name := laneName(t)
+	const hold = 100 * time.Millisecond
+	a := newSeqKeyed(t, srv.Addr, name, redislane.WithReorderHold(hold))
+	b := newSeqKeyed(t, srv.Addr, name, redislane.WithReorderHold(hold))
+	rc := newClient(t, srv.Addr)
+	ctx := testCtx(t, 10*time.Second)
+	queue := "{lanes:" + name + "}:k:t:q"
+
+	p1, err := a.Acquire(ctx, "t", semaphore.Sequence(1))
+	require.NoError(t, err)
+	got := testkit.Go(func() error {
+		p, err := b.Acquire(ctx, "t", semaphore.Sequence(3)) // 2 never comes
+		if err == nil {
+			p.Release()
+		}
+		return err
+	})
+	// The queue's score is the entry's arrival on the server's clock (µs):
+	// wait, on that clock, until its hold has run out.
+	var arrival float64
+	waitFor(t, 5*time.Second, "3 to queue", func() bool {
+		z := rc.ZRangeWithScores(ctx, queue, 0, 0).Val()
+		if len(z) == 0 {
+			return false
+		}
+		arrival = z[0].Score
+		return true
+	})
+	waitFor(t, 5*time.Second, "the hold to run out on the server's clock", func() bool {
+		now := rc.Time(ctx).Val()
+		return float64(now.UnixMicro()) >= arrival+float64(hold/time.Microsecond)
+	})
+	p1.Release()
+	require.NoError(t, testkit.Within(t, 5*time.Second, "the held waiter", got))
+	assert.EqualValues(t, 1, b.Stats().HoldsRunOut, "the grant on a hold that ran out is counted by the waiter's instance")
+	assert.EqualValues(t, 0, a.Stats().HoldsRunOut)
+}
