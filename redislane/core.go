@@ -34,7 +34,8 @@ type core struct {
 	keyed    bool  // a Keyed lane (a bucket per key), or a Weighted one
 	capacity int64 // the capacity, or the per-key capacity (a fleet lane's: at creation)
 	cfg      config
-	fleet    *fleet // a Fleet's lane: its limit and leadership; nil otherwise
+	fleet    *fleet      // a Fleet's lane: its limit and leadership; nil otherwise
+	seq      *seqScripts // a Keyed made WithSequenceOrder: its scripts; nil for FIFO
 
 	prefix  string // {lanes:<name>}
 	metaKey string
@@ -61,8 +62,11 @@ type core struct {
 	retryAt time.Time               // after a failed refresh: not before this
 
 	held atomic.Int64 // weight of the permits of this instance that are out
-	cool coolState    // the lane's cooldown, as last read
-	st   counters
+	// holdsOut counts this instance's grants that went on a reorder hold
+	// that ran out (WithReorderHold), as told by the grant's reply or message.
+	holdsOut atomic.Uint64
+	cool     coolState // the lane's cooldown, as last read
+	st       counters
 
 	// wg counts the calls and clean-ups that finish in the background after
 	// their caller left: a waiter's, a TryAcquire's, a Release's. Close sets
@@ -82,6 +86,15 @@ func newCoreFleet(client redis.UniversalClient, name string, keyed, fleetLane bo
 	cfg, err := newConfig(opts)
 	if err != nil {
 		return nil, err
+	}
+	if !keyed {
+		what := "Weighted"
+		if fleetLane {
+			what = "Fleet"
+		}
+		if err := cfg.refuseOrder(what); err != nil {
+			return nil, err
+		}
 	}
 	prefix := "{lanes:" + name + "}"
 	c := &core{
@@ -103,6 +116,9 @@ func newCoreFleet(client redis.UniversalClient, name string, keyed, fleetLane bo
 	}
 	if fleetLane {
 		c.fleet = newFleet(c)
+	}
+	if cfg.seqOrder {
+		c.seq = newSeqScripts(cfg)
 	}
 	c.hub = joinHub(client, c.channel)
 	go c.refreshLoop()
@@ -137,6 +153,9 @@ func (c *core) kindName() string {
 	}
 	if !c.keyed {
 		return "global"
+	}
+	if c.seq != nil {
+		return c.seq.kind
 	}
 	return "keyed"
 }

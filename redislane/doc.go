@@ -181,6 +181,52 @@
 // whatever its context, and the bounds below could not hold. A client of
 // another type is taken at its word.
 //
+// # Sequence order: a thread's messages in order across the fleet
+//
+// A [Keyed] made [WithSequenceOrder] serves each key's waiters, whichever
+// instance they came to, by ascending [semaphore.Sequence] number, then
+// arrival, as keyedsem.WithSequenceOrder does in one process: give each
+// message of a thread its number and, with round-robin routing over the
+// replicas, message 2 runs before 3 if both wait. A call without a number
+// waits at 0. The order is decided in Redis, by the scripts, for the
+// waiters queued there: each waiter of a sequenced key asks Redis itself
+// (no local line in front, no batch), so a caller that finds its key free
+// takes it, whatever its number, and a caller queued behind others is
+// served as soon as it is the lowest and fits. Numbers must lie within
+// ±2^53 (Redis scripts count in doubles); another is refused with an error
+// wrapping [ErrInvalidConfig], as is any other per-call option but
+// [semaphore.Weight].
+//
+// With [WithReorderHold](d) too, a caller numbered n waits, even on a free
+// key, until the key has granted n-1 or more, or until the key's oldest
+// waiter has waited d (on the server's clock): the key's queue then goes in
+// number order, and each grant made so is counted in [Stats].HoldsRunOut
+// of the instance whose caller it was. A number at or below the highest
+// granted is not held (a late or repeated message goes in number order),
+// nor is a caller without a number; a [Keyed.TryAcquire] that would be held
+// gets false. A key remembers its highest number while its keys live in
+// Redis: they expire two longest leases or more after its last entry
+// ended, and a key that knows no number lets its first caller go at once,
+// whatever its number. A held waiter asks Redis again when its hold runs
+// out (and otherwise after 5-250 ms, jittered, as any waiter); it
+// keeps its queue entry by the refreshes of its instance, so a hold may be
+// longer than the lease.
+//
+// The order covers the first 256 waiters of a key in arrival order (a
+// script reads them each time it picks the next; keys are meant for the
+// messages of one thread, a handful at a time): a later arrival is
+// considered once one of those is served. A cancelled or closed waiter's
+// entry leaves the queue, as a FIFO waiter's does, and the key goes on to
+// the next number; a holder whose lease lapses hands the key on in number
+// order at the next call that sees the lapse (a waiter's poll, within its
+// hint). The order and the hold are part of the lane's kind in Redis:
+// every instance of the name must use the same ones (a FIFO instance, or
+// one with another hold, fails with [ErrCapacityMismatch]). A FIFO Keyed
+// (the default) runs the same scripts as without this option, at the same
+// cost; a [Weighted], [Fleet] or [Tokens] lane refuses the option. A
+// lanequeue.Queue passes no per-call option to its lanes, so its calls on
+// a sequenced lane ([AsKeyedLane]) are unnumbered.
+//
 // # A limit changed at run time: Fleet
 //
 // [NewFleet] makes one instance of a global lane whose capacity, the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sessionlane/lanes/adaptive"
 	"github.com/sessionlane/lanes/redislane"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // A gateway fleet shares one budget of concurrent calls to a model API.
@@ -76,6 +77,50 @@ func ExampleKeyed() {
 	first.Release()
 	// Output:
 	// same thread free: false other thread free: true
+}
+
+// Round-robin routing sends a thread's messages to different replicas,
+// and message 3 comes before message 2: with sequence order and a reorder
+// hold, 3 waits for 2 (for at most the hold) whichever replica got it.
+func ExampleWithReorderHold() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	replica := func() *redislane.Keyed {
+		k, err := redislane.NewKeyed(client, "example-ordered-threads", 1,
+			redislane.WithSequenceOrder(), redislane.WithReorderHold(5*time.Second),
+			redislane.WithLease(2*time.Second), redislane.WithQuarantine(0))
+		if err != nil {
+			panic(err)
+		}
+		return k
+	}
+	a, b := replica(), replica()
+	defer a.Close()
+	defer b.Close()
+
+	ctx := context.Background()
+	handle := func(k *redislane.Keyed, n int64) {
+		p, err := k.Acquire(ctx, "slack/C42/1700000000.1", semaphore.Sequence(n))
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println("message", n)
+		p.Release()
+	}
+	handle(a, 1)
+	done := make(chan struct{})
+	go func() { handle(b, 3); close(done) }()
+	for b.Stats().Waiters == 0 { // 3 has reached b, and waits for 2
+		time.Sleep(time.Millisecond)
+	}
+	handle(a, 2)
+	<-done
+	fmt.Println("holds run out:", a.Stats().HoldsRunOut+b.Stats().HoldsRunOut)
+	// Output:
+	// message 1
+	// message 2
+	// message 3
+	// holds run out: 0
 }
 
 // The fencing token makes a holder that lost its lease harmless: the

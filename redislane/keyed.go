@@ -43,26 +43,30 @@ func NewKeyed(client redis.UniversalClient, name string, perKeyCapacity int64, o
 // Acquire takes permits of key, one or [semaphore.Weight](n), waiting
 // until they are free. It behaves as [Weighted.Acquire] for one key: one
 // local line and one Redis queue per key, the same errors, the same
-// cancellation. A fleet key's line is FIFO: any other per-call option that
-// sets something (a priority, a sequence, a group, a lane's weight) is
-// refused with an error wrapping [ErrInvalidConfig], and nothing is taken.
+// cancellation. A fleet key's line is FIFO, or, on a Keyed made
+// [WithSequenceOrder], in the order of [semaphore.Sequence] (see the
+// package documentation); any other per-call option that sets something
+// (a priority, a group, a lane's weight, a sequence on a FIFO Keyed or one
+// beyond ±2^53) is refused with an error wrapping [ErrInvalidConfig], and
+// nothing is taken.
 func (k *Keyed) Acquire(ctx context.Context, key string, opts ...semaphore.AcquireOption) (*Permit, error) {
-	n, err := keyedWeight(opts)
+	n, num, err := k.callOf(opts)
 	if err != nil {
 		return nil, err
 	}
-	return k.c.acquire(ctx, key, n)
+	return k.c.acquireNum(ctx, key, n, num)
 }
 
 // TryAcquire takes permits of key, one or [semaphore.Weight](n), if Redis
 // grants them at once; see [Weighted.TryAcquire]. Options are read as
-// Acquire reads them (a refused one: false).
+// Acquire reads them (a refused one: false); a number that the reorder
+// hold would hold back gets false.
 func (k *Keyed) TryAcquire(key string, opts ...semaphore.AcquireOption) (*Permit, bool) {
-	n, err := keyedWeight(opts)
+	n, num, err := k.callOf(opts)
 	if err != nil {
 		return nil, false
 	}
-	return k.c.tryAcquire(key, n)
+	return k.c.tryAcquireNum(key, n, num)
 }
 
 // Do acquires as Acquire does, runs fn, and releases when fn returns or
@@ -75,25 +79,40 @@ func (k *Keyed) Do(ctx context.Context, key string, fn func(context.Context) err
 	return p.run(ctx, fn)
 }
 
-// keyedWeight reads a Keyed call's options: its weight (1 unless
-// semaphore.Weight says otherwise); any option that sets something else
-// is refused.
-func keyedWeight(opts []semaphore.AcquireOption) (int64, error) {
+// callOf reads a Keyed call's options: its weight (1 unless
+// semaphore.Weight says otherwise) and, on a Keyed made
+// WithSequenceOrder, its number (0: none); any option that sets something
+// else is refused.
+func (k *Keyed) callOf(opts []semaphore.AcquireOption) (n, num int64, err error) {
 	if len(opts) == 0 {
-		return 1, nil
+		return 1, 0, nil
 	}
 	c, bad := call.Read(opts)
-	if bad != call.BadNone || c.Turn != (call.Turn{}) || c.LaneWeight || c.Lenient {
-		return 0, errKeyedOptions
+	t := c.Turn
+	if k.c.seq != nil {
+		num, t.Sequence = t.Sequence, 0
 	}
+	if bad != call.BadNone || t != (call.Turn{}) || c.LaneWeight || c.Lenient {
+		if k.c.seq != nil {
+			return 0, 0, errSeqOptions
+		}
+		return 0, 0, errKeyedOptions
+	}
+	if num > maxSequence || num < -maxSequence {
+		return 0, 0, errSeqRange
+	}
+	n = 1
 	if c.WeightSet {
-		return c.Weight, nil
+		n = c.Weight
 	}
-	return 1, nil
+	return n, num, nil
 }
 
 // errKeyedOptions refuses the per-call options a fleet key cannot honour.
-var errKeyedOptions = fmt.Errorf("redislane: a fleet key's line is FIFO: it takes semaphore.Weight and no other per-call option: %w", ErrInvalidConfig)
+var (
+	errKeyedOptions = fmt.Errorf("redislane: a fleet key's line is FIFO (unless WithSequenceOrder): it takes semaphore.Weight and no other per-call option: %w", ErrInvalidConfig)
+	errSeqOptions   = fmt.Errorf("redislane: a sequenced fleet key takes semaphore.Weight and semaphore.Sequence, and no other per-call option: %w", ErrInvalidConfig)
+)
 
 // Capacity returns the per-key capacity.
 func (k *Keyed) Capacity() int64 { return k.c.capacity }

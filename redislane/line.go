@@ -21,6 +21,7 @@ type line struct {
 
 type waiter struct {
 	n    int64
+	num  int64  // its Sequence number on a sequenced Keyed (0: none)
 	rid  string // the id of the waiter's request for its whole wait (its permit's, once granted)
 	elem *list.Element
 	turn chan struct{} // closed when the waiter becomes the head; nil if it started as head
@@ -50,6 +51,14 @@ type waiter struct {
 // acquire takes n permits of bucket key, waiting in the local line and then in
 // the Redis queue.
 func (c *core) acquire(ctx context.Context, key string, n int64) (*Permit, error) {
+	return c.acquireNum(ctx, key, n, 0)
+}
+
+// acquireNum is acquire for a caller numbered num (0: none). On a
+// sequenced Keyed (c.seq) every waiter is the head of its own request:
+// it asks Redis itself, where the key's queue is ordered, so its line
+// only counts the key's local waiters.
+func (c *core) acquireNum(ctx context.Context, key string, n, num int64) (*Permit, error) {
 	// An ended context comes before any refusal, as in package
 	// semaphore and keyedsem: the same call counts the same everywhere.
 	if err := ctx.Err(); err != nil {
@@ -75,8 +84,8 @@ func (c *core) acquire(ctx context.Context, key string, n int64) (*Permit, error
 		ln = &line{key: key, rk: c.bucketKeys(key)}
 		c.lines[key] = ln
 	}
-	w := &waiter{n: n, rid: newID()}
-	head := ln.list.Len() == 0
+	w := &waiter{n: n, num: num, rid: newID()}
+	head := ln.list.Len() == 0 || c.seq != nil
 	if !head {
 		w.turn = make(chan struct{})
 		w.got = make(chan batchResult, 1)
@@ -126,7 +135,8 @@ func (c *core) removeLocked(ln *line, w *waiter) {
 	front := ln.list.Front() == w.elem
 	ln.list.Remove(w.elem)
 	if front {
-		if next := ln.list.Front(); next != nil {
+		// (on a sequenced Keyed every waiter leads: none waits for a turn)
+		if next := ln.list.Front(); next != nil && next.Value.(*waiter).turn != nil {
 			close(next.Value.(*waiter).turn)
 		}
 	}
@@ -213,6 +223,9 @@ func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 			if p == nil { // Close came first
 				return nil, c.quit(ctx, nil)
 			}
+			if c.seq != nil && r.b == 1 {
+				c.holdsOut.Add(1)
+			}
 			return p, nil
 		case stMismatch:
 			c.st.rejected.Add(1)
@@ -265,7 +278,7 @@ func (c *core) waitQueued(ctx context.Context, ln *line, w *waiter, id string, r
 				c.st.polls.Add(1)
 				return nil, nil, true
 			}
-			fence, seq, ok := parseHandover(m)
+			fence, seq, runOut, ok := parseHandover(m)
 			if !ok {
 				// A message without an arrival number (from an older
 				// version): it cannot be matched to this entry; ask.
@@ -299,6 +312,9 @@ func (c *core) waitQueued(ctx context.Context, ln *line, w *waiter, id string, r
 				return nil, c.quit(ctx, nil), false
 			}
 			c.st.handovers.Add(1)
+			if runOut {
+				c.holdsOut.Add(1)
+			}
 			return p, nil, false
 		case <-t.C:
 			c.st.polls.Add(1)
@@ -313,15 +329,18 @@ func (c *core) waitQueued(ctx context.Context, ln *line, w *waiter, id string, r
 	}
 }
 
-// parseHandover reads a hand-over message, "<fence> <arrival number>".
-func parseHandover(m string) (fence, seq int64, ok bool) {
+// parseHandover reads a hand-over message, "<fence> <arrival number>",
+// followed on a sequenced Keyed by " 1" for a grant that went on a
+// reorder hold that ran out (runOut).
+func parseHandover(m string) (fence, seq int64, runOut, ok bool) {
 	f, q, ok := strings.Cut(m, " ")
 	if !ok {
-		return 0, 0, false
+		return 0, 0, false, false
 	}
+	q, flag, hasFlag := strings.Cut(q, " ")
 	fence, err1 := strconv.ParseInt(f, 10, 64)
 	seq, err2 := strconv.ParseInt(q, 10, 64)
-	return fence, seq, err1 == nil && err2 == nil
+	return fence, seq, hasFlag && flag == "1", err1 == nil && err2 == nil && (!hasFlag || flag == "1")
 }
 
 func (c *core) setQueued(w *waiter, rk [4]string, id string, sent time.Time) {

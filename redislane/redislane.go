@@ -75,6 +75,10 @@ type config struct {
 	window        time.Duration // a Tokens lane's window (0: DefaultWindow)
 
 	classicPubSub bool
+
+	seqOrder bool          // WithSequenceOrder: a Keyed's keys serve numbered calls in number order
+	hold     time.Duration // WithReorderHold's bound (holdSet: given)
+	holdSet  bool
 }
 
 // WithLease sets how long Redis keeps a permit without hearing from its
@@ -150,6 +154,9 @@ func newConfig(opts []Option) (config, error) {
 	}
 	if c.maxHold < 0 {
 		return c, fmt.Errorf("%w: longest hold %v is negative", ErrInvalidConfig, c.maxHold)
+	}
+	if err := c.checkOrder(); err != nil {
+		return c, err
 	}
 	if c.limitRefresh == 0 {
 		c.limitRefresh = DefaultLimitRefresh

@@ -165,7 +165,11 @@ func (c *core) refreshChunk(entries []refreshEntry) bool {
 		}
 		args = append(args, b, e.id)
 	}
-	v, err := refreshScript.Run(ctx, c.client, keys, args...).Int64Slice()
+	script := refreshScript
+	if c.seq != nil {
+		script = c.seq.refres
+	}
+	v, err := script.Run(ctx, c.client, keys, args...).Int64Slice()
 	if err == nil && len(v) != len(entries) {
 		err = errBadRefresh
 	}

@@ -453,7 +453,9 @@ return {2, hint, qflag, seq, cool}
 // that an instance's callers made together)
 var releaseScript = redis.NewScript(releaseSrc)
 
-const releaseSrc = prelude + `
+const releaseSrc = prelude + releaseBody
+
+const releaseBody = `
 local limit, kind = tonumber(ARGV[2]), ARGV[3]
 local ttl, quar, chan, pub = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local lv = tonumber(ARGV[8]) or 0
@@ -524,7 +526,9 @@ const (
 // of the limit (lterm), then pairs of (bucket number from 0, id)
 var refreshScript = redis.NewScript(refreshSrc)
 
-const refreshSrc = prelude + `
+const refreshSrc = prelude + refreshBody
+
+const refreshBody = `
 local limit, kind = tonumber(ARGV[1]), ARGV[2]
 local ttl, quar, chan, pub = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], ARGV[6]
 local lv = tonumber(ARGV[7]) or 0

@@ -45,6 +45,7 @@ func (c *core) stats() Stats {
 		StaleHandovers: c.st.stale.Load(),
 		MaxHolds:       c.st.maxHold.Load(),
 		Batched:        c.st.batched.Load(),
+		HoldsRunOut:    c.holdsOut.Load(),
 	}
 	if f := c.fleet; f != nil {
 		f.mu.Lock()
@@ -86,6 +87,7 @@ type Stats struct {
 	StaleHandovers uint64 // hand-over messages ignored: made for an earlier queue entry of the waiter, which expired
 	MaxHolds       uint64 // permits ended by WithMaxHold
 	Batched        uint64 // grants to a waiter behind the first of its line, made by the first's call (see [Weighted.Acquire])
+	HoldsRunOut    uint64 // a sequenced Keyed's grants that went when their reorder hold ran out, a predecessor still missing (see [WithReorderHold])
 
 	// A Fleet's only (zero for the others):
 	Leader        bool   // the instance is the fleet's leader now

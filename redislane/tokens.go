@@ -77,6 +77,9 @@ func NewTokens(client redis.UniversalClient, name string, perWindow int64, opts 
 	if err != nil {
 		return nil, err
 	}
+	if err := cfg.refuseOrder("Tokens"); err != nil {
+		return nil, err
+	}
 	if cfg.window == 0 {
 		cfg.window = DefaultWindow
 	}
