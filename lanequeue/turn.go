@@ -31,7 +31,7 @@ func placeOpts(t call.Turn) [4]semaphore.AcquireOption {
 
 // acquireTurn is e.lane's Acquire at the place t. This package's keyed and
 // global lanes take the fields they order by; a lane of another package
-// takes plain Acquire.
+// takes t's number if it is a numberedLane, else plain Acquire.
 func (e *laneEntry[K]) acquireTurn(ctx context.Context, key K, n int64, t call.Turn) (semaphore.Permit, error) {
 	o := placeOpts(t)
 	if s := e.keyed; s != nil {
@@ -43,7 +43,19 @@ func (e *laneEntry[K]) acquireTurn(ctx context.Context, key K, n int64, t call.T
 	if tl, ok := e.lane.(turnLane[K]); ok {
 		return tl.acquireTurn(ctx, key, n, t)
 	}
+	if sl, ok := e.lane.(numberedLane[K]); ok && t.Sequence != 0 {
+		return sl.AcquireNumbered(ctx, key, n, t.Sequence)
+	}
 	return e.acquire(ctx, key, n)
+}
+
+// numberedLane is a keyed lane of another package that may order a key's
+// callers by number (redislane's Keyed made WithSequenceOrder): a call's
+// semaphore.Sequence reaches it through these, and a lane that does not
+// order by number takes the call as Acquire and TryAcquire do.
+type numberedLane[K comparable] interface {
+	AcquireNumbered(ctx context.Context, key K, n, seq int64) (semaphore.Permit, error)
+	TryAcquireNumbered(key K, n, seq int64) (semaphore.Permit, bool)
 }
 
 // turnLane is a lane of this package, other than the keyed and global
@@ -58,6 +70,9 @@ type turnLane[K comparable] interface {
 func (e *laneEntry[K]) tryAcquireTurn(key K, n int64, t call.Turn) (semaphore.Permit, bool) {
 	if s := e.keyed; s != nil && t.Sequence != 0 {
 		return s.TryAcquire(key, call.Lenient, semaphore.Sequence(t.Sequence), semaphore.Weight(n))
+	}
+	if sl, ok := e.lane.(numberedLane[K]); ok && t.Sequence != 0 {
+		return sl.TryAcquireNumbered(key, n, t.Sequence)
 	}
 	return e.tryAcquire(key, n)
 }

@@ -224,8 +224,9 @@
 // one with another hold, fails with [ErrCapacityMismatch]). A FIFO Keyed
 // (the default) runs the same scripts as without this option, at the same
 // cost; a [Weighted], [Fleet] or [Tokens] lane refuses the option. A
-// lanequeue.Queue passes no per-call option to its lanes, so its calls on
-// a sequenced lane ([AsKeyedLane]) are unnumbered.
+// lanequeue.Queue passes a call's semaphore.Sequence to a sequenced lane
+// made by [AsKeyedLane] (and so does lanehttp's middleware, from the
+// request's number), in AcquireAll and TryAcquireAll alike.
 //
 // # A limit changed at run time: Fleet
 //

@@ -55,6 +55,48 @@ func (l *lane[K]) TryAcquire(key K, n int64) (semaphore.Permit, bool) {
 	return p.handle(), true
 }
 
+// AcquireNumbered is Acquire for a caller numbered seq: a queue passes a
+// call's semaphore.Sequence so, and a Keyed made WithSequenceOrder orders
+// the key's callers by it (a lane that does not order by number ignores
+// it, as the queue's own lanes do).
+func (l *lane[K]) AcquireNumbered(ctx context.Context, key K, n, seq int64) (semaphore.Permit, error) {
+	num, err := l.number(seq)
+	if err != nil {
+		return semaphore.Permit{}, err
+	}
+	p, err := l.c.acquireNum(ctx, l.key(key), n, num)
+	if err != nil {
+		return semaphore.Permit{}, err
+	}
+	return p.handle(), nil
+}
+
+// TryAcquireNumbered is TryAcquire for a caller numbered seq; see
+// AcquireNumbered.
+func (l *lane[K]) TryAcquireNumbered(key K, n, seq int64) (semaphore.Permit, bool) {
+	num, err := l.number(seq)
+	if err != nil {
+		return semaphore.Permit{}, false
+	}
+	p, ok := l.c.tryAcquireNum(l.key(key), n, num)
+	if !ok {
+		return semaphore.Permit{}, false
+	}
+	return p.handle(), true
+}
+
+// number is the number a call of the lane waits at: seq on a sequenced
+// Keyed (refused beyond what the scripts count exactly), else none.
+func (l *lane[K]) number(seq int64) (int64, error) {
+	if l.c.seq == nil {
+		return 0, nil
+	}
+	if seq > maxSequence || seq < -maxSequence {
+		return 0, errSeqRange
+	}
+	return seq, nil
+}
+
 func (l *lane[K]) Stats() lanequeue.LaneStats {
 	s := l.c.stats()
 	return lanequeue.LaneStats{
@@ -72,13 +114,11 @@ func (l *lane[K]) Cooldown(ctx context.Context, d time.Duration) (time.Duration,
 }
 
 // AsRateLane returns t as a rate lane of a [lanequeue.Queue] (kind Rate):
-// a call takes its weight of t (LaneWeight, else 1) as a charge that
-// stands, for the fleet's requests per window, or tokens charged at their
-// estimate. Its permit is the zero Permit, as a rate lane's: nothing is
-// given back, and Ticket.Settle, which settles the queue's own token
-// lanes, does not reach it (settle through [Tokens.Acquire] and
-// [Charge.Settle] instead). Its errors, a [*LateError] among them, are
-// the causes of the queue's LaneErrors. Closing the lane closes t.
+// a call takes its weight of t (LaneWeight, else 1) as a charge, for the
+// fleet's requests per window, or tokens charged at their estimate.
+// Nothing is given back on Release; a ticket's Settle settles the charge
+// (see the package doc, Tokens). Its errors, a [*LateError] among them,
+// are the causes of the queue's LaneErrors. Closing the lane closes t.
 func AsRateLane[K comparable](t *Tokens) lanequeue.Lane[K] { return rateLane[K]{t: t} }
 
 type rateLane[K comparable] struct{ t *Tokens }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionlane/lanes/internal/testkit"
+	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/redislane"
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -28,6 +29,13 @@ func newSeqKeyed(t *testing.T, addr, name string, opts ...redislane.Option) *red
 	t.Cleanup(k.Close)
 	return k
 }
+
+// orderLease is the lease of the tests of order: a waiter whose poll comes
+// later than its lease (testLease, 500 ms, is short enough for that on a
+// loaded machine) loses its place in Redis, as it should, and the order
+// the test expects with it (TestKeyedSequenceOrdersWaiters ran 0, 5, 4, 3
+// once at load 11).
+var orderLease = redislane.WithLease(10 * time.Second)
 
 // waitersOf returns the callers waiting on the instances now.
 func waitersOf(ks ...*redislane.Keyed) int {
@@ -48,7 +56,7 @@ func TestKeyedSequenceRoundRobin(t *testing.T) {
 	name := laneName(t)
 	var fleet []*redislane.Keyed
 	for range 3 {
-		fleet = append(fleet, newSeqKeyed(t, srv.Addr, name, redislane.WithReorderHold(time.Minute)))
+		fleet = append(fleet, newSeqKeyed(t, srv.Addr, name, redislane.WithReorderHold(time.Minute), orderLease))
 	}
 	ctx := testCtx(t)
 	const threads, msgs = 8, 10
@@ -318,8 +326,8 @@ func TestKeyedSequenceCloseHeldWaiter(t *testing.T) {
 func TestKeyedSequenceOrdersWaiters(t *testing.T) {
 	srv := startRedis(t)
 	name := laneName(t)
-	a := newSeqKeyed(t, srv.Addr, name)
-	b := newSeqKeyed(t, srv.Addr, name)
+	a := newSeqKeyed(t, srv.Addr, name, orderLease)
+	b := newSeqKeyed(t, srv.Addr, name, orderLease)
 	ctx := testCtx(t)
 	p, err := a.Acquire(ctx, "t", semaphore.Sequence(9)) // a free key: any number goes
 	require.NoError(t, err)
@@ -456,4 +464,57 @@ func TestKeyedReorderHoldRunsOutOnHandover(t *testing.T) {
 	require.NoError(t, testkit.Within(t, 5*time.Second, "the held waiter", got))
 	assert.EqualValues(t, 1, b.Stats().HoldsRunOut, "the grant on a hold that ran out is counted by the waiter's instance")
 	assert.EqualValues(t, 0, a.Stats().HoldsRunOut)
+}
+
+// TestKeyedSequenceThroughAQueue: a lanequeue.Queue passes a call's
+// semaphore.Sequence to a sequenced fleet key (AsKeyedLane), in AcquireAll
+// and TryAcquireAll: waiters on two replicas' queues are served by number,
+// and a number the hold keeps back is not taken by a try. Before, a
+// queue's foreign lanes got plain Acquire, so the calls waited unnumbered
+// (at 0) and ran in arrival order.
+func TestKeyedSequenceThroughAQueue(t *testing.T) {
+	srv := startRedis(t)
+	name := laneName(t)
+	var qs []*lanequeue.Queue[string]
+	var sets []lanequeue.LaneSet[string]
+	var ks []*redislane.Keyed
+	for range 2 {
+		k := newSeqKeyed(t, srv.Addr, name, redislane.WithReorderHold(time.Hour), orderLease)
+		q := lanequeue.New[string]()
+		t.Cleanup(q.Close)
+		require.NoError(t, q.Add("thread", redislane.AsKeyedLane(k, func(s string) string { return s })))
+		set, err := q.Lanes("thread")
+		require.NoError(t, err)
+		qs, sets, ks = append(qs, q), append(sets, set), append(ks, k)
+	}
+	ctx := testCtx(t)
+	first, err := qs[0].AcquireAll(ctx, "t", sets[0], semaphore.Sequence(1))
+	require.NoError(t, err)
+	if tk, ok := qs[1].TryAcquireAll("t", sets[1], semaphore.Sequence(3)); ok {
+		tk.Release()
+		t.Fatal("a try took number 3 while 2 had not come")
+	}
+	var mu sync.Mutex
+	var ran []int64
+	var chans []<-chan error
+	for i, n := range []int64{4, 3, 2} {
+		q, set := qs[i%2], sets[i%2]
+		chans = append(chans, testkit.Go(func() error {
+			tk, err := q.AcquireAll(ctx, "t", set, semaphore.Sequence(n))
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			ran = append(ran, n)
+			mu.Unlock()
+			tk.Release()
+			return nil
+		}))
+		waitFor(t, 5*time.Second, "the waiter to queue", func() bool { return waitersOf(ks...) == i+1 })
+	}
+	first.Release()
+	for _, ch := range chans {
+		require.NoError(t, testkit.Within(t, 10*time.Second, "a waiter", ch))
+	}
+	assert.Equal(t, []int64{2, 3, 4}, ran)
 }
