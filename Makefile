@@ -2,11 +2,11 @@
 # the quick look while you work (the core module only: gofmt, vet, race tests; no stress, 386,
 # Redis or staticcheck).
 #
-# Nested modules (bench/, redislane/, bench/redispeers/, exporters/) have their own go.mod so their
+# Nested modules (bench/, redislane/, bench/redispeers/, exporters/, examples/chatgateway/) have their own go.mod so their
 # dependencies never enter the core's requirements; every target visits them.
 
 GO          ?= go
-MODULES     := . $(wildcard bench redislane bench/redispeers exporters)
+MODULES     := . $(wildcard bench redislane bench/redispeers exporters examples/chatgateway)
 STRESS      ?= 10
 FUZZTIME    ?= 30s
 BENCHCOUNT  ?= 10

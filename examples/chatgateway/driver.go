@@ -16,6 +16,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sessionlane/lanes/redislane"
 )
 
 // load is the driver's configuration: the traffic, the model API's stub,
@@ -38,6 +42,13 @@ type load struct {
 	Agents       int64
 	Hold         time.Duration
 	PriorityStep time.Duration
+	// Replicas is how many gateways the webhooks are spread over, in turn
+	// (a load balancer's round robin); above 1 they need Redis, at
+	// RedisAddr, to share the thread and model lanes. Agents is then each
+	// replica's.
+	Replicas     int
+	RedisAddr    string
+	RedisOptions []redislane.Option // the fleet lanes' (tests: no quarantine on their fresh server)
 }
 
 // defaultLoad is the figure the README shows, scaled to d of loaded traffic.
@@ -50,6 +61,7 @@ func defaultLoad(d time.Duration) load {
 		Tool:   60 * time.Millisecond, ModelWork: 40 * time.Millisecond, ModelLimit: 6, ModelCeiling: 12,
 		RetryAfter: 100 * time.Millisecond,
 		Agents:     8, Hold: 200 * time.Millisecond, PriorityStep: time.Second,
+		Replicas: 1,
 	}
 }
 
@@ -125,30 +137,54 @@ func (t *tracker) got(id, outcome string) {
 // run drives a gateway (in this process, on a loopback listener) with lo's
 // traffic, then drains it while traffic still comes, and reports.
 func run(lo load) (*report, error) {
+	replicas := max(lo.Replicas, 1)
+	if replicas > 1 && lo.RedisAddr == "" {
+		return nil, errors.New("chatgateway: replicas above 1 need Redis (-redis): each replica's own thread lane would let a thread's messages run out of order and at once on two replicas")
+	}
 	up := newUpstream(lo.ModelLimit, lo.ModelWork, lo.RetryAfter, lo.Seed)
 	model := httptest.NewServer(up)
 	defer model.Close()
 
 	tr := &tracker{highest: map[string]int64{}, active: map[string]int{}, admitted: map[string]bool{}, outcome: map[string]string{}}
-	g, err := newGateway(config{
-		Agents: lo.Agents, ModelCeiling: lo.ModelCeiling, Hold: lo.Hold, PriorityStep: lo.PriorityStep,
-		ModelURL: model.URL + "/v1/messages", ModelBase: model.Client().Transport, Backoff: 50 * time.Millisecond,
-		Handle: func(ctx context.Context, m message, ask func(context.Context, string) (string, error)) (string, error) {
-			tr.enter(m)
-			defer tr.leave(m)
-			time.Sleep(lo.Tool)
-			answer, err := ask(ctx, m.Text)
-			if refusedByLanes(err) {
-				tr.nestedRefused.Add(1)
-			}
-			return answer, err
-		},
-	})
-	if err != nil {
-		return nil, err
+	var gws []*gateway
+	var srvs []*httptest.Server
+	defer func() {
+		for _, srv := range srvs {
+			srv.Close()
+		}
+	}()
+	for range replicas {
+		var rc redis.UniversalClient
+		if lo.RedisAddr != "" {
+			c := redis.NewClient(&redis.Options{Addr: lo.RedisAddr, ContextTimeoutEnabled: true})
+			defer c.Close()
+			rc = c
+		}
+		g, err := newGateway(config{
+			Agents: lo.Agents, ModelCeiling: lo.ModelCeiling, Hold: lo.Hold, PriorityStep: lo.PriorityStep,
+			ModelURL: model.URL + "/v1/messages", ModelBase: model.Client().Transport, Backoff: 50 * time.Millisecond,
+			Redis: rc, RedisOptions: lo.RedisOptions,
+			Handle: func(ctx context.Context, m message, ask func(context.Context, string) (string, error)) (string, error) {
+				tr.enter(m)
+				defer tr.leave(m)
+				time.Sleep(lo.Tool)
+				answer, err := ask(ctx, m.Text)
+				if refusedByLanes(err) {
+					tr.nestedRefused.Add(1)
+				}
+				return answer, err
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		defer g.lanes.q.Close()
+		gws, srvs = append(gws, g), append(srvs, httptest.NewServer(g.handler))
 	}
-	srv := httptest.NewServer(g.handler)
-	defer srv.Close()
+	var turn atomic.Uint64 // the load balancer's round robin
+	// runID keeps a run's threads apart from an earlier run's on the same
+	// Redis, whose keys remember the numbers they granted.
+	runID := fmt.Sprintf("r%x", time.Now().UnixNano()&0xffffff)
 	client := &http.Client{Timeout: lo.Timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
 	defer client.CloseIdleConnections()
 
@@ -164,6 +200,7 @@ func run(lo load) (*report, error) {
 		sent.Add(1)
 		start := time.Now()
 		var ne net.Error
+		srv := srvs[turn.Add(1)%uint64(len(srvs))]
 		resp, err := client.Post(srv.URL+"/webhook", "application/json", bytes.NewReader(body))
 		switch {
 		case errors.As(err, &ne) && ne.Timeout():
@@ -228,7 +265,7 @@ func run(lo load) (*report, error) {
 			wg.Add(1)
 			streams++
 			rnd := rand.New(rand.NewPCG(lo.Seed, streams))
-			go thread(stop, rnd, tenant, fmt.Sprintf("%s-%s-%d", phase.Load(), kind, i), kind, every, wg)
+			go thread(stop, rnd, tenant, fmt.Sprintf("%s-%s-%s-%d", runID, phase.Load(), kind, i), kind, every, wg)
 		}
 	}
 
@@ -254,17 +291,29 @@ func run(lo load) (*report, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), lo.Timeout+10*time.Second)
 	defer cancel()
 	tr.draining.Store(true)
-	rep.DrainErr = g.shutdown(ctx, srv.Config)
+	drained := make([]error, len(gws))
+	var drains sync.WaitGroup
+	for i, g := range gws {
+		drains.Add(1)
+		go func() {
+			defer drains.Done()
+			drained[i] = g.shutdown(ctx, srvs[i].Config)
+		}()
+	}
+	drains.Wait()
+	rep.DrainErr = errors.Join(drained...)
 	close(stop)
 	wg.Wait()
 	sends.Wait()
 	rep.Sent, rep.Answered, rep.Refused, rep.TimedOut, rep.Bad = sent.Load(), answered.Load(), refused.Load(), timedOut.Load(), bad.Load()
 
 	rep.OrderViolations, rep.DoubleHandlers = tr.order.Load(), tr.double.Load()
-	rep.HoldsRunOut = g.lanes.holdsRunOut()
+	for _, g := range gws {
+		rep.HoldsRunOut += g.lanes.holdsRunOut() // each replica counts its own
+	}
 	rep.UpstreamPeak, rep.UpstreamArrivedPeak = up.peak.Load(), up.arrivedPeak.Load()
 	rep.UpstreamCalls, rep.Upstream429 = up.calls.Load(), up.refused.Load()
-	rep.ModelLimitEnd = g.lanes.limit.Stats().Limit
+	rep.ModelLimitEnd = gws[0].lanes.limit.Stats().Limit // a fleet's limit is one
 	rep.NestedRefused = tr.nestedRefused.Load()
 	rep.DrainFinished = tr.drainFinished.Load()
 	for id := range tr.admitted {
@@ -300,6 +349,9 @@ func (r *report) print(w io.Writer) {
 	fmt.Fprintf(w, "chatgateway: %v small tenant alone, then %v with a big tenant over capacity, then a drain under traffic\n", lo.Unloaded, lo.Loaded)
 	fmt.Fprintf(w, "  agents lane %d (users before cron, tenants fair), model API hidden limit %d, controller ceiling %d, reorder hold %v\n",
 		lo.Agents, lo.ModelLimit, lo.ModelCeiling, lo.Hold)
+	if lo.Replicas > 1 {
+		fmt.Fprintf(w, "  %d replicas in turn, thread and model lanes shared on Redis at %s (agents lane: %d each)\n", lo.Replicas, lo.RedisAddr, lo.Agents)
+	}
 	fmt.Fprintf(w, "webhooks sent %d: answered %d, refused (429/503/closed) %d, client gave up after %v %d, other %d\n",
 		r.Sent, r.Answered, r.Refused, lo.Timeout, r.TimedOut, r.Bad)
 	fmt.Fprintf(w, "order violations (a message handled after a higher number of its thread): %d\n", r.OrderViolations)

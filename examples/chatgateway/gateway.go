@@ -8,7 +8,13 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sessionlane/lanes/exporters/promlanes"
 	"github.com/sessionlane/lanes/lanehttp"
+	"github.com/sessionlane/lanes/redislane"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -37,13 +43,18 @@ type config struct {
 	ModelBase    http.RoundTripper
 	Backoff      time.Duration // the first retry's backoff after a 429 without a hint
 	Handle       handleFunc    // what the agent does with a message (nil: call the model once)
+	// Redis, if set, makes the thread and model lanes a fleet's, shared by
+	// every replica on that Redis (see newLanes), made with RedisOptions.
+	Redis        redis.UniversalClient
+	RedisOptions []redislane.Option
 }
 
 // handleFunc runs the agent for one message, holding its thread and its
 // agent slot; ask calls the model.
 type handleFunc func(ctx context.Context, m message, ask func(ctx context.Context, prompt string) (string, error)) (string, error)
 
-// gateway is the recipe: webhooks in, through the lanes, model calls out.
+// gateway is the recipe: webhooks in, through the lanes, model calls out,
+// and the lanes' metrics on /metrics for Prometheus.
 type gateway struct {
 	lanes   *lanes
 	handler http.Handler
@@ -53,7 +64,7 @@ type gateway struct {
 
 // newGateway builds the gateway of cfg.
 func newGateway(cfg config) (*gateway, error) {
-	l, err := newLanes(cfg.Agents, cfg.ModelCeiling, cfg.Hold, cfg.PriorityStep)
+	l, err := newLanes(cfg.Agents, cfg.ModelCeiling, cfg.Hold, cfg.PriorityStep, cfg.Redis, cfg.RedisOptions...)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +79,7 @@ func newGateway(cfg config) (*gateway, error) {
 		}
 	}
 	dec := new(lanehttp.Decoder[message]) // JSON, read once, at most MaxBodyBytes
-	g.handler = lanehttp.Handler(lanehttp.Config[string]{
+	webhooks := lanehttp.Handler(lanehttp.Config[string]{
 		Queue: l.q, Lanes: l.inbound, Decode: dec, MaxBodyBytes: 64 << 10,
 		Key: func(r *http.Request) (string, error) {
 			m, _ := dec.From(r.Context())
@@ -94,6 +105,15 @@ func newGateway(cfg config) (*gateway, error) {
 		}
 		io.WriteString(w, answer)
 	}))
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(promlanes.New(l.q)); err != nil {
+		l.q.Close()
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/", webhooks)
+	g.handler = mux
 	return g, nil
 }
 

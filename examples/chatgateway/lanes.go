@@ -5,9 +5,12 @@ import (
 	"errors"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sessionlane/lanes/adaptive"
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/redislane"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -22,7 +25,9 @@ type lanes struct {
 	inbound lanequeue.LaneSet[string]
 	model   lanequeue.LaneSet[string]
 	limit   *adaptive.Controller
-	thread  *keyedsem.Keyed[string] // the "thread" lane's, for its Stats
+	// holdsRunOut reads the thread lane's count of reorder holds that ran
+	// out (keyedsem's or, on Redis, redislane's Stats).
+	holdsRunOut func() uint64
 }
 
 // newLanes makes the three lanes:
@@ -37,25 +42,60 @@ type lanes struct {
 //     answers (lanehttp.Transport reports its 429s and pauses the lane for
 //     their Retry-After).
 //
+// With a Redis client (a fleet of replicas behind a load balancer) the
+// thread and model lanes are the fleet's: a thread's messages keep their
+// order whichever replica gets them (redislane.Keyed with the same order
+// and hold), and the model API's limit is one for the fleet
+// (redislane.Fleet, moved by the controller of the elected replica). The
+// agents lane stays each replica's own (a fleet lane does not yet order by
+// priority or share by tenant): agents is then a replica's share.
+//
 // probeEvery spaces the controller's probes above the limit it found: one
 // per this many calls, each costing a 429 or two when the limit is there.
 const probeEvery = 200
 
-func newLanes(agents, modelCeiling int64, hold, priorityStep time.Duration) (*lanes, error) {
+func newLanes(agents, modelCeiling int64, hold, priorityStep time.Duration, rc redis.UniversalClient, ropts ...redislane.Option) (*lanes, error) {
 	q := lanequeue.New[string]()
-	thread := keyedsem.New[string](keyedsem.WithSequenceOrder(), keyedsem.WithReorderHold(hold))
-	model := semaphore.New(modelCeiling)
-	l := &lanes{q: q, thread: thread}
-	err := q.Add("thread", lanequeue.NewKeyedLane(thread))
+	l := &lanes{q: q}
+	var (
+		err    error
+		thread lanequeue.Lane[string]
+		model  lanequeue.Lane[string]
+		target adaptive.Target
+	)
+	if rc == nil {
+		k := keyedsem.New[string](keyedsem.WithSequenceOrder(), keyedsem.WithReorderHold(hold))
+		l.holdsRunOut = func() uint64 { return k.Stats().HoldsRunOut }
+		s := semaphore.New(modelCeiling)
+		thread, model, target = lanequeue.NewKeyedLane(k), lanequeue.NewGlobalLane[string](s), s
+	} else {
+		var k *redislane.Keyed
+		var f *redislane.Fleet
+		k, err = redislane.NewKeyed(rc, "chatgateway:thread", 1, append(ropts, redislane.WithSequenceOrder(), redislane.WithReorderHold(hold))...)
+		if err == nil {
+			f, err = redislane.NewFleet(rc, "chatgateway:model", modelCeiling, ropts...)
+			if err != nil {
+				k.Close()
+			}
+		}
+		if err != nil {
+			q.Close()
+			return nil, err
+		}
+		l.holdsRunOut = func() uint64 { return k.Stats().HoldsRunOut }
+		thread = redislane.AsKeyedLane(k, func(s string) string { return s })
+		model, target = redislane.AsLane[string](f.Weighted), f
+	}
+	err = q.Add("thread", thread)
 	if err == nil {
 		err = q.Add("agents", lanequeue.NewGlobalLane[string](semaphore.New(agents,
 			semaphore.WithPriorities(priorityStep), semaphore.WithFairShare(nil))))
 	}
 	if err == nil {
-		err = q.Add("model", lanequeue.NewGlobalLane[string](model))
+		err = q.Add("model", model)
 	}
 	if err == nil {
-		l.limit, err = adaptive.New(model, 1, modelCeiling, adaptive.WithMinWindow(probeEvery))
+		l.limit, err = adaptive.New(target, 1, modelCeiling, adaptive.WithMinWindow(probeEvery))
 	}
 	if err == nil {
 		err = q.ObserveLane("model", l.limit)
@@ -76,10 +116,6 @@ func newLanes(agents, modelCeiling int64, hold, priorityStep time.Duration) (*la
 // drain refuses new webhooks and lets the admitted ones finish, their model
 // calls included (they carry the webhook's ticket in their context).
 func (l *lanes) drain(ctx context.Context) error { return l.q.Drain(ctx) }
-
-// holdsRunOut is how many messages went when their reorder hold ran out,
-// a predecessor still missing.
-func (l *lanes) holdsRunOut() uint64 { return l.thread.Stats().HoldsRunOut }
 
 // refusedByLanes says whether err is a lane's refusal of a closed or
 // draining queue.

@@ -7,8 +7,13 @@
 // hidden limit found by an adaptive controller), and a graceful shutdown
 // that lets every admitted webhook finish.
 //
-//	go run ./examples/chatgateway -load 30s   # the load driver, in one process; prints what it measured
-//	go run ./examples/chatgateway             # serve webhooks on -addr, a model API stub in-process
+//	go run . -load 30s                             # the load driver, in one process; prints what it measured
+//	go run . -load 30s -replicas 3 -redis :6379    # three replicas in turn, sharing thread and model lanes on Redis
+//	go run .                                       # serve webhooks (and /metrics) on -addr, a model API stub in-process
+//	go run . -redis :6379 -addr :8081              # one replica of a fleet (run several behind a load balancer)
+//
+// (from this directory: the recipe is a module of its own, so that Redis's
+// and Prometheus's clients stay out of the core's requirements.)
 //
 // The recipe is gateway.go and lanes.go; upstream.go (the model API's
 // stub) and driver.go (the traffic and its measures) are the scenario.
@@ -25,6 +30,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func main() {
@@ -32,11 +39,13 @@ func main() {
 	seed := flag.Uint64("seed", 1, "the load driver's random seed")
 	step := flag.Duration("priority-step", time.Second, "a cron job that has waited this long on the agents lane counts as a user's message")
 	addr := flag.String("addr", "localhost:8080", "serve webhooks on this address (without -load)")
+	replicas := flag.Int("replicas", 1, "with -load: how many gateways the webhooks go to in turn (above 1 needs -redis)")
+	redisAddr := flag.String("redis", "", "share the thread and model lanes with every replica on the Redis at this address")
 	flag.Parse()
 
 	if *loadFor > 0 {
 		lo := defaultLoad(*loadFor)
-		lo.Seed, lo.PriorityStep = *seed, *step
+		lo.Seed, lo.PriorityStep, lo.Replicas, lo.RedisAddr = *seed, *step, *replicas, *redisAddr
 		r, err := run(lo)
 		if err != nil {
 			log.Fatal(err)
@@ -44,21 +53,28 @@ func main() {
 		r.print(os.Stdout)
 		return
 	}
-	if err := serve(*addr, *step); err != nil {
+	if err := serve(*addr, *step, *redisAddr); err != nil {
 		log.Fatal(err)
 	}
 }
 
-// serve runs the gateway on addr until SIGINT or SIGTERM, then drains it.
-func serve(addr string, step time.Duration) error {
+// serve runs the gateway on addr until SIGINT or SIGTERM, then drains it;
+// with redisAddr, as one replica of a fleet sharing that Redis.
+func serve(addr string, step time.Duration, redisAddr string) error {
 	lo := defaultLoad(0)
 	lo.PriorityStep = step
 	model := httptest.NewServer(newUpstream(lo.ModelLimit, lo.ModelWork, lo.RetryAfter, 1))
 	defer model.Close()
-	g, err := newGateway(config{
+	cfg := config{
 		Agents: lo.Agents, ModelCeiling: lo.ModelCeiling, Hold: lo.Hold, PriorityStep: lo.PriorityStep,
 		ModelURL: model.URL + "/v1/messages", ModelBase: model.Client().Transport,
-	})
+	}
+	if redisAddr != "" {
+		rc := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+		defer rc.Close()
+		cfg.Redis = rc
+	}
+	g, err := newGateway(cfg)
 	if err != nil {
 		return err
 	}
@@ -67,7 +83,7 @@ func serve(addr string, step time.Duration) error {
 	defer stop()
 	served := make(chan error, 1)
 	go func() { served <- srv.ListenAndServe() }()
-	fmt.Printf("chatgateway: POST webhooks to http://%s/ (e.g. {\"tenant\":\"acme\",\"thread\":\"t1\",\"n\":1,\"kind\":\"user\",\"text\":\"hi\"})\n", addr)
+	fmt.Printf("chatgateway: POST webhooks to http://%s/ (e.g. {\"tenant\":\"acme\",\"thread\":\"t1\",\"n\":1,\"kind\":\"user\",\"text\":\"hi\"}); metrics on /metrics\n", addr)
 	select {
 	case err := <-served:
 		return err

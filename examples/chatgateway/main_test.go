@@ -1,11 +1,18 @@
 package main
 
 import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sessionlane/lanes/internal/testkit"
+	"github.com/sessionlane/lanes/redislane"
+	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
 func TestMain(m *testing.M) { testkit.Main(m) }
@@ -46,45 +53,131 @@ func TestGateway(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			lo := shortLoad(7)
 			lo.ModelLimit, lo.ModelCeiling = tc.limit, tc.ceiling
-			r := testkit.Within(t, time.Minute, "the driver's run", testkit.Go(func() *report {
-				r, err := run(lo)
-				if err != nil {
-					t.Error(err)
-				}
-				return r
-			}))
-			if r == nil {
-				return
-			}
-			var out strings.Builder
-			r.print(&out)
-			t.Log("\n" + out.String())
-
-			if r.OrderViolations != 0 {
-				t.Errorf("%d messages handled after a higher number of their thread, want 0", r.OrderViolations)
-			}
-			if r.DoubleHandlers != 0 {
-				t.Errorf("%d messages handled beside another of their thread, want 0", r.DoubleHandlers)
-			}
-			if r.UpstreamArrivedPeak > lo.ModelCeiling {
-				t.Errorf("%d calls reached the model API at once, above the model lane's ceiling %d", r.UpstreamArrivedPeak, lo.ModelCeiling)
-			}
-			if lo.ModelLimit == lo.ModelCeiling && r.Upstream429 != 0 {
-				t.Errorf("%d calls found the model API full although the lane's ceiling is its limit", r.Upstream429)
-			}
-			if r.Admitted == 0 || r.DrainFinished == 0 {
-				t.Fatalf("%d webhooks admitted, %d finished during the drain: the run tested nothing", r.Admitted, r.DrainFinished)
-			}
-			if r.AdmittedLost != 0 || r.AdmittedGaveUp != 0 || r.NestedRefused != 0 {
-				t.Errorf("of %d admitted webhooks %d got no answer and %d none in time; %d model calls were refused by a lane; want 0 each",
-					r.Admitted, r.AdmittedLost, r.AdmittedGaveUp, r.NestedRefused)
-			}
-			if r.AdmittedOK+r.AdmittedOther != r.Admitted {
-				t.Errorf("%d admitted webhooks, %d answered", r.Admitted, r.AdmittedOK+r.AdmittedOther)
-			}
-			if r.DrainErr != nil {
-				t.Errorf("drain and shutdown: %v", r.DrainErr)
-			}
+			checkRun(t, lo)
 		})
+	}
+}
+
+// TestGatewayFleet: three replicas in turn, the thread and model lanes
+// shared on a real redis-server, the model API's limit hidden below the
+// ceiling. A thread's messages reach the replicas in turn and out of
+// order; they are still handled in their numbers' order and one at a
+// time, the model API never sees more than the fleet's ceiling, and every
+// admitted webhook is answered through the three drains. With each
+// replica's own thread lane (no Redis) the same traffic ran messages out
+// of order and two at once: run refuses it.
+func TestGatewayFleet(t *testing.T) {
+	srv, err := redistest.Start()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the fleet test needs a real redis-server and CI=true: %v", err)
+		}
+		t.Skipf("skipping: cannot start redis-server: %v", err)
+	}
+	t.Cleanup(srv.Stop)
+	lo := shortLoad(11)
+	lo.ModelLimit, lo.ModelCeiling = 4, 8
+	lo.Replicas = 3
+	if _, err := run(lo); err == nil || !strings.Contains(err.Error(), "need Redis") {
+		t.Fatalf("three replicas without Redis: %v, want a refusal", err)
+	}
+	lo.RedisAddr = srv.Addr
+	// A fresh server of the test's own: no earlier grant to wait out (the
+	// default quarantine grants nothing for a lease, 10 s, on a Redis
+	// without the lanes' state, which may have lost it).
+	lo.RedisOptions = []redislane.Option{redislane.WithQuarantine(0)}
+	lo.Agents = 3 // each replica's: 9 in all, about the one gateway's 8
+	checkRun(t, lo)
+}
+
+// TestMetrics: a gateway serves its lanes' metrics on /metrics, in the
+// Prometheus text format, beside the webhooks.
+func TestMetrics(t *testing.T) {
+	lo := shortLoad(3)
+	up := httptest.NewServer(newUpstream(lo.ModelLimit, lo.ModelWork, lo.RetryAfter, 1))
+	defer up.Close()
+	g, err := newGateway(config{
+		Agents: lo.Agents, ModelCeiling: lo.ModelCeiling, Hold: lo.Hold, PriorityStep: lo.PriorityStep,
+		ModelURL: up.URL + "/v1/messages", ModelBase: up.Client().Transport,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.lanes.q.Close()
+	srv := httptest.NewServer(g.handler)
+	defer srv.Close()
+	defer srv.Client().CloseIdleConnections()
+	resp, err := srv.Client().Post(srv.URL+"/webhook", "application/json", bytes.NewReader([]byte(`{"tenant":"a","thread":"t","n":1,"kind":"user","text":"hi"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("webhook: %s", resp.Status)
+	}
+	resp, err = srv.Client().Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		t.Fatalf("/metrics: %s, %q", resp.Status, resp.Header.Get("Content-Type"))
+	}
+	for _, want := range []string{
+		`lanes_acquires_total{kind="keyed",lane="thread",outcome="acquired"} 1`,
+		`lanes_acquires_total{kind="global",lane="agents",outcome="acquired"} 1`,
+		`lanes_acquires_total{kind="global",lane="model",outcome="acquired"} 1`,
+		`lanes_in_use_permits{kind="keyed",lane="thread"} 0`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("no %q in /metrics:\n%s", want, body)
+		}
+	}
+}
+
+// checkRun runs the driver on lo and checks what the recipe promises, not
+// its speed.
+func checkRun(t *testing.T, lo load) {
+	t.Helper()
+	r := testkit.Within(t, time.Minute, "the driver's run", testkit.Go(func() *report {
+		r, err := run(lo)
+		if err != nil {
+			t.Error(err)
+		}
+		return r
+	}))
+	if r == nil {
+		return
+	}
+	var out strings.Builder
+	r.print(&out)
+	t.Log("\n" + out.String())
+
+	if r.OrderViolations != 0 {
+		t.Errorf("%d messages handled after a higher number of their thread, want 0", r.OrderViolations)
+	}
+	if r.DoubleHandlers != 0 {
+		t.Errorf("%d messages handled beside another of their thread, want 0", r.DoubleHandlers)
+	}
+	if r.UpstreamArrivedPeak > lo.ModelCeiling {
+		t.Errorf("%d calls reached the model API at once, above the model lane's ceiling %d", r.UpstreamArrivedPeak, lo.ModelCeiling)
+	}
+	if lo.ModelLimit == lo.ModelCeiling && r.Upstream429 != 0 {
+		t.Errorf("%d calls found the model API full although the lane's ceiling is its limit", r.Upstream429)
+	}
+	if r.Admitted == 0 || r.DrainFinished == 0 {
+		t.Fatalf("%d webhooks admitted, %d finished during the drain: the run tested nothing", r.Admitted, r.DrainFinished)
+	}
+	if r.AdmittedLost != 0 || r.AdmittedGaveUp != 0 || r.NestedRefused != 0 {
+		t.Errorf("of %d admitted webhooks %d got no answer and %d none in time; %d model calls were refused by a lane; want 0 each",
+			r.Admitted, r.AdmittedLost, r.AdmittedGaveUp, r.NestedRefused)
+	}
+	if r.AdmittedOK+r.AdmittedOther != r.Admitted {
+		t.Errorf("%d admitted webhooks, %d answered", r.Admitted, r.AdmittedOK+r.AdmittedOther)
+	}
+	if r.DrainErr != nil {
+		t.Errorf("drain and shutdown: %v", r.DrainErr)
 	}
 }

@@ -1,0 +1,32 @@
+module github.com/sessionlane/lanes/examples/chatgateway
+
+go 1.26.0
+
+replace (
+	github.com/sessionlane/lanes => ../..
+	github.com/sessionlane/lanes/exporters => ../../exporters
+	github.com/sessionlane/lanes/redislane => ../../redislane
+)
+
+require (
+	github.com/prometheus/client_golang v1.25.0
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/sessionlane/lanes v0.0.0
+	github.com/sessionlane/lanes/exporters v0.0.0-00010101000000-000000000000
+	github.com/sessionlane/lanes/redislane v0.0.0-00010101000000-000000000000
+)
+
+require (
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/puzpuzpuz/xsync/v4 v4.5.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/time v0.14.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)
