@@ -85,3 +85,7 @@ func SetBeforeWait[K comparable](s *Keyed[K], f func()) { s.beforeWait = f }
 // clock) instead of the coarse clock, for the ablation benchmark of the
 // coarse clock (see docs/internals.md). Call it before the first acquire.
 func UseTimeNow[K comparable](s *Keyed[K]) { s.realClock = false }
+
+// NoBacklog makes every trim of s run a pass over all entries, as before
+// the backlog (see evictOldest): BenchmarkAblationBacklog's knob.
+func NoBacklog[K comparable](s *Keyed[K]) { s.noBacklog = true }
