@@ -89,3 +89,7 @@ func UseTimeNow[K comparable](s *Keyed[K]) { s.realClock = false }
 // NoBacklog makes every trim of s run a pass over all entries, as before
 // the backlog (see evictOldest): BenchmarkAblationBacklog's knob.
 func NoBacklog[K comparable](s *Keyed[K]) { s.noBacklog = true }
+
+// CountAlive makes s count its entries in alive under the soft cap too,
+// two atomic adds per entry as before count: BenchmarkAblationCount's knob.
+func CountAlive[K comparable](s *Keyed[K]) { s.ablateCount = true }
