@@ -93,3 +93,18 @@ func NoBacklog[K comparable](s *Keyed[K]) { s.noBacklog = true }
 // CountAlive makes s count its entries in alive under the soft cap too,
 // two atomic adds per entry as before count: BenchmarkAblationCount's knob.
 func CountAlive[K comparable](s *Keyed[K]) { s.ablateCount = true }
+
+// KillIdle kills key's idle entry as an eviction does, but leaves it in
+// the map until the returned func removes it: the window in which a lookup
+// of key finds the dead entry and replaces it.
+func KillIdle[K comparable](s *Keyed[K], key K) (drop func()) {
+	e, ok := s.m.Load(key)
+	if !ok {
+		panic("KillIdle: key has no entry")
+	}
+	st := e.state.Load()
+	if st&(busyBit|deadBit) != 0 || !e.state.CompareAndSwap(st, deadBit) {
+		panic("KillIdle: the entry is not idle")
+	}
+	return func() { s.drop(e) }
+}

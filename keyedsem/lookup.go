@@ -267,7 +267,9 @@ func (s *Keyed[K]) compute(ctx context.Context, key K, n int64, try bool) (e *en
 }
 
 // count returns the number of entries in the map, counting dead ones not
-// yet removed. Under the soft cap it is created - evicted, so that a new
+// yet removed (under the soft cap, also one just replaced in the map whose
+// removal has not yet found it replaced). Under the soft cap it is
+// created - evicted, so that a new
 // key and its removal pay no counter of their own (two atomic adds, about
 // a dozen nanoseconds each, on a path of about two hundred: see
 // docs/internals.md). evicted is loaded first: an entry counted in it is
