@@ -72,29 +72,3 @@ func BenchmarkAblationBacklog(b *testing.B) {
 		})
 	}
 }
-
-// BenchmarkAblationCount runs the count of entries as created - evicted
-// under the soft cap (what New sets up) against a counter of its own, two
-// more atomic adds per entry (the knob CountAlive), on the row where every
-// call makes and drops an entry: a new key on every call with idle timeout
-// 0. docs/internals.md has the figures and the command.
-func BenchmarkAblationCount(b *testing.B) {
-	for _, count := range []string{"derived", "counter"} {
-		b.Run("row=newkey/idle=0/count="+count, func(b *testing.B) {
-			s := keyedsem.New[string](keyedsem.WithIdleTimeout(0))
-			defer s.Close()
-			if count == "counter" {
-				keyedsem.CountAlive(s)
-			}
-			ctx := context.Background()
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				p, err := s.Acquire(ctx, benchKeys[i&(len(benchKeys)-1)])
-				if err != nil {
-					b.Fatal(err)
-				}
-				p.Release()
-			}
-		})
-	}
-}

@@ -113,10 +113,9 @@ func TestLookupBacksOffFromAnEvictedEntry(t *testing.T) {
 }
 
 // A lookup that finds a dead entry still in the map replaces it, and the
-// count of entries stays exact (Created - Evicted == Keys) under the soft
-// cap, which counts created - evicted, and under the hard cap, which counts
-// its own word: the new entry is counted as made, the dead one as evicted
-// when its removal finds it replaced.
+// count of entries stays exact (Created - Evicted == Keys) under both caps:
+// the new entry takes over the dead one's place in the count, is counted as
+// made, and the dead one as evicted when its removal finds it replaced.
 func TestReplacedDeadEntryIsCountedOnce(t *testing.T) {
 	for _, c := range []struct {
 		name string

@@ -44,7 +44,7 @@ func (s *Keyed[K]) trim() {
 // set, so one more look keeps that exact.
 func (s *Keyed[K]) trimLocked() {
 	s.owed.Store(false)
-	if s.count() <= s.maxKeys {
+	if s.alive.Load() <= s.maxKeys {
 		return
 	}
 	if s.evictOldest() > 0 {
@@ -101,7 +101,7 @@ func (s *Keyed[K]) makeRoom(ctx context.Context, try bool) (bool, error) {
 		}
 	}
 	defer s.unlockEvict()
-	if s.count() < s.maxKeys {
+	if s.alive.Load() < s.maxKeys {
 		return true, nil
 	}
 	if s.starved.Load() {
@@ -185,7 +185,7 @@ func (s *Keyed[K]) pass(overCap bool) int {
 				oldest = min(oldest, c.st)
 			}
 		}
-		alive := s.count()
+		alive := s.alive.Load()
 		if over := alive - s.target; over > 0 && len(keep) > 0 && (overCap || alive > s.maxKeys) {
 			k := int(min(over, int64(len(keep))))
 			selectOldest(keep, k)
@@ -245,7 +245,7 @@ func (s *Keyed[K]) pass(overCap bool) int {
 func (s *Keyed[K]) evictOldest() int {
 	evicted := 0
 	for len(s.backlog) > 0 {
-		over := s.count() - s.target
+		over := s.alive.Load() - s.target
 		if over <= 0 {
 			return evicted
 		}
@@ -259,7 +259,7 @@ func (s *Keyed[K]) evictOldest() int {
 		clear(s.backlog[:k])
 		s.backlog = s.backlog[k:]
 	}
-	if s.count() > s.target {
+	if s.alive.Load() > s.target {
 		evicted += s.pass(true)
 	}
 	return evicted

@@ -90,10 +90,6 @@ func UseTimeNow[K comparable](s *Keyed[K]) { s.realClock = false }
 // the backlog (see evictOldest): BenchmarkAblationBacklog's knob.
 func NoBacklog[K comparable](s *Keyed[K]) { s.noBacklog = true }
 
-// CountAlive makes s count its entries in alive under the soft cap too,
-// two atomic adds per entry as before count: BenchmarkAblationCount's knob.
-func CountAlive[K comparable](s *Keyed[K]) { s.ablateCount = true }
-
 // KillIdle kills key's idle entry as an eviction does, but leaves it in
 // the map until the returned func removes it: the window in which a lookup
 // of key finds the dead entry and replaces it.

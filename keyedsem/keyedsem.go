@@ -85,7 +85,7 @@ type Keyed[K comparable] struct {
 	tokens     sync.Pool // *token[K]
 	entries    sync.Pool // *entry[K], dead
 	nextStripe atomic.Uint32
-	alive      atomic.Int64 // WithHardMaxKeys: entries in the map, counting dead ones not yet removed (see count)
+	alive      atomic.Int64 // entries in the map (including dead ones not yet removed)
 	waiters    atomic.Int64
 	created    atomic.Uint64
 	evicted    atomic.Uint64
@@ -107,11 +107,8 @@ type Keyed[K comparable] struct {
 	// backlog is what the last pass left of buf: the idle entries it saw
 	// and kept, consumed by the next trims (see evictOldest).
 	backlog   []candidate[K]
-	noBacklog bool // a benchmark's knob: every trim runs a pass (see BenchmarkAblationBacklog)
-	// ablateCount, a benchmark's knob, counts alive under the soft cap
-	// too, as before count (see BenchmarkAblationCount).
-	ablateCount bool
-	passes      uint64 // eviction passes run, for tests; under the eviction lock
+	noBacklog bool   // a benchmark's knob: every trim runs a pass (see BenchmarkAblationBacklog)
+	passes    uint64 // eviction passes run, for tests; under the eviction lock
 
 	stopJanitor, janitorDone chan struct{} // nil without WithJanitor
 
@@ -460,5 +457,5 @@ func (s *Keyed[K]) Close() {
 // evicted.
 func (s *Keyed[K]) Len() int {
 	s.mustBeMade()
-	return int(s.count())
+	return int(s.alive.Load())
 }

@@ -119,11 +119,10 @@ func (s *Keyed[K]) publish(key K, n int64) *entry[K] {
 	return e
 }
 
-// made counts a new entry in created under the hard cap (reserve did
-// under the soft cap), the entry having taken the count of entries to
-// count, and does the eviction work that is owed: if the count is over the
-// soft cap, the eviction of the oldest idle entries (see evictOldest);
-// otherwise an expiry pass if one is due.
+// made counts a new entry, which took the count of entries to count, and
+// does the eviction work that is owed: if the count is over the soft cap,
+// a pass that evicts the oldest idle entries; otherwise an expiry pass if
+// one is due.
 //
 // When the entries over the cap are in use, a pass finds nothing to evict;
 // running one for every new key would make a burst of busy keys cost the
@@ -131,9 +130,7 @@ func (s *Keyed[K]) publish(key K, n int64) *entry[K] {
 // idle (starved): an entry that goes idle while the count is over the cap
 // is evicted at once instead (see wentIdle), so none is missed.
 func (s *Keyed[K]) made(count int64) {
-	if s.hard {
-		s.created.Add(1) // under the soft cap, reserve counted it
-	}
+	s.created.Add(1)
 	if s.idle == 0 {
 		return // no entry is ever idle
 	}
@@ -219,10 +216,7 @@ func (s *Keyed[K]) compute(ctx context.Context, key K, n int64, try bool) (e *en
 				if st&deadBit != 0 {
 					// Replace it below; its owner's removal will find it
 					// gone, and leave its count to the new entry.
-					if !s.hard {
-						s.created.Add(1) // as reserve does
-					}
-					count = s.count()
+					count = s.alive.Load()
 					break
 				}
 				if refs = refsFull(st); refs {
@@ -266,33 +260,11 @@ func (s *Keyed[K]) compute(ctx context.Context, key K, n int64, try bool) (e *en
 	return e, took, nil, false
 }
 
-// count returns the number of entries in the map, counting dead ones not
-// yet removed (under the soft cap, also one just replaced in the map whose
-// removal has not yet found it replaced). Under the soft cap it is
-// created - evicted, so that a new
-// key and its removal pay no counter of their own (two atomic adds, about
-// a dozen nanoseconds each, on a path of about two hundred: see
-// docs/internals.md). evicted is loaded first: an entry counted in it is
-// counted in created already, so the count is never below 0. Under the
-// hard cap, reserve needs one word to compare-and-swap: alive.
-func (s *Keyed[K]) count() int64 {
-	if s.hard {
-		return s.alive.Load()
-	}
-	ev := s.evicted.Load()
-	return int64(s.created.Load() - ev)
-}
-
-// reserve counts a new entry and returns the count of entries with it, or
-// reports that the hard cap has no room for it. Under the soft cap the
-// entry is counted in created before it is published, so that it is never
-// counted in evicted first.
+// reserve counts a new entry in alive and returns the count with it, or
+// reports that the hard cap has no room for it.
 func (s *Keyed[K]) reserve() (int64, bool) {
 	if !s.hard {
-		if s.ablateCount {
-			s.alive.Add(1)
-		}
-		return int64(s.created.Add(1) - s.evicted.Load()), true
+		return s.alive.Add(1), true
 	}
 	for {
 		c := s.alive.Load()

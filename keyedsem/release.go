@@ -70,7 +70,7 @@ func (s *Keyed[K]) wentIdle(e *entry[K], st uint64) {
 	if s.closed.Load() {
 		return
 	}
-	if !s.hard && s.count() > s.maxKeys {
+	if !s.hard && s.alive.Load() > s.maxKeys {
 		s.kill(candidate[K]{e, st}) // fails if e was joined meanwhile
 		return
 	}
@@ -78,7 +78,7 @@ func (s *Keyed[K]) wentIdle(e *entry[K], st uint64) {
 		s.starved.Store(false)
 		// A new key may have taken the count over the cap and skipped its
 		// pass for starved in between our two looks: run it for that key.
-		if !s.hard && s.count() > s.maxKeys {
+		if !s.hard && s.alive.Load() > s.maxKeys {
 			s.trim()
 		}
 	}
@@ -98,7 +98,7 @@ func (s *Keyed[K]) rearm() {
 		return
 	}
 	s.due.Store(v)
-	if (!s.hard && s.count() > s.maxKeys) || s.starved.Load() {
+	if (!s.hard && s.alive.Load() > s.maxKeys) || s.starved.Load() {
 		s.due.Store(0)
 	}
 }
@@ -164,7 +164,7 @@ func (s *Keyed[K]) drop(e *entry[K]) {
 		}
 		return cur, xsync.CancelOp
 	})
-	if removed && (s.hard || s.ablateCount) {
+	if removed {
 		// Otherwise a new entry replaced e, and took over its count.
 		s.alive.Add(-1)
 	}
