@@ -215,7 +215,8 @@ func (s *Keyed[K]) pass(overCap bool) int {
 	}
 	if int64(cap(buf)) > 2*min(s.maxKeys, math.MaxInt32)+64 {
 		// After a burst of keys, do not keep its buffer: the backlog (at
-		// most target candidates, see evictOldest) moves to a small one.
+		// most a cap's worth of candidates: over the cap, a pass evicts
+		// down to target) moves to a small one.
 		keep = append([]candidate[K](nil), keep...)
 		buf = keep[:0:0]
 	}
