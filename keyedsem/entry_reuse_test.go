@@ -1,6 +1,7 @@
 package keyedsem_test
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -109,4 +110,40 @@ func TestLookupBacksOffFromAnEvictedEntry(t *testing.T) {
 	assert.Equal(t, uint64(2), st.Created)
 	assert.Equal(t, uint64(1), st.Evicted)
 	assert.Equal(t, 1, st.Keys)
+}
+
+// A lookup that finds a dead entry still in the map replaces it, and the
+// count of entries stays exact (Created - Evicted == Keys) under both caps:
+// the new entry takes over the dead one's place in the count, is counted as
+// made, and the dead one as evicted when its removal finds it replaced.
+func TestReplacedDeadEntryIsCountedOnce(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []keyedsem.Option
+	}{{"soft", nil}, {"hard", []keyedsem.Option{keyedsem.WithHardMaxKeys()}}} {
+		t.Run(c.name, func(t *testing.T) {
+			s := keyedsem.New[string](append(c.opts, keyedsem.WithMaxKeys(4))...)
+			defer s.Close()
+			p, err := s.Acquire(bg, "x")
+			require.NoError(t, err)
+			p.Release()
+			drop := keyedsem.KillIdle(s, "x")
+			p, err = s.Acquire(bg, "x") // replaces the dead entry
+			require.NoError(t, err)
+			drop() // finds it replaced: removes nothing
+			require.True(t, keyedsem.Has(s, "x"))
+			assert.Equal(t, 1, s.Len())
+			p.Release()
+			st := s.Stats()
+			assert.Equal(t, uint64(2), st.Created)
+			assert.Equal(t, uint64(1), st.Evicted)
+			assert.Equal(t, 1, st.Keys)
+			for i := range 4 { // the count still binds the cap
+				p, err := s.Acquire(bg, fmt.Sprint("k", i))
+				require.NoError(t, err)
+				p.Release()
+			}
+			assert.LessOrEqual(t, s.Len(), 4)
+		})
+	}
 }

@@ -47,7 +47,7 @@ func (s *Keyed[K]) trimLocked() {
 	if s.alive.Load() <= s.maxKeys {
 		return
 	}
-	if s.pass(true) > 0 {
+	if s.evictOldest() > 0 {
 		return
 	}
 	s.starved.Store(true)
@@ -107,7 +107,7 @@ func (s *Keyed[K]) makeRoom(ctx context.Context, try bool) (bool, error) {
 	if s.starved.Load() {
 		return false, ErrTooManyKeys // nothing has gone idle since a pass found nothing to evict
 	}
-	if s.pass(true) > 0 {
+	if s.evictOldest() > 0 {
 		return true, nil
 	}
 	s.starved.Store(true)
@@ -163,6 +163,7 @@ func (s *Keyed[K]) pass(overCap bool) int {
 	s.passes++
 	now := s.freshNow()
 	oldest := uint64(now)
+	s.backlog = nil // this pass looks at every entry again
 	buf := s.buf[:0]
 	s.m.RangeRelaxed(func(_ K, e *entry[K]) bool {
 		if st := e.state.Load(); st&(deadBit|busyBit) == 0 {
@@ -172,8 +173,8 @@ func (s *Keyed[K]) pass(overCap bool) int {
 	})
 	found := len(buf)
 	evicted := 0
+	keep := buf[:0]
 	if found > 0 {
-		keep := buf[:0]
 		for _, c := range buf {
 			if now-int64(c.st) >= s.idle {
 				if s.kill(c) {
@@ -193,6 +194,8 @@ func (s *Keyed[K]) pass(overCap bool) int {
 					evicted++
 				}
 			}
+			clear(keep[:k]) // let evicted entries go
+			keep = keep[k:]
 		}
 	}
 	if s.idle > 0 {
@@ -203,11 +206,63 @@ func (s *Keyed[K]) pass(overCap bool) int {
 		s.expiry.Store(max(addSat(now, gap), addSat(int64(oldest), s.idle)))
 		s.rearm()
 	}
-	clear(buf[:found]) // let evicted entries go
+	// The idle entries kept are the backlog of the next trims (see
+	// evictOldest); the rest of buf held copies of the candidates, and the
+	// expired ones.
+	kept := len(keep)
+	if off := cap(buf) - cap(keep); off+kept < found {
+		clear(buf[off+kept : found])
+	}
 	if int64(cap(buf)) > 2*min(s.maxKeys, math.MaxInt32)+64 {
-		buf = nil // after a burst of keys, do not keep its buffer
+		// After a burst of keys, do not keep its buffer: the backlog (at
+		// most a cap's worth of candidates: over the cap, a pass evicts
+		// down to target) moves to a small one.
+		keep = append([]candidate[K](nil), keep...)
+		buf = keep[:0:0]
 	}
 	s.buf = buf[:0]
+	if !s.noBacklog {
+		s.backlog = keep
+	} else {
+		clear(keep)
+	}
+	return evicted
+}
+
+// evictOldest evicts the oldest idle entries, down to target, and returns
+// how many. It must be called with the eviction lock held.
+//
+// It takes them from the backlog first: the idle entries that the last
+// pass saw and kept, with the idle time each had then. The backlog holds
+// the oldest idle entries there are, but for those used since: an entry
+// idle now that is not in it went idle after that pass (modulo the coarse
+// clock's resolution), later than any entry in it; one in it that was used
+// since is no longer in the state recorded, so its kill fails and it is
+// skipped, as a pass's kill of an entry used during the pass is. Only when
+// the backlog runs out does a pass look at every entry again. So a new key
+// over the cap pays O(1) amortised for the entries looked at, where a
+// pass per trim looked at the cap's worth of entries to evict a quarter
+// of them.
+func (s *Keyed[K]) evictOldest() int {
+	evicted := 0
+	for len(s.backlog) > 0 {
+		over := s.alive.Load() - s.target
+		if over <= 0 {
+			return evicted
+		}
+		k := int(min(over, int64(len(s.backlog))))
+		selectOldest(s.backlog, k)
+		for _, c := range s.backlog[:k] {
+			if s.kill(c) {
+				evicted++
+			}
+		}
+		clear(s.backlog[:k])
+		s.backlog = s.backlog[k:]
+	}
+	if s.alive.Load() > s.target {
+		evicted += s.pass(true)
+	}
 	return evicted
 }
 

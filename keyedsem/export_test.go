@@ -85,3 +85,22 @@ func SetBeforeWait[K comparable](s *Keyed[K], f func()) { s.beforeWait = f }
 // clock) instead of the coarse clock, for the ablation benchmark of the
 // coarse clock (see docs/internals.md). Call it before the first acquire.
 func UseTimeNow[K comparable](s *Keyed[K]) { s.realClock = false }
+
+// NoBacklog makes every trim of s run a pass over all entries, as before
+// the backlog (see evictOldest): BenchmarkAblationBacklog's knob.
+func NoBacklog[K comparable](s *Keyed[K]) { s.noBacklog = true }
+
+// KillIdle kills key's idle entry as an eviction does, but leaves it in
+// the map until the returned func removes it: the window in which a lookup
+// of key finds the dead entry and replaces it.
+func KillIdle[K comparable](s *Keyed[K], key K) (drop func()) {
+	e, ok := s.m.Load(key)
+	if !ok {
+		panic("KillIdle: key has no entry")
+	}
+	st := e.state.Load()
+	if st&(busyBit|deadBit) != 0 || !e.state.CompareAndSwap(st, deadBit) {
+		panic("KillIdle: the entry is not idle")
+	}
+	return func() { s.drop(e) }
+}

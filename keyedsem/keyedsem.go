@@ -98,12 +98,17 @@ type Keyed[K comparable] struct {
 	wcache waitq.Cache // free waiters
 
 	// evict is the eviction lock, a channel with room for one: whoever
-	// sent to it runs the one eviction pass at a time, and owns buf. It is
-	// a channel, not a sync.Mutex, so that a new key waiting for a running
-	// pass can stop waiting when its context ends (see makeRoom).
-	evict  chan struct{}
-	buf    []candidate[K] // reused by eviction passes
-	passes uint64         // eviction passes run, for tests; under the eviction lock
+	// sent to it runs the one eviction pass at a time, and owns buf and
+	// backlog. It is a channel, not a sync.Mutex, so that a new key
+	// waiting for a running pass can stop waiting when its context ends
+	// (see makeRoom).
+	evict chan struct{}
+	buf   []candidate[K] // reused by eviction passes
+	// backlog is what the last pass left of buf: the idle entries it saw
+	// and kept, consumed by the next trims (see evictOldest).
+	backlog   []candidate[K]
+	noBacklog bool   // a benchmark's knob: every trim runs a pass (see BenchmarkAblationBacklog)
+	passes    uint64 // eviction passes run, for tests; under the eviction lock
 
 	stopJanitor, janitorDone chan struct{} // nil without WithJanitor
 

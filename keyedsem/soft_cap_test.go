@@ -106,3 +106,48 @@ func TestMemoryBoundedOverManyKeys(t *testing.T) {
 	st := s.Stats()
 	assert.Equal(t, st.Created, st.Evicted)
 }
+
+// The trims after a pass take the oldest idle entries from what the pass
+// kept (its backlog), without a pass of their own, and still in the order
+// of idle time: an entry of the backlog used since is not taken for its
+// old idle time, and an entry that went idle after the pass comes after
+// the backlog's.
+func TestSoftCapTrimsFromTheBacklogOldestFirst(t *testing.T) {
+	clk := newFake()
+	s := keyedsem.New[string](keyedsem.WithMaxKeys(8), keyedsem.WithClock(clk))
+	defer s.Close()
+	use := func(key string) {
+		t.Helper()
+		p, err := s.Acquire(bg, key)
+		require.NoError(t, err)
+		clk.Advance(time.Second)
+		p.Release()
+	}
+	for i := range 9 { // k0..k8: the ninth key's pass evicts k0..k2, down to 6
+		use(fmt.Sprint("k", i))
+	}
+	require.Equal(t, uint64(1), keyedsem.Passes(s))
+	require.Equal(t, 6, s.Len())
+	use("k3")  // used since the pass: now the newest idle entry
+	use("k9")  // 7 entries
+	use("k10") // 8
+	use("k11") // 9 > 8: the backlog's oldest, k4, k5 and k6, go; not k3
+	assert.Equal(t, uint64(1), keyedsem.Passes(s), "a trim with a backlog runs no pass")
+	assert.Equal(t, 6, s.Len())
+	for i, want := range []bool{false, false, false, true, false, false, false, true, true, true, true, true} {
+		assert.Equal(t, want, keyedsem.Has(s, fmt.Sprint("k", i)), "k%d", i)
+	}
+	// The backlog has k7 and k8 left, k3's old idle time being stale: the
+	// next trim takes those two, then a pass finds the next oldest, k3.
+	use("k12")
+	use("k13")
+	use("k14") // 9 > 8
+	assert.Equal(t, uint64(2), keyedsem.Passes(s), "the backlog ran out")
+	assert.Equal(t, 6, s.Len())
+	for i, want := range []bool{false, false, false, false, false, false, false, false, false, true, true, true, true, true, true} {
+		assert.Equal(t, want, keyedsem.Has(s, fmt.Sprint("k", i)), "k%d", i)
+	}
+	st := s.Stats()
+	assert.Equal(t, uint64(9), st.Evicted)
+	assert.Equal(t, st.Created-st.Evicted, uint64(s.Len()))
+}
