@@ -84,6 +84,21 @@ type Shared interface {
 	Term() int64
 }
 
+// OverloadSharer is a [Shared] target whose instances share their
+// overloads (redislane's Fleet): a follower's controller passes each fresh
+// overload it counts on with ShareOverload, at once, and the leader's
+// controller counts the rise of FleetOverloads (the count the fleet's
+// followers shared, as last read) as an overload of its own, one cut per
+// decision, checked at each report. Without it the limit would answer only
+// the leader's refusals, and the followers would meet the provider's for
+// good. FleetOverloads may start over from 0 (a store that lost it); a
+// fall is not an overload.
+type OverloadSharer interface {
+	Shared
+	ShareOverload()
+	FleetOverloads() int64
+}
+
 // Acquirer is a Target that [Controller.Do] can take permits from;
 // [semaphore.Weighted] is one.
 type Acquirer interface {
@@ -179,11 +194,15 @@ type Controller struct {
 	quick   atomic.Bool
 	ignored atomic.Uint64 // Ignore outcomes reported
 
-	t     Target
-	acq   Acquirer // t, if it is one; nil otherwise
-	sh    Shared   // t, if it is one; nil otherwise
-	cfg   config   // immutable after New
-	epoch time.Time
+	t   Target
+	acq Acquirer       // t, if it is one; nil otherwise
+	sh  Shared         // t, if it is one; nil otherwise
+	os  OverloadSharer // t, if it is one; nil otherwise
+	// fleetOv is os's FleetOverloads as last seen by a decision, -1
+	// before the first: a rise since is the followers' overloads.
+	fleetOv atomic.Int64
+	cfg     config // immutable after New
+	epoch   time.Time
 	// coarse stamps the overloads when the clock is the system's: a
 	// system clock read costs up to 100 ns on some virtual machines (an
 	// overload report took 138 ns with one, 14 ns with coarse), and the
@@ -223,6 +242,8 @@ func New(t Target, floor, ceiling int64, opts ...Option) (*Controller, error) {
 	c := &Controller{t: t, cfg: cfg}
 	c.acq, _ = t.(Acquirer)
 	c.sh, _ = t.(Shared)
+	c.os, _ = t.(OverloadSharer)
+	c.fleetOv.Store(-1)
 	if c.cfg.clock == nil {
 		c.cfg.clock = clock.Real{}
 	}
@@ -240,7 +261,7 @@ func New(t Target, floor, ceiling int64, opts ...Option) (*Controller, error) {
 	c.window.Store(c.windowFor(start))
 	c.lastCut.Store(-1 << 62)
 	c.overAt.Store(noOverload)
-	c.quick.Store(c.sh == nil && start > floor)
+	c.quick.Store(c.sh == nil && start > floor || c.os != nil)
 	t.SetCapacity(start)
 	c.mu.Unlock()
 	return c, nil
@@ -274,6 +295,24 @@ func (c *Controller) Report(o Outcome, rtt time.Duration) {
 	default:
 		c.ignored.Add(1)
 	}
+	if c.os != nil && c.fleetDue() {
+		c.closeWindow()
+	}
+}
+
+// fleetDue says that the fleet's followers shared overloads since the last
+// decision (or that no decision has read their count yet).
+func (c *Controller) fleetDue() bool { return c.os.FleetOverloads() > c.fleetOv.Load() }
+
+// fleetHeard takes the followers' shared overloads into the decision: it
+// records their count and says whether it rose since the last one read.
+func (c *Controller) fleetHeard() bool {
+	if c.os == nil {
+		return false
+	}
+	n := c.os.FleetOverloads()
+	old := c.fleetOv.Swap(n)
+	return old >= 0 && n > old
 }
 
 // overload counts the refusal of work granted at since (nanoseconds since
@@ -428,7 +467,8 @@ func (c *Controller) decideAndUnlock() {
 // due says a decision is due: a round trip's worth of reports, or, when
 // quick, an overload counted since the last decision.
 func (c *Controller) due() bool {
-	return c.samples.Load() >= c.window.Load() || (c.quick.Load() && c.overAt.Load() != noOverload)
+	return c.samples.Load() >= c.window.Load() || (c.quick.Load() && c.overAt.Load() != noOverload) ||
+		(c.os != nil && c.fleetDue())
 }
 
 // decideLocked ends the round trip: at its count of reports, or early at a
@@ -437,7 +477,8 @@ func (c *Controller) due() bool {
 func (c *Controller) decideLocked() {
 	n := c.samples.Load()
 	full := n >= c.window.Load()
-	if !full && !(c.quick.Load() && c.overAt.Load() != noOverload) {
+	fleet := c.fleetHeard()
+	if !full && !fleet && !(c.quick.Load() && c.overAt.Load() != noOverload) {
 		return // decided by another report in between
 	}
 	now := c.now()
@@ -459,8 +500,12 @@ func (c *Controller) decideLocked() {
 	// have come since it was reported.
 	at := c.overAt.Swap(noOverload)
 	overloaded := at != noOverload && at >= c.lastCut.Load()
+	if !lead && overloaded && c.os != nil {
+		c.os.ShareOverload() // for the leader's controller
+	}
+	overloaded = overloaded || (lead && fleet)
 	if !full && !overloaded {
-		c.quick.Store(lead && c.limit > float64(c.cfg.floor))
+		c.quick.Store(lead && c.limit > float64(c.cfg.floor) || c.os != nil)
 		return // the round trip goes on
 	}
 	// Reports that land between these loads and the subtractions stay in
@@ -489,13 +534,13 @@ func (c *Controller) decideLocked() {
 	next, why := c.cfg.decide(c, overloaded, ok > 0, used)
 	if !lead {
 		// A follower's move would be dropped: it only learns (vegas's
-		// baseline, above).
-		c.quick.Store(false)
+		// baseline, above), and shares its overloads (above), at once.
+		c.quick.Store(c.os != nil)
 		return
 	}
 	next = min(max(next, float64(c.cfg.floor)), float64(c.cfg.ceiling))
 	c.limit = next
-	c.quick.Store(next > float64(c.cfg.floor))
+	c.quick.Store(next > float64(c.cfg.floor) || c.os != nil)
 	capNext := int64(next)
 	if capNext != c.capNow {
 		if capNext < c.capNow {

@@ -170,6 +170,21 @@ func (f *Fleet) Leader() bool {
 // never goes back, whatever Redis lost or restored.
 func (f *Fleet) Term() int64 { return f.c.fleet.term.Load() }
 
+// ShareOverload passes on an overload that this instance's controller
+// counted while it follows, for the leader's controller to hear: the
+// instance's fleet call sends it at once, and the leader's next call (within
+// a limit refresh) reads it. With Leader and Term it makes a Fleet an
+// adaptive.OverloadSharer, whose controller calls it.
+func (f *Fleet) ShareOverload() {
+	f.c.fleet.ovPending.Add(1)
+	f.c.fleet.kickLoop()
+}
+
+// FleetOverloads returns the overloads the fleet's followers have shared,
+// as this instance's last fleet call read them. It starts over from 0 if
+// Redis loses the lane's state.
+func (f *Fleet) FleetOverloads() int64 { return f.c.fleet.ovTotal.Load() }
+
 // fleet is the state of a Fleet's lane that Weighted does not have.
 type fleet struct {
 	c        *core
@@ -197,6 +212,10 @@ type fleet struct {
 	keptTerm int64
 
 	reads, writes, dropped, calls atomic.Uint64
+	// ovPending are the overloads this instance's controller shared that
+	// the next call adds to the fleet's count; ovTotal is that count as
+	// the last call read it (Fleet.ShareOverload, FleetOverloads).
+	ovPending, ovTotal atomic.Int64
 }
 
 func newFleet(c *core) *fleet {
@@ -325,18 +344,23 @@ func (f *fleet) call(resign bool) bool {
 	sent := time.Now()
 	f.calls.Add(1)
 	lr := f.read.Load()
+	ov := f.ovPending.Swap(0)
 	v, err := fleetScript.Run(ctx, c.client,
 		[]string{c.metaKey, c.prefix + ":leader", rk[0], rk[1], rk[2], rk[3]},
 		f.id, lr.limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub,
-		flag(f.candidate.Load()), ms(f.lttl), flag(set), want, wantTerm, flag(resign), f.term.Load(), lr.term,
+		flag(f.candidate.Load()), ms(f.lttl), flag(set), want, wantTerm, flag(resign), f.term.Load(), lr.term, ov,
 	).Int64Slice()
-	if err == nil && len(v) != 5 {
+	if err == nil && len(v) != 6 {
 		err = fmt.Errorf("%w: fleet script returned %v", errBadReply, v)
 	}
 	if err != nil {
+		// The next call sends them again (if this one ran after all, they
+		// count twice: one more cut, never a missed one).
+		f.ovPending.Add(ov)
 		c.st.redisErrs.Add(1)
 		return false
 	}
+	f.ovTotal.Store(v[5])
 	status, term, limit, written := v[0], v[1], v[2], v[3] == 1
 	if status == flMismatch {
 		// The name is a lane of another kind: Acquire says so; the limit
@@ -432,6 +456,12 @@ func (b *Budget) Cooldown(ctx context.Context, d time.Duration) (time.Duration, 
 
 // Term returns the last leadership term this instance saw, as [Fleet.Term].
 func (b *Budget) Term() int64 { return b.f.Term() }
+
+// ShareOverload is the Fleet's (see [Fleet.ShareOverload]).
+func (b *Budget) ShareOverload() { b.f.ShareOverload() }
+
+// FleetOverloads is the Fleet's (see [Fleet.FleetOverloads]).
+func (b *Budget) FleetOverloads() int64 { return b.f.FleetOverloads() }
 
 // Acquire takes n permits of the fleet as [Weighted.Acquire] does, and
 // returns them as a semaphore.Permit whose Release runs the Redis release

@@ -630,9 +630,12 @@ local ttl, quar, chan, pub = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], ARGV
 local cand, lttl, set = ARGV[8] == '1', tonumber(ARGV[9]), ARGV[10] == '1'
 local value, vterm, resign = tonumber(ARGV[11]), tonumber(ARGV[12]), ARGV[13] == '1'
 local seen, lv = tonumber(ARGV[14]) or 0, tonumber(ARGV[15]) or 0
+local ovadd = tonumber(ARGV[16]) or 0
 
 local M = meta(KEYS[1], limit, kind, ttl, quar, seen, lv)
-if not M.ok then return {-1, 0, M.limit, 0, 0} end
+if not M.ok then return {-1, 0, M.limit, 0, 0, 0} end
+-- the overloads the followers' controllers shared, for the leader's
+local ov = redis.call('HINCRBY', KEYS[1], 'ov', ovadd)
 local lk = KEYS[2]
 local term = M.term
 -- the leader key holds "<id> <term>"
@@ -648,7 +651,7 @@ if cur then
 end
 if resign then
   if cur == id then redis.call('DEL', lk) end
-  return {0, term, M.limit, 0, M.lv}
+  return {0, term, M.limit, 0, M.lv, ov}
 end
 local lead = false
 if cur == id then
@@ -662,7 +665,7 @@ elseif not cur and cand then
   redis.call('SET', lk, id .. ' ' .. s(term), 'PX', lttl)
   lead = true
 end
-if not lead then return {0, term, M.limit, 0, M.lv} end
+if not lead then return {0, term, M.limit, 0, M.lv, ov} end
 local written = 0
 if set and vterm == term and value ~= M.limit then
   local raised = value > M.limit
@@ -677,7 +680,7 @@ if set and vterm == term and value ~= M.limit then
   end
 end
 save(M)
-return {1, term, M.limit, written, M.lv}
+return {1, term, M.limit, written, M.lv, ov}
 `
 
 // A Tokens lane keeps, beside its meta hash (kind "tokens:<window ms>",
