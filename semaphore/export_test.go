@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sessionlane/lanes/internal/call"
+	"github.com/sessionlane/lanes/internal/hist"
 )
 
 // Variants of the fast path's tricks, for the ablation benchmarks (see
@@ -154,4 +155,12 @@ func (s *Weighted) acquireRetrying(ctx context.Context, n int64, spins int) (Per
 func spinWait(k int) {
 	for j := 0; j < k; j++ {
 	}
+}
+
+// TimedWaits returns how many waits s's wait histogram recorded, before a
+// snapshot scales them to every wait (see hist.Sampler).
+func TimedWaits(s *Weighted) uint64 {
+	var c [hist.Buckets]uint64
+	n, _ := s.tm.Wait.Read(&c)
+	return n
 }

@@ -86,9 +86,9 @@ func (o *owner) WaitPlace(ctx context.Context, _ any, w *waitq.Waiter, granted p
 	if s.maxWait > 0 {
 		mw = &waitq.MaxWait{D: s.maxWait, Clock: s.clock, Err: ErrWaitTooLong}
 	}
-	since := w.Since // the waiter goes back to its cache in Wait
+	since, timed := w.Since, w.Timed // the waiter goes back to its cache in Wait
 	perm, err := waitq.Wait(ctx, &s.q, o, &s.wcache, w, mw)
-	s.waited(since, err)
+	s.waited(since, timed, err)
 	return perm, err
 }
 
