@@ -164,3 +164,12 @@ func TimedWaits(s *Weighted) uint64 {
 	n, _ := s.tm.Wait.Read(&c)
 	return n
 }
+
+// NewTimingEveryWait returns New(capacity, WithHistograms(), opts...)
+// timing every wait, as before the sampling of hist.Sampler: the
+// ablation's baseline (BenchmarkTimings).
+func NewTimingEveryWait(capacity int64, opts ...Option) *Weighted {
+	s := New(capacity, append([]Option{WithHistograms()}, opts...)...)
+	s.tm.Sampler.TimeEvery()
+	return s
+}

@@ -23,7 +23,13 @@ const (
 // ready to use; it is safe for concurrent use.
 type Sampler struct {
 	early atomic.Uint32 // waits timed as the lane's first ones, up to exactWaits
+	every bool          // time every wait: the ablation's baseline (TimeEvery)
 }
+
+// TimeEvery makes s time every wait, as before sampling: the baseline of
+// the ablation benchmark (semaphore's BenchmarkTimings, hist=on-every). It
+// must be called before s is used.
+func (s *Sampler) TimeEvery() { s.every = true }
 
 // Timed reports whether a wait on clock c is timed. rot is a count that
 // moves on by one for each wait of the caller's waiter (waitq.Waiter.Uses):
@@ -33,7 +39,7 @@ type Sampler struct {
 // when they race), with one load of a word that is written no more once
 // they have passed.
 func (s *Sampler) Timed(c *Clock, rot uint32) bool {
-	if c.fake != nil || rot%SampleEvery == 0 {
+	if c.fake != nil || rot%SampleEvery == 0 || s.every {
 		return true
 	}
 	if s.early.Load() < exactWaits {
