@@ -23,14 +23,14 @@ func (s *Weighted) Join(n int64, opts ...AcquireOption) (Place, error) {
 		s.reject()
 		return Place{}, errBargingJoin
 	}
-	var t call.Turn
+	var c call.Call
 	if len(opts) != 0 {
-		var err error
-		if t, err = s.turnOf(opts); err != nil {
+		if err := s.turnOf(opts, &c); err != nil {
 			s.reject()
 			return Place{}, err
 		}
 	}
+	t := &c.Turn
 	if n <= 0 {
 		s.reject()
 		return Place{}, ErrInvalidWeight
@@ -40,7 +40,7 @@ func (s *Weighted) Join(n int64, opts ...AcquireOption) (Place, error) {
 			return s.placed(nil, s.stamp(p)), nil
 		}
 	}
-	w, granted, err := s.admit(context.Background(), n, &t) // Join waits for nothing
+	w, granted, err := s.admit(context.Background(), n, t) // Join waits for nothing
 	if w == nil {
 		if err != nil {
 			return Place{}, err

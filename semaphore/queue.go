@@ -20,7 +20,7 @@ func (s *Weighted) failFast(ctx context.Context) error {
 // acquireSlow is the rest of Acquire: turn, already checked, places the
 // caller if it waits (a barging semaphore, which orders nothing, admits
 // only the zero Turn).
-func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn call.Turn) (Permit, error) {
+func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn *call.Turn) (Permit, error) {
 	if b := s.barge; b != nil {
 		return s.acquireBarging(ctx, n, b)
 	}
@@ -28,7 +28,7 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn call.Turn) (Pe
 		s.reject()
 		return Permit{}, ErrInvalidWeight
 	}
-	w, p, err := s.admit(ctx, n, &turn)
+	w, p, err := s.admit(ctx, n, turn)
 	if w == nil {
 		return p, err
 	}
