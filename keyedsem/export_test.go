@@ -3,6 +3,8 @@ package keyedsem
 import (
 	"context"
 	"unsafe"
+
+	"github.com/sessionlane/lanes/internal/hist"
 )
 
 // Sizes of the structures whose layout matters (see TestLayout).
@@ -85,3 +87,11 @@ func SetBeforeWait[K comparable](s *Keyed[K], f func()) { s.beforeWait = f }
 // clock) instead of the coarse clock, for the ablation benchmark of the
 // coarse clock (see docs/internals.md). Call it before the first acquire.
 func UseTimeNow[K comparable](s *Keyed[K]) { s.realClock = false }
+
+// TimedWaits returns how many waits s's wait histogram recorded, before a
+// snapshot scales them to every wait (see hist.Sampler).
+func TimedWaits[K comparable](s *Keyed[K]) uint64 {
+	var c [hist.Buckets]uint64
+	n, _ := s.tm.Wait.Read(&c)
+	return n
+}
