@@ -110,20 +110,3 @@ func TestTimedFlagIsSetOnceByNew(t *testing.T) {
 		check("after Close")
 	}
 }
-
-// The fields that every contended hand-off writes under mu (the lock, the
-// queue, the waiter cache, the counts) lie on two cache lines, so that a
-// hand-off between cores moves no line more (docs/internals.md).
-func TestHandOffLines(t *testing.T) {
-	var s Weighted
-	first := unsafe.Offsetof(s.mu) / cacheLine
-	for name, off := range map[string]uintptr{
-		"q": unsafe.Offsetof(s.q), "wcache": unsafe.Offsetof(s.wcache),
-		"grantedWait": unsafe.Offsetof(s.grantedWait), "waiters": unsafe.Offsetof(s.waiters),
-		"waitWeight": unsafe.Offsetof(s.waitWeight), "closed": unsafe.Offsetof(s.closed),
-	} {
-		if line := off / cacheLine; line != first && line != first+1 {
-			t.Errorf("%s at byte %d, line %d; mu is on line %d: want it on mu's line or the next", name, off, line, first)
-		}
-	}
-}

@@ -73,33 +73,29 @@ type Weighted struct {
 	// barge is WithBarging's state, nil without it; immutable after New.
 	// It sits beside mu, so the slow paths' branch on it loads the line
 	// they lock next.
-	barge *barger
-	mu    sync.Mutex  // protects everything below but wcache
-	q     waitq.Queue // the waiters
-	// wcache and grantedWait share the lines that mu and the counts of
-	// the waiters are on: every contended hand-off writes them all, and
-	// a line more would cross between the cores with each (see
-	// TestHandOffLines, docs/internals.md).
-	wcache      waitq.Cache // free waiters; safe without mu
-	fair        *fairQueue  // WithFairShare's keys; nil: FIFO
-	grantedWait uint64      // grants that had to wait
-	waiters     int
+	barge   *barger
+	mu      sync.Mutex  // protects everything below
+	q       waitq.Queue // the waiters
+	fair    *fairQueue  // WithFairShare's keys; nil: FIFO
+	waiters int
 	// waitWeight is the total weight of the waiters, which can pass
 	// math.MaxInt64 (2^16 waiters of MaxCapacity do): it is counted in
 	// two words, waitHi the high one.
-	waitWeight uint64
-	waitHi     uint64
-	closed     bool
-	spare      []*permit.Token // free tokens beyond the inline ones
-	spareOut   int64           // spare tokens currently granted
-	spareFreed uint64          // releases through spare tokens
-	cancelled  uint64
-	timedOut   uint64
-	rejected   uint64
-	failed     uint64
-	config                   // the settings, immutable after New
-	prio       aging         // WithPriorities, immutable after New
-	doubleRel  atomic.Uint64 // counted without mu
+	waitWeight  uint64
+	waitHi      uint64
+	closed      bool
+	spare       []*permit.Token // free tokens beyond the inline ones
+	spareOut    int64           // spare tokens currently granted
+	spareFreed  uint64          // releases through spare tokens
+	cancelled   uint64
+	timedOut    uint64
+	rejected    uint64
+	failed      uint64
+	config                    // the settings, immutable after New
+	prio        aging         // WithPriorities, immutable after New
+	doubleRel   atomic.Uint64 // counted without mu
+	wcache      waitq.Cache   // free waiters
+	grantedWait uint64        // grants that had to wait
 }
 
 // config holds the settings that the options set.
