@@ -64,9 +64,9 @@ type Place struct {
 //
 // d > t/step is decided as d*step > t, in 128 bits (the product of a band
 // difference and a step can pass 2^63): PushOrdered makes this comparison
-// for each waiter it walks past, under the owner's lock, and a division
-// costs some 30 cycles where the multiplication costs 3
-// (BenchmarkAblationAhead, docs/internals.md).
+// for each waiter it walks past, under the owner's lock, where the
+// division's latency was most of Ahead's cost (BenchmarkAblationAhead,
+// docs/internals.md).
 func Ahead(p *Place, w *Waiter, step int64) bool {
 	if p.Band == w.Band {
 		return p.Rank < w.Rank
