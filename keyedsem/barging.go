@@ -105,7 +105,7 @@ func (s *Keyed[K]) waitBarging(ctx context.Context, e *entry[K], n int64) (semap
 	if w == nil {
 		return p, err
 	}
-	since := w.Since // WithHistograms: when the wait began
+	since, timed := w.Since, w.Timed // WithHistograms: when the wait began, if timed
 	bt, aged := s.armBound()
 	p, err = s.bargeLoop(ctx, e, w, aged)
 	s.disarmBound(bt)
@@ -116,7 +116,7 @@ func (s *Keyed[K]) waitBarging(ctx context.Context, e *entry[K], n int64) (semap
 		return semaphore.Permit{}, err
 	}
 	permit.OwnerOf(permit.TokenOf(permit.Permit(p))).(*stripe[K]).waited.Add(1)
-	if s.tm != nil {
+	if timed {
 		s.tm.Wait.Observe(s.hc.Precise() - since)
 	}
 	return p, nil

@@ -3,6 +3,8 @@ package keyedsem
 import (
 	"context"
 	"unsafe"
+
+	"github.com/sessionlane/lanes/internal/hist"
 )
 
 // Sizes of the structures whose layout matters (see TestLayout).
@@ -103,4 +105,12 @@ func KillIdle[K comparable](s *Keyed[K], key K) (drop func()) {
 		panic("KillIdle: the entry is not idle")
 	}
 	return func() { s.drop(e) }
+}
+
+// TimedWaits returns how many waits s's wait histogram recorded, before a
+// snapshot scales them to every wait (see hist.Sampler).
+func TimedWaits[K comparable](s *Keyed[K]) uint64 {
+	var c [hist.Buckets]uint64
+	n, _ := s.tm.Wait.Read(&c)
+	return n
 }

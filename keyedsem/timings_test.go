@@ -59,3 +59,41 @@ func TestTimings(t *testing.T) {
 		t.Fatalf("holds: %+v; want 5ms, 1s and 1.005s", h)
 	}
 }
+
+// On the system clock a busy keyed lane times one wait in N after its
+// first ones (hist.Sampler); the snapshot still counts every wait.
+func TestWaitTimesSampledCountExact(t *testing.T) {
+	s := keyedsem.New[string](keyedsem.WithHistograms())
+	defer s.Close()
+	ctx := context.Background()
+	held, err := s.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const waits = 5000
+	for range waits {
+		pl, err := s.Join("k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		held.Release()
+		if held, err = pl.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held.Release()
+	st := s.Stats()
+	if st.Waited != waits || st.WaitTime.Count != st.Acquired {
+		t.Fatalf("waited %d, WaitTime.Count %d, Acquired %d; want %d waits, Count = Acquired", st.Waited, st.WaitTime.Count, st.Acquired, waits)
+	}
+	var total uint64
+	for _, c := range st.WaitTime.Counts {
+		total += c
+	}
+	if total != st.WaitTime.Count || st.WaitTime.Sum <= 0 {
+		t.Fatalf("buckets add up to %d, Count %d, Sum %v", total, st.WaitTime.Count, st.WaitTime.Sum)
+	}
+	if timed := keyedsem.TimedWaits(s); timed >= waits || timed == 0 {
+		t.Fatalf("%d of %d waits timed; want a sample", timed, waits)
+	}
+}

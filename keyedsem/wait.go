@@ -191,8 +191,10 @@ func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Tu
 	}
 	w := s.wcache.Get()
 	w.N = n
-	if s.tm != nil || s.hold != 0 {
-		w.Since = s.hc.Precise()
+	// WithHistograms times one wait in N (hist.Sampler), a hold bound
+	// needs every numbered waiter's start.
+	if s.hold != 0 || (s.tm != nil && s.tm.Sampler.Timed(&s.hc, w.Uses())) {
+		w.Since, w.Timed = s.hc.Precise(), s.tm != nil
 	}
 	switch {
 	case s.barging:
@@ -245,7 +247,7 @@ func (s *Keyed[K]) await(ctx context.Context, e *entry[K], w *waitq.Waiter) (sem
 	// (see waitq.Await).
 	var p permit.Permit
 	var err error
-	since := w.Since // w goes back to its cache in Outcome
+	since, timed := w.Since, w.Timed // w goes back to its cache in Outcome
 	end := waitq.Ended{Err: errHoldRunOut}
 	if s.hold != 0 && w.Rank != 0 {
 		// A numbered waiter may be held: when the bound has passed, it
@@ -280,7 +282,7 @@ func (s *Keyed[K]) await(ctx context.Context, e *entry[K], w *waitq.Waiter) (sem
 		return semaphore.Permit{}, err
 	}
 	permit.OwnerOf(permit.TokenOf(p)).(*stripe[K]).waited.Add(1)
-	if s.tm != nil {
+	if timed {
 		s.tm.Wait.Observe(s.hc.Precise() - since)
 	}
 	return semaphore.Permit(p), nil

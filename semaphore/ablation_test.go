@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sessionlane/lanes/harness/benchkit"
 	"github.com/sessionlane/lanes/semaphore"
@@ -167,6 +168,28 @@ func BenchmarkAblationBackoff(b *testing.B) {
 		} {
 			b.Run(fmt.Sprintf("row=%s/backoff=%s", r.name, v.name), func(b *testing.B) {
 				runRow(b, r, context.Background(), v.acquire(semaphore.New(r.capacity)))
+			})
+		}
+	}
+}
+
+// BenchmarkAblationOptions: a call with one option (Priority(1), on a
+// semaphore WithPriorities) read in place by acquireWith (what Acquire
+// does) against call.Read's Call returned by value and its Turn copied
+// (docs/internals.md).
+func BenchmarkAblationOptions(b *testing.B) {
+	for _, r := range ablationRows[:2] {
+		for _, impl := range []string{"fold", "read-by-value"} {
+			b.Run(fmt.Sprintf("row=%s/impl=%s", r.name, impl), func(b *testing.B) {
+				s := semaphore.New(r.capacity, semaphore.WithPriorities(time.Millisecond))
+				prio := []semaphore.AcquireOption{semaphore.Priority(1)}
+				acquire := s.Acquire
+				if impl == "read-by-value" {
+					acquire = s.AcquireReadByValue
+				}
+				runRow(b, r, context.Background(), func(ctx context.Context, n int64, _ ...semaphore.AcquireOption) (semaphore.Permit, error) {
+					return acquire(ctx, n, prio...)
+				})
 			})
 		}
 	}

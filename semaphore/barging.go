@@ -278,9 +278,9 @@ func (s *Weighted) queueBarging(ctx context.Context, n int64, b *barger) (Permit
 	if w == nil {
 		return p, err
 	}
-	since := w.Since
+	since, timed := w.Since, w.Timed
 	p, err = s.waitBarging(ctx, w, b)
-	s.waited(since, err)
+	s.waited(since, timed, err)
 	return p, err
 }
 

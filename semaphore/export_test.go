@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sessionlane/lanes/internal/call"
+	"github.com/sessionlane/lanes/internal/hist"
 )
 
 // Variants of the fast path's tricks, for the ablation benchmarks (see
@@ -52,7 +53,7 @@ func (s *Weighted) AcquirePlainCtx(ctx context.Context, n int64, _ ...AcquireOpt
 			return p, nil
 		}
 	}
-	return s.acquireSlow(ctx, n, call.Turn{})
+	return s.acquireSlow(ctx, n, &call.Turn{})
 }
 
 // NeverEnds is neverEnds, for its test.
@@ -77,7 +78,7 @@ func (s *Weighted) AcquireCompareCtx(ctx context.Context, n int64, _ ...AcquireO
 			return p, nil
 		}
 	}
-	return s.acquireSlow(ctx, n, call.Turn{})
+	return s.acquireSlow(ctx, n, &call.Turn{})
 }
 
 // AcquireStampCheck is Acquire without the timed flag: the fast path
@@ -95,7 +96,7 @@ func (s *Weighted) AcquireStampCheck(ctx context.Context, n int64, _ ...AcquireO
 			return s.stamp(p), nil
 		}
 	}
-	return s.acquireSlow(ctx, n, call.Turn{})
+	return s.acquireSlow(ctx, n, &call.Turn{})
 }
 
 // AcquireBackoff is Acquire with the backoff it had before issue 23: a
@@ -143,7 +144,7 @@ func (s *Weighted) acquireRetrying(ctx context.Context, n int64, spins int) (Per
 			}
 		}
 	}
-	return s.acquireSlow(ctx, n, call.Turn{})
+	return s.acquireSlow(ctx, n, &call.Turn{})
 }
 
 // spinWait busy-waits for k iterations of an empty loop, without touching
@@ -154,4 +155,39 @@ func (s *Weighted) acquireRetrying(ctx context.Context, n int64, spins int) (Per
 func spinWait(k int) {
 	for j := 0; j < k; j++ {
 	}
+}
+
+// TimedWaits returns how many waits s's wait histogram recorded, before a
+// snapshot scales them to every wait (see hist.Sampler).
+func TimedWaits(s *Weighted) uint64 {
+	var c [hist.Buckets]uint64
+	n, _ := s.tm.Wait.Read(&c)
+	return n
+}
+
+// NewTimingEveryWait returns New(capacity, WithHistograms(), opts...)
+// timing every wait, as before the sampling of hist.Sampler: the
+// ablation's baseline (BenchmarkTimings).
+func NewTimingEveryWait(capacity int64, opts ...Option) *Weighted {
+	s := New(capacity, append([]Option{WithHistograms()}, opts...)...)
+	s.tm.Sampler.TimeEvery()
+	return s
+}
+
+// AcquireReadByValue is Acquire with options as it read them before
+// acquireWith: call.Read's Call returned by value, its Turn copied out
+// (BenchmarkAblationOptions' baseline). Its refusals are not counted.
+func (s *Weighted) AcquireReadByValue(ctx context.Context, n int64, opts ...AcquireOption) (Permit, error) {
+	st := s.state.Load()
+	c, bad := call.Read(opts)
+	if bad != call.BadNone {
+		return Permit{}, errPriority
+	}
+	t := c.Turn
+	if n > 0 && fastOK(st, n) {
+		if p, ok := s.claimInline(st, n); ok {
+			return p, nil
+		}
+	}
+	return s.acquireSlow(ctx, n, &t)
 }

@@ -73,7 +73,7 @@ func timedOK(st uint64, n int64) bool { return fastOK(st&^flagTimed, n) }
 // caller loaded before it looked at ctx, so the claim keeps Acquire's
 // ordering without loading the word again (under contention a second
 // load is a cache miss per call).
-func (s *Weighted) acquireTimed(ctx context.Context, n int64, st uint64, turn call.Turn) (Permit, error) {
+func (s *Weighted) acquireTimed(ctx context.Context, n int64, st uint64, turn *call.Turn) (Permit, error) {
 	if n > 0 && timedOK(st, n) {
 		if p, ok := s.claimInline(st, n); ok {
 			return s.stamp(p), nil

@@ -55,7 +55,11 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 
 // Timings are the wait and hold times of a lane made with histograms. Hold
 // times come from a clock right to about 1ms, cheap on the fast path: a
-// hold under 1ms counts as 0 or 1ms in proportion, right on average.
+// hold under 1ms counts as 0 or 1ms in proportion, right on average. Wait
+// times come from the system clock; a lane times all its first waits
+// (about a thousand), then one wait in 16, and WaitTime is that sample
+// scaled to every wait: its Count exact, its buckets and Sum in the
+// sample's proportions (with a fake [WithClock] every wait is timed).
 type Timings struct {
 	Enabled  bool // the semaphore was made WithHistograms
 	WaitTime Histogram
@@ -73,6 +77,19 @@ func histogramOf(r *hist.Recorder) Histogram {
 	return h
 }
 
+// waitHistogram returns the snapshot of tm's waits that got a grant
+// after waiting, of which there were waited: the timed ones (one in
+// hist.SampleEvery, after a lane's first waits) scaled to waited, so that
+// its Count is exact and its buckets and Sum are the sample's proportions
+// (hist.Scale).
+func waitHistogram(tm *hist.Timings, waited uint64) Histogram {
+	var h Histogram
+	count, sum := tm.Wait.Read(&h.Counts)
+	count, sum = hist.Scale(&h.Counts, count, sum, waited)
+	h.Count, h.Sum = count, time.Duration(sum)
+	return h
+}
+
 // timingsOf returns the snapshot of tm, with zero waits counted in for
 // the grants (acquired - waited) that did not queue; tm nil gives the zero
 // Timings.
@@ -80,7 +97,7 @@ func timingsOf(tm *hist.Timings, acquired, waited uint64) Timings {
 	if tm == nil {
 		return Timings{}
 	}
-	t := Timings{Enabled: true, WaitTime: histogramOf(&tm.Wait), HoldTime: histogramOf(&tm.Hold)}
+	t := Timings{Enabled: true, WaitTime: waitHistogram(tm, waited), HoldTime: histogramOf(&tm.Hold)}
 	if acquired > waited {
 		t.WaitTime.Counts[0] += acquired - waited
 		t.WaitTime.Count += acquired - waited

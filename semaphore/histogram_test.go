@@ -266,3 +266,41 @@ func TestTimingsWokenBargerIsStamped(t *testing.T) {
 		t.Fatalf("holds: count %d, sum %v; want holds of 10s and 5s", h.Count, h.Sum)
 	}
 }
+
+// On the system clock a busy lane times one wait in N after its first
+// ones (hist.Sampler): the snapshot still has one wait per grant, its
+// count exact, the sample scaled to it.
+func TestWaitTimesSampledCountExact(t *testing.T) {
+	s := semaphore.New(1, semaphore.WithHistograms())
+	ctx := context.Background()
+	held, err := s.Acquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const waits = 5000
+	for range waits {
+		pl, err := s.Join(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held.Release()
+		if held, err = pl.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held.Release()
+	st := s.Stats()
+	if st.Waited != waits || st.WaitTime.Count != st.Acquired {
+		t.Fatalf("waited %d, WaitTime.Count %d, Acquired %d; want %d waits, Count = Acquired", st.Waited, st.WaitTime.Count, st.Acquired, waits)
+	}
+	var total uint64
+	for _, c := range st.WaitTime.Counts {
+		total += c
+	}
+	if total != st.WaitTime.Count || st.WaitTime.Sum <= 0 {
+		t.Fatalf("buckets add up to %d, Count %d, Sum %v", total, st.WaitTime.Count, st.WaitTime.Sum)
+	}
+	if timed := semaphore.TimedWaits(s); timed >= waits || timed == 0 {
+		t.Fatalf("%d of %d waits timed; want a sample", timed, waits)
+	}
+}

@@ -23,14 +23,14 @@ func (s *Weighted) Join(n int64, opts ...AcquireOption) (Place, error) {
 		s.reject()
 		return Place{}, errBargingJoin
 	}
-	var t call.Turn
+	var c call.Call
 	if len(opts) != 0 {
-		var err error
-		if t, err = s.turnOf(opts); err != nil {
+		if err := s.turnOf(opts, &c); err != nil {
 			s.reject()
 			return Place{}, err
 		}
 	}
+	t := &c.Turn
 	if n <= 0 {
 		s.reject()
 		return Place{}, ErrInvalidWeight
@@ -40,7 +40,7 @@ func (s *Weighted) Join(n int64, opts ...AcquireOption) (Place, error) {
 			return s.placed(nil, s.stamp(p)), nil
 		}
 	}
-	w, granted, err := s.admit(context.Background(), n, &t) // Join waits for nothing
+	w, granted, err := s.admit(context.Background(), n, t) // Join waits for nothing
 	if w == nil {
 		if err != nil {
 			return Place{}, err
@@ -86,9 +86,9 @@ func (o *owner) WaitPlace(ctx context.Context, _ any, w *waitq.Waiter, granted p
 	if s.maxWait > 0 {
 		mw = &waitq.MaxWait{D: s.maxWait, Clock: s.clock, Err: ErrWaitTooLong}
 	}
-	since := w.Since // the waiter goes back to its cache in Wait
+	since, timed := w.Since, w.Timed // the waiter goes back to its cache in Wait
 	perm, err := waitq.Wait(ctx, &s.q, o, &s.wcache, w, mw)
-	s.waited(since, err)
+	s.waited(since, timed, err)
 	return perm, err
 }
 

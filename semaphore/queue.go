@@ -20,7 +20,7 @@ func (s *Weighted) failFast(ctx context.Context) error {
 // acquireSlow is the rest of Acquire: turn, already checked, places the
 // caller if it waits (a barging semaphore, which orders nothing, admits
 // only the zero Turn).
-func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn call.Turn) (Permit, error) {
+func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn *call.Turn) (Permit, error) {
 	if b := s.barge; b != nil {
 		return s.acquireBarging(ctx, n, b)
 	}
@@ -28,18 +28,18 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn call.Turn) (Pe
 		s.reject()
 		return Permit{}, ErrInvalidWeight
 	}
-	w, p, err := s.admit(ctx, n, &turn)
+	w, p, err := s.admit(ctx, n, turn)
 	if w == nil {
 		return p, err
 	}
-	since := w.Since
+	since, timed := w.Since, w.Timed
 	var mw *waitq.MaxWait // nil: no bound
 	if s.maxWait > 0 {
 		mw = &waitq.MaxWait{D: s.maxWait, Clock: s.clock, Err: ErrWaitTooLong}
 	} else if ctx.Done() == nil {
 		// Nothing but the grant ends this wait (see waitq.Receive).
 		p, err := waitq.Receive(&s.wcache, w)
-		s.waited(since, err)
+		s.waited(since, timed, err)
 		return Permit(p), err
 	}
 	if mw == nil {
@@ -65,14 +65,14 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn call.Turn) (Pe
 			return Permit{}, waitq.End(&s.q, (*owner)(s), &s.wcache, w, end)
 		}
 		p, err := waitq.Outcome(&s.wcache, w)
-		s.waited(since, err)
+		s.waited(since, timed, err)
 		return Permit(p), err
 	}
 	if end := waitq.Await(ctx, w, mw); end.Err != nil {
 		return Permit{}, waitq.End(&s.q, (*owner)(s), &s.wcache, w, end)
 	}
 	got, err := waitq.Outcome(&s.wcache, w)
-	s.waited(since, err)
+	s.waited(since, timed, err)
 	return Permit(got), err
 }
 
@@ -86,13 +86,6 @@ func (s *Weighted) admit(ctx context.Context, n int64, turn *call.Turn) (*waitq.
 	// What may call the clock or the user's weight function is read before
 	// locking.
 	pl := s.placeOf(turn)
-	var since int64 // WithHistograms: when the wait began
-	if s.tm != nil {
-		since = pl.Arrival // one reading for both, under WithPriorities
-		if s.prio.step == 0 {
-			since = s.hc.Precise()
-		}
-	}
 	var unit int64 // WithFairShare: see fairQueue.unit
 	if s.fair != nil {
 		var err error
@@ -147,7 +140,10 @@ func (s *Weighted) admit(ctx context.Context, n int64, turn *call.Turn) (*waitq.
 		return nil, Permit{}, err
 	}
 	w := s.wcache.Get()
-	w.N, w.Since, w.Place = n, since, pl
+	w.N, w.Place = n, pl
+	if s.tm != nil {
+		s.stampWait(w)
+	}
 	s.counted(n)
 	switch {
 	case s.fair != nil:
@@ -177,10 +173,28 @@ func (s *Weighted) first(pl *waitq.Place) bool {
 	return s.prio.step != 0 && s.fair == nil && waitq.Ahead(pl, s.q.Head(), s.prio.step)
 }
 
+// stampWait marks w, a waiter about to be pushed, as timed or not, and
+// stamps the start of a timed wait (see hist.Sampler: one wait in N is
+// timed, after a lane's first ones). Under WithPriorities every wait is
+// timed: its arrival, read for the order, is the start. It is called
+// with mu held, when the semaphore records its timings: the clock is read
+// under the lock only for a sampled wait.
+//
+//go:noinline
+func (s *Weighted) stampWait(w *waitq.Waiter) {
+	switch {
+	case s.prio.step != 0:
+		w.Since, w.Timed = w.Arrival, true
+	case s.tm.Sampler.Timed(&s.hc, w.Uses()):
+		w.Since, w.Timed = s.hc.Precise(), true
+	}
+}
+
 // waited records the wait of a grant that waited since since, when the
-// semaphore records its timings.
-func (s *Weighted) waited(since int64, err error) {
-	if s.tm != nil && err == nil {
+// semaphore records its timings and timed this wait (timed: the waiter's
+// Timed, read before it went back to its cache).
+func (s *Weighted) waited(since int64, timed bool, err error) {
+	if timed && err == nil {
 		s.waitedOn(since)
 	}
 }

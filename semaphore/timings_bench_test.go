@@ -11,7 +11,8 @@ import (
 // BenchmarkTimings is the cost of WithHistograms: the uncontended
 // acquire and release of BenchmarkUncontended, and the contended hand-off
 // of BenchmarkParallel's capacity-1 row, each with the histograms off
-// (the FIFO semaphore as it is) and on.
+// (the FIFO semaphore as it is) and on; the contended row also with every
+// wait timed (on-every, the sampling's ablation, docs/internals.md).
 func BenchmarkTimings(b *testing.B) {
 	opts := map[string][]semaphore.Option{"off": nil, "on": {semaphore.WithHistograms()}}
 	for _, h := range []string{"off", "on"} {
@@ -28,9 +29,14 @@ func BenchmarkTimings(b *testing.B) {
 			}
 		})
 	}
-	for _, h := range []string{"off", "on"} {
+	// hist=on-every is the ablation of the sampling (hist.Sampler): every
+	// wait timed with two readings of the system clock, as before.
+	for _, h := range []string{"off", "on", "on-every"} {
 		b.Run("case=cap1-g32/hist="+h, func(b *testing.B) {
 			s := semaphore.New(1, opts[h]...)
+			if h == "on-every" {
+				s = semaphore.NewTimingEveryWait(1)
+			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			benchkit.SetGoroutines(b, 32)

@@ -62,15 +62,15 @@ func (s *Weighted) placeOf(t *call.Turn) waitq.Place {
 // refusal allocates nothing.
 var errPriority = fmt.Errorf("semaphore: Priority out of range [-%d, %d]: %w", call.MaxPriority, call.MaxPriority, ErrInvalidConfig)
 
-// turnOf reads a call's options into the turn s orders by, or returns the
-// refusal of an option it has no order for (a lenient call, from
-// lanequeue, drops such an option instead).
-func (s *Weighted) turnOf(opts []AcquireOption) (call.Turn, error) {
-	c, bad := call.Read(opts)
-	if bad != call.BadNone {
-		return call.Turn{}, errPriority
+// turnOf reads a call's options into c, the caller's zero Call, whose
+// Turn is then the turn s orders by; or it returns the refusal of an
+// option it has no order for (a lenient call, from lanequeue, drops such
+// an option instead). c is the caller's, filled in place (call.Fold).
+func (s *Weighted) turnOf(opts []AcquireOption, c *call.Call) error {
+	if c.Fold(opts) != call.BadNone {
+		return errPriority
 	}
-	t := c.Turn
+	t := &c.Turn
 	if c.Lenient {
 		if s.prio.step == 0 {
 			t.Priority = 0
@@ -79,19 +79,19 @@ func (s *Weighted) turnOf(opts []AcquireOption) (call.Turn, error) {
 			t.Group = ""
 		}
 		t.Sequence = 0
-		return t, nil
+		return nil
 	}
 	switch {
 	case c.WeightSet:
-		return t, fmt.Errorf("semaphore: Weight(%d): a Weighted's calls take their weight as an argument: %w", c.Weight, ErrInvalidConfig)
+		return fmt.Errorf("semaphore: Weight(%d): a Weighted's calls take their weight as an argument: %w", c.Weight, ErrInvalidConfig)
 	case c.LaneWeight:
-		return t, fmt.Errorf("semaphore: a lane's weight (lanequeue.LaneWeight) on a Weighted, whose calls take their weight as an argument: %w", ErrInvalidConfig)
+		return fmt.Errorf("semaphore: a lane's weight (lanequeue.LaneWeight) on a Weighted, whose calls take their weight as an argument: %w", ErrInvalidConfig)
 	case t.Priority != 0 && s.prio.step == 0:
-		return t, fmt.Errorf("semaphore: Priority(%d) on a semaphore without WithPriorities: %w", t.Priority, ErrInvalidConfig)
+		return fmt.Errorf("semaphore: Priority(%d) on a semaphore without WithPriorities: %w", t.Priority, ErrInvalidConfig)
 	case t.Sequence != 0:
-		return t, fmt.Errorf("semaphore: Sequence(%d): a semaphore has no sequence order (keyedsem.WithSequenceOrder orders a key's waiters): %w", t.Sequence, ErrInvalidConfig)
+		return fmt.Errorf("semaphore: Sequence(%d): a semaphore has no sequence order (keyedsem.WithSequenceOrder orders a key's waiters): %w", t.Sequence, ErrInvalidConfig)
 	case t.Group != "" && s.fair == nil:
-		return t, fmt.Errorf("semaphore: Group(%q) on a semaphore without WithFairShare: %w", t.Group, ErrInvalidConfig)
+		return fmt.Errorf("semaphore: Group(%q) on a semaphore without WithFairShare: %w", t.Group, ErrInvalidConfig)
 	}
-	return t, nil
+	return nil
 }

@@ -134,6 +134,9 @@ var shared = func() *coarse.Clock {
 // histograms has one (a nil *Timings means off).
 type Timings struct {
 	Wait, Hold Recorder
+	// Sampler picks the waits timed into Wait (see Sampler); a snapshot
+	// scales Wait to the number of waits (Scale).
+	Sampler Sampler
 }
 
 // Clock is the time source of waits and holds: the real clocks, or a fake

@@ -1,6 +1,10 @@
 package waitq
 
-import "github.com/sessionlane/lanes/internal/permit"
+import (
+	"math/bits"
+
+	"github.com/sessionlane/lanes/internal/permit"
+)
 
 // This file is the order of service: where a waiter joins the queue (Push
 // at the tail, or PushOrdered by its Place) and whom Grant serves (the
@@ -57,6 +61,12 @@ type Place struct {
 // than (c-b)*step after it, which bounds its wait. Within a band the rank
 // decides, and aging does not enter: two waiters of one band age alike.
 // The decision is made once, as p joins; the queue is never sorted again.
+//
+// d > t/step is decided as d*step > t, in 128 bits (the product of a band
+// difference and a step can pass 2^63): PushOrdered makes this comparison
+// for each waiter it walks past, under the owner's lock, where the
+// division's latency was most of Ahead's cost (BenchmarkAblationAhead,
+// docs/internals.md).
 func Ahead(p *Place, w *Waiter, step int64) bool {
 	if p.Band == w.Band {
 		return p.Rank < w.Rank
@@ -68,7 +78,8 @@ func Ahead(p *Place, w *Waiter, step int64) bool {
 	if step <= 0 {
 		return true
 	}
-	return d > max(p.Arrival-w.Arrival, 0)/step
+	hi, lo := bits.Mul64(uint64(d), uint64(step))
+	return hi != 0 || lo > uint64(max(p.Arrival-w.Arrival, 0))
 }
 
 // PushOrdered puts w, a waiter from Cache.Get with its N and Place set,

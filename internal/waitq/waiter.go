@@ -14,6 +14,9 @@ import (
 type Waiter struct {
 	N     int64 // the permits asked for
 	Since int64 // when it joined, on the owner's clock; set by the owner before Push (0: not stamped)
+	// Timed is set by an owner that times this wait (its Since is then
+	// the start), for the owner's own use after the wake-up.
+	Timed bool
 	// Place is where an ordered queue (PushOrdered) puts it, set by the
 	// owner before pushing; a FIFO owner leaves it zero, or uses its
 	// Arrival for its own ends (barging's bound).
@@ -25,6 +28,7 @@ type Waiter struct {
 	err        error         // set with served when failed
 	tok        *permit.Token // set with served when granted
 	gen        uint64        // tok's generation at the grant
+	uses       uint32        // the waits it has served, kept across reuse (Uses)
 }
 
 var pool = sync.Pool{New: func() any { return &Waiter{ready: make(chan struct{}, 1)} }}
@@ -39,16 +43,23 @@ type Cache struct {
 
 // Get returns a free waiter, with no outcome and an empty ready channel.
 func (c *Cache) Get() *Waiter {
-	if w := c.slot.Swap(nil); w != nil {
-		return w
+	w := c.slot.Swap(nil)
+	if w == nil {
+		w = pool.Get().(*Waiter)
 	}
-	return pool.Get().(*Waiter)
+	w.uses++
+	return w
 }
+
+// Uses returns how many times w was handed out by a Cache, this time
+// included: a count that moves on by one per wait of this waiter, for an
+// owner that samples its waits (hist.Sampler) without a shared counter.
+func (w *Waiter) Uses() uint32 { return w.uses }
 
 // Put takes back a waiter that is off the queue and whose wake-up, if
 // any, has been received.
 func (c *Cache) Put(w *Waiter) {
-	w.N, w.Since, w.Place, w.served, w.err, w.tok, w.gen = 0, 0, Place{}, false, nil, nil, 0
+	w.N, w.Since, w.Timed, w.Place, w.served, w.err, w.tok, w.gen = 0, 0, false, Place{}, false, nil, nil, 0
 	if !c.slot.CompareAndSwap(nil, w) {
 		pool.Put(w)
 	}

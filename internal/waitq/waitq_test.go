@@ -3,6 +3,7 @@ package waitq_test
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -433,3 +434,97 @@ func TestPushOrderedComposesBandsAndRanks(t *testing.T) {
 		}
 	}
 }
+
+// aheadByDivision is Ahead as it was written first, with the aging
+// computed by a division: the reference of TestAheadMatchesDivision and
+// the baseline of BenchmarkAblationAhead.
+func aheadByDivision(p *waitq.Place, w *waitq.Place, step int64) bool {
+	if p.Band == w.Band {
+		return p.Rank < w.Rank
+	}
+	d := int64(p.Band) - int64(w.Band)
+	if d <= 0 {
+		return false
+	}
+	if step <= 0 {
+		return true
+	}
+	return d > max(p.Arrival-w.Arrival, 0)/step
+}
+
+// Ahead compares the band difference with the time waited by a
+// multiplication, which must decide as the division does, at the edges
+// of every range too.
+func TestAheadMatchesDivision(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	bands := []int32{-1_000_000, -3, -1, 0, 1, 2, 3, 1_000_000}
+	steps := []int64{1, 2, 3, 7, 1000, 1_000_000, 1 << 40, math.MaxInt64}
+	arrivals := []int64{0, 1, 999, 1000, 1001, 1 << 40, math.MaxInt64 / 2, math.MaxInt64}
+	check := func(p, x waitq.Place, step int64) {
+		w := &waitq.Waiter{Place: x}
+		if got, want := waitq.Ahead(&p, w, step), aheadByDivision(&p, &x, step); got != want {
+			t.Fatalf("Ahead(%+v, %+v, %d) = %v, the division says %v", p, x, step, got, want)
+		}
+	}
+	for _, pb := range bands {
+		for _, wb := range bands {
+			for _, step := range steps {
+				for _, pa := range arrivals {
+					for _, wa := range arrivals {
+						check(waitq.Place{Band: pb, Arrival: pa}, waitq.Place{Band: wb, Arrival: wa}, step)
+					}
+				}
+			}
+		}
+	}
+	for range 200_000 {
+		step := 1 + rng.Int64N(50)
+		p := waitq.Place{Band: int32(rng.IntN(9) - 4), Arrival: rng.Int64N(500), Rank: rng.Int64N(3)}
+		x := waitq.Place{Band: int32(rng.IntN(9) - 4), Arrival: rng.Int64N(500), Rank: rng.Int64N(3)}
+		check(p, x, step)
+		// and on the step's multiples, where the division rounds
+		x.Arrival = p.Arrival - int64(rng.IntN(9))*step - int64(rng.IntN(3)-1)
+		check(p, x, step)
+	}
+}
+
+// BenchmarkAblationAhead is PushOrdered's walk: a newcomer of band 3
+// walked from the tail past the 32 waiters of lower bands it goes ahead of
+// (each comparison waits for the one before), with Ahead as it is (a
+// multiplication) and by the division it replaced (docs/internals.md).
+func BenchmarkAblationAhead(b *testing.B) {
+	step := benchStep // a variable, as a lane's step is: no division by a constant
+	var ws [33]waitq.Waiter
+	for i := range ws {
+		ws[i].Place = waitq.Place{Band: int32(i % 3), Arrival: int64(i) * 1000}
+	}
+	ws[0].Band = 3 // the walk stops at the head
+	p := waitq.Place{Band: 3, Arrival: 33 * 1000}
+	b.Run("impl=multiply", func(b *testing.B) {
+		n := 0
+		for b.Loop() {
+			i := len(ws) - 1
+			for i > 0 && waitq.Ahead(&p, &ws[i], step) {
+				i--
+			}
+			n += i
+		}
+		sinkInt = n
+	})
+	b.Run("impl=divide", func(b *testing.B) {
+		n := 0
+		for b.Loop() {
+			i := len(ws) - 1
+			for i > 0 && aheadByDivision(&p, &ws[i].Place, step) {
+				i--
+			}
+			n += i
+		}
+		sinkInt = n
+	})
+}
+
+var (
+	sinkInt   int
+	benchStep = int64(time.Millisecond)
+)
