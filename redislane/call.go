@@ -247,7 +247,19 @@ func (c *core) grant(rk [4]string, id string, n, fence int64, sent time.Time) *P
 	p.timer = time.AfterFunc(time.Until(p.deadline), p.onTimer)
 	p.mu.Unlock()
 	c.mu.Unlock()
+	if c.tm != nil {
+		p.since = c.clk.Stamp()
+	}
 	c.held.Add(n)
 	c.st.acquired.Add(1)
 	return p
+}
+
+// waitedGrant counts a grant to w that had to wait, and its wait
+// (WithHistograms), from w's Acquire call to now.
+func (c *core) waitedGrant(w *waiter) {
+	c.st.waited.Add(1)
+	if c.tm != nil {
+		c.tm.Wait.Observe(c.clk.Precise() - w.since)
+	}
 }
