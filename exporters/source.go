@@ -83,21 +83,23 @@ func Semaphore(name string, s *semaphore.Weighted) Source {
 
 // Keyed returns a [Source] of one lane, named name, of kind
 // [lanequeue.Keyed]: the snapshot of k, whose Capacity is the per-key
-// capacity and Keys the entries alive. Use it for a keyed semaphore used on
+// capacity, Keys the entries alive, and HoldsRunOut its reorder holds
+// that ran out (keyedsem.WithReorderHold). Use it for a keyed semaphore used on
 // its own, outside a queue.
 func Keyed[K comparable](name string, k *keyedsem.Keyed[K]) Source {
 	return SourceFunc(func() []lanequeue.LaneStats {
 		st := k.Stats()
 		return []lanequeue.LaneStats{{
-			Name:     name,
-			Kind:     lanequeue.Keyed,
-			Capacity: st.Capacity,
-			Held:     st.Held,
-			Waiters:  st.Waiters,
-			Keys:     st.Keys,
-			Closed:   st.Closed,
-			Counters: st.Counters,
-			Timings:  st.Timings,
+			Name:        name,
+			Kind:        lanequeue.Keyed,
+			Capacity:    st.Capacity,
+			Held:        st.Held,
+			Waiters:     st.Waiters,
+			Keys:        st.Keys,
+			Closed:      st.Closed,
+			Counters:    st.Counters,
+			Timings:     st.Timings,
+			HoldsRunOut: st.HoldsRunOut,
 		}}
 	})
 }

@@ -23,6 +23,7 @@
 //	lanes.waited           Counter        {call}     grants that had to wait (of the acquired)
 //	lanes.releases         Counter        {release}  first releases of granted permits
 //	lanes.double_releases  Counter        {release}  releases of permits already released
+//	lanes.reorder.holds_run_out Counter   {call}     callers that went when their reorder hold ran out (keyed lanes only)
 //
 // The wait-time and hold-time histograms (lanes.wait.duration and
 // lanes.hold.duration, in s) come from a [Producer] given to the reader,
@@ -95,6 +96,7 @@ type instruments struct {
 	capacity, inUse, waiting, keys        metric.Int64ObservableUpDownCounter
 	keyCapacity, fleetCapacity, closed    metric.Int64ObservableGauge
 	acquires, waited, releases, doubleRel metric.Int64ObservableCounter
+	holdsRunOut                           metric.Int64ObservableCounter
 }
 
 // Register creates the lanes' instruments on meter and a callback that
@@ -115,7 +117,7 @@ func Register(meter metric.Meter, src exporters.Source, opts ...Option) (metric.
 		o(&cfg)
 	}
 	var in instruments
-	var errs [11]error
+	var errs [12]error
 	in.capacity, errs[0] = meter.Int64ObservableUpDownCounter("lanes.capacity", metric.WithUnit("{permit}"),
 		metric.WithDescription("Capacity of the lane on the footing of lanes.in_use (of a global lane; of a keyed lane, per key times keys alive; of a rate lane, its burst); none for a lane a fleet shares. lanes.in_use / lanes.capacity is the usage; sums across instances."))
 	in.inUse, errs[1] = meter.Int64ObservableUpDownCounter("lanes.in_use", metric.WithUnit("{permit}"),
@@ -138,6 +140,8 @@ func Register(meter metric.Meter, src exporters.Source, opts ...Option) (metric.
 		metric.WithDescription("Capacity per key of a keyed lane, the same for every key. Aggregate with max, not sum."))
 	in.fleetCapacity, errs[10] = meter.Int64ObservableGauge("lanes.fleet.capacity", metric.WithUnit("{permit}"),
 		metric.WithDescription("Capacity that a fleet of instances shares (a Redis lane); every instance reports the same whole. Aggregate across instances with max, not sum: the fleet's usage is the sum of lanes.in_use over the max of lanes.fleet.capacity."))
+	in.holdsRunOut, errs[11] = meter.Int64ObservableCounter("lanes.reorder.holds_run_out", metric.WithUnit("{call}"),
+		metric.WithDescription("Callers of a keyed lane that went when their reorder hold ran out, a predecessor's number still missing (keyedsem.WithReorderHold)."))
 	for _, err := range errs {
 		if err != nil {
 			return nil, fmt.Errorf("otellanes: %w", err)
@@ -150,7 +154,7 @@ func Register(meter metric.Meter, src exporters.Source, opts ...Option) (metric.
 			return fmt.Errorf("otellanes: %w", err)
 		}
 		return nil
-	}, in.capacity, in.keyCapacity, in.fleetCapacity, in.inUse, in.waiting, in.keys, in.closed, in.acquires, in.waited, in.releases, in.doubleRel)
+	}, in.capacity, in.keyCapacity, in.fleetCapacity, in.inUse, in.waiting, in.keys, in.closed, in.acquires, in.waited, in.releases, in.doubleRel, in.holdsRunOut)
 }
 
 // outcomes are the values of OutcomeKey, in the order of observe's counts.
@@ -192,6 +196,9 @@ func (in *instruments) observe(o metric.Observer, lanes []exporters.Lane, fixed 
 		o.ObserveInt64(in.waited, clamp(n.Waited), lane)
 		o.ObserveInt64(in.releases, clamp(n.Released), lane)
 		o.ObserveInt64(in.doubleRel, clamp(n.DoubleReleases), lane)
+		if st.Kind == lanequeue.Keyed {
+			o.ObserveInt64(in.holdsRunOut, clamp(st.HoldsRunOut), lane)
+		}
 	}
 }
 

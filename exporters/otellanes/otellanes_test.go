@@ -119,6 +119,7 @@ func TestQueueCollect(t *testing.T) {
 		sum("lanes.waited", "{call}", true, []point{{s, "keyed", "", 1}, {g, "global", "", 0}, {r, "rate", "", 0}}),
 		sum("lanes.releases", "{release}", true, []point{{s, "keyed", "", 3}, {g, "global", "", 3}, {r, "rate", "", 0}}),
 		sum("lanes.double_releases", "{release}", true, []point{{s, "keyed", "", 0}, {g, "global", "", 0}, {r, "rate", "", 0}}),
+		sum("lanes.reorder.holds_run_out", "{call}", true, []point{{s, "keyed", "", 0}}),
 	})
 	for name, m := range got {
 		if !strings.HasPrefix(name, "lanes.") || m.Description == "" {
@@ -150,6 +151,7 @@ func TestSemaphoreKeyedAttributes(t *testing.T) {
 		sum("lanes.waited", "{call}", true, []point{{"api", "global", "", 0}, {"jobs", "keyed", "", 0}}, role),
 		sum("lanes.releases", "{release}", true, []point{{"api", "global", "", 1}, {"jobs", "keyed", "", 1}}, role),
 		sum("lanes.double_releases", "{release}", true, []point{{"api", "global", "", 1}, {"jobs", "keyed", "", 0}}, role),
+		sum("lanes.reorder.holds_run_out", "{call}", true, []point{{"jobs", "keyed", "", 0}}, role),
 	})
 }
 
@@ -264,5 +266,31 @@ func TestFixedAttributeCannotRenameALane(t *testing.T) {
 		if v, _ := dp.Attributes.Value(otellanes.LaneKey); v.AsString() != "api" {
 			t.Fatalf("lane attribute %q; want the lane's own, api", v.AsString())
 		}
+	}
+}
+
+// TestReorderHoldsRunOut: a keyed lane's reorder holds that ran out
+// (keyedsem.Stats.HoldsRunOut) are observed, from a queue's keyed lane and
+// from a keyed semaphore on its own alike.
+func TestReorderHoldsRunOut(t *testing.T) {
+	k, stop := scenario.Reordered(t)
+	defer stop()
+	q := lanequeue.New[string]()
+	if err := q.Add("thread", lanequeue.NewKeyedLane(k)); err != nil {
+		t.Fatal(err)
+	}
+	for name, src := range map[string]exporters.Source{"queue": q, "keyed": exporters.Keyed("thread", k)} {
+		got, err := collect(t, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, ok := got["lanes.reorder.holds_run_out"]
+		if !ok {
+			t.Errorf("from a %s source: no lanes.reorder.holds_run_out", name)
+			continue
+		}
+		m.Description = ""
+		metricdatatest.AssertEqual(t, sum("lanes.reorder.holds_run_out", "{call}", true, []point{{"thread", "keyed", "", 1}}), m,
+			metricdatatest.IgnoreTimestamp())
 	}
 }

@@ -19,6 +19,7 @@
 //	lanes_waited_total            counter    grants that had to wait (of the acquired)
 //	lanes_releases_total          counter    first releases of granted permits
 //	lanes_double_releases_total   counter    releases of permits already released
+//	lanes_reorder_holds_run_out_total counter  callers that went when their reorder hold ran out (keyed lanes only)
 //	lanes_wait_seconds            histogram  time a grant waited in line (0 for one that did not queue)
 //	lanes_hold_seconds            histogram  time from a grant to its release
 //
@@ -107,6 +108,7 @@ type Collector struct {
 	capacity, keyCapacity, fleetCapacity *prometheus.Desc
 	inUse, waiters, keys, closed         *prometheus.Desc
 	acquires, waited, releases, doubles  *prometheus.Desc
+	holdsRunOut                          *prometheus.Desc
 	waitTime, holdTime                   *prometheus.Desc
 }
 
@@ -147,6 +149,7 @@ func New(src exporters.Source, opts ...Option) *Collector {
 		waited:        desc("waited_total", "Grants of the lane that had to wait in its queue."),
 		releases:      desc("releases_total", "First releases of the lane's granted permits."),
 		doubles:       desc("double_releases_total", "Releases of the lane's permits that were already released."),
+		holdsRunOut:   desc("reorder_holds_run_out_total", "Callers of a keyed lane that went when their reorder hold ran out, a predecessor's number still missing (keyedsem.WithReorderHold)."),
 		waitTime:      desc("wait_seconds", "Time a grant of the lane waited in line (0 for one that did not queue)."),
 		holdTime:      desc("hold_seconds", "Time from a grant of the lane to its release."),
 	}
@@ -160,7 +163,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *Collector) descs() []*prometheus.Desc {
-	return []*prometheus.Desc{c.capacity, c.keyCapacity, c.fleetCapacity, c.inUse, c.waiters, c.keys, c.closed, c.acquires, c.waited, c.releases, c.doubles, c.waitTime, c.holdTime}
+	return []*prometheus.Desc{c.capacity, c.keyCapacity, c.fleetCapacity, c.inUse, c.waiters, c.keys, c.closed, c.acquires, c.waited, c.releases, c.doubles, c.holdsRunOut, c.waitTime, c.holdTime}
 }
 
 // Collect reads the source once and sends each lane's metrics. A lane name
@@ -214,6 +217,9 @@ func (c *Collector) collectLane(ch chan<- prometheus.Metric, l exporters.Lane) {
 	counter(c.waited, n.Waited)
 	counter(c.releases, n.Released)
 	counter(c.doubles, n.DoubleReleases)
+	if st.Kind == lanequeue.Keyed {
+		counter(c.holdsRunOut, st.HoldsRunOut)
+	}
 	if st.Enabled {
 		ch <- histogram(c.waitTime, &st.WaitTime, st.Name, kind)
 		ch <- histogram(c.holdTime, &st.HoldTime, st.Name, kind)
