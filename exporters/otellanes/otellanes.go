@@ -12,18 +12,18 @@
 // lanes. prefix, with the unit in the instrument's unit (UCUM, curly braces
 // for counted things), as OpenTelemetry's semantic conventions have them:
 //
-//	lanes.capacity         UpDownCounter  {permit}   capacity on in_use's footing: of a global lane, of a keyed lane's keys alive, a rate lane's burst
-//	lanes.key.capacity     Gauge          {permit}   capacity per key of a keyed lane
-//	lanes.fleet.capacity   Gauge          {permit}   capacity a fleet of instances shares (a Redis lane), the same on each
-//	lanes.in_use           UpDownCounter  {permit}   permits held now by this instance, over all keys
-//	lanes.waiting          UpDownCounter  {caller}   callers waiting now
-//	lanes.keys             UpDownCounter  {key}      entries alive (keyed lanes only)
-//	lanes.closed           Gauge          1          1 once the lane is closed
-//	lanes.acquires         Counter        {call}     acquire calls ended, by lanes.outcome: acquired, cancelled, timed_out, rejected, failed
-//	lanes.waited           Counter        {call}     grants that had to wait (of the acquired)
-//	lanes.releases         Counter        {release}  first releases of granted permits
-//	lanes.double_releases  Counter        {release}  releases of permits already released
-//	lanes.reorder.holds_run_out Counter   {call}     callers that went when their reorder hold ran out (keyed lanes only)
+//	lanes.capacity               UpDownCounter  {permit}   capacity on in_use's footing: of a global lane, of a keyed lane's keys alive, a rate lane's burst
+//	lanes.key.capacity           Gauge          {permit}   capacity per key of a keyed lane
+//	lanes.fleet.capacity         Gauge          {permit}   capacity a fleet of instances shares (a Redis lane), the same on each
+//	lanes.in_use                 UpDownCounter  {permit}   permits held now by this instance, over all keys
+//	lanes.waiting                UpDownCounter  {caller}   callers waiting now
+//	lanes.keys                   UpDownCounter  {key}      entries alive (keyed lanes only)
+//	lanes.closed                 Gauge          1          1 once the lane is closed
+//	lanes.acquires               Counter        {call}     acquire calls ended, by lanes.outcome: acquired, cancelled, timed_out, rejected, failed
+//	lanes.waited                 Counter        {call}     grants that had to wait (of the acquired)
+//	lanes.releases               Counter        {release}  first releases of granted permits
+//	lanes.double_releases        Counter        {release}  releases of permits already released
+//	lanes.reorder.holds_run_out  Counter        {call}     callers that went when their reorder hold ran out (keyed lanes only)
 //
 // The wait-time and hold-time histograms (lanes.wait.duration and
 // lanes.hold.duration, in s) come from a [Producer] given to the reader,
@@ -32,14 +32,16 @@
 // The gauges of things that add up across lanes and instances (permits,
 // callers, keys) are UpDownCounters, as the conventions ask, and the
 // capacities that do not add up are Gauges, so that a backend aggregates
-// each the right way. Capacity and use are on one footing, as in package
-// promlanes ([exporters.Lane] has the figures for both):
+// each the right way. Capacity and use are on one footing, as the
+// exporters package doc defines them ("Capacity and use"; [exporters.Lane]
+// has the figures for both exporters):
 //
 //   - a global or rate lane's usage is lanes.in_use / lanes.capacity;
 //   - a keyed lane's lanes.capacity is its per-key capacity times its keys
 //     alive (lanes.keys), so lanes.in_use / lanes.capacity is the share of
 //     its live keys' permits in use; lanes.key.capacity is one key's bound;
-//   - a lane whose budget a fleet of instances shares (its source marks it:
+//   - a lane whose budget a fleet of instances shares (every lane of
+//     package redislane, whose snapshot says so, or one its source marks:
 //     [exporters.Fleet]) has no lanes.capacity: every instance reports the
 //     whole as lanes.fleet.capacity (take the max across instances, not the
 //     sum) and its own lanes.in_use (sum them), so the fleet's usage is the

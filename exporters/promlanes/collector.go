@@ -8,24 +8,24 @@
 // Every series has the labels lane (the lane's name) and kind ("keyed",
 // "global" or "rate"). With the default namespace "lanes":
 //
-//	lanes_capacity_permits        gauge      capacity on in_use's footing: of a global lane, of a keyed lane's keys alive, a rate lane's burst
-//	lanes_key_capacity_permits    gauge      capacity per key of a keyed lane
-//	lanes_fleet_capacity_permits  gauge      capacity a fleet of instances shares (a Redis lane), the same on each
-//	lanes_in_use_permits          gauge      permits held now by this instance, over all keys
-//	lanes_waiters                 gauge      callers waiting now
-//	lanes_keys                    gauge      entries alive (keyed lanes only)
-//	lanes_closed                  gauge      1 once the lane is closed
-//	lanes_acquires_total          counter    acquire calls ended, by outcome: acquired, cancelled, timed_out, rejected, failed
-//	lanes_waited_total            counter    grants that had to wait (of the acquired)
-//	lanes_releases_total          counter    first releases of granted permits
-//	lanes_double_releases_total   counter    releases of permits already released
-//	lanes_reorder_holds_run_out_total counter  callers that went when their reorder hold ran out (keyed lanes only)
-//	lanes_wait_seconds            histogram  time a grant waited in line (0 for one that did not queue)
-//	lanes_hold_seconds            histogram  time from a grant to its release
+//	lanes_capacity_permits             gauge      capacity on in_use's footing: of a global lane, of a keyed lane's keys alive, a rate lane's burst
+//	lanes_key_capacity_permits         gauge      capacity per key of a keyed lane
+//	lanes_fleet_capacity_permits       gauge      capacity a fleet of instances shares (a Redis lane), the same on each
+//	lanes_in_use_permits               gauge      permits held now by this instance, over all keys
+//	lanes_waiters                      gauge      callers waiting now
+//	lanes_keys                         gauge      entries alive (keyed lanes only)
+//	lanes_closed                       gauge      1 once the lane is closed
+//	lanes_acquires_total               counter    acquire calls ended, by outcome: acquired, cancelled, timed_out, rejected, failed
+//	lanes_waited_total                 counter    grants that had to wait (of the acquired)
+//	lanes_releases_total               counter    first releases of granted permits
+//	lanes_double_releases_total        counter    releases of permits already released
+//	lanes_reorder_holds_run_out_total  counter    callers that went when their reorder hold ran out (keyed lanes only)
+//	lanes_wait_seconds                 histogram  time a grant waited in line (0 for one that did not queue)
+//	lanes_hold_seconds                 histogram  time from a grant to its release
 //
 // Capacity and use are on one footing, so that a ratio or a sum of them
-// means what it says ([exporters.Lane] has the figures, shared with
-// otellanes):
+// means what it says (the model is the exporters package doc's, "Capacity
+// and use"; [exporters.Lane] has the figures, shared with otellanes):
 //
 //   - a global or rate lane's usage is in_use_permits / capacity_permits;
 //   - a keyed lane's capacity_permits is its per-key capacity times its keys
@@ -33,7 +33,8 @@
 //     in_use_permits / capacity_permits is the share of them in use;
 //     key_capacity_permits is the bound of one key, the same for every key
 //     (aggregate it with max, never sum);
-//   - a lane whose budget a fleet of instances shares (its source marks it:
+//   - a lane whose budget a fleet of instances shares (every lane of
+//     package redislane, whose snapshot says so, or one its source marks:
 //     [exporters.Fleet]) has no capacity_permits: each instance reports
 //     the whole fleet's capacity as fleet_capacity_permits (aggregate it
 //     across instances with max, never sum) and its own in_use_permits (sum
@@ -51,9 +52,9 @@
 // returned). Units follow Prometheus' conventions: a count of permits ends
 // in _permits, counters in _total, durations are in seconds.
 //
-// The two histograms are sent only for the lanes whose semaphore records
-// them (semaphore.WithHistograms, keyedsem.WithHistograms: see
-// [semaphore.Timings]), in the fixed buckets of
+// The two histograms are sent only for the lanes that record them
+// (semaphore.WithHistograms, keyedsem.WithHistograms,
+// redislane.WithHistograms: see [semaphore.Timings]), in the fixed buckets of
 // [semaphore.HistogramBounds] (1µs to 100s in 1-2-5 steps) as le bounds in
 // seconds; a lane without them has no such series, rather than one that
 // says nothing waited. Their _count is the lane's acquired grants
