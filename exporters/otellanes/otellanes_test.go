@@ -294,3 +294,33 @@ func TestReorderHoldsRunOut(t *testing.T) {
 			metricdatatest.IgnoreTimestamp())
 	}
 }
+
+// TestProducerRedisLane: a Redis lane made redislane.WithHistograms, in a
+// queue, has its wait and hold histograms produced like any other lane's:
+// the instance's one grant in lanes.wait.duration, no release yet in
+// lanes.hold.duration.
+func TestProducerRedisLane(t *testing.T) {
+	instances, _, _, stop := scenario.UsageRedis(t)
+	defer stop()
+	sm, err := otellanes.NewProducer(instances[0]).Produce(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]uint64{}
+	for _, s := range sm {
+		for _, m := range s.Metrics {
+			h, ok := m.Data.(metricdata.Histogram[float64])
+			if !ok {
+				continue
+			}
+			for _, dp := range h.DataPoints {
+				if lane, _ := dp.Attributes.Value(otellanes.LaneKey); lane.AsString() == scenario.FleetLane {
+					count[m.Name] = dp.Count
+				}
+			}
+		}
+	}
+	if len(count) != 2 || count["lanes.wait.duration"] != 1 || count["lanes.hold.duration"] != 0 {
+		t.Fatalf("histograms of the Redis lane %q: %v; want a wait of 1 grant and a hold of none", scenario.FleetLane, count)
+	}
+}

@@ -258,3 +258,32 @@ lanes_reorder_holds_run_out_total{kind="keyed",lane="thread"} 1
 		}
 	}
 }
+
+// TestRedisLaneHistograms: a Redis lane made redislane.WithHistograms, in
+// a queue, has its wait and hold histograms exported like any other lane's:
+// the instance's one grant in lanes_wait_seconds, no release yet in
+// lanes_hold_seconds.
+func TestRedisLaneHistograms(t *testing.T) {
+	instances, _, _, stop := scenario.UsageRedis(t)
+	defer stop()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(promlanes.New(instances[0]))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]uint64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "lane" && l.GetValue() == scenario.FleetLane && m.GetHistogram() != nil {
+					count[mf.GetName()] = m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	want := map[string]uint64{"lanes_wait_seconds": 1, "lanes_hold_seconds": 0}
+	if len(count) != len(want) || count["lanes_wait_seconds"] != 1 || count["lanes_hold_seconds"] != 0 {
+		t.Fatalf("histograms of the Redis lane %q: %v; want %v", scenario.FleetLane, count, want)
+	}
+}

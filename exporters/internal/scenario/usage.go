@@ -58,7 +58,8 @@ func UsageFleet(t testing.TB) (instances [3]Source, perInstance [3]map[string]Us
 // UsageRedis is UsageFleet with a real fleet: FleetLane is a
 // redislane.Weighted of capacity 48 on a redis-server of the test's own,
 // added to each instance's queue with redislane.AsLane, through a client
-// of the instance's own, and its permits are held for real (10, 12 and 5).
+// of the instance's own, made redislane.WithHistograms, and its permits
+// are held for real (10, 12 and 5: one grant each, not yet released).
 // Nothing marks it: the lane's snapshot says it is a fleet's. Without
 // redis-server the test is skipped, unless CI=true, where it fails.
 func UsageRedis(t testing.TB) (instances [3]Source, perInstance [3]map[string]Usage, fleet map[string]Usage, stop func()) {
@@ -73,7 +74,7 @@ func UsageRedis(t testing.TB) (instances [3]Source, perInstance [3]map[string]Us
 	own := [3]int64{10, 12, 5}
 	instances, perInstance, fleet, stopLanes := usage(t, func(i int, q *lanequeue.Queue[string]) (Source, func(), func()) {
 		client := redis.NewClient(&redis.Options{Addr: srv.Addr, DisableIdentity: true, ContextTimeoutEnabled: true})
-		w, err := redislane.NewWeighted(client, FleetLane, 48, redislane.WithQuarantine(0))
+		w, err := redislane.NewWeighted(client, FleetLane, 48, redislane.WithQuarantine(0), redislane.WithHistograms())
 		must(t, err)
 		must(t, q.Add(FleetLane, redislane.AsLane[string](w)))
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
