@@ -49,7 +49,8 @@
 //     lane has no capacity of the first kind: the fleet's usage is the sum
 //     of in use over the max of fleet capacity. A fleet's keyed lane has a
 //     key capacity only: no instance knows the fleet's keys, so there is no
-//     true figure to divide by.
+//     true figure to divide by (its keys gauge counts the keys with callers
+//     of this instance waiting).
 //
 // Cost: an exporter reads its source when it is scraped or collected, never
 // on the lanes' hot paths; a keyed lane's snapshot walks its keys (see

@@ -127,7 +127,7 @@ func Register(meter metric.Meter, src exporters.Source, opts ...Option) (metric.
 	in.waiting, errs[2] = meter.Int64ObservableUpDownCounter("lanes.waiting", metric.WithUnit("{caller}"),
 		metric.WithDescription("Callers waiting for the lane now."))
 	in.keys, errs[3] = meter.Int64ObservableUpDownCounter("lanes.keys", metric.WithUnit("{key}"),
-		metric.WithDescription("Entries alive in a keyed lane."))
+		metric.WithDescription("Entries alive in a keyed lane (of a lane a fleet shares, its keys with callers of this instance waiting)."))
 	in.closed, errs[4] = meter.Int64ObservableGauge("lanes.closed", metric.WithUnit("1"),
 		metric.WithDescription("1 once the lane is closed, else 0."))
 	in.acquires, errs[5] = meter.Int64ObservableCounter("lanes.acquires", metric.WithUnit("{call}"),

@@ -144,7 +144,7 @@ func New(src exporters.Source, opts ...Option) *Collector {
 		fleetCapacity: desc("fleet_capacity_permits", "Capacity that a fleet of instances shares (a Redis lane); every instance reports the same whole. Aggregate across instances with max, not sum: the fleet's usage is sum(in_use_permits) / max(fleet_capacity_permits)."),
 		inUse:         desc("in_use_permits", "Permits of the lane held now by this instance, over all keys. Sum across keys and instances."),
 		waiters:       desc("waiters", "Callers waiting for the lane now."),
-		keys:          desc("keys", "Entries alive in a keyed lane."),
+		keys:          desc("keys", "Entries alive in a keyed lane (of a lane a fleet shares, its keys with callers of this instance waiting)."),
 		closed:        desc("closed", "1 once the lane is closed, else 0."),
 		acquires:      desc("acquires_total", "Acquire calls on the lane that ended, by outcome (each call ends in exactly one).", "outcome"),
 		waited:        desc("waited_total", "Grants of the lane that had to wait in its queue."),

@@ -59,7 +59,7 @@ lanes_in_use_permits{kind="rate",lane="rate"} 0
 # HELP lanes_key_capacity_permits Capacity per key of a keyed lane, the same for every key. Aggregate with max, not sum.
 # TYPE lanes_key_capacity_permits gauge
 lanes_key_capacity_permits{kind="keyed",lane="session"} 1
-# HELP lanes_keys Entries alive in a keyed lane.
+# HELP lanes_keys Entries alive in a keyed lane (of a lane a fleet shares, its keys with callers of this instance waiting).
 # TYPE lanes_keys gauge
 lanes_keys{kind="keyed",lane="session"} 3
 # HELP lanes_releases_total First releases of the lane's granted permits.
@@ -151,7 +151,7 @@ gw_in_use_permits{kind="keyed",lane="jobs",queue="main"} 1
 # HELP gw_key_capacity_permits Capacity per key of a keyed lane, the same for every key. Aggregate with max, not sum.
 # TYPE gw_key_capacity_permits gauge
 gw_key_capacity_permits{kind="keyed",lane="jobs",queue="main"} 2
-# HELP gw_keys Entries alive in a keyed lane.
+# HELP gw_keys Entries alive in a keyed lane (of a lane a fleet shares, its keys with callers of this instance waiting).
 # TYPE gw_keys gauge
 gw_keys{kind="keyed",lane="jobs",queue="main"} 2
 # HELP gw_releases_total First releases of the lane's granted permits.
