@@ -107,8 +107,12 @@ func (c *core) acquireNum(ctx context.Context, key string, n, num int64) (*Permi
 	}
 	p, err := c.lead(ctx, ln, w)
 	c.leave(ln, w)
-	if err == nil && w.waited {
+	switch {
+	case err != nil:
+	case w.waited:
 		c.waitedGrant(w)
+	default:
+		c.grantedAtOnce()
 	}
 	return p, err
 }
