@@ -71,8 +71,9 @@ func UsageRedis(t testing.TB) (instances [3]Source, perInstance [3]map[string]Us
 		}
 		t.Skipf("skipping: cannot start redis-server: %v", err)
 	}
+	t.Cleanup(srv.Stop) // also when the scenario fails half-built
 	own := [3]int64{10, 12, 5}
-	instances, perInstance, fleet, stopLanes := usage(t, func(i int, q *lanequeue.Queue[string]) (Source, func(), func()) {
+	return usage(t, func(i int, q *lanequeue.Queue[string]) (Source, func(), func()) {
 		client := redis.NewClient(&redis.Options{Addr: srv.Addr, DisableIdentity: true, ContextTimeoutEnabled: true})
 		w, err := redislane.NewWeighted(client, FleetLane, 48, redislane.WithQuarantine(0), redislane.WithHistograms())
 		must(t, err)
@@ -83,10 +84,6 @@ func UsageRedis(t testing.TB) (instances [3]Source, perInstance [3]map[string]Us
 		must(t, err)
 		return q, func() { p.Release() }, func() { _ = client.Close() }
 	}, own)
-	return instances, perInstance, fleet, func() {
-		stopLanes()
-		srv.Stop()
-	}
 }
 
 // usage builds UsageFleet's instances, with fleetLane adding FleetLane to
