@@ -3,6 +3,7 @@ package redislane_test
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -11,6 +12,7 @@ import (
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/redislane"
 	"github.com/sessionlane/lanes/redislane/redistest"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // TestHistogramsWaitAndHold: a lane made WithHistograms times its grants'
@@ -168,4 +170,20 @@ func TestExportFleetMark(t *testing.T) {
 	for _, ls := range q.Stats() {
 		assert.True(t, ls.Fleet, "lane %s (%v): LaneStats.Fleet", ls.Name, ls.Kind)
 	}
+}
+
+// TestExportReorderHoldsRunOut: a sequenced Keyed's grants on a hold that
+// ran out reach its LaneStats as a queue's keyed lane, for the exporters.
+func TestExportReorderHoldsRunOut(t *testing.T) {
+	srv := startRedis(t)
+	k := newSeqKeyed(t, srv.Addr, laneName(t), redislane.WithReorderHold(50*time.Millisecond))
+	ctx := testCtx(t, 10*time.Second)
+	p, err := k.Acquire(ctx, "t", semaphore.Sequence(1))
+	require.NoError(t, err)
+	p.Release()
+	p, err = k.Acquire(ctx, "t", semaphore.Sequence(3)) // 2 never comes
+	require.NoError(t, err, "message 3 never went: its hold did not run out")
+	p.Release()
+	require.EqualValues(t, 1, k.Stats().HoldsRunOut)
+	assert.EqualValues(t, 1, redislane.AsKeyedLane(k, func(s string) string { return s }).Stats().HoldsRunOut)
 }

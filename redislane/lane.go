@@ -101,7 +101,7 @@ func (l *lane[K]) Stats() lanequeue.LaneStats {
 	s := l.c.stats()
 	return lanequeue.LaneStats{
 		Name: s.Name, Kind: l.Kind(), Capacity: s.Capacity, Held: s.Held, Waiters: s.Waiters, Keys: s.Keys,
-		Closed: s.Closed, Counters: s.Counters, Timings: s.Timings,
+		Closed: s.Closed, Counters: s.Counters, Timings: s.Timings, HoldsRunOut: s.HoldsRunOut,
 		Fleet: true, // the capacity is kept in Redis, the same on every instance
 	}
 }
