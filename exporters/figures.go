@@ -7,13 +7,15 @@ import (
 	"github.com/sessionlane/lanes/lanequeue"
 )
 
-// FleetSource is a [Source] some of whose lanes have a budget that a fleet
-// of instances shares (a lane of package redislane, whose capacity is
-// kept in Redis): every instance reports the whole fleet's capacity, but
-// only its own permits in use. The exporters report such a lane's
-// capacity apart (see the package doc), so that a sum over instances does
-// not count it once per instance. [Fleet] makes one of any Source, and
-// [Join] keeps the marks of the sources it joins.
+// FleetSource is a [Source] that marks some of its lanes as shared by a
+// fleet of instances, for lanes whose snapshots do not say so themselves.
+// A lane of package redislane says so (its LaneStats.Fleet is set), so a
+// queue with Redis lanes needs no mark; [Fleet] marks the lanes of any
+// other source whose capacity is a fleet's (every instance reports the
+// whole fleet's capacity, but only its own permits in use), and [Join]
+// keeps the marks of the sources it joins. The exporters report such a
+// lane's capacity apart (see the package doc), so that a sum over
+// instances does not count it once per instance.
 type FleetSource interface {
 	Source
 	// FleetLanes names the lanes of Stats whose budget a fleet shares.
@@ -21,7 +23,9 @@ type FleetSource interface {
 }
 
 // Fleet returns src with the lanes named marked as shared by a fleet of
-// instances (a queue's Redis lanes, say): see [FleetSource]. It panics if
+// instances (lanes of a budget kept outside the process whose snapshots
+// do not set LaneStats.Fleet; package redislane's set it): see
+// [FleetSource]. It panics if
 // src is nil or no lane is named; a name that src does not report marks
 // nothing.
 func Fleet(src Source, lanes ...string) FleetSource {
@@ -50,13 +54,11 @@ func (f fleet) FleetLanes() []string {
 }
 
 // Lane is one lane of a source as the exporters report it: its snapshot,
-// whether a fleet shares its budget, and the capacities on the footings
-// of the package doc's metric model.
+// with Fleet set when the lane says so or its source marks it
+// ([FleetSource]), and the capacities on the footings of the package
+// doc's metric model.
 type Lane struct {
 	lanequeue.LaneStats
-	// Fleet: the lane's budget is shared by a fleet of instances (its
-	// source is a FleetSource that names it).
-	Fleet bool
 }
 
 // InstanceCapacity is the capacity of this instance's lane on the footing
@@ -115,7 +117,8 @@ func (l Lane) FleetCapacity() (n int64, ok bool) {
 }
 
 // Read reads src once and returns its lanes as the exporters report them,
-// in src's order, with their Fleet marks. A lane name that src gives more
+// in src's order, each marked Fleet if its snapshot says so or src names
+// it (a [FleetSource]). A lane name that src gives more
 // than once is returned once (the first), with an error naming it, so that
 // an exporter never reports one lane's figures under another's name.
 func Read(src Source) ([]Lane, error) {
@@ -135,7 +138,8 @@ func Read(src Source) ([]Lane, error) {
 			continue
 		}
 		seen[st.Name] = true
-		out = append(out, Lane{LaneStats: st, Fleet: slices.Contains(shared, st.Name)})
+		st.Fleet = st.Fleet || slices.Contains(shared, st.Name)
+		out = append(out, Lane{LaneStats: st})
 	}
 	return out, err
 }

@@ -14,7 +14,7 @@ func lanes(sts ...lanequeue.LaneStats) exporters.Source {
 
 // TestFleetMarksThroughJoin: Fleet marks the lanes named, and Join keeps
 // the marks of every source it joins, nested or not; Read sets Lane.Fleet
-// from them and from nothing else.
+// from them and from the lanes' own snapshots, and from nothing else.
 func TestFleetMarksThroughJoin(t *testing.T) {
 	local := lanes(lanequeue.LaneStats{Name: "local", Kind: lanequeue.Global, Capacity: 4})
 	redis := exporters.Fleet(lanes(
@@ -22,12 +22,15 @@ func TestFleetMarksThroughJoin(t *testing.T) {
 		lanequeue.LaneStats{Name: "tenant", Kind: lanequeue.Keyed, Capacity: 2, Held: 3, Keys: 1},
 		lanequeue.LaneStats{Name: "plain", Kind: lanequeue.Global, Capacity: 8},
 	), "model", "tenant")
-	src := exporters.Join(local, exporters.Join(redis))
+	// A lane whose snapshot says it is a fleet's (a redislane lane's) needs
+	// no mark.
+	self := lanes(lanequeue.LaneStats{Name: "self", Kind: lanequeue.Global, Capacity: 6, Fleet: true})
+	src := exporters.Join(local, exporters.Join(redis), self)
 	got, err := exporters.Read(src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]bool{"local": false, "model": true, "tenant": true, "plain": false}
+	want := map[string]bool{"local": false, "model": true, "tenant": true, "plain": false, "self": true}
 	if len(got) != len(want) {
 		t.Fatalf("%d lanes read: %+v", len(got), got)
 	}
@@ -63,9 +66,9 @@ func TestLaneCapacities(t *testing.T) {
 			figs{capacity: 8, hasCap: true, key: 2, hasKey: true, keys: 4}},
 		{"keyed, no keys", exporters.Lane{LaneStats: lanequeue.LaneStats{Kind: lanequeue.Keyed, Capacity: 1}},
 			figs{capacity: 0, hasCap: true, key: 1, hasKey: true}},
-		{"fleet", exporters.Lane{LaneStats: lanequeue.LaneStats{Kind: lanequeue.Global, Capacity: 48, Held: 10}, Fleet: true},
+		{"fleet", exporters.Lane{LaneStats: lanequeue.LaneStats{Kind: lanequeue.Global, Capacity: 48, Held: 10, Fleet: true}},
 			figs{fleet: 48, hasF: true}},
-		{"fleet, keyed", exporters.Lane{LaneStats: lanequeue.LaneStats{Kind: lanequeue.Keyed, Capacity: 2, Held: 7, Keys: 1}, Fleet: true},
+		{"fleet, keyed", exporters.Lane{LaneStats: lanequeue.LaneStats{Kind: lanequeue.Keyed, Capacity: 2, Held: 7, Keys: 1, Fleet: true}},
 			figs{key: 2, hasKey: true, keys: 1}},
 	} {
 		var got figs

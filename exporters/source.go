@@ -1,40 +1,3 @@
-// Package exporters holds what the metric exporters of lanes share: a
-// [Source] of lane snapshots, and adapters that make one of a
-// [lanequeue.Queue], a [semaphore.Weighted] or a [keyedsem.Keyed].
-//
-// The exporters themselves are its subpackages:
-//
-//   - [github.com/sessionlane/lanes/exporters/promlanes]: a Prometheus
-//     collector;
-//   - [github.com/sessionlane/lanes/exporters/otellanes]: OpenTelemetry
-//     asynchronous instruments.
-//
-// Each lane is reported under its name, with its capacity, the permits in
-// use, the callers waiting, the keys alive (keyed lanes), the counters of
-// [semaphore.Counters], and, for a lane whose semaphore was made with
-// semaphore.WithHistograms or keyedsem.WithHistograms, the wait-time and
-// hold-time histograms of [semaphore.Timings]. A [LimitSource] (for
-// example [Controllers]) gives the state of the adaptive controllers that
-// drive lanes' capacities: each exporter reports it beside the lanes (the
-// limit, its bounds, its moves by reason and the last reason). The module
-// is separate from the core, so that a
-// program that uses lanes without these exporters never depends on
-// Prometheus or OpenTelemetry.
-//
-// Metric model: capacity and use are reported on one footing ([Lane] has
-// the figures, [Read] reads them, and both exporters report them): a lane's
-// capacity is counted over what its permits in use are counted over, so
-// that use / capacity is its usage, between 0 and 1, and both add up
-// across a lane's instances. A keyed lane's capacity is its per-key
-// capacity times its keys alive, and its per-key capacity is a figure of
-// its own; a lane whose budget a fleet of instances shares ([Fleet],
-// [FleetSource]) reports the fleet's capacity as a figure of its own,
-// which every instance reports whole (take the max across instances, not
-// the sum), beside this instance's use (sum it).
-//
-// Cost: an exporter reads its source when it is scraped or collected, never
-// on the lanes' hot paths; a keyed lane's snapshot walks its keys (see
-// [keyedsem.Keyed.Stats]).
 package exporters
 
 import (
@@ -83,21 +46,23 @@ func Semaphore(name string, s *semaphore.Weighted) Source {
 
 // Keyed returns a [Source] of one lane, named name, of kind
 // [lanequeue.Keyed]: the snapshot of k, whose Capacity is the per-key
-// capacity and Keys the entries alive. Use it for a keyed semaphore used on
+// capacity, Keys the entries alive, and HoldsRunOut its reorder holds
+// that ran out (keyedsem.WithReorderHold). Use it for a keyed semaphore used on
 // its own, outside a queue.
 func Keyed[K comparable](name string, k *keyedsem.Keyed[K]) Source {
 	return SourceFunc(func() []lanequeue.LaneStats {
 		st := k.Stats()
 		return []lanequeue.LaneStats{{
-			Name:     name,
-			Kind:     lanequeue.Keyed,
-			Capacity: st.Capacity,
-			Held:     st.Held,
-			Waiters:  st.Waiters,
-			Keys:     st.Keys,
-			Closed:   st.Closed,
-			Counters: st.Counters,
-			Timings:  st.Timings,
+			Name:        name,
+			Kind:        lanequeue.Keyed,
+			Capacity:    st.Capacity,
+			Held:        st.Held,
+			Waiters:     st.Waiters,
+			Keys:        st.Keys,
+			Closed:      st.Closed,
+			Counters:    st.Counters,
+			Timings:     st.Timings,
+			HoldsRunOut: st.HoldsRunOut,
 		}}
 	})
 }

@@ -103,3 +103,19 @@ func TestControllerFigures(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyedHoldsRunOut: the Keyed adapter and a queue's keyed lane carry
+// the keyed semaphore's reorder holds that ran out.
+func TestKeyedHoldsRunOut(t *testing.T) {
+	k, stop := scenario.Reordered(t)
+	defer stop()
+	q := lanequeue.New[string]()
+	if err := q.Add("thread", lanequeue.NewKeyedLane(k)); err != nil {
+		t.Fatal(err)
+	}
+	for name, src := range map[string]exporters.Source{"queue": q, "keyed": exporters.Keyed("thread", k)} {
+		if got := src.Stats()[0].HoldsRunOut; got != 1 {
+			t.Errorf("from a %s source: HoldsRunOut %d; want 1", name, got)
+		}
+	}
+}

@@ -94,14 +94,15 @@ func (l *keyedLane[K]) TryAcquire(key K, n int64) (semaphore.Permit, bool) {
 func (l *keyedLane[K]) Stats() LaneStats {
 	st := l.s.Stats()
 	return LaneStats{
-		Kind:     Keyed,
-		Capacity: st.Capacity,
-		Held:     st.Held,
-		Waiters:  st.Waiters,
-		Keys:     st.Keys,
-		Closed:   st.Closed,
-		Counters: st.Counters,
-		Timings:  st.Timings,
+		Kind:        Keyed,
+		Capacity:    st.Capacity,
+		Held:        st.Held,
+		Waiters:     st.Waiters,
+		Keys:        st.Keys,
+		Closed:      st.Closed,
+		Counters:    st.Counters,
+		Timings:     st.Timings,
+		HoldsRunOut: st.HoldsRunOut,
 	}
 }
 

@@ -51,6 +51,15 @@ type LaneStats struct {
 	Waiters  int    // callers waiting now
 	Keys     int    // entries alive (keyed lanes)
 	Closed   bool   // the lane is closed (by the queue's Close, or on its own)
+	// Fleet: the lane's budget is kept outside the process and shared by
+	// a fleet of instances (package redislane's lanes): Capacity is the
+	// fleet's, the same whole on every instance, while Held, Waiters and
+	// Keys are this instance's own. Exporters report such a capacity
+	// once, not once per instance.
+	Fleet bool
+	// HoldsRunOut: of a keyed lane made keyedsem.WithReorderHold, the
+	// callers that went when their hold ran out (keyedsem.Stats.HoldsRunOut).
+	HoldsRunOut uint64
 
 	// Counters: the lane's own, as package semaphore defines them; a call
 	// counts in every lane it reached. A rate lane gives nothing back.

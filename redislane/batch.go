@@ -80,7 +80,7 @@ func (c *core) takeBatched(ctx context.Context, ln *line, w *waiter, r batchResu
 	if p == nil { // Close came first
 		return nil, c.quit(ctx, nil), true
 	}
-	c.st.waited.Add(1)
+	c.waitedGrant(w)
 	c.st.batched.Add(1)
 	return p, nil, true
 }

@@ -221,6 +221,9 @@ func (c *core) cleanupAsync(rk [4]string, id string) {
 // Close it releases id instead and returns nil.
 func (c *core) grant(rk [4]string, id string, n, fence int64, sent time.Time) *Permit {
 	p := &Permit{c: c, id: id, rk: rk, n: n, fence: fence}
+	if c.tm != nil {
+		p.since = c.clk.Stamp()
+	}
 	p.tok.Init((*owner)(p), -1, &p.gen)
 	p.ctx, p.cancel = context.WithCancelCause(context.Background())
 	p.mu.Lock()
@@ -250,4 +253,21 @@ func (c *core) grant(rk [4]string, id string, n, fence int64, sent time.Time) *P
 	c.held.Add(n)
 	c.st.acquired.Add(1)
 	return p
+}
+
+// waitedGrant counts a grant to w that had to wait, and its wait
+// (WithHistograms), from w's Acquire call to now.
+func (c *core) waitedGrant(w *waiter) {
+	c.st.waited.Add(1)
+	if c.tm != nil {
+		c.tm.Wait.Observe(c.clk.Precise() - w.since)
+	}
+}
+
+// grantedAtOnce counts, WithHistograms, a wait of 0 for a grant that did
+// not wait (an Acquire's or a TryAcquire's), as package semaphore does.
+func (c *core) grantedAtOnce() {
+	if c.tm != nil {
+		c.tm.Wait.Observe(0)
+	}
 }

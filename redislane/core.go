@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/hist"
 )
 
 // Bounds of the wait between two calls of a waiter, and of the backoff
@@ -67,6 +68,8 @@ type core struct {
 	holdsOut atomic.Uint64
 	cool     coolState // the lane's cooldown, as last read
 	st       counters
+	tm       *hist.Timings // WithHistograms; nil: off. Immutable after newCore
+	clk      hist.Clock    // the clock of tm's waits and holds
 
 	// wg counts the calls and clean-ups that finish in the background after
 	// their caller left: a waiter's, a TryAcquire's, a Release's. Close sets
@@ -113,6 +116,9 @@ func newCoreFleet(client redis.UniversalClient, name string, keyed, fleetLane bo
 		permits:  make(map[string]*Permit),
 		queued:   make(map[string]*waiter),
 		rel:      make(map[[4]string]*relQueue),
+	}
+	if cfg.histograms {
+		c.tm = new(hist.Timings)
 	}
 	if fleetLane {
 		c.fleet = newFleet(c)

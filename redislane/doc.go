@@ -355,6 +355,17 @@
 // at the latest at its [Permit.Deadline]; with [WithMaxHold] no permit is
 // held for longer than the bound given.
 //
+// # Metrics
+//
+// Stats is a snapshot of one instance: its permits held, its waiters and
+// its calls' counters, and with [WithHistograms] its grants' wait and hold
+// times ([semaphore.Timings], timed on the local clock: no Redis call is
+// added). Its Capacity is the lane's, the same on every instance. As a
+// queue's lane ([AsLane], [AsKeyedLane], [AsRateLane]) a lane says so
+// (lanequeue.LaneStats.Fleet), so that the exporters of the nested module
+// github.com/sessionlane/lanes/exporters report its capacity once over a
+// fleet, not once per instance, beside each instance's use.
+//
 // # Ownership, cancellation, memory ordering
 //
 // A permit is owned by whoever received it, until Release; Release is

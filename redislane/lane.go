@@ -101,7 +101,8 @@ func (l *lane[K]) Stats() lanequeue.LaneStats {
 	s := l.c.stats()
 	return lanequeue.LaneStats{
 		Name: s.Name, Kind: l.Kind(), Capacity: s.Capacity, Held: s.Held, Waiters: s.Waiters, Keys: s.Keys,
-		Closed: s.Closed, Counters: s.Counters,
+		Closed: s.Closed, Counters: s.Counters, Timings: s.Timings, HoldsRunOut: s.HoldsRunOut,
+		Fleet: true, // the capacity is kept in Redis, the same on every instance
 	}
 }
 
@@ -156,7 +157,8 @@ func (l rateLane[K]) SettlePermit(p semaphore.Permit, actual int64) error {
 
 func (l rateLane[K]) Stats() lanequeue.LaneStats {
 	s := l.t.Stats()
-	return lanequeue.LaneStats{Name: s.Name, Kind: lanequeue.Rate, Capacity: s.Capacity, Waiters: s.Waiters, Closed: s.Closed, Counters: s.Counters}
+	return lanequeue.LaneStats{Name: s.Name, Kind: lanequeue.Rate, Capacity: s.Capacity, Waiters: s.Waiters, Closed: s.Closed, Counters: s.Counters,
+		Fleet: true}
 }
 
 func (l rateLane[K]) Close() { l.t.Close() }

@@ -29,6 +29,7 @@ type waiter struct {
 	// waited is set when the waiter had to wait: behind others in its
 	// line, or queued in Redis. Its own goroutine's only.
 	waited bool
+	since  int64 // WithHistograms: when its Acquire call began (core.clk.Precise)
 
 	// Behind the head only: the outcome of each head's call that carried
 	// its request (buffered 1: one such call at a time).
@@ -73,6 +74,10 @@ func (c *core) acquireNum(ctx context.Context, key string, n, num int64) (*Permi
 		c.st.cancelled.Add(1)
 		return nil, err
 	}
+	var since int64
+	if c.tm != nil {
+		since = c.clk.Precise()
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -84,7 +89,7 @@ func (c *core) acquireNum(ctx context.Context, key string, n, num int64) (*Permi
 		ln = &line{key: key, rk: c.bucketKeys(key)}
 		c.lines[key] = ln
 	}
-	w := &waiter{n: n, num: num, rid: newID()}
+	w := &waiter{n: n, num: num, rid: newID(), since: since}
 	head := ln.list.Len() == 0 || c.seq != nil
 	if !head {
 		w.turn = make(chan struct{})
@@ -102,8 +107,12 @@ func (c *core) acquireNum(ctx context.Context, key string, n, num int64) (*Permi
 	}
 	p, err := c.lead(ctx, ln, w)
 	c.leave(ln, w)
-	if err == nil && w.waited {
-		c.st.waited.Add(1)
+	switch {
+	case err != nil:
+	case w.waited:
+		c.waitedGrant(w)
+	default:
+		c.grantedAtOnce()
 	}
 	return p, err
 }

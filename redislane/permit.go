@@ -33,6 +33,7 @@ type Permit struct {
 	rk    [4]string
 	n     int64
 	fence int64
+	since int64 // WithHistograms: when it was granted (core.clk.Stamp)
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -199,6 +200,9 @@ func (o *owner) ReleaseToken(_ *permit.Token, n int64) {
 	p.cancel(ErrReleased)
 	c.held.Add(-n)
 	c.st.released.Add(1)
+	if c.tm != nil {
+		c.tm.Hold.Observe(c.clk.Stamp() - p.since)
+	}
 	if !c.startBackground() { // after Close: the lease runs out
 		return
 	}

@@ -79,6 +79,8 @@ type config struct {
 	seqOrder bool          // WithSequenceOrder: a Keyed's keys serve numbered calls in number order
 	hold     time.Duration // WithReorderHold's bound (holdSet: given)
 	holdSet  bool
+
+	histograms bool // WithHistograms
 }
 
 // WithLease sets how long Redis keeps a permit without hearing from its
@@ -127,6 +129,17 @@ func WithMaxHold(d time.Duration) Option { return func(c *config) { c.maxHold = 
 // server): a waiter that listens on the other kind misses the messages and
 // is woken by its timer only (5-250 ms later).
 func WithClassicPubSub() Option { return func(c *config) { c.classicPubSub = true } }
+
+// WithHistograms makes the lane record the wait and hold times of this
+// instance's grants, as package semaphore's WithHistograms does, in
+// [Stats].Timings ([semaphore.Timings]): a grant's wait runs from its
+// Acquire call to its grant, both read on the local clock (no Redis call
+// is added), and a grant that did not wait (behind another caller of the
+// instance, or queued in Redis) counts as 0, as in package semaphore; the
+// round trip of its acquire call is not a wait. A hold runs from the grant
+// to the first Release, read on a coarse clock, right to about a
+// millisecond. Off by default; off, the lane reads no clock for them.
+func WithHistograms() Option { return func(c *config) { c.histograms = true } }
 
 func newConfig(opts []Option) (config, error) {
 	c := config{lease: DefaultLease}

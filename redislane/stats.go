@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sessionlane/lanes/internal/hist"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -47,6 +48,11 @@ func (c *core) stats() Stats {
 		Batched:        c.st.batched.Load(),
 		HoldsRunOut:    c.holdsOut.Load(),
 	}
+	if c.tm != nil {
+		// Each grant is observed once by its own call (one that did not
+		// wait at 0), so the counts never go back between snapshots.
+		st.Timings = semaphore.Timings{Enabled: true, WaitTime: histogramOf(&c.tm.Wait), HoldTime: histogramOf(&c.tm.Hold)}
+	}
 	if f := c.fleet; f != nil {
 		f.mu.Lock()
 		st.Leader = f.leaderLocked(time.Now())
@@ -58,6 +64,14 @@ func (c *core) stats() Stats {
 		st.LimitsDropped = f.dropped.Load()
 	}
 	return st
+}
+
+// histogramOf returns the snapshot of r.
+func histogramOf(r *hist.Recorder) semaphore.Histogram {
+	var h semaphore.Histogram
+	count, sum := r.Read(&h.Counts)
+	h.Count, h.Sum = count, time.Duration(sum)
+	return h
 }
 
 // Stats is a snapshot of one instance of a lane. Held, Waiters and Keys
@@ -77,6 +91,11 @@ type Stats struct {
 	// mismatch or on a Redis error that retrying cannot fix. A lane has no
 	// maximum wait: TimedOut stays 0.
 	semaphore.Counters
+
+	// WithHistograms: this instance's wait and hold times (see
+	// [WithHistograms]); Enabled is false without it. WaitTime counts
+	// every grant (Acquired), HoldTime every first release (Released).
+	semaphore.Timings
 
 	LeasesLost     uint64 // permits whose refresh found them gone
 	LeasesExpired  uint64 // permits whose local deadline passed without a successful refresh

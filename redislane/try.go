@@ -53,5 +53,8 @@ func (c *core) tryAcquireNum(key string, n, num int64) (*Permit, bool) {
 		return nil, false
 	}
 	p := c.grant(rk, id, n, r.a, r.sent)
+	if p != nil {
+		c.grantedAtOnce()
+	}
 	return p, p != nil
 }

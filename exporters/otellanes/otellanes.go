@@ -12,17 +12,18 @@
 // lanes. prefix, with the unit in the instrument's unit (UCUM, curly braces
 // for counted things), as OpenTelemetry's semantic conventions have them:
 //
-//	lanes.capacity         UpDownCounter  {permit}   capacity on in_use's footing: of a global lane, of a keyed lane's keys alive, a rate lane's burst
-//	lanes.key.capacity     Gauge          {permit}   capacity per key of a keyed lane
-//	lanes.fleet.capacity   Gauge          {permit}   capacity a fleet of instances shares (a Redis lane), the same on each
-//	lanes.in_use           UpDownCounter  {permit}   permits held now by this instance, over all keys
-//	lanes.waiting          UpDownCounter  {caller}   callers waiting now
-//	lanes.keys             UpDownCounter  {key}      entries alive (keyed lanes only)
-//	lanes.closed           Gauge          1          1 once the lane is closed
-//	lanes.acquires         Counter        {call}     acquire calls ended, by lanes.outcome: acquired, cancelled, timed_out, rejected, failed
-//	lanes.waited           Counter        {call}     grants that had to wait (of the acquired)
-//	lanes.releases         Counter        {release}  first releases of granted permits
-//	lanes.double_releases  Counter        {release}  releases of permits already released
+//	lanes.capacity               UpDownCounter  {permit}   capacity on in_use's footing: of a global lane, of a keyed lane's keys alive, a rate lane's burst
+//	lanes.key.capacity           Gauge          {permit}   capacity per key of a keyed lane
+//	lanes.fleet.capacity         Gauge          {permit}   capacity a fleet of instances shares (a Redis lane), the same on each
+//	lanes.in_use                 UpDownCounter  {permit}   permits held now by this instance, over all keys
+//	lanes.waiting                UpDownCounter  {caller}   callers waiting now
+//	lanes.keys                   UpDownCounter  {key}      entries alive (keyed lanes only)
+//	lanes.closed                 Gauge          1          1 once the lane is closed
+//	lanes.acquires               Counter        {call}     acquire calls ended, by lanes.outcome: acquired, cancelled, timed_out, rejected, failed
+//	lanes.waited                 Counter        {call}     grants that had to wait (of the acquired)
+//	lanes.releases               Counter        {release}  first releases of granted permits
+//	lanes.double_releases        Counter        {release}  releases of permits already released
+//	lanes.reorder.holds_run_out  Counter        {call}     callers that went when their reorder hold ran out (keyed lanes only)
 //
 // The wait-time and hold-time histograms (lanes.wait.duration and
 // lanes.hold.duration, in s) come from a [Producer] given to the reader,
@@ -31,14 +32,16 @@
 // The gauges of things that add up across lanes and instances (permits,
 // callers, keys) are UpDownCounters, as the conventions ask, and the
 // capacities that do not add up are Gauges, so that a backend aggregates
-// each the right way. Capacity and use are on one footing, as in package
-// promlanes ([exporters.Lane] has the figures for both):
+// each the right way. Capacity and use are on one footing, as the
+// exporters package doc defines them ("Capacity and use"; [exporters.Lane]
+// has the figures for both exporters):
 //
 //   - a global or rate lane's usage is lanes.in_use / lanes.capacity;
 //   - a keyed lane's lanes.capacity is its per-key capacity times its keys
 //     alive (lanes.keys), so lanes.in_use / lanes.capacity is the share of
 //     its live keys' permits in use; lanes.key.capacity is one key's bound;
-//   - a lane whose budget a fleet of instances shares (its source marks it:
+//   - a lane whose budget a fleet of instances shares (every lane of
+//     package redislane, whose snapshot says so, or one its source marks:
 //     [exporters.Fleet]) has no lanes.capacity: every instance reports the
 //     whole as lanes.fleet.capacity (take the max across instances, not the
 //     sum) and its own lanes.in_use (sum them), so the fleet's usage is the
@@ -95,6 +98,7 @@ type instruments struct {
 	capacity, inUse, waiting, keys        metric.Int64ObservableUpDownCounter
 	keyCapacity, fleetCapacity, closed    metric.Int64ObservableGauge
 	acquires, waited, releases, doubleRel metric.Int64ObservableCounter
+	holdsRunOut                           metric.Int64ObservableCounter
 }
 
 // Register creates the lanes' instruments on meter and a callback that
@@ -115,7 +119,7 @@ func Register(meter metric.Meter, src exporters.Source, opts ...Option) (metric.
 		o(&cfg)
 	}
 	var in instruments
-	var errs [11]error
+	var errs [12]error
 	in.capacity, errs[0] = meter.Int64ObservableUpDownCounter("lanes.capacity", metric.WithUnit("{permit}"),
 		metric.WithDescription("Capacity of the lane on the footing of lanes.in_use (of a global lane; of a keyed lane, per key times keys alive; of a rate lane, its burst); none for a lane a fleet shares. lanes.in_use / lanes.capacity is the usage; sums across instances."))
 	in.inUse, errs[1] = meter.Int64ObservableUpDownCounter("lanes.in_use", metric.WithUnit("{permit}"),
@@ -123,7 +127,7 @@ func Register(meter metric.Meter, src exporters.Source, opts ...Option) (metric.
 	in.waiting, errs[2] = meter.Int64ObservableUpDownCounter("lanes.waiting", metric.WithUnit("{caller}"),
 		metric.WithDescription("Callers waiting for the lane now."))
 	in.keys, errs[3] = meter.Int64ObservableUpDownCounter("lanes.keys", metric.WithUnit("{key}"),
-		metric.WithDescription("Entries alive in a keyed lane."))
+		metric.WithDescription("Entries alive in a keyed lane (of a lane a fleet shares, its keys with callers of this instance waiting)."))
 	in.closed, errs[4] = meter.Int64ObservableGauge("lanes.closed", metric.WithUnit("1"),
 		metric.WithDescription("1 once the lane is closed, else 0."))
 	in.acquires, errs[5] = meter.Int64ObservableCounter("lanes.acquires", metric.WithUnit("{call}"),
@@ -138,6 +142,8 @@ func Register(meter metric.Meter, src exporters.Source, opts ...Option) (metric.
 		metric.WithDescription("Capacity per key of a keyed lane, the same for every key. Aggregate with max, not sum."))
 	in.fleetCapacity, errs[10] = meter.Int64ObservableGauge("lanes.fleet.capacity", metric.WithUnit("{permit}"),
 		metric.WithDescription("Capacity that a fleet of instances shares (a Redis lane); every instance reports the same whole. Aggregate across instances with max, not sum: the fleet's usage is the sum of lanes.in_use over the max of lanes.fleet.capacity."))
+	in.holdsRunOut, errs[11] = meter.Int64ObservableCounter("lanes.reorder.holds_run_out", metric.WithUnit("{call}"),
+		metric.WithDescription("Callers of a keyed lane that went when their reorder hold ran out, a predecessor's number still missing (keyedsem.WithReorderHold)."))
 	for _, err := range errs {
 		if err != nil {
 			return nil, fmt.Errorf("otellanes: %w", err)
@@ -150,7 +156,7 @@ func Register(meter metric.Meter, src exporters.Source, opts ...Option) (metric.
 			return fmt.Errorf("otellanes: %w", err)
 		}
 		return nil
-	}, in.capacity, in.keyCapacity, in.fleetCapacity, in.inUse, in.waiting, in.keys, in.closed, in.acquires, in.waited, in.releases, in.doubleRel)
+	}, in.capacity, in.keyCapacity, in.fleetCapacity, in.inUse, in.waiting, in.keys, in.closed, in.acquires, in.waited, in.releases, in.doubleRel, in.holdsRunOut)
 }
 
 // outcomes are the values of OutcomeKey, in the order of observe's counts.
@@ -192,6 +198,9 @@ func (in *instruments) observe(o metric.Observer, lanes []exporters.Lane, fixed 
 		o.ObserveInt64(in.waited, clamp(n.Waited), lane)
 		o.ObserveInt64(in.releases, clamp(n.Released), lane)
 		o.ObserveInt64(in.doubleRel, clamp(n.DoubleReleases), lane)
+		if st.Kind == lanequeue.Keyed {
+			o.ObserveInt64(in.holdsRunOut, clamp(st.HoldsRunOut), lane)
+		}
 	}
 }
 

@@ -119,6 +119,7 @@ func TestQueueCollect(t *testing.T) {
 		sum("lanes.waited", "{call}", true, []point{{s, "keyed", "", 1}, {g, "global", "", 0}, {r, "rate", "", 0}}),
 		sum("lanes.releases", "{release}", true, []point{{s, "keyed", "", 3}, {g, "global", "", 3}, {r, "rate", "", 0}}),
 		sum("lanes.double_releases", "{release}", true, []point{{s, "keyed", "", 0}, {g, "global", "", 0}, {r, "rate", "", 0}}),
+		sum("lanes.reorder.holds_run_out", "{call}", true, []point{{s, "keyed", "", 0}}),
 	})
 	for name, m := range got {
 		if !strings.HasPrefix(name, "lanes.") || m.Description == "" {
@@ -150,6 +151,7 @@ func TestSemaphoreKeyedAttributes(t *testing.T) {
 		sum("lanes.waited", "{call}", true, []point{{"api", "global", "", 0}, {"jobs", "keyed", "", 0}}, role),
 		sum("lanes.releases", "{release}", true, []point{{"api", "global", "", 1}, {"jobs", "keyed", "", 1}}, role),
 		sum("lanes.double_releases", "{release}", true, []point{{"api", "global", "", 1}, {"jobs", "keyed", "", 0}}, role),
+		sum("lanes.reorder.holds_run_out", "{call}", true, []point{{"jobs", "keyed", "", 0}}, role),
 	})
 }
 
@@ -264,5 +266,61 @@ func TestFixedAttributeCannotRenameALane(t *testing.T) {
 		if v, _ := dp.Attributes.Value(otellanes.LaneKey); v.AsString() != "api" {
 			t.Fatalf("lane attribute %q; want the lane's own, api", v.AsString())
 		}
+	}
+}
+
+// TestReorderHoldsRunOut: a keyed lane's reorder holds that ran out
+// (keyedsem.Stats.HoldsRunOut) are observed, from a queue's keyed lane and
+// from a keyed semaphore on its own alike.
+func TestReorderHoldsRunOut(t *testing.T) {
+	k, stop := scenario.Reordered(t)
+	defer stop()
+	q := lanequeue.New[string]()
+	if err := q.Add("thread", lanequeue.NewKeyedLane(k)); err != nil {
+		t.Fatal(err)
+	}
+	for name, src := range map[string]exporters.Source{"queue": q, "keyed": exporters.Keyed("thread", k)} {
+		got, err := collect(t, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, ok := got["lanes.reorder.holds_run_out"]
+		if !ok {
+			t.Errorf("from a %s source: no lanes.reorder.holds_run_out", name)
+			continue
+		}
+		m.Description = ""
+		metricdatatest.AssertEqual(t, sum("lanes.reorder.holds_run_out", "{call}", true, []point{{"thread", "keyed", "", 1}}), m,
+			metricdatatest.IgnoreTimestamp())
+	}
+}
+
+// TestProducerRedisLane: a Redis lane made redislane.WithHistograms, in a
+// queue, has its wait and hold histograms produced like any other lane's:
+// the instance's one grant in lanes.wait.duration, no release yet in
+// lanes.hold.duration.
+func TestProducerRedisLane(t *testing.T) {
+	instances, _, _, stop := scenario.UsageRedis(t)
+	defer stop()
+	sm, err := otellanes.NewProducer(instances[0]).Produce(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]uint64{}
+	for _, s := range sm {
+		for _, m := range s.Metrics {
+			h, ok := m.Data.(metricdata.Histogram[float64])
+			if !ok {
+				continue
+			}
+			for _, dp := range h.DataPoints {
+				if lane, _ := dp.Attributes.Value(otellanes.LaneKey); lane.AsString() == scenario.FleetLane {
+					count[m.Name] = dp.Count
+				}
+			}
+		}
+	}
+	if len(count) != 2 || count["lanes.wait.duration"] != 1 || count["lanes.hold.duration"] != 0 {
+		t.Fatalf("histograms of the Redis lane %q: %v; want a wait of 1 grant and a hold of none", scenario.FleetLane, count)
 	}
 }

@@ -34,8 +34,9 @@ const ScopeName = "github.com/sessionlane/lanes/exporters/otellanes"
 //	lanes.wait.duration  Histogram  s  time a grant waited in line (0 for one that did not queue)
 //	lanes.hold.duration  Histogram  s  time from a grant to its release
 //
-// Only lanes whose semaphore records them (semaphore.WithHistograms,
-// keyedsem.WithHistograms: see [semaphore.Timings]) have data points; the
+// Only lanes that record them (semaphore.WithHistograms,
+// keyedsem.WithHistograms, redislane.WithHistograms: see
+// [semaphore.Timings]) have data points; the
 // bucket bounds are [semaphore.HistogramBounds] in seconds. They are
 // cumulative, and their start time is when NewProducer was called (make
 // the producer with the lanes, or the first interval starts late).

@@ -55,14 +55,22 @@ func capacity(figs map[string]map[string]figure, lane string) (figure, bool) {
 	return f, ok
 }
 
-// TestUsageAddsUp: lanes.in_use ÷ the capacity is each lane's true usage,
-// on every instance of a fleet of three and over the fleet, for a keyed
-// lane with 160 keys held, a global lane and a lane whose budget the fleet
-// shares, with the three instances' figures aggregated as OpenTelemetry
-// aggregates each kind of instrument (an UpDownCounter's values sum, a
-// Gauge's do not: the max), so that the fleet's capacity is counted once.
+// TestUsageAddsUp: lanes.in_use ÷ the capacity is each lane's true usage, on
+// every instance of a fleet of three and over the fleet, for a keyed lane
+// with 160 keys held, a global lane and a lane whose budget the fleet shares
+// (marked by its source, and a real redislane lane in a queue, marked by
+// nothing but its own snapshot), with the three instances' figures
+// aggregated as OpenTelemetry aggregates each kind of instrument (an
+// UpDownCounter's values sum, a Gauge's do not: the max), so that the
+// fleet's capacity is counted once.
 func TestUsageAddsUp(t *testing.T) {
-	instances, perInstance, fleet, stop := scenario.UsageFleet(t)
+	t.Run("marked", func(t *testing.T) { usageAddsUp(t, scenario.UsageFleet) })
+	t.Run("redis", func(t *testing.T) { usageAddsUp(t, scenario.UsageRedis) })
+}
+
+// usageAddsUp is TestUsageAddsUp on the instances that build makes.
+func usageAddsUp(t *testing.T, build func(testing.TB) ([3]scenario.Source, [3]map[string]scenario.Usage, map[string]scenario.Usage, func())) {
+	instances, perInstance, fleet, stop := build(t)
 	defer stop()
 	usage := func(where, lane string, figs map[string]map[string]figure, truth scenario.Usage) {
 		t.Helper()

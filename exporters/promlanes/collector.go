@@ -8,23 +8,24 @@
 // Every series has the labels lane (the lane's name) and kind ("keyed",
 // "global" or "rate"). With the default namespace "lanes":
 //
-//	lanes_capacity_permits        gauge      capacity on in_use's footing: of a global lane, of a keyed lane's keys alive, a rate lane's burst
-//	lanes_key_capacity_permits    gauge      capacity per key of a keyed lane
-//	lanes_fleet_capacity_permits  gauge      capacity a fleet of instances shares (a Redis lane), the same on each
-//	lanes_in_use_permits          gauge      permits held now by this instance, over all keys
-//	lanes_waiters                 gauge      callers waiting now
-//	lanes_keys                    gauge      entries alive (keyed lanes only)
-//	lanes_closed                  gauge      1 once the lane is closed
-//	lanes_acquires_total          counter    acquire calls ended, by outcome: acquired, cancelled, timed_out, rejected, failed
-//	lanes_waited_total            counter    grants that had to wait (of the acquired)
-//	lanes_releases_total          counter    first releases of granted permits
-//	lanes_double_releases_total   counter    releases of permits already released
-//	lanes_wait_seconds            histogram  time a grant waited in line (0 for one that did not queue)
-//	lanes_hold_seconds            histogram  time from a grant to its release
+//	lanes_capacity_permits             gauge      capacity on in_use's footing: of a global lane, of a keyed lane's keys alive, a rate lane's burst
+//	lanes_key_capacity_permits         gauge      capacity per key of a keyed lane
+//	lanes_fleet_capacity_permits       gauge      capacity a fleet of instances shares (a Redis lane), the same on each
+//	lanes_in_use_permits               gauge      permits held now by this instance, over all keys
+//	lanes_waiters                      gauge      callers waiting now
+//	lanes_keys                         gauge      entries alive (keyed lanes only)
+//	lanes_closed                       gauge      1 once the lane is closed
+//	lanes_acquires_total               counter    acquire calls ended, by outcome: acquired, cancelled, timed_out, rejected, failed
+//	lanes_waited_total                 counter    grants that had to wait (of the acquired)
+//	lanes_releases_total               counter    first releases of granted permits
+//	lanes_double_releases_total        counter    releases of permits already released
+//	lanes_reorder_holds_run_out_total  counter    callers that went when their reorder hold ran out (keyed lanes only)
+//	lanes_wait_seconds                 histogram  time a grant waited in line (0 for one that did not queue)
+//	lanes_hold_seconds                 histogram  time from a grant to its release
 //
 // Capacity and use are on one footing, so that a ratio or a sum of them
-// means what it says ([exporters.Lane] has the figures, shared with
-// otellanes):
+// means what it says (the model is the exporters package doc's, "Capacity
+// and use"; [exporters.Lane] has the figures, shared with otellanes):
 //
 //   - a global or rate lane's usage is in_use_permits / capacity_permits;
 //   - a keyed lane's capacity_permits is its per-key capacity times its keys
@@ -32,7 +33,8 @@
 //     in_use_permits / capacity_permits is the share of them in use;
 //     key_capacity_permits is the bound of one key, the same for every key
 //     (aggregate it with max, never sum);
-//   - a lane whose budget a fleet of instances shares (its source marks it:
+//   - a lane whose budget a fleet of instances shares (every lane of
+//     package redislane, whose snapshot says so, or one its source marks:
 //     [exporters.Fleet]) has no capacity_permits: each instance reports
 //     the whole fleet's capacity as fleet_capacity_permits (aggregate it
 //     across instances with max, never sum) and its own in_use_permits (sum
@@ -50,9 +52,9 @@
 // returned). Units follow Prometheus' conventions: a count of permits ends
 // in _permits, counters in _total, durations are in seconds.
 //
-// The two histograms are sent only for the lanes whose semaphore records
-// them (semaphore.WithHistograms, keyedsem.WithHistograms: see
-// [semaphore.Timings]), in the fixed buckets of
+// The two histograms are sent only for the lanes that record them
+// (semaphore.WithHistograms, keyedsem.WithHistograms,
+// redislane.WithHistograms: see [semaphore.Timings]), in the fixed buckets of
 // [semaphore.HistogramBounds] (1µs to 100s in 1-2-5 steps) as le bounds in
 // seconds; a lane without them has no such series, rather than one that
 // says nothing waited. Their _count is the lane's acquired grants
@@ -107,6 +109,7 @@ type Collector struct {
 	capacity, keyCapacity, fleetCapacity *prometheus.Desc
 	inUse, waiters, keys, closed         *prometheus.Desc
 	acquires, waited, releases, doubles  *prometheus.Desc
+	holdsRunOut                          *prometheus.Desc
 	waitTime, holdTime                   *prometheus.Desc
 }
 
@@ -141,12 +144,13 @@ func New(src exporters.Source, opts ...Option) *Collector {
 		fleetCapacity: desc("fleet_capacity_permits", "Capacity that a fleet of instances shares (a Redis lane); every instance reports the same whole. Aggregate across instances with max, not sum: the fleet's usage is sum(in_use_permits) / max(fleet_capacity_permits)."),
 		inUse:         desc("in_use_permits", "Permits of the lane held now by this instance, over all keys. Sum across keys and instances."),
 		waiters:       desc("waiters", "Callers waiting for the lane now."),
-		keys:          desc("keys", "Entries alive in a keyed lane."),
+		keys:          desc("keys", "Entries alive in a keyed lane (of a lane a fleet shares, its keys with callers of this instance waiting)."),
 		closed:        desc("closed", "1 once the lane is closed, else 0."),
 		acquires:      desc("acquires_total", "Acquire calls on the lane that ended, by outcome (each call ends in exactly one).", "outcome"),
 		waited:        desc("waited_total", "Grants of the lane that had to wait in its queue."),
 		releases:      desc("releases_total", "First releases of the lane's granted permits."),
 		doubles:       desc("double_releases_total", "Releases of the lane's permits that were already released."),
+		holdsRunOut:   desc("reorder_holds_run_out_total", "Callers of a keyed lane that went when their reorder hold ran out, a predecessor's number still missing (keyedsem.WithReorderHold)."),
 		waitTime:      desc("wait_seconds", "Time a grant of the lane waited in line (0 for one that did not queue)."),
 		holdTime:      desc("hold_seconds", "Time from a grant of the lane to its release."),
 	}
@@ -160,7 +164,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *Collector) descs() []*prometheus.Desc {
-	return []*prometheus.Desc{c.capacity, c.keyCapacity, c.fleetCapacity, c.inUse, c.waiters, c.keys, c.closed, c.acquires, c.waited, c.releases, c.doubles, c.waitTime, c.holdTime}
+	return []*prometheus.Desc{c.capacity, c.keyCapacity, c.fleetCapacity, c.inUse, c.waiters, c.keys, c.closed, c.acquires, c.waited, c.releases, c.doubles, c.holdsRunOut, c.waitTime, c.holdTime}
 }
 
 // Collect reads the source once and sends each lane's metrics. A lane name
@@ -214,6 +218,9 @@ func (c *Collector) collectLane(ch chan<- prometheus.Metric, l exporters.Lane) {
 	counter(c.waited, n.Waited)
 	counter(c.releases, n.Released)
 	counter(c.doubles, n.DoubleReleases)
+	if st.Kind == lanequeue.Keyed {
+		counter(c.holdsRunOut, st.HoldsRunOut)
+	}
 	if st.Enabled {
 		ch <- histogram(c.waitTime, &st.WaitTime, st.Name, kind)
 		ch <- histogram(c.holdTime, &st.HoldTime, st.Name, kind)

@@ -12,6 +12,7 @@ import (
 	"github.com/sessionlane/lanes/exporters"
 	"github.com/sessionlane/lanes/exporters/internal/scenario"
 	"github.com/sessionlane/lanes/exporters/promlanes"
+	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -58,7 +59,7 @@ lanes_in_use_permits{kind="rate",lane="rate"} 0
 # HELP lanes_key_capacity_permits Capacity per key of a keyed lane, the same for every key. Aggregate with max, not sum.
 # TYPE lanes_key_capacity_permits gauge
 lanes_key_capacity_permits{kind="keyed",lane="session"} 1
-# HELP lanes_keys Entries alive in a keyed lane.
+# HELP lanes_keys Entries alive in a keyed lane (of a lane a fleet shares, its keys with callers of this instance waiting).
 # TYPE lanes_keys gauge
 lanes_keys{kind="keyed",lane="session"} 3
 # HELP lanes_releases_total First releases of the lane's granted permits.
@@ -66,6 +67,9 @@ lanes_keys{kind="keyed",lane="session"} 3
 lanes_releases_total{kind="global",lane="global"} 3
 lanes_releases_total{kind="keyed",lane="session"} 3
 lanes_releases_total{kind="rate",lane="rate"} 0
+# HELP lanes_reorder_holds_run_out_total Callers of a keyed lane that went when their reorder hold ran out, a predecessor's number still missing (keyedsem.WithReorderHold).
+# TYPE lanes_reorder_holds_run_out_total counter
+lanes_reorder_holds_run_out_total{kind="keyed",lane="session"} 0
 # HELP lanes_waited_total Grants of the lane that had to wait in its queue.
 # TYPE lanes_waited_total counter
 lanes_waited_total{kind="global",lane="global"} 0
@@ -89,8 +93,8 @@ func TestQueueScrape(t *testing.T) {
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(queueScrape)); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := testutil.GatherAndCount(reg); err != nil || n != 38 {
-		t.Fatalf("%d series (%v); want 38: 12 per lane (4 gauges, 5 outcomes, 3 counters), and keys and key capacity for the keyed one", n, err)
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 39 {
+		t.Fatalf("%d series (%v); want 39: 12 per lane (4 gauges, 5 outcomes, 3 counters), and keys, key capacity and reorder holds run out for the keyed one", n, err)
 	}
 }
 
@@ -147,13 +151,16 @@ gw_in_use_permits{kind="keyed",lane="jobs",queue="main"} 1
 # HELP gw_key_capacity_permits Capacity per key of a keyed lane, the same for every key. Aggregate with max, not sum.
 # TYPE gw_key_capacity_permits gauge
 gw_key_capacity_permits{kind="keyed",lane="jobs",queue="main"} 2
-# HELP gw_keys Entries alive in a keyed lane.
+# HELP gw_keys Entries alive in a keyed lane (of a lane a fleet shares, its keys with callers of this instance waiting).
 # TYPE gw_keys gauge
 gw_keys{kind="keyed",lane="jobs",queue="main"} 2
 # HELP gw_releases_total First releases of the lane's granted permits.
 # TYPE gw_releases_total counter
 gw_releases_total{kind="global",lane="api",queue="main"} 1
 gw_releases_total{kind="keyed",lane="jobs",queue="main"} 1
+# HELP gw_reorder_holds_run_out_total Callers of a keyed lane that went when their reorder hold ran out, a predecessor's number still missing (keyedsem.WithReorderHold).
+# TYPE gw_reorder_holds_run_out_total counter
+gw_reorder_holds_run_out_total{kind="keyed",lane="jobs",queue="main"} 0
 `
 	names := []string{"gw_acquires_total", "gw_capacity_permits", "gw_double_releases_total", "gw_in_use_permits", "gw_key_capacity_permits", "gw_keys", "gw_releases_total"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
@@ -227,5 +234,56 @@ func TestHistogramScrape(t *testing.T) {
 	defer stopPlain()
 	if n := testutil.CollectAndCount(promlanes.New(plain), "lanes_wait_seconds", "lanes_hold_seconds"); n != 0 {
 		t.Fatalf("lanes without histograms: %d histogram series; want none", n)
+	}
+}
+
+// TestReorderHoldsRunOut: a keyed lane's reorder holds that ran out
+// (keyedsem.Stats.HoldsRunOut) are exported, from a queue's keyed lane and
+// from a keyed semaphore on its own alike.
+func TestReorderHoldsRunOut(t *testing.T) {
+	k, stop := scenario.Reordered(t)
+	defer stop()
+	q := lanequeue.New[string]()
+	if err := q.Add("thread", lanequeue.NewKeyedLane(k)); err != nil {
+		t.Fatal(err)
+	}
+	for name, src := range map[string]exporters.Source{"queue": q, "keyed": exporters.Keyed("thread", k)} {
+		want := `
+# HELP lanes_reorder_holds_run_out_total Callers of a keyed lane that went when their reorder hold ran out, a predecessor's number still missing (keyedsem.WithReorderHold).
+# TYPE lanes_reorder_holds_run_out_total counter
+lanes_reorder_holds_run_out_total{kind="keyed",lane="thread"} 1
+`
+		if err := testutil.CollectAndCompare(promlanes.New(src), strings.NewReader(want), "lanes_reorder_holds_run_out_total"); err != nil {
+			t.Errorf("from a %s source: %v", name, err)
+		}
+	}
+}
+
+// TestRedisLaneHistograms: a Redis lane made redislane.WithHistograms, in
+// a queue, has its wait and hold histograms exported like any other lane's:
+// the instance's one grant in lanes_wait_seconds, no release yet in
+// lanes_hold_seconds.
+func TestRedisLaneHistograms(t *testing.T) {
+	instances, _, _, stop := scenario.UsageRedis(t)
+	defer stop()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(promlanes.New(instances[0]))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]uint64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "lane" && l.GetValue() == scenario.FleetLane && m.GetHistogram() != nil {
+					count[mf.GetName()] = m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	want := map[string]uint64{"lanes_wait_seconds": 1, "lanes_hold_seconds": 0}
+	if len(count) != len(want) || count["lanes_wait_seconds"] != 1 || count["lanes_hold_seconds"] != 0 {
+		t.Fatalf("histograms of the Redis lane %q: %v; want %v", scenario.FleetLane, count, want)
 	}
 }

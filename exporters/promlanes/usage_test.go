@@ -57,13 +57,20 @@ func capacityOf(values map[string]map[string]float64, lane string) (float64, boo
 }
 
 // TestUsageAddsUp: in_use ÷ capacity is each lane's true usage, on every
-// instance of a fleet of three and over the fleet, for a keyed lane with
-// 160 keys held, a global lane and a lane whose budget the fleet shares,
-// with the figures of the three instances aggregated as each metric's HELP
-// says (max where it says so, else sum), so that the fleet's capacity is
-// counted once. The scrapes pass Prometheus' linter.
+// instance of a fleet of three and over the fleet, for a keyed lane with 160
+// keys held, a global lane and a lane whose budget the fleet shares (marked
+// by its source, and a real redislane lane in a queue, marked by nothing but
+// its own snapshot), with the figures of the three instances aggregated as
+// each metric's HELP says (max where it says so, else sum), so that the
+// fleet's capacity is counted once. The scrapes pass Prometheus' linter.
 func TestUsageAddsUp(t *testing.T) {
-	instances, perInstance, fleet, stop := scenario.UsageFleet(t)
+	t.Run("marked", func(t *testing.T) { usageAddsUp(t, scenario.UsageFleet) })
+	t.Run("redis", func(t *testing.T) { usageAddsUp(t, scenario.UsageRedis) })
+}
+
+// usageAddsUp is TestUsageAddsUp on the instances that build makes.
+func usageAddsUp(t *testing.T, build func(testing.TB) ([3]scenario.Source, [3]map[string]scenario.Usage, map[string]scenario.Usage, func())) {
+	instances, perInstance, fleet, stop := build(t)
 	defer stop()
 	usage := func(where, lane string, values map[string]map[string]float64, truth scenario.Usage) {
 		t.Helper()

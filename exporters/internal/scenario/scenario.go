@@ -129,6 +129,39 @@ func Keyed(t testing.TB) (k *keyedsem.Keyed[int], stop func()) {
 	return k, func() { p.Release(); k.Close() }
 }
 
+// Reordered returns a keyed semaphore of numbered messages (per-key
+// capacity 1, keyedsem.WithSequenceOrder and WithReorderHold(time.Second)
+// on a fake clock) in which message 1 of key "t" went and was released,
+// then message 3 was held for 2, which never came, and went when its hold
+// ran out (the fake clock moved by the hold), and was released: 2 acquired,
+// 2 released, HoldsRunOut 1. stop closes it.
+func Reordered(t testing.TB) (k *keyedsem.Keyed[string], stop func()) {
+	t.Helper()
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	k = keyedsem.New[string](keyedsem.WithSequenceOrder(), keyedsem.WithReorderHold(time.Second), keyedsem.WithClock(clk))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := k.Acquire(ctx, "t", semaphore.Sequence(1))
+	must(t, err)
+	p.Release()
+	third := testkit.Go(func() error {
+		p, err := k.Acquire(ctx, "t", semaphore.Sequence(3))
+		if err == nil {
+			p.Release()
+		}
+		return err
+	})
+	testkit.Eventually(t, "message 3 to wait for 2 with its hold armed", func() bool {
+		return k.Stats().Waiters == 1 && clk.Pending() == 1
+	})
+	clk.Advance(time.Second)
+	must(t, testkit.Recv(t, third, "message 3, once its hold ran out"))
+	if n := k.Stats().HoldsRunOut; n != 1 {
+		t.Fatalf("HoldsRunOut %d; want 1", n)
+	}
+	return k, k.Close
+}
+
 // Timed returns a queue with one global lane "api" of capacity 2 that
 // records its wait and hold times (semaphore.WithHistograms) on a fake
 // clock, so that every duration is exact:

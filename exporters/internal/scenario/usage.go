@@ -3,10 +3,16 @@ package scenario
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/redislane"
+	"github.com/sessionlane/lanes/redislane/redistest"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -39,11 +45,57 @@ const FleetLane = "model"
 // test ends.
 func UsageFleet(t testing.TB) (instances [3]Source, perInstance [3]map[string]Usage, fleet map[string]Usage, stop func()) {
 	t.Helper()
+	own := [3]int64{10, 12, 5}
+	return usage(t, func(i int, q *lanequeue.Queue[string]) (Source, func(), func()) {
+		shared := sourceFunc(func() []lanequeue.LaneStats {
+			return []lanequeue.LaneStats{{Name: FleetLane, Kind: lanequeue.Global, Capacity: 48, Held: own[i],
+				Counters: semaphore.Counters{Acquired: uint64(own[i])}}}
+		})
+		return join{q, fleetLanes{shared}}, func() {}, func() {}
+	}, own)
+}
+
+// UsageRedis is UsageFleet with a real fleet: FleetLane is a
+// redislane.Weighted of capacity 48 on a redis-server of the test's own,
+// added to each instance's queue with redislane.AsLane, through a client
+// of the instance's own, made redislane.WithHistograms, and its permits
+// are held for real (10, 12 and 5: one grant each, not yet released).
+// Nothing marks it: the lane's snapshot says it is a fleet's. Without
+// redis-server the test is skipped, unless CI=true, where it fails.
+func UsageRedis(t testing.TB) (instances [3]Source, perInstance [3]map[string]Usage, fleet map[string]Usage, stop func()) {
+	t.Helper()
+	srv, err := redistest.Start()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the Redis usage test needs a real redis-server and CI=true: %v", err)
+		}
+		t.Skipf("skipping: cannot start redis-server: %v", err)
+	}
+	t.Cleanup(srv.Stop) // also when the scenario fails half-built
+	own := [3]int64{10, 12, 5}
+	return usage(t, func(i int, q *lanequeue.Queue[string]) (Source, func(), func()) {
+		client := redis.NewClient(&redis.Options{Addr: srv.Addr, DisableIdentity: true, ContextTimeoutEnabled: true})
+		w, err := redislane.NewWeighted(client, FleetLane, 48, redislane.WithQuarantine(0), redislane.WithHistograms())
+		must(t, err)
+		must(t, q.Add(FleetLane, redislane.AsLane[string](w)))
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		p, err := w.Acquire(ctx, own[i])
+		must(t, err)
+		return q, func() { p.Release() }, func() { _ = client.Close() }
+	}, own)
+}
+
+// usage builds UsageFleet's instances, with fleetLane adding FleetLane to
+// instance i's queue q (or beside it) and returning the instance's
+// source, what to do before q is closed and what to do after.
+func usage(t testing.TB, fleetLane func(i int, q *lanequeue.Queue[string]) (src Source, release, after func()), own [3]int64) (instances [3]Source, perInstance [3]map[string]Usage, fleet map[string]Usage, stop func()) {
+	t.Helper()
 	ctx := context.Background()
 	var permits []semaphore.Permit
 	var queues []*lanequeue.Queue[string]
+	var release, after []func()
 	fleet = map[string]Usage{}
-	own := [3]int64{10, 12, 5}
 	for i := range instances {
 		q := lanequeue.New[string]()
 		queues = append(queues, q)
@@ -65,11 +117,9 @@ func UsageFleet(t testing.TB) (instances [3]Source, perInstance [3]map[string]Us
 		must(t, err)
 		permits = append(permits, p)
 
-		shared := sourceFunc(func() []lanequeue.LaneStats {
-			return []lanequeue.LaneStats{{Name: FleetLane, Kind: lanequeue.Global, Capacity: 48, Held: own[i],
-				Counters: semaphore.Counters{Acquired: uint64(own[i])}}}
-		})
-		instances[i] = join{q, fleetLanes{shared}}
+		src, rel, aft := fleetLane(i, q)
+		release, after = append(release, rel), append(after, aft)
+		instances[i] = src
 		perInstance[i] = map[string]Usage{
 			"thread":  {InUse: 220 + int64(i), Capacity: 2 * int64(keys)},
 			"local":   {InUse: 30 + int64(i), Capacity: 48},
@@ -87,8 +137,10 @@ func UsageFleet(t testing.TB) (instances [3]Source, perInstance [3]map[string]Us
 		for _, p := range permits {
 			p.Release()
 		}
-		for _, q := range queues {
+		for i, q := range queues {
+			release[i]()
 			q.Close()
+			after[i]()
 		}
 	}
 }
