@@ -79,6 +79,9 @@ type config struct {
 	seqOrder bool          // WithSequenceOrder: a Keyed's keys serve numbered calls in number order
 	hold     time.Duration // WithReorderHold's bound (holdSet: given)
 	holdSet  bool
+
+	quota    int64 // WithQuota's block
+	quotaSet bool
 }
 
 // WithLease sets how long Redis keeps a permit without hearing from its
