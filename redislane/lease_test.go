@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -102,45 +103,61 @@ func TestQuotaFleetNeverExceedsLimit(t *testing.T) {
 	assert.Greater(t, grants.Load(), int64(100), "the fleet made grants")
 }
 
-// A block whose permit Redis lost (here: deleted) ends the lease of every
-// permit granted from the instance's blocks (cause ErrLeaseLost), and its
-// units leave the instance: once the fleet has handed them to another
-// instance, the first grants none of them again. Fails with the pool not
-// ended at a lapse (the holder's context is never cancelled), or with the
-// local capacity kept after a lapse (the TryAcquire at the end grants
-// units that the other instance holds).
+// A block whose lease lapses (Redis lost its permit, or Redis was paused
+// past the lease) ends the lease of every permit granted from the
+// instance's blocks (cause ErrLeaseLost or ErrLeaseExpired), and its units
+// leave the instance: once the fleet has handed them to another instance,
+// the first grants none of them again. Fails with the pool not ended at a
+// lapse (the holders' contexts are never cancelled), or with the local
+// capacity kept after a lapse (the TryAcquire at the end grants units
+// that the other instance holds).
 func TestQuotaLapsedBlockEndsLocalHolders(t *testing.T) {
-	srv := startRedis(t)
-	direct := newClient(t, srv.Addr)
-	name := laneName(t)
-	const lease = 300 * time.Millisecond
-	a := newSem(t, srv.Addr, name, 4, redislane.WithQuota(2), redislane.WithLease(lease))
-	other := newSem(t, srv.Addr, name, 4, redislane.WithLease(lease))
-	ctx := testCtx(t, 10*time.Second)
+	for _, tc := range []struct {
+		how   string
+		lapse func(ctx context.Context, rc *redis.Client, name string) error
+		cause error
+	}{
+		{"permit deleted", func(ctx context.Context, rc *redis.Client, name string) error {
+			return rc.Del(ctx, bucketKeys(name)...).Err()
+		}, redislane.ErrLeaseLost},
+		{"Redis paused past the lease", func(ctx context.Context, rc *redis.Client, _ string) error {
+			return rc.Do(ctx, "CLIENT", "PAUSE", 1200, "ALL").Err()
+		}, redislane.ErrLeaseExpired},
+	} {
+		t.Run(tc.how, func(t *testing.T) {
+			srv := startRedis(t)
+			direct := newClient(t, srv.Addr)
+			name := laneName(t)
+			const lease = 300 * time.Millisecond
+			a := newSem(t, srv.Addr, name, 4, redislane.WithQuota(2), redislane.WithLease(lease))
+			other := newSem(t, srv.Addr, name, 4, redislane.WithLease(lease))
+			ctx := testCtx(t, 10*time.Second)
 
-	p1, err := a.Acquire(ctx, 1)
-	require.NoError(t, err)
-	p2, err := a.Acquire(ctx, 1) // from the same block
-	require.NoError(t, err)
-	require.NoError(t, direct.Del(ctx, bucketKeys(name)...).Err()) // Redis lost the block
+			p1, err := a.Acquire(ctx, 1)
+			require.NoError(t, err)
+			p2, err := a.Acquire(ctx, 1) // from the same block
+			require.NoError(t, err)
+			require.NoError(t, tc.lapse(ctx, direct, name))
 
-	for i, p := range []*redislane.Permit{p1, p2} {
-		select {
-		case <-p.Context().Done():
-			assert.ErrorIs(t, context.Cause(p.Context()), redislane.ErrLeaseLost, "holder %d", i)
-		case <-ctx.Done():
-			t.Fatalf("holder %d still valid after its block was lost", i)
-		}
-		assert.False(t, time.Now().Before(p.Deadline()), "holder %d's deadline passed with its lease", i)
+			for i, p := range []*redislane.Permit{p1, p2} {
+				select {
+				case <-p.Context().Done():
+					assert.ErrorIs(t, context.Cause(p.Context()), tc.cause, "holder %d", i)
+				case <-ctx.Done():
+					t.Fatalf("holder %d still valid after its block lapsed", i)
+				}
+				assert.False(t, time.Now().Before(p.Deadline()), "holder %d's deadline passed with its lease", i)
+			}
+			// The fleet's units are free in Redis: the other instance takes all.
+			all, err := other.Acquire(ctx, 4)
+			require.NoError(t, err)
+			defer all.Release()
+			p1.Release()
+			p2.Release()
+			p, ok := a.TryAcquire(1)
+			refused(t, p, ok, "a unit of the lapsed block granted again while another instance holds the whole limit")
+		})
 	}
-	// The fleet's units are free in Redis: the other instance takes all.
-	all, err := other.Acquire(ctx, 4)
-	require.NoError(t, err)
-	defer all.Release()
-	p1.Release()
-	p2.Release()
-	p, ok := a.TryAcquire(1)
-	refused(t, p, ok, "a unit of the lapsed block granted again while another instance holds the whole limit")
 }
 
 // Close ends the permits granted from the blocks (cause ErrClosed) and
