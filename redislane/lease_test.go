@@ -51,7 +51,7 @@ func TestQuotaRefusesBadSettings(t *testing.T) {
 }
 
 // Four instances of one lane, each on a client of its own, lease blocks
-// and grant from them to goroutines that take 1-3 units at a time. A
+// and grant from them (a fifth, without quota, takes a permit per call) to goroutines that take 1-3 units at a time. A
 // checker counts the holders of every instance together, from each grant
 // to its release or the end of its lease: the count never passes the
 // limit. Fails with, for example, the base permit of the local semaphore
@@ -64,6 +64,7 @@ func TestQuotaFleetNeverExceedsLimit(t *testing.T) {
 	for range 4 {
 		insts = append(insts, newSem(t, srv.Addr, name, limit, redislane.WithQuota(block)))
 	}
+	insts = append(insts, newSem(t, srv.Addr, name, limit)) // and one without quota, a grant per call
 	ctx, cancel := context.WithTimeout(testCtx(t), 1500*time.Millisecond)
 	defer cancel()
 	var (
@@ -225,4 +226,23 @@ func TestQuotaIdleBlocksGoToWaitingInstance(t *testing.T) {
 	for _, p := range got {
 		p.Release()
 	}
+}
+
+// A Weighted with quota in a lanequeue.Queue grants from its blocks too:
+// its lane's heaviest weight is the block, and PermitOf finds the Redis
+// permit (a local one) behind the queue's permit.
+func TestQuotaAsLane(t *testing.T) {
+	srv := startRedis(t)
+	s := newSem(t, srv.Addr, laneName(t), 4, redislane.WithQuota(2))
+	l := redislane.AsLane[string](s)
+	assert.Equal(t, int64(2), l.MaxWeight())
+	sp, err := l.Acquire(testCtx(t), "k", 2)
+	require.NoError(t, err)
+	p := redislane.PermitOf(sp)
+	require.NotNil(t, p, "PermitOf of a quota lane's permit")
+	assert.Equal(t, int64(2), p.Weight())
+	require.NoError(t, p.Context().Err())
+	assert.True(t, sp.Release())
+	assert.ErrorIs(t, context.Cause(p.Context()), redislane.ErrReleased)
+	assert.False(t, p.Release(), "released through the queue's permit already")
 }
