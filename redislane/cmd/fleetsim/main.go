@@ -559,7 +559,7 @@ func printResult(r *Result) {
 	if r.Leased != nil {
 		fmt.Println()
 		printRun(r.Leased)
-		fmt.Printf("\nquota leasing (block %d): %.0f grants/s against %.0f/s with a grant per Redis call: %.1fx\n",
+		fmt.Printf("\nquota leasing (block %d): %.0f grants/s against %.0f/s without it: %.1fx\n",
 			r.Leased.Config.Quota, r.Leased.GrantsPerSec, r.GrantsPerSec, r.Speedup)
 	}
 }
