@@ -16,7 +16,7 @@
 // exits with status 1 if the capacity was exceeded or a fencing token repeats.
 //
 // -quota B runs the fleet twice against the same Redis, in one run: first
-// with a grant per Redis call as above, then with every instance leasing
+// without quota, as above, then with every instance leasing
 // the capacity in blocks of B (redislane.WithQuota) and granting from
 // them in process; it prints both and the ratio of their grants per
 // second. Under quota the fencing tokens are the blocks' (shared by the
