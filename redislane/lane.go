@@ -80,6 +80,9 @@ func (l *lane[K]) TryAcquire(key K, n int64) (semaphore.Permit, bool) {
 // the key's callers by it (a lane that does not order by number ignores
 // it, as the queue's own lanes do).
 func (l *lane[K]) AcquireNumbered(ctx context.Context, key K, n, seq int64) (semaphore.Permit, error) {
+	if l.q != nil { // a global lane orders by no number: from the blocks, as Acquire
+		return l.Acquire(ctx, key, n)
+	}
 	num, err := l.number(seq)
 	if err != nil {
 		return semaphore.Permit{}, err
@@ -94,6 +97,9 @@ func (l *lane[K]) AcquireNumbered(ctx context.Context, key K, n, seq int64) (sem
 // TryAcquireNumbered is TryAcquire for a caller numbered seq; see
 // AcquireNumbered.
 func (l *lane[K]) TryAcquireNumbered(key K, n, seq int64) (semaphore.Permit, bool) {
+	if l.q != nil {
+		return l.TryAcquire(key, n)
+	}
 	num, err := l.number(seq)
 	if err != nil {
 		return semaphore.Permit{}, false
