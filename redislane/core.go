@@ -99,6 +99,12 @@ func newCoreFleet(client redis.UniversalClient, name string, keyed, fleetLane bo
 			return nil, err
 		}
 	}
+	switch {
+	case cfg.quotaSet && keyed:
+		return nil, errQuotaOnly("Keyed")
+	case cfg.quotaSet && fleetLane:
+		return nil, errQuotaOnly("Fleet")
+	}
 	prefix := "{lanes:" + name + "}"
 	c := &core{
 		client:   client,

@@ -319,6 +319,61 @@
 // does, and a call that a later lane refused, or whose context ended, gives
 // its estimate back (each one Redis call, bounded as Charge.Settle is).
 //
+// # Quota leasing: grants in process, from blocks of the capacity
+//
+// With [WithQuota](block), a [Weighted] instance leases the capacity in
+// blocks and grants from them in process, with no Redis call per grant.
+// A block is an ordinary permit of the lane, of weight block: it is taken
+// through the acquire script (waiting in the Redis queue like any
+// waiter), refreshed by the instance's refresher with its other permits,
+// and released by the release path. The instance grants from the blocks
+// it holds through an in-process semaphore (package semaphore) whose
+// capacity is the units of its blocks; the permits it returns are
+// [*Permit] values, as without quota. The instance leases a block (one at
+// a time) while callers wait in its local line and it holds less than
+// the capacity, and returns a block when for a whole return interval
+// (100 ms) at least a block's units were idle and no caller waited. A
+// lane may have instances with quota and instances without.
+//
+//   - The fleet never exceeds the capacity: the blocks are permits of it,
+//     and an instance grants at most the units of the blocks whose leases
+//     it holds. The capacity must be a multiple of the block, and an
+//     Acquire takes at most a block ([ErrTooHeavy] above).
+//   - A lapsed block ends every permit granted from the instance's blocks
+//     until then (the in-process semaphore does not say which block's
+//     units a grant took, so all of them: more than needed, never less):
+//     their contexts derive from the blocks' and are cancelled with the
+//     block's cause ([ErrLeaseLost], [ErrLeaseExpired]). Its units leave
+//     the instance's capacity first, so units still held by those
+//     holders are granted to nobody until they release. A permit's
+//     [Permit.Deadline] is the earliest of the blocks' deadlines. A
+//     crashed instance's blocks come back within one lease.
+//   - Order: FIFO within the instance only. Across instances, the block
+//     requests queue in Redis in arrival order, one per instance: fleet-wide
+//     FIFO among callers is given up.
+//   - Waiting for units idle elsewhere: an instance does not know that
+//     another waits. Units left idle in one instance go back within two
+//     return intervals (200 ms) and reach an instance waiting for them
+//     with the hand-over's wake-up (a pub/sub message, or its poll within
+//     250 ms): 450 ms at most, on top of Redis's own time. Units kept busy
+//     are not returned: an instance whose callers keep all the capacity in
+//     use keeps it, and the others wait until its load drops.
+//   - Fencing: a local permit carries the fencing token of the instance's
+//     newest block, shared by every grant from it; it is no fencing token
+//     across instances. Quota suits budgets, not mutual exclusion.
+//   - Calls: a block costs an acquire and a release, and the one refresh
+//     call of the instance each third of a lease carries all its blocks.
+//     TryAcquire grants from the blocks held, or, if they are short and no
+//     caller of the instance waits, leases one block with one call.
+//   - Close ends the local permits ([ErrClosed]) and gives every block
+//     back at once (within 250 ms more than Close's bound without quota),
+//     so the fleet gets the units without waiting for a lease.
+//   - [Weighted.Stats] counts the blocks (as permits of the block's
+//     weight), not the grants made from them. A cooldown stops the leasing
+//     of blocks: the blocks held go on granting until they are returned,
+//     so use a lane without quota where a cooldown must stop every
+//     instance at once.
+//
 // # Bounds
 //
 // Every Redis call of a lane has a deadline: the margin, a fifth of the
@@ -340,7 +395,7 @@
 //     does. A release that did not get through by then is tried once more
 //     in the background, and the lease runs out anyway.
 //   - Close: within a third of the lease plus 250 ms (3.6 s with the
-//     default lease), whatever Redis does: the longest a refresh call in
+//     default lease; 250 ms more with [WithQuota]), whatever Redis does: the longest a refresh call in
 //     flight may take, and a subscription's connection. With several lanes
 //     on one client, the lease is the longest of theirs.
 //   - Do: as Acquire, then fn, then Release.
@@ -383,7 +438,9 @@
 // # Goroutines
 //
 // Each instance runs one refresher goroutine (a [Fleet] one more: the
-// call that reads the limit and keeps the leadership); each process runs one pub/sub
+// call that reads the limit and keeps the leadership; a [Weighted] with
+// [WithQuota] one more, which leases and returns its blocks, and one
+// while it asks Redis for a block); each process runs one pub/sub
 // receiver per Redis client while a lane on it that has had a waiter is
 // open (on a Cluster client, one per shard channel; on a Ring, one per channel); a waiter whose context ends during a call
 // leaves the call to a goroutine that cleans up (which also settles the

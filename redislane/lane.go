@@ -14,7 +14,7 @@ import (
 // release; [PermitOf] gives their fencing token and context. Closing the
 // lane closes s.
 func AsLane[K comparable](s *Weighted) lanequeue.Lane[K] {
-	return &lane[K]{c: s.c, key: func(K) string { return "" }}
+	return &lane[K]{c: s.c, q: s.q, key: func(K) string { return "" }}
 }
 
 // AsKeyedLane returns k as a keyed lane of a [lanequeue.Queue], with key
@@ -27,6 +27,7 @@ func AsKeyedLane[K comparable](k *Keyed, key func(K) string) lanequeue.Lane[K] {
 
 type lane[K comparable] struct {
 	c   *core
+	q   *quota // a Weighted's WithQuota, or nil
 	key func(K) string
 }
 
@@ -37,9 +38,21 @@ func (l *lane[K]) Kind() lanequeue.Kind {
 	return lanequeue.Global
 }
 
-func (l *lane[K]) MaxWeight() int64 { return l.c.limit() }
+func (l *lane[K]) MaxWeight() int64 {
+	if l.q != nil {
+		return l.q.block
+	}
+	return l.c.limit()
+}
 
 func (l *lane[K]) Acquire(ctx context.Context, key K, n int64) (semaphore.Permit, error) {
+	if l.q != nil {
+		p, err := l.q.acquire(ctx, n)
+		if err != nil {
+			return semaphore.Permit{}, err
+		}
+		return p.handle(), nil
+	}
 	p, err := l.c.acquire(ctx, l.key(key), n)
 	if err != nil {
 		return semaphore.Permit{}, err
@@ -48,6 +61,13 @@ func (l *lane[K]) Acquire(ctx context.Context, key K, n int64) (semaphore.Permit
 }
 
 func (l *lane[K]) TryAcquire(key K, n int64) (semaphore.Permit, bool) {
+	if l.q != nil {
+		p, ok := l.q.tryAcquire(n)
+		if !ok {
+			return semaphore.Permit{}, false
+		}
+		return p.handle(), true
+	}
 	p, ok := l.c.tryAcquire(l.key(key), n)
 	if !ok {
 		return semaphore.Permit{}, false
@@ -60,6 +80,9 @@ func (l *lane[K]) TryAcquire(key K, n int64) (semaphore.Permit, bool) {
 // the key's callers by it (a lane that does not order by number ignores
 // it, as the queue's own lanes do).
 func (l *lane[K]) AcquireNumbered(ctx context.Context, key K, n, seq int64) (semaphore.Permit, error) {
+	if l.q != nil { // a global lane orders by no number: from the blocks, as Acquire
+		return l.Acquire(ctx, key, n)
+	}
 	num, err := l.number(seq)
 	if err != nil {
 		return semaphore.Permit{}, err
@@ -74,6 +97,9 @@ func (l *lane[K]) AcquireNumbered(ctx context.Context, key K, n, seq int64) (sem
 // TryAcquireNumbered is TryAcquire for a caller numbered seq; see
 // AcquireNumbered.
 func (l *lane[K]) TryAcquireNumbered(key K, n, seq int64) (semaphore.Permit, bool) {
+	if l.q != nil {
+		return l.TryAcquire(key, n)
+	}
 	num, err := l.number(seq)
 	if err != nil {
 		return semaphore.Permit{}, false
@@ -106,7 +132,13 @@ func (l *lane[K]) Stats() lanequeue.LaneStats {
 	}
 }
 
-func (l *lane[K]) Close() { l.c.close() }
+func (l *lane[K]) Close() {
+	if l.q != nil {
+		l.q.close()
+		return
+	}
+	l.c.close()
+}
 
 // Cooldown pauses the lane for the fleet, as [Weighted.Cooldown]: a
 // Queue's Cooldown of the lane calls it.

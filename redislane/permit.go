@@ -35,6 +35,13 @@ type Permit struct {
 	fence int64
 	since int64 // WithHistograms: when it was granted (core.clk.Stamp)
 
+	// A permit granted from quota blocks (WithQuota): its quota, the pool
+	// it was granted in and the local permit behind it; nil and zero for a
+	// permit held in Redis.
+	q     *quota
+	pool  *pool
+	local semaphore.Permit
+
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
@@ -97,6 +104,9 @@ func (p *Permit) Context() context.Context { return p.ctx }
 // after a loss detected by a refresh it is the time of the detection. With
 // [WithMaxHold] it is never later than the end of the longest hold.
 func (p *Permit) Deadline() time.Time {
+	if p.q != nil {
+		return p.q.deadline(p.pool)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.deadline
@@ -112,7 +122,10 @@ func PermitOf(sp semaphore.Permit) *Permit {
 	if t == nil {
 		return nil
 	}
-	if o, ok := permit.OwnerOf(t).(*owner); ok {
+	switch o := permit.OwnerOf(t).(type) {
+	case *owner:
+		return (*Permit)(o)
+	case *localOwner:
 		return (*Permit)(o)
 	}
 	return nil

@@ -80,7 +80,9 @@ type config struct {
 	hold     time.Duration // WithReorderHold's bound (holdSet: given)
 	holdSet  bool
 
-	histograms bool // WithHistograms
+	histograms bool  // WithHistograms
+	quota      int64 // WithQuota's block
+	quotaSet   bool
 }
 
 // WithLease sets how long Redis keeps a permit without hearing from its

@@ -16,6 +16,7 @@ import (
 // concurrent use. Close it to stop its goroutines.
 type Weighted struct {
 	c *core
+	q *quota // WithQuota: the blocks and the local grants; nil otherwise
 }
 
 // NewWeighted returns the instance of the lane name, of capacity permits, on
@@ -23,14 +24,24 @@ type Weighted struct {
 // Redis: a wrong client shows at the first Acquire. It fails for a nil
 // client, a client without ContextTimeoutEnabled (see the package doc), an
 // empty name or one with a brace, a capacity below 1 or above
-// [semaphore.MaxCapacity], or bad options, with an error wrapping
+// [semaphore.MaxCapacity], or bad options (a [WithQuota] block that does
+// not divide the capacity among them), with an error wrapping
 // [ErrInvalidConfig].
 func NewWeighted(client redis.UniversalClient, name string, capacity int64, opts ...Option) (*Weighted, error) {
+	if cfg, err := newConfig(opts); err == nil && checkArgs(client, name, capacity) == nil {
+		if err := checkQuota(cfg, capacity); err != nil {
+			return nil, err
+		}
+	}
 	c, err := newCore(client, name, false, capacity, opts)
 	if err != nil {
 		return nil, err
 	}
-	return &Weighted{c: c}, nil
+	s := &Weighted{c: c}
+	if c.cfg.quotaSet {
+		s.q = newQuota(c, c.cfg.quota)
+	}
+	return s, nil
 }
 
 // Acquire takes n permits, waiting until they are free. On success it returns
@@ -60,7 +71,15 @@ func NewWeighted(client redis.UniversalClient, name string, capacity int64, opts
 // queued for it is released in the background. If ctx is already
 // done, Acquire fails without calling Redis. A grant that races with the
 // cancellation is released, never returned and lost.
+//
+// With [WithQuota], callers wait in the instance's local FIFO line for
+// units of the blocks it holds, and the instance leases blocks while they
+// wait; n may not exceed the block ([ErrTooHeavy]). See the package doc
+// (Quota leasing).
 func (s *Weighted) Acquire(ctx context.Context, n int64) (*Permit, error) {
+	if s.q != nil {
+		return s.q.acquire(ctx, n)
+	}
 	return s.c.acquire(ctx, "", n)
 }
 
@@ -68,8 +87,15 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) (*Permit, error) {
 // this instance is waiting. It makes one call to Redis, with a timeout of a
 // fifth of the lease, and never waits in a queue. If the call fails or its
 // reply comes too late, the permits it may have been granted are given back
-// in the background.
-func (s *Weighted) TryAcquire(n int64) (*Permit, bool) { return s.c.tryAcquire("", n) }
+// in the background. With [WithQuota], it takes n units of the blocks held
+// without a call; if they are short and no caller of the instance waits,
+// it leases one block with one call and tries once more.
+func (s *Weighted) TryAcquire(n int64) (*Permit, bool) {
+	if s.q != nil {
+		return s.q.tryAcquire(n)
+	}
+	return s.c.tryAcquire("", n)
+}
 
 // Do acquires n permits, runs fn, and releases them when fn returns or panics.
 // fn's context ends when ctx ends or when the permit's lease ends; its cause
@@ -113,7 +139,17 @@ func (s *Weighted) Stats() Stats { return s.c.stats() }
 // when the waiters have left and the instance's goroutines and calls have
 // ended: within a third of the lease plus 250 ms, whatever Redis does.
 // Close does not close the Redis client.
-func (s *Weighted) Close() { s.c.close() }
+//
+// With [WithQuota], Close first gives every block back to Redis (after
+// it ended the permits granted from them), so the fleet gets the units at
+// once; that adds at most 250 ms to its bound.
+func (s *Weighted) Close() {
+	if s.q != nil {
+		s.q.close()
+		return
+	}
+	s.c.close()
+}
 
 // run runs fn under the permit, releasing it on every way out.
 func (p *Permit) run(ctx context.Context, fn func(context.Context) error) error {

@@ -15,6 +15,13 @@
 // run), the bound that one Redis core puts on grants per second. It
 // exits with status 1 if the capacity was exceeded or a fencing token repeats.
 //
+// -quota B runs the fleet twice against the same Redis, in one run: first
+// without quota, as above, then with every instance leasing
+// the capacity in blocks of B (redislane.WithQuota) and granting from
+// them in process; it prints both and the ratio of their grants per
+// second. Under quota the fencing tokens are the blocks' (shared by the
+// grants of a block), so they are not checked for uniqueness.
+//
 // -mode=uncontended instead runs one process, one goroutine, acquiring and
 // releasing in a loop, and reports the p50 of acquire+release in Redis round
 // trips (the p50 of a PING).
@@ -22,6 +29,7 @@
 //	go run ./cmd/fleetsim                       # 4 x 25, capacity 10, 5 s
 //	go run ./cmd/fleetsim -procs 8 -duration 10s -json
 //	go run ./cmd/fleetsim -mode uncontended
+//	go run ./cmd/fleetsim -capacity 1000 -contenders 250 -quota 50
 package main
 
 import (
@@ -61,6 +69,7 @@ type config struct {
 	OwnRedis   bool          `json:"own_redis"`
 	Name       string        `json:"name"`
 	Protocol   int           `json:"resp"`
+	Quota      int64         `json:"quota,omitempty"`
 	cpuprofile string
 }
 
@@ -88,6 +97,8 @@ type Result struct {
 	MaxInUse       int64   `json:"max_in_use"`
 	Capacity       int64   `json:"capacity"`
 	CapacityHeld   bool    `json:"capacity_held"`
+	Leased         *Result `json:"leased,omitempty"`  // -quota: the run with quota leasing
+	Speedup        float64 `json:"speedup,omitempty"` // -quota: its grants/s over this run's
 	FencesUnique   bool    `json:"fences_unique"`
 	Grants         int     `json:"grants"`
 	GrantsPerSec   float64 `json:"grants_per_sec"`
@@ -124,6 +135,7 @@ func main() {
 	flag.StringVar(&cfg.Redis, "redis", "", "Redis address (default: start a redis-server of its own on a free loopback port)")
 	flag.StringVar(&cfg.Name, "name", "", "lane name (default: a fresh one)")
 	flag.IntVar(&cfg.Protocol, "resp", 3, "RESP version of the go-redis clients (2 or 3)")
+	flag.Int64Var(&cfg.Quota, "quota", 0, "block of quota leasing (redislane.WithQuota): run without it, then with it, and compare (0: without only)")
 	flag.Parse()
 
 	if *child >= 0 {
@@ -153,8 +165,10 @@ func main() {
 	} else {
 		printResult(res)
 	}
-	if !res.CapacityHeld || !res.FencesUnique {
-		os.Exit(1)
+	for r := res; r != nil; r = r.Leased {
+		if !r.CapacityHeld || !r.FencesUnique {
+			os.Exit(1)
+		}
 	}
 }
 
@@ -185,7 +199,28 @@ func runParent(cfg *config) (*Result, error) {
 	if cfg.Mode != "contended" {
 		return nil, fmt.Errorf("unknown mode %q", cfg.Mode)
 	}
+	if cfg.Quota > 0 {
+		leased := *cfg
+		base := *cfg
+		base.Quota = 0
+		res, err := runFleet(&base)
+		if err != nil {
+			return nil, err
+		}
+		leased.Name += "-quota"
+		if res.Leased, err = runFleet(&leased); err != nil {
+			return nil, err
+		}
+		if res.GrantsPerSec > 0 {
+			res.Speedup = res.Leased.GrantsPerSec / res.GrantsPerSec
+		}
+		return res, nil
+	}
+	return runFleet(cfg)
+}
 
+// runFleet runs the contended fleet once.
+func runFleet(cfg *config) (*Result, error) {
 	// Create the lane's state (and sit out its quarantine) before the clock
 	// starts.
 	if err := warmUp(cfg); err != nil {
@@ -209,7 +244,8 @@ func runParent(cfg *config) (*Result, error) {
 			"-capacity", strconv.FormatInt(cfg.Capacity, 10), "-weight", strconv.FormatInt(cfg.Weight, 10),
 			"-hold", cfg.Hold.String(), "-duration", cfg.Duration.String(),
 			"-lease", cfg.Lease.String(), "-quarantine", cfg.Quarantine.String(),
-			"-cpuprofile", cfg.cpuprofile, "-resp", strconv.Itoa(cfg.Protocol))
+			"-cpuprofile", cfg.cpuprofile, "-resp", strconv.Itoa(cfg.Protocol),
+			"-quota", strconv.FormatInt(cfg.Quota, 10))
 		cmd.Stderr = os.Stderr
 		in, err := cmd.StdinPipe()
 		if err != nil {
@@ -293,8 +329,11 @@ func newClient(cfg *config) (*redis.Client, *redistest.Calls) {
 }
 
 func newWeighted(cfg *config, rc redis.UniversalClient) (*redislane.Weighted, error) {
-	return redislane.NewWeighted(rc, cfg.Name, cfg.Capacity,
-		redislane.WithLease(cfg.Lease), redislane.WithQuarantine(cfg.Quarantine))
+	opts := []redislane.Option{redislane.WithLease(cfg.Lease), redislane.WithQuarantine(cfg.Quarantine)}
+	if cfg.Quota > 0 {
+		opts = append(opts, redislane.WithQuota(cfg.Quota))
+	}
+	return redislane.NewWeighted(rc, cfg.Name, cfg.Capacity, opts...)
 }
 
 func warmUp(cfg *config) error {
@@ -407,7 +446,7 @@ func summarize(cfg *config, reports []childReport) *Result {
 	res.GrantsPerSec = float64(len(all)) / cfg.Duration.Seconds()
 	res.MaxInUse = maxInUse(all)
 	res.CapacityHeld = res.MaxInUse <= cfg.Capacity
-	res.FencesUnique = fencesUnique(all)
+	res.FencesUnique = cfg.Quota > 0 || fencesUnique(all) // under quota, a block's grants share its fence
 	if len(all) > 0 {
 		res.CallsPerGrant = float64(calls) / float64(len(all))
 		lat := make([]int64, len(all))
@@ -516,6 +555,16 @@ func evalshaMicros(ctx context.Context, rc *redis.Client) float64 {
 }
 
 func printResult(r *Result) {
+	printRun(r)
+	if r.Leased != nil {
+		fmt.Println()
+		printRun(r.Leased)
+		fmt.Printf("\nquota leasing (block %d): %.0f grants/s against %.0f/s without it: %.1fx\n",
+			r.Leased.Config.Quota, r.Leased.GrantsPerSec, r.GrantsPerSec, r.Speedup)
+	}
+}
+
+func printRun(r *Result) {
 	c := r.Config
 	own := ""
 	if c.OwnRedis {
@@ -528,8 +577,12 @@ func printResult(r *Result) {
 			r.Grants, r.GrantsPerSec, r.CallsPerGrant, r.ScriptUs)
 		return
 	}
-	fmt.Printf("fleetsim: %d procs x %d contenders, capacity %d, weight %d, hold %v, lease %v, %v, redis %s%s\n",
-		c.Procs, c.Contenders, c.Capacity, c.Weight, c.Hold, c.Lease, c.Duration, c.Redis, own)
+	quota := ""
+	if c.Quota > 0 {
+		quota = fmt.Sprintf(", quota block %d", c.Quota)
+	}
+	fmt.Printf("fleetsim: %d procs x %d contenders, capacity %d, weight %d, hold %v, lease %v, %v%s, redis %s%s\n",
+		c.Procs, c.Contenders, c.Capacity, c.Weight, c.Hold, c.Lease, c.Duration, quota, c.Redis, own)
 	verdict := "OK"
 	if !r.CapacityHeld {
 		verdict = "EXCEEDED"
@@ -538,7 +591,11 @@ func printResult(r *Result) {
 	fmt.Printf("  grants: %d (%.0f/s)\n", r.Grants, r.GrantsPerSec)
 	fmt.Printf("  acquire latency: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", r.AcquireP50Ms, r.AcquireP99Ms, r.AcquireMaxMs)
 	fmt.Printf("  Redis calls per grant: %.2f (grants handed over by pub/sub: %d; waits ended by the timer: %d)\n", r.CallsPerGrant, r.Handovers, r.Polls)
-	fmt.Printf("  fencing tokens unique: %v; acquire errors: %d; leases ended before release: %d\n", r.FencesUnique, r.Errors, r.LeasesEnded)
+	fences := fmt.Sprint(r.FencesUnique)
+	if c.Quota > 0 {
+		fences = "not checked (a block's grants share its token)"
+	}
+	fmt.Printf("  fencing tokens unique: %s; acquire errors: %d; leases ended before release: %d\n", fences, r.Errors, r.LeasesEnded)
 	if r.RedisCPUUs > 0 {
 		fmt.Printf("  Redis CPU per grant: %.1f µs, so one busy Redis core would give at most %.0f grants/s at this cost\n", r.RedisCPUUs, r.RedisBound)
 	}
