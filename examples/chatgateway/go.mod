@@ -13,7 +13,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sessionlane/lanes v0.0.0
 	github.com/sessionlane/lanes/exporters v0.0.0-00010101000000-000000000000
-	github.com/sessionlane/lanes/redislane v0.0.0-00010101000000-000000000000
+	github.com/sessionlane/lanes/redislane v0.0.0
 )
 
 require (
