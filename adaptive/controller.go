@@ -199,10 +199,12 @@ type Controller struct {
 	sh  Shared         // t, if it is one; nil otherwise
 	os  OverloadSharer // t, if it is one; nil otherwise
 	// fleetOv is os's FleetOverloads as last seen by a decision, -1
-	// before the first: a rise since is the followers' overloads.
-	fleetOv atomic.Int64
-	cfg     config // immutable after New
-	epoch   time.Time
+	// before the first: a rise since is the followers' overloads;
+	// fleetLed (under mu) whether the target led then.
+	fleetOv  atomic.Int64
+	fleetLed bool
+	cfg      config // immutable after New
+	epoch    time.Time
 	// coarse stamps the overloads when the clock is the system's: a
 	// system clock read costs up to 100 ns on some virtual machines (an
 	// overload report took 138 ns with one, 14 ns with coarse), and the
@@ -305,14 +307,18 @@ func (c *Controller) Report(o Outcome, rtt time.Duration) {
 func (c *Controller) fleetDue() bool { return c.os.FleetOverloads() > c.fleetOv.Load() }
 
 // fleetHeard takes the followers' shared overloads into the decision: it
-// records their count and says whether it rose since the last one read.
+// records their count and says whether it rose since the last one read,
+// both read while the target led. A count unknown (-1) or read while
+// following is a new start: a newly elected leader read a count that rose
+// while it followed, which its predecessor acted on. It runs under c.mu.
 func (c *Controller) fleetHeard() bool {
 	if c.os == nil {
 		return false
 	}
-	n := c.os.FleetOverloads()
-	old := c.fleetOv.Swap(n)
-	return old >= 0 && n > old
+	n, lead := c.os.FleetOverloads(), c.os.Leader()
+	old, led := c.fleetOv.Swap(n), c.fleetLed
+	c.fleetLed = lead
+	return lead && led && old >= 0 && n > old
 }
 
 // overload counts the refusal of work granted at since (nanoseconds since
@@ -427,7 +433,10 @@ func (c *Controller) windowFor(capacity int64) int64 {
 	if c.probing {
 		step := c.cfg.increase
 		if c.cfg.alg == algVegas {
-			step = 1 // its least growth, which is what it makes at a small limit
+			// its least growth: against a flat latency it grows up to
+			// alpha·limit a round trip, so between 10 and 30 permits it
+			// probes up to alpha·limit times as often (0.67% at 20)
+			step = 1
 		}
 		trips := max((1-c.cfg.backoff)*float64(capacity)/step, 1)
 		w = max(w, int64(math.Ceil(probeReports/trips)))

@@ -81,7 +81,12 @@
 // slowing down, enters [min(T, floor(0.9(T+1))), floor(T+1+max(1,
 // alpha(T+1)))] within min(T-L, ceil(ln(T/L)/ln(1+alpha))) round trips
 // from below, the same number as AIMD with b = 0.9 from above, plus one.
-// The property tests check both bounds on random steps.
+// Once an overload has found a limit, a round trip may be longer than the
+// limit (see Round trips above): one may then end in a growth just before
+// the refusals of a step down come back, which adds a round trip and the
+// cut that undoes it, so from above the bound is two more. The property
+// tests check both bounds on random steps, counting the controller's round
+// trips.
 //
 // Shrinking never preempts: a decrease calls the target's SetCapacity,
 // and a semaphore then takes the permits from what is available, which may

@@ -179,6 +179,9 @@ func TestAIMDSettlesWithinTheBound(t *testing.T) {
 				bound += int((lo - l + a - 1) / a)
 			case l > hi:
 				bound += int(math.Ceil(math.Log(float64(l)/float64(hi)) / math.Log(1/b)))
+				if step > 0 {
+					bound += 2 // a growth at the step's first round trip, and its cut (see the package docs)
+				}
 			}
 			settle(rt, clk, s, c, provider{truth: truth}, lo, hi, bound)
 		}
@@ -210,6 +213,9 @@ func TestVegasSettlesWithinTheBound(t *testing.T) {
 				bound += min(int(lo-l), int(math.Ceil(math.Log(float64(lo)/float64(l))/math.Log(1+alpha))))
 			case l > hi:
 				bound += int(math.Ceil(math.Log(float64(l)/float64(hi)) / math.Log(1/backoff)))
+				if step > 0 {
+					bound += 2 // a growth at the step's first round trip, and its cut (see the package docs)
+				}
 			}
 			settle(rt, clk, s, c, provider{truth: truth}, lo, hi, bound)
 		}

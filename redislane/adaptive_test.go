@@ -292,6 +292,12 @@ func TestFleetLeaderHearsFollowersOverloads(t *testing.T) {
 		return len(ld) == 1
 	})
 	follower := (lead + 1) % len(fs)
+	// The leader's controller reads the fleet's count once while it
+	// leads: a rise from there is the followers' (a count first read
+	// while the instance followed, or before its first fleet call, is a
+	// new start).
+	waitFor(t, 10*time.Second, "the leader's first read of the fleet's count", func() bool { return fs[lead].FleetOverloads() >= 0 })
+	cs[lead].Report(adaptive.Success, time.Millisecond)
 	cs[follower].Report(adaptive.Overload, time.Millisecond)
 	assert.Zero(t, cs[follower].Stats().OverloadDecreases, "a follower moves nothing itself")
 	// The leader decides at its reports: it hears the follower's overload

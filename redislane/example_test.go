@@ -206,8 +206,8 @@ func ExampleFleet() {
 
 // A limit controller over a fleet's budget: Controller.Do takes the
 // fleet's permits through AsBudget and reports each call's outcome; a
-// round trip of refusals (429s) lowers the fleet's limit, written to
-// Redis by this instance, the fleet's leader.
+// refusal (a 429) lowers the fleet's limit at once, written to Redis by
+// this instance, the fleet's leader.
 func ExampleAsBudget() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
@@ -229,9 +229,7 @@ func ExampleAsBudget() {
 		return fmt.Errorf("%w: HTTP 429 Too Many Requests", adaptive.ErrOverload)
 	}
 	fmt.Println("limit:", fleet.Capacity())
-	for range 4 { // one round trip at limit 4
-		_ = ctl.Do(context.Background(), 1, callModel)
-	}
+	_ = ctl.Do(context.Background(), 1, callModel)
 	for fleet.Capacity() != 3 { // 4 * 0.9, written to Redis in the background
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -68,13 +68,14 @@ type FleetArgs struct {
 }
 
 // FleetCall runs the fleet script of lane name once, as an instance of a
-// Fleet would, and returns its reply: status, term, limit, written, lterm.
+// Fleet would, and returns its reply: status, term, limit, written, lterm,
+// and the overloads the followers shared.
 func FleetCall(ctx context.Context, rc redis.UniversalClient, name string, a FleetArgs) ([]int64, error) {
 	p := "{lanes:" + name + "}"
 	return fleetScript.Run(ctx, rc,
 		[]string{p + ":meta", p + ":leader", p + ":g:h", p + ":g:q", p + ":g:x", p + ":g:d"},
 		a.ID, a.Limit, "fleet", ms(a.Lease), ms(a.Quarantine), p+":wake", "PUBLISH",
-		flag(a.Candidate), ms(3*a.Lease), flag(a.Set), a.Value, a.ValueTerm, 0, a.Seen, a.LTerm,
+		flag(a.Candidate), ms(3*a.Lease), flag(a.Set), a.Value, a.ValueTerm, 0, a.Seen, a.LTerm, 0, 0,
 	).Int64Slice()
 }
 

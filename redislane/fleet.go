@@ -3,6 +3,7 @@ package redislane
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -176,13 +177,28 @@ func (f *Fleet) Term() int64 { return f.c.fleet.term.Load() }
 // a limit refresh) reads it. With Leader and Term it makes a Fleet an
 // adaptive.OverloadSharer, whose controller calls it.
 func (f *Fleet) ShareOverload() {
-	f.c.fleet.ovPending.Add(1)
-	f.c.fleet.kickLoop()
+	fl := f.c.fleet
+	fl.lowerSeen(fl.read.Load().limit)
+	if fl.ovPending.Add(1) == 1 {
+		fl.kickLoop() // one call carries all the overloads shared meanwhile
+	}
+}
+
+// lowerSeen records that a pending overload was refused at limit.
+func (f *fleet) lowerSeen(limit int64) {
+	for {
+		old := f.ovSeen.Load()
+		if limit >= old || f.ovSeen.CompareAndSwap(old, limit) {
+			return
+		}
+	}
 }
 
 // FleetOverloads returns the overloads the fleet's followers have shared,
-// as this instance's last fleet call read them. It starts over from 0 if
-// Redis loses the lane's state.
+// as this instance's last fleet call read them; -1 before its first. It
+// starts over from 0 if Redis loses the lane's state. An overload refused
+// at a limit above the one in force when it reaches Redis is not counted:
+// the cut it would ask for was made.
 func (f *Fleet) FleetOverloads() int64 { return f.c.fleet.ovTotal.Load() }
 
 // fleet is the state of a Fleet's lane that Weighted does not have.
@@ -213,9 +229,11 @@ type fleet struct {
 
 	reads, writes, dropped, calls atomic.Uint64
 	// ovPending are the overloads this instance's controller shared that
-	// the next call adds to the fleet's count; ovTotal is that count as
-	// the last call read it (Fleet.ShareOverload, FleetOverloads).
-	ovPending, ovTotal atomic.Int64
+	// the next call adds to the fleet's count, and ovSeen the lowest limit
+	// (as this instance last read it) at which one of them was refused;
+	// ovTotal is the count as the last call read it, -1 before the first
+	// (Fleet.ShareOverload, FleetOverloads).
+	ovPending, ovSeen, ovTotal atomic.Int64
 }
 
 func newFleet(c *core) *fleet {
@@ -228,6 +246,8 @@ func newFleet(c *core) *fleet {
 		loopDone: make(chan struct{}),
 	}
 	f.read.Store(&limitRead{limit: c.capacity})
+	f.ovSeen.Store(math.MaxInt64)
+	f.ovTotal.Store(-1)
 	return f
 }
 
@@ -344,11 +364,11 @@ func (f *fleet) call(resign bool) bool {
 	sent := time.Now()
 	f.calls.Add(1)
 	lr := f.read.Load()
-	ov := f.ovPending.Swap(0)
+	ov, ovSeen := f.ovPending.Swap(0), f.ovSeen.Swap(math.MaxInt64)
 	v, err := fleetScript.Run(ctx, c.client,
 		[]string{c.metaKey, c.prefix + ":leader", rk[0], rk[1], rk[2], rk[3]},
 		f.id, lr.limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub,
-		flag(f.candidate.Load()), ms(f.lttl), flag(set), want, wantTerm, flag(resign), f.term.Load(), lr.term, ov,
+		flag(f.candidate.Load()), ms(f.lttl), flag(set), want, wantTerm, flag(resign), f.term.Load(), lr.term, ov, min(ovSeen, semaphore.MaxCapacity),
 	).Int64Slice()
 	if err == nil && len(v) != 6 {
 		err = fmt.Errorf("%w: fleet script returned %v", errBadReply, v)
@@ -357,10 +377,10 @@ func (f *fleet) call(resign bool) bool {
 		// The next call sends them again (if this one ran after all, they
 		// count twice: one more cut, never a missed one).
 		f.ovPending.Add(ov)
+		f.lowerSeen(ovSeen)
 		c.st.redisErrs.Add(1)
 		return false
 	}
-	f.ovTotal.Store(v[5])
 	status, term, limit, written := v[0], v[1], v[2], v[3] == 1
 	if status == flMismatch {
 		// The name is a lane of another kind: Acquire says so; the limit
@@ -368,6 +388,7 @@ func (f *fleet) call(resign bool) bool {
 		return true
 	}
 	f.reads.Add(1)
+	f.ovTotal.Store(v[5])
 	f.read.Store(&limitRead{limit: limit, term: v[4]})
 	f.seeTerm(term)
 	if written {

@@ -630,12 +630,20 @@ local ttl, quar, chan, pub = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], ARGV
 local cand, lttl, set = ARGV[8] == '1', tonumber(ARGV[9]), ARGV[10] == '1'
 local value, vterm, resign = tonumber(ARGV[11]), tonumber(ARGV[12]), ARGV[13] == '1'
 local seen, lv = tonumber(ARGV[14]) or 0, tonumber(ARGV[15]) or 0
-local ovadd = tonumber(ARGV[16]) or 0
+local ovadd, ovseen = tonumber(ARGV[16]) or 0, tonumber(ARGV[17]) or 0
 
 local M = meta(KEYS[1], limit, kind, ttl, quar, seen, lv)
 if not M.ok then return {-1, 0, M.limit, 0, 0, 0} end
--- the overloads the followers' controllers shared, for the leader's
-local ov = redis.call('HINCRBY', KEYS[1], 'ov', ovadd)
+-- the overloads the followers' controllers shared, for the leader's: one
+-- refused at a limit above the one in force (ovseen, the lowest limit
+-- the caller's pending overloads were refused at) was refused before a
+-- cut that already answered it, and is dropped
+local ov
+if ovadd > 0 and ovseen <= M.limit then
+  ov = redis.call('HINCRBY', KEYS[1], 'ov', ovadd)
+else
+  ov = tonumber(redis.call('HGET', KEYS[1], 'ov') or '0')
+end
 local lk = KEYS[2]
 local term = M.term
 -- the leader key holds "<id> <term>"
