@@ -51,7 +51,8 @@ type lanes struct {
 // priority or share by tenant): agents is then a replica's share.
 //
 // probeEvery spaces the controller's probes above the limit it found: one
-// per this many calls, each costing a 429 or two when the limit is there.
+// per this many calls at least (the controller's own default, once a 429
+// has found the limit, is one per 300), each costing a 429 or two.
 const probeEvery = 200
 
 func newLanes(agents, modelCeiling int64, hold, priorityStep time.Duration, rc redis.UniversalClient, ropts ...redislane.Option) (*lanes, error) {
