@@ -29,19 +29,7 @@ func (f SourceFunc) Stats() []lanequeue.LaneStats { return f() }
 // [lanequeue.Global]: the snapshot of s. Use it for a semaphore used on its
 // own, outside a queue (a queue's global lanes are in the queue's Stats).
 func Semaphore(name string, s *semaphore.Weighted) Source {
-	return SourceFunc(func() []lanequeue.LaneStats {
-		st := s.Stats()
-		return []lanequeue.LaneStats{{
-			Name:     name,
-			Kind:     lanequeue.Global,
-			Capacity: st.Capacity,
-			Held:     st.Held,
-			Waiters:  st.Waiters,
-			Closed:   st.Closed,
-			Counters: st.Counters,
-			Timings:  st.Timings,
-		}}
-	})
+	return laneSource(name, lanequeue.NewGlobalLane[struct{}](s))
 }
 
 // Keyed returns a [Source] of one lane, named name, of kind
@@ -50,20 +38,16 @@ func Semaphore(name string, s *semaphore.Weighted) Source {
 // that ran out (keyedsem.WithReorderHold). Use it for a keyed semaphore used on
 // its own, outside a queue.
 func Keyed[K comparable](name string, k *keyedsem.Keyed[K]) Source {
+	return laneSource(name, lanequeue.NewKeyedLane(k))
+}
+
+// laneSource is a [Source] of one lane, named name: the snapshot its
+// lanequeue adapter makes, as a queue's Stats would.
+func laneSource[K comparable](name string, l lanequeue.Lane[K]) Source {
 	return SourceFunc(func() []lanequeue.LaneStats {
-		st := k.Stats()
-		return []lanequeue.LaneStats{{
-			Name:        name,
-			Kind:        lanequeue.Keyed,
-			Capacity:    st.Capacity,
-			Held:        st.Held,
-			Waiters:     st.Waiters,
-			Keys:        st.Keys,
-			Closed:      st.Closed,
-			Counters:    st.Counters,
-			Timings:     st.Timings,
-			HoldsRunOut: st.HoldsRunOut,
-		}}
+		st := l.Stats()
+		st.Name = name
+		return []lanequeue.LaneStats{st}
 	})
 }
 
