@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -72,7 +73,7 @@ func newLanes(agents, modelCeiling int64, hold, priorityStep time.Duration, rc r
 	} else {
 		var k *redislane.Keyed
 		var f *redislane.Fleet
-		k, err = redislane.NewKeyed(rc, "chatgateway:thread", 1, append(ropts, redislane.WithSequenceOrder(), redislane.WithReorderHold(hold))...)
+		k, err = redislane.NewKeyed(rc, "chatgateway:thread", 1, append(slices.Clip(ropts), redislane.WithSequenceOrder(), redislane.WithReorderHold(hold))...)
 		if err == nil {
 			f, err = redislane.NewFleet(rc, "chatgateway:model", modelCeiling, ropts...)
 			if err != nil {
@@ -87,13 +88,20 @@ func newLanes(agents, modelCeiling int64, hold, priorityStep time.Duration, rc r
 		thread = redislane.AsKeyedLane(k, func(s string) string { return s })
 		model, target = redislane.AsLane[string](f.Weighted), f
 	}
+	// Each lane is the queue's once added, and closed with it; one that
+	// an error leaves out is closed here.
+	added := 0
 	err = q.Add("thread", thread)
 	if err == nil {
+		added++
 		err = q.Add("agents", lanequeue.NewGlobalLane[string](semaphore.New(agents,
 			semaphore.WithPriorities(priorityStep), semaphore.WithFairShare(nil))))
 	}
 	if err == nil {
 		err = q.Add("model", model)
+	}
+	if err == nil {
+		added++
 	}
 	if err == nil {
 		l.limit, err = adaptive.New(target, 1, modelCeiling, adaptive.WithMinWindow(probeEvery))
@@ -108,6 +116,9 @@ func newLanes(agents, modelCeiling int64, hold, priorityStep time.Duration, rc r
 		l.model, err = q.Lanes("model")
 	}
 	if err != nil {
+		for _, lane := range []lanequeue.Lane[string]{thread, model}[added:] {
+			lane.Close()
+		}
 		q.Close()
 		return nil, err
 	}

@@ -106,8 +106,10 @@ func TestMetrics(t *testing.T) {
 	defer g.lanes.q.Close()
 	srv := httptest.NewServer(g.handler)
 	defer srv.Close()
-	defer srv.Client().CloseIdleConnections()
-	resp, err := srv.Client().Post(srv.URL+"/webhook", "application/json", bytes.NewReader([]byte(`{"tenant":"a","thread":"t","n":1,"kind":"user","text":"hi"}`)))
+	client := srv.Client()
+	client.Timeout = 30 * time.Second // a lane that never grants fails the test, not hangs it
+	defer client.CloseIdleConnections()
+	resp, err := client.Post(srv.URL+"/webhook", "application/json", bytes.NewReader([]byte(`{"tenant":"a","thread":"t","n":1,"kind":"user","text":"hi"}`)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +118,7 @@ func TestMetrics(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("webhook: %s", resp.Status)
 	}
-	resp, err = srv.Client().Get(srv.URL + "/metrics")
+	resp, err = client.Get(srv.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
