@@ -182,6 +182,15 @@ local function first_queued(B)
   B.head, B.hseq = r[1], r[2]
 end
 
+-- forget drops holder id, whose lease ran out, when look has not (it
+-- removes a bounded number).
+local function forget(B, id)
+  B.held = B.held - (tonumber(redis.call('HGET', B.d, 'w:' .. id)) or 0)
+  B.heldDirty = true
+  redis.call('ZREM', B.h, id)
+  B.f['w:' .. id], B.f['f:' .. id], B.f['t:' .. id] = false, false, false
+end
+
 -- look reads the bucket once: held weight, expiry mark, arrival counter,
 -- earliest holder expiry (first), first queued id (head). It removes
 -- expired holders and expired queued ids, a bounded number of each.
@@ -385,10 +394,7 @@ if B.first then
   if f then
     return granted(f)
   elseif exp then -- expired, beyond what look removed
-    B.held = B.held - (tonumber(redis.call('HGET', B.d, 'w:' .. id)) or 0)
-    B.heldDirty = true
-    redis.call('ZREM', B.h, id)
-    B.f['w:' .. id], B.f['f:' .. id], B.f['t:' .. id] = false, false, false
+    forget(B, id)
   end
 end
 

@@ -222,10 +222,7 @@ if B.first then
     if ft[2] == 'o' then o = 1 end
     return done({1, tonumber(ft[1]), o})
   elseif exp then -- expired, beyond what look removed
-    B.held = B.held - (tonumber(redis.call('HGET', B.d, 'w:' .. id)) or 0)
-    B.heldDirty = true
-    redis.call('ZREM', B.h, id)
-    B.f['w:' .. id], B.f['f:' .. id], B.f['t:' .. id] = false, false, false
+    forget(B, id)
   end
 end
 
