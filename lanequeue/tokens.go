@@ -53,7 +53,12 @@ type tokenLane[K comparable] struct {
 	mu    sync.Mutex
 	slots [window]int64 // tokens charged in second s, at s % window
 	total int64         // their sum: may pass max (a debt)
-	now   int64         // the second of the newest slot (seconds of nanos)
+	// now is the second of the newest slot (seconds of nanos): written
+	// under mu, read without it by settle's fast path.
+	now atomic.Int64
+	// pend is what settles charged to one second without mu, not yet in
+	// the slots: see settle. Zero: nothing.
+	pend atomic.Uint64
 
 	closed                      atomic.Bool
 	waiters                     atomic.Int64
@@ -77,7 +82,7 @@ func newTokenLane[K comparable](perMinute int64, clk clock.Clock, cc *coarse.Clo
 	if clk != nil || cc != nil {
 		l.clocks.Store(&tokenClocks{clk: clk, coarse: cc})
 	}
-	l.now = l.nanos() / int64(time.Second)
+	l.now.Store(l.nanos() / int64(time.Second))
 	l.head <- struct{}{}
 	return l
 }
@@ -91,7 +96,7 @@ func (l *tokenLane[K]) bind(clk clock.Clock, cc *coarse.Clock) {
 	if l.total != 0 || l.acquired.Load() != 0 || !l.clocks.CompareAndSwap(nil, &tokenClocks{clk: clk, coarse: cc}) {
 		return
 	}
-	l.now = l.nanos() / int64(time.Second)
+	l.now.Store(l.nanos() / int64(time.Second))
 }
 
 // nanos reads the lane's clock.
@@ -138,18 +143,58 @@ func slot(s int64) int64 { return (s%window + window) % window }
 // advance moves the count to second now, dropping the slots that left
 // the window; l.mu is held.
 func (l *tokenLane[K]) advance(now int64) {
-	if now <= l.now {
+	last := l.now.Load()
+	if now <= last {
 		return
 	}
-	if now-l.now >= window {
+	if now-last >= window {
 		l.slots, l.total = [window]int64{}, 0
 	} else {
-		for s := l.now + 1; s <= now; s++ {
+		for s := last + 1; s <= now; s++ {
 			l.total -= l.slots[slot(s)]
 			l.slots[slot(s)] = 0
 		}
 	}
-	l.now = now
+	l.now.Store(now)
+}
+
+// sync brings the count to second now with what settle left in pend;
+// l.mu is held. Everything that reads the count calls it first.
+func (l *tokenLane[K]) sync(now int64) {
+	if w := l.pend.Load(); w != 0 {
+		l.fold(l.pend.Swap(0))
+	}
+	l.advance(now)
+}
+
+// fold adds what settle left in pend, word w, to the count; l.mu is held.
+// The word holds a second's low 32 bits: settle leaves one only within a
+// window of the count's second (see settle), so the nearest second to it
+// with those bits is the one.
+func (l *tokenLane[K]) fold(w uint64) {
+	last := l.now.Load()
+	s := last + int64(int32(uint32(w>>32)-uint32(last)))
+	delta := int64(int32(uint32(w)))
+	if delta > 0 && s > last {
+		l.advance(s) // a debt read the clock ahead of the count
+	}
+	l.charge(s, delta)
+}
+
+// charge charges delta more tokens to second s, if it is still in the
+// window of the count's second: a debt (delta > 0) adds to it; a refund
+// (delta < 0) takes from it, never more than it holds, so that the count
+// never falls below what it would have been had the grant asked for the
+// actual count. l.mu is held.
+func (l *tokenLane[K]) charge(s, delta int64) {
+	if s <= l.now.Load()-window {
+		return // s has left the window already
+	}
+	if delta < 0 {
+		delta = -min(-delta, l.slots[slot(s)])
+	}
+	l.slots[slot(s)] += delta
+	l.total += delta
 }
 
 // take charges n tokens now, if the window has room for them, and
@@ -160,7 +205,7 @@ func (l *tokenLane[K]) take(n int64) (sec int64, wait time.Duration, ok bool) {
 	now := t / int64(time.Second)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.advance(now)
+	l.sync(now)
 	if l.max-l.total >= n {
 		l.slots[slot(now)] += n
 		l.total += n
@@ -179,37 +224,60 @@ func (l *tokenLane[K]) take(n int64) (sec int64, wait time.Duration, ok bool) {
 
 // settle charges delta more tokens for a grant charged in second sec: a
 // debt (delta > 0) in the current second, which a provider counts now; a
-// refund (delta < 0) from sec's own slot, if it is still in the window,
-// and never more than that slot holds, so that the count never falls
-// below what it would have been had the grant asked for the actual count.
+// refund (delta < 0) from sec's own slot (see charge).
+//
+// It takes no lock when it can: it adds delta to pend, one word holding a
+// second and the sum charged to it, with one compare-and-swap, and the
+// next take (or settle that cannot) folds the word into the count under
+// mu before it reads it. So a grant sees every settle made before it, as
+// it would under the lock; a settle's only ordering is with the grants,
+// and a refund that waits in pend only delays the grants it makes room
+// for until the head looks again (it is woken). The lock is taken when
+// pend holds another second, when the sum would not fit its 32 bits, or
+// when the count's second is a window or more behind the clock: the word
+// holds the second's low 32 bits, and a word is left only for a second
+// within two windows of the count's, which the fold then finds again.
+// BenchmarkSettle has the figures (docs/benchmarks-policies.md).
 func (l *tokenLane[K]) settle(sec, delta int64) {
-	if delta > 0 {
-		now := l.nanos() / int64(time.Second)
-		l.mu.Lock()
-		l.advance(now)
-		l.slots[slot(now)] += delta
-		l.total += delta
-		l.mu.Unlock()
-		return
-	}
 	if delta == 0 {
 		return
 	}
-	// A refund reads no clock: while sec is within the window of the
-	// count's own second, its slot is still sec's (no later second has
-	// taken it), whatever the time now; a slot past the window by now is
-	// cleared with what is left of it when the count moves on, so taking
-	// from it early changes nothing beyond the window.
-	l.mu.Lock()
-	if sec <= l.now-window {
-		l.mu.Unlock()
+	now := l.nanos() / int64(time.Second)
+	if delta > 0 {
+		sec = now
+	} else if sec <= now-window {
 		return // that grant's tokens have left the window already
 	}
-	r := min(-delta, l.slots[slot(sec)])
-	l.slots[slot(sec)] -= r
-	l.total -= r
+	if now-l.now.Load() < window {
+		for {
+			w := l.pend.Load()
+			sum := delta
+			if w != 0 {
+				if uint32(w>>32) != uint32(sec) {
+					break
+				}
+				sum += int64(int32(uint32(w)))
+			}
+			if sum != int64(int32(sum)) {
+				break
+			}
+			if l.pend.CompareAndSwap(w, uint64(uint32(sec))<<32|uint64(uint32(int32(sum)))) {
+				l.settled(delta)
+				return
+			}
+		}
+	}
+	l.mu.Lock()
+	l.sync(now)
+	l.charge(sec, delta)
 	l.mu.Unlock()
-	if l.waiters.Load() != 0 {
+	l.settled(delta)
+}
+
+// settled wakes the head of the line after a refund, which may have made
+// the room it waits for.
+func (l *tokenLane[K]) settled(delta int64) {
+	if delta < 0 && l.waiters.Load() != 0 {
 		select {
 		case l.kick <- struct{}{}:
 		default:
