@@ -14,6 +14,9 @@ import (
 // reach.
 type placer[K comparable] Keyed[K]
 
+// placeOf makes the semaphore.Place of a spot (see waitq.PlaceOf).
+var placeOf = waitq.PlaceOf.(func(waitq.Spot) semaphore.Place)
+
 // Join takes a place in key's line without waiting, where Acquire with opts
 // would wait, as [semaphore.Weighted.Join] does: a webhook can answer at
 // once and its worker wait for the key's turn, and with [WithSequenceOrder]
@@ -61,7 +64,7 @@ func (s *Keyed[K]) joinAt(key K, n int64, t *call.Turn) (semaphore.Place, error)
 			return semaphore.Place{}, err // enqueue dropped the reference and counted
 		}
 	}
-	return semaphore.Place(waitq.NewSpot((*placer[K])(s), e, w, permit.Permit(p))), nil
+	return placeOf(waitq.NewSpot((*placer[K])(s), e, w, permit.Permit(p))), nil
 }
 
 // WaitPlace is semaphore.Place.Wait for a place of s, on entry owner (see

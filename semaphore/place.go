@@ -12,7 +12,14 @@ import (
 // It is used once, by the first [Place.Wait] or [Place.Leave] through any
 // copy; one never used leaks its permits. It counts as a waiter, and a
 // keyed place keeps its key's entry from eviction. The zero Place is used.
-type Place waitq.Spot
+type Place struct{ spot waitq.Spot }
+
+// Package keyedsem makes its places through waitq.PlaceOf: a Place's
+// field is out of its reach, and a conversion would need the type to be
+// waitq.Spot itself, which go doc would then show.
+func init() {
+	waitq.PlaceOf = func(sp waitq.Spot) Place { return Place{sp} }
+}
 
 // Join takes a place in line for n permits where Acquire would wait,
 // without waiting; places are served in that order, whatever order their
@@ -53,7 +60,7 @@ func (s *Weighted) Join(n int64, opts ...AcquireOption) (Place, error) {
 // placed returns a Place holding w, a waiter pushed, or p, the permits
 // granted at once.
 func (s *Weighted) placed(w *waitq.Waiter, p Permit) Place {
-	return Place(waitq.NewSpot((*owner)(s), nil, w, permit.Permit(p)))
+	return Place{waitq.NewSpot((*owner)(s), nil, w, permit.Permit(p))}
 }
 
 // Wait waits for the place's permits as Acquire does, WithMaxWait counting
@@ -63,7 +70,7 @@ func (p Place) Wait(ctx context.Context) (Permit, error) {
 	if ctx == nil {
 		panic("semaphore: nil Context")
 	}
-	pl, owner, w, granted, ok := waitq.Spot(p).Take()
+	pl, owner, w, granted, ok := p.spot.Take()
 	if !ok {
 		return Permit{}, ErrPlaceUsed
 	}
@@ -112,7 +119,7 @@ func (s *Weighted) handBackJoined(p Permit) {
 // it does nothing for a used place (so defer it). To end a Wait in
 // progress, end its context.
 func (p Place) Leave() {
-	if pl, owner, w, granted, ok := waitq.Spot(p).Take(); ok {
+	if pl, owner, w, granted, ok := p.spot.Take(); ok {
 		pl.LeavePlace(owner, w, granted)
 	}
 }

@@ -37,6 +37,12 @@ type Placer interface {
 	LeavePlace(owner any, w *Waiter, granted permit.Permit)
 }
 
+// PlaceOf is set by package semaphore to its func(Spot) semaphore.Place,
+// which makes the Place of a Spot; package keyedsem, whose Join returns a
+// semaphore.Place, asserts it to that type once. It is an any because
+// this package may not import semaphore.
+var PlaceOf any
+
 // Spot is a place in line, of any semaphore that keeps them
 // (semaphore.Place is one): its record and the generation it was made at.
 // The zero Spot is used.
