@@ -84,11 +84,14 @@
 // queue's hooks to about a millisecond. A call granted at once is in no
 // group's series (the lane's own wait histogram counts it as a wait of
 // 0), so a lane's group counts add up to its waited grants
-// (LaneStats.Waited) for the calls made through the queue, not to its
-// acquires; a lane is reported once a wait on it named a group other
-// than "" (a global lane without groups has no such series).
+// (LaneStats.Waited) of the calls made through the queue, not to its
+// acquires (a call whose permits came free between the queue's try and
+// its wait counts as a short wait here, and not in Waited). A lane is
+// reported once a wait on it named a group other than "" (a global lane
+// without groups has no such series).
 //
 // Cost: an exporter reads its source when it is scraped or collected, never
 // on the lanes' hot paths; a keyed lane's snapshot walks its keys (see
-// [keyedsem.Keyed.Stats]).
+// [keyedsem.Keyed.Stats]). [GroupHooks] costs a lock and a few adds per
+// wait, on the waits only: a grant at once reaches no hook.
 package exporters
