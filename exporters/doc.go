@@ -52,7 +52,46 @@
 //     true figure to divide by (its keys gauge counts the keys with callers
 //     of this instance waiting).
 //
+// # Waits by group
+//
+// A fair lane (a global lane made semaphore.WithFairShare, or
+// lanequeue.NewFairLane's) mixes its groups' waits in one histogram: a
+// small tenant's waits are lost among a big one's. A [GroupWaits],
+// fed by the queue's hooks ([GroupHooks]; each reported wait names its
+// group, lanequeue.Event's Group), keeps them apart, in a bounded number
+// of series per lane: the exporters report them with a group label
+// beside the lane's own (promlanes.WithGroupWaits,
+// otellanes.WithGroupWaits).
+//
+// Which groups have a series of their own: the first groups of a lane
+// to wait, up to [TopGroups] (10 by default), take a series each and
+// keep it for as long as they wait at least once per [GroupIdle] (10
+// minutes by default); every other group's waits are summed under
+// [OtherGroup], "other". So a lane has at most TopGroups+1 series
+// however many tenants come, and a group never moves between its own
+// series and "other" from one scrape to the next: a busy group, which
+// waits all the time, keeps its series, and one that has gone quiet
+// gives its series up, at a scrape, to the next group that waits. A
+// series given up is not lost from the sums: its counts are added to
+// "other" (a counter only grows), so that a lane's series always add up
+// to the waits recorded for it. The choice is by arrival and idleness,
+// not a ranking redone at each scrape: a ranking would move a group's
+// waits between series as the counts changed, and a counter that moves
+// down is read as a reset. A group named "other" is always counted
+// under "other"; the default group ("") is reported as it is named.
+//
+// What is counted: the grants of the calls that queued, timed by the
+// queue's hooks to about a millisecond. A call granted at once is in no
+// group's series (the lane's own wait histogram counts it as a wait of
+// 0), so a lane's group counts add up to its waited grants
+// (LaneStats.Waited) of the calls made through the queue, not to its
+// acquires (a call whose permits came free between the queue's try and
+// its wait counts as a short wait here, and not in Waited). A lane is
+// reported once a wait on it named a group other than "" (a global lane
+// without groups has no such series).
+//
 // Cost: an exporter reads its source when it is scraped or collected, never
 // on the lanes' hot paths; a keyed lane's snapshot walks its keys (see
-// [keyedsem.Keyed.Stats]).
+// [keyedsem.Keyed.Stats]). [GroupHooks] costs a lock and a few adds per
+// wait, on the waits only: a grant at once reaches no hook.
 package exporters

@@ -162,7 +162,7 @@ func (q *Queue[K]) waitOn(ctx context.Context, key K, g *grant[K], i int, turn c
 		taken++
 	}
 	if hk := q.watch.hooks.Load(); hk != nil {
-		q.waited(hk, key, g, i, err, since)
+		q.waited(hk, key, g, i, err, since, h.e.groupOf(key, turn))
 	}
 	done = true
 	if err != nil {
@@ -192,7 +192,7 @@ func (q *Queue[K]) rateTail(ctx context.Context, key K, g *grant[K], from int) e
 	}()
 	since, err := q.takeRateTail(ctx, key, g, from)
 	if hk != nil {
-		q.waited(hk, key, g, from, err, since)
+		q.waited(hk, key, g, from, err, since, "")
 	}
 	done = true
 	return err

@@ -35,6 +35,13 @@ type Event[K comparable] struct {
 	Since    time.Time     // when the wait or hold began
 	Duration time.Duration // how long it lasted (0 for a refusal)
 	Err      error         // how the wait ended (nil: granted), or the refusal
+	// Group is the fair-share group the call waited in, for a wait or a
+	// refusal on a global lane: the call's [semaphore.Group], else, on a
+	// lane made by [NewFairLane], its key's tenant; "" (the default
+	// group) for a call that named none, and on keyed and rate lanes and
+	// for a long hold. A lane made without WithFairShare names the
+	// call's group here too, though it does not order by it.
+	Group string
 }
 
 // SetHooks replaces the queue's hooks (the zero Hooks removes them); a call
@@ -80,10 +87,11 @@ func LogHooks[K comparable](l *slog.Logger, slowWait, longHold time.Duration) Ho
 // for i at g.plain), which began at since (the reading of waitFor), or
 // that did not wait (since noWait: a refusal at once, rate tokens there at
 // once): a slow wait, and a refusal. Each wait is timed from its own
-// start, and a lane that did not wait is no slow wait.
-func (q *Queue[K]) waited(h *Hooks[K], key K, g *grant[K], i int, err error, since int64) {
+// start, and a lane that did not wait is no slow wait. group is the
+// call's group on the lane (laneEntry.groupOf; "" for the rate lanes).
+func (q *Queue[K]) waited(h *Hooks[K], key K, g *grant[K], i int, err error, since int64, group string) {
 	hs := g.held()
-	e := Event[K]{Key: key, Err: err}
+	e := Event[K]{Key: key, Err: err, Group: group}
 	if i < len(hs) && i < g.plain {
 		e.Lane, e.Kind, e.Weight = hs[i].e.name, hs[i].e.kind, hs[i].n
 	} else if i < len(hs) { // the rate tail

@@ -51,3 +51,17 @@ func (l *fairLane[K]) acquireTurn(ctx context.Context, key K, n int64, t call.Tu
 	}
 	return l.s.Acquire(ctx, n, call.Lenient, semaphore.Priority(t.Priority), semaphore.Group(g))
 }
+
+// groupOf is the fair-share group that a call of key at the place t waits
+// in on e, as the hooks report it (Event.Group): on a global lane, t's
+// group, else a fair lane's tenant of key; "" on the other kinds. It is
+// asked only for a wait that the hooks report, never on a grant at once.
+func (e *laneEntry[K]) groupOf(key K, t call.Turn) string {
+	if e.kind != Global {
+		return ""
+	}
+	if f, ok := e.lane.(*fairLane[K]); ok && t.Group == "" {
+		return f.group(key)
+	}
+	return t.Group
+}

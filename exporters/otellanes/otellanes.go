@@ -27,7 +27,9 @@
 //
 // The wait-time and hold-time histograms (lanes.wait.duration and
 // lanes.hold.duration, in s) come from a [Producer] given to the reader,
-// since the metrics API has no asynchronous histogram.
+// since the metrics API has no asynchronous histogram; so does, with
+// [WithGroupWaits], a fair lane's wait time by fair-share group
+// (lanes.group.wait.duration, attribute lanes.group).
 //
 // The gauges of things that add up across lanes and instances (permits,
 // callers, keys) are UpDownCounters, as the conventions ask, and the
@@ -78,20 +80,33 @@ const (
 	LaneKey    = attribute.Key("lanes.lane")
 	KindKey    = attribute.Key("lanes.kind")
 	OutcomeKey = attribute.Key("lanes.outcome")
+	GroupKey   = attribute.Key("lanes.group") // a fair-share group (WithGroupWaits)
 )
 
 // Option changes what Register does.
 type Option func(*config)
 
 type config struct {
-	attrs []attribute.KeyValue
+	attrs  []attribute.KeyValue
+	groups *exporters.GroupWaits
 }
 
 // WithAttributes adds attributes with fixed values to every data point (the
 // queue's role in a process with several, say). One with a key above
-// (lanes.lane, lanes.kind, lanes.outcome) is overridden by the lane's own.
+// (lanes.lane, lanes.kind, lanes.outcome, lanes.group) is overridden by the
+// lane's own.
 func WithAttributes(kv ...attribute.KeyValue) Option {
 	return func(c *config) { c.attrs = append(c.attrs, kv...) }
+}
+
+// WithGroupWaits makes NewProducer's producer report the waits of w, a
+// fair lane's by fair-share group, as lanes.group.wait.duration (see
+// [Producer]). Register and RegisterLimits ignore it.
+func WithGroupWaits(w *exporters.GroupWaits) Option {
+	if w == nil {
+		panic("otellanes: nil GroupWaits")
+	}
+	return func(c *config) { c.groups = w }
 }
 
 type instruments struct {

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/sessionlane/lanes/exporters"
+	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -41,17 +42,30 @@ const ScopeName = "github.com/sessionlane/lanes/exporters/otellanes"
 // cumulative, and their start time is when NewProducer was called (make
 // the producer with the lanes, or the first interval starts late).
 //
+// With [WithGroupWaits] a third histogram, in the same buckets, holds
+// the waits of fair lanes by fair-share group, from an
+// [exporters.GroupWaits] that the queue's hooks feed:
+//
+//	lanes.group.wait.duration  Histogram  s  time a grant of a fair lane queued, by lanes.group
+//
+// Its data points have the attributes lanes.lane, lanes.kind and
+// lanes.group: at most TopGroups+1 per lane, the groups with a point of
+// their own and "other" for the rest (the exporters package doc's "Waits
+// by group" says which), their counts adding up to the lane's grants that
+// queued (lanes.waited, for the calls made through the queue).
+//
 // Produce may be called concurrently; each call reads the source once.
 type Producer struct {
-	src   exporters.Source
-	attrs []attribute.KeyValue
-	start time.Time
+	src    exporters.Source
+	attrs  []attribute.KeyValue
+	groups *exporters.GroupWaits // nil: no lanes.group.wait.duration
+	start  time.Time
 }
 
 var _ sdkmetric.Producer = (*Producer)(nil)
 
 // NewProducer returns a producer of src's histograms; opts are Register's
-// (WithAttributes). It panics if src is nil.
+// (WithAttributes) and WithGroupWaits. It panics if src is nil.
 func NewProducer(src exporters.Source, opts ...Option) *Producer {
 	if src == nil {
 		panic("otellanes: nil source")
@@ -60,7 +74,7 @@ func NewProducer(src exporters.Source, opts ...Option) *Producer {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return &Producer{src: src, attrs: cfg.attrs, start: time.Now()}
+	return &Producer{src: src, attrs: cfg.attrs, groups: cfg.groups, start: time.Now()}
 }
 
 // bounds are semaphore.HistogramBounds in seconds.
@@ -73,9 +87,10 @@ var bounds = func() []float64 {
 	return s
 }()
 
-// Produce returns the histograms of the lanes that record them, in one
-// scope (none if no lane does). A lane name that the source gives twice is
-// produced once, with an error naming it.
+// Produce returns the histograms of the lanes that record them, and the
+// group waits (WithGroupWaits), in one scope (none if there are none). A
+// lane name that the source gives twice is produced once, with an error
+// naming it.
 func (p *Producer) Produce(context.Context) ([]metricdata.ScopeMetrics, error) {
 	now := time.Now()
 	var wait, hold []metricdata.HistogramDataPoint[float64]
@@ -94,22 +109,49 @@ func (p *Producer) Produce(context.Context) ([]metricdata.ScopeMetrics, error) {
 		wait = append(wait, p.point(set, now, &st.WaitTime))
 		hold = append(hold, p.point(set, now, &st.HoldTime))
 	}
-	if len(wait) == 0 {
+	groups := p.groupPoints(now)
+	if len(wait) == 0 && len(groups) == 0 {
 		return nil, err
 	}
 	b := slices.Clone(bounds) // the points' own: a reader may keep them
 	for i := range wait {
 		wait[i].Bounds, hold[i].Bounds = b, b
 	}
-	return []metricdata.ScopeMetrics{{
-		Scope: instrumentation.Scope{Name: ScopeName},
-		Metrics: []metricdata.Metrics{
-			{Name: "lanes.wait.duration", Unit: "s", Description: "Time a grant of the lane waited in line (0 for one that did not queue).",
+	for i := range groups {
+		groups[i].Bounds = b
+	}
+	var ms []metricdata.Metrics
+	if len(wait) > 0 {
+		ms = append(ms,
+			metricdata.Metrics{Name: "lanes.wait.duration", Unit: "s", Description: "Time a grant of the lane waited in line (0 for one that did not queue).",
 				Data: metricdata.Histogram[float64]{Temporality: metricdata.CumulativeTemporality, DataPoints: wait}},
-			{Name: "lanes.hold.duration", Unit: "s", Description: "Time from a grant of the lane to its release.",
-				Data: metricdata.Histogram[float64]{Temporality: metricdata.CumulativeTemporality, DataPoints: hold}},
-		},
-	}}, err
+			metricdata.Metrics{Name: "lanes.hold.duration", Unit: "s", Description: "Time from a grant of the lane to its release.",
+				Data: metricdata.Histogram[float64]{Temporality: metricdata.CumulativeTemporality, DataPoints: hold}})
+	}
+	if len(groups) > 0 {
+		ms = append(ms, metricdata.Metrics{Name: "lanes.group.wait.duration", Unit: "s",
+			Description: "Time a grant of a fair lane waited in line, of the calls that queued, by fair-share group: the groups with a point of their own, the others summed as \"other\".",
+			Data:        metricdata.Histogram[float64]{Temporality: metricdata.CumulativeTemporality, DataPoints: groups}})
+	}
+	return []metricdata.ScopeMetrics{{Scope: instrumentation.Scope{Name: ScopeName}, Metrics: ms}}, err
+}
+
+// groupPoints returns a point per group series of p.groups (none without
+// it), their Bounds left for Produce to set.
+func (p *Producer) groupPoints(now time.Time) []metricdata.HistogramDataPoint[float64] {
+	if p.groups == nil {
+		return nil
+	}
+	var out []metricdata.HistogramDataPoint[float64]
+	for _, l := range p.groups.Lanes() {
+		for i := range l.Groups {
+			g := &l.Groups[i]
+			kv := make([]attribute.KeyValue, 0, len(p.attrs)+3)
+			kv = append(append(kv, p.attrs...), LaneKey.String(l.Lane), KindKey.String(lanequeue.Global.String()), GroupKey.String(g.Group))
+			out = append(out, p.point(attribute.NewSet(kv...), now, &g.Waits))
+		}
+	}
+	return out
 }
 
 // point converts h: the bucket counts as they are (OpenTelemetry's are per

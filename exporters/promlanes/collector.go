@@ -22,6 +22,7 @@
 //	lanes_reorder_holds_run_out_total  counter    callers that went when their reorder hold ran out (keyed lanes only)
 //	lanes_wait_seconds                 histogram  time a grant waited in line (0 for one that did not queue)
 //	lanes_hold_seconds                 histogram  time from a grant to its release
+//	lanes_group_wait_seconds           histogram  time a grant of a fair lane queued, by group (WithGroupWaits)
 //
 // Capacity and use are on one footing, so that a ratio or a sum of them
 // means what it says (the model is the exporters package doc's, "Capacity
@@ -60,6 +61,16 @@
 // says nothing waited. Their _count is the lane's acquired grants
 // (wait) and first releases (hold).
 //
+// With [WithGroupWaits], the waits of fair lanes are reported by
+// fair-share group too, from an [exporters.GroupWaits] that the queue's
+// hooks feed: lanes_group_wait_seconds, with the labels lane, kind and
+// group, in the same buckets, its _count the grants that queued. A lane
+// has at most TopGroups+1 such series, the groups with a series of their
+// own and group="other" for the rest; which groups have one is the
+// exporters package doc's "Waits by group". The series of a lane add up:
+// sum by (lane) of their _count is every grant of the lane that queued
+// (lanes_waited_total, for the calls made through the queue).
+//
 // The adaptive controllers that drive lanes' capacities (package adaptive)
 // have a collector of their own, [NewLimits]: the limit, its floor and
 // ceiling, its moves by reason and the last reason, under
@@ -85,6 +96,7 @@ type Option func(*config)
 type config struct {
 	namespace string
 	labels    prometheus.Labels
+	groups    *exporters.GroupWaits
 }
 
 // WithNamespace replaces the metrics' namespace, "lanes" by default (the
@@ -96,21 +108,33 @@ func WithNamespace(ns string) Option {
 
 // WithConstLabels adds labels with fixed values to every series (the
 // queue's role in a process with several, say). They must not be lane,
-// kind or outcome.
+// kind, outcome or group.
 func WithConstLabels(l prometheus.Labels) Option {
 	return func(c *config) { c.labels = l }
+}
+
+// WithGroupWaits makes New's collector report the waits of w, a fair
+// lane's by fair-share group, as lanes_group_wait_seconds (see the package
+// doc). NewLimits ignores it.
+func WithGroupWaits(w *exporters.GroupWaits) Option {
+	if w == nil {
+		panic("promlanes: nil GroupWaits")
+	}
+	return func(c *config) { c.groups = w }
 }
 
 // Collector is a [prometheus.Collector] of the lanes of a source. Make it
 // with New and register it with a [prometheus.Registerer].
 type Collector struct {
-	src exporters.Source
+	src    exporters.Source
+	groups *exporters.GroupWaits // nil: no group series
 
 	capacity, keyCapacity, fleetCapacity *prometheus.Desc
 	inUse, waiters, keys, closed         *prometheus.Desc
 	acquires, waited, releases, doubles  *prometheus.Desc
 	holdsRunOut                          *prometheus.Desc
 	waitTime, holdTime                   *prometheus.Desc
+	groupWait                            *prometheus.Desc
 }
 
 // Outcomes of an acquire call, the values of the outcome label of
@@ -139,6 +163,7 @@ func New(src exporters.Source, opts ...Option) *Collector {
 	}
 	return &Collector{
 		src:           src,
+		groups:        cfg.groups,
 		capacity:      desc("capacity_permits", "Capacity of the lane on the footing of in_use_permits (of a global lane; of a keyed lane, per key times keys alive; of a rate lane, its burst); none for a lane a fleet shares. in_use_permits / capacity_permits is the usage; sum across instances."),
 		keyCapacity:   desc("key_capacity_permits", "Capacity per key of a keyed lane, the same for every key. Aggregate with max, not sum."),
 		fleetCapacity: desc("fleet_capacity_permits", "Capacity that a fleet of instances shares (a Redis lane); every instance reports the same whole. Aggregate across instances with max, not sum: the fleet's usage is sum(in_use_permits) / max(fleet_capacity_permits)."),
@@ -153,6 +178,8 @@ func New(src exporters.Source, opts ...Option) *Collector {
 		holdsRunOut:   desc("reorder_holds_run_out_total", "Callers of a keyed lane that went when their reorder hold ran out, a predecessor's number still missing (keyedsem.WithReorderHold)."),
 		waitTime:      desc("wait_seconds", "Time a grant of the lane waited in line (0 for one that did not queue)."),
 		holdTime:      desc("hold_seconds", "Time from a grant of the lane to its release."),
+		groupWait: desc("group_wait_seconds", "Time a grant of a fair lane waited in line, of the calls that queued, by fair-share group: the groups with a series of their own, the others summed as group=\"other\". Sum by lane to get every queued grant.",
+			"group"),
 	}
 }
 
@@ -164,7 +191,11 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *Collector) descs() []*prometheus.Desc {
-	return []*prometheus.Desc{c.capacity, c.keyCapacity, c.fleetCapacity, c.inUse, c.waiters, c.keys, c.closed, c.acquires, c.waited, c.releases, c.doubles, c.holdsRunOut, c.waitTime, c.holdTime}
+	d := []*prometheus.Desc{c.capacity, c.keyCapacity, c.fleetCapacity, c.inUse, c.waiters, c.keys, c.closed, c.acquires, c.waited, c.releases, c.doubles, c.holdsRunOut, c.waitTime, c.holdTime}
+	if c.groups != nil {
+		d = append(d, c.groupWait)
+	}
+	return d
 }
 
 // Collect reads the source once and sends each lane's metrics. A lane name
@@ -178,6 +209,15 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.capacity, fmt.Errorf("promlanes: %w", err))
+	}
+	if c.groups != nil {
+		kind := lanequeue.Global.String() // GroupWaits records global lanes only
+		for _, l := range c.groups.Lanes() {
+			for i := range l.Groups {
+				g := &l.Groups[i]
+				ch <- histogram(c.groupWait, &g.Waits, l.Lane, kind, g.Group)
+			}
+		}
 	}
 }
 

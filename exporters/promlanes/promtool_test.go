@@ -19,8 +19,8 @@ import (
 
 // TestPromtoolCheckMetrics: the exposition of every kind of lane, as a
 // scrape of /metrics gets it (keyed, global and rate lanes, histograms, a
-// keyed lane's reorder holds, a fleet's lane, and the adaptive
-// controllers), passes `promtool check metrics`, Prometheus' own linter
+// keyed lane's reorder holds, a fleet's lane, a fair lane's waits by
+// group, and the adaptive controllers), passes `promtool check metrics`, Prometheus' own linter
 // of the text format. Skipped, with the reason, where promtool is not
 // installed (on Debian it comes with the prometheus package).
 func TestPromtoolCheckMetrics(t *testing.T) {
@@ -36,8 +36,10 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 	defer stopK()
 	fleet, _, _, stopF := scenario.UsageFleet(t)
 	defer stopF()
+	groups := exporters.NewGroupWaits(exporters.TopGroups(2))
+	scenario.Fair(t, groups, "big", "small", "", "big", "third")
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(promlanes.New(exporters.Join(q, timed, exporters.Keyed("thread", k))))
+	reg.MustRegister(promlanes.New(exporters.Join(q, timed, exporters.Keyed("thread", k)), promlanes.WithGroupWaits(groups)))
 	reg.MustRegister(promlanes.New(fleet[0], promlanes.WithNamespace("fleet")))
 	reg.MustRegister(promlanes.NewLimits(exporters.Controllers(scenario.Controllers(t))))
 
@@ -48,7 +50,7 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 		t.Fatalf("/metrics: %d %s", rec.Code, rec.Body)
 	}
 	body := rec.Body.Bytes()
-	for _, name := range []string{"lanes_wait_seconds_bucket", "lanes_reorder_holds_run_out_total", "fleet_fleet_capacity_permits", "lanes_adaptive_"} {
+	for _, name := range []string{"lanes_wait_seconds_bucket", `lanes_group_wait_seconds_bucket{group="other"`, "lanes_reorder_holds_run_out_total", "fleet_fleet_capacity_permits", "lanes_adaptive_"} {
 		if !bytes.Contains(body, []byte(name)) {
 			t.Fatalf("the exposition has no %s: the check would not cover it", name)
 		}
