@@ -155,7 +155,12 @@ type provRow struct {
 	TokBound      int64          `json:"token_bound"`
 	MaxReqArrival int64          `json:"max_requests_in_a_window_at_arrival"`
 	MaxTokArrival int64          `json:"max_tokens_in_a_window_at_arrival"`
-	Held          bool           `json:"held"` // MaxReq <= N and MaxTok <= TokBound
+	// From a call's requests charge to its arrival at the provider (the
+	// clocks of Redis and the provider are the same machine's): the
+	// tokens lane, taken after it, may wait for its window.
+	DelayP99Ms int64 `json:"charge_to_arrival_p99_ms"`
+	DelayMaxMs int64 `json:"charge_to_arrival_max_ms"`
+	Held       bool  `json:"held"` // MaxReq <= N and MaxTok <= TokBound
 }
 
 // provReport is the -provider run's result.
@@ -236,7 +241,9 @@ func (p *fakeProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	retry, ok := p.start(&c)
 	if !ok {
 		ms := (retry + time.Millisecond - 1) / time.Millisecond
-		w.Header().Set("retry-after-ms", strconv.FormatInt(int64(ms), 10))
+		secs := (retry + time.Second - 1) / time.Second
+		w.Header().Set("retry-after-ms", strconv.FormatInt(int64(ms), 10)) // OpenAI's, read first
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(secs), 10))
 		w.WriteHeader(http.StatusTooManyRequests)
 		return
 	}
@@ -557,6 +564,7 @@ func summarizeProv(cfg *provConfig, row *provRow, calls []provCall, start time.T
 	var reqs, toks, reqArr, tokArr []weighted
 	refusedIn := map[[2]int]int{}
 	var served, tokens int64
+	delays := make([]int64, 0, len(calls))
 	for _, c := range calls {
 		if c.reqAt <= 0 || c.tokAt <= 0 {
 			return fmt.Errorf("a call of replica %d reached the provider without the times of its charges: stampHook no longer reads the lanes' grants", c.replica)
@@ -568,6 +576,7 @@ func summarizeProv(cfg *provConfig, row *provRow, calls []provCall, start time.T
 		reqs = append(reqs, weighted{c.reqAt, 1})
 		toks = append(toks, weighted{c.tokAt, used})
 		am := c.arrival.Sub(start).Milliseconds()
+		delays = append(delays, c.arrival.UnixMilli()-c.reqAt)
 		reqArr = append(reqArr, weighted{am, 1})
 		tokArr = append(tokArr, weighted{am, used})
 		w := int(c.arrival.Sub(start) / cfg.Window)
@@ -582,6 +591,11 @@ func summarizeProv(cfg *provConfig, row *provRow, calls []provCall, start time.T
 			served++
 			tokens += c.actual
 		}
+	}
+	if len(delays) > 0 {
+		slices.Sort(delays)
+		row.DelayP99Ms = redistest.Percentile(delays, 0.99)
+		row.DelayMaxMs = delays[len(delays)-1]
 	}
 	row.MaxReq = maxInWindow(reqs, wms)
 	row.MaxTok = maxInWindow(toks, wms)
