@@ -3,7 +3,7 @@ package main
 // The -provider run: a fake model provider, in process on a loopback
 // port, that limits calls in flight, requests per window and tokens per
 // window (counted when a call starts, at the tokens it will use) and
-// answers 429 with retry-after-ms above them; and a fleet of three
+// answers 429 with retry-after-ms and Retry-After above them; and a fleet of three
 // replicas calling it, each with its own go-redis client, its own
 // lanequeue.Queue and its own lanehttp.Transport over three lanes:
 // "concurrency" (redislane.AsLane of a Weighted), "requests" and "tokens"
@@ -34,9 +34,12 @@ package main
 // a go-redis hook on each replica's client (stampHook) copies it into
 // the request's context, and the replica's base transport sends it in
 // two headers. It also counts each call at its arrival, on its own
-// clock, which is what it limits by: a call charged just after the
-// fleet's window made room can arrive within the provider's window of the
-// call that left it, and is refused (the 429s of the shared row).
+// clock, which is what it limits by, and refuses what passes a limit
+// there: a queue takes the rate lanes one by one, "requests" before
+// "tokens", so a call whose requests charge is spent can wait for the
+// tokens lane before it is sent, and a call charged just after the
+// fleet's window made room can arrive within the provider's window of
+// the call that left it (see the figures in docs/benchmarks.md).
 
 import (
 	"bytes"
@@ -380,7 +383,7 @@ func (r *replica) close() {
 	_ = r.rc.Close()
 }
 
-// newReplica makes replica i with lanes named prefix+"-c", "-r", "-t" of
+// newReplica makes a replica with lanes named prefix+"-c", "-r", "-t" of
 // the budgets conc, reqs and toks per window.
 func newReplica(cfg *provConfig, prefix string, conc, reqs, toks int64) (*replica, error) {
 	rname, tname := prefix+"-r", prefix+"-t"
