@@ -41,7 +41,9 @@
 // (provider.go), then a model API with concurrency, requests-per-minute and
 // tokens-per-minute limits and Retry-After on its 429s, called through
 // lanequeue's lanes with tokens settled after each call and cooldowns,
-// beside fixed limits and a naive retry loop (ratelimits.go).
+// beside fixed limits and a naive retry loop (ratelimits.go). Its fleet
+// version, three replicas sharing one budget through Redis in real time,
+// is `go run ./cmd/fleetsim -provider` in the redislane module.
 //
 // The exit status is 1 if a run with a per-thread lane shows more than one
 // handler at once for a thread, or an order violation, or if a message was

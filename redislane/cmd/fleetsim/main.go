@@ -26,10 +26,21 @@
 // releasing in a loop, and reports the p50 of acquire+release in Redis round
 // trips (the p50 of a PING).
 //
+// -provider instead runs, in one process, a fake model provider with
+// limits on calls in flight, requests and tokens per window and 429s with
+// retry-after-ms, and three replicas calling it through
+// lanehttp.Transport over redislane lanes (tokens settled after each
+// call, cooldowns for the fleet): first with one budget shared through
+// Redis, then with a budget of a third for each replica, under an uneven
+// load and an even one. It prints what the provider counted, in real
+// time with the provider's minute scaled down to -window, and exits with
+// status 1 if a window held more than the budget allows (see provider.go).
+//
 //	go run ./cmd/fleetsim                       # 4 x 25, capacity 10, 5 s
 //	go run ./cmd/fleetsim -procs 8 -duration 10s -json
 //	go run ./cmd/fleetsim -mode uncontended
 //	go run ./cmd/fleetsim -capacity 1000 -contenders 250 -quota 50
+//	go run ./cmd/fleetsim -provider             # 4 rows of 8 s, 1 s windows
 package main
 
 import (
@@ -136,7 +147,26 @@ func main() {
 	flag.StringVar(&cfg.Name, "name", "", "lane name (default: a fresh one)")
 	flag.IntVar(&cfg.Protocol, "resp", 3, "RESP version of the go-redis clients (2 or 3)")
 	flag.Int64Var(&cfg.Quota, "quota", 0, "block of quota leasing (redislane.WithQuota): run without it, then with it, and compare (0: without only)")
+	provider := flag.Bool("provider", false, "instead, a fake provider and three replicas calling it through lanehttp.Transport,\nwith a budget shared through Redis and one of a third per replica (see provider.go);\n-duration is then each row's (default 8s), -redis and -json apply")
+	pc := defaultProv()
+	flag.DurationVar(&pc.Window, "window", pc.Window, "-provider: the provider's window (its minute, scaled down)")
+	flag.Int64Var(&pc.Requests, "rpw", pc.Requests, "-provider: the provider's requests per window (N)")
+	flag.Int64Var(&pc.Tokens, "tpw", pc.Tokens, "-provider: the provider's tokens per window (T)")
+	flag.Int64Var(&pc.Concurrency, "conc", pc.Concurrency, "-provider: the provider's calls in flight (C)")
+	flag.IntVar(&pc.Busy, "busy", pc.Busy, "-provider: callers of the busy replica, uneven load")
+	flag.IntVar(&pc.Even, "even", pc.Even, "-provider: callers of each replica, even load")
+	flag.Uint64Var(&pc.Seed, "seed", pc.Seed, "-provider: seed of the calls' estimates and uses")
 	flag.Parse()
+
+	if *provider {
+		durSet := false
+		flag.Visit(func(f *flag.Flag) { durSet = durSet || f.Name == "duration" })
+		if durSet {
+			pc.Duration = cfg.Duration
+		}
+		pc.Redis = cfg.Redis
+		os.Exit(runProviderMain(pc, *jsonOut))
+	}
 
 	if *child >= 0 {
 		if *cpuprofile != "" {

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/sessionlane/lanes/redislane/redistest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	redistest.StopAll() // also the servers of tests that failed before their clean-up ran
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// startRedis starts a redis-server of the test's own, as redislane's
+// tests do: without one the test fails under CI (CI=true) and is skipped
+// elsewhere.
+func startRedis(t *testing.T) *redistest.Server {
+	t.Helper()
+	s, err := redistest.Start()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("fleetsim's tests need a real redis-server and CI=true: %v", err)
+		}
+		t.Skipf("skipping: cannot start redis-server: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// TestProviderFleetKeepsTheBudget runs the -provider rows of the uneven
+// load for a few windows: three replicas on one Redis, sharing one budget,
+// then each with a third of it. Counted at the provider by the time the
+// fleet's lanes charged each call, no window holds more than N requests,
+// nor more than T tokens plus the under-estimates of the calls in
+// flight; and the shared budget serves the busy replica more than its
+// third.
+func TestProviderFleetKeepsTheBudget(t *testing.T) {
+	srv := startRedis(t)
+	cfg := defaultProv()
+	cfg.Duration = 3 * time.Second
+	cfg.Redis = srv.Addr
+	type result struct {
+		rep provReport
+		err error
+	}
+	done := make(chan result, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		rep, err := runProvAll(ctx, cfg, true)
+		done <- result{rep, err}
+	}()
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(2 * time.Minute):
+		cancel()
+		<-done
+		t.Fatal("the -provider rows did not end within 2 minutes of a 6 s run")
+	}
+	require.NoError(t, res.err)
+	require.Len(t, res.rep.Rows, 2)
+	for _, r := range res.rep.Rows {
+		t.Logf("%s budget, %s load: %.1f calls/s, %.1f%% of the binding limit; most in a window: %d requests, %d tokens (at arrival: %d, %d); 429s %v",
+			r.Budget, r.Load, r.CallsPerSec, 100*r.Binding, r.MaxReq, r.MaxTok, r.MaxReqArrival, r.MaxTokArrival, r.RefusedBy)
+		assert.Positive(t, r.Calls, "%s: no call reached the provider", r.Budget)
+		assert.LessOrEqual(t, r.MaxReq, cfg.Requests, "%s: the fleet admitted more than N requests in a window", r.Budget)
+		assert.LessOrEqual(t, r.MaxTok, cfg.Tokens+cfg.Concurrency*cfg.maxUnder(), "%s: the fleet admitted more than T tokens plus the calls in flight's under-estimates in a window", r.Budget)
+		assert.True(t, r.Held, "%s: the run's own verdict", r.Budget)
+	}
+	shared, split := res.rep.Rows[0], res.rep.Rows[1]
+	assert.Greater(t, shared.Binding, split.Binding, "under an uneven load the shared budget served no more than a third for each replica")
+	assert.True(t, res.rep.OK)
+}
+
+// TestMaxInWindow: the oracle counts a window as [s, s+w) on the
+// charges' clock, so N charges a window apart are two windows, and one
+// more within the window is caught.
+func TestMaxInWindow(t *testing.T) {
+	xs := []weighted{{2000, 4}, {1000, 5}, {1500, 1}}
+	assert.EqualValues(t, 6, maxInWindow(xs, 1000), "[1000, 2000) holds 5+1, [1500, 2500) 1+4")
+	assert.EqualValues(t, 10, maxInWindow(xs, 1001), "[1000, 2001) holds all")
+	assert.EqualValues(t, 0, maxInWindow(nil, 1000))
+}
+
+// TestSummarizeCatchesOverAdmission: a record with N+1 requests charged
+// in one window, or tokens past the bound, breaks the row's verdict; a
+// call without its charge times fails the run rather than pass unseen.
+func TestSummarizeCatchesOverAdmission(t *testing.T) {
+	cfg := defaultProv()
+	start := time.UnixMilli(1_000_000)
+	calls := func(n int, tokens int64) []provCall {
+		var cs []provCall
+		for i := range n {
+			at := int64(1_000_000 + 10*i)
+			cs = append(cs, provCall{arrival: time.UnixMilli(at), reqAt: at, tokAt: at, est: tokens, actual: tokens})
+		}
+		return cs
+	}
+	var row provRow
+	require.NoError(t, summarizeProv(&cfg, &row, calls(int(cfg.Requests), 1), start))
+	assert.True(t, row.Held, "N requests in a window keep the budget")
+	require.NoError(t, summarizeProv(&cfg, &row, calls(int(cfg.Requests)+1, 1), start))
+	assert.False(t, row.Held, "N+1 requests in a window passed")
+	bound := cfg.Tokens + cfg.Concurrency*cfg.maxUnder()
+	require.NoError(t, summarizeProv(&cfg, &row, calls(2, bound/2+1), start))
+	assert.False(t, row.Held, "tokens past the bound passed")
+
+	cs := calls(3, 1)
+	cs[1].tokAt = 0
+	assert.Error(t, summarizeProv(&cfg, &row, cs, start), "a call without its charge time")
+}
