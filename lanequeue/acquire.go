@@ -463,7 +463,9 @@ func rateSplit[K comparable](g *grant[K], from int, reqs []rateReq[K], ext []int
 }
 
 // takeRateTail takes the rate lanes g.held()[from:], for key: this
-// package's lanes together (takeRates), then the others one by one. If
+// package's lanes together (takeRates), then the others one by one, the
+// one that has no tokens now first when all of them can give a charge
+// back (waitFirst). If
 // one of those fails, the tokens reserved on this package's lanes are
 // given back, and so are the charges of lanes that settle (permitSettler,
 // redislane.AsRateLane); another package's other rate lanes cannot give
@@ -490,8 +492,16 @@ func (q *Queue[K]) takeRateTail(ctx context.Context, key K, g *grant[K], from in
 		}
 	}
 	hs := g.held()
+	if len(ext) > 1 && undoable(hs, ext) {
+		// A call holds no lane's charge while it waits for another's
+		// (see waitFirst).
+		ext = waitFirst(key, hs, ext, reqs)
+	}
 	for _, i := range ext {
 		h := &hs[i]
+		if h.p != (semaphore.Permit{}) {
+			continue // taken by waitFirst's try
+		}
 		if err := takeForeignRate(ctx, key, h, reqs, true); err != nil {
 			cancelRates(reqs)
 			undoTokens(hs, ext)
@@ -510,6 +520,41 @@ func (q *Queue[K]) takeRateTail(ctx context.Context, key K, g *grant[K], from in
 	}
 	commitRates(reqs)
 	return since, nil
+}
+
+// waitFirst tries the lanes hs[ext] (token lanes, all of which can give a
+// charge back) without waiting, in order. If one has no tokens now, it
+// gives back what the others charged and returns ext with that lane
+// first (swapped there in place), so that the caller waits for
+// it before it charges the others: a call charged on one lane while it
+// waits for another would spend the first lane's budget long before the
+// call is made, which a provider that counts at arrival sees as more calls
+// in its window than the lane allowed. If every lane has tokens, they are
+// all taken, and ext is returned as it is.
+func waitFirst[K comparable](key K, hs []held[K], ext []int, reqs []rateReq[K]) []int {
+	for k, i := range ext {
+		if takeForeignRate(context.Background(), key, &hs[i], reqs, false) == nil {
+			continue
+		}
+		undoTokens(hs, ext)
+		ext[0], ext[k] = ext[k], ext[0]
+		return ext
+	}
+	return ext
+}
+
+// undoable reports whether every lane of hs[ext] can give back what it
+// charged a call (a token lane of this package, or another package's that
+// settles).
+func undoable[K comparable](hs []held[K], ext []int) bool {
+	for _, i := range ext {
+		switch hs[i].e.lane.(type) {
+		case *tokenLane[K], permitSettler:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // errNoTokens is the failure of a rate lane of another package's

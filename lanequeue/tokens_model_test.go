@@ -163,3 +163,41 @@ func TestTokenLaneSettlesBeyond32Bits(t *testing.T) {
 		probe.Release()
 	}
 }
+
+// TestTokenLanesChargeNoneWhileOneWaits: a call on two token lanes that
+// must wait for one holds no charge on the other meanwhile; it charges
+// both once the one it waited for has room. A provider that counts a call
+// at its arrival would otherwise see the first lane's budget spent by
+// calls still waiting for the second (fleetsim -provider measured waits
+// of 0.7 s between a call's requests charge and its arrival).
+func TestTokenLanesChargeNoneWhileOneWaits(t *testing.T) {
+	q := lanequeue.New[string]()
+	t.Cleanup(q.Close)
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	q.SetClock(clk)
+	must(t, addToken(q, "a", 100))
+	must(t, addToken(q, "b", 100))
+	a, err := q.Lanes("a")
+	must(t, err)
+	b, err := q.Lanes("b")
+	must(t, err)
+	full, ok := q.TryAcquireAll("x", b, lanequeue.LaneWeight("b", 100)) // b is spent for a minute
+	if !ok {
+		t.Fatal("a fresh lane refused its budget")
+	}
+	full.Release()
+	res := acquireAsync(context.Background(), q, "k", []string{"a", "b"}, lanequeue.LaneWeight("a", 60), lanequeue.LaneWeight("b", 1))
+	pending(t, clk, 1) // it waits for b
+	probe, ok := q.TryAcquireAll("probe", a, lanequeue.LaneWeight("a", 41))
+	if !ok {
+		t.Fatal("a's budget was charged by a call still waiting for b: 41 of 100 refused")
+	}
+	probe.Release()
+	clk.Advance(62 * time.Second) // b's charge and the probe's leave the window
+	r := receive(t, res)
+	must(t, r.err)
+	defer r.t.Release()
+	if _, ok := q.TryAcquireAll("over", a, lanequeue.LaneWeight("a", 41)); ok {
+		t.Fatal("the call granted after its wait did not charge a's 60")
+	}
+}
