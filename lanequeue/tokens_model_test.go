@@ -82,12 +82,7 @@ func TestTokenLaneMatchesModel(t *testing.T) {
 // again, and no more.
 func TestTokenLaneConcurrentSettlesAddUp(t *testing.T) {
 	const budget, callers, rounds = 1_000_000, 8, 200
-	q := lanequeue.New[string]()
-	defer q.Close()
-	clk := clock.NewFake(time.Unix(1_000_000, 0))
-	q.SetClock(clk)
-	ls, err := tokenLanes(q, budget)
-	must(t, err)
+	q, ls := tokenOnlyQueue(t, budget)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -135,12 +130,7 @@ func tokenLanes(q *lanequeue.Queue[string], perMinute int64) (lanequeue.LaneSet[
 // same.
 func TestTokenLaneSettlesBeyond32Bits(t *testing.T) {
 	const budget = semaphore.MaxCapacity
-	q := lanequeue.New[string]()
-	defer q.Close()
-	clk := clock.NewFake(time.Unix(1_000_000, 0))
-	q.SetClock(clk)
-	ls, err := tokenLanes(q, budget)
-	must(t, err)
+	q, ls := tokenOnlyQueue(t, budget)
 	tk, ok := q.TryAcquireAll("k", ls, lanequeue.LaneWeight("tpm", 1))
 	if !ok {
 		t.Fatal("1 token refused on an empty lane")
@@ -171,16 +161,7 @@ func TestTokenLaneSettlesBeyond32Bits(t *testing.T) {
 // calls still waiting for the second (fleetsim -provider measured waits
 // of 0.7 s between a call's requests charge and its arrival).
 func TestTokenLanesChargeNoneWhileOneWaits(t *testing.T) {
-	q := lanequeue.New[string]()
-	t.Cleanup(q.Close)
-	clk := clock.NewFake(time.Unix(1_000_000, 0))
-	q.SetClock(clk)
-	must(t, addToken(q, "a", 100))
-	must(t, addToken(q, "b", 100))
-	a, err := q.Lanes("a")
-	must(t, err)
-	b, err := q.Lanes("b")
-	must(t, err)
+	q, clk, a, b := twoTokenLanes(t)
 	full, ok := q.TryAcquireAll("x", b, lanequeue.LaneWeight("b", 100)) // b is spent for a minute
 	if !ok {
 		t.Fatal("a fresh lane refused its budget")
@@ -200,4 +181,34 @@ func TestTokenLanesChargeNoneWhileOneWaits(t *testing.T) {
 	if _, ok := q.TryAcquireAll("over", a, lanequeue.LaneWeight("a", 41)); ok {
 		t.Fatal("the call granted after its wait did not charge a's 60")
 	}
+}
+
+// tokenOnlyQueue is a queue on a fake clock with a token lane "tpm" of
+// perMinute tokens, and the set of that lane alone.
+func tokenOnlyQueue(t *testing.T, perMinute int64) (*lanequeue.Queue[string], lanequeue.LaneSet[string]) {
+	t.Helper()
+	q := lanequeue.New[string]()
+	t.Cleanup(q.Close)
+	q.SetClock(clock.NewFake(time.Unix(1_000_000, 0)))
+	ls, err := tokenLanes(q, perMinute)
+	must(t, err)
+	return q, ls
+}
+
+// twoTokenLanes is a queue on a fake clock with two token lanes, "a" and
+// "b", of 100 tokens a minute each, and the set of each.
+func twoTokenLanes(t *testing.T) (q *lanequeue.Queue[string], clk *clock.Fake, a, b lanequeue.LaneSet[string]) {
+	t.Helper()
+	q = lanequeue.New[string]()
+	t.Cleanup(q.Close)
+	clk = clock.NewFake(time.Unix(1_000_000, 0))
+	q.SetClock(clk)
+	must(t, addToken(q, "a", 100))
+	must(t, addToken(q, "b", 100))
+	var err error
+	a, err = q.Lanes("a")
+	must(t, err)
+	b, err = q.Lanes("b")
+	must(t, err)
+	return q, clk, a, b
 }

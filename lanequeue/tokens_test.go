@@ -307,16 +307,7 @@ func TestTokenLaneFullInItsFirstMinute(t *testing.T) {
 // tokens and then failed on a later lane (refused, or its context ended
 // while it waited there) ran nowhere: the tokens come back.
 func TestTokensGivenBackWhenTheCallFails(t *testing.T) {
-	q := lanequeue.New[string]()
-	t.Cleanup(q.Close)
-	clk := clock.NewFake(time.Unix(1_000_000, 0))
-	q.SetClock(clk)
-	must(t, addToken(q, "a", 100))
-	must(t, addToken(q, "b", 100))
-	a, err := q.Lanes("a")
-	must(t, err)
-	b, err := q.Lanes("b")
-	must(t, err)
+	q, clk, a, b := twoTokenLanes(t)
 	both, err := q.Lanes("a", "b")
 	must(t, err)
 	full, ok := q.TryAcquireAll("x", b, lanequeue.LaneWeight("b", 100)) // b is spent
