@@ -347,3 +347,99 @@ func TestFleetOrderThroughAQueue(t *testing.T) {
 		q.Close()
 	}
 }
+
+// Many callers placed in one gap of the queue (each behind the last of
+// its band, ahead of the low tail) exhaust the room between two positions
+// and make the script renumber the queue; the order survives it.
+// (Mutant: renumber doing nothing places a caller at a position taken
+// by its neighbour, out of order.)
+func TestFleetOrderManyJoinsInOneGap(t *testing.T) {
+	f := newOrderFleet(t, 1, orderedWeightedOf, redislane.WithPriorities(time.Hour))
+	ctx := testCtx(t, 60*time.Second)
+	holder := f.full(ctx, 1)
+	f.queue(ctx, 0, "top", 1, nil, semaphore.Priority(9))
+	f.queue(ctx, 1, "tail", 1, nil)
+	want := []string{"top"}
+	for i := range 70 { // a gap of 2^20 at 2^21 halves some 50 times
+		label := fmt.Sprintf("m%02d", i)
+		f.queue(ctx, i, label, 1, nil, semaphore.Priority(5))
+		want = append(want, label)
+	}
+	holder.Release()
+	assert.Equal(t, append(want, "tail"), f.served())
+}
+
+// The order options are refused where they cannot order (a Keyed, a
+// Tokens lane, a Weighted with quota) or out of range, and per-call
+// options a lane does not order by are refused by its Acquire, before
+// anything reaches Redis.
+func TestFleetOrderBadInput(t *testing.T) {
+	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	defer rc.Close()
+	prio, fair := redislane.WithPriorities(time.Second), redislane.WithFairShare(nil)
+	for _, o := range []redislane.Option{prio, fair} {
+		_, err := redislane.NewKeyed(rc, "k", 1, o)
+		assert.ErrorIs(t, err, redislane.ErrInvalidConfig, "Keyed")
+		_, err = redislane.NewTokens(rc, "t", 10, o)
+		assert.ErrorIs(t, err, redislane.ErrInvalidConfig, "Tokens")
+		_, err = redislane.NewWeighted(rc, "q", 4, o, redislane.WithQuota(2))
+		assert.ErrorIs(t, err, redislane.ErrInvalidConfig, "WithQuota")
+	}
+	for _, d := range []time.Duration{0, -time.Second, time.Millisecond - 1} {
+		_, err := redislane.NewWeighted(rc, "w", 4, redislane.WithPriorities(d))
+		assert.ErrorIs(t, err, redislane.ErrInvalidConfig, "WithPriorities(%v)", d)
+	}
+
+	ctx := testCtx(t)
+	calls := []struct {
+		opts []redislane.Option
+		call []semaphore.AcquireOption
+	}{
+		{nil, []semaphore.AcquireOption{semaphore.Priority(1)}},
+		{nil, []semaphore.AcquireOption{semaphore.Group("g")}},
+		{[]redislane.Option{prio}, []semaphore.AcquireOption{semaphore.Group("g")}},
+		{[]redislane.Option{prio}, []semaphore.AcquireOption{semaphore.Priority(1_000_001)}},
+		{[]redislane.Option{fair}, []semaphore.AcquireOption{semaphore.Priority(1)}},
+		{[]redislane.Option{prio, fair}, []semaphore.AcquireOption{semaphore.Sequence(1)}},
+		{[]redislane.Option{prio, fair}, []semaphore.AcquireOption{semaphore.Weight(2)}},
+		{[]redislane.Option{redislane.WithFairShare(func(string) int { return 1001 })}, nil},
+		{[]redislane.Option{redislane.WithFairShare(func(string) int { return 0 })}, []semaphore.AcquireOption{semaphore.Group("g")}},
+	}
+	for i, c := range calls {
+		// The client's server does not exist: a call that reached it
+		// would fail with a connection error, not ErrInvalidConfig.
+		s, err := redislane.NewWeighted(rc, fmt.Sprintf("w%d", i), 4, c.opts...)
+		require.NoError(t, err)
+		p, err := s.Acquire(ctx, 1, c.call...)
+		failed(t, p, err, redislane.ErrInvalidConfig, "call %d", i)
+		s.Close()
+	}
+}
+
+// Every instance of a lane must use the same order: a FIFO instance, or
+// one with another step or without fair share, on an ordered lane fails
+// with ErrCapacityMismatch, never mixed.
+func TestFleetOrderMismatchIsRefused(t *testing.T) {
+	srv := startRedis(t)
+	name := laneName(t)
+	ctx := testCtx(t)
+	mk := func(opts ...redislane.Option) *redislane.Weighted {
+		opts = append([]redislane.Option{redislane.WithLease(testLease), redislane.WithQuarantine(0)}, opts...)
+		s, err := redislane.NewWeighted(newClient(t, srv.Addr), name, 2, opts...)
+		require.NoError(t, err)
+		t.Cleanup(s.Close)
+		return s
+	}
+	p, err := mk(redislane.WithPriorities(time.Second), redislane.WithFairShare(nil)).Acquire(ctx, 1)
+	require.NoError(t, err)
+	defer p.Release()
+	for i, opts := range [][]redislane.Option{
+		nil,
+		{redislane.WithPriorities(2 * time.Second), redislane.WithFairShare(nil)},
+		{redislane.WithPriorities(time.Second)},
+		{redislane.WithFairShare(nil)},
+	} {
+		q, err := mk(opts...).Acquire(ctx, 1)
+		failed(t, q, err, redislane.ErrCapacityMismatch, "instance %d joined an ordered lane", i)
+	}
+}
