@@ -31,7 +31,7 @@ func placeOpts(t call.Turn) [4]semaphore.AcquireOption {
 
 // acquireTurn is e.lane's Acquire at the place t. This package's keyed and
 // global lanes take the fields they order by; a lane of another package
-// takes t if it is a turnedLane, else plain Acquire.
+// takes t if it is a placedLane, else plain Acquire.
 func (e *laneEntry[K]) acquireTurn(ctx context.Context, key K, n int64, t call.Turn) (semaphore.Permit, error) {
 	o := placeOpts(t)
 	if s := e.keyed; s != nil {
@@ -43,21 +43,21 @@ func (e *laneEntry[K]) acquireTurn(ctx context.Context, key K, n int64, t call.T
 	if tl, ok := e.lane.(turnLane[K]); ok {
 		return tl.acquireTurn(ctx, key, n, t)
 	}
-	if sl, ok := e.lane.(turnedLane[K]); ok && t != (call.Turn{}) {
-		return sl.AcquireTurn(ctx, key, n, o[:]...)
+	if sl, ok := e.lane.(placedLane[K]); ok && t != (call.Turn{}) {
+		return sl.AcquireAt(ctx, key, n, o[:]...)
 	}
 	return e.acquire(ctx, key, n)
 }
 
-// turnedLane is a lane of another package that may order its callers by
+// placedLane is a lane of another package that may order its callers by
 // their place in line (redislane's Keyed made WithSequenceOrder, by
 // number; its Weighted made WithPriorities or WithFairShare, by priority
 // and group): a call's semaphore.Sequence, Priority and Group reach it
 // through these, leniently (placeOpts), and a lane takes the fields it
 // orders by and the call as Acquire and TryAcquire do.
-type turnedLane[K comparable] interface {
-	AcquireTurn(ctx context.Context, key K, n int64, opts ...semaphore.AcquireOption) (semaphore.Permit, error)
-	TryAcquireTurn(key K, n int64, opts ...semaphore.AcquireOption) (semaphore.Permit, bool)
+type placedLane[K comparable] interface {
+	AcquireAt(ctx context.Context, key K, n int64, opts ...semaphore.AcquireOption) (semaphore.Permit, error)
+	TryAcquireAt(key K, n int64, opts ...semaphore.AcquireOption) (semaphore.Permit, bool)
 }
 
 // turnLane is a lane of this package, other than the keyed and global
@@ -68,15 +68,15 @@ type turnLane[K comparable] interface {
 
 // tryAcquireTurn is tryAcquire with t's number given to a keyed lane of
 // this package, whose reorder hold (keyedsem.WithReorderHold) decides by
-// it, and t to a turnedLane; other lanes, and a call at no place, try as
+// it, and t to a placedLane; other lanes, and a call at no place, try as
 // tryAcquire does.
 func (e *laneEntry[K]) tryAcquireTurn(key K, n int64, t call.Turn) (semaphore.Permit, bool) {
 	if s := e.keyed; s != nil && t.Sequence != 0 {
 		return s.TryAcquire(key, call.Lenient, semaphore.Sequence(t.Sequence), semaphore.Weight(n))
 	}
-	if sl, ok := e.lane.(turnedLane[K]); ok && t != (call.Turn{}) {
+	if sl, ok := e.lane.(placedLane[K]); ok && t != (call.Turn{}) {
 		o := placeOpts(t)
-		return sl.TryAcquireTurn(key, n, o[:]...)
+		return sl.TryAcquireAt(key, n, o[:]...)
 	}
 	return e.tryAcquire(key, n)
 }

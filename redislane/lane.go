@@ -76,13 +76,13 @@ func (l *lane[K]) TryAcquire(key K, n int64) (semaphore.Permit, bool) {
 	return p.handle(), true
 }
 
-// AcquireTurn is Acquire for a call whose options (a queue's, lenient)
+// AcquireAt is Acquire for a call whose options (a queue's, lenient)
 // give its place in line: a queue passes a call's semaphore.Sequence,
 // Priority and Group so. A Keyed made WithSequenceOrder orders the key's
 // callers by the number, a Weighted made WithPriorities or WithFairShare
 // the lane's by the priority and the group; a lane drops what it does not
 // order by, as the queue's own lanes do.
-func (l *lane[K]) AcquireTurn(ctx context.Context, key K, n int64, opts ...semaphore.AcquireOption) (semaphore.Permit, error) {
+func (l *lane[K]) AcquireAt(ctx context.Context, key K, n int64, opts ...semaphore.AcquireOption) (semaphore.Permit, error) {
 	if l.q != nil { // a lane with quota orders by nothing: from the blocks, as Acquire
 		return l.Acquire(ctx, key, n)
 	}
@@ -97,9 +97,9 @@ func (l *lane[K]) AcquireTurn(ctx context.Context, key K, n int64, opts ...semap
 	return p.handle(), nil
 }
 
-// TryAcquireTurn is TryAcquire for a call whose options give its place
-// in line; see AcquireTurn.
-func (l *lane[K]) TryAcquireTurn(key K, n int64, opts ...semaphore.AcquireOption) (semaphore.Permit, bool) {
+// TryAcquireAt is TryAcquire for a call whose options give its place
+// in line; see AcquireAt.
+func (l *lane[K]) TryAcquireAt(key K, n int64, opts ...semaphore.AcquireOption) (semaphore.Permit, bool) {
 	if l.q != nil {
 		return l.TryAcquire(key, n)
 	}
