@@ -259,7 +259,11 @@
 // those it goes ahead of, behind the first it does not. The queue's scores
 // are positions, so serving the head, on a release's hand-over, costs
 // what it costs on a FIFO lane; placing a newcomer costs a comparison per
-// waiter it passes. Under fair share the groups' records live in one more
+// waiter it passes, in the server's one thread (in
+// BenchmarkContendedFleetOrdered, 100 callers over 3 priorities and 4
+// groups, a newcomer passed some 66 waiters, and the scripts took about
+// 3.5 times FIFO's server time per call: the lane granted about half as
+// many permits a second). Under fair share the groups' records live in one more
 // key of the lane ({lanes:<name>}:g:r), which expires with the others.
 // What differs from one process:
 //
