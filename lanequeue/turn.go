@@ -31,7 +31,7 @@ func placeOpts(t call.Turn) [4]semaphore.AcquireOption {
 
 // acquireTurn is e.lane's Acquire at the place t. This package's keyed and
 // global lanes take the fields they order by; a lane of another package
-// takes t's number if it is a numberedLane, else plain Acquire.
+// takes t if it is a placedLane, else plain Acquire.
 func (e *laneEntry[K]) acquireTurn(ctx context.Context, key K, n int64, t call.Turn) (semaphore.Permit, error) {
 	o := placeOpts(t)
 	if s := e.keyed; s != nil {
@@ -43,19 +43,21 @@ func (e *laneEntry[K]) acquireTurn(ctx context.Context, key K, n int64, t call.T
 	if tl, ok := e.lane.(turnLane[K]); ok {
 		return tl.acquireTurn(ctx, key, n, t)
 	}
-	if sl, ok := e.lane.(numberedLane[K]); ok && t.Sequence != 0 {
-		return sl.AcquireNumbered(ctx, key, n, t.Sequence)
+	if sl, ok := e.lane.(placedLane[K]); ok && t != (call.Turn{}) {
+		return sl.AcquireAt(ctx, key, n, o[:]...)
 	}
 	return e.acquire(ctx, key, n)
 }
 
-// numberedLane is a keyed lane of another package that may order a key's
-// callers by number (redislane's Keyed made WithSequenceOrder): a call's
-// semaphore.Sequence reaches it through these, and a lane that does not
-// order by number takes the call as Acquire and TryAcquire do.
-type numberedLane[K comparable] interface {
-	AcquireNumbered(ctx context.Context, key K, n, seq int64) (semaphore.Permit, error)
-	TryAcquireNumbered(key K, n, seq int64) (semaphore.Permit, bool)
+// placedLane is a lane of another package that may order its callers by
+// their place in line (redislane's Keyed made WithSequenceOrder, by
+// number; its Weighted made WithPriorities or WithFairShare, by priority
+// and group): a call's semaphore.Sequence, Priority and Group reach it
+// through these, leniently (placeOpts), and a lane takes the fields it
+// orders by and the call as Acquire and TryAcquire do.
+type placedLane[K comparable] interface {
+	AcquireAt(ctx context.Context, key K, n int64, opts ...semaphore.AcquireOption) (semaphore.Permit, error)
+	TryAcquireAt(key K, n int64, opts ...semaphore.AcquireOption) (semaphore.Permit, bool)
 }
 
 // turnLane is a lane of this package, other than the keyed and global
@@ -66,13 +68,15 @@ type turnLane[K comparable] interface {
 
 // tryAcquireTurn is tryAcquire with t's number given to a keyed lane of
 // this package, whose reorder hold (keyedsem.WithReorderHold) decides by
-// it; other lanes, and a call without a number, try as tryAcquire does.
+// it, and t to a placedLane; other lanes, and a call at no place, try as
+// tryAcquire does.
 func (e *laneEntry[K]) tryAcquireTurn(key K, n int64, t call.Turn) (semaphore.Permit, bool) {
 	if s := e.keyed; s != nil && t.Sequence != 0 {
 		return s.TryAcquire(key, call.Lenient, semaphore.Sequence(t.Sequence), semaphore.Weight(n))
 	}
-	if sl, ok := e.lane.(numberedLane[K]); ok && t.Sequence != 0 {
-		return sl.TryAcquireNumbered(key, n, t.Sequence)
+	if sl, ok := e.lane.(placedLane[K]); ok && t != (call.Turn{}) {
+		o := placeOpts(t)
+		return sl.TryAcquireAt(key, n, o[:]...)
 	}
 	return e.tryAcquire(key, n)
 }

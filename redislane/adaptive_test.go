@@ -2,7 +2,6 @@ package redislane_test
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/redislane"
+	"github.com/sessionlane/lanes/redislane/redistest"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -239,30 +239,29 @@ var _ interface {
 	adaptive.Acquirer
 } = (*redislane.Budget)(nil)
 
-// TestBudgetRefusesOptions: a fleet budget orders FIFO only, so a call
-// with a per-call option is refused before anything reaches Redis (the
-// budget here has no fleet at all: a call that went on would panic).
+// TestBudgetRefusesOptions: a FIFO fleet budget is refused a call with a
+// per-call option that sets something, before anything reaches Redis;
+// the zero option, Priority(0) and Group("") set nothing and are granted.
 func TestBudgetRefusesOptions(t *testing.T) {
-	b := redislane.AsBudget(nil)
-	p, err := b.Acquire(context.Background(), 1, semaphore.Priority(1))
-	if !errors.Is(err, redislane.ErrInvalidConfig) || p.Weight() != 0 {
-		t.Fatalf("Acquire with a priority = (valid %v, %v); want ErrInvalidConfig", p.Weight() != 0, err)
+	srv := startRedis(t)
+	var cnt redistest.Calls
+	rc := newClient(t, srv.Addr)
+	rc.AddHook(&cnt)
+	f, err := redislane.NewFleet(rc, laneName(t), 2, redislane.WithLease(testLease), redislane.WithQuarantine(0))
+	require.NoError(t, err)
+	defer f.Close()
+	b := redislane.AsBudget(f)
+	ctx := testCtx(t)
+	for _, o := range []semaphore.AcquireOption{semaphore.Priority(1), semaphore.Group("g"), semaphore.Sequence(1), semaphore.Weight(1)} {
+		before := cnt.Evals()
+		p, err := b.Acquire(ctx, 1, o)
+		failed(t, p, err, redislane.ErrInvalidConfig, "Acquire(%v) on a FIFO fleet", o)
+		assert.Equal(t, before, cnt.Evals(), "a refused call reached Redis")
 	}
-}
-
-// TestBudgetTakesOptionsThatSetNothing: the zero option and Priority(0)
-// set nothing, so a Budget takes them as a Weighted does (here the call
-// goes on to the budget's fleet, which is nil: it panics past the check).
-func TestBudgetTakesOptionsThatSetNothing(t *testing.T) {
 	for _, o := range []semaphore.AcquireOption{{}, semaphore.Priority(0), semaphore.Group("")} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("Acquire(%v) was refused; want it to reach the fleet", o)
-				}
-			}()
-			redislane.AsBudget(nil).Acquire(context.Background(), 1, o)
-		}()
+		p, err := b.Acquire(ctx, 1, o)
+		require.NoError(t, err, "Acquire(%v) sets nothing", o)
+		p.Release()
 	}
 }
 

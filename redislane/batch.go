@@ -113,7 +113,7 @@ func (c *core) abandon(ln *line, w *waiter) {
 // (of a head that left) still carries, so that none is granted before a
 // waiter ahead of it.
 func (c *core) gatherLocked(ln *line, h *waiter) []*waiter {
-	if h.elem == nil || h.removed || c.seq != nil { // a sequenced key's waiters each ask Redis
+	if h.elem == nil || h.removed || c.eachAsks() { // an ordered lane's waiters each ask Redis
 		return nil
 	}
 	var fs []*waiter

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sessionlane/lanes/redislane"
 	"github.com/sessionlane/lanes/redislane/redistest"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 func percentile(d []time.Duration, q float64) time.Duration {
@@ -67,7 +68,24 @@ func BenchmarkUncontendedAcquireRelease(b *testing.B) {
 // processes would have) x 25 goroutines, limit 10, weight 1, each permit
 // held 1 ms. b.N is the number of grants. The multi-process figures come
 // from cmd/fleetsim.
-func BenchmarkContendedFleet(b *testing.B) {
+func BenchmarkContendedFleet(b *testing.B) { contendedFleet(b, nil, nil) }
+
+// BenchmarkContendedFleetOrdered is BenchmarkContendedFleet on a lane made
+// WithPriorities and WithFairShare, each call with one of 3 priorities and
+// one of 4 groups: the cost of the fleet's order beside FIFO's.
+func BenchmarkContendedFleetOrdered(b *testing.B) {
+	prios := []semaphore.AcquireOption{semaphore.Priority(0), semaphore.Priority(1), semaphore.Priority(2)}
+	groups := []semaphore.AcquireOption{semaphore.Group("a"), semaphore.Group("b"), semaphore.Group("c"), semaphore.Group("d")}
+	contendedFleet(b, []redislane.Option{redislane.WithPriorities(time.Second), redislane.WithFairShare(nil)},
+		func(i int) []semaphore.AcquireOption {
+			return []semaphore.AcquireOption{prios[i%3], groups[i%4]}
+		})
+}
+
+// contendedFleet runs BenchmarkContendedFleet's load on a lane made with
+// opts, the i-th call of a goroutine with the options of opt(i) (nil:
+// none).
+func contendedFleet(b *testing.B, opts []redislane.Option, opt func(i int) []semaphore.AcquireOption) {
 	const (
 		instances  = 4
 		contenders = 25
@@ -81,7 +99,7 @@ func BenchmarkContendedFleet(b *testing.B) {
 	for range instances {
 		rc := newClient(b, srv.Addr)
 		rc.AddHook(&cnt)
-		s, err := redislane.NewWeighted(rc, name, limit, redislane.WithLease(2*time.Second), redislane.WithQuarantine(0))
+		s, err := redislane.NewWeighted(rc, name, limit, append([]redislane.Option{redislane.WithLease(2 * time.Second), redislane.WithQuarantine(0)}, opts...)...)
 		require.NoError(b, err)
 		defer s.Close()
 		sems = append(sems, s)
@@ -102,9 +120,13 @@ func BenchmarkContendedFleet(b *testing.B) {
 			go func() {
 				defer wg.Done()
 				var mine []time.Duration
-				for left.Add(-1) >= 0 {
+				for i := 0; left.Add(-1) >= 0; i++ {
+					var co []semaphore.AcquireOption
+					if opt != nil {
+						co = opt(i)
+					}
 					t0 := time.Now()
-					p, err := s.Acquire(ctx, 1)
+					p, err := s.Acquire(ctx, 1, co...)
 					if err != nil {
 						b.Error(err)
 						return

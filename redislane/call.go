@@ -29,7 +29,7 @@ func (c *core) callAcquire(ctx context.Context, ln *line, w *waiter) (r reply, a
 	if ctx.Done() == nil {
 		// ctx never ends: no need to be able to leave early. Close ends
 		// the waiter once the call returns, within one margin.
-		r := c.runAcquire(ctx, ln.rk, w.rid, w.n, w.num, false, fs)
+		r := c.runAcquire(ctx, ln.rk, w.rid, w.n, w.pl, false, fs)
 		c.settle(ln, fs, r)
 		return r, false
 	}
@@ -38,7 +38,7 @@ func (c *core) callAcquire(ctx context.Context, ln *line, w *waiter) (r reply, a
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		r := c.runAcquire(context.WithoutCancel(ctx), ln.rk, w.rid, w.n, w.num, false, fs)
+		r := c.runAcquire(context.WithoutCancel(ctx), ln.rk, w.rid, w.n, w.pl, false, fs)
 		c.settle(ln, fs, r)
 		if state.CompareAndSwap(0, 1) {
 			ch <- r
@@ -60,9 +60,10 @@ func (c *core) callAcquire(ctx context.Context, ln *line, w *waiter) (r reply, a
 
 // runAcquire runs the acquire script once for id (weight n), followed by
 // the requests of fs, which it may grant after id (see acquireSrc). On a
-// sequenced Keyed it runs the sequenced script with id's number num
-// (there fs is empty: see gatherLocked).
-func (c *core) runAcquire(ctx context.Context, rk [4]string, id string, n, num int64, try bool, fs []*waiter) reply {
+// sequenced Keyed it runs the sequenced script with id's number, on an
+// ordered Weighted the ordered one with its band, group and length (there
+// fs is empty: see gatherLocked).
+func (c *core) runAcquire(ctx context.Context, rk [4]string, id string, n int64, pl place, try bool, fs []*waiter) reply {
 	tryFlag := 0
 	if try {
 		tryFlag = 1
@@ -83,12 +84,16 @@ func (c *core) runAcquire(ctx context.Context, rk [4]string, id string, n, num i
 		args = append(args, f.rid, f.n, flag(f.mayHold))
 	}
 	script := acquireScript
-	if c.seq != nil {
+	switch {
+	case c.seq != nil:
 		script = c.seq.acquire
-		args = append(args, num)
+		args = append(args, pl.num)
+	case c.ord != nil:
+		script = c.ord.acquire
+		args = append(args, pl.band, pl.group, pl.flen)
 	}
 	r := reply{sent: time.Now()}
-	v, err := script.Run(ctx, c.client, []string{c.metaKey, rk[0], rk[1], rk[2], rk[3]}, args...).Int64Slice()
+	v, err := script.Run(ctx, c.client, c.scriptKeys(rk, c.metaKey), args...).Int64Slice()
 	switch {
 	case err != nil:
 		r.err = err
@@ -195,10 +200,13 @@ func (c *core) releaseIDs(rk [4]string, ids []string, d time.Duration) (int64, e
 		args = append(args, id)
 	}
 	script := releaseScript
-	if c.seq != nil {
+	switch {
+	case c.seq != nil:
 		script = c.seq.release
+	case c.ord != nil:
+		script = c.ord.release
 	}
-	res, err := script.Run(ctx, c.client, []string{c.metaKey, rk[0], rk[1], rk[2], rk[3]}, args...).Int64()
+	res, err := script.Run(ctx, c.client, c.scriptKeys(rk, c.metaKey), args...).Int64()
 	if err != nil {
 		c.st.redisErrs.Add(1)
 	}

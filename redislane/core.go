@@ -37,6 +37,8 @@ type core struct {
 	cfg      config
 	fleet    *fleet      // a Fleet's lane: its limit and leadership; nil otherwise
 	seq      *seqScripts // a Keyed made WithSequenceOrder: its scripts; nil for FIFO
+	ord      *ordScripts // a Weighted made WithPriorities or WithFairShare: its scripts; nil for FIFO
+	fairKey  string      // under WithFairShare: the key of the groups' records (the bucket's fifth)
 
 	prefix  string // {lanes:<name>}
 	metaKey string
@@ -100,6 +102,16 @@ func newCoreFleet(client redis.UniversalClient, name string, keyed, fleetLane bo
 		}
 	}
 	switch {
+	case keyed:
+		if err := cfg.refusePlaceOrder("Keyed"); err != nil {
+			return nil, err
+		}
+	case cfg.quotaSet:
+		if err := cfg.refusePlaceOrder("WithQuota"); err != nil {
+			return nil, err
+		}
+	}
+	switch {
 	case cfg.quotaSet && keyed:
 		return nil, errQuotaOnly("Keyed")
 	case cfg.quotaSet && fleetLane:
@@ -132,6 +144,12 @@ func newCoreFleet(client redis.UniversalClient, name string, keyed, fleetLane bo
 	if cfg.seqOrder {
 		c.seq = newSeqScripts(cfg)
 	}
+	if cfg.ordered() && !keyed {
+		c.ord = newOrdScripts(cfg, fleetLane)
+		if cfg.fairSet {
+			c.fairKey = prefix + ":g:r"
+		}
+	}
 	c.hub = joinHub(client, c.channel)
 	go c.refreshLoop()
 	if c.fleet != nil {
@@ -160,6 +178,9 @@ func (c *core) limitAndTerm() (int64, int64) {
 
 // kindName is the kind stored in the lane's meta hash.
 func (c *core) kindName() string {
+	if c.ord != nil {
+		return c.ord.kind
+	}
 	if c.fleet != nil {
 		return "fleet"
 	}
@@ -170,6 +191,22 @@ func (c *core) kindName() string {
 		return c.seq.kind
 	}
 	return "keyed"
+}
+
+// eachAsks tells a lane whose waiters each ask Redis themselves, with no
+// local line in front and no batch: a sequenced Keyed, an ordered
+// Weighted. The order is Redis's, over all the instances' waiters.
+func (c *core) eachAsks() bool { return c.seq != nil || c.ord != nil }
+
+// scriptKeys are the keys of a call of a script on bucket rk, after the
+// ones given: the bucket's four, and under WithFairShare the groups'
+// records.
+func (c *core) scriptKeys(rk [4]string, first ...string) []string {
+	keys := append(first, rk[:]...)
+	if c.fairKey != "" {
+		keys = append(keys, c.fairKey)
+	}
+	return keys
 }
 
 func (c *core) bucketKeys(key string) [4]string {

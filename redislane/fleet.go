@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -365,8 +364,11 @@ func (f *fleet) call(resign bool) bool {
 	f.calls.Add(1)
 	lr := f.read.Load()
 	ov, ovSeen := f.ovPending.Swap(0), f.ovSeen.Swap(math.MaxInt64)
-	v, err := fleetScript.Run(ctx, c.client,
-		[]string{c.metaKey, c.prefix + ":leader", rk[0], rk[1], rk[2], rk[3]},
+	script := fleetScript
+	if c.ord != nil {
+		script = c.ord.fleet
+	}
+	v, err := script.Run(ctx, c.client, c.scriptKeys(rk, c.metaKey, c.prefix+":leader"),
 		f.id, lr.limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub,
 		flag(f.candidate.Load()), ms(f.lttl), flag(set), want, wantTerm, flag(resign), f.term.Load(), lr.term, ov, min(ovSeen, semaphore.MaxCapacity),
 	).Int64Slice()
@@ -464,9 +466,6 @@ func (b *Budget) Capacity() int64 { return b.f.Capacity() }
 // SetCapacity proposes n as the fleet's limit, as [Fleet.SetCapacity].
 func (b *Budget) SetCapacity(n int64) { b.f.SetCapacity(n) }
 
-// errBudgetOptions refuses per-call options on a Budget.
-var errBudgetOptions = fmt.Errorf("redislane: a fleet budget takes no per-call options (its order is FIFO): %w", ErrInvalidConfig)
-
 // Leader reports whether this instance leads the fleet, as [Fleet.Leader].
 func (b *Budget) Leader() bool { return b.f.Leader() }
 
@@ -484,22 +483,15 @@ func (b *Budget) ShareOverload() { b.f.ShareOverload() }
 // FleetOverloads is the Fleet's (see [Fleet.FleetOverloads]).
 func (b *Budget) FleetOverloads() int64 { return b.f.FleetOverloads() }
 
-// Acquire takes n permits of the fleet as [Weighted.Acquire] does, and
-// returns them as a semaphore.Permit whose Release runs the Redis release
-// ([PermitOf] gives the *Permit: its fencing token and context). A fleet
-// lane orders its waiters FIFO only: a call with an option that sets
-// something (a priority, a group, a weight) is refused with an error
-// wrapping ErrInvalidConfig, and takes nothing. The parameter is there so that a Budget is an
-// adaptive.Acquirer, as a semaphore.Weighted is.
+// Acquire takes n permits of the fleet as [Weighted.Acquire] does (with
+// its options: a fleet made [WithPriorities] or [WithFairShare] orders by
+// them, a FIFO one refuses any that sets something), and returns them as
+// a semaphore.Permit whose Release runs the Redis release ([PermitOf]
+// gives the *Permit: its fencing token and context). The options are
+// there so that a Budget is an adaptive.Acquirer, as a semaphore.Weighted
+// is.
 func (b *Budget) Acquire(ctx context.Context, n int64, opts ...semaphore.AcquireOption) (semaphore.Permit, error) {
-	if len(opts) != 0 {
-		// Options that set nothing (Priority(0), the zero option) are
-		// taken as FIFO; any other is refused.
-		if c, bad := call.Read(opts); bad != call.BadNone || c != (call.Call{}) {
-			return semaphore.Permit{}, errBudgetOptions
-		}
-	}
-	p, err := b.f.Acquire(ctx, n)
+	p, err := b.f.Acquire(ctx, n, opts...)
 	if err != nil {
 		return semaphore.Permit{}, err
 	}

@@ -54,7 +54,7 @@ func (k *Keyed) Acquire(ctx context.Context, key string, opts ...semaphore.Acqui
 	if err != nil {
 		return nil, err
 	}
-	return k.c.acquireNum(ctx, key, n, num)
+	return k.c.acquireAt(ctx, key, n, place{num: num})
 }
 
 // TryAcquire takes permits of key, one or [semaphore.Weight](n), if Redis
@@ -66,7 +66,7 @@ func (k *Keyed) TryAcquire(key string, opts ...semaphore.AcquireOption) (*Permit
 	if err != nil {
 		return nil, false
 	}
-	return k.c.tryAcquireNum(key, n, num)
+	return k.c.tryAcquireAt(key, n, place{num: num})
 }
 
 // Do acquires as Acquire does, runs fn, and releases when fn returns or

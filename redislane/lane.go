@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -75,52 +76,59 @@ func (l *lane[K]) TryAcquire(key K, n int64) (semaphore.Permit, bool) {
 	return p.handle(), true
 }
 
-// AcquireNumbered is Acquire for a caller numbered seq: a queue passes a
-// call's semaphore.Sequence so, and a Keyed made WithSequenceOrder orders
-// the key's callers by it (a lane that does not order by number ignores
-// it, as the queue's own lanes do).
-func (l *lane[K]) AcquireNumbered(ctx context.Context, key K, n, seq int64) (semaphore.Permit, error) {
-	if l.q != nil { // a global lane orders by no number: from the blocks, as Acquire
+// AcquireAt is Acquire for a call whose options (a queue's, lenient)
+// give its place in line: a queue passes a call's semaphore.Sequence,
+// Priority and Group so. A Keyed made WithSequenceOrder orders the key's
+// callers by the number, a Weighted made WithPriorities or WithFairShare
+// the lane's by the priority and the group; a lane drops what it does not
+// order by, as the queue's own lanes do.
+func (l *lane[K]) AcquireAt(ctx context.Context, key K, n int64, opts ...semaphore.AcquireOption) (semaphore.Permit, error) {
+	if l.q != nil { // a lane with quota orders by nothing: from the blocks, as Acquire
 		return l.Acquire(ctx, key, n)
 	}
-	num, err := l.number(seq)
+	pl, err := l.placeOf(n, opts)
 	if err != nil {
 		return semaphore.Permit{}, err
 	}
-	p, err := l.c.acquireNum(ctx, l.key(key), n, num)
+	p, err := l.c.acquireAt(ctx, l.key(key), n, pl)
 	if err != nil {
 		return semaphore.Permit{}, err
 	}
 	return p.handle(), nil
 }
 
-// TryAcquireNumbered is TryAcquire for a caller numbered seq; see
-// AcquireNumbered.
-func (l *lane[K]) TryAcquireNumbered(key K, n, seq int64) (semaphore.Permit, bool) {
+// TryAcquireAt is TryAcquire for a call whose options give its place
+// in line; see AcquireAt.
+func (l *lane[K]) TryAcquireAt(key K, n int64, opts ...semaphore.AcquireOption) (semaphore.Permit, bool) {
 	if l.q != nil {
 		return l.TryAcquire(key, n)
 	}
-	num, err := l.number(seq)
+	pl, err := l.placeOf(n, opts)
 	if err != nil {
 		return semaphore.Permit{}, false
 	}
-	p, ok := l.c.tryAcquireNum(l.key(key), n, num)
+	p, ok := l.c.tryAcquireAt(l.key(key), n, pl)
 	if !ok {
 		return semaphore.Permit{}, false
 	}
 	return p.handle(), true
 }
 
-// number is the number a call of the lane waits at: seq on a sequenced
-// Keyed (refused beyond what the scripts count exactly), else none.
-func (l *lane[K]) number(seq int64) (int64, error) {
+// placeOf is the place of a call of the lane: its number on a sequenced
+// Keyed (refused beyond what the scripts count exactly), its band and
+// group on an ordered Weighted, else none.
+func (l *lane[K]) placeOf(n int64, opts []semaphore.AcquireOption) (place, error) {
+	if !l.c.keyed {
+		return l.c.placeOf(n, opts)
+	}
 	if l.c.seq == nil {
-		return 0, nil
+		return place{}, nil
 	}
-	if seq > maxSequence || seq < -maxSequence {
-		return 0, errSeqRange
+	c, _ := call.Read(opts)
+	if seq := c.Sequence; seq > maxSequence || seq < -maxSequence {
+		return place{}, errSeqRange
 	}
-	return seq, nil
+	return place{num: c.Sequence}, nil
 }
 
 func (l *lane[K]) Stats() lanequeue.LaneStats {

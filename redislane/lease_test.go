@@ -248,8 +248,8 @@ func TestQuotaAsLane(t *testing.T) {
 	assert.False(t, p.Release(), "released through the queue's permit already")
 }
 
-// A queue call with a number reaches a lane through AcquireNumbered and
-// TryAcquireNumbered; a Weighted with quota takes those from its blocks
+// A queue call with a number reaches a lane through AcquireAt and
+// TryAcquireAt; a Weighted with quota takes those from its blocks
 // too (a global lane orders by no number), so a weight above the block is
 // refused there as in Acquire, not granted per call in Redis.
 func TestQuotaAsLaneNumberedCallsUseTheBlocks(t *testing.T) {
@@ -257,15 +257,15 @@ func TestQuotaAsLaneNumberedCallsUseTheBlocks(t *testing.T) {
 	s := newSem(t, srv.Addr, laneName(t), 4, redislane.WithQuota(2))
 	l := redislane.AsLane[string](s)
 	nl, ok := l.(interface {
-		AcquireNumbered(ctx context.Context, key string, n, seq int64) (semaphore.Permit, error)
-		TryAcquireNumbered(key string, n, seq int64) (semaphore.Permit, bool)
+		AcquireAt(ctx context.Context, key string, n int64, opts ...semaphore.AcquireOption) (semaphore.Permit, error)
+		TryAcquireAt(key string, n int64, opts ...semaphore.AcquireOption) (semaphore.Permit, bool)
 	})
 	require.True(t, ok, "the lane takes numbered calls")
-	sp, err := nl.AcquireNumbered(testCtx(t), "k", 3, 7)
+	sp, err := nl.AcquireAt(testCtx(t), "k", 3, semaphore.Sequence(7))
 	failed(t, sp, err, redislane.ErrTooHeavy, "a numbered call heavier than the block")
-	sp, ok = nl.TryAcquireNumbered("k", 3, 8)
+	sp, ok = nl.TryAcquireAt("k", 3, semaphore.Sequence(8))
 	refused(t, sp, ok, "a numbered try heavier than the block")
-	sp, err = nl.AcquireNumbered(testCtx(t), "k", 2, 9)
+	sp, err = nl.AcquireAt(testCtx(t), "k", 2, semaphore.Sequence(9))
 	require.NoError(t, err)
 	assert.True(t, sp.Release())
 }

@@ -21,7 +21,7 @@ type line struct {
 
 type waiter struct {
 	n    int64
-	num  int64  // its Sequence number on a sequenced Keyed (0: none)
+	pl   place  // its place in line on an ordered lane (zero: none)
 	rid  string // the id of the waiter's request for its whole wait (its permit's, once granted)
 	elem *list.Element
 	turn chan struct{} // closed when the waiter becomes the head; nil if it started as head
@@ -52,14 +52,14 @@ type waiter struct {
 // acquire takes n permits of bucket key, waiting in the local line and then in
 // the Redis queue.
 func (c *core) acquire(ctx context.Context, key string, n int64) (*Permit, error) {
-	return c.acquireNum(ctx, key, n, 0)
+	return c.acquireAt(ctx, key, n, place{})
 }
 
-// acquireNum is acquire for a caller numbered num (0: none). On a
-// sequenced Keyed (c.seq) every waiter is the head of its own request:
-// it asks Redis itself, where the key's queue is ordered, so its line
-// only counts the key's local waiters.
-func (c *core) acquireNum(ctx context.Context, key string, n, num int64) (*Permit, error) {
+// acquireAt is acquire for a caller at place pl. On a sequenced Keyed
+// and an ordered Weighted (eachAsks) every waiter is the head of its own
+// request: it asks Redis itself, where the queue is ordered, so its line
+// only counts the bucket's local waiters.
+func (c *core) acquireAt(ctx context.Context, key string, n int64, pl place) (*Permit, error) {
 	// An ended context comes before any refusal, as in package
 	// semaphore and keyedsem: the same call counts the same everywhere.
 	if err := ctx.Err(); err != nil {
@@ -89,8 +89,8 @@ func (c *core) acquireNum(ctx context.Context, key string, n, num int64) (*Permi
 		ln = &line{key: key, rk: c.bucketKeys(key)}
 		c.lines[key] = ln
 	}
-	w := &waiter{n: n, num: num, rid: newID(), since: since}
-	head := ln.list.Len() == 0 || c.seq != nil
+	w := &waiter{n: n, pl: pl, rid: newID(), since: since}
+	head := ln.list.Len() == 0 || c.eachAsks()
 	if !head {
 		w.turn = make(chan struct{})
 		w.got = make(chan batchResult, 1)
@@ -144,7 +144,7 @@ func (c *core) removeLocked(ln *line, w *waiter) {
 	front := ln.list.Front() == w.elem
 	ln.list.Remove(w.elem)
 	if front {
-		// (on a sequenced Keyed every waiter leads: none waits for a turn)
+		// (where each waiter asks Redis, every waiter leads: none waits for a turn)
 		if next := ln.list.Front(); next != nil && next.Value.(*waiter).turn != nil {
 			close(next.Value.(*waiter).turn)
 		}

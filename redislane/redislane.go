@@ -80,6 +80,11 @@ type config struct {
 	hold     time.Duration // WithReorderHold's bound (holdSet: given)
 	holdSet  bool
 
+	prioStep   time.Duration          // WithPriorities' step (prioSet: given)
+	prioSet    bool                   //
+	fairSet    bool                   // WithFairShare
+	fairWeight func(group string) int // WithFairShare's weights (nil: equal)
+
 	histograms bool  // WithHistograms
 	quota      int64 // WithQuota's block
 	quotaSet   bool
@@ -171,6 +176,9 @@ func newConfig(opts []Option) (config, error) {
 		return c, fmt.Errorf("%w: longest hold %v is negative", ErrInvalidConfig, c.maxHold)
 	}
 	if err := c.checkOrder(); err != nil {
+		return c, err
+	}
+	if err := c.checkPlaceOrder(); err != nil {
 		return c, err
 	}
 	if c.limitRefresh == 0 {

@@ -166,8 +166,14 @@ func (c *core) refreshChunk(entries []refreshEntry) bool {
 		args = append(args, b, e.id)
 	}
 	script := refreshScript
-	if c.seq != nil {
+	switch {
+	case c.seq != nil:
 		script = c.seq.refres
+	case c.ord != nil:
+		script = c.ord.refres
+		if c.fairKey != "" { // one bucket: its fifth key follows its four
+			keys = append(keys, c.fairKey)
+		}
 	}
 	v, err := script.Run(ctx, c.client, keys, args...).Int64Slice()
 	if err == nil && len(v) != len(entries) {

@@ -86,19 +86,23 @@ end
 -- caller's highest (seen) and the server clock in microseconds: terms
 -- never go back, and the leadership of an earlier term, which the leader
 -- key may have brought back, is over (fleetSrc).
+-- isfleet tells a fleet lane's kind: "fleet", or "fleet:<order>" for
+-- one made with priorities or fair share (order.go).
+local function isfleet(kind) return kind == 'fleet' or string.sub(kind, 1, 6) == 'fleet:' end
+
 local function lost(M, limit, lv, kind, quar, seen)
   M.qu = math.max(M.qu, now + quar)
   local set = {'qu', s(M.qu), 'rid', M.rid}
-  if kind ~= 'fleet' or not M.limit or lv > M.lv then
+  if not isfleet(kind) or not M.limit or lv > M.lv then
     M.limit, M.lv = limit, lv
     set[#set + 1] = 'limit'
     set[#set + 1] = s(limit)
-    if kind == 'fleet' then
+    if isfleet(kind) then
       set[#set + 1] = 'lterm'
       set[#set + 1] = s(lv)
     end
   end
-  if kind == 'fleet' then
+  if isfleet(kind) then
     M.term = math.max(M.term + 1, nowus, seen + 1)
     set[#set + 1] = 'term'
     set[#set + 1] = s(M.term)
@@ -126,7 +130,7 @@ local function meta(mk, limit, kind, lease, quar, seen, lv)
   M.limit, M.qu, M.ml = tonumber(m[1]), tonumber(m[3]) or 0, tonumber(m[4]) or 0
   M.fence, M.term, M.lv = tonumber(m[5]) or 0, tonumber(m[7]) or 0, tonumber(m[8]) or 0
   -- a fleet lane's limit is the stored one, changed by its leader (fleet.go)
-  M.ok = m[2] == kind and (kind == 'fleet' or M.limit == limit)
+  M.ok = m[2] == kind and (isfleet(kind) or M.limit == limit)
   if not M.ok then return M end
   if lease > M.ml then redis.call('HSET', mk, 'ml', lease); M.ml = lease end
   if m[6] ~= M.rid then
@@ -630,7 +634,9 @@ const (
 // that a restart never brings an older limit back (see lost).
 var fleetScript = redis.NewScript(fleetSrc)
 
-const fleetSrc = prelude + `
+const fleetSrc = prelude + fleetBody
+
+const fleetBody = `
 local id, limit, kind = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local ttl, quar, chan, pub = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local cand, lttl, set = ARGV[8] == '1', tonumber(ARGV[9]), ARGV[10] == '1'

@@ -80,6 +80,9 @@ func NewTokens(client redis.UniversalClient, name string, perWindow int64, opts 
 	if err := cfg.refuseOrder("Tokens"); err != nil {
 		return nil, err
 	}
+	if err := cfg.refusePlaceOrder("Tokens"); err != nil {
+		return nil, err
+	}
 	if cfg.quotaSet {
 		return nil, errQuotaOnly("Tokens lane")
 	}

@@ -8,12 +8,14 @@ import (
 // tryAcquire takes n permits of bucket key if Redis grants them at once and no
 // local waiter is ahead. It makes one call.
 func (c *core) tryAcquire(key string, n int64) (*Permit, bool) {
-	return c.tryAcquireNum(key, n, 0)
+	return c.tryAcquireAt(key, n, place{})
 }
 
-// tryAcquireNum is tryAcquire for a caller numbered num (0: none), which
-// a sequenced Keyed's script may hold back (then it returns false).
-func (c *core) tryAcquireNum(key string, n, num int64) (*Permit, bool) {
+// tryAcquireAt is tryAcquire for a caller at place pl: a number, which a
+// sequenced Keyed's script may hold back (then it returns false). On an
+// ordered Weighted the place changes nothing: a TryAcquire is granted
+// only when nobody is queued, as on a FIFO one.
+func (c *core) tryAcquireAt(key string, n int64, pl place) (*Permit, bool) {
 	if c.check(n) != nil {
 		return nil, false
 	}
@@ -37,7 +39,7 @@ func (c *core) tryAcquireNum(key string, n, num int64) (*Permit, bool) {
 
 	rk := c.bucketKeys(key)
 	id := newID()
-	r := c.runAcquire(context.Background(), rk, id, n, num, true, nil) // bounded by one margin
+	r := c.runAcquire(context.Background(), rk, id, n, pl, true, nil) // bounded by one margin
 	switch {
 	case r.err != nil:
 		c.st.redisErrs.Add(1)

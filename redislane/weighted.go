@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // Weighted is a weighted semaphore whose capacity is shared by every instance,
@@ -55,7 +57,13 @@ func NewWeighted(client redis.UniversalClient, name string, capacity int64, opts
 // callers behind it too and grants, after the first, those that fit in line
 // order, up to the first that does not (see the package doc); in Redis, the
 // first waiters of all instances wait in one FIFO queue, so a heavy request
-// is not overtaken by lighter ones, and instances take turns. A waiter is woken by a pub/sub message when a
+// is not overtaken by lighter ones, and instances take turns. On a lane
+// made [WithPriorities] or [WithFairShare], every caller waits in the
+// Redis queue itself, placed by its [semaphore.Priority] and
+// [semaphore.Group] (see "Priorities and fair share" in the package doc);
+// a FIFO lane refuses an option that sets something, and an ordered one
+// any but those it orders by (errors wrapping [ErrInvalidConfig]; nothing
+// is taken). A waiter is woken by a pub/sub message when a
 // release hands it the permits, and asks again after a hint from Redis
 // (jittered, 5-250 ms) in case the message was lost. Calls that fail for a
 // passing reason (the network, a server loading, busy or failing over) are
@@ -76,11 +84,16 @@ func NewWeighted(client redis.UniversalClient, name string, capacity int64, opts
 // units of the blocks it holds, and the instance leases blocks while they
 // wait; n may not exceed the block ([ErrTooHeavy]). See the package doc
 // (Quota leasing).
-func (s *Weighted) Acquire(ctx context.Context, n int64) (*Permit, error) {
+func (s *Weighted) Acquire(ctx context.Context, n int64, opts ...semaphore.AcquireOption) (*Permit, error) {
+	pl, err := s.c.placeOf(n, opts)
+	if err != nil {
+		s.c.st.rejected.Add(1)
+		return nil, err
+	}
 	if s.q != nil {
 		return s.q.acquire(ctx, n)
 	}
-	return s.c.acquire(ctx, "", n)
+	return s.c.acquireAt(ctx, "", n, pl)
 }
 
 // TryAcquire takes n permits if Redis grants them at once and no caller of
@@ -97,11 +110,12 @@ func (s *Weighted) TryAcquire(n int64) (*Permit, bool) {
 	return s.c.tryAcquire("", n)
 }
 
-// Do acquires n permits, runs fn, and releases them when fn returns or panics.
-// fn's context ends when ctx ends or when the permit's lease ends; its cause
-// then tells which. Do returns Acquire's error, or fn's.
-func (s *Weighted) Do(ctx context.Context, n int64, fn func(context.Context) error) error {
-	p, err := s.Acquire(ctx, n)
+// Do acquires n permits as Acquire does (with its options), runs fn, and
+// releases them when fn returns or panics. fn's context ends when ctx ends
+// or when the permit's lease ends; its cause then tells which. Do returns
+// Acquire's error, or fn's.
+func (s *Weighted) Do(ctx context.Context, n int64, fn func(context.Context) error, opts ...semaphore.AcquireOption) error {
+	p, err := s.Acquire(ctx, n, opts...)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,306 @@
+package redislane
+
+// The order library, run after the prelude with STEP (the aging step in
+// µs, 0 for no priorities), FAIR (1 under WithFairShare, else 0) and
+// MAXTAG defined. It keeps the order of service of package semaphore
+// (internal/waitq's Place and Ahead, semaphore's fairQueue) in the Redis
+// queue of an ordered global lane:
+//
+//   - the queue zset q scores an entry by its position, not its arrival:
+//     the head, the lowest score, is the one served next, so serving
+//     costs what it costs on a FIFO lane (the prelude's first_queued);
+//   - a queued entry's t field is "<lease ms>:<arrival µs>:<band>:<rank>",
+//     the arrival being the arrival number (never below the server's
+//     clock in µs when it came, so it is also when it came), the band its
+//     priority (0 without STEP), the rank its fair-share start tag (0
+//     without FAIR). Removing the t field, as the release script and the
+//     prelude's look do, removes all of it;
+//   - a newcomer is placed once, as it joins (join): ahead of the newest
+//     waiters it goes ahead of, behind the first it does not, searching
+//     from the newest, as waitq.PushOrdered does; its position is a
+//     number between its neighbours' (renumber makes room when there is
+//     none);
+//   - under FAIR, the bucket's hash keeps the virtual time (fv) and the
+//     key g (the fifth bucket key) the groups' records: group -> finish
+//     of its last request. A waiter's tag is max(fv, its group's finish),
+//     the finish moves on by the request's length (sent by the instance:
+//     its weight times 720720 over the group's weight), fv moves to the
+//     tag of each waiter served if later, and records whose finish is at
+//     most fv are dropped (they say nothing). When a waiter joins an empty
+//     queue, fv restarts from 0 and the records go.
+//
+// bucket, look, flush and pump are redefined over the prelude's: the
+// bodies of the release, refresh and fleet scripts, which follow, call
+// these.
+const ordLib = `
+-- GAP is the room between positions; WALK bounds the waiters a newcomer
+-- is compared with.
+local GAP, WALK = 1048576, 1024
+
+-- fmtpos writes a position: a double with its fraction.
+local function fmtpos(x) return string.format('%.17g', x) end
+
+-- tplace reads a queued entry's t field: its lease (ms), arrival (µs),
+-- band and rank.
+local function tplace(v)
+  if not v then return 0, 0, 0, 0 end
+  local a, b, c, d = string.match(v, '^(%d+):(%d+):(%-?%d+):(%d+)$')
+  if a then return tonumber(a), tonumber(b), tonumber(c), tonumber(d) end
+  return tonumber(v) or 0, 0, 0, 0
+end
+
+-- ahead tells whether a newcomer (band pb, arrival pa, rank pr) goes
+-- ahead of a queued waiter (wb, wa, wr): waitq.Ahead. Across bands, when
+-- the band difference times the step is more than the time the waiter
+-- has waited (its band aged by one per whole step waited is still below
+-- the newcomer's); within a band, when the rank is lower.
+local function ahead(pb, pa, pr, wb, wa, wr)
+  if pb == wb then return pr < wr end
+  local d = pb - wb
+  if d <= 0 then return false end
+  if STEP == 0 then return true end
+  return d * STEP > math.max(pa - wa, 0)
+end
+
+local fifo_bucket = bucket
+local function bucket(i, ml)
+  local B = fifo_bucket(i, ml)
+  B.g = KEYS[i + 4]
+  return B
+end
+
+local fifo_look = look
+local function look(B)
+  fifo_look(B)
+  if FAIR == 1 then B.v = tonumber(redis.call('HGET', B.d, 'fv')) or 0 end
+end
+
+local fifo_flush = flush
+local function flush(B)
+  fifo_flush(B)
+  if B.gDirty then redis.call('PEXPIREAT', B.g, s(B.kx or (now + 3 * B.ml))) end
+end
+
+-- served moves the virtual time on to the tag of a waiter just served, if
+-- it is later.
+local function served(B, rank)
+  if FAIR == 1 and rank > B.v then
+    B.v = rank
+    B.f['fv'] = s(rank)
+  end
+end
+
+-- fair_key returns the tag at which a request of length len of group
+-- joins, and charges the group for it (semaphore's fairKey).
+local function fair_key(B, group, len)
+  if not B.head then -- nobody waits: nothing refers to fv or the records
+    B.v = 0
+    B.f['fv'] = false
+    redis.call('DEL', B.g)
+  end
+  local fin = tonumber(redis.call('ZSCORE', B.g, group)) or 0
+  local key = math.min(math.max(B.v, fin), MAXTAG)
+  redis.call('ZADD', B.g, s(math.min(key + len, MAXTAG)), group)
+  redis.call('ZREMRANGEBYSCORE', B.g, '-inf', s(B.v))
+  B.gDirty = true
+  return key
+end
+
+-- renumber spaces the queue's positions GAP apart again, in their order.
+local function renumber(B)
+  local r = redis.call('ZRANGE', B.q, 0, -1)
+  for i = 1, #r, 500 do
+    local z = {}
+    for j = i, math.min(i + 499, #r) do
+      z[#z + 1] = s(j * GAP)
+      z[#z + 1] = r[j]
+    end
+    redis.call('ZADD', B.q, unpack(z))
+  end
+end
+
+-- slot is the position between the entries prev (older; nil: none) and
+-- nxt (newer; nil: none), the newest queued being tail (nil: none), or
+-- nil when there is no room.
+local function slot(B, prev, nxt, tail)
+  if not tail then return GAP end
+  if not nxt then
+    local p = tonumber(redis.call('ZSCORE', B.q, tail)) + GAP
+    if p > 4503599627370496 then return nil end
+    return p
+  end
+  local n = tonumber(redis.call('ZSCORE', B.q, nxt))
+  if not prev then
+    if n - GAP < -4503599627370496 then return nil end
+    return n - GAP
+  end
+  local p = tonumber(redis.call('ZSCORE', B.q, prev))
+  local m = (p + n) / 2
+  if m <= p or m >= n then return nil end
+  return m
+end
+
+-- join queues id, of band pb, arrival pa and rank pr, at its place: ahead
+-- of the newest waiters it goes ahead of, behind the first one it does
+-- not (waitq.PushOrdered), comparing it with WALK waiters at most.
+local function join(B, id, pb, pa, pr)
+  local prev, nxt, tail
+  local walked, stop = 0, false
+  while not stop and walked < WALK do
+    local r = redis.call('ZREVRANGE', B.q, walked, walked + 31)
+    if not r[1] then break end
+    tail = tail or r[1]
+    local fs = {}
+    for i = 1, #r do fs[i] = 't:' .. r[i] end
+    local ts = redis.call('HMGET', B.d, unpack(fs))
+    for j = 1, #r do
+      local _, wa, wb, wr = tplace(ts[j])
+      if ahead(pb, pa, pr, wb, wa, wr) then
+        nxt = r[j]
+      else
+        prev, stop = r[j], true
+        break
+      end
+    end
+    walked = walked + #r
+    if #r < 32 then break end
+  end
+  if not stop and walked >= WALK then -- the bound: behind the next older one
+    prev = redis.call('ZREVRANGE', B.q, walked, walked)[1]
+  end
+  local pos = slot(B, prev, nxt, tail)
+  if not pos then
+    renumber(B)
+    pos = slot(B, prev, nxt, tail)
+  end
+  redis.call('ZADD', B.q, fmtpos(pos), id)
+end
+
+-- pump hands free units to the queued entries in queue order, as long as
+-- the head fits (a heavy head holds back everyone behind it), and tells
+-- each on the wake channel: "<id> <fence> <arrival number>". The grant of
+-- self (the caller's own id) is not published: it is left in B.mine.
+local function pump(B, M, chan, pub, self)
+  if shut(M) then return end
+  for _ = 1, 64 do
+    local head = B.head
+    if not head then return end
+    local wt = redis.call('HMGET', B.d, 'w:' .. head, 't:' .. head)
+    local w = tonumber(wt[1]) or 0
+    local ttl, arr, _, rank = tplace(wt[2])
+    -- heavier than a fleet lane's limit after a shrink: dropped, not
+    -- waited for (its waiter's next call fails with too heavy)
+    local heavy = w > M.limit
+    if w >= 1 and not heavy and B.held + w > M.limit then return end
+    redis.call('ZREM', B.q, head)
+    redis.call('ZREM', B.x, head)
+    B.f['t:' .. head] = false
+    if w >= 1 and ttl >= 1 and not heavy then
+      local f = grant(B, M, head, w, ttl)
+      served(B, rank)
+      if head == self then
+        B.mine = f
+      else
+        redis.call(pub, chan, head .. ' ' .. s(f) .. ' ' .. s(arr))
+      end
+    else -- a broken entry: drop it
+      B.f['w:' .. head] = false
+    end
+    first_queued(B)
+  end
+end
+`
+
+// ordAcquireBody is the acquire script of an ordered global lane: as
+// acquireSrc without batches, plus the caller's band, group and request
+// length. A caller that finds the lane free (nobody queued, the weight
+// fits) takes it; any other is placed in the queue by the lane's order
+// and the queue is served at once (pump), so that a newcomer placed at
+// the head takes free units as from an empty queue. Replies as
+// acquireSrc, the arrival number being the one in the entry's t field.
+//
+// KEYS: meta, h, q, x, d, and g under FAIR
+// ARGV: id, weight, limit, kind, lease ms, quarantine ms, try (0/1),
+// channel, publish command, term of the limit, band, group, length
+const ordAcquireBody = `
+local id, w, limit, kind = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local ttl, quar, try, chan = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7] == '1', ARGV[8]
+local pub, lv = ARGV[9], tonumber(ARGV[10]) or 0
+local band, group, len = tonumber(ARGV[11]) or 0, ARGV[12] or '', tonumber(ARGV[13]) or 0
+
+local M = meta(KEYS[1], limit, kind, ttl, quar, 0, lv)
+if not M.ok then return {-1, M.limit} end
+local B = bucket(2, M.ml)
+look(B)
+pump(B, M, chan, pub, id)
+
+local function done(r)
+  flush(B)
+  save(M)
+  return r
+end
+if B.mine then return done({1, B.mine}) end
+
+if B.first then
+  local exp = redis.call('ZSCORE', B.h, id)
+  if exp and tonumber(exp) > now then -- a retried call: the same grant, a fresh lease
+    local e = now + ttl
+    redis.call('ZADD', B.h, 'XX', s(e), id)
+    need(B, e)
+    return done({1, tonumber(redis.call('HGET', B.d, 'f:' .. id))})
+  elseif exp then -- expired, beyond what look removed
+    forget(B, id)
+  end
+end
+
+local queued = B.head and redis.call('ZSCORE', B.q, id)
+if w > M.limit then -- a fleet lane that shrank below the weight
+  if queued then
+    redis.call('ZREM', B.q, id)
+    redis.call('ZREM', B.x, id)
+    B.f['w:' .. id], B.f['t:' .. id] = false, false
+  end
+  return done({-2, M.limit})
+end
+if not queued and not shut(M) and not B.head and B.held + w <= M.limit then
+  return done({1, grant(B, M, id, w, ttl)})
+end
+
+local seq = 0
+if not try then
+  local e = now + ttl
+  if queued then
+    redis.call('ZADD', B.x, 'XX', s(e), id)
+    local _, a = tplace(redis.call('HGET', B.d, 't:' .. id))
+    seq = a
+  else
+    B.seq, B.seqDirty = math.max(B.seq + 1, nowus), true
+    seq = B.seq
+    local rank = 0
+    if FAIR == 1 then rank = fair_key(B, group, len) end
+    if STEP == 0 then band = 0 end
+    if not B.head then B.newQ = true end
+    redis.call('HSET', B.d, 'w:' .. id, w, 't:' .. id, s(ttl) .. ':' .. s(seq) .. ':' .. s(band) .. ':' .. s(rank))
+    join(B, id, band, seq, rank)
+    redis.call('ZADD', B.x, s(e), id)
+    first_queued(B)
+    pump(B, M, chan, pub, id)
+    if B.mine then
+      need(B, e)
+      return done({1, B.mine})
+    end
+  end
+  need(B, e)
+end
+
+local hint, qflag = ttl, 0
+local cool = math.max(M.cu - now, 0)
+if now < M.qu then qflag = 1 end
+if shut(M) then
+  hint = reopen(M) - now
+elseif B.first then
+  hint = B.first - now
+end
+if try then return done({0, hint, qflag, cool}) end
+return done({2, hint, qflag, seq, cool})
+`
