@@ -213,7 +213,8 @@ func (r reshardRun) check(t *testing.T) {
 	}
 	t.Logf("before the move: %d grants, %s, %d pushes, %d polls", r.grants[1]-r.grants[0], rate(0, 1), d(r.pushes, 0, 1), d(r.polls, 0, 1))
 	t.Logf("the move (slot %d, node 0 to 1): %v, %d grants during it", r.slot, r.at[2].Sub(r.at[1]).Round(time.Millisecond), r.grants[2]-r.grants[1])
-	t.Logf("from the move to the first push after it: %d grants, %s, %d pushes, %d polls", r.grants[3]-r.grants[2], rate(2, 3), d(r.pushes, 2, 3), d(r.polls, 2, 3))
+	t.Logf("from the move to the first push after it: %v, %d grants (%s), %d pushes, %d polls",
+		r.at[3].Sub(r.at[2]).Round(time.Millisecond), r.grants[3]-r.grants[2], rate(2, 3), d(r.pushes, 2, 3), d(r.polls, 2, 3))
 	t.Logf("after the first push: %d grants, %s, %d pushes, %d polls", r.grants[4]-r.grants[3], rate(3, 4), d(r.pushes, 3, 4), d(r.polls, 3, 4))
 
 	assert.LessOrEqual(t, maxInUse(r.spans), int64(1), "two permits out at once")
