@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,48 +17,6 @@ import (
 	"github.com/sessionlane/lanes/redislane"
 	"github.com/sessionlane/lanes/redislane/redistest"
 )
-
-// moveSlot moves slot from node src to node dst of a running cluster (the
-// indexes of nodes and addrs), as redis-cli --cluster reshard moves each
-// slot: IMPORTING on dst, MIGRATING on src, MIGRATE of the slot's keys in
-// batches, then the new owner set on every master, dst first and src next.
-// The slot's keys stay in use meanwhile: a command that finds some of them
-// moved is redirected (ASK) or told to try again (TRYAGAIN).
-func moveSlot(ctx context.Context, t *testing.T, nodes []*redis.Client, addrs []string, slot, src, dst int) {
-	t.Helper()
-	srcID, err := nodes[src].ClusterMyID(ctx).Result()
-	require.NoError(t, err)
-	dstID, err := nodes[dst].ClusterMyID(ctx).Result()
-	require.NoError(t, err)
-	require.NoError(t, nodes[dst].Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID).Err())
-	require.NoError(t, nodes[src].Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID).Err())
-	host, port, err := net.SplitHostPort(addrs[dst])
-	require.NoError(t, err)
-	for {
-		keys, err := nodes[src].ClusterGetKeysInSlot(ctx, slot, 100).Result()
-		require.NoError(t, err)
-		if len(keys) == 0 {
-			break
-		}
-		args := []any{"MIGRATE", host, port, "", 0, 5000, "REPLACE", "KEYS"}
-		for _, k := range keys {
-			args = append(args, k)
-		}
-		// NOKEY: the keys expired or were deleted since they were listed.
-		if err := nodes[src].Do(ctx, args...).Err(); err != nil && err.Error() != "NOKEY" {
-			require.NoError(t, err, "MIGRATE")
-		}
-	}
-	order := []int{dst, src}
-	for i := range nodes {
-		if i != dst && i != src {
-			order = append(order, i)
-		}
-	}
-	for _, i := range order {
-		require.NoError(t, nodes[i].Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", dstID).Err())
-	}
-}
 
 // pushesAndPolls sums how the instances' queued waiters were woken: by a
 // hand-over message (a push) or by their timer (a poll).
@@ -94,7 +51,8 @@ type reshardRun struct {
 // perPhase more.
 func runReshard(t *testing.T, perPhase, firstPushIn int64) reshardRun {
 	t.Helper()
-	addrs := startClusterOf(t, 3)
+	cluster := startClusterNodes(t, 3)
+	addrs := cluster.Addrs()
 	direct := clusterClient(t, addrs[0])
 	ctx := testCtx(t, 2*time.Minute)
 	info, err := direct.Do(ctx, "COMMAND", "INFO", "SPUBLISH").Slice()
@@ -184,7 +142,7 @@ func runReshard(t *testing.T, perPhase, firstPushIn int64) reshardRun {
 	mark(0)
 	upTo(r.grants[0]+perPhase, "before the move", never)
 	mark(1)
-	moveSlot(ctx, t, nodes, addrs, int(r.slot), 0, 1)
+	require.NoError(t, cluster.MoveSlot(ctx, int(r.slot), 0, 1), "moving the slot")
 	mark(2)
 	upTo(r.grants[2]+firstPushIn, "after the move", func() bool {
 		pushes, _ := pushesAndPolls(a, b)
@@ -263,7 +221,8 @@ func TestClusterReshardBackstopWithoutSunsubscribe(t *testing.T) {
 // release's push. Before the fix the refused subscription stayed refused:
 // the waiter only polled.
 func TestClusterSubscriptionWithAStaleSlotMap(t *testing.T) {
-	addrs := startClusterOf(t, 3)
+	cluster := startClusterNodes(t, 3)
+	addrs := cluster.Addrs()
 	direct := clusterClient(t, addrs[0])
 	ctx := testCtx(t)
 	info, err := direct.Do(ctx, "COMMAND", "INFO", "SPUBLISH").Slice()
@@ -282,7 +241,7 @@ func TestClusterSubscriptionWithAStaleSlotMap(t *testing.T) {
 
 	stale := clusterClient(t, addrs[0])
 	require.NoError(t, stale.Ping(ctx).Err()) // it reads the slot map now
-	moveSlot(ctx, t, nodes, addrs, int(slot), 0, 1)
+	require.NoError(t, cluster.MoveSlot(ctx, int(slot), 0, 1), "moving the slot")
 
 	opts := []redislane.Option{redislane.WithLease(handoverLease), redislane.WithQuarantine(0)}
 	holder, err := redislane.NewWeighted(clusterClient(t, addrs[0]), lane, 1, opts...)
