@@ -2,12 +2,9 @@ package redislane_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,65 +14,30 @@ import (
 
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/redislane"
+	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
 // startCluster starts a one-node Redis Cluster (all slots on one node) of
-// the test's own, and kills it (its whole process group) when the test
-// ends. It skips as startRedis does when redis-server is missing.
+// the test's own, and stops it when the test ends (see startClusterNodes).
 func startCluster(t *testing.T) string { return startClusterOf(t, 1)[0] }
 
 // startClusterOf starts a Redis Cluster of n masters of the test's own,
 // the slots split evenly among them in the order of the addresses
-// returned, and kills it when the test ends.
-func startClusterOf(t *testing.T, n int) []string {
+// returned, and stops it when the test ends.
+func startClusterOf(t *testing.T, n int) []string { return startClusterNodes(t, n).Addrs() }
+
+// startClusterNodes starts a Redis Cluster of n masters of the test's own
+// (see redistest.StartCluster) and stops it when the test ends. Without
+// redis-server the test fails under CI (CI=true) and is skipped elsewhere.
+func startClusterNodes(t *testing.T, n int) *redistest.Cluster {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("redislane tests need a real redis-server and CI=true: %v", err)
-		}
+	c, err := redistest.StartCluster(n)
+	if errors.Is(err, redistest.ErrNotInstalled) && os.Getenv("CI") != "true" {
 		t.Skipf("skipping: %v", err)
 	}
-	addrs := make([]string, n)
-	nodes := make([]*redis.Client, n)
-	for i := range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		dir := t.TempDir()
-		cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1",
-			"--cluster-enabled", "yes", "--cluster-config-file", dir+"/nodes.conf",
-			"--save", "", "--appendonly", "no", "--dir", dir, "--loglevel", "warning")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		require.NoError(t, cmd.Start())
-		exited := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(exited) }()
-		t.Cleanup(func() {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		})
-		addrs[i] = fmt.Sprintf("127.0.0.1:%d", port)
-		nodes[i] = redis.NewClient(&redis.Options{Addr: addrs[i], ContextTimeoutEnabled: true})
-		defer nodes[i].Close()
-	}
-	ctx := context.Background()
-	for i, node := range nodes {
-		waitFor(t, 10*time.Second, "the cluster node to answer", func() bool { return node.Ping(ctx).Err() == nil })
-		if i > 0 {
-			host, port, err := net.SplitHostPort(addrs[i])
-			require.NoError(t, err)
-			require.NoError(t, nodes[0].ClusterMeet(ctx, host, port).Err())
-		}
-		require.NoError(t, node.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", i*16384/n, (i+1)*16384/n-1).Err())
-	}
-	for _, node := range nodes {
-		waitFor(t, 20*time.Second, "the cluster to be ok", func() bool {
-			info := node.ClusterInfo(ctx).Val()
-			return strings.Contains(info, "cluster_state:ok") && strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d\r", n))
-		})
-	}
-	return addrs
+	require.NoError(t, err, "redislane tests need a real redis-server")
+	t.Cleanup(c.Stop)
+	return c
 }
 
 func clusterClient(t *testing.T, addr string) *redis.ClusterClient {

@@ -37,8 +37,12 @@
 // entry expired and it queued again, is ignored. Where the server has
 // sharded pub/sub (Redis 7), the lanes use SPUBLISH and SSUBSCRIBE, so that
 // a Cluster delivers a message on the lane's node only (see
-// [WithClassicPubSub]). Pub/sub drops messages across reconnects, so
-// waiters also ask again after a hint from Redis (5-250 ms, jittered).
+// [WithClassicPubSub]); when a reshard moves the lane's slot to another
+// node, the subscription follows it (the node that lost the slot drops its
+// subscribers, and the process subscribes again where the slot is now).
+// Pub/sub drops messages across reconnects, and those published while a
+// slot moves, so waiters also ask again after a hint from Redis (5-250 ms,
+// jittered).
 // Every call is idempotent: an acquire retried with the same permit id
 // (after a timeout, a lost reply or a go-redis retry) returns the grant
 // already made, never a second one.

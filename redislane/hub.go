@@ -27,6 +27,16 @@ import (
 // broadcasts them). On a Ring client every channel lives on the shard of
 // its hash tag, a server of its own, so each channel gets its own
 // connection there.
+//
+// A Cluster moves slots (a reshard): the node that loses a slot drops its
+// shard channels' subscribers, with an sunsubscribe each. The connection of
+// such a channel is then replaced by one to the slot's node as the client's
+// slot map says (see follow). A subscription that reaches a node that does
+// not serve the slot (the map is stale, for a while after a move) is
+// refused with MOVED, and is made again on the node that MOVED names. As a
+// backstop for an sunsubscribe never heard, a shard channel's connection
+// that was silent for receiveTimeout subscribes again, instead of a ping,
+// on its node: a node that lost the slot answers MOVED.
 type hub struct {
 	client     redis.UniversalClient
 	refs       int  // guarded by hubs.mu: lanes using the hub
@@ -57,10 +67,16 @@ const (
 
 // A psConn is one pub/sub connection of a hub and its receive loop.
 type psConn struct {
-	ps    *redis.PubSub // on a Ring, set by the subscription, before first is closed
+	// ps is set by the subscription on a Ring, before first is closed, and
+	// replaced by the loop when the shard channel's slot moved (shard).
+	mu    sync.Mutex
+	ps    *redis.PubSub
 	chans int           // channels on it; guarded by hub.mu
 	stop  chan struct{} // closed when it is closed
 	done  chan struct{} // closed when its loop has ended
+	// shard is the connection's one channel where it is a shard channel on
+	// a Cluster client, whose slot can move to another node; else "".
+	shard string
 	// first, if not nil, is closed when the subscription call of the
 	// connection's one channel (a shard channel on a Cluster, any channel
 	// on a Ring) has ended: its loop waits for it before it receives.
@@ -223,8 +239,15 @@ func (pc *psConn) close() {
 	if pc.first != nil {
 		<-pc.first // its subscription call, bounded by its deadline; on a Ring it makes ps
 	}
-	_ = pc.ps.Close()
+	_ = pc.pubsub().Close()
 	<-pc.done
+}
+
+// pubsub returns the connection's subscription now.
+func (pc *psConn) pubsub() *redis.PubSub {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	return pc.ps
 }
 
 // subscribed is a channel's subscription; ready is closed when Redis has
@@ -240,9 +263,9 @@ type subscribed struct {
 
 func (s *subscribed) unsubscribe(ctx context.Context, channel string) {
 	if s.sharded {
-		_ = s.conn.ps.SUnsubscribe(ctx, channel)
+		_ = s.conn.pubsub().SUnsubscribe(ctx, channel)
 	} else {
-		_ = s.conn.ps.Unsubscribe(ctx, channel)
+		_ = s.conn.pubsub().Unsubscribe(ctx, channel)
 	}
 }
 
@@ -290,6 +313,9 @@ func (h *hub) watch(ctx context.Context, done <-chan struct{}, channel string, s
 				// subscription is refused (MOVED): the subscription
 				// dials it, to the node of the channel's slot.
 				pc.first = subDone
+				if _, ok := h.client.(*redis.ClusterClient); ok && sharded {
+					pc.shard = channel
+				}
 			}
 			h.conns[g] = pc
 			h.wg.Add(1)
@@ -318,15 +344,19 @@ func (h *hub) watch(ctx context.Context, done <-chan struct{}, channel string, s
 			case h.ring:
 				// The Ring's PubSub, on the channel's shard, subscribed
 				// (or, on failure, to be on its next connection).
+				var ps *redis.PubSub
 				if sharded {
-					pc.ps = h.client.SSubscribe(ctx, channel)
+					ps = h.client.SSubscribe(ctx, channel)
 				} else {
-					pc.ps = h.client.Subscribe(ctx, channel)
+					ps = h.client.Subscribe(ctx, channel)
 				}
+				pc.mu.Lock()
+				pc.ps = ps
+				pc.mu.Unlock()
 			case sharded:
-				_ = pc.ps.SSubscribe(ctx, channel)
+				_ = pc.pubsub().SSubscribe(ctx, channel)
 			default:
-				_ = pc.ps.Subscribe(ctx, channel)
+				_ = pc.pubsub().Subscribe(ctx, channel)
 			}
 			// If the channel's last lane left meanwhile, its Unsubscribe
 			// may have gone first: take the subscription back. (A lane that
@@ -350,6 +380,78 @@ func (h *hub) watch(ctx context.Context, done <-chan struct{}, channel string, s
 	}
 }
 
+// pause waits d, or until pc is closed; it returns false if pc was closed.
+func (pc *psConn) pause(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-pc.stop:
+		return false
+	}
+}
+
+// wants tells whether channel is still subscribed on pc, as far as the hub
+// knows: not unsubscribed by the hub, nor moved to another connection.
+func (h *hub) wants(pc *psConn, channel string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.subbed[channel]
+	return s != nil && s.conn == pc
+}
+
+// follow replaces ps, the subscription of pc's shard channel, with a new one
+// and returns it, or it returns nil if pc was closed meanwhile. The new one
+// is made on the master at addr if addr is not "" and the client knows a
+// master there (a MOVED reply named it: the client's slot map may not say
+// so yet, for a while), else on the node of the channel's slot as the
+// client's map says. The new subscription dials in the call, bounded by
+// maxWait; if that fails, go-redis subscribes on its next connection, which
+// the next receive dials. Only pc's loop calls it.
+func (h *hub) follow(pc *psConn, ps *redis.PubSub, addr string) *redis.PubSub {
+	ctx, cancel := context.WithTimeout(context.Background(), maxWait)
+	defer cancel()
+	var next *redis.PubSub
+	if node := h.masterAt(ctx, addr); node != nil {
+		next = node.SSubscribe(ctx, pc.shard)
+	} else {
+		next = h.client.SSubscribe(ctx, pc.shard)
+	}
+	pc.mu.Lock()
+	select {
+	case <-pc.stop: // pc.close closes the subscription it found, ps
+		pc.mu.Unlock()
+		_ = next.Close()
+		return nil
+	default:
+	}
+	pc.ps = next
+	pc.mu.Unlock()
+	_ = ps.Close()
+	return next
+}
+
+// masterAt returns the client of the Cluster master at addr, or nil if
+// addr is "" or the client knows no master there.
+func (h *hub) masterAt(ctx context.Context, addr string) *redis.Client {
+	cc, ok := h.client.(*redis.ClusterClient)
+	if !ok || addr == "" {
+		return nil
+	}
+	var mu sync.Mutex
+	var found *redis.Client
+	_ = cc.ForEachMaster(ctx, func(_ context.Context, node *redis.Client) error {
+		if node.Options().Addr == addr {
+			mu.Lock()
+			found = node
+			mu.Unlock()
+		}
+		return nil
+	})
+	return found
+}
+
 func (h *hub) unwatch(id string) {
 	h.mu.Lock()
 	delete(h.watchers, id)
@@ -357,8 +459,13 @@ func (h *hub) unwatch(id string) {
 }
 
 // receiveTimeout bounds a silent wait on the subscription; after it the
-// loop pings, so that a dead connection is noticed and replaced.
-const receiveTimeout = 5 * time.Second
+// loop pings (a shard channel's connection subscribes again), so that a
+// dead connection is noticed and replaced. Tests shorten it.
+var receiveTimeout = 5 * time.Second
+
+// followSunsubscribe is whether a loop follows a shard channel's slot when
+// its node says sunsubscribe. Tests turn it off to see the backstop alone.
+var followSunsubscribe = true
 
 // loop reads the subscription itself (rather than through go-redis's
 // channel) so that a hand-over reaches its waiter with one goroutine switch.
@@ -375,7 +482,7 @@ func (h *hub) loop(pc *psConn) {
 			return
 		}
 	}
-	ps := pc.ps
+	ps := pc.pubsub()
 	ctx := context.Background()
 	backoff := time.Duration(0)
 	// A receive with no connection dials one (and greets Redis) under the
@@ -397,32 +504,60 @@ func (h *hub) loop(pc *psConn) {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				// go-redis replaces a broken connection on the next receive.
+				// A shard channel's connection subscribes again instead of a
+				// ping: its node answers MOVED if it lost the slot.
 				pctx, cancel := context.WithTimeout(ctx, maxWait)
-				_ = ps.Ping(pctx)
+				if pc.shard != "" {
+					_ = ps.SSubscribe(pctx, pc.shard)
+				} else {
+					_ = ps.Ping(pctx)
+				}
 				cancel()
 				continue
 			}
-			// Redis is unreachable; waiters poll meanwhile.
+			// Redis is unreachable, or (MOVED) the subscription went to a
+			// node that does not serve the shard channel's slot: the
+			// client's slot map is stale. Waiters poll meanwhile.
 			backoff = nextBackoff(backoff)
-			t := time.NewTimer(jitter(backoff))
-			select {
-			case <-t.C:
-			case <-pc.stop:
-				t.Stop()
+			if !pc.pause(jitter(backoff)) {
 				return
+			}
+			if pc.shard != "" {
+				// Subscribe again: on the node that MOVED names, else where
+				// the client's slot map says now (a master failed over).
+				addr, _ := redis.IsMovedError(err)
+				if ps = h.follow(pc, ps, addr); ps == nil {
+					return
+				}
 			}
 			continue
 		}
 		backoff, wait = 0, receiveTimeout
 		m, ok := msg.(*redis.Message)
 		if !ok {
-			if sub, ok := msg.(*redis.Subscription); ok && (sub.Kind == "subscribe" || sub.Kind == "ssubscribe") {
+			sub, ok := msg.(*redis.Subscription)
+			if !ok {
+				continue
+			}
+			switch sub.Kind {
+			case "subscribe", "ssubscribe":
 				h.mu.Lock()
 				if s := h.subbed[sub.Channel]; s != nil && s.conn == pc && !s.confirmed {
 					s.confirmed = true
 					close(s.ready)
 				}
 				h.mu.Unlock()
+			case "sunsubscribe":
+				// The node lost the channel's slot (a reshard) and dropped
+				// the subscription, if the hub still wants it: follow the
+				// slot.
+				if !followSunsubscribe || sub.Channel != pc.shard || !h.wants(pc, sub.Channel) {
+					continue
+				}
+				if ps = h.follow(pc, ps, ""); ps == nil {
+					return
+				}
+				wait = maxWait // the new subscription may have to dial
 			}
 			continue
 		}

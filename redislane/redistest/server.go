@@ -1,5 +1,6 @@
 // Package redistest starts and stops a throwaway redis-server on a free
-// loopback port, with persistence off, for redislane's tests, fleetsim and
+// loopback port, with persistence off (or a Redis Cluster of them, see
+// StartCluster, whose slots it can move), for redislane's tests, fleetsim and
 // the benchmarks of bench/redispeers. It is a public package, not an
 // internal one, so that the nested bench module can import it; it is test
 // plumbing, not part of redislane's API.
@@ -54,13 +55,17 @@ type Server struct {
 	Port int    // the port of Addr
 	bin  string
 	dir  string
+	args []string // more arguments of redis-server (a cluster node's)
 	cmd  *exec.Cmd
 	exit chan struct{}
 }
 
 // Start starts redis-server on a free loopback port with persistence off
 // (no snapshots, no append-only file), and returns once it answers PING.
-func Start() (*Server, error) {
+func Start() (*Server, error) { return start() }
+
+// start starts a server as Start does, with args added to its command line.
+func start(args ...string) (*Server, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, ErrNotInstalled
@@ -75,7 +80,7 @@ func Start() (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, bin: bin, dir: dir}
+		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, bin: bin, dir: dir, args: args}
 		if lastErr = s.start(); lastErr == nil {
 			return s, nil
 		}
@@ -94,7 +99,7 @@ func freePort() (int, error) {
 }
 
 func (s *Server) start() error {
-	cmd := exec.Command(s.bin,
+	cmd := exec.Command(s.bin, append([]string{
 		"--port", strconv.Itoa(s.Port),
 		"--bind", "127.0.0.1",
 		"--save", "",
@@ -103,7 +108,7 @@ func (s *Server) start() error {
 		"--daemonize", "no",
 		"--maxmemory-policy", "noeviction",
 		"--loglevel", "warning",
-	)
+	}, s.args...)...)
 	cmd.Stdout = nil
 	cmd.Stderr = nil
 	cmd.SysProcAttr = procAttr()
