@@ -90,11 +90,7 @@ func newGateway(cfg config) (*gateway, error) {
 		},
 		Options: func(r *http.Request) ([]semaphore.AcquireOption, error) {
 			m, _ := dec.From(r.Context())
-			p := priorityUser
-			if m.Kind == "cron" {
-				p = priorityCron
-			}
-			return []semaphore.AcquireOption{semaphore.Sequence(m.N), semaphore.Priority(p), semaphore.Group(m.Tenant)}, nil
+			return append(agentsTurn(m.Tenant, m.Kind), semaphore.Sequence(m.N)), nil
 		},
 	}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m, _ := dec.From(r.Context())

@@ -94,8 +94,7 @@ func newLanes(agents, modelCeiling int64, hold, priorityStep time.Duration, rc r
 	err = q.Add("thread", thread)
 	if err == nil {
 		added++
-		err = q.Add("agents", lanequeue.NewGlobalLane[string](semaphore.New(agents,
-			semaphore.WithPriorities(priorityStep), semaphore.WithFairShare(nil))))
+		err = q.Add("agents", lanequeue.NewGlobalLane[string](newAgents(agents, priorityStep)))
 	}
 	if err == nil {
 		err = q.Add("model", model)
@@ -123,6 +122,20 @@ func newLanes(agents, modelCeiling int64, hold, priorityStep time.Duration, rc r
 		return nil, err
 	}
 	return l, nil
+}
+
+// newAgents makes the agents lane (see newLanes); opts are a test's.
+func newAgents(agents int64, priorityStep time.Duration, opts ...semaphore.Option) *semaphore.Weighted {
+	return semaphore.New(agents, append([]semaphore.Option{semaphore.WithPriorities(priorityStep), semaphore.WithFairShare(nil)}, opts...)...)
+}
+
+// agentsTurn is where a message waits on the agents lane.
+func agentsTurn(tenant, kind string) []semaphore.AcquireOption {
+	p := priorityUser
+	if kind == "cron" {
+		p = priorityCron
+	}
+	return []semaphore.AcquireOption{semaphore.Priority(p), semaphore.Group(tenant)}
 }
 
 // drain refuses new webhooks and lets the admitted ones finish, their model
