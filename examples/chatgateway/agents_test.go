@@ -52,7 +52,7 @@ func newLine(t *testing.T, s func(opts ...semaphore.Option) *semaphore.Weighted)
 // gateway passes the agents lane) and waits for it on a goroutine.
 func (l *line) join(name, tenant, kind string) {
 	l.t.Helper()
-	p, err := l.s.Join(1, agentsTurn(tenant, kind)...)
+	p, err := l.s.Join(1, agentsTurn(tenant, kind))
 	l.wait(name, p, err)
 }
 
@@ -68,6 +68,68 @@ func (l *line) next() string {
 	l.held = g.perm
 	l.order = append(l.order, g.name)
 	return g.name
+}
+
+// TestAgentsSmallUserAheadOfBigBacklog: the big tenant has four messages
+// waiting, then a cron job joins, and the small tenant's user message
+// comes after the cron job has waited longer than a second (the old
+// recipe's aging step). It goes ahead of every big message but the one
+// at the head (equal turns keep their arrival order). On the old recipe's
+// lane (bands aged by 1s, TestEngineAgedBandHoldsBackFairShare) it was
+// served after all four: the loaded runs' slow small users.
+func TestAgentsSmallUserAheadOfBigBacklog(t *testing.T) {
+	l := newLine(t, func(opts ...semaphore.Option) *semaphore.Weighted { return newAgents(1, opts...) })
+	for i := range 4 {
+		l.join(fmt.Sprint("big", i), "big", "user")
+	}
+	l.join("cron", "big", "cron")
+	l.clock.Advance(1500 * time.Millisecond)
+	l.join("small", "small", "user")
+	for range 6 {
+		l.next()
+	}
+	if i := slices.Index(l.order, "small"); i > slices.Index(l.order, "big1") {
+		t.Errorf("served %v: the small tenant's user waited behind the big tenant's backlog", l.order)
+	}
+	if i := slices.Index(l.order, "cron"); i < 0 {
+		t.Errorf("served %v: no cron job", l.order)
+	}
+}
+
+// TestAgentsCronServedUnderLoad: while the users keep the lane full (a
+// new big message for every grant, a small one for every fourth), the
+// big tenant's three cron jobs get their share of the grants: each is
+// served within as many grants as the groups' weights add up to
+// (big/user, small/user, big/cron), not when the users stop.
+func TestAgentsCronServedUnderLoad(t *testing.T) {
+	l := newLine(t, func(opts ...semaphore.Option) *semaphore.Weighted { return newAgents(1, opts...) })
+	users := 0
+	user := func(tenant string) {
+		users++
+		l.join(fmt.Sprint(tenant, users), tenant, "user")
+	}
+	for range 8 {
+		user("big")
+	}
+	user("small")
+	for i := range 3 {
+		l.join(fmt.Sprint("cron", i), "big", "cron")
+	}
+	bound := 3 * (2*weightUser + weightCron) / weightCron
+	cron := 0
+	for n := 1; cron < 3; n++ {
+		if n > bound {
+			t.Fatalf("%d of 3 cron jobs served in %d grants while users kept the lane full, want 3: %v", cron, bound, l.order)
+		}
+		if name := l.next(); len(name) > 4 && name[:4] == "cron" {
+			cron++
+		}
+		l.clock.Advance(10 * time.Millisecond) // a grant every 10 ms: 8 agents running 80 ms each
+		user("big")
+		if n%4 == 0 {
+			user("small")
+		}
+	}
 }
 
 // TestEngineAgedBandHoldsBackFairShare reproduces, on the lane the recipe

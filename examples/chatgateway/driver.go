@@ -39,9 +39,8 @@ type load struct {
 	ModelLimit   int64         // the model API's hidden concurrency limit
 	ModelCeiling int64         // the most the gateway's controller may allow
 	RetryAfter   time.Duration // the model API's Retry-After on a 429
-	Agents       int64
+	Agents       int64         // agent runs at once, each replica's
 	Hold         time.Duration
-	PriorityStep time.Duration
 	// Replicas is how many gateways the webhooks are spread over, in turn
 	// (a load balancer's round robin); above 1 they need Redis, at
 	// RedisAddr, to share the thread and model lanes. Agents is then each
@@ -60,7 +59,7 @@ func defaultLoad(d time.Duration) load {
 		Jitter: 20 * time.Millisecond,
 		Tool:   60 * time.Millisecond, ModelWork: 40 * time.Millisecond, ModelLimit: 6, ModelCeiling: 12,
 		RetryAfter: 100 * time.Millisecond,
-		Agents:     8, Hold: 200 * time.Millisecond, PriorityStep: time.Second,
+		Agents:     8, Hold: 200 * time.Millisecond,
 		Replicas: 1,
 	}
 }
@@ -161,7 +160,7 @@ func run(lo load) (*report, error) {
 			rc = c
 		}
 		g, err := newGateway(config{
-			Agents: lo.Agents, ModelCeiling: lo.ModelCeiling, Hold: lo.Hold, PriorityStep: lo.PriorityStep,
+			Agents: lo.Agents, ModelCeiling: lo.ModelCeiling, Hold: lo.Hold,
 			ModelURL: model.URL + "/v1/messages", ModelBase: model.Client().Transport, Backoff: 50 * time.Millisecond,
 			Redis: rc, RedisOptions: lo.RedisOptions,
 			Handle: func(ctx context.Context, m message, ask func(context.Context, string) (string, error)) (string, error) {
@@ -347,8 +346,8 @@ func pct(l []time.Duration, p float64) time.Duration {
 func (r *report) print(w io.Writer) {
 	lo := r.Load
 	fmt.Fprintf(w, "chatgateway: %v small tenant alone, then %v with a big tenant over capacity, then a drain under traffic\n", lo.Unloaded, lo.Loaded)
-	fmt.Fprintf(w, "  agents lane %d (users before cron, tenants fair), model API hidden limit %d, controller ceiling %d, reorder hold %v\n",
-		lo.Agents, lo.ModelLimit, lo.ModelCeiling, lo.Hold)
+	fmt.Fprintf(w, "  agents lane %d (fair shares per tenant: users %d, cron %d), model API hidden limit %d, controller ceiling %d, reorder hold %v\n",
+		lo.Agents, weightUser, weightCron, lo.ModelLimit, lo.ModelCeiling, lo.Hold)
 	if lo.Replicas > 1 {
 		fmt.Fprintf(w, "  %d replicas in turn, thread and model lanes shared on Redis at %s (agents lane: %d each)\n", lo.Replicas, lo.RedisAddr, lo.Agents)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,9 +36,16 @@ type lanes struct {
 //   - "thread", keyed by thread id: one message of a thread at a time, in
 //     the order of their numbers, holding a message whose predecessor has
 //     not arrived for up to hold;
-//   - "agents", global: at most agents runs at once, users before cron
-//     jobs (priorities, aged by priorityStep) and, within each, tenants
-//     sharing equally (fair share);
+//   - "agents", global: at most agents runs at once, shared by weighted
+//     fair share among groups, a tenant's users (weight weightUser) and a
+//     tenant's cron jobs (weightCron): while both tenants' users and one
+//     tenant's cron jobs wait, those cron jobs get 1 run in 17 and each
+//     tenant's users 8; a group that asks for less than its share (the
+//     small tenant's users, cron jobs a few a second) is served as it
+//     comes, ahead of a busy group's backlog. Cron jobs in a lower
+//     priority band instead would starve while the users keep the lane
+//     full, or, once aged, hold back the users who come after them
+//     (TestEngineAgedBandHoldsBackFairShare);
 //   - "model", global: the calls in flight to the model API, a limit that
 //     an AIMD controller moves between 1 and modelCeiling as the API
 //     answers (lanehttp.Transport reports its 429s and pauses the lane for
@@ -56,7 +64,7 @@ type lanes struct {
 // has found the limit, is one per 300), each costing a 429 or two.
 const probeEvery = 200
 
-func newLanes(agents, modelCeiling int64, hold, priorityStep time.Duration, rc redis.UniversalClient, ropts ...redislane.Option) (*lanes, error) {
+func newLanes(agents, modelCeiling int64, hold time.Duration, rc redis.UniversalClient, ropts ...redislane.Option) (*lanes, error) {
 	q := lanequeue.New[string]()
 	l := &lanes{q: q}
 	var (
@@ -94,7 +102,7 @@ func newLanes(agents, modelCeiling int64, hold, priorityStep time.Duration, rc r
 	err = q.Add("thread", thread)
 	if err == nil {
 		added++
-		err = q.Add("agents", lanequeue.NewGlobalLane[string](newAgents(agents, priorityStep)))
+		err = q.Add("agents", lanequeue.NewGlobalLane[string](newAgents(agents)))
 	}
 	if err == nil {
 		err = q.Add("model", model)
@@ -124,18 +132,33 @@ func newLanes(agents, modelCeiling int64, hold, priorityStep time.Duration, rc r
 	return l, nil
 }
 
-// newAgents makes the agents lane (see newLanes); opts are a test's.
-func newAgents(agents int64, priorityStep time.Duration, opts ...semaphore.Option) *semaphore.Weighted {
-	return semaphore.New(agents, append([]semaphore.Option{semaphore.WithPriorities(priorityStep), semaphore.WithFairShare(nil)}, opts...)...)
+// The agents lane's fair-share weights: while they wait, a tenant's users
+// get weightUser shares of the agent runs, and its cron jobs weightCron.
+const (
+	weightUser = 8
+	weightCron = 1
+)
+
+// newAgents makes the agents lane of newLanes; opts are a test's.
+func newAgents(agents int64, opts ...semaphore.Option) *semaphore.Weighted {
+	return semaphore.New(agents, append([]semaphore.Option{semaphore.WithFairShare(agentsWeight)}, opts...)...)
 }
 
-// agentsTurn is where a message waits on the agents lane.
-func agentsTurn(tenant, kind string) []semaphore.AcquireOption {
-	p := priorityUser
+// agentsTurn is the turn on the agents lane of a message of tenant and
+// kind: the group of the tenant's users or of its cron jobs.
+func agentsTurn(tenant, kind string) semaphore.AcquireOption {
 	if kind == "cron" {
-		p = priorityCron
+		return semaphore.Group(tenant + "/cron")
 	}
-	return []semaphore.AcquireOption{semaphore.Priority(p), semaphore.Group(tenant)}
+	return semaphore.Group(tenant + "/user")
+}
+
+// agentsWeight is the weight of an agentsTurn group.
+func agentsWeight(group string) int {
+	if strings.HasSuffix(group, "/cron") {
+		return weightCron
+	}
+	return weightUser
 }
 
 // drain refuses new webhooks and lets the admitted ones finish, their model

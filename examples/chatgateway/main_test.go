@@ -97,7 +97,7 @@ func TestMetrics(t *testing.T) {
 	up := httptest.NewServer(newUpstream(lo.ModelLimit, lo.ModelWork, lo.RetryAfter, 1))
 	defer up.Close()
 	g, err := newGateway(config{
-		Agents: lo.Agents, ModelCeiling: lo.ModelCeiling, Hold: lo.Hold, PriorityStep: lo.PriorityStep,
+		Agents: lo.Agents, ModelCeiling: lo.ModelCeiling, Hold: lo.Hold,
 		ModelURL: up.URL + "/v1/messages", ModelBase: up.Client().Transport,
 	})
 	if err != nil {
