@@ -87,6 +87,7 @@ type report struct {
 	DrainFinished int64 // webhooks whose handler returned after the drain began
 	DrainErr      error
 	Lat           map[string][]time.Duration // "phase tenant class" -> sorted latencies of 200s
+	SentBy        map[string]int             // "phase tenant class" -> webhooks sent
 }
 
 // tracker watches the handlers: order, exclusion, admission.
@@ -187,7 +188,7 @@ func run(lo load) (*report, error) {
 	client := &http.Client{Timeout: lo.Timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
 	defer client.CloseIdleConnections()
 
-	rep := &report{Load: lo, Lat: map[string][]time.Duration{}}
+	rep := &report{Load: lo, Lat: map[string][]time.Duration{}, SentBy: map[string]int{}}
 	var latMu sync.Mutex
 	var sends sync.WaitGroup
 	// The clients' counts, as atomics of their own: an int64 field of
@@ -197,6 +198,10 @@ func run(lo load) (*report, error) {
 		defer sends.Done()
 		body, _ := json.Marshal(m)
 		sent.Add(1)
+		k := phase + " " + m.Tenant + " " + m.Kind
+		latMu.Lock()
+		rep.SentBy[k]++
+		latMu.Unlock()
 		start := time.Now()
 		var ne net.Error
 		srv := srvs[turn.Add(1)%uint64(len(srvs))]
@@ -217,7 +222,6 @@ func run(lo load) (*report, error) {
 		case http.StatusOK:
 			answered.Add(1)
 			tr.got(m.Text, "ok")
-			k := phase + " " + m.Tenant + " " + m.Kind
 			latMu.Lock()
 			rep.Lat[k] = append(rep.Lat[k], time.Since(start))
 			latMu.Unlock()
@@ -368,16 +372,18 @@ func (r *report) print(w io.Writer) {
 		"model calls refused by a lane %d\n",
 		r.Admitted, r.AdmittedOK, r.AdmittedOther, r.AdmittedGaveUp, r.AdmittedLost, r.NestedRefused)
 	fmt.Fprintf(w, "drain under traffic: %d handlers finished after it began; Drain and Shutdown: %v\n", r.DrainFinished, r.DrainErr)
-	fmt.Fprintf(w, "%-9s %-6s %-5s %7s %9s %9s\n", "phase", "tenant", "class", "answers", "p50", "p99")
-	keys := make([]string, 0, len(r.Lat))
-	for k := range r.Lat {
-		keys = append(keys, k)
+	fmt.Fprintf(w, "%-9s %-6s %-5s %5s %7s %9s %9s\n", "phase", "tenant", "class", "sent", "answers", "p50", "p99")
+	keys := make([]string, 0, len(r.SentBy))
+	for k := range r.SentBy {
+		if !strings.HasPrefix(k, "drain ") { // refused, most of them: the drain's counts say how they fared
+			keys = append(keys, k)
+		}
 	}
 	slices.SortFunc(keys, func(a, b string) int { return strings.Compare(phaseRank(a)+a, phaseRank(b)+b) })
 	for _, k := range keys {
 		f := strings.Fields(k)
 		l := r.Lat[k]
-		fmt.Fprintf(w, "%-9s %-6s %-5s %7d %9v %9v\n", f[0], f[1], f[2], len(l),
+		fmt.Fprintf(w, "%-9s %-6s %-5s %5d %7d %9v %9v\n", f[0], f[1], f[2], r.SentBy[k], len(l),
 			pct(l, 50).Round(time.Millisecond), pct(l, 99).Round(time.Millisecond))
 	}
 	un, ld := pct(r.Lat["unloaded small user"], 99), pct(r.Lat["loaded small user"], 99)
