@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,19 +89,18 @@ func TestAgentsSmallUserAheadOfBigBacklog(t *testing.T) {
 	for range 6 {
 		l.next()
 	}
-	if i := slices.Index(l.order, "small"); i > slices.Index(l.order, "big1") {
+	if i := slices.Index(l.order, "small"); i < 0 || i > slices.Index(l.order, "big1") {
 		t.Errorf("served %v: the small tenant's user waited behind the big tenant's backlog", l.order)
-	}
-	if i := slices.Index(l.order, "cron"); i < 0 {
-		t.Errorf("served %v: no cron job", l.order)
 	}
 }
 
 // TestAgentsCronServedUnderLoad: while the users keep the lane full (a
 // new big message for every grant, a small one for every fourth), the
-// big tenant's three cron jobs get their share of the grants: each is
-// served within as many grants as the groups' weights add up to
-// (big/user, small/user, big/cron), not when the users stop.
+// big tenant's three cron jobs get their share of the grants, at least
+// weightCron in every 17 (the weights of big/user, small/user and
+// big/cron), not when the users stop. On the old recipe's lane (cron jobs
+// in a lower band, aged by 1s) none was served in those 51 grants: a cron
+// job waited 100 grants here before it aged.
 func TestAgentsCronServedUnderLoad(t *testing.T) {
 	l := newLine(t, func(opts ...semaphore.Option) *semaphore.Weighted { return newAgents(1, opts...) })
 	users := 0
@@ -121,7 +121,7 @@ func TestAgentsCronServedUnderLoad(t *testing.T) {
 		if n > bound {
 			t.Fatalf("%d of 3 cron jobs served in %d grants while users kept the lane full, want 3: %v", cron, bound, l.order)
 		}
-		if name := l.next(); len(name) > 4 && name[:4] == "cron" {
+		if strings.HasPrefix(l.next(), "cron") {
 			cron++
 		}
 		l.clock.Advance(10 * time.Millisecond) // a grant every 10 ms: 8 agents running 80 ms each

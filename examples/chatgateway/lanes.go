@@ -56,8 +56,8 @@ type lanes struct {
 // order whichever replica gets them (redislane.Keyed with the same order
 // and hold), and the model API's limit is one for the fleet
 // (redislane.Fleet, moved by the controller of the elected replica). The
-// agents lane stays each replica's own (a fleet lane does not yet order by
-// priority or share by tenant): agents is then a replica's share.
+// agents lane stays each replica's own (a fleet lane does not yet share by
+// group): agents is then a replica's share.
 //
 // probeEvery spaces the controller's probes above the limit it found: one
 // per this many calls at least (the controller's own default, once a 429
