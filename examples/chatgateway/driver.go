@@ -39,9 +39,8 @@ type load struct {
 	ModelLimit   int64         // the model API's hidden concurrency limit
 	ModelCeiling int64         // the most the gateway's controller may allow
 	RetryAfter   time.Duration // the model API's Retry-After on a 429
-	Agents       int64
+	Agents       int64         // agent runs at once, each replica's
 	Hold         time.Duration
-	PriorityStep time.Duration
 	// Replicas is how many gateways the webhooks are spread over, in turn
 	// (a load balancer's round robin); above 1 they need Redis, at
 	// RedisAddr, to share the thread and model lanes. Agents is then each
@@ -60,7 +59,7 @@ func defaultLoad(d time.Duration) load {
 		Jitter: 20 * time.Millisecond,
 		Tool:   60 * time.Millisecond, ModelWork: 40 * time.Millisecond, ModelLimit: 6, ModelCeiling: 12,
 		RetryAfter: 100 * time.Millisecond,
-		Agents:     8, Hold: 200 * time.Millisecond, PriorityStep: time.Second,
+		Agents:     8, Hold: 200 * time.Millisecond,
 		Replicas: 1,
 	}
 }
@@ -88,6 +87,7 @@ type report struct {
 	DrainFinished int64 // webhooks whose handler returned after the drain began
 	DrainErr      error
 	Lat           map[string][]time.Duration // "phase tenant class" -> sorted latencies of 200s
+	SentBy        map[string]int             // "phase tenant class" -> webhooks sent
 }
 
 // tracker watches the handlers: order, exclusion, admission.
@@ -161,7 +161,7 @@ func run(lo load) (*report, error) {
 			rc = c
 		}
 		g, err := newGateway(config{
-			Agents: lo.Agents, ModelCeiling: lo.ModelCeiling, Hold: lo.Hold, PriorityStep: lo.PriorityStep,
+			Agents: lo.Agents, ModelCeiling: lo.ModelCeiling, Hold: lo.Hold,
 			ModelURL: model.URL + "/v1/messages", ModelBase: model.Client().Transport, Backoff: 50 * time.Millisecond,
 			Redis: rc, RedisOptions: lo.RedisOptions,
 			Handle: func(ctx context.Context, m message, ask func(context.Context, string) (string, error)) (string, error) {
@@ -188,7 +188,7 @@ func run(lo load) (*report, error) {
 	client := &http.Client{Timeout: lo.Timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
 	defer client.CloseIdleConnections()
 
-	rep := &report{Load: lo, Lat: map[string][]time.Duration{}}
+	rep := &report{Load: lo, Lat: map[string][]time.Duration{}, SentBy: map[string]int{}}
 	var latMu sync.Mutex
 	var sends sync.WaitGroup
 	// The clients' counts, as atomics of their own: an int64 field of
@@ -198,6 +198,10 @@ func run(lo load) (*report, error) {
 		defer sends.Done()
 		body, _ := json.Marshal(m)
 		sent.Add(1)
+		k := phase + " " + m.Tenant + " " + m.Kind
+		latMu.Lock()
+		rep.SentBy[k]++
+		latMu.Unlock()
 		start := time.Now()
 		var ne net.Error
 		srv := srvs[turn.Add(1)%uint64(len(srvs))]
@@ -218,7 +222,6 @@ func run(lo load) (*report, error) {
 		case http.StatusOK:
 			answered.Add(1)
 			tr.got(m.Text, "ok")
-			k := phase + " " + m.Tenant + " " + m.Kind
 			latMu.Lock()
 			rep.Lat[k] = append(rep.Lat[k], time.Since(start))
 			latMu.Unlock()
@@ -347,8 +350,8 @@ func pct(l []time.Duration, p float64) time.Duration {
 func (r *report) print(w io.Writer) {
 	lo := r.Load
 	fmt.Fprintf(w, "chatgateway: %v small tenant alone, then %v with a big tenant over capacity, then a drain under traffic\n", lo.Unloaded, lo.Loaded)
-	fmt.Fprintf(w, "  agents lane %d (users before cron, tenants fair), model API hidden limit %d, controller ceiling %d, reorder hold %v\n",
-		lo.Agents, lo.ModelLimit, lo.ModelCeiling, lo.Hold)
+	fmt.Fprintf(w, "  agents lane %d (fair shares per tenant: users %d, cron %d), model API hidden limit %d, controller ceiling %d, reorder hold %v\n",
+		lo.Agents, weightUser, weightCron, lo.ModelLimit, lo.ModelCeiling, lo.Hold)
 	if lo.Replicas > 1 {
 		fmt.Fprintf(w, "  %d replicas in turn, thread and model lanes shared on Redis at %s (agents lane: %d each)\n", lo.Replicas, lo.RedisAddr, lo.Agents)
 	}
@@ -369,16 +372,18 @@ func (r *report) print(w io.Writer) {
 		"model calls refused by a lane %d\n",
 		r.Admitted, r.AdmittedOK, r.AdmittedOther, r.AdmittedGaveUp, r.AdmittedLost, r.NestedRefused)
 	fmt.Fprintf(w, "drain under traffic: %d handlers finished after it began; Drain and Shutdown: %v\n", r.DrainFinished, r.DrainErr)
-	fmt.Fprintf(w, "%-9s %-6s %-5s %7s %9s %9s\n", "phase", "tenant", "class", "answers", "p50", "p99")
-	keys := make([]string, 0, len(r.Lat))
-	for k := range r.Lat {
-		keys = append(keys, k)
+	fmt.Fprintf(w, "%-9s %-6s %-5s %5s %7s %9s %9s\n", "phase", "tenant", "class", "sent", "answers", "p50", "p99")
+	keys := make([]string, 0, len(r.SentBy))
+	for k := range r.SentBy {
+		if !strings.HasPrefix(k, "drain ") { // refused, most of them: the drain's counts say how they fared
+			keys = append(keys, k)
+		}
 	}
 	slices.SortFunc(keys, func(a, b string) int { return strings.Compare(phaseRank(a)+a, phaseRank(b)+b) })
 	for _, k := range keys {
 		f := strings.Fields(k)
 		l := r.Lat[k]
-		fmt.Fprintf(w, "%-9s %-6s %-5s %7d %9v %9v\n", f[0], f[1], f[2], len(l),
+		fmt.Fprintf(w, "%-9s %-6s %-5s %5d %7d %9v %9v\n", f[0], f[1], f[2], r.SentBy[k], len(l),
 			pct(l, 50).Round(time.Millisecond), pct(l, 99).Round(time.Millisecond))
 	}
 	un, ld := pct(r.Lat["unloaded small user"], 99), pct(r.Lat["loaded small user"], 99)

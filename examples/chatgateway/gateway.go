@@ -27,18 +27,11 @@ type message struct {
 	Text   string `json:"text"`
 }
 
-// Priorities on the agents lane: a user's message before a cron job's.
-const (
-	priorityUser = 1
-	priorityCron = 0
-)
-
 // config is what a gateway is made of.
 type config struct {
 	Agents       int64         // agent runs at once
 	ModelCeiling int64         // the most model calls in flight the controller may allow
 	Hold         time.Duration // how long a message waits for its thread's predecessor
-	PriorityStep time.Duration // a cron job waiting this long counts as a user's message
 	ModelURL     string        // the model API's endpoint
 	ModelBase    http.RoundTripper
 	Backoff      time.Duration // the first retry's backoff after a 429 without a hint
@@ -64,7 +57,7 @@ type gateway struct {
 
 // newGateway builds the gateway of cfg.
 func newGateway(cfg config) (*gateway, error) {
-	l, err := newLanes(cfg.Agents, cfg.ModelCeiling, cfg.Hold, cfg.PriorityStep, cfg.Redis, cfg.RedisOptions...)
+	l, err := newLanes(cfg.Agents, cfg.ModelCeiling, cfg.Hold, cfg.Redis, cfg.RedisOptions...)
 	if err != nil {
 		return nil, err
 	}
@@ -90,11 +83,7 @@ func newGateway(cfg config) (*gateway, error) {
 		},
 		Options: func(r *http.Request) ([]semaphore.AcquireOption, error) {
 			m, _ := dec.From(r.Context())
-			p := priorityUser
-			if m.Kind == "cron" {
-				p = priorityCron
-			}
-			return []semaphore.AcquireOption{semaphore.Sequence(m.N), semaphore.Priority(p), semaphore.Group(m.Tenant)}, nil
+			return []semaphore.AcquireOption{semaphore.Sequence(m.N), agentsTurn(m.Tenant, m.Kind)}, nil
 		},
 	}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m, _ := dec.From(r.Context())

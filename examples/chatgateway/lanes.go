@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,9 +36,16 @@ type lanes struct {
 //   - "thread", keyed by thread id: one message of a thread at a time, in
 //     the order of their numbers, holding a message whose predecessor has
 //     not arrived for up to hold;
-//   - "agents", global: at most agents runs at once, users before cron
-//     jobs (priorities, aged by priorityStep) and, within each, tenants
-//     sharing equally (fair share);
+//   - "agents", global: at most agents runs at once, shared by weighted
+//     fair share among groups, a tenant's users (weight weightUser) and a
+//     tenant's cron jobs (weightCron): while both tenants' users and one
+//     tenant's cron jobs wait, those cron jobs get 1 run in 17 and each
+//     tenant's users 8; a group that asks for less than its share (the
+//     small tenant's users, cron jobs a few a second) is served as it
+//     comes, ahead of a busy group's backlog. Cron jobs in a lower
+//     priority band instead would starve while the users keep the lane
+//     full, or, once aged, hold back the users who come after them
+//     (TestEngineAgedBandHoldsBackFairShare);
 //   - "model", global: the calls in flight to the model API, a limit that
 //     an AIMD controller moves between 1 and modelCeiling as the API
 //     answers (lanehttp.Transport reports its 429s and pauses the lane for
@@ -48,15 +56,15 @@ type lanes struct {
 // order whichever replica gets them (redislane.Keyed with the same order
 // and hold), and the model API's limit is one for the fleet
 // (redislane.Fleet, moved by the controller of the elected replica). The
-// agents lane stays each replica's own (a fleet lane does not yet order by
-// priority or share by tenant): agents is then a replica's share.
+// agents lane stays each replica's own (a fleet lane does not yet share by
+// group): agents is then a replica's share.
 //
 // probeEvery spaces the controller's probes above the limit it found: one
 // per this many calls at least (the controller's own default, once a 429
 // has found the limit, is one per 300), each costing a 429 or two.
 const probeEvery = 200
 
-func newLanes(agents, modelCeiling int64, hold, priorityStep time.Duration, rc redis.UniversalClient, ropts ...redislane.Option) (*lanes, error) {
+func newLanes(agents, modelCeiling int64, hold time.Duration, rc redis.UniversalClient, ropts ...redislane.Option) (*lanes, error) {
 	q := lanequeue.New[string]()
 	l := &lanes{q: q}
 	var (
@@ -94,8 +102,7 @@ func newLanes(agents, modelCeiling int64, hold, priorityStep time.Duration, rc r
 	err = q.Add("thread", thread)
 	if err == nil {
 		added++
-		err = q.Add("agents", lanequeue.NewGlobalLane[string](semaphore.New(agents,
-			semaphore.WithPriorities(priorityStep), semaphore.WithFairShare(nil))))
+		err = q.Add("agents", lanequeue.NewGlobalLane[string](newAgents(agents)))
 	}
 	if err == nil {
 		err = q.Add("model", model)
@@ -123,6 +130,35 @@ func newLanes(agents, modelCeiling int64, hold, priorityStep time.Duration, rc r
 		return nil, err
 	}
 	return l, nil
+}
+
+// The agents lane's fair-share weights: while they wait, a tenant's users
+// get weightUser shares of the agent runs, and its cron jobs weightCron.
+const (
+	weightUser = 8
+	weightCron = 1
+)
+
+// newAgents makes the agents lane of newLanes; opts are a test's.
+func newAgents(agents int64, opts ...semaphore.Option) *semaphore.Weighted {
+	return semaphore.New(agents, append([]semaphore.Option{semaphore.WithFairShare(agentsWeight)}, opts...)...)
+}
+
+// agentsTurn is the turn on the agents lane of a message of tenant and
+// kind: the group of the tenant's users or of its cron jobs.
+func agentsTurn(tenant, kind string) semaphore.AcquireOption {
+	if kind == "cron" {
+		return semaphore.Group(tenant + "/cron")
+	}
+	return semaphore.Group(tenant + "/user")
+}
+
+// agentsWeight is the weight of an agentsTurn group.
+func agentsWeight(group string) int {
+	if strings.HasSuffix(group, "/cron") {
+		return weightCron
+	}
+	return weightUser
 }
 
 // drain refuses new webhooks and lets the admitted ones finish, their model

@@ -1,8 +1,8 @@
 // Command chatgateway is the recipe of a chat gateway built from the lanes
 // alone: Slack-like webhooks (a JSON body with a tenant, a thread id, the
 // message's number and its kind, user or cron) served in each thread's
-// order, cron jobs behind users and a big tenant beside small ones on one
-// shared lane of agent runs, an upstream model API called through
+// order, users and cron jobs of a big tenant and of small ones sharing one
+// lane of agent runs by weight, an upstream model API called through
 // lanehttp.Transport (its 429s and Retry-After obeyed by every caller, its
 // hidden limit found by an adaptive controller), and a graceful shutdown
 // that lets every admitted webhook finish.
@@ -39,7 +39,7 @@ import (
 func main() {
 	loadFor := flag.Duration("load", 0, "run the load driver for this long (the big tenant's phase), print what it measured, and exit")
 	seed := flag.Uint64("seed", 1, "the load driver's random seed")
-	step := flag.Duration("priority-step", time.Second, "a cron job that has waited this long on the agents lane counts as a user's message")
+	agents := flag.Int64("agents", defaultLoad(0).Agents, "agent runs at once (each replica's)")
 	addr := flag.String("addr", "localhost:8080", "serve webhooks on this address (without -load)")
 	replicas := flag.Int("replicas", 1, "with -load: how many gateways the webhooks go to in turn (above 1 needs -redis)")
 	redisAddr := flag.String("redis", "", "share the thread and model lanes with every replica on the Redis at this address")
@@ -47,7 +47,7 @@ func main() {
 
 	if *loadFor > 0 {
 		lo := defaultLoad(*loadFor)
-		lo.Seed, lo.PriorityStep, lo.Replicas, lo.RedisAddr = *seed, *step, *replicas, *redisAddr
+		lo.Seed, lo.Agents, lo.Replicas, lo.RedisAddr = *seed, *agents, *replicas, *redisAddr
 		r, err := run(lo)
 		if err != nil {
 			log.Fatal(err)
@@ -55,20 +55,20 @@ func main() {
 		r.print(os.Stdout)
 		return
 	}
-	if err := serve(*addr, *step, *redisAddr); err != nil {
+	if err := serve(*addr, *agents, *redisAddr); err != nil {
 		log.Fatal(err)
 	}
 }
 
 // serve runs the gateway on addr until SIGINT or SIGTERM, then drains it;
 // with redisAddr, as one replica of a fleet sharing that Redis.
-func serve(addr string, step time.Duration, redisAddr string) error {
+func serve(addr string, agents int64, redisAddr string) error {
 	lo := defaultLoad(0)
-	lo.PriorityStep = step
+	lo.Agents = agents
 	model := httptest.NewServer(newUpstream(lo.ModelLimit, lo.ModelWork, lo.RetryAfter, 1))
 	defer model.Close()
 	cfg := config{
-		Agents: lo.Agents, ModelCeiling: lo.ModelCeiling, Hold: lo.Hold, PriorityStep: lo.PriorityStep,
+		Agents: lo.Agents, ModelCeiling: lo.ModelCeiling, Hold: lo.Hold,
 		ModelURL: model.URL + "/v1/messages", ModelBase: model.Client().Transport,
 	}
 	if redisAddr != "" {

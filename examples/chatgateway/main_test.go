@@ -97,7 +97,7 @@ func TestMetrics(t *testing.T) {
 	up := httptest.NewServer(newUpstream(lo.ModelLimit, lo.ModelWork, lo.RetryAfter, 1))
 	defer up.Close()
 	g, err := newGateway(config{
-		Agents: lo.Agents, ModelCeiling: lo.ModelCeiling, Hold: lo.Hold, PriorityStep: lo.PriorityStep,
+		Agents: lo.Agents, ModelCeiling: lo.ModelCeiling, Hold: lo.Hold,
 		ModelURL: up.URL + "/v1/messages", ModelBase: up.Client().Transport,
 	})
 	if err != nil {
@@ -140,7 +140,10 @@ func TestMetrics(t *testing.T) {
 }
 
 // checkRun runs the driver on lo and checks what the recipe promises, not
-// its speed.
+// its speed. (Nor the agents lane's shares: in a run this short a cron job
+// kept waiting is still answered, late, through the drain, and latencies
+// on a shared machine say little; TestAgentsSmallUserAheadOfBigBacklog and
+// TestAgentsCronServedUnderLoad check the order grant by grant.)
 func checkRun(t *testing.T, lo load) {
 	t.Helper()
 	r := testkit.Within(t, time.Minute, "the driver's run", testkit.Go(func() *report {
