@@ -123,9 +123,10 @@ func (s *Keyed[K]) placeOf(t *call.Turn) waitq.Place {
 		t = &call.Turn{}
 	}
 	if s.order&orderPriorities != 0 {
-		// On the coarse clock, as semaphore's arrivals are: the aging
-		// bound is looser by its lag (semaphore's package doc).
-		pl.Band, pl.Arrival = int32(t.Priority), max(s.hc.Stamp(), 0)
+		// A fresh reading: the coarse clock's may be a millisecond old, or
+		// more after a stall, which would let a newcomer pass waiters it
+		// should not.
+		pl.Band, pl.Arrival = int32(t.Priority), s.freshNow()
 	}
 	if s.order&orderSequence != 0 {
 		pl.Rank = t.Sequence

@@ -31,8 +31,7 @@
 // together, each level within the one before:
 //   - [WithPriorities]: by [Priority], aged: a waiter of priority p is
 //     overtaken only by those of a priority q > p that arrive less than
-//     (q-p)*step after it, plus the lag of the clock arrivals are read on
-//     (a coarse one: about a millisecond, more on a stalled machine).
+//     (q-p)*step after it.
 //   - [WithFairShare]: within a priority, by [Group]: while groups wait,
 //     each is granted permits in proportion to its weight, give or take
 //     one largest request; a group that stops waiting keeps no credit and

@@ -182,7 +182,10 @@ func (s *Weighted) first(pl *waitq.Place) bool {
 //
 //go:noinline
 func (s *Weighted) stampWait(w *waitq.Waiter) {
-	if s.tm.Sampler.Timed(&s.hc, w.Uses()) {
+	switch {
+	case s.prio.step != 0:
+		w.Since, w.Timed = w.Arrival, true
+	case s.tm.Sampler.Timed(&s.hc, w.Uses()):
 		w.Since, w.Timed = s.hc.Precise(), true
 	}
 }
