@@ -38,9 +38,12 @@
 //     no debt. Within a group, FIFO.
 //
 // A newcomer is placed once, as it joins, and passes only waiters it goes
-// ahead of by these rules; so where a waiter of a higher band stands behind
-// an older one it could not pass, later callers of the lower band queue
-// behind it, out of group order. A request at the head that does not fit
+// ahead of by these rules; one that meets a waiter it may not pass (of a
+// higher band, or of a lower band aged up to its own) queues behind it,
+// and so behind everyone ahead of it, whatever its group's turn. With
+// both options, an aged low-band waiter thus holds a group's newcomers
+// behind another group's backlog (TestEngineAgedBandHoldsBackFairShare in
+// examples/chatgateway, whose lane uses weighted groups in one band). A request at the head that does not fit
 // is not overtaken by anyone behind it, nor by TryAcquire: it holds back
 // every band and group, and is itself passed only by newcomers whose turn
 // comes before its own (a higher band within the aging bound, a group
