@@ -428,3 +428,33 @@ func TestTokenLaneRefusesBadWeightsCalledDirectly(t *testing.T) {
 		t.Fatalf("Rejected = %d, want the 3 refused Acquires", st.Rejected)
 	}
 }
+
+// BenchmarkTokenGrant is a token lane's grant, the path that folds in what
+// settles left (see BenchmarkSettle): a TryAcquireAll of one token and its
+// release, alone and after a settle each time.
+func BenchmarkTokenGrant(b *testing.B) {
+	for _, settle := range []bool{false, true} {
+		name := "alone"
+		if settle {
+			name = "after-a-settle"
+		}
+		b.Run(name, func(b *testing.B) {
+			q := lanequeue.New[string]()
+			defer q.Close()
+			must(b, addToken(q, "tpm", semaphore.MaxCapacity))
+			ls, err := q.Lanes("tpm")
+			must(b, err)
+			b.ReportAllocs()
+			for b.Loop() {
+				tk, ok := q.TryAcquireAll("k", ls, lanequeue.LaneWeight("tpm", 2))
+				if !ok {
+					b.Fatal("a token refused")
+				}
+				if settle {
+					_ = tk.Settle("tpm", 1)
+				}
+				tk.Release()
+			}
+		})
+	}
+}
