@@ -463,9 +463,9 @@ func rateSplit[K comparable](g *grant[K], from int, reqs []rateReq[K], ext []int
 }
 
 // takeRateTail takes the rate lanes g.held()[from:], for key: this
-// package's lanes together (takeRates), then the others one by one, the
-// one that has no tokens now first when all of them can give a charge
-// back (waitFirst). If
+// package's lanes together (takeRates), then the others one by one; when
+// all of those can give a charge back, holding no charge while it waits
+// for one (tryAll). If
 // one of those fails, the tokens reserved on this package's lanes are
 // given back, and so are the charges of lanes that settle (permitSettler,
 // redislane.AsRateLane); another package's other rate lanes cannot give
@@ -493,9 +493,22 @@ func (q *Queue[K]) takeRateTail(ctx context.Context, key K, g *grant[K], from in
 	}
 	hs := g.held()
 	if len(ext) > 1 && undoable(hs, ext) {
-		// A call holds no lane's charge while it waits for another's
-		// (see waitFirst).
-		ext = waitFirst(key, hs, ext, reqs)
+		// A call holds no lane's charge while it waits for another's:
+		// it tries them all, and waits for the first that has no tokens
+		// holding nothing else, until one try takes them all.
+		for {
+			k := tryAll(key, hs, ext, reqs)
+			if k < 0 {
+				break
+			}
+			undoTokens(hs, ext)
+			h := &hs[ext[k]]
+			if err := takeForeignRate(ctx, key, h, reqs, true); err != nil {
+				cancelRates(reqs)
+				undoTokens(hs, ext)
+				return since, q.laneErr(h.e, key, err)
+			}
+		}
 	}
 	for _, i := range ext {
 		h := &hs[i]
@@ -522,25 +535,24 @@ func (q *Queue[K]) takeRateTail(ctx context.Context, key K, g *grant[K], from in
 	return since, nil
 }
 
-// waitFirst tries the lanes hs[ext] (token lanes, all of which can give a
-// charge back) without waiting, in order. If one has no tokens now, it
-// gives back what the others charged and returns ext with that lane
-// first (swapped there in place), so that the caller waits for
-// it before it charges the others: a call charged on one lane while it
-// waits for another would spend the first lane's budget long before the
-// call is made, which a provider that counts at arrival sees as more calls
-// in its window than the lane allowed. If every lane has tokens, they are
-// all taken, and ext is returned as it is.
-func waitFirst[K comparable](key K, hs []held[K], ext []int, reqs []rateReq[K]) []int {
+// tryAll tries the lanes hs[ext] that the call does not hold yet (token
+// lanes, all of which can give a charge back) without waiting, in order,
+// and returns the index in ext of the first that has no tokens now, or -1
+// if the call now holds them all. takeRateTail then gives back what the
+// call holds and waits for that lane alone: a call charged on one lane
+// while it waits for another would spend the first lane's budget long
+// before the call is made, which a provider that counts at arrival sees
+// as more calls in its window than the lane allowed.
+func tryAll[K comparable](key K, hs []held[K], ext []int, reqs []rateReq[K]) int {
 	for k, i := range ext {
-		if takeForeignRate(context.Background(), key, &hs[i], reqs, false) == nil {
+		if hs[i].p != (semaphore.Permit{}) {
 			continue
 		}
-		undoTokens(hs, ext)
-		ext[0], ext[k] = ext[k], ext[0]
-		return ext
+		if takeForeignRate(context.Background(), key, &hs[i], reqs, false) != nil {
+			return k
+		}
 	}
-	return ext
+	return -1
 }
 
 // undoable reports whether every lane of hs[ext] can give back what it
