@@ -69,8 +69,9 @@ type Target interface {
 // controller cannot tell a fleet that uses its limit from one that idles:
 // over a Shared target every round trip without an overload counts as
 // used (AIMD and Vegas may grow it), and the limit rises while the
-// provider accepts the work, up to the ceiling. Choose the ceiling for the
-// whole fleet.
+// provider accepts the work, up to the ceiling, unless the target also
+// reports the fleet's use ([UseSharer]). Choose the ceiling for the whole
+// fleet.
 //
 // Term tells elections apart: it must change whenever the fleet elects a
 // leader (redislane's terms increase with each one). A controller whose
@@ -97,6 +98,21 @@ type OverloadSharer interface {
 	Shared
 	ShareOverload()
 	FleetOverloads() int64
+}
+
+// UseSharer is a [Shared] target that knows the whole fleet's use
+// (redislane's Fleet): FleetInUse returns the most permits the fleet held
+// at once among the samples it took since the last call (its lane's holders,
+// read at each of its calls to the store), or -1 before it has one. The
+// leader's controller then counts a round trip as used, and may grow the
+// limit, only if that peak was at least half the limit, as a controller of
+// one instance does with its own use; so a fleet that idles below half its
+// limit keeps it. The peak of samples is looser than one instance's mean
+// over the round trip: a fleet that reaches half its limit once in a
+// round trip counts as using it.
+type UseSharer interface {
+	Shared
+	FleetInUse() int64
 }
 
 // Acquirer is a Target that [Controller.Do] can take permits from;
@@ -198,6 +214,7 @@ type Controller struct {
 	acq Acquirer       // t, if it is one; nil otherwise
 	sh  Shared         // t, if it is one; nil otherwise
 	os  OverloadSharer // t, if it is one; nil otherwise
+	us  UseSharer      // t, if it is one; nil otherwise
 	// fleetOv is os's FleetOverloads as last seen by a decision, -1
 	// before the first: a rise since is the followers' overloads;
 	// fleetLed (under mu) whether the target led then.
@@ -245,6 +262,7 @@ func New(t Target, floor, ceiling int64, opts ...Option) (*Controller, error) {
 	c.acq, _ = t.(Acquirer)
 	c.sh, _ = t.(Shared)
 	c.os, _ = t.(OverloadSharer)
+	c.us, _ = t.(UseSharer)
 	c.fleetOv.Store(-1)
 	if c.cfg.clock == nil {
 		c.cfg.clock = clock.Real{}
@@ -537,8 +555,14 @@ func (c *Controller) decideLocked() {
 
 	// Little's law: the mean number of permits out during the window is
 	// the time they were held over the window's length. An instance of a
-	// Shared target sees only its own share: see Shared.
+	// Shared target sees only its own share: see Shared; the fleet's use,
+	// if the target knows it, is the leader's to read (UseSharer).
 	used := c.sh != nil || dur <= 0 || 2*float64(sum) >= float64(dur)*c.limit
+	if c.us != nil && lead {
+		if peak := c.us.FleetInUse(); peak >= 0 {
+			used = 2*float64(peak) >= c.limit
+		}
+	}
 
 	next, why := c.cfg.decide(c, overloaded, ok > 0, used)
 	if !lead {

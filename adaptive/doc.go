@@ -99,7 +99,9 @@
 // controller on every instance; only the elected leader's controller moves
 // the limit, the others take the fleet's limit at each decision, and a
 // newly elected leader continues from the fleet's limit (see [Shared]).
-// Controller.Do needs a target it can acquire from ([Acquirer]); a Fleet's
+// The leader hears the followers' overloads ([OverloadSharer]) and grows
+// the limit only when the fleet used half of it ([UseSharer]); a Fleet is
+// both. Controller.Do needs a target it can acquire from ([Acquirer]); a Fleet's
 // permits are redislane's own, so report through a lanequeue lane
 // (redislane.AsLane and Queue.ObserveLane) or by hand with Report.
 //

@@ -157,3 +157,33 @@ func TestReElectedLeaderContinuesFromTheFleetsLimit(t *testing.T) {
 	}
 	require.LessOrEqual(t, f.limit, cut+1, "the re-elected leader moved from its stale limit %d, not the fleet's %d", n, cut)
 }
+
+// usingMember is a member of a fleet that reports the fleet's use: peak
+// is what FleetInUse returns (and keeps: a test sets it).
+type usingMember struct {
+	member
+	peak *int64
+}
+
+func (m usingMember) FleetInUse() int64 { return *m.peak }
+
+var _ adaptive.UseSharer = usingMember{}
+
+// A leader over a target that reports the fleet's use grows the limit
+// only after a round trip whose peak use was at least half the limit; an
+// unknown use (-1) counts as used, as without the report.
+func TestSharedTargetGrowsOnlyWhenTheFleetUsesIt(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	f := &fleet{limit: 10, leader: 0}
+	peak := int64(4)
+	lead, err := adaptive.New(usingMember{member{f, 0}, &peak}, 1, 100, adaptive.WithClock(clk))
+	require.NoError(t, err)
+	roundOf(clk, lead, 100, time.Second)
+	require.Equal(t, int64(10), f.limit, "grown with 4 of 10 in use")
+	peak = 5
+	roundOf(clk, lead, 100, time.Second)
+	require.Equal(t, int64(11), f.limit, "not grown with 5 of 10 in use")
+	peak = -1
+	roundOf(clk, lead, 100, time.Second)
+	require.Equal(t, int64(12), f.limit, "not grown with the use unknown")
+}

@@ -19,8 +19,13 @@ import (
 )
 
 // A Fleet is a target that only its leader sets: the controller of package
-// adaptive moves it only on the leader.
-var _ adaptive.Shared = (*redislane.Fleet)(nil)
+// adaptive moves it only on the leader, from the fleet's overloads and the
+// fleet's use.
+var (
+	_ adaptive.OverloadSharer = (*redislane.Fleet)(nil)
+	_ adaptive.UseSharer      = (*redislane.Fleet)(nil)
+	_ adaptive.UseSharer      = (*redislane.Budget)(nil)
+)
 
 // provider is a simulated model API with a true concurrency limit shared
 // by the whole fleet: a call beyond it is refused at once (a 429); one
@@ -222,6 +227,12 @@ func TestFleetNewLeaderContinuesFromTheFleetsLimit(t *testing.T) {
 	a.Close() // resigns
 	waitFor(t, 10*time.Second, "b to lead", b.Leader)
 	require.Greater(t, b.Term(), term)
+	// The fleet holds half its limit, so that a round trip counts as used
+	// (UseSharer): the leader's controller may grow it.
+	held, err := b.Acquire(context.Background(), 4)
+	require.NoError(t, err)
+	defer held.Release()
+	pickedUp(t, b, 8, "b, having sampled the fleet's use")
 	for stored() == 8 {
 		roundTrip(clk, cb, adaptive.Success)
 		spinUntil(t, 10*time.Second, "b's value written", func() bool { return stored() == cb.Limit() })
@@ -320,4 +331,43 @@ func TestFleetLeaderHearsFollowersOverloads(t *testing.T) {
 		cs[lead].Report(adaptive.Success, time.Millisecond)
 	}
 	assert.EqualValues(t, 1, cs[lead].Stats().OverloadDecreases)
+}
+
+// TestFleetLimitGrowsOnlyWhenTheFleetUsesIt: the leader's controller grows
+// the fleet's limit after a round trip of successes only if the fleet held
+// at least half the limit at a fleet call in it: a fleet that holds 2 of
+// 10 keeps 10, whatever its successes; one that holds 6 of 10, held by
+// another instance than the leader, grows it.
+func TestFleetLimitGrowsOnlyWhenTheFleetUsesIt(t *testing.T) {
+	srv := startRedis(t)
+	direct := newClient(t, srv.Addr)
+	name := laneName(t)
+	stored := func() int64 { return storedLimit(t, direct, name) }
+	clk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	a := newFleet(t, newClient(t, srv.Addr), name, 10)
+	ca, err := adaptive.New(a, 1, 100, adaptive.WithClock(clk))
+	require.NoError(t, err)
+	waitFor(t, 10*time.Second, "a to lead", a.Leader)
+	b := newFleet(t, newClient(t, srv.Addr), name, 10)
+	light, err := b.Acquire(context.Background(), 2)
+	require.NoError(t, err)
+	pickedUp(t, a, 10, "a, having sampled 2 held")
+	for range 5 {
+		roundTrip(clk, ca, adaptive.Success)
+		pickedUp(t, a, 10, "a, after a round trip at 2 of 10 held")
+	}
+	require.Zero(t, ca.Stats().Increases, "the limit grew while the fleet held 2 of 10")
+	require.Equal(t, int64(10), stored())
+
+	heavy, err := b.Acquire(context.Background(), 4)
+	require.NoError(t, err)
+	defer heavy.Release()
+	light.Release()
+	more, err := b.Acquire(context.Background(), 2)
+	require.NoError(t, err)
+	defer more.Release()
+	pickedUp(t, a, 10, "a, having sampled 6 held")
+	roundTrip(clk, ca, adaptive.Success)
+	spinUntil(t, 10*time.Second, "the grown limit written", func() bool { return stored() == 11 })
+	require.Equal(t, uint64(1), ca.Stats().Increases)
 }

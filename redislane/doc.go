@@ -317,7 +317,11 @@
 // is held until Redis answers, then written if its term still lasts, else
 // dropped. An adaptive.Controller over a Fleet moves the limit only on
 // the leader; a follower's takes the fleet's limit, and a new leader's
-// continues from it (adaptive.Shared). [AsBudget] gives Controller.Do the
+// continues from it (adaptive.Shared). Each fleet call also reads the
+// weight the whole fleet holds: the leader's controller grows the limit
+// only if the fleet held half of it at one of those samples in the round
+// trip ([Fleet.FleetInUse], adaptive.UseSharer), and counts the overloads
+// the followers shared ([Fleet.ShareOverload]). [AsBudget] gives Controller.Do the
 // fleet's permits. See [Fleet] for the details.
 //
 // # Cooldown: a provider's retry time, for the whole fleet

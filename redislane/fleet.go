@@ -200,6 +200,26 @@ func (f *fleet) lowerSeen(limit int64) {
 // the cut it would ask for was made.
 func (f *Fleet) FleetOverloads() int64 { return f.c.fleet.ovTotal.Load() }
 
+// FleetInUse returns the most weight the whole fleet held at once among
+// the samples this instance's fleet calls read since the last FleetInUse
+// (at least the latest sample), or -1 before its first call; see
+// adaptive.UseSharer, which the leader's controller reads it through.
+func (f *Fleet) FleetInUse() int64 {
+	fl := f.c.fleet
+	return fl.usePeak.Swap(fl.useLast.Load())
+}
+
+// sampleUse records held, the fleet's weight held as a fleet call read it.
+func (f *fleet) sampleUse(held int64) {
+	f.useLast.Store(held)
+	for {
+		p := f.usePeak.Load()
+		if held <= p || f.usePeak.CompareAndSwap(p, held) {
+			return
+		}
+	}
+}
+
 // fleet is the state of a Fleet's lane that Weighted does not have.
 type fleet struct {
 	c        *core
@@ -233,6 +253,9 @@ type fleet struct {
 	// ovTotal is the count as the last call read it, -1 before the first
 	// (Fleet.ShareOverload, FleetOverloads).
 	ovPending, ovSeen, ovTotal atomic.Int64
+	// usePeak is the most weight held fleet-wide among the samples since
+	// FleetInUse last read it, useLast the latest (-1: none yet).
+	usePeak, useLast atomic.Int64
 }
 
 func newFleet(c *core) *fleet {
@@ -247,6 +270,8 @@ func newFleet(c *core) *fleet {
 	f.read.Store(&limitRead{limit: c.capacity})
 	f.ovSeen.Store(math.MaxInt64)
 	f.ovTotal.Store(-1)
+	f.usePeak.Store(-1)
+	f.useLast.Store(-1)
 	return f
 }
 
@@ -372,7 +397,7 @@ func (f *fleet) call(resign bool) bool {
 		f.id, lr.limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub,
 		flag(f.candidate.Load()), ms(f.lttl), flag(set), want, wantTerm, flag(resign), f.term.Load(), lr.term, ov, min(ovSeen, semaphore.MaxCapacity),
 	).Int64Slice()
-	if err == nil && len(v) != 6 {
+	if err == nil && len(v) != 7 {
 		err = fmt.Errorf("%w: fleet script returned %v", errBadReply, v)
 	}
 	if err != nil {
@@ -391,6 +416,7 @@ func (f *fleet) call(resign bool) bool {
 	}
 	f.reads.Add(1)
 	f.ovTotal.Store(v[5])
+	f.sampleUse(v[6])
 	f.read.Store(&limitRead{limit: limit, term: v[4]})
 	f.seeTerm(term)
 	if written {
@@ -482,6 +508,9 @@ func (b *Budget) ShareOverload() { b.f.ShareOverload() }
 
 // FleetOverloads is the Fleet's (see [Fleet.FleetOverloads]).
 func (b *Budget) FleetOverloads() int64 { return b.f.FleetOverloads() }
+
+// FleetInUse is the Fleet's [Fleet.FleetInUse].
+func (b *Budget) FleetInUse() int64 { return b.f.FleetInUse() }
 
 // Acquire takes n permits of the fleet as [Weighted.Acquire] does (with
 // its options: a fleet made [WithPriorities] or [WithFairShare] orders by

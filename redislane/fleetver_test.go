@@ -51,7 +51,7 @@ func TestFleetRestartKeepsNewerLimit(t *testing.T) {
 				require.NoError(t, direct.Save(ctx).Err()) // the snapshot has 10
 			}
 			r = call(redislane.FleetArgs{ID: "L", Limit: 10, LTerm: f[4], Seen: term, Candidate: true, Set: true, Value: 4, ValueTerm: term})
-			require.EqualValues(t, []int64{1, term, 4, 1, term, 0}, r, "L's cut was not written")
+			require.EqualValues(t, []int64{1, term, 4, 1, term, 0, 0}, r, "L's cut was not written (nothing held)")
 			if saveAfterCut {
 				require.NoError(t, direct.Save(ctx).Err()) // the snapshot has 4
 				restartFromSnapshot(t, srv, direct, name)

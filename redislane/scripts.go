@@ -606,9 +606,9 @@ return {1, math.max(M.cu - now, 0)}
 
 // Results of the fleet script.
 const (
-	flFollower = 0  // {0, term, limit, 0, lterm}
-	flLeader   = 1  // {1, term, limit, written 0/1, lterm}
-	flMismatch = -1 // {-1, 0, stored limit, 0, 0}: the name is a lane of another kind
+	flFollower = 0  // {0, term, limit, 0, lterm, overloads, held}
+	flLeader   = 1  // {1, term, limit, written 0/1, lterm, overloads, held}
+	flMismatch = -1 // {-1, 0, stored limit, 0, 0, 0, 0}: the name is a lane of another kind
 )
 
 // fleetScript is the periodic call of every instance of a fleet lane: it
@@ -645,7 +645,11 @@ local seen, lv = tonumber(ARGV[14]) or 0, tonumber(ARGV[15]) or 0
 local ovadd, ovseen = tonumber(ARGV[16]) or 0, tonumber(ARGV[17]) or 0
 
 local M = meta(KEYS[1], limit, kind, ttl, quar, seen, lv)
-if not M.ok then return {-1, 0, M.limit, 0, 0, 0} end
+if not M.ok then return {-1, 0, M.limit, 0, 0, 0, 0} end
+-- the weight the fleet holds now, for the leader's controller (the
+-- bucket's counter: a holder whose lease ran out counts until a grant's
+-- look drops it)
+local held = tonumber(redis.call('HGET', KEYS[6], 'held')) or 0
 -- the overloads the followers' controllers shared, for the leader's: one
 -- refused at a limit above the one in force (ovseen, the lowest limit
 -- the caller's pending overloads were refused at) was refused before a
@@ -671,7 +675,7 @@ if cur then
 end
 if resign then
   if cur == id then redis.call('DEL', lk) end
-  return {0, term, M.limit, 0, M.lv, ov}
+  return {0, term, M.limit, 0, M.lv, ov, held}
 end
 local lead = false
 if cur == id then
@@ -685,7 +689,7 @@ elseif not cur and cand then
   redis.call('SET', lk, id .. ' ' .. s(term), 'PX', lttl)
   lead = true
 end
-if not lead then return {0, term, M.limit, 0, M.lv, ov} end
+if not lead then return {0, term, M.limit, 0, M.lv, ov, held} end
 local written = 0
 if set and vterm == term and value ~= M.limit then
   local raised = value > M.limit
@@ -700,7 +704,7 @@ if set and vterm == term and value ~= M.limit then
   end
 end
 save(M)
-return {1, term, M.limit, written, M.lv, ov}
+return {1, term, M.limit, written, M.lv, ov, held}
 `
 
 // A Tokens lane keeps, beside its meta hash (kind "tokens:<window ms>",
