@@ -57,6 +57,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -66,6 +67,7 @@ import (
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/redislane"
 	"github.com/sessionlane/lanes/redislane/redistest"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // replicas is the size of the fleet.
@@ -298,8 +300,12 @@ func (p *fakeProvider) start(c *provCall) (time.Duration, bool) {
 	return 0, true
 }
 
-// chargeTimes is where stampHook puts the times of a call's charges, in
-// the call's context.
+// chargeTimes is a call's record of when its requests and tokens lanes
+// charged it, which stampHook fills in. A pointer to it is the call's
+// key in its replica's queue (TransportConfig.Key reads it from the
+// request's context), which passes it to the lanes: the queue has no
+// keyed lane, so a key of its own per call changes nothing of how it
+// admits.
 type chargeTimes struct {
 	mu       sync.Mutex
 	req, tok int64 // ms on the Redis server's clock; 0: not charged
@@ -307,44 +313,120 @@ type chargeTimes struct {
 
 type chargeKey struct{}
 
+// stampedLane is a replica's requests or tokens lane: redislane's
+// AsRateLane lane, through which each call's TryAcquire goes, so that
+// stampHook knows whose it is. A queue tries a call's rate lanes without
+// a context (lanequeue's waitFirst), and the Tokens lane asks Redis on a
+// background context then: the hook cannot find the call in it, so the
+// lane names the call in trying for the length of the try. Its other
+// methods are the wrapped lane's, SettlePermit and Cooldown too, so the
+// queue gives back and pauses it as it would AsRateLane's own.
+type stampedLane struct {
+	lanequeue.Lane[*chargeTimes]
+	settler interface {
+		SettlePermit(p semaphore.Permit, actual int64) error
+	}
+	cooler interface {
+		Cooldown(ctx context.Context, d time.Duration) (time.Duration, error)
+	}
+	tokens bool                        // the tokens lane; else the requests lane
+	trying atomic.Pointer[chargeTimes] // the call whose TryAcquire is in flight
+}
+
+// wrap sets the lane l stands for: AsRateLane's, which settles and
+// cools down.
+func (l *stampedLane) wrap(inner lanequeue.Lane[*chargeTimes]) error {
+	var ok1, ok2 bool
+	l.settler, ok1 = inner.(interface {
+		SettlePermit(p semaphore.Permit, actual int64) error
+	})
+	l.cooler, ok2 = inner.(interface {
+		Cooldown(ctx context.Context, d time.Duration) (time.Duration, error)
+	})
+	if !ok1 || !ok2 {
+		return fmt.Errorf("redislane.AsRateLane's lane no longer has SettlePermit and Cooldown (%T): stampedLane would hide what the queue needs of it", inner)
+	}
+	l.Lane = inner
+	return nil
+}
+
+// TryAcquire tries the lane for the call ct, named in l.trying until it
+// returns. One call tries at a time: a try that finds another's in flight
+// fails, as the Tokens lane's own TryAcquire does when another caller of
+// the replica holds its turn (it asks Redis for one caller at a time),
+// so this refuses only within the few microseconds around that turn.
+func (l *stampedLane) TryAcquire(ct *chargeTimes, n int64) (semaphore.Permit, bool) {
+	if !l.trying.CompareAndSwap(nil, ct) {
+		return semaphore.Permit{}, false
+	}
+	defer l.trying.Store(nil)
+	return l.Lane.TryAcquire(ct, n)
+}
+
+// SettlePermit is the wrapped lane's: lanequeue gives a charge back
+// through it, and Ticket.Settle settles the tokens lane.
+func (l *stampedLane) SettlePermit(p semaphore.Permit, actual int64) error {
+	return l.settler.SettlePermit(p, actual)
+}
+
+// Cooldown is the wrapped lane's: a 429 pauses the lane for the fleet.
+func (l *stampedLane) Cooldown(ctx context.Context, d time.Duration) (time.Duration, error) {
+	return l.cooler.Cooldown(ctx, d)
+}
+
 // stampHook is a go-redis hook that reads the charge time out of each
 // grant of a replica's requests and tokens lanes and puts it in the
-// call's chargeTimes. It knows the call's layout (EVALSHA sha 3 meta z w
-// id n limit "tokens:<window ms>" lease quarantine window) and the reply
-// of a grant ({1, the server's time in ms}); if either changes, calls
-// reach the provider without their times and the run fails saying so.
-type stampHook struct{ reqMeta, tokMeta string }
+// chargeTimes of the call it was for: the one in the command's context
+// (a call that waits for the lane asks Redis on its own context), else
+// the one the lane names as trying (a try asks on a background one). It
+// knows the call's layout (EVALSHA sha 3 meta z w id n limit
+// "tokens:<window ms>" lease quarantine window) and the reply of a grant
+// ({1, the server's time in ms}); if either changes, calls reach the
+// provider without their times, and a grant it cannot place is counted
+// in lost: either way the run fails saying so.
+type stampHook struct {
+	lanes map[string]*stampedLane // by meta key; not changed once calls begin
+	lost  atomic.Int64            // grants of the lanes for no call it could find
+}
 
-func (stampHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (stampHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (*stampHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (*stampHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
 
-func (h stampHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h *stampHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		ct, _ := ctx.Value(chargeKey{}).(*chargeTimes)
 		args := cmd.Args()
-		if ct == nil || err != nil || len(args) != 13 {
+		if err != nil || len(args) != 13 {
 			return err
 		}
 		if kind, _ := args[9].(string); !strings.HasPrefix(kind, "tokens:") {
 			return err
 		}
+		meta, _ := args[3].(string)
+		l := h.lanes[meta]
 		c, ok := cmd.(*redis.Cmd)
-		if !ok {
+		if l == nil || !ok {
 			return err
 		}
 		v, verr := c.Int64Slice()
 		if verr != nil || len(v) != 2 || v[0] != 1 {
 			return err
 		}
+		ct, _ := ctx.Value(chargeKey{}).(*chargeTimes)
+		if ct == nil {
+			ct = l.trying.Load()
+		}
+		if ct == nil {
+			h.lost.Add(1)
+			return err
+		}
 		ct.mu.Lock()
-		switch args[3] {
-		case h.reqMeta:
-			ct.req = v[1]
-		case h.tokMeta:
+		if l.tokens {
 			ct.tok = v[1]
+		} else {
+			ct.req = v[1]
 		}
 		ct.mu.Unlock()
 		return err
@@ -372,7 +454,8 @@ func (b stampingBase) RoundTrip(req *http.Request) (*http.Response, error) {
 // replica is one member of the fleet.
 type replica struct {
 	rc     *redis.Client
-	q      *lanequeue.Queue[string]
+	q      *lanequeue.Queue[*chargeTimes] // a call's key is its chargeTimes
+	hook   *stampHook
 	base   *http.Transport
 	client *http.Client
 }
@@ -388,8 +471,10 @@ func (r *replica) close() {
 func newReplica(cfg *provConfig, prefix string, conc, reqs, toks int64) (*replica, error) {
 	rname, tname := prefix+"-r", prefix+"-t"
 	rc := redis.NewClient(&redis.Options{Addr: cfg.Redis, DisableIdentity: true, PoolSize: 32, ContextTimeoutEnabled: true})
-	rc.AddHook(stampHook{reqMeta: metaKey(rname), tokMeta: metaKey(tname)})
-	r := &replica{rc: rc, q: lanequeue.New[string]()}
+	lanes := map[string]*stampedLane{metaKey(rname): {}, metaKey(tname): {tokens: true}}
+	hook := &stampHook{lanes: lanes}
+	rc.AddHook(hook)
+	r := &replica{rc: rc, q: lanequeue.New[*chargeTimes](), hook: hook}
 	fail := func(err error) (*replica, error) { r.q.Close(); _ = rc.Close(); return nil, err }
 	// Every run's lane names are new, so no charge of an earlier run can
 	// count: no quarantine.
@@ -398,7 +483,7 @@ func newReplica(cfg *provConfig, prefix string, conc, reqs, toks int64) (*replic
 	if err != nil {
 		return fail(err)
 	}
-	if err := r.q.Add("concurrency", redislane.AsLane[string](w)); err != nil {
+	if err := r.q.Add("concurrency", redislane.AsLane[*chargeTimes](w)); err != nil {
 		w.Close()
 		return fail(err)
 	}
@@ -411,7 +496,12 @@ func newReplica(cfg *provConfig, prefix string, conc, reqs, toks int64) (*replic
 		if err != nil {
 			return fail(err)
 		}
-		if err := r.q.Add(l.lane, redislane.AsRateLane[string](t)); err != nil {
+		sl := lanes[metaKey(l.name)]
+		if err := sl.wrap(redislane.AsRateLane[*chargeTimes](t)); err != nil {
+			t.Close()
+			return fail(err)
+		}
+		if err := r.q.Add(l.lane, sl); err != nil {
 			t.Close()
 			return fail(err)
 		}
@@ -421,10 +511,17 @@ func newReplica(cfg *provConfig, prefix string, conc, reqs, toks int64) (*replic
 		return fail(err)
 	}
 	r.base = &http.Transport{MaxIdleConnsPerHost: 64}
-	r.client = &http.Client{Transport: lanehttp.NewTransport(lanehttp.TransportConfig[string]{
-		Base:       stampingBase{next: r.base},
-		Queue:      r.q,
-		Lanes:      set,
+	r.client = &http.Client{Transport: lanehttp.NewTransport(lanehttp.TransportConfig[*chargeTimes]{
+		Base:  stampingBase{next: r.base},
+		Queue: r.q,
+		Lanes: set,
+		Key: func(req *http.Request) (*chargeTimes, error) {
+			ct, ok := req.Context().Value(chargeKey{}).(*chargeTimes)
+			if !ok {
+				return nil, errors.New("a call without its chargeTimes in its context")
+			}
+			return ct, nil
+		},
 		TokensLane: "tokens",
 		Tokens: func(req *http.Request) int64 {
 			n, _ := strconv.ParseInt(req.Header.Get(hEstimate), 10, 64)
@@ -507,6 +604,11 @@ func runProvRow(ctx context.Context, cfg *provConfig, shared, uneven bool, name 
 	prov.mu.Unlock()
 	if bad != nil {
 		return row, fmt.Errorf("the provider got a malformed call: %w", bad)
+	}
+	for i, r := range fleet {
+		if n := r.hook.lost.Load(); n > 0 {
+			return row, fmt.Errorf("replica %d: stampHook saw %d grants of the rate lanes for no call it could find", i, n)
+		}
 	}
 	return row, summarizeProv(cfg, &row, calls, start)
 }

@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/sessionlane/lanes/redislane"
 	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
@@ -124,4 +126,48 @@ func TestSummarizeCatchesOverAdmission(t *testing.T) {
 	cs := calls(3, 1)
 	cs[1].tokAt = 0
 	assert.Error(t, summarizeProv(&cfg, &row, cs, start), "a call without its charge time")
+}
+
+// TestStampHookPlacesEveryGrant: a grant of a rate lane is stamped on the
+// call it was for, whether the call waited for the lane (Acquire: the
+// call's context reaches Redis) or tried it (TryAcquire: a background
+// context, the call named by the lane while it tries); a try while
+// another call's is in flight charges nothing; and a grant the hook
+// cannot place is counted, not dropped.
+func TestStampHookPlacesEveryGrant(t *testing.T) {
+	srv := startRedis(t)
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr, DisableIdentity: true, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rc.Close() })
+	sl := &stampedLane{tokens: true}
+	hook := &stampHook{lanes: map[string]*stampedLane{metaKey("stamp-t"): sl}}
+	rc.AddHook(hook)
+	tk, err := redislane.NewTokens(rc, "stamp-t", 100, redislane.WithQuarantine(0), redislane.WithWindow(time.Minute))
+	require.NoError(t, err)
+	t.Cleanup(tk.Close)
+	require.NoError(t, sl.wrap(redislane.AsRateLane[*chargeTimes](tk)))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	tried := &chargeTimes{}
+	_, ok := sl.TryAcquire(tried, 10)
+	require.True(t, ok, "the window is empty")
+	assert.Positive(t, tried.tok, "a try's grant, asked on a background context, was not stamped on its call")
+	assert.Zero(t, tried.req, "a grant of the tokens lane stamped as the requests lane's")
+
+	waited := &chargeTimes{}
+	_, err = sl.Acquire(context.WithValue(ctx, chargeKey{}, waited), waited, 10)
+	require.NoError(t, err)
+	assert.Positive(t, waited.tok, "a wait's grant was not stamped on its call")
+
+	other := &chargeTimes{}
+	sl.trying.Store(other) // another call's try in flight
+	_, ok = sl.TryAcquire(tried, 10)
+	sl.trying.Store(nil)
+	assert.False(t, ok, "a try passed another call's in flight")
+	assert.Zero(t, other.tok, "the refused try charged the lane")
+	assert.Zero(t, hook.lost.Load())
+
+	_, ok = tk.TryAcquire(80) // past the lane: no call is named
+	assert.True(t, ok, "the refused try charged the lane")
+	assert.EqualValues(t, 1, hook.lost.Load(), "a grant for no call was not counted")
 }
