@@ -28,18 +28,24 @@ package main
 // What the provider counts. A fleet lane admits a call when Redis charges
 // it, at a time on the Redis server's clock, and keeps every window of
 // that clock within its budget; the call reaches the provider a little
-// later (the next lane's charge, the HTTP send). So the provider counts
+// later (the other lane's charge, the HTTP send). So the provider counts
 // each call that reaches it at the time the requests lane charged it (its
 // tokens at the time the tokens lane did), read from the grant itself:
 // a go-redis hook on each replica's client (stampHook) copies it into
-// the request's context, and the replica's base transport sends it in
-// two headers. It also counts each call at its arrival, on its own
-// clock, which is what it limits by, and refuses what passes a limit
-// there: a queue takes the rate lanes one by one, "requests" before
-// "tokens", so a call whose requests charge is spent can wait for the
-// tokens lane before it is sent, and a call charged just after the
-// fleet's window made room can arrive within the provider's window of
-// the call that left it (see the figures in docs/benchmarks.md).
+// the call's chargeTimes, found through the command's context when the
+// call waits for a lane and through the lane (stampedLane) when the call
+// only tries it, and the replica's base transport sends it in two
+// headers. It also counts each call at its arrival, on its own clock,
+// which is what it limits by, and refuses what passes a limit there. A
+// queue tries a call's requests and tokens lanes together and, if one
+// has no room, gives back the other's charge and waits for that one
+// first; but it then waits for the other one holding the first one's
+// charge, so when both lanes are full a call can still wait between its
+// two charges (up to most of a window), and any call is sent a few
+// milliseconds after its charges. A call charged just after the fleet's
+// window made room then arrives within the provider's window of the call
+// that left it, when that one took longer from its charge to the
+// provider (see the figures in docs/benchmarks.md).
 
 import (
 	"bytes"
@@ -161,8 +167,9 @@ type provRow struct {
 	MaxReqArrival int64          `json:"max_requests_in_a_window_at_arrival"`
 	MaxTokArrival int64          `json:"max_tokens_in_a_window_at_arrival"`
 	// From a call's requests charge to its arrival at the provider (the
-	// clocks of Redis and the provider are the same machine's): the
-	// tokens lane, taken after it, may wait for its window.
+	// clocks of Redis and the provider are the same machine's): a call
+	// that waited for the requests lane may then wait for the tokens
+	// lane's window.
 	DelayP99Ms int64 `json:"charge_to_arrival_p99_ms"`
 	DelayMaxMs int64 `json:"charge_to_arrival_max_ms"`
 	Held       bool  `json:"held"` // MaxReq <= N and MaxTok <= TokBound
