@@ -81,7 +81,11 @@ const replicas = 3
 
 // provConfig is the provider, the fleet's load and the run.
 type provConfig struct {
-	Window   time.Duration `json:"window_ns"`   // the provider's minute, scaled down
+	Window time.Duration `json:"window_ns"` // the provider's minute, scaled down
+	// Margin: the fleet's lanes count a window this much longer than the
+	// provider's (redislane.WithWindow), for the time from a charge to
+	// the provider.
+	Margin   time.Duration `json:"lane_margin_ns"`
 	Duration time.Duration `json:"duration_ns"` // of each row; its first window is left out
 	// The provider's limits, which the shared budget is given as is.
 	Requests    int64 `json:"requests"`    // N, requests per window
@@ -122,6 +126,8 @@ func (c *provConfig) check() error {
 	switch {
 	case c.Window < 10*time.Millisecond || c.Window%time.Millisecond != 0:
 		return errors.New("-window must be a whole number of milliseconds, at least 10ms")
+	case c.Margin < 0 || c.Margin%time.Millisecond != 0:
+		return errors.New("-margin must be a whole number of milliseconds, not negative")
 	case c.Duration < 2*c.Window:
 		return errors.New("-duration must be at least two windows (the first is left out)")
 	case c.Requests < replicas || c.Tokens < replicas || c.Concurrency < replicas:
@@ -166,6 +172,13 @@ type provRow struct {
 	TokBound      int64          `json:"token_bound"`
 	MaxReqArrival int64          `json:"max_requests_in_a_window_at_arrival"`
 	MaxTokArrival int64          `json:"max_tokens_in_a_window_at_arrival"`
+	// The 429s for requests or tokens after the first window for which
+	// the provider held a call that the fleet's window had let go:
+	// charged on the refused limit's lane a window or more before the
+	// refused call, but arrived within the provider's window of it. For
+	// each, the most time such a call spent between its two charges (ms).
+	RefusedLetGo int     `json:"refused_holding_a_let_go_call"`
+	LetGoGapsMs  []int64 `json:"let_go_charge_gaps_ms"`
 	// From a call's requests charge to its arrival at the provider (the
 	// clocks of Redis and the provider are the same machine's): a call
 	// that waited for the requests lane may then wait for the tokens
@@ -192,6 +205,10 @@ type provCall struct {
 	tokAt       int64 // when the tokens lane charged it
 	est, actual int64
 	refused     string // the limit a 429 was for; "": served
+	// For a 429 for requests or tokens: the most time between its two
+	// charges (ms) of a call the provider held that the fleet's window
+	// had let go (see provRow.RefusedLetGo); -1: none.
+	letGoGap int64
 }
 
 // fakeProvider is the provider: an http.Handler with limits on calls in
@@ -209,8 +226,9 @@ type fakeProvider struct {
 
 // stamp is a served call's arrival and tokens.
 type stamp struct {
-	at time.Time
-	n  int64
+	at           time.Time
+	n            int64
+	reqAt, tokAt int64 // when its lanes charged it
 }
 
 // Headers of a call to the provider.
@@ -296,15 +314,38 @@ func (p *fakeProvider) start(c *provCall) (time.Duration, bool) {
 			}
 		}
 	}
+	c.letGoGap = -1
+	if c.refused == "requests" || c.refused == "tokens" {
+		c.letGoGap = p.letGo(c)
+	}
 	if c.refused != "" {
 		p.calls = append(p.calls, *c)
 		return max(retry, time.Millisecond), false
 	}
 	p.inflight++
-	p.served = append(p.served, stamp{now, c.actual})
+	p.served = append(p.served, stamp{now, c.actual, c.reqAt, c.tokAt})
 	p.tokens += c.actual
 	p.calls = append(p.calls, *c)
 	return 0, true
+}
+
+// letGo returns, for c refused for requests or tokens, the most time
+// between its two charges (ms) of a call in the provider's window that
+// the fleet's window had let go (charged on that limit's lane a window or
+// more before c), or -1 if it holds none. p.mu is held.
+func (p *fakeProvider) letGo(c *provCall) int64 {
+	gap := int64(-1)
+	wms := p.cfg.Window.Milliseconds()
+	for _, s := range p.served {
+		at, mine := s.reqAt, c.reqAt
+		if c.refused == "tokens" {
+			at, mine = s.tokAt, c.tokAt
+		}
+		if at <= mine-wms {
+			gap = max(gap, s.tokAt-s.reqAt, s.reqAt-s.tokAt)
+		}
+	}
+	return gap
 }
 
 // chargeTimes is a call's record of when its requests and tokens lanes
@@ -494,7 +535,7 @@ func newReplica(cfg *provConfig, prefix string, conc, reqs, toks int64) (*replic
 		w.Close()
 		return fail(err)
 	}
-	opts = append(opts, redislane.WithWindow(cfg.Window))
+	opts = append(opts, redislane.WithWindow(cfg.Window+cfg.Margin))
 	for _, l := range []struct {
 		lane, name string
 		n          int64
@@ -698,12 +739,17 @@ func summarizeProv(cfg *provConfig, row *provRow, calls []provCall, start time.T
 		if c.refused != "" {
 			row.Refused++
 			row.RefusedBy[c.refused]++
+			if c.letGoGap >= 0 {
+				row.RefusedLetGo++
+				row.LetGoGapsMs = append(row.LetGoGapsMs, c.letGoGap)
+			}
 			refusedIn[[2]int{w, c.replica}]++
 		} else {
 			served++
 			tokens += c.actual
 		}
 	}
+	slices.Sort(row.LetGoGapsMs)
 	if len(delays) > 0 {
 		slices.Sort(delays)
 		row.DelayP99Ms = redistest.Percentile(delays, 0.99)
@@ -797,6 +843,9 @@ func printProv(w io.Writer, rep provReport) {
 		c.EstMin, c.EstMax, c.UseMin, c.UseMax, c.maxUnder(), c.Base, c.PerToken)
 	fmt.Fprintf(w, "uneven load: %d callers on replica 0, %d on each other one (pausing %v between calls); even: %d on each\n",
 		c.Busy, c.Light, c.Think, c.Even)
+	if c.Margin > 0 {
+		fmt.Fprintf(w, "the fleet's lanes count a window of %v (-margin %v)\n", c.Window+c.Margin, c.Margin)
+	}
 	fmt.Fprintf(w, "%v a row, the first window left out of calls/s and 429s\n\n", c.Duration)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "budget\tload\tcalls/s\tof binding limit\t429s/window/replica\tmost in a window\tmax requests/window\tmax tokens/window\tat arrival\t")

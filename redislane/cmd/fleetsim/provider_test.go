@@ -171,3 +171,50 @@ func TestStampHookPlacesEveryGrant(t *testing.T) {
 	assert.True(t, ok, "the refused try charged the lane")
 	assert.EqualValues(t, 1, hook.lost.Load(), "a grant for no call was not counted")
 }
+
+// TestProviderNamesTheCallTheFleetLetGo: a call refused for requests is
+// recorded with the wait between the two charges of a call the provider
+// still held that the fleet's window had let go (charged a window or
+// more before it), and with -1 when it held none; for tokens, the tokens
+// lane's charges are the ones compared.
+func TestProviderNamesTheCallTheFleetLetGo(t *testing.T) {
+	cfg := defaultProv()
+	cfg.Requests, cfg.Tokens = 2, 1000
+	p := &fakeProvider{cfg: &cfg}
+	t0 := time.Unix(1000, 0)
+	serve := func(ms, reqAt, tokAt, actual int64) {
+		c := provCall{arrival: t0.Add(time.Duration(ms) * time.Millisecond), reqAt: reqAt, tokAt: tokAt, actual: actual}
+		_, ok := p.start(&c)
+		require.True(t, ok, "the provider had room")
+	}
+	// Charged on the requests lane 600 ms before the tokens lane, sent at
+	// once after it; then one charged and sent at once.
+	serve(0, 10_000, 10_600, 400)
+	serve(10, 10_700, 10_700, 400)
+	late := provCall{arrival: t0.Add(500 * time.Millisecond), reqAt: 11_100, tokAt: 11_100, actual: 1}
+	_, ok := p.start(&late)
+	require.False(t, ok)
+	assert.Equal(t, "requests", late.refused)
+	assert.EqualValues(t, 600, late.letGoGap, "the first call was charged a window before the refused one")
+
+	early := provCall{arrival: t0.Add(500 * time.Millisecond), reqAt: 10_900, tokAt: 10_900, actual: 1}
+	_, ok = p.start(&early)
+	require.False(t, ok)
+	assert.EqualValues(t, -1, early.letGoGap, "no call held was charged a window before it")
+
+	cfg.Requests = 10
+	tok := provCall{arrival: t0.Add(500 * time.Millisecond), reqAt: 11_100, tokAt: 11_599, actual: 300}
+	_, ok = p.start(&tok)
+	require.False(t, ok)
+	assert.Equal(t, "tokens", tok.refused)
+	assert.EqualValues(t, -1, tok.letGoGap, "by the tokens lane's charges, none was let go")
+	tok.tokAt = 11_600
+	_, ok = p.start(&tok)
+	require.False(t, ok)
+	assert.EqualValues(t, 600, tok.letGoGap)
+
+	var row provRow
+	require.NoError(t, summarizeProv(&cfg, &row, p.calls, t0.Add(-time.Second)))
+	assert.Equal(t, 2, row.RefusedLetGo)
+	assert.Equal(t, []int64{600, 600}, row.LetGoGapsMs)
+}
