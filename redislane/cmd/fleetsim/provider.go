@@ -28,18 +28,27 @@ package main
 // What the provider counts. A fleet lane admits a call when Redis charges
 // it, at a time on the Redis server's clock, and keeps every window of
 // that clock within its budget; the call reaches the provider a little
-// later (the next lane's charge, the HTTP send). So the provider counts
+// later (the other lane's charge, the HTTP send). So the provider counts
 // each call that reaches it at the time the requests lane charged it (its
 // tokens at the time the tokens lane did), read from the grant itself:
 // a go-redis hook on each replica's client (stampHook) copies it into
-// the request's context, and the replica's base transport sends it in
-// two headers. It also counts each call at its arrival, on its own
-// clock, which is what it limits by, and refuses what passes a limit
-// there: a queue takes the rate lanes one by one, "requests" before
-// "tokens", so a call whose requests charge is spent can wait for the
-// tokens lane before it is sent, and a call charged just after the
-// fleet's window made room can arrive within the provider's window of
-// the call that left it (see the figures in docs/benchmarks.md).
+// the call's chargeTimes, found through the command's context when the
+// call waits for a lane and through the lane (stampedLane) when the call
+// only tries it, and the replica's base transport sends it in two
+// headers. It also counts each call at its arrival, on its own clock,
+// which is what it limits by, and refuses what passes a limit there. A
+// queue tries a call's requests and tokens lanes together and, if one
+// has no room, gives back the other's charge and waits for that one
+// first; but it then waits for the other one holding the first one's
+// charge, so when both lanes are full a call can still wait between its
+// two charges (up to most of a window), and any call is sent a few
+// milliseconds after its charges. A call charged just after the fleet's
+// window made room then arrives within the provider's window of the call
+// that left it, when that one took longer from its charge to the
+// provider (see the figures in docs/benchmarks.md). For each 429 the
+// provider records that call and its wait between its two charges
+// (provRow.RefusedLetGo), and -margin makes the fleet's lanes count a
+// window longer than the provider's by a time for a charge to reach it.
 
 import (
 	"bytes"
@@ -57,6 +66,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -66,6 +76,7 @@ import (
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/redislane"
 	"github.com/sessionlane/lanes/redislane/redistest"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // replicas is the size of the fleet.
@@ -73,7 +84,11 @@ const replicas = 3
 
 // provConfig is the provider, the fleet's load and the run.
 type provConfig struct {
-	Window   time.Duration `json:"window_ns"`   // the provider's minute, scaled down
+	Window time.Duration `json:"window_ns"` // the provider's minute, scaled down
+	// Margin: the fleet's lanes count a window this much longer than the
+	// provider's (redislane.WithWindow), for the time from a charge to
+	// the provider.
+	Margin   time.Duration `json:"lane_margin_ns"`
 	Duration time.Duration `json:"duration_ns"` // of each row; its first window is left out
 	// The provider's limits, which the shared budget is given as is.
 	Requests    int64 `json:"requests"`    // N, requests per window
@@ -114,6 +129,8 @@ func (c *provConfig) check() error {
 	switch {
 	case c.Window < 10*time.Millisecond || c.Window%time.Millisecond != 0:
 		return errors.New("-window must be a whole number of milliseconds, at least 10ms")
+	case c.Margin < 0 || c.Margin%time.Millisecond != 0:
+		return errors.New("-margin must be a whole number of milliseconds, not negative")
 	case c.Duration < 2*c.Window:
 		return errors.New("-duration must be at least two windows (the first is left out)")
 	case c.Requests < replicas || c.Tokens < replicas || c.Concurrency < replicas:
@@ -158,9 +175,17 @@ type provRow struct {
 	TokBound      int64          `json:"token_bound"`
 	MaxReqArrival int64          `json:"max_requests_in_a_window_at_arrival"`
 	MaxTokArrival int64          `json:"max_tokens_in_a_window_at_arrival"`
+	// The 429s for requests or tokens after the first window for which
+	// the provider held a call that the fleet's window had let go:
+	// charged on the refused limit's lane a window or more before the
+	// refused call, but arrived within the provider's window of it. For
+	// each, the most time such a call spent between its two charges (ms).
+	RefusedLetGo int     `json:"refused_holding_a_let_go_call"`
+	LetGoGapsMs  []int64 `json:"let_go_charge_gaps_ms"`
 	// From a call's requests charge to its arrival at the provider (the
-	// clocks of Redis and the provider are the same machine's): the
-	// tokens lane, taken after it, may wait for its window.
+	// clocks of Redis and the provider are the same machine's): a call
+	// that waited for the requests lane may then wait for the tokens
+	// lane's window.
 	DelayP99Ms int64 `json:"charge_to_arrival_p99_ms"`
 	DelayMaxMs int64 `json:"charge_to_arrival_max_ms"`
 	Held       bool  `json:"held"` // MaxReq <= N and MaxTok <= TokBound
@@ -183,6 +208,10 @@ type provCall struct {
 	tokAt       int64 // when the tokens lane charged it
 	est, actual int64
 	refused     string // the limit a 429 was for; "": served
+	// For a 429 for requests or tokens: the most time between its two
+	// charges (ms) of a call the provider held that the fleet's window
+	// had let go (see provRow.RefusedLetGo); -1: none.
+	letGoGap int64
 }
 
 // fakeProvider is the provider: an http.Handler with limits on calls in
@@ -200,8 +229,9 @@ type fakeProvider struct {
 
 // stamp is a served call's arrival and tokens.
 type stamp struct {
-	at time.Time
-	n  int64
+	at           time.Time
+	n            int64
+	reqAt, tokAt int64 // when its lanes charged it
 }
 
 // Headers of a call to the provider.
@@ -287,19 +317,46 @@ func (p *fakeProvider) start(c *provCall) (time.Duration, bool) {
 			}
 		}
 	}
+	c.letGoGap = -1
+	if c.refused == "requests" || c.refused == "tokens" {
+		c.letGoGap = p.letGo(c)
+	}
 	if c.refused != "" {
 		p.calls = append(p.calls, *c)
 		return max(retry, time.Millisecond), false
 	}
 	p.inflight++
-	p.served = append(p.served, stamp{now, c.actual})
+	p.served = append(p.served, stamp{now, c.actual, c.reqAt, c.tokAt})
 	p.tokens += c.actual
 	p.calls = append(p.calls, *c)
 	return 0, true
 }
 
-// chargeTimes is where stampHook puts the times of a call's charges, in
-// the call's context.
+// letGo returns, for c refused for requests or tokens, the most time
+// between its two charges (ms) of a call in the provider's window that
+// the fleet's window had let go (charged on that limit's lane a window or
+// more before c), or -1 if it holds none. p.mu is held.
+func (p *fakeProvider) letGo(c *provCall) int64 {
+	gap := int64(-1)
+	wms := p.cfg.Window.Milliseconds()
+	for _, s := range p.served {
+		at, mine := s.reqAt, c.reqAt
+		if c.refused == "tokens" {
+			at, mine = s.tokAt, c.tokAt
+		}
+		if at <= mine-wms {
+			gap = max(gap, s.tokAt-s.reqAt, s.reqAt-s.tokAt)
+		}
+	}
+	return gap
+}
+
+// chargeTimes is a call's record of when its requests and tokens lanes
+// charged it, which stampHook fills in. A pointer to it is the call's
+// key in its replica's queue (TransportConfig.Key reads it from the
+// request's context), which passes it to the lanes: the queue has no
+// keyed lane, so a key of its own per call changes nothing of how it
+// admits.
 type chargeTimes struct {
 	mu       sync.Mutex
 	req, tok int64 // ms on the Redis server's clock; 0: not charged
@@ -307,44 +364,120 @@ type chargeTimes struct {
 
 type chargeKey struct{}
 
+// stampedLane is a replica's requests or tokens lane: redislane's
+// AsRateLane lane, through which each call's TryAcquire goes, so that
+// stampHook knows whose it is. A queue tries a call's rate lanes without
+// a context (lanequeue's waitFirst), and the Tokens lane asks Redis on a
+// background context then: the hook cannot find the call in it, so the
+// lane names the call in trying for the length of the try. Its other
+// methods are the wrapped lane's, SettlePermit and Cooldown too, so the
+// queue gives back and pauses it as it would AsRateLane's own.
+type stampedLane struct {
+	lanequeue.Lane[*chargeTimes]
+	settler interface {
+		SettlePermit(p semaphore.Permit, actual int64) error
+	}
+	cooler interface {
+		Cooldown(ctx context.Context, d time.Duration) (time.Duration, error)
+	}
+	tokens bool                        // the tokens lane; else the requests lane
+	trying atomic.Pointer[chargeTimes] // the call whose TryAcquire is in flight
+}
+
+// wrap sets the lane l stands for: AsRateLane's, which settles and
+// cools down.
+func (l *stampedLane) wrap(inner lanequeue.Lane[*chargeTimes]) error {
+	var ok1, ok2 bool
+	l.settler, ok1 = inner.(interface {
+		SettlePermit(p semaphore.Permit, actual int64) error
+	})
+	l.cooler, ok2 = inner.(interface {
+		Cooldown(ctx context.Context, d time.Duration) (time.Duration, error)
+	})
+	if !ok1 || !ok2 {
+		return fmt.Errorf("redislane.AsRateLane's lane no longer has SettlePermit and Cooldown (%T): stampedLane would hide what the queue needs of it", inner)
+	}
+	l.Lane = inner
+	return nil
+}
+
+// TryAcquire tries the lane for the call ct, named in l.trying until it
+// returns. One call tries at a time: a try that finds another's in flight
+// fails, as the Tokens lane's own TryAcquire does when another caller of
+// the replica holds its turn (it asks Redis for one caller at a time),
+// so this refuses only within the few microseconds around that turn.
+func (l *stampedLane) TryAcquire(ct *chargeTimes, n int64) (semaphore.Permit, bool) {
+	if !l.trying.CompareAndSwap(nil, ct) {
+		return semaphore.Permit{}, false
+	}
+	defer l.trying.Store(nil)
+	return l.Lane.TryAcquire(ct, n)
+}
+
+// SettlePermit is the wrapped lane's: lanequeue gives a charge back
+// through it, and Ticket.Settle settles the tokens lane.
+func (l *stampedLane) SettlePermit(p semaphore.Permit, actual int64) error {
+	return l.settler.SettlePermit(p, actual)
+}
+
+// Cooldown is the wrapped lane's: a 429 pauses the lane for the fleet.
+func (l *stampedLane) Cooldown(ctx context.Context, d time.Duration) (time.Duration, error) {
+	return l.cooler.Cooldown(ctx, d)
+}
+
 // stampHook is a go-redis hook that reads the charge time out of each
 // grant of a replica's requests and tokens lanes and puts it in the
-// call's chargeTimes. It knows the call's layout (EVALSHA sha 3 meta z w
-// id n limit "tokens:<window ms>" lease quarantine window) and the reply
-// of a grant ({1, the server's time in ms}); if either changes, calls
-// reach the provider without their times and the run fails saying so.
-type stampHook struct{ reqMeta, tokMeta string }
+// chargeTimes of the call it was for: the one in the command's context
+// (a call that waits for the lane asks Redis on its own context), else
+// the one the lane names as trying (a try asks on a background one). It
+// knows the call's layout (EVALSHA sha 3 meta z w id n limit
+// "tokens:<window ms>" lease quarantine window) and the reply of a grant
+// ({1, the server's time in ms}); if either changes, calls reach the
+// provider without their times, and a grant it cannot place is counted
+// in lost: either way the run fails saying so.
+type stampHook struct {
+	lanes map[string]*stampedLane // by meta key; not changed once calls begin
+	lost  atomic.Int64            // grants of the lanes for no call it could find
+}
 
-func (stampHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (stampHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (*stampHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (*stampHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
 
-func (h stampHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h *stampHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		ct, _ := ctx.Value(chargeKey{}).(*chargeTimes)
 		args := cmd.Args()
-		if ct == nil || err != nil || len(args) != 13 {
+		if err != nil || len(args) != 13 {
 			return err
 		}
 		if kind, _ := args[9].(string); !strings.HasPrefix(kind, "tokens:") {
 			return err
 		}
+		meta, _ := args[3].(string)
+		l := h.lanes[meta]
 		c, ok := cmd.(*redis.Cmd)
-		if !ok {
+		if l == nil || !ok {
 			return err
 		}
 		v, verr := c.Int64Slice()
 		if verr != nil || len(v) != 2 || v[0] != 1 {
 			return err
 		}
+		ct, _ := ctx.Value(chargeKey{}).(*chargeTimes)
+		if ct == nil {
+			ct = l.trying.Load()
+		}
+		if ct == nil {
+			h.lost.Add(1)
+			return err
+		}
 		ct.mu.Lock()
-		switch args[3] {
-		case h.reqMeta:
-			ct.req = v[1]
-		case h.tokMeta:
+		if l.tokens {
 			ct.tok = v[1]
+		} else {
+			ct.req = v[1]
 		}
 		ct.mu.Unlock()
 		return err
@@ -372,7 +505,8 @@ func (b stampingBase) RoundTrip(req *http.Request) (*http.Response, error) {
 // replica is one member of the fleet.
 type replica struct {
 	rc     *redis.Client
-	q      *lanequeue.Queue[string]
+	q      *lanequeue.Queue[*chargeTimes] // a call's key is its chargeTimes
+	hook   *stampHook
 	base   *http.Transport
 	client *http.Client
 }
@@ -388,8 +522,10 @@ func (r *replica) close() {
 func newReplica(cfg *provConfig, prefix string, conc, reqs, toks int64) (*replica, error) {
 	rname, tname := prefix+"-r", prefix+"-t"
 	rc := redis.NewClient(&redis.Options{Addr: cfg.Redis, DisableIdentity: true, PoolSize: 32, ContextTimeoutEnabled: true})
-	rc.AddHook(stampHook{reqMeta: metaKey(rname), tokMeta: metaKey(tname)})
-	r := &replica{rc: rc, q: lanequeue.New[string]()}
+	lanes := map[string]*stampedLane{metaKey(rname): {}, metaKey(tname): {tokens: true}}
+	hook := &stampHook{lanes: lanes}
+	rc.AddHook(hook)
+	r := &replica{rc: rc, q: lanequeue.New[*chargeTimes](), hook: hook}
 	fail := func(err error) (*replica, error) { r.q.Close(); _ = rc.Close(); return nil, err }
 	// Every run's lane names are new, so no charge of an earlier run can
 	// count: no quarantine.
@@ -398,11 +534,11 @@ func newReplica(cfg *provConfig, prefix string, conc, reqs, toks int64) (*replic
 	if err != nil {
 		return fail(err)
 	}
-	if err := r.q.Add("concurrency", redislane.AsLane[string](w)); err != nil {
+	if err := r.q.Add("concurrency", redislane.AsLane[*chargeTimes](w)); err != nil {
 		w.Close()
 		return fail(err)
 	}
-	opts = append(opts, redislane.WithWindow(cfg.Window))
+	opts = append(opts, redislane.WithWindow(cfg.Window+cfg.Margin))
 	for _, l := range []struct {
 		lane, name string
 		n          int64
@@ -411,7 +547,12 @@ func newReplica(cfg *provConfig, prefix string, conc, reqs, toks int64) (*replic
 		if err != nil {
 			return fail(err)
 		}
-		if err := r.q.Add(l.lane, redislane.AsRateLane[string](t)); err != nil {
+		sl := lanes[metaKey(l.name)]
+		if err := sl.wrap(redislane.AsRateLane[*chargeTimes](t)); err != nil {
+			t.Close()
+			return fail(err)
+		}
+		if err := r.q.Add(l.lane, sl); err != nil {
 			t.Close()
 			return fail(err)
 		}
@@ -421,10 +562,17 @@ func newReplica(cfg *provConfig, prefix string, conc, reqs, toks int64) (*replic
 		return fail(err)
 	}
 	r.base = &http.Transport{MaxIdleConnsPerHost: 64}
-	r.client = &http.Client{Transport: lanehttp.NewTransport(lanehttp.TransportConfig[string]{
-		Base:       stampingBase{next: r.base},
-		Queue:      r.q,
-		Lanes:      set,
+	r.client = &http.Client{Transport: lanehttp.NewTransport(lanehttp.TransportConfig[*chargeTimes]{
+		Base:  stampingBase{next: r.base},
+		Queue: r.q,
+		Lanes: set,
+		Key: func(req *http.Request) (*chargeTimes, error) {
+			ct, ok := req.Context().Value(chargeKey{}).(*chargeTimes)
+			if !ok {
+				return nil, errors.New("a call without its chargeTimes in its context")
+			}
+			return ct, nil
+		},
 		TokensLane: "tokens",
 		Tokens: func(req *http.Request) int64 {
 			n, _ := strconv.ParseInt(req.Header.Get(hEstimate), 10, 64)
@@ -508,6 +656,11 @@ func runProvRow(ctx context.Context, cfg *provConfig, shared, uneven bool, name 
 	if bad != nil {
 		return row, fmt.Errorf("the provider got a malformed call: %w", bad)
 	}
+	for i, r := range fleet {
+		if n := r.hook.lost.Load(); n > 0 {
+			return row, fmt.Errorf("replica %d: stampHook saw %d grants of the rate lanes for no call it could find", i, n)
+		}
+	}
 	return row, summarizeProv(cfg, &row, calls, start)
 }
 
@@ -589,12 +742,17 @@ func summarizeProv(cfg *provConfig, row *provRow, calls []provCall, start time.T
 		if c.refused != "" {
 			row.Refused++
 			row.RefusedBy[c.refused]++
+			if c.letGoGap >= 0 {
+				row.RefusedLetGo++
+				row.LetGoGapsMs = append(row.LetGoGapsMs, c.letGoGap)
+			}
 			refusedIn[[2]int{w, c.replica}]++
 		} else {
 			served++
 			tokens += c.actual
 		}
 	}
+	slices.Sort(row.LetGoGapsMs)
 	if len(delays) > 0 {
 		slices.Sort(delays)
 		row.DelayP99Ms = redistest.Percentile(delays, 0.99)
@@ -688,6 +846,9 @@ func printProv(w io.Writer, rep provReport) {
 		c.EstMin, c.EstMax, c.UseMin, c.UseMax, c.maxUnder(), c.Base, c.PerToken)
 	fmt.Fprintf(w, "uneven load: %d callers on replica 0, %d on each other one (pausing %v between calls); even: %d on each\n",
 		c.Busy, c.Light, c.Think, c.Even)
+	if c.Margin > 0 {
+		fmt.Fprintf(w, "the fleet's lanes count a window of %v (-margin %v)\n", c.Window+c.Margin, c.Margin)
+	}
 	fmt.Fprintf(w, "%v a row, the first window left out of calls/s and 429s\n\n", c.Duration)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "budget\tload\tcalls/s\tof binding limit\t429s/window/replica\tmost in a window\tmax requests/window\tmax tokens/window\tat arrival\t")

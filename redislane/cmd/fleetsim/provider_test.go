@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/sessionlane/lanes/redislane"
 	"github.com/sessionlane/lanes/redislane/redistest"
 )
 
@@ -124,4 +126,95 @@ func TestSummarizeCatchesOverAdmission(t *testing.T) {
 	cs := calls(3, 1)
 	cs[1].tokAt = 0
 	assert.Error(t, summarizeProv(&cfg, &row, cs, start), "a call without its charge time")
+}
+
+// TestStampHookPlacesEveryGrant: a grant of a rate lane is stamped on the
+// call it was for, whether the call waited for the lane (Acquire: the
+// call's context reaches Redis) or tried it (TryAcquire: a background
+// context, the call named by the lane while it tries); a try while
+// another call's is in flight charges nothing; and a grant the hook
+// cannot place is counted, not dropped.
+func TestStampHookPlacesEveryGrant(t *testing.T) {
+	srv := startRedis(t)
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr, DisableIdentity: true, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rc.Close() })
+	sl := &stampedLane{tokens: true}
+	hook := &stampHook{lanes: map[string]*stampedLane{metaKey("stamp-t"): sl}}
+	rc.AddHook(hook)
+	tk, err := redislane.NewTokens(rc, "stamp-t", 100, redislane.WithQuarantine(0), redislane.WithWindow(time.Minute))
+	require.NoError(t, err)
+	t.Cleanup(tk.Close)
+	require.NoError(t, sl.wrap(redislane.AsRateLane[*chargeTimes](tk)))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	tried := &chargeTimes{}
+	_, ok := sl.TryAcquire(tried, 10)
+	require.True(t, ok, "the window is empty")
+	assert.Positive(t, tried.tok, "a try's grant, asked on a background context, was not stamped on its call")
+	assert.Zero(t, tried.req, "a grant of the tokens lane stamped as the requests lane's")
+
+	waited := &chargeTimes{}
+	_, err = sl.Acquire(context.WithValue(ctx, chargeKey{}, waited), waited, 10)
+	require.NoError(t, err)
+	assert.Positive(t, waited.tok, "a wait's grant was not stamped on its call")
+
+	other := &chargeTimes{}
+	sl.trying.Store(other) // another call's try in flight
+	_, ok = sl.TryAcquire(tried, 10)
+	sl.trying.Store(nil)
+	assert.False(t, ok, "a try passed another call's in flight")
+	assert.Zero(t, other.tok, "the refused try charged the lane")
+	assert.Zero(t, hook.lost.Load())
+
+	_, ok = tk.TryAcquire(80) // past the lane: no call is named
+	assert.True(t, ok, "the refused try charged the lane")
+	assert.EqualValues(t, 1, hook.lost.Load(), "a grant for no call was not counted")
+}
+
+// TestProviderNamesTheCallTheFleetLetGo: a call refused for requests is
+// recorded with the wait between the two charges of a call the provider
+// still held that the fleet's window had let go (charged a window or
+// more before it), and with -1 when it held none; for tokens, the tokens
+// lane's charges are the ones compared.
+func TestProviderNamesTheCallTheFleetLetGo(t *testing.T) {
+	cfg := defaultProv()
+	cfg.Requests, cfg.Tokens = 2, 1000
+	p := &fakeProvider{cfg: &cfg}
+	t0 := time.Unix(1000, 0)
+	serve := func(ms, reqAt, tokAt, actual int64) {
+		c := provCall{arrival: t0.Add(time.Duration(ms) * time.Millisecond), reqAt: reqAt, tokAt: tokAt, actual: actual}
+		_, ok := p.start(&c)
+		require.True(t, ok, "the provider had room")
+	}
+	// Charged on the requests lane 600 ms before the tokens lane, sent at
+	// once after it; then one charged and sent at once.
+	serve(0, 10_000, 10_600, 400)
+	serve(10, 10_700, 10_700, 400)
+	late := provCall{arrival: t0.Add(500 * time.Millisecond), reqAt: 11_100, tokAt: 11_100, actual: 1}
+	_, ok := p.start(&late)
+	require.False(t, ok)
+	assert.Equal(t, "requests", late.refused)
+	assert.EqualValues(t, 600, late.letGoGap, "the first call was charged a window before the refused one")
+
+	early := provCall{arrival: t0.Add(500 * time.Millisecond), reqAt: 10_900, tokAt: 10_900, actual: 1}
+	_, ok = p.start(&early)
+	require.False(t, ok)
+	assert.EqualValues(t, -1, early.letGoGap, "no call held was charged a window before it")
+
+	cfg.Requests = 10
+	tok := provCall{arrival: t0.Add(500 * time.Millisecond), reqAt: 11_100, tokAt: 11_599, actual: 300}
+	_, ok = p.start(&tok)
+	require.False(t, ok)
+	assert.Equal(t, "tokens", tok.refused)
+	assert.EqualValues(t, -1, tok.letGoGap, "by the tokens lane's charges, none was let go")
+	tok.tokAt = 11_600
+	_, ok = p.start(&tok)
+	require.False(t, ok)
+	assert.EqualValues(t, 600, tok.letGoGap)
+
+	var row provRow
+	require.NoError(t, summarizeProv(&cfg, &row, p.calls, t0.Add(-time.Second)))
+	assert.Equal(t, 2, row.RefusedLetGo)
+	assert.Equal(t, []int64{600, 600}, row.LetGoGapsMs)
 }
