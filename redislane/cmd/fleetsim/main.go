@@ -150,7 +150,7 @@ func main() {
 	provider := flag.Bool("provider", false, "instead, a fake provider and three replicas calling it through lanehttp.Transport,\nwith a budget shared through Redis and one of a third per replica (see provider.go);\n-duration is then each row's (default 8s), -redis and -json apply")
 	pc := defaultProv()
 	flag.DurationVar(&pc.Window, "window", pc.Window, "-provider: the provider's window (its minute, scaled down)")
-	flag.DurationVar(&pc.Margin, "margin", 0, "-provider: the fleet's lanes count a window this much longer than the provider's")
+	flag.DurationVar(&pc.Margin, "margin", 33*time.Millisecond, "-provider: the fleet's lanes count a window this much longer than the provider's (default: redislane.DefaultWindow's two seconds in a minute, scaled to the 1s window)")
 	flag.Int64Var(&pc.Requests, "rpw", pc.Requests, "-provider: the provider's requests per window (N)")
 	flag.Int64Var(&pc.Tokens, "tpw", pc.Tokens, "-provider: the provider's tokens per window (T)")
 	flag.Int64Var(&pc.Concurrency, "conc", pc.Concurrency, "-provider: the provider's calls in flight (C)")
