@@ -7,12 +7,12 @@
 // hidden limit found by an adaptive controller), and a graceful shutdown
 // that lets every admitted webhook finish.
 //
-//	go run . -load 30s                             # the load driver, in one process; prints what it measured
-//	go run . -load 30s -replicas 3 -redis :6379    # three replicas in turn, sharing the three lanes on Redis
-//	go run .                                       # serve webhooks (and /metrics) on -addr, a model API stub in-process
-//	go run . -redis :6379 -addr :8081              # one replica of a fleet (run several behind a load balancer;
-//	                                               # each serves its own model API stub here, so point them at
-//	                                               # one real provider to share its limit)
+//	go run . -load 30s                                       # the load driver, in one process; prints what it measured
+//	go run . -load 30s -replicas 3 -redis :6379 -agents 12   # three replicas in turn, sharing the three lanes on Redis
+//	go run .                                                 # serve webhooks (and /metrics) on -addr, a model API stub in-process
+//	go run . -redis :6379 -addr :8081                        # one replica of a fleet (run several behind a load balancer,
+//	                                                         # each given the same -agents; each serves its own model API
+//	                                                         # stub here, so point them at one real provider to share its limit)
 //
 // (from this directory: the recipe is a module of its own, so that Redis's
 // and Prometheus's clients stay out of the core's requirements.)
