@@ -39,12 +39,11 @@ type load struct {
 	ModelLimit   int64         // the model API's hidden concurrency limit
 	ModelCeiling int64         // the most the gateway's controller may allow
 	RetryAfter   time.Duration // the model API's Retry-After on a 429
-	Agents       int64         // agent runs at once, each replica's
+	Agents       int64         // agent runs at once: the gateway's, or with Redis the fleet's
 	Hold         time.Duration
 	// Replicas is how many gateways the webhooks are spread over, in turn
 	// (a load balancer's round robin); above 1 they need Redis, at
-	// RedisAddr, to share the thread and model lanes. Agents is then each
-	// replica's.
+	// RedisAddr, to share the lanes. Agents is then the fleet's.
 	Replicas     int
 	RedisAddr    string
 	RedisOptions []redislane.Option // the fleet lanes' (tests: no quarantine on their fresh server)
@@ -353,7 +352,7 @@ func (r *report) print(w io.Writer) {
 	fmt.Fprintf(w, "  agents lane %d (fair shares per tenant: users %d, cron %d), model API hidden limit %d, controller ceiling %d, reorder hold %v\n",
 		lo.Agents, weightUser, weightCron, lo.ModelLimit, lo.ModelCeiling, lo.Hold)
 	if lo.Replicas > 1 {
-		fmt.Fprintf(w, "  %d replicas in turn, thread and model lanes shared on Redis at %s (agents lane: %d each)\n", lo.Replicas, lo.RedisAddr, lo.Agents)
+		fmt.Fprintf(w, "  %d replicas in turn, the three lanes shared on Redis at %s (agents lane: %d for the fleet)\n", lo.Replicas, lo.RedisAddr, lo.Agents)
 	}
 	fmt.Fprintf(w, "webhooks sent %d: answered %d, refused (429/503/closed) %d, client gave up after %v %d, other %d\n",
 		r.Sent, r.Answered, r.Refused, lo.Timeout, r.TimedOut, r.Bad)

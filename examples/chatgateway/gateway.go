@@ -12,8 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sessionlane/lanes/exporters"
 	"github.com/sessionlane/lanes/exporters/promlanes"
 	"github.com/sessionlane/lanes/lanehttp"
+	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/redislane"
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -29,14 +31,14 @@ type message struct {
 
 // config is what a gateway is made of.
 type config struct {
-	Agents       int64         // agent runs at once
+	Agents       int64         // agent runs at once: the gateway's, or with Redis the fleet's
 	ModelCeiling int64         // the most model calls in flight the controller may allow
 	Hold         time.Duration // how long a message waits for its thread's predecessor
 	ModelURL     string        // the model API's endpoint
 	ModelBase    http.RoundTripper
 	Backoff      time.Duration // the first retry's backoff after a 429 without a hint
 	Handle       handleFunc    // what the agent does with a message (nil: call the model once)
-	// Redis, if set, makes the thread and model lanes a fleet's, shared by
+	// Redis, if set, makes the three lanes a fleet's, shared by
 	// every replica on that Redis (see newLanes), made with RedisOptions.
 	Redis        redis.UniversalClient
 	RedisOptions []redislane.Option
@@ -94,8 +96,13 @@ func newGateway(cfg config) (*gateway, error) {
 		}
 		io.WriteString(w, answer)
 	}))
+	// The waits on the fair agents lane by group (top 10 groups and
+	// "other"), beside the lanes' own metrics; GroupHooks chains any hooks
+	// given to it (none here).
+	groups := exporters.NewGroupWaits()
+	l.q.SetHooks(exporters.GroupHooks(groups, lanequeue.Hooks[string]{}))
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(promlanes.New(l.q)); err != nil {
+	if err := reg.Register(promlanes.New(l.q, promlanes.WithGroupWaits(groups))); err != nil {
 		l.q.Close()
 		return nil, err
 	}

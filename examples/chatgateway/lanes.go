@@ -52,12 +52,17 @@ type lanes struct {
 //     their Retry-After).
 //
 // With a Redis client (a fleet of replicas behind a load balancer) the
-// thread and model lanes are the fleet's: a thread's messages keep their
-// order whichever replica gets them (redislane.Keyed with the same order
-// and hold), and the model API's limit is one for the fleet
-// (redislane.Fleet, moved by the controller of the elected replica). The
-// agents lane stays each replica's own (a fleet lane does not yet share by
-// group): agents is then a replica's share.
+// three lanes are the fleet's: a thread's messages keep their order
+// whichever replica gets them (redislane.Keyed with the same order and
+// hold); the agents lane is one for the fleet, agents runs at once in
+// all, shared by the same groups and weights whichever replica a message
+// came to (redislane.Weighted made WithFairShare: the order is decided in
+// Redis); and the model API's limit is one for the fleet (redislane.Fleet,
+// moved by the controller of the elected replica). Every replica must make
+// them with the same settings. Size the agents lane to admit about what the
+// model lane can serve: a larger one moves the queue to the model lane,
+// which serves in arrival order whatever the tenant (README.md: 12 for the
+// load driver's fleet, where 24 doubled the small tenant's users' p99).
 //
 // probeEvery spaces the controller's probes above the limit it found: one
 // per this many calls at least (the controller's own default, once a 429
@@ -68,24 +73,34 @@ func newLanes(agents, modelCeiling int64, hold time.Duration, rc redis.Universal
 	q := lanequeue.New[string]()
 	l := &lanes{q: q}
 	var (
-		err    error
-		thread lanequeue.Lane[string]
-		model  lanequeue.Lane[string]
-		target adaptive.Target
+		err                  error
+		thread, agent, model lanequeue.Lane[string]
+		target               adaptive.Target
 	)
 	if rc == nil {
 		k := keyedsem.New[string](keyedsem.WithSequenceOrder(), keyedsem.WithReorderHold(hold))
 		l.holdsRunOut = func() uint64 { return k.Stats().HoldsRunOut }
 		s := semaphore.New(modelCeiling)
-		thread, model, target = lanequeue.NewKeyedLane(k), lanequeue.NewGlobalLane[string](s), s
+		thread, agent = lanequeue.NewKeyedLane(k), lanequeue.NewGlobalLane[string](newAgents(agents))
+		model, target = lanequeue.NewGlobalLane[string](s), s
 	} else {
-		var k *redislane.Keyed
-		var f *redislane.Fleet
+		var (
+			k *redislane.Keyed
+			a *redislane.Weighted
+			f *redislane.Fleet
+		)
 		k, err = redislane.NewKeyed(rc, "chatgateway:thread", 1, append(slices.Clip(ropts), redislane.WithSequenceOrder(), redislane.WithReorderHold(hold))...)
+		if err == nil {
+			a, err = redislane.NewWeighted(rc, "chatgateway:agents", agents, append(slices.Clip(ropts), redislane.WithFairShare(agentsWeight))...)
+			if err != nil {
+				k.Close()
+			}
+		}
 		if err == nil {
 			f, err = redislane.NewFleet(rc, "chatgateway:model", modelCeiling, ropts...)
 			if err != nil {
 				k.Close()
+				a.Close()
 			}
 		}
 		if err != nil {
@@ -94,20 +109,20 @@ func newLanes(agents, modelCeiling int64, hold time.Duration, rc redis.Universal
 		}
 		l.holdsRunOut = func() uint64 { return k.Stats().HoldsRunOut }
 		thread = redislane.AsKeyedLane(k, func(s string) string { return s })
+		agent = redislane.AsLane[string](a)
 		model, target = redislane.AsLane[string](f.Weighted), f
 	}
-	// Each lane is the queue's once added, and closed with it; one that
-	// an error leaves out is closed here.
+	// Each lane is the queue's once added, and closed with it; those that
+	// an error leaves out are closed here.
+	named := []struct {
+		name string
+		lane lanequeue.Lane[string]
+	}{{"thread", thread}, {"agents", agent}, {"model", model}}
 	added := 0
-	err = q.Add("thread", thread)
-	if err == nil {
-		added++
-		err = q.Add("agents", lanequeue.NewGlobalLane[string](newAgents(agents)))
-	}
-	if err == nil {
-		err = q.Add("model", model)
-	}
-	if err == nil {
+	for _, n := range named {
+		if err = q.Add(n.name, n.lane); err != nil {
+			break
+		}
 		added++
 	}
 	if err == nil {
@@ -123,8 +138,8 @@ func newLanes(agents, modelCeiling int64, hold time.Duration, rc redis.Universal
 		l.model, err = q.Lanes("model")
 	}
 	if err != nil {
-		for _, lane := range []lanequeue.Lane[string]{thread, model}[added:] {
-			lane.Close()
+		for _, n := range named[added:] {
+			n.lane.Close()
 		}
 		q.Close()
 		return nil, err

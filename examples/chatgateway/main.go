@@ -7,12 +7,12 @@
 // hidden limit found by an adaptive controller), and a graceful shutdown
 // that lets every admitted webhook finish.
 //
-//	go run . -load 30s                             # the load driver, in one process; prints what it measured
-//	go run . -load 30s -replicas 3 -redis :6379    # three replicas in turn, sharing thread and model lanes on Redis
-//	go run .                                       # serve webhooks (and /metrics) on -addr, a model API stub in-process
-//	go run . -redis :6379 -addr :8081              # one replica of a fleet (run several behind a load balancer;
-//	                                               # each serves its own model API stub here, so point them at
-//	                                               # one real provider to share its limit)
+//	go run . -load 30s                                       # the load driver, in one process; prints what it measured
+//	go run . -load 30s -replicas 3 -redis :6379 -agents 12   # three replicas in turn, sharing the three lanes on Redis
+//	go run .                                                 # serve webhooks (and /metrics) on -addr, a model API stub in-process
+//	go run . -redis :6379 -addr :8081                        # one replica of a fleet (run several behind a load balancer,
+//	                                                         # each given the same -agents; each serves its own model API
+//	                                                         # stub here, so point them at one real provider to share its limit)
 //
 // (from this directory: the recipe is a module of its own, so that Redis's
 // and Prometheus's clients stay out of the core's requirements.)
@@ -39,10 +39,10 @@ import (
 func main() {
 	loadFor := flag.Duration("load", 0, "run the load driver for this long (the big tenant's phase), print what it measured, and exit")
 	seed := flag.Uint64("seed", 1, "the load driver's random seed")
-	agents := flag.Int64("agents", defaultLoad(0).Agents, "agent runs at once (each replica's)")
+	agents := flag.Int64("agents", defaultLoad(0).Agents, "agent runs at once: the gateway's, or with -redis the fleet's (every replica must be given the same)")
 	addr := flag.String("addr", "localhost:8080", "serve webhooks on this address (without -load)")
 	replicas := flag.Int("replicas", 1, "with -load: how many gateways the webhooks go to in turn (above 1 needs -redis)")
-	redisAddr := flag.String("redis", "", "share the thread and model lanes with every replica on the Redis at this address")
+	redisAddr := flag.String("redis", "", "share the thread, agents and model lanes with every replica on the Redis at this address")
 	flag.Parse()
 
 	if *loadFor > 0 {

@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,9 +62,9 @@ func TestGateway(t *testing.T) {
 	}
 }
 
-// TestGatewayFleet: three replicas in turn, the thread and model lanes
-// shared on a real redis-server, the model API's limit hidden below the
-// ceiling. A thread's messages reach the replicas in turn and out of
+// TestGatewayFleet: three replicas in turn, the three lanes shared on a
+// real redis-server (the agents lane's 8 runs are the fleet's), the model
+// API's limit hidden below the ceiling. A thread's messages reach the replicas in turn and out of
 // order; they are still handled in their numbers' order and one at a
 // time, the model API never sees more than the fleet's ceiling, and every
 // admitted webhook is answered through the three drains. With each
@@ -86,19 +90,30 @@ func TestGatewayFleet(t *testing.T) {
 	// default quarantine grants nothing for a lease, 10 s, on a Redis
 	// without the lanes' state, which may have lost it).
 	lo.RedisOptions = []redislane.Option{redislane.WithQuarantine(0)}
-	lo.Agents = 3 // each replica's: 9 in all, about the one gateway's 8
 	checkRun(t, lo)
 }
 
 // TestMetrics: a gateway serves its lanes' metrics on /metrics, in the
-// Prometheus text format, beside the webhooks.
+// Prometheus text format, beside the webhooks, the agents lane's waits by
+// fair-share group among them; promtool check metrics finds nothing to
+// say. The agents lane has one run here, and the first message holds it
+// until a user's and a cron job's message wait for it: each of their
+// groups has one wait.
 func TestMetrics(t *testing.T) {
 	lo := shortLoad(3)
 	up := httptest.NewServer(newUpstream(lo.ModelLimit, lo.ModelWork, lo.RetryAfter, 1))
 	defer up.Close()
+	entered, release := make(chan struct{}), make(chan struct{})
 	g, err := newGateway(config{
-		Agents: lo.Agents, ModelCeiling: lo.ModelCeiling, Hold: lo.Hold,
+		Agents: 1, ModelCeiling: lo.ModelCeiling, Hold: lo.Hold,
 		ModelURL: up.URL + "/v1/messages", ModelBase: up.Client().Transport,
+		Handle: func(ctx context.Context, m message, ask func(context.Context, string) (string, error)) (string, error) {
+			if m.Text == "first" {
+				close(entered)
+				<-release
+			}
+			return ask(ctx, m.Text)
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -109,16 +124,51 @@ func TestMetrics(t *testing.T) {
 	client := srv.Client()
 	client.Timeout = 30 * time.Second // a lane that never grants fails the test, not hangs it
 	defer client.CloseIdleConnections()
-	resp, err := client.Post(srv.URL+"/webhook", "application/json", bytes.NewReader([]byte(`{"tenant":"a","thread":"t","n":1,"kind":"user","text":"hi"}`)))
-	if err != nil {
-		t.Fatal(err)
+	post := func(m string) error {
+		resp, err := client.Post(srv.URL+"/webhook", "application/json", bytes.NewReader([]byte(m)))
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("webhook %s: %s", m, resp.Status)
+		}
+		return nil
 	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("webhook: %s", resp.Status)
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	for _, m := range []string{
+		`{"tenant":"a","thread":"t1","n":1,"kind":"user","text":"first"}`,
+		`{"tenant":"a","thread":"t2","n":1,"kind":"user","text":"hi"}`,
+		`{"tenant":"a","thread":"c","n":1,"kind":"cron","text":"daily"}`,
+	} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- post(m)
+		}()
+		if strings.Contains(m, "first") {
+			testkit.Recv(t, entered, "the first message's handler")
+		}
 	}
-	resp, err = client.Get(srv.URL + "/metrics")
+	testkit.Eventually(t, "two messages waiting for the agents lane", func() bool {
+		for _, st := range g.lanes.q.Stats() {
+			if st.Name == "agents" {
+				return st.Waiters == 2
+			}
+		}
+		return false
+	})
+	close(release)
+	testkit.WaitAll(t, &wg, "the three webhooks")
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := client.Get(srv.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,14 +178,31 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("/metrics: %s, %q", resp.Status, resp.Header.Get("Content-Type"))
 	}
 	for _, want := range []string{
-		`lanes_acquires_total{kind="keyed",lane="thread",outcome="acquired"} 1`,
-		`lanes_acquires_total{kind="global",lane="agents",outcome="acquired"} 1`,
-		`lanes_acquires_total{kind="global",lane="model",outcome="acquired"} 1`,
+		`lanes_acquires_total{kind="keyed",lane="thread",outcome="acquired"} 3`,
+		`lanes_acquires_total{kind="global",lane="agents",outcome="acquired"} 3`,
+		`lanes_acquires_total{kind="global",lane="model",outcome="acquired"} 3`,
 		`lanes_in_use_permits{kind="keyed",lane="thread"} 0`,
+		// The agents lane's waits by fair-share group, one each.
+		`lanes_group_wait_seconds_count{group="a/user",kind="global",lane="agents"} 1`,
+		`lanes_group_wait_seconds_count{group="a/cron",kind="global",lane="agents"} 1`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("no %q in /metrics:\n%s", want, body)
 		}
+	}
+
+	// Prometheus' own linter of the text format, where it is installed.
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("skipping promtool check metrics: promtool not found in PATH (on Debian: apt-get install prometheus)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, promtool, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(body)
+	out, err := cmd.CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Fatalf("promtool check metrics: %v\n%s", err, out)
 	}
 }
 
