@@ -162,7 +162,7 @@ func runReshard(t *testing.T, perPhase, firstPushIn int64) reshardRun {
 
 // check asserts what every reshard run must show: no two permits out at
 // once, pushes again after the move, both instances subscribed on the
-// slot's new node; and it logs the figures (-v; docs/benchmarks.md).
+// slot's new node; and it logs the figures (-v; docs/benchmarks-fleet.md).
 func (r reshardRun) check(t *testing.T) {
 	t.Helper()
 	d := func(x [5]uint64, i, j int) uint64 { return x[j] - x[i] }
@@ -191,7 +191,7 @@ func (r reshardRun) check(t *testing.T) {
 // node drops it (Redis sends an sunsubscribe to the subscribers of a
 // slot's channels when a node loses the slot), instead of staying there
 // while the waiters fall back to polling. No two permits are out at once,
-// across the move. The figures it logs (-v) are in docs/benchmarks.md.
+// across the move. The figures it logs (-v) are in docs/benchmarks-fleet.md.
 //
 // Before the fix: no push after the move, every grant by a poll, and no
 // subscription on the new node.

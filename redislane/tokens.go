@@ -21,7 +21,7 @@ import (
 // window exactly the provider's lets a call charged as an old one leaves
 // the fleet's window arrive within the provider's window of it
 // (cmd/fleetsim -provider measured 429s from that alone, and none with the
-// window 2% longer: docs/benchmarks.md).
+// window 2% longer: docs/benchmarks-fleet.md).
 const DefaultWindow = 62 * time.Second
 
 // minWindow keeps a window's arithmetic in whole milliseconds with room to

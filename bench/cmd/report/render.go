@@ -252,6 +252,9 @@ func redisSection() string {
 	} else {
 		b.WriteString("```\n" + strings.TrimRight(string(raw), "\n") + "\n```\n\n")
 	}
+	b.WriteString("The fleet lanes' later figures (the whole capacity in use, tokens and requests per window,\n")
+	b.WriteString("`fleetsim -provider`, quota leasing, a Cluster slot moved mid-run) are kept by hand in\n")
+	b.WriteString("[benchmarks-fleet.md](benchmarks-fleet.md), which this report does not overwrite.\n\n")
 	b.WriteString(peersSection())
 	return b.String()
 }

@@ -45,7 +45,7 @@ package main
 // milliseconds after its charges. A call charged just after the fleet's
 // window made room then arrives within the provider's window of the call
 // that left it, when that one took longer from its charge to the
-// provider (see the figures in docs/benchmarks.md). For each 429 the
+// provider (see the figures in docs/benchmarks-fleet.md). For each 429 the
 // provider records that call and its wait between its two charges
 // (provRow.RefusedLetGo), and -margin makes the fleet's lanes count a
 // window longer than the provider's by a time for a charge to reach it.
