@@ -238,3 +238,59 @@ func ExampleAsBudget() {
 	// limit: 4
 	// limit: 3 after overload
 }
+
+// Fair share across a fleet: two replicas share one lane of capacity 1
+// made WithFairShare, and a call's semaphore.Group names its tenant. The
+// big tenant's three calls queued first; the small tenant's one, queued
+// last on the other replica, is served second: the groups take turns,
+// decided in Redis whichever replica got the call.
+func ExampleWithFairShare() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	const name = "example-fair-agents"
+	replica := func() *redislane.Weighted {
+		w, err := redislane.NewWeighted(client, name, 1, redislane.WithFairShare(nil),
+			redislane.WithLease(2*time.Second), redislane.WithQuarantine(0))
+		if err != nil {
+			panic(err)
+		}
+		return w
+	}
+	a, b := replica(), replica()
+	defer a.Close()
+	defer b.Close()
+
+	ctx := context.Background()
+	busy, err := a.Acquire(ctx, 1) // the lane is busy while the calls queue
+	if err != nil {
+		panic(err)
+	}
+	queued := func() int64 { return client.ZCard(ctx, "{lanes:"+name+"}:g:q").Val() }
+	var wg sync.WaitGroup
+	order := []struct {
+		w      *redislane.Weighted
+		tenant string
+	}{{a, "big"}, {a, "big"}, {a, "big"}, {b, "small"}}
+	for i, c := range order {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := c.w.Acquire(ctx, 1, semaphore.Group(c.tenant))
+			if err != nil {
+				panic(err)
+			}
+			fmt.Println("served:", c.tenant)
+			p.Release()
+		}()
+		for queued() < int64(i+1) { // wait until it is in line in Redis
+			time.Sleep(time.Millisecond)
+		}
+	}
+	busy.Release()
+	wg.Wait()
+	// Output:
+	// served: big
+	// served: small
+	// served: big
+	// served: big
+}
