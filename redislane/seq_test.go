@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -207,20 +208,9 @@ func TestKeyedSequenceCancelHeldWaiter(t *testing.T) {
 	ctx := testCtx(t)
 	queue := "{lanes:" + name + "}:k:t:q"
 
-	var mu sync.Mutex
-	var ran []int64
+	var log runLog
 	run := func(k *redislane.Keyed, ctx context.Context, n int64) <-chan error {
-		return testkit.Go(func() error {
-			p, err := k.Acquire(ctx, "t", semaphore.Sequence(n))
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			ran = append(ran, n)
-			mu.Unlock()
-			p.Release()
-			return nil
-		})
+		return log.run(ctx, n, func(ctx context.Context) (func(), error) { return keyedTurn(ctx, k, n) })
 	}
 
 	p1, err := a.Acquire(ctx, "t", semaphore.Sequence(1))
@@ -235,16 +225,14 @@ func TestKeyedSequenceCancelHeldWaiter(t *testing.T) {
 
 	got2 := run(a, ctx, 2)
 	waitFor(t, 5*time.Second, "2 to queue", func() bool { return rc.ZCard(ctx, queue).Val() == 2 })
-	mu.Lock()
-	ran = append(ran, 1)
-	mu.Unlock()
+	log.ran(1)
 	p1.Release()
 	require.NoError(t, testkit.Within(t, 10*time.Second, "message 2", got2))
 	// 3 is sent again, to another instance; 4 still waits for it.
 	got3 = run(a, ctx, 3)
 	require.NoError(t, testkit.Within(t, 10*time.Second, "message 3, sent again", got3))
 	require.NoError(t, testkit.Within(t, 10*time.Second, "message 4", got4))
-	assert.Equal(t, []int64{1, 2, 3, 4}, ran)
+	assert.Equal(t, []int64{1, 2, 3, 4}, log.order())
 	assert.Zero(t, rc.ZCard(ctx, queue).Val(), "an entry was left in the queue")
 	for _, k := range []*redislane.Keyed{a, b, c} {
 		assert.Zero(t, k.Stats().Held)
@@ -265,20 +253,9 @@ func TestKeyedSequenceLeaseLapse(t *testing.T) {
 
 	p1, err := a.Acquire(ctx, "t", semaphore.Sequence(1))
 	require.NoError(t, err)
-	var mu sync.Mutex
-	var ran []int64
+	var log runLog
 	run := func(k *redislane.Keyed, n int64) <-chan error {
-		return testkit.Go(func() error {
-			p, err := k.Acquire(ctx, "t", semaphore.Sequence(n))
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			ran = append(ran, n)
-			mu.Unlock()
-			p.Release()
-			return nil
-		})
+		return log.run(ctx, n, func(ctx context.Context) (func(), error) { return keyedTurn(ctx, k, n) })
 	}
 	got4 := run(c, 4)
 	waitFor(t, 5*time.Second, "4 to wait", func() bool { return waitersOf(c) == 1 })
@@ -290,7 +267,7 @@ func TestKeyedSequenceLeaseLapse(t *testing.T) {
 	for i, ch := range []<-chan error{got2, got3, got4} {
 		require.NoError(t, testkit.Within(t, 10*time.Second, fmt.Sprintf("waiter %d", i), ch))
 	}
-	assert.Equal(t, []int64{2, 3, 4}, ran, "the key went on out of number order after the lapse")
+	assert.Equal(t, []int64{2, 3, 4}, log.order(), "the key went on out of number order after the lapse")
 }
 
 // Close sends a held waiter away with ErrClosed, at once, and its entry
@@ -331,29 +308,18 @@ func TestKeyedSequenceOrdersWaiters(t *testing.T) {
 	ctx := testCtx(t)
 	p, err := a.Acquire(ctx, "t", semaphore.Sequence(9)) // a free key: any number goes
 	require.NoError(t, err)
-	var mu sync.Mutex
-	var ran []int64
+	var log runLog
 	var chans []<-chan error
 	for i, n := range []int64{5, 3, 0, 4} { // 0: no number, waits at 0
 		k := []*redislane.Keyed{a, b}[i%2]
-		chans = append(chans, testkit.Go(func() error {
-			p, err := k.Acquire(ctx, "t", semaphore.Sequence(n))
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			ran = append(ran, n)
-			mu.Unlock()
-			p.Release()
-			return nil
-		}))
+		chans = append(chans, log.run(ctx, n, func(ctx context.Context) (func(), error) { return keyedTurn(ctx, k, n) }))
 		waitFor(t, 5*time.Second, "the waiter to queue", func() bool { return waitersOf(a, b) == i+1 })
 	}
 	p.Release()
 	for _, ch := range chans {
 		require.NoError(t, testkit.Within(t, 10*time.Second, "a waiter", ch))
 	}
-	assert.Equal(t, []int64{0, 3, 4, 5}, ran)
+	assert.Equal(t, []int64{0, 3, 4, 5}, log.order())
 }
 
 // Bad settings and calls are refused with ErrInvalidConfig; instances of
@@ -494,21 +460,16 @@ func TestKeyedSequenceThroughAQueue(t *testing.T) {
 		tk.Release()
 		t.Fatal("a try took number 3 while 2 had not come")
 	}
-	var mu sync.Mutex
-	var ran []int64
+	var log runLog
 	var chans []<-chan error
 	for i, n := range []int64{4, 3, 2} {
 		q, set := qs[i%2], sets[i%2]
-		chans = append(chans, testkit.Go(func() error {
+		chans = append(chans, log.run(ctx, n, func(ctx context.Context) (func(), error) {
 			tk, err := q.AcquireAll(ctx, "t", set, semaphore.Sequence(n))
 			if err != nil {
-				return err
+				return nil, err
 			}
-			mu.Lock()
-			ran = append(ran, n)
-			mu.Unlock()
-			tk.Release()
-			return nil
+			return func() { tk.Release() }, nil
 		}))
 		waitFor(t, 5*time.Second, "the waiter to queue", func() bool { return waitersOf(ks...) == i+1 })
 	}
@@ -516,5 +477,49 @@ func TestKeyedSequenceThroughAQueue(t *testing.T) {
 	for _, ch := range chans {
 		require.NoError(t, testkit.Within(t, 10*time.Second, "a waiter", ch))
 	}
-	assert.Equal(t, []int64{2, 3, 4}, ran)
+	assert.Equal(t, []int64{2, 3, 4}, log.order())
+}
+
+// runLog records the numbers of the messages that ran, in the order they
+// ran: the waiter shape of the sequence tests.
+type runLog struct {
+	mu   sync.Mutex
+	nums []int64
+}
+
+// run takes a turn with take in a goroutine, records n as run once it has
+// it, and gives the turn back; the channel gets take's error.
+func (l *runLog) run(ctx context.Context, n int64, take func(context.Context) (release func(), err error)) <-chan error {
+	return testkit.Go(func() error {
+		release, err := take(ctx)
+		if err != nil {
+			return err
+		}
+		l.ran(n)
+		release()
+		return nil
+	})
+}
+
+// ran records n as run.
+func (l *runLog) ran(n int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.nums = append(l.nums, n)
+}
+
+// order returns the numbers in the order they ran.
+func (l *runLog) order() []int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.nums)
+}
+
+// keyedTurn takes key "t" of k for message n.
+func keyedTurn(ctx context.Context, k *redislane.Keyed, n int64) (func(), error) {
+	p, err := k.Acquire(ctx, "t", semaphore.Sequence(n))
+	if err != nil {
+		return nil, err
+	}
+	return func() { p.Release() }, nil
 }
