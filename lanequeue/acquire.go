@@ -464,8 +464,8 @@ func rateSplit[K comparable](g *grant[K], from int, reqs []rateReq[K], ext []int
 
 // takeRateTail takes the rate lanes g.held()[from:], for key: this
 // package's lanes together (takeRates), then the others one by one; when
-// all of those can give a charge back, holding no charge while it waits
-// for one (tryAll). If
+// all of those can give a charge back, holding none of theirs while it
+// waits for the first that refuses (tryAll). If
 // one of those fails, the tokens reserved on this package's lanes are
 // given back, and so are the charges of lanes that settle (permitSettler,
 // redislane.AsRateLane); another package's other rate lanes cannot give
@@ -493,27 +493,18 @@ func (q *Queue[K]) takeRateTail(ctx context.Context, key K, g *grant[K], from in
 	}
 	hs := g.held()
 	if len(ext) > 1 && undoable(hs, ext) {
-		// A call holds no lane's charge while it waits for another's:
-		// it tries them all, and waits for the first that has no tokens
-		// holding nothing else, until one try takes them all.
-		for {
-			k := tryAll(key, hs, ext, reqs)
-			if k < 0 {
-				break
-			}
+		// A call holds no lane's charge while it waits for the first lane
+		// that has no tokens (tryAll): it gives back what its tries took,
+		// and waits for that lane before the others.
+		if k := tryAll(key, hs, ext, reqs); k >= 0 {
 			undoTokens(hs, ext)
-			h := &hs[ext[k]]
-			if err := takeForeignRate(ctx, key, h, reqs, true); err != nil {
-				cancelRates(reqs)
-				undoTokens(hs, ext)
-				return since, q.laneErr(h.e, key, err)
-			}
+			ext[0], ext[k] = ext[k], ext[0]
 		}
 	}
 	for _, i := range ext {
 		h := &hs[i]
 		if h.p != (semaphore.Permit{}) {
-			continue // taken by waitFirst's try
+			continue // taken by tryAll
 		}
 		if err := takeForeignRate(ctx, key, h, reqs, true); err != nil {
 			cancelRates(reqs)
@@ -535,14 +526,18 @@ func (q *Queue[K]) takeRateTail(ctx context.Context, key K, g *grant[K], from in
 	return since, nil
 }
 
-// tryAll tries the lanes hs[ext] that the call does not hold yet (token
-// lanes, all of which can give a charge back) without waiting, in order,
-// and returns the index in ext of the first that has no tokens now, or -1
-// if the call now holds them all. takeRateTail then gives back what the
-// call holds and waits for that lane alone: a call charged on one lane
-// while it waits for another would spend the first lane's budget long
-// before the call is made, which a provider that counts at arrival sees
-// as more calls in its window than the lane allowed.
+// tryAll tries the lanes hs[ext] (token lanes, all of which can give a
+// charge back) without waiting, in order, and returns the index in ext of
+// the first that refuses (it has no tokens now, or callers wait on it),
+// or -1 if the call now holds them all. takeRateTail then gives back what
+// the tries took and waits for that lane first: a call charged on one
+// lane while it waits for another would spend the first lane's budget
+// long before the call is made, which a provider that counts at arrival
+// sees as more calls in its window than the lane allowed. It gives back
+// once only: after that wait the call takes the other lanes waiting, in
+// order, holding what it has. Giving back again after each wait would
+// cost the call its place in every line for good while the lanes have
+// backlogs, since a try fails whenever someone waits on the lane.
 func tryAll[K comparable](key K, hs []held[K], ext []int, reqs []rateReq[K]) int {
 	for k, i := range ext {
 		if hs[i].p != (semaphore.Permit{}) {
@@ -577,7 +572,9 @@ var errNoTokens = errors.New("lanequeue: no tokens now")
 // the tokens of reqs (the call's rate lanes of this package) are reserved:
 // with Acquire if wait, else with TryAcquire (failing with errNoTokens).
 // If the lane's code panics, the reservations are given back before the
-// panic goes on; the caller's unwind gives back the rest.
+// panic goes on; the caller's unwind gives back the lanes before the rate
+// tail, and the charges the tail's other lanes made stay charged (more
+// counted than used, never less).
 func takeForeignRate[K comparable](ctx context.Context, key K, h *held[K], reqs []rateReq[K], wait bool) (err error) {
 	done := false
 	defer func() {

@@ -371,3 +371,29 @@ func TestFleetLimitGrowsOnlyWhenTheFleetUsesIt(t *testing.T) {
 	spinUntil(t, 10*time.Second, "the grown limit written", func() bool { return stored() == 11 })
 	require.Equal(t, uint64(1), ca.Stats().Increases)
 }
+
+// A peak of use sampled while an instance followed does not count for its
+// first round trip as the leader: the fleet held 6 of 10 before b was
+// elected and nothing since, and b's controller does not grow the limit.
+func TestFleetNewLeaderForgetsTheUseItSawAsAFollower(t *testing.T) {
+	srv := startRedis(t)
+	name := laneName(t)
+	clk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	a := newFleet(t, newClient(t, srv.Addr), name, 10)
+	_, err := adaptive.New(a, 1, 100, adaptive.WithClock(clk))
+	require.NoError(t, err)
+	waitFor(t, 10*time.Second, "a to lead", a.Leader)
+	b := newFleet(t, newClient(t, srv.Addr), name, 10)
+	cb, err := adaptive.New(b, 1, 100, adaptive.WithClock(clk))
+	require.NoError(t, err)
+	busy, err := b.Acquire(context.Background(), 6)
+	require.NoError(t, err)
+	pickedUp(t, b, 10, "b, having sampled 6 held")
+	busy.Release()
+	a.Close() // resigns
+	waitFor(t, 10*time.Second, "b to lead", b.Leader)
+	pickedUp(t, b, 10, "b, leading, having sampled 0 held")
+	roundTrip(clk, cb, adaptive.Success)
+	pickedUp(t, b, 10, "b, after its first round trip as the leader")
+	require.Zero(t, cb.Stats().Increases, "the leader grew the limit for use it saw while it followed")
+}

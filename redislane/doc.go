@@ -359,7 +359,7 @@
 // # Tokens: a budget per window for a fleet
 //
 // [NewTokens] makes one instance of a budget of units in any window (a
-// minute by default, [WithWindow]): a provider's tokens per minute, or
+// minute and two seconds by default, [WithWindow]): a provider's tokens per minute, or
 // its requests per minute at one unit each, shared by every instance of
 // the name. An acquire is one script call: it drops the charges that left
 // the window and, if the lane is open and the window's count plus the

@@ -427,7 +427,13 @@ func (f *fleet) call(resign bool) bool {
 	if resign {
 		return true
 	}
+	was := f.leader
 	f.leader = status == flLeader
+	if f.leader && !was {
+		// A peak sampled while it followed is not the use of the round
+		// trip its controller will decide first as the leader.
+		f.usePeak.Store(f.useLast.Load())
+	}
 	if f.leader {
 		f.myTerm = term
 		if dl := sent.Add(f.lttl - f.lttl/5); dl.After(f.deadline) {

@@ -36,7 +36,7 @@ const minWindow = 10 * time.Millisecond
 func WithWindow(d time.Duration) Option { return func(c *config) { c.window = d } }
 
 // Tokens is a budget of a number of units (tokens, or requests at one
-// each) in any window (a minute by default) shared by every instance, in
+// each) in any window (a minute and two seconds by default) shared by every instance, in
 // any process, that uses the same Redis and the same name: a provider's
 // tokens or requests per minute, for a fleet. An acquire charges its
 // estimate at once, in one script call, if the window has room; its
