@@ -53,27 +53,22 @@ func (c *core) slotTag() string {
 	return "lanes:" + c.name
 }
 
-// TryAcquireAll takes the permits of every request, or none, in one call
-// to Redis: one Lua script checks every lane and grants them all only if
-// each one would grant its request to a TryAcquire at that moment (open,
-// nobody queued in Redis, the weight fits) and no caller of this instance
-// waits on any of them. No other call ever sees some of them granted and
-// not the others. It never waits: on false, nothing is held and nothing
-// is queued. It returns the permits in the order of reqs; each is held,
-// refreshed and released as any permit of its lane (release each one).
+// TryAcquireAll takes the permits of every request, or none, in one
+// Redis call, without waiting; see the package doc, "Keys and Cluster
+// slots", for what it checks and the hash-tag rule. It returns the
+// permits in the order of reqs, each an ordinary permit of its lane
+// (release each one), or false with nothing held or queued.
 //
-// The lanes must share a Redis Cluster slot (see the package doc, "Keys
-// and Cluster slots"): on any client but a *redis.Client (a Cluster, a
-// Ring, a wrapper), requests whose lanes have different hash tags are
-// refused with an error wrapping [ErrInvalidConfig], without a call. So
-// are requests of lanes on different clients, two requests of one bucket
-// (the same Weighted, or the same key of a Keyed), no request, and lanes
-// that cannot take part (see [Weighted.Request], [Keyed.Request]); a weight
-// below 1 returns [ErrInvalidWeight], one above its lane's capacity
-// [ErrTooHeavy]. A failed call, a reply later than the smallest margin of
-// the lanes (a fifth of the lease), or a lane closed meanwhile returns
-// false, and the permits that may have been granted are given back in the
-// background.
+// It returns an error, without a call, for requests that cannot go in
+// one call: lanes with different hash tags on a client other than a
+// *redis.Client, lanes on different clients, two requests of one bucket
+// (the same Weighted, or the same key of a Keyed), no request, or a lane
+// that cannot take part (see [Weighted.Request], [Keyed.Request]), each
+// wrapping [ErrInvalidConfig]; a weight below 1 returns
+// [ErrInvalidWeight], one above its lane's capacity [ErrTooHeavy]. A
+// failed call, a reply later than the smallest margin of the lanes (a
+// fifth of the lease), or a lane closed meanwhile returns false, and what
+// the call may have granted is given back in the background.
 func TryAcquireAll(reqs ...Request) ([]*Permit, bool, error) {
 	if err := checkRequests(reqs); err != nil {
 		return nil, false, err
