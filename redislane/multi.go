@@ -65,7 +65,10 @@ func (c *core) slotTag() string {
 // (the same Weighted, or the same key of a Keyed), no request, or a lane
 // that cannot take part (see [Weighted.Request], [Keyed.Request]), each
 // wrapping [ErrInvalidConfig]; a weight below 1 returns
-// [ErrInvalidWeight], one above its lane's capacity [ErrTooHeavy]. A
+// [ErrInvalidWeight], one above its lane's capacity [ErrTooHeavy]. After
+// the call, a lane whose capacity or kind in Redis differ returns
+// [ErrCapacityMismatch], a weight above a fleet lane's limit now
+// [ErrTooHeavy]. A
 // failed call, a reply later than the smallest margin of the lanes (a
 // fifth of the lease), or a lane closed meanwhile returns false, and what
 // the call may have granted is given back in the background.
@@ -73,6 +76,81 @@ func TryAcquireAll(reqs ...Request) ([]*Permit, bool, error) {
 	if err := checkRequests(reqs); err != nil {
 		return nil, false, err
 	}
+	ps, _, err := tryAll(reqs, -1, nil)
+	return ps, ps != nil, err
+}
+
+// AcquireAll takes the permits of every request, all or none, waiting
+// until it can or ctx ends; see the package doc, "Keys and Cluster
+// slots". It tries them all at once as [TryAcquireAll] does; when a lane
+// refuses, it waits for that lane alone, in its queue (holding nothing
+// else), and, once granted there, tries the others all at once again
+// with that permit kept: granted, it returns them all; refused, it gives
+// the permit back and waits on the lane that refused now. It returns the
+// errors of [TryAcquireAll] for the same requests, and those of an
+// Acquire of the lane it waits on (ctx's error, [ErrClosed], ...), with
+// nothing held.
+//
+// The permit it waits for is held alone for the one call that tries the
+// others, and is given back if they refuse: a caller whose lanes are each
+// busy by turns may wait long, as it keeps no place in a lane's queue
+// while it waits on another.
+func AcquireAll(ctx context.Context, reqs ...Request) ([]*Permit, error) {
+	if err := checkRequests(reqs); err != nil {
+		return nil, err
+	}
+	wait, backoff := -1, time.Duration(0)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		for _, r := range reqs {
+			if r.c.isClosed() {
+				return nil, ErrClosed
+			}
+		}
+		var held *Permit
+		if wait >= 0 {
+			r := reqs[wait]
+			p, err := r.c.acquire(ctx, r.key, r.n)
+			if err != nil {
+				return nil, err
+			}
+			held = p
+		}
+		ps, refusedAt, err := tryAll(reqs, wait, held)
+		switch {
+		case err != nil:
+			if held != nil {
+				held.Release()
+			}
+			return nil, err
+		case ps != nil:
+			return ps, nil
+		}
+		if held != nil {
+			held.Release()
+		}
+		if refusedAt >= 0 && refusedAt != wait {
+			wait, backoff = refusedAt, 0
+			continue
+		}
+		// No lane to wait on (a failed call, a lane closed, a reply too
+		// late), or the permit waited for was lost: back off, try again.
+		backoff = nextBackoff(backoff)
+		reqs[0].c.pause(ctx, jitter(backoff)) // ctx's end and Close are seen above
+		wait = -1
+	}
+}
+
+// tryAll makes the call of TryAcquireAll for reqs, checked. If keep >= 0,
+// reqs[keep] is held already, by held: the call keeps it (it fails if its
+// lease is gone) rather than grant it. It returns the permits, or nil and
+// the index of the request that a lane refused (-1: none, e.g. a failed
+// call), or an error for a lane that can never grant its request (the
+// stored capacity or kind differ, or the weight is above a fleet lane's
+// limit now). On nil, only held is held.
+func tryAll(reqs []Request, keep int, held *Permit) ([]*Permit, int, error) {
 	// Count as a waiter on every lane, so that Close waits for the call;
 	// refuse if a lane is closed or a caller of this instance waits on a
 	// request's bucket (never overtake a local waiter).
@@ -85,11 +163,15 @@ func TryAcquireAll(reqs ...Request) ([]*Permit, bool, error) {
 			r.c.mu.Unlock()
 		}
 	}()
-	for _, r := range reqs {
+	for i, r := range reqs {
 		r.c.mu.Lock()
-		if r.c.closed || r.c.lines[r.key] != nil {
+		if r.c.closed {
 			r.c.mu.Unlock()
-			return nil, false, nil
+			return nil, -1, nil
+		}
+		if i != keep && r.c.lines[r.key] != nil {
+			r.c.mu.Unlock()
+			return nil, i, nil
 		}
 		r.c.nwait++
 		r.c.mu.Unlock()
@@ -105,23 +187,28 @@ func TryAcquireAll(reqs ...Request) ([]*Permit, bool, error) {
 		margin = min(margin, r.c.cfg.margin())
 	}
 	keys := make([]string, 0, 5*len(reqs))
-	args := make([]any, 0, 9*len(reqs))
+	args := make([]any, 0, 10*len(reqs))
 	rks := make([][4]string, len(reqs))
 	ids := make([]string, len(reqs))
 	for i, r := range reqs {
 		pub, err := r.c.pubCmd(ctx)
 		if err != nil {
-			return nil, false, nil
+			return nil, -1, nil
 		}
 		rks[i], ids[i] = r.c.bucketKeys(r.key), newID()
+		if i == keep {
+			ids[i] = held.id
+		}
 		keys = append(keys, r.c.metaKey)
 		keys = append(keys, rks[i][:]...)
 		limit, lterm := r.c.limitAndTerm()
-		args = append(args, ids[i], r.n, limit, r.c.kindName(), ms(r.c.cfg.lease), ms(r.c.cfg.quarantine), lterm, r.c.channel, pub)
+		args = append(args, ids[i], r.n, limit, r.c.kindName(), ms(r.c.cfg.lease), ms(r.c.cfg.quarantine), lterm, r.c.channel, pub, flag(i == keep))
 	}
 	cleanup := func() {
 		for i, r := range reqs {
-			r.c.cleanupAsync(rks[i], ids[i])
+			if i != keep {
+				r.c.cleanupAsync(rks[i], ids[i])
+			}
 		}
 	}
 	sent := time.Now()
@@ -129,7 +216,7 @@ func TryAcquireAll(reqs ...Request) ([]*Permit, bool, error) {
 	switch {
 	case err == nil && len(v) > 0 && v[0] == stGranted && len(v) != 1+len(reqs):
 		err = fmt.Errorf("%w: acquire-all script returned %d fences for %d requests", errBadReply, len(v)-1, len(reqs))
-	case err == nil && len(v) == 0:
+	case err == nil && (len(v) < 2 || v[0] != stGranted && len(v) < 3):
 		err = fmt.Errorf("%w: acquire-all script returned %v", errBadReply, v)
 	}
 	switch {
@@ -138,35 +225,48 @@ func TryAcquireAll(reqs ...Request) ([]*Permit, bool, error) {
 			r.c.st.redisErrs.Add(1)
 		}
 		cleanup() // the outcome is unknown
-		return nil, false, nil
+		return nil, -1, nil
+	case v[0] == stMismatch:
+		r := reqs[v[1]-1]
+		return nil, -1, fmt.Errorf("%w: %q has capacity %d (or another kind) in Redis; this %s lane has %d",
+			ErrCapacityMismatch, r.c.name, v[2], r.c.kindName(), r.c.capacity)
+	case v[0] == stTooHeavy:
+		r := reqs[v[1]-1]
+		return nil, -1, fmt.Errorf("%w: %d permits, and the fleet limit of %q is now %d", ErrTooHeavy, r.n, r.c.name, v[2])
 	case v[0] != stGranted:
-		return nil, false, nil
+		return nil, int(v[1]) - 1, nil
 	case time.Since(sent) > margin:
 		for _, r := range reqs {
 			r.c.st.late.Add(1)
 		}
 		cleanup()
-		return nil, false, nil
+		return nil, -1, nil
 	}
 	ps := make([]*Permit, len(reqs))
 	all := true
 	for i, r := range reqs {
+		if i == keep {
+			ps[i] = held
+			continue
+		}
 		// grant releases the id itself if its lane closed meanwhile
 		ps[i] = r.c.grant(rks[i], ids[i], r.n, v[1+i], sent)
 		all = all && ps[i] != nil
 	}
 	if !all {
-		for _, p := range ps {
-			if p != nil {
+		for i, p := range ps {
+			if p != nil && i != keep {
 				p.Release()
 			}
 		}
-		return nil, false, nil
+		return nil, -1, nil
 	}
-	for _, r := range reqs {
-		r.c.grantedAtOnce()
+	for i, r := range reqs {
+		if i != keep {
+			r.c.grantedAtOnce()
+		}
 	}
-	return ps, true, nil
+	return ps, -1, nil
 }
 
 // checkRequests returns why reqs cannot go together in one call, or nil.
@@ -220,7 +320,9 @@ func singleServer(client redis.UniversalClient) bool {
 //
 // KEYS: per request: meta, h, q, x, d
 // ARGV: per request: id, weight, limit, kind, lease ms, quarantine ms,
-// term of the limit (lterm), channel, publish command
+// term of the limit (lterm), channel, publish command, held (0/1: id holds
+// the request already, granted by an acquire: it is kept, with a fresh
+// lease, if its lease has not run out, and refused otherwise)
 //
 // It replies {1, fence of each request}, {0, number of the request
 // refused (from 1), hint ms}, {-1, number, stored limit} for a lane of
@@ -229,11 +331,11 @@ func singleServer(client redis.UniversalClient) bool {
 var multiScript = redis.NewScript(multiSrc)
 
 const multiSrc = prelude + `
-local n = #ARGV / 9
+local n = #ARGV / 10
 local Ms, rs = {}, {}
 for i = 1, n do
-  local a, k = 9 * (i - 1), 5 * (i - 1)
-  local r = {id = ARGV[a + 1], w = tonumber(ARGV[a + 2]), ttl = tonumber(ARGV[a + 5]), chan = ARGV[a + 8], pub = ARGV[a + 9]}
+  local a, k = 10 * (i - 1), 5 * (i - 1)
+  local r = {id = ARGV[a + 1], w = tonumber(ARGV[a + 2]), ttl = tonumber(ARGV[a + 5]), chan = ARGV[a + 8], pub = ARGV[a + 9], held = ARGV[a + 10] == '1'}
   local mk = KEYS[k + 1]
   local M = Ms[mk]
   if not M then
@@ -255,15 +357,28 @@ for _, r in ipairs(rs) do
 end
 for i, r in ipairs(rs) do
   local M, B = r.M, r.B
-  if r.w > M.limit then return finish({-2, i, M.limit}) end
-  if shut(M) then return finish({0, i, reopen(M) - now}) end
-  if B.head or B.held + r.w > M.limit then
-    return finish({0, i, (B.first or now + r.ttl) - now})
+  if r.held then
+    -- held by the caller already: kept, if its lease has not run out
+    local exp = redis.call('ZSCORE', B.h, r.id)
+    if not exp or tonumber(exp) <= now then return finish({0, i, 0}) end
+  else
+    if r.w > M.limit then return finish({-2, i, M.limit}) end
+    if shut(M) then return finish({0, i, reopen(M) - now}) end
+    if B.head or B.held + r.w > M.limit then
+      return finish({0, i, (B.first or now + r.ttl) - now})
+    end
   end
 end
 local out = {1}
 for _, r in ipairs(rs) do
-  out[#out + 1] = grant(r.B, r.M, r.id, r.w, r.ttl)
+  if r.held then
+    local e = now + r.ttl
+    redis.call('ZADD', r.B.h, 'XX', s(e), r.id)
+    need(r.B, e)
+    out[#out + 1] = tonumber(redis.call('HGET', r.B.d, 'f:' .. r.id))
+  else
+    out[#out + 1] = grant(r.B, r.M, r.id, r.w, r.ttl)
+  end
 end
 return finish(out)
 `

@@ -72,7 +72,7 @@ func TestTryAcquireAllAllOrNothingUnderContention(t *testing.T) {
 	}
 	single := newPair(t, srv.Addr, tag, name, perKey, capacity, handoverLease)
 	var inK, inG, maxK, maxG atomic.Int64
-	var both, refused, singles atomic.Int64
+	var both, waitedBoth, refused, singles atomic.Int64
 	var bad atomic.Value
 	use := func(c, max *atomic.Int64, n, limit int64, what string) {
 		v := c.Add(n)
@@ -127,6 +127,36 @@ func TestTryAcquireAllAllOrNothingUnderContention(t *testing.T) {
 			}()
 		}
 	}
+	// Callers of AcquireAll, which wait in one lane's queue at a time, on
+	// instances of their own (a waiter of an instance makes TryAcquireAll
+	// refuse at once).
+	for i := range 2 {
+		p := newPair(t, srv.Addr, tag, name, perKey, capacity, handoverLease)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := int64(1 + i%2)
+			for range 10 {
+				got, err := redislane.AcquireAll(ctx, p.g.Request(n), p.k.Request("a", 1))
+				if err != nil {
+					bad.Store("AcquireAll: " + err.Error())
+					return
+				}
+				if len(got) != 2 || got[0] == nil || got[1] == nil {
+					bad.Store(fmt.Sprintf("AcquireAll granted %v: not both permits", got))
+					return
+				}
+				waitedBoth.Add(1)
+				use(&inK, &maxK, 1, perKey, "key a")
+				use(&inG, &maxG, n, capacity, "weighted")
+				runtime.Gosched()
+				inK.Add(-1)
+				inG.Add(-n)
+				got[0].Release()
+				got[1].Release()
+			}
+		}()
+	}
 	// Single callers that wait in Redis's queues, on each lane.
 	for range 2 {
 		p := single
@@ -164,8 +194,8 @@ func TestTryAcquireAllAllOrNothingUnderContention(t *testing.T) {
 	if b := bad.Load(); b != nil {
 		t.Fatal(b)
 	}
-	t.Logf("both granted %d, refused %d, single grants %d, most in use: key %d, weighted %d",
-		both.Load(), refused.Load(), singles.Load(), maxK.Load(), maxG.Load())
+	t.Logf("both granted %d (AcquireAll %d), refused %d, single grants %d, most in use: key %d, weighted %d",
+		both.Load(), waitedBoth.Load(), refused.Load(), singles.Load(), maxK.Load(), maxG.Load())
 	require.Positive(t, both.Load(), "no call took both")
 	require.Positive(t, refused.Load(), "no call was refused: no contention")
 
@@ -194,10 +224,10 @@ func TestTryAcquireAllRefusalLeavesTheOtherUntouched(t *testing.T) {
 	require.True(t, ok)
 	got, ok, err := redislane.TryAcquireAll(p.k.Request("a", 1), p.g.Request(1))
 	require.NoError(t, err)
-	refused(t, releaseAll(got), ok, "granted with the Weighted held")
+	refused(t, permits(got), ok, "granted with the Weighted held")
 	got, ok, err = redislane.TryAcquireAll(p.g.Request(1), p.k.Request("a", 1))
 	require.NoError(t, err)
-	refused(t, releaseAll(got), ok, "granted with the Weighted held")
+	refused(t, permits(got), ok, "granted with the Weighted held")
 	assert.Zero(t, zcard(t, p.rc, p.kKey(tag, "a", "h")), "a refused call left a hold on the key")
 	assert.Zero(t, zcard(t, p.rc, p.kKey(tag, "a", "q")), "a refused call queued on the key")
 	kp, ok := q.k.TryAcquire("a")
@@ -207,10 +237,10 @@ func TestTryAcquireAllRefusalLeavesTheOtherUntouched(t *testing.T) {
 	// The key is busy; it comes second, then first.
 	got, ok, err = redislane.TryAcquireAll(p.g.Request(1), p.k.Request("a", 1))
 	require.NoError(t, err)
-	refused(t, releaseAll(got), ok, "granted with the key held")
+	refused(t, permits(got), ok, "granted with the key held")
 	got, ok, err = redislane.TryAcquireAll(p.k.Request("a", 1), p.g.Request(1))
 	require.NoError(t, err)
-	refused(t, releaseAll(got), ok, "granted with the key held")
+	refused(t, permits(got), ok, "granted with the key held")
 	waitFor(t, 5*time.Second, "the Weighted's holder to go", func() bool { return zcard(t, p.rc, p.gKey(tag, "h")) == 0 })
 	gp, ok := q.g.TryAcquire(1)
 	require.True(t, ok, "the Weighted is not free after refused calls")
@@ -227,10 +257,10 @@ func TestTryAcquireAllRefusalLeavesTheOtherUntouched(t *testing.T) {
 	releaseAll(got)
 }
 
-// releaseAll releases permits; it returns a releaser of them all for
-// refused.
-func releaseAll(ps []*redislane.Permit) releaser { return permits(ps) }
+// releaseAll releases permits.
+func releaseAll(ps []*redislane.Permit) { permits(ps).Release() }
 
+// permits releases them all, for refused and failed.
 type permits []*redislane.Permit
 
 func (ps permits) Release() bool {
@@ -265,7 +295,7 @@ func TestTryAcquireAllDoesNotOvertakeAQueuedWaiter(t *testing.T) {
 
 	got, ok, err := redislane.TryAcquireAll(c.k.Request("a", 1), c.g.Request(1))
 	require.NoError(t, err)
-	refused(t, releaseAll(got), ok, "granted ahead of a waiter queued in Redis")
+	refused(t, permits(got), ok, "granted ahead of a waiter queued in Redis")
 	assert.Zero(t, zcard(t, c.rc, c.kKey(tag, "a", "h")), "a refused call left a hold on the key")
 
 	h.Release()
@@ -288,7 +318,7 @@ func TestTryAcquireAllRespectsACooldown(t *testing.T) {
 	require.NoError(t, err)
 	got, ok, err := redislane.TryAcquireAll(p.k.Request("a", 1), p.g.Request(1))
 	require.NoError(t, err)
-	refused(t, releaseAll(got), ok, "granted on a lane in its cooldown")
+	refused(t, permits(got), ok, "granted on a lane in its cooldown")
 	assert.Zero(t, zcard(t, p.rc, p.kKey(tag, "a", "h")), "a refused call left a hold on the key")
 }
 
@@ -323,7 +353,7 @@ func TestTryAcquireAllRefusesWhatCannotGoTogether(t *testing.T) {
 	} {
 		got, ok, err := redislane.TryAcquireAll(c.reqs...)
 		assert.ErrorIs(t, err, c.target, c.what)
-		refused(t, releaseAll(got), ok, c.what)
+		refused(t, permits(got), ok, c.what)
 	}
 	// Two keys of one Keyed go together.
 	got, ok, err := redislane.TryAcquireAll(p.k.Request("a", 1), p.k.Request("b", 1), p.g.Request(2))
@@ -371,7 +401,7 @@ func TestClusterTryAcquireAll(t *testing.T) {
 	require.True(t, ok, "lanes with one tag were not granted on a Cluster")
 	got2, ok, err := redislane.TryAcquireAll(g.Request(1), k.Request("b", 1))
 	require.NoError(t, err)
-	refused(t, releaseAll(got2), ok, "granted with the Weighted held")
+	refused(t, permits(got2), ok, "granted with the Weighted held")
 	releaseAll(got)
 
 	k2, err := redislane.NewKeyed(rc, kName, 1, opts()...)
@@ -382,8 +412,85 @@ func TestClusterTryAcquireAll(t *testing.T) {
 	defer g2.Close()
 	got, ok, err = redislane.TryAcquireAll(k2.Request("a", 1), g2.Request(1))
 	assert.ErrorIs(t, err, redislane.ErrInvalidConfig)
-	refused(t, releaseAll(got), ok, "lanes of different slots granted")
+	refused(t, permits(got), ok, "lanes of different slots granted")
 	got, ok, err = redislane.TryAcquireAll(k.Request("a", 1), g2.Request(1))
 	assert.ErrorIs(t, err, redislane.ErrInvalidConfig)
-	refused(t, releaseAll(got), ok, "lanes of different tags granted")
+	refused(t, permits(got), ok, "lanes of different tags granted")
+}
+
+// AcquireAll waits for each busy lane in its queue, holding nothing else:
+// when the lane it waited on is granted and the other refuses, it gives
+// that permit back and waits on the other; it returns both once both are
+// free, and a cancelled call leaves nothing held or queued.
+func TestAcquireAllWaitsOnTheLaneThatRefusesHoldingNothingElse(t *testing.T) {
+	srv := startRedis(t)
+	ctx := testCtx(t)
+	name, tag := laneName(t), laneName(t)
+	p := newPair(t, srv.Addr, tag, name, 1, 1, handoverLease)
+	other := newPair(t, srv.Addr, tag, name, 1, 1, handoverLease)
+
+	hk, ok := other.k.TryAcquire("a")
+	require.True(t, ok)
+	hg, ok := other.g.TryAcquire(1)
+	require.True(t, ok)
+	type result struct {
+		ps  []*redislane.Permit
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ps, err := redislane.AcquireAll(ctx, p.k.Request("a", 1), p.g.Request(1))
+		done <- result{ps, err}
+	}()
+	// The key refuses first: the call waits in its queue, not the Weighted's.
+	waitFor(t, 5*time.Second, "the call to queue on the key", func() bool { return zcard(t, p.rc, p.kKey(tag, "a", "q")) == 1 })
+	assert.Zero(t, zcard(t, p.rc, p.gKey(tag, "q")), "queued on the Weighted while waiting on the key")
+	assert.EqualValues(t, 1, zcard(t, p.rc, p.gKey(tag, "h")), "holds the Weighted while waiting on the key")
+
+	// The key is handed to the call; the Weighted refuses: the key goes
+	// back and the call waits on the Weighted.
+	hk.Release()
+	waitFor(t, 5*time.Second, "the call to queue on the Weighted, the key given back", func() bool {
+		return zcard(t, p.rc, p.gKey(tag, "q")) == 1 && zcard(t, p.rc, p.kKey(tag, "a", "h")) == 0
+	})
+	assert.Zero(t, zcard(t, p.rc, p.kKey(tag, "a", "q")), "queued on the key while waiting on the Weighted")
+
+	hg.Release()
+	var r result
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		t.Fatal("AcquireAll was never granted")
+	}
+	require.NoError(t, r.err)
+	require.Len(t, r.ps, 2)
+	require.NotNil(t, r.ps[0])
+	require.NotNil(t, r.ps[1])
+	assert.EqualValues(t, 1, zcard(t, p.rc, p.kKey(tag, "a", "h")))
+	assert.EqualValues(t, 1, zcard(t, p.rc, p.gKey(tag, "h")))
+	releaseAll(r.ps)
+
+	// Cancelled while it waits: an error, nothing held or queued.
+	waitFor(t, 5*time.Second, "the permits' release", func() bool {
+		return zcard(t, p.rc, p.gKey(tag, "h")) == 0 && zcard(t, p.rc, p.kKey(tag, "a", "h")) == 0
+	})
+	hg, ok = other.g.TryAcquire(1)
+	require.True(t, ok)
+	cctx, cancel := context.WithCancel(ctx)
+	go func() {
+		ps, err := redislane.AcquireAll(cctx, p.k.Request("a", 1), p.g.Request(1))
+		done <- result{ps, err}
+	}()
+	waitFor(t, 5*time.Second, "the call to queue on the Weighted", func() bool { return zcard(t, p.rc, p.gKey(tag, "q")) == 1 })
+	cancel()
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		t.Fatal("AcquireAll did not return after its context ended")
+	}
+	failed(t, permits(r.ps), r.err, context.Canceled)
+	waitFor(t, 5*time.Second, "the cancelled call to leave nothing behind", func() bool {
+		return zcard(t, p.rc, p.gKey(tag, "q")) == 0 && zcard(t, p.rc, p.kKey(tag, "a", "h")) == 0
+	})
+	hg.Release()
 }
