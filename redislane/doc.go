@@ -482,9 +482,15 @@
 // [WithPriorities], [WithFairShare] or [WithSequenceOrder] cannot take
 // part: its grants are not the plain acquire's.
 //
-// TryAcquireAll does not wait. There is no blocking variant yet: one that
-// waits in a lane's queue must not hold the others meanwhile, nor give up
-// its turn in the lane it waited on.
+// [AcquireAll] waits: it tries all at once, and when a lane refuses it
+// waits for that lane alone, in the lane's queue like any Acquire, holding
+// nothing of the others; once granted there it tries the others all at
+// once again, keeping that permit (the script renews its lease rather than
+// grant it again), and on a refusal gives it back and waits on the lane
+// that refused now. So it never holds one lane while it waits for another,
+// and never jumps a queue; what it gives up is a place: it holds the lane
+// it waited for, alone, for the one call that tries the others, and a
+// caller whose lanes are busy by turns may wait long.
 //
 // # Bounds
 //

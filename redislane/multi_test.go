@@ -455,6 +455,22 @@ func TestAcquireAllWaitsOnTheLaneThatRefusesHoldingNothingElse(t *testing.T) {
 	})
 	assert.Zero(t, zcard(t, p.rc, p.kKey(tag, "a", "q")), "queued on the key while waiting on the Weighted")
 
+	// A competitor queues on the Weighted behind the call and holds what it
+	// gets until the call returns: the call keeps the Weighted it waited
+	// for, rather than give it back (to the competitor) and wait again.
+	third := newPair(t, srv.Addr, tag, name, 1, 1, handoverLease)
+	hold := make(chan struct{})
+	compDone := make(chan error, 1)
+	go func() {
+		q, err := third.g.Acquire(ctx, 1)
+		if err == nil {
+			<-hold
+			q.Release()
+		}
+		compDone <- err
+	}()
+	waitFor(t, 5*time.Second, "the competitor to queue", func() bool { return zcard(t, p.rc, p.gKey(tag, "q")) == 2 })
+
 	hg.Release()
 	var r result
 	select {
@@ -469,6 +485,8 @@ func TestAcquireAllWaitsOnTheLaneThatRefusesHoldingNothingElse(t *testing.T) {
 	assert.EqualValues(t, 1, zcard(t, p.rc, p.kKey(tag, "a", "h")))
 	assert.EqualValues(t, 1, zcard(t, p.rc, p.gKey(tag, "h")))
 	releaseAll(r.ps)
+	close(hold)
+	require.NoError(t, <-compDone)
 
 	// Cancelled while it waits: an error, nothing held or queued.
 	waitFor(t, 5*time.Second, "the permits' release", func() bool {
