@@ -512,3 +512,34 @@ func TestAcquireAllWaitsOnTheLaneThatRefusesHoldingNothingElse(t *testing.T) {
 	})
 	hg.Release()
 }
+
+// A Fleet takes part as a Weighted does; a lane whose capacity in Redis
+// is not the instance's is an error, not a silent false.
+func TestTryAcquireAllWithAFleetAndAMismatch(t *testing.T) {
+	srv := startRedis(t)
+	name, tag := laneName(t), laneName(t)
+	p := newPair(t, srv.Addr, tag, name, 1, 2, handoverLease)
+	opts := []redislane.Option{redislane.WithLease(handoverLease), redislane.WithQuarantine(0), redislane.WithHashTag(tag)}
+	f, err := redislane.NewFleet(p.rc, name+"-fleet", 2, opts...)
+	require.NoError(t, err)
+	defer f.Close()
+	got, ok, err := redislane.TryAcquireAll(p.k.Request("a", 1), f.Request(2))
+	require.NoError(t, err)
+	require.True(t, ok)
+	got2, ok, err := redislane.TryAcquireAll(p.k.Request("b", 1), f.Request(1))
+	require.NoError(t, err)
+	refused(t, permits(got2), ok, "granted above the fleet's limit")
+	releaseAll(got)
+
+	// The Weighted exists with capacity 2; this instance says 3.
+	g3, err := redislane.NewWeighted(p.rc, p.g.Name(), 3, opts...)
+	require.NoError(t, err)
+	defer g3.Close()
+	got, ok, err = redislane.TryAcquireAll(p.g.Request(1), p.k.Request("a", 1))
+	require.NoError(t, err)
+	require.True(t, ok)
+	releaseAll(got)
+	got, ok, err = redislane.TryAcquireAll(p.k.Request("a", 1), g3.Request(1))
+	assert.ErrorIs(t, err, redislane.ErrCapacityMismatch)
+	refused(t, permits(got), ok, "granted on a lane of another capacity")
+}
