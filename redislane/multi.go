@@ -216,7 +216,7 @@ func tryAll(reqs []Request, keep int, held *Permit) ([]*Permit, int, error) {
 	switch {
 	case err == nil && len(v) > 0 && v[0] == stGranted && len(v) != 1+len(reqs):
 		err = fmt.Errorf("%w: acquire-all script returned %d fences for %d requests", errBadReply, len(v)-1, len(reqs))
-	case err == nil && (len(v) < 2 || v[0] != stGranted && len(v) < 3):
+	case err == nil && (len(v) < 2 || v[0] != stGranted && (len(v) < 3 || v[1] < 1 || v[1] > int64(len(reqs)))):
 		err = fmt.Errorf("%w: acquire-all script returned %v", errBadReply, v)
 	}
 	switch {
