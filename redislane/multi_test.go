@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionlane/lanes/redislane"
+	"github.com/sessionlane/lanes/redislane/redistest"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -542,4 +543,38 @@ func TestTryAcquireAllWithAFleetAndAMismatch(t *testing.T) {
 	got, ok, err = redislane.TryAcquireAll(p.k.Request("a", 1), g3.Request(1))
 	assert.ErrorIs(t, err, redislane.ErrCapacityMismatch)
 	refused(t, permits(got), ok, "granted on a lane of another capacity")
+}
+
+// BenchmarkTryAcquireAll: one caller takes a key of a Keyed and a Weighted
+// together and releases both. Reports the Redis calls per op: one call
+// for the grant of both, one release call per permit.
+func BenchmarkTryAcquireAll(b *testing.B) {
+	srv := startRedis(b)
+	var cnt redistest.Calls
+	rc := newClient(b, srv.Addr)
+	rc.AddHook(&cnt)
+	opts := []redislane.Option{redislane.WithLease(2 * time.Second), redislane.WithQuarantine(0), redislane.WithHashTag("bench")}
+	k, err := redislane.NewKeyed(rc, laneName(b), 1, opts...)
+	require.NoError(b, err)
+	defer k.Close()
+	g, err := redislane.NewWeighted(rc, laneName(b), 10, opts...)
+	require.NoError(b, err)
+	defer g.Close()
+	run := func() {
+		ps, ok, err := redislane.TryAcquireAll(k.Request("a", 1), g.Request(1))
+		if err != nil || !ok {
+			b.Fatalf("not granted: %v", err)
+		}
+		releaseAll(ps)
+	}
+	for range 100 {
+		run() // warms the scripts and the pool
+	}
+	calls := cnt.Commands()
+	b.ResetTimer()
+	for range b.N {
+		run()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(cnt.Commands()-calls)/float64(b.N), "calls/op")
 }
