@@ -40,7 +40,7 @@ type core struct {
 	ord      *ordScripts // a Weighted made WithPriorities or WithFairShare: its scripts; nil for FIFO
 	fairKey  string      // under WithFairShare: the key of the groups' records (the bucket's fifth)
 
-	prefix  string // {lanes:<name>}
+	prefix  string // {lanes:<name>}, or {lanes:<tag>}{<name>} WithHashTag
 	metaKey string
 	channel string
 	hub     *hub
@@ -117,7 +117,7 @@ func newCoreFleet(client redis.UniversalClient, name string, keyed, fleetLane bo
 	case cfg.quotaSet && fleetLane:
 		return nil, errQuotaOnly("Fleet")
 	}
-	prefix := "{lanes:" + name + "}"
+	prefix := keyPrefix(name, cfg)
 	c := &core{
 		client:   client,
 		name:     name,
@@ -156,6 +156,17 @@ func newCoreFleet(client redis.UniversalClient, name string, keyed, fleetLane bo
 		go c.fleetLoop()
 	}
 	return c, nil
+}
+
+// keyPrefix is the start of every key of lane name: {lanes:<name>}, or
+// WithHashTag {lanes:<tag>}{<name>}. A name holds no brace, so the two
+// forms never give two lanes one key, and Redis hashes only the first
+// braces' content: the name's, or the tag's.
+func keyPrefix(name string, cfg config) string {
+	if cfg.hashTagSet {
+		return "{lanes:" + cfg.hashTag + "}{" + name + "}"
+	}
+	return "{lanes:" + name + "}"
 }
 
 // limit is the capacity the instance enforces locally (weights above it

@@ -103,8 +103,8 @@
 //
 // Run Redis with maxmemory-policy noeviction (or without a memory limit):
 // an eviction of a lane's keys loses permits like a restart, and is only
-// detected when the lane's meta key goes too. Keys carry the hash tag
-// {lanes:<name>}, so one lane lives in one Cluster slot.
+// detected when the lane's meta key goes too. Keys carry a hash tag, so
+// one lane lives in one Cluster slot (see Keys and Cluster slots below).
 //
 // # Persistence, restarts and failover
 //
@@ -445,6 +445,52 @@
 //     of blocks: the blocks held go on granting until they are returned,
 //     so use a lane without quota where a cooldown must stop every
 //     instance at once.
+//
+// # Keys and Cluster slots: several lanes in one call
+//
+// The hash-tag rule: every key of a lane starts with {lanes:<name>}, or,
+// for a lane made [WithHashTag](tag), with {lanes:<tag>}{<name>}. Redis
+// Cluster hashes only what is inside the first braces, so a lane's keys
+// are all in one slot, two lanes share a slot when they were made with the
+// same tag, and two lanes without a tag are, in general, on different
+// slots (their names are their tags). A lane's tag is part of its state's
+// name: every instance of a lane must use the same tag, and changing it
+// starts a new lane (the old keys expire or stay idle). A name holds no
+// brace, and neither does a tag, so no two lanes ever share a key. A
+// Tokens lane takes no tag.
+//
+// [TryAcquireAll] takes permits of several lanes that share a slot (a key
+// of a [Keyed] and a [Weighted], say: a per-user and a global limit) in
+// one script, all or none: the script reads each lane as an acquire does,
+// hands each lane's queue what is free first, and grants every request
+// only if each would be granted to a TryAcquire at that moment (the lane
+// open: no quarantine, no cooldown; nobody queued in Redis; the weight
+// fits), else none. Redis runs a script alone, so no call of any instance
+// ever sees some of the requests granted and not the others, and a
+// refused call leaves nothing held or queued. It never jumps a lane's
+// queue, nor a caller of the instance waiting on a request's bucket. Each
+// permit it returns is an ordinary permit of its lane: its own fencing
+// token (two keys of one Keyed take two tokens of the lane's counter), a
+// lease refreshed with the instance's others, released on its own
+// ([Permit.Release]), one call each. On a Cluster (any client other than
+// a *redis.Client), lanes with different tags are refused with an error
+// wrapping [ErrInvalidConfig], before any call (Redis would refuse the
+// script's keys: CROSSSLOT), also two whose tags happen to hash to one
+// slot: the rule is the tag, so that it holds on every Cluster, whatever
+// its slots. On a *redis.Client every key is on one server and any lanes
+// of the client go together. A lane made [WithQuota],
+// [WithPriorities], [WithFairShare] or [WithSequenceOrder] cannot take
+// part: its grants are not the plain acquire's.
+//
+// [AcquireAll] waits: it tries all at once, and when a lane refuses it
+// waits for that lane alone, in the lane's queue like any Acquire, holding
+// nothing of the others; once granted there it tries the others all at
+// once again, keeping that permit (the script renews its lease rather than
+// grant it again), and on a refusal gives it back and waits on the lane
+// that refused now. So it never holds one lane while it waits for another,
+// and never jumps a queue; what it gives up is a place: it holds the lane
+// it waited for, alone, for the one call that tries the others, and a
+// caller whose lanes are busy by turns may wait long.
 //
 // # Bounds
 //

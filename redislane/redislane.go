@@ -85,7 +85,9 @@ type config struct {
 	fairSet    bool                   // WithFairShare
 	fairWeight func(group string) int // WithFairShare's weights (nil: equal)
 
-	histograms bool  // WithHistograms
+	histograms bool   // WithHistograms
+	hashTag    string // WithHashTag ("": the lane's name is its tag)
+	hashTagSet bool
 	quota      int64 // WithQuota's block
 	quotaSet   bool
 }
@@ -148,6 +150,17 @@ func WithClassicPubSub() Option { return func(c *config) { c.classicPubSub = tru
 // millisecond. Off by default; off, the lane reads no clock for them.
 func WithHistograms() Option { return func(c *config) { c.histograms = true } }
 
+// WithHashTag puts the lane's keys in the Redis Cluster slot of tag
+// rather than of its name: lanes made with the same tag share a slot, so
+// that [TryAcquireAll] can take permits of several of them in one script.
+// Every instance of a lane must use the same tag (the tag names the
+// lane's state along with its name: a lane made without it, or with
+// another, is another lane). The tag must be non-empty and contain no
+// brace. See the package doc, "Keys and Cluster slots".
+func WithHashTag(tag string) Option {
+	return func(c *config) { c.hashTag, c.hashTagSet = tag, true }
+}
+
 func newConfig(opts []Option) (config, error) {
 	c := config{lease: DefaultLease}
 	for i, o := range opts {
@@ -174,6 +187,9 @@ func newConfig(opts []Option) (config, error) {
 	}
 	if c.maxHold < 0 {
 		return c, fmt.Errorf("%w: longest hold %v is negative", ErrInvalidConfig, c.maxHold)
+	}
+	if c.hashTagSet && (c.hashTag == "" || strings.ContainsAny(c.hashTag, "{}")) {
+		return c, fmt.Errorf("%w: hash tag %q must be non-empty and contain no brace", ErrInvalidConfig, c.hashTag)
 	}
 	if err := c.checkOrder(); err != nil {
 		return c, err

@@ -3,8 +3,9 @@ package redislane
 import "github.com/redis/go-redis/v9"
 
 // The state of a lane in Redis. Every key carries the hash tag
-// {lanes:<name>}, so one lane lives in one Cluster slot and each script
-// touches one slot.
+// {lanes:<name>} (made WithHashTag: starts with {lanes:<tag>}{<name>},
+// written {lanes:<name>} below), so one lane lives in one Cluster slot and
+// each script touches one slot.
 //
 //	{lanes:<name>}:meta   hash: limit, lterm (a fleet lane's: the term in
 //	                      which its limit was written), kind, fence (the

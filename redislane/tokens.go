@@ -101,6 +101,9 @@ func NewTokens(client redis.UniversalClient, name string, perWindow int64, opts 
 	if !cfg.quarantineSet {
 		cfg.quarantine = cfg.window
 	}
+	if cfg.hashTagSet {
+		return nil, fmt.Errorf("%w: WithHashTag: a Tokens lane takes no part in TryAcquireAll", ErrInvalidConfig)
+	}
 	if cfg.histograms {
 		return nil, fmt.Errorf("%w: WithHistograms: a Tokens lane keeps no wait or hold times (its charges are never given back)", ErrInvalidConfig)
 	}
