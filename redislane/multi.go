@@ -274,11 +274,11 @@ func checkRequests(reqs []Request) error {
 	if len(reqs) == 0 {
 		return fmt.Errorf("%w: TryAcquireAll without a request", ErrInvalidConfig)
 	}
-	type bucket struct {
-		c   *core
-		key string
-	}
-	seen := make(map[bucket]bool, len(reqs))
+	// A bucket is named by its keys in Redis, not by the lane's value:
+	// two values made with one name on one client are one lane, and two
+	// requests of it in one call would each be checked against the room
+	// the other takes.
+	seen := make(map[string]bool, len(reqs))
 	first := reqs[0].c
 	for i, r := range reqs {
 		switch {
@@ -290,7 +290,7 @@ func checkRequests(reqs []Request) error {
 			return ErrInvalidWeight
 		case r.n > r.c.limit():
 			return ErrTooHeavy
-		case seen[bucket{r.c, r.key}]:
+		case seen[r.c.bucketKeys(r.key)[0]]:
 			return fmt.Errorf("%w: lane %q, key %q: two requests of one bucket (ask for their sum in one)", ErrInvalidConfig, r.c.name, r.key)
 		case r.c.client != first.client:
 			return fmt.Errorf("%w: lanes %q and %q use different Redis clients: one script call needs one", ErrInvalidConfig, first.name, r.c.name)
@@ -298,7 +298,7 @@ func checkRequests(reqs []Request) error {
 			return fmt.Errorf("%w: lanes %q and %q have different hash tags ({%s}, {%s}): on a Cluster their keys may be on different slots; "+
 				"make both WithHashTag with one tag", ErrInvalidConfig, first.name, r.c.name, first.slotTag(), r.c.slotTag())
 		}
-		seen[bucket{r.c, r.key}] = true
+		seen[r.c.bucketKeys(r.key)[0]] = true
 	}
 	return nil
 }

@@ -337,6 +337,21 @@ func TestTryAcquireAllRefusesWhatCannotGoTogether(t *testing.T) {
 	quota, err := redislane.NewWeighted(p.rc, name+"-quota", 10, redislane.WithQuota(2), redislane.WithHashTag(tag))
 	require.NoError(t, err)
 	defer quota.Close()
+	// Two values of one lane (one name on one client) are one bucket in
+	// Redis: both requests would be checked against the same room.
+	twin := func() *redislane.Weighted {
+		w, err := redislane.NewWeighted(p.rc, name+"-twin", 3, redislane.WithHashTag(tag))
+		require.NoError(t, err)
+		t.Cleanup(w.Close)
+		return w
+	}
+	ktwin := func() *redislane.Keyed {
+		k, err := redislane.NewKeyed(p.rc, name+"-ktwin", 2, redislane.WithHashTag(tag))
+		require.NoError(t, err)
+		t.Cleanup(k.Close)
+		return k
+	}
+	g1, g2, k1, k2 := twin(), twin(), ktwin(), ktwin()
 
 	for _, c := range []struct {
 		what   string
@@ -346,6 +361,8 @@ func TestTryAcquireAllRefusesWhatCannotGoTogether(t *testing.T) {
 		{"no request", nil, redislane.ErrInvalidConfig},
 		{"a zero Request", []redislane.Request{p.g.Request(1), {}}, redislane.ErrInvalidConfig},
 		{"one bucket twice", []redislane.Request{p.k.Request("a", 1), p.g.Request(1), p.k.Request("a", 1)}, redislane.ErrInvalidConfig},
+		{"one lane twice, through two values of it", []redislane.Request{g1.Request(2), g2.Request(2)}, redislane.ErrInvalidConfig},
+		{"one key twice, through two values of its lane", []redislane.Request{k1.Request("a", 2), k2.Request("a", 2)}, redislane.ErrInvalidConfig},
 		{"two clients", []redislane.Request{p.k.Request("a", 1), q.g.Request(1)}, redislane.ErrInvalidConfig},
 		{"a sequenced Keyed", []redislane.Request{p.g.Request(1), seq.Request("a", 1)}, redislane.ErrInvalidConfig},
 		{"a Weighted WithQuota", []redislane.Request{p.k.Request("a", 1), quota.Request(1)}, redislane.ErrInvalidConfig},
