@@ -229,7 +229,7 @@ func TestFleetNewLeaderContinuesFromTheFleetsLimit(t *testing.T) {
 	require.Greater(t, b.Term(), term)
 	// The fleet holds half its limit, so that a round trip counts as used
 	// (UseSharer): the leader's controller may grow it.
-	held, err := b.Acquire(context.Background(), 4)
+	held, err := b.Acquire(testCtx(t), 4)
 	require.NoError(t, err)
 	defer held.Release()
 	pickedUp(t, b, 8, "b, having sampled the fleet's use")
@@ -349,7 +349,7 @@ func TestFleetLimitGrowsOnlyWhenTheFleetUsesIt(t *testing.T) {
 	require.NoError(t, err)
 	waitFor(t, 10*time.Second, "a to lead", a.Leader)
 	b := newFleet(t, newClient(t, srv.Addr), name, 10)
-	light, err := b.Acquire(context.Background(), 2)
+	light, err := b.Acquire(testCtx(t), 2)
 	require.NoError(t, err)
 	pickedUp(t, a, 10, "a, having sampled 2 held")
 	for range 5 {
@@ -359,11 +359,11 @@ func TestFleetLimitGrowsOnlyWhenTheFleetUsesIt(t *testing.T) {
 	require.Zero(t, ca.Stats().Increases, "the limit grew while the fleet held 2 of 10")
 	require.Equal(t, int64(10), stored())
 
-	heavy, err := b.Acquire(context.Background(), 4)
+	heavy, err := b.Acquire(testCtx(t), 4)
 	require.NoError(t, err)
 	defer heavy.Release()
 	light.Release()
-	more, err := b.Acquire(context.Background(), 2)
+	more, err := b.Acquire(testCtx(t), 2)
 	require.NoError(t, err)
 	defer more.Release()
 	pickedUp(t, a, 10, "a, having sampled 6 held")
@@ -386,7 +386,7 @@ func TestFleetNewLeaderForgetsTheUseItSawAsAFollower(t *testing.T) {
 	b := newFleet(t, newClient(t, srv.Addr), name, 10)
 	cb, err := adaptive.New(b, 1, 100, adaptive.WithClock(clk))
 	require.NoError(t, err)
-	busy, err := b.Acquire(context.Background(), 6)
+	busy, err := b.Acquire(testCtx(t), 6)
 	require.NoError(t, err)
 	pickedUp(t, b, 10, "b, having sampled 6 held")
 	busy.Release()
