@@ -290,17 +290,5 @@ func TestWaitTimesSampledCountExact(t *testing.T) {
 	}
 	held.Release()
 	st := s.Stats()
-	if st.Waited != waits || st.WaitTime.Count != st.Acquired {
-		t.Fatalf("waited %d, WaitTime.Count %d, Acquired %d; want %d waits, Count = Acquired", st.Waited, st.WaitTime.Count, st.Acquired, waits)
-	}
-	var total uint64
-	for _, c := range st.WaitTime.Counts {
-		total += c
-	}
-	if total != st.WaitTime.Count || st.WaitTime.Sum <= 0 {
-		t.Fatalf("buckets add up to %d, Count %d, Sum %v", total, st.WaitTime.Count, st.WaitTime.Sum)
-	}
-	if timed := semaphore.TimedWaits(s); timed >= waits || timed == 0 {
-		t.Fatalf("%d of %d waits timed; want a sample", timed, waits)
-	}
+	testkit.SampledWaits(t, waits, st.Waited, st.Acquired, st.WaitTime.Count, st.WaitTime.Counts[:], st.WaitTime.Sum, semaphore.TimedWaits(s))
 }

@@ -152,3 +152,25 @@ func Go[T any](f func() T) <-chan T {
 	go func() { ch <- f() }()
 	return ch
 }
+
+// SampledWaits checks a lane's figures after waits waits on the system
+// clock, whose durations are timed one in N after the first ones
+// (hist.Sampler): every wait counted (waited), the histogram's count
+// equal to the grants (acquired) and to the sum of its buckets, a positive
+// sum, and a sample timed (timed: more than none, fewer than all).
+func SampledWaits(t testing.TB, waits, waited, acquired, count uint64, counts []uint64, sum time.Duration, timed uint64) {
+	t.Helper()
+	if waited != waits || count != acquired {
+		t.Fatalf("waited %d, WaitTime.Count %d, Acquired %d; want %d waits, Count = Acquired", waited, count, acquired, waits)
+	}
+	var total uint64
+	for _, c := range counts {
+		total += c
+	}
+	if total != count || sum <= 0 {
+		t.Fatalf("buckets add up to %d, Count %d, Sum %v", total, count, sum)
+	}
+	if timed >= waits || timed == 0 {
+		t.Fatalf("%d of %d waits timed; want a sample", timed, waits)
+	}
+}
