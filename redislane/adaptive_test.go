@@ -203,17 +203,8 @@ func driveTo(t *testing.T, clk *clock.Fake, c *adaptive.Controller, check func()
 // When the leader goes, the new leader's controller continues from the
 // fleet's limit, not from its own value, stale since it followed.
 func TestFleetNewLeaderContinuesFromTheFleetsLimit(t *testing.T) {
-	srv := startRedis(t)
-	direct := newClient(t, srv.Addr)
-	name := laneName(t)
-	stored := func() int64 { return storedLimit(t, direct, name) }
-	clk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-
-	a := newFleet(t, newClient(t, srv.Addr), name, 10)
-	ca, err := adaptive.New(a, 1, 100, adaptive.WithClock(clk))
-	require.NoError(t, err)
-	waitFor(t, 10*time.Second, "a to lead", a.Leader)
-	b := newFleet(t, newClient(t, srv.Addr), name, 10)
+	fp := newFleetPair(t)
+	a, ca, b, clk, stored := fp.a, fp.ca, fp.b, fp.clk, fp.stored
 	cb, err := adaptive.New(b, 1, 100, adaptive.WithClock(clk)) // a candidate from here
 	require.NoError(t, err)
 	require.Equal(t, int64(10), cb.Limit())
@@ -339,16 +330,8 @@ func TestFleetLeaderHearsFollowersOverloads(t *testing.T) {
 // 10 keeps 10, whatever its successes; one that holds 6 of 10, held by
 // another instance than the leader, grows it.
 func TestFleetLimitGrowsOnlyWhenTheFleetUsesIt(t *testing.T) {
-	srv := startRedis(t)
-	direct := newClient(t, srv.Addr)
-	name := laneName(t)
-	stored := func() int64 { return storedLimit(t, direct, name) }
-	clk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	a := newFleet(t, newClient(t, srv.Addr), name, 10)
-	ca, err := adaptive.New(a, 1, 100, adaptive.WithClock(clk))
-	require.NoError(t, err)
-	waitFor(t, 10*time.Second, "a to lead", a.Leader)
-	b := newFleet(t, newClient(t, srv.Addr), name, 10)
+	fp := newFleetPair(t)
+	a, ca, b, clk, stored := fp.a, fp.ca, fp.b, fp.clk, fp.stored
 	light, err := b.Acquire(testCtx(t), 2)
 	require.NoError(t, err)
 	pickedUp(t, a, 10, "a, having sampled 2 held")
@@ -376,14 +359,8 @@ func TestFleetLimitGrowsOnlyWhenTheFleetUsesIt(t *testing.T) {
 // first round trip as the leader: the fleet held 6 of 10 before b was
 // elected and nothing since, and b's controller does not grow the limit.
 func TestFleetNewLeaderForgetsTheUseItSawAsAFollower(t *testing.T) {
-	srv := startRedis(t)
-	name := laneName(t)
-	clk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	a := newFleet(t, newClient(t, srv.Addr), name, 10)
-	_, err := adaptive.New(a, 1, 100, adaptive.WithClock(clk))
-	require.NoError(t, err)
-	waitFor(t, 10*time.Second, "a to lead", a.Leader)
-	b := newFleet(t, newClient(t, srv.Addr), name, 10)
+	fp := newFleetPair(t)
+	a, b, clk := fp.a, fp.b, fp.clk
 	cb, err := adaptive.New(b, 1, 100, adaptive.WithClock(clk))
 	require.NoError(t, err)
 	busy, err := b.Acquire(testCtx(t), 6)
@@ -396,4 +373,30 @@ func TestFleetNewLeaderForgetsTheUseItSawAsAFollower(t *testing.T) {
 	roundTrip(clk, cb, adaptive.Success)
 	pickedUp(t, b, 10, "b, after its first round trip as the leader")
 	require.Zero(t, cb.Stats().Increases, "the leader grew the limit for use it saw while it followed")
+}
+
+// fleetPair is two instances of one fleet lane of 10 on a fresh Redis: a,
+// which leads, with its controller ca on the fake clock clk, and b; stored
+// reads the fleet's limit in Redis.
+type fleetPair struct {
+	a, b   *redislane.Fleet
+	ca     *adaptive.Controller
+	clk    *clock.Fake
+	stored func() int64
+}
+
+func newFleetPair(t *testing.T) fleetPair {
+	t.Helper()
+	srv := startRedis(t)
+	direct := newClient(t, srv.Addr)
+	name := laneName(t)
+	fp := fleetPair{clk: clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))}
+	fp.stored = func() int64 { return storedLimit(t, direct, name) }
+	fp.a = newFleet(t, newClient(t, srv.Addr), name, 10)
+	var err error
+	fp.ca, err = adaptive.New(fp.a, 1, 100, adaptive.WithClock(fp.clk))
+	require.NoError(t, err)
+	waitFor(t, 10*time.Second, "a to lead", fp.a.Leader)
+	fp.b = newFleet(t, newClient(t, srv.Addr), name, 10)
+	return fp
 }
