@@ -390,6 +390,37 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "small tenant's users, p99 loaded / unloaded: %v / %v = %.2fx\n",
 			ld.Round(time.Millisecond), un.Round(time.Millisecond), float64(ld)/float64(un))
 	}
+	if m := r.misses(); len(m) > 0 {
+		fmt.Fprintf(w, "targets (issue 26): missed: %s\n", strings.Join(m, "; "))
+	} else {
+		fmt.Fprintln(w, "targets (issue 26): met")
+	}
+}
+
+// misses lists the targets of issue 26 that the run missed: no order
+// violation, no two handlers of a thread at once, the model API never
+// working on more than its limit, every admitted webhook answered through
+// the drain, and the small tenant's users' p99 loaded within 2x of their
+// p99 unloaded (a run with no such latency misses it).
+func (r *report) misses() []string {
+	var m []string
+	if r.OrderViolations != 0 {
+		m = append(m, fmt.Sprintf("%d order violations", r.OrderViolations))
+	}
+	if r.DoubleHandlers != 0 {
+		m = append(m, fmt.Sprintf("%d messages handled beside another of their thread", r.DoubleHandlers))
+	}
+	if r.UpstreamPeak > r.Load.ModelLimit {
+		m = append(m, fmt.Sprintf("the model API worked on %d at once, above its limit %d", r.UpstreamPeak, r.Load.ModelLimit))
+	}
+	if r.AdmittedLost != 0 || r.DrainErr != nil {
+		m = append(m, fmt.Sprintf("%d admitted webhooks lost in the drain (drain: %v)", r.AdmittedLost, r.DrainErr))
+	}
+	un, ld := pct(r.Lat["unloaded small user"], 99), pct(r.Lat["loaded small user"], 99)
+	if un <= 0 || ld <= 0 || float64(ld) > 2*float64(un) {
+		m = append(m, fmt.Sprintf("small tenant's users' p99 loaded %v against %v unloaded, want within 2x", ld, un))
+	}
+	return m
 }
 
 func phaseRank(k string) string {

@@ -53,6 +53,9 @@ func main() {
 			log.Fatal(err)
 		}
 		r.print(os.Stdout)
+		if len(r.misses()) > 0 {
+			os.Exit(1)
+		}
 		return
 	}
 	if err := serve(*addr, *agents, *redisAddr); err != nil {

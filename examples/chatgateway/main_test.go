@@ -253,3 +253,40 @@ func checkRun(t *testing.T, lo load) {
 		t.Errorf("drain and shutdown: %v", r.DrainErr)
 	}
 }
+
+// The load run's verdict (report.misses, which sets -load's exit status):
+// a run within every target of issue 26 misses nothing; each target
+// broken alone is named.
+func TestRunVerdict(t *testing.T) {
+	ms := func(d ...int) []time.Duration {
+		var l []time.Duration
+		for _, v := range d {
+			l = append(l, time.Duration(v)*time.Millisecond)
+		}
+		return l
+	}
+	good := func() *report {
+		return &report{Load: defaultLoad(0), UpstreamPeak: defaultLoad(0).ModelLimit,
+			Lat: map[string][]time.Duration{"unloaded small user": ms(100, 200), "loaded small user": ms(150, 400)}}
+	}
+	if m := good().misses(); len(m) != 0 {
+		t.Fatalf("a run within every target missed %v", m)
+	}
+	for _, c := range []struct {
+		what   string
+		break_ func(*report)
+	}{
+		{"an order violation", func(r *report) { r.OrderViolations = 1 }},
+		{"two handlers of a thread", func(r *report) { r.DoubleHandlers = 1 }},
+		{"the model API over its limit", func(r *report) { r.UpstreamPeak = r.Load.ModelLimit + 1 }},
+		{"a webhook lost in the drain", func(r *report) { r.AdmittedLost = 1 }},
+		{"the small tenant over 2x", func(r *report) { r.Lat["loaded small user"] = ms(150, 401) }},
+		{"no unloaded latency", func(r *report) { delete(r.Lat, "unloaded small user") }},
+	} {
+		r := good()
+		c.break_(r)
+		if m := r.misses(); len(m) != 1 {
+			t.Errorf("%s: missed %v, want one target", c.what, m)
+		}
+	}
+}
