@@ -44,6 +44,7 @@ stress:
 ## test386: the core's tests built for 386 (a misaligned 64-bit atomic panics only at run time), run
 ## natively where the kernel can and under qemu-i386 where it cannot; the first line says which
 test386:
+	scripts/qemu386exec_test.sh
 	GO=$(GO) scripts/test386.sh -count=1 ./...
 
 lint: fmtcheck vet staticcheck
