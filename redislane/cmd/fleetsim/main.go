@@ -36,11 +36,18 @@
 // time with the provider's minute scaled down to -window, and exits with
 // status 1 if a window held more than the budget allows (see provider.go).
 //
+// -adaptive instead runs, in one process, a fake provider with a hidden
+// limit on calls in flight, and the same callers through an
+// adaptive.Controller over a redislane.Fleet spread over 1 instance and
+// then 3, in alternating rounds, and prints each size's refusal rate and
+// their ratio (see adaptive.go).
+//
 //	go run ./cmd/fleetsim                       # 4 x 25, capacity 10, 5 s
 //	go run ./cmd/fleetsim -procs 8 -duration 10s -json
 //	go run ./cmd/fleetsim -mode uncontended
 //	go run ./cmd/fleetsim -capacity 1000 -contenders 250 -quota 50
 //	go run ./cmd/fleetsim -provider             # 4 rows of 8 s, 1 s windows
+//	go run ./cmd/fleetsim -adaptive             # refusals of 1 and 3 instances, 3 rounds each
 package main
 
 import (
@@ -157,7 +164,38 @@ func main() {
 	flag.IntVar(&pc.Busy, "busy", pc.Busy, "-provider: callers of the busy replica, uneven load")
 	flag.IntVar(&pc.Even, "even", pc.Even, "-provider: callers of each replica, even load")
 	flag.Uint64Var(&pc.Seed, "seed", pc.Seed, "-provider: seed of the calls' estimates and uses")
+	ac := defaultAdaptiveConfig()
+	adaptiveRun := flag.Bool("adaptive", false, "instead, 1 and then 3 instances sharing a redislane.Fleet moved by adaptive.Controller,\ncalling a fake provider of a hidden concurrency limit; compares their refusal rates (see adaptive.go);\n-duration is then each round's counted time (default 8s), -redis applies")
+	flag.Int64Var(&ac.Limit, "limit", ac.Limit, "-adaptive: the provider's calls in flight")
+	flag.IntVar(&ac.Callers, "callers", ac.Callers, "-adaptive: callers in all, spread over the instances")
+	flag.DurationVar(&ac.Latency, "latency", ac.Latency, "-adaptive: a call's time at the provider")
+	flag.IntVar(&ac.Rounds, "rounds", ac.Rounds, "-adaptive: rounds of each fleet size, alternating")
 	flag.Parse()
+
+	if *adaptiveRun {
+		flag.Visit(func(f *flag.Flag) {
+			if f.Name == "duration" {
+				ac.Measure = cfg.Duration
+			}
+		})
+		ac.Redis = cfg.Redis
+		rows, err := runAdaptive(ac)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fleetsim:", err)
+			os.Exit(2)
+		}
+		if *jsonOut {
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(struct {
+				Rows    []adaptiveRow
+				Verdict adaptiveVerdict
+			}{rows, summarizeAdaptive(ac, rows)})
+		} else {
+			printAdaptive(ac, rows)
+		}
+		return
+	}
 
 	if *provider {
 		durSet := false
