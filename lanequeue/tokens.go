@@ -41,6 +41,11 @@ const window = 62
 // head, which Go's channels hand over in the order they asked.
 type tokenLane[K comparable] struct {
 	max int64 // the budget of a minute
+	// filled is the second of the last fill (see fill): a refund of a
+	// grant charged in it or before is dropped. math.MinInt64: none.
+	// Written under mu, rarely; read without it by settle's refunds, away
+	// from the words that settles and grants write.
+	filled atomic.Int64
 	// The time, in nanoseconds: the clocks of the queue that registered
 	// the lane (its coarse clock: one atomic load, where the system
 	// clock's reading costs 70ns on a virtual machine; or a test's clock),
@@ -60,10 +65,6 @@ type tokenLane[K comparable] struct {
 	// pend is what settles charged to one second without mu, not yet in
 	// the slots: see settle. Zero: nothing.
 	pend atomic.Uint64
-	// filled is the second of the last fill (see fill): a refund of a
-	// grant charged in it or before is dropped. math.MinInt64: none.
-	// Written under mu; read without it by settle.
-	filled atomic.Int64
 
 	closed                      atomic.Bool
 	waiters                     atomic.Int64
