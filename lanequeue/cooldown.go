@@ -19,11 +19,10 @@ import (
 // is full, whatever the lane counted, so after the pause the lane admits
 // only as its older seconds leave the window, and a refund of a call
 // charged before (the refused call's Settle to 0) gives nothing back. A
-// lane shared by a fleet that pauses for
-// all of it (one with a method Cooldown(context.Context, time.Duration)
-// (time.Duration, error), as redislane's lanes have) is paused there too,
-// under ctx, after the local pause; its error is returned. See
-// docs/api-details.md.
+// lane shared by a fleet that pauses for all of it (one with a method
+// Cooldown(context.Context, time.Duration) (time.Duration, error), as
+// redislane's lanes have) is paused there too, under ctx, after the local
+// pause; its error is returned. See docs/api-details.md.
 func (q *Queue[K]) Cooldown(ctx context.Context, lane string, d time.Duration) error {
 	ref, ok := q.tbl().byName[lane]
 	if !ok {
