@@ -14,11 +14,15 @@ import (
 // Cooldown pauses admission on lane for d from now, for every caller (a
 // provider's retry time): calls keep their place and wait holding their
 // permits, or fail at once with a [*LaneError] if their deadline comes
-// first; d <= 0 pauses nothing. A lane shared by a fleet that pauses for
-// all of it (one with a method Cooldown(context.Context, time.Duration)
-// (time.Duration, error), as redislane's lanes have) is paused there too,
-// under ctx, after the local pause; its error is returned. See
-// docs/api-details.md.
+// first; d <= 0 pauses nothing. A token lane ([NewTokenLane]) is also
+// charged up to its budget, in the current second: the provider's window
+// is full, whatever the lane counted, so after the pause the lane admits
+// only as its older seconds leave the window, and a refund of a call
+// charged before (the refused call's Settle to 0) gives nothing back. A
+// lane shared by a fleet that pauses for all of it (one with a method
+// Cooldown(context.Context, time.Duration) (time.Duration, error), as
+// redislane's lanes have) is paused there too, under ctx, after the local
+// pause; its error is returned. See docs/api-details.md.
 func (q *Queue[K]) Cooldown(ctx context.Context, lane string, d time.Duration) error {
 	ref, ok := q.tbl().byName[lane]
 	if !ok {
@@ -41,6 +45,9 @@ func (q *Queue[K]) Cooldown(ctx context.Context, lane string, d time.Duration) e
 		}
 	}
 	q.cooling.Store(true)
+	if tl, ok := ref.e.lane.(*tokenLane[K]); ok {
+		tl.fill()
+	}
 	if f, ok := ref.e.lane.(fleetCooler); ok {
 		if _, err := f.Cooldown(ctx, d); err != nil {
 			return fmt.Errorf("lanequeue: lane %q: fleet cooldown: %w", lane, err)

@@ -3,6 +3,7 @@ package lanequeue
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,11 @@ const window = 62
 // head, which Go's channels hand over in the order they asked.
 type tokenLane[K comparable] struct {
 	max int64 // the budget of a minute
+	// filled is the second of the last fill (see fill): a refund of a
+	// grant charged in it or before is dropped. math.MinInt64: none.
+	// Written under mu, rarely; read without it by settle's refunds, away
+	// from the words that settles and grants write.
+	filled atomic.Int64
 	// The time, in nanoseconds: the clocks of the queue that registered
 	// the lane (its coarse clock: one atomic load, where the system
 	// clock's reading costs 70ns on a virtual machine; or a test's clock),
@@ -79,6 +85,7 @@ func newTokenLane[K comparable](perMinute int64, clk clock.Clock, cc *coarse.Clo
 		kick: make(chan struct{}, 1),
 		done: make(chan struct{}),
 	}
+	l.filled.Store(math.MinInt64)
 	if clk != nil || cc != nil {
 		l.clocks.Store(&tokenClocks{clk: clk, coarse: cc})
 	}
@@ -185,12 +192,15 @@ func (l *tokenLane[K]) fold(w uint64) {
 // window of the count's second: a debt (delta > 0) adds to it; a refund
 // (delta < 0) takes from it, never more than it holds, so that the count
 // never falls below what it would have been had the grant asked for the
-// actual count. l.mu is held.
+// actual count, and nothing of a second a fill covers. l.mu is held.
 func (l *tokenLane[K]) charge(s, delta int64) {
 	if s <= l.now.Load()-window {
 		return // s has left the window already
 	}
 	if delta < 0 {
+		if s <= l.filled.Load() {
+			return // the fill stands for the provider's count of that grant (see settle)
+		}
 		delta = -min(-delta, l.slots[slot(s)])
 	}
 	l.slots[slot(s)] += delta
@@ -222,6 +232,33 @@ func (l *tokenLane[K]) take(n int64) (sec int64, wait time.Duration, ok bool) {
 	return 0, time.Duration((now+window)*int64(time.Second) - t), false // only a debt beyond the window: unreachable for n <= max
 }
 
+// fill charges the lane up to its budget in the newest second, the
+// answer to a provider's refusal (Queue.Cooldown): the provider's count
+// of its window is full, whatever the lane's says. The lane's count falls
+// short of the provider's by what the calls in flight use beyond their
+// estimates, which it learns only when they settle; left short, it would
+// let a call through as soon as a pause ends, and the provider would
+// refuse again within the same window. Filled, it admits only as its
+// older seconds leave the window, as the provider's do, until the fill
+// leaves it too. A refund of a grant charged in the fill's second or
+// before is dropped (charge): the provider's count, which the fill stands
+// for, holds that grant's actual use already (none, for the refused call
+// that a caller settles to 0 after the fill), and giving it back too
+// would count it twice. Nothing is granted in the fill's second after
+// it: the count is full until a second leaves.
+func (l *tokenLane[K]) fill() {
+	now := l.nanos() / int64(time.Second)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sync(now)
+	now = l.now.Load() // a reader may have moved the count ahead of this clock reading
+	if d := l.max - l.total; d > 0 {
+		l.slots[slot(now)] += d
+		l.total += d
+	}
+	l.filled.Store(now)
+}
+
 // settle charges delta more tokens for a grant charged in second sec: a
 // debt (delta > 0) in the current second, which a provider counts now; a
 // refund (delta < 0) from sec's own slot (see charge).
@@ -247,6 +284,12 @@ func (l *tokenLane[K]) settle(sec, delta int64) {
 		sec = now
 	} else if sec <= now-window {
 		return // that grant's tokens have left the window already
+	} else if sec <= l.filled.Load() {
+		// A fill covers that grant (see fill). Dropped here, it never
+		// shares pend's word with a debt of the same second, which the
+		// fold would then drop with it; charge drops one that read
+		// filled before a fill and reached pend after it.
+		return
 	}
 	if now-l.now.Load() < window {
 		for {

@@ -19,7 +19,8 @@ import (
 const tokenSlots = 62
 
 // TestTokenLaneMatchesModel runs grants, settles (debts and refunds,
-// which the lane may leave for the next grant to fold in) and clock moves
+// which the lane may leave for the next grant to fold in), cooldowns
+// (which charge the lane up to its budget) and clock moves
 // (within a second, across a few, past the window, and a year on) on a
 // token lane and on model.Tokens, and checks after every step that the
 // lane grants exactly what the model does.
@@ -63,6 +64,12 @@ func TestTokenLaneMatchesModel(t *testing.T) {
 				}
 				m.Settle(g.sec, actual-g.has)
 				g.has = actual
+			},
+			"cooldown": func(rt *rapid.T) {
+				if err := q.Cooldown(context.Background(), "tpm", time.Nanosecond); err != nil {
+					rt.Fatal(err)
+				}
+				m.Fill()
 			},
 			"advance": func(rt *rapid.T) {
 				d := rapid.SampledFrom([]int64{0, 1, 2, 5, tokenSlots - 1, tokenSlots, 300, 1 << 25}).Draw(rt, "seconds")

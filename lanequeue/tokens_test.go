@@ -278,6 +278,55 @@ func TestSettleRefundFromItsOwnSecond(t *testing.T) {
 	}
 }
 
+// TestCooldownFillsTheTokenLane: a provider's refusal says its window is
+// full, whatever the lane counted (the calls in flight may use more than
+// their estimates, which the lane learns only when they settle). So a
+// cooldown charges a token lane up to its budget: once the pause ends, the
+// lane admits only as its older seconds leave the window, where a lane
+// that kept its own count let the next call through at once, for the
+// provider to refuse again in the same window (lanesim's provider run had
+// such minutes of two 429s). The refused call's refund (Settle to 0), made
+// before the cooldown or after it, as lanehttp.Transport makes it, gives
+// nothing back from the full window; a call charged after the fill's
+// second settles as before.
+func TestCooldownFillsTheTokenLane(t *testing.T) {
+	for _, refundFirst := range []bool{true, false} {
+		q, ls, clk := tokenQueue(t, 100)
+		a, err := q.AcquireAll(context.Background(), "a", ls, lanequeue.LaneWeight("tpm", 50))
+		must(t, err)
+		a.Release() // in flight at the provider: its tokens stay charged
+		clk.Advance(10 * time.Second)
+		b, err := q.AcquireAll(context.Background(), "b", ls, lanequeue.LaneWeight("tpm", 30))
+		must(t, err)
+		// The provider refuses b: a used more than its 50, say, and the
+		// window has no room for b. Retry-After: 2s.
+		if refundFirst {
+			must(t, b.Settle("tpm", 0))
+		}
+		must(t, q.Cooldown(context.Background(), "tpm", 2*time.Second))
+		if !refundFirst {
+			must(t, b.Settle("tpm", 0))
+		}
+		b.Release()
+		clk.Advance(2 * time.Second) // the pause is over
+		if try(q, ls, 1) {
+			t.Fatalf("refund first %v: a token granted after the pause, in the window the provider called full", refundFirst)
+		}
+		clk.Advance(50 * time.Second) // second 0 leaves the window, and a's 50 with it
+		if !try(q, ls, 50) || try(q, ls, 1) {
+			t.Fatalf("refund first %v: want exactly a's 50 free once second 0 left the window", refundFirst)
+		}
+		clk.Advance(10 * time.Second) // second 10 leaves too, and the fill with it
+		c, err := q.AcquireAll(context.Background(), "c", ls, lanequeue.LaneWeight("tpm", 40))
+		must(t, err)
+		must(t, c.Settle("tpm", 10)) // a grant after the fill: its 30 come back
+		c.Release()
+		if !try(q, ls, 40) || try(q, ls, 1) {
+			t.Fatalf("refund first %v: want 40 free: the 50 taken at second 62 and c's 10 used", refundFirst)
+		}
+	}
+}
+
 // TestTokenLaneFullInItsFirstMinute: on the queue's own clock, which counts
 // from the queue's start, a lane that is full in its first minute says no
 // (or waits), as later: the seconds before the clock's start held nothing.

@@ -293,7 +293,7 @@ func runProvider(seed uint64, asJSON bool, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "lanesim: -provider: a controller missed its targets (goodput >= 90% of the right fixed limit's, 429s <= a tenth of the too-high one's)")
 	}
 	if !rates.OK {
-		fmt.Fprintln(stderr, "lanesim: -provider: the lanes missed their targets against the rate limits (>= 95% of the binding limit, at most one 429 a minute)")
+		fmt.Fprintln(stderr, "lanesim: -provider: the lanes missed their targets against the rate limits (>= 95% of the binding limit, at most one 429 in any minute)")
 	}
 	if !rep.OK {
 		return 1

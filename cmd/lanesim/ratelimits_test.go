@@ -7,7 +7,8 @@ import (
 
 // TestRateTargets: against the provider with rate limits (tokens per
 // minute binding), the lanes row serves at least 95% of the binding limit
-// with at most one 429 a minute on average (issue 24's targets); charging
+// with at most one 429 a minute on average (issue 24's targets; in every
+// minute: TestRateAtMostOneRefusalInAnyMinute); charging
 // estimates for good (fixed limits) leaves a fifth of the budget unused,
 // and the naive loop makes the provider refuse thousands of calls a minute.
 // The run is in simulated time: the same figures on any machine.
@@ -39,6 +40,35 @@ func TestRateTargets(t *testing.T) {
 		}
 		if !rep.OK {
 			t.Errorf("seed %d: the report says the targets were missed", seed)
+		}
+	}
+}
+
+// TestRateAtMostOneRefusalInAnyMinute: over seeds 1-12 the lanes row
+// meets issue 24's target in every steady-state minute of the provider,
+// not only on average: at most one 429 in any minute, and at least 95% of
+// the binding limit served. A 429 comes when the calls in flight, admitted
+// on their estimates, use more than them (the lane counts the difference
+// only when they settle); the first of a minute is allowed for, but
+// seeds 2 and 11 had a second one in the same minute when the lane's
+// count after the pause was as low as before it. The run is in simulated
+// time, the same on any machine; each seed takes about 40ms (the lanes row
+// only).
+func TestRateAtMostOneRefusalInAnyMinute(t *testing.T) {
+	seeds := 12
+	if raceEnabled {
+		seeds = 2 // a one-goroutine simulation: the detector finds nothing there
+	}
+	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		r, err := simulateRates(defaultRates(seed), policyLanes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.MaxWindow > 1 {
+			t.Errorf("seed %d: lanes: %d 429s in one minute (%d in %d minutes), over 1", seed, r.MaxWindow, r.Refused, r.Windows)
+		}
+		if r.Binding < 0.95 {
+			t.Errorf("seed %d: lanes use %.1f%% of the binding limit, under 95%%", seed, 100*r.Binding)
 		}
 	}
 }
@@ -107,9 +137,13 @@ func TestRateIsDeterministic(t *testing.T) {
 // TestRateCooldownWhenTheBudgetIsTooHigh: when the gateway's token lane
 // is given a quarter more than the provider allows, only the provider's
 // 429s show it: the lanes' pauses (Queue.Cooldown for every caller, until
-// the Retry-After) keep the 429s to about 9 a minute, where callers that
-// each retried alone after their pause made about 29,000 (measured with
-// the cooldown taken out), and the goodput stays at the provider's limit.
+// the Retry-After) keep the 429s to 1.6 a minute, where callers that each
+// retried alone after their pause made about 29,000 (measured with the
+// cooldown taken out), and the goodput stays at the provider's limit. The
+// pause charges the token lane up to its budget, so that after it the
+// lane admits only as its last minute's tokens leave, at the pace the
+// provider let them through: 7.3 a minute before it did, a pause's end
+// letting the lane fill the quarter it was told of at once.
 func TestRateCooldownWhenTheBudgetIsTooHigh(t *testing.T) {
 	cfg := defaultRates(1)
 	cfg.LaneTPM = cfg.TPM * 5 / 4
@@ -118,8 +152,8 @@ func TestRateCooldownWhenTheBudgetIsTooHigh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.PerWindow > 20 {
-		t.Errorf("%.1f 429s a minute: the pauses should hold them near 9", r.PerWindow)
+	if r.PerWindow > 3 {
+		t.Errorf("%.1f 429s a minute: the pauses, filling the token lane, should hold them near 1.6", r.PerWindow)
 	}
 	if r.Binding < 0.95 {
 		t.Errorf("the lanes use %.1f%% of the binding limit, under 95%%", 100*r.Binding)

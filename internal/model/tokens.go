@@ -11,6 +11,8 @@ type Tokens struct {
 	Max, Window int64
 	now         int64
 	count       map[int64]int64 // tokens charged in each second
+	filled      int64           // the second of the last Fill
+	hasFill     bool            // whether there was one
 }
 
 // NewTokens returns the model of a lane of max tokens in any window of
@@ -53,7 +55,17 @@ func (m *Tokens) Settle(sec, delta int64) {
 	switch {
 	case delta > 0:
 		m.count[m.now] += delta
-	case delta < 0 && sec > m.now-m.Window:
+	case delta < 0 && sec > m.now-m.Window && (!m.hasFill || sec > m.filled):
 		m.count[sec] -= min(-delta, m.count[sec])
 	}
+}
+
+// Fill charges the window up to Max in the current second (a cooldown:
+// the provider's window is full); a refund of a grant made in that second
+// or before is then dropped.
+func (m *Tokens) Fill() {
+	if u := m.Used(); u < m.Max {
+		m.count[m.now] += m.Max - u
+	}
+	m.filled, m.hasFill = m.now, true
 }
