@@ -43,6 +43,13 @@ type Verdict struct {
 	// HasAfter says that After holds the provider's hint; when false, the
 	// provider gave none and the caller's own backoff decides.
 	HasAfter bool
+	// TokensSpent says that the refusal was of the provider's token
+	// budget (a remaining-tokens header of 0, see [TokensSpent]). Only
+	// then does a [Transport] pause its TokensLane with the other lanes,
+	// which a token lane takes as a window spent to its budget
+	// (lanequeue.Queue.Cooldown); another refusal leaves the token lane's
+	// count as it is.
+	TokensSpent bool
 }
 
 // Classifier makes a [Verdict] of each attempt's outcome. It is called
@@ -112,6 +119,7 @@ func DefaultClassifier(a Attempt) Verdict {
 			now = time.Now()
 		}
 		v.After, v.HasAfter = RetryAfter(resp, now)
+		v.TokensSpent = TokensSpent(resp)
 	case code == http.StatusRequestTimeout:
 		v.Retry = true
 	case code == http.StatusNotImplemented || code == http.StatusHTTPVersionNotSupported:

@@ -45,7 +45,11 @@ func TestDefaultClassifierResponses(t *testing.T) {
 		{429, []string{"retry-after", "0"}, lanehttp.Verdict{Retry: true, Overload: true, After: 0, HasAfter: true}},
 		{429, []string{"retry-after", "nonsense"}, lanehttp.Verdict{Retry: true, Overload: true}},
 		{429, []string{"retry-after", "86400"}, lanehttp.Verdict{Retry: true, Overload: true, After: lanehttp.MaxRetryAfter, HasAfter: true}},
-		{429, []string{"x-ratelimit-remaining-tokens", "0", "x-ratelimit-reset-tokens", "12s"}, lanehttp.Verdict{Retry: true, Overload: true, After: 12 * time.Second, HasAfter: true}},
+		{429, []string{"x-ratelimit-remaining-tokens", "0", "x-ratelimit-reset-tokens", "12s"}, lanehttp.Verdict{Retry: true, Overload: true, After: 12 * time.Second, HasAfter: true, TokensSpent: true}},
+		{429, []string{"x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "12s", "x-ratelimit-remaining-tokens", "40"}, lanehttp.Verdict{Retry: true, Overload: true, After: 12 * time.Second, HasAfter: true}},
+		{429, []string{"anthropic-ratelimit-input-tokens-remaining", "0", "retry-after", "7"}, lanehttp.Verdict{Retry: true, Overload: true, After: 7 * time.Second, HasAfter: true, TokensSpent: true}},
+		{429, []string{"anthropic-ratelimit-tokens-remaining", "none", "retry-after", "7"}, lanehttp.Verdict{Retry: true, Overload: true, After: 7 * time.Second, HasAfter: true}},
+		{200, []string{"x-ratelimit-remaining-tokens", "0"}, lanehttp.Verdict{}}, // only a refusal says anything of a limit
 		{503, hinted, lanehttp.Verdict{Retry: true, Overload: true, After: 7 * time.Second, HasAfter: true}},
 		{503, nil, lanehttp.Verdict{Retry: true, Overload: true}},
 		{529, nil, lanehttp.Verdict{Retry: true, Overload: true}},

@@ -99,7 +99,11 @@
 // the set's global and rate lanes for that long, for every caller
 // ([lanequeue.Queue.Cooldown]): one 429 holds back the whole gateway's
 // calls to the provider, not only the retries of the call that got it
-// (keyed lanes, which other work of a key may share, are not paused).
+// (keyed lanes, which other work of a key may share, are not paused). The
+// TokensLane is paused only when the verdict says the refusal was of the
+// tokens ([Verdict].TokensSpent): a token lane takes a pause as its window
+// spent to the budget, which would hold it back for a window after a
+// refusal of another limit.
 //
 // A token budget is settled after the call: with a
 // [TransportConfig.Usage] and a TokensLane made by

@@ -36,17 +36,18 @@ const (
 type resetHeader struct {
 	reset, remaining string
 	absolute         bool // reset is an RFC 3339 time; else a duration such as "6m0s"
+	tokens           bool // the limit is of tokens (see TokensSpent)
 }
 
 // resetHeaders are the reset hints of OpenAI's API (durations) and of
 // Anthropic's (RFC 3339 times), each with its limit's remaining count.
 var resetHeaders = [...]resetHeader{
-	{"X-Ratelimit-Reset-Requests", "X-Ratelimit-Remaining-Requests", false},
-	{"X-Ratelimit-Reset-Tokens", "X-Ratelimit-Remaining-Tokens", false},
-	{"Anthropic-Ratelimit-Requests-Reset", "Anthropic-Ratelimit-Requests-Remaining", true},
-	{"Anthropic-Ratelimit-Tokens-Reset", "Anthropic-Ratelimit-Tokens-Remaining", true},
-	{"Anthropic-Ratelimit-Input-Tokens-Reset", "Anthropic-Ratelimit-Input-Tokens-Remaining", true},
-	{"Anthropic-Ratelimit-Output-Tokens-Reset", "Anthropic-Ratelimit-Output-Tokens-Remaining", true},
+	{"X-Ratelimit-Reset-Requests", "X-Ratelimit-Remaining-Requests", false, false},
+	{"X-Ratelimit-Reset-Tokens", "X-Ratelimit-Remaining-Tokens", false, true},
+	{"Anthropic-Ratelimit-Requests-Reset", "Anthropic-Ratelimit-Requests-Remaining", true, false},
+	{"Anthropic-Ratelimit-Tokens-Reset", "Anthropic-Ratelimit-Tokens-Remaining", true, true},
+	{"Anthropic-Ratelimit-Input-Tokens-Reset", "Anthropic-Ratelimit-Input-Tokens-Remaining", true, true},
+	{"Anthropic-Ratelimit-Output-Tokens-Reset", "Anthropic-Ratelimit-Output-Tokens-Remaining", true, true},
 }
 
 // RetryAfter reads from a provider's response how long to wait before the
@@ -105,6 +106,24 @@ func RetryAfter(resp *http.Response, now time.Time) (time.Duration, bool) {
 		return capHint(d), true
 	}
 	return c.resets()
+}
+
+// TokensSpent reports whether resp says that the provider's token budget
+// is spent: one of its remaining-tokens headers (x-ratelimit-remaining-tokens,
+// anthropic-ratelimit-tokens-remaining, -input-tokens-remaining or
+// -output-tokens-remaining) reads 0. A refusal with none of them, or with
+// other limits at 0 only, was not of the tokens. It never panics and
+// allocates nothing.
+func TokensSpent(resp *http.Response) bool {
+	if resp == nil {
+		return false
+	}
+	for _, r := range &resetHeaders {
+		if r.tokens && isZeroCount(first(resp.Header, r.remaining)) {
+			return true
+		}
+	}
+	return false
 }
 
 // hintReader reads the hints of one response: h is its header, now the

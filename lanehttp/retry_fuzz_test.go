@@ -47,7 +47,7 @@ func FuzzRetryAfter(f *testing.F) {
 			t.Fatalf("RetryAfter = (%v, %v); want a wait in [0, %v], 0 without a hint", d, ok, lanehttp.MaxRetryAfter)
 		}
 		v := lanehttp.DefaultClassifier(lanehttp.Attempt{Response: resp, Now: received})
-		if want := (lanehttp.Verdict{Retry: true, Overload: true, After: d, HasAfter: ok}); v != want {
+		if want := (lanehttp.Verdict{Retry: true, Overload: true, After: d, HasAfter: ok, TokensSpent: lanehttp.TokensSpent(resp)}); v != want {
 			t.Fatalf("DefaultClassifier of the 429 = %+v; want %+v", v, want)
 		}
 

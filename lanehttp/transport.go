@@ -131,7 +131,8 @@ type Transport[K comparable] struct {
 	// cool are the lanes that an overload with a retry time pauses (see
 	// Queue.Cooldown): the set's global and rate lanes, the provider's
 	// budgets; a keyed lane, which other work of a key may share, is not
-	// paused for all keys.
+	// paused for all keys. The TokensLane among them is paused only for a
+	// refusal of the tokens (Verdict.TokensSpent).
 	cool   []string
 	earn   int64        // budget units a request earns
 	cap    int64        // budget units held at most
@@ -263,6 +264,11 @@ func (t *Transport[K]) RoundTrip(req *http.Request) (*http.Response, error) {
 			// Every caller of these lanes pauses, not only this one:
 			// the provider's limit is theirs too.
 			for _, name := range t.cool {
+				if name == cfg.TokensLane && !v.TokensSpent {
+					// A token lane's pause counts its window spent
+					// (Queue.Cooldown): only for a refusal of the tokens.
+					continue
+				}
 				// A lane of the set, never unknown; a fleet lane that fails to
 				// pause its fleet is paused here all the same.
 				_ = cfg.Queue.Cooldown(req.Context(), name, v.After)

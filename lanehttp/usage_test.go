@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/testkit"
@@ -32,6 +33,7 @@ const (
 type tokenRig struct {
 	q      *lanequeue.Queue[string]
 	set    lanequeue.LaneSet[string]
+	clk    *clock.Fake // the queue's clock
 	srv    *httptest.Server
 	client *http.Client
 
@@ -48,7 +50,8 @@ func newTokenRig(t *testing.T, answer func(w http.ResponseWriter), usage ...func
 		read = usage[0]
 	}
 	g := &tokenRig{q: lanequeue.New[string]()}
-	g.q.SetClock(clock.NewFake(received))
+	g.clk = clock.NewFake(received)
+	g.q.SetClock(g.clk)
 	must(t, g.q.Add("tpm", lanequeue.NewTokenLane[string](budget)))
 	must(t, g.q.Add("provider", lanequeue.NewGlobalLane[string](semaphore.New(1)))) // shows whether a call is held
 	set, err := g.q.Lanes("provider", "tpm")
@@ -487,4 +490,38 @@ func TestTransportRefusedAttemptUsesNoTokens(t *testing.T) {
 		t.Fatalf("the whole budget does not fit after three refused calls: their estimates stayed charged")
 	}
 	tk.Release()
+}
+
+// TestTransportFillsTheTokenLaneOnlyForTokens: a refusal with a retry time
+// pauses the transport's lanes, but the token lane, which takes a pause as
+// its window spent (Queue.Cooldown), only when the provider said its tokens
+// ran out: after a refusal of the requests limit, once the pause is over,
+// the whole budget is there again (the refused call was settled to 0);
+// after a refusal of the tokens, none of it is until the window moves on.
+func TestTransportFillsTheTokenLaneOnlyForTokens(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		spent    string // the remaining header that reads 0
+		wantRoom int64
+	}{
+		{"requests spent", "X-Ratelimit-Remaining-Requests", budget},
+		{"tokens spent", "X-Ratelimit-Remaining-Tokens", 0},
+		{"anthropic output tokens spent", "Anthropic-Ratelimit-Output-Tokens-Remaining", 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := newTokenRig(t, func(w http.ResponseWriter) {
+				w.Header().Set(c.spent, "0")
+				w.Header().Set("Retry-After", "5")
+				w.Header().Set("X-Should-Retry", "false") // answered at once: the test's clock does not move
+				w.WriteHeader(http.StatusTooManyRequests)
+			})
+			resp := g.call(t)
+			readAll(t, resp)
+			if resp.StatusCode != http.StatusTooManyRequests {
+				t.Fatalf("status %d; want the provider's 429", resp.StatusCode)
+			}
+			g.clk.Advance(5 * time.Second) // the pause is over
+			g.wantRoom(t, c.wantRoom)
+		})
+	}
 }

@@ -3,8 +3,11 @@ package main
 // The -provider run: a fake model provider, in process on a loopback
 // port, that limits calls in flight, requests per window and tokens per
 // window (counted when a call starts, at the tokens it will use) and
-// answers 429 with retry-after-ms and Retry-After above them; and a fleet of three
-// replicas calling it, each with its own go-redis client, its own
+// answers 429 with retry-after-ms and Retry-After above them (and the
+// remaining header, 0, of the limit that refused, as OpenAI's API does, so
+// that the transport pauses the tokens lane only for a refusal of tokens);
+// and a fleet of three replicas calling it, each with its own go-redis
+// client, its own
 // lanequeue.Queue and its own lanehttp.Transport over three lanes:
 // "concurrency" (redislane.AsLane of a Weighted), "requests" and "tokens"
 // (redislane.AsRateLane of a Tokens; each call charges its estimate and
@@ -277,6 +280,12 @@ func (p *fakeProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		secs := (retry + time.Second - 1) / time.Second
 		w.Header().Set("retry-after-ms", strconv.FormatInt(int64(ms), 10)) // OpenAI's, read first
 		w.Header().Set("Retry-After", strconv.FormatInt(int64(secs), 10))
+		switch c.refused { // which limit refused, as OpenAI's headers say it
+		case "requests":
+			w.Header().Set("X-Ratelimit-Remaining-Requests", "0")
+		case "tokens":
+			w.Header().Set("X-Ratelimit-Remaining-Tokens", "0")
+		}
 		w.WriteHeader(http.StatusTooManyRequests)
 		return
 	}
