@@ -45,10 +45,9 @@ type Verdict struct {
 	HasAfter bool
 	// TokensSpent says that the refusal was of the provider's token
 	// budget (a remaining-tokens header of 0, see [TokensSpent]). Only
-	// then does a [Transport] pause its TokensLane with the other lanes,
-	// which a token lane takes as a window spent to its budget
-	// (lanequeue.Queue.Cooldown); another refusal leaves the token lane's
-	// count as it is.
+	// then does a [Transport] tell its TokensLane that the provider's
+	// window is spent (lanequeue.Queue.Exhaust: a token lane counts it
+	// full); a refusal of another limit leaves the lane's count as it is.
 	TokensSpent bool
 }
 

@@ -99,11 +99,10 @@
 // the set's global and rate lanes for that long, for every caller
 // ([lanequeue.Queue.Cooldown]): one 429 holds back the whole gateway's
 // calls to the provider, not only the retries of the call that got it
-// (keyed lanes, which other work of a key may share, are not paused). The
-// TokensLane is paused only when the verdict says the refusal was of the
-// tokens ([Verdict].TokensSpent): a token lane takes a pause as its window
-// spent to the budget, which would hold it back for a window after a
-// refusal of another limit.
+// (keyed lanes, which other work of a key may share, are not paused). When
+// the verdict says the refusal was of the tokens ([Verdict].TokensSpent),
+// the TokensLane is also told its window is spent
+// ([lanequeue.Queue.Exhaust]), which a token lane counts full.
 //
 // A token budget is settled after the call: with a
 // [TransportConfig.Usage] and a TokensLane made by

@@ -131,8 +131,7 @@ type Transport[K comparable] struct {
 	// cool are the lanes that an overload with a retry time pauses (see
 	// Queue.Cooldown): the set's global and rate lanes, the provider's
 	// budgets; a keyed lane, which other work of a key may share, is not
-	// paused for all keys. The TokensLane among them is paused only for a
-	// refusal of the tokens (Verdict.TokensSpent).
+	// paused for all keys.
 	cool   []string
 	earn   int64        // budget units a request earns
 	cap    int64        // budget units held at most
@@ -264,14 +263,14 @@ func (t *Transport[K]) RoundTrip(req *http.Request) (*http.Response, error) {
 			// Every caller of these lanes pauses, not only this one:
 			// the provider's limit is theirs too.
 			for _, name := range t.cool {
-				if name == cfg.TokensLane && !v.TokensSpent {
-					// A token lane's pause counts its window spent
-					// (Queue.Cooldown): only for a refusal of the tokens.
-					continue
-				}
 				// A lane of the set, never unknown; a fleet lane that fails to
 				// pause its fleet is paused here all the same.
 				_ = cfg.Queue.Cooldown(req.Context(), name, v.After)
+			}
+			if v.TokensSpent && cfg.TokensLane != "" {
+				// The provider's token window is full, whatever the
+				// lane counted: a token lane counts it full too.
+				_ = cfg.Queue.Exhaust(cfg.TokensLane)
 			}
 		}
 		if (v.Overload || unsent(err)) && cfg.TokensLane != "" {

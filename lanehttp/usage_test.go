@@ -493,11 +493,11 @@ func TestTransportRefusedAttemptUsesNoTokens(t *testing.T) {
 }
 
 // TestTransportFillsTheTokenLaneOnlyForTokens: a refusal with a retry time
-// pauses the transport's lanes, but the token lane, which takes a pause as
-// its window spent (Queue.Cooldown), only when the provider said its tokens
-// ran out: after a refusal of the requests limit, once the pause is over,
-// the whole budget is there again (the refused call was settled to 0);
-// after a refusal of the tokens, none of it is until the window moves on.
+// pauses the transport's lanes, and the token lane is counted full
+// (Queue.Exhaust) only when the provider said its tokens ran out: after a
+// refusal of the requests limit, once the pause is over, the whole budget
+// is there again (the refused call was settled to 0); after a refusal of
+// the tokens, none of it is until the window moves on.
 func TestTransportFillsTheTokenLaneOnlyForTokens(t *testing.T) {
 	for _, c := range []struct {
 		name     string

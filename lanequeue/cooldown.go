@@ -14,12 +14,7 @@ import (
 // Cooldown pauses admission on lane for d from now, for every caller (a
 // provider's retry time): calls keep their place and wait holding their
 // permits, or fail at once with a [*LaneError] if their deadline comes
-// first; d <= 0 pauses nothing. A token lane ([NewTokenLane]) is also
-// charged up to its budget, in the current second: the provider's window
-// is full, whatever the lane counted, so after the pause the lane admits
-// only as its older seconds leave the window, and a refund of a call
-// charged before (the refused call's Settle to 0) gives nothing back. A
-// lane shared by a fleet that pauses for all of it (one with a method
+// first; d <= 0 pauses nothing. A lane shared by a fleet that pauses for all of it (one with a method
 // Cooldown(context.Context, time.Duration) (time.Duration, error), as
 // redislane's lanes have) is paused there too, under ctx, after the local
 // pause; its error is returned. See docs/api-details.md.
@@ -45,13 +40,34 @@ func (q *Queue[K]) Cooldown(ctx context.Context, lane string, d time.Duration) e
 		}
 	}
 	q.cooling.Store(true)
-	if tl, ok := ref.e.lane.(*tokenLane[K]); ok {
-		tl.fill()
-	}
 	if f, ok := ref.e.lane.(fleetCooler); ok {
 		if _, err := f.Cooldown(ctx, d); err != nil {
 			return fmt.Errorf("lanequeue: lane %q: fleet cooldown: %w", lane, err)
 		}
+	}
+	return nil
+}
+
+// Exhaust tells a token lane ([NewTokenLane]) that the provider has
+// refused for its budget: the provider's window is full, whatever the
+// lane counted (calls in flight may use more than their estimates, and
+// the lane learns it only as they settle). The lane is charged up to its
+// budget in the current second, so it admits again only as its older
+// seconds leave the window, and a refund of a call charged in that second
+// or before (the refused call's Settle to 0) gives nothing back. Call it
+// beside [Queue.Cooldown] for a refusal of that lane's budget only (a
+// remaining-tokens header of 0, as lanehttp's Verdict.TokensSpent says):
+// after a refusal of another limit it would hold the lane back for a
+// window for nothing. Another lane (a fleet's, a rate limiter's) keeps no
+// window of its own to fill and is left as it is. See
+// docs/api-details.md.
+func (q *Queue[K]) Exhaust(lane string) error {
+	ref, ok := q.tbl().byName[lane]
+	if !ok {
+		return fmt.Errorf("lanequeue: unknown lane %q: %w", lane, semaphore.ErrInvalidConfig)
+	}
+	if tl, ok := ref.e.lane.(*tokenLane[K]); ok {
+		tl.fill()
 	}
 	return nil
 }

@@ -233,7 +233,7 @@ func (l *tokenLane[K]) take(n int64) (sec int64, wait time.Duration, ok bool) {
 }
 
 // fill charges the lane up to its budget in the newest second, the
-// answer to a provider's refusal (Queue.Cooldown): the provider's count
+// answer to a provider's refusal of its tokens (Queue.Exhaust): the provider's count
 // of its window is full, whatever the lane's says. The lane's count falls
 // short of the provider's by what the calls in flight use beyond their
 // estimates, which it learns only when they settle; left short, it would

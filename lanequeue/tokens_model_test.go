@@ -65,8 +65,11 @@ func TestTokenLaneMatchesModel(t *testing.T) {
 				m.Settle(g.sec, actual-g.has)
 				g.has = actual
 			},
-			"cooldown": func(rt *rapid.T) {
+			"exhaust": func(rt *rapid.T) {
 				if err := q.Cooldown(context.Background(), "tpm", time.Nanosecond); err != nil {
+					rt.Fatal(err)
+				}
+				if err := q.Exhaust("tpm"); err != nil {
 					rt.Fatal(err)
 				}
 				m.Fill()

@@ -278,18 +278,19 @@ func TestSettleRefundFromItsOwnSecond(t *testing.T) {
 	}
 }
 
-// TestCooldownFillsTheTokenLane: a provider's refusal says its window is
-// full, whatever the lane counted (the calls in flight may use more than
-// their estimates, which the lane learns only when they settle). So a
-// cooldown charges a token lane up to its budget: once the pause ends, the
+// TestExhaustFillsTheTokenLane: a provider's refusal of its tokens says
+// its window is full, whatever the lane counted (the calls in flight may
+// use more than their estimates, which the lane learns only when they
+// settle). So Exhaust charges a token lane up to its budget: once the
+// pause (Cooldown, beside it) ends, the
 // lane admits only as its older seconds leave the window, where a lane
 // that kept its own count let the next call through at once, for the
 // provider to refuse again in the same window (lanesim's provider run had
 // such minutes of two 429s). The refused call's refund (Settle to 0), made
-// before the cooldown or after it, as lanehttp.Transport makes it, gives
+// before the fill or after it, as lanehttp.Transport makes it, gives
 // nothing back from the full window; a call charged after the fill's
-// second settles as before.
-func TestCooldownFillsTheTokenLane(t *testing.T) {
+// second settles as before. A Cooldown alone fills nothing.
+func TestExhaustFillsTheTokenLane(t *testing.T) {
 	for _, refundFirst := range []bool{true, false} {
 		q, ls, clk := tokenQueue(t, 100)
 		a, err := q.AcquireAll(context.Background(), "a", ls, lanequeue.LaneWeight("tpm", 50))
@@ -304,6 +305,7 @@ func TestCooldownFillsTheTokenLane(t *testing.T) {
 			must(t, b.Settle("tpm", 0))
 		}
 		must(t, q.Cooldown(context.Background(), "tpm", 2*time.Second))
+		must(t, q.Exhaust("tpm"))
 		if !refundFirst {
 			must(t, b.Settle("tpm", 0))
 		}
@@ -505,5 +507,27 @@ func BenchmarkTokenGrant(b *testing.B) {
 				tk.Release()
 			}
 		})
+	}
+}
+
+// TestCooldownAloneFillsNothing: a pause of a token lane (a refusal of
+// another limit: the requests, the concurrency) holds its callers back
+// for the pause only; once it ends the lane's own count decides, and
+// Exhaust of an unknown lane is an error.
+func TestCooldownAloneFillsNothing(t *testing.T) {
+	q, ls, clk := tokenQueue(t, 100)
+	a, err := q.AcquireAll(context.Background(), "a", ls, lanequeue.LaneWeight("tpm", 30))
+	must(t, err)
+	a.Release()
+	must(t, q.Cooldown(context.Background(), "tpm", 2*time.Second))
+	if try(q, ls, 1) {
+		t.Fatal("a token granted during the pause")
+	}
+	clk.Advance(2 * time.Second)
+	if !try(q, ls, 70) || try(q, ls, 1) {
+		t.Fatal("want exactly the 70 the lane had not charged once the pause is over")
+	}
+	if err := q.Exhaust("nope"); !errors.Is(err, semaphore.ErrInvalidConfig) {
+		t.Fatalf("Exhaust of an unknown lane: %v; want ErrInvalidConfig", err)
 	}
 }

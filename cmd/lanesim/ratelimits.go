@@ -30,8 +30,9 @@ import (
 //   - lanes: the same lanes, the token lane settled to the call's actual
 //     count after it (Ticket.Settle, a refund or a debt), a refused call's
 //     charge given back, and a 429's Retry-After pausing the lanes for
-//     every caller (Queue.Cooldown, which also charges the token lanes up
-//     to their budgets), as lanehttp.Transport does.
+//     every caller (Queue.Cooldown) and, for a refusal of the tokens,
+//     the token lane counted full (Queue.Exhaust), as lanehttp.Transport
+//     does.
 
 // rateConfig is the provider and the gateway's callers.
 type rateConfig struct {
@@ -121,6 +122,7 @@ type rateEvent struct {
 	kind   uint8 // evDone, evRejoin, evWake
 	ok     bool  // evDone: served, not refused
 	retry  time.Duration
+	tokens bool // evDone, refused: the tokens were the limit that refused
 	t      *lanequeue.Ticket[int]
 	actual int64
 }
@@ -151,6 +153,9 @@ type rateProvider struct {
 	inflight int64
 	log      []stamp // calls started in the last minute, oldest first
 	tokens   int64   // their tokens
+	// tokensOut says that the last start refused for the tokens (its
+	// remaining-tokens header would read 0).
+	tokensOut bool
 }
 
 // trim drops what left the minute by now.
@@ -167,6 +172,7 @@ func (p *rateProvider) trim(now time.Duration) {
 // until it would have room, in whole seconds as the headers give it.
 func (p *rateProvider) start(now time.Duration, n int64) (ok bool, retry time.Duration) {
 	p.trim(now)
+	p.tokensOut = false
 	secs := func(d time.Duration) time.Duration {
 		return max(time.Second, (d+time.Second-1)/time.Second*time.Second)
 	}
@@ -176,6 +182,7 @@ func (p *rateProvider) start(now time.Duration, n int64) (ok bool, retry time.Du
 	case int64(len(p.log))+1 > p.cfg.RPM:
 		return false, secs(p.log[0].at + time.Minute - now)
 	case p.tokens+n > p.cfg.TPM:
+		p.tokensOut = true
 		left := p.tokens
 		for _, s := range p.log {
 			left -= s.n
@@ -285,7 +292,7 @@ func simulateRates(cfg rateConfig, pol ratePolicy) (rateResult, error) {
 			line = line[1:]
 			ok, retry := prov.start(clk.now, c.actual)
 			if !ok {
-				push(rateEvent{at: clk.now + cfg.Refuse, caller: id, kind: evDone, retry: retry, t: t})
+				push(rateEvent{at: clk.now + cfg.Refuse, caller: id, kind: evDone, retry: retry, tokens: prov.tokensOut, t: t})
 				continue
 			}
 			u := float64(cfg.Base) + float64(cfg.PerToken)*float64(c.actual)
@@ -358,6 +365,11 @@ func simulateRates(cfg rateConfig, pol ratePolicy) (rateResult, error) {
 				e.t.Release()
 				for _, n := range names {
 					if err := q.Cooldown(ctx, n, e.retry); err != nil {
+						return res, err
+					}
+				}
+				if e.tokens { // the provider's token window is full, as its remaining-tokens header would say
+					if err := q.Exhaust("tokens"); err != nil {
 						return res, err
 					}
 				}
@@ -441,7 +453,7 @@ fixed limits: the three limits as lanes, each call charged its estimate for good
               waits out its Retry-After alone
 lanes:        the same lanes, the tokens settled to the actual count after the call, a refused
               call's charge given back, a 429's Retry-After pausing the lanes for every caller
-              (and charging the token lanes up to their budgets: the provider's window is full)
+              (and, for a refusal of the tokens, counting the token lane full: Queue.Exhaust)
 of binding limit: the largest of the three uses (concurrency, requests/min, tokens/min)
 `)
 }
