@@ -372,9 +372,7 @@ end
 local out = {1}
 for _, r in ipairs(rs) do
   if r.held then
-    local e = now + r.ttl
-    redis.call('ZADD', r.B.h, 'XX', s(e), r.id)
-    need(r.B, e)
+    extend(r.B, r.B.h, r.id, r.ttl)
     out[#out + 1] = tonumber(redis.call('HGET', r.B.d, 'f:' .. r.id))
   else
     out[#out + 1] = grant(r.B, r.M, r.id, r.w, r.ttl)

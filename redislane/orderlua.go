@@ -29,7 +29,8 @@ package redislane
 //     most fv are dropped (they say nothing). When a waiter joins an empty
 //     queue, fv restarts from 0 and the records go.
 //
-// bucket, look, flush and pump are redefined over the prelude's: the
+// bucket, look and flush are redefined over the prelude's, and the
+// prelude's pump serves the queue through the library's order hooks: the
 // bodies of the release, refresh and fleet scripts, which follow, call
 // these.
 const ordLib = `
@@ -79,15 +80,6 @@ local fifo_flush = flush
 local function flush(B)
   fifo_flush(B)
   if B.gDirty then redis.call('PEXPIREAT', B.g, s(B.kx or (now + 3 * B.ml))) end
-end
-
--- served moves the virtual time on to the tag of a waiter just served, if
--- it is later.
-local function served(B, rank)
-  if FAIR == 1 and rank > B.v then
-    B.v = rank
-    B.f['fv'] = s(rank)
-  end
 end
 
 -- fair_key returns the tag at which a request of length len of group
@@ -176,37 +168,20 @@ local function join(B, id, pb, pa, pr)
   redis.call('ZADD', B.q, fmtpos(pos), id)
 end
 
--- pump hands free units to the queued entries in queue order, as long as
--- the head fits (a heavy head holds back everyone behind it), and tells
--- each on the wake channel: "<id> <fence> <arrival number>". The grant of
--- self (the caller's own id) is not published: it is left in B.mine.
-local function pump(B, M, chan, pub, self)
-  if shut(M) then return end
-  for _ = 1, 64 do
-    local head = B.head
-    if not head then return end
-    local wt = redis.call('HMGET', B.d, 'w:' .. head, 't:' .. head)
-    local w = tonumber(wt[1]) or 0
-    local ttl, arr, _, rank = tplace(wt[2])
-    -- heavier than a fleet lane's limit after a shrink: dropped, not
-    -- waited for (its waiter's next call fails with too heavy)
-    local heavy = w > M.limit
-    if w >= 1 and not heavy and B.held + w > M.limit then return end
-    redis.call('ZREM', B.q, head)
-    redis.call('ZREM', B.x, head)
-    B.f['t:' .. head] = false
-    if w >= 1 and ttl >= 1 and not heavy then
-      local f = grant(B, M, head, w, ttl)
-      served(B, rank)
-      if head == self then
-        B.mine = f
-      else
-        redis.call(pub, chan, head .. ' ' .. s(f) .. ' ' .. s(arr))
-      end
-    else -- a broken entry: drop it
-      B.f['w:' .. head] = false
-    end
-    first_queued(B)
+-- order's hooks (the prelude's pump): the head's lease, arrival and
+-- rank are in its t field; serving it moves the virtual time on to its
+-- rank (its tag), if later.
+function order.entry(B, M, head)
+  local wt = redis.call('HMGET', B.d, 'w:' .. head, 't:' .. head)
+  local w = tonumber(wt[1]) or 0
+  local ttl, arr, _, rank = tplace(wt[2])
+  B.hrank = rank
+  return w, ttl, arr, w > M.limit
+end
+function order.served(B)
+  if FAIR == 1 and B.hrank > B.v then
+    B.v = B.hrank
+    B.f['fv'] = s(B.hrank)
   end
 end
 `
@@ -222,85 +197,27 @@ end
 // KEYS: meta, h, q, x, d, and g under FAIR
 // ARGV: id, weight, limit, kind, lease ms, quarantine ms, try (0/1),
 // channel, publish command, term of the limit, band, group, length
-const ordAcquireBody = `
-local id, w, limit, kind = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-local ttl, quar, try, chan = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7] == '1', ARGV[8]
-local pub, lv = ARGV[9], tonumber(ARGV[10]) or 0
+const ordAcquireBody = acquireHead + `
 local band, group, len = tonumber(ARGV[11]) or 0, ARGV[12] or '', tonumber(ARGV[13]) or 0
 
-local M = meta(KEYS[1], limit, kind, ttl, quar, 0, lv)
-if not M.ok then return {-1, M.limit} end
-local B = bucket(2, M.ml)
-look(B)
 pump(B, M, chan, pub, id)
-
-local function done(r)
-  flush(B)
-  save(M)
-  return r
-end
 if B.mine then return done({1, B.mine}) end
-
-if B.first then
-  local exp = redis.call('ZSCORE', B.h, id)
-  if exp and tonumber(exp) > now then -- a retried call: the same grant, a fresh lease
-    local e = now + ttl
-    redis.call('ZADD', B.h, 'XX', s(e), id)
-    need(B, e)
-    return done({1, tonumber(redis.call('HGET', B.d, 'f:' .. id))})
-  elseif exp then -- expired, beyond what look removed
-    forget(B, id)
-  end
-end
+if retried(B, id, ttl) then return done({1, tonumber(redis.call('HGET', B.d, 'f:' .. id))}) end
 
 local queued = B.head and redis.call('ZSCORE', B.q, id)
-if w > M.limit then -- a fleet lane that shrank below the weight
-  if queued then
-    redis.call('ZREM', B.q, id)
-    redis.call('ZREM', B.x, id)
-    B.f['w:' .. id], B.f['t:' .. id] = false, false
-  end
-  return done({-2, M.limit})
-end
-if not queued and not shut(M) and not B.head and B.held + w <= M.limit then
-  return done({1, grant(B, M, id, w, ttl)})
-end
+if too_heavy(B, M, id, w, queued) then return done({-2, M.limit}) end
+if free(B, M, w, queued) then return done({1, grant(B, M, id, w, ttl)}) end
 
-local seq = 0
-if not try then
-  local e = now + ttl
-  if queued then
-    redis.call('ZADD', B.x, 'XX', s(e), id)
-    local _, a = tplace(redis.call('HGET', B.d, 't:' .. id))
-    seq = a
-  else
-    B.seq, B.seqDirty = math.max(B.seq + 1, nowus), true
-    seq = B.seq
-    local rank = 0
-    if FAIR == 1 then rank = fair_key(B, group, len) end
-    if STEP == 0 then band = 0 end
-    if not B.head then B.newQ = true end
-    redis.call('HSET', B.d, 'w:' .. id, w, 't:' .. id, s(ttl) .. ':' .. s(seq) .. ':' .. s(band) .. ':' .. s(rank))
-    join(B, id, band, seq, rank)
-    redis.call('ZADD', B.x, s(e), id)
-    first_queued(B)
-    pump(B, M, chan, pub, id)
-    if B.mine then
-      need(B, e)
-      return done({1, B.mine})
-    end
-  end
-  need(B, e)
-end
-
-local hint, qflag = ttl, 0
-local cool = math.max(M.cu - now, 0)
-if now < M.qu then qflag = 1 end
-if shut(M) then
-  hint = reopen(M) - now
-elseif B.first then
-  hint = B.first - now
-end
-if try then return done({0, hint, qflag, cool}) end
-return done({2, hint, qflag, seq, cool})
+local seq, got = line_up(B, id, ttl, try, queued, function()
+  local _, a = tplace(redis.call('HGET', B.d, 't:' .. id))
+  return a
+end, function(seq, e)
+  local rank = 0
+  if FAIR == 1 then rank = fair_key(B, group, len) end
+  if STEP == 0 then band = 0 end
+  join(B, id, band, seq, rank)
+  return enter(B, M, id, w, s(ttl) .. ':' .. s(seq) .. ':' .. s(band) .. ':' .. s(rank), e, chan, pub)
+end)
+if got then return done({1, B.mine}) end
+return done(waiting(M, B, ttl, try, seq))
 `

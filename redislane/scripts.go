@@ -274,35 +274,198 @@ local function grant(B, M, id, w, ttl, zadd)
   return f
 end
 
--- pump hands free units to the queued ids in arrival order, as long as the
--- first one fits, and tells each one on the wake channel: "<id> <fence>
--- <arrival number>". The arrival number names the queue entry the grant
--- was made for, so that a waiter never takes a message that was meant for
--- an entry of its that has since expired as the grant of a later one. pub
--- is SPUBLISH (sharded pub/sub: a Cluster delivers on the lane's node only)
--- or PUBLISH.
-local function pump(B, M, chan, pub)
+-- extend moves id's expiry in the zset k (the holders h or the queue's
+-- expiries x) to one lease (ttl) from now; id must be in k.
+local function extend(B, k, id, ttl)
+  local e = now + ttl
+  redis.call('ZADD', k, 'XX', s(e), id)
+  need(B, e)
+end
+
+-- fresh gives id a fresh lease if it holds a grant whose lease has not run
+-- out (a retried call: the same grant) and returns true; else false and
+-- the expiry of id's expired entry, if it has one.
+local function fresh(B, id, ttl)
+  local exp = redis.call('ZSCORE', B.h, id)
+  if not exp or tonumber(exp) <= now then return false, exp end
+  extend(B, B.h, id, ttl)
+  return true, exp
+end
+
+-- dequeue takes id out of the queue, and its lease with it; drop also
+-- removes its weight (it leaves with nothing).
+local function dequeue(B, id)
+  redis.call('ZREM', B.q, id)
+  redis.call('ZREM', B.x, id)
+  B.f['t:' .. id] = false
+end
+local function drop(B, id)
+  dequeue(B, id)
+  B.f['w:' .. id] = false
+end
+
+-- too_heavy tells an acquire of weight w above the limit (a fleet lane
+-- that shrank below it), which replies too heavy; id's queue entry, if
+-- it has one (queued), is dropped.
+local function too_heavy(B, M, id, w, queued)
+  if w <= M.limit then return false end
+  if queued then drop(B, id) end
+  return true
+end
+
+-- arrival returns the arrival number of a new queue entry. Arrival
+-- numbers keep increasing when the counter is lost (with the lane's
+-- state, or with an idle bucket's keys), as fencing tokens do, so that
+-- one never names two entries.
+local function arrival(B)
+  B.seq, B.seqDirty = math.max(B.seq + 1, nowus), true
+  return B.seq
+end
+
+-- order is the lane's order of service, the hooks of pump: FIFO below;
+-- the order and sequence libraries (orderlua.go, seq.go) replace them.
+--   entry(B, M, head) reads the head's weight, lease (ms) and arrival
+--     number, and tells whether it is heavier than the limit; it returns
+--     nothing when the head is held back (pump stops);
+--   served(B, head) notes the grant of the head; it returns true for a
+--     grant marked "out" (one that went on a hold that ran out);
+--   next(B) reads the new head after the head left the queue.
+local order = {next = first_queued}
+function order.entry(B, M, head)
+  local wt = redis.call('HMGET', B.d, 'w:' .. head, 't:' .. head)
+  local w = tonumber(wt[1]) or 0
+  return w, tonumber(wt[2]) or 0, tonumber(B.hseq), w > M.limit
+end
+function order.served() end
+
+-- pump hands free units to the queued ids in the lane's order (order), as
+-- long as the head fits, and tells each one on the wake channel: "<id>
+-- <fence> <arrival number>", and " 1" after it for a grant marked out.
+-- The arrival number names the queue entry the grant was made for, so
+-- that a waiter never takes a message that was meant for an entry of its
+-- that has since expired as the grant of a later one. pub is SPUBLISH
+-- (sharded pub/sub: a Cluster delivers on the lane's node only) or
+-- PUBLISH. The grant of self (the caller's own id, if given) is not
+-- published: it is left in B.mine (its fence) and B.mineOut.
+local function pump(B, M, chan, pub, self)
   if shut(M) then return end
   for _ = 1, 64 do
     local head = B.head
     if not head then return end
-    local wt = redis.call('HMGET', B.d, 'w:' .. head, 't:' .. head)
-    local w, ttl = tonumber(wt[1]) or 0, tonumber(wt[2]) or 0
+    local w, ttl, arr, heavy = order.entry(B, M, head)
+    if not w then return end
     -- heavier than a fleet lane's limit after a shrink: dropped, not waited
     -- for (its waiter's next call fails with too heavy)
-    local heavy = w > M.limit
     if w >= 1 and not heavy and B.held + w > M.limit then return end
-    redis.call('ZREM', B.q, head)
-    redis.call('ZREM', B.x, head)
-    B.f['t:' .. head] = false
     if w >= 1 and ttl >= 1 and not heavy then
-      local hseq = B.hseq
-      redis.call(pub, chan, head .. ' ' .. s(grant(B, M, head, w, ttl)) .. ' ' .. s(tonumber(hseq)))
+      dequeue(B, head)
+      local f = grant(B, M, head, w, ttl)
+      local out = order.served(B, head)
+      if head == self then
+        B.mine, B.mineOut = f, out
+      else
+        local m = head .. ' ' .. s(f) .. ' ' .. s(arr)
+        if out then m = m .. ' 1' end
+        redis.call(pub, chan, m)
+      end
     else -- a broken entry: drop it
-      B.f['w:' .. head] = false
+      drop(B, head)
     end
-    first_queued(B)
+    order.next(B)
   end
+end
+
+-- retried tells a retried acquire of id: true when id holds a grant
+-- whose lease has not run out (it gets a fresh one: the same grant); an
+-- expired one, beyond what look removed, is dropped.
+local function retried(B, id, ttl)
+  if not B.first then return false end
+  local ok, exp = fresh(B, id, ttl)
+  if not ok and exp then forget(B, id) end
+  return ok
+end
+
+-- enter completes the new queue entry of id, which its caller placed in
+-- the queue (q): its weight w, its t field and its expiry e. Then the
+-- queue is served at once, so that an entry placed at the head takes free
+-- units as from an empty queue; it returns true when id was granted (its
+-- fence in B.mine).
+local function enter(B, M, id, w, t, e, chan, pub)
+  if not B.head then B.newQ = true end
+  redis.call('HSET', B.d, 'w:' .. id, w, 't:' .. id, t)
+  redis.call('ZADD', B.x, s(e), id)
+  order.next(B)
+  pump(B, M, chan, pub, id)
+  need(B, e)
+  return B.mine ~= nil
+end
+
+-- free tells an acquire of weight w that takes the lane at once: not
+-- queued already (queued), the lane open, nobody queued, and w fits.
+local function free(B, M, w, queued)
+  return not queued and not shut(M) and not B.head and B.held + w <= M.limit
+end
+
+-- line_up queues an acquire of id that was not granted, except in try
+-- mode, and returns its arrival number (0 in try mode) and whether it was
+-- granted at once. An id queued already (queued: its score in q) keeps
+-- its place with a fresh expiry, its arrival number read by arr(queued);
+-- a new one gets the next arrival number seq, and place(seq, e) puts it
+-- in the queue (e: its expiry) and returns true if it was granted at once
+-- (see enter).
+local function line_up(B, id, ttl, try, queued, arr, place)
+  if try then return 0, false end
+  local e = now + ttl
+  if queued then
+    extend(B, B.x, id, ttl)
+    return arr(queued), false
+  end
+  local seq = arrival(B)
+  if place(seq, e) then return seq, true end
+  need(B, e)
+  return seq, false
+end
+
+-- waiting replies to an acquire that was not granted: {0, hint,
+-- quarantined 0/1, closed for ms} in try mode, else {2, hint, quarantined
+-- 0/1, arrival number seq, closed for ms}. The hint is how long until
+-- something can change: until the lane reopens, else until the earliest
+-- holder's lease ends, else a lease (ttl); no later than cap (ms), if
+-- given.
+local function waiting(M, B, ttl, try, seq, cap)
+  local hint, qflag = ttl, 0
+  if now < M.qu then qflag = 1 end
+  if shut(M) then
+    hint = reopen(M) - now
+  elseif B.first then
+    hint = B.first - now
+  end
+  if cap then hint = math.min(hint, cap) end
+  local cool = math.max(M.cu - now, 0)
+  if try then return {0, hint, qflag, cool} end
+  return {2, hint, qflag, seq, cool}
+end
+`
+
+// acquireHead begins the acquire scripts (acquireSrc, ordAcquireBody,
+// seqAcquireBody), after the prelude and the lane's library: it reads the
+// arguments they share (see acquireScript), the lane's meta hash and its
+// bucket, and defines done, which writes what the script changed and
+// replies r.
+const acquireHead = `
+local id, w, limit, kind = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local ttl, quar, try, chan = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7] == '1', ARGV[8]
+local pub, lv = ARGV[9], tonumber(ARGV[10]) or 0
+
+local M = meta(KEYS[1], limit, kind, ttl, quar, 0, lv)
+if not M.ok then return {-1, M.limit} end
+local B = bucket(2, M.ml)
+look(B)
+
+local function done(r)
+  flush(B)
+  save(M)
+  return r
 end
 `
 
@@ -341,15 +504,7 @@ const (
 // granted}.
 var acquireScript = redis.NewScript(acquireSrc)
 
-const acquireSrc = prelude + `
-local id, w, limit, kind = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-local ttl, quar, try, chan = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7] == '1', ARGV[8]
-local pub, lv = ARGV[9], tonumber(ARGV[10]) or 0
-
-local M = meta(KEYS[1], limit, kind, ttl, quar, 0, lv)
-if not M.ok then return {-1, M.limit} end
-local B = bucket(2, M.ml)
-look(B)
+const acquireSrc = prelude + acquireHead + `
 pump(B, M, chan, pub)
 
 -- held returns the fencing token of hid's grant, with a fresh lease, if
@@ -357,11 +512,8 @@ pump(B, M, chan, pub)
 -- and else nil and hid's expired entry, if it has one.
 local function held(hid)
   if not B.first then return nil, nil end
-  local exp = redis.call('ZSCORE', B.h, hid)
-  if not exp or tonumber(exp) <= now then return nil, exp end
-  local e = now + ttl
-  redis.call('ZADD', B.h, 'XX', s(e), hid)
-  need(B, e)
+  local ok, exp = fresh(B, hid, ttl)
+  if not ok then return nil, exp end
   return tonumber(B.f['f:' .. hid] or redis.call('HGET', B.d, 'f:' .. hid)), exp
 end
 
@@ -389,9 +541,7 @@ local function granted(f)
     end
     if #zadd > 0 then redis.call('ZADD', B.h, unpack(zadd)) end
   end
-  flush(B)
-  save(M)
-  return out
+  return done(out)
 end
 
 if B.first then
@@ -404,51 +554,16 @@ if B.first then
 end
 
 local queued = B.head and redis.call('ZSCORE', B.q, id)
-if w > M.limit then -- a fleet lane that shrank below the weight
-  if queued then
-    redis.call('ZREM', B.q, id)
-    redis.call('ZREM', B.x, id)
-    B.f['w:' .. id], B.f['t:' .. id] = false, false
-  end
-  flush(B)
-  save(M)
-  return {-2, M.limit}
-end
-local quarantined = now < M.qu
-if not queued and not shut(M) and not B.head and B.held + w <= M.limit then
-  return granted(grant(B, M, id, w, ttl))
-end
+if too_heavy(B, M, id, w, queued) then return done({-2, M.limit}) end
+if free(B, M, w, queued) then return granted(grant(B, M, id, w, ttl)) end
 
-local hint, qflag, seq = ttl, 0, 0
-local cool = math.max(M.cu - now, 0)
-if quarantined then qflag = 1 end
-if shut(M) then
-  hint = reopen(M) - now
-elseif B.first then
-  hint = B.first - now
-end
-if not try then
-  local e = now + ttl
-  if queued then
-    redis.call('ZADD', B.x, 'XX', s(e), id)
-    seq = tonumber(queued)
-  else
-    -- Arrival numbers keep increasing when the counter is lost (with the
-    -- lane's state, or with an idle bucket's keys), as fencing tokens do,
-    -- so that one never names two entries.
-    B.seq, B.seqDirty = math.max(B.seq + 1, nowus), true
-    seq = B.seq
-    redis.call('ZADD', B.q, s(B.seq), id)
-    redis.call('ZADD', B.x, s(e), id)
-    if not B.head then B.newQ = true end
-    B.f['w:' .. id], B.f['t:' .. id] = w, ttl
-  end
-  need(B, e)
-end
-flush(B)
-save(M)
-if try then return {0, hint, qflag, cool} end
-return {2, hint, qflag, seq, cool}
+local seq = line_up(B, id, ttl, try, queued, tonumber, function(seq, e)
+  redis.call('ZADD', B.q, s(seq), id)
+  redis.call('ZADD', B.x, s(e), id)
+  if not B.head then B.newQ = true end
+  B.f['w:' .. id], B.f['t:' .. id] = w, ttl
+end)
+return done(waiting(M, B, ttl, try, seq))
 `
 
 // The release script returns 0 when id was neither held nor queued, 1 when
@@ -558,15 +673,11 @@ for i = 8, #ARGV, 2 do
   end
   local st = 0
   if M.ok then
-    local e = now + ttl
-    local exp = redis.call('ZSCORE', B.h, id)
-    if exp and tonumber(exp) > now then
-      redis.call('ZADD', B.h, 'XX', s(e), id)
-      need(B, e)
+    local ok, exp = fresh(B, id, ttl)
+    if ok then
       st = 1
     elseif not exp and B.head and redis.call('ZSCORE', B.q, id) then
-      redis.call('ZADD', B.x, 'XX', s(e), id)
-      need(B, e)
+      extend(B, B.x, id, ttl)
       st = 2
     end
   end

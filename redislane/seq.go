@@ -84,8 +84,9 @@ func newSeqScripts(cfg config) *seqScripts {
 // clock in µs when the entry came, so the first queued is the key's
 // oldest waiter and its score tells how long it has waited.
 //
-// look and pump are redefined over the prelude's: the bodies of the
-// release and refresh scripts, which follow, call these.
+// look is redefined over the prelude's, and the prelude's pump serves the
+// queue through the library's order hooks: the bodies of the release and
+// refresh scripts, which follow, call these.
 const seqLib = `
 -- tnum reads a queued entry's t field: its lease (ms) and its number.
 local function tnum(v)
@@ -141,45 +142,25 @@ local function granted_num(B, n)
   end
 end
 
--- pump hands free units to the queued entries in sequence order, as long
--- as the head fits and is not held back: a head waiting for a missing
--- number goes once the key's oldest waiter has waited HOLD (its grant is
--- marked "o" and told with a trailing " 1"). The grant of self (the
--- caller's own id) is not published: it is left in B.mine (its fence) and
--- B.mineOut.
-local function pump(B, M, chan, pub, self)
-  if shut(M) then return end
-  for _ = 1, 64 do
-    local head = B.head
-    if not head then return end
-    local out = false
-    if B.gap then
-      if nowus - B.oldest < HOLD then return end
-      out = true
-    end
-    local w = tonumber(redis.call('HGET', B.d, 'w:' .. head)) or 0
-    local ttl = B.ht
-    if w >= 1 and B.held + w > M.limit then return end
-    redis.call('ZREM', B.q, head)
-    redis.call('ZREM', B.x, head)
-    B.f['t:' .. head] = false
-    if w >= 1 and ttl >= 1 then
-      local f = grant(B, M, head, w, ttl)
-      if out then B.f['t:' .. head] = 'o' end
-      granted_num(B, B.hn)
-      if head == self then
-        B.mine, B.mineOut = f, out
-      else
-        local m = head .. ' ' .. s(f) .. ' ' .. s(tonumber(B.hseq))
-        if out then m = m .. ' 1' end
-        redis.call(pub, chan, m)
-      end
-    else -- a broken entry: drop it
-      B.f['w:' .. head] = false
-    end
-    seq_head(B)
+-- order's hooks (the prelude's pump): the head is the one seq_head
+-- picked. One waiting for a missing number is held back until the key's
+-- oldest waiter has waited HOLD; then it goes, its grant marked "o" and
+-- told with a trailing " 1". (A Keyed's limit never shrinks: no head is
+-- heavy.)
+function order.entry(B, M, head)
+  B.out = false
+  if B.gap then
+    if nowus - B.oldest < HOLD then return end
+    B.out = true
   end
+  return tonumber(redis.call('HGET', B.d, 'w:' .. head)) or 0, B.ht, tonumber(B.hseq), false
 end
+function order.served(B, head)
+  if B.out then B.f['t:' .. head] = 'o' end
+  granted_num(B, B.hn)
+  return B.out
+end
+order.next = seq_head
 `
 
 // seqAcquireBody is the acquire script of a sequenced Keyed: as acquireSrc
@@ -192,83 +173,36 @@ end
 //
 // ARGV: id, weight, limit, kind, lease ms, quarantine ms, try (0/1),
 // channel, publish command, term of the limit, number (0: none)
-const seqAcquireBody = `
-local id, w, limit, kind = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-local ttl, quar, try, chan = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7] == '1', ARGV[8]
-local pub, lv, n = ARGV[9], tonumber(ARGV[10]) or 0, tonumber(ARGV[11]) or 0
+const seqAcquireBody = acquireHead + `
+local n = tonumber(ARGV[11]) or 0
 
-local M = meta(KEYS[1], limit, kind, ttl, quar, 0, lv)
-if not M.ok then return {-1, M.limit} end
-local B = bucket(2, M.ml)
-look(B)
 pump(B, M, chan, pub, id)
-
-local function done(r)
-  flush(B)
-  save(M)
-  return r
-end
 local function mine() if B.mineOut then return {1, B.mine, 1} end return {1, B.mine, 0} end
 if B.mine then return done(mine()) end
-
-if B.first then
-  local exp = redis.call('ZSCORE', B.h, id)
-  if exp and tonumber(exp) > now then -- a retried call: the same grant, a fresh lease
-    local e = now + ttl
-    redis.call('ZADD', B.h, 'XX', s(e), id)
-    need(B, e)
-    local ft = redis.call('HMGET', B.d, 'f:' .. id, 't:' .. id)
-    local o = 0
-    if ft[2] == 'o' then o = 1 end
-    return done({1, tonumber(ft[1]), o})
-  elseif exp then -- expired, beyond what look removed
-    forget(B, id)
-  end
+if retried(B, id, ttl) then
+  local ft = redis.call('HMGET', B.d, 'f:' .. id, 't:' .. id)
+  local o = 0
+  if ft[2] == 'o' then o = 1 end
+  return done({1, tonumber(ft[1]), o})
 end
 
 local queued = B.head and redis.call('ZSCORE', B.q, id)
-if not queued and not shut(M) and not B.head and B.held + w <= M.limit and not gapped(B.last, n) then
+if free(B, M, w, queued) and not gapped(B.last, n) then
   local f = grant(B, M, id, w, ttl)
   granted_num(B, n)
   return done({1, f, 0})
 end
 
-local seq = 0
-if not try then
-  local e = now + ttl
-  if queued then
-    redis.call('ZADD', B.x, 'XX', s(e), id)
-    seq = tonumber(queued)
-  else
-    B.seq, B.seqDirty = math.max(B.seq + 1, nowus), true
-    seq = B.seq
-    if not B.head then B.newQ = true end
-    redis.call('ZADD', B.q, s(seq), id)
-    redis.call('ZADD', B.x, s(e), id)
-    local t = tostring(ttl)
-    if n ~= 0 then t = t .. ':' .. s(n) end
-    redis.call('HSET', B.d, 'w:' .. id, w, 't:' .. id, t)
-    seq_head(B)
-    pump(B, M, chan, pub, id)
-    if B.mine then
-      need(B, e)
-      return done(mine())
-    end
-  end
-  need(B, e)
+local seq, got = line_up(B, id, ttl, try, queued, tonumber, function(seq, e)
+  redis.call('ZADD', B.q, s(seq), id)
+  local t = tostring(ttl)
+  if n ~= 0 then t = t .. ':' .. s(n) end
+  return enter(B, M, id, w, t, e, chan, pub)
+end)
+if got then return done(mine()) end
+local cap -- wake when the hold runs out
+if B.gap and not shut(M) and nowus - B.oldest < HOLD then
+  cap = math.ceil((B.oldest + HOLD - nowus) / 1000)
 end
-
-local hint, qflag = ttl, 0
-local cool = math.max(M.cu - now, 0)
-if now < M.qu then qflag = 1 end
-if shut(M) then
-  hint = reopen(M) - now
-elseif B.first then
-  hint = B.first - now
-end
-if B.gap and not shut(M) and nowus - B.oldest < HOLD then -- wake when the hold runs out
-  hint = math.min(hint, math.ceil((B.oldest + HOLD - nowus) / 1000))
-end
-if try then return done({0, hint, qflag, cool}) end
-return done({2, hint, qflag, seq, cool})
+return done(waiting(M, B, ttl, try, seq, cap))
 `
