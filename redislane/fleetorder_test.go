@@ -68,6 +68,13 @@ func orderedFleetOf(rc *redis.Client, name string, capacity int64, opts ...redis
 	return f.Weighted, nil
 }
 
+// orderedKinds are the two makers of an ordered lane the order tests run
+// on: a Weighted, and a Fleet's Weighted.
+var orderedKinds = []struct {
+	name string
+	mk   func(*redis.Client, string, int64, ...redislane.Option) (*redislane.Weighted, error)
+}{{"Weighted", orderedWeightedOf}, {"Fleet", orderedFleetOf}}
+
 // key returns the name of one of the lane's keys in Redis.
 func (f *orderFleet) key(k string) string { return "{lanes:" + f.name + "}:g:" + k }
 
@@ -128,10 +135,7 @@ func (f *orderFleet) full(ctx context.Context, n int64) *redislane.Permit {
 // band in arrival order. (Mutant: ahead() never passing across bands,
 // i.e. FIFO, serves L1 L2 H M.)
 func TestFleetOrderHigherBandFirst(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		mk   func(*redis.Client, string, int64, ...redislane.Option) (*redislane.Weighted, error)
-	}{{"Weighted", orderedWeightedOf}, {"Fleet", orderedFleetOf}} {
+	for _, tc := range orderedKinds {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newOrderFleet(t, 1, tc.mk, redislane.WithPriorities(time.Hour))
 			ctx := testCtx(t)
@@ -220,6 +224,51 @@ func TestFleetOrderFairShareByWeight(t *testing.T) {
 	t.Logf("first %d grants: %v", each, got)
 	assert.InDelta(t, 30, got["big"], 1, "grants of the group of weight 3")
 	assert.InDelta(t, 10, got["small"], 1, "grants of the group of weight 1")
+}
+
+// The lane's virtual time outlives a script call: a group that comes
+// while another has been served for a while starts at the lane's current
+// virtual time, not at 0, and so gets no credit for the time it was not
+// waiting. Group a's backlog of 8 is served up to a4 (held, one hand-over
+// at a time on capacity 1), so the virtual time is a3's tag; then b
+// queues 4 and the grants alternate. (Mutant: fv not saved by the script
+// that serves, so each call reads 0: b's tags restart at 0 and it is
+// served b1 b2 b3 b4 before a5.)
+func TestFleetOrderFairShareKeepsVirtualTime(t *testing.T) {
+	for _, tc := range orderedKinds {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newOrderFleet(t, 1, tc.mk, redislane.WithFairShare(nil))
+			ctx := testCtx(t)
+			holder := f.full(ctx, 1)
+			gate := make(chan struct{})
+			hold := func() {
+				select {
+				case <-gate:
+				case <-ctx.Done():
+				}
+			}
+			for i := range 8 {
+				label := fmt.Sprintf("a%d", i+1)
+				var h func()
+				if label == "a4" {
+					h = hold
+				}
+				f.queue(ctx, i, label, 1, h, semaphore.Group("a"))
+			}
+			holder.Release()
+			testkit.Eventually(t, "a1 to a4 to be served, a4 holding", func() bool {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				return len(f.order) == 4
+			})
+			require.EqualValues(t, 4, f.queued(), "a5 to a8 queued")
+			for i := range 4 {
+				f.queue(ctx, i, fmt.Sprintf("b%d", i+1), 1, nil, semaphore.Group("b"))
+			}
+			close(gate)
+			assert.Equal(t, []string{"a1", "a2", "a3", "a4", "b1", "a5", "b2", "a6", "b3", "a7", "b4", "a8"}, f.served())
+		})
+	}
 }
 
 // Composed: bands first, then groups within a band, then FIFO within a
