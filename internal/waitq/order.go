@@ -197,6 +197,15 @@ func (q *Queue) PushOrdered(w *Waiter, step int64) {
 // are that run's first and last), else the run behind it if of its band;
 // else it is a run of its own, which cuts a's run in two if it lands
 // inside it.
+//
+// But w does not become the new last of a run that begins at the head:
+// it begins a run of its own behind it. Else a queue of one band (arrival
+// order, or sequences) would be one run from the head to the newest, and
+// every push would write the head (its runLast) and every serve the newest
+// (its runFirst), each a line the other side of the hand-off writes: what
+// unlinkBare keeps FIFO's serving from doing. So the head's run stops
+// growing, serving writes only within it, and a higher-band newcomer
+// passes a band in two steps instead of one.
 func (q *Queue) link(w, a, f, l *Waiter) {
 	var b *Waiter // behind w
 	if a == nil {
@@ -215,7 +224,7 @@ func (q *Queue) link(w, a, f, l *Waiter) {
 		}
 	}
 	switch {
-	case a != nil && a.Band == w.Band:
+	case a != nil && a.Band == w.Band && (a != l || f != q.head):
 		if a != l { // inside the run: its ends stay
 			l.runMin = min(l.runMin, w.Arrival)
 			return
