@@ -156,8 +156,8 @@ func above(p *Place, b int32, t int64, step int64) bool {
 // newcomer takes one step per band it passes, then its walk within its
 // own band; a band ordered by rank (fair share, sequences) is still
 // walked within. On the row above a push now passes 1.6 runs, one step
-// each, and compares 1.3 waiters of its own band, where the walk compared
-// 13 (counted, see docs/internals.md).
+// each, and compares 1.1-1.3 waiters of its own band and 0.2 of others,
+// where the walk compared 13 (counted, see docs/internals.md).
 func (q *Queue) PushOrdered(w *Waiter, step int64) {
 	h := q.head
 	if h == nil {
