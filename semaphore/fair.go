@@ -3,6 +3,8 @@ package semaphore
 import (
 	"fmt"
 	"math"
+	"math/bits"
+	"unsafe"
 
 	"github.com/sessionlane/lanes/internal/permit"
 	"github.com/sessionlane/lanes/internal/waitq"
@@ -107,20 +109,7 @@ func (s *Weighted) fairKey(group string, n, unit int64) int64 {
 		f.restart()
 	}
 	f.top = nil // this key is taken from v: a grant given back later leaves v as it is
-	i, ok := int32(0), false
-	if len(f.recs) <= fairScan {
-		// A few groups: comparing the strings (the same string, for a
-		// caller that reuses its group's, compares its pointer first)
-		// is cheaper than hashing one.
-		for j := range f.recs {
-			if f.recs[j].group == group {
-				i, ok = int32(j), true
-				break
-			}
-		}
-	} else {
-		i, ok = f.index[group]
-	}
+	i, ok := f.find(group)
 	if !ok {
 		i = int32(len(f.recs))
 		f.recs = append(f.recs, fairRecord{group: group})
@@ -129,8 +118,10 @@ func (s *Weighted) fairKey(group string, n, unit int64) int64 {
 	r := &f.recs[i]
 	key := max(f.v, r.finish)
 	length := int64(math.MaxInt64)
-	if n <= math.MaxInt64/unit {
-		length = n * unit
+	// n*unit, saturated; by a multiplication, not a division (n and unit
+	// are positive), since this runs under mu on every fair push.
+	if hi, lo := bits.Mul64(uint64(n), uint64(unit)); hi == 0 && lo <= math.MaxInt64 {
+		length = int64(lo)
 	}
 	r.finish = math.MaxInt64
 	if key <= math.MaxInt64-length {
@@ -140,6 +131,30 @@ func (s *Weighted) fairKey(group string, n, unit int64) int64 {
 	// the sweep keeps it.
 	f.sweep()
 	return key
+}
+
+// find returns the index of group's record, if it has one. With a few
+// groups it compares names rather than hashing one: first by where their
+// bytes are (a caller that reuses its group's string, as most do, finds
+// its record without comparing bytes: a string comparison of two names of
+// one length is a call), then by their bytes.
+func (f *fairQueue) find(group string) (int32, bool) {
+	if len(f.recs) > fairScan {
+		i, ok := f.index[group]
+		return i, ok
+	}
+	p := unsafe.StringData(group)
+	for j := range f.recs {
+		if g := f.recs[j].group; unsafe.StringData(g) == p && len(g) == len(group) {
+			return int32(j), true
+		}
+	}
+	for j := range f.recs {
+		if f.recs[j].group == group {
+			return int32(j), true
+		}
+	}
+	return 0, false
 }
 
 // pushFairUnlock puts w, counted as a waiter, in line at its group's key,

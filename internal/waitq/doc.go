@@ -80,6 +80,9 @@
 // PushOrdered. The owner gives each waiter its [Place] before pushing; the
 // decision is made once, as it joins ([Ahead]), and the list is never
 // sorted again (two waiters of one band age alike, and no rank changes).
+// PushOrdered finds the place as a walk from the newest, one waiter at a
+// time, would, but passes a run of waiters of one lower band in one step
+// when the newcomer goes ahead of all of them (see [Queue.PushOrdered]).
 // Ahead is not transitive across bands: a waiter of band 1 behind an older
 // one of band 0 that has aged past it cannot be passed by a later waiter
 // of band 0, which therefore stays behind it whatever its rank. The rule

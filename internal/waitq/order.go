@@ -45,7 +45,7 @@ func (q *Queue) Push(w *Waiter) {
 // arrival order). FIFO is every place zero.
 type Place struct {
 	Band    int32 // the priority: higher first
-	Arrival int64 // when it came, in nanoseconds on the owner's aging clock
+	Arrival int64 // when it came, in nanoseconds on the owner's aging clock; never negative
 	Rank    int64 // within its band: lower first, equal ranks in arrival order
 }
 
@@ -64,14 +64,23 @@ type Place struct {
 //
 // d > t/step is decided as d*step > t, in 128 bits (the product of a band
 // difference and a step can pass 2^63): PushOrdered makes this comparison
-// for each waiter it walks past, under the owner's lock, where the
-// division's latency was most of Ahead's cost (BenchmarkAblationAhead,
-// docs/internals.md).
+// under the owner's lock, where the division's latency was most of
+// Ahead's cost (BenchmarkAblationAhead, docs/internals.md).
 func Ahead(p *Place, w *Waiter, step int64) bool {
 	if p.Band == w.Band {
 		return p.Rank < w.Rank
 	}
-	d := int64(p.Band) - int64(w.Band)
+	return above(p, w.Band, w.Arrival, step)
+}
+
+// above is Ahead across bands: whether p goes ahead of a waiter of band b,
+// not p's, that arrived at t. For a band below p's it is false for every
+// t up to some time and true after it (p.Arrival-t only falls as t grows,
+// and neither wraps, arrivals being non-negative): so if p goes ahead of
+// a waiter that arrived at t, it goes ahead of every waiter of band b
+// that arrived at t or later.
+func above(p *Place, b int32, t int64, step int64) bool {
+	d := int64(p.Band) - int64(b)
 	if d <= 0 {
 		return false
 	}
@@ -79,36 +88,179 @@ func Ahead(p *Place, w *Waiter, step int64) bool {
 		return true
 	}
 	hi, lo := bits.Mul64(uint64(d), uint64(step))
-	return hi != 0 || lo > uint64(max(p.Arrival-w.Arrival, 0))
+	return hi != 0 || lo > uint64(max(p.Arrival-t, 0))
 }
 
 // PushOrdered puts w, a waiter from Cache.Get with its N and Place set,
 // into the queue: ahead of the waiters it goes ahead of (Ahead), searched
 // from the newest, and behind the first one it does not. So a newcomer
 // never passes a waiter that it does not go ahead of, which is what bounds
-// every wait; one that goes ahead of nobody (arrival order, the common
-// case) costs what Push does, and one that passes k waiters costs k
-// steps, under the lock. An owner must not mix Push and PushOrdered on one
-// queue, except through Rejoin.
+// every wait. It must be called with the owner's lock held. An owner that
+// orders its queue pushes with PushOrdered only (Push and Rejoin keep the
+// runs below right, but they do not order).
+//
+// # Runs
+//
+// The search would compare w with each waiter it passes, and a newcomer of
+// the top band passes every waiter of the bands below that has not aged
+// past it: on BenchmarkComposed's priorities+fair row (32 callers, 4
+// bands) a push passed 12 waiters on average, and up to 31, each compared
+// under the lock. So the queue is cut into runs, stretches of consecutive
+// waiters of one band, and the search passes a run at a time where it
+// can. A run of more than one waiter is marked at its ends: its last (the
+// newest) points at its first (runFirst) and holds a lower bound of its
+// waiters' arrivals (runMin), its first points at its last (runLast);
+// every other waiter has neither, and a waiter with neither at an end is
+// a run of one. So Push and Rejoin, which link a waiter at an end with
+// neither, keep the runs right, and a FIFO queue has none to keep up:
+// serving looks at one field and finds it nil. Runs need not be the
+// longest stretches of one band (two runs of one band may touch); only
+// more steps come of it.
+//
+// Why the search stops where the walk of one waiter at a time stops (just
+// behind the newest waiter w does not go ahead of; the head if none). It
+// starts at the newest waiter, the last of its run, and at each run, from
+// its last x back to its first f, knowing that w goes ahead of every
+// waiter behind x, it either passes the whole run, which is right only if
+// w goes ahead of each of its waiters, or walks it one at a time from x,
+// as the old walk did:
+//   - A run of a band above w's: w goes ahead of none of it. The walk
+//     stops at once, at x.
+//   - A run of w's band: the ranks decide, and a run need not be in rank
+//     order (a waiter of a higher band can part a band, and leave, see the
+//     package doc), nor in arrival order. It is walked.
+//   - A run of a band below w's: w goes ahead of one of its waiters y when
+//     (w.Band - y.Band)*step > w.Arrival - y.Arrival, the more easily the
+//     later y arrived (above). The run's first waiter need not be its
+//     oldest (ranks reorder a band: a fair-share newcomer may join ahead
+//     of older waiters of its band; and arrivals are read before the
+//     lock, so even equal ranks may join out of arrival order), so the run
+//     keeps runMin, at most the least arrival in it: if w goes ahead of a
+//     waiter that arrived at runMin, it goes ahead of every waiter of the
+//     run, and the search passes it, to f's predecessor. Otherwise (some
+//     may have aged past w) it walks the run, and may stop inside it.
+//
+// runMin stays a lower bound of the run's arrivals: a waiter joining the
+// run lowers it to its arrival if earlier; a waiter leaving leaves it, and
+// a run cut in two leaves it on both parts (the bound stays true, only
+// looser); and a walk that passes a whole run has looked at every arrival
+// in it, and sets it to the least of them. So a pass is always right, and
+// the search stops at the waiter the old walk stops at
+// (TestPushOrderedMatchesTheWalk compares the two on random histories). A
+// bound loosened by its oldest waiter leaving (a run's first is served or
+// gives up) costs one walk through the run, after which it is exact
+// again: without that repair, on the row above, 0.4 pushes in 1 walked a
+// whole lower run (3 waiters each) where a pass would have done.
+//
+// Without aging the queue is in band order, one run per band, and a
+// newcomer takes one step per band it passes, then its walk within its
+// own band; a band ordered by rank (fair share, sequences) is still
+// walked within. On the row above a push now passes 1.6 runs, one step
+// each, and compares 1.1-1.3 waiters of its own band and 0.2 of others,
+// where the walk compared 13 (counted, see docs/internals.md).
 func (q *Queue) PushOrdered(w *Waiter, step int64) {
-	if q.head == nil || !Ahead(&w.Place, q.head.prev, step) {
+	h := q.head
+	if h == nil {
 		q.Push(w)
 		return
 	}
-	at := q.head.prev // w goes ahead of at
-	for at != q.head && Ahead(&w.Place, at.prev, step) {
-		at = at.prev
+	for x := h.prev; ; {
+		// w goes ahead of every waiter behind x, the last of its run.
+		f := x.runFirst
+		if f == nil {
+			f = x
+		}
+		if f == x || !above(&w.Place, x.Band, x.runMin, step) {
+			least := x.Arrival
+			for y := x; ; y = y.prev {
+				if !Ahead(&w.Place, y, step) {
+					q.link(w, y, f, x)
+					return
+				}
+				least = min(least, y.Arrival)
+				if y == f {
+					break
+				}
+			}
+			x.runMin = least // exact: every waiter of the run was looked at
+		}
+		if f == h {
+			q.link(w, nil, nil, nil) // ahead of everyone: the new head
+			return
+		}
+		x = f.prev
 	}
-	if at == q.head {
-		// The new head: the newest stays behind it.
-		w.next, w.prev = at, at.prev
-		at.prev = w
+}
+
+// link puts w, with neither run field set, into q right behind a (nil: at
+// the head), and into the runs: w joins a's run if of its band (f and l
+// are that run's first and last), else the run behind it if of its band;
+// else it is a run of its own, which cuts a's run in two if it lands
+// inside it.
+//
+// But w does not become the new last of a run that begins at the head:
+// it begins a run of its own behind it. Else a queue of one band (arrival
+// order, or sequences) would be one run from the head to the newest, and
+// every push would write the head (its runLast) and every serve the newest
+// (its runFirst), each a line the other side of the hand-off writes: what
+// unlinkBare keeps FIFO's serving from doing. So the head's run stops
+// growing, serving writes only within it, and a higher-band newcomer
+// passes a band in two steps instead of one.
+func (q *Queue) link(w, a, f, l *Waiter) {
+	var b *Waiter // behind w
+	if a == nil {
+		b = q.head
+		w.next, w.prev = b, b.prev
+		b.prev = w
 		q.head = w
-		return
+	} else {
+		b = a.next
+		w.prev, w.next = a, b
+		a.next = w
+		if b == nil {
+			q.head.prev = w
+		} else {
+			b.prev = w
+		}
 	}
-	w.prev, w.next = at.prev, at
-	at.prev.next = w
-	at.prev = w
+	switch {
+	case a != nil && a.Band == w.Band && (a != l || f != q.head):
+		if a != l { // inside the run: its ends stay
+			l.runMin = min(l.runMin, w.Arrival)
+			return
+		}
+		m := a.Arrival // a was a run of one
+		if f != a {
+			m = a.runMin
+			a.runFirst = nil
+		}
+		w.runFirst, w.runMin = f, min(m, w.Arrival)
+		f.runLast = w
+	case b != nil && b.Band == w.Band:
+		// b is the first of its run (a, of another band, is not in it):
+		// w comes first.
+		bl := b.runLast
+		if bl == nil { // b was a run of one
+			bl, b.runMin = b, b.Arrival
+		} else {
+			b.runLast = nil
+		}
+		w.runLast = bl
+		bl.runFirst, bl.runMin = w, min(bl.runMin, w.Arrival)
+	case a != nil && a != l:
+		// w, of another band, lands inside a's run, between a and b: the
+		// run becomes f..a and b..l, each keeping the bound.
+		if f == a {
+			a.runLast = nil
+		} else {
+			a.runFirst, a.runMin, f.runLast = f, l.runMin, a
+		}
+		if b == l {
+			l.runFirst = nil
+		} else {
+			b.runLast, l.runFirst = l, b
+		}
+	}
 }
 
 // Next returns the waiter behind w in its queue, nil if w is the newest,
@@ -123,7 +275,10 @@ func (q *Queue) Head() *Waiter { return q.head }
 // serve takes w, the waiter Head returned, off the queue as granted
 // through t, and adds it to c for waking.
 func (q *Queue) serve(w *Waiter, t *permit.Token, c *Chain) {
-	unlink(q, w)
+	if w.runLast != nil { // the head ends no run: it may begin one
+		unrun(w)
+	}
+	unlinkBare(q, w)
 	w.tok, w.gen, w.served = t, t.Gen(), true
 	c.add(w)
 }
@@ -168,12 +323,22 @@ func remove[O Owner](q *Queue, o O, w *Waiter) {
 	o.Dequeued(w.N)
 }
 
-// unlink takes w out of q. Serving the head touches only the waiter
-// behind it, not the newest (written last by another caller): the list is
-// circular through prev only. Under a contended owner this runs in the
-// lock on every hand-off; docs/internals.md has the ablation against a
-// list circular both ways.
+// unlink takes w out of q: out of its run, if w is at an end of one (on
+// an ordered queue, see PushOrdered; a FIFO queue's waiters are at the
+// end of none), then out of the list (unlinkBare).
 func unlink(q *Queue, w *Waiter) {
+	if w.runFirst != nil || w.runLast != nil {
+		unrun(w)
+	}
+	unlinkBare(q, w)
+}
+
+// unlinkBare takes w out of q's list, leaving the runs as they are.
+// Serving the head touches only the waiter behind it, not the newest
+// (written last by another caller): the list is circular through prev
+// only. Under a contended owner this runs in the lock on every hand-off;
+// docs/internals.md has the ablation against a list circular both ways.
+func unlinkBare(q *Queue, w *Waiter) {
 	switch next := w.next; {
 	case q.head == w:
 		q.head = next
@@ -188,4 +353,27 @@ func unlink(q *Queue, w *Waiter) {
 		next.prev = w.prev
 	}
 	w.next, w.prev = nil, nil
+}
+
+// unrun takes w, the first or the last of a run of more than one waiter
+// (see PushOrdered), out of its run, which keeps its bound, before w is
+// unlinked.
+func unrun(w *Waiter) {
+	if l := w.runLast; l != nil { // w is the first: the next one is
+		n := w.next
+		if n == l {
+			l.runFirst = nil
+		} else {
+			n.runLast, l.runFirst = l, n
+		}
+		w.runLast = nil
+		return
+	}
+	f, p := w.runFirst, w.prev // w is the last: the one before it is
+	if p == f {
+		f.runLast = nil
+	} else {
+		p.runFirst, p.runMin, f.runLast = f, w.runMin, p
+	}
+	w.runFirst = nil
 }

@@ -21,14 +21,21 @@ type Waiter struct {
 	// owner before pushing; a FIFO owner leaves it zero, or uses its
 	// Arrival for its own ends (barging's bound).
 	Place
-	next, prev *Waiter       // queue links (circular), under the owner's lock
-	wnext      *Waiter       // wake-up link, under the lock until woken
-	ready      chan struct{} // one send per service, after the lock is released
-	served     bool          // under the lock: granted or failed, and off the queue
-	err        error         // set with served when failed
-	tok        *permit.Token // set with served when granted
-	gen        uint64        // tok's generation at the grant
-	uses       uint32        // the waits it has served, kept across reuse (Uses)
+	next, prev *Waiter // queue links (circular), under the owner's lock
+	// The run w begins or ends in an ordered queue (see PushOrdered), under
+	// the owner's lock: nil, both, on a waiter that is a run of its own or
+	// inside one, so that Push leaves them alone and unlink looks at them
+	// only on an ordered queue.
+	runFirst *Waiter       // on the last of a run: its first
+	runLast  *Waiter       // on the first of a run: its last
+	runMin   int64         // on the last of a run: at most the least Arrival in it
+	wnext    *Waiter       // wake-up link, under the lock until woken
+	ready    chan struct{} // one send per service, after the lock is released
+	served   bool          // under the lock: granted or failed, and off the queue
+	err      error         // set with served when failed
+	tok      *permit.Token // set with served when granted
+	gen      uint64        // tok's generation at the grant
+	uses     uint32        // the waits it has served, kept across reuse (Uses)
 }
 
 var pool = sync.Pool{New: func() any { return &Waiter{ready: make(chan struct{}, 1)} }}
