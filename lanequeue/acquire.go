@@ -501,12 +501,23 @@ func (q *Queue[K]) takeRateTail(ctx context.Context, key K, g *grant[K], from in
 			ext[0], ext[k] = ext[k], ext[0]
 		}
 	}
-	for _, i := range ext {
+	restamp := len(ext) > 1 && restampable(hs, ext)
+	for j, i := range ext {
 		h := &hs[i]
 		if h.p != (semaphore.Permit{}) {
 			continue // taken by tryAll
 		}
-		if err := takeForeignRate(ctx, key, h, reqs, true); err != nil {
+		if restamp && j > 0 && takeForeignRate(context.Background(), key, h, reqs, false) == nil {
+			continue // taken without a wait: moments after the others
+		}
+		err := takeForeignRate(ctx, key, h, reqs, true)
+		if err == nil && restamp && j > 0 {
+			// It waited holding the charges of ext[:j]: move them to now.
+			var at int
+			at, err = restampTail(ctx, key, hs, ext[:j+1], j, reqs)
+			h = &hs[ext[at]]
+		}
+		if err != nil {
 			cancelRates(reqs)
 			undoTokens(hs, ext)
 			return since, q.laneErr(h.e, key, err)
@@ -534,10 +545,12 @@ func (q *Queue[K]) takeRateTail(ctx context.Context, key K, g *grant[K], from in
 // lane while it waits for another would spend the first lane's budget
 // long before the call is made, which a provider that counts at arrival
 // sees as more calls in its window than the lane allowed. It gives back
-// once only: after that wait the call takes the other lanes waiting, in
-// order, holding what it has. Giving back again after each wait would
-// cost the call its place in every line for good while the lanes have
-// backlogs, since a try fails whenever someone waits on the lane.
+// once only: after that wait the call takes the other lanes, in order,
+// holding what it has (trying first; waiting if the try fails, and then
+// moving what it holds to the end of that wait: restampTail). Giving
+// back again after each wait would cost the call its place in every line
+// for good while the lanes have backlogs, since a try fails whenever
+// someone waits on the lane.
 func tryAll[K comparable](key K, hs []held[K], ext []int, reqs []rateReq[K]) int {
 	for k, i := range ext {
 		if hs[i].p != (semaphore.Permit{}) {
@@ -548,6 +561,83 @@ func tryAll[K comparable](key K, hs []held[K], ext []int, reqs []rateReq[K]) int
 		}
 	}
 	return -1
+}
+
+// restampRounds bounds how many times restampTail takes a lane again
+// whose charge left the window while the call waited for another.
+const restampRounds = 2
+
+// restampTail moves the charges of hs[ext], other than hs[ext[last]]
+// which was just granted after a wait, to now: the call held them while it
+// waited, and a provider counts the call when it arrives, moments from
+// now, not when its first lane charged it. Left where they were, a call
+// charged on its requests lane that then waited most of a window for its
+// tokens lane reached the provider within the provider's window of calls
+// that the requests lane had let in after its charge left the fleet's
+// window: more than the budget in the provider's window
+// (docs/benchmarks-fleet.md). A lane whose charge has left the window
+// while the call waited (the wait lasted a window) is taken again,
+// waiting, and the others are moved to the end of that wait, at most
+// restampRounds times; after that the charges stay where they are. It
+// returns the index in ext of the lane a failure is of.
+//
+// Why this keeps every budget and starves no call:
+//   - A move passes no budget: the window ending now held the old charge
+//     already (it has not left) and holds the moved one instead, so its
+//     total stays within the budget; a later window holds the moved charge
+//     (it holds now) whether or not it held the old one, and every later
+//     grant checks the window ending at its own time, which counts it;
+//     only windows that ended already lose it. So every window stays
+//     within the budget, and the lane places the call where a provider
+//     counting at arrival does. The cost: the charge counts up to the
+//     wait's length longer, which later grants may wait out.
+//   - A move takes nothing from the lane's budget and never waits: it
+//     takes no place in any line and gives none back. The call waits as it
+//     did before moves existed: once for the lane that refused its tries
+//     (tryAll), then at most once in each other lane's line, holding what
+//     it has, so later callers cannot pass it on a lane it holds; each of
+//     those waits ends as that lane's own line does (a token lane's line is
+//     first come, first served). A charge found gone adds a wait in a line,
+//     at most restampRounds in all; those waits end too. A call that
+//     gave back after every wait, as one version did, could lose its
+//     place in every line for good while the lanes have backlogs by turns.
+func restampTail[K comparable](ctx context.Context, key K, hs []held[K], ext []int, last int, reqs []rateReq[K]) (int, error) {
+	for round := 0; ; round++ {
+		gone := -1
+		for k, i := range ext {
+			if k != last && !restampHeld(ctx, &hs[i]) && gone < 0 {
+				gone = k
+			}
+		}
+		if gone < 0 {
+			return last, nil
+		}
+		// That charge counts nothing now: taken again, waiting; the
+		// others move to the end of that wait in the next round.
+		h := &hs[ext[gone]]
+		h.p = semaphore.Permit{}
+		if err := takeForeignRate(ctx, key, h, reqs, true); err != nil {
+			return gone, err
+		}
+		if round+1 == restampRounds {
+			return gone, nil // its charge is new; the others stay where they are
+		}
+		last = gone
+	}
+}
+
+// restampable reports whether every lane of hs[ext] can move a charge it
+// made to now (a token lane of this package, or another package's that
+// restamps).
+func restampable[K comparable](hs []held[K], ext []int) bool {
+	for _, i := range ext {
+		switch hs[i].e.lane.(type) {
+		case *tokenLane[K], permitRestamper:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // undoable reports whether every lane of hs[ext] can give back what it

@@ -259,6 +259,36 @@ func (l *tokenLane[K]) fill() {
 	l.filled.Store(now)
 }
 
+// restamp moves a grant of n tokens charged in second sec to the
+// count's current second, the time the call it was for is let through
+// (see restampTail), and returns that second; it fails, changing
+// nothing, if sec has left the window (the grant counts nothing any
+// more: the call must take the lane again). A move never passes the
+// budget: the current second's window holds sec already, so its total
+// stays; every later window holds the current second, so it holds the
+// grant whether or not it held sec; only windows that ended already lose
+// it. It grants nothing, so it takes no place in the lane's line. After a
+// fill (see fill) the move stands too: it only lengthens the time the
+// grant counts, and a refund of it from its new second is then dropped
+// only if the fill is of that second.
+func (l *tokenLane[K]) restamp(sec, n int64) (int64, bool) {
+	now := l.nanos() / int64(time.Second)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sync(now)
+	now = l.now.Load() // a reader may have moved the count ahead of this clock reading
+	switch {
+	case sec <= now-window:
+		return 0, false
+	case sec >= now:
+		return sec, true
+	}
+	moved := min(n, l.slots[slot(sec)]) // never more than the second holds: the total stays
+	l.slots[slot(sec)] -= moved
+	l.slots[slot(now)] += moved
+	return now, true
+}
+
 // settle charges delta more tokens for a grant charged in second sec: a
 // debt (delta > 0) in the current second, which a provider counts now; a
 // refund (delta < 0) from sec's own slot (see charge).
@@ -513,6 +543,41 @@ func undoTokens[K comparable](hs []held[K], ext []int) {
 		}
 		h.p = semaphore.Permit{}
 	}
+}
+
+// restampHeld moves the charge of h, a token lane's grant, to now
+// (tokenLane.restamp, or permitRestamper for another package's lane), and
+// reports false if the charge has left the lane's window, changing
+// nothing. A lane that cannot move its charges keeps them where they are.
+func restampHeld[K comparable](ctx context.Context, h *held[K]) bool {
+	switch l := h.e.lane.(type) {
+	case *tokenLane[K]:
+		sec, ok := l.restamp(int64(permit.MarkOf(permit.Permit(h.p))), h.n)
+		if ok {
+			h.p = semaphore.Permit(permit.Mark(uint64(sec), h.n))
+		}
+		return ok
+	case permitRestamper:
+		p, ok := l.RestampPermit(ctx, h.p)
+		if ok {
+			h.p = p
+		}
+		return ok
+	}
+	return true
+}
+
+// permitRestamper is a rate lane of another package that can move a
+// charge it made to now, without passing its budget and without waiting
+// (redislane.AsRateLane): the rate tail moves the charges a call took
+// before a wait on another lane to the end of that wait (restampTail).
+// RestampPermit returns the permit of the moved charge, or false when the
+// charge has left the lane's window (it counts nothing; the call takes
+// the lane again). A failure to reach the lane's store keeps the charge
+// where it was and returns p, true: that charge still counts, from its
+// old time.
+type permitRestamper interface {
+	RestampPermit(ctx context.Context, p semaphore.Permit) (semaphore.Permit, bool)
 }
 
 // permitSettler is a rate lane of another package whose grants are
