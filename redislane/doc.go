@@ -389,7 +389,11 @@
 // quarantine). [AsRateLane] puts a Tokens lane in a lanequeue.Queue as a
 // rate lane: a ticket's Settle settles the lane's charge as Charge.Settle
 // does, and a call that a later lane refused, or whose context ended, gives
-// its estimate back (each one Redis call, bounded as Charge.Settle is).
+// its estimate back (each one Redis call, bounded as Charge.Settle is). A
+// charge the call held while it waited for another of its rate lanes is
+// moved to the end of that wait, keeping its units (one Redis call), so
+// that the fleet counts the call when it is let through, as a provider
+// does (lanequeue's rate tail: docs/api-details.md).
 //
 // # Quota leasing: grants in process, from blocks of the capacity
 //

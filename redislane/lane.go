@@ -195,6 +195,22 @@ func (l rateLane[K]) SettlePermit(p semaphore.Permit, actual int64) error {
 	return c.Settle(context.Background(), actual)
 }
 
+// RestampPermit moves the charge of a permit the lane returned to now,
+// on the server's clock, if it is still in the window, and returns the
+// permit: a queue's rate tail calls it for the charges a call held while
+// it waited for another lane, so that the fleet counts the call when it
+// is let through, as the provider does. It reports false if the charge
+// has left the window (the queue then takes the lane again). It makes one
+// call, bounded by a fifth of the lease and by ctx; if that fails, the
+// charge stays where it was and it reports true.
+func (l rateLane[K]) RestampPermit(ctx context.Context, p semaphore.Permit) (semaphore.Permit, bool) {
+	c := chargeOf(p)
+	if c == nil {
+		return p, true
+	}
+	return p, l.t.restamp(ctx, c)
+}
+
 func (l rateLane[K]) Stats() lanequeue.LaneStats {
 	s := l.t.Stats()
 	return lanequeue.LaneStats{Name: s.Name, Kind: lanequeue.Rate, Capacity: s.Capacity, Waiters: s.Waiters, Closed: s.Closed, Counters: s.Counters,

@@ -166,8 +166,10 @@ func chargeOf(p semaphore.Permit) *Charge {
 // Estimate returns the units the charge was admitted with.
 func (c *Charge) Estimate() int64 { return c.n }
 
-// Time returns when the charge was made, on the Redis server's clock: it
-// counts against the budget until Time plus the window.
+// Time returns when the charge was made, on the Redis server's clock (or
+// when a queue moved it to, letting its call through after a wait for
+// another lane: AsRateLane): it counts against the budget until Time plus
+// the window.
 func (c *Charge) Time() time.Time { return c.at }
 
 // Settle sets what the charge counts to actual, the count the call used
@@ -205,6 +207,53 @@ func (t *Tokens) settle(ctx context.Context, id string, est, actual int64) error
 		return fmt.Errorf("redislane: settle %q: %w", t.name, err)
 	}
 	return nil
+}
+
+// restampScript moves the charge id to now, the time its call is let
+// through after it waited for another lane (lanequeue's rate tail), if it
+// is still in the window: its units stay, so the window's sum stays. The
+// window ending now holds the charge whether at its old time or now, and
+// every later one holds now: no window the lane still counts passes the
+// budget for the move (lanequeue's restampTail has the argument). It
+// grants nothing, so it ignores a cooldown and the quarantine. It replies
+// {1, the charge's time (ms)}, or {0, 0} if the charge has left the window
+// (or Redis lost it): it counts nothing then, and the call takes the lane
+// again. Its arguments are the tokens script's, so that a hook that reads
+// that script's grants reads its moves too.
+//
+// KEYS: meta, z, w
+// ARGV: id, n, limit, kind, lease ms, quarantine ms, window ms
+var restampScript = redis.NewScript(tokensPrelude + `
+local id, win = ARGV[1], tonumber(ARGV[7])
+window_drop(win)
+local at = redis.call('ZSCORE', Z, id)
+if not at then return {0, 0} end
+at = math.max(tonumber(at), now)
+redis.call('ZADD', Z, s(at), id)
+keep(win)
+return {1, at}
+`)
+
+// restamp moves c to now (restampScript), in one call bounded by a fifth
+// of the lease and by ctx. It reports false if the charge has left the
+// window; a failed call leaves it where it was and reports true.
+func (t *Tokens) restamp(ctx context.Context, c *Charge) bool {
+	if t.isClosed() {
+		return true // Close ends nothing a call holds; the charge counts where it is
+	}
+	cctx, cancel := context.WithTimeout(ctx, t.cfg.margin())
+	defer cancel()
+	v, err := restampScript.Run(cctx, t.client, t.keys,
+		c.id, c.n, t.limit, t.kind, ms(t.cfg.lease), ms(t.cfg.quarantine), ms(t.cfg.window)).Int64Slice()
+	switch {
+	case err != nil || len(v) != 2:
+		t.redisErrs.Add(1)
+		return true
+	case v[0] == 0:
+		return false
+	}
+	c.at = time.UnixMilli(v[1]) // before the queue lets the call through: nobody reads it yet
+	return true
 }
 
 // tkReply is a reply of the tokens script.

@@ -379,7 +379,7 @@ type chargeKey struct{}
 // a context (lanequeue's waitFirst), and the Tokens lane asks Redis on a
 // background context then: the hook cannot find the call in it, so the
 // lane names the call in trying for the length of the try. Its other
-// methods are the wrapped lane's, SettlePermit and Cooldown too, so the
+// methods are the wrapped lane's, SettlePermit, Cooldown and RestampPermit too, so the
 // queue gives back and pauses it as it would AsRateLane's own.
 type stampedLane struct {
 	lanequeue.Lane[*chargeTimes]
@@ -389,6 +389,9 @@ type stampedLane struct {
 	cooler interface {
 		Cooldown(ctx context.Context, d time.Duration) (time.Duration, error)
 	}
+	restamper interface {
+		RestampPermit(ctx context.Context, p semaphore.Permit) (semaphore.Permit, bool)
+	}
 	tokens bool                        // the tokens lane; else the requests lane
 	trying atomic.Pointer[chargeTimes] // the call whose TryAcquire is in flight
 }
@@ -396,15 +399,18 @@ type stampedLane struct {
 // wrap sets the lane l stands for: AsRateLane's, which settles and
 // cools down.
 func (l *stampedLane) wrap(inner lanequeue.Lane[*chargeTimes]) error {
-	var ok1, ok2 bool
+	var ok1, ok2, ok3 bool
 	l.settler, ok1 = inner.(interface {
 		SettlePermit(p semaphore.Permit, actual int64) error
 	})
 	l.cooler, ok2 = inner.(interface {
 		Cooldown(ctx context.Context, d time.Duration) (time.Duration, error)
 	})
-	if !ok1 || !ok2 {
-		return fmt.Errorf("redislane.AsRateLane's lane no longer has SettlePermit and Cooldown (%T): stampedLane would hide what the queue needs of it", inner)
+	l.restamper, ok3 = inner.(interface {
+		RestampPermit(ctx context.Context, p semaphore.Permit) (semaphore.Permit, bool)
+	})
+	if !ok1 || !ok2 || !ok3 {
+		return fmt.Errorf("redislane.AsRateLane's lane no longer has SettlePermit, Cooldown and RestampPermit (%T): stampedLane would hide what the queue needs of it", inner)
 	}
 	l.Lane = inner
 	return nil
@@ -427,6 +433,13 @@ func (l *stampedLane) TryAcquire(ct *chargeTimes, n int64) (semaphore.Permit, bo
 // through it, and Ticket.Settle settles the tokens lane.
 func (l *stampedLane) SettlePermit(p semaphore.Permit, actual int64) error {
 	return l.settler.SettlePermit(p, actual)
+}
+
+// RestampPermit is the wrapped lane's: the queue moves a charge the call
+// held while it waited for the other lane to the end of that wait, and
+// stampHook reads the new time from the reply (it has the grant's form).
+func (l *stampedLane) RestampPermit(ctx context.Context, p semaphore.Permit) (semaphore.Permit, bool) {
+	return l.restamper.RestampPermit(ctx, p)
 }
 
 // Cooldown is the wrapped lane's: a 429 pauses the lane for the fleet.
