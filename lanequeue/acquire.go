@@ -630,24 +630,25 @@ func restampTail[K comparable](ctx context.Context, key K, hs []held[K], ext []i
 // made to now (a token lane of this package, or another package's that
 // restamps).
 func restampable[K comparable](hs []held[K], ext []int) bool {
-	for _, i := range ext {
-		switch hs[i].e.lane.(type) {
-		case *tokenLane[K], permitRestamper:
-		default:
-			return false
-		}
-	}
-	return true
+	return tokenLanesOr[K, permitRestamper](hs, ext)
 }
 
 // undoable reports whether every lane of hs[ext] can give back what it
 // charged a call (a token lane of this package, or another package's that
 // settles).
 func undoable[K comparable](hs []held[K], ext []int) bool {
+	return tokenLanesOr[K, permitSettler](hs, ext)
+}
+
+// tokenLanesOr reports whether every lane of hs[ext] is a token lane of
+// this package or another package's lane that implements I.
+func tokenLanesOr[K comparable, I any](hs []held[K], ext []int) bool {
 	for _, i := range ext {
-		switch hs[i].e.lane.(type) {
-		case *tokenLane[K], permitSettler:
-		default:
+		l := hs[i].e.lane
+		if _, ok := l.(*tokenLane[K]); ok {
+			continue
+		}
+		if _, ok := l.(I); !ok {
 			return false
 		}
 	}

@@ -228,28 +228,14 @@ func twoTokenLanes(t *testing.T) (q *lanequeue.Queue[string], clk *clock.Fake, a
 // what it holds while it waits for the others, so that later callers
 // cannot take its place in every line for good.
 func TestTokenLanesGiveBackOnce(t *testing.T) {
-	q, clk, a, b := twoTokenLanes(t)
-	full, ok := q.TryAcquireAll("x", b, lanequeue.LaneWeight("b", 100)) // b is spent for a minute
-	if !ok {
-		t.Fatal("a fresh lane refused its budget")
-	}
-	full.Release()
-	res := acquireAsync(context.Background(), q, "k", []string{"a", "b"}, lanequeue.LaneWeight("a", 60), lanequeue.LaneWeight("b", 1))
-	pending(t, clk, 1) // it gave a back and waits for b
-	clk.Advance(10 * time.Second)
-	spend, ok := q.TryAcquireAll("spend", a, lanequeue.LaneWeight("a", 100)) // a is spent until 72 s
-	if !ok {
-		t.Fatal("a's budget refused while the call waits for b, holding nothing")
-	}
-	spend.Release()
-	clk.Advance(52 * time.Second) // b has room again; a has none until its 100 leave
-	pending(t, clk, 1)            // it took b and waits for a
-	if probe, ok := q.TryAcquireAll("probe", b, lanequeue.LaneWeight("b", 100)); ok {
+	h := holdB(t, 1) // it gave a back, took b at 62 s and waits for a
+	h.spend.Release()
+	if probe, ok := h.q.TryAcquireAll("probe", h.b, lanequeue.LaneWeight("b", 100)); ok {
 		probe.Release()
 		t.Fatal("the call gave b back to wait for a: a second give-back can lose its place for good")
 	}
-	clk.Advance(10 * time.Second) // a's 100 leave the window
-	r := receive(t, res)
+	h.clk.Advance(10 * time.Second) // a's 100 leave the window
+	r := receive(t, h.res)
 	must(t, r.err)
 	r.t.Release()
 }

@@ -42,13 +42,14 @@ package main
 // which is what it limits by, and refuses what passes a limit there. A
 // queue tries a call's requests and tokens lanes together and, if one
 // has no room, gives back the other's charge and waits for that one
-// first; but it then waits for the other one holding the first one's
-// charge, so when both lanes are full a call can still wait between its
-// two charges (up to most of a window), and any call is sent a few
-// milliseconds after its charges. A call charged just after the fleet's
-// window made room then arrives within the provider's window of the call
-// that left it, when that one took longer from its charge to the
-// provider (see the figures in docs/benchmarks-fleet.md). For each 429 the
+// first; it then takes the other one, and if it had to wait for it
+// holding the first one's charge, moves that charge to the end of the
+// wait (RestampPermit, which stampHook reads as a grant), so a call's two
+// charges are moments apart, and any call is sent a few milliseconds
+// after them. A call charged just after the fleet's window made room
+// still arrives within the provider's window of the call that left it
+// when that one took longer from its charge to the provider (see the
+// figures in docs/benchmarks-fleet.md). For each 429 the
 // provider records that call and its wait between its two charges
 // (provRow.RefusedLetGo), and -margin makes the fleet's lanes count a
 // window longer than the provider's by a time for a charge to reach it.
@@ -454,7 +455,9 @@ func (l *stampedLane) Cooldown(ctx context.Context, d time.Duration) (time.Durat
 // the one the lane names as trying (a try asks on a background one). It
 // knows the call's layout (EVALSHA sha 3 meta z w id n limit
 // "tokens:<window ms>" lease quarantine window) and the reply of a grant
-// ({1, the server's time in ms}); if either changes, calls reach the
+// ({1, the server's time in ms}), which the move of a charge to the end
+// of a wait (RestampPermit) shares, so a move stamps the call anew; if
+// either changes, calls reach the
 // provider without their times, and a grant it cannot place is counted
 // in lost: either way the run fails saying so.
 type stampHook struct {
