@@ -3,11 +3,14 @@ package redislane_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/testkit"
+	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/redislane"
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -50,4 +53,52 @@ func TestRateLaneRestampsACharge(t *testing.T) {
 	n, err := rc.ZCard(ctx, z).Result()
 	require.NoError(t, err)
 	assert.Zero(t, n, "a refused move charged something")
+}
+
+// TestQueueMovesTheHeldChargeToTheGrant: through a queue, a call that
+// took fleet lane b and then waited for fleet lane a's room (another
+// replica spent a while the call waited for b) is let through with its
+// charge of b moved to a's grant on the server's clock, not left from
+// before the wait.
+func TestQueueMovesTheHeldChargeToTheGrant(t *testing.T) {
+	srv := startRedis(t)
+	rc := newClient(t, srv.Addr)
+	an, bn := laneName(t)+"-a", laneName(t)+"-b"
+	// The call waits for b first (b's window ends at 1 s, and a waiter
+	// asks Redis again within 250 ms), then for a (to 1.8 s), holding b's
+	// charge, which is still in b's window when a grants it.
+	winA, winB := redislane.WithWindow(1800*time.Millisecond), redislane.WithWindow(time.Second)
+	q := lanequeue.New[string]()
+	defer q.Close()
+	ta := newTokens(t, srv.Addr, an, 1, winA)
+	require.NoError(t, q.Add("a", redislane.AsRateLane[string](ta)))
+	tb := newTokens(t, srv.Addr, bn, 1, winB)
+	require.NoError(t, q.Add("b", redislane.AsRateLane[string](tb)))
+	ctx := testCtx(t)
+	_, err := newTokens(t, srv.Addr, bn, 1, winB).Acquire(ctx, 1) // another replica spends b
+	require.NoError(t, err)
+	both, err := q.Lanes("a", "b")
+	require.NoError(t, err)
+	res := make(chan error, 1)
+	go func() {
+		tk, err := q.AcquireAll(ctx, "k", both)
+		if err == nil {
+			tk.Release()
+		}
+		res <- err
+	}()
+	testkit.Eventually(t, "the call to wait for b", func() bool { return tb.Stats().Waiters == 1 })
+	_, err = newTokens(t, srv.Addr, an, 1, winA).Acquire(ctx, 1) // and a, while the call holds nothing
+	require.NoError(t, err)
+	require.NoError(t, testkit.Recv(t, res, "the call"))
+	require.EqualValues(t, 1, ta.Stats().Waited, "the call did not wait for a: the test's windows no longer make it")
+
+	last := func(name string) int64 {
+		zs, err := rc.ZRangeWithScores(ctx, "{lanes:"+name+"}:t:z", -1, -1).Result()
+		require.NoError(t, err)
+		require.Len(t, zs, 1)
+		return int64(zs[0].Score)
+	}
+	atA, atB := last(an), last(bn)
+	assert.GreaterOrEqual(t, atB, atA, "the call's charge of b counts from %d ms before its grant on a", atA-atB)
 }
