@@ -218,3 +218,25 @@ func TestProviderNamesTheCallTheFleetLetGo(t *testing.T) {
 	assert.Equal(t, 2, row.RefusedLetGo)
 	assert.Equal(t, []int64{600, 600}, row.LetGoGapsMs)
 }
+
+// TestProvTargets: the printed verdict of issue 24's fleet targets names
+// each row that misses one (a shared budget under 95% of the binding
+// limit, two 429s for one replica in one window) and nothing else; a
+// per-replica budget's low share is the comparison, not a miss.
+func TestProvTargets(t *testing.T) {
+	met := []provRow{
+		{Budget: "shared", Load: "uneven", Binding: 0.97, MostInWindow: 1},
+		{Budget: "per replica", Load: "uneven", Binding: 0.41},
+	}
+	assert.Empty(t, provTargets(met))
+	missed := provTargets([]provRow{
+		{Budget: "shared", Load: "uneven", Binding: 0.94},
+		{Budget: "shared", Load: "even", Binding: 0.98, MostInWindow: 2},
+		{Budget: "per replica", Load: "even", Binding: 0.5, MostInWindow: 3},
+	})
+	assert.Equal(t, []string{
+		"shared uneven: 94.0% of the binding limit",
+		"shared even: 2 429s in one window for one replica",
+		"per replica even: 3 429s in one window for one replica",
+	}, missed)
+}
