@@ -100,9 +100,9 @@
 // ([lanequeue.Queue.Cooldown]): one 429 holds back the whole gateway's
 // calls to the provider, not only the retries of the call that got it
 // (keyed lanes, which other work of a key may share, are not paused). When
-// the verdict says the refusal was of the tokens ([Verdict].TokensSpent),
-// the TokensLane is also told its window is spent
-// ([lanequeue.Queue.Exhaust]), which a token lane counts full.
+// the verdict says an overload was of the tokens ([Verdict].TokensSpent),
+// with a retry time or without, the TokensLane is also told its window is
+// spent ([lanequeue.Queue.Exhaust]), which a token lane counts full.
 //
 // A token budget is settled after the call: with a
 // [TransportConfig.Usage] and a TokensLane made by

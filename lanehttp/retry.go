@@ -112,8 +112,12 @@ func RetryAfter(resp *http.Response, now time.Time) (time.Duration, bool) {
 // is spent: one of its remaining-tokens headers (x-ratelimit-remaining-tokens,
 // anthropic-ratelimit-tokens-remaining, -input-tokens-remaining or
 // -output-tokens-remaining) reads 0. A refusal with none of them, or with
-// other limits at 0 only, was not of the tokens. It never panics and
-// allocates nothing.
+// other limits at 0 only, was not of the tokens. It does not tell the
+// kinds apart: a TokensLane that counts one kind (Anthropic's input
+// tokens, say) is told its window is spent by a refusal of another (the
+// output tokens) too, which holds it back for up to a window; a
+// [Classifier] that sets [Verdict].TokensSpent only for the lane's own
+// kind avoids that. It never panics and allocates nothing.
 func TokensSpent(resp *http.Response) bool {
 	if resp == nil {
 		return false

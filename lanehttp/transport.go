@@ -267,11 +267,12 @@ func (t *Transport[K]) RoundTrip(req *http.Request) (*http.Response, error) {
 				// pause its fleet is paused here all the same.
 				_ = cfg.Queue.Cooldown(req.Context(), name, v.After)
 			}
-			if v.TokensSpent && cfg.TokensLane != "" {
-				// The provider's token window is full, whatever the
-				// lane counted: a token lane counts it full too.
-				_ = cfg.Queue.Exhaust(cfg.TokensLane)
-			}
+		}
+		if v.Overload && v.TokensSpent && cfg.TokensLane != "" {
+			// The provider's token window is full, whatever the lane
+			// counted, with a retry time or without: a token lane counts
+			// it full too.
+			_ = cfg.Queue.Exhaust(cfg.TokensLane)
 		}
 		if (v.Overload || unsent(err)) && cfg.TokensLane != "" {
 			// The provider refused or never saw the attempt: it used

@@ -300,7 +300,8 @@ func (l *tokenLane[K]) restamp(sec, n int64) (int64, bool) {
 // it would under the lock; a settle's only ordering is with the grants,
 // and a refund that waits in pend only delays the grants it makes room
 // for until the head looks again (it is woken). The lock is taken when
-// pend holds another second, when the sum would not fit its 32 bits, or
+// pend holds another second or settles of the other sign (see add), when
+// the sum would not fit its 32 bits, or
 // when the count's second is a window or more behind the clock: the word
 // holds the second's low 32 bits, and a word is left only for a second
 // within two windows of the count's, which the fold then finds again.
@@ -315,12 +316,19 @@ func (l *tokenLane[K]) settle(sec, delta int64) {
 	} else if sec <= now-window {
 		return // that grant's tokens have left the window already
 	} else if sec <= l.filled.Load() {
-		// A fill covers that grant (see fill). Dropped here, it never
-		// shares pend's word with a debt of the same second, which the
-		// fold would then drop with it; charge drops one that read
-		// filled before a fill and reached pend after it.
-		return
+		return // a fill covers that grant (see fill)
 	}
+	l.add(sec, delta, now)
+}
+
+// add is settle's charge of delta to second sec, at clock second now,
+// once settle has found it due. A refund that read filled before a fill
+// can reach here after it: charge then drops it, which is right only if
+// pend's word never holds a refund and a debt together (their sum would
+// drop the debt with the refund, or let part of the refund through). So a
+// word holds settles of one sign, and one of the other sign takes the
+// lock (TestSettleRefundAfterAFillKeepsTheDebt).
+func (l *tokenLane[K]) add(sec, delta, now int64) {
 	if now-l.now.Load() < window {
 		for {
 			w := l.pend.Load()
@@ -329,7 +337,11 @@ func (l *tokenLane[K]) settle(sec, delta int64) {
 				if uint32(w>>32) != uint32(sec) {
 					break
 				}
-				sum += int64(int32(uint32(w)))
+				held := int64(int32(uint32(w)))
+				if (held < 0) != (delta < 0) {
+					break
+				}
+				sum += held
 			}
 			if sum != int64(int32(sum)) {
 				break
