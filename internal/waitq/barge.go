@@ -67,9 +67,8 @@ import (
 
 // Barger is the Owner of a queue whose callers may barge: it keeps the
 // woken and strict flags where its lock-free paths see them, and takes
-// permits as it can. The engine calls Compete without the lock, and the
-// other methods with it held, except ClearWoken, which may be called
-// either way.
+// permits as it can. The engine calls Compete and Bound without the
+// lock, the other methods with it held.
 type Barger interface {
 	Owner
 	// Bound returns the owner's bound.
@@ -319,8 +318,13 @@ func BargeServe[O Barger](q *Queue, o O, c *Chain) {
 // bound, or nobody waits. It must be called with o's lock held.
 func BargeGrant[O Barger](q *Queue, o O, c *Chain) {
 	Grant(q, o, c)
-	if h := q.head; h == nil || o.Bound().now()-h.Arrival < int64(o.Bound().d) {
+	h := q.head
+	if h == nil {
 		o.Relax()
+		return
+	}
+	if b := o.Bound(); b.now()-h.Arrival < int64(b.d) {
+		o.Relax() // the head, the oldest waiter, is young
 	}
 }
 
