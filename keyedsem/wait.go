@@ -128,17 +128,66 @@ func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64, t *call.Turn)
 // n permits of e (placed by t, as for wait) and returns it, or returns the
 // permit (the permits came free and the caller comes first) or the error
 // (the reference then dropped) with a nil waiter. A Place (see Keyed.Join)
-// is a waiter pushed here whose await comes later. The decisions are the
-// engine's (waitq.Admit, with the entry's waitq.Admitter methods below);
-// the push is the entry's.
+// is a waiter pushed here whose await comes later.
 func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Turn) (*waitq.Waiter, semaphore.Permit, error) {
 	var pl waitq.Place
 	if s.order != 0 {
 		pl = s.placeOf(t) // before the lock: it may read the clock
 	}
-	got, queue, err := waitq.Admit(ctx, line[K]{s, e}, n, pl)
-	if !queue {
-		return nil, semaphore.Permit(got), err
+	e.mu.Lock()
+	var err error
+	cancelled := false
+	held := s.hold != 0 && gapped(e.last, pl.Rank)
+	for err == nil {
+		if s.closed.Load() {
+			err = semaphore.ErrClosed
+			break
+		}
+		st := e.state.Load()
+		if avail(st) >= n && !held && s.first(e, st, &pl) {
+			// The permits came free since lookup, or the caller goes
+			// ahead of every waiter and fits: they may have come free
+			// after ctx ended (see ended).
+			if err = ended(ctx); err != nil {
+				cancelled = true
+				break
+			}
+			if e.state.CompareAndSwap(st, st-uint64(n)) {
+				if s.hold == 0 {
+					e.mu.Unlock()
+					return nil, s.grant(e, n), nil
+				}
+				// Its number may end the hold of those queued.
+				grantedLocked(e, pl.Rank)
+				var wake waitq.Chain
+				if !e.q.Empty() {
+					s.grantLocked(e, &wake)
+				}
+				e.mu.Unlock()
+				wake.Wake()
+				return nil, s.grant(e, n), nil
+			}
+			continue
+		}
+		if s.maxWaiters > 0 && e.q.Len(s.maxWaiters) >= s.maxWaiters {
+			err = semaphore.ErrQueueFull
+			break
+		}
+		// Set the queued bit before queueing, so that no lock-free acquire
+		// or release can slip past the queue; a strict bit left from
+		// before the queue last emptied (WithBarging) goes with it. If the
+		// word moved, look again: the permits may have come back.
+		nst := st | queuedBit
+		if e.q.Empty() {
+			nst &^= kStrict
+		}
+		if st == nst || e.state.CompareAndSwap(st, nst) {
+			break
+		}
+	}
+	if err != nil {
+		s.refuseLocked(e, cancelled)
+		return nil, semaphore.Permit{}, err
 	}
 	w := s.wcache.Get()
 	w.N = n
@@ -161,67 +210,6 @@ func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Tu
 	e.mu.Unlock()
 	return w, semaphore.Permit{}, nil
 }
-
-// The methods of waitq.Admitter, beside waitq.Owner's.
-
-// Refusal refuses every caller after Close (a key's capacity is fixed:
-// lookup refused a caller heavier than it).
-func (l line[K]) Refusal(int64) error {
-	if l.s.closed.Load() {
-		return semaphore.ErrClosed
-	}
-	return nil
-}
-
-// Load returns the entry's state word.
-func (l line[K]) Load() uint64 { return l.e.state.Load() }
-
-// First reports whether n permits are free in st and a caller at pl comes
-// first, and is not held (WithReorderHold: its number is past a gap).
-func (l line[K]) First(st uint64, n int64, pl waitq.Place) bool {
-	s := l.s
-	return avail(st) >= n && (s.hold == 0 || !gapped(l.e.last, pl.Rank)) && s.first(l.e, st, &pl)
-}
-
-// Take takes n permits from st; its number (WithReorderHold) may end the
-// hold of those queued, who are served.
-func (l line[K]) Take(st uint64, n int64, pl waitq.Place) (permit.Permit, waitq.Chain, bool) {
-	s, e := l.s, l.e
-	var wake waitq.Chain
-	if !e.state.CompareAndSwap(st, st-uint64(n)) {
-		return permit.Permit{}, wake, false
-	}
-	if s.hold != 0 {
-		grantedLocked(e, pl.Rank)
-		if !e.q.Empty() {
-			s.grantLocked(e, &wake)
-		}
-	}
-	return permit.Permit(s.grant(e, n)), wake, true
-}
-
-// Full refuses a waiter past WithMaxWaiters.
-func (l line[K]) Full(int64) error {
-	if m := l.s.maxWaiters; m > 0 && l.e.q.Len(m) >= m {
-		return semaphore.ErrQueueFull
-	}
-	return nil
-}
-
-// Mark sets the queued bit, so that no lock-free acquire or release can
-// slip past the queue; a strict bit left from before the queue last
-// emptied (WithBarging) goes with it.
-func (l line[K]) Mark(st uint64) bool {
-	nst := st | queuedBit
-	if l.e.q.Empty() {
-		nst &^= kStrict
-	}
-	return st == nst || l.e.state.CompareAndSwap(st, nst)
-}
-
-// Refuse drops the caller's reference (and the entry with it, if it was
-// the last), unlocks, and counts the call.
-func (l line[K]) Refuse(cancelled bool) { l.s.refuseLocked(l.e, cancelled) }
 
 // first reports whether a caller at place pl, whose permits are free in
 // e's word st, comes before every waiter of e: nobody waits; or

@@ -81,8 +81,7 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn *call.Turn) (P
 // at the place turn gives, it returns the permits if they are free and the
 // caller comes first; else a waiter, counted and pushed; else the refusal,
 // counted: ErrClosed, ErrTooHeavy, the context's end, ErrQueueFull, or a
-// bad group weight. The decisions are the engine's (waitq.Admit, with the
-// semaphore's waitq.Admitter methods below); the push is the semaphore's.
+// bad group weight.
 func (s *Weighted) admit(ctx context.Context, n int64, turn *call.Turn) (*waitq.Waiter, Permit, error) {
 	// What may call the clock or the user's weight function is read before
 	// locking.
@@ -95,9 +94,50 @@ func (s *Weighted) admit(ctx context.Context, n int64, turn *call.Turn) (*waitq.
 			return nil, Permit{}, err
 		}
 	}
-	got, queue, err := waitq.Admit(ctx, (*owner)(s), n, pl)
-	if !queue {
-		return nil, Permit(got), err
+	s.mu.Lock()
+	var err error
+	switch {
+	case s.closed:
+		err = ErrClosed
+	case n > s.capacity.Load():
+		err = ErrTooHeavy
+	}
+	for err == nil {
+		st := s.state.Load()
+		// Permits given back since Acquire looked at ctx (a release of an
+		// inline token needs no lock) must not go to a context that ended
+		// before they came free: look again after each load.
+		if ctxEnded(ctx) {
+			s.cancelled++
+			s.mu.Unlock()
+			return nil, Permit{}, ctx.Err()
+		}
+		if avail(st) >= n && s.first(&pl) {
+			if t, ok := s.claimLocked(st, n); ok {
+				s.mu.Unlock()
+				return nil, Permit(permit.Make(t, t.Gen(), n)), nil
+			}
+			continue
+		}
+		// Under a bound on the waiting weight, waitWeight never exceeds
+		// it, so the difference does not wrap (a sum could, past
+		// math.MaxInt64, and let the waiter in).
+		if (s.maxWaiters > 0 && s.waiters >= s.maxWaiters) ||
+			(s.maxWaitWt > 0 && uint64(n) > uint64(s.maxWaitWt)-s.waitWeight) {
+			err = ErrQueueFull
+			break
+		}
+		// Set the slow flag before queueing, so that no fast-path release
+		// can slip past the queue. If the word moved, look again: the
+		// permits may have come back.
+		if st&flagSlow != 0 || s.state.CompareAndSwap(st, st|flagSlow) {
+			break
+		}
+	}
+	if err != nil {
+		s.rejected++
+		s.mu.Unlock()
+		return nil, Permit{}, err
 	}
 	w := s.wcache.Get()
 	w.N, w.Place = n, pl
@@ -134,65 +174,6 @@ func (s *Weighted) first(pl *waitq.Place) bool {
 		return s.barge.mayBarge()
 	}
 	return s.prio.step != 0 && s.fair == nil && waitq.Ahead(pl, s.q.Head(), s.prio.step)
-}
-
-// The methods of waitq.Admitter, beside waitq.Owner's.
-
-// Refusal refuses every caller after Close, and one heavier than the
-// capacity.
-func (o *owner) Refusal(n int64) error {
-	switch {
-	case o.closed:
-		return ErrClosed
-	case n > o.capacity.Load():
-		return ErrTooHeavy
-	}
-	return nil
-}
-
-// Load returns the state word.
-func (o *owner) Load() uint64 { return o.state.Load() }
-
-// First reports whether n permits are free in st and a caller at pl
-// comes first.
-func (o *owner) First(st uint64, n int64, pl waitq.Place) bool {
-	return avail(st) >= n && (*Weighted)(o).first(&pl)
-}
-
-// Take claims n permits from st under mu.
-func (o *owner) Take(st uint64, n int64, _ waitq.Place) (permit.Permit, waitq.Chain, bool) {
-	t, ok := (*Weighted)(o).claimLocked(st, n)
-	if !ok {
-		return permit.Permit{}, waitq.Chain{}, false
-	}
-	return permit.Make(t, t.Gen(), n), waitq.Chain{}, true
-}
-
-// Full refuses a waiter past WithMaxWaiters or WithMaxWaitingWeight.
-// Under a bound on the waiting weight, waitWeight never exceeds it, so
-// the difference does not wrap (a sum could, past math.MaxInt64, and let
-// the waiter in).
-func (o *owner) Full(n int64) error {
-	if (o.maxWaiters > 0 && o.waiters >= o.maxWaiters) ||
-		(o.maxWaitWt > 0 && uint64(n) > uint64(o.maxWaitWt)-o.waitWeight) {
-		return ErrQueueFull
-	}
-	return nil
-}
-
-// Mark sets the slow flag.
-func (o *owner) Mark(st uint64) bool {
-	return st&flagSlow != 0 || o.state.CompareAndSwap(st, st|flagSlow)
-}
-
-// Refuse counts a refused admission and unlocks.
-func (o *owner) Refuse(cancelled bool) {
-	if cancelled {
-		o.cancelled++
-	} else {
-		o.rejected++
-	}
-	o.mu.Unlock()
 }
 
 // stampWait marks w, a waiter about to be pushed, as timed or not, and

@@ -7,9 +7,8 @@
 //
 // # Protocol
 //
-// Under the owner's lock a caller that cannot be served at once ([Admit]
-// decides: refused, served at once, or queued, the owner's flag set)
-// joins the queue ([Queue.Push]); then, without the lock, it calls [Wait] (or its
+// Under the owner's lock a caller that cannot be served at once joins the
+// queue ([Queue.Push]); then, without the lock, it calls [Wait] (or its
 // parts, [Await], then [Outcome] or [End]; or [Receive], for a wait that
 // nothing but the grant can end). A waker
 // decides under the lock whom to serve: [Grant] serves waiters while they
