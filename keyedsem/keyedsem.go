@@ -114,7 +114,7 @@ type Keyed[K comparable] struct {
 
 	beforeWait func() // a test's hook, run by an acquire on its way to wait; nil
 
-	barge bargeState // WithBarging's, see barging.go
+	barge waitq.Bound // WithBarging's bound, see barging.go
 }
 
 type config struct {
@@ -241,10 +241,12 @@ func New[K comparable](opts ...Option) *Keyed[K] {
 	}
 	s.epoch = s.clock.Now()
 	if c.barging {
-		s.barging, s.barge.bound = true, c.bargeBound
-		if s.barge.bound == 0 {
-			s.barge.bound = time.Millisecond // as package semaphore's: sync.Mutex's threshold
+		d := c.bargeBound
+		if d == 0 {
+			d = time.Millisecond // as package semaphore's: sync.Mutex's threshold
 		}
+		s.barging = true
+		s.barge.Init(d, s.clock)
 	}
 	s.hc = hist.NewClock(s.clock)
 	if c.histograms {

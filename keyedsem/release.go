@@ -112,7 +112,7 @@ func (s *Keyed[K]) releaseQueued(e *entry[K], n int64) {
 	st := s.unrefLocked(e, n)
 	if st&(busyBit|deadBit) == busyBit && !e.q.Empty() {
 		if s.barging {
-			s.bargeServeLocked(e, &wake)
+			waitq.BargeServe(&e.q, line[K]{s, e}, &wake)
 		} else {
 			s.grantLocked(e, &wake)
 		}

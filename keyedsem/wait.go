@@ -94,7 +94,7 @@ func (l line[K]) Emptied() { clearBits(l.e, queuedBit|kStrict) }
 func (l line[K]) Serve() waitq.Chain {
 	var c waitq.Chain
 	if l.s.barging {
-		l.s.bargeServeLocked(l.e, &c)
+		waitq.BargeServe(&l.e.q, l, &c)
 	} else {
 		waitq.Grant(&l.e.q, l, &c)
 	}
@@ -198,7 +198,7 @@ func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Tu
 	}
 	switch {
 	case s.barging:
-		w.Arrival = s.freshNow() // its bound counts from here: see bargeServeLocked
+		s.barge.Stamp(w) // its bound counts from here: see waitq.BargeGrant
 		e.q.Push(w)
 	case s.order == 0:
 		e.q.Push(w)

@@ -20,7 +20,7 @@ import (
 // the same waiters served (in FIFO order once woken or handed off), the
 // same refusals, strict mode as soon as a waiter has waited the bound on
 // the fake clock, and after every step Stats field by field,
-// Available+Held == Capacity, the old waiters' count and one bound's timer
+// Available+Held == Capacity, strict mode as the model's and one bound's timer
 // per waiter. A failure prints the steps; -rapid.seed replays it.
 func TestBargingMatchesModel(t *testing.T) { rapid.Check(t, bargingProperty) }
 
@@ -69,10 +69,11 @@ func (b bargeSem) Close()                                      { b.s.Close() }
 func (b bargeSem) Stats() any                                  { return b.s.Stats() }
 func (b bargeSem) Waiters() int                                { return b.s.Stats().Waiters }
 
-// Settled: the waiters whose bound ran out have counted themselves old.
-func (b bargeSem) Settled(m *model.Barging) bool { return semaphore.BargingOld(b.s) == m.Old() }
+// Settled: a waiter whose bound ran out has set strict, and strict ended
+// with the last old waiter, as in the model.
+func (b bargeSem) Settled(m *model.Barging) bool { return semaphore.BargingStrict(b.s) == m.Strict() }
 
-// Check: Stats field by field, Available+Held == Capacity, the old count,
+// Check: Stats field by field, Available+Held == Capacity, strict mode,
 // nobody left woken, and Held is what the driver holds.
 func (b bargeSem) Check(m *model.Barging, held int64) error {
 	got, want := b.s.Stats(), m.Stats()
@@ -82,8 +83,8 @@ func (b bargeSem) Check(m *model.Barging, held int64) error {
 	if modelcheck.SemStats(got) != want {
 		return fmt.Errorf("Stats differ from the model\n got %+v\nwant %+v", got, want)
 	}
-	if o := semaphore.BargingOld(b.s); o != m.Old() {
-		return fmt.Errorf("%d waiters count themselves old; the model has %d", o, m.Old())
+	if st := semaphore.BargingStrict(b.s); st != m.Strict() {
+		return fmt.Errorf("strict is %v; the model has %d old waiters", st, m.Old())
 	}
 	if semaphore.BargingWoken(b.s) {
 		return fmt.Errorf("a waiter is still woken between steps")

@@ -84,7 +84,7 @@ func TestBargingBoundServesTheOldWaiterFirst(t *testing.T) {
 	p.Release()
 
 	clk.Advance(time.Nanosecond)
-	waitFor(t, "the head to count itself old", func() bool { return semaphore.BargingOld(s) == 1 })
+	waitFor(t, "the head to set strict", func() bool { return semaphore.BargingStrict(s) })
 	_, ok = s.TryAcquire(1)
 	require.False(t, ok, "a waiter has waited the bound: TryAcquire must not overtake it")
 	late := enqueueTimed(t, context.Background(), s, clk, 1)
@@ -94,7 +94,7 @@ func TestBargingBoundServesTheOldWaiterFirst(t *testing.T) {
 	rh := recv(t, heavy)
 	require.NoError(t, rh.err)
 	stillWaiting(t, late)
-	require.Zero(t, semaphore.BargingOld(s), "the old waiter's wait has ended")
+	require.False(t, semaphore.BargingStrict(s), "the old waiter's wait has ended, the head is young")
 	require.True(t, rh.p.Release())
 	rl := recv(t, late)
 	require.NoError(t, rl.err)
@@ -124,7 +124,7 @@ func TestBargingBoundHandsOffAtCapacityOne(t *testing.T) {
 		a := enqueueTimed(t, context.Background(), s, clk, 1)
 		b := enqueueTimed(t, context.Background(), s, clk, 1)
 		clk.Advance(bargeBound)
-		waitFor(t, "both waiters to count themselves old", func() bool { return semaphore.BargingOld(s) == 2 })
+		waitFor(t, "the waiters to set strict", func() bool { return semaphore.BargingStrict(s) })
 		h.Release()
 		_, ok := s.TryAcquire(1)
 		require.False(t, ok, "round %d: the release handed the permit to the oldest waiter", round)
@@ -312,7 +312,7 @@ func TestBargingCancelHeadServesNext(t *testing.T) {
 	defer cancel()
 	heavy := enqueueTimed(t, ctx, s, clk, 3)
 	clk.Advance(bargeBound)
-	waitFor(t, "the head to count itself old", func() bool { return semaphore.BargingOld(s) == 1 })
+	waitFor(t, "the head to set strict", func() bool { return semaphore.BargingStrict(s) })
 	light := enqueueTimed(t, context.Background(), s, clk, 1) // strict: it queues
 	cancel()
 	require.True(t, errors.Is(recv(t, heavy).err, context.Canceled))
@@ -322,7 +322,7 @@ func TestBargingCancelHeadServesNext(t *testing.T) {
 	h.Release()
 	st := requireBalanced(t, s)
 	require.Equal(t, uint64(1), st.Cancelled, "%+v", st)
-	require.Zero(t, semaphore.BargingOld(s))
+	require.False(t, semaphore.BargingStrict(s))
 }
 
 // A barging semaphore keeps no places: Join is refused with a clear error

@@ -141,6 +141,9 @@ func (s *Weighted) admit(ctx context.Context, n int64, turn *call.Turn) (*waitq.
 	}
 	w := s.wcache.Get()
 	w.N, w.Place = n, pl
+	if s.barge != nil {
+		s.barge.bound.Stamp(w) // its bound counts from here (waitq.BargeGrant)
+	}
 	if s.tm != nil {
 		s.stampWait(w)
 	}
@@ -241,8 +244,8 @@ func (o *owner) ReleaseToken(t *permit.Token, n int64) {
 	s.spareOut--
 	s.spareFreed++
 	s.state.Add(uint64(n) << availShift)
-	if b := s.barge; b != nil {
-		s.bargeServeLocked(b, &wake)
+	if s.barge != nil {
+		waitq.BargeServe(&s.q, o, &wake)
 	} else {
 		s.grantLocked(&wake)
 	}
@@ -279,8 +282,8 @@ func (s *Weighted) grantLocked(c *waitq.Chain) { waitq.Grant(&s.q, (*owner)(s), 
 // Serve serves the waiters by the semaphore's policy (see waitq.Owner).
 func (o *owner) Serve() waitq.Chain {
 	var c waitq.Chain
-	if b := o.barge; b != nil {
-		(*Weighted)(o).bargeServeLocked(b, &c)
+	if o.barge != nil {
+		waitq.BargeServe(&o.q, o, &c)
 	} else {
 		waitq.Grant(&o.q, o, &c)
 	}
@@ -362,8 +365,12 @@ func (o *owner) Dequeued(n int64) {
 }
 
 // Emptied clears the slow flag once nobody waits, unless the semaphore is
-// closed (every change of the word then stays under mu).
+// closed (every change of the word then stays under mu), and barging's
+// strict flag (nobody is left to have waited the bound).
 func (o *owner) Emptied() {
+	if o.barge != nil {
+		o.Relax()
+	}
 	if o.closed {
 		return
 	}

@@ -321,7 +321,11 @@ func (s *Weighted) SetCapacity(n int64) {
 	s.capacity.Store(n)
 	s.state.Add(uint64(delta) << availShift)
 	waitq.Fail(&s.q, (*owner)(s), n, ErrTooHeavy, &wake)
-	waitq.Grant(&s.q, (*owner)(s), &wake)
+	if s.barge != nil {
+		waitq.BargeGrant(&s.q, (*owner)(s), &wake) // strict mode may end with the waiters failed
+	} else {
+		waitq.Grant(&s.q, (*owner)(s), &wake)
+	}
 	s.mu.Unlock()
 	wake.Wake()
 }

@@ -100,6 +100,8 @@
 // protocol's rules hold), and the owners' check that nobody waits before
 // they take permits ahead of the queue becomes the policy's answer to
 // whether a newcomer may barge. A nudged waiter takes free permits itself
-// or goes back to the head (Queue.Rejoin); the owner writes that wait loop
-// out (see semaphore/barging.go).
+// or goes back to the head. The whole protocol is the engine's, once
+// ([BargeWait], [BargeServe]): the owners ([Barger]) keep its two flags,
+// woken and strict, where their lock-free paths see them, and supply the
+// claims; their barging fast path stays theirs.
 package waitq

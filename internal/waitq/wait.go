@@ -130,11 +130,21 @@ func Await(ctx context.Context, w *Waiter, mw *MaxWait) Ended {
 		timer = mw.Clock.NewTimer(mw.D)
 		expired = timer.C()
 	}
-	var end Ended
 	if done == nil && expired == nil {
 		<-w.ready
-		return end
+		return Ended{}
 	}
+	end, _ := park(ctx, w, done, expired, nil, mw)
+	if timer != nil {
+		timer.Stop()
+	}
+	return end
+}
+
+// park is Await's select, and a barging wait's (BargeWait), which gives
+// it aged, the bound's timer (nil for none): fired reports that the timer
+// fired first, and nothing else was seen.
+func park(ctx context.Context, w *Waiter, done <-chan struct{}, expired, aged <-chan time.Time, mw *MaxWait) (end Ended, fired bool) {
 	select {
 	case <-w.ready:
 		// The wait may have ended too, before the grant: when both are
@@ -155,11 +165,10 @@ func Await(ctx context.Context, w *Waiter, mw *MaxWait) Ended {
 		end.Err, end.How = ctx.Err(), Cancelled
 	case <-expired:
 		end.Err, end.How = mw.Err, TimedOut
+	case <-aged:
+		return end, true
 	}
-	if timer != nil {
-		timer.Stop()
-	}
-	return end
+	return end, false
 }
 
 // End finishes a wait that Await found ended before its grant (end.Err
