@@ -17,8 +17,12 @@ func TestMaxWaitersRejectsTheExtraWaiterAtOnce(t *testing.T) {
 	a := enqueue(t, context.Background(), s, 1)
 	b := enqueue(t, context.Background(), s, 1)
 
-	p, err := s.Acquire(context.Background(), 1) // returns at once: no goroutine needed
-	require.ErrorIs(t, err, semaphore.ErrQueueFull)
+	// It returns at once, so no goroutine is needed; the deadline turns a
+	// refusal that never comes (the third waiter queued) into a failure.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := s.Acquire(ctx, 1)
+	require.ErrorIs(t, err, semaphore.ErrQueueFull, "the third waiter was queued, not refused")
 	require.False(t, p.Weight() != 0)
 	st := s.Stats()
 	require.Equal(t, uint64(1), st.Rejected)

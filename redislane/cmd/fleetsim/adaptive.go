@@ -9,7 +9,8 @@ package main
 // 1 instance and then over 3 (each instance its own go-redis client, its
 // own Fleet of one name and its own Controller with the default options;
 // the fleet's elected leader moves the limit). Rounds alternate 1 and 3
-// on a fresh lane each, so that both meet the same machine; the figure is
+// on a fresh lane each, in the order 1, 3, 3, 1, 1, 3, ..., so that both
+// meet the same machine and a drift of it falls on both; the figure is
 // the ratio of the medians of the two refusal rates (the share of calls
 // refused), counted after a warm-up in which the limit finds the
 // provider's.
@@ -134,7 +135,11 @@ func runAdaptive(cfg adaptiveConfig) ([]adaptiveRow, error) {
 	}
 	var rows []adaptiveRow
 	for round := 0; round < cfg.Rounds; round++ {
-		for _, r := range cfg.Replicas {
+		sizes := slices.Clone(cfg.Replicas)
+		if round%2 == 1 {
+			slices.Reverse(sizes) // 1, 3, 3, 1, 1, 3, ...: drift falls on both
+		}
+		for _, r := range sizes {
 			row, err := adaptiveRound(cfg, r, fmt.Sprintf("fleetsim:adaptive:%d:%d:%d", time.Now().UnixNano(), round, r))
 			if err != nil {
 				return nil, err

@@ -180,20 +180,10 @@ func main() {
 		})
 		ac.Redis = cfg.Redis
 		rows, err := runAdaptive(ac)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "fleetsim:", err)
-			os.Exit(2)
-		}
-		if *jsonOut {
-			enc := json.NewEncoder(os.Stdout)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(struct {
-				Rows    []adaptiveRow
-				Verdict adaptiveVerdict
-			}{rows, summarizeAdaptive(ac, rows)})
-		} else {
-			printAdaptive(ac, rows)
-		}
+		report(err, *jsonOut, struct {
+			Rows    []adaptiveRow
+			Verdict adaptiveVerdict
+		}{rows, summarizeAdaptive(ac, rows)}, func() { printAdaptive(ac, rows) })
 		return
 	}
 
@@ -223,22 +213,28 @@ func main() {
 	}
 	cfg.cpuprofile = *cpuprofile
 	res, err := runParent(&cfg)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "fleetsim:", err)
-		os.Exit(2)
-	}
-	if *jsonOut {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(res)
-	} else {
-		printResult(res)
-	}
+	report(err, *jsonOut, res, func() { printResult(res) })
 	for r := res; r != nil; r = r.Leased {
 		if !r.CapacityHeld || !r.FencesUnique {
 			os.Exit(1)
 		}
 	}
+}
+
+// report ends a run: an error exits with status 2; otherwise v is printed
+// as JSON, or text prints it for people.
+func report(err error, asJSON bool, v any, text func()) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fleetsim:", err)
+		os.Exit(2)
+	}
+	if asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(v)
+		return
+	}
+	text()
 }
 
 func runParent(cfg *config) (*Result, error) {
