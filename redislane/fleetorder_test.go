@@ -230,7 +230,8 @@ func TestFleetOrderFairShareByWeight(t *testing.T) {
 // while another has been served for a while starts at the lane's current
 // virtual time, not at 0, and so gets no credit for the time it was not
 // waiting. Group a's backlog of 8 is served up to a4 (held, one hand-over
-// at a time on capacity 1), so the virtual time is a3's tag; then b
+// at a time on capacity 1), so the virtual time is a4's tag (3, a1's
+// being 0); then b
 // queues 4 and the grants alternate. (Mutant: fv not saved by the script
 // that serves, so each call reads 0: b's tags restart at 0 and it is
 // served b1 b2 b3 b4 before a5.)
