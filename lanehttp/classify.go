@@ -170,6 +170,9 @@ func safeToRepeat(req *http.Request) bool {
 // written to (a dial or proxy connect that failed), so the provider saw
 // none of it.
 func unsent(err error) bool {
+	if err == nil {
+		return false // before op, which errors.As moves to the heap: a success allocates nothing here
+	}
 	var op *net.OpError
-	return err != nil && errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect")
+	return errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect")
 }
