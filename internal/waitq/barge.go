@@ -152,11 +152,19 @@ func (b *Bound) arm() (boundTimer, <-chan time.Time) {
 	return boundTimer{ft: ft}, ft.C()
 }
 
-// disarm stops t; a pooled timer goes back (since Go 1.23 a stopped
-// timer's channel holds no stale value).
+// disarm stops t; a pooled timer goes back drained. Since Go 1.23 a
+// stopped timer's channel holds no stale value, but only for a program
+// whose go.mod says 1.23 or later (and no GODEBUG=asynctimerchan=1): in
+// another, a timer that fired unread would fire at once for its next
+// waiter and make the lane strict early.
 func (b *Bound) disarm(t boundTimer) {
 	if t.rt != nil {
-		t.rt.Stop()
+		if !t.rt.Stop() {
+			select {
+			case <-t.rt.C:
+			default:
+			}
+		}
 		b.timers.Put(t.rt)
 		return
 	}
