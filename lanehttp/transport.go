@@ -241,7 +241,8 @@ func (t *Transport[K]) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
-	est, opts := t.acquireOptions(req)
+	var optBuf [1]semaphore.AcquireOption // on the stack: AcquireAll keeps no option
+	est, opts := t.acquireOptions(req, optBuf[:0])
 	t.earnRetry()
 	rewind := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 	safe := cfg.RetryUnsafe || safeToRepeat(req)
@@ -339,14 +340,15 @@ func rewound(req *http.Request) (*http.Request, error) {
 }
 
 // acquireOptions returns req's token estimate and the per-call options
-// of its attempts: the estimate as the weight of the tokens lane. It is
-// the one place that names lanequeue's per-call options.
-func (t *Transport[K]) acquireOptions(req *http.Request) (int64, []semaphore.AcquireOption) {
+// of its attempts, appended to buf: the estimate as the weight of the
+// tokens lane. It is the one place that names lanequeue's per-call
+// options.
+func (t *Transport[K]) acquireOptions(req *http.Request, buf []semaphore.AcquireOption) (int64, []semaphore.AcquireOption) {
 	if t.cfg.TokensLane == "" {
-		return 0, nil
+		return 0, buf
 	}
 	est := max(1, t.cfg.Tokens(req))
-	return est, []semaphore.AcquireOption{lanequeue.LaneWeight(t.cfg.TokensLane, est)}
+	return est, append(buf, lanequeue.LaneWeight(t.cfg.TokensLane, est))
 }
 
 // earnRetry adds a request's share to the retry budget, up to its cap.

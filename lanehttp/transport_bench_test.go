@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/sessionlane/lanes/internal/coarse"
 	"github.com/sessionlane/lanes/lanehttp"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
@@ -64,6 +65,52 @@ func BenchmarkTransport(b *testing.B) {
 			b.ReportAllocs()
 			for range b.N {
 				resp, err := c.client.Get(srv.URL)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+}
+
+// BenchmarkAblationCoarseStart is the round trip of BenchmarkTransport
+// through one concurrency lane, with the coarse clock (the tickets'
+// stamps) starting its timer only when read often (tick=counted, as
+// built) or on its first read (tick=always, as before): a round trip
+// reads it a few times in tens of microseconds, too seldom for the
+// timer's ticks to pay for themselves (see internal/coarse).
+func BenchmarkAblationCoarseStart(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"ok":true}`)
+	}))
+	defer srv.Close()
+	bare := srv.Client()
+	defer bare.CloseIdleConnections()
+	for _, always := range []bool{false, true} {
+		name := "tick=counted"
+		if always {
+			name = "tick=always"
+		}
+		b.Run(name, func(b *testing.B) {
+			coarse.AlwaysTick = always
+			defer func() { coarse.AlwaysTick = false }()
+			q := lanequeue.New[string]()
+			defer q.Close()
+			if err := q.Add("provider", lanequeue.NewGlobalLane[string](semaphore.New(64))); err != nil {
+				b.Fatal(err)
+			}
+			set, err := q.Lanes("provider")
+			if err != nil {
+				b.Fatal(err)
+			}
+			c := &http.Client{Transport: lanehttp.NewTransport(lanehttp.TransportConfig[string]{
+				Base: bare.Transport, Queue: q, Lanes: set,
+			})}
+			b.ReportAllocs()
+			for range b.N {
+				resp, err := c.Get(srv.URL)
 				if err != nil {
 					b.Fatal(err)
 				}
