@@ -1,5 +1,6 @@
-// Package coarse is a clock for hot paths: reading it is an atomic load,
-// and it is right to about a millisecond.
+// Package coarse is a clock for hot paths: read often, reading it is an
+// atomic load, right to about a millisecond; read seldom, it is the
+// system clock.
 package coarse
 
 import (
@@ -8,8 +9,8 @@ import (
 	"time"
 )
 
-// Resolution is how often the coarse clock moves on while tickets
-// are being granted.
+// Resolution is how often the coarse clock moves on while it is read
+// often.
 const Resolution = time.Millisecond
 
 // Clock is a clock that hot paths read with an atomic load instead
