@@ -57,13 +57,10 @@ type aging struct {
 // wait's timing reuses; or, where the step allows it, the coarse one
 // (waitq.CoarseArrivals), which a wait's timing does not use.
 func (s *Weighted) placeOf(t *call.Turn) waitq.Place {
-	switch {
-	case s.prio.step == 0:
+	if s.prio.step == 0 {
 		return waitq.Place{}
-	case s.prio.coarse:
-		return waitq.Place{Band: int32(t.Priority), Arrival: max(s.hc.Stamp(), 0)}
 	}
-	return waitq.Place{Band: int32(t.Priority), Arrival: max(s.hc.Precise(), 0)}
+	return waitq.Place{Band: int32(t.Priority), Arrival: s.hc.Arrival(s.prio.coarse)}
 }
 
 // errPriority refuses a Priority out of range; static, so that the
