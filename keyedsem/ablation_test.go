@@ -3,10 +3,8 @@ package keyedsem_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/sessionlane/lanes/keyedsem"
-	"github.com/sessionlane/lanes/semaphore"
 )
 
 // BenchmarkAblationClock runs the coarse clock (what New sets up with the
@@ -71,36 +69,6 @@ func BenchmarkAblationBacklog(b *testing.B) {
 			// The work saved, free of the machine's noise: a pass looks
 			// at every entry (4097 here).
 			b.ReportMetric(float64(keyedsem.Passes(s))*1e6/float64(b.N), "passes/1e6op")
-		})
-	}
-}
-
-// BenchmarkAblationArrivalClock: BenchmarkHotKeyTurn's
-// priorities-mixed+sequence row with a step of one second, its arrivals
-// stamped from the coarse clock (what New sets up for such a step, see
-// waitq.CoarseArrivals) against a system clock read each (what a step
-// under 16ms keeps), beside the FIFO row, for the ratio of each to it.
-func BenchmarkAblationArrivalClock(b *testing.B) {
-	for _, v := range []struct {
-		name    string
-		precise bool
-		opts    []keyedsem.Option
-	}{
-		{"fifo", false, nil},
-		{"coarse", false, []keyedsem.Option{keyedsem.WithPriorities(time.Second), keyedsem.WithSequenceOrder()}},
-		{"precise", true, []keyedsem.Option{keyedsem.WithPriorities(time.Second), keyedsem.WithSequenceOrder()}},
-	} {
-		b.Run("arrivals="+v.name, func(b *testing.B) {
-			s := keyedsem.New[string](v.opts...)
-			defer s.Close()
-			if v.precise {
-				keyedsem.PreciseArrivals(s)
-			}
-			var turn func(int) semaphore.AcquireOption
-			if v.opts != nil {
-				turn = mixed
-			}
-			runHotKeyTurn(b, s, turn, v.opts != nil)
 		})
 	}
 }

@@ -114,12 +114,3 @@ func TimedWaits[K comparable](s *Keyed[K]) uint64 {
 	n, _ := s.tm.Wait.Read(&c)
 	return n
 }
-
-// PreciseArrivals makes s stamp every arrival with a system clock read, as
-// a step too short for the coarse clock does (waitq.CoarseArrivals):
-// BenchmarkAblationArrivalClock's knob. Call it before the first acquire.
-func PreciseArrivals[K comparable](s *Keyed[K]) { s.coarseArrivals = false }
-
-// CoarseArrivals reports whether s stamps its arrivals from the coarse
-// clock.
-func CoarseArrivals[K comparable](s *Keyed[K]) bool { return s.coarseArrivals }

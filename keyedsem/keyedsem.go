@@ -51,21 +51,18 @@ type Keyed[K comparable] struct {
 	maxWaiters int
 	order      uint8 // 0 (FIFO), orderPriorities or orderSequence: see turn.go
 	aging      int64 // WithPriorities' step in nanoseconds
-	// coarseArrivals: arrivals are stamped from the coarse clock, the step
-	// being long enough for its resolution (waitq.CoarseArrivals).
-	coarseArrivals bool
-	hold           int64 // WithReorderHold's bound in nanoseconds; 0: no hold (see hold.go)
-	nanKeys        bool  // K can hold a value not equal to itself (a NaN)
-	barging        bool  // WithBarging (see barging.go)
-	clock          semaphore.Clock
-	realClock      bool
-	coarse         coarse.Clock // the real clock's readings, when realClock
-	epoch          time.Time
-	tm             *hist.Timings // WithHistograms; nil: off
-	hc             hist.Clock    // the clock of the timings and of waiters' stamps
-	stripes        []stripe[K]
-	mask           uint32
-	closed         atomic.Bool
+	hold       int64 // WithReorderHold's bound in nanoseconds; 0: no hold (see hold.go)
+	nanKeys    bool  // K can hold a value not equal to itself (a NaN)
+	barging    bool  // WithBarging (see barging.go)
+	clock      semaphore.Clock
+	realClock  bool
+	coarse     coarse.Clock // the real clock's readings, when realClock
+	epoch      time.Time
+	tm         *hist.Timings // WithHistograms; nil: off
+	hc         hist.Clock    // the clock of the timings and of waiters' stamps
+	stripes    []stripe[K]
+	mask       uint32
+	closed     atomic.Bool
 	// Read on every idle transition, written rarely. expiry is the time
 	// (as now returns it) from which an idle entry may have been idle for
 	// the timeout, set by each eviction pass: the next idle transition or
@@ -243,7 +240,6 @@ func New[K comparable](opts ...Option) *Keyed[K] {
 		s.clock, s.realClock = clock.Real{}, true
 	}
 	s.epoch = s.clock.Now()
-	s.coarseArrivals = s.realClock && waitq.CoarseArrivals(s.aging)
 	if c.barging {
 		d := c.bargeBound
 		if d == 0 {

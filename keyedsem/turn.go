@@ -21,9 +21,8 @@ const (
 // WithPriorities orders each key's line by [semaphore.Priority] with aging,
 // as [semaphore.WithPriorities] does: with priorities in [lo, hi], a waiter
 // waits at most for its key's holders, those ahead when it came (found its
-// key busy) and those that arrive within (hi-lo)*step after it; with a step
-// of 16ms or more, arrivals are read from a coarse clock, right to about a
-// millisecond, which loosens that by as much. step must be positive.
+// key busy) and those that arrive within (hi-lo)*step after it. step must
+// be positive.
 func WithPriorities(step time.Duration) Option {
 	return func(c *config) { c.order |= orderPriorities; c.aging = step }
 }
@@ -124,16 +123,10 @@ func (s *Keyed[K]) placeOf(t *call.Turn) waitq.Place {
 		t = &call.Turn{}
 	}
 	if s.order&orderPriorities != 0 {
-		// A fresh reading, unless the step is long enough for the coarse
-		// clock's (waitq.CoarseArrivals): its reading may be a millisecond
-		// old, or more after a stall, which would let a newcomer pass
-		// waiters it should not.
-		pl.Band = int32(t.Priority)
-		if s.coarseArrivals {
-			pl.Arrival = s.now()
-		} else {
-			pl.Arrival = s.freshNow()
-		}
+		// A fresh reading: the coarse clock's may be a millisecond old, or
+		// more after a stall, which would let a newcomer pass waiters it
+		// should not.
+		pl.Band, pl.Arrival = int32(t.Priority), s.freshNow()
 	}
 	if s.order&orderSequence != 0 {
 		pl.Rank = t.Sequence

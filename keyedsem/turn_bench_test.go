@@ -42,38 +42,31 @@ func BenchmarkHotKeyTurn(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			s := keyedsem.New[string](c.opts...)
 			defer s.Close()
-			runHotKeyTurn(b, s, c.turn, c.seq)
+			ctx := context.Background()
+			k := benchKeys[0]
+			b.SetParallelism(16)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for i := 0; pb.Next(); i++ {
+					var p semaphore.Permit
+					var err error
+					switch {
+					case c.turn == nil:
+						p, err = s.Acquire(ctx, k)
+					case c.seq:
+						p, err = s.Acquire(ctx, k, c.turn(i), semaphore.Sequence(int64(i+1)))
+					default:
+						p, err = s.Acquire(ctx, k, c.turn(i))
+					}
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					p.Release()
+				}
+			})
 		})
 	}
-}
-
-// runHotKeyTurn is one row of BenchmarkHotKeyTurn on s: 16 goroutines a
-// processor on one key, call i of each carrying turn(i) (nil: no option)
-// and, if seq, Sequence(i+1).
-func runHotKeyTurn(b *testing.B, s *keyedsem.Keyed[string], turn func(int) semaphore.AcquireOption, seq bool) {
-	ctx := context.Background()
-	k := benchKeys[0]
-	b.SetParallelism(16)
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for i := 0; pb.Next(); i++ {
-			var p semaphore.Permit
-			var err error
-			switch {
-			case turn == nil:
-				p, err = s.Acquire(ctx, k)
-			case seq:
-				p, err = s.Acquire(ctx, k, turn(i), semaphore.Sequence(int64(i+1)))
-			default:
-				p, err = s.Acquire(ctx, k, turn(i))
-			}
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			p.Release()
-		}
-	})
 }
 
 // mixed draws priorities 0, 1, 2 in turn.

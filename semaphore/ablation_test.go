@@ -194,34 +194,3 @@ func BenchmarkAblationOptions(b *testing.B) {
 		}
 	}
 }
-
-// BenchmarkAblationArrivalClock: BenchmarkComposed's capacity-1
-// priorities+fair row with a step of one second, its arrivals stamped from
-// the coarse clock (what New sets up for such a step, see
-// waitq.CoarseArrivals) against a system clock read each (what a step
-// under 16ms keeps), beside the FIFO row, for the ratio of each to it.
-func BenchmarkAblationArrivalClock(b *testing.B) {
-	for _, c := range contexts() {
-		for _, v := range []struct {
-			name string
-			make func() *semaphore.Weighted
-			prio bool
-		}{
-			{"fifo", func() *semaphore.Weighted { return semaphore.New(1) }, false},
-			{"coarse", func() *semaphore.Weighted {
-				return semaphore.New(1, semaphore.WithPriorities(time.Second), semaphore.WithFairShare(nil))
-			}, true},
-			{"precise", func() *semaphore.Weighted {
-				s := semaphore.New(1, semaphore.WithPriorities(time.Second), semaphore.WithFairShare(nil))
-				semaphore.PreciseArrivals(s)
-				return s
-			}, true},
-		} {
-			b.Run(fmt.Sprintf("ctx=%s/cap=1/g=32/arrivals=%s", c.name, v.name), func(b *testing.B) {
-				ctx, cancel := c.ctx()
-				defer cancel()
-				runComposed(b, ctx, v.make(), v.prio, v.prio)
-			})
-		}
-	}
-}

@@ -1,7 +1,6 @@
 package semaphore_test
 
 import (
-	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -23,6 +22,7 @@ import (
 // does. The step, 1ms, lets low bands age past high ones within a few
 // hand-offs, as in BenchmarkPriorities.
 func BenchmarkComposed(b *testing.B) {
+	groups := []string{"tenant-a", "tenant-b", "tenant-c", "tenant-d"}
 	orders := []struct {
 		name string
 		opts []semaphore.Option
@@ -40,39 +40,30 @@ func BenchmarkComposed(b *testing.B) {
 				b.Run(fmt.Sprintf("ctx=%s/cap=%d/g=32/order=%s", c.name, capacity, o.name), func(b *testing.B) {
 					ctx, cancel := c.ctx()
 					defer cancel()
-					runComposed(b, ctx, semaphore.New(capacity, o.opts...), o.prio, o.fair)
+					s := semaphore.New(capacity, o.opts...)
+					benchkit.SetGoroutines(b, 32)
+					b.ReportAllocs()
+					var id atomic.Int64
+					b.RunParallel(func(pb *testing.PB) {
+						i := id.Add(1) - 1
+						var turn []semaphore.AcquireOption
+						if o.prio {
+							turn = append(turn, semaphore.Priority(int(i%4)))
+						}
+						if o.fair {
+							turn = append(turn, semaphore.Group(groups[(i/4)%4]))
+						}
+						for pb.Next() {
+							p, err := s.Acquire(ctx, 1, turn...)
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							p.Release()
+						}
+					})
 				})
 			}
 		}
 	}
-}
-
-// composedGroups are BenchmarkComposed's fair-share groups.
-var composedGroups = []string{"tenant-a", "tenant-b", "tenant-c", "tenant-d"}
-
-// runComposed is one row of BenchmarkComposed on s: 32 goroutines
-// acquiring and releasing weight 1, goroutine i with Priority(i%4) if prio
-// and Group(composedGroups[(i/4)%4]) if fair.
-func runComposed(b *testing.B, ctx context.Context, s *semaphore.Weighted, prio, fair bool) {
-	benchkit.SetGoroutines(b, 32)
-	b.ReportAllocs()
-	var id atomic.Int64
-	b.RunParallel(func(pb *testing.PB) {
-		i := id.Add(1) - 1
-		var turn []semaphore.AcquireOption
-		if prio {
-			turn = append(turn, semaphore.Priority(int(i%4)))
-		}
-		if fair {
-			turn = append(turn, semaphore.Group(composedGroups[(i/4)%4]))
-		}
-		for pb.Next() {
-			p, err := s.Acquire(ctx, 1, turn...)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			p.Release()
-		}
-	})
 }

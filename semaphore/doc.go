@@ -31,10 +31,7 @@
 // together, each level within the one before:
 //   - [WithPriorities]: by [Priority], aged: a waiter of priority p is
 //     overtaken only by those of a priority q > p that arrive less than
-//     (q-p)*step after it. Arrivals are read from the system clock; with a
-//     step of 16ms or more, from a coarse clock right to about a
-//     millisecond (at most a sixteenth of the step), which loosens the
-//     bound by as much.
+//     (q-p)*step after it.
 //   - [WithFairShare]: within a priority, by [Group]: while groups wait,
 //     each is granted permits in proportion to its weight, give or take
 //     one largest request; a group that stops waiting keeps no credit and

@@ -191,12 +191,3 @@ func (s *Weighted) AcquireReadByValue(ctx context.Context, n int64, opts ...Acqu
 	}
 	return s.acquireSlow(ctx, n, &t)
 }
-
-// PreciseArrivals makes s stamp every arrival with a system clock read, as
-// a step too short for the coarse clock does (waitq.CoarseArrivals):
-// BenchmarkAblationArrivalClock's knob. Call it before the first acquire.
-func PreciseArrivals(s *Weighted) { s.prio.coarse = false }
-
-// CoarseArrivals reports whether s stamps its arrivals from the coarse
-// clock.
-func CoarseArrivals(s *Weighted) bool { return s.prio.coarse }

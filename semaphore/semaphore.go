@@ -180,7 +180,6 @@ func New(capacity int64, opts ...Option) *Weighted {
 	}
 	if s.prioSet {
 		s.prio.step = int64(s.agingStep)
-		s.prio.coarse = waitq.CoarseArrivals(s.prio.step)
 	}
 	if s.fairSet {
 		s.fair = newFairQueue(s.fairWeight)

@@ -32,8 +32,7 @@ func Weight(n int64) AcquireOption { return call.Make(call.KindWeight, "", n) }
 // WithPriorities orders the line by effective priority, a waiter's
 // [Priority] plus one per step waited, then by arrival. With priorities in
 // [0, 2] and step = 1s, no newcomer passes a waiter of priority 0 once it
-// has waited 2s, give or take the arrival clock's millisecond (see the
-// package doc). step must be positive.
+// has waited 2s. step must be positive.
 func WithPriorities(step time.Duration) Option {
 	return func(c *config) {
 		c.prioSet = true
@@ -44,9 +43,6 @@ func WithPriorities(step time.Duration) Option {
 // aging is what WithPriorities leaves in a semaphore, immutable after New.
 type aging struct {
 	step int64 // nanoseconds per priority; 0: no priorities
-	// coarse: arrivals are stamped from the coarse clock, the step being
-	// long enough for its resolution (waitq.CoarseArrivals).
-	coarse bool
 }
 
 // placeOf returns the place in line of a waiter of turn t arriving now:
@@ -54,13 +50,12 @@ type aging struct {
 // WithFairShare, is given under mu: see fairKey). The order they make is
 // waitq.Ahead's. The arrival is the timings' precise reading (one
 // monotonic reading of the system clock, or the fake clock's), which a
-// wait's timing reuses; or, where the step allows it, the coarse one
-// (waitq.CoarseArrivals), which a wait's timing does not use.
+// wait's timing reuses.
 func (s *Weighted) placeOf(t *call.Turn) waitq.Place {
 	if s.prio.step == 0 {
 		return waitq.Place{}
 	}
-	return waitq.Place{Band: int32(t.Priority), Arrival: s.hc.Arrival(s.prio.coarse)}
+	return waitq.Place{Band: int32(t.Priority), Arrival: max(s.hc.Precise(), 0)}
 }
 
 // errPriority refuses a Priority out of range; static, so that the

@@ -180,17 +180,6 @@ func (c *Clock) Stamp() int64 {
 	return shared.Read()
 }
 
-// Arrival returns a waiter's arrival for an aging order, never negative: a
-// Stamp if coarse (the aging step allows its resolution, see
-// waitq.CoarseArrivals), else a Precise reading. A fake clock is read
-// exactly either way.
-func (c *Clock) Arrival(coarse bool) int64 {
-	if c.fake == nil && !coarse {
-		return max(int64(time.Since(epoch)), 0) // one monotonic reading
-	}
-	return max(c.Stamp(), 0)
-}
-
 // Time turns a reading of Precise or Stamp back into a time.
 func (c *Clock) Time(reading int64) time.Time {
 	if c.fake != nil {

@@ -3,7 +3,6 @@ package waitq
 import (
 	"math/bits"
 
-	"github.com/sessionlane/lanes/internal/coarse"
 	"github.com/sessionlane/lanes/internal/permit"
 )
 
@@ -73,32 +72,6 @@ func Ahead(p *Place, w *Waiter, step int64) bool {
 	}
 	return above(p, w.Band, w.Arrival, step)
 }
-
-// CoarseArrivals reports whether an owner whose aging step is step
-// nanoseconds may stamp its waiters' arrivals from the coarse clock
-// (internal/coarse: an atomic load, some 30 ns cheaper than a system clock
-// read, about a tenth of a contended hand-off) rather than read the
-// system clock on every arrival: when the coarse clock's resolution is at
-// most a sixteenth of the step. The argument is Ahead's: a newcomer c
-// passes a waiter of band b only if (c-b)*step > its arrival less the
-// waiter's. A stamp that lags the true arrival by at most r, taken by a
-// newcomer, lets it pass waiters that arrived up to (c-b)*step + r before
-// it, so every bound of the aging loosens by r; the same lag on the
-// waiter's own stamp makes it older, which only tightens its bound. With
-// r <= step/16, each bound is loosened by at most a sixteenth of a step.
-// The coarse clock runs late when its timer does (a process stalled, or
-// every processor busy without a scheduling point: up to the runtime's
-// preemption period); a system clock read taken before the owner's lock is
-// exposed to the same stall between the read and the lock, but not to the
-// timer. A shorter step (BenchmarkComposed's 1 ms, against the coarse
-// clock's 1 ms resolution) keeps the system clock read.
-func CoarseArrivals(step int64) bool {
-	return step > 0 && step/coarseStepDivisor >= int64(coarse.Resolution)
-}
-
-// coarseStepDivisor is how many coarse ticks a step must span at least
-// for CoarseArrivals.
-const coarseStepDivisor = 16
 
 // above is Ahead across bands: whether p goes ahead of a waiter of band b,
 // not p's, that arrived at t. For a band below p's it is false for every
