@@ -26,6 +26,9 @@ func TestBargingAgedWhileWokenSetsStrict(t *testing.T) {
 		}
 		ch := acquireAsync(context.Background(), s, 1)
 		waitFor(t, "the waiter to queue", func() bool { return s.Stats().Waiters == 1 })
+		// Its bound's timer is armed after it is counted: advanced before
+		// that, the clock would arm it a second later, never to fire.
+		waitFor(t, "the waiter's bound to be armed", func() bool { return clk.Pending() == 1 })
 		h.Release() // nudges the waiter
 		clk.Advance(time.Second)
 		var p semaphore.Permit
