@@ -82,8 +82,15 @@ type Keyed[K comparable] struct {
 	owed    atomic.Bool
 	_       [cacheLine]byte
 
-	tokens     sync.Pool // *token[K]
-	entries    sync.Pool // *entry[K], dead
+	tokens  sync.Pool // *token[K]
+	entries sync.Pool // *entry[K], dead (the entry of a *pair[K] if paired)
+	// paired: idle timeout 0 and per-key capacity 1, so an entry lives
+	// only while referenced and has at most one permit out: entries are
+	// made as pairs with a token of their own, which serves every grant
+	// on the entry (see pair). An idle entry would carry its token's 64
+	// bytes too, so a semaphore that keeps idle entries takes tokens from
+	// the pool instead.
+	paired     bool
 	nextStripe atomic.Uint32
 	alive      atomic.Int64 // entries in the map (including dead ones not yet removed)
 	waiters    atomic.Int64
@@ -271,7 +278,15 @@ func New[K comparable](opts ...Option) *Keyed[K] {
 		t.Init(&s.stripes[s.nextStripe.Add(1)&s.mask], -1, &t.gen)
 		return t
 	}
+	s.paired = c.idle == 0 && c.capacity == 1
 	s.entries.New = func() any {
+		if s.paired {
+			p := new(pair[K])
+			p.e.state.Store(deadBit)
+			p.t.Init(&s.stripes[s.nextStripe.Add(1)&s.mask], -1, &p.t.gen)
+			p.t.e = &p.e
+			return &p.e
+		}
 		e := new(entry[K])
 		e.state.Store(deadBit)
 		return e
