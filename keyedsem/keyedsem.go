@@ -54,6 +54,7 @@ type Keyed[K comparable] struct {
 	hold       int64 // WithReorderHold's bound in nanoseconds; 0: no hold (see hold.go)
 	nanKeys    bool  // K can hold a value not equal to itself (a NaN)
 	barging    bool  // WithBarging (see barging.go)
+	paired     bool  // idle timeout 0 and capacity 1: entries are made with a token of their own (see pair)
 	clock      semaphore.Clock
 	realClock  bool
 	coarse     coarse.Clock // the real clock's readings, when realClock
@@ -82,15 +83,8 @@ type Keyed[K comparable] struct {
 	owed    atomic.Bool
 	_       [cacheLine]byte
 
-	tokens  sync.Pool // *token[K]
-	entries sync.Pool // *entry[K], dead (the entry of a *pair[K] if paired)
-	// paired: idle timeout 0 and per-key capacity 1, so an entry lives
-	// only while referenced and has at most one permit out: entries are
-	// made as pairs with a token of their own, which serves every grant
-	// on the entry (see pair). An idle entry would carry its token's 64
-	// bytes too, so a semaphore that keeps idle entries takes tokens from
-	// the pool instead.
-	paired     bool
+	tokens     sync.Pool // *token[K]
+	entries    sync.Pool // *entry[K], dead (the entry of a *pair[K] if paired)
 	nextStripe atomic.Uint32
 	alive      atomic.Int64 // entries in the map (including dead ones not yet removed)
 	waiters    atomic.Int64
