@@ -57,15 +57,7 @@ func BenchmarkAblationBacklog(b *testing.B) {
 			if backlog == "off" {
 				keyedsem.NoBacklog(s)
 			}
-			ctx := context.Background()
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				p, err := s.Acquire(ctx, benchKeys[i&(len(benchKeys)-1)])
-				if err != nil {
-					b.Fatal(err)
-				}
-				p.Release()
-			}
+			newKeys(b, s)
 			// The work saved, free of the machine's noise: a pass looks
 			// at every entry (4097 here).
 			b.ReportMetric(float64(keyedsem.Passes(s))*1e6/float64(b.N), "passes/1e6op")
@@ -85,15 +77,7 @@ func BenchmarkAblationPair(b *testing.B) {
 			if pair == "off" {
 				keyedsem.NoPair(s)
 			}
-			ctx := context.Background()
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				p, err := s.Acquire(ctx, benchKeys[i&(len(benchKeys)-1)])
-				if err != nil {
-					b.Fatal(err)
-				}
-				p.Release()
-			}
+			newKeys(b, s)
 		})
 	}
 }
