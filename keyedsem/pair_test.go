@@ -116,3 +116,22 @@ func TestTwoPermitsOfAKeyHaveTwoTokens(t *testing.T) {
 	assert.Zero(t, st.Keys)
 	assert.Equal(t, st.Acquired, st.Released)
 }
+
+// Only a semaphore whose entries are never idle makes pairs: an idle
+// entry keeps its 48 bytes, without a token's 64.
+func TestOnlyIdleZeroCapacityOneIsPaired(t *testing.T) {
+	for _, c := range []struct {
+		opts   []keyedsem.Option
+		paired bool
+	}{
+		{nil, false},
+		{[]keyedsem.Option{keyedsem.WithIdleTimeout(0)}, true},
+		{[]keyedsem.Option{keyedsem.WithIdleTimeout(0), keyedsem.WithHardMaxKeys()}, true},
+		{[]keyedsem.Option{keyedsem.WithIdleTimeout(0), keyedsem.WithPerKeyCapacity(2)}, false},
+		{[]keyedsem.Option{keyedsem.WithIdleTimeout(1)}, false},
+	} {
+		s := keyedsem.New[string](c.opts...)
+		assert.Equal(t, c.paired, keyedsem.Paired(s), "%d options", len(c.opts))
+		s.Close()
+	}
+}
