@@ -57,18 +57,27 @@ func BenchmarkAblationBacklog(b *testing.B) {
 			if backlog == "off" {
 				keyedsem.NoBacklog(s)
 			}
-			ctx := context.Background()
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				p, err := s.Acquire(ctx, benchKeys[i&(len(benchKeys)-1)])
-				if err != nil {
-					b.Fatal(err)
-				}
-				p.Release()
-			}
+			newKeys(b, s)
 			// The work saved, free of the machine's noise: a pass looks
 			// at every entry (4097 here).
 			b.ReportMetric(float64(keyedsem.Passes(s))*1e6/float64(b.N), "passes/1e6op")
+		})
+	}
+}
+
+// BenchmarkAblationPair runs entries made with a token of their own (what
+// New sets up with idle timeout 0 and capacity 1) against tokens from the
+// pool (the knob NoPair), on the row it is for: a new key on every call
+// with idle timeout 0. docs/internals.md has the figures and the command.
+func BenchmarkAblationPair(b *testing.B) {
+	for _, pair := range []string{"on", "off"} {
+		b.Run("row=newkey/idle=0/pair="+pair, func(b *testing.B) {
+			s := keyedsem.New[string](keyedsem.WithIdleTimeout(0))
+			defer s.Close()
+			if pair == "off" {
+				keyedsem.NoPair(s)
+			}
+			newKeys(b, s)
 		})
 	}
 }

@@ -59,7 +59,9 @@ const cacheLine = 64
 // come from a pool for the time a permit is out, so that an idle entry is
 // six words with a string key (48 bytes, the size class five took; the
 // sixth is WithReorderHold's number), where an x/sync semaphore alone
-// takes 80. It has no goroutine, timer or channel.
+// takes 80. It has no goroutine, timer or channel. (With idle timeout 0
+// and capacity 1 no entry is ever idle, and each is made with a token of
+// its own: see pair.)
 //
 // Entries are recycled through a pool. A goroutine may still hold a pointer
 // to an entry after it was removed from the map and reused for another key,
@@ -82,6 +84,21 @@ type token[K comparable] struct {
 	gen          atomic.Uint64 // the generation of Token
 	e            *entry[K]     // the entry of the permit out; written by the granter, read by the releaser
 }
+
+// pair is an entry with a token of its own, what a semaphore with idle
+// timeout 0 and per-key capacity 1 makes instead of a bare entry (see
+// Keyed.paired): such an entry is alive only while referenced and has at
+// most one permit out, so one token per entry serves every grant on it,
+// and a new key takes its entry and its token in one pool round trip.
+// The entry comes first, so that a pointer to it is a pointer to the pair.
+type pair[K comparable] struct {
+	e entry[K]
+	t token[K]
+}
+
+// pairOf returns the pair whose entry e is; e must be an entry of a paired
+// semaphore.
+func pairOf[K comparable](e *entry[K]) *pair[K] { return (*pair[K])(unsafe.Pointer(e)) }
 
 // tokenOf returns the token that t is the first field of. t must be a
 // token of a semaphore of key type K: its owner is a *stripe[K].
@@ -107,10 +124,17 @@ func (s *Keyed[K]) grant(e *entry[K], n int64) semaphore.Permit {
 	return semaphore.Permit(permit.Make(&t.Token, t.gen.Load(), n))
 }
 
-// token takes a token from the pool for a grant on e, and counts the grant.
+// token takes a token for a grant on e, and counts the grant: e's own in a
+// paired semaphore (its only permit is not out: the grant is taking it),
+// otherwise one from the pool.
 func (s *Keyed[K]) token(e *entry[K]) *token[K] {
-	t := s.tokens.Get().(*token[K])
-	t.e = e
+	var t *token[K]
+	if s.paired {
+		t = &pairOf(e).t // t.e is e for the pair's life
+	} else {
+		t = s.tokens.Get().(*token[K])
+		t.e = e
+	}
 	if s.tm != nil {
 		t.SetSince(s.hc.Stamp())
 	}
@@ -123,13 +147,23 @@ func (s *Keyed[K]) token(e *entry[K]) *token[K] {
 func (st *stripe[K]) ReleaseToken(pt *permit.Token, n int64) {
 	t := tokenOf[K](pt)
 	e := t.e // copy before the token goes back to the pool
-	t.e = nil
 	if tm := st.s.tm; tm != nil {
 		tm.Hold.Observe(st.s.hc.Stamp() - t.Since())
 	}
 	st.released.Add(1)
-	st.s.tokens.Put(t)
-	st.s.release(e, n)
+	st.s.putToken(t)
+	st.s.release(e, n) // a paired token is free again from here: the permit is back
+}
+
+// putToken gives back a token whose permit is released or was never
+// handed out: to the pool, unless it is its entry's own (paired), which
+// stays with the entry.
+func (s *Keyed[K]) putToken(t *token[K]) {
+	if s.paired {
+		return
+	}
+	t.e = nil
+	s.tokens.Put(t)
 }
 
 // CountDoubleRelease counts a Release of a permit already released. It is

@@ -5,6 +5,8 @@ import (
 	"unsafe"
 
 	"github.com/sessionlane/lanes/internal/hist"
+	"github.com/sessionlane/lanes/internal/permit"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // Sizes of the structures whose layout matters (see TestLayout).
@@ -113,4 +115,16 @@ func TimedWaits[K comparable](s *Keyed[K]) uint64 {
 	var c [hist.Buckets]uint64
 	n, _ := s.tm.Wait.Read(&c)
 	return n
+}
+
+// NoPair makes s take every token from the pool, as before pairs (see
+// pair): BenchmarkAblationPair's knob. Call it before the first acquire.
+func NoPair[K comparable](s *Keyed[K]) { s.paired = false }
+
+// Paired reports whether s makes its entries as pairs with a token.
+func Paired[K comparable](s *Keyed[K]) bool { return s.paired }
+
+// SameToken reports whether p and q were granted through one token.
+func SameToken(p, q semaphore.Permit) bool {
+	return permit.TokenOf(permit.Permit(p)) == permit.TokenOf(permit.Permit(q))
 }

@@ -54,6 +54,7 @@ type Keyed[K comparable] struct {
 	hold       int64 // WithReorderHold's bound in nanoseconds; 0: no hold (see hold.go)
 	nanKeys    bool  // K can hold a value not equal to itself (a NaN)
 	barging    bool  // WithBarging (see barging.go)
+	paired     bool  // idle timeout 0 and capacity 1: entries are made with a token of their own (see pair)
 	clock      semaphore.Clock
 	realClock  bool
 	coarse     coarse.Clock // the real clock's readings, when realClock
@@ -83,7 +84,7 @@ type Keyed[K comparable] struct {
 	_       [cacheLine]byte
 
 	tokens     sync.Pool // *token[K]
-	entries    sync.Pool // *entry[K], dead
+	entries    sync.Pool // *entry[K], dead (the entry of a *pair[K] if paired)
 	nextStripe atomic.Uint32
 	alive      atomic.Int64 // entries in the map (including dead ones not yet removed)
 	waiters    atomic.Int64
@@ -271,7 +272,15 @@ func New[K comparable](opts ...Option) *Keyed[K] {
 		t.Init(&s.stripes[s.nextStripe.Add(1)&s.mask], -1, &t.gen)
 		return t
 	}
+	s.paired = c.idle == 0 && c.capacity == 1
 	s.entries.New = func() any {
+		if s.paired {
+			p := new(pair[K])
+			p.e.state.Store(deadBit)
+			p.t.Init(&s.stripes[s.nextStripe.Add(1)&s.mask], -1, &p.t.gen)
+			p.t.e = &p.e
+			return &p.e
+		}
 		e := new(entry[K])
 		e.state.Store(deadBit)
 		return e

@@ -70,16 +70,15 @@ func (l line[K]) Unclaim(pt *permit.Token, n int64) {
 }
 
 // untoken takes back the token of a grant that never reached its caller:
-// the grant is uncounted, and the token goes back to the pool at the same
-// generation (no handle of it was returned), without a release, so that
-// the grant counts in neither Acquired nor Released and no hold is
-// recorded. The grant's permits and reference are the caller's to give
+// the grant is uncounted, and the token goes back to the pool (or stays
+// with its entry, if paired) at the same generation (no handle of it was
+// returned), without a release, so that the grant counts in neither
+// Acquired nor Released and no hold is recorded. The grant's permits and reference are the caller's to give
 // back.
 func (s *Keyed[K]) untoken(pt *permit.Token) {
 	t := tokenOf[K](pt)
 	permit.OwnerOf(pt).(*stripe[K]).acquired.Add(^uint64(0))
-	t.e = nil
-	s.tokens.Put(t)
+	s.putToken(t)
 }
 
 func (l line[K]) Dequeued(int64) { l.s.waiters.Add(-1) }
