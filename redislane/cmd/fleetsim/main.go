@@ -89,6 +89,7 @@ type config struct {
 	Name       string        `json:"name"`
 	Protocol   int           `json:"resp"`
 	Quota      int64         `json:"quota,omitempty"`
+	ChildProcs int           `json:"child_gomaxprocs,omitempty"` // GOMAXPROCS of each child (0: Go's default)
 	cpuprofile string
 }
 
@@ -156,6 +157,7 @@ func main() {
 	flag.StringVar(&cfg.Redis, "redis", "", "Redis address (default: start a redis-server of its own on a free loopback port)")
 	flag.StringVar(&cfg.Name, "name", "", "lane name (default: a fresh one)")
 	flag.IntVar(&cfg.Protocol, "resp", 3, "RESP version of the go-redis clients (2 or 3)")
+	flag.IntVar(&cfg.ChildProcs, "child-gomaxprocs", 0, "GOMAXPROCS of each child process (0: Go's default, the machine's cores)")
 	flag.Int64Var(&cfg.Quota, "quota", 0, "block of quota leasing (redislane.WithQuota): run without it, then with it, and compare (0: without only)")
 	provider := flag.Bool("provider", false, "instead, a fake provider and three replicas calling it through lanehttp.Transport,\nwith a budget shared through Redis and one of a third per replica (see provider.go);\n-duration is then each row's (default 8s), -redis and -json apply")
 	pc := defaultProv()
@@ -318,6 +320,9 @@ func runFleet(cfg *config) (*Result, error) {
 			"-cpuprofile", cfg.cpuprofile, "-resp", strconv.Itoa(cfg.Protocol),
 			"-quota", strconv.FormatInt(cfg.Quota, 10))
 		cmd.Stderr = os.Stderr
+		if cfg.ChildProcs > 0 {
+			cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(cfg.ChildProcs))
+		}
 		in, err := cmd.StdinPipe()
 		if err != nil {
 			return nil, err
@@ -655,6 +660,9 @@ func printRun(r *Result) {
 	quota := ""
 	if c.Quota > 0 {
 		quota = fmt.Sprintf(", quota block %d", c.Quota)
+	}
+	if c.ChildProcs > 0 {
+		quota += fmt.Sprintf(", GOMAXPROCS %d per process", c.ChildProcs)
 	}
 	fmt.Printf("fleetsim: %d procs x %d contenders, capacity %d, weight %d, hold %v, lease %v, %v%s, redis %s%s\n",
 		c.Procs, c.Contenders, c.Capacity, c.Weight, c.Hold, c.Lease, c.Duration, quota, c.Redis, own)
