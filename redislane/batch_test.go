@@ -476,3 +476,67 @@ func TestBatchLateReplyGrantsNothing(t *testing.T) {
 	assert.EqualValues(t, 3, bucketHeld(t, direct, name))
 	first.p.Release()
 }
+
+// The permits one call grants to the waiters behind the head share one
+// timer, at their common deadline: a permit refreshed past it is not
+// ended when it fires, and gets a timer of its own that ends it when its
+// lease does run out (Redis paused past it). One of them released early
+// leaves the rest their timer. Mutations that it catches: the shared timer
+// ending every permit whatever its refresh (the survivors end at the first
+// deadline), and a refreshed permit left without a timer of its own once
+// the shared one fired (it never expires while Redis is paused).
+func TestBatchGrantsShareATimerAndOutliveIt(t *testing.T) {
+	srv := startRedis(t)
+	direct := newClient(t, srv.Addr)
+	name := laneName(t)
+	const lease = time.Second
+	g := newAcquireGate()
+	rc := newClient(t, srv.Addr)
+	rc.AddHook(g)
+	s, err := redislane.NewWeighted(rc, name, 4, redislane.WithLease(lease), redislane.WithQuarantine(0))
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	warm(t, s)
+	ctx := testCtx(t, 30*time.Second)
+
+	out := make(chan got, 4)
+	g.shut.Store(true)
+	lineUp(t, s, ctx, 0, 1, 1, out)
+	require.Equal(t, 1, testkit.Recv(t, g.held, "the head's call"))
+	for i := 1; i < 4; i++ {
+		lineUp(t, s, ctx, i, 1, i+1, out)
+	}
+	g.shut.Store(false)
+	g.pass <- struct{}{}
+	ps := make([]*redislane.Permit, 4)
+	for range 4 {
+		r := testkit.Recv(t, out, "a grant")
+		require.NoError(t, r.err, "waiter %d", r.i)
+		ps[r.i] = r.p
+	}
+	require.EqualValues(t, 2, s.Stats().Batched, "grants made in the call of the second waiter")
+	batch := ps[2:] // granted by the call of ps[1], behind it
+	for _, p := range ps[:2] {
+		p.Release()
+	}
+	first := batch[0].Deadline()
+	require.Equal(t, first, batch[1].Deadline(), "one call's grants share their deadline")
+
+	// Past the shared deadline, refreshed: both held.
+	waitFor(t, 5*time.Second, "the shared deadline to pass", func() bool { return time.Now().After(first.Add(lease / 10)) })
+	for i, p := range batch {
+		require.NoError(t, p.Context().Err(), "permit %d ended at the shared deadline though refreshed", i)
+		require.True(t, p.Deadline().After(first), "permit %d was not refreshed", i)
+	}
+	batch[0].Release()
+
+	// Redis paused past the lease: the other ends by its own timer.
+	require.NoError(t, direct.Do(ctx, "CLIENT", "PAUSE", (3*lease).Milliseconds(), "WRITE").Err())
+	select {
+	case <-batch[1].Context().Done():
+		assert.ErrorIs(t, context.Cause(batch[1].Context()), redislane.ErrLeaseExpired)
+	case <-time.After(10 * lease):
+		t.Fatal("a refreshed permit of a batch never expired after the shared timer fired")
+	}
+	batch[1].Release()
+}
