@@ -21,8 +21,7 @@ const maxBatch = 256
 type batchResult struct {
 	granted bool
 	fence   int64
-	sent    time.Time      // the call's send time
-	grp     *deadlineGroup // granted: the timer its permit shares with the call's other grants
+	sent    time.Time // the call's send time
 }
 
 // follow is the wait of a waiter behind the head: until a head's call
@@ -77,7 +76,7 @@ func (c *core) takeBatched(ctx context.Context, ln *line, w *waiter, r batchResu
 		c.cleanupAsync(ln.rk, w.rid)
 		return nil, c.quit(ctx, nil), true
 	}
-	p := c.grantIn(ln.rk, w.rid, w.n, r.fence, r.sent, r.grp)
+	p := c.grant(ln.rk, w.rid, w.n, r.fence, r.sent)
 	if p == nil { // Close came first
 		return nil, c.quit(ctx, nil), true
 	}
@@ -143,10 +142,6 @@ func (c *core) settle(ln *line, fs []*waiter, r reply) {
 	}
 	late := r.err == nil && time.Since(r.sent) > c.cfg.margin()
 	var giveBack []string
-	var grp *deadlineGroup
-	if r.err == nil && !late && len(r.fences) > 0 {
-		grp = &deadlineGroup{at: r.sent.Add(c.cfg.validity())}
-	}
 	c.mu.Lock()
 	for i, f := range fs {
 		res := batchResult{sent: r.sent}
@@ -156,7 +151,7 @@ func (c *core) settle(ln *line, fs []*waiter, r reply) {
 		case i < len(r.fences) && late:
 			f.unsure = true
 		case i < len(r.fences):
-			res.granted, res.fence, res.grp = true, r.fences[i], grp
+			res.granted, res.fence = true, r.fences[i]
 		}
 		f.inflight = false
 		if f.left {

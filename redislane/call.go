@@ -228,13 +228,6 @@ func (c *core) cleanupAsync(rk [4]string, id string) {
 // grant makes the permit for id, granted by a call sent at sent. After
 // Close it releases id instead and returns nil.
 func (c *core) grant(rk [4]string, id string, n, fence int64, sent time.Time) *Permit {
-	return c.grantIn(rk, id, n, fence, sent, nil)
-}
-
-// grantIn is grant for a permit granted by a call that granted others too
-// (g, if not nil, made for that call): the permits share g's timer while
-// their deadline is the call's, rather than one timer each.
-func (c *core) grantIn(rk [4]string, id string, n, fence int64, sent time.Time, g *deadlineGroup) *Permit {
 	p := &Permit{c: c, id: id, rk: rk, n: n, fence: fence}
 	if c.tm != nil {
 		p.since = c.clk.Stamp()
@@ -261,11 +254,7 @@ func (c *core) grantIn(rk [4]string, id string, n, fence int64, sent time.Time, 
 	c.permits[id] = p
 	c.planLocked(p.due)
 	p.mu.Lock()
-	if g != nil && c.cfg.maxHold == 0 && g.join(p) {
-		p.grp = g
-	} else {
-		p.timer = time.AfterFunc(time.Until(p.deadline), p.onTimer)
-	}
+	p.timer = time.AfterFunc(time.Until(p.deadline), p.onTimer)
 	p.mu.Unlock()
 	c.mu.Unlock()
 	c.held.Add(n)

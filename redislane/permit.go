@@ -56,9 +56,8 @@ type Permit struct {
 	mu        sync.Mutex // protects the fields below
 	state     int
 	deadline  time.Time
-	holdUntil time.Time      // WithMaxHold: the end of the longest hold (zero: none)
-	timer     *time.Timer    // fires at deadline; nil while grp's fires for it
-	grp       *deadlineGroup // the timer shared with the permits of the same grant call, or nil
+	holdUntil time.Time   // WithMaxHold: the end of the longest hold (zero: none)
+	timer     *time.Timer // fires at deadline
 	// moved, if not nil, is called (without p.mu) after the deadline
 	// moved: a quota block's, to keep its quota's earliest deadline.
 	moved func()
@@ -188,9 +187,7 @@ func (p *Permit) extend(sent time.Time) {
 		return
 	}
 	p.deadline = dl
-	if p.timer != nil { // else grp's timer fires at the old deadline, and onTimer sets one
-		p.timer.Reset(time.Until(dl))
-	}
+	p.timer.Reset(time.Until(dl))
 	moved := p.moved
 	p.mu.Unlock()
 	if moved != nil {
@@ -209,16 +206,11 @@ func (p *Permit) onTimer() {
 		return
 	}
 	if d := time.Until(p.deadline); d > 0 { // extended meanwhile
-		if p.timer == nil { // grp's fired: a timer of its own from now on
-			p.timer = time.AfterFunc(d, p.onTimer)
-		} else {
-			p.timer.Reset(d)
-		}
+		p.timer.Reset(d)
 		p.mu.Unlock()
 		return
 	}
 	p.state = ended
-	p.leaveGroupLocked()
 	maxHold := !p.holdUntil.IsZero() && !p.deadline.Before(p.holdUntil)
 	p.mu.Unlock()
 	if maxHold {
@@ -245,7 +237,7 @@ func (p *Permit) end(cause error, count *atomic.Uint64) {
 	if now := time.Now(); now.Before(p.deadline) {
 		p.deadline = now
 	}
-	p.stopTimerLocked()
+	p.timer.Stop()
 	moved := p.moved
 	p.mu.Unlock()
 	if moved != nil {
@@ -266,10 +258,8 @@ func (o *owner) ReleaseToken(_ *permit.Token, n int64) {
 	p := (*Permit)(o)
 	c := p.c
 	p.mu.Lock()
-	if p.state == active {
-		p.stopTimerLocked()
-	}
 	p.state = released
+	p.timer.Stop()
 	p.mu.Unlock()
 	c.forget(p) // stop refreshing first
 	p.endCtx(ErrReleased)
@@ -286,76 +276,3 @@ func (o *owner) ReleaseToken(_ *permit.Token, n int64) {
 }
 
 func (o *owner) CountDoubleRelease(*permit.Token) { o.c.st.doubleRel.Add(1) }
-
-// stopTimerLocked stops the permit's timer, or leaves its group's, when
-// the lease stops being kept (p.state leaves active). p.mu is held.
-func (p *Permit) stopTimerLocked() {
-	if p.timer != nil {
-		p.timer.Stop()
-	}
-	p.leaveGroupLocked()
-}
-
-// leaveGroupLocked tells p's group, once, that p no longer needs its
-// timer. p.mu is held.
-func (p *Permit) leaveGroupLocked() {
-	if g := p.grp; g != nil {
-		p.grp = nil
-		g.leave()
-	}
-}
-
-// deadlineGroup is one timer for the permits that one acquire call
-// granted to the waiters of a line (see settle): their deadline is the
-// same, the call's send time plus the validity, so one timer fires for
-// all of them, and a permit released before it (nearly all, with short
-// holds) costs no timer of its own. When it fires, each permit still
-// held runs its onTimer, which ends it or, if a refresh moved its
-// deadline, sets a timer of its own; a permit extended earlier waits for
-// the group's, at its old deadline, to do so. Once every permit left, the
-// timer stops and the group takes no more (a later one gets its own).
-type deadlineGroup struct {
-	at    time.Time // the shared deadline
-	mu    sync.Mutex
-	ps    []*Permit
-	live  int  // permits in ps that have not left
-	over  bool // fired, or stopped with none live: it takes no more
-	timer *time.Timer
-}
-
-// join adds p, whose deadline is g.at, unless g is over.
-func (g *deadlineGroup) join(p *Permit) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.over {
-		return false
-	}
-	if g.timer == nil {
-		g.timer = time.AfterFunc(time.Until(g.at), g.fire)
-	}
-	g.ps = append(g.ps, p)
-	g.live++
-	return true
-}
-
-// leave counts out a permit that no longer needs the timer: with none
-// left, the timer stops.
-func (g *deadlineGroup) leave() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.live--; g.live == 0 && !g.over {
-		g.over = true
-		g.ps = nil
-		g.timer.Stop()
-	}
-}
-
-func (g *deadlineGroup) fire() {
-	g.mu.Lock()
-	ps := g.ps
-	g.ps, g.over = nil, true
-	g.mu.Unlock()
-	for _, p := range ps {
-		p.onTimer()
-	}
-}
