@@ -233,7 +233,6 @@ func (c *core) grant(rk [4]string, id string, n, fence int64, sent time.Time) *P
 		p.since = c.clk.Stamp()
 	}
 	p.tok.Init((*owner)(p), -1, &p.gen)
-	p.ctx, p.cancel = context.WithCancelCause(context.Background())
 	p.mu.Lock()
 	p.deadline = sent.Add(c.cfg.validity())
 	if c.cfg.maxHold > 0 {
@@ -247,7 +246,7 @@ func (c *core) grant(rk [4]string, id string, n, fence int64, sent time.Time) *P
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		p.cancel(ErrClosed)
+		p.endCtx(ErrClosed)
 		c.cleanupAsync(rk, id)
 		return nil
 	}

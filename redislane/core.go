@@ -54,15 +54,15 @@ type core struct {
 
 	mu      sync.Mutex // protects the fields below, and waiter.{id,rk,lastQueued,due}, Permit.due
 	closed  bool
-	bgDone  bool                    // set by Close once the waiters left: no new background call
-	lines   map[string]*line        // local waiters by bucket; a line exists while it has waiters
-	permits map[string]*Permit      // permits out whose lease is kept, by id
-	queued  map[string]*waiter      // head waiters queued in Redis, by id
-	rel     map[[4]string]*relQueue // releases waiting by bucket, while a release call of the bucket runs
-	nwait   int                     // waiters in all lines
-	drained chan struct{}           // after Close: closed when nwait drops to 0
-	planned time.Time               // when the refresher means to wake (zero: only when kicked)
-	retryAt time.Time               // after a failed refresh: not before this
+	bgDone  bool                 // set by Close once the waiters left: no new background call
+	lines   map[string]*line     // local waiters by bucket; a line exists while it has waiters
+	permits map[string]*Permit   // permits out whose lease is kept, by id
+	queued  map[string]*waiter   // head waiters queued in Redis, by id
+	rel     map[string]*relQueue // releases waiting by bucket (its first key), while a release call of the bucket runs
+	nwait   int                  // waiters in all lines
+	drained chan struct{}        // after Close: closed when nwait drops to 0
+	planned time.Time            // when the refresher means to wake (zero: only when kicked)
+	retryAt time.Time            // after a failed refresh: not before this
 
 	held atomic.Int64 // weight of the permits of this instance that are out
 	// holdsOut counts this instance's grants that went on a reorder hold
@@ -133,7 +133,7 @@ func newCoreFleet(client redis.UniversalClient, name string, keyed, fleetLane bo
 		lines:    make(map[string]*line),
 		permits:  make(map[string]*Permit),
 		queued:   make(map[string]*waiter),
-		rel:      make(map[[4]string]*relQueue),
+		rel:      make(map[string]*relQueue),
 	}
 	if cfg.histograms {
 		c.tm = new(hist.Timings)

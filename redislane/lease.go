@@ -67,12 +67,13 @@ type quota struct {
 	sem   *semaphore.Weighted
 	base  semaphore.Permit
 
-	pool  atomic.Pointer[pool] // the current generation of local grants
-	fence atomic.Int64         // the fence of the newest block
-	inuse atomic.Int64         // units granted locally and not released
-	peak  atomic.Int64         // the most inuse since the last tick
-	want  atomic.Int64         // local acquires waiting
-	asked atomic.Bool          // a local acquire waited since the last tick
+	pool  atomic.Pointer[pool]      // the current generation of local grants
+	dl    atomic.Pointer[time.Time] // the earliest deadline of the blocks held; nil: none held
+	fence atomic.Int64              // the fence of the newest block
+	inuse atomic.Int64              // units granted locally and not released
+	peak  atomic.Int64              // the most inuse since the last tick
+	want  atomic.Int64              // local acquires waiting
+	asked atomic.Bool               // a local acquire waited since the last tick
 	err   atomic.Pointer[error]
 
 	kick     chan struct{} // wakes the loop; buffered 1
@@ -216,13 +217,13 @@ func (q *quota) tryAcquire(n int64) (*Permit, bool) {
 // gives sp back and returns nil if pl has ended meanwhile.
 func (q *quota) wrap(sp semaphore.Permit, pl *pool) *Permit {
 	n := sp.Weight()
-	p := &Permit{c: q.c, n: n, fence: q.fence.Load(), q: q, pool: pl, local: sp}
-	p.ctx, p.cancel = context.WithCancelCause(pl.ctx)
 	if pl.dead.Load() {
-		p.cancel(nil)
 		sp.Release()
 		return nil
 	}
+	// Its context derives from pl's when first asked for (Context), so a
+	// pool that ends after this check ends it all the same.
+	p := &Permit{c: q.c, n: n, fence: q.fence.Load(), q: q, pool: pl, local: sp}
 	p.tok.Init((*localOwner)(p), -1, &p.gen)
 	u := q.inuse.Add(n)
 	for pk := q.peak.Load(); u > pk && !q.peak.CompareAndSwap(pk, u); pk = q.peak.Load() {
@@ -238,19 +239,33 @@ func (q *quota) deadline(pl *pool) time.Time {
 		defer pl.endMu.Unlock()
 		return pl.endAt
 	}
+	if dl := q.dl.Load(); dl != nil {
+		return *dl
+	}
+	return time.Now()
+}
+
+// blocksMoved keeps q.dl, the earliest deadline of the blocks held, after
+// a block came, went, or its deadline moved: read by every local permit's
+// Deadline, it is computed here, not there.
+func (q *quota) blocksMoved() {
 	q.mu.Lock()
-	blocks := slices.Clone(q.blocks)
-	q.mu.Unlock()
+	defer q.mu.Unlock()
+	q.blocksMovedLocked()
+}
+
+func (q *quota) blocksMovedLocked() {
 	var dl time.Time
-	for _, b := range blocks {
+	for _, b := range q.blocks {
 		if d := b.p.Deadline(); dl.IsZero() || d.Before(dl) {
 			dl = d
 		}
 	}
 	if dl.IsZero() {
-		dl = time.Now()
+		q.dl.Store(nil)
+		return
 	}
-	return dl
+	q.dl.Store(&dl)
 }
 
 // add takes bp, a block just leased, into the local capacity; after Close
@@ -264,8 +279,12 @@ func (q *quota) add(bp *Permit) {
 		return
 	}
 	q.blocks = append(q.blocks, b)
+	bp.mu.Lock()
+	bp.moved = q.blocksMoved
+	bp.mu.Unlock()
+	q.blocksMovedLocked()
 	q.fence.Store(bp.Fence())
-	b.stop = context.AfterFunc(bp.ctx, func() { q.lapsed(b) })
+	b.stop = context.AfterFunc(bp.Context(), func() { q.lapsed(b) })
 	q.sem.SetCapacity(q.sem.Capacity() + q.block)
 	q.mu.Unlock()
 }
@@ -284,13 +303,14 @@ func (q *quota) lapsed(b *quotaBlock) {
 		return
 	}
 	q.blocks = slices.Delete(q.blocks, i, i+1)
+	q.blocksMovedLocked()
 	q.sem.SetCapacity(q.sem.Capacity() - q.block)
 	old := q.pool.Load()
 	q.pool.Store(newPool())
 	q.lapses.Add(1)
 	q.mu.Unlock()
 	defer q.lapses.Done()
-	old.end(context.Cause(b.p.ctx))
+	old.end(context.Cause(b.p.Context()))
 	b.p.Release()
 	q.poke() // the waiters may need another block
 }
@@ -379,6 +399,7 @@ func (q *quota) returnIdle() {
 		}
 		b := q.blocks[0] // the oldest
 		q.blocks = q.blocks[1:]
+		q.blocksMovedLocked()
 		q.sem.SetCapacity(q.sem.Capacity() - q.block)
 		q.mu.Unlock()
 		sp.Release() // the capacity went down by block: it frees nothing
@@ -396,6 +417,7 @@ func (q *quota) close() {
 		q.closed = true
 		blocks := q.blocks
 		q.blocks = nil
+		q.blocksMovedLocked()
 		q.mu.Unlock()
 		close(q.done)
 		<-q.loopDone
@@ -422,7 +444,7 @@ type localOwner Permit
 
 func (o *localOwner) ReleaseToken(_ *permit.Token, n int64) {
 	p := (*Permit)(o)
-	p.cancel(ErrReleased) // before the units go to the next holder
+	p.endCtx(ErrReleased) // before the units go to the next holder
 	p.q.inuse.Add(-n)
 	p.local.Release()
 }

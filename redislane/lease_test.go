@@ -269,3 +269,26 @@ func TestQuotaAsLaneNumberedCallsUseTheBlocks(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, sp.Release())
 }
+
+// A permit granted from the blocks has the earliest deadline of the blocks
+// held, which moves forward as the refresher extends them; it is kept
+// beside the blocks, not read from them on each Deadline, so this checks
+// that each refresh reaches it. Fails with the blocks' refresh not telling
+// their quota (the permit's deadline then stays at the block's first).
+func TestQuotaPermitDeadlineFollowsBlockRefresh(t *testing.T) {
+	srv := startRedis(t)
+	const lease = 300 * time.Millisecond
+	// One block is the whole capacity: no second block comes, whose
+	// arrival would read the first's deadline afresh.
+	a := newSem(t, srv.Addr, laneName(t), 2, redislane.WithQuota(2), redislane.WithLease(lease))
+	ctx := testCtx(t, 10*time.Second)
+	p, err := a.Acquire(ctx, 1)
+	require.NoError(t, err)
+	defer p.Release()
+	first := p.Deadline()
+	require.True(t, first.After(time.Now().Add(-lease)), "a fresh permit's deadline is within a lease of now: %v", time.Until(first))
+	waitFor(t, 5*time.Second, "the permit's deadline to move with its block's refresh", func() bool {
+		return p.Deadline().After(first)
+	})
+	assert.NoError(t, p.Context().Err(), "the permit ended while its block was refreshed")
+}

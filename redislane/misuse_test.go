@@ -259,3 +259,30 @@ func TestUserWithoutInfoIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, n, "the lane's state was written")
 }
+
+// A permit's context is made when first asked for: one asked for only
+// after the permit ended carries the cause it ended with, on each path.
+// A quota permit released before its block lapsed keeps ErrReleased.
+// Fails with Context ignoring the recorded end (a context never done).
+func TestContextAskedAfterTheEnd(t *testing.T) {
+	srv := startRedis(t)
+	ctx := testCtx(t)
+	for _, tc := range []struct {
+		how  string
+		opts []redislane.Option
+	}{{"per grant", nil}, {"quota", []redislane.Option{redislane.WithQuota(2)}}} {
+		s := newSem(t, srv.Addr, laneName(t), 4, tc.opts...)
+		released, err := s.Acquire(ctx, 1)
+		require.NoError(t, err)
+		closed, err := s.Acquire(ctx, 1)
+		require.NoError(t, err)
+		released.Release()
+		s.Close()
+		require.Error(t, released.Context().Err(), "%s: released, then asked", tc.how)
+		assert.ErrorIs(t, context.Cause(released.Context()), redislane.ErrReleased, tc.how)
+		require.Error(t, closed.Context().Err(), "%s: closed, then asked", tc.how)
+		assert.ErrorIs(t, context.Cause(closed.Context()), redislane.ErrClosed, tc.how)
+		closed.Release()
+		assert.ErrorIs(t, context.Cause(closed.Context()), redislane.ErrClosed, "%s: a Release after the end keeps its cause", tc.how)
+	}
+}

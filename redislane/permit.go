@@ -42,8 +42,14 @@ type Permit struct {
 	pool  *pool
 	local semaphore.Permit
 
+	// ctx is made on the first call of Context (most permits are released
+	// unasked, and a context each would cost every grant); cause is the
+	// permit's end, once it ended, for a context made after. Guarded by
+	// ctxMu.
+	ctxMu  sync.Mutex
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	cause  error
 
 	due time.Time // guarded by c.mu: when the refresher should next extend the lease
 
@@ -52,6 +58,9 @@ type Permit struct {
 	deadline  time.Time
 	holdUntil time.Time   // WithMaxHold: the end of the longest hold (zero: none)
 	timer     *time.Timer // fires at deadline
+	// moved, if not nil, is called (without p.mu) after the deadline
+	// moved: a quota block's, to keep its quota's earliest deadline.
+	moved func()
 }
 
 const (
@@ -95,7 +104,41 @@ func (p *Permit) Fence() int64 { return p.fence }
 // longest hold ([ErrMaxHold], see [WithMaxHold]), or when the lane is
 // closed ([ErrClosed]). Read the cause with [context.Cause]. It does not
 // derive from the context given to Acquire.
-func (p *Permit) Context() context.Context { return p.ctx }
+func (p *Permit) Context() context.Context {
+	p.ctxMu.Lock()
+	defer p.ctxMu.Unlock()
+	if p.ctx != nil {
+		return p.ctx
+	}
+	parent := context.Background()
+	if p.pool != nil && p.cause == nil {
+		parent = p.pool.ctx // a permit granted from quota blocks ends with its pool
+	}
+	p.ctx, p.cancel = context.WithCancelCause(parent)
+	if p.cause != nil {
+		p.cancel(p.cause)
+	}
+	return p.ctx
+}
+
+// endCtx ends the permit's context with cause (the first cause counts),
+// or, if none was made yet, records cause for the one Context makes. A
+// permit granted from quota blocks whose pool ended first keeps the
+// pool's cause, as a context derived from the pool's would.
+func (p *Permit) endCtx(cause error) {
+	p.ctxMu.Lock()
+	ctx, cancel := p.ctx, p.cancel
+	if ctx == nil && p.cause == nil {
+		p.cause = cause
+		if p.pool != nil && p.pool.ctx.Err() != nil {
+			p.cause = context.Cause(p.pool.ctx)
+		}
+	}
+	p.ctxMu.Unlock()
+	if cancel != nil {
+		cancel(cause)
+	}
+}
 
 // Deadline returns the local time until which the lease is known to hold:
 // the send time of the last successful grant or refresh call, plus the
@@ -136,15 +179,20 @@ func PermitOf(sp semaphore.Permit) *Permit {
 func (p *Permit) extend(sent time.Time) {
 	dl := sent.Add(p.c.cfg.validity())
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if !p.holdUntil.IsZero() && p.holdUntil.Before(dl) {
 		dl = p.holdUntil
 	}
 	if p.state != active || !dl.After(p.deadline) {
+		p.mu.Unlock()
 		return
 	}
 	p.deadline = dl
 	p.timer.Reset(time.Until(dl))
+	moved := p.moved
+	p.mu.Unlock()
+	if moved != nil {
+		moved()
+	}
 }
 
 // lose ends the lease after a refresh found the permit gone.
@@ -167,10 +215,10 @@ func (p *Permit) onTimer() {
 	p.mu.Unlock()
 	if maxHold {
 		p.c.st.maxHold.Add(1) // before the cancel, so that whoever sees it sees the count
-		p.cancel(ErrMaxHold)
+		p.endCtx(ErrMaxHold)
 	} else {
 		p.c.st.expired.Add(1)
-		p.cancel(ErrLeaseExpired)
+		p.endCtx(ErrLeaseExpired)
 	}
 	p.c.forget(p)
 }
@@ -190,11 +238,15 @@ func (p *Permit) end(cause error, count *atomic.Uint64) {
 		p.deadline = now
 	}
 	p.timer.Stop()
+	moved := p.moved
 	p.mu.Unlock()
+	if moved != nil {
+		moved() // before the cancel: whoever sees it sees the deadline
+	}
 	if count != nil {
 		count.Add(1)
 	}
-	p.cancel(cause)
+	p.endCtx(cause)
 	p.c.forget(p)
 }
 
@@ -210,7 +262,7 @@ func (o *owner) ReleaseToken(_ *permit.Token, n int64) {
 	p.timer.Stop()
 	p.mu.Unlock()
 	c.forget(p) // stop refreshing first
-	p.cancel(ErrReleased)
+	p.endCtx(ErrReleased)
 	c.held.Add(-n)
 	c.st.released.Add(1)
 	if c.tm != nil {

@@ -5,15 +5,23 @@ import "time"
 // relQueue is the releases of one bucket that wait for a release call
 // while one is in flight: the next call carries them all (group commit),
 // so that an instance whose callers release together makes one call for
-// them, not one each.
+// them, not one each. They wait in batches of at most maxReleaseBatch,
+// one call each.
 type relQueue struct {
-	next []relReq
+	next []*relBatch
 }
 
-// relReq is one Release waiting for its call.
-type relReq struct {
-	id   string
-	done chan struct{} // closed when the call that carried id is over
+// relBatch is the releases that one call carries. Its waiters share one
+// channel, closed when the call is over, and one timer, which closes
+// expired a release wait after the first of them joined: a waiter that
+// joined later and finds it expired waits out the rest of its own release
+// wait with a timer of its own. So a batch costs one channel and one timer,
+// not one of each per Release.
+type relBatch struct {
+	ids     []string
+	done    chan struct{} // closed when the call that carried ids is over
+	expired chan struct{} // closed a release wait after the first waiter joined
+	timer   *time.Timer
 }
 
 // maxReleaseBatch bounds the ids of one release call.
@@ -31,16 +39,16 @@ const maxReleaseBatch = 256
 // call takes longer than releaseWait.
 func (c *core) release(rk [4]string, id string) {
 	c.mu.Lock()
-	q := c.rel[rk]
+	q := c.rel[rk[0]]
 	if q == nil {
 		q = &relQueue{}
-		c.rel[rk] = q
+		c.rel[rk[0]] = q
 		c.mu.Unlock()
 		_, err := c.releaseIDs(rk, []string{id}, c.cfg.releaseWait())
 		c.mu.Lock()
 		more := len(q.next) > 0
 		if !more {
-			delete(c.rel, rk)
+			delete(c.rel, rk[0])
 		}
 		c.mu.Unlock()
 		if more {
@@ -52,13 +60,40 @@ func (c *core) release(rk [4]string, id string) {
 		}
 		return
 	}
-	req := relReq{id: id, done: make(chan struct{})}
-	q.next = append(q.next, req)
+	wait := c.cfg.releaseWait()
+	var b *relBatch
+	if n := len(q.next); n > 0 && len(q.next[n-1].ids) < maxReleaseBatch {
+		b = q.next[n-1]
+	} else {
+		b = &relBatch{done: make(chan struct{}), expired: make(chan struct{})}
+		expired := b.expired
+		b.timer = time.AfterFunc(wait, func() { close(expired) })
+		q.next = append(q.next, b)
+	}
+	first := len(b.ids) == 0
+	b.ids = append(b.ids, id)
 	c.mu.Unlock()
-	t := time.NewTimer(c.cfg.releaseWait())
+	var joined time.Time
+	if !first {
+		joined = time.Now()
+	}
+	select {
+	case <-b.done:
+		return
+	case <-b.expired:
+	}
+	if first {
+		return
+	}
+	// It joined after the batch's first: its own wait may not be over.
+	left := wait - time.Since(joined)
+	if left <= 0 {
+		return
+	}
+	t := time.NewTimer(left)
 	defer t.Stop()
 	select {
-	case <-req.done:
+	case <-b.done:
 	case <-t.C:
 	}
 }
@@ -68,23 +103,18 @@ func (c *core) releaseLoop(rk [4]string, q *relQueue) {
 	defer c.wg.Done()
 	for {
 		c.mu.Lock()
-		batch := q.next[:min(len(q.next), maxReleaseBatch)]
-		q.next = q.next[len(batch):]
-		if len(batch) == 0 {
-			delete(c.rel, rk)
+		if len(q.next) == 0 {
+			delete(c.rel, rk[0])
 			c.mu.Unlock()
 			return
 		}
+		b := q.next[0]
+		q.next = q.next[1:]
 		c.mu.Unlock()
-		ids := make([]string, len(batch))
-		for i, r := range batch {
-			ids[i] = r.id
+		if _, err := c.releaseIDs(rk, b.ids, c.cfg.releaseWait()); err != nil {
+			_, _ = c.releaseIDs(rk, b.ids, c.cfg.margin())
 		}
-		if _, err := c.releaseIDs(rk, ids, c.cfg.releaseWait()); err != nil {
-			_, _ = c.releaseIDs(rk, ids, c.cfg.margin())
-		}
-		for _, r := range batch {
-			close(r.done)
-		}
+		b.timer.Stop()
+		close(b.done)
 	}
 }

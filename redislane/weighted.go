@@ -170,7 +170,8 @@ func (p *Permit) run(ctx context.Context, fn func(context.Context) error) error 
 	defer p.Release()
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := context.AfterFunc(p.ctx, func() { cancel(context.Cause(p.ctx)) })
+	pctx := p.Context()
+	stop := context.AfterFunc(pctx, func() { cancel(context.Cause(pctx)) })
 	defer stop()
 	return fn(fctx)
 }

@@ -12,8 +12,9 @@
 // at once against the capacity, grants per second, acquire latency p50/p99,
 // Redis calls per grant (counted by a go-redis hook in each child), and the
 // Redis server's CPU time per grant (INFO cpu, read before and after the
-// run), the bound that one Redis core puts on grants per second. It
-// exits with status 1 if the capacity was exceeded or a fencing token repeats.
+// run), the bound that one Redis core puts on grants per second, beside
+// the children's own CPU time per grant (read by each, from the go signal
+// to its last grant's end). It exits with status 1 if the capacity was exceeded or a fencing token repeats.
 //
 // -quota B runs the fleet twice against the same Redis, in one run: first
 // without quota, as above, then with every instance leasing
@@ -88,6 +89,7 @@ type config struct {
 	Name       string        `json:"name"`
 	Protocol   int           `json:"resp"`
 	Quota      int64         `json:"quota,omitempty"`
+	ChildProcs int           `json:"child_gomaxprocs,omitempty"` // GOMAXPROCS of each child (0: Go's default)
 	cpuprofile string
 }
 
@@ -104,6 +106,7 @@ type grant struct {
 type childReport struct {
 	Grants   []grant `json:"grants"`
 	Calls    int64   `json:"calls"`
+	CPU      int64   `json:"cpu_ns"` // the process's CPU time from the go signal to the last grant's end
 	Errors   int     `json:"errors"`
 	LeaseEnd int     `json:"lease_ended"`
 	Stats    redislane.Stats
@@ -134,12 +137,13 @@ type Result struct {
 	ScriptUs       float64 `json:"redis_usec_per_script,omitempty"`
 	RedisCPUUs     float64 `json:"redis_cpu_usec_per_grant,omitempty"`
 	RedisBound     float64 `json:"redis_bound_grants_per_sec,omitempty"`
+	ClientCPUUs    float64 `json:"client_cpu_usec_per_grant,omitempty"` // the children's CPU time over the run, all of them, per grant
 }
 
 func main() {
 	var cfg config
 	child := flag.Int("child", -1, "internal: run as child number n")
-	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of each child to this path plus .<n>")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of each child to this path plus .<n> (-quota: the run with quota to this path plus -quota.<n>)")
 	jsonOut := flag.Bool("json", false, "print the result as JSON")
 	flag.StringVar(&cfg.Mode, "mode", "contended", "contended (a fleet of processes) or uncontended (one caller, round trips)")
 	flag.IntVar(&cfg.Procs, "procs", 4, "processes")
@@ -153,6 +157,7 @@ func main() {
 	flag.StringVar(&cfg.Redis, "redis", "", "Redis address (default: start a redis-server of its own on a free loopback port)")
 	flag.StringVar(&cfg.Name, "name", "", "lane name (default: a fresh one)")
 	flag.IntVar(&cfg.Protocol, "resp", 3, "RESP version of the go-redis clients (2 or 3)")
+	flag.IntVar(&cfg.ChildProcs, "child-gomaxprocs", 0, "GOMAXPROCS of each child process (0: Go's default, the machine's cores)")
 	flag.Int64Var(&cfg.Quota, "quota", 0, "block of quota leasing (redislane.WithQuota): run without it, then with it, and compare (0: without only)")
 	provider := flag.Bool("provider", false, "instead, a fake provider and three replicas calling it through lanehttp.Transport,\nwith a budget shared through Redis and one of a third per replica (see provider.go);\n-duration is then each row's (default 8s), -redis and -json apply")
 	pc := defaultProv()
@@ -273,6 +278,9 @@ func runParent(cfg *config) (*Result, error) {
 			return nil, err
 		}
 		leased.Name += "-quota"
+		if leased.cpuprofile != "" {
+			leased.cpuprofile += "-quota" // the run without keeps its own profiles
+		}
 		if res.Leased, err = runFleet(&leased); err != nil {
 			return nil, err
 		}
@@ -312,6 +320,9 @@ func runFleet(cfg *config) (*Result, error) {
 			"-cpuprofile", cfg.cpuprofile, "-resp", strconv.Itoa(cfg.Protocol),
 			"-quota", strconv.FormatInt(cfg.Quota, 10))
 		cmd.Stderr = os.Stderr
+		if cfg.ChildProcs > 0 {
+			cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(cfg.ChildProcs))
+		}
 		in, err := cmd.StdinPipe()
 		if err != nil {
 			return nil, err
@@ -442,6 +453,7 @@ func runChild(cfg config) error {
 		return fmt.Errorf("no go signal: %q %v", line, err)
 	}
 
+	cpu0 := processCPU()
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration)
 	defer cancel()
 	calls0 := cc.Commands()
@@ -485,9 +497,10 @@ func runChild(cfg config) error {
 		}()
 	}
 	wg.Wait()
+	cpu := processCPU() - cpu0
 	calls := cc.Commands() - calls0
 	s.Close()
-	rep := childReport{Grants: grants, Calls: calls, Errors: errs, LeaseEnd: leaseEnd, Stats: s.Stats()}
+	rep := childReport{Grants: grants, Calls: calls, CPU: cpu, Errors: errs, LeaseEnd: leaseEnd, Stats: s.Stats()}
 	w := bufio.NewWriterSize(os.Stdout, 1<<20)
 	if err := json.NewEncoder(w).Encode(rep); err != nil {
 		return err
@@ -497,11 +510,12 @@ func runChild(cfg config) error {
 
 func summarize(cfg *config, reports []childReport) *Result {
 	var all []grant
-	var calls int64
+	var calls, cpu int64
 	res := &Result{Config: *cfg, Capacity: cfg.Capacity}
 	for _, r := range reports {
 		all = append(all, r.Grants...)
 		calls += r.Calls
+		cpu += r.CPU
 		res.Errors += r.Errors
 		res.LeasesEnded += r.LeaseEnd
 		res.Handovers += r.Stats.Handovers
@@ -514,6 +528,7 @@ func summarize(cfg *config, reports []childReport) *Result {
 	res.FencesUnique = cfg.Quota > 0 || fencesUnique(all) // under quota, a block's grants share its fence
 	if len(all) > 0 {
 		res.CallsPerGrant = float64(calls) / float64(len(all))
+		res.ClientCPUUs = float64(cpu) / 1e3 / float64(len(all))
 		lat := make([]int64, len(all))
 		for i, g := range all {
 			lat[i] = g.Lat
@@ -646,6 +661,9 @@ func printRun(r *Result) {
 	if c.Quota > 0 {
 		quota = fmt.Sprintf(", quota block %d", c.Quota)
 	}
+	if c.ChildProcs > 0 {
+		quota += fmt.Sprintf(", GOMAXPROCS %d per process", c.ChildProcs)
+	}
 	fmt.Printf("fleetsim: %d procs x %d contenders, capacity %d, weight %d, hold %v, lease %v, %v%s, redis %s%s\n",
 		c.Procs, c.Contenders, c.Capacity, c.Weight, c.Hold, c.Lease, c.Duration, quota, c.Redis, own)
 	verdict := "OK"
@@ -661,6 +679,9 @@ func printRun(r *Result) {
 		fences = "not checked (a block's grants share its token)"
 	}
 	fmt.Printf("  fencing tokens unique: %s; acquire errors: %d; leases ended before release: %d\n", fences, r.Errors, r.LeasesEnded)
+	if r.ClientCPUUs > 0 {
+		fmt.Printf("  clients' CPU per grant: %.2f µs (all %d processes, over the run)\n", r.ClientCPUUs, c.Procs)
+	}
 	if r.RedisCPUUs > 0 {
 		fmt.Printf("  Redis CPU per grant: %.1f µs, so one busy Redis core would give at most %.0f grants/s at this cost\n", r.RedisCPUUs, r.RedisBound)
 	}
