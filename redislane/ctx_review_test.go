@@ -43,7 +43,11 @@ func TestPermitContextAskedWhileReleased(t *testing.T) {
 				for i := range got {
 					require.Same(t, got[0], got[i], "two contexts for one permit")
 				}
-				<-got[0].Done()
+				select {
+				case <-got[0].Done():
+				case <-ctx.Done():
+					t.Fatal("the context of a released permit never ended")
+				}
 				assert.True(t, errors.Is(context.Cause(got[0]), redislane.ErrReleased), "cause %v", context.Cause(got[0]))
 				assert.Same(t, got[0], p.Context())
 			}
