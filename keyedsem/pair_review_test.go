@@ -2,10 +2,12 @@ package keyedsem_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,8 +20,8 @@ import (
 // A paired semaphore (idle timeout 0, capacity 1) under every way a
 // grant can end: released (and released again through a stale copy),
 // tried, cancelled while queued (a grant handed back), joined and waited
-// or left, with histograms (each grant stamps its token) and with
-// priorities and a reorder hold. Each key stays exclusive, no stale
+// or left, with histograms (each grant stamps its token), priorities,
+// a reorder hold and a hard cap. Each key stays exclusive, no stale
 // Release frees anything, and once the calls are done the counts close.
 func TestPairedMixedEndingsKeepCounts(t *testing.T) {
 	for _, c := range []struct {
@@ -30,6 +32,8 @@ func TestPairedMixedEndingsKeepCounts(t *testing.T) {
 		{"histograms", []keyedsem.Option{keyedsem.WithHistograms()}},
 		{"barging", []keyedsem.Option{keyedsem.WithBarging(0)}},
 		{"priorities", []keyedsem.Option{keyedsem.WithPriorities(1000)}},
+		{"hardcap", []keyedsem.Option{keyedsem.WithMaxKeys(1), keyedsem.WithHardMaxKeys()}},
+		{"sequence", []keyedsem.Option{keyedsem.WithSequenceOrder(), keyedsem.WithReorderHold(time.Microsecond)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := keyedsem.New[string](append([]keyedsem.Option{keyedsem.WithIdleTimeout(0)}, c.opts...)...)
@@ -73,6 +77,9 @@ func TestPairedMixedEndingsKeepCounts(t *testing.T) {
 						switch (g + r) % 4 {
 						case 0:
 							p, err := s.Acquire(bg, keys[k])
+							if errors.Is(err, keyedsem.ErrTooManyKeys) {
+								continue // the hard cap's refusal: the other key is in use
+							}
 							if err != nil {
 								bad.Store(err.Error())
 								return
@@ -95,6 +102,9 @@ func TestPairedMixedEndingsKeepCounts(t *testing.T) {
 								continue
 							}
 							pl, err := s.Join(keys[k])
+							if errors.Is(err, keyedsem.ErrTooManyKeys) {
+								continue
+							}
 							if err != nil {
 								bad.Store(err.Error())
 								return
