@@ -155,7 +155,9 @@ func (c *Clock) tick() {
 	c.active.Store(false)
 }
 
-// Stop stops the timer for good; read then returns the last reading.
+// Stop stops the timer for good; Read then returns the last reading. A
+// Read that took the system clock before Stop and finishes after it may
+// still raise that reading once.
 func (c *Clock) Stop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
