@@ -73,8 +73,8 @@ func (l line[K]) Unclaim(pt *permit.Token, n int64) {
 // the grant is uncounted, and the token goes back to the pool (or stays
 // with its entry, if paired) at the same generation (no handle of it was
 // returned), without a release, so that the grant counts in neither
-// Acquired nor Released and no hold is recorded. The grant's permits and reference are the caller's to give
-// back.
+// Acquired nor Released and no hold is recorded. The grant's permits and
+// reference are the caller's to give back.
 func (s *Keyed[K]) untoken(pt *permit.Token) {
 	t := tokenOf[K](pt)
 	permit.OwnerOf(pt).(*stripe[K]).acquired.Add(^uint64(0))
