@@ -136,10 +136,22 @@ func (s *Keyed[K]) token(e *entry[K]) *token[K] {
 		t.e = e
 	}
 	if s.tm != nil {
-		t.SetSince(s.hc.Stamp())
+		s.stampOn(&t.Token)
 	}
 	permit.OwnerOf(&t.Token).(*stripe[K]).acquired.Add(1)
 	return t
+}
+
+// stampOn stamps the grant being made through t if the hold sampler picks
+// it (one grant in hist.SampleEvery through each token, after the
+// semaphore's first ones, by the token's generation), and marks it
+// untimed otherwise, so that its release records nothing.
+func (s *Keyed[K]) stampOn(t *permit.Token) {
+	if s.tm.Holds.Timed(&s.hc, uint32(t.Gen())) {
+		t.SetSince(s.hc.Stamp())
+	} else {
+		t.SetUntimed()
+	}
 }
 
 // ReleaseToken gives back n permits held through t. It is called by
@@ -147,7 +159,7 @@ func (s *Keyed[K]) token(e *entry[K]) *token[K] {
 func (st *stripe[K]) ReleaseToken(pt *permit.Token, n int64) {
 	t := tokenOf[K](pt)
 	e := t.e // copy before the token goes back to the pool
-	if tm := st.s.tm; tm != nil {
+	if tm := st.s.tm; tm != nil && t.Timed() {
 		tm.Hold.Observe(st.s.hc.Stamp() - t.Since())
 	}
 	st.released.Add(1)

@@ -117,6 +117,14 @@ func TimedWaits[K comparable](s *Keyed[K]) uint64 {
 	return n
 }
 
+// TimedHolds returns how many holds s's hold histogram recorded, before a
+// snapshot scales them to every release (see hist.Sampler).
+func TimedHolds[K comparable](s *Keyed[K]) uint64 {
+	var c [hist.Buckets]uint64
+	n, _ := s.tm.Hold.Read(&c)
+	return n
+}
+
 // NoPair makes s take every token from the pool, as before pairs (see
 // pair): BenchmarkAblationPair's knob. Call it before the first acquire.
 func NoPair[K comparable](s *Keyed[K]) { s.paired = false }

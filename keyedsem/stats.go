@@ -54,7 +54,7 @@ func (s *Keyed[K]) Stats() Stats {
 	st.DoubleReleases = s.doubleRel.Load()
 	st.HoldsRunOut = s.holdsOut.Load()
 	if s.tm != nil {
-		st.Timings = semaphore.Timings{Enabled: true, WaitTime: waitHistogram(s.tm, st.Waited), HoldTime: histogramOf(&s.tm.Hold)}
+		st.Timings = semaphore.Timings{Enabled: true, WaitTime: scaled(&s.tm.Wait, st.Waited), HoldTime: scaled(&s.tm.Hold, st.Released)}
 		if st.Acquired > st.Waited { // the grants that did not queue waited 0
 			st.WaitTime.Counts[0] += st.Acquired - st.Waited
 			st.WaitTime.Count += st.Acquired - st.Waited
@@ -63,20 +63,11 @@ func (s *Keyed[K]) Stats() Stats {
 	return st
 }
 
-// histogramOf returns the snapshot of r.
-// waitHistogram is the snapshot of tm's waits, the timed ones scaled to
-// waited, the waits that got a grant (see hist.Sampler and hist.Scale).
-func waitHistogram(tm *hist.Timings, waited uint64) semaphore.Histogram {
+// scaled returns the snapshot of r, a sample of `to` waits or holds,
+// scaled to them (see hist.Sampler and hist.Scale).
+func scaled(r *hist.Recorder, to uint64) semaphore.Histogram {
 	var h semaphore.Histogram
-	count, sum := tm.Wait.Read(&h.Counts)
-	count, sum = hist.Scale(&h.Counts, count, sum, waited)
-	h.Count, h.Sum = count, time.Duration(sum)
-	return h
-}
-
-func histogramOf(r *hist.Recorder) semaphore.Histogram {
-	var h semaphore.Histogram
-	count, sum := r.Read(&h.Counts)
+	count, sum := r.ReadScaled(&h.Counts, to)
 	h.Count, h.Sum = count, time.Duration(sum)
 	return h
 }

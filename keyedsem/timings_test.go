@@ -2,6 +2,7 @@ package keyedsem_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -84,4 +85,34 @@ func TestWaitTimesSampledCountExact(t *testing.T) {
 	held.Release()
 	st := s.Stats()
 	testkit.SampledWaits(t, waits, st.Waited, st.Acquired, st.WaitTime.Count, st.WaitTime.Counts[:], st.WaitTime.Sum, keyedsem.TimedWaits(s))
+}
+
+// On the system clock a busy keyed semaphore times one hold in N after its
+// first ones (by each token's generation): the snapshot still has one hold
+// per release, its count exact; for pooled tokens (capacity 2) and for an
+// entry's own token (idle timeout 0, capacity 1).
+func TestHoldTimesSampledCountExact(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []keyedsem.Option
+	}{
+		{"pooled", []keyedsem.Option{keyedsem.WithPerKeyCapacity(2)}},
+		{"paired", []keyedsem.Option{keyedsem.WithIdleTimeout(0)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := keyedsem.New[string](append(c.opts, keyedsem.WithHistograms())...)
+			defer s.Close()
+			ctx := context.Background()
+			const releases = 5000
+			for i := range releases {
+				p, err := s.Acquire(ctx, "k"+strconv.Itoa(i%3))
+				if err != nil {
+					t.Fatal(err)
+				}
+				p.Release()
+			}
+			st := s.Stats()
+			testkit.SampledHolds(t, releases, st.Released, st.HoldTime.Count, st.HoldTime.Counts[:], keyedsem.TimedHolds(s))
+		})
+	}
 }

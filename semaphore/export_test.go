@@ -165,13 +165,30 @@ func TimedWaits(s *Weighted) uint64 {
 	return n
 }
 
-// NewTimingEveryWait returns New(capacity, WithHistograms(), opts...)
-// timing every wait, as before the sampling of hist.Sampler: the
+// NewTimingEvery returns New(capacity, WithHistograms(), opts...) timing
+// every wait and every hold, as before the sampling of hist.Sampler: the
 // ablation's baseline (BenchmarkTimings).
-func NewTimingEveryWait(capacity int64, opts ...Option) *Weighted {
+func NewTimingEvery(capacity int64, opts ...Option) *Weighted {
 	s := New(capacity, append([]Option{WithHistograms()}, opts...)...)
 	s.tm.Sampler.TimeEvery()
+	s.tm.Holds.TimeEvery()
 	return s
+}
+
+// NewTimingEveryHold is NewTimingEvery with only the holds' sampling off:
+// BenchmarkTimings' ablation of the holds' sampling alone.
+func NewTimingEveryHold(capacity int64, opts ...Option) *Weighted {
+	s := New(capacity, append([]Option{WithHistograms()}, opts...)...)
+	s.tm.Holds.TimeEvery()
+	return s
+}
+
+// TimedHolds returns how many holds s's hold histogram recorded, before a
+// snapshot scales them to every release (see hist.Sampler).
+func TimedHolds(s *Weighted) uint64 {
+	var c [hist.Buckets]uint64
+	n, _ := s.tm.Hold.Read(&c)
+	return n
 }
 
 // AcquireReadByValue is Acquire with options as it read them before

@@ -129,10 +129,20 @@ func (s *Weighted) stamp(p Permit) Permit {
 	return p
 }
 
-// stampOn is stamp's work, out of line.
+// stampOn is stamp's work, out of line: it stamps the grant being made
+// through t if the hold sampler picks it (one grant in hist.SampleEvery
+// through each token, after the lane's first ones, by the token's
+// generation), and marks it untimed otherwise, so that its release
+// records nothing.
 //
 //go:noinline
-func (s *Weighted) stampOn(t *permit.Token) { t.SetSince(s.hc.Stamp()) }
+func (s *Weighted) stampOn(t *permit.Token) {
+	if s.tm.Holds.Timed(&s.hc, uint32(t.Gen())) {
+		t.SetSince(s.hc.Stamp())
+	} else {
+		t.SetUntimed()
+	}
+}
 
 // takeSlot takes n permits and the lowest free inline token (st must have
 // one) from state st by one compare-and-swap, and returns the token's
@@ -171,7 +181,7 @@ func (s *Weighted) claimLocked(st uint64, n int64) (*permit.Token, bool) {
 		}
 		t := &s.tokens[slot]
 		if s.tm != nil {
-			t.SetSince(s.hc.Stamp())
+			s.stampOn(t)
 		}
 		return t, true
 	}
@@ -189,7 +199,7 @@ func (s *Weighted) claimLocked(st uint64, n int64) (*permit.Token, bool) {
 	}
 	s.spareOut++
 	if s.tm != nil {
-		t.SetSince(s.hc.Stamp())
+		s.stampOn(t)
 	}
 	return t, true
 }

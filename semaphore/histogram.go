@@ -56,10 +56,11 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 // Timings are the wait and hold times of a lane made with histograms. Hold
 // times come from a clock right to about 1ms, cheap on the fast path: a
 // hold under 1ms counts as 0 or 1ms in proportion, right on average. Wait
-// times come from the system clock; a lane times all its first waits
-// (about a thousand), then one wait in 16, and WaitTime is that sample
-// scaled to every wait: its Count exact, its buckets and Sum in the
-// sample's proportions (with a fake [WithClock] every wait is timed).
+// times come from the system clock. A lane times all its first waits and
+// holds (about a thousand of each), then one in 16, and each histogram is
+// that sample scaled to every wait or release: its Count exact, its
+// buckets and Sum in the sample's proportions (with a fake [WithClock]
+// every wait and hold is timed).
 type Timings struct {
 	Enabled  bool // the semaphore was made WithHistograms
 	WaitTime Histogram
@@ -69,35 +70,24 @@ type Timings struct {
 // WithHistograms records [Timings], at a few atomic adds per call.
 func WithHistograms() Option { return func(c *config) { c.histograms = true } }
 
-// histogramOf returns the snapshot of r.
-func histogramOf(r *hist.Recorder) Histogram {
+// scaled returns the snapshot of r, a sample of `to` waits or holds (one in
+// hist.SampleEvery, after a lane's first ones), scaled to them: its Count
+// exact, its buckets and Sum in the sample's proportions (hist.Scale).
+func scaled(r *hist.Recorder, to uint64) Histogram {
 	var h Histogram
-	count, sum := r.Read(&h.Counts)
-	h.Count, h.Sum = count, time.Duration(sum)
-	return h
-}
-
-// waitHistogram returns the snapshot of tm's waits that got a grant
-// after waiting, of which there were waited: the timed ones (one in
-// hist.SampleEvery, after a lane's first waits) scaled to waited, so that
-// its Count is exact and its buckets and Sum are the sample's proportions
-// (hist.Scale).
-func waitHistogram(tm *hist.Timings, waited uint64) Histogram {
-	var h Histogram
-	count, sum := tm.Wait.Read(&h.Counts)
-	count, sum = hist.Scale(&h.Counts, count, sum, waited)
+	count, sum := r.ReadScaled(&h.Counts, to)
 	h.Count, h.Sum = count, time.Duration(sum)
 	return h
 }
 
 // timingsOf returns the snapshot of tm, with zero waits counted in for
 // the grants (acquired - waited) that did not queue; tm nil gives the zero
-// Timings.
-func timingsOf(tm *hist.Timings, acquired, waited uint64) Timings {
+// Timings. released is the grants released.
+func timingsOf(tm *hist.Timings, acquired, waited, released uint64) Timings {
 	if tm == nil {
 		return Timings{}
 	}
-	t := Timings{Enabled: true, WaitTime: waitHistogram(tm, waited), HoldTime: histogramOf(&tm.Hold)}
+	t := Timings{Enabled: true, WaitTime: scaled(&tm.Wait, waited), HoldTime: scaled(&tm.Hold, released)}
 	if acquired > waited {
 		t.WaitTime.Counts[0] += acquired - waited
 		t.WaitTime.Count += acquired - waited

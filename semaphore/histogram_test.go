@@ -292,3 +292,36 @@ func TestWaitTimesSampledCountExact(t *testing.T) {
 	st := s.Stats()
 	testkit.SampledWaits(t, waits, st.Waited, st.Acquired, st.WaitTime.Count, st.WaitTime.Counts[:], st.WaitTime.Sum, semaphore.TimedWaits(s))
 }
+
+// On the system clock a busy lane times one hold in N after its first ones
+// (hist.Sampler, by each token's generation): the snapshot still has one
+// hold per release, its count exact, the sample scaled to it; through the
+// fast path and the queue's grants alike.
+func TestHoldTimesSampledCountExact(t *testing.T) {
+	s := semaphore.New(2, semaphore.WithHistograms())
+	ctx := context.Background()
+	const rounds = 3000
+	for range rounds {
+		p, err := s.Acquire(ctx, 1) // the timed fast path
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, err := s.Acquire(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl, err := s.Join(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held.Release() // a grant through the queue
+		q, err := pl.Wait(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.Release()
+		p.Release()
+	}
+	st := s.Stats()
+	testkit.SampledHolds(t, 3*rounds, st.Released, st.HoldTime.Count, st.HoldTime.Counts[:], semaphore.TimedHolds(s))
+}

@@ -216,7 +216,8 @@ func (s *Weighted) observe(t *permit.Token) {
 }
 
 // Released records the hold time of a permit released through t. It is
-// called by Permit.Release, once per grant, before the token goes back.
+// called by Permit.Release, once per timed grant (see stampOn), before the
+// token goes back.
 func (o *owner) Released(_ *permit.Token, _ int64, since int64) {
 	o.tm.Hold.Observe(o.hc.Stamp() - since)
 }

@@ -62,6 +62,6 @@ func (s *Weighted) Stats() Stats {
 			Failed:         s.failed,
 			DoubleReleases: s.doubleRel.Load(),
 		},
-		Timings: timingsOf(s.tm, released+out, s.grantedWait+s.bargeWaited()),
+		Timings: timingsOf(s.tm, released+out, s.grantedWait+s.bargeWaited(), released),
 	}
 }

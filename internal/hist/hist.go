@@ -134,9 +134,10 @@ var shared = func() *coarse.Clock {
 // histograms has one (a nil *Timings means off).
 type Timings struct {
 	Wait, Hold Recorder
-	// Sampler picks the waits timed into Wait (see Sampler); a snapshot
-	// scales Wait to the number of waits (Scale).
-	Sampler Sampler
+	// Sampler picks the waits timed into Wait, and Holds the holds
+	// timed into Hold (see Sampler); a snapshot scales each to the number
+	// of waits or releases (Scale).
+	Sampler, Holds Sampler
 }
 
 // Clock is the time source of waits and holds: the real clocks, or a fake

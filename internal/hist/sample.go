@@ -10,7 +10,9 @@ import (
 // "hist: one wait in N"). So a lane times all its waits only at first;
 // after that, one wait in SampleEvery, and its wait histogram is the
 // sample's, scaled to the number of waits (Scale). A fake clock times
-// every wait.
+// every wait. Holds are sampled alike, with a Sampler of their own: a hold
+// costs two coarse readings and a recording, which on a contended lane
+// were most of what the histograms added ("hist: one hold in N").
 const (
 	// SampleEvery is N in "one wait in N".
 	SampleEvery = 16
@@ -19,8 +21,8 @@ const (
 	exactWaits = 1024
 )
 
-// Sampler picks which waits of one lane are timed. The zero Sampler is
-// ready to use; it is safe for concurrent use.
+// Sampler picks which waits (or holds) of one lane are timed. The zero
+// Sampler is ready to use; it is safe for concurrent use.
 type Sampler struct {
 	early atomic.Uint32 // waits timed as the lane's first ones, up to exactWaits
 	every bool          // time every wait: the ablation's baseline (TimeEvery)
@@ -32,9 +34,11 @@ type Sampler struct {
 func (s *Sampler) TimeEvery() { s.every = true }
 
 // Timed reports whether a wait on clock c is timed. rot is a count that
-// moves on by one for each wait of the caller's waiter (waitq.Waiter.Uses):
-// waiters are reused in no order that a wait's length decides, so one in
-// SampleEvery of their uses is a fair sample, picked with no shared write.
+// moves on by one for each wait of the caller's waiter (waitq.Waiter.Uses;
+// for a hold, each grant through its token: the token's generation):
+// waiters and tokens are reused in no order that a wait's or a hold's
+// length decides, so one in SampleEvery of their uses is a fair sample,
+// picked with no shared write.
 // The lane's first exactWaits waits are all timed (at most a few more
 // when they race), with one load of a word that is written no more once
 // they have passed.
@@ -85,4 +89,11 @@ func Scale(counts *[Buckets]uint64, count, sum, to uint64) (uint64, uint64) {
 	}
 	s, _ := bits.Div64(hi, lo, count)
 	return to, s
+}
+
+// ReadScaled is Read with the counts and sum scaled to `to` (Scale): the
+// snapshot of a sample of `to` waits or holds.
+func (r *Recorder) ReadScaled(counts *[Buckets]uint64, to uint64) (count, sum uint64) {
+	count, sum = r.Read(counts)
+	return Scale(counts, count, sum, to)
 }

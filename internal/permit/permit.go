@@ -44,11 +44,15 @@ type Token struct {
 	// free-token bitmap); -1 when the owner does not index it.
 	Slot int32
 	// observed, set once before the first grant, says that the owner is
-	// an Observer told of each first Release (off, the hot path pays one
-	// test of a byte on a line it reads anyway). A flag, not a second
-	// interface, so that a keyed semaphore's pooled token stays in one
-	// cache line.
+	// an Observer. A flag, not a second interface, so that a keyed
+	// semaphore's pooled token stays in one cache line.
 	observed bool
+	// timed, set by the granter for each grant (SetSince, SetUntimed),
+	// says that the grant was stamped: on an observed token its first
+	// Release tells the Observer (off, the hot path pays one test of two
+	// bytes on a line it reads anyway). An owner may time one grant in N
+	// (see hist.Sampler).
+	timed bool
 	// since is when the grant out through the token began, on the
 	// observer's clock: written by the granter between claiming the
 	// token and handing the permit out, read by the first Release before
@@ -68,8 +72,8 @@ type Observer interface {
 }
 
 // Observe makes Release tell t's owner, which must be an [Observer], of
-// every first release of t's permits. Like Init, it is called once, before
-// the first grant.
+// the first release of each grant stamped with SetSince. Like Init, it is
+// called once, before the first grant.
 func (t *Token) Observe() {
 	if _, ok := t.owner.(Observer); !ok {
 		panic("permit: an observed token needs an owner that is an Observer")
@@ -78,9 +82,20 @@ func (t *Token) Observe() {
 }
 
 // SetSince stamps the start of the grant being made through t, for its
-// Observer. The granter calls it after claiming t and before the permit
+// Observer, which the grant's first Release tells (if t is observed). The
+// granter calls it, or SetUntimed, after claiming t and before the permit
 // leaves its hands.
-func (t *Token) SetSince(since int64) { t.since = since }
+func (t *Token) SetSince(since int64) { t.since, t.timed = since, true }
+
+// SetUntimed marks the grant being made through t as one whose release
+// the Observer is not told of (a grant left out of a sample). It is called
+// where SetSince would be.
+func (t *Token) SetUntimed() { t.timed = false }
+
+// Timed reports whether the grant out through t was stamped with
+// SetSince; like Since, it is meaningful only to the holder of the grant
+// or to the token's owner under the lock that orders its grants.
+func (t *Token) Timed() bool { return t.timed }
 
 // Since returns the stamp of the grant out through t; it is meaningful
 // only to the holder of the grant, or to the token's owner under the lock
@@ -189,7 +204,7 @@ func (p Permit) Release() bool {
 		t.owner.CountDoubleRelease(t)
 		return false
 	}
-	if t.observed {
+	if t.observed && t.timed {
 		t.owner.(Observer).Released(t, p.n, t.since)
 	}
 	if w := t.word; w != nil {

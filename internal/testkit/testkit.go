@@ -174,3 +174,25 @@ func SampledWaits(t testing.TB, waits, waited, acquired, count uint64, counts []
 		t.Fatalf("%d of %d waits timed; want a sample", timed, waits)
 	}
 }
+
+// SampledHolds checks the hold-time snapshot of a lane that released
+// `releases` grants on the system clock, of which timed were timed (one in
+// N after the first ones, see hist.Sampler): one hold per release, the
+// count exact, the buckets adding up to it, and a sample, not every hold,
+// timed.
+func SampledHolds(t testing.TB, releases, released, count uint64, counts []uint64, timed uint64) {
+	t.Helper()
+	if released != releases || count != released {
+		t.Fatalf("released %d, HoldTime.Count %d; want %d releases, Count = Released", released, count, releases)
+	}
+	var total uint64
+	for _, c := range counts {
+		total += c
+	}
+	if total != count {
+		t.Fatalf("buckets add up to %d, Count %d", total, count)
+	}
+	if timed >= releases || timed == 0 {
+		t.Fatalf("%d of %d holds timed; want a sample", timed, releases)
+	}
+}
