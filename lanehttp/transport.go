@@ -40,6 +40,10 @@ const (
 // sums within an int64.
 const maxRetryRatio = 1000
 
+// alwaysStamp, set by BenchmarkAblationAttemptNow only, makes every
+// Transport read its clock for each Attempt's Now, as it did before.
+var alwaysStamp bool
+
 // budgetUnit is one retry in the budget's fixed point: a millionth of a
 // retry is the finest ratio kept, and a burst of up to 9e12 retries fits.
 const budgetUnit = 1_000_000
@@ -115,8 +119,9 @@ type TransportConfig[K comparable] struct {
 	RetryUnsafe bool
 	// Clock times the waits between attempts, is the Now of each
 	// [Attempt], and is what a retry's end is compared with the
-	// request's deadline on; nil means the system clock. Tests pass a
-	// fake one.
+	// request's deadline on; nil means the system clock (with neither a
+	// Clock nor a Classify, Now is left zero, which DefaultClassifier
+	// reads as time.Now()). Tests pass a fake one.
 	Clock semaphore.Clock
 }
 
@@ -132,7 +137,13 @@ type Transport[K comparable] struct {
 	// Queue.Cooldown): the set's global and rate lanes, the provider's
 	// budgets; a keyed lane, which other work of a key may share, is not
 	// paused for all keys.
-	cool   []string
+	cool []string
+	// stamp makes each Attempt's Now a reading of the Clock. Without a
+	// Clock or a Classifier of the caller's it is left zero, which
+	// DefaultClassifier reads as time.Now() when it needs a time (for a
+	// Retry-After date): a success then reads no clock
+	// (BenchmarkAblationAttemptNow).
+	stamp  bool
 	earn   int64        // budget units a request earns
 	cap    int64        // budget units held at most
 	budget atomic.Int64 // budget units now
@@ -160,6 +171,7 @@ func NewTransport[K comparable](cfg TransportConfig[K]) *Transport[K] {
 	} else if cfg.Usage != nil {
 		panic("lanehttp: TransportConfig.Usage is set without a TokensLane to settle")
 	}
+	stamp := alwaysStamp || cfg.Clock != nil || cfg.Classify != nil
 	if cfg.Base == nil {
 		cfg.Base = http.DefaultTransport
 	}
@@ -200,7 +212,7 @@ func NewTransport[K comparable](cfg TransportConfig[K]) *Transport[K] {
 	case cfg.RetryBurst == 0:
 		cfg.RetryBurst = DefaultRetryBurst
 	}
-	t := &Transport[K]{cfg: cfg, earn: int64(math.Round(r * budgetUnit)), cap: int64(cfg.RetryBurst) * budgetUnit}
+	t := &Transport[K]{cfg: cfg, stamp: stamp, earn: int64(math.Round(r * budgetUnit)), cap: int64(cfg.RetryBurst) * budgetUnit}
 	kinds := map[string]lanequeue.Kind{}
 	for _, st := range cfg.Queue.Stats() {
 		kinds[st.Name] = st.Kind
@@ -319,7 +331,11 @@ func (t *Transport[K]) attempt(tk *lanequeue.Ticket[K], req, areq *http.Request)
 		}
 	}()
 	resp, err = t.cfg.Base.RoundTrip(areq)
-	v = t.cfg.Classify(Attempt{Request: req, Response: resp, Err: err, Now: t.cfg.Clock.Now()})
+	a := Attempt{Request: req, Response: resp, Err: err}
+	if t.stamp {
+		a.Now = t.cfg.Clock.Now()
+	}
+	v = t.cfg.Classify(a)
 	done = true
 	return resp, v, err
 }

@@ -120,3 +120,72 @@ func BenchmarkAblationCoarseStart(b *testing.B) {
 		})
 	}
 }
+
+// instantBase answers every request at once with an empty 200.
+type instantBase struct{}
+
+func (instantBase) RoundTrip(*http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
+}
+
+// BenchmarkTransportOwn is the Transport's own work in a round trip of
+// BenchmarkTransport's lanes row: the same lanes, over a base that
+// answers at once, the response's body closed at once. On loopback each
+// nanosecond of it costs the round trip more than a nanosecond (see
+// docs/benchmarks-policies.md, "A round trip through the transport").
+func BenchmarkTransportOwn(b *testing.B) {
+	benchOwn(b)
+}
+
+// BenchmarkAblationAttemptNow is BenchmarkTransportOwn with the Attempt's
+// Now left zero for DefaultClassifier, which reads the clock only for a
+// Retry-After date (now=lazy, as built), or read for every attempt
+// (now=always, as before).
+func BenchmarkAblationAttemptNow(b *testing.B) {
+	for _, always := range []bool{false, true} {
+		name := "now=lazy"
+		if always {
+			name = "now=always"
+		}
+		b.Run(name, func(b *testing.B) {
+			lanehttp.SetAlwaysStamp(always)
+			defer lanehttp.SetAlwaysStamp(false)
+			benchOwn(b)
+		})
+	}
+}
+
+// benchOwn runs BenchmarkTransportOwn.
+func benchOwn(b *testing.B) {
+	q := lanequeue.New[string]()
+	defer q.Close()
+	if err := q.Add("provider", lanequeue.NewGlobalLane[string](semaphore.New(64))); err != nil {
+		b.Fatal(err)
+	}
+	if err := q.Add("rpm", lanequeue.NewRateLane[string](rate.NewLimiter(1e9, 1e9))); err != nil {
+		b.Fatal(err)
+	}
+	if err := q.Add("tpm", lanequeue.NewRateLane[string](rate.NewLimiter(1e12, math.MaxInt32))); err != nil {
+		b.Fatal(err)
+	}
+	set, err := q.Lanes("provider", "rpm", "tpm")
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr := lanehttp.NewTransport(lanehttp.TransportConfig[string]{
+		Base: instantBase{}, Queue: q, Lanes: set,
+		TokensLane: "tpm", Tokens: func(*http.Request) int64 { return 100 },
+	})
+	req, err := http.NewRequest(http.MethodGet, "http://provider.test/", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+}

@@ -543,3 +543,42 @@ func TestTransportEstimateAboveTheBurst(t *testing.T) {
 	}
 	nothingHeld(t, g.q)
 }
+
+// TestTransportAttemptNow: a Classifier of the caller's is given when the
+// attempt came back, from the system clock when the transport has no
+// Clock and from its Clock when it has one. (The transport leaves Now
+// zero only for DefaultClassifier, which reads the system clock itself.)
+func TestTransportAttemptNow(t *testing.T) {
+	q := lanequeue.New[string]()
+	defer q.Close()
+	must(t, q.Add("provider", lanequeue.NewGlobalLane[string](semaphore.New(1))))
+	set, err := q.Lanes("provider")
+	must(t, err)
+	for _, c := range []struct {
+		name string
+		clk  semaphore.Clock
+		want func(time.Time) bool
+	}{
+		{"system clock", nil, func(now time.Time) bool { return !now.IsZero() }},
+		{"fake clock", clock.NewFake(received), func(now time.Time) bool { return now.Equal(received) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var got time.Time
+			tr := lanehttp.NewTransport(lanehttp.TransportConfig[string]{
+				Base: instantBase{}, Queue: q, Lanes: set, Clock: c.clk,
+				Classify: func(a lanehttp.Attempt) lanehttp.Verdict {
+					got = a.Now
+					return lanehttp.DefaultClassifier(a)
+				},
+			})
+			req, err := http.NewRequest(http.MethodGet, "http://provider.test/", nil)
+			must(t, err)
+			resp, err := tr.RoundTrip(req)
+			must(t, err)
+			resp.Body.Close()
+			if !c.want(got) {
+				t.Fatalf("the Classifier's Attempt.Now is %v", got)
+			}
+		})
+	}
+}

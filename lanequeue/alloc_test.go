@@ -47,6 +47,41 @@ func TestAcquireAllAllocationIsAmortized(t *testing.T) {
 	}
 }
 
+// TestRateAcquireAllAllocationIsAmortized: AcquireAll and Release of a
+// global lane and two rate lanes whose tokens are there allocate no more
+// than the ticket's handle either: a rate lane's reservation stays on the
+// caller's stack (it took two allocations a call when rateReq kept
+// ReserveN's pointer).
+func TestRateAcquireAllAllocationIsAmortized(t *testing.T) {
+	if testing.CoverMode() != "" || raceEnabled {
+		t.Skip("allocation counts differ under -race and -cover")
+	}
+	q := testQueue(t, 4)
+	must(t, addRate(q, "rpm", 1e9, 1e9))
+	must(t, addRate(q, "tpm", 1e12, 1<<30))
+	lanes, err := q.Lanes("global", "rpm", "tpm")
+	must(t, err)
+	acquireRelease := func() {
+		tk, err := q.AcquireAll(context.Background(), "", lanes, lanequeue.LaneWeight("tpm", 100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.Release()
+	}
+	acquireRelease()
+	const calls = 64 * 100
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range calls {
+		acquireRelease()
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.Mallocs - before.Mallocs; n > calls/16 {
+		t.Fatalf("%d AcquireAll+Release of a global and two rate lanes: %d allocations; want about %d (a block of handles per %d calls)",
+			calls, n, calls/64, lanequeue.HandlesPerBlock)
+	}
+}
+
 // TestFailedTryAcquireAllAllocatesNothing: a scheduler that polls busy
 // keys with TryAcquireAll pays no allocation for the tries that fail.
 func TestFailedTryAcquireAllAllocatesNothing(t *testing.T) {

@@ -173,3 +173,8 @@ func TicketSince[K comparable](t *Ticket[K]) time.Time {
 
 // PlaceKey returns p's key.
 func PlaceKey[K comparable](p *Place[K]) K { return p.key }
+
+// SetHeapReservations makes rate lanes put a copy of each reservation on
+// the heap, as keeping ReserveN's pointer did (the ablation of holding
+// reservations by value).
+func SetHeapReservations(on bool) { heapReservations = on }

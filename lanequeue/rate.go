@@ -146,15 +146,18 @@ func (l *rateLane[K]) TryAcquire(_ K, n int64) (semaphore.Permit, bool) {
 
 // reserve reserves q.n tokens as of now, read under l.mu, and records the
 // reservation in q; it returns now. With wait false, a reservation that
-// would have to wait is given back at once, and q.r stays nil. If the
+// would have to wait is given back at once, and q holds none. If the
 // burst is below q.n, q.r is a reservation that is not OK.
 func (l *rateLane[K]) reserve(q *rateReq[K], wait bool) time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
 	r := l.lim.ReserveN(now, int(q.n))
+	if heapReservations {
+		keepReservation(r)
+	}
 	if !r.OK() {
-		q.r = r
+		q.r, q.has = *r, true
 		return now
 	}
 	l.uses++
@@ -172,8 +175,21 @@ func (l *rateLane[K]) reserve(q *rateReq[K], wait bool) time.Time {
 		l.uses++
 		return now
 	}
-	q.r, q.due, q.use = r, now.Add(d), l.uses
+	q.r, q.has, q.due, q.use = *r, true, now.Add(d), l.uses
 	return now
+}
+
+// heapReservations, set by BenchmarkAblationReservationCopy only, puts a
+// copy of each reservation on the heap, as keeping ReserveN's pointer
+// did: the cost that holding reservations by value in rateReq saves.
+var heapReservations bool
+
+// reservationSink keeps the ablation's copies reachable.
+var reservationSink atomic.Pointer[rate.Reservation]
+
+func keepReservation(r *rate.Reservation) {
+	c := *r
+	reservationSink.Store(&c)
 }
 
 // late reports whether n tokens would come after deadline if reserved now
@@ -257,13 +273,18 @@ func (l *rateLane[K]) Close() {
 // rateReq is one rate lane of a request, the tokens it takes there, and
 // its reservation while it has one.
 type rateReq[K comparable] struct {
-	l   *rateLane[K]
-	n   int64
-	r   *rate.Reservation
+	l *rateLane[K]
+	n int64
+	// r is the reservation, while has is set. It is a copy of what
+	// ReserveN returns: ReserveN is inlined, so its result stays on the
+	// caller's stack, where keeping the pointer would move every
+	// reservation to the heap (BenchmarkAblationReservationCopy).
+	r   rate.Reservation
+	has bool
 	due time.Time // when r's tokens are there
 	use uint64    // l.uses just after r was made
-	// never is set by reserve, with r nil, when the tokens would never
-	// come: the limiter does not refill.
+	// never is set by reserve, with no reservation, when the tokens would
+	// never come: the limiter does not refill.
 	never bool
 	// waited is set by takeRates when the call waited for the tokens, for
 	// commitRates to count.
@@ -334,7 +355,7 @@ func takeRates[K comparable](ctx context.Context, reqs []rateReq[K], done <-chan
 			return neverErr(q.l.lim.Limit(), q.n)
 		}
 		if !q.r.OK() { // the burst shrank below n since the check
-			q.r = nil
+			q.has = false
 			q.l.rejected.Add(1)
 			cancelRates(reqs[:i])
 			return fmt.Errorf("lanequeue: %d rate tokens above the burst: %w", q.n, semaphore.ErrTooHeavy)
@@ -397,7 +418,7 @@ func commitRates[K comparable](reqs []rateReq[K]) {
 		if reqs[i].waited {
 			reqs[i].l.waited.Add(1)
 		}
-		reqs[i].r = nil
+		reqs[i].has = false
 	}
 }
 
@@ -424,8 +445,8 @@ func tryRates[K comparable](reqs []rateReq[K]) bool {
 	for i := range reqs {
 		q := &reqs[i]
 		q.l.reserve(q, false)
-		if q.r == nil || !q.r.OK() { // another caller took the tokens since the look
-			q.r = nil
+		if !q.has || !q.r.OK() { // another caller took the tokens since the look
+			q.has = false
 			cancelRates(reqs[:i])
 			return false
 		}
@@ -552,10 +573,10 @@ func waitRates[K comparable](ctx context.Context, ctxDone <-chan struct{}, reqs 
 func cancelRates[K comparable](reqs []rateReq[K]) {
 	for i := len(reqs) - 1; i >= 0; i-- {
 		q := &reqs[i]
-		if q.r == nil {
+		if !q.has {
 			continue
 		}
 		q.l.cancel(q)
-		q.r = nil
+		q.has = false
 	}
 }
