@@ -47,13 +47,15 @@ func BenchmarkAblationClock(b *testing.B) {
 // the last pass (what New sets up) against a pass over every entry per
 // trim (the knob NoBacklog), on the row it is for: a new key on every
 // call with the default options (soft cap 4096, idle an hour), so that
-// every 1024th new key takes the count over the cap. docs/internals.md
-// has the figures and the command.
+// every 1024th new key takes the count over the cap: every key kept
+// (KeepFresh), as keys that come back are. docs/internals.md has the
+// figures and the command.
 func BenchmarkAblationBacklog(b *testing.B) {
 	for _, backlog := range []string{"on", "off"} {
 		b.Run("row=newkey/backlog="+backlog, func(b *testing.B) {
 			s := keyedsem.New[string]()
 			defer s.Close()
+			keyedsem.KeepFresh(s)
 			if backlog == "off" {
 				keyedsem.NoBacklog(s)
 			}
@@ -78,6 +80,26 @@ func BenchmarkAblationPair(b *testing.B) {
 				keyedsem.NoPair(s)
 			}
 			newKeys(b, s)
+		})
+	}
+}
+
+// BenchmarkAblationFresh runs keys used once dropped as they go idle over
+// three quarters of the soft cap (what New sets up with an idle timeout,
+// see dropFresh) against every key kept until evicted for a newer one (the
+// knob KeepFresh), on the row it is for: a new key on every call with the
+// default options (soft cap 4096, idle an hour). docs/internals.md has the
+// figures and the command.
+func BenchmarkAblationFresh(b *testing.B) {
+	for _, fresh := range []string{"drop", "keep"} {
+		b.Run("row=newkey/fresh="+fresh, func(b *testing.B) {
+			s := keyedsem.New[string]()
+			defer s.Close()
+			if fresh == "keep" {
+				keyedsem.KeepFresh(s)
+			}
+			newKeys(b, s)
+			b.ReportMetric(float64(s.Stats().Evicted)/float64(b.N), "evicted/op")
 		})
 	}
 }

@@ -5,7 +5,7 @@ package keyedsem
 // on an entry. What is the entry's:
 //
 //   - The flags live in the entry's state word (woken, strict: two bits
-//     taken from the reference count, which keeps 31 bits), so an entry
+//     taken from the reference count, which keeps 30 bits), so an entry
 //     stays six words, and a release and a woken waiter's claim see each
 //     other in the one word they both change: a release that finds woken
 //     set (and strict clear) gives its permits back by the plain

@@ -39,10 +39,11 @@
 // Eviction: an entry counts its holders, waiters and places, and the
 // callers between looking it up and acquiring, raising the count in the
 // same atomic step as the lookup; it is evicted only by one atomic step
-// from idle with no references to dead. So an entry in use is never
-// evicted, and two callers of one key never end up on two entries. Idle
-// entries are kept for [WithIdleTimeout] and evicted by normal use (no
-// goroutine or timer per key), [WithJanitor] or [Keyed.Sweep]; oldest
-// first when they pass [WithMaxKeys]. An idle entry holds no goroutine,
+// to dead, from idle with no references, or by the release of its last
+// reference (idle timeout 0, or a key used once near [WithMaxKeys]). So an
+// entry in use is never evicted, and two callers of one key never end up
+// on two entries. Idle entries are kept for [WithIdleTimeout] and evicted
+// by normal use (no goroutine or timer per key), [WithJanitor] or
+// [Keyed.Sweep]; oldest first when they pass [WithMaxKeys]. An idle entry holds no goroutine,
 // timer or channel: about 140 bytes with a 38-byte string key.
 package keyedsem

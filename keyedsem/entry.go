@@ -23,8 +23,10 @@ import (
 //	               for the free permits; releases leave them to it
 //	bit  59        strict (WithBarging only): a waiter has waited the
 //	               bound; nobody takes permits ahead of the queue
-//	bits 28..58    refs: holders + waiters + callers between lookup and
-//	               acquire (31 bits)
+//	bit  58        fresh: the entry was made for its one reference and
+//	               nobody has joined it since (see dropFresh)
+//	bits 28..57    refs: holders + waiters + callers between lookup and
+//	               acquire (30 bits)
 //	bits 0..27     avail: permits free (28 bits)
 //	bits 0..61   with busy and dead clear, the entry is idle: no references,
 //	             all permits free, no waiters; the bits hold the time it went
@@ -42,9 +44,10 @@ const (
 	queuedBit = 1 << 61
 	refShift  = 28
 	refOne    = 1 << refShift
-	refMask   = (1<<31 - 1) << refShift
+	refMask   = (1<<30 - 1) << refShift
 	kWoken    = 1 << 60
 	kStrict   = 1 << 59
+	kFresh    = 1 << 58
 	availMask = maxPerKeyCapacity // 1<<refShift - 1
 	stampMask = 1<<62 - 1
 )

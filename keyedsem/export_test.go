@@ -125,6 +125,11 @@ func TimedHolds[K comparable](s *Keyed[K]) uint64 {
 	return n
 }
 
+// KeepFresh makes s keep every key that goes idle, as before dropFresh:
+// BenchmarkAblationFresh's knob, and the tests' of the eviction order among
+// kept keys. Call it before the first acquire.
+func KeepFresh[K comparable](s *Keyed[K]) { s.fresh = 0 }
+
 // NoPair makes s take every token from the pool, as before pairs (see
 // pair): BenchmarkAblationPair's knob. Call it before the first acquire.
 func NoPair[K comparable](s *Keyed[K]) { s.paired = false }

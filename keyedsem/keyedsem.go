@@ -23,7 +23,7 @@ import (
 
 // Sentinel errors, for errors.Is: this package's two. Its calls return
 // package semaphore's too, defined there once: [semaphore.ErrClosed],
-// [semaphore.ErrQueueFull] (at WithMaxWaitersPerKey, or 2^31-1 references
+// [semaphore.ErrQueueFull] (at WithMaxWaitersPerKey, or 2^30-1 references
 // to the key), [semaphore.ErrInvalidWeight], [semaphore.ErrTooHeavy] (a
 // request above the per-key capacity), [semaphore.ErrInvalidConfig] and
 // [semaphore.ErrPlaceUsed].
@@ -49,12 +49,13 @@ type Keyed[K comparable] struct {
 	step       int64 // the least time between two expiry passes: max(idle/8, 1)
 	hard       bool
 	maxWaiters int
-	order      uint8 // 0 (FIFO), orderPriorities or orderSequence: see turn.go
-	aging      int64 // WithPriorities' step in nanoseconds
-	hold       int64 // WithReorderHold's bound in nanoseconds; 0: no hold (see hold.go)
-	nanKeys    bool  // K can hold a value not equal to itself (a NaN)
-	barging    bool  // WithBarging (see barging.go)
-	paired     bool  // idle timeout 0 and capacity 1: entries are made with a token of their own (see pair)
+	order      uint8  // 0 (FIFO), orderPriorities or orderSequence: see turn.go
+	aging      int64  // WithPriorities' step in nanoseconds
+	hold       int64  // WithReorderHold's bound in nanoseconds; 0: no hold (see hold.go)
+	nanKeys    bool   // K can hold a value not equal to itself (a NaN)
+	barging    bool   // WithBarging (see barging.go)
+	paired     bool   // idle timeout 0 and capacity 1: entries are made with a token of their own (see pair)
+	fresh      uint64 // kFresh if a key used once may be dropped as it goes idle (see dropFresh), else 0
 	clock      semaphore.Clock
 	realClock  bool
 	coarse     coarse.Clock // the real clock's readings, when realClock
@@ -154,6 +155,12 @@ func WithIdleTimeout(d time.Duration) Option { return func(c *config) { c.idle =
 // the cap evicts the oldest idle entries until a quarter under; entries in
 // use may pass it, and one that goes idle over the cap is evicted at once.
 // Once calls in flight have returned, only entries in use are over the cap.
+// From three quarters of the cap on, a key used once (made for one call,
+// which nobody joined) is dropped as it goes idle, but for one new key in
+// sixteen: a flood of keys used once then costs what it does with idle
+// timeout 0 and leaves the kept keys alone, and a key that comes back is
+// kept within a few uses (not with [WithReorderHold], whose idle entries
+// hold the key's last number).
 func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 
 // WithHardMaxKeys makes the cap hard, for untrusted keys: a new key that
@@ -248,6 +255,11 @@ func New[K comparable](opts ...Option) *Keyed[K] {
 		}
 		s.barging = true
 		s.barge.Init(d, s.clock)
+	}
+	if c.idle != 0 && c.hold == 0 {
+		// With idle timeout 0 every entry dies with its last reference;
+		// with WithReorderHold an idle entry keeps its key's last number.
+		s.fresh = kFresh
 	}
 	s.hc = hist.NewClock(s.clock)
 	if c.histograms {

@@ -26,7 +26,7 @@ func ended(ctx context.Context) error { return ctx.Err() }
 var errBusy = errors.New("keyedsem: busy")
 
 // maxRefs is the most references one entry counts (its state word's
-// refs: 31 bits): holders, waiters, places and calls between lookup and
+// refs: 30 bits): holders, waiters, places and calls between lookup and
 // acquire. A lookup that would raise one more is refused (refsFull).
 const maxRefs = refMask >> refShift
 
@@ -46,12 +46,14 @@ func (s *Keyed[K]) next(st uint64, n int64) (uint64, bool) {
 	if st&busyBit == 0 {
 		return busyBit | refOne | uint64(s.capacity-n), true
 	}
+	// A second reference makes the entry a key used more than once: not
+	// fresh (see dropFresh).
 	if (st&queuedBit == 0 || (s.barging && st&kStrict == 0)) && avail(st) >= n {
 		// Nobody waits, or (WithBarging) nobody has waited the bound:
 		// free permits may be taken ahead of the queue.
-		return st + refOne - uint64(n), true
+		return (st + refOne - uint64(n)) &^ kFresh, true
 	}
-	return st + refOne, false
+	return (st + refOne) &^ kFresh, false
 }
 
 // lookup finds or makes key's entry and raises a reference on it, in one
@@ -111,16 +113,26 @@ func (s *Keyed[K]) lookup(ctx context.Context, key K, n int64, try bool) (*entry
 // lock, with the map about to hold the entry: from the state's store on, a
 // caller holding a stale pointer to the pooled entry may join it, and that
 // is right, because it is key's entry.
+//
+// It counts the entry in Created, and makes it fresh (see dropFresh)
+// unless it is the 16th, 32nd... made: one key used once in
+// freshKeep is kept, picked by the count that every new entry writes
+// anyway, so the pick costs no shared write and a sequential model can
+// follow it.
 func (s *Keyed[K]) publish(key K, n int64) *entry[K] {
+	fresh := s.fresh
+	if s.created.Add(1)%freshKeep == 0 {
+		fresh = 0
+	}
 	e := s.entries.Get().(*entry[K])
 	e.key = key
 	e.last = noSeq // a new entry knows no number: its first caller goes at once
-	e.state.Store(busyBit | refOne | uint64(s.capacity-n))
+	e.state.Store(busyBit | refOne | uint64(s.capacity-n) | fresh)
 	return e
 }
 
-// made counts a new entry, which took the count of entries to count, and
-// does the eviction work that is owed: if the count is over the soft cap,
+// made runs after a new entry (counted by publish) took the count of
+// entries to count, and does the eviction work that is owed: if the count is over the soft cap,
 // a pass that evicts the oldest idle entries; otherwise an expiry pass if
 // one is due.
 //
@@ -130,7 +142,6 @@ func (s *Keyed[K]) publish(key K, n int64) *entry[K] {
 // idle (starved): an entry that goes idle while the count is over the cap
 // is evicted at once instead (see wentIdle), so none is missed.
 func (s *Keyed[K]) made(count int64) {
-	s.created.Add(1)
 	if s.idle == 0 {
 		return // no entry is ever idle
 	}

@@ -14,12 +14,12 @@ import (
 )
 
 // A key's reference count (holders, waiters, places, calls in flight) is
-// 31 bits of its state word, the bits below WithBarging's two flags: at
-// 2^31-1 references the next caller is refused with ErrQueueFull, on every
+// 30 bits of its state word, the bits below the fresh flag: at
+// 2^30-1 references the next caller is refused with ErrQueueFull, on every
 // way in, instead of the count wrapping into the flags (issue 11). FIFO and
 // barging alike.
 func TestReferenceCountRefusedAtItsWidth(t *testing.T) {
-	require.Equal(t, int64(1<<31-1), int64(keyedsem.MaxRefs), "the width the docs state")
+	require.Equal(t, int64(1<<30-1), int64(keyedsem.MaxRefs), "the width the docs state")
 	for _, c := range []struct {
 		name string
 		opts []keyedsem.Option

@@ -26,10 +26,14 @@ func (s *Keyed[K]) release(e *entry[K], n int64) {
 			if avail(nst) != s.capacity {
 				panic("keyedsem: internal error: last reference dropped with permits out")
 			}
-			if !haveIdle {
-				idle, haveIdle = s.idleState(), true
+			if st&kFresh != 0 && s.dropFresh() {
+				nst = deadBit
+			} else {
+				if !haveIdle {
+					idle, haveIdle = s.idleState(), true
+				}
+				nst = idle
 			}
-			nst = idle
 		}
 		if e.state.CompareAndSwap(st, nst) {
 			// settle, by hand: the idle transition without work to do is
@@ -54,6 +58,26 @@ func (s *Keyed[K]) settle(e *entry[K], st uint64) {
 		s.wentIdle(e, st)
 	}
 }
+
+// dropFresh reports whether an entry that was made for one call, and is
+// going idle after it with nobody having joined it (fresh), is dropped at
+// once instead: when the entries are at three quarters of the soft cap or
+// more (target), and the semaphore is open. A flood of keys used once
+// then costs what it costs with idle timeout 0, an insert and a removal of
+// a key whose lines are still warm, instead of keeping each key and
+// evicting, for it, one idle since thousands of keys ago (cold lines:
+// docs/internals.md, "keyedsem: a key used once, dropped"). One new entry
+// in freshKeep is not made fresh (see publish), so a key that comes back
+// gets kept within a few uses, as does one whose use overlaps another's;
+// on the keys kept, the soft cap, the idle timeout and the eviction of the
+// oldest work as before.
+func (s *Keyed[K]) dropFresh() bool {
+	return s.alive.Load() >= s.target && !s.closed.Load()
+}
+
+// freshKeep is one in how many new entries is not made fresh (see
+// dropFresh): a power of two, so the pick is a mask.
+const freshKeep = 16
 
 // wentIdle runs after e went idle, in state st (its idle time), when the
 // time is at or past due, and does the eviction work of the soft cap and

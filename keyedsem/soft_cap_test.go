@@ -12,10 +12,13 @@ import (
 	"github.com/sessionlane/lanes/semaphore"
 )
 
+// The order of eviction among the keys kept: every key is kept here
+// (KeepFresh), as keys that come back are (see TestKeyUsedOnceDropped*).
 func TestSoftCapEvictsTheOldestIdleFirst(t *testing.T) {
 	clk := newFake()
 	s := keyedsem.New[string](keyedsem.WithMaxKeys(8), keyedsem.WithClock(clk))
 	defer s.Close()
+	keyedsem.KeepFresh(s)
 	for i := range 8 {
 		p, err := s.Acquire(bg, fmt.Sprint("k", i))
 		require.NoError(t, err)
@@ -111,11 +114,12 @@ func TestMemoryBoundedOverManyKeys(t *testing.T) {
 // kept (its backlog), without a pass of their own, and still in the order
 // of idle time: an entry of the backlog used since is not taken for its
 // old idle time, and an entry that went idle after the pass comes after
-// the backlog's.
+// the backlog's. Every key is kept (KeepFresh), as keys that come back are.
 func TestSoftCapTrimsFromTheBacklogOldestFirst(t *testing.T) {
 	clk := newFake()
 	s := keyedsem.New[string](keyedsem.WithMaxKeys(8), keyedsem.WithClock(clk))
 	defer s.Close()
+	keyedsem.KeepFresh(s)
 	use := func(key string) {
 		t.Helper()
 		p, err := s.Acquire(bg, key)

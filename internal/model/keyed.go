@@ -62,7 +62,14 @@ type keyedEntry struct {
 	// have evicted (it went idle at the same time as the last one the pass
 	// had to evict); Reconcile settles it.
 	tied bool
+	// fresh: the entry was made for one reference and none has been
+	// raised on it since (see Keyed).
+	fresh bool
 }
+
+// freshKeep is one in how many new entries is not fresh: the 16th,
+// 32nd... counted by Created.
+const freshKeep = 16
 
 // keyedWaiter is a waiter of the keyed model: with priorities its
 // Priority and Arrived, with sequence order its number as Key.
@@ -89,8 +96,10 @@ type keyedHeld[K comparable] struct {
 // than an eighth of the timeout after that pass), and a pass that makes
 // room when a new key takes the count over the cap (unless the last such
 // pass found nothing idle and nothing went idle since). Over the soft cap,
-// an entry that goes idle is evicted at once. After Close, only Sweep
-// evicts. When
+// an entry that goes idle is evicted at once. So is a fresh one at three
+// quarters of the cap or more: an entry made for one call (with an idle
+// timeout, and not the freshKeep-th made) on which no other reference was
+// raised. After Close, only Sweep evicts. When
 // several entries went idle at the same instant, which of them a pass
 // evicts is the implementation's choice: the model leaves them pending, and
 // Reconcile adopts the implementation's choice after checking that the
@@ -174,6 +183,7 @@ func (m *Keyed[K]) AcquireTurn(key K, n int64, t Turn) (id int, queued bool, err
 		return m.grant(key, e, n), false, OK
 	}
 	e.refs++
+	e.fresh = false
 	w := m.place(t)
 	ahead := len(e.queue) == 0 || m.overtakes(w, e.queue[0].Waiter)
 	if ahead && e.avail >= n {
@@ -244,6 +254,7 @@ func (m *Keyed[K]) TryAcquire(key K, n int64) (id int, ok bool) {
 		return 0, false
 	}
 	e.refs++
+	e.fresh = false
 	return m.grant(key, e, n), true
 }
 
@@ -468,9 +479,9 @@ func (m *Keyed[K]) create(key K) *keyedEntry {
 			return nil
 		}
 	}
-	e := &keyedEntry{avail: m.cfg.Capacity, refs: 1}
-	m.entries[key] = e
 	m.st.Created++
+	e := &keyedEntry{avail: m.cfg.Capacity, refs: 1, fresh: m.cfg.IdleTimeout != 0 && m.st.Created%freshKeep != 0}
+	m.entries[key] = e
 	switch {
 	case m.cfg.IdleTimeout == 0:
 	case !m.cfg.Hard && len(m.entries) > m.cfg.MaxKeys:
@@ -504,7 +515,8 @@ func (m *Keyed[K]) unref(key K, e *keyedEntry) {
 	if e.refs > 0 {
 		return
 	}
-	if m.cfg.IdleTimeout == 0 || (!m.closed && !m.cfg.Hard && len(m.entries) > m.cfg.MaxKeys) {
+	if m.cfg.IdleTimeout == 0 || (!m.closed && !m.cfg.Hard && len(m.entries) > m.cfg.MaxKeys) ||
+		(!m.closed && e.fresh && len(m.entries) >= m.target()) {
 		delete(m.entries, key)
 		m.st.Evicted++
 		return
