@@ -162,12 +162,20 @@ func (s *Keyed[K]) stampOn(t *permit.Token) {
 func (st *stripe[K]) ReleaseToken(pt *permit.Token, n int64) {
 	t := tokenOf[K](pt)
 	e := t.e // copy before the token goes back to the pool
-	if tm := st.s.tm; tm != nil && t.Timed() {
-		tm.Hold.Observe(st.s.hc.Stamp() - t.Since())
+	tm := st.s.tm
+	timed := tm != nil && t.Timed()
+	var since int64
+	if timed {
+		since = t.Since()
 	}
 	st.released.Add(1)
 	st.s.putToken(t)
 	st.s.release(e, n) // a paired token is free again from here: the permit is back
+	if timed {
+		// After the permit went back, as package semaphore's Observer is
+		// told: the recording is not held time.
+		tm.Hold.Observe(st.s.hc.Stamp() - since)
+	}
 }
 
 // putToken gives back a token whose permit is released or was never

@@ -215,10 +215,11 @@ func (s *Weighted) observe(t *permit.Token) {
 	}
 }
 
-// Released records the hold time of a permit released through t. It is
-// called by Permit.Release, once per timed grant (see stampOn), before the
-// token goes back.
-func (o *owner) Released(_ *permit.Token, _ int64, since int64) {
+// Released records the hold time of a permit released since since. It is
+// called by Permit.Release, once per timed grant (see stampOn), after the
+// permit went back: the wake-up of the next waiter, if any, is in the
+// recorded hold, well under the stamp's millisecond.
+func (o *owner) Released(_ int64, since int64) {
 	o.tm.Hold.Observe(o.hc.Stamp() - since)
 }
 

@@ -60,15 +60,15 @@ type Token struct {
 	since int64
 }
 
-// Observer is told of the first Release of each permit of a token it
-// observes (see Token.Observe), with the weight and the time the granter
-// stamped on the token (Token.SetSince): the point where a release learns
-// its acquire time, for hold-time histograms and hooks. It is called by the
-// releasing goroutine after the generation has moved on and before the
-// permits and the token go back, so the token is not regranted meanwhile;
-// it must not block.
+// Observer is told of the first Release of each timed grant through a
+// token it observes (see Token.Observe and SetSince), with the weight and
+// the time the granter stamped on the token: the point where a release
+// learns its acquire time, for hold-time histograms. It is called by the
+// releasing goroutine after the permits and the token went back (the
+// token may be granted again by then, so it is not passed), so that what
+// it records is not counted as held time; it must not block.
 type Observer interface {
-	Released(t *Token, n int64, since int64)
+	Released(n int64, since int64)
 }
 
 // Observe makes Release tell t's owner, which must be an [Observer], of
@@ -204,18 +204,25 @@ func (p Permit) Release() bool {
 		t.owner.CountDoubleRelease(t)
 		return false
 	}
-	if t.observed && t.timed {
-		t.owner.(Observer).Released(t, p.n, t.since)
+	// A timed grant's stamp is read before the token goes back; the
+	// Observer is told after, so that its recording is not held time.
+	o, timed := t.owner, t.observed && t.timed
+	var since int64
+	if timed {
+		since = t.since
 	}
 	if w := t.word; w != nil {
 		// SetWord checked that Slot is in [0, WordTokens): the mask only
 		// spares the shift its checks for negative and oversized counts.
 		if w.Add(uint64(p.n)<<WordShift|1<<(uint(t.Slot)&63))&WordSlow != 0 {
-			t.owner.(Waker).WakeAfterRelease()
+			o.(Waker).WakeAfterRelease()
 		}
-		return true
+	} else {
+		o.ReleaseToken(t, p.n)
 	}
-	t.owner.ReleaseToken(t, p.n)
+	if timed {
+		o.(Observer).Released(p.n, since)
+	}
 	return true
 }
 
