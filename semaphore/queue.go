@@ -308,7 +308,7 @@ func (o *owner) ReleaseQueued(t *permit.Token, n int64) {
 		if s.tm != nil {
 			t.SetSince(s.hc.Stamp())
 		}
-		rest := n - w.N // read before Hand: w may be reused once woken
+		rest := n - w.N
 		waitq.Hand(&s.q, o, t, &wake)
 		if rest > 0 {
 			s.state.Add(uint64(rest) << availShift)

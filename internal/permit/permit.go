@@ -37,7 +37,8 @@ type Token struct {
 	// word, when set, is the owner's state word in the layout of
 	// WordTokens/WordOwn/WordSlow/WordShift: Release then gives the permits and the
 	// token back with one atomic add, without calling the owner, unless
-	// the add finds the slow flag set (see Waker).
+	// the flag's look before the add (handOff) or the add finds the slow
+	// flag set (see Waker).
 	word  *atomic.Uint64
 	owner Owner
 	// Slot is the owner's index for the token (for example its bit in a

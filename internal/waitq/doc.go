@@ -66,10 +66,10 @@
 // # Order of service
 //
 // The order is the engine's, and the packages above never walk or reorder
-// the queue: they push and call Grant, Fail and Wait. (Their release paths
-// write Grant's loop out over [Queue.Head] and [Queue.Serve], see Head for
-// why.) It is one order, in order.go, that composes three levels, the same
-// on every lane:
+// the queue: they push and call Grant, Fail and Wait, and Hand, Grant's
+// step for a release that gives its own token to the head; they look at
+// the head ([Queue.Head]) to decide. It is one order, in order.go, that
+// composes three levels, the same on every lane:
 //
 //   - A band, the priority, with aging: a waiter's band rises by one for
 //     each whole step it has waited, and a newcomer passes only waiters
