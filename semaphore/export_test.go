@@ -26,6 +26,18 @@ type paddedGen struct {
 	_ [cacheLine - 8]byte
 }
 
+// NewNoHandOff returns New(capacity, opts...) whose releases into a queue
+// add their permits and token to the state word for the head to claim
+// back, as they did before issue 27, instead of handing the token to the
+// head (see ReleaseQueued).
+func NewNoHandOff(capacity int64, opts ...Option) *Weighted {
+	s := New(capacity, opts...)
+	for i := range s.tokens {
+		s.tokens[i].SetWord(&s.state, false)
+	}
+	return s
+}
+
 // NewPaddedGens returns New(capacity) with each inline token's generation
 // on a cache line of its own instead of packed side by side. (Stats then
 // miscounts releases: it reads the packed ones.)

@@ -21,8 +21,10 @@ import (
 //
 // Inline tokens: a grant takes a free inline token with the same
 // compare-and-swap that takes its permits, and Permit.Release gives both
-// back with one atomic add, so neither needs mu; a grant beyond the
-// inline tokens takes a spare token, whose release goes through mu. The
+// back with one atomic add, so neither needs mu (while nobody waits: a
+// release that sees the slow flag hands its token to the head under mu
+// instead, see ReleaseQueued); a grant beyond the inline tokens takes a
+// spare token, whose release goes through mu. The
 // state word has a cache line of its own, so that the slow path's fields
 // and the tokens' generations do not bounce with it. docs/internals.md
 // has the figures behind these choices.

@@ -277,6 +277,59 @@ func (o *owner) WakeAfterRelease() {
 	wake.Wake()
 }
 
+// ReleaseQueued takes back n permits held through t, an inline token, when
+// Permit.Release found the slow flag set before giving them back to the
+// word. It is called by Permit.Release.
+//
+// Under mu, a head that fits in these permits alone gets them, and the
+// token, as its grant: the token's generation has moved on, so this is a
+// release and a new grant, counted as such, and the permits never pass
+// through the word (neither Release's add nor the head's claim, a
+// compare-and-swap, is paid). The free permits must not be negative (a
+// shrink's debt is paid first). Otherwise, and on a barging semaphore,
+// whose releases wake the head to compete and grant nothing, the permits
+// and the token go back to the word as WakeAfterRelease's would, and the
+// waiters are served the same way. BenchmarkAblationHandOff measures it.
+func (o *owner) ReleaseQueued(t *permit.Token, n int64) {
+	s := (*Weighted)(o)
+	back := uint64(n)<<availShift | 1<<(uint(t.Slot)&63)
+	if b := s.barge; b != nil {
+		s.state.Add(back)
+		s.wakeBarging(b)
+		return
+	}
+	var wake waitq.Chain
+	s.mu.Lock()
+	st := s.state.Load()
+	if w := s.q.Head(); w != nil && w.N <= n && avail(st) >= 0 {
+		// Claim's counts, for a grant of t.
+		s.grantedWait++
+		if s.fair != nil {
+			s.fair.served(w.Rank, t)
+		}
+		if s.tm != nil {
+			t.SetSince(s.hc.Stamp())
+		}
+		rest := n - w.N
+		waitq.Hand(&s.q, o, t, &wake)
+		if rest > 0 {
+			s.state.Add(uint64(rest) << availShift)
+		}
+		// The ones behind may fit in what is free besides: the head
+		// that did not fit there may have stood in their way. A permit
+		// that a lock-free release adds from now on serves them itself
+		// (its add finds the slow flag set, or the queue is empty).
+		if rest > 0 || avail(st) > 0 {
+			s.grantLocked(&wake)
+		}
+	} else {
+		s.state.Add(back)
+		s.grantLocked(&wake)
+	}
+	s.mu.Unlock()
+	wake.Wake()
+}
+
 // grantLocked serves the waiters that fit, by the engine's grant. It must
 // be called with mu held.
 func (s *Weighted) grantLocked(c *waitq.Chain) { waitq.Grant(&s.q, (*owner)(s), c) }

@@ -193,7 +193,7 @@ func New(capacity int64, opts ...Option) *Weighted {
 	}
 	for i := range s.tokens {
 		s.tokens[i].Init((*owner)(s), i, &s.gens[i])
-		s.tokens[i].SetWord(&s.state)
+		s.tokens[i].SetWord(&s.state, true)
 		s.observe(&s.tokens[i])
 	}
 	s.capacity.Store(capacity)

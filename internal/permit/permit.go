@@ -37,7 +37,8 @@ type Token struct {
 	// word, when set, is the owner's state word in the layout of
 	// WordTokens/WordOwn/WordSlow/WordShift: Release then gives the permits and the
 	// token back with one atomic add, without calling the owner, unless
-	// the add finds the slow flag set (see Waker).
+	// the flag's look before the add (handOff) or the add finds the slow
+	// flag set (see Waker).
 	word  *atomic.Uint64
 	owner Owner
 	// Slot is the owner's index for the token (for example its bit in a
@@ -53,6 +54,10 @@ type Token struct {
 	// bytes on a line it reads anyway). An owner may time one grant in N
 	// (see hist.Sampler).
 	timed bool
+	// handOff, set by SetWord, makes Release look at the slow flag before
+	// its add, and give the permits and the token to the owner's
+	// ReleaseQueued instead while it is set (see Waker).
+	handOff bool
 	// since is when the grant out through the token began, on the
 	// observer's clock: written by the granter between claiming the
 	// token and handing the permit out, read by the first Release before
@@ -140,25 +145,32 @@ const (
 	WordShift  = WordTokens + 2
 )
 
-// Waker is implemented by owners whose tokens have a state word: Release
-// calls WakeAfterRelease when its add to the word found the slow flag set,
-// so that the owner serves its waiters. The permits and the token are
-// already back in the word by then.
+// Waker is implemented by owners whose tokens have a state word, so that
+// the owner serves its waiters after a release. With hand-off (SetWord's
+// handOff), Release loads the word first: if the slow flag is set, it
+// calls ReleaseQueued with the token and its permits, which have not gone
+// back to the word; the owner, under its lock, either hands them to a
+// waiter as its grant or puts them back in the word and serves. Otherwise
+// (flag clear, or no hand-off) Release adds them to the word and calls
+// WakeAfterRelease if the add found the slow flag set: the permits and the
+// token are back in the word by then.
 type Waker interface {
 	WakeAfterRelease()
+	ReleaseQueued(t *Token, n int64)
 }
 
 // SetWord makes Release return the token's permits and its Slot bit to w
-// directly. The owner must implement [Waker], and the token's Slot must be
-// below WordTokens. Like Init, it is called once, before the first grant.
-func (t *Token) SetWord(w *atomic.Uint64) {
+// directly; handOff makes it look at the slow flag first (see [Waker]).
+// The owner must implement Waker, and the token's Slot must be below
+// WordTokens. Like Init, it is called before the first grant.
+func (t *Token) SetWord(w *atomic.Uint64, handOff bool) {
 	if t.Slot < 0 || t.Slot >= WordTokens {
 		panic("permit: a token with a state word needs a slot below WordTokens")
 	}
 	if _, ok := t.owner.(Waker); !ok {
 		panic("permit: a token with a state word needs an owner that is a Waker")
 	}
-	t.word = w
+	t.word, t.handOff = w, handOff
 }
 
 // Gen returns the token's current generation. The owner reads it when it
@@ -212,9 +224,18 @@ func (p Permit) Release() bool {
 		since = t.since
 	}
 	if w := t.word; w != nil {
+		// A release into a queue goes under the owner's lock anyway: with
+		// the slow flag seen before the add, it hands the token to the
+		// head there, and neither this add nor the head's claim (a
+		// compare-and-swap) is paid. A flag set after this load makes the
+		// add below find it, as without hand-off.
+		//
 		// SetWord checked that Slot is in [0, WordTokens): the mask only
 		// spares the shift its checks for negative and oversized counts.
-		if w.Add(uint64(p.n)<<WordShift|1<<(uint(t.Slot)&63))&WordSlow != 0 {
+		switch {
+		case t.handOff && w.Load()&WordSlow != 0:
+			o.(Waker).ReleaseQueued(t, p.n)
+		case w.Add(uint64(p.n)<<WordShift|1<<(uint(t.Slot)&63))&WordSlow != 0:
 			o.(Waker).WakeAfterRelease()
 		}
 	} else {

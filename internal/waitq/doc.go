@@ -31,8 +31,16 @@
 // the lock once the queue is empty. A release that lands before the
 // compare-and-swap makes it fail, so the caller looks again and takes the
 // permits instead of queueing; one that lands after finds the flag set and
-// takes the lock to run Grant. A waiter that leaves from the head lets
-// Grant look at the next one, which may fit where the head did not.
+// takes the lock to run Grant. An owner may also let a release look at
+// the flag before it gives its units back (the semaphore's inline tokens):
+// one that sees it set gives nothing back without the lock, but takes the
+// lock and there either hands the units, token and all, to the head if it
+// fits in them alone ([Hand]: a grant as Grant's, the rest given back and
+// Grant run when the ones behind may fit in what is free besides), or
+// gives them back and runs Grant; one that sees it clear adds them, and a
+// flag set between its look and its add is found by the add, as above.
+// A waiter that leaves from the head lets Grant look at the next one,
+// which may fit where the head did not.
 //
 // A context that ended first wins. When a grant and the end of the wait
 // are both ready, select picks one at random; so a woken waiter looks at
@@ -58,10 +66,10 @@
 // # Order of service
 //
 // The order is the engine's, and the packages above never walk or reorder
-// the queue: they push and call Grant, Fail and Wait. (Their release paths
-// write Grant's loop out over [Queue.Head] and [Queue.Serve], see Head for
-// why.) It is one order, in order.go, that composes three levels, the same
-// on every lane:
+// the queue: they push and call Grant, Fail and Wait, and Hand, Grant's
+// step for a release that gives its own token to the head; they look at
+// the head ([Queue.Head]) to decide. It is one order, in order.go, that
+// composes three levels, the same on every lane:
 //
 //   - A band, the priority, with aging: a waiter's band rises by one for
 //     each whole step it has waited, and a newcomer passes only waiters

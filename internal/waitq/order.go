@@ -305,6 +305,25 @@ func Grant[O Owner](q *Queue, o O, c *Chain) {
 	}
 }
 
+// Hand serves the head of q, which must not be empty, with t: a token
+// that a release gives back under the owner's lock with at least the
+// permits the head asks for, which the owner has found free for it (so
+// that the head fits) and counted as a grant that waited, as Claim would.
+// It is Grant's step for a release that hands its token on instead of
+// giving it back for Claim to take again (see the package doc): the head
+// is taken off the queue as granted and added to c for waking; then, if
+// the queue is empty, the owner is told. It must be called with the
+// owner's lock held; the caller gives back what the head did not take and
+// serves the others (Grant).
+func Hand[O Owner](q *Queue, o O, t *permit.Token, c *Chain) {
+	w := q.head
+	q.serve(w, t, c)
+	o.Dequeued(w.N)
+	if q.head == nil {
+		o.Emptied()
+	}
+}
+
 // Len returns the number of waiters, counting no further than limit.
 func (q *Queue) Len(limit int) int {
 	if q.head == nil {
