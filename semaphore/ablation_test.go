@@ -199,14 +199,16 @@ func BenchmarkAblationOptions(b *testing.B) {
 // the head under mu (what New sets up) against one that adds the permits
 // and the token to the state word for the head's claim to take back (a
 // compare-and-swap), on the rows where releases find waiters: capacity 1
-// and 8 with 32 goroutines, both contexts, and the weighted row.
+// and 8 with 32 goroutines, both contexts, and the weighted row. "on"
+// hands off at every capacity (NewHandOff), where New does at capacity 1
+// only: the other rows show why.
 func BenchmarkAblationHandOff(b *testing.B) {
 	for _, r := range []ablationRow{ablationRows[1], ablationRows[2], weightedRow} {
 		for _, c := range contexts() {
 			for _, v := range []struct {
 				name string
 				make func(int64, ...semaphore.Option) *semaphore.Weighted
-			}{{"on", semaphore.New}, {"off", semaphore.NewNoHandOff}} {
+			}{{"on", semaphore.NewHandOff}, {"off", semaphore.NewNoHandOff}} {
 				b.Run(fmt.Sprintf("row=%s/ctx=%s/handoff=%s", r.name, c.name, v.name), func(b *testing.B) {
 					ctx, cancel := c.ctx()
 					defer cancel()

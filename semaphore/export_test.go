@@ -31,9 +31,20 @@ type paddedGen struct {
 // back, as they did before issue 27, instead of handing the token to the
 // head (see ReleaseQueued).
 func NewNoHandOff(capacity int64, opts ...Option) *Weighted {
+	return newHandOff(capacity, false, opts...)
+}
+
+// NewHandOff returns New(capacity, opts...) whose releases into a queue
+// hand the token to the head whatever the capacity (New does it at
+// capacity 1 only).
+func NewHandOff(capacity int64, opts ...Option) *Weighted {
+	return newHandOff(capacity, true, opts...)
+}
+
+func newHandOff(capacity int64, on bool, opts ...Option) *Weighted {
 	s := New(capacity, opts...)
 	for i := range s.tokens {
-		s.tokens[i].SetWord(&s.state, false)
+		s.tokens[i].SetWord(&s.state, on)
 	}
 	return s
 }

@@ -10,12 +10,13 @@ import (
 )
 
 // A release into a queue hands its token to the head under the lock
-// (issue 27); these pin what that hand-off must keep, on New and on the
-// plain release (NewNoHandOff) alike.
+// (issue 27; New does it at capacity 1); these pin what that hand-off must
+// keep, at any capacity (NewHandOff), and the plain release (NewNoHandOff)
+// alike.
 var releaseModes = []struct {
 	name string
 	make func(int64, ...semaphore.Option) *semaphore.Weighted
-}{{"handoff", semaphore.New}, {"plain", semaphore.NewNoHandOff}}
+}{{"handoff", semaphore.NewHandOff}, {"plain", semaphore.NewNoHandOff}}
 
 // The head that takes the released permits may have stood in the way of
 // waiters behind it that fit in what was free besides: a hand-off serves

@@ -193,7 +193,11 @@ func New(capacity int64, opts ...Option) *Weighted {
 	}
 	for i := range s.tokens {
 		s.tokens[i].Init((*owner)(s), i, &s.gens[i])
-		s.tokens[i].SetWord(&s.state, true)
+		// The hand-off pays where every release into a queue serves the
+		// head (capacity 1); with more permits it makes every release
+		// take mu while waiters queue, and the queue a convoy
+		// (BenchmarkAblationHandOff, capacity 8: 2x).
+		s.tokens[i].SetWord(&s.state, capacity == 1)
 		s.observe(&s.tokens[i])
 	}
 	s.capacity.Store(capacity)
