@@ -325,3 +325,28 @@ func TestHoldTimesSampledCountExact(t *testing.T) {
 	st := s.Stats()
 	testkit.SampledHolds(t, 3*rounds, st.Released, st.HoldTime.Count, st.HoldTime.Counts[:], semaphore.TimedHolds(s))
 }
+
+// A capacity-1 semaphore hands a released permit to the head under the
+// lock: those grants are sampled too, not all timed.
+func TestHoldTimesSampledThroughHandOff(t *testing.T) {
+	s := semaphore.New(1, semaphore.WithHistograms())
+	ctx := context.Background()
+	held, err := s.Acquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const handOffs = 5000
+	for range handOffs {
+		pl, err := s.Join(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held.Release() // into a queue of one: handed to pl
+		if held, err = pl.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held.Release()
+	st := s.Stats()
+	testkit.SampledHolds(t, handOffs+1, st.Released, st.HoldTime.Count, st.HoldTime.Counts[:], semaphore.TimedHolds(s))
+}

@@ -308,7 +308,7 @@ func (o *owner) ReleaseQueued(t *permit.Token, n int64) {
 			s.fair.served(w.Rank, t)
 		}
 		if s.tm != nil {
-			t.SetSince(s.hc.Stamp())
+			s.stampOn(t) // sampled, as every grant's stamp is
 		}
 		rest := n - w.N
 		waitq.Hand(&s.q, o, t, &wake)
