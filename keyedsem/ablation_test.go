@@ -103,3 +103,40 @@ func BenchmarkAblationFresh(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAblationHandOff runs releases into a key's queue that hand their
+// token to the head (what New sets up at per-key capacity 1, see handOff)
+// against releases that give the permit back for the head to claim (the
+// knob NoHandOff), on the row it is for: one key, 32 goroutines, with the
+// default options and with idle timeout 0. docs/internals.md has the
+// figures and the command.
+func BenchmarkAblationHandOff(b *testing.B) {
+	for _, idle := range []struct {
+		name string
+		opts []keyedsem.Option
+	}{{"default", nil}, {"0", []keyedsem.Option{keyedsem.WithIdleTimeout(0)}}} {
+		for _, on := range []string{"on", "off"} {
+			b.Run("row=hot-g32/idle="+idle.name+"/handoff="+on, func(b *testing.B) {
+				s := keyedsem.New[string](idle.opts...)
+				defer s.Close()
+				if on == "off" {
+					keyedsem.NoHandOff(s)
+				}
+				ctx := context.Background()
+				k := benchKeys[0]
+				b.SetParallelism(16) // 32 goroutines on 2 processors
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						p, err := s.Acquire(ctx, k)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						p.Release()
+					}
+				})
+			})
+		}
+	}
+}

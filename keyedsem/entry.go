@@ -169,8 +169,10 @@ func (st *stripe[K]) ReleaseToken(pt *permit.Token, n int64) {
 		since = t.Since()
 	}
 	st.released.Add(1)
-	st.s.putToken(t)
-	st.s.release(e, n) // a paired token is free again from here: the permit is back
+	if !st.s.handOff(e, t, n) {
+		st.s.putToken(t)
+		st.s.release(e, n) // a paired token is free again from here: the permit is back
+	}
 	if timed {
 		// After the permit went back, as package semaphore's Observer is
 		// told: the recording is not held time.

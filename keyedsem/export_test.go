@@ -130,6 +130,14 @@ func TimedHolds[K comparable](s *Keyed[K]) uint64 {
 // kept keys. Call it before the first acquire.
 func KeepFresh[K comparable](s *Keyed[K]) { s.fresh = 0 }
 
+// NoHandOff makes s's releases into a queue give their permits back for
+// the head to claim, as before handOff: BenchmarkAblationHandOff's knob.
+// Call it before the first acquire.
+func NoHandOff[K comparable](s *Keyed[K]) { s.handsOff = false }
+
+// HandsOff reports whether s's releases into a queue hand off.
+func HandsOff[K comparable](s *Keyed[K]) bool { return s.handsOff }
+
 // NoPair makes s take every token from the pool, as before pairs (see
 // pair): BenchmarkAblationPair's knob. Call it before the first acquire.
 func NoPair[K comparable](s *Keyed[K]) { s.paired = false }

@@ -56,6 +56,7 @@ type Keyed[K comparable] struct {
 	barging    bool   // WithBarging (see barging.go)
 	paired     bool   // idle timeout 0 and capacity 1: entries are made with a token of their own (see pair)
 	fresh      uint64 // kFresh if a key used once may be dropped as it goes idle (see dropFresh), else 0
+	handsOff   bool   // a release into a queue hands its token to the head (see handOff)
 	clock      semaphore.Clock
 	realClock  bool
 	coarse     coarse.Clock // the real clock's readings, when realClock
@@ -256,6 +257,7 @@ func New[K comparable](opts ...Option) *Keyed[K] {
 		s.barging = true
 		s.barge.Init(d, s.clock)
 	}
+	s.handsOff = c.capacity == 1 && !c.barging && c.hold == 0
 	if c.idle != 0 && c.hold == 0 {
 		// With idle timeout 0 every entry dies with its last reference;
 		// with WithReorderHold an idle entry keeps its key's last number.

@@ -3,6 +3,7 @@ package keyedsem
 import (
 	"github.com/puzpuzpuz/xsync/v4"
 
+	"github.com/sessionlane/lanes/internal/permit"
 	"github.com/sessionlane/lanes/internal/waitq"
 )
 
@@ -46,6 +47,54 @@ func (s *Keyed[K]) release(e *entry[K], n int64) {
 			return
 		}
 	}
+}
+
+// handOff gives the n permits released through t, and t itself, to the
+// head of e's queue as its grant, under e.mu, when waiters are queued and
+// the head asks for no more than n: the releaser's reference goes, the
+// head's reference becomes its holder's, and the token goes from one to
+// the other without the pool's round trip, the release's compare-and-swap
+// and the claim's (one compare-and-swap does both). The grant is counted
+// and stamped as Claim's is; a head whose context ended meanwhile gives
+// it back through Unclaim as it would a claimed one. What the head does
+// not take goes to the ones behind (Grant). It reports false, having done
+// nothing, when nobody waits or the head does not fit, and always for a
+// semaphore that does not hand off (handsOff: per-key capacity 1, without
+// WithBarging or WithReorderHold; package semaphore found that at a larger
+// capacity the hand-off makes the line a convoy). The token's generation
+// has moved on (its Release did that), so the head's permit is a new one.
+func (s *Keyed[K]) handOff(e *entry[K], t *token[K], n int64) bool {
+	if !s.handsOff || e.state.Load()&queuedBit == 0 {
+		return false
+	}
+	var wake waitq.Chain
+	e.mu.Lock()
+	w := e.q.Head()
+	if w == nil || w.N > n {
+		e.mu.Unlock()
+		return false
+	}
+	rest := n - w.N
+	for {
+		// Queued: acquirers change avail only under e.mu, which is held,
+		// and releases come here or take e.mu; the head's reference
+		// keeps the entry busy.
+		st := e.state.Load()
+		if e.state.CompareAndSwap(st, st-refOne+uint64(rest)) {
+			break
+		}
+	}
+	if s.tm != nil {
+		s.stampOn(&t.Token)
+	}
+	permit.OwnerOf(&t.Token).(*stripe[K]).acquired.Add(1)
+	waitq.Hand(&e.q, line[K]{s, e}, &t.Token, &wake)
+	if rest > 0 {
+		s.grantLocked(e, &wake)
+	}
+	e.mu.Unlock()
+	wake.Wake()
+	return true
 }
 
 // settle finishes the last release of e's reference, which left e in
