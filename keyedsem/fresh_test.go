@@ -13,8 +13,9 @@ import (
 
 // A key used once, with nobody joining it, is dropped as it goes idle once
 // the entries are at three quarters of the soft cap (8 - 8/4 = 6), but for
-// one new entry in sixteen (the 16th, 32nd... made), which is kept so that
-// keys that come back get in; no eviction pass runs for the flood.
+// one new entry in sixteen (keepFresh: of the first 20 made, the 13th),
+// which is kept so that keys that come back get in; no eviction pass runs
+// for the flood.
 func TestKeyUsedOnceDroppedOverThreeQuarters(t *testing.T) {
 	clk := newFake()
 	s := keyedsem.New[string](keyedsem.WithMaxKeys(8), keyedsem.WithClock(clk))
@@ -26,9 +27,9 @@ func TestKeyUsedOnceDroppedOverThreeQuarters(t *testing.T) {
 		p.Release()
 	}
 	// k0..k4 went idle under 6 entries: kept. From k5 on each went idle at
-	// 6 entries or more: dropped, but for the 16th made (k15).
+	// 6 entries or more: dropped, but for the 13th made (k12).
 	for i := range 20 {
-		want := i < 5 || i == 15
+		want := i < 5 || i == 12
 		assert.Equal(t, want, keyedsem.Has(s, fmt.Sprint("k", i)), "k%d", i)
 	}
 	assert.Equal(t, 6, s.Len())
@@ -94,4 +95,35 @@ func TestKeyUsedOnceKeptWhereItMatters(t *testing.T) {
 		r()
 	}
 	assert.Equal(t, 8, c.Len(), "releases after Close evict nothing")
+}
+
+// A key that comes back at a fixed period of new keys is made at counts
+// in an arithmetic sequence; the pick of the kept ones scrambles the count,
+// so such a key is kept after a few periods, not dropped every time (a
+// pick by the count's low bits never kept one that came back every 16 new
+// keys at a count that is not a multiple of 16).
+func TestReturningKeyKeptAtLast(t *testing.T) {
+	clk := newFake()
+	s := keyedsem.New[string](keyedsem.WithMaxKeys(8), keyedsem.WithClock(clk))
+	defer s.Close()
+	use := func(k string) {
+		t.Helper()
+		p, err := s.Acquire(bg, k)
+		require.NoError(t, err)
+		p.Release()
+	}
+	for i := range 7 { // made 1st..7th: the entries at three quarters of the cap
+		use(fmt.Sprint("warm", i))
+	}
+	for round := range 16 {
+		use("x") // made 8th, 24th, 40th...
+		if keyedsem.Has(s, "x") {
+			t.Logf("kept at its use %d", round+1)
+			return
+		}
+		for i := range 15 {
+			use(fmt.Sprint("once", round, "-", i))
+		}
+	}
+	t.Fatalf("a key used 16 times, once in every 16 new keys, was never kept (%+v)", s.Stats())
 }

@@ -156,12 +156,13 @@ func WithIdleTimeout(d time.Duration) Option { return func(c *config) { c.idle =
 // the cap evicts the oldest idle entries until a quarter under; entries in
 // use may pass it, and one that goes idle over the cap is evicted at once.
 // Once calls in flight have returned, only entries in use are over the cap.
-// From three quarters of the cap on, a key used once (made for one call,
-// which nobody joined) is dropped as it goes idle, but for one new key in
-// sixteen: a flood of keys used once then costs what it does with idle
-// timeout 0 and leaves the kept keys alone, and a key that comes back is
-// kept within a few uses (not with [WithReorderHold], whose idle entries
-// hold the key's last number).
+// From a quarter under the cap on (at least one under), a key used once
+// (made for one call, which nobody joined) is dropped as it goes idle, but
+// for one new key in sixteen: a flood of keys used once then costs what it
+// does with idle timeout 0 and leaves the kept keys alone, and a key that
+// comes back is kept after sixteen uses on average, one used by two calls
+// at once at once (not with [WithReorderHold], whose idle entries hold the
+// key's last number).
 func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 
 // WithHardMaxKeys makes the cap hard, for untrusted keys: a new key that

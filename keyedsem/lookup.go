@@ -115,13 +115,12 @@ func (s *Keyed[K]) lookup(ctx context.Context, key K, n int64, try bool) (*entry
 // is right, because it is key's entry.
 //
 // It counts the entry in Created, and makes it fresh (see dropFresh)
-// unless it is the 16th, 32nd... made: one key used once in
-// freshKeep is kept, picked by the count that every new entry writes
-// anyway, so the pick costs no shared write and a sequential model can
-// follow it.
+// unless keepFresh picks its count: one new entry in 16 is kept, picked by
+// the count that every new entry writes anyway, so the pick costs no
+// shared write and a sequential model can follow it.
 func (s *Keyed[K]) publish(key K, n int64) *entry[K] {
 	fresh := s.fresh
-	if s.created.Add(1)%freshKeep == 0 {
+	if keepFresh(s.created.Add(1)) {
 		fresh = 0
 	}
 	e := s.entries.Get().(*entry[K])

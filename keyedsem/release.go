@@ -110,23 +110,28 @@ func (s *Keyed[K]) settle(e *entry[K], st uint64) {
 
 // dropFresh reports whether an entry that was made for one call, and is
 // going idle after it with nobody having joined it (fresh), is dropped at
-// once instead: when the entries are at three quarters of the soft cap or
-// more (target), and the semaphore is open. A flood of keys used once
+// once instead: when the entries are at the eviction target or more
+// (target: a quarter under the soft cap, at least one under), and the
+// semaphore is open. A flood of keys used once
 // then costs what it costs with idle timeout 0, an insert and a removal of
 // a key whose lines are still warm, instead of keeping each key and
 // evicting, for it, one idle since thousands of keys ago (cold lines:
 // docs/internals.md, "keyedsem: a key used once, dropped"). One new entry
-// in freshKeep is not made fresh (see publish), so a key that comes back
-// gets kept within a few uses, as does one whose use overlaps another's;
+// in 16 is not made fresh (keepFresh), so a key that comes back gets kept
+// after 16 uses on average, and one whose use overlaps another's at once;
 // on the keys kept, the soft cap, the idle timeout and the eviction of the
 // oldest work as before.
 func (s *Keyed[K]) dropFresh() bool {
 	return s.alive.Load() >= s.target && !s.closed.Load()
 }
 
-// freshKeep is one in how many new entries is not made fresh (see
-// dropFresh): a power of two, so the pick is a mask.
-const freshKeep = 16
+// keepFresh reports whether the c-th entry made is kept as it goes idle,
+// fresh or not (see dropFresh): one in 16, picked by the top four bits of
+// c times 2^64 divided by the golden ratio. The scramble, not c's low
+// bits, so that a key that comes back every 16 new keys (or 32, ...),
+// made at counts that agree modulo 16, is not dropped every time: the
+// products of an arithmetic sequence of counts spread over the top bits.
+func keepFresh(c uint64) bool { return (c*0x9E3779B97F4A7C15)>>60 == 0 }
 
 // wentIdle runs after e went idle, in state st (its idle time), when the
 // time is at or past due, and does the eviction work of the soft cap and

@@ -58,9 +58,11 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 // hold under 1ms counts as 0 or 1ms in proportion, right on average. Wait
 // times come from the system clock. A lane times all its first waits and
 // holds (about a thousand of each), then one in 16, and each histogram is
-// that sample scaled to every wait or release: its Count exact, its
-// buckets and Sum in the sample's proportions (with a fake [WithClock]
-// every wait and hold is timed).
+// that sample scaled to every wait or release: its Count exact once the
+// calls have returned, its buckets and Sum in the sample's proportions
+// (with a fake [WithClock] every wait and hold is timed). A hold is
+// recorded by its Release after the permit went back, so a caller that
+// the release unblocked may see it released before its hold is counted.
 type Timings struct {
 	Enabled  bool // the semaphore was made WithHistograms
 	WaitTime Histogram

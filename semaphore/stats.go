@@ -32,7 +32,9 @@ type Counters struct {
 }
 
 // Stats returns a snapshot; a release in flight may show as released and
-// held.
+// held, and its hold in Timings only once its Release has returned (the
+// hold is recorded after the permit went back: a caller that the release
+// unblocked may take a snapshot before).
 func (s *Weighted) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -67,9 +67,10 @@ type keyedEntry struct {
 	fresh bool
 }
 
-// freshKeep is one in how many new entries is not fresh: the 16th,
-// 32nd... counted by Created.
-const freshKeep = 16
+// keepFresh reports whether the c-th entry made (counted by Created) is
+// not fresh: one in 16, by the top four bits of c times 2^64 divided by
+// the golden ratio, as keyedsem picks it.
+func keepFresh(c uint64) bool { return (c*0x9E3779B97F4A7C15)>>60 == 0 }
 
 // keyedWaiter is a waiter of the keyed model: with priorities its
 // Priority and Arrived, with sequence order its number as Key.
@@ -97,9 +98,9 @@ type keyedHeld[K comparable] struct {
 // room when a new key takes the count over the cap (unless the last such
 // pass found nothing idle and nothing went idle since). Over the soft cap,
 // an entry that goes idle is evicted at once. So is a fresh one at three
-// quarters of the cap or more: an entry made for one call (with an idle
-// timeout, and not the freshKeep-th made) on which no other reference was
-// raised. After Close, only Sweep evicts. When
+// quarters of the cap or more (the eviction target): an entry made for one
+// call (with an idle timeout, and not one that keepFresh keeps) on which no
+// other reference was raised. After Close, only Sweep evicts. When
 // several entries went idle at the same instant, which of them a pass
 // evicts is the implementation's choice: the model leaves them pending, and
 // Reconcile adopts the implementation's choice after checking that the
@@ -480,7 +481,7 @@ func (m *Keyed[K]) create(key K) *keyedEntry {
 		}
 	}
 	m.st.Created++
-	e := &keyedEntry{avail: m.cfg.Capacity, refs: 1, fresh: m.cfg.IdleTimeout != 0 && m.st.Created%freshKeep != 0}
+	e := &keyedEntry{avail: m.cfg.Capacity, refs: 1, fresh: m.cfg.IdleTimeout != 0 && !keepFresh(m.st.Created)}
 	m.entries[key] = e
 	switch {
 	case m.cfg.IdleTimeout == 0:
