@@ -43,10 +43,27 @@ func NewHandOff(capacity int64, opts ...Option) *Weighted {
 
 func newHandOff(capacity int64, on bool, opts ...Option) *Weighted {
 	s := New(capacity, opts...)
+	s.handOff = -1
+	if on {
+		s.handOff = 1
+	}
 	for i := range s.tokens {
-		s.tokens[i].SetWord(&s.state, on)
+		s.tokens[i].SetHandOff(on)
 	}
 	return s
+}
+
+// HandsOff reports whether every inline token of s hands off its
+// releases into a queue (true), none does (false), or they disagree
+// (panics).
+func HandsOff(s *Weighted) bool {
+	on := s.tokens[0].HandsOff()
+	for i := range s.tokens {
+		if s.tokens[i].HandsOff() != on {
+			panic("semaphore: inline tokens disagree on the hand-off")
+		}
+	}
+	return on
 }
 
 // NewPaddedGens returns New(capacity) with each inline token's generation

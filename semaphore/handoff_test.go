@@ -97,3 +97,24 @@ func TestHandOffIsAReleaseAndAGrant(t *testing.T) {
 		})
 	}
 }
+
+// The hand-off follows the capacity (New and SetCapacity): at capacity 1
+// only, so that a lane that starts at 1 and grows (an adaptive one) stops
+// handing off, where it would make the line a convoy, and starts again
+// when it shrinks back to 1.
+func TestHandOffFollowsTheCapacity(t *testing.T) {
+	s := semaphore.New(1)
+	require.True(t, semaphore.HandsOff(s), "capacity 1")
+	s.SetCapacity(8)
+	require.False(t, semaphore.HandsOff(s), "grown to 8")
+	s.SetCapacity(1)
+	require.True(t, semaphore.HandsOff(s), "back to 1")
+	s.SetCapacity(0)
+	require.False(t, semaphore.HandsOff(s), "capacity 0")
+	require.False(t, semaphore.HandsOff(semaphore.New(8)), "made with 8")
+	require.True(t, semaphore.HandsOff(semaphore.NewHandOff(8)), "forced on")
+	f := semaphore.NewNoHandOff(1)
+	f.SetCapacity(2)
+	f.SetCapacity(1)
+	require.False(t, semaphore.HandsOff(f), "forced off stays off")
+}

@@ -87,6 +87,7 @@ type Weighted struct {
 	spare       []*permit.Token // free tokens beyond the inline ones
 	spareOut    int64           // spare tokens currently granted
 	spareFreed  uint64          // releases through spare tokens
+	handOff     int8            // 0: hand off at capacity 1 (handOffAt); 1 always, -1 never (the ablation's knobs); under mu
 	cancelled   uint64
 	timedOut    uint64
 	rejected    uint64
@@ -193,11 +194,7 @@ func New(capacity int64, opts ...Option) *Weighted {
 	}
 	for i := range s.tokens {
 		s.tokens[i].Init((*owner)(s), i, &s.gens[i])
-		// The hand-off pays where every release into a queue serves the
-		// head (capacity 1); with more permits it makes every release
-		// take mu while waiters queue, and the queue a convoy
-		// (BenchmarkAblationHandOff, capacity 8: 2x).
-		s.tokens[i].SetWord(&s.state, capacity == 1)
+		s.tokens[i].SetWord(&s.state, s.handsOffAt(capacity))
 		s.observe(&s.tokens[i])
 	}
 	s.capacity.Store(capacity)
@@ -312,6 +309,17 @@ func (s *Weighted) Do(ctx context.Context, n int64, fn func(context.Context) err
 	return fn(ctx)
 }
 
+// handsOffAt reports whether releases into the queue hand their token to
+// the head at capacity c (see ReleaseQueued). The hand-off pays where
+// every release into a queue serves the head, at capacity 1; with more
+// permits it makes every release take mu while waiters queue, and the
+// queue a convoy (BenchmarkAblationHandOff, capacity 8: 2x). So it follows
+// the capacity, also through SetCapacity: an adaptive lane that starts at
+// 1 stops handing off as it grows.
+func (s *Weighted) handsOffAt(c int64) bool {
+	return s.handOff > 0 || (s.handOff == 0 && c == 1)
+}
+
 // SetCapacity sets the capacity (panicking as New does if n is out of
 // range). A shrink takes only available permits, Available going negative
 // until holders release, and fails the waiters now too heavy.
@@ -323,6 +331,11 @@ func (s *Weighted) SetCapacity(n int64) {
 	s.mu.Lock()
 	delta := n - s.capacity.Load()
 	s.capacity.Store(n)
+	if on := s.handsOffAt(n); on != s.handsOffAt(n-delta) {
+		for i := range s.tokens {
+			s.tokens[i].SetHandOff(on)
+		}
+	}
 	s.state.Add(uint64(delta) << availShift)
 	waitq.Fail(&s.q, (*owner)(s), n, ErrTooHeavy, &wake)
 	if s.barge != nil {

@@ -15,7 +15,10 @@
 // Make and convert them.
 package permit
 
-import "sync/atomic"
+import (
+	"math"
+	"sync/atomic"
+)
 
 // Owner is what a [Token] gives its permits back to.
 type Owner interface {
@@ -42,8 +45,9 @@ type Token struct {
 	word  *atomic.Uint64
 	owner Owner
 	// Slot is the owner's index for the token (for example its bit in a
-	// free-token bitmap); -1 when the owner does not index it.
-	Slot int32
+	// free-token bitmap); -1 when the owner does not index it. 16 bits,
+	// so that the flags below and since share the token's first 48 bytes.
+	Slot int16
 	// observed, set once before the first grant, says that the owner is
 	// an Observer. A flag, not a second interface, so that a keyed
 	// semaphore's pooled token stays in one cache line.
@@ -54,10 +58,12 @@ type Token struct {
 	// bytes on a line it reads anyway). An owner may time one grant in N
 	// (see hist.Sampler).
 	timed bool
-	// handOff, set by SetWord, makes Release look at the slow flag before
-	// its add, and give the permits and the token to the owner's
-	// ReleaseQueued instead while it is set (see Waker).
-	handOff bool
+	// handOff, set by SetWord and SetHandOff, makes Release look at the
+	// slow flag before its add, and give the permits and the token to the
+	// owner's ReleaseQueued instead while it is set (see Waker). Atomic,
+	// because the owner may turn it on or off while permits are out (a
+	// semaphore hands off at capacity 1 only); either way is correct.
+	handOff atomic.Bool
 	// since is when the grant out through the token began, on the
 	// observer's clock: written by the granter between claiming the
 	// token and handing the permit out, read by the first Release before
@@ -122,8 +128,11 @@ func NewToken(o Owner, slot int) *Token {
 // larger struct. It must be called before the token is first granted, and
 // never again.
 func (t *Token) Init(o Owner, slot int, gen *atomic.Uint64) {
+	if slot < -1 || slot > math.MaxInt16 {
+		panic("permit: a token's slot is -1 or an index up to 32767")
+	}
 	t.owner = o
-	t.Slot = int32(slot)
+	t.Slot = int16(slot)
 	t.gen = gen
 }
 
@@ -170,8 +179,17 @@ func (t *Token) SetWord(w *atomic.Uint64, handOff bool) {
 	if _, ok := t.owner.(Waker); !ok {
 		panic("permit: a token with a state word needs an owner that is a Waker")
 	}
-	t.word, t.handOff = w, handOff
+	t.word = w
+	t.handOff.Store(handOff)
 }
+
+// SetHandOff turns the hand-off of a token with a state word on or off
+// (see SetWord); it may be called while permits are out.
+func (t *Token) SetHandOff(on bool) { t.handOff.Store(on) }
+
+// HandsOff reports whether t's releases look at the slow flag first (see
+// SetHandOff).
+func (t *Token) HandsOff() bool { return t.handOff.Load() }
 
 // Gen returns the token's current generation. The owner reads it when it
 // grants the token, while no permit for it is out.
@@ -233,7 +251,7 @@ func (p Permit) Release() bool {
 		// SetWord checked that Slot is in [0, WordTokens): the mask only
 		// spares the shift its checks for negative and oversized counts.
 		switch {
-		case t.handOff && w.Load()&WordSlow != 0:
+		case t.handOff.Load() && w.Load()&WordSlow != 0:
 			o.(Waker).ReleaseQueued(t, p.n)
 		case w.Add(uint64(p.n)<<WordShift|1<<(uint(t.Slot)&63))&WordSlow != 0:
 			o.(Waker).WakeAfterRelease()
