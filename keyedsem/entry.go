@@ -169,9 +169,12 @@ func (st *stripe[K]) ReleaseToken(pt *permit.Token, n int64) {
 		since = t.Since()
 	}
 	st.released.Add(1)
-	if !st.s.handOff(e, t, n) {
-		st.s.putToken(t)
-		st.s.release(e, n) // a paired token is free again from here: the permit is back
+	// The hand-off's first test inline, on the load the release starts
+	// from: the uncontended release pays no call and no second load.
+	s := st.s
+	if es := e.state.Load(); !s.handsOff || es&queuedBit == 0 || !s.handOff(e, t, n) {
+		s.putToken(t)
+		s.releaseFrom(e, n, es) // a paired token is free again from here: the permit is back
 	}
 	if timed {
 		// After the permit went back, as package semaphore's Observer is

@@ -11,11 +11,14 @@ import (
 // be 0). Without waiters it is one compare-and-swap; with waiters it
 // serves them under e.mu. The last reference makes the entry idle, or
 // dead (and removed) with an idle timeout of 0.
-func (s *Keyed[K]) release(e *entry[K], n int64) {
+func (s *Keyed[K]) release(e *entry[K], n int64) { s.releaseFrom(e, n, e.state.Load()) }
+
+// releaseFrom is release from st, a load of e's state that the caller has
+// made already (a compare-and-swap from a stale one fails and loads again).
+func (s *Keyed[K]) releaseFrom(e *entry[K], n int64, st uint64) {
 	var idle uint64
 	haveIdle := false
-	for {
-		st := e.state.Load()
+	for ; ; st = e.state.Load() {
 		// With WithBarging, a woken waiter (and no old one) looks at
 		// the permits by itself: the release needs no lock.
 		if st&queuedBit != 0 && st&(kWoken|kStrict) != kWoken {
@@ -63,10 +66,9 @@ func (s *Keyed[K]) release(e *entry[K], n int64) {
 // WithBarging or WithReorderHold; package semaphore found that at a larger
 // capacity the hand-off makes the line a convoy). The token's generation
 // has moved on (its Release did that), so the head's permit is a new one.
+//
+// ReleaseToken tests handsOff and the queued bit before calling it.
 func (s *Keyed[K]) handOff(e *entry[K], t *token[K], n int64) bool {
-	if !s.handsOff || e.state.Load()&queuedBit == 0 {
-		return false
-	}
 	var wake waitq.Chain
 	e.mu.Lock()
 	w := e.q.Head()
