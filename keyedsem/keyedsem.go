@@ -160,9 +160,9 @@ func WithIdleTimeout(d time.Duration) Option { return func(c *config) { c.idle =
 // (made for one call, which nobody joined) is dropped as it goes idle, but
 // for one new key in sixteen: a flood of keys used once then costs what it
 // does with idle timeout 0 and leaves the kept keys alone, and a key that
-// comes back is kept after sixteen uses on average, one used by two calls
-// at once at once (not with [WithReorderHold], whose idle entries hold the
-// key's last number).
+// comes back is kept after sixteen uses on average, or as soon as two
+// calls use it at once (not with [WithReorderHold], whose idle entries
+// hold the key's last number).
 func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 
 // WithHardMaxKeys makes the cap hard, for untrusted keys: a new key that

@@ -215,7 +215,7 @@ func (s *Weighted) observe(t *permit.Token) {
 	}
 }
 
-// Released records the hold time of a permit released since since. It is
+// Released records the hold time of a permit granted at since. It is
 // called by Permit.Release, once per timed grant (see stampOn), after the
 // permit went back: the wake-up of the next waiter, if any, is in the
 // recorded hold, well under the stamp's millisecond.
