@@ -92,11 +92,14 @@ type Shared interface {
 // followers shared, as last read) as an overload of its own, one cut per
 // decision, checked at each report. Without it the limit would answer only
 // the leader's refusals, and the followers would meet the provider's for
-// good. FleetOverloads may start over from 0 (a store that lost it); a
-// fall is not an overload.
+// good. age says how long before the call the refused work was granted
+// (the latest grant, when one call passes on several): the target may drop
+// an overload of work granted before the fleet's last cut was in force,
+// which that cut answered, as the controller drops its own. FleetOverloads
+// may start over from 0 (a store that lost it); a fall is not an overload.
 type OverloadSharer interface {
 	Shared
-	ShareOverload()
+	ShareOverload(age time.Duration)
 	FleetOverloads() int64
 }
 
@@ -199,6 +202,10 @@ type Controller struct {
 	// an overload of work admitted before it is a leftover of the higher
 	// limit, already acted on, and is not counted.
 	lastCut atomic.Int64
+	// cutPending is the capacity a cut set on a Shared target that did
+	// not show it at once, until a report finds it in force (lastCut then
+	// moves to that moment: see cutWaits); 0 when none waits.
+	cutPending atomic.Int64
 	// overAt is the latest grant time of the overloads counted since the
 	// last decision, noOverload if none: the decision checks it against
 	// lastCut again, since a cut may have come between an overload's
@@ -306,6 +313,9 @@ func (c *Controller) Report(o Outcome, rtt time.Duration) {
 	rtt = min(max(rtt, 0), maxRTT)
 	switch o {
 	case Success:
+		if c.cutPending.Load() != 0 {
+			c.cutWaits()
+		}
 		c.rttSum.Add(int64(rtt))
 		if c.samples.Add(1) >= c.window.Load() {
 			c.closeWindow()
@@ -339,10 +349,33 @@ func (c *Controller) fleetHeard() bool {
 	return lead && led && old >= 0 && n > old
 }
 
+// cutWaits says whether the cut in cutPending is not in force yet. A
+// Shared target puts a cut in force later than the decision (its store's
+// write): until then all its work is admitted above the cut, which answers
+// their refusals, so the cut counts (lastCut) from the first report that
+// finds it in force.
+func (c *Controller) cutWaits() bool {
+	p := c.cutPending.Load()
+	if p == 0 {
+		return false
+	}
+	if c.t.Capacity() > p {
+		return true
+	}
+	if c.cutPending.CompareAndSwap(p, 0) {
+		for at, now := c.lastCut.Load(), c.stamp(); now > at && !c.lastCut.CompareAndSwap(at, now); at = c.lastCut.Load() {
+		}
+	}
+	return false
+}
+
 // overload counts the refusal of work granted at since (nanoseconds since
 // epoch) and, unless the round trip can only end at its count (quick is
 // off), decides at once.
 func (c *Controller) overload(since int64) {
+	if c.cutPending.Load() != 0 && c.cutWaits() {
+		return
+	}
 	// Work admitted before the last cut saw the old, higher limit: its
 	// refusal was already acted on.
 	if since < c.lastCut.Load() {
@@ -528,7 +561,7 @@ func (c *Controller) decideLocked() {
 	at := c.overAt.Swap(noOverload)
 	overloaded := at != noOverload && at >= c.lastCut.Load()
 	if !lead && overloaded && c.os != nil {
-		c.os.ShareOverload() // for the leader's controller
+		c.os.ShareOverload(time.Duration(max(now-at, 0))) // for the leader's controller
 	}
 	overloaded = overloaded || (lead && fleet)
 	if !full && !overloaded {
@@ -576,6 +609,7 @@ func (c *Controller) decideLocked() {
 	c.quick.Store(next > float64(c.cfg.floor) || c.os != nil)
 	capNext := int64(next)
 	if capNext != c.capNow {
+		c.cutPending.Store(0)
 		if capNext < c.capNow {
 			c.lastCut.Store(now)
 		}
@@ -590,8 +624,12 @@ func (c *Controller) decideLocked() {
 		}
 		c.st.LastReason = why
 		c.st.LastChange = c.epoch.Add(time.Duration(now))
+		cut := capNext < c.capNow
 		c.capNow = capNext
 		c.t.SetCapacity(capNext)
+		if cut && c.sh != nil && c.t.Capacity() > capNext {
+			c.cutPending.Store(max(capNext, 1)) // see cutWaits
+		}
 	}
 	c.window.Store(c.windowFor(capNext))
 }
@@ -607,6 +645,7 @@ func (c *Controller) follow(now int64, set bool) {
 	if got != raw && set {
 		c.t.SetCapacity(got)
 	}
+	c.cutPending.Store(0)
 	if got == c.capNow {
 		return // keeps the fraction of the exact limit
 	}

@@ -20,6 +20,17 @@ type fleet struct {
 	limit  int64
 	leader int
 	term   int64 // raised by elect
+	// lag makes the leader's SetCapacity a proposal (want) that apply
+	// puts in force, as a store's write does after the call.
+	lag  bool
+	want int64
+}
+
+// apply puts the leader's last proposal in force (with lag).
+func (f *fleet) apply() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.limit = f.want
 }
 
 // elect makes id the leader in a new term, as a fleet's election does.
@@ -41,7 +52,11 @@ func (m member) Term() int64     { m.f.mu.Lock(); defer m.f.mu.Unlock(); return 
 func (m member) SetCapacity(n int64) {
 	m.f.mu.Lock()
 	defer m.f.mu.Unlock()
-	if m.f.leader == m.id {
+	switch {
+	case m.f.leader != m.id:
+	case m.f.lag:
+		m.f.want = n
+	default:
 		m.f.limit = n
 	}
 }
@@ -186,4 +201,36 @@ func TestSharedTargetGrowsOnlyWhenTheFleetUsesIt(t *testing.T) {
 	peak = -1
 	roundOf(clk, lead, 100, time.Second)
 	require.Equal(t, int64(12), f.limit, "not grown with the use unknown")
+}
+
+// A cut on a Shared target counts from when the target shows it, not from
+// the decision: the store writes it later, and until then the work it
+// admits is still admitted above the cut, whose refusals the cut answers.
+// Counted from the decision, the refusal of work admitted between the two
+// cut the limit a second time for one overshoot (a fleet's limit sat a
+// step below the provider's).
+func TestSharedCutCountsFromWhenInForce(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	f := &fleet{limit: 10, lag: true}
+	m := member{f, 0}
+	c, err := adaptive.New(m, 1, 100, adaptive.WithClock(clk))
+	require.NoError(t, err)
+	f.apply()
+	roundOf(clk, c, 9, time.Second) // 10 -> 9, proposed
+	require.Equal(t, int64(9), c.Limit())
+	require.Equal(t, int64(10), m.Capacity(), "the store has not written it yet")
+
+	clk.Advance(time.Second)
+	c.Report(adaptive.Overload, time.Millisecond) // admitted after the decision, at 10
+	require.Equal(t, uint64(1), c.Stats().OverloadDecreases, "a refusal of work admitted before the cut was in force cut again")
+
+	f.apply() // 9 in force
+	clk.Advance(time.Second)
+	c.Report(adaptive.Overload, 1500*time.Millisecond) // admitted before that
+	require.Equal(t, uint64(1), c.Stats().OverloadDecreases, "a refusal of work admitted before the cut showed cut again")
+
+	clk.Advance(time.Second)
+	c.Report(adaptive.Overload, time.Millisecond) // admitted at 9: a refusal of the cut limit
+	require.Equal(t, uint64(2), c.Stats().OverloadDecreases)
+	require.Equal(t, int64(8), c.Limit())
 }

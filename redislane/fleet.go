@@ -3,7 +3,6 @@ package redislane
 import (
 	"context"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -173,21 +172,24 @@ func (f *Fleet) Term() int64 { return f.c.fleet.term.Load() }
 // ShareOverload passes on an overload that this instance's controller
 // counted while it follows, for the leader's controller to hear: the
 // instance's fleet call sends it at once, and the leader's next call (within
-// a limit refresh) reads it. With Leader and Term it makes a Fleet an
-// adaptive.OverloadSharer, whose controller calls it.
-func (f *Fleet) ShareOverload() {
+// a limit refresh) reads it. age is how long ago the refused work was
+// granted: an overload of work granted before the fleet's limit was last
+// cut is not counted, since that cut answered it. With Leader and Term it
+// makes a Fleet an adaptive.OverloadSharer, whose controller calls it.
+func (f *Fleet) ShareOverload(age time.Duration) {
 	fl := f.c.fleet
-	fl.lowerSeen(fl.read.Load().limit)
+	fl.laterGrant(time.Now().Add(-max(age, 0)).UnixNano())
 	if fl.ovPending.Add(1) == 1 {
 		fl.kickLoop() // one call carries all the overloads shared meanwhile
 	}
 }
 
-// lowerSeen records that a pending overload was refused at limit.
-func (f *fleet) lowerSeen(limit int64) {
+// laterGrant records that a pending overload's work was granted at
+// (Unix nanoseconds): the call sends the latest such grant.
+func (f *fleet) laterGrant(at int64) {
 	for {
-		old := f.ovSeen.Load()
-		if limit >= old || f.ovSeen.CompareAndSwap(old, limit) {
+		old := f.ovGrant.Load()
+		if at <= old || f.ovGrant.CompareAndSwap(old, at) {
 			return
 		}
 	}
@@ -195,9 +197,10 @@ func (f *fleet) lowerSeen(limit int64) {
 
 // FleetOverloads returns the overloads the fleet's followers have shared,
 // as this instance's last fleet call read them; -1 before its first. It
-// starts over from 0 if Redis loses the lane's state. An overload refused
-// at a limit above the one in force when it reaches Redis is not counted:
-// the cut it would ask for was made.
+// starts over from 0 if Redis loses the lane's state. An overload of work
+// granted before the limit's last cut is not counted, nor are those that a
+// call of this instance which wrote a lower limit read: that cut answered
+// them.
 func (f *Fleet) FleetOverloads() int64 { return f.c.fleet.ovTotal.Load() }
 
 // FleetInUse returns the most weight the whole fleet held at once among
@@ -248,11 +251,13 @@ type fleet struct {
 
 	reads, writes, dropped, calls atomic.Uint64
 	// ovPending are the overloads this instance's controller shared that
-	// the next call adds to the fleet's count, and ovSeen the lowest limit
-	// (as this instance last read it) at which one of them was refused;
-	// ovTotal is the count as the last call read it, -1 before the first
-	// (Fleet.ShareOverload, FleetOverloads).
-	ovPending, ovSeen, ovTotal atomic.Int64
+	// the next call adds to the fleet's count, and ovGrant when the latest
+	// of their works was granted (Unix nanoseconds, 0: none);
+	// ovTotal is the count as the last call read it, less the rises that
+	// came with a cut (see countShared), -1 before the first; ovRaw is the
+	// count as Redis returned it (Fleet.ShareOverload, FleetOverloads).
+	ovPending, ovGrant, ovTotal, ovRaw atomic.Int64
+	rtt                                atomic.Int64 // the last call's round trip, ns
 	// usePeak is the most weight held fleet-wide among the samples since
 	// FleetInUse last read it, useLast the latest (-1: none yet).
 	usePeak, useLast atomic.Int64
@@ -268,11 +273,28 @@ func newFleet(c *core) *fleet {
 		loopDone: make(chan struct{}),
 	}
 	f.read.Store(&limitRead{limit: c.capacity})
-	f.ovSeen.Store(math.MaxInt64)
 	f.ovTotal.Store(-1)
+	f.ovRaw.Store(-1)
 	f.usePeak.Store(-1)
 	f.useLast.Store(-1)
 	return f
+}
+
+// countShared takes raw, the followers' shared overloads as a fleet call
+// read them. A rise read by the call that wrote a lower limit (cut) landed
+// while the old, higher limit was in force: those refusals asked for the
+// cut this call made, as the leader's own refusals of work granted before
+// a cut do, and do not count again (without this, a follower's refusal and
+// the leader's, of one overshoot, cut the limit twice). A count that fell
+// (Redis lost it) is a new start.
+func (f *fleet) countShared(raw int64, cut bool) {
+	prev := f.ovRaw.Swap(raw)
+	switch {
+	case prev < 0 || raw < prev:
+		f.ovTotal.Store(raw)
+	case !cut:
+		f.ovTotal.Add(raw - prev)
+	}
 }
 
 func (f *fleet) leaderLocked(now time.Time) bool { return f.leader && now.Before(f.deadline) }
@@ -388,14 +410,23 @@ func (f *fleet) call(resign bool) bool {
 	sent := time.Now()
 	f.calls.Add(1)
 	lr := f.read.Load()
-	ov, ovSeen := f.ovPending.Swap(0), f.ovSeen.Swap(math.MaxInt64)
+	ov, granted := f.ovPending.Swap(0), f.ovGrant.Swap(0)
+	// The grant's age in µs, as the script will see it: the grant reached
+	// this instance, and this call reaches Redis, each about half a round
+	// trip late, so a round trip (the last call's) is added to what this
+	// instance measured; without it a refusal of work granted just before
+	// a cut looks granted after it.
+	var ovAge int64
+	if ov > 0 {
+		ovAge = (max(sent.UnixNano()-granted, 0) + f.rtt.Load()) / int64(time.Microsecond)
+	}
 	script := fleetScript
 	if c.ord != nil {
 		script = c.ord.fleet
 	}
 	v, err := script.Run(ctx, c.client, c.scriptKeys(rk, c.metaKey, c.prefix+":leader"),
 		f.id, lr.limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub,
-		flag(f.candidate.Load()), ms(f.lttl), flag(set), want, wantTerm, flag(resign), f.term.Load(), lr.term, ov, min(ovSeen, semaphore.MaxCapacity),
+		flag(f.candidate.Load()), ms(f.lttl), flag(set), want, wantTerm, flag(resign), f.term.Load(), lr.term, ov, ovAge,
 	).Int64Slice()
 	if err == nil && len(v) != 7 {
 		err = fmt.Errorf("%w: fleet script returned %v", errBadReply, v)
@@ -404,7 +435,7 @@ func (f *fleet) call(resign bool) bool {
 		// The next call sends them again (if this one ran after all, they
 		// count twice: one more cut, never a missed one).
 		f.ovPending.Add(ov)
-		f.lowerSeen(ovSeen)
+		f.laterGrant(granted)
 		c.st.redisErrs.Add(1)
 		return false
 	}
@@ -415,7 +446,8 @@ func (f *fleet) call(resign bool) bool {
 		return true
 	}
 	f.reads.Add(1)
-	f.ovTotal.Store(v[5])
+	f.rtt.Store(int64(time.Since(sent)))
+	f.countShared(v[5], written && limit < lr.limit)
 	f.sampleUse(v[6])
 	f.read.Store(&limitRead{limit: limit, term: v[4]})
 	f.seeTerm(term)
@@ -510,7 +542,7 @@ func (b *Budget) Cooldown(ctx context.Context, d time.Duration) (time.Duration, 
 func (b *Budget) Term() int64 { return b.f.Term() }
 
 // ShareOverload is the Fleet's (see [Fleet.ShareOverload]).
-func (b *Budget) ShareOverload() { b.f.ShareOverload() }
+func (b *Budget) ShareOverload(age time.Duration) { b.f.ShareOverload(age) }
 
 // FleetOverloads is the Fleet's (see [Fleet.FleetOverloads]).
 func (b *Budget) FleetOverloads() int64 { return b.f.FleetOverloads() }
