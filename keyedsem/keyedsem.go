@@ -282,9 +282,15 @@ func New[K comparable](opts ...Option) *Keyed[K] {
 	for i := range s.stripes {
 		s.stripes[i].s = s
 	}
+	// A new token's generation starts at the count of tokens made, not
+	// at 0: the hold sampler picks a grant by its token's generation, and
+	// tokens all starting at 0 would time every new token's first grant
+	// (every grant of a run of new keys) instead of one in SampleEvery.
 	s.tokens.New = func() any {
 		t := new(token[K])
-		t.Init(&s.stripes[s.nextStripe.Add(1)&s.mask], -1, &t.gen)
+		n := s.nextStripe.Add(1)
+		t.Init(&s.stripes[n&s.mask], -1, &t.gen)
+		t.gen.Store(uint64(n))
 		return t
 	}
 	s.paired = c.idle == 0 && c.capacity == 1
@@ -292,7 +298,9 @@ func New[K comparable](opts ...Option) *Keyed[K] {
 		if s.paired {
 			p := new(pair[K])
 			p.e.state.Store(deadBit)
-			p.t.Init(&s.stripes[s.nextStripe.Add(1)&s.mask], -1, &p.t.gen)
+			n := s.nextStripe.Add(1)
+			p.t.Init(&s.stripes[n&s.mask], -1, &p.t.gen)
+			p.t.gen.Store(uint64(n)) // as a pooled token's
 			p.t.e = &p.e
 			return &p.e
 		}

@@ -116,3 +116,49 @@ func TestHoldTimesSampledCountExact(t *testing.T) {
 		})
 	}
 }
+
+// A token made new, from the pool or an entry's own, starts its
+// generation where the last one made left off: a run of new keys, each
+// on a new token, times one hold in about SampleEvery after the first
+// ones, not every one. Before, every new token started at generation 0,
+// which the sampler always picks.
+func TestHoldTimesSampledOnNewTokens(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []keyedsem.Option
+	}{
+		{"pooled", []keyedsem.Option{keyedsem.WithPerKeyCapacity(2)}},
+		{"paired", []keyedsem.Option{keyedsem.WithIdleTimeout(0)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := keyedsem.New[int](append(c.opts, keyedsem.WithHistograms())...)
+			defer s.Close()
+			ctx := context.Background()
+			for range 2000 { // past the first holds, which are all timed
+				p, err := s.Acquire(ctx, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p.Release()
+			}
+			before := keyedsem.TimedHolds(s)
+			// Held at once on distinct keys: most tokens are new.
+			const n = 1024
+			held := make([]semaphore.Permit, n)
+			for i := range held {
+				p, err := s.Acquire(ctx, 1+i)
+				if err != nil {
+					t.Fatal(err)
+				}
+				held[i] = p
+			}
+			for _, p := range held {
+				p.Release()
+			}
+			timed := keyedsem.TimedHolds(s) - before
+			if timed > n/4 {
+				t.Fatalf("%d of %d holds on new tokens timed; want about one in 16", timed, n)
+			}
+		})
+	}
+}
