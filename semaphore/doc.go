@@ -24,8 +24,7 @@
 // failed the waiter first, it gets that error. The caller owns a permit if
 // and only if the error is nil.
 //
-// Happens-before: a Release happens before the acquire it unblocks
-// returns, as with a mutex.
+// Happens-before: a Release happens before the acquire it unblocks returns.
 //
 // Order: FIFO by default. Two options order the line otherwise, alone or
 // together, each level within the one before:
