@@ -87,18 +87,22 @@ func TestWaitTimesSampledCountExact(t *testing.T) {
 	testkit.SampledWaits(t, waits, st.Waited, st.Acquired, st.WaitTime.Count, st.WaitTime.Counts[:], st.WaitTime.Sum, keyedsem.TimedWaits(s))
 }
 
+// tokenKinds are the two kinds of token a grant goes through: pooled
+// (capacity 2) and an entry's own (idle timeout 0, capacity 1).
+var tokenKinds = []struct {
+	name string
+	opts []keyedsem.Option
+}{
+	{"pooled", []keyedsem.Option{keyedsem.WithPerKeyCapacity(2)}},
+	{"paired", []keyedsem.Option{keyedsem.WithIdleTimeout(0)}},
+}
+
 // On the system clock a busy keyed semaphore times one hold in N after its
 // first ones (by each token's generation): the snapshot still has one hold
 // per release, its count exact; for pooled tokens (capacity 2) and for an
 // entry's own token (idle timeout 0, capacity 1).
 func TestHoldTimesSampledCountExact(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		opts []keyedsem.Option
-	}{
-		{"pooled", []keyedsem.Option{keyedsem.WithPerKeyCapacity(2)}},
-		{"paired", []keyedsem.Option{keyedsem.WithIdleTimeout(0)}},
-	} {
+	for _, c := range tokenKinds {
 		t.Run(c.name, func(t *testing.T) {
 			s := keyedsem.New[string](append(c.opts, keyedsem.WithHistograms())...)
 			defer s.Close()
@@ -123,13 +127,7 @@ func TestHoldTimesSampledCountExact(t *testing.T) {
 // ones, not every one. Before, every new token started at generation 0,
 // which the sampler always picks.
 func TestHoldTimesSampledOnNewTokens(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		opts []keyedsem.Option
-	}{
-		{"pooled", []keyedsem.Option{keyedsem.WithPerKeyCapacity(2)}},
-		{"paired", []keyedsem.Option{keyedsem.WithIdleTimeout(0)}},
-	} {
+	for _, c := range tokenKinds {
 		t.Run(c.name, func(t *testing.T) {
 			s := keyedsem.New[int](append(c.opts, keyedsem.WithHistograms())...)
 			defer s.Close()
