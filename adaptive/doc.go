@@ -101,8 +101,7 @@
 // newly elected leader continues from the fleet's limit (see [Shared]).
 // A cut counts from when the target shows it, not from the decision: the
 // refusals of work admitted before the store wrote it are the ones the cut
-// answers, so one overshoot is one cut (without it a Fleet's first
-// overload took a limit from 64 to 8 in a millisecond).
+// answers, so one overshoot is one cut.
 // The leader hears the followers' overloads ([OverloadSharer]) and grows
 // the limit only when the fleet used half of it ([UseSharer]); a Fleet is
 // both. Controller.Do needs a target it can acquire from ([Acquirer]); a Fleet's
