@@ -15,7 +15,10 @@ import (
 )
 
 // Target is what a [Controller] drives: a budget whose capacity it reads
-// at [New] and at each decision, and sets. [semaphore.Weighted] satisfies
+// at [New] and at each decision, and sets. A [Shared] target's Capacity is
+// also read at each report while a cut the controller set has not shown
+// there yet (see [Shared]), outside the controller's lock: it must be safe
+// for concurrent use, as the targets here are. [semaphore.Weighted] satisfies
 // it (the semaphore given to lanequeue's NewGlobalLane),
 // and so does a budget shared through Redis (redislane.Fleet, a [Shared]
 // target).
@@ -92,14 +95,15 @@ type Shared interface {
 // followers shared, as last read) as an overload of its own, one cut per
 // decision, checked at each report. Without it the limit would answer only
 // the leader's refusals, and the followers would meet the provider's for
-// good. age says how long before the call the refused work was granted
-// (the latest grant, when one call passes on several): the target may drop
-// an overload of work granted before the fleet's last cut was in force,
-// which that cut answered, as the controller drops its own. FleetOverloads
-// may start over from 0 (a store that lost it); a fall is not an overload.
+// good. The target may drop an overload it can tell came from work
+// granted before the fleet's last cut, which that cut answered, as the
+// controller drops its own; ShareOverload is called before the refused
+// work's permit is released (see Report), which a target may rely on to
+// tell. FleetOverloads may start over from 0 (a store that lost it); a
+// fall is not an overload.
 type OverloadSharer interface {
 	Shared
-	ShareOverload(age time.Duration)
+	ShareOverload()
 	FleetOverloads() int64
 }
 
@@ -198,14 +202,15 @@ type Controller struct {
 	overloads atomic.Int64 // of which Overload
 	rttSum    atomic.Int64 // total latency of the successes, in nanoseconds
 	window    atomic.Int64 // samples that close the window: max(limit, minWindow)
-	// lastCut is when the limit last went down (nanoseconds since epoch):
-	// an overload of work admitted before it is a leftover of the higher
-	// limit, already acted on, and is not counted.
+	// lastCut is when the last cut came in force (nanoseconds since
+	// epoch): an overload of work admitted before it is a leftover of the
+	// higher limit, already acted on, and is not counted.
 	lastCut atomic.Int64
-	// cutPending is the capacity a cut set on a Shared target that did
-	// not show it at once, until a report finds it in force (lastCut then
-	// moves to that moment: see cutWaits); 0 when none waits.
-	cutPending atomic.Int64
+	// cutPending is the capacity of a cut set on a Shared target that did
+	// not show it at once, made in the target's term cutTerm, until a
+	// report finds it in force or the term over (see cutWaits); 0 when
+	// none waits. cutOld is the last report that found it not in force.
+	cutPending, cutTerm, cutOld atomic.Int64
 	// overAt is the latest grant time of the overloads counted since the
 	// last decision, noOverload if none: the decision checks it against
 	// lastCut again, since a cut may have come between an overload's
@@ -352,18 +357,27 @@ func (c *Controller) fleetHeard() bool {
 // cutWaits says whether the cut in cutPending is not in force yet. A
 // Shared target puts a cut in force later than the decision (its store's
 // write): until then all its work is admitted above the cut, which answers
-// their refusals, so the cut counts (lastCut) from the first report that
-// finds it in force.
+// their refusals. The cut counts (lastCut) from the last report that found
+// it not in force, once one finds it in force: work admitted after that
+// report may have been admitted at the cut limit, and its refusal counts.
+// A cut whose term is over, or whose instance no longer leads, will not
+// show (the target drops it): it waits no more, and the refusals count
+// (the decision then takes the target's limit).
 func (c *Controller) cutWaits() bool {
 	p := c.cutPending.Load()
 	if p == 0 {
 		return false
 	}
 	if c.t.Capacity() > p {
-		return true
+		if c.sh.Leader() && c.sh.Term() == c.cutTerm.Load() {
+			c.cutOld.Store(c.stamp())
+			return true
+		}
+		c.cutPending.CompareAndSwap(p, 0)
+		return false
 	}
 	if c.cutPending.CompareAndSwap(p, 0) {
-		for at, now := c.lastCut.Load(), c.stamp(); now > at && !c.lastCut.CompareAndSwap(at, now); at = c.lastCut.Load() {
+		for at, old := c.lastCut.Load(), c.cutOld.Load(); old > at && !c.lastCut.CompareAndSwap(at, old); at = c.lastCut.Load() {
 		}
 	}
 	return false
@@ -561,9 +575,11 @@ func (c *Controller) decideLocked() {
 	at := c.overAt.Swap(noOverload)
 	overloaded := at != noOverload && at >= c.lastCut.Load()
 	if !lead && overloaded && c.os != nil {
-		c.os.ShareOverload(time.Duration(max(now-at, 0))) // for the leader's controller
+		c.os.ShareOverload() // for the leader's controller
 	}
-	overloaded = overloaded || (lead && fleet)
+	// A rise of the fleet's count while a cut waits to show came from work
+	// admitted above it, which the cut answers.
+	overloaded = overloaded || (lead && fleet && !c.cutWaits())
 	if !full && !overloaded {
 		c.quick.Store(lead && c.limit > float64(c.cfg.floor) || c.os != nil)
 		return // the round trip goes on
@@ -628,6 +644,8 @@ func (c *Controller) decideLocked() {
 		c.capNow = capNext
 		c.t.SetCapacity(capNext)
 		if cut && c.sh != nil && c.t.Capacity() > capNext {
+			c.cutTerm.Store(c.term)
+			c.cutOld.Store(now)
 			c.cutPending.Store(max(capNext, 1)) // see cutWaits
 		}
 	}

@@ -401,18 +401,20 @@ func newFleetPair(t *testing.T) fleetPair {
 	return fp
 }
 
-// TestFleetSharedOverloadsAnsweredByACut: a follower's shared overload of
-// work granted before the fleet's last cut was answered by that cut and
-// does not reach the leader's count: neither one the leader's writing call
-// reads (it landed while the old limit was in force) nor one shared after
-// the write of work granted before it. One of work granted after the cut
-// counts. Before, both counted whenever the follower had read the lower
-// limit, and the leader cut again for one overshoot: a fleet's limit sat a
-// step below the provider's (TestFleetControllersConverge's mean 5.45 at a
-// true limit of 6).
+// TestFleetSharedOverloadsAnsweredByACut: a follower's shared overload
+// that may come from work granted before the fleet's last cut was answered
+// by that cut and does not reach the leader's count: neither one the
+// leader's writing call reads (it landed while the old limit was in force)
+// nor one shared after the write while the follower holds a permit granted
+// before it (the refused work's permit is one it holds). One shared while
+// it holds only permits granted after the cut counts. Before, both counted,
+// and the leader cut again for one overshoot: a fleet's limit sat a step
+// below the provider's (TestFleetControllersConverge's mean 5.45 at a true
+// limit of 6).
 func TestFleetSharedOverloadsAnsweredByACut(t *testing.T) {
 	srv := startRedis(t)
 	name := laneName(t)
+	ctx := testCtx(t)
 	// The leader calls Redis only when it has a proposal: its reads are
 	// the test's to time.
 	a := newFleet(t, newClient(t, srv.Addr), name, 10, redislane.WithLimitRefresh(time.Hour))
@@ -422,18 +424,24 @@ func TestFleetSharedOverloadsAnsweredByACut(t *testing.T) {
 	waitFor(t, 10*time.Second, "b's first read of the count", func() bool { return b.FleetOverloads() >= 0 })
 	base := a.FleetOverloads()
 	require.GreaterOrEqual(t, base, int64(0))
+	old, err := b.Acquire(ctx, 1) // granted before the cut
+	require.NoError(t, err)
 
-	b.ShareOverload(0)
+	b.ShareOverload()
 	waitFor(t, 10*time.Second, "b's overload in Redis", func() bool { return b.FleetOverloads() == base+1 })
 	a.SetCapacity(9)
 	waitFor(t, 10*time.Second, "a's cut written", func() bool { return a.Capacity() == 9 })
 	assert.Equal(t, base, a.FleetOverloads(), "the call that wrote the cut counted an overload it answered")
 
-	b.ShareOverload(time.Hour) // granted before the cut
+	b.ShareOverload() // holding old
 	pickedUp(t, b, 9, "b, after sharing")
-	assert.Equal(t, base+1, b.FleetOverloads(), "an overload of work granted before the cut was counted")
+	assert.Equal(t, base+1, b.FleetOverloads(), "an overload shared while holding a permit granted before the cut was counted")
 
-	b.ShareOverload(0) // granted after the cut
+	old.Release()
+	fresh, err := b.Acquire(ctx, 1) // granted after the cut
+	require.NoError(t, err)
+	defer fresh.Release()
+	b.ShareOverload()
 	waitFor(t, 10*time.Second, "b's overload in Redis", func() bool { return b.FleetOverloads() == base+2 })
 	c0 := a.Stats().LimitReads
 	a.SetCapacity(9) // a call that writes nothing

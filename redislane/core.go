@@ -188,6 +188,20 @@ func (c *core) limitAndTerm() (int64, int64) {
 }
 
 // kindName is the kind stored in the lane's meta hash.
+// oldestFence returns the lowest fence among the permits this instance
+// holds (a quota block counts as one), or 0 if it holds none.
+func (c *core) oldestFence() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var low int64
+	for _, p := range c.permits {
+		if low == 0 || p.fence < low {
+			low = p.fence
+		}
+	}
+	return low
+}
+
 func (c *core) kindName() string {
 	if c.ord != nil {
 		return c.ord.kind

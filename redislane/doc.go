@@ -321,9 +321,10 @@
 // weight the whole fleet holds: the leader's controller grows the limit
 // only if the fleet held half of it at one of those samples in the round
 // trip ([Fleet.FleetInUse], adaptive.UseSharer), and counts the overloads
-// the followers shared ([Fleet.ShareOverload]) but those of work granted
-// before the limit's last cut, which that cut answered. [AsBudget] gives
-// Controller.Do the fleet's permits. See [Fleet] for the details.
+// the followers shared ([Fleet.ShareOverload]), but not those shared while
+// the follower held a permit granted before the limit's last cut, which
+// that cut answered. [AsBudget] gives Controller.Do the fleet's permits.
+// See [Fleet] for the details.
 //
 // # Cooldown: a provider's retry time, for the whole fleet
 //

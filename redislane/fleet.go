@@ -172,35 +172,37 @@ func (f *Fleet) Term() int64 { return f.c.fleet.term.Load() }
 // ShareOverload passes on an overload that this instance's controller
 // counted while it follows, for the leader's controller to hear: the
 // instance's fleet call sends it at once, and the leader's next call (within
-// a limit refresh) reads it. age is how long ago the refused work was
-// granted: an overload of work granted before the fleet's limit was last
-// cut is not counted, since that cut answered it. With Leader and Term it
-// makes a Fleet an adaptive.OverloadSharer, whose controller calls it.
-func (f *Fleet) ShareOverload(age time.Duration) {
+// a limit refresh) reads it. It is not counted if a permit this instance
+// holds was granted before the fleet's limit was last cut: the refused
+// work's permit is one of them (the controller passes the overload on
+// before it is released), and may be a leftover of the old limit, which
+// the cut answered. With Leader and Term it makes a Fleet an
+// adaptive.OverloadSharer, whose controller calls it.
+func (f *Fleet) ShareOverload() {
 	fl := f.c.fleet
-	fl.laterGrant(time.Now().Add(-max(age, 0)).UnixNano())
-	if fl.ovPending.Add(1) == 1 {
+	if fl.pend(1, f.c.oldestFence()) {
 		fl.kickLoop() // one call carries all the overloads shared meanwhile
 	}
 }
 
-// laterGrant records that a pending overload's work was granted at
-// (Unix nanoseconds): the call sends the latest such grant.
-func (f *fleet) laterGrant(at int64) {
-	for {
-		old := f.ovGrant.Load()
-		if at <= old || f.ovGrant.CompareAndSwap(old, at) {
-			return
-		}
+// pend adds n shared overloads, at which this instance held fence as its
+// oldest (0: none held, which tells nothing), to those the next call
+// sends, with the lowest such fence; it says whether none was pending.
+func (f *fleet) pend(n, fence int64) bool {
+	f.ovMu.Lock()
+	defer f.ovMu.Unlock()
+	if fence > 0 && (f.ovFence == 0 || fence < f.ovFence) {
+		f.ovFence = fence
 	}
+	f.ovPending += n
+	return f.ovPending == n
 }
 
 // FleetOverloads returns the overloads the fleet's followers have shared,
 // as this instance's last fleet call read them; -1 before its first. It
-// starts over from 0 if Redis loses the lane's state. An overload of work
-// granted before the limit's last cut is not counted, nor are those that a
-// call of this instance which wrote a lower limit read: that cut answered
-// them.
+// starts over from 0 if Redis loses the lane's state. The overloads that a
+// call of this instance which wrote a lower limit read are not counted:
+// they came while the old limit was in force, and the cut answered them.
 func (f *Fleet) FleetOverloads() int64 { return f.c.fleet.ovTotal.Load() }
 
 // FleetInUse returns the most weight the whole fleet held at once among
@@ -251,13 +253,14 @@ type fleet struct {
 
 	reads, writes, dropped, calls atomic.Uint64
 	// ovPending are the overloads this instance's controller shared that
-	// the next call adds to the fleet's count, and ovGrant when the latest
-	// of their works was granted (Unix nanoseconds, 0: none);
+	// the next call adds to the fleet's count, and ovFence the oldest fence
+	// this instance held at one of them (0: none held), under ovMu.
+	ovMu               sync.Mutex
+	ovPending, ovFence int64
 	// ovTotal is the count as the last call read it, less the rises that
 	// came with a cut (see countShared), -1 before the first; ovRaw is the
 	// count as Redis returned it (Fleet.ShareOverload, FleetOverloads).
-	ovPending, ovGrant, ovTotal, ovRaw atomic.Int64
-	rtt                                atomic.Int64 // the last call's round trip, ns
+	ovTotal, ovRaw atomic.Int64
 	// usePeak is the most weight held fleet-wide among the samples since
 	// FleetInUse last read it, useLast the latest (-1: none yet).
 	usePeak, useLast atomic.Int64
@@ -286,12 +289,15 @@ func newFleet(c *core) *fleet {
 // cut this call made, as the leader's own refusals of work granted before
 // a cut do, and do not count again (without this, a follower's refusal and
 // the leader's, of one overshoot, cut the limit twice). A count that fell
-// (Redis lost it) is a new start.
+// (Redis lost it) is a new start, never a rise: the count goes on from
+// the lower of the two.
 func (f *fleet) countShared(raw int64, cut bool) {
 	prev := f.ovRaw.Swap(raw)
 	switch {
-	case prev < 0 || raw < prev:
+	case prev < 0:
 		f.ovTotal.Store(raw)
+	case raw < prev:
+		f.ovTotal.Store(min(f.ovTotal.Load(), raw))
 	case !cut:
 		f.ovTotal.Add(raw - prev)
 	}
@@ -410,23 +416,17 @@ func (f *fleet) call(resign bool) bool {
 	sent := time.Now()
 	f.calls.Add(1)
 	lr := f.read.Load()
-	ov, granted := f.ovPending.Swap(0), f.ovGrant.Swap(0)
-	// The grant's age in µs, as the script will see it: the grant reached
-	// this instance, and this call reaches Redis, each about half a round
-	// trip late, so a round trip (the last call's) is added to what this
-	// instance measured; without it a refusal of work granted just before
-	// a cut looks granted after it.
-	var ovAge int64
-	if ov > 0 {
-		ovAge = (max(sent.UnixNano()-granted, 0) + f.rtt.Load()) / int64(time.Microsecond)
-	}
+	f.ovMu.Lock()
+	ov, fence := f.ovPending, f.ovFence
+	f.ovPending, f.ovFence = 0, 0
+	f.ovMu.Unlock()
 	script := fleetScript
 	if c.ord != nil {
 		script = c.ord.fleet
 	}
 	v, err := script.Run(ctx, c.client, c.scriptKeys(rk, c.metaKey, c.prefix+":leader"),
 		f.id, lr.limit, c.kindName(), ms(c.cfg.lease), ms(c.cfg.quarantine), c.channel, pub,
-		flag(f.candidate.Load()), ms(f.lttl), flag(set), want, wantTerm, flag(resign), f.term.Load(), lr.term, ov, ovAge,
+		flag(f.candidate.Load()), ms(f.lttl), flag(set), want, wantTerm, flag(resign), f.term.Load(), lr.term, ov, fence,
 	).Int64Slice()
 	if err == nil && len(v) != 7 {
 		err = fmt.Errorf("%w: fleet script returned %v", errBadReply, v)
@@ -434,8 +434,7 @@ func (f *fleet) call(resign bool) bool {
 	if err != nil {
 		// The next call sends them again (if this one ran after all, they
 		// count twice: one more cut, never a missed one).
-		f.ovPending.Add(ov)
-		f.laterGrant(granted)
+		f.pend(ov, fence)
 		c.st.redisErrs.Add(1)
 		return false
 	}
@@ -446,7 +445,6 @@ func (f *fleet) call(resign bool) bool {
 		return true
 	}
 	f.reads.Add(1)
-	f.rtt.Store(int64(time.Since(sent)))
 	f.countShared(v[5], written && limit < lr.limit)
 	f.sampleUse(v[6])
 	f.read.Store(&limitRead{limit: limit, term: v[4]})
@@ -542,7 +540,7 @@ func (b *Budget) Cooldown(ctx context.Context, d time.Duration) (time.Duration, 
 func (b *Budget) Term() int64 { return b.f.Term() }
 
 // ShareOverload is the Fleet's (see [Fleet.ShareOverload]).
-func (b *Budget) ShareOverload(age time.Duration) { b.f.ShareOverload(age) }
+func (b *Budget) ShareOverload() { b.f.ShareOverload() }
 
 // FleetOverloads is the Fleet's (see [Fleet.FleetOverloads]).
 func (b *Budget) FleetOverloads() int64 { return b.f.FleetOverloads() }

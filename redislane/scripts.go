@@ -740,8 +740,8 @@ const (
 // with), kind, lease ms, quarantine ms, channel, publish command, candidate
 // (0/1), leader ttl ms, set (0/1), value, term of the value, resign (0/1),
 // the highest term the caller saw, the term in which the caller's limit was
-// written (lterm), the followers' overloads it shares, how many µs before
-// the call the latest of their works was granted
+// written (lterm), the followers' overloads it shares, the oldest fence
+// the caller held at one of them (0: none)
 //
 // The limit is stored with the term in which it was written (lterm), so
 // that a restart never brings an older limit back (see lost).
@@ -755,7 +755,7 @@ local ttl, quar, chan, pub = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], ARGV
 local cand, lttl, set = ARGV[8] == '1', tonumber(ARGV[9]), ARGV[10] == '1'
 local value, vterm, resign = tonumber(ARGV[11]), tonumber(ARGV[12]), ARGV[13] == '1'
 local seen, lv = tonumber(ARGV[14]) or 0, tonumber(ARGV[15]) or 0
-local ovadd, ovage = tonumber(ARGV[16]) or 0, tonumber(ARGV[17]) or 0
+local ovadd, ovfence = tonumber(ARGV[16]) or 0, tonumber(ARGV[17]) or 0
 
 local M = meta(KEYS[1], limit, kind, ttl, quar, seen, lv)
 if not M.ok then return {-1, 0, M.limit, 0, 0, 0, 0} end
@@ -764,10 +764,12 @@ if not M.ok then return {-1, 0, M.limit, 0, 0, 0, 0} end
 -- look drops it)
 local held = tonumber(redis.call('HGET', KEYS[6], 'held')) or 0
 -- the overloads the followers' controllers shared, for the leader's:
--- those of work granted before the limit's last cut (lc, server µs) were
--- answered by it, and are dropped
+-- dropped if the caller held a permit granted before the limit's last cut
+-- (its fence at most lc, the last fence issued when the cut was written):
+-- the refused work's permit was one of those it held, and may be a
+-- leftover of the old limit, which the cut answered
 local ov
-if ovadd > 0 and nowus - ovage >= (tonumber(redis.call('HGET', KEYS[1], 'lc')) or 0) then
+if ovadd > 0 and (ovfence == 0 or ovfence > (tonumber(redis.call('HGET', KEYS[1], 'lc')) or 0)) then
   ov = redis.call('HINCRBY', KEYS[1], 'ov', ovadd)
 else
   ov = tonumber(redis.call('HGET', KEYS[1], 'ov') or '0')
@@ -806,7 +808,7 @@ local written = 0
 if set and vterm == term and value ~= M.limit then
   local raised = value > M.limit
   redis.call('HSET', KEYS[1], 'limit', s(value), 'lterm', s(term))
-  if not raised then redis.call('HSET', KEYS[1], 'lc', s(nowus)) end
+  if not raised then redis.call('HSET', KEYS[1], 'lc', s(M.fence)) end
   M.limit, M.lv = value, term
   written = 1
   if raised then -- hand what the raise frees to the queue
