@@ -39,8 +39,9 @@ import (
 // which decides again once it is done), but Limit and Stats do.
 //
 // A target's method that panics (they are the caller's code) makes the
-// report that was deciding panic with it (Report, Observe, Do, and so a
-// lanequeue ticket's Finish, which gives the permits back first); the
+// report that was deciding, or reading a Shared target's Capacity while a
+// cut waits, panic with it (Report, Observe, Do, and so a lanequeue
+// ticket's Finish, which gives the permits back first); the
 // controller's lock is released on the way. The value the failed call
 // was passed stays the controller's limit until the next decision, which
 // (but for a Shared target's leader, which moves from its own limit) finds
