@@ -314,7 +314,9 @@ func New(t Target, floor, ceiling int64, opts ...Option) (*Controller, error) {
 // also reads the clock (with the system clock, a coarse one: an atomic
 // load), to tell whether the work was admitted before the last decrease,
 // and the first one that was not decides at once, as the end of a round
-// trip does.
+// trip does. While a cut waits to show on a [Shared] target (a few
+// milliseconds on a redislane.Fleet), a report also reads the target's
+// Capacity, Leader and Term.
 func (c *Controller) Report(o Outcome, rtt time.Duration) {
 	rtt = min(max(rtt, 0), maxRTT)
 	switch o {
