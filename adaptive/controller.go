@@ -207,11 +207,6 @@ type Controller struct {
 	// epoch): an overload of work admitted before it is a leftover of the
 	// higher limit, already acted on, and is not counted.
 	lastCut atomic.Int64
-	// cutPending is the capacity of a cut set on a Shared target that did
-	// not show it at once, made in the target's term cutTerm, until a
-	// report finds it in force or the term over (see cutWaits); 0 when
-	// none waits. cutOld is the last report that found it not in force.
-	cutPending, cutTerm, cutOld atomic.Int64
 	// overAt is the latest grant time of the overloads counted since the
 	// last decision, noOverload if none: the decision checks it against
 	// lastCut again, since a cut may have come between an overload's
@@ -233,8 +228,15 @@ type Controller struct {
 	// fleetLed (under mu) whether the target led then.
 	fleetOv  atomic.Int64
 	fleetLed bool
-	cfg      config // immutable after New
-	epoch    time.Time
+	// cutPending is the capacity of a cut set on a Shared target that did
+	// not show it at once, made in the target's term cutTerm, until a
+	// report finds it in force or the term over (see cutWaits); 0 when
+	// none waits. cutOld is the last report that found it not in force.
+	// Away from the reports' counters above: read by every report, written
+	// only by cuts.
+	cutPending, cutTerm, cutOld atomic.Int64
+	cfg                         config // immutable after New
+	epoch                       time.Time
 	// coarse stamps the overloads when the clock is the system's: a
 	// system clock read costs up to 100 ns on some virtual machines (an
 	// overload report took 138 ns with one, 14 ns with coarse), and the
