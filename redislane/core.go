@@ -187,7 +187,6 @@ func (c *core) limitAndTerm() (int64, int64) {
 	return c.capacity, 0
 }
 
-// kindName is the kind stored in the lane's meta hash.
 // oldestFence returns the lowest fence among the permits this instance
 // holds (a quota block counts as one), or 0 if it holds none.
 func (c *core) oldestFence() int64 {
@@ -202,6 +201,7 @@ func (c *core) oldestFence() int64 {
 	return low
 }
 
+// kindName is the kind stored in the lane's meta hash.
 func (c *core) kindName() string {
 	if c.ord != nil {
 		return c.ord.kind
