@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionlane/lanes/adaptive"
-	"github.com/sessionlane/lanes/internal/clock"
 )
 
 // sharingMember is a member of a fleet whose instances share overloads:
@@ -29,14 +28,8 @@ var _ adaptive.OverloadSharer = sharingMember{}
 // controller must go on cutting. On 9e70d77 cutPending (9) waits for a
 // capacity that never comes: every refusal is dropped, none decides.
 func TestReviewCutDroppedWithItsTermStillHearsRefusals(t *testing.T) {
-	clk := clock.NewFake(epoch)
-	f := &fleet{limit: 10, lag: true}
+	clk, f, c := laggingCut(t, member{id: 0}) // 10 -> 9, proposed, never written
 	m := member{f, 0}
-	c, err := adaptive.New(m, 1, 100, adaptive.WithClock(clk))
-	require.NoError(t, err)
-	f.apply()
-	roundOf(clk, c, 9, time.Second) // 10 -> 9, proposed, never written
-	require.Equal(t, uint64(1), c.Stats().OverloadDecreases)
 	f.elect(0) // a failover: a new term, the same leader; the proposal is gone
 	for range 50 {
 		clk.Advance(time.Second)
@@ -51,14 +44,8 @@ func TestReviewCutDroppedWithItsTermStillHearsRefusals(t *testing.T) {
 // pass its refusals on (ShareOverload) for the new leader to hear. On
 // 9e70d77 its cutPending (9) never clears: none is counted or shared.
 func TestReviewExLeaderSharesItsRefusals(t *testing.T) {
-	clk := clock.NewFake(epoch)
-	f := &fleet{limit: 10, lag: true}
 	shared := 0
-	m := sharingMember{member{f, 0}, &shared}
-	c, err := adaptive.New(m, 1, 100, adaptive.WithClock(clk))
-	require.NoError(t, err)
-	f.apply()
-	roundOf(clk, c, 9, time.Second) // 10 -> 9, proposed, never written
+	clk, f, c := laggingCut(t, sharingMember{member{id: 0}, &shared}) // 10 -> 9, proposed, never written
 	require.Equal(t, int64(9), c.Limit())
 	shared = 0
 	f.elect(1) // another instance leads, from the fleet's 10
@@ -74,13 +61,7 @@ func TestReviewExLeaderSharesItsRefusals(t *testing.T) {
 // It is a refusal of the cut limit and should cut again. On 9e70d77 that
 // report moves lastCut to T+1s and the refusal is dropped.
 func TestReviewRefusalAtTheCutLimitBeforeTheNextReportCounts(t *testing.T) {
-	clk := clock.NewFake(epoch)
-	f := &fleet{limit: 10, lag: true}
-	m := member{f, 0}
-	c, err := adaptive.New(m, 1, 100, adaptive.WithClock(clk))
-	require.NoError(t, err)
-	f.apply()
-	roundOf(clk, c, 9, time.Second) // 10 -> 9, proposed
+	clk, f, c := laggingCut(t, member{id: 0})
 	clk.Advance(time.Second)
 	f.apply() // 9 in force from here (T)
 	clk.Advance(time.Second)

@@ -210,13 +210,8 @@ func TestSharedTargetGrowsOnlyWhenTheFleetUsesIt(t *testing.T) {
 // cut the limit a second time for one overshoot (a fleet's limit sat a
 // step below the provider's).
 func TestSharedCutCountsFromWhenInForce(t *testing.T) {
-	clk := clock.NewFake(epoch)
-	f := &fleet{limit: 10, lag: true}
+	clk, f, c := laggingCut(t, member{id: 0})
 	m := member{f, 0}
-	c, err := adaptive.New(m, 1, 100, adaptive.WithClock(clk))
-	require.NoError(t, err)
-	f.apply()
-	roundOf(clk, c, 9, time.Second) // 10 -> 9, proposed
 	require.Equal(t, int64(9), c.Limit())
 	require.Equal(t, int64(10), m.Capacity(), "the store has not written it yet")
 
@@ -233,4 +228,28 @@ func TestSharedCutCountsFromWhenInForce(t *testing.T) {
 	c.Report(adaptive.Overload, time.Millisecond) // admitted at 9: a refusal of the cut limit
 	require.Equal(t, uint64(2), c.Stats().OverloadDecreases)
 	require.Equal(t, int64(8), c.Limit())
+}
+
+// laggingCut returns a controller, on the fake clock clk, over the
+// instance as (its fleet set to f: a fleet of 10 whose writes lag, led by
+// instance 0), after a first round trip that cut 10 to 9: proposed, not
+// yet in force (f.apply puts it in force).
+func laggingCut(t *testing.T, as adaptive.Target) (*clock.Fake, *fleet, *adaptive.Controller) {
+	t.Helper()
+	clk := clock.NewFake(epoch)
+	f := &fleet{limit: 10, lag: true}
+	switch m := as.(type) {
+	case member:
+		m.f = f
+		as = m
+	case sharingMember:
+		m.f = f
+		as = m
+	}
+	c, err := adaptive.New(as, 1, 100, adaptive.WithClock(clk))
+	require.NoError(t, err)
+	f.apply()
+	roundOf(clk, c, 9, time.Second) // 10 -> 9, proposed
+	require.Equal(t, uint64(1), c.Stats().OverloadDecreases)
+	return clk, f, c
 }
