@@ -44,11 +44,10 @@ package semaphore
 // lost; otherwise it queues, without spinning (a spin measured no gain:
 // docs/internals.md). TryAcquire barges by the same rule.
 //
-// The release. Permit.Release adds the permits to the state word (one
-// that sees the slow flag before its add calls ReleaseQueued, whose
-// barging branch adds them and goes on as below: a barging release grants
-// nothing, so it hands no token to the head); with the slow flag set it
-// calls WakeAfterRelease, whose barging branch
+// The release. Permit.Release adds the permits to the state word (a
+// barging release grants nothing, so it never hands its token to the
+// head: see handsOffAt); with the slow flag set it calls
+// WakeAfterRelease, whose barging branch
 // returns at once when the flags are exactly woken: a woken waiter is on
 // its way and will look at these permits (after it clears woken, it looks
 // at the state word: waitq.Barger's Compete). Otherwise it takes mu and

@@ -44,6 +44,7 @@ func NewHandOff(capacity int64, opts ...Option) *Weighted {
 func newHandOff(capacity int64, on bool, opts ...Option) *Weighted {
 	s := New(capacity, opts...)
 	s.handOff = -1
+	on = on && s.barge == nil // see handsOffAt
 	if on {
 		s.handOff = 1
 	}

@@ -3,6 +3,7 @@ package semaphore_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -117,4 +118,10 @@ func TestHandOffFollowsTheCapacity(t *testing.T) {
 	f.SetCapacity(2)
 	f.SetCapacity(1)
 	require.False(t, semaphore.HandsOff(f), "forced off stays off")
+	// A barging lane's release grants nothing: it never hands its token on.
+	b := semaphore.New(1, semaphore.WithBarging(time.Second))
+	require.False(t, semaphore.HandsOff(b), "barging at capacity 1")
+	b.SetCapacity(2)
+	b.SetCapacity(1)
+	require.False(t, semaphore.HandsOff(b), "barging, back to 1")
 }

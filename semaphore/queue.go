@@ -286,18 +286,13 @@ func (o *owner) WakeAfterRelease() {
 // release and a new grant, counted as such, and the permits never pass
 // through the word (neither Release's add nor the head's claim, a
 // compare-and-swap, is paid). The free permits must not be negative (a
-// shrink's debt is paid first). Otherwise, and on a barging semaphore,
-// whose releases wake the head to compete and grant nothing, the permits
-// and the token go back to the word as WakeAfterRelease's would, and the
-// waiters are served the same way. BenchmarkAblationHandOff measures it.
+// shrink's debt is paid first). Otherwise the permits and the token go
+// back to the word as WakeAfterRelease's would, and the waiters are served
+// the same way. A barging semaphore never hands off (handsOffAt), so never
+// gets here. BenchmarkAblationHandOff measures it.
 func (o *owner) ReleaseQueued(t *permit.Token, n int64) {
 	s := (*Weighted)(o)
 	back := uint64(n)<<availShift | 1<<(uint(t.Slot)&63)
-	if b := s.barge; b != nil {
-		s.state.Add(back)
-		s.wakeBarging(b)
-		return
-	}
 	var wake waitq.Chain
 	s.mu.Lock()
 	st := s.state.Load()

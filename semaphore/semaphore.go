@@ -315,9 +315,10 @@ func (s *Weighted) Do(ctx context.Context, n int64, fn func(context.Context) err
 // permits it makes every release take mu while waiters queue, and the
 // queue a convoy (BenchmarkAblationHandOff, capacity 8: 2x). So it follows
 // the capacity, also through SetCapacity: an adaptive lane that starts at
-// 1 stops handing off as it grows.
+// 1 stops handing off as it grows. A barging lane never hands off: its
+// releases wake the head to compete and grant nothing.
 func (s *Weighted) handsOffAt(c int64) bool {
-	return s.handOff > 0 || (s.handOff == 0 && c == 1)
+	return s.barge == nil && (s.handOff > 0 || (s.handOff == 0 && c == 1))
 }
 
 // SetCapacity sets the capacity (panicking as New does if n is out of
