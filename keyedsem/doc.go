@@ -44,6 +44,7 @@
 // entry in use is never evicted, and two callers of one key never end up
 // on two entries. Idle entries are kept for [WithIdleTimeout] and evicted
 // by normal use (no goroutine or timer per key), [WithJanitor] or
-// [Keyed.Sweep]; oldest first when they pass [WithMaxKeys]. An idle entry holds no goroutine,
-// timer or channel: about 140 bytes with a 38-byte string key.
+// [Keyed.Sweep]; oldest first when they pass [WithMaxKeys]. An idle entry
+// holds no goroutine, timer or channel: about 140 bytes with a 38-byte
+// string key.
 package keyedsem

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -35,7 +36,10 @@ func TestHandOffKeepsOrderAndCounts(t *testing.T) {
 				keyedsem.NoHandOff(s)
 			}
 			require.Equal(t, on, keyedsem.HandsOff(s))
-			ctx := context.Background()
+			// A hand-off that lost the grant fails the Waits below at the
+			// deadline instead of hanging.
+			ctx, cancelAll := context.WithTimeout(context.Background(), testkit.Deadline)
+			defer cancelAll()
 			held, err := s.Acquire(ctx, "k")
 			require.NoError(t, err)
 			var places []semaphore.Place

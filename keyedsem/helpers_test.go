@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -61,4 +62,13 @@ var idleModes = []struct {
 }{
 	{"idle0", []keyedsem.Option{keyedsem.WithIdleTimeout(0)}},
 	{"default", nil},
+}
+
+// bounded returns a context that ends at testkit.Deadline, for an acquire
+// that should not wait: one that does fails the test there instead of
+// hanging it.
+func bounded(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
+	t.Cleanup(cancel)
+	return ctx
 }

@@ -131,9 +131,9 @@ func (s *Keyed[K]) publish(key K, n int64) *entry[K] {
 }
 
 // made runs after a new entry (counted by publish) took the count of
-// entries to count, and does the eviction work that is owed: if the count is over the soft cap,
-// a pass that evicts the oldest idle entries; otherwise an expiry pass if
-// one is due.
+// entries to count, and does the eviction work that is owed: if the count
+// is over the soft cap, a pass that evicts the oldest idle entries;
+// otherwise an expiry pass if one is due.
 //
 // When the entries over the cap are in use, a pass finds nothing to evict;
 // running one for every new key would make a burst of busy keys cost the

@@ -114,15 +114,15 @@ func (s *Keyed[K]) settle(e *entry[K], st uint64) {
 // going idle after it with nobody having joined it (fresh), is dropped at
 // once instead: when the entries are at the eviction target or more
 // (target: a quarter under the soft cap, at least one under), and the
-// semaphore is open. A flood of keys used once
-// then costs what it costs with idle timeout 0, an insert and a removal of
-// a key whose lines are still warm, instead of keeping each key and
-// evicting, for it, one idle since thousands of keys ago (cold lines:
-// docs/internals.md, "keyedsem: a key used once, dropped"). One new entry
-// in 16 is not made fresh (keepFresh), so a key that comes back gets kept
-// after 16 uses on average, and one whose use overlaps another's at once;
-// on the keys kept, the soft cap, the idle timeout and the eviction of the
-// oldest work as before.
+// semaphore is open. A flood of keys used once then costs what it costs
+// with idle timeout 0, an insert and a removal of a key whose lines are
+// still warm, instead of keeping each key and evicting, for it, one idle
+// since thousands of keys ago (cold lines: docs/internals.md, "keyedsem: a
+// key used once, dropped"). One new entry in 16 is not made fresh
+// (keepFresh), so a key that comes back gets kept after 16 uses on
+// average, and one whose use overlaps another's at once; on the keys
+// kept, the soft cap, the idle timeout and the eviction of the oldest
+// work as before.
 func (s *Keyed[K]) dropFresh() bool {
 	return s.alive.Load() >= s.target && !s.closed.Load()
 }

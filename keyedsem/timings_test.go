@@ -131,7 +131,8 @@ func TestHoldTimesSampledOnNewTokens(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s := keyedsem.New[int](append(c.opts, keyedsem.WithHistograms())...)
 			defer s.Close()
-			ctx := context.Background()
+			ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline) // fails, not hangs, if a key's permit is lost
+			defer cancel()
 			for range 2000 { // past the first holds, which are all timed
 				p, err := s.Acquire(ctx, 0)
 				if err != nil {
