@@ -122,20 +122,7 @@ func BenchmarkAblationHandOff(b *testing.B) {
 				if on == "off" {
 					keyedsem.NoHandOff(s)
 				}
-				ctx := context.Background()
-				k := benchKeys[0]
-				b.SetParallelism(16) // 32 goroutines on 2 processors
-				b.ReportAllocs()
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						p, err := s.Acquire(ctx, k)
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						p.Release()
-					}
-				})
+				runHotKey(b, s)
 			})
 		}
 	}
