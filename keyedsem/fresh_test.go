@@ -21,7 +21,7 @@ func TestKeyUsedOnceDroppedOverThreeQuarters(t *testing.T) {
 	s := keyedsem.New[string](keyedsem.WithMaxKeys(8), keyedsem.WithClock(clk))
 	defer s.Close()
 	for i := range 20 { // made 1st..20th
-		p, err := s.Acquire(bounded(t), fmt.Sprint("k", i))
+		p, err := s.Acquire(testCtx(t), fmt.Sprint("k", i))
 		require.NoError(t, err)
 		clk.Advance(time.Second)
 		p.Release()
@@ -46,21 +46,21 @@ func TestKeyUsedAgainIsKept(t *testing.T) {
 	s := keyedsem.New[string](keyedsem.WithMaxKeys(8), keyedsem.WithPerKeyCapacity(2), keyedsem.WithClock(clk))
 	defer s.Close()
 	for i := range 6 { // k0..k5: k5 goes idle at 6 entries, used once
-		p, err := s.Acquire(bounded(t), fmt.Sprint("k", i))
+		p, err := s.Acquire(testCtx(t), fmt.Sprint("k", i))
 		require.NoError(t, err)
 		p.Release()
 	}
 	require.Equal(t, 5, s.Len(), "k5, used once at 6 entries, went")
 	// Two holders of a new key at once: the second joined it.
-	a, err := s.Acquire(bounded(t), "both")
+	a, err := s.Acquire(testCtx(t), "both")
 	require.NoError(t, err)
-	b, err := s.Acquire(bounded(t), "both")
+	b, err := s.Acquire(testCtx(t), "both")
 	require.NoError(t, err)
 	a.Release()
 	b.Release()
 	assert.True(t, keyedsem.Has(s, "both"), "a key two callers held at once is kept")
 	// A kept key used again at 6 entries stays.
-	p, err := s.Acquire(bounded(t), "k0")
+	p, err := s.Acquire(testCtx(t), "k0")
 	require.NoError(t, err)
 	p.Release()
 	assert.True(t, keyedsem.Has(s, "k0"), "a kept key used again is kept")
@@ -77,7 +77,7 @@ func TestKeyUsedOnceKeptWhereItMatters(t *testing.T) {
 		keyedsem.WithSequenceOrder(), keyedsem.WithReorderHold(time.Second))
 	defer s.Close()
 	for i := range 8 {
-		p, err := s.Acquire(bounded(t), fmt.Sprint("k", i))
+		p, err := s.Acquire(testCtx(t), fmt.Sprint("k", i))
 		require.NoError(t, err)
 		p.Release()
 	}
@@ -86,7 +86,7 @@ func TestKeyUsedOnceKeptWhereItMatters(t *testing.T) {
 	c := keyedsem.New[string](keyedsem.WithMaxKeys(8), keyedsem.WithClock(clk))
 	var held []func() bool
 	for i := range 8 {
-		p, err := c.Acquire(bounded(t), fmt.Sprint("k", i))
+		p, err := c.Acquire(testCtx(t), fmt.Sprint("k", i))
 		require.NoError(t, err)
 		held = append(held, p.Release)
 	}
@@ -108,7 +108,7 @@ func TestReturningKeyKeptAtLast(t *testing.T) {
 	defer s.Close()
 	use := func(k string) {
 		t.Helper()
-		p, err := s.Acquire(bounded(t), k)
+		p, err := s.Acquire(testCtx(t), k)
 		require.NoError(t, err)
 		p.Release()
 	}

@@ -64,10 +64,10 @@ var idleModes = []struct {
 	{"default", nil},
 }
 
-// bounded returns a context that ends at testkit.Deadline, for an acquire
+// testCtx returns a context that ends at testkit.Deadline, for an acquire
 // that should not wait: one that does fails the test there instead of
 // hanging it.
-func bounded(t *testing.T) context.Context {
+func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
 	t.Cleanup(cancel)
 	return ctx
