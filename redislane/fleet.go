@@ -176,7 +176,10 @@ func (f *Fleet) Term() int64 { return f.c.fleet.term.Load() }
 // holds was granted before the fleet's limit was last cut: the refused
 // work's permit is one of them (the controller passes the overload on
 // before it is released), and may be a leftover of the old limit, which
-// the cut answered. With Leader and Term it makes a Fleet an
+// the cut answered. So after a cut a follower's overloads reach the
+// leader only once its calls granted before the cut have ended (with
+// calls held for minutes, minutes); the leader's own overloads count from
+// when the cut is in force. With Leader and Term it makes a Fleet an
 // adaptive.OverloadSharer, whose controller calls it.
 func (f *Fleet) ShareOverload() {
 	fl := f.c.fleet
