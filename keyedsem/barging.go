@@ -126,33 +126,27 @@ func (l line[K]) Compete(ctx context.Context, n int64) (p permit.Permit, more, o
 	return permit.Permit(l.s.grant(e, n)), st&queuedBit != 0 && avail(st) > n, true
 }
 
-// Reclaim takes n free permits under the lock, clearing woken with them;
-// refuses them after Close or the end of ctx; or sets the queued bit (and
-// strict if aged) and clears woken in one compare-and-swap, and counts the
-// waiter back in.
+// Reclaim takes n free permits under the lock (the engine then clears
+// woken); refuses them after Close or the end of ctx; or sets the queued
+// bit (and strict if aged) and clears woken in one compare-and-swap, and
+// counts the waiter back in: the engine's admission, for a waiter that was
+// the head.
 func (l line[K]) Reclaim(ctx context.Context, n int64, aged bool) (p permit.Permit, queued bool, how waitq.Ending, err error) {
-	e := l.e
-	for {
-		if l.s.closed.Load() {
-			return permit.Permit{}, false, waitq.Failed, semaphore.ErrClosed
-		}
-		st := e.state.Load()
-		if err := ended(ctx); err != nil { // after the load: see ended
-			return permit.Permit{}, false, waitq.Cancelled, err
-		}
-		if avail(st) >= n {
-			if e.state.CompareAndSwap(st, (st-uint64(n))&^kWoken) {
-				return permit.Permit(l.s.grant(e, n)), false, 0, nil
-			}
-			continue
-		}
-		nst := (st | queuedBit) &^ kWoken
-		if aged {
-			nst |= kStrict
-		}
-		if e.state.CompareAndSwap(st, nst) {
-			l.s.waiters.Add(1)
-			return permit.Permit{}, true, 0, nil
-		}
+	g := l.s.gate()
+	g.Head = true // it was the head, and was admitted once: no Full
+	g.Clear = kWoken
+	if aged {
+		g.Set |= kStrict
 	}
+	_, got, err := waitq.Admit(ctx, l, &l.e.state, n, &g)
+	switch got {
+	case waitq.Taken:
+		return permit.Permit(l.s.grant(l.e, n)), false, 0, nil
+	case waitq.CtxEnded:
+		return permit.Permit{}, false, waitq.Cancelled, err
+	case waitq.Refused:
+		return permit.Permit{}, false, waitq.Failed, err
+	}
+	l.s.waiters.Add(1)
+	return permit.Permit{}, true, 0, nil
 }

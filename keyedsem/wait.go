@@ -123,10 +123,11 @@ func (s *Keyed[K]) wait(ctx context.Context, e *entry[K], n int64, t *call.Turn)
 }
 
 // enqueue is the admission of every call that may wait on e, the first
-// half of wait (and of a barging wait), under e.mu: it pushes a waiter for
-// n permits of e (placed by t, as for wait) and returns it, or returns the
-// permit (the permits came free and the caller comes first) or the error
-// (the reference then dropped) with a nil waiter. A Place (see Keyed.Join)
+// half of wait (and of a barging wait), under e.mu: the engine decides
+// (waitq.Admit), and enqueue pushes a waiter for n permits of e (placed by
+// t, as for wait) and returns it, or returns the permit (the permits came
+// free and the caller comes first) or the error (the reference then
+// dropped) with a nil waiter. A Place (see Keyed.Join)
 // is a waiter pushed here whose await comes later.
 func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Turn) (*waitq.Waiter, semaphore.Permit, error) {
 	var pl waitq.Place
@@ -134,58 +135,32 @@ func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Tu
 		pl = s.placeOf(t) // before the lock: it may read the clock
 	}
 	e.mu.Lock()
-	var err error
-	cancelled := false
-	held := s.hold != 0 && gapped(e.last, pl.Rank)
-	for err == nil {
-		if s.closed.Load() {
-			err = semaphore.ErrClosed
-			break
-		}
-		st := e.state.Load()
-		if avail(st) >= n && !held && s.first(e, st, &pl) {
-			// The permits came free since lookup, or the caller goes
-			// ahead of every waiter and fits: they may have come free
-			// after ctx ended (see ended).
-			if err = ended(ctx); err != nil {
-				cancelled = true
-				break
-			}
-			if e.state.CompareAndSwap(st, st-uint64(n)) {
-				if s.hold == 0 {
-					e.mu.Unlock()
-					return nil, s.grant(e, n), nil
-				}
-				// Its number may end the hold of those queued.
-				grantedLocked(e, pl.Rank)
-				var wake waitq.Chain
-				if !e.q.Empty() {
-					s.grantLocked(e, &wake)
-				}
-				e.mu.Unlock()
-				wake.Wake()
-				return nil, s.grant(e, n), nil
-			}
-			continue
-		}
-		if s.maxWaiters > 0 && e.q.Len(s.maxWaiters) >= s.maxWaiters {
-			err = semaphore.ErrQueueFull
-			break
-		}
-		// Set the queued bit before queueing, so that no lock-free acquire
-		// or release can slip past the queue; a strict bit left from
-		// before the queue last emptied (WithBarging) goes with it. If the
-		// word moved, look again: the permits may have come back.
-		nst := st | queuedBit
-		if e.q.Empty() {
-			nst &^= kStrict
-		}
-		if st == nst || e.state.CompareAndSwap(st, nst) {
-			break
-		}
+	g := s.gate()
+	g.Place = pl
+	if m := s.maxWaiters; m > 0 && e.q.Len(m) >= m {
+		g.Full = semaphore.ErrQueueFull
 	}
-	if err != nil {
-		s.refuseLocked(e, cancelled)
+	if e.q.Empty() {
+		g.Clear = kStrict // left from before the queue last emptied (WithBarging)
+	}
+	_, how, err := waitq.Admit(ctx, line[K]{s, e}, &e.state, n, &g)
+	switch how {
+	case waitq.Taken:
+		if s.hold == 0 {
+			e.mu.Unlock()
+			return nil, s.grant(e, n), nil
+		}
+		// Its number may end the hold of those queued.
+		grantedLocked(e, pl.Rank)
+		var wake waitq.Chain
+		if !e.q.Empty() {
+			s.grantLocked(e, &wake)
+		}
+		e.mu.Unlock()
+		wake.Wake()
+		return nil, s.grant(e, n), nil
+	case waitq.CtxEnded, waitq.Refused:
+		s.refuseLocked(e, how == waitq.CtxEnded)
 		return nil, semaphore.Permit{}, err
 	}
 	w := s.wcache.Get()
@@ -210,8 +185,32 @@ func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Tu
 	return w, semaphore.Permit{}, nil
 }
 
-// first reports whether a caller at place pl, whose permits are free in
-// e's word st, comes before every waiter of e: nobody waits; or
+// gate is what admission asks of every caller of a key (waitq.Gate):
+// refused after Close; the mark is the queued bit, so that no lock-free
+// acquire or release can slip past the queue. It must be called with the
+// key's lock held.
+func (s *Keyed[K]) gate() waitq.Gate {
+	g := waitq.Gate{Mask: availMask, Set: queuedBit}
+	if s.closed.Load() {
+		g.Refuse = semaphore.ErrClosed
+	}
+	return g
+}
+
+// First reports whether a caller at place pl comes first (see first), and
+// is not held back by WithReorderHold (see hold.go), with e.mu held.
+func (l line[K]) First(st uint64, pl waitq.Place) bool {
+	return !(l.s.hold != 0 && gapped(l.e.last, pl.Rank)) && l.s.first(l.e, st, &pl)
+}
+
+// Take takes n permits from e's word for a caller that waitq.Admit let in;
+// its token is made after unlocking (Keyed.grant).
+func (l line[K]) Take(st uint64, n int64) (*permit.Token, bool) {
+	return nil, l.e.state.CompareAndSwap(st, st-uint64(n))
+}
+
+// first reports whether a caller at place pl comes before every waiter of
+// e, if its permits are free, e's word being st: nobody waits; or
 // (WithBarging) the key is not in strict hand-off; or it goes ahead of the
 // head. It must be called with e.mu held.
 func (s *Keyed[K]) first(e *entry[K], st uint64, pl *waitq.Place) bool {

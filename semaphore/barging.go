@@ -324,34 +324,25 @@ func (o *owner) Compete(ctx context.Context, n int64) (p permit.Permit, more, ok
 
 // Reclaim takes n permits under mu if they are free now (a spare token
 // too), refuses them after Close, a shrink below n or the end of ctx, or
-// sets the slow flag and counts the waiter back in.
+// sets the slow flag and counts the waiter back in: the engine's
+// admission, for a waiter that was the head.
 func (o *owner) Reclaim(ctx context.Context, n int64, aged bool) (p permit.Permit, queued bool, how waitq.Ending, err error) {
-	s, b := (*Weighted)(o), o.barge
-	for {
-		if s.closed {
-			return permit.Permit{}, false, waitq.Failed, ErrClosed
-		}
-		if n > s.capacity.Load() {
-			return permit.Permit{}, false, waitq.Failed, ErrTooHeavy
-		}
-		st := s.state.Load()
-		if ctxEnded(ctx) { // after the load: see Acquire
-			return permit.Permit{}, false, waitq.Cancelled, ctx.Err()
-		}
-		if avail(st) >= n {
-			if t, ok := s.claimLocked(st, n); ok {
-				s.grantedWait++
-				return permit.Make(t, t.Gen(), n), false, 0, nil
-			}
-			continue
-		}
-		if st&flagSlow != 0 || s.state.CompareAndSwap(st, st|flagSlow) {
-			if aged {
-				b.flags.Or(bStrict)
-			}
-			s.counted(n)
-			b.flags.And(^uint64(bWoken))
-			return permit.Permit{}, true, 0, nil
-		}
+	g := (*Weighted)(o).gate(n)
+	g.Head, g.Full = true, nil // it was the head, and was admitted once
+	t, got, err := waitq.Admit(ctx, o, &o.state, n, &g)
+	switch got {
+	case waitq.Taken:
+		o.grantedWait++
+		return permit.Make(t, t.Gen(), n), false, 0, nil
+	case waitq.CtxEnded:
+		return permit.Permit{}, false, waitq.Cancelled, err
+	case waitq.Refused:
+		return permit.Permit{}, false, waitq.Failed, err
 	}
+	if aged {
+		o.barge.flags.Or(bStrict)
+	}
+	(*Weighted)(o).counted(n)
+	o.barge.flags.And(^uint64(bWoken))
+	return permit.Permit{}, true, 0, nil
 }

@@ -77,11 +77,11 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn *call.Turn) (P
 }
 
 // admit is the admission of every call that may wait: Acquire, Join (with
-// a context that never ends: it waits for nothing) and a barging Acquire. For n permits (n > 0)
-// at the place turn gives, it returns the permits if they are free and the
-// caller comes first; else a waiter, counted and pushed; else the refusal,
-// counted: ErrClosed, ErrTooHeavy, the context's end, ErrQueueFull, or a
-// bad group weight.
+// a context that never ends: it waits for nothing) and a barging Acquire.
+// For n permits (n > 0) at the place turn gives, the engine decides
+// (waitq.Admit); admit counts the outcome and returns the permits, or a
+// waiter it pushed, or the refusal: ErrClosed, ErrTooHeavy, the context's
+// end, ErrQueueFull, or a bad group weight.
 func (s *Weighted) admit(ctx context.Context, n int64, turn *call.Turn) (*waitq.Waiter, Permit, error) {
 	// What may call the clock or the user's weight function is read before
 	// locking.
@@ -95,46 +95,18 @@ func (s *Weighted) admit(ctx context.Context, n int64, turn *call.Turn) (*waitq.
 		}
 	}
 	s.mu.Lock()
-	var err error
-	switch {
-	case s.closed:
-		err = ErrClosed
-	case n > s.capacity.Load():
-		err = ErrTooHeavy
-	}
-	for err == nil {
-		st := s.state.Load()
-		// Permits given back since Acquire looked at ctx (a release of an
-		// inline token needs no lock) must not go to a context that ended
-		// before they came free: look again after each load.
-		if ctxEnded(ctx) {
-			s.cancelled++
-			s.mu.Unlock()
-			return nil, Permit{}, ctx.Err()
-		}
-		if avail(st) >= n && s.first(&pl) {
-			if t, ok := s.claimLocked(st, n); ok {
-				s.mu.Unlock()
-				return nil, Permit(permit.Make(t, t.Gen(), n)), nil
-			}
-			continue
-		}
-		// Under a bound on the waiting weight, waitWeight never exceeds
-		// it, so the difference does not wrap (a sum could, past
-		// math.MaxInt64, and let the waiter in).
-		if (s.maxWaiters > 0 && s.waiters >= s.maxWaiters) ||
-			(s.maxWaitWt > 0 && uint64(n) > uint64(s.maxWaitWt)-s.waitWeight) {
-			err = ErrQueueFull
-			break
-		}
-		// Set the slow flag before queueing, so that no fast-path release
-		// can slip past the queue. If the word moved, look again: the
-		// permits may have come back.
-		if st&flagSlow != 0 || s.state.CompareAndSwap(st, st|flagSlow) {
-			break
-		}
-	}
-	if err != nil {
+	g := s.gate(n)
+	g.Place = pl
+	t, how, err := waitq.Admit(ctx, (*owner)(s), &s.state, n, &g)
+	switch how {
+	case waitq.Taken:
+		s.mu.Unlock()
+		return nil, Permit(permit.Make(t, t.Gen(), n)), nil
+	case waitq.CtxEnded:
+		s.cancelled++
+		s.mu.Unlock()
+		return nil, Permit{}, err
+	case waitq.Refused:
 		s.rejected++
 		s.mu.Unlock()
 		return nil, Permit{}, err
@@ -159,6 +131,39 @@ func (s *Weighted) admit(ctx context.Context, n int64, turn *call.Turn) (*waitq.
 		s.mu.Unlock()
 	}
 	return w, Permit{}, nil
+}
+
+// gate answers admission's questions for a caller of n permits
+// (waitq.Gate), but for its place: refused after Close and when heavier
+// than the capacity; refused as a waiter past WithMaxWaiters or
+// WithMaxWaitingWeight; the mark is the slow flag. It must be called with
+// mu held.
+func (s *Weighted) gate(n int64) waitq.Gate {
+	g := waitq.Gate{Mask: ^uint64(0), Shift: availShift, Set: flagSlow}
+	switch {
+	case s.closed:
+		g.Refuse = ErrClosed
+	case n > s.capacity.Load():
+		g.Refuse = ErrTooHeavy
+	}
+	// Under a bound on the waiting weight, waitWeight never exceeds it,
+	// so the difference does not wrap (a sum could, past math.MaxInt64,
+	// and let the waiter in).
+	if (s.maxWaiters > 0 && s.waiters >= s.maxWaiters) ||
+		(s.maxWaitWt > 0 && uint64(n) > uint64(s.maxWaitWt)-s.waitWeight) {
+		g.Full = ErrQueueFull
+	}
+	return g
+}
+
+// First reports whether a caller at place pl comes first (see first),
+// with mu held.
+func (o *owner) First(_ uint64, pl waitq.Place) bool { return (*Weighted)(o).first(&pl) }
+
+// Take claims n permits and a token for a caller that waitq.Admit let in
+// (claimLocked), with mu held.
+func (o *owner) Take(st uint64, n int64) (*permit.Token, bool) {
+	return (*Weighted)(o).claimLocked(st, n)
 }
 
 // first reports whether a caller at place pl, whose permits are free, is

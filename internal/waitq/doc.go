@@ -1,46 +1,48 @@
-// Package waitq is the waiting engine of the lanes semaphores: the queue of
-// waiters, the grant loop, leaving on cancellation, giving back a grant that
-// came too late, failing waiters, the wake-up after unlocking, and the wait
-// itself. Package semaphore and package keyedsem both wait through it; what
-// is specific to each (a state word and its flags, tokens, references,
-// bounds, counters) is supplied by the queue's [Owner].
+// Package waitq is the waiting engine of the lanes semaphores: admission,
+// the queue of waiters, the grant loop, leaving on cancellation, giving
+// back a grant that came too late, failing waiters, the wake-up after
+// unlocking, and the wait itself. Package semaphore and package keyedsem
+// both wait through it; what is specific to each (a state word and its
+// flags, tokens, references, bounds, counters) is supplied by the queue's
+// [Owner], and, for admission, as data ([Gate]).
 //
 // # Protocol
 //
-// Under the owner's lock a caller that cannot be served at once joins the
-// queue ([Queue.Push]); then, without the lock, it calls [Wait] (or its
-// parts, [Await], then [Outcome] or [End]; or [Receive], for a wait that
-// nothing but the grant can end). A waker
-// decides under the lock whom to serve: [Grant] serves waiters while they
-// fit, claiming their permits through [Owner.Claim]; [Fail] fails them
-// (Close, a shrink). A served waiter is off the queue, marked served, and
-// linked into a [Chain], which the waker wakes after unlocking: one send
-// on each waiter's channel. A waiter whose context (or maximum wait) ends
-// takes the lock: if it was not served it leaves the queue, and if it was
-// the head the ones behind it are served; if it was served, it receives its
-// wake-up and gives a grant back ([Owner.Unclaim]), serving the ones behind.
+// Under the owner's lock a caller is admitted ([Admit]): given its permits
+// at once, refused, or told to wait; a caller that waits joins the queue
+// ([Queue.Push]); then, without the lock, it calls [Wait] (or its parts,
+// [Await], then [Outcome] or [End]; or [Receive], for a wait that nothing
+// but the grant can end). A waker decides under the lock whom to serve:
+// [Grant] serves waiters while they fit, claiming their permits through
+// [Owner.Claim]; [Fail] fails them (Close, a shrink). A served waiter is
+// off the queue, marked served, and linked into a [Chain], which the waker
+// wakes after unlocking: one send on each waiter's channel. A waiter whose
+// context (or maximum wait) ends takes the lock: if it was not served it
+// leaves the queue, and if it was the head the ones behind it are served;
+// if it was served, it receives its wake-up and gives a grant back
+// ([Owner.Unclaim]), serving the ones behind.
 //
 // # Why it is right
 //
 // No waiter misses permits. Units come back either under the owner's lock,
 // and the owner then calls Grant under the same hold, or by a lock-free
-// atomic add to the owner's word. The owner sets a flag in that word (the
+// atomic add to the owner's word. Admit sets a flag in that word (the
 // semaphore's slow flag, an entry's queued bit) under the lock, with a
 // compare-and-swap from the very word it found too short of permits, before
-// it pushes the first waiter, and clears it ([Owner.Emptied]) only under
-// the lock once the queue is empty. A release that lands before the
-// compare-and-swap makes it fail, so the caller looks again and takes the
-// permits instead of queueing; one that lands after finds the flag set and
-// takes the lock to run Grant. An owner may also let a release look at
-// the flag before it gives its units back (the semaphore's inline tokens):
-// one that sees it set gives nothing back without the lock, but takes the
-// lock and there either hands the units, token and all, to the head if it
-// fits in them alone ([Hand]: a grant as Grant's, the rest given back and
-// Grant run when the ones behind may fit in what is free besides), or
-// gives them back and runs Grant; one that sees it clear adds them, and a
-// flag set between its look and its add is found by the add, as above.
-// A waiter that leaves from the head lets Grant look at the next one,
-// which may fit where the head did not.
+// the owner pushes the first waiter, and the owner clears it
+// ([Owner.Emptied]) only under the lock once the queue is empty. A release
+// that lands before the compare-and-swap makes it fail, so the caller looks
+// again and takes the permits instead of queueing; one that lands after
+// finds the flag set and takes the lock to run Grant. An owner may also let
+// a release look at the flag before it gives its units back (the
+// semaphore's inline tokens): one that sees it set gives nothing back
+// without the lock, but takes the lock and there either hands the units,
+// token and all, to the head if it fits in them alone ([Hand]: a grant as
+// Grant's, the rest given back and Grant run when the ones behind may fit
+// in what is free besides), or gives them back and runs Grant; one that
+// sees it clear adds them, and a flag set between its look and its add is
+// found by the add, as above. A waiter that leaves from the head lets Grant
+// look at the next one, which may fit where the head did not.
 //
 // A context that ended first wins. When a grant and the end of the wait
 // are both ready, select picks one at random; so a woken waiter looks at
