@@ -10,3 +10,13 @@ func BargingStrict[K comparable](s *Keyed[K], key K) bool {
 	st := e.state.Load()
 	return st&(busyBit|deadBit) == busyBit && st&kStrict != 0
 }
+
+// BargingWoken reports whether key's entry of s, made WithBarging, has a
+// waiter woken to compete and not done looking; false without an entry.
+func BargingWoken[K comparable](s *Keyed[K], key K) bool {
+	e, ok := s.m.Load(key)
+	if !ok {
+		return false
+	}
+	return e.state.Load()&kWoken != 0
+}
