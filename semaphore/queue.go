@@ -146,11 +146,8 @@ func (s *Weighted) gate(n int64) waitq.Gate {
 	case n > s.capacity.Load():
 		g.Refuse = ErrTooHeavy
 	}
-	// Under a bound on the waiting weight, waitWeight never exceeds it,
-	// so the difference does not wrap (a sum could, past math.MaxInt64,
-	// and let the waiter in).
 	if (s.maxWaiters > 0 && s.waiters >= s.maxWaiters) ||
-		(s.maxWaitWt > 0 && uint64(n) > uint64(s.maxWaitWt)-s.waitWeight) {
+		(s.maxWaitWt > 0 && !s.weightFits(n)) {
 		g.Full = ErrQueueFull
 	}
 	return g
@@ -159,6 +156,18 @@ func (s *Weighted) gate(n int64) waitq.Gate {
 // First reports whether a caller at place pl comes first (see first),
 // with mu held.
 func (o *owner) First(_ uint64, pl waitq.Place) bool { return (*Weighted)(o).first(&pl) }
+
+// weightFits reports whether a waiter of n permits fits under
+// WithMaxWaitingWeight. The waiting weight may be past the bound: a
+// barging waiter that rejoins is counted back in whatever the bound (it
+// was admitted once). So it is compared before the bound is subtracted
+// from (which then does not wrap), and a sum is never formed (it could
+// wrap past math.MaxInt64 and let the waiter in). It must be called with
+// mu held.
+func (s *Weighted) weightFits(n int64) bool {
+	m := uint64(s.maxWaitWt)
+	return s.waitHi == 0 && s.waitWeight <= m && uint64(n) <= m-s.waitWeight
+}
 
 // Take claims n permits and a token for a caller that waitq.Admit let in
 // (claimLocked), with mu held.

@@ -115,12 +115,12 @@ type config struct {
 	hc                         hist.Clock       // the clock of timings and waiters' stamps, from clock
 }
 
-// Option configures [New]. A value out of range, or a nil Option, is
-// refused, never clamped.
+// Option configures [New]; an out-of-range or nil Option is refused.
 type Option func(*config)
 
 // WithMaxWaiters(n) fails a call with [ErrQueueFull] rather than let it be
-// waiter n+1. 0, the default, is no bound.
+// waiter n+1; 0, the default, is no bound. A woken [WithBarging] waiter
+// that loses rejoins past this bound or WithMaxWaitingWeight's.
 func WithMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters = n } }
 
 // WithMaxWaitingWeight(w) fails a call with [ErrQueueFull] rather than let
