@@ -32,6 +32,7 @@ func TestBargingKeyAgedWhileWokenSetsStrict(t *testing.T) {
 		clk.Advance(time.Second)
 		var p semaphore.Permit
 		won := false
+		deadline := time.Now().Add(hangGuard)
 		for {
 			if q, ok := s.TryAcquire(key); ok {
 				p = q
@@ -45,6 +46,9 @@ func TestBargingKeyAgedWhileWokenSetsStrict(t *testing.T) {
 				r.p.Release()
 				won = true
 			default:
+				if time.Now().After(deadline) {
+					t.Fatalf("iteration %d: neither the barger nor the waiter got the permit", i)
+				}
 				continue
 			}
 			break

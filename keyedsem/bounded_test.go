@@ -1,6 +1,7 @@
 package keyedsem_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -44,6 +45,34 @@ func TestMaxWaitersPerKey(t *testing.T) {
 	require.NoError(t, err)
 	q.Release()
 	p.Release()
+	r := recv(t, w, "the waiter")
+	require.NoError(t, r.err)
+	r.p.Release()
+}
+
+// TestEndedContextBeforeQueueFull: an acquire whose context ended on its
+// way to a key whose line is full returns the context's error, counted
+// Cancelled, not ErrQueueFull counted Rejected: an ended context comes
+// before any refusal (doc.go), as in package semaphore. Before the
+// admission was the engine's (waitq.Admit), a key's admission looked at
+// the context only once the permits were free, and this acquire was
+// refused as a waiter.
+func TestEndedContextBeforeQueueFull(t *testing.T) {
+	s := keyedsem.New[string](keyedsem.WithMaxWaitersPerKey(1))
+	defer s.Close()
+	p, err := s.Acquire(bg, "k")
+	require.NoError(t, err)
+	w := queue(t, s, testCtx(t), "k", 1, 1) // the line is full
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	keyedsem.SetBeforeWait(s, cancel) // after the lookup found the key held
+	_, err = s.Acquire(ctx, "k")
+	require.ErrorIs(t, err, context.Canceled)
+	st := s.Stats()
+	assert.Equal(t, uint64(1), st.Cancelled, "Cancelled")
+	assert.Equal(t, uint64(0), st.Rejected, "Rejected")
+	keyedsem.SetBeforeWait(s, nil)
+	require.True(t, p.Release())
 	r := recv(t, w, "the waiter")
 	require.NoError(t, r.err)
 	r.p.Release()

@@ -204,7 +204,7 @@ func (l line[K]) First(st uint64, pl waitq.Place) bool {
 }
 
 // Take takes n permits from e's word for a caller that waitq.Admit let in;
-// its token is made after unlocking (Keyed.grant).
+// its caller makes the token (Keyed.grant).
 func (l line[K]) Take(st uint64, n int64) (*permit.Token, bool) {
 	return nil, l.e.state.CompareAndSwap(st, st-uint64(n))
 }

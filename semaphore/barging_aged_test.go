@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -33,6 +34,7 @@ func TestBargingAgedWhileWokenSetsStrict(t *testing.T) {
 		clk.Advance(time.Second)
 		var p semaphore.Permit
 		won := false
+		deadline := time.Now().Add(testkit.Deadline)
 		for {
 			if q, ok := s.TryAcquire(1); ok {
 				p = q
@@ -46,6 +48,9 @@ func TestBargingAgedWhileWokenSetsStrict(t *testing.T) {
 				r.p.Release()
 				won = true
 			default:
+				if time.Now().After(deadline) {
+					t.Fatalf("iteration %d: neither the barger nor the waiter got the permit", i)
+				}
 				continue
 			}
 			break

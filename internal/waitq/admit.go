@@ -8,13 +8,14 @@ import (
 )
 
 // Gate is an owner's answers to admission's questions about a caller,
-// decided under the owner's lock before [Admit] looks at the state word.
-// None of them changes while the lock is held (the bounds' counts and the
-// closed flag change only under it), whereas the word changes without
-// it; so they are data, read in Admit's loop, which calls the owner
-// (through its type parameter) only once the caller's permits are free.
-// (An admission that asked the owner every question cost the contended
-// FIFO rows 9-23%: docs/internals.md.)
+// decided under the owner's lock before [Admit] looks at the state word,
+// whereas the word changes without the lock. So they are data, read in
+// Admit's loop, which calls the owner (through its type parameter) only
+// once the caller's permits are free (docs/internals.md has the cost of
+// the other way). No answer changes while the lock is held, but for a
+// keyed semaphore's closed flag, which Close sets before it takes each
+// key's lock to fail its waiters: a caller that read it clear is failed
+// there once queued.
 type Gate struct {
 	// Refuse refuses the call whatever the permits (closed, heavier than
 	// the capacity), or is nil.
@@ -40,8 +41,9 @@ type Gate struct {
 // Its methods are called with the owner's lock held.
 type Taker interface {
 	// First reports whether a caller at place pl, whose permits are free
-	// in the state word st, comes before every waiter: nobody waits, it
-	// goes ahead of the head, or it may barge.
+	// in the state word st, comes before every waiter (nobody waits, it
+	// goes ahead of the head, or it may barge) and the owner's own rules
+	// let it take them (a keyed semaphore's reorder hold).
 	First(st uint64, pl Place) bool
 	// Take takes n permits from the state word st for the caller, by one
 	// compare-and-swap from st, with a token if the owner makes it under
@@ -68,22 +70,20 @@ const (
 
 // Admit is the admission of every caller that may wait for n permits
 // (n > 0) of an owner whose state word is word: of a newcomer, and of a
-// barging waiter that was woken and lost (Barger.Reclaim). It gives the
-// permits at once if they are free and the caller comes first (Taken:
-// Gate.Head or Taker.First),
-// refuses the caller (Refused, CtxEnded), or marks the word and tells the
-// owner to queue it (Queued), as g says. It must be called with the
-// owner's lock held, which it leaves held: the owner counts the outcome,
-// pushes a queued waiter, and unlocks.
+// barging waiter that was woken and lost (Barger.Reclaim). As g says, it
+// refuses the caller (Refused: Gate.Refuse), gives it the permits at once
+// if they are free and it comes first (Taken: Gate.Head or Taker.First),
+// refuses it (CtxEnded if its context ended, else Refused: Gate.Full), or
+// marks the word and tells the owner to queue it (Queued). It must be
+// called with the owner's lock held, which it leaves held: the owner
+// counts the outcome, pushes a queued waiter, and unlocks.
 //
-// Why no waiter misses permits, and an ended context wins: the mark is
-// set by a compare-and-swap from the very word that was found too short
-// of permits (or the caller not first), so a release that gave permits
-// back since makes it fail and the caller looks again (see the package
-// doc). The context is looked at after each load of the word, so permits
-// that a release gave back after the context ended never go to it: if
-// the load saw the release, it sees the ending too (atomics are
-// sequentially consistent).
+// The mark is set by a compare-and-swap from the very word found too
+// short of permits (or the caller not first): see the package doc for why
+// no waiter then misses permits. The context is looked at after each load
+// of the word, so permits given back after it ended never go to it: if the
+// load saw the release, it sees the ending too (atomics are sequentially
+// consistent); and an ended context comes before the queue's refusal.
 func Admit[T Taker](ctx context.Context, t T, word *atomic.Uint64, n int64, g *Gate) (*permit.Token, Admission, error) {
 	if g.Refuse != nil {
 		return nil, Refused, g.Refuse

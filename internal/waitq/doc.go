@@ -28,21 +28,21 @@
 // and the owner then calls Grant under the same hold, or by a lock-free
 // atomic add to the owner's word. Admit sets a flag in that word (the
 // semaphore's slow flag, an entry's queued bit) under the lock, with a
-// compare-and-swap from the very word it found too short of permits, before
-// the owner pushes the first waiter, and the owner clears it
-// ([Owner.Emptied]) only under the lock once the queue is empty. A release
-// that lands before the compare-and-swap makes it fail, so the caller looks
-// again and takes the permits instead of queueing; one that lands after
-// finds the flag set and takes the lock to run Grant. An owner may also let
-// a release look at the flag before it gives its units back (the
-// semaphore's inline tokens): one that sees it set gives nothing back
-// without the lock, but takes the lock and there either hands the units,
-// token and all, to the head if it fits in them alone ([Hand]: a grant as
-// Grant's, the rest given back and Grant run when the ones behind may fit
-// in what is free besides), or gives them back and runs Grant; one that
-// sees it clear adds them, and a flag set between its look and its add is
-// found by the add, as above. A waiter that leaves from the head lets Grant
-// look at the next one, which may fit where the head did not.
+// compare-and-swap from the very word it found too short of permits (or the
+// caller not first), before the owner pushes the first waiter, and the
+// owner clears it ([Owner.Emptied]) only under the lock once the queue is
+// empty. A release that lands before the compare-and-swap makes it fail, so
+// the caller looks again and takes the permits instead of queueing; one
+// that lands after finds the flag set and takes the lock to run Grant. An
+// owner may also let a release look at the flag before it gives its units
+// back (the semaphore's inline tokens): one that sees it set gives nothing
+// back without the lock, but takes the lock and there either hands the
+// units, token and all, to the head if it fits in them alone ([Hand]: a
+// grant as Grant's, the rest given back and Grant run when the ones behind
+// may fit in what is free besides), or gives them back and runs Grant; one
+// that sees it clear adds them, and a flag set between its look and its add
+// is found by the add, as above. A waiter that leaves from the head lets
+// Grant look at the next one, which may fit where the head did not.
 //
 // A context that ended first wins. When a grant and the end of the wait
 // are both ready, select picks one at random; so a woken waiter looks at
