@@ -231,11 +231,7 @@ func (s *Weighted) queueBarging(ctx context.Context, n int64) (Permit, error) {
 		return p, err
 	}
 	since, timed := w.Since, w.Timed
-	var mw *waitq.MaxWait // nil: no bound
-	if s.maxWait > 0 {
-		mw = &waitq.MaxWait{D: s.maxWait, Clock: s.clock, Err: ErrWaitTooLong}
-	}
-	got, err := waitq.BargeWait(ctx, &s.q, (*owner)(s), &s.wcache, w, mw)
+	got, err := waitq.BargeWait(ctx, &s.q, (*owner)(s), &s.wcache, w, s.mw)
 	s.waited(since, timed, err)
 	return Permit(got), err
 }

@@ -89,12 +89,8 @@ func (o *owner) WaitPlace(ctx context.Context, _ any, w *waitq.Waiter, granted p
 		}
 		return granted, nil
 	}
-	var mw *waitq.MaxWait
-	if s.maxWait > 0 {
-		mw = &waitq.MaxWait{D: s.maxWait, Clock: s.clock, Err: ErrWaitTooLong}
-	}
 	since, timed := w.Since, w.Timed // the waiter goes back to its cache in Wait
-	perm, err := waitq.Wait(ctx, &s.q, o, &s.wcache, w, mw)
+	perm, err := waitq.Wait(ctx, &s.q, o, &s.wcache, w, s.mw)
 	s.waited(since, timed, err)
 	return perm, err
 }

@@ -33,10 +33,8 @@ func (s *Weighted) acquireSlow(ctx context.Context, n int64, turn *call.Turn) (P
 		return p, err
 	}
 	since, timed := w.Since, w.Timed
-	var mw *waitq.MaxWait // nil: no bound
-	if s.maxWait > 0 {
-		mw = &waitq.MaxWait{D: s.maxWait, Clock: s.clock, Err: ErrWaitTooLong}
-	} else if ctx.Done() == nil {
+	mw := s.mw // nil: no bound
+	if mw == nil && ctx.Done() == nil {
 		// Nothing but the grant ends this wait (see waitq.Receive).
 		p, err := waitq.Receive(&s.wcache, w)
 		s.waited(since, timed, err)

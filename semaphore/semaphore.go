@@ -92,11 +92,12 @@ type Weighted struct {
 	timedOut    uint64
 	rejected    uint64
 	failed      uint64
-	config                    // the settings, immutable after New
-	prio        aging         // WithPriorities, immutable after New
-	doubleRel   atomic.Uint64 // counted without mu
-	wcache      waitq.Cache   // free waiters
-	grantedWait uint64        // grants that had to wait
+	config                     // the settings, immutable after New
+	prio        aging          // WithPriorities, immutable after New
+	mw          *waitq.MaxWait // WithMaxWait's bound on a wait, nil: none; immutable after New
+	doubleRel   atomic.Uint64  // counted without mu
+	wcache      waitq.Cache    // free waiters
+	grantedWait uint64         // grants that had to wait
 }
 
 // config holds the settings that the options set.
@@ -187,6 +188,9 @@ func New(capacity int64, opts ...Option) *Weighted {
 	}
 	if s.bargeSet {
 		s.barge = newBarger(&s.config)
+	}
+	if s.maxWait > 0 {
+		s.mw = &waitq.MaxWait{D: s.maxWait, Clock: s.clock, Err: ErrWaitTooLong}
 	}
 	s.hc = hist.NewClock(s.clock)
 	if s.histograms {
