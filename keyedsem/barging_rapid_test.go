@@ -22,7 +22,9 @@ import (
 // waiter has waited the bound on the fake clock, and after every step the
 // counters, Held, Waiters, the key's strict bit and one bound's timer per
 // waiter.
-func TestBargingKeyMatchesModel(t *testing.T) { rapid.Check(t, keyBargingProperty) }
+func TestBargingKeyMatchesModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) { keyBargingRun(t, false) })
+}
 
 // FuzzBargingKeyMatchesModel runs TestBargingKeyMatchesModel's driver on the
 // fuzzer's bytes (rapid's draws, eight bytes a draw). It lives beside the
@@ -32,10 +34,11 @@ func FuzzBargingKeyMatchesModel(f *testing.F) {
 	for _, seed := range modelcheck.BargeSeeds() {
 		f.Add(seed)
 	}
-	f.Fuzz(rapid.MakeFuzz(keyBargingProperty))
+	f.Fuzz(rapid.MakeFuzz(func(t *rapid.T) { keyBargingRun(t, true) }))
 }
 
-func keyBargingProperty(t *rapid.T) {
+// keyBargingRun runs one case; fuzz: the draws come from a fuzz target's bytes.
+func keyBargingRun(t *rapid.T, fuzz bool) {
 	capacity := rapid.Int64Range(1, 8).Draw(t, "capacity")
 	maxWaiters := rapid.OneOf(rapid.Just(0), rapid.IntRange(1, 5)).Draw(t, "maxWaiters")
 	idle := rapid.SampledFrom([]time.Duration{0, time.Hour}).Draw(t, "idle")
@@ -53,6 +56,7 @@ func keyBargingProperty(t *rapid.T) {
 		Full:       semaphore.ErrQueueFull,
 		Hang:       10 * time.Second,
 		AdvanceLog: func(m *model.Barging) string { return fmt.Sprintf("strict %v", m.Strict()) },
+		Fuzz:       fuzz,
 	})
 }
 

@@ -22,7 +22,7 @@ import (
 // the fake clock, and after every step Stats field by field,
 // Available+Held == Capacity, strict mode as the model's and one bound's timer
 // per waiter. A failure prints the steps; -rapid.seed replays it.
-func TestBargingMatchesModel(t *testing.T) { rapid.Check(t, bargingProperty) }
+func TestBargingMatchesModel(t *testing.T) { rapid.Check(t, func(t *rapid.T) { bargingRun(t, false) }) }
 
 // FuzzBargingMatchesModel runs TestBargingMatchesModel's driver on the
 // fuzzer's bytes (rapid's draws, eight bytes a draw). It lives beside the
@@ -32,10 +32,11 @@ func FuzzBargingMatchesModel(f *testing.F) {
 	for _, seed := range modelcheck.BargeSeeds() {
 		f.Add(seed)
 	}
-	f.Fuzz(rapid.MakeFuzz(bargingProperty))
+	f.Fuzz(rapid.MakeFuzz(func(t *rapid.T) { bargingRun(t, true) }))
 }
 
-func bargingProperty(t *rapid.T) {
+// bargingRun runs one case; fuzz: the draws come from a fuzz target's bytes.
+func bargingRun(t *rapid.T, fuzz bool) {
 	capacity := rapid.Int64Range(0, 20).Draw(t, "capacity")
 	maxWaiters := rapid.OneOf(rapid.Just(0), rapid.IntRange(1, 5)).Draw(t, "maxWaiters")
 	bound := time.Second
@@ -54,6 +55,7 @@ func bargingProperty(t *rapid.T) {
 		Hang:           20 * time.Second,
 		CheckTryWeight: true,
 		AdvanceLog:     func(m *model.Barging) string { return fmt.Sprintf("old %d", m.Old()) },
+		Fuzz:           fuzz,
 	})
 }
 

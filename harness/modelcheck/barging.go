@@ -58,6 +58,8 @@ type BargingConfig struct {
 	CheckTryWeight bool
 	// AdvanceLog describes the model's state after an advance, for the log.
 	AdvanceLog func(m *model.Barging) string
+	// Fuzz says that the draws come from a fuzz target's bytes (see skip).
+	Fuzz bool
 }
 
 type bargeServed struct {
@@ -93,7 +95,6 @@ func Barging(t *rapid.T, c BargingConfig) {
 		weights:       make(map[int]int64),
 	}
 	r.logf("%s", c.New)
-	defer r.cleanup()
 	actions := map[string]func(*rapid.T){
 		"acquire":      r.acquire,
 		"acquireAgain": r.acquire,
@@ -107,8 +108,7 @@ func Barging(t *rapid.T, c BargingConfig) {
 	if c.SetCapacity != nil {
 		actions["setCapacity"] = r.setCapacity
 	}
-	t.Repeat(actions)
-	r.finish()
+	drive(t, c.Fuzz, r.cleanup, r.finish, actions)
 }
 
 func (r *bargeRun) logf(format string, args ...any) {
@@ -141,7 +141,8 @@ func (r *bargeRun) drawWeight(t *rapid.T) int64 {
 
 func (r *bargeRun) acquire(t *rapid.T) {
 	if len(r.waiting) >= 12 {
-		t.Skip("enough waiters")
+		skip(t, r.Fuzz, "enough waiters")
+		return
 	}
 	n := r.drawWeight(t)
 	id, queued, want := r.Model.Acquire(n)
@@ -194,7 +195,8 @@ func (r *bargeRun) tryAcquire(t *rapid.T) {
 func (r *bargeRun) release(t *rapid.T) {
 	ids := slices.Sorted(maps.Keys(r.permits))
 	if len(ids) == 0 {
-		t.Skip("no permit out")
+		skip(t, r.Fuzz, "no permit out")
+		return
 	}
 	id := rapid.SampledFrom(ids).Draw(t, "permit")
 	_, granted := r.Model.Release(id)
@@ -210,7 +212,8 @@ func (r *bargeRun) release(t *rapid.T) {
 func (r *bargeRun) cancel(t *rapid.T) {
 	ids := slices.Sorted(maps.Keys(r.waiting))
 	if len(ids) == 0 {
-		t.Skip("nobody waits")
+		skip(t, r.Fuzz, "nobody waits")
+		return
 	}
 	id := rapid.SampledFrom(ids).Draw(t, "waiter")
 	granted := r.Model.Cancel(id)
@@ -240,7 +243,8 @@ func (r *bargeRun) setCapacity(t *rapid.T) {
 
 func (r *bargeRun) close(t *rapid.T) {
 	if rapid.IntRange(0, 3).Draw(t, "reallyClose") != 0 {
-		t.Skip("not this time")
+		skip(t, r.Fuzz, "not this time")
+		return
 	}
 	failed := r.Model.Close()
 	r.logf("close: fails %v", failed)
