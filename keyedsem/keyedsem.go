@@ -169,8 +169,9 @@ func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 // finds no idle entry to evict fails with [ErrTooManyKeys].
 func WithHardMaxKeys() Option { return func(c *config) { c.hard = true } }
 
-// WithMaxWaitersPerKey(n) fails a call with [semaphore.ErrQueueFull] rather than let
-// it be a key's waiter n+1. 0, the default, is no bound.
+// WithMaxWaitersPerKey(n) fails a call with [semaphore.ErrQueueFull]
+// rather than let it be a key's waiter n+1; 0, the default, is no bound. A
+// woken [WithBarging] waiter that loses rejoins past it.
 func WithMaxWaitersPerKey(n int) Option { return func(c *config) { c.maxWaiters = n } }
 
 // WithClock replaces the system clock (idle time, aging, the barging and
