@@ -70,13 +70,13 @@ const (
 
 // Admit is the admission of every caller that may wait for n permits
 // (n > 0) of an owner whose state word is word: of a newcomer, and of a
-// barging waiter that was woken and lost (Barger.Reclaim). As g says, it
-// refuses the caller (Refused: Gate.Refuse), gives it the permits at once
-// if they are free and it comes first (Taken: Gate.Head or Taker.First),
-// refuses it (CtxEnded if its context ended, else Refused: Gate.Full), or
-// marks the word and tells the owner to queue it (Queued). It must be
-// called with the owner's lock held, which it leaves held: the owner
-// counts the outcome, pushes a queued waiter, and unlocks.
+// barging waiter that was woken and lost (Barger.Reclaim). Its answer,
+// first that applies: Refused with g.Refuse; CtxEnded if the context has
+// ended; Taken if the permits are free and the caller comes first
+// (g.Head or Taker.First), with the token Take made; Refused with g.Full;
+// else Queued, the word marked. It must be called with the owner's lock
+// held, which it leaves held: the owner counts the outcome, pushes a
+// queued waiter, and unlocks.
 //
 // The mark is set by a compare-and-swap from the very word found too
 // short of permits (or the caller not first): see the package doc for why
