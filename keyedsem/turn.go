@@ -123,10 +123,10 @@ func (s *Keyed[K]) placeOf(t *call.Turn) waitq.Place {
 		t = &call.Turn{}
 	}
 	if s.order&orderPriorities != 0 {
-		// A fresh reading: the coarse clock's may be a millisecond old, or
-		// more after a stall, which would let a newcomer pass waiters it
-		// should not.
-		pl.Band, pl.Arrival = int32(t.Priority), s.freshNow()
+		// The clock's arrival reading (hist.Clock.Arrival), not the coarse
+		// clock's, which may be a millisecond old, or more after a stall,
+		// and would let a newcomer pass waiters it should not.
+		pl.Band, pl.Arrival = int32(t.Priority), max(s.hc.Arrival(), 0)
 	}
 	if s.order&orderSequence != 0 {
 		pl.Rank = t.Sequence

@@ -218,3 +218,35 @@ func BenchmarkAblationHandOff(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAblationArrivalClock is BenchmarkComposed's capacity-1
+// priorities+fair rows with arrivals from the CPU's counter
+// (arrivals=counter, New's default where the kernel keeps its time on it:
+// hist.Clock.Arrival) and from the precise clock as before
+// (arrivals=precise), beside the FIFO row. The counter stays only while
+// its rows are measurably below precise's (docs/internals.md).
+func BenchmarkAblationArrivalClock(b *testing.B) {
+	opts := []semaphore.Option{semaphore.WithPriorities(time.Millisecond), semaphore.WithFairShare(nil)}
+	for _, c := range contexts() {
+		b.Run(fmt.Sprintf("ctx=%s/arrivals=fifo", c.name), func(b *testing.B) {
+			ctx, cancel := c.ctx()
+			defer cancel()
+			runComposed(b, ctx, semaphore.New(1), false, false)
+		})
+		for _, precise := range []bool{false, true} {
+			name := "counter"
+			if precise {
+				name = "precise"
+			}
+			b.Run(fmt.Sprintf("ctx=%s/arrivals=%s", c.name, name), func(b *testing.B) {
+				ctx, cancel := c.ctx()
+				defer cancel()
+				s := semaphore.New(1, opts...)
+				if precise {
+					semaphore.PreciseArrivals(s)
+				}
+				runComposed(b, ctx, s, true, true)
+			})
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package semaphore_test
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -22,7 +23,6 @@ import (
 // does. The step, 1ms, lets low bands age past high ones within a few
 // hand-offs, as in BenchmarkPriorities.
 func BenchmarkComposed(b *testing.B) {
-	groups := []string{"tenant-a", "tenant-b", "tenant-c", "tenant-d"}
 	orders := []struct {
 		name string
 		opts []semaphore.Option
@@ -40,30 +40,36 @@ func BenchmarkComposed(b *testing.B) {
 				b.Run(fmt.Sprintf("ctx=%s/cap=%d/g=32/order=%s", c.name, capacity, o.name), func(b *testing.B) {
 					ctx, cancel := c.ctx()
 					defer cancel()
-					s := semaphore.New(capacity, o.opts...)
-					benchkit.SetGoroutines(b, 32)
-					b.ReportAllocs()
-					var id atomic.Int64
-					b.RunParallel(func(pb *testing.PB) {
-						i := id.Add(1) - 1
-						var turn []semaphore.AcquireOption
-						if o.prio {
-							turn = append(turn, semaphore.Priority(int(i%4)))
-						}
-						if o.fair {
-							turn = append(turn, semaphore.Group(groups[(i/4)%4]))
-						}
-						for pb.Next() {
-							p, err := s.Acquire(ctx, 1, turn...)
-							if err != nil {
-								b.Error(err)
-								return
-							}
-							p.Release()
-						}
-					})
+					runComposed(b, ctx, semaphore.New(capacity, o.opts...), o.prio, o.fair)
 				})
 			}
 		}
 	}
+}
+
+// runComposed is a row of BenchmarkComposed on s: 32 goroutines, goroutine
+// i asking for priority i%4 (prio) in group (i/4)%4 (fair).
+func runComposed(b *testing.B, ctx context.Context, s *semaphore.Weighted, prio, fair bool) {
+	groups := []string{"tenant-a", "tenant-b", "tenant-c", "tenant-d"}
+	benchkit.SetGoroutines(b, 32)
+	b.ReportAllocs()
+	var id atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		i := id.Add(1) - 1
+		var turn []semaphore.AcquireOption
+		if prio {
+			turn = append(turn, semaphore.Priority(int(i%4)))
+		}
+		if fair {
+			turn = append(turn, semaphore.Group(groups[(i/4)%4]))
+		}
+		for pb.Next() {
+			p, err := s.Acquire(ctx, 1, turn...)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			p.Release()
+		}
+	})
 }

@@ -249,3 +249,8 @@ func (s *Weighted) AcquireReadByValue(ctx context.Context, n int64, opts ...Acqu
 	}
 	return s.acquireSlow(ctx, n, &t)
 }
+
+// PreciseArrivals makes s stamp arrivals from the precise clock, as it did
+// before the CPU's counter (BenchmarkAblationArrivalClock). Call it before
+// s is used.
+func PreciseArrivals(s *Weighted) { s.hc.PreciseArrivals() }

@@ -190,17 +190,14 @@ func (s *Weighted) first(pl *waitq.Place) bool {
 
 // stampWait marks w, a waiter about to be pushed, as timed or not, and
 // stamps the start of a timed wait (see hist.Sampler: one wait in N is
-// timed, after a lane's first ones). Under WithPriorities every wait is
-// timed: its arrival, read for the order, is the start. It is called
-// with mu held, when the semaphore records its timings: the clock is read
-// under the lock only for a sampled wait.
+// timed, after a lane's first ones). It is called with mu held, when the
+// semaphore records its timings: the clock is read under the lock only
+// for a sampled wait. (An arrival is not a wait's start: see
+// hist.Clock.Arrival.)
 //
 //go:noinline
 func (s *Weighted) stampWait(w *waitq.Waiter) {
-	switch {
-	case s.prio.step != 0:
-		w.Since, w.Timed = w.Arrival, true
-	case s.tm.Sampler.Timed(&s.hc, w.Uses()):
+	if s.tm.Sampler.Timed(&s.hc, w.Uses()) {
 		w.Since, w.Timed = s.hc.Precise(), true
 	}
 }

@@ -48,14 +48,14 @@ type aging struct {
 // placeOf returns the place in line of a waiter of turn t arriving now:
 // its priority and arrival, under WithPriorities (the rank, under
 // WithFairShare, is given under mu: see fairKey). The order they make is
-// waitq.Ahead's. The arrival is the timings' precise reading (one
-// monotonic reading of the system clock, or the fake clock's), which a
-// wait's timing reuses.
+// waitq.Ahead's. The arrival is the clock's arrival reading
+// (hist.Clock.Arrival: the CPU's counter where the kernel trusts it, or
+// the fake clock's).
 func (s *Weighted) placeOf(t *call.Turn) waitq.Place {
 	if s.prio.step == 0 {
 		return waitq.Place{}
 	}
-	return waitq.Place{Band: int32(t.Priority), Arrival: max(s.hc.Precise(), 0)}
+	return waitq.Place{Band: int32(t.Priority), Arrival: max(s.hc.Arrival(), 0)}
 }
 
 // errPriority refuses a Priority out of range; static, so that the

@@ -149,9 +149,14 @@ type Timings struct {
 // clock readings would cost more than the uncontended acquire and release
 // themselves. A fake clock times both.
 type Clock struct {
-	fake  clock.Clock // nil: the real clocks
-	epoch time.Time   // the fake clock's origin
+	fake    clock.Clock // nil: the real clocks
+	epoch   time.Time   // the fake clock's origin
+	precise bool        // arrivals are Precise readings (the ablation's knob; see Arrival)
 }
+
+// PreciseArrivals makes c's arrivals Precise readings, as they were
+// before the counter, for the ablation benchmarks.
+func (c *Clock) PreciseArrivals() { c.precise = true }
 
 // NewClock returns the clock of a semaphore on cl (nil or clock.Real: the
 // real clocks).
