@@ -350,3 +350,34 @@ func TestHoldTimesSampledThroughHandOff(t *testing.T) {
 	st := s.Stats()
 	testkit.SampledHolds(t, handOffs+1, st.Released, st.HoldTime.Count, st.HoldTime.Counts[:], semaphore.TimedHolds(s))
 }
+
+// Under WithPriorities waits are timed as every other's are: sampled, the
+// lane's first ones timed, each from its own precise reading (an arrival
+// may be read from the CPU's counter, hist.Clock.Arrival, and is not a
+// wait's start; on the fake clock here the two readings agree).
+func TestTimingsUnderPriorities(t *testing.T) {
+	clk := clock.NewFake(time.Unix(0, 0))
+	s := semaphore.New(1, semaphore.WithHistograms(), semaphore.WithClock(clk), semaphore.WithPriorities(time.Millisecond))
+	ctx := context.Background()
+	first, err := s.Acquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := testkit.Go(func() error {
+		p, err := s.Acquire(ctx, 1, semaphore.Priority(1))
+		if err == nil {
+			p.Release()
+		}
+		return err
+	})
+	testkit.Eventually(t, "a waiter", func() bool { return s.Stats().Waiters == 1 })
+	clk.Advance(40 * time.Millisecond)
+	first.Release()
+	if err := testkit.Recv(t, got, "the waiter"); err != nil {
+		t.Fatal(err)
+	}
+	w := s.Stats().WaitTime
+	if w.Count != 2 || w.Sum != 40*time.Millisecond {
+		t.Fatalf("waits: count %d, sum %v; want 2, 40ms (a 0 and the waiter's)", w.Count, w.Sum)
+	}
+}

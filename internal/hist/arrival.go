@@ -25,24 +25,32 @@ import (
 // (waitq: within a band only the rank decides; across bands a negative
 // arrival difference counts as 0), so such a reading loosens an aging
 // bound by as much and misorders nothing that the race to the lock does
-// not. An arrival is never a wait's start (see Clock.Precise): the
-// scale's error, some 1e-5 here, would drift a long run's timings.
+// not. An arrival is never a wait's start (see Clock.Precise), and is
+// compared only with other arrivals: the scale's error changes an aging
+// step by as much, relatively, and no more.
 //
-// The scale is measured once per process, from the first arrival read to
-// the first read at least calibration later, and is published with its
-// base at that read's own Precise reading, so that arrivals carry on
-// from Precise's readings without a step.
+// The scale is measured once per process, over at least calibration
+// from the first arrival read, from two pairs of readings (the counter,
+// Precise, the counter: see pair) narrow enough that their error is at
+// most maxError of the span; and it is published with its base at the
+// second pair's own Precise reading, so that arrivals carry on from
+// Precise's readings without a step. A counter reading more than a
+// millisecond behind that base (a counter reset, as on a machine whose
+// counter stops in suspend) turns the counter off for good.
 
-// calibration is the span over which the counter's rate is measured: at
-// this span, the scale's error measured 2e-6 to 2e-4 (about 0.2 us in a
-// 1 ms aging step).
-const calibration = 10 * time.Millisecond
+// calibration is the least span over which the counter's rate is
+// measured, and maxError the most error the pairs may bring to it.
+const (
+	calibration = 10 * time.Millisecond
+	maxError    = 1e-4
+)
 
 // scaled turns counter readings into Precise's nanoseconds.
 type scaled struct {
 	base  int64   // Precise's reading at tick0
 	tick0 int64   // the counter's reading at base
 	scale float64 // nanoseconds per tick
+	floor int64   // the counter's reading a millisecond before tick0
 }
 
 func (s *scaled) at(t int64) int64 { return s.base + int64(float64(t-s.tick0)*s.scale) }
@@ -58,16 +66,32 @@ func calibrate(ns0, t0, ns1, t1 int64) *scaled {
 	if s < 0.01 || s > 100 {
 		return nil
 	}
-	return &scaled{base: ns1, tick0: t1, scale: s}
+	return &scaled{base: ns1, tick0: t1, scale: s, floor: t1 - int64(float64(time.Millisecond)/s)}
+}
+
+// pair reads the counter and Precise together: the counter, Precise, the
+// counter again, and returns Precise's reading, the first counter
+// reading, and the width between the two counter readings, the most the
+// pair may be out.
+func pair() (ns, t, width int64) {
+	t = ticks()
+	ns = int64(time.Since(epoch))
+	return ns, t, ticks() - t
 }
 
 var counter struct {
-	scale atomic.Pointer[scaled] // nil until measured
+	// scale is nil until measured, then the scale, or off for good.
+	scale atomic.Pointer[scaled]
 	once  sync.Once
-	off   atomic.Bool // no counter, or not trusted: Precise for good
-	ns0   int64       // the first readings, set in once
+	ns0   int64 // the first pair, set in once
 	t0    int64
+	w0    int64
 }
+
+// off is counter.scale's value once arrivals are Precise's for good: no
+// counter, one the kernel does not keep its time on, readings that make no
+// sense, or a counter gone back.
+var off scaled
 
 // Arrival returns the time for a waiter's arrival, on Precise's scale and
 // origin, read before the owner's lock (see above).
@@ -75,33 +99,40 @@ func (c *Clock) Arrival() int64 {
 	if c.fake != nil || c.precise {
 		return c.Precise()
 	}
-	if s := counter.scale.Load(); s != nil {
-		return s.at(ticks())
+	s := counter.scale.Load()
+	switch {
+	case s == nil:
+		return arrivalCalibrating()
+	case s != &off:
+		if t := ticks(); t >= s.floor {
+			return s.at(t)
+		}
+		counter.scale.Store(&off)
 	}
-	return arrivalCalibrating()
+	return int64(time.Since(epoch))
 }
 
 // arrivalCalibrating is Arrival before the scale is known: Precise's
 // reading, which also measures the scale once calibration has passed.
 func arrivalCalibrating() int64 {
-	ns := int64(time.Since(epoch))
-	if counter.off.Load() {
-		return ns
-	}
 	counter.once.Do(func() {
 		if !trustTicks() {
-			counter.off.Store(true)
+			counter.scale.CompareAndSwap(nil, &off)
 			return
 		}
-		counter.ns0, counter.t0 = ns, ticks()
+		counter.ns0, counter.t0, counter.w0 = pair()
 	})
-	if counter.off.Load() || ns-counter.ns0 < int64(calibration) {
-		return ns
+	ns, t, w := pair()
+	if counter.scale.Load() != nil {
+		return ns // measured by another, or off
 	}
-	s := calibrate(counter.ns0, counter.t0, ns, ticks())
+	span := t - counter.t0
+	if ns-counter.ns0 < int64(calibration) || float64(counter.w0+w) > maxError*float64(span) {
+		return ns // too soon, or a pair too wide for the span: a later one will do
+	}
+	s := calibrate(counter.ns0, counter.t0, ns, t)
 	if s == nil {
-		counter.off.Store(true)
-		return ns
+		s = &off
 	}
 	counter.scale.CompareAndSwap(nil, s)
 	return ns

@@ -1,10 +1,12 @@
 package hist
 
 import (
+	"math"
 	"testing"
 	"time"
 
 	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/testkit"
 )
 
 // The scale is based at the second reading, so that the first arrival
@@ -20,6 +22,25 @@ func TestCalibrateCarriesOnFromPrecise(t *testing.T) {
 	}
 	if got, want := s.at(26_005_000+2_600_000), int64(12_000_000); got < want-1 || got > want+1 {
 		t.Fatalf("2.6 million ticks on: %d, want about %d", got, want)
+	}
+	if got, want := s.floor, int64(26_005_000-2_600_000); got < want-1 || got > want+1 {
+		t.Fatalf("floor %d, want a millisecond before the base, about %d", got, want)
+	}
+}
+
+// A counter reading more than a millisecond behind the base (a counter
+// reset) turns the counter off for good: arrivals are Precise's after it.
+func TestArrivalTurnsTheCounterOffWhenItGoesBack(t *testing.T) {
+	if !haveTicks {
+		t.Skip("no counter on this architecture")
+	}
+	saved := counter.scale.Load()
+	defer counter.scale.Store(saved)
+	counter.scale.Store(&scaled{base: 1, tick0: math.MaxInt64, scale: 1, floor: math.MaxInt64})
+	var c Clock
+	c.Arrival()
+	if counter.scale.Load() != &off {
+		t.Fatal("a counter reading behind the floor left the counter on")
 	}
 }
 
@@ -54,5 +75,36 @@ func TestArrivalFollowsTheFakeClock(t *testing.T) {
 	}
 	if c.Arrival() != c.Precise() {
 		t.Fatal("with a fake clock an arrival differs from Precise's reading")
+	}
+}
+
+// Where the kernel keeps its time on the counter, arrivals move to it
+// once calibration has passed, with a scale a steady counter gives; and
+// an arrival taken after a Precise reading is not behind it by more than
+// the counter's out-of-order reads allow.
+func TestCounterCalibratesWhereTrusted(t *testing.T) {
+	if !trustTicks() {
+		t.Skip("the kernel does not keep its time on this machine's counter")
+	}
+	var c Clock
+	deadline := time.Now().Add(testkit.Deadline)
+	for counter.scale.Load() == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("no scale after %v of arrivals", testkit.Deadline)
+		}
+		c.Arrival()
+	}
+	s := counter.scale.Load()
+	if s == &off {
+		t.Fatal("the counter was turned off on a machine whose kernel keeps its time on it")
+	}
+	if s.scale < 0.01 || s.scale > 100 {
+		t.Fatalf("scale %v ns a tick", s.scale)
+	}
+	for range 1000 {
+		p := c.Precise()
+		if a := c.Arrival(); a < p-int64(10*time.Millisecond) {
+			t.Fatalf("an arrival %dns behind the Precise reading taken before it", p-a)
+		}
 	}
 }
