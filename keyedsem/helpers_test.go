@@ -72,16 +72,3 @@ func testCtx(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
-
-// waitUntil spins until cond holds, and fails the test, naming what it
-// waited for, if it does not within hangGuard.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(hangGuard)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", hangGuard, what)
-		}
-		runtime.Gosched()
-	}
-}
