@@ -63,7 +63,7 @@ func TestEndedContextBeforeQueueFull(t *testing.T) {
 	p, err := s.Acquire(bg, "k")
 	require.NoError(t, err)
 	w := queue(t, s, testCtx(t), "k", 1, 1) // the line is full
-	ctx, cancel := context.WithCancel(bg)
+	ctx, cancel := context.WithCancel(testCtx(t)) // a deadline, should the hook not run
 	defer cancel()
 	keyedsem.SetBeforeWait(s, cancel) // after the lookup found the key held
 	_, err = s.Acquire(ctx, "k")

@@ -120,7 +120,16 @@ func arrivalCalibrating() int64 {
 			counter.scale.CompareAndSwap(nil, &off)
 			return
 		}
-		counter.ns0, counter.t0, counter.w0 = pair()
+		// The narrowest of a few pairs: one the goroutine was descheduled
+		// in would hold the scale back until the span is 1e4 times its
+		// width (a millisecond's: ten seconds).
+		ns, t, w := pair()
+		for range 7 {
+			if n1, t1, w1 := pair(); w1 < w {
+				ns, t, w = n1, t1, w1
+			}
+		}
+		counter.ns0, counter.t0, counter.w0 = ns, t, w
 	})
 	ns, t, w := pair()
 	if counter.scale.Load() != nil {
