@@ -62,7 +62,7 @@ func TestEndedContextBeforeQueueFull(t *testing.T) {
 	defer s.Close()
 	p, err := s.Acquire(bg, "k")
 	require.NoError(t, err)
-	w := queue(t, s, testCtx(t), "k", 1, 1) // the line is full
+	w := queue(t, s, testCtx(t), "k", 1, 1)       // the line is full
 	ctx, cancel := context.WithCancel(testCtx(t)) // a deadline, should the hook not run
 	defer cancel()
 	keyedsem.SetBeforeWait(s, cancel) // after the lookup found the key held
