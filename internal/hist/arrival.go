@@ -37,6 +37,17 @@ import (
 // Precise's readings without a step. A counter reading more than a
 // millisecond behind that base (a counter reset, as on a machine whose
 // counter stops in suspend) turns the counter off for good.
+//
+// The kernel's clocksource is read once, and the kernel may later drop the
+// counter (its watchdog finds it unstable) or slew its own clock against
+// it (NTP, up to 500 ppm). So the first arrival read at least recheckEvery
+// after the base reads a pair and checks the counter's span since the base
+// against Precise's (see checked): within maxDrift, the scale is measured
+// again over that span and based at the pair, so that arrivals never stray
+// from Precise's by more than maxDrift of one span, and step by at most as
+// much at the rebase; beyond it (a counter that jumped or runs at another
+// rate), the counter is off for good. The check needs no shared write: the
+// scale carries the counter reading it is due at.
 
 // calibration is the least span over which the counter's rate is
 // measured, and maxError the most error the pairs may bring to it.
@@ -45,12 +56,22 @@ const (
 	maxError    = 1e-4
 )
 
+// recheckEvery is how long the counter runs on one scale before an arrival
+// checks it against Precise, and maxDrift the most that the two may differ
+// over the span checked, relatively: twice the most NTP slews the kernel's
+// clock.
+const (
+	recheckEvery = time.Second
+	maxDrift     = 1e-3
+)
+
 // scaled turns counter readings into Precise's nanoseconds.
 type scaled struct {
 	base  int64   // Precise's reading at tick0
 	tick0 int64   // the counter's reading at base
 	scale float64 // nanoseconds per tick
 	floor int64   // the counter's reading a millisecond before tick0
+	next  int64   // the counter's reading recheckEvery after tick0: an arrival from it checks the scale
 }
 
 func (s *scaled) at(t int64) int64 { return s.base + int64(float64(t-s.tick0)*s.scale) }
@@ -66,7 +87,34 @@ func calibrate(ns0, t0, ns1, t1 int64) *scaled {
 	if s < 0.01 || s > 100 {
 		return nil
 	}
-	return &scaled{base: ns1, tick0: t1, scale: s, floor: t1 - int64(float64(time.Millisecond)/s)}
+	return &scaled{
+		base: ns1, tick0: t1, scale: s,
+		floor: t1 - int64(float64(time.Millisecond)/s),
+		next:  t1 + int64(float64(recheckEvery)/s),
+	}
+}
+
+// checked returns what follows s given a pair read after s.next (see pair:
+// Precise's reading ns, the counter's t, the pair's width w in ticks): a
+// scale measured over the span since s's base and based at the pair, if
+// the counter kept within maxDrift of Precise over it; off if it did not,
+// or went back; or s itself if the pair is too wide to judge by (an
+// arrival after it checks again).
+func (s *scaled) checked(ns, t, w int64) *scaled {
+	span := ns - s.base
+	if t < s.floor || span <= 0 {
+		return &off
+	}
+	if float64(w)*s.scale > maxError*float64(span) {
+		return s
+	}
+	if d := float64(s.at(t) - ns); d > maxDrift*float64(span) || -d > maxDrift*float64(span) {
+		return &off
+	}
+	if r := calibrate(s.base, s.tick0, ns, t); r != nil {
+		return r
+	}
+	return &off
 }
 
 // pair reads the counter and Precise together: the counter, Precise, the
@@ -105,11 +153,25 @@ func (c *Clock) Arrival() int64 {
 		return arrivalCalibrating()
 	case s != &off:
 		if t := ticks(); t >= s.floor {
-			return s.at(t)
+			if t < s.next {
+				return s.at(t)
+			}
+			return recheck(s)
 		}
 		counter.scale.Store(&off)
 	}
 	return int64(time.Since(epoch))
+}
+
+// recheck is Arrival once the counter has run recheckEvery on scale s: it
+// reads a pair, publishes what follows s (see checked) unless another
+// arrival did first, and returns the pair's Precise reading.
+func recheck(s *scaled) int64 {
+	ns, t, w := pair()
+	if r := s.checked(ns, t, w); r != s {
+		counter.scale.CompareAndSwap(s, r)
+	}
+	return ns
 }
 
 // arrivalCalibrating is Arrival before the scale is known: Precise's

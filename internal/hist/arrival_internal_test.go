@@ -87,6 +87,127 @@ func TestCounterCalibratesWhereTrusted(t *testing.T) {
 		t.Skip("the kernel does not keep its time on this machine's counter")
 	}
 	var c Clock
+	s := calibrated(t)
+	if s.scale < 0.01 || s.scale > 100 {
+		t.Fatalf("scale %v ns a tick", s.scale)
+	}
+	for range 1000 {
+		p := c.Precise()
+		if a := c.Arrival(); a < p-int64(10*time.Millisecond) {
+			t.Fatalf("an arrival %dns behind the Precise reading taken before it", p-a)
+		}
+	}
+}
+
+// A 2.6 GHz counter's scale, calibrated as TestCalibrateCarriesOnFromPrecise's.
+func testScale(t *testing.T) *scaled {
+	t.Helper()
+	s := calibrate(1_000_000, 5_000, 11_000_000, 26_005_000)
+	if s == nil {
+		t.Fatal("readings of a 2.6 GHz counter refused")
+	}
+	return s
+}
+
+// A counter that kept within maxDrift of Precise over a span (here 500
+// ppm, the most NTP slews the kernel's clock) gets a scale measured over
+// that span and based at the pair: arrivals carry on from Precise's
+// reading there, and the next check is due recheckEvery later.
+func TestCheckedRebasesACounterWithinDrift(t *testing.T) {
+	s := testScale(t)
+	if want := s.tick0 + 2_600_000_000; s.next < want-1_000 || s.next > want+1_000 {
+		t.Fatalf("first check due at tick %d, want about a second on, %d", s.next, want)
+	}
+	ticks := s.tick0 + 2_600_000_000 // a second on s's scale
+	ns := s.base + 1_000_500_000     // Precise moved 500 ppm more
+	r := s.checked(ns, ticks, 100)
+	if r == s || r == &off {
+		t.Fatalf("a counter 500 ppm from Precise: %v (s: %v, off: %v)", r, r == s, r == &off)
+	}
+	if got := r.at(ticks); got != ns {
+		t.Fatalf("at the pair: %d, want Precise's %d", got, ns)
+	}
+	if want := 1_000_500_000.0 / 2_600_000_000; math.Abs(r.scale-want) > want*1e-9 {
+		t.Fatalf("scale %v, want the span's %v", r.scale, want)
+	}
+	if want := ticks + int64(float64(recheckEvery)/r.scale); r.next < want-1 || r.next > want+1 {
+		t.Fatalf("next check at %d, want %d", r.next, want)
+	}
+}
+
+// A counter that strayed from Precise by more than maxDrift of the span
+// (another rate, a jump forward), went back, or moved while Precise stood
+// still is turned off for good.
+func TestCheckedTurnsOffAStrayCounter(t *testing.T) {
+	s := testScale(t)
+	sec := int64(2_600_000_000) // a second of ticks on s's scale
+	for _, c := range []struct {
+		name      string
+		ns, ticks int64
+	}{
+		{"1% fast", s.base + 1_000_000_000, s.tick0 + sec + sec/100},
+		{"1% slow", s.base + 1_000_000_000, s.tick0 + sec - sec/100},
+		{"jumped a second ahead", s.base + 1_000_000_000, s.tick0 + 2*sec},
+		{"2 ms on a second's span", s.base + 1_000_000_000, s.tick0 + sec + sec/500},
+		{"went back past the floor", s.base + 1_000_000_000, s.floor - 1},
+		{"Precise stood still", s.base, s.tick0 + sec},
+	} {
+		if r := s.checked(c.ns, c.ticks, 100); r != &off {
+			t.Errorf("%s: left on (unchanged: %v)", c.name, r == s)
+		}
+	}
+}
+
+// A pair too wide to judge the span by (a goroutine descheduled between
+// its readings) leaves the scale as it is, for a later arrival to check.
+func TestCheckedWaitsForANarrowPair(t *testing.T) {
+	s := testScale(t)
+	ns, ticks := s.base+1_000_000_000, s.tick0+2_600_000_000
+	if r := s.checked(ns, ticks, 1_000_000); r != s { // 0.38 ms wide on a second
+		t.Fatalf("a wide pair changed the scale (off: %v)", r == &off)
+	}
+	if r := s.checked(ns, ticks, 100); r == s || r == &off {
+		t.Fatal("a narrow pair of the same readings did not rebase")
+	}
+}
+
+// Where the counter is in use, an arrival read once a scale's check is due
+// publishes what follows it: a rebased scale for the machine's own counter,
+// off for one whose scale is half again too fast.
+func TestArrivalRechecksTheCounter(t *testing.T) {
+	if !trustTicks() {
+		t.Skip("the kernel does not keep its time on this machine's counter")
+	}
+	saved := calibrated(t)
+	defer counter.scale.Store(saved)
+	var c Clock
+	due := func(scale float64) *scaled {
+		s := *saved
+		s.scale *= scale
+		s.next = s.tick0 // due at once
+		counter.scale.Store(&s)
+		deadline := time.Now().Add(testkit.Deadline)
+		for counter.scale.Load() == &s { // a wide pair leaves it for the next arrival
+			if time.Now().After(deadline) {
+				t.Fatalf("the scale was not checked in %v of arrivals", testkit.Deadline)
+			}
+			c.Arrival()
+		}
+		return counter.scale.Load()
+	}
+	if r := due(1); r == &off || r.base <= saved.base || r.next <= r.tick0 {
+		t.Fatalf("the machine's own counter: off %v, base %d after %d", r == &off, r.base, saved.base)
+	}
+	if r := due(1.5); r != &off {
+		t.Fatal("a scale half again too fast was left on")
+	}
+}
+
+// calibrated returns the counter's scale once arrivals have measured it,
+// failing the test if they turn it off.
+func calibrated(t testing.TB) *scaled {
+	t.Helper()
+	var c Clock
 	deadline := time.Now().Add(testkit.Deadline)
 	for counter.scale.Load() == nil {
 		if time.Now().After(deadline) {
@@ -98,13 +219,29 @@ func TestCounterCalibratesWhereTrusted(t *testing.T) {
 	if s == &off {
 		t.Fatal("the counter was turned off on a machine whose kernel keeps its time on it")
 	}
-	if s.scale < 0.01 || s.scale > 100 {
-		t.Fatalf("scale %v ns a tick", s.scale)
-	}
-	for range 1000 {
-		p := c.Precise()
-		if a := c.Arrival(); a < p-int64(10*time.Millisecond) {
-			t.Fatalf("an arrival %dns behind the Precise reading taken before it", p-a)
-		}
-	}
+	return s
 }
+
+// BenchmarkArrival is an arrival's reading alone, from the counter once
+// calibrated (where the kernel keeps its time on it; Precise's elsewhere),
+// beside Precise's reading.
+func BenchmarkArrival(b *testing.B) {
+	if trustTicks() {
+		calibrated(b)
+	}
+	var c Clock
+	var sink int64
+	b.Run("clock=arrival", func(b *testing.B) {
+		for range b.N {
+			sink += c.Arrival()
+		}
+	})
+	b.Run("clock=precise", func(b *testing.B) {
+		for range b.N {
+			sink += c.Precise()
+		}
+	})
+	benchSink = sink
+}
+
+var benchSink int64
