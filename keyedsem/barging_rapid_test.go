@@ -83,15 +83,19 @@ func (b bargeKey) Settled(m *model.Barging) bool {
 }
 
 // Check: the counters, Held, Waiters and Closed, and the key's strict bit
-// while open.
+// while open, which is set only while somebody waits.
 func (b bargeKey) Check(m *model.Barging, _ int64) error {
 	got, want := b.s.Stats(), m.Stats()
 	if model.Counters(got.Counters) != want.Counters || got.Held != want.Held || got.Waiters != want.Waiters || got.Closed != want.Closed {
 		return fmt.Errorf("Stats differ from the model\n got %+v\nwant %+v", got, want)
 	}
 	if !want.Closed {
-		if s := keyedsem.BargingStrict(b.s, bKey); s != m.Strict() {
+		s := keyedsem.BargingStrict(b.s, bKey)
+		if s != m.Strict() {
 			return fmt.Errorf("the key is strict: %v; the model: %v", s, m.Strict())
+		}
+		if s && got.Waiters == 0 {
+			return fmt.Errorf("the key is strict with nobody waiting") // see keyedsem's line.Emptied
 		}
 	}
 	return nil

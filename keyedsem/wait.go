@@ -85,7 +85,12 @@ func (l line[K]) Dequeued(int64) { l.s.waiters.Add(-1) }
 
 // Emptied clears the queued bit, and barging's strict bit with it (set
 // only under WithBarging): the waiters' references are still held (or
-// have become holders'), so the entry stays busy.
+// have become holders'), so the entry stays busy. Every step of the engine
+// that empties a queue calls it (Grant, Hand, Fail, Unqueue, BargeServe's
+// nudge), strict is set only under e.mu with a waiter queued (markOld, a
+// rejoin's Reclaim), and a reused entry's word starts without it; so under
+// e.mu strict is never set on an empty queue, and admission has nothing
+// to clear.
 func (l line[K]) Emptied() { clearBits(l.e, queuedBit|kStrict) }
 
 // Serve serves the entry's waiters by the semaphore's policy (see
@@ -139,9 +144,6 @@ func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Tu
 	g.Place = pl
 	if m := s.maxWaiters; m > 0 && e.q.Len(m) >= m {
 		g.Full = semaphore.ErrQueueFull
-	}
-	if e.q.Empty() {
-		g.Clear = kStrict // left from before the queue last emptied (WithBarging)
 	}
 	_, how, err := waitq.Admit(ctx, line[K]{s, e}, &e.state, n, &g)
 	switch how {
