@@ -29,6 +29,13 @@ import (
 // compared only with other arrivals: the scale's error changes an aging
 // step by as much, relatively, and no more.
 //
+// A hold's start and end (Clock.Stamp) are read the same way: a hold is
+// the difference of two such readings, so it is off by the scale's error
+// relatively and by an unfenced read's hundred nanoseconds or so, where
+// the coarse clock they were read from before was off by up to its
+// millisecond; and, unlike the coarse clock, reading it starts no timer
+// (see Clock.Stamp).
+//
 // The scale is measured once per process, over at least calibration
 // from the first arrival read, from two pairs of readings (the counter,
 // Precise, the counter: see pair) narrow enough that their error is at
@@ -147,6 +154,13 @@ func (c *Clock) Arrival() int64 {
 	if c.fake != nil || c.precise {
 		return c.Precise()
 	}
+	return counterNow()
+}
+
+// counterNow returns the time from the counter, scaled to Precise's
+// nanoseconds and origin, where the counter is in use; Precise's reading
+// elsewhere and until the scale is known.
+func counterNow() int64 {
 	s := counter.scale.Load()
 	switch {
 	case s == nil:

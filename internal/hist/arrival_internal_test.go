@@ -245,3 +245,29 @@ func BenchmarkArrival(b *testing.B) {
 }
 
 var benchSink int64
+
+// A hold's stamps come from the counter (Precise's reading where it is not
+// in use), not from a coarse clock that a timer moves on every
+// millisecond: read as often as a contended lane reads them, for longer
+// than a few of that clock's ticks, a stamp is never far behind a Precise
+// reading taken just before it. (On a coarse clock, half its readings are
+// over half a millisecond behind.)
+func TestStampKeepsUpWithPrecise(t *testing.T) {
+	var c Clock
+	if trustTicks() {
+		calibrated(t)
+	}
+	const slack = 500 * time.Microsecond // the counter's scale may stray from Precise by 1e-3 of a second (see checked)
+	end := time.Now().Add(5 * time.Millisecond)
+	n := 0
+	for time.Now().Before(end) {
+		p := c.Precise()
+		if s := c.Stamp(); s < p-int64(slack) {
+			t.Fatalf("read %d: a stamp %v behind the Precise reading before it", n, time.Duration(p-s))
+		}
+		n++
+	}
+	if n < 1000 {
+		t.Skipf("only %d reads in 5ms: too slow a machine to tell a coarse clock from the counter", n)
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sessionlane/lanes/internal/clock"
-	"github.com/sessionlane/lanes/internal/coarse"
 	"github.com/sessionlane/lanes/internal/stripe"
 )
 
@@ -121,15 +120,6 @@ func (r *Recorder) Read(counts *[Buckets]uint64) (count, sum uint64) {
 // epoch is the origin of the real clocks' readings.
 var epoch = time.Now()
 
-// shared is the coarse clock of every hold time stamped on the real
-// clock: one timer for the process, which stops by itself when nothing
-// reads it.
-var shared = func() *coarse.Clock {
-	c := new(coarse.Clock)
-	c.Init(epoch)
-	return c
-}()
-
 // Timings are a semaphore's two recorders. A semaphore made with
 // histograms has one (a nil *Timings means off).
 type Timings struct {
@@ -144,10 +134,10 @@ type Timings struct {
 // one (tests). The zero Clock is the real clocks.
 //
 // Two real clocks: a wait is timed on the system clock (a waiter parks and
-// is woken, which costs far more than the two readings), a hold on a
-// coarse clock, an atomic load, right to about a millisecond: two system
-// clock readings would cost more than the uncontended acquire and release
-// themselves. A fake clock times both.
+// is woken, which costs far more than the two readings), a hold, and a
+// waiter's arrival, on the CPU's counter where the kernel keeps its time on
+// it (see Arrival; the system clock elsewhere). A fake clock times all
+// three.
 type Clock struct {
 	fake    clock.Clock // nil: the real clocks
 	epoch   time.Time   // the fake clock's origin
@@ -177,13 +167,20 @@ func (c *Clock) Precise() int64 {
 }
 
 // Stamp returns the time for a hold's start and end, in nanoseconds since
-// Precise's origin, cheap and to about a millisecond: a Stamp may be
-// behind a Precise reading taken before it.
+// Precise's origin: the counter's reading, as an arrival's (see Arrival), so
+// a Stamp may be a little behind a Precise reading taken before it.
+//
+// Holds were stamped on a coarse clock (package coarse), an atomic load
+// that a timer moves on every millisecond while it is read often. Sampled
+// one hold in SampleEvery, they no longer need it, and its timer cost every
+// scheduling round of a contended lane a timer check (a clock read), more
+// than the counter's two reads in SampleEvery holds cost (docs/internals.md,
+// "hold stamps from the counter").
 func (c *Clock) Stamp() int64 {
 	if c.fake != nil {
 		return int64(c.fake.Now().Sub(c.epoch))
 	}
-	return shared.Read()
+	return counterNow()
 }
 
 // Time turns a reading of Precise or Stamp back into a time.
@@ -191,5 +188,5 @@ func (c *Clock) Time(reading int64) time.Time {
 	if c.fake != nil {
 		return c.epoch.Add(time.Duration(reading))
 	}
-	return shared.Time(reading)
+	return epoch.Add(time.Duration(reading))
 }
