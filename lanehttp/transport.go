@@ -69,7 +69,8 @@ type TransportConfig[K comparable] struct {
 	// right when Lanes has no keyed lane.
 	Key func(*http.Request) (K, error)
 	// TokensLane names the lane of Lanes that counts the provider's
-	// tokens; "" when there is none. Each attempt takes Tokens(req) of
+	// tokens, a rate lane (a global or keyed one makes NewTransport
+	// panic); "" when there is none. Each attempt takes Tokens(req) of
 	// it, and 1 of every other lane.
 	TokensLane string
 	// Tokens returns the request's estimated token count, the weight
@@ -151,8 +152,8 @@ type Transport[K comparable] struct {
 
 // NewTransport returns a Transport for cfg. It panics, as [Middleware]
 // does, if cfg has no Queue, if Lanes is empty or not a set of Queue, if
-// TokensLane is not in Lanes or has no Tokens, if Usage is set without a
-// TokensLane, or if a bound is negative:
+// TokensLane is not in Lanes, is not a rate lane, or has no Tokens, if
+// Usage is set without a TokensLane, or if a bound is negative:
 // a programming error, found when the client is set up.
 func NewTransport[K comparable](cfg TransportConfig[K]) *Transport[K] {
 	if cfg.Queue == nil {
@@ -161,12 +162,22 @@ func NewTransport[K comparable](cfg TransportConfig[K]) *Transport[K] {
 	if err := cfg.Queue.Check(cfg.Lanes); errors.Is(err, semaphore.ErrInvalidConfig) {
 		panic("lanehttp: TransportConfig.Lanes: " + err.Error() + ": set it to the lanes every attempt takes, made by Queue.Lanes")
 	}
+	kinds := map[string]lanequeue.Kind{}
+	for _, st := range cfg.Queue.Stats() {
+		kinds[st.Name] = st.Kind
+	}
 	if cfg.TokensLane != "" {
 		if !slices.Contains(cfg.Lanes.Names(), cfg.TokensLane) {
 			panic("lanehttp: TransportConfig.TokensLane " + cfg.TokensLane + " is not in Lanes " + strings.Join(cfg.Lanes.Names(), ", "))
 		}
 		if cfg.Tokens == nil {
 			panic("lanehttp: TransportConfig.Tokens is nil with a TokensLane")
+		}
+		// A global or keyed lane would hold the estimate as concurrency,
+		// refuse Usage's settle, and leave the provider's tokens lane
+		// charged 1 a call.
+		if k := kinds[cfg.TokensLane]; k != lanequeue.Rate {
+			panic("lanehttp: TransportConfig.TokensLane " + cfg.TokensLane + " is a " + k.String() + " lane: name the rate lane of the provider's tokens (lanequeue.NewTokenLane)")
 		}
 	} else if cfg.Usage != nil {
 		panic("lanehttp: TransportConfig.Usage is set without a TokensLane to settle")
@@ -213,10 +224,6 @@ func NewTransport[K comparable](cfg TransportConfig[K]) *Transport[K] {
 		cfg.RetryBurst = DefaultRetryBurst
 	}
 	t := &Transport[K]{cfg: cfg, stamp: stamp, earn: int64(math.Round(r * budgetUnit)), cap: int64(cfg.RetryBurst) * budgetUnit}
-	kinds := map[string]lanequeue.Kind{}
-	for _, st := range cfg.Queue.Stats() {
-		kinds[st.Name] = st.Kind
-	}
 	for _, name := range cfg.Lanes.Names() {
 		if kinds[name] != lanequeue.Keyed {
 			t.cool = append(t.cool, name)

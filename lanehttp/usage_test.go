@@ -336,6 +336,35 @@ func TestTransportUsageNeedsTokensLane(t *testing.T) {
 	lanehttp.NewTransport(lanehttp.TransportConfig[string]{Queue: q, Lanes: set, Usage: lanehttp.UsageJSON})
 }
 
+// TestTransportTokensLaneNotRate: a TokensLane that names a global or
+// keyed lane is a programming error, found when the transport is made:
+// the estimate would be held of that lane's concurrency and Usage's
+// settle refused, while the provider's tokens lane was charged 1 a call.
+func TestTransportTokensLaneNotRate(t *testing.T) {
+	q := lanequeue.Default[string](4) // "session" (keyed) and "global"
+	defer q.Close()
+	must(t, q.Add("tpm", lanequeue.NewTokenLane[string](budget)))
+	set, err := q.Lanes("session", "global", "tpm")
+	must(t, err)
+	for _, lane := range []string{"global", "session"} {
+		for _, usage := range []func(*http.Response, []byte) (int64, bool){nil, lanehttp.UsageJSON} {
+			func() {
+				defer func() {
+					v := recover()
+					if s, _ := v.(string); !strings.HasPrefix(s, "lanehttp: ") {
+						t.Errorf("TokensLane %q (Usage set: %v): NewTransport panicked with %v; want a lanehttp: message", lane, usage != nil, v)
+					}
+				}()
+				lanehttp.NewTransport(lanehttp.TransportConfig[string]{
+					Queue: q, Lanes: set,
+					TokensLane: lane, Tokens: func(*http.Request) int64 { return estimate },
+					Usage: usage,
+				})
+			}()
+		}
+	}
+}
+
 // TestTransportUsagePanics: a Usage that panics at Close or at EOF
 // panics the caller's Close or Read, and the call's lanes are released
 // all the same, with the estimate charged.
