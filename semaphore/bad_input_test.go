@@ -130,3 +130,30 @@ func TestSetCapacityOutOfRangeIsInvalidConfig(t *testing.T) {
 		}
 	}
 }
+
+// The zero Weighted is not usable (package doc): its calls say so,
+// instead of failing with a misleading ErrTooHeavy, even those refused
+// before they reach its capacity.
+func TestZeroValuePanics(t *testing.T) {
+	var s semaphore.Weighted
+	bg := context.Background()
+	ended, cancel := context.WithCancel(bg)
+	cancel()
+	for name, f := range map[string]func(){
+		"Acquire":    func() { _, _ = s.Acquire(bg, 1) },
+		"Acquire(0)": func() { _, _ = s.Acquire(bg, 0) },
+		"Acquire(bad option)": func() {
+			_, _ = s.Acquire(bg, 1, semaphore.Weight(-1))
+		},
+		"Acquire(ended)": func() { _, _ = s.Acquire(ended, 1) },
+		"TryAcquire":     func() { _, _ = s.TryAcquire(1) },
+		"TryAcquire(0)":  func() { _, _ = s.TryAcquire(0) },
+		"Do":             func() { _ = s.Do(bg, 1, func(context.Context) error { return nil }) },
+		"Join":           func() { _, _ = s.Join(1) },
+		"SetCapacity":    func() { s.SetCapacity(2) },
+		"Close":          func() { s.Close() },
+		"Stats":          func() { _ = s.Stats() },
+	} {
+		require.PanicsWithValue(t, "semaphore: use New", f, name)
+	}
+}

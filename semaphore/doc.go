@@ -4,8 +4,9 @@
 // [New] makes a [Weighted]: [Weighted.Acquire] waits for permits,
 // [Weighted.TryAcquire] does not, [Weighted.Do] runs a function under
 // them, and [Weighted.Join] takes a [Place] in line to wait for later.
-// The zero Weighted is not usable; a Weighted is safe for concurrent use
-// and must not be copied after first use. Packages keyedsem and lanequeue
+// The zero Weighted is not usable (its methods but Capacity panic); a
+// Weighted is safe for concurrent use and must not be copied after first
+// use. Packages keyedsem and lanequeue
 // keep the contract below.
 //
 // Ownership: an acquire call that returns a nil error gives the caller a

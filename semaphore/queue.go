@@ -11,6 +11,7 @@ import (
 )
 
 func (s *Weighted) failFast(ctx context.Context) error {
+	s.mustBeMade()
 	s.mu.Lock()
 	s.cancelled++
 	s.mu.Unlock()
@@ -107,6 +108,7 @@ func (s *Weighted) admit(ctx context.Context, n int64, turn *call.Turn) (*waitq.
 	case waitq.Refused:
 		s.rejected++
 		s.mu.Unlock()
+		s.mustBeMade() // a zero Weighted has capacity 0: every admission comes here
 		return nil, Permit{}, err
 	}
 	w := s.wcache.Get()
@@ -233,6 +235,7 @@ func (o *owner) Released(_ int64, since int64) {
 }
 
 func (s *Weighted) reject() {
+	s.mustBeMade()
 	s.mu.Lock()
 	s.rejected++
 	s.mu.Unlock()

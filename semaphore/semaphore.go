@@ -283,6 +283,7 @@ func (s *Weighted) TryAcquire(n int64) (Permit, bool) {
 		}
 	}
 	if n <= 0 {
+		s.mustBeMade()
 		return Permit{}, false
 	}
 	if s.tm != nil {
@@ -298,6 +299,9 @@ func (s *Weighted) TryAcquire(n int64) (Permit, bool) {
 	s.mu.Lock()
 	p, ok := s.takeLocked(n)
 	s.mu.Unlock()
+	if !ok {
+		s.mustBeMade() // a zero Weighted has capacity 0: every try comes here
+	}
 	return p, ok
 }
 
@@ -332,6 +336,7 @@ func (s *Weighted) SetCapacity(n int64) {
 	if n < 0 || n > MaxCapacity {
 		panic(fmt.Errorf("semaphore: SetCapacity(%d): out of range [0, %d]: %w", n, int64(MaxCapacity), ErrInvalidConfig))
 	}
+	s.mustBeMade()
 	var wake waitq.Chain
 	s.mu.Lock()
 	delta := n - s.capacity.Load()
@@ -355,6 +360,7 @@ func (s *Weighted) SetCapacity(n int64) {
 // Close fails the waiters and every later acquire with [ErrClosed]; permits
 // held stay valid. Close is idempotent.
 func (s *Weighted) Close() {
+	s.mustBeMade()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -374,6 +380,17 @@ func (s *Weighted) Close() {
 	waitq.Fail(&s.q, (*owner)(s), 0, ErrClosed, &wake)
 	s.mu.Unlock()
 	wake.Wake()
+}
+
+// mustBeMade panics on a zero Weighted, which the package doc calls not
+// usable: it would otherwise refuse every acquire with a misleading
+// ErrTooHeavy, and SetCapacity would hand out permits of tokens never
+// set up. New always sets the clock. Called on slow and failure paths
+// only: a made Weighted's fast paths never reach it.
+func (s *Weighted) mustBeMade() {
+	if s.clock == nil {
+		panic("semaphore: use New")
+	}
 }
 
 // Capacity returns the current capacity with one atomic load.

@@ -36,6 +36,7 @@ type Counters struct {
 // hold is recorded after the permit went back: a caller that the release
 // unblocked may take a snapshot before).
 func (s *Weighted) Stats() Stats {
+	s.mustBeMade()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.state.Load()
