@@ -37,3 +37,15 @@ func TestDoReleasesOnReturnAndPanic(t *testing.T) {
 	assert.ErrorIs(t, <-done, context.Canceled)
 	p.Release()
 }
+
+// A nil fn is a programming error: Do says so, as the package's panics
+// do, before it takes a permit, instead of a nil dereference with the
+// permits held.
+func TestDoNilFnPanics(t *testing.T) {
+	s := keyedsem.New[string]()
+	defer s.Close()
+	require.PanicsWithValue(t, "keyedsem: Do with a nil fn", func() { _ = s.Do(bg, "k", nil) })
+	st := s.Stats()
+	require.Equal(t, int64(0), st.Held)
+	require.Equal(t, uint64(0), st.Acquired, "Do took a permit for a nil fn")
+}

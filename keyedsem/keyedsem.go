@@ -428,6 +428,9 @@ func (s *Keyed[K]) tryAcquire(key K, n int64) (semaphore.Permit, bool) {
 
 // Do runs fn holding key's permits, as [semaphore.Weighted.Do] does.
 func (s *Keyed[K]) Do(ctx context.Context, key K, fn func(context.Context) error, opts ...semaphore.AcquireOption) error {
+	if fn == nil { // found before a wait, not as a nil call with permits held
+		panic("keyedsem: Do with a nil fn")
+	}
 	p, err := s.Acquire(ctx, key, opts...)
 	if err != nil {
 		return err

@@ -75,3 +75,15 @@ func TestDoReturnsFnErrorAndReleases(t *testing.T) {
 	st := requireBalanced(t, s)
 	require.Equal(t, uint64(2), st.Released)
 }
+
+// A nil fn is a programming error: Do says so, as the package's panics
+// do, before it takes a permit, instead of a nil dereference with the
+// permits held.
+func TestDoNilFnPanics(t *testing.T) {
+	s := semaphore.New(1)
+	defer s.Close()
+	require.PanicsWithValue(t, "semaphore: Do with a nil fn", func() { _ = s.Do(context.Background(), 1, nil) })
+	st := s.Stats()
+	require.Equal(t, int64(0), st.Held)
+	require.Equal(t, uint64(0), st.Acquired, "Do took a permit for a nil fn")
+}

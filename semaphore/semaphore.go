@@ -305,10 +305,14 @@ func (s *Weighted) TryAcquire(n int64) (Permit, bool) {
 	return p, ok
 }
 
-// Do runs fn holding n permits, released when fn returns or panics, and
-// returns Acquire's error (without calling fn) or fn's. Once fn runs it
-// keeps the permits until it returns, whatever becomes of ctx.
+// Do runs fn (a nil fn panics) holding n permits, released when fn
+// returns or panics, and returns Acquire's error (without calling fn) or
+// fn's. Once fn runs it keeps the permits until it returns, whatever
+// becomes of ctx.
 func (s *Weighted) Do(ctx context.Context, n int64, fn func(context.Context) error, opts ...AcquireOption) error {
+	if fn == nil { // found before a wait, not as a nil call with permits held
+		panic("semaphore: Do with a nil fn")
+	}
 	p, err := s.Acquire(ctx, n, opts...)
 	if err != nil {
 		return err
