@@ -2,6 +2,7 @@ package lanehttp
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net/http"
 	"slices"
@@ -255,6 +256,7 @@ type usageBody[K comparable] struct {
 	tail    []byte // what was read, its last usageTail bytes: a ring once full
 	pos     int    // where the ring's oldest byte is
 	settled bool
+	failed  error // the settle's refusal, for Close to return once
 }
 
 func (b *usageBody[K]) Read(p []byte) (int, error) {
@@ -271,7 +273,8 @@ func (b *usageBody[K]) Read(p []byte) (int, error) {
 }
 
 // Close closes the body and, the first time, settles the tokens lane if
-// EOF did not, then finishes the ticket (even if Usage panics).
+// EOF did not, then finishes the ticket (even if Usage panics). It
+// returns the settle's refusal, once, with the body's own error.
 func (b *usageBody[K]) Close() error {
 	err := b.ReadCloser.Close()
 	defer func() {
@@ -283,6 +286,13 @@ func (b *usageBody[K]) Close() error {
 	defer b.mu.Unlock()
 	if !b.settled {
 		b.settle(false)
+	}
+	if f := b.failed; f != nil {
+		b.failed = nil
+		if err == nil {
+			return f
+		}
+		return errors.Join(err, f)
 	}
 	return err
 }
@@ -319,5 +329,8 @@ func (b *usageBody[K]) settle(eof bool) {
 	if !ok || n < 0 || (!eof && n <= b.est) {
 		return
 	}
-	_ = b.t.Settle(b.lane, n) // refused only if the lane is not a token lane: the estimate stands
+	// A refusal (a lane that settles nothing, such as NewRateLane's; a
+	// count out of range; a fleet lane's failed call) leaves the estimate
+	// charged. It is Close's error, not Read's: the answer was read whole.
+	b.failed = b.t.Settle(b.lane, n)
 }
