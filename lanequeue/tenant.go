@@ -2,6 +2,7 @@ package lanequeue
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/semaphore"
@@ -11,11 +12,18 @@ import (
 // [semaphore.WithFairShare], for tenants of many keys (keys alone share a
 // global lane behind a keyed one): a call waits in its [semaphore.Group],
 // else tenant(key), which must be cheap and safe for concurrent use. The
-// lane's Close closes s. A semaphore of capacity 0 makes a lane that Add
-// refuses.
+// lane's Close closes s. A semaphore of capacity 0 or made without
+// WithFairShare, or a nil tenant, makes a lane that Add refuses.
 func NewFairLane[K comparable](s *semaphore.Weighted, tenant func(K) string) Lane[K] {
 	if err := checkSem(s); err != nil {
 		return &badLane[K]{kind: Global, err: err}
+	}
+	// Either would leave the lane first come, first served, unasked.
+	if !call.FairShare.(func(*semaphore.Weighted) bool)(s) {
+		return &badLane[K]{kind: Global, err: errNotFair}
+	}
+	if tenant == nil {
+		return &badLane[K]{kind: Global, err: errNoTenant}
 	}
 	return &fairLane[K]{globalLane: &globalLane[K]{s: s}, tenant: tenant}
 }
@@ -28,12 +36,13 @@ type fairLane[K comparable] struct {
 	tenant func(K) string
 }
 
-func (l *fairLane[K]) group(key K) string {
-	if l.tenant == nil {
-		return ""
-	}
-	return l.tenant(key)
-}
+// The refusals of NewFairLane.
+var (
+	errNotFair  = fmt.Errorf("a fair lane's semaphore must be made semaphore.WithFairShare: %w", semaphore.ErrInvalidConfig)
+	errNoTenant = fmt.Errorf("a fair lane's tenant function is nil: %w", semaphore.ErrInvalidConfig)
+)
+
+func (l *fairLane[K]) group(key K) string { return l.tenant(key) }
 
 func (l *fairLane[K]) Acquire(ctx context.Context, key K, n int64) (semaphore.Permit, error) {
 	return l.s.Acquire(ctx, n, semaphore.Group(l.group(key)))

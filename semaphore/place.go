@@ -19,6 +19,7 @@ type Place struct{ spot waitq.Spot }
 // waitq.Spot itself, which go doc would then show.
 func init() {
 	waitq.PlaceOf = func(sp waitq.Spot) Place { return Place{sp} }
+	call.FairShare = func(s *Weighted) bool { return s.fair != nil }
 }
 
 // Join takes a place in line for n permits where Acquire would wait,

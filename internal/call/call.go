@@ -123,3 +123,11 @@ func (c *Call) Fold(opts []Option) Bad {
 	c.Priority = int(prio)
 	return BadNone
 }
+
+// FairShare is set by package semaphore to its func(*semaphore.Weighted)
+// bool, which reports whether a semaphore was made WithFairShare; package
+// lanequeue's NewFairLane, which refuses a semaphore without it (a fair
+// lane over one would serve first come, first served), asserts it to that
+// type. It is an any because this package may not import semaphore, and a
+// method of Weighted would be one more for its users to read.
+var FairShare any
