@@ -3,6 +3,7 @@ package lanehttp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -74,10 +75,11 @@ type TransportConfig[K comparable] struct {
 	// it, and 1 of every other lane.
 	TokensLane string
 	// Tokens returns the request's estimated token count, the weight
-	// each of its attempts takes of TokensLane (at least 1); it is called
-	// once per request. An estimate above the lane's MaxWeight (a rate
-	// lane's burst, a token lane's budget) fails the request with the
-	// lane's ErrTooHeavy. Required with TokensLane.
+	// each of its attempts takes of TokensLane; it is called once per
+	// request. An estimate below 1 fails the request with
+	// semaphore.ErrInvalidWeight, and one above the lane's MaxWeight (a
+	// rate lane's burst, a token lane's budget) with the lane's
+	// ErrTooHeavy, before any lane is taken. Required with TokensLane.
 	Tokens func(*http.Request) int64
 	// Usage, if not nil, reports the tokens a call used, read from its
 	// answer: tail is the end of what the caller read of the body (at
@@ -239,8 +241,9 @@ func NewTransport[K comparable](cfg TransportConfig[K]) *Transport[K] {
 // holding the lanes, as the package docs (Transport) state. It returns
 // the last attempt's response, whose Body's Close releases that
 // attempt's lanes, or an error: the lanes' (a [*lanequeue.LaneError],
-// or one matching semaphore.ErrClosed), Key's, the request's context's,
-// or the last attempt's. It never changes req, and closes req.Body, as
+// or one matching semaphore.ErrClosed), Key's, one matching
+// semaphore.ErrInvalidWeight for an estimate of Tokens below 1, the
+// request's context's, or the last attempt's. It never changes req, and closes req.Body, as
 // http.RoundTripper requires.
 //
 // Cancellation: the request's context bounds every wait (for the lanes,
@@ -263,7 +266,10 @@ func (t *Transport[K]) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	var optBuf [1]semaphore.AcquireOption // on the stack: AcquireAll keeps no option
-	est, opts := t.acquireOptions(req, optBuf[:0])
+	est, opts, err := t.acquireOptions(req, optBuf[:0])
+	if err != nil {
+		return nil, err
+	}
 	t.earnRetry()
 	rewind := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 	safe := cfg.RetryUnsafe || safeToRepeat(req)
@@ -367,13 +373,17 @@ func rewound(req *http.Request) (*http.Request, error) {
 // acquireOptions returns req's token estimate and the per-call options
 // of its attempts, appended to buf: the estimate as the weight of the
 // tokens lane. It is the one place that names lanequeue's per-call
-// options.
-func (t *Transport[K]) acquireOptions(req *http.Request, buf []semaphore.AcquireOption) (int64, []semaphore.AcquireOption) {
+// options. An estimate below 1 is refused, not raised: a weight the
+// caller did not ask for would be charged in its name.
+func (t *Transport[K]) acquireOptions(req *http.Request, buf []semaphore.AcquireOption) (int64, []semaphore.AcquireOption, error) {
 	if t.cfg.TokensLane == "" {
-		return 0, buf
+		return 0, buf, nil
 	}
-	est := max(1, t.cfg.Tokens(req))
-	return est, append(buf, lanequeue.LaneWeight(t.cfg.TokensLane, est))
+	est := t.cfg.Tokens(req)
+	if est < 1 {
+		return 0, nil, fmt.Errorf("lanehttp: TransportConfig.Tokens estimated %d tokens: must be at least 1: %w", est, semaphore.ErrInvalidWeight)
+	}
+	return est, append(buf, lanequeue.LaneWeight(t.cfg.TokensLane, est)), nil
 }
 
 // earnRetry adds a request's share to the retry budget, up to its cap.

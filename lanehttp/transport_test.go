@@ -582,3 +582,29 @@ func TestTransportAttemptNow(t *testing.T) {
 		})
 	}
 }
+
+// An estimate of no tokens, or fewer, is a bad weight, not one to raise:
+// the request fails with semaphore.ErrInvalidWeight, naming Tokens, before
+// any lane is taken or the provider asked.
+func TestTransportRefusesAnEstimateBelowOne(t *testing.T) {
+	for _, est := range []int64{0, -5} {
+		g := newRig(t, func(int64, http.ResponseWriter, *http.Request) {}, func(c *lanehttp.TransportConfig[string]) {
+			c.Tokens = func(*http.Request) int64 { return est }
+		})
+		resp, err := g.get(context.Background())
+		if err == nil {
+			resp.Body.Close()
+		}
+		if !errors.Is(err, semaphore.ErrInvalidWeight) || !strings.Contains(err.Error(), "Tokens") {
+			t.Errorf("an estimate of %d: %v; want ErrInvalidWeight naming Tokens", est, err)
+		}
+		if n := g.attempts.Load(); n != 0 {
+			t.Errorf("an estimate of %d: the provider got %d attempts, want 0", est, n)
+		}
+		for _, st := range g.q.Stats() {
+			if st.Acquired != 0 {
+				t.Errorf("an estimate of %d: lane %s granted %d calls, want 0", est, st.Name, st.Acquired)
+			}
+		}
+	}
+}
