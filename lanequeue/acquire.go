@@ -147,7 +147,7 @@ func (q *Queue[K]) waitOn(ctx context.Context, key K, g *grant[K], i int, turn c
 			q.unwind(g, taken)
 		}
 	}()
-	since := q.waitFor(key, g, i)
+	since := q.waitFor(key, g, i, false)
 	var p semaphore.Permit
 	var err error
 	if turn != (call.Turn{}) {
@@ -478,12 +478,12 @@ func (q *Queue[K]) takeRateTail(ctx context.Context, key K, g *grant[K], from in
 	reqs, ext := rateSplit(g, from, reqBuf[:0], extBuf[:0])
 	since = noWait
 	if len(ext) > 0 {
-		since = q.waitFor(key, g, from) // a lane of another package may wait
+		since = q.waitFor(key, g, from, false) // a lane of another package may wait
 	}
 	if len(reqs) > 0 {
 		// Listed as waiting (Queue.Waiters) once the tokens are due later.
 		waiting := func() {
-			if at := q.waitFor(key, g, from); since == noWait {
+			if at := q.waitFor(key, g, from, false); since == noWait {
 				since = at
 			}
 		}

@@ -13,8 +13,10 @@ import (
 
 // Cooldown pauses admission on lane for d from now, for every caller (a
 // provider's retry time): calls keep their place and wait holding their
-// permits, or fail at once with a [*LaneError] if their deadline comes
-// first; d <= 0 pauses nothing. A lane shared by a fleet that pauses for all of it (one with a method
+// permits (listed by [Queue.Holders], and by [Queue.Waiters] on the
+// lane), or fail at once with a [*LaneError] if their deadline comes
+// first; d <= 0 pauses nothing. A lane shared by a fleet that pauses for
+// all of it (one with a method
 // Cooldown(context.Context, time.Duration) (time.Duration, error), as
 // redislane's lanes have) is paused there too, under ctx, after the local
 // pause; its error is returned. See docs/api-details.md.
@@ -104,13 +106,19 @@ func (q *Queue[K]) timer(d time.Duration) clock.Timer {
 // cooling returns the lane of g whose cooldown ends last after now, and
 // when (in nanoseconds of the queue's clock); nil if none cools down.
 func (g *grant[K]) cooling(now int64) (e *laneEntry[K], until int64) {
+	e, _, until = g.coolingAt(now)
+	return e, until
+}
+
+// coolingAt is cooling, also returning the lane's index in g.held().
+func (g *grant[K]) coolingAt(now int64) (e *laneEntry[K], at int, until int64) {
 	hs := g.held()
 	for i := range hs {
 		if c := hs[i].e.cool.Load(); c != 0 && c > now && (e == nil || c > until) { // 0: never paused
-			e, until = hs[i].e, c
+			e, at, until = hs[i].e, i, c
 		}
 	}
-	return e, until
+	return e, at, until
 }
 
 // coolErr returns the error of a call whose wait for e's cooldown, which
@@ -155,17 +163,20 @@ func (q *Queue[K]) coolHolding(ctx context.Context, key K, g *grant[K], plain in
 // waitCool waits until no lane of g cools down, or fails as checkCool
 // does, or with the context's error if it ends first, or semaphore.ErrClosed if the
 // queue closes. The caller holds g's plain lanes and gives them back on
-// failure.
+// failure. While it waits, the call is listed as waiting for the cooling
+// lane, holding its plain lanes (waitFor): it holds permits, which
+// Holders must show, as it does for a call that waits for a later lane.
 func (q *Queue[K]) waitCool(ctx context.Context, key K, g *grant[K]) error {
 	for {
 		now := q.now().UnixNano()
-		e, until := g.cooling(now)
+		e, at, until := g.coolingAt(now)
 		if e == nil {
 			return nil
 		}
 		if d, ok := ctx.Deadline(); ok && d.Before(time.Unix(0, until)) {
 			return coolErr(e, key, now, until, context.DeadlineExceeded)
 		}
+		q.waitFor(key, g, at, true)
 		t := q.timer(time.Duration(until - now))
 		select {
 		case <-t.C():

@@ -284,3 +284,55 @@ func TestCooldownTellsAFleetLane(t *testing.T) {
 		t.Fatalf("Check = %v: the local pause must stand after the fleet's failure", err)
 	}
 }
+
+// TestCooldownWaiterListed: a call that waits out a cooldown holds its
+// keyed and global lanes, and is listed so: Holders shows them held by a
+// waiting call, Waiters shows it waiting for the cooling lane (at
+// Position 0: it holds the lane, in no line) and nothing else, whether it
+// waited for an earlier lane first or not.
+func TestCooldownWaiterListed(t *testing.T) {
+	for _, waitedBefore := range []bool{false, true} {
+		q, clk := coolQueue(t)
+		names := []string{"session", "provider"}
+		var first *lanequeue.Ticket[string]
+		var r <-chan acquireResult
+		if waitedBefore {
+			// The call waits for its key first, then for the cooldown.
+			var err error
+			first, err = acquireAll(q, context.Background(), "k", []string{"session"})
+			must(t, err)
+			r = acquireAsync(context.Background(), q, "k", names)
+			testkit.Eventually(t, "the call to wait for its key", func() bool { return laneStats(t, q, "session").Waiters == 1 })
+			must(t, q.Cooldown(context.Background(), "provider", 5*time.Second))
+			first.Release()
+		} else {
+			must(t, q.Cooldown(context.Background(), "provider", 5*time.Second))
+			r = acquireAsync(context.Background(), q, "k", names)
+		}
+		pending(t, clk, 1) // the call holds both lanes and waits out the pause
+		hs := q.Holders()
+		var held []string
+		for _, h := range hs {
+			if h.Key != "k" || !h.Waiting || h.Weight != 1 {
+				t.Errorf("waited before %v: holder %+v; want key k, weight 1, Waiting", waitedBefore, h)
+			}
+			held = append(held, h.Lane)
+		}
+		slices.Sort(held)
+		if !slices.Equal(held, []string{"provider", "session"}) {
+			t.Errorf("waited before %v: Holders lists %v; want provider and session (Stats: provider held %d)", waitedBefore, held, laneStats(t, q, "provider").Held)
+		}
+		ws := q.Waiters()
+		if len(ws) != 1 || ws[0].Lane != "provider" || ws[0].Key != "k" || ws[0].Weight != 1 || ws[0].Position != 0 || ws[0].Holding != 2 {
+			t.Errorf("waited before %v: Waiters = %+v; want one on provider for k, weight 1, Position 0, Holding 2", waitedBefore, ws)
+		}
+		clk.Advance(5 * time.Second)
+		res := receive(t, r)
+		must(t, res.err)
+		if ws := q.Waiters(); len(ws) != 0 {
+			t.Errorf("waited before %v: Waiters after the grant = %+v; want none", waitedBefore, ws)
+		}
+		res.t.Release()
+		assertNothingHeld(t, q)
+	}
+}

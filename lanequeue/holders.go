@@ -92,7 +92,7 @@ func (q *Queue[K]) publish(key K, g *grant[K]) *Ticket[K] {
 	if r = g.rec; r != nil {
 		st = r.home
 		st.mu.Lock()
-		r.pending = false
+		r.pending, r.cool = false, false
 	} else {
 		st = &q.holders.stripes[stripeHint()]
 		st.mu.Lock()
@@ -172,6 +172,8 @@ func (q *Queue[K]) Holders() []Holder[K] {
 		for r := st.all; r != nil; r = r.next {
 			hs := r.g.held()
 			switch {
+			case r.pending && r.cool:
+				hs = hs[:r.g.plain] // every lane but the rate lanes
 			case r.pending:
 				hs = hs[:r.at] // the lanes held so far
 			case r.owner == nil:

@@ -49,8 +49,10 @@ type record[K comparable] struct {
 	g     grant[K]
 	// A call still acquiring, listed by Waiters (see waitFor): pending,
 	// waiting for lane at of g since atSince, the seq-th arrival at a
-	// lane. The lanes before at are held; owner is nil.
+	// lane. The lanes before at are held, or, if cool (the call waits out
+	// lane at's cooldown), every lane before the rate lanes; owner is nil.
 	pending bool
+	cool    bool
 	at      int
 	seq     uint64
 	atSince int64

@@ -17,11 +17,15 @@ type Waiter[K comparable] struct {
 	Key    K      // the key of the call
 	Weight int64  // the permits asked of the lane
 	// Position is 1 for the first to come of the lane's waiters (of the
-	// key, on a keyed lane), 0 on a rate lane: the order of service on a
-	// FIFO lane only.
+	// key, on a keyed lane), 0 on a rate lane and for a caller waiting out
+	// the lane's cooldown (which holds the lane, in no line): the order of
+	// service on a FIFO lane only.
 	Position int
 	Since    time.Time // when the caller began to wait for the lane, to about a millisecond
-	Holding  int       // the lanes the caller holds already (the ones before this one in the canonical order)
+	// Holding is the lanes the caller holds already: the ones before this
+	// one in the canonical order, or, waiting out this lane's cooldown,
+	// its keyed and global lanes (this one among them, if it is one).
+	Holding int
 }
 
 // watch is what a queue keeps to list its callers and to report on them:
@@ -64,15 +68,17 @@ func (e *laneEntry[K]) tryFirst() bool {
 
 // waitFor lists the call of g, for key, as waiting for its lane i, the
 // lanes before i held: the slow path of acquireFrom, taken once a lane
-// could not be had at once. The first time it takes a record for the call
+// could not be had at once. With cool, the call waits out lane i's
+// cooldown instead, holding every lane before the rate lanes (lane i too,
+// if it is one of them). The first time it takes a record for the call
 // (the one publish will fill), later it moves the record on. It returns
 // the reading of the clock that starts the wait.
-func (q *Queue[K]) waitFor(key K, g *grant[K], i int) int64 {
+func (q *Queue[K]) waitFor(key K, g *grant[K], i int, cool bool) int64 {
 	now := q.stamp()
 	seq := q.watch.seq.Add(1)
 	if r := g.rec; r != nil {
 		r.home.mu.Lock()
-		r.at, r.atSince, r.seq = i, now, seq
+		r.at, r.cool, r.atSince, r.seq = i, cool, now, seq
 		r.home.mu.Unlock()
 		return now
 	}
@@ -80,7 +86,7 @@ func (q *Queue[K]) waitFor(key K, g *grant[K], i int) int64 {
 	st.mu.Lock()
 	r := st.take(q)
 	r.key, r.since = key, now
-	r.pending, r.at, r.atSince, r.seq = true, i, now, seq
+	r.pending, r.at, r.cool, r.atSince, r.seq = true, i, cool, now, seq
 	r.g.weight, r.g.n, r.g.plain, r.g.more = g.weight, g.n, g.plain, g.more
 	for j := range g.n {
 		r.g.inline[j] = g.inline[j]
@@ -102,19 +108,21 @@ func (q *Queue[K]) abandon(g *grant[K]) {
 	}
 	g.rec = nil
 	r.home.mu.Lock()
-	r.pending = false
+	r.pending, r.cool = false, false
 	r.home.retire(r)
 	r.home.mu.Unlock()
 }
 
 // Waiters lists this queue's callers waiting now, one per caller and lane,
-// by lane and position; a call is listed while a lane makes it wait. It is
-// gathered stripe by stripe, not at one instant.
+// by lane and position; a call is listed while a lane makes it wait, or
+// while it waits out a lane's cooldown ([Queue.Cooldown]). It is gathered
+// stripe by stripe, not at one instant.
 func (q *Queue[K]) Waiters() []Waiter[K] {
 	type entry struct {
 		w    Waiter[K]
 		seq  uint64
-		rank int // the lane's place in the canonical order
+		rank int  // the lane's place in the canonical order
+		cool bool // waiting out the lane's cooldown: in no line
 	}
 	var found []entry
 	for i := range q.holders.stripes {
@@ -126,15 +134,19 @@ func (q *Queue[K]) Waiters() []Waiter[K] {
 			}
 			hs := r.g.held()
 			since := q.timeOf(r.atSince)
-			at, end := r.at, r.at+1
-			if at >= r.g.plain { // the rate lanes, reserved together
+			at, end, holding := r.at, r.at+1, r.at
+			switch {
+			case r.cool: // the cooling lane alone
+				holding = r.g.plain
+			case at >= r.g.plain: // the rate lanes, reserved together
 				end = len(hs)
 			}
 			for j := at; j < end && j < len(hs); j++ {
 				h := &hs[j]
 				found = append(found, entry{
-					w:   Waiter[K]{Lane: h.e.name, Kind: h.e.kind, Key: r.key, Weight: h.n, Since: since, Holding: at},
-					seq: r.seq,
+					w:    Waiter[K]{Lane: h.e.name, Kind: h.e.kind, Key: r.key, Weight: h.n, Since: since, Holding: holding},
+					seq:  r.seq,
+					cool: r.cool,
 				})
 			}
 		}
@@ -164,7 +176,7 @@ func (q *Queue[K]) Waiters() []Waiter[K] {
 		if w.Kind == Keyed {
 			l.key = w.Key
 		}
-		if w.Kind == Rate {
+		if w.Kind == Rate || found[i].cool {
 			continue
 		}
 		lens[l]++
