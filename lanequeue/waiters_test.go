@@ -255,3 +255,67 @@ func TestWaitersRace(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitersListsACallInLine: a call that Waiters lists as waiting for a
+// lane of this package is in the lane's line already, so a release made
+// once it is listed is served in the lane's order. A second caller, to
+// be served first (a lower sequence number, a higher priority), is held
+// by a hook the moment it is listed while the lane is released: it must
+// get the lane before the first caller. It did not when a call was
+// listed before it joined the line: the release went to the first
+// caller, the only one in line (lanehttp's ExampleDecoder saw a key's
+// messages run 1, 5, 4).
+func TestWaitersListsACallInLine(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		add           func(q *lanequeue.Queue[string]) error
+		first, second semaphore.AcquireOption
+	}{
+		{"keyed lane by sequence", func(q *lanequeue.Queue[string]) error {
+			return addKeyed(q, "lane", keyedsem.WithSequenceOrder())
+		}, semaphore.Sequence(5), semaphore.Sequence(4)},
+		{"global lane by priority", func(q *lanequeue.Queue[string]) error {
+			return addGlobal(q, "lane", 1, semaphore.WithPriorities(time.Hour))
+		}, semaphore.Priority(0), semaphore.Priority(2)},
+	} {
+		for round := range 20 {
+			q := lanequeue.New[string]()
+			must(t, c.add(q))
+			var calls atomic.Int32
+			listed, proceed := make(chan struct{}), make(chan struct{})
+			lanequeue.SetListedHook(q, func() {
+				if calls.Add(1) == 2 { // the second caller
+					close(listed)
+					<-proceed
+				}
+			})
+			ctx := context.Background()
+			hold, err := acquireAll(q, ctx, "t", []string{"lane"})
+			must(t, err)
+			order := make(chan string, 2)
+			run := func(name string, opt semaphore.AcquireOption) {
+				tk, err := acquireAll(q, ctx, "t", []string{"lane"}, opt)
+				if err != nil {
+					order <- name + ": " + err.Error()
+					return
+				}
+				order <- name
+				tk.Release()
+			}
+			go run("first", c.first)
+			testkit.Eventually(t, "the first caller to be listed", func() bool { return len(q.Waiters()) == 1 })
+			go run("second", c.second)
+			testkit.Recv(t, listed, "the second caller to be listed")
+			if n := len(q.Waiters()); n != 2 {
+				t.Fatalf("%s: Waiters lists %d callers, want 2", c.name, n)
+			}
+			hold.Release()
+			close(proceed)
+			got := []string{testkit.Recv(t, order, "a grant"), testkit.Recv(t, order, "a grant")}
+			q.Close()
+			if got[0] != "second" || got[1] != "first" {
+				t.Fatalf("%s, round %d: served %v after the release; want second, first: a listed caller was not in line", c.name, round, got)
+			}
+		}
+	}
+}
