@@ -17,19 +17,6 @@ type placer[K comparable] Keyed[K]
 // placeOf makes the semaphore.Place of a spot (see waitq.PlaceOf).
 var placeOf = waitq.PlaceOf.(func(waitq.Spot) semaphore.Place)
 
-// keepsPlaces reports whether s keeps places in its lines: Join refuses
-// under WithBarging.
-func (s *Keyed[K]) keepsPlaces() bool { return !s.barging }
-
-func init() {
-	// For lanequeue (see call.KeyedPlaces): a Keyed of any key type, found
-	// by its unexported method.
-	call.KeyedPlaces = func(s any) bool {
-		k, ok := s.(interface{ keepsPlaces() bool })
-		return ok && k.keepsPlaces()
-	}
-}
-
 // Join takes a place in key's line without waiting, where Acquire with opts
 // would wait, as [semaphore.Weighted.Join] does: a webhook can answer at
 // once and its worker wait for the key's turn, and with [WithSequenceOrder]

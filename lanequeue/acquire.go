@@ -130,12 +130,8 @@ func (q *Queue[K]) acquireFrom(ctx context.Context, key K, g *grant[K], from int
 
 // waitOn takes lane i of g, for key, the way that may wait: it lists the
 // call as waiting for the lane (waitFor), acquires it, and reports the
-// wait to the hooks, timed from its own start. On a lane that keeps
-// places (laneEntry.places) it joins the line before it lists the call,
-// then waits for its place, so that Waiters never lists a call that a
-// release could pass by. The wait is the lane's own (Place.Wait, as
-// Acquire waits), and a call granted at once never comes here. On
-// failure it returns acquireFrom's error and holds nothing.
+// wait to the hooks, timed from its own start. On failure it returns
+// acquireFrom's error and holds nothing.
 //
 // What it calls may be code of the program: a fair lane's tenant
 // function, a semaphore's WithFairShare weight function (both asked only
@@ -151,28 +147,13 @@ func (q *Queue[K]) waitOn(ctx context.Context, key K, g *grant[K], i int, turn c
 			q.unwind(g, taken)
 		}
 	}()
-	since := int64(noWait)
+	since := q.waitFor(key, g, i, false)
 	var p semaphore.Permit
 	var err error
-	if h.e.places && ctx.Err() == nil {
-		// The call joins the lane's line first, then is listed, then
-		// waits: Waiters lists a call in line, never one about to join
-		// it. (A context that has ended takes the path below, where
-		// the lane fails it as it fails an ended call.)
-		var pl semaphore.Place
-		if pl, err = h.e.join(key, h.n, turn); err == nil {
-			since = q.waitFor(key, g, i, false)
-			q.listed()
-			p, err = pl.Wait(ctx)
-		}
+	if turn != (call.Turn{}) {
+		p, err = h.e.acquireTurn(ctx, key, h.n, turn)
 	} else {
-		since = q.waitFor(key, g, i, false)
-		q.listed()
-		if turn != (call.Turn{}) {
-			p, err = h.e.acquireTurn(ctx, key, h.n, turn)
-		} else {
-			p, err = h.e.acquire(ctx, key, h.n)
-		}
+		p, err = h.e.acquire(ctx, key, h.n)
 	}
 	if err == nil {
 		// Recorded before a hook runs, so that a hook that panics gives

@@ -178,7 +178,3 @@ func PlaceKey[K comparable](p *Place[K]) K { return p.key }
 // the heap, as keeping ReserveN's pointer did (the ablation of holding
 // reservations by value).
 func SetHeapReservations(on bool) { heapReservations = on }
-
-// SetListedHook makes f run each time a call of q is listed as waiting for
-// a lane, before it waits; set before any call.
-func SetListedHook[K comparable](q *Queue[K], f func()) { q.watch.listed = f }

@@ -13,7 +13,6 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/coarse"
 	"github.com/sessionlane/lanes/internal/nan"
@@ -112,10 +111,6 @@ type laneEntry[K comparable] struct {
 	// the interface call and the adapter's frame.
 	keyed  *keyedsem.Keyed[K]
 	global *semaphore.Weighted
-	// places: the lane is this package's keyed, global or fair lane over
-	// a semaphore that keeps places in line (not made WithBarging): a
-	// call that waits for it joins the line before it is listed (waitOn).
-	places bool
 	obs    atomic.Pointer[Observer] // ObserveLane's; nil: none
 	// cool is when the lane's Cooldown ends, in nanoseconds of the
 	// queue's clock; 0: never paused.
@@ -125,17 +120,13 @@ type laneEntry[K comparable] struct {
 // bind sets the fields of e that add derives from e.lane.
 func (e *laneEntry[K]) bind() {
 	e.fixedMax.Store(fixedMaxOf(e.lane))
-	semPlaces := call.Places.(func(*semaphore.Weighted) bool)
 	switch l := e.lane.(type) {
 	case *keyedLane[K]:
 		e.keyed = l.s
-		e.places = call.KeyedPlaces(l.s)
 	case *globalLane[K]:
 		e.global, e.capSem = l.s, l.s
-		e.places = semPlaces(l.s)
 	case *fairLane[K]:
 		e.capSem = l.s
-		e.places = semPlaces(l.s)
 	}
 }
 

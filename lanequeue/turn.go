@@ -49,24 +49,6 @@ func (e *laneEntry[K]) acquireTurn(ctx context.Context, key K, n int64, t call.T
 	return e.acquire(ctx, key, n)
 }
 
-// join takes key's place for n in the line of e, a lane whose semaphore
-// keeps places (e.places), where acquireTurn would wait at the place t.
-func (e *laneEntry[K]) join(key K, n int64, t call.Turn) (semaphore.Place, error) {
-	o := placeOpts(t)
-	if s := e.keyed; s != nil {
-		return s.Join(key, o[0], o[1], o[2], o[3], semaphore.Weight(n))
-	}
-	if s := e.global; s != nil {
-		return s.Join(n, o[:]...)
-	}
-	f := e.lane.(*fairLane[K])
-	g := t.Group
-	if g == "" {
-		g = f.group(key)
-	}
-	return f.s.Join(n, call.Lenient, semaphore.Priority(t.Priority), semaphore.Group(g))
-}
-
 // placedLane is a lane of another package that may order its callers by
 // their place in line (redislane's Keyed made WithSequenceOrder, by
 // number; its Weighted made WithPriorities or WithFairShare, by priority

@@ -35,10 +35,6 @@ type watch[K comparable] struct {
 	seq   atomic.Uint64            // arrivals at a lane on the slow path, for Waiter.Position
 	fake  clock.Clock              // a test's clock; nil: the queue's coarse clock
 	epoch time.Time                // the test clock's origin
-	// listed, set by a test before any call, runs in waitOn once the
-	// call is listed as waiting for a lane: there the test looks at what
-	// Waiters promises of a call it lists.
-	listed func()
 }
 
 // stamp reads the queue's clock: the coarse clock, or a test's.
@@ -100,13 +96,6 @@ func (q *Queue[K]) waitFor(key K, g *grant[K], i int, cool bool) int64 {
 	return now
 }
 
-// listed runs the test's hook, if any (see watch.listed).
-func (q *Queue[K]) listed() {
-	if f := q.watch.listed; f != nil {
-		f()
-	}
-}
-
 // noWait is the start of the wait of a lane that did not wait (see
 // takeRateTail): no reading of the clock.
 const noWait = math.MinInt64
@@ -126,12 +115,8 @@ func (q *Queue[K]) abandon(g *grant[K]) {
 
 // Waiters lists this queue's callers waiting now, one per caller and lane,
 // by lane and position; a call is listed while a lane makes it wait, or
-// while it waits out a lane's cooldown ([Queue.Cooldown]). A call listed
-// as waiting for a keyed, global or fair lane of this package (but one
-// made WithBarging, which keeps no line) is in that lane's line already:
-// a release after it is listed serves it in the lane's order. A lane of
-// another package lists it just before it asks. It is gathered stripe by
-// stripe, not at one instant.
+// while it waits out a lane's cooldown ([Queue.Cooldown]). It is gathered
+// stripe by stripe, not at one instant.
 func (q *Queue[K]) Waiters() []Waiter[K] {
 	type entry struct {
 		w    Waiter[K]

@@ -20,7 +20,6 @@ type Place struct{ spot waitq.Spot }
 func init() {
 	waitq.PlaceOf = func(sp waitq.Spot) Place { return Place{sp} }
 	call.FairShare = func(s *Weighted) bool { return s.fair != nil }
-	call.Places = func(s *Weighted) bool { return s.barge == nil }
 }
 
 // Join takes a place in line for n permits where Acquire would wait,

@@ -131,15 +131,3 @@ func (c *Call) Fold(opts []Option) Bad {
 // type. It is an any because this package may not import semaphore, and a
 // method of Weighted would be one more for its users to read.
 var FairShare any
-
-// Places is set by package semaphore to its func(*semaphore.Weighted)
-// bool, and KeyedPlaces by package keyedsem to a function of a
-// *keyedsem.Keyed[K] of any K: each reports whether the semaphore keeps
-// places in its line (Join takes one), which all but those made
-// WithBarging do. Package lanequeue asks once per lane: a call of its
-// that waits for such a lane joins the line before Queue.Waiters lists
-// it. Places is an any for the reason FairShare is.
-var (
-	Places      any
-	KeyedPlaces func(s any) bool
-)
