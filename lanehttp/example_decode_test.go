@@ -97,8 +97,8 @@ func ExampleDecoder() {
 			defer wg.Done()
 			answers[i] = post(fmt.Sprintf(`{"thread": "t-1", "n": %d, "tenant": "acme"}`, n))
 		}()
-		for len(q.Waiters()) < i+1 {
-			runtime.Gosched() // until it waits
+		for threadWaiters(q) < i+1 {
+			runtime.Gosched() // until it waits in the thread's line
 		}
 	}
 	busy.Release()
@@ -113,4 +113,16 @@ func ExampleDecoder() {
 	// 200 "t-1 #5 of acme (43 bytes)"
 	// 200 "t-1 #4 of acme (43 bytes)"
 	// t-1 ran: [1 4 5]
+}
+
+// threadWaiters returns the callers in the thread lane's line: the lane's
+// own count, which has a call once it is in line (Queue.Waiters lists it a
+// moment before).
+func threadWaiters(q *lanequeue.Queue[string]) int {
+	for _, st := range q.Stats() {
+		if st.Name == "thread" {
+			return st.Waiters
+		}
+	}
+	return 0
 }

@@ -115,8 +115,9 @@ func (q *Queue[K]) abandon(g *grant[K]) {
 
 // Waiters lists this queue's callers waiting now, one per caller and lane,
 // by lane and position; a call is listed while a lane makes it wait, or
-// while it waits out a lane's cooldown ([Queue.Cooldown]). It is gathered
-// stripe by stripe, not at one instant.
+// while it waits out a lane's cooldown ([Queue.Cooldown]), from a moment
+// before the lane has it in line (the lane's [Queue.Stats] count it once
+// it has). It is gathered stripe by stripe, not at one instant.
 func (q *Queue[K]) Waiters() []Waiter[K] {
 	type entry struct {
 		w    Waiter[K]
