@@ -295,8 +295,11 @@ func (q *Queue[K]) tryTail(key K, g *grant[K], from int) bool {
 // Do runs fn under a ticket of the set for key, released when fn returns
 // ([Ticket.Finish] with fn's error) or panics. fn's ctx carries the ticket
 // ([WithTicket]). Do returns AcquireAll's error, without calling fn, or
-// fn's.
+// fn's. A nil fn panics.
 func (q *Queue[K]) Do(ctx context.Context, key K, lanes LaneSet[K], fn func(context.Context) error, opts ...semaphore.AcquireOption) error {
+	if fn == nil { // before a wait, not as a nil call with the lanes held
+		panic("lanequeue: Do with a nil fn")
+	}
 	t, err := q.AcquireAll(ctx, key, lanes, opts...)
 	if err != nil {
 		return err

@@ -151,6 +151,27 @@ func TestDoReleasesOnPanic(t *testing.T) {
 	assertNothingHeld(t, q)
 }
 
+// TestDoNilFnPanics: a nil fn panics with a message naming the package
+// before any lane is taken, as semaphore's and keyedsem's Do do, not with a
+// nil dereference while the lanes are held.
+func TestDoNilFnPanics(t *testing.T) {
+	q := testQueue(t, 1)
+	func() {
+		defer func() {
+			if r := recover(); r != "lanequeue: Do with a nil fn" {
+				t.Fatalf("recovered %v; want lanequeue's message", r)
+			}
+		}()
+		_ = doAll(q, context.Background(), "k", []string{"session", "global"}, nil)
+	}()
+	assertNothingHeld(t, q)
+	for _, st := range q.Stats() {
+		if st.Acquired != 0 {
+			t.Fatalf("lane %s granted %d for a nil fn", st.Name, st.Acquired)
+		}
+	}
+}
+
 // TestHolders lists what is held, with lane, key, per-lane weight and
 // time, oldest first; released tickets drop out; rate lanes are not listed.
 func TestHolders(t *testing.T) {
