@@ -167,6 +167,7 @@ func (q *Queue[K]) coolHolding(ctx context.Context, key K, g *grant[K], plain in
 // lane, holding its plain lanes (waitFor): it holds permits, which
 // Holders must show, as it does for a call that waits for a later lane.
 func (q *Queue[K]) waitCool(ctx context.Context, key K, g *grant[K]) error {
+	listed := -1 // the cooling lane the call is listed for: a pause extended leaves the listing (its Since) as it is
 	for {
 		now := q.now().UnixNano()
 		e, at, until := g.coolingAt(now)
@@ -176,7 +177,10 @@ func (q *Queue[K]) waitCool(ctx context.Context, key K, g *grant[K]) error {
 		if d, ok := ctx.Deadline(); ok && d.Before(time.Unix(0, until)) {
 			return coolErr(e, key, now, until, context.DeadlineExceeded)
 		}
-		q.waitFor(key, g, at, true)
+		if at != listed {
+			q.waitFor(key, g, at, true)
+			listed = at
+		}
 		t := q.timer(time.Duration(until - now))
 		select {
 		case <-t.C():

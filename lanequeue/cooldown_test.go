@@ -336,3 +336,34 @@ func TestCooldownWaiterListed(t *testing.T) {
 		assertNothingHeld(t, q)
 	}
 }
+
+// TestCooldownExtendedKeepsTheWaitersSince: a cooldown extended while a
+// call waits it out leaves the call's listing as it was: Since is when the
+// call began to wait for the cooling lane, not the extension's time.
+func TestCooldownExtendedKeepsTheWaitersSince(t *testing.T) {
+	q, clk := coolQueue(t)
+	must(t, q.Cooldown(context.Background(), "provider", 5*time.Second))
+	r := acquireAsync(context.Background(), q, "k", []string{"session", "provider"})
+	pending(t, clk, 1)
+	ws := q.Waiters()
+	if len(ws) != 1 {
+		t.Fatalf("Waiters = %+v; want the one call", ws)
+	}
+	since := ws[0].Since
+	clk.Advance(time.Second)
+	must(t, q.Cooldown(context.Background(), "provider", 10*time.Second)) // until 11s from the start
+	clk.Advance(4 * time.Second)                                          // the first pause's end: the call looks again
+	pending(t, clk, 1)
+	testkit.Eventually(t, "the call to wait out the extension", func() bool {
+		ws := q.Waiters()
+		return len(ws) == 1 && clk.Pending() == 1
+	})
+	if ws := q.Waiters(); len(ws) != 1 || !ws[0].Since.Equal(since) {
+		t.Fatalf("after the extension Waiters = %+v; want Since %v, as it was", ws, since)
+	}
+	clk.Advance(6 * time.Second)
+	res := receive(t, r)
+	must(t, res.err)
+	res.t.Release()
+	assertNothingHeld(t, q)
+}

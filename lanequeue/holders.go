@@ -16,7 +16,7 @@ type Holder[K comparable] struct {
 	Key     K         // the key the ticket was taken for
 	Weight  int64     // the permits the ticket holds in the lane (rate lanes hold nothing and are not listed)
 	Since   time.Time // when the ticket was granted (Waiting: when the call began to wait)
-	Waiting bool      // held by a call still waiting for a later lane, not a ticket
+	Waiting bool      // held by a call still waiting (for a later lane, or out of a cooldown), not a ticket
 }
 
 // holderStripes is the number of independently locked lists of live

@@ -146,8 +146,8 @@ func WithClassicPubSub() Option { return func(c *config) { c.classicPubSub = tru
 // is added), and a grant that did not wait (behind another caller of the
 // instance, or queued in Redis) counts as 0, as in package semaphore; the
 // round trip of its acquire call is not a wait. A hold runs from the grant
-// to the first Release, read on a coarse clock, right to about a
-// millisecond. Off by default; off, the lane reads no clock for them.
+// to the first Release, read on the CPU's counter where Linux keeps its
+// time on it (the local clock elsewhere). Off by default; off, the lane reads no clock for them.
 func WithHistograms() Option { return func(c *config) { c.histograms = true } }
 
 // WithHashTag puts the lane's keys in the Redis Cluster slot of tag

@@ -229,7 +229,7 @@ func (s *Weighted) observe(t *permit.Token) {
 // Released records the hold time of a permit granted at since. It is
 // called by Permit.Release, once per timed grant (see stampOn), after the
 // permit went back: the wake-up of the next waiter, if any, is in the
-// recorded hold, well under the stamp's millisecond.
+// recorded hold (a few microseconds at most).
 func (o *owner) Released(_ int64, since int64) {
 	o.tm.Hold.Observe(o.hc.Stamp() - since)
 }
