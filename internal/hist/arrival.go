@@ -47,14 +47,22 @@ import (
 //
 // The kernel's clocksource is read once, and the kernel may later drop the
 // counter (its watchdog finds it unstable) or slew its own clock against
-// it (NTP, up to 500 ppm). So the first arrival read at least recheckEvery
-// after the base reads a pair and checks the counter's span since the base
-// against Precise's (see checked): within maxDrift, the scale is measured
-// again over that span and based at the pair, so that arrivals never stray
-// from Precise's by more than maxDrift of one span, and step by at most as
-// much at the rebase; beyond it (a counter that jumped or runs at another
-// rate), the counter is off for good. The check needs no shared write: the
-// scale carries the counter reading it is due at.
+// it (NTP, up to 500 ppm). So the first reading at least recheckEvery
+// after the base (by the counter's own ticks) reads a pair and checks the
+// counter's span since the base against Precise's (see checked): within
+// maxDrift of the span (and driftSlack), the scale is measured again over
+// that span and based at the pair, so that readings step by at most as much
+// at the rebase; beyond it (a counter that jumped, stalled or runs at
+// another rate), the counter is off for good. One reading in checkOdds
+// (picked by its own bits) checks early without rebasing, so that a
+// counter whose ticks slow, and so would reach the due check late, or that
+// jumps, is found within a few thousand readings while they are being
+// taken. (A counter stuck at one value whose bits are not a pick would be
+// found by neither check: no counter the kernel keeps its time on does
+// that while it does.) Between two checks, readings carry whatever the counter did.
+// After a long idle the tolerance is as long: a jump within 1e-3 of the
+// idle time is taken as drift and rebased away. The checks need no shared
+// write: the scale carries the counter reading its due check is at.
 
 // calibration is the least span over which the counter's rate is
 // measured, and maxError the most error the pairs may bring to it.
@@ -63,13 +71,27 @@ const (
 	maxError    = 1e-4
 )
 
-// recheckEvery is how long the counter runs on one scale before an arrival
-// checks it against Precise, and maxDrift the most that the two may differ
-// over the span checked, relatively: twice the most NTP slews the kernel's
-// clock.
+// recheckEvery is how long the counter runs on one scale before a reading
+// checks it against Precise and rebases it, and maxDrift the most that the
+// two may differ over the span checked, relatively: twice the most NTP
+// slews the kernel's clock. Besides, one reading in checkOdds checks the
+// scale at once, so that a counter that slows, whose own ticks would reach
+// the due check late, or that jumps, is found within a few thousand
+// readings. The pick is the reading's own bits from pickShift up: readings
+// come at times the counter's period knows nothing of, so those bits are
+// as good as random, for a shift and a mask (a random number from
+// math/rand/v2 cost 2.8 ns a reading, +27%); pickShift skips the low bits,
+// which a counter that counts in steps may hold still.
 const (
 	recheckEvery = time.Second
 	maxDrift     = 1e-3
+	checkOdds    = 1 << 12
+	pickShift    = 6
+	// driftSlack is allowed besides maxDrift of the span: a pair's width
+	// and the unfenced reads' reordering, tens to a hundred nanoseconds,
+	// would otherwise turn the counter off at an early check over a span
+	// of a millisecond.
+	driftSlack = 10 * time.Microsecond
 )
 
 // scaled turns counter readings into Precise's nanoseconds.
@@ -115,7 +137,8 @@ func (s *scaled) checked(ns, t, w int64) *scaled {
 	if float64(w)*s.scale > maxError*float64(span) {
 		return s
 	}
-	if d := float64(s.at(t) - ns); d > maxDrift*float64(span) || -d > maxDrift*float64(span) {
+	lim := maxDrift*float64(span) + float64(driftSlack)
+	if d := float64(s.at(t) - ns); d > lim || -d > lim {
 		return &off
 	}
 	if r := calibrate(s.base, s.tick0, ns, t); r != nil {
@@ -167,22 +190,25 @@ func counterNow() int64 {
 		return arrivalCalibrating()
 	case s != &off:
 		if t := ticks(); t >= s.floor {
-			if t < s.next {
+			if t < s.next && (uint64(t)>>pickShift)%checkOdds != 0 {
 				return s.at(t)
 			}
-			return recheck(s)
+			return recheck(s, t >= s.next)
 		}
 		counter.scale.Store(&off)
 	}
 	return int64(time.Since(epoch))
 }
 
-// recheck is Arrival once the counter has run recheckEvery on scale s: it
-// reads a pair, publishes what follows s (see checked) unless another
-// arrival did first, and returns the pair's Precise reading.
-func recheck(s *scaled) int64 {
+// recheck is a reading that checks scale s (see checked), due once the
+// counter has run recheckEvery on it, or picked early: it reads a pair,
+// publishes off if the counter strayed, or (due) the rebased scale, unless
+// another reading did first, and returns the pair's Precise reading. An
+// early check that finds the counter in step leaves s: rebasing more often
+// would only measure the scale over shorter spans.
+func recheck(s *scaled, due bool) int64 {
 	ns, t, w := pair()
-	if r := s.checked(ns, t, w); r != s {
+	if r := s.checked(ns, t, w); r == &off || (due && r != s) {
 		counter.scale.CompareAndSwap(s, r)
 	}
 	return ns

@@ -271,3 +271,44 @@ func TestStampKeepsUpWithPrecise(t *testing.T) {
 		t.Skipf("only %d reads in 5ms: too slow a machine to tell a coarse clock from the counter", n)
 	}
 }
+
+// The drift allowed is maxDrift of the span, with driftSlack besides: just
+// under it the counter is rebased, just over it turned off.
+func TestCheckedDriftLimit(t *testing.T) {
+	s := testScale(t)
+	ticks := s.tick0 + 2_600_000_000 // a second on s's scale
+	for _, c := range []struct {
+		ppm int64
+		on  bool
+	}{{900, true}, {-900, true}, {1_100, false}, {-1_100, false}} {
+		ns := s.base + 1_000_000_000 + c.ppm*1_000 // Precise moved a second and c.ppm ppm
+		if r := s.checked(ns, ticks, 100); (r != &off) != c.on {
+			t.Errorf("%d ppm: left on %v, want %v", c.ppm, r != &off, c.on)
+		}
+	}
+}
+
+// A counter out of step with Precise is found by the early checks, long
+// before its due check: here a scale half again too fast, due only at the
+// end of the counter's range, is turned off within 64 checkOdds readings
+// (a reading is a pick in one window of 2^pickShift ticks in every
+// checkOdds such windows: at a reading every few tens of ticks, these
+// readings cross a few dozen windows).
+func TestArrivalChecksEarly(t *testing.T) {
+	if !trustTicks() {
+		t.Skip("the kernel does not keep its time on this machine's counter")
+	}
+	saved := calibrated(t)
+	defer counter.scale.Store(saved)
+	s := *saved
+	s.scale *= 1.5
+	s.next = math.MaxInt64
+	counter.scale.Store(&s)
+	var c Clock
+	for i := 0; i < 64*checkOdds && counter.scale.Load() != &off; i++ {
+		c.Arrival()
+	}
+	if counter.scale.Load() != &off {
+		t.Fatalf("a scale half again too fast still on after %d readings", 64*checkOdds)
+	}
+}
