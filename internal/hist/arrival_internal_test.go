@@ -257,7 +257,10 @@ func TestStampKeepsUpWithPrecise(t *testing.T) {
 	if trustTicks() {
 		calibrated(t)
 	}
-	const slack = 500 * time.Microsecond // the counter's scale may stray from Precise by 1e-3 of a second (see checked)
+	// A counter the kernel keeps its time on strays from Precise by
+	// microseconds; checked allows up to 1e-3 of a second, but a counter
+	// near that is not one the kernel would keep its time on.
+	const slack = 500 * time.Microsecond
 	end := time.Now().Add(5 * time.Millisecond)
 	n := 0
 	for time.Now().Before(end) {
