@@ -36,8 +36,8 @@ import (
 // millisecond; and, unlike the coarse clock, reading it starts no timer
 // (see Clock.Stamp).
 //
-// The scale is measured once per process, over at least calibration
-// from the first arrival read, from two pairs of readings (the counter,
+// The scale is first measured over at least calibration from the first
+// reading, from two pairs of readings (the counter,
 // Precise, the counter: see pair) narrow enough that their error is at
 // most maxError of the span; and it is published with its base at the
 // second pair's own Precise reading, so that arrivals carry on from
@@ -59,9 +59,9 @@ import (
 // jumps, is found within a few thousand readings while they are being
 // taken. (A counter stuck at one value whose bits are not a pick would be
 // found by neither check: no counter the kernel keeps its time on does
-// that while it does.) Between two checks, readings carry whatever the counter did.
-// After a long idle the tolerance is as long: a jump within 1e-3 of the
-// idle time is taken as drift and rebased away. The checks need no shared
+// that while it does.) Between two checks, readings carry whatever the
+// counter did. After a long idle the tolerance is as long: a jump within
+// 1e-3 of the idle time is taken as drift and rebased away. The checks need no shared
 // write: the scale carries the counter reading its due check is at.
 
 // calibration is the least span over which the counter's rate is
@@ -100,7 +100,7 @@ type scaled struct {
 	tick0 int64   // the counter's reading at base
 	scale float64 // nanoseconds per tick
 	floor int64   // the counter's reading a millisecond before tick0
-	next  int64   // the counter's reading recheckEvery after tick0: an arrival from it checks the scale
+	next  int64   // the counter's reading recheckEvery after tick0: a reading from it checks and rebases the scale
 }
 
 func (s *scaled) at(t int64) int64 { return s.base + int64(float64(t-s.tick0)*s.scale) }
@@ -123,12 +123,12 @@ func calibrate(ns0, t0, ns1, t1 int64) *scaled {
 	}
 }
 
-// checked returns what follows s given a pair read after s.next (see pair:
+// checked returns what follows s given a pair read to check it (see pair:
 // Precise's reading ns, the counter's t, the pair's width w in ticks): a
 // scale measured over the span since s's base and based at the pair, if
 // the counter kept within maxDrift of Precise over it; off if it did not,
-// or went back; or s itself if the pair is too wide to judge by (an
-// arrival after it checks again).
+// or went back; or s itself if the pair is too wide to judge by (a later
+// reading checks again).
 func (s *scaled) checked(ns, t, w int64) *scaled {
 	span := ns - s.base
 	if t < s.floor || span <= 0 {
