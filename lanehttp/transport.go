@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sessionlane/lanes/adaptive"
+	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
@@ -157,7 +158,8 @@ type Transport[K comparable] struct {
 // NewTransport returns a Transport for cfg. It panics, as [Middleware]
 // does, if cfg has no Queue, if Lanes is empty or not a set of Queue, if
 // TokensLane is not in Lanes, is not a rate lane, or has no Tokens, if
-// Usage is set without a TokensLane, or if a bound is negative:
+// Usage is set without a TokensLane or with one that cannot settle (a
+// NewRateLane lane), or if a bound is negative:
 // a programming error, found when the client is set up.
 func NewTransport[K comparable](cfg TransportConfig[K]) *Transport[K] {
 	if cfg.Queue == nil {
@@ -182,6 +184,9 @@ func NewTransport[K comparable](cfg TransportConfig[K]) *Transport[K] {
 		// charged 1 a call.
 		if k := kinds[cfg.TokensLane]; k != lanequeue.Rate {
 			panic("lanehttp: TransportConfig.TokensLane " + cfg.TokensLane + " is a " + k.String() + " lane: name the rate lane of the provider's tokens (lanequeue.NewTokenLane)")
+		}
+		if cfg.Usage != nil && !call.Settles(cfg.Queue, cfg.TokensLane) {
+			panic("lanehttp: TransportConfig.Usage: TokensLane " + cfg.TokensLane + " is a rate lane that cannot settle (a request rate, lanequeue.NewRateLane): name a lane of tokens (lanequeue.NewTokenLane, redislane.AsRateLane)")
 		}
 	} else if cfg.Usage != nil {
 		panic("lanehttp: TransportConfig.Usage is set without a TokensLane to settle")

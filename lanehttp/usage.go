@@ -329,8 +329,8 @@ func (b *usageBody[K]) settle(eof bool) {
 	if !ok || n < 0 || (!eof && n <= b.est) {
 		return
 	}
-	// A refusal (a lane that settles nothing, such as NewRateLane's; a
-	// count out of range; a fleet lane's failed call) leaves the estimate
+	// A refusal (a count out of range; a fleet lane's failed call: a lane
+	// that settles nothing is refused by NewTransport) leaves the estimate
 	// charged. It is Close's error, not Read's: the answer was read whole.
 	b.failed = b.t.Settle(b.lane, n)
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/lanehttp"
@@ -364,6 +366,33 @@ func TestTransportTokensLaneNotRate(t *testing.T) {
 			}()
 		}
 	}
+}
+
+// TestTransportUsageNeedsALaneThatSettles: with Usage, a TokensLane that
+// cannot settle (a NewRateLane lane: a request rate, not tokens) is refused
+// when the transport is made, not found at every body's Close; without
+// Usage it is a lane like any rate lane, charged the estimate.
+func TestTransportUsageNeedsALaneThatSettles(t *testing.T) {
+	q := lanequeue.Default[string](4)
+	defer q.Close()
+	must(t, q.Add("rpm", lanequeue.NewRateLane[string](rate.NewLimiter(1000, 1000))))
+	set, err := q.Lanes("session", "global", "rpm")
+	must(t, err)
+	cfg := lanehttp.TransportConfig[string]{
+		Queue: q, Lanes: set,
+		TokensLane: "rpm", Tokens: func(*http.Request) int64 { return estimate },
+	}
+	lanehttp.NewTransport(cfg) // no Usage: taken
+	cfg.Usage = lanehttp.UsageJSON
+	func() {
+		defer func() {
+			v := recover()
+			if s, _ := v.(string); !strings.HasPrefix(s, "lanehttp: ") || !strings.Contains(s, "settle") {
+				t.Errorf("Usage with a NewRateLane TokensLane: NewTransport panicked with %v; want a lanehttp: message saying it cannot settle", v)
+			}
+		}()
+		lanehttp.NewTransport(cfg)
+	}()
 }
 
 // TestTransportSettleErrorIsClosesError: a settle the lane refuses (here

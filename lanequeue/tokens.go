@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/coarse"
 	"github.com/sessionlane/lanes/internal/permit"
@@ -597,6 +598,26 @@ type permitRestamper interface {
 // a token lane's are (redislane.AsRateLane): Ticket.Settle passes it the
 // permit its Acquire returned and the count, and a call that failed after
 // the lane charged it passes 0.
+func init() {
+	call.Settles = func(q any, lane string) bool {
+		s, ok := q.(interface{ settles(string) bool })
+		return ok && s.settles(lane)
+	}
+}
+
+// settles reports whether Ticket.Settle can settle lane (see call.Settles).
+func (q *Queue[K]) settles(lane string) bool {
+	ref, ok := q.tbl().byName[lane]
+	if !ok {
+		return false
+	}
+	switch ref.e.lane.(type) {
+	case *tokenLane[K], permitSettler:
+		return true
+	}
+	return false
+}
+
 type permitSettler interface {
 	SettlePermit(p semaphore.Permit, actual int64) error
 }

@@ -131,3 +131,12 @@ func (c *Call) Fold(opts []Option) Bad {
 // type. It is an any because this package may not import semaphore, and a
 // method of Weighted would be one more for its users to read.
 var FairShare any
+
+// Settles is set by package lanequeue to a function of a
+// *lanequeue.Queue[K] of any K and a lane's name, which reports whether
+// Ticket.Settle can settle that lane (a lane of tokens: lanequeue's
+// NewTokenLane, redislane's AsRateLane), so that package lanehttp refuses
+// a Transport whose Usage could never settle its TokensLane when it is
+// made, not at every answer. It is a variable here, not a method of Queue,
+// for the reason FairShare is.
+var Settles func(q any, lane string) bool
