@@ -87,10 +87,10 @@ const (
 	maxDrift     = 1e-3
 	checkOdds    = 1 << 12
 	pickShift    = 6
-	// driftSlack is allowed besides maxDrift of the span: a pair's width
-	// and the unfenced reads' reordering, tens to a hundred nanoseconds,
-	// would otherwise turn the counter off at an early check over a span
-	// of a millisecond.
+	// driftSlack is allowed besides maxDrift of the span and the two
+	// pairs' widths (see checked): the unfenced reads' reordering, tens to
+	// a hundred nanoseconds, would otherwise turn the counter off at an
+	// early check over a span of a millisecond.
 	driftSlack = 10 * time.Microsecond
 )
 
@@ -101,6 +101,7 @@ type scaled struct {
 	scale float64 // nanoseconds per tick
 	floor int64   // the counter's reading a millisecond before tick0
 	next  int64   // the counter's reading recheckEvery after tick0: a reading from it checks and rebases the scale
+	width int64   // the base pair's width, in ticks: base may be off from tick0's time by as much
 }
 
 func (s *scaled) at(t int64) int64 { return s.base + int64(float64(t-s.tick0)*s.scale) }
@@ -137,11 +138,14 @@ func (s *scaled) checked(ns, t, w int64) *scaled {
 	if float64(w)*s.scale > maxError*float64(span) {
 		return s
 	}
-	lim := maxDrift*float64(span) + float64(driftSlack)
+	// Each pair's Precise reading may sit anywhere within its width: the
+	// base's too, so the two widths are allowed besides the drift.
+	lim := maxDrift*float64(span) + float64(driftSlack) + float64(w+s.width)*s.scale
 	if d := float64(s.at(t) - ns); d > lim || -d > lim {
 		return &off
 	}
 	if r := calibrate(s.base, s.tick0, ns, t); r != nil {
+		r.width = w
 		return r
 	}
 	return &off
@@ -244,6 +248,8 @@ func arrivalCalibrating() int64 {
 	s := calibrate(counter.ns0, counter.t0, ns, t)
 	if s == nil {
 		s = &off
+	} else {
+		s.width = w
 	}
 	counter.scale.CompareAndSwap(nil, s)
 	return ns

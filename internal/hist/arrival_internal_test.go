@@ -315,3 +315,20 @@ func TestArrivalChecksEarly(t *testing.T) {
 		t.Fatalf("a scale half again too fast still on after %d readings", 64*checkOdds)
 	}
 }
+
+// A scale based at a wide pair (its Precise reading anywhere within the
+// pair's width) is off by up to that width from its first reading on: an
+// early check soon after, over a span too short for maxDrift of it to
+// cover the width, does not take that for a stray counter. A counter
+// further out than the width and the limit together is still turned off.
+func TestCheckedAllowsTheBasePairsWidth(t *testing.T) {
+	s := testScale(t)
+	s.width = 1_300_000                                                   // the base pair was 0.5 ms wide (1.3 million ticks at 2.6 GHz)
+	ticks := s.tick0 + 26_000_000                                         // 10 ms on
+	if r := s.checked(s.base+10_000_000+400_000, ticks, 100); r == &off { // 0.4 ms out
+		t.Fatal("a reading within the base pair's width turned the counter off")
+	}
+	if r := s.checked(s.base+10_000_000+2_000_000, ticks, 100); r != &off { // 2 ms out
+		t.Fatal("a reading 2 ms out, past the base pair's width and the limit, left the counter on")
+	}
+}
