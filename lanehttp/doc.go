@@ -113,9 +113,9 @@
 // streams). The ticket is settled to that count before the lanes are
 // released ([lanequeue.Ticket.Settle]: a debt later calls wait out, or a
 // refund); an answer without a count, or one closed early with a count
-// not above the estimate, leaves the estimate charged, as does a settle
-// the lane refuses (a count out of range, a fleet lane's failed call),
-// whose error the body's Close returns.
+// not above the estimate, leaves the estimate charged, as does a
+// negative count or a settle the lane refuses (a count out of range, a
+// fleet lane's failed call), whose error the body's Close returns.
 //
 // An attempt is retried when the verdict says Retry and the request
 // gets another: it is under [TransportConfig.MaxAttempts]; its body can

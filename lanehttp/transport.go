@@ -92,9 +92,10 @@ type TransportConfig[K comparable] struct {
 	// debt later calls wait out. With ok false, or at a Close before EOF
 	// with tokens not above the estimate (the provider may have counted
 	// more than was read), the estimate stands, as it does when the lane
-	// refuses the settle (the body's Close then returns why: see the
-	// package docs, Transport). If Usage panics, the caller's Read or
-	// Close does, and the lanes are released at Close.
+	// refuses the settle or Usage reports a negative count (the body's
+	// Close then returns why: see the package docs, Transport). If Usage
+	// panics, the caller's Read or Close does, and the lanes are
+	// released at Close.
 	// [UsageJSON] reads OpenAI's and Anthropic's answers. Requires
 	// TokensLane.
 	Usage func(resp *http.Response, tail []byte) (tokens int64, ok bool)

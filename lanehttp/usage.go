@@ -3,6 +3,7 @@ package lanehttp
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -326,7 +327,15 @@ func (b *usageBody[K]) settle(eof bool) {
 	}
 	b.tail = nil
 	n, ok := b.usage(b.resp, tail)
-	if !ok || n < 0 || (!eof && n <= b.est) {
+	switch {
+	case !ok:
+		return
+	case n < 0:
+		// Usage's own fault, not the answer's: said, not read as "no
+		// count", which would hide it.
+		b.failed = fmt.Errorf("lanehttp: TransportConfig.Usage reported %d tokens, a negative count; the estimate stands: %w", n, semaphore.ErrInvalidWeight)
+		return
+	case !eof && n <= b.est:
 		return
 	}
 	// A refusal (a count out of range; a fleet lane's failed call: a lane

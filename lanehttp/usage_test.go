@@ -395,25 +395,28 @@ func TestTransportUsageNeedsALaneThatSettles(t *testing.T) {
 	}()
 }
 
-// TestTransportSettleErrorIsClosesError: a settle the lane refuses (here
-// a Usage's count above semaphore.MaxCapacity) is not dropped: the body's
-// Close returns it, at EOF or before, and the estimate stays charged.
+// TestTransportSettleErrorIsClosesError: a settle the lane refuses (a
+// Usage's count above semaphore.MaxCapacity), or a negative count from
+// Usage, is not dropped: the body's Close returns it, at EOF or before,
+// and the estimate stays charged.
 func TestTransportSettleErrorIsClosesError(t *testing.T) {
-	huge := func(*http.Response, []byte) (int64, bool) { return semaphore.MaxCapacity + 1, true }
-	for _, atEOF := range []bool{false, true} {
-		t.Run(fmt.Sprintf("at EOF %v", atEOF), func(t *testing.T) {
-			g := newTokenRig(t, writeString(openAI(10, 20)), huge)
-			resp := g.call(t)
-			if atEOF {
-				if _, err := io.ReadAll(resp.Body); err != nil {
-					t.Fatalf("reading the answer: %v; want its bytes, whatever its usage", err)
+	for _, tokens := range []int64{semaphore.MaxCapacity + 1, -5} {
+		for _, atEOF := range []bool{false, true} {
+			t.Run(fmt.Sprintf("tokens %d at EOF %v", tokens, atEOF), func(t *testing.T) {
+				bad := func(*http.Response, []byte) (int64, bool) { return tokens, true }
+				g := newTokenRig(t, writeString(openAI(10, 20)), bad)
+				resp := g.call(t)
+				if atEOF {
+					if _, err := io.ReadAll(resp.Body); err != nil {
+						t.Fatalf("reading the answer: %v; want its bytes, whatever its usage", err)
+					}
 				}
-			}
-			if err := resp.Body.Close(); !errors.Is(err, semaphore.ErrInvalidWeight) {
-				t.Errorf("Close returned %v; want the refused settle's error, matching semaphore.ErrInvalidWeight", err)
-			}
-			g.wantRoom(t, budget-estimate)
-		})
+				if err := resp.Body.Close(); !errors.Is(err, semaphore.ErrInvalidWeight) {
+					t.Errorf("Close returned %v; want the refused settle's error, matching semaphore.ErrInvalidWeight", err)
+				}
+				g.wantRoom(t, budget-estimate)
+			})
+		}
 	}
 }
 
