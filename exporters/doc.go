@@ -25,7 +25,10 @@
 //
 // # Capacity and use
 //
-// In use is the permits this instance holds now, over all keys. Every
+// In use ([Lane.InUse]) is the permits this instance holds now, over all
+// keys; of a rate lane, which holds nothing, what its window counts now
+// (the requests its limiter has not refilled, the tokens charged in the
+// last minute; a fleet's rate lane reports 0, its count being in Redis). Every
 // capacity the exporters report says what it is counted over, so that a
 // ratio and a sum mean what they say (the figures are [Lane]'s methods;
 // the exporters' names are in their package docs):

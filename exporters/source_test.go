@@ -22,7 +22,7 @@ func TestScenarioFigures(t *testing.T) {
 			Counters: semaphore.Counters{Acquired: 4, Released: 3, Waited: 1, Cancelled: 1}},
 		"global": {Name: "global", Kind: lanequeue.Global, Capacity: 3, Held: 1,
 			Counters: semaphore.Counters{Acquired: 4, Released: 3}},
-		"rate": {Name: "rate", Kind: lanequeue.Rate, Capacity: 5, Counters: semaphore.Counters{Acquired: 1}},
+		"rate": {Name: "rate", Kind: lanequeue.Rate, Capacity: 5, Used: 1, Counters: semaphore.Counters{Acquired: 1}},
 	}
 	got := q.Stats()
 	if len(got) != len(want) {

@@ -60,6 +60,15 @@ type LaneStats struct {
 	// HoldsRunOut: of a keyed lane made keyedsem.WithReorderHold, the
 	// callers that went when their hold ran out (keyedsem.Stats.HoldsRunOut).
 	HoldsRunOut uint64
+	// Used: of a rate lane, what its window counts now, the rate lane's
+	// Held: a NewTokenLane lane's tokens charged in the last minute (as
+	// settled; a debt takes it past Capacity), a NewRateLane lane's
+	// requests its limiter has not refilled (the burst less the
+	// limiter's tokens, rounded up; reservations that wait take it past
+	// Capacity). Used / Capacity is the lane's usage. 0 for a global or
+	// keyed lane, whose use is Held, and for a fleet's rate lane
+	// (redislane.AsRateLane), whose count Redis keeps.
+	Used int64
 
 	// Counters: the lane's own, as package semaphore defines them; a call
 	// counts in every lane it reached. A rate lane gives nothing back.

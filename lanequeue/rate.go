@@ -245,12 +245,14 @@ func (l *rateLane[K]) cancel(q *rateReq[K]) {
 	l.uses++
 }
 
-// Stats reports the burst as the capacity; a rate lane holds nothing, so
-// Held is 0. Acquired counts grants; Released stays 0.
+// Stats reports the burst as the capacity, and what the limiter has not
+// refilled as Used; a rate lane holds nothing, so Held is 0. Acquired
+// counts grants; Released stays 0.
 func (l *rateLane[K]) Stats() LaneStats {
 	return LaneStats{
 		Kind:     Rate,
 		Capacity: l.MaxWeight(),
+		Used:     l.used(),
 		Waiters:  int(l.waiters.Load()),
 		Closed:   l.isClosed.Load(),
 		Counters: semaphore.Counters{
@@ -262,6 +264,32 @@ func (l *rateLane[K]) Stats() LaneStats {
 		},
 	}
 }
+
+// used is what the limiter has not refilled: its burst less its tokens
+// now, rounded up (a token partly refilled cannot be taken yet), at least
+// 0. A wait's reservation takes the tokens below 0, and used past the
+// burst. Without a limit (rate.Inf) nothing is ever used.
+func (l *rateLane[K]) used() int64 {
+	if l.lim.Limit() == rate.Inf {
+		return 0
+	}
+	l.mu.Lock() // the limiter's calls, with their times, in order
+	tokens := l.lim.TokensAt(l.now())
+	l.mu.Unlock()
+	u := float64(l.MaxWeight()) - tokens
+	switch {
+	case !(u > usedSlack): // and NaN
+		return 0
+	case u >= semaphore.MaxCapacity:
+		return semaphore.MaxCapacity
+	}
+	return int64(math.Ceil(u - usedSlack))
+}
+
+// usedSlack is what used forgives of the limiter's float arithmetic, so
+// that 3 tokens taken of 10 read as 3, not 4, when the limiter's count
+// comes out at 6.9999999999.
+const usedSlack = 1e-9
 
 func (l *rateLane[K]) Close() {
 	l.closeOnce.Do(func() {

@@ -233,6 +233,15 @@ func (l *tokenLane[K]) take(n int64) (sec int64, wait time.Duration, ok bool) {
 	return 0, time.Duration((now+window)*int64(time.Second) - t), false // only a debt beyond the window: unreachable for n <= max
 }
 
+// used returns the tokens the window counts now, settles included.
+func (l *tokenLane[K]) used() int64 {
+	now := l.nanos() / int64(time.Second)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sync(now)
+	return l.total
+}
+
 // fill charges the lane up to its budget in the newest second, the
 // answer to a provider's refusal of its tokens (Queue.Exhaust): the provider's count
 // of its window is full, whatever the lane's says. The lane's count falls
@@ -472,8 +481,10 @@ func (l *tokenLane[K]) TryAcquire(_ K, n int64) (semaphore.Permit, bool) {
 	return semaphore.Permit(permit.Mark(uint64(sec), n)), true
 }
 
+// Stats reports the budget as the capacity, and the tokens charged in the
+// window as Used (see LaneStats.Used).
 func (l *tokenLane[K]) Stats() LaneStats {
-	st := LaneStats{Kind: Rate, Capacity: l.max, Waiters: int(l.waiters.Load()), Closed: l.closed.Load()}
+	st := LaneStats{Kind: Rate, Capacity: l.max, Used: l.used(), Waiters: int(l.waiters.Load()), Closed: l.closed.Load()}
 	st.Acquired = l.acquired.Load()
 	st.Waited = l.waited.Load()
 	st.Cancelled = l.cancelled.Load()

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/lanequeue"
@@ -530,4 +532,68 @@ func TestCooldownAloneFillsNothing(t *testing.T) {
 	if err := q.Exhaust("nope"); !errors.Is(err, semaphore.ErrInvalidConfig) {
 		t.Fatalf("Exhaust of an unknown lane: %v; want ErrInvalidConfig", err)
 	}
+}
+
+// TestTokenLaneStatsUsed: a token lane's Stats count the tokens its
+// window holds as Used: an estimate when taken, the settled count after
+// (a debt past the capacity included), a fill after Exhaust, and nothing
+// once the charges leave the window; Held stays 0.
+func TestTokenLaneStatsUsed(t *testing.T) {
+	q, ls, clk := tokenQueue(t, 100)
+	want := func(used int64, when string) {
+		t.Helper()
+		st := laneStats(t, q, "tpm")
+		if st.Used != used || st.Held != 0 || st.Capacity != 100 {
+			t.Errorf("%s: Used %d, Held %d, Capacity %d; want Used %d, Held 0, Capacity 100", when, st.Used, st.Held, st.Capacity, used)
+		}
+	}
+	want(0, "before any call")
+	tk, err := q.AcquireAll(context.Background(), "k", ls, lanequeue.LaneWeight("tpm", 30))
+	must(t, err)
+	want(30, "an estimate of 30 taken")
+	clk.Advance(5 * time.Second)
+	must(t, tk.Settle("tpm", 45))
+	want(45, "settled to 45")
+	must(t, tk.Settle("tpm", 130))
+	want(130, "settled to 130, a debt")
+	tk.Release()
+	clk.Advance(62 * time.Second)
+	want(0, "a window after the charges")
+	if !try(q, ls, 10) {
+		t.Fatal("10 tokens refused with the window empty")
+	}
+	want(10, "10 taken and released")
+}
+
+// TestRateLaneStatsUsed: a request rate lane's Stats count what its
+// limiter has not refilled as Used, rounded up, past the burst while a
+// reservation waits; Held stays 0.
+func TestRateLaneStatsUsed(t *testing.T) {
+	q := lanequeue.New[string]()
+	defer q.Close()
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	must(t, q.Add("rpm", lanequeue.NewRateLane[string](rate.NewLimiter(1, 10)))) // 1 a second, burst 10
+	lanequeue.SetRateClock(q, "rpm", clk)
+	ls, err := q.Lanes("rpm")
+	must(t, err)
+	want := func(used int64, when string) {
+		t.Helper()
+		st := laneStats(t, q, "rpm")
+		if st.Used != used || st.Held != 0 || st.Capacity != 10 {
+			t.Errorf("%s: Used %d, Held %d, Capacity %d; want Used %d, Held 0, Capacity 10", when, st.Used, st.Held, st.Capacity, used)
+		}
+	}
+	want(0, "a full bucket")
+	for range 3 {
+		tk, ok := q.TryAcquireAll("k", ls)
+		if !ok {
+			t.Fatal("a request refused from a full bucket")
+		}
+		tk.Release()
+	}
+	want(3, "3 requests taken")
+	clk.Advance(1500 * time.Millisecond)
+	want(2, "1.5 of them refilled (the half counts as used)")
+	clk.Advance(10 * time.Second)
+	want(0, "refilled")
 }

@@ -15,7 +15,7 @@
 //	lanes.capacity               UpDownCounter  {permit}   capacity on in_use's footing: of a global lane, of a keyed lane's keys alive, a rate lane's burst
 //	lanes.key.capacity           Gauge          {permit}   capacity per key of a keyed lane
 //	lanes.fleet.capacity         Gauge          {permit}   capacity a fleet of instances shares (a Redis lane), the same on each
-//	lanes.in_use                 UpDownCounter  {permit}   permits held now by this instance, over all keys
+//	lanes.in_use                 UpDownCounter  {permit}   permits held now by this instance, over all keys (a rate lane: what its window counts)
 //	lanes.waiting                UpDownCounter  {caller}   callers waiting now
 //	lanes.keys                   UpDownCounter  {key}      entries alive (keyed lanes only)
 //	lanes.closed                 Gauge          1          1 once the lane is closed
@@ -138,7 +138,7 @@ func Register(meter metric.Meter, src exporters.Source, opts ...Option) (metric.
 	in.capacity, errs[0] = meter.Int64ObservableUpDownCounter("lanes.capacity", metric.WithUnit("{permit}"),
 		metric.WithDescription("Capacity of the lane on the footing of lanes.in_use (of a global lane; of a keyed lane, per key times keys alive; of a rate lane, its burst); none for a lane a fleet shares. lanes.in_use / lanes.capacity is the usage; sums across instances."))
 	in.inUse, errs[1] = meter.Int64ObservableUpDownCounter("lanes.in_use", metric.WithUnit("{permit}"),
-		metric.WithDescription("Permits of the lane held now by this instance, over all keys. Sums across keys and instances."))
+		metric.WithDescription("Permits of the lane held now by this instance, over all keys (of a rate lane, the requests or tokens its window counts now). Sums across keys and instances."))
 	in.waiting, errs[2] = meter.Int64ObservableUpDownCounter("lanes.waiting", metric.WithUnit("{caller}"),
 		metric.WithDescription("Callers waiting for the lane now."))
 	in.keys, errs[3] = meter.Int64ObservableUpDownCounter("lanes.keys", metric.WithUnit("{key}"),
@@ -196,7 +196,7 @@ func (in *instruments) observe(o metric.Observer, lanes []exporters.Lane, fixed 
 		if n, ok := l.FleetCapacity(); ok {
 			o.ObserveInt64(in.fleetCapacity, n, lane)
 		}
-		o.ObserveInt64(in.inUse, st.Held, lane)
+		o.ObserveInt64(in.inUse, l.InUse(), lane)
 		o.ObserveInt64(in.waiting, int64(st.Waiters), lane)
 		if st.Kind == lanequeue.Keyed {
 			o.ObserveInt64(in.keys, int64(l.KeysAlive()), lane)

@@ -110,7 +110,7 @@ func TestQueueCollect(t *testing.T) {
 	check(t, got, []metricdata.Metrics{
 		sum("lanes.capacity", "{permit}", false, []point{{s, "keyed", "", 3}, {g, "global", "", 3}, {r, "rate", "", 5}}),
 		gauge("lanes.key.capacity", "{permit}", []point{{s, "keyed", "", 1}}),
-		sum("lanes.in_use", "{permit}", false, []point{{s, "keyed", "", 1}, {g, "global", "", 1}, {r, "rate", "", 0}}),
+		sum("lanes.in_use", "{permit}", false, []point{{s, "keyed", "", 1}, {g, "global", "", 1}, {r, "rate", "", 1}}),
 		sum("lanes.waiting", "{caller}", false, []point{{s, "keyed", "", 1}, {g, "global", "", 0}, {r, "rate", "", 0}}),
 		sum("lanes.keys", "{key}", false, []point{{s, "keyed", "", 3}}),
 		gauge("lanes.closed", "1", []point{{s, "keyed", "", 0}, {g, "global", "", 0}, {r, "rate", "", 0}}),

@@ -167,7 +167,7 @@ func New(src exporters.Source, opts ...Option) *Collector {
 		capacity:      desc("capacity_permits", "Capacity of the lane on the footing of in_use_permits (of a global lane; of a keyed lane, per key times keys alive; of a rate lane, its burst); none for a lane a fleet shares. in_use_permits / capacity_permits is the usage; sum across instances."),
 		keyCapacity:   desc("key_capacity_permits", "Capacity per key of a keyed lane, the same for every key. Aggregate with max, not sum."),
 		fleetCapacity: desc("fleet_capacity_permits", "Capacity that a fleet of instances shares (a Redis lane); every instance reports the same whole. Aggregate across instances with max, not sum: the fleet's usage is sum(in_use_permits) / max(fleet_capacity_permits)."),
-		inUse:         desc("in_use_permits", "Permits of the lane held now by this instance, over all keys. Sum across keys and instances."),
+		inUse:         desc("in_use_permits", "Permits of the lane held now by this instance, over all keys (of a rate lane, the requests or tokens its window counts now). Sum across keys and instances."),
 		waiters:       desc("waiters", "Callers waiting for the lane now."),
 		keys:          desc("keys", "Entries alive in a keyed lane (of a lane a fleet shares, its keys with callers of this instance waiting)."),
 		closed:        desc("closed", "1 once the lane is closed, else 0."),
@@ -239,7 +239,7 @@ func (c *Collector) collectLane(ch chan<- prometheus.Metric, l exporters.Lane) {
 	if n, ok := l.FleetCapacity(); ok {
 		gauge(c.fleetCapacity, float64(n))
 	}
-	gauge(c.inUse, float64(st.Held))
+	gauge(c.inUse, float64(l.InUse()))
 	gauge(c.waiters, float64(st.Waiters))
 	if st.Kind == lanequeue.Keyed {
 		gauge(c.keys, float64(l.KeysAlive()))

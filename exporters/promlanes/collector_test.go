@@ -51,11 +51,11 @@ lanes_closed{kind="rate",lane="rate"} 0
 lanes_double_releases_total{kind="global",lane="global"} 0
 lanes_double_releases_total{kind="keyed",lane="session"} 0
 lanes_double_releases_total{kind="rate",lane="rate"} 0
-# HELP lanes_in_use_permits Permits of the lane held now by this instance, over all keys. Sum across keys and instances.
+# HELP lanes_in_use_permits Permits of the lane held now by this instance, over all keys (of a rate lane, the requests or tokens its window counts now). Sum across keys and instances.
 # TYPE lanes_in_use_permits gauge
 lanes_in_use_permits{kind="global",lane="global"} 1
 lanes_in_use_permits{kind="keyed",lane="session"} 1
-lanes_in_use_permits{kind="rate",lane="rate"} 0
+lanes_in_use_permits{kind="rate",lane="rate"} 1
 # HELP lanes_key_capacity_permits Capacity per key of a keyed lane, the same for every key. Aggregate with max, not sum.
 # TYPE lanes_key_capacity_permits gauge
 lanes_key_capacity_permits{kind="keyed",lane="session"} 1
@@ -144,7 +144,7 @@ gw_capacity_permits{kind="keyed",lane="jobs",queue="main"} 4
 # TYPE gw_double_releases_total counter
 gw_double_releases_total{kind="global",lane="api",queue="main"} 1
 gw_double_releases_total{kind="keyed",lane="jobs",queue="main"} 0
-# HELP gw_in_use_permits Permits of the lane held now by this instance, over all keys. Sum across keys and instances.
+# HELP gw_in_use_permits Permits of the lane held now by this instance, over all keys (of a rate lane, the requests or tokens its window counts now). Sum across keys and instances.
 # TYPE gw_in_use_permits gauge
 gw_in_use_permits{kind="global",lane="api",queue="main"} 3
 gw_in_use_permits{kind="keyed",lane="jobs",queue="main"} 1

@@ -21,7 +21,8 @@ import (
 
 // Queue returns a queue with a keyed lane "session" (one at a time per key,
 // idle keys kept an hour), a global lane "global" of capacity 3 and a rate
-// lane "rate" of burst 5, taken as follows before it returns:
+// lane "rate" of burst 5 refilled one an hour, taken as follows before it
+// returns:
 //
 //   - key "b": a ticket of session+global, released (and released again:
 //     a ticket's second Release frees nothing and is counted by no lane);
@@ -34,7 +35,7 @@ import (
 //
 // So session has 4 acquired (b, d, d's second, a), 3 released, 1 waited,
 // 1 cancelled, 1 in use, 1 waiter and 3 keys (a, b, d); global 4 acquired,
-// 3 released, 1 in use; rate 1 acquired (the exporters module's own tests
+// 3 released, 1 in use; rate 1 acquired and 1 used (the exporters module's own tests
 // check these figures on Stats itself). stop ends the waiter, releases "a" and
 // closes the queue; call it before the test ends.
 func Queue(t testing.TB) (q *lanequeue.Queue[string], stop func()) {
@@ -42,7 +43,7 @@ func Queue(t testing.TB) (q *lanequeue.Queue[string], stop func()) {
 	q = lanequeue.New[string]()
 	must(t, q.Add("session", lanequeue.NewKeyedLane(keyedsem.New[string]())))
 	must(t, q.Add("global", lanequeue.NewGlobalLane[string](semaphore.New(3))))
-	must(t, q.Add("rate", lanequeue.NewRateLane[string](rate.NewLimiter(rate.Inf, 5))))
+	must(t, q.Add("rate", lanequeue.NewRateLane[string](rate.NewLimiter(rate.Every(time.Hour), 5))))
 	chat, err := q.Lanes("session", "global")
 	must(t, err)
 	rated, err := q.Lanes("rate")
