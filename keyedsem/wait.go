@@ -142,7 +142,7 @@ func (s *Keyed[K]) enqueue(ctx context.Context, e *entry[K], n int64, t *call.Tu
 	e.mu.Lock()
 	g := s.gate()
 	g.Place = pl
-	if m := s.maxWaiters; m > 0 && e.q.Len(m) >= m {
+	if m := s.maxWaiters; m > 0 && e.q.Len() >= m {
 		g.Full = semaphore.ErrQueueFull
 	}
 	_, how, err := waitq.Admit(ctx, line[K]{s, e}, &e.state, n, &g)

@@ -360,11 +360,11 @@ func (w *Waiter) Served() bool { return w.served }
 func (q *Queue) Rejoin(w *Waiter) {
 	w.served = false
 	if q.head == nil {
-		w.next, w.prev = nil, w
+		w.next, w.prev, w.qlen = nil, w, 1
 		q.head = w
 		return
 	}
-	w.next, w.prev = q.head, q.head.prev
+	w.next, w.prev, w.qlen = q.head, q.head.prev, q.head.qlen+1
 	q.head.prev = w
 	q.head = w
 }

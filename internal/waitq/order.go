@@ -27,7 +27,7 @@ func (q *Queue) Empty() bool { return q.head == nil }
 func (q *Queue) Push(w *Waiter) {
 	w.next = nil
 	if q.head == nil {
-		w.prev = w
+		w.prev, w.qlen = w, 1
 		q.head = w
 		return
 	}
@@ -35,6 +35,7 @@ func (q *Queue) Push(w *Waiter) {
 	w.prev = tail
 	tail.next = w
 	q.head.prev = w
+	q.head.qlen++
 }
 
 // Place is a waiter's place in an ordered queue: the one order of service
@@ -210,7 +211,7 @@ func (q *Queue) link(w, a, f, l *Waiter) {
 	var b *Waiter // behind w
 	if a == nil {
 		b = q.head
-		w.next, w.prev = b, b.prev
+		w.next, w.prev, w.qlen = b, b.prev, b.qlen+1
 		b.prev = w
 		q.head = w
 	} else {
@@ -222,6 +223,7 @@ func (q *Queue) link(w, a, f, l *Waiter) {
 		} else {
 			b.prev = w
 		}
+		q.head.qlen++
 	}
 	switch {
 	case a != nil && a.Band == w.Band && (a != l || f != q.head):
@@ -324,16 +326,12 @@ func Hand[O Owner](q *Queue, o O, t *permit.Token, c *Chain) {
 	}
 }
 
-// Len returns the number of waiters, counting no further than limit.
-func (q *Queue) Len(limit int) int {
+// Len returns the number of waiters, kept on the head: no walk.
+func (q *Queue) Len() int {
 	if q.head == nil {
 		return 0
 	}
-	n := 1
-	for w := q.head.next; w != nil && n < limit; w = w.next {
-		n++
-	}
-	return n
+	return q.head.qlen
 }
 
 // remove takes w out of q and tells the owner.
@@ -362,14 +360,16 @@ func unlinkBare(q *Queue, w *Waiter) {
 	case q.head == w:
 		q.head = next
 		if next != nil {
-			next.prev = w.prev
+			next.prev, next.qlen = w.prev, w.qlen-1
 		}
 	case next == nil: // the newest, behind the head
 		w.prev.next = nil
 		q.head.prev = w.prev
+		q.head.qlen--
 	default:
 		w.prev.next = next
 		next.prev = w.prev
+		q.head.qlen--
 	}
 	w.next, w.prev = nil, nil
 }

@@ -95,6 +95,9 @@ func TestPushOrderedMatchesTheWalk(t *testing.T) {
 				if !slices.Equal(got, line) {
 					t.Fatalf("queue %v, the walk gives %v", places(got), places(line))
 				}
+				if n := q.Len(); n != len(line) {
+					t.Fatalf("Len %d, with %d waiting", n, len(line))
+				}
 				checkRuns(t, &q)
 			},
 		})

@@ -22,6 +22,9 @@ type Waiter struct {
 	// Arrival for its own ends (barging's bound).
 	Place
 	next, prev *Waiter // queue links (circular), under the owner's lock
+	// On the head of a queue: the waiters in it (Len), kept where a push
+	// and a serve write already (the head's prev, the next head's prev).
+	qlen int
 	// The run w begins or ends in an ordered queue (see PushOrdered), under
 	// the owner's lock: nil, both, on a waiter that is a run of its own or
 	// inside one, so that Push leaves them alone and unlink looks at them

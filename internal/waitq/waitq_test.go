@@ -207,8 +207,8 @@ func TestFailAbove(t *testing.T) {
 			t.Fatalf("waiter %d: %v, want the failure", i, err)
 		}
 	}
-	if p.counts[waitq.Failed] != 2 || p.waiters != 2 || p.q.Len(10) != 2 {
-		t.Fatalf("failed %d, waiters %d, len %d; want 2, 2, 2", p.counts[waitq.Failed], p.waiters, p.q.Len(10))
+	if p.counts[waitq.Failed] != 2 || p.waiters != 2 || p.q.Len() != 2 {
+		t.Fatalf("failed %d, waiters %d, len %d; want 2, 2, 2", p.counts[waitq.Failed], p.waiters, p.q.Len())
 	}
 	r1 := p.wait(context.Background(), ws[1], nil)
 	r3 := p.wait(context.Background(), ws[3], nil)
@@ -304,7 +304,7 @@ func TestLeavingAnyPlaceKeepsTheOrder(t *testing.T) {
 		}
 		late := p.push(10)
 		rl := p.wait(context.Background(), late, nil)
-		if got := func() int { p.mu.Lock(); defer p.mu.Unlock(); return p.q.Len(10) }(); got != 4 {
+		if got := func() int { p.mu.Lock(); defer p.mu.Unlock(); return p.q.Len() }(); got != 4 {
 			t.Fatalf("leaving %d: Len %d after one left and one joined, want 4", leaving, got)
 		}
 		order := append(append([]<-chan result{}, rs[:leaving]...), rs[leaving+1:]...)
