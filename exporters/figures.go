@@ -62,12 +62,13 @@ type Lane struct {
 }
 
 // InUse is what this instance's lane has in use now: the permits it
-// holds, over all keys (LaneStats.Held), or of a rate lane what its
-// window counts (LaneStats.Used: requests its limiter has not refilled,
-// tokens charged in the last minute), for a rate lane holds nothing.
+// holds, over all keys (LaneStats.Held), and of a rate lane, which holds
+// nothing, what its window counts (LaneStats.Used: requests its limiter
+// has not refilled, tokens charged in the last minute). A fleet's rate
+// lane (redislane.AsRateLane) reports 0: its count is in Redis.
 func (l Lane) InUse() int64 {
 	if l.Kind == lanequeue.Rate {
-		return l.Used
+		return l.Held + l.Used // a lane of the user's own may report either
 	}
 	return l.Held
 }
@@ -75,7 +76,8 @@ func (l Lane) InUse() int64 {
 // InstanceCapacity is the capacity of this instance's lane on the footing
 // of [Lane.InUse] (this instance's permits in use, over all keys), so that
 // InUse / InstanceCapacity is the lane's usage, between 0 and 1 (a token
-// lane's debt can take it past 1), and the
+// lane's debt, or a rate lane's reservations that wait, can take it past
+// 1), and the
 // figures of a lane's instances add up: a global lane's capacity, a rate
 // lane's burst, and a keyed lane's per-key capacity times its keys alive
 // ([Lane.KeysAlive]). ok is false for a lane a fleet shares, whose

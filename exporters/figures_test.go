@@ -117,3 +117,22 @@ func TestFleetRefusesNothing(t *testing.T) {
 		}()
 	}
 }
+
+// TestLaneInUse: a global or keyed lane's in use is its Held; a rate
+// lane's, which holds nothing, is what its window counts (Used), and a
+// rate lane of the user's own that reports Held keeps it.
+func TestLaneInUse(t *testing.T) {
+	for _, c := range []struct {
+		st   lanequeue.LaneStats
+		want int64
+	}{
+		{lanequeue.LaneStats{Kind: lanequeue.Global, Held: 4, Used: 9}, 4},
+		{lanequeue.LaneStats{Kind: lanequeue.Keyed, Held: 2}, 2},
+		{lanequeue.LaneStats{Kind: lanequeue.Rate, Used: 7}, 7},
+		{lanequeue.LaneStats{Kind: lanequeue.Rate, Held: 3}, 3},
+	} {
+		if got := (exporters.Lane{LaneStats: c.st}).InUse(); got != c.want {
+			t.Errorf("%v lane with Held %d, Used %d: InUse %d; want %d", c.st.Kind, c.st.Held, c.st.Used, got, c.want)
+		}
+	}
+}

@@ -268,28 +268,31 @@ func (l *rateLane[K]) Stats() LaneStats {
 // used is what the limiter has not refilled: its burst less its tokens
 // now, rounded up (a token partly refilled cannot be taken yet), at least
 // 0. A wait's reservation takes the tokens below 0, and used past the
-// burst. Without a limit (rate.Inf) nothing is ever used.
+// burst. Without a limit (rate.Inf) nothing is ever used. A burst raised
+// by SetRate counts as used until the limiter refills it.
 func (l *rateLane[K]) used() int64 {
-	if l.lim.Limit() == rate.Inf {
-		return 0
-	}
-	l.mu.Lock() // the limiter's calls, with their times, in order
+	l.mu.Lock() // the limiter's calls, with their times, in order; one snapshot
+	limit, burst := l.lim.Limit(), l.MaxWeight()
 	tokens := l.lim.TokensAt(l.now())
 	l.mu.Unlock()
-	u := float64(l.MaxWeight()) - tokens
+	if limit == rate.Inf {
+		return 0
+	}
+	// What used forgives of the limiter's float arithmetic: the tokens of
+	// a few nanoseconds, which the limiter's durations are rounded to. So
+	// 3 taken of 10 read as 3, not 4, when its count comes out at
+	// 6.9999999999, and a grant that waited reads as the burst, not one
+	// over it, at the instant it comes due (the limiter then holds -2e-9).
+	slack := max(1e-9, 4e-9*float64(limit))
+	u := float64(burst) - tokens
 	switch {
-	case !(u > usedSlack): // and NaN
+	case !(u > slack): // and NaN
 		return 0
 	case u >= semaphore.MaxCapacity:
 		return semaphore.MaxCapacity
 	}
-	return int64(math.Ceil(u - usedSlack))
+	return int64(math.Ceil(u - slack))
 }
-
-// usedSlack is what used forgives of the limiter's float arithmetic, so
-// that 3 tokens taken of 10 read as 3, not 4, when the limiter's count
-// comes out at 6.9999999999.
-const usedSlack = 1e-9
 
 func (l *rateLane[K]) Close() {
 	l.closeOnce.Do(func() {

@@ -48,7 +48,8 @@
 //     whole as lanes.fleet.capacity (take the max across instances, not the
 //     sum) and its own lanes.in_use (sum them), so the fleet's usage is the
 //     sum of lanes.in_use over the max of lanes.fleet.capacity. A fleet's
-//     keyed lane reports lanes.key.capacity only.
+//     keyed lane reports lanes.key.capacity only, and a fleet's rate lane
+//     (redislane.AsRateLane) a lanes.in_use of 0: its count is in Redis.
 //
 // The counters are cumulative and come from [semaphore.Counters], the five
 // outcomes of an acquire call as one counter with an attribute, since each

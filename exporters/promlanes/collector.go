@@ -11,7 +11,7 @@
 //	lanes_capacity_permits             gauge      capacity on in_use's footing: of a global lane, of a keyed lane's keys alive, a rate lane's burst
 //	lanes_key_capacity_permits         gauge      capacity per key of a keyed lane
 //	lanes_fleet_capacity_permits       gauge      capacity a fleet of instances shares (a Redis lane), the same on each
-//	lanes_in_use_permits               gauge      permits held now by this instance, over all keys
+//	lanes_in_use_permits               gauge      permits held now by this instance, over all keys (a rate lane: what its window counts)
 //	lanes_waiters                      gauge      callers waiting now
 //	lanes_keys                         gauge      entries alive (keyed lanes only)
 //	lanes_closed                       gauge      1 once the lane is closed
@@ -41,7 +41,9 @@
 //     across instances with max, never sum) and its own in_use_permits (sum
 //     them), so the fleet's usage is
 //     sum by (lane) (lanes_in_use_permits) / max by (lane) (lanes_fleet_capacity_permits).
-//     A fleet's keyed lane reports key_capacity_permits only.
+//     A fleet's keyed lane reports key_capacity_permits only, and a
+//     fleet's rate lane (redislane.AsRateLane) an in_use_permits of 0:
+//     its count is in Redis.
 //
 // So capacity_permits and in_use_permits both add up across instances:
 // sum by (lane) of each gives a lane's usage over a service's replicas.
