@@ -19,10 +19,16 @@ var ErrCoolingDown = errors.New("redislane: lane cooling down after an overload"
 // window makes room for the caller's tokens only after its deadline.
 var ErrWindowFull = errors.New("redislane: window's budget spent")
 
+// ErrQuarantined is the Err of a [*LateError] for a [Tokens] lane whose
+// quarantine ([WithQuarantine]: its state in Redis is new, or was lost)
+// ends only after the caller's deadline.
+var ErrQuarantined = errors.New("redislane: lane in quarantine (its state in Redis is new or was lost)")
+
 // LateError is the error of an acquire that fails at once, rather than at
 // its context's deadline, because what it waits for comes after it: its
 // lane's reopening from a cooldown ([ErrCoolingDown]), or room in a
-// [Tokens] lane's window ([ErrWindowFull]). Nothing is held. It matches
+// [Tokens] lane's window ([ErrWindowFull]) or the end of its quarantine
+// ([ErrQuarantined]). Nothing is held. It matches
 // its Err and context.DeadlineExceeded (errors.Is). Through a
 // lanequeue.Queue it is the cause of the lane's LaneError (errors.As
 // reaches it).
@@ -33,7 +39,7 @@ type LateError struct {
 	// call that read it, so never later than the server has it (a
 	// window's room can come earlier, by another caller's refund).
 	RetryAfter time.Duration
-	Err        error // ErrCoolingDown or ErrWindowFull
+	Err        error // ErrCoolingDown, ErrWindowFull or ErrQuarantined
 }
 
 func (e *LateError) Error() string {

@@ -387,8 +387,9 @@
 // [ErrWindowFull]); callers of one instance ask Redis one at a time, in
 // arrival order, but instances do not queue in Redis, so a heavy charge
 // may be passed by lighter ones of other instances. After Redis lost the
-// lane's state the lane grants nothing for one window by default (its
-// quarantine). [AsRateLane] puts a Tokens lane in a lanequeue.Queue as a
+// lane's state, and when it is new, the lane grants nothing for one
+// window by default (its quarantine: a caller whose deadline comes first
+// fails at once with Err [ErrQuarantined]). [AsRateLane] puts a Tokens lane in a lanequeue.Queue as a
 // rate lane: a ticket's Settle settles the lane's charge as Charge.Settle
 // does, and a call that a later lane refused, or whose context ended, gives
 // its estimate back (each one Redis call, bounded as Charge.Settle is). A

@@ -29,7 +29,7 @@ const minLimitRefresh = 10 * time.Millisecond
 // ignored by [NewWeighted] and [NewKeyed]. It must be at least 10 ms.
 // Use the same interval on every instance.
 func WithLimitRefresh(d time.Duration) Option {
-	return func(c *config) { c.limitRefresh = d }
+	return func(c *config) { c.limitRefresh, c.limitSet = d, true }
 }
 
 // Fleet is a global lane whose capacity, the fleet's limit, can be changed

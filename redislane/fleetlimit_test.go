@@ -401,9 +401,11 @@ func TestFleetAndFixedLaneNeverShareAName(t *testing.T) {
 func TestFleetBadInput(t *testing.T) {
 	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
 	defer rc.Close()
-	_, err := redislane.NewFleet(rc, "bad", 2, redislane.WithLimitRefresh(time.Millisecond))
-	require.ErrorIs(t, err, redislane.ErrInvalidConfig)
-	_, err = redislane.NewFleet(rc, "bad", 0)
+	for _, d := range []time.Duration{time.Millisecond, 0, -time.Second} { // 0 is refused, not the default
+		_, err := redislane.NewFleet(rc, "bad", 2, redislane.WithLimitRefresh(d))
+		require.ErrorIs(t, err, redislane.ErrInvalidConfig, "WithLimitRefresh(%v)", d)
+	}
+	_, err := redislane.NewFleet(rc, "bad", 0)
 	require.ErrorIs(t, err, redislane.ErrInvalidConfig)
 	f, err := redislane.NewFleet(rc, "bad", 2)
 	require.NoError(t, err)

@@ -174,18 +174,25 @@ func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 	}
 	id := w.rid
 	w.wake = make(chan string, 2)
+	var lastErr error
 	sharded, err := c.sharded(ctx)
-	if err == nil { // else Redis is away: poll only, the next waiter asks again
+	switch {
+	case err == nil:
 		c.hub.watch(ctx, c.done, c.channel, sharded, id, w.wake, c.cfg.margin())
+	case ctx.Err() == nil:
+		// Redis is away: poll only, the next waiter asks again. The probe
+		// is a Redis call like the others: counted, and the error a wait
+		// that ends before the next call answers wraps.
+		c.st.redisErrs.Add(1)
+		lastErr = err
 	}
 	defer c.hub.unwatch(id)
 	defer c.unqueue(id, w)
 	if ctx.Err() != nil || c.isClosed() { // while it subscribed
 		c.giveBackUnsure(ln, w)
-		return nil, c.quit(ctx, nil)
+		return nil, c.quit(ctx, lastErr)
 	}
 
-	var lastErr error
 	backoff := time.Duration(0)
 	for {
 		r, abandoned := c.callAcquire(ctx, ln, w)

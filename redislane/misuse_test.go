@@ -87,7 +87,8 @@ func TestDoubleReleaseIsANoOp(t *testing.T) {
 // Releases racing with refreshes: a refresh never re-creates a released
 // permit, and a released permit's cause is ErrReleased, never a lost lease.
 // The lease is long enough that no permit expires on a loaded machine,
-// where most refreshes, with a deadline of their 2 ms period, time out; a
+// where many refreshes, with a deadline of their 5 ms period (the
+// shortest WithRefreshEvery takes), time out; a
 // Release may return before its call got through (that call goes on in the
 // background, within a margin), but an entry that a refresh re-created
 // would stay for a lease.
@@ -99,7 +100,7 @@ func TestReleaseRacingRefreshNeverRecreatesPermit(t *testing.T) {
 	name := laneName(t)
 	const lease = 3 * time.Second
 	s, err := redislane.NewWeighted(rc, name, 64, redislane.WithLease(lease),
-		redislane.WithRefreshEvery(2*time.Millisecond), redislane.WithQuarantine(0))
+		redislane.WithRefreshEvery(5*time.Millisecond), redislane.WithQuarantine(0))
 	require.NoError(t, err)
 	defer s.Close()
 	ctx := testCtx(t)
@@ -152,6 +153,8 @@ func TestBadInputFailsAtOnce(t *testing.T) {
 		opts   []redislane.Option
 	}{
 		{"nil client", nil, "x", 1, nil},
+		{"typed nil client", (*redis.Client)(nil), "x", 1, nil},
+		{"typed nil cluster client", (*redis.ClusterClient)(nil), "x", 1, nil},
 		{"empty name", rc, "", 1, nil},
 		{"brace in name", rc, "a}b", 1, nil},
 		{"zero limit", rc, "x", 0, nil},
@@ -159,6 +162,13 @@ func TestBadInputFailsAtOnce(t *testing.T) {
 		{"tiny lease", rc, "x", 1, []redislane.Option{redislane.WithLease(time.Millisecond)}},
 		{"refresh slower than the lease", rc, "x", 1, []redislane.Option{redislane.WithLease(time.Second), redislane.WithRefreshEvery(time.Second)}},
 		{"negative refresh", rc, "x", 1, []redislane.Option{redislane.WithRefreshEvery(-time.Second)}},
+		// A period of 0 is not the default: a value out of range is refused,
+		// never replaced (Option). One under 5 ms made every refresh call's
+		// deadline shorter than a round trip to a loaded Redis, and leases
+		// ended on a healthy server (a new user's trial).
+		{"zero refresh", rc, "x", 1, []redislane.Option{redislane.WithRefreshEvery(0)}},
+		{"tiny refresh", rc, "x", 1, []redislane.Option{redislane.WithRefreshEvery(time.Microsecond)}},
+		{"refresh under 5 ms", rc, "x", 1, []redislane.Option{redislane.WithRefreshEvery(4 * time.Millisecond)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := redislane.NewWeighted(tc.client, tc.lane, tc.limit, tc.opts...)
@@ -231,6 +241,31 @@ func TestClosedClientFailsAtOnce(t *testing.T) {
 	require.ErrorIs(t, err, redis.ErrClosed)
 	require.NotErrorIs(t, err, context.DeadlineExceeded, "Acquire retried until its context ended")
 	assert.Equal(t, uint64(1), s.Stats().Rejected)
+}
+
+// An Acquire on a Redis that cannot be reached (a port nobody listens on)
+// ends at its deadline with the deadline's error wrapping the last Redis
+// error, and Stats counts the failed calls: the user learns that Redis is
+// away, not only that time ran out. The first waiter's first call is the
+// probe of sharded pub/sub; its failure was dropped, and the acquire call
+// after it was still in flight at the deadline, so the error was a bare
+// "context deadline exceeded" with RedisErrors 0 (a new user's trial).
+func TestUnreachableRedisSaysSo(t *testing.T) {
+	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, DisableIdentity: true})
+	defer rc.Close()
+	s, err := redislane.NewWeighted(rc, laneName(t), 2, redislane.WithLease(testLease), redislane.WithQuarantine(0))
+	require.NoError(t, err)
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	p, err := s.Acquire(ctx, 1)
+	if err == nil {
+		p.Release()
+		t.Fatal("granted by a Redis that cannot be reached")
+	}
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "last Redis error", "the error says nothing of Redis")
+	assert.NotZero(t, s.Stats().RedisErrors, "no failed Redis call counted")
 }
 
 // The scripts read the server's run_id with INFO, to tell a restart that

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"time"
 
@@ -67,12 +68,15 @@ type Option func(*config)
 
 type config struct {
 	lease         time.Duration
-	refreshEvery  time.Duration // 0: lease/3
+	refreshEvery  time.Duration // refreshSet false: lease/3
+	refreshSet    bool
 	quarantine    time.Duration
 	quarantineSet bool          // false: the quarantine is the lease
 	maxHold       time.Duration // 0: no bound
-	limitRefresh  time.Duration // a Fleet's refresh interval
-	window        time.Duration // a Tokens lane's window (0: DefaultWindow)
+	limitRefresh  time.Duration // a Fleet's refresh interval (limitSet false: DefaultLimitRefresh)
+	limitSet      bool
+	window        time.Duration // a Tokens lane's window (windowSet false: DefaultWindow)
+	windowSet     bool
 
 	classicPubSub bool
 
@@ -101,9 +105,18 @@ func WithLease(d time.Duration) Option { return func(c *config) { c.lease = d } 
 
 // WithRefreshEvery sets how often the permits held by this instance are
 // refreshed, all of them with one Redis call (default: a third of the
-// lease). It must be shorter than the local validity of a lease (four
+// lease). It must be at least 5 ms (a refresh call's deadline is the
+// period, at most a third of the lease, and a shorter one would fail on a
+// healthy Redis) and shorter than the local validity of a lease (four
 // fifths of it); the default survives one failed refresh.
-func WithRefreshEvery(d time.Duration) Option { return func(c *config) { c.refreshEvery = d } }
+func WithRefreshEvery(d time.Duration) Option {
+	return func(c *config) { c.refreshEvery, c.refreshSet = d, true }
+}
+
+// minRefresh is the shortest refresh period: the deadline of a refresh
+// call (refreshTimeout) must leave a round trip to a loaded Redis room.
+// The default period of the shortest lease (minLease/3) is above it.
+const minRefresh = 5 * time.Millisecond
 
 // WithQuarantine sets how long the lane grants nothing after its state in
 // Redis was created: on first use, and after Redis lost its state or
@@ -172,12 +185,12 @@ func newConfig(opts []Option) (config, error) {
 	if c.lease < minLease {
 		return c, fmt.Errorf("%w: lease %v is below %v", ErrInvalidConfig, c.lease, minLease)
 	}
-	if c.refreshEvery == 0 {
+	if !c.refreshSet {
 		c.refreshEvery = c.lease / 3
 	}
-	if c.refreshEvery < 0 || c.refreshEvery >= c.validity() {
-		return c, fmt.Errorf("%w: refresh period %v must be positive and below %v (lease %v minus its safety margin)",
-			ErrInvalidConfig, c.refreshEvery, c.validity(), c.lease)
+	if c.refreshEvery < minRefresh || c.refreshEvery >= c.validity() {
+		return c, fmt.Errorf("%w: refresh period %v must be at least %v and below %v (lease %v minus its safety margin)",
+			ErrInvalidConfig, c.refreshEvery, minRefresh, c.validity(), c.lease)
 	}
 	if c.quarantineSet && c.quarantine < 0 {
 		return c, fmt.Errorf("%w: quarantine %v is negative", ErrInvalidConfig, c.quarantine)
@@ -197,7 +210,7 @@ func newConfig(opts []Option) (config, error) {
 	if err := c.checkPlaceOrder(); err != nil {
 		return c, err
 	}
-	if c.limitRefresh == 0 {
+	if !c.limitSet {
 		c.limitRefresh = DefaultLimitRefresh
 	}
 	if c.limitRefresh < minLimitRefresh {
@@ -226,7 +239,7 @@ func (c config) releaseWait() time.Duration { return min(c.margin(), maxWait) }
 
 func checkArgs(client redis.UniversalClient, name string, capacity int64) error {
 	switch {
-	case client == nil:
+	case isNil(client):
 		return fmt.Errorf("%w: nil Redis client", ErrInvalidConfig)
 	case name == "":
 		return fmt.Errorf("%w: empty lane name", ErrInvalidConfig)
@@ -244,6 +257,17 @@ func checkArgs(client redis.UniversalClient, name string, capacity int64) error 
 			"(set ContextTimeoutEnabled: true in the client's options)", ErrInvalidConfig)
 	}
 	return nil
+}
+
+// isNil reports whether client is nil, or a nil pointer of a client type
+// ((*redis.Client)(nil) is a non-nil interface, whose first call would
+// panic).
+func isNil(client redis.UniversalClient) bool {
+	if client == nil {
+		return true
+	}
+	v := reflect.ValueOf(client)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // contextTimeouts reports whether client applies a context's deadline to

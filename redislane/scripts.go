@@ -861,7 +861,7 @@ end
 
 // Status codes of the tokens script (beside stMismatch and stTooHeavy).
 const (
-	tkWait    = 0 // {0, ms until the window has room (or the lane reopens), ms until it reopens from a cooldown}
+	tkWait    = 0 // {0, ms until the window has room (or the lane reopens), ms until it reopens from a cooldown[, 1 if quarantined]}
 	tkGranted = 1 // {1, server time of the charge (ms)}
 )
 
@@ -885,7 +885,7 @@ local sum = window_drop(win)
 local at = redis.call('ZSCORE', Z, id)
 if at then return {1, tonumber(at)} end
 local cool = math.max(M.cu - now, 0)
-if shut(M) then return {0, reopen(M) - now, cool} end
+if shut(M) then return {0, reopen(M) - now, cool, (now < M.qu) and 1 or 0} end
 if sum + n <= M.limit then
   redis.call('ZADD', Z, s(now), id)
   redis.call('HSET', W, id, s(n), 'sum', s(sum + n))

@@ -33,7 +33,7 @@ const minWindow = 10 * time.Millisecond
 // the server's clock until one window later. It must be a whole number of
 // milliseconds, at least 10 ms; every instance of the lane must use the
 // same (else [ErrCapacityMismatch]). It is ignored by the other lanes.
-func WithWindow(d time.Duration) Option { return func(c *config) { c.window = d } }
+func WithWindow(d time.Duration) Option { return func(c *config) { c.window, c.windowSet = d, true } }
 
 // Tokens is a budget of a number of units (tokens, or requests at one
 // each) in any window (a minute and two seconds by default) shared by every instance, in
@@ -92,7 +92,7 @@ func NewTokens(client redis.UniversalClient, name string, perWindow int64, opts 
 	if cfg.quotaSet {
 		return nil, errQuotaOnly("Tokens lane")
 	}
-	if cfg.window == 0 {
+	if !cfg.windowSet {
 		cfg.window = DefaultWindow
 	}
 	if cfg.window < minWindow || cfg.window%time.Millisecond != 0 {
@@ -259,6 +259,7 @@ func (t *Tokens) restamp(ctx context.Context, c *Charge) bool {
 // tkReply is a reply of the tokens script.
 type tkReply struct {
 	status, a, cool int64
+	quarantined     bool // tkWait: the lane is in its quarantine
 	sent            time.Time
 	err             error
 }
@@ -278,6 +279,7 @@ func (t *Tokens) call(ctx context.Context, id string, n int64) tkReply {
 		r.status, r.a = v[0], v[1]
 		if r.status == tkWait {
 			r.cool = v[2]
+			r.quarantined = len(v) > 3 && v[3] == 1
 			t.cool.learn(r.sent, msDur(r.cool))
 		} else if r.status == tkGranted {
 			t.cool.learn(r.sent, 0)
@@ -401,8 +403,11 @@ func (t *Tokens) Acquire(ctx context.Context, n int64) (*Charge, error) {
 			if dl, ok := ctx.Deadline(); ok && dl.Before(r.sent.Add(after)) {
 				t.cancelled.Add(1)
 				cause := ErrWindowFull
-				if r.cool > 0 && r.cool >= r.a {
+				switch {
+				case r.cool > 0 && r.cool >= r.a:
 					cause = ErrCoolingDown
+				case r.quarantined:
+					cause = ErrQuarantined
 				}
 				return nil, &LateError{Lane: t.name, RetryAfter: max(time.Until(r.sent.Add(after)), 0), Err: cause}
 			}

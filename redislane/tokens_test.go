@@ -177,7 +177,7 @@ func TestTokensCooldownFailsWaitersBehindTheHead(t *testing.T) {
 func TestTokensConfig(t *testing.T) {
 	srv := startRedis(t)
 	rc := newClient(t, srv.Addr)
-	for _, w := range []time.Duration{time.Millisecond, 1500 * time.Microsecond, -time.Second} {
+	for _, w := range []time.Duration{0, time.Millisecond, 1500 * time.Microsecond, -time.Second} { // 0 is refused, not the default
 		_, err := redislane.NewTokens(rc, "x", 10, redislane.WithWindow(w))
 		assert.ErrorIs(t, err, redislane.ErrInvalidConfig, "window %v", w)
 	}
@@ -445,4 +445,33 @@ func TestTicketSettleReachesTheFleet(t *testing.T) {
 		t.Fatal("a second request in a window of one")
 	}
 	assert.EqualValues(t, 800, windowSum(t, rc, name), "the refused call's estimate was given back")
+}
+
+// TestTokensQuarantineSaysSo: a caller whose deadline comes before a new
+// lane's quarantine ends fails at once with a LateError whose Err is
+// ErrQuarantined, not ErrWindowFull: nothing was charged, the window is
+// empty (a new user's trial read "window's budget spent" there). A caller
+// short of room in the window after the quarantine still gets
+// ErrWindowFull.
+func TestTokensQuarantineSaysSo(t *testing.T) {
+	srv := startRedis(t)
+	name := laneName(t)
+	tk, err := redislane.NewTokens(newClient(t, srv.Addr), name, 10, redislane.WithWindow(10*time.Second))
+	require.NoError(t, err)
+	defer tk.Close()
+	ctx, cancel := context.WithTimeout(testCtx(t), 2*time.Second)
+	defer cancel()
+	_, err = tk.Acquire(ctx, 1)
+	var le *redislane.LateError
+	require.ErrorAs(t, err, &le)
+	assert.ErrorIs(t, err, redislane.ErrQuarantined)
+	assert.NotErrorIs(t, err, redislane.ErrWindowFull)
+	assert.Greater(t, le.RetryAfter, 2*time.Second, "the quarantine's end, a window after the lane's state was made")
+
+	open := newTokens(t, srv.Addr, laneName(t), 10, redislane.WithWindow(10*time.Second))
+	_, err = open.Acquire(ctx, 10)
+	require.NoError(t, err)
+	_, err = open.Acquire(ctx, 1)
+	assert.ErrorIs(t, err, redislane.ErrWindowFull)
+	assert.NotErrorIs(t, err, redislane.ErrQuarantined)
 }
