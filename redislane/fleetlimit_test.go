@@ -656,8 +656,19 @@ func TestFleetElectionChurnRace(t *testing.T) {
 		mu.Unlock()
 		require.Greater(t, term, lastTerm, "round %d: a new leader in an old term", round)
 		lastTerm = term
-		// Its own value in force: written by it, in its term.
-		spinUntil(t, 10*time.Second, "the leader's value", func() bool { return storedLimit(t, direct, name)%3 == int64(ld) })
+		// Its own value in force: written by it, in its term. On a loaded
+		// machine a leader's lease (three 10 ms intervals) can lapse and
+		// another candidate take over meanwhile; the value then to wait
+		// for is the new leader's, never an old one's (CI saw the wait for
+		// the first leader's value time out while the second led).
+		spinUntil(t, 10*time.Second, "the leader's value", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			if l := leaders(fs); len(l) == 1 {
+				ld = l[0]
+			}
+			return storedLimit(t, direct, name)%3 == int64(ld)
+		})
 		mu.Lock()
 		fs[ld].Close()
 		fs[ld] = mk(ld)
