@@ -321,3 +321,18 @@ func TestContextAskedAfterTheEnd(t *testing.T) {
 		assert.ErrorIs(t, context.Cause(closed.Context()), redislane.ErrClosed, "%s: a Release after the end keeps its cause", tc.how)
 	}
 }
+
+// The zero Permit holds nothing: Release returns false, as package
+// semaphore's contract has it for its zero Permit, and Weight, Fence,
+// Deadline and Context answer without a lane behind it. Fails with
+// Release reaching for the lane the zero Permit does not have (a nil
+// dereference).
+func TestZeroPermit(t *testing.T) {
+	var p redislane.Permit
+	assert.NotPanics(t, func() { assert.False(t, p.Release(), "the zero Permit's Release") })
+	assert.NotPanics(t, func() { assert.False(t, p.Release(), "a second Release of the zero Permit") })
+	assert.Zero(t, p.Weight())
+	assert.Zero(t, p.Fence())
+	assert.True(t, p.Deadline().IsZero())
+	assert.NoError(t, p.Context().Err())
+}

@@ -25,6 +25,11 @@ import (
 // [ErrLeaseLost], [ErrMaxHold] or [ErrClosed] as its cause, and the holder
 // must stop using what the permit protects. The permit should still be
 // released.
+//
+// The zero Permit holds nothing, as package semaphore's zero Permit: its
+// Release returns false (and is not counted anywhere), Weight and Fence
+// return 0, Deadline returns the zero time, and Context returns a context
+// that is never cancelled.
 type Permit struct {
 	tok   permit.Token
 	gen   atomic.Uint64
@@ -84,7 +89,13 @@ const (
 // background (it is idempotent), for at most a fifth of the lease. If Redis
 // cannot be reached, the permits come back when the lease runs out. After
 // the lane's Close, Release makes no call: the lease runs out by itself.
-func (p *Permit) Release() bool { return p.handle().Release() }
+// On the zero Permit it returns false and does nothing.
+func (p *Permit) Release() bool {
+	if p.c == nil { // the zero Permit: no lane granted it
+		return false
+	}
+	return p.handle().Release()
+}
 
 // Weight returns the number of permits the permit holds.
 func (p *Permit) Weight() int64 { return p.n }
