@@ -160,8 +160,11 @@ func coolCall(ctx context.Context, client redis.UniversalClient, cfg config,
 	case len(v) != 2:
 		return 0, fmt.Errorf("%w: cooldown script returned %v", errBadReply, v)
 	case v[0] == stMismatch:
-		return 0, fmt.Errorf("%w: %q has capacity %d (or another kind) in Redis; this %s lane has %d",
-			ErrCapacityMismatch, name, v[1], kind, limit)
+		what := "capacity"
+		if strings.HasPrefix(kind, "tokens:") {
+			what = "budget"
+		}
+		return 0, mismatchError(name, what, v[1], kind, limit)
 	}
 	left := msDur(v[1])
 	cs.learn(sent, left)

@@ -201,6 +201,30 @@ func (c *core) oldestFence() int64 {
 	return low
 }
 
+// mismatchError is the ErrCapacityMismatch of the lane name, whose
+// instance has kind (as stored in the meta hash) and limit (its capacity,
+// a Tokens' budget: what) while Redis holds stored for it. A script
+// refuses when the limits differ or when the stored kind is not this one
+// (another kind, order, hold or window). With equal limits it is the
+// kind, and so it is for a fleet lane, whose limit is the stored one; the
+// message then says so rather than naming two limits that do not differ.
+func mismatchError(name, what string, stored int64, kind string, limit int64) error {
+	differs := "kind or order" // a hold is part of a sequence order
+	if what == "budget" {
+		differs = "kind or window" // a Tokens has no order
+	}
+	switch {
+	case strings.HasPrefix(kind, "fleet"):
+		return fmt.Errorf("%w: %q is in Redis as a lane of another %s; this is a %s lane",
+			ErrCapacityMismatch, name, differs, kind)
+	case stored == limit:
+		return fmt.Errorf("%w: %q is in Redis as a lane of another %s (its %s, %d, is this %s lane's)",
+			ErrCapacityMismatch, name, differs, what, stored, kind)
+	}
+	return fmt.Errorf("%w: %q has %s %d in Redis; this %s lane has %d",
+		ErrCapacityMismatch, name, what, stored, kind, limit)
+}
+
 // kindName is the kind stored in the lane's meta hash.
 func (c *core) kindName() string {
 	if c.ord != nil {

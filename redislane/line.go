@@ -245,8 +245,7 @@ func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 			return p, nil
 		case stMismatch:
 			c.st.rejected.Add(1)
-			return nil, fmt.Errorf("%w: %q has capacity %d (or another kind) in Redis; this %s lane has %d",
-				ErrCapacityMismatch, c.name, r.a, c.kindName(), c.capacity)
+			return nil, mismatchError(c.name, "capacity", r.a, c.kindName(), c.capacity)
 		case stTooHeavy: // a fleet lane shrank below the weight; the script unqueued id
 			c.fleet.seen(r.a)
 			c.st.rejected.Add(1)

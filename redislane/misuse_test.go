@@ -336,3 +336,72 @@ func TestZeroPermit(t *testing.T) {
 	assert.True(t, p.Deadline().IsZero())
 	assert.NoError(t, p.Context().Err())
 }
+
+// A lane refused for its kind or order, with the capacity the lane in
+// Redis has, is told so: the error names the kind, not two equal
+// capacities, on each path that reads it (an Acquire, TryAcquireAll, a
+// Cooldown, a Tokens' Acquire, a Fleet's); a refusal for the capacity
+// still names both. Fails with the message "has capacity 1 (or another
+// kind) in Redis; this keyed lane has 1".
+func TestCapacityMismatchSaysWhatDiffers(t *testing.T) {
+	srv := startRedis(t)
+	ctx := testCtx(t)
+	kindMsg := func(err error, what string) {
+		t.Helper()
+		require.ErrorIs(t, err, redislane.ErrCapacityMismatch, what)
+		assert.Contains(t, err.Error(), "in Redis as a lane of another kind", what)
+		assert.NotContains(t, err.Error(), "has capacity", what)
+		assert.NotContains(t, err.Error(), "has budget", what)
+	}
+
+	// A sequenced Keyed is in Redis; a FIFO one of the same capacity joins.
+	name := laneName(t)
+	seq := newSeqKeyed(t, srv.Addr, name)
+	p, err := seq.Acquire(ctx, "t", semaphore.Sequence(0))
+	require.NoError(t, err)
+	p.Release()
+	fifo := newKeyed(t, srv.Addr, name, 1)
+	p, err = fifo.Acquire(ctx, "t")
+	failed(t, p, err, redislane.ErrCapacityMismatch)
+	kindMsg(err, "Keyed.Acquire")
+	assert.Contains(t, err.Error(), "its capacity, 1, is this keyed lane's")
+	got, ok, err := redislane.TryAcquireAll(fifo.Request("t", 1))
+	refused(t, permits(got), ok)
+	kindMsg(err, "TryAcquireAll")
+
+	// An ordered Weighted is in Redis; a plain one of the same capacity
+	// asks for a cooldown.
+	name = laneName(t) + "-w"
+	ord := newSem(t, srv.Addr, name, 2, redislane.WithPriorities(time.Second))
+	warm(t, ord)
+	plain := newSem(t, srv.Addr, name, 2)
+	_, err = plain.Cooldown(ctx, time.Second)
+	kindMsg(err, "Weighted.Cooldown")
+
+	// A Fleet joins a Weighted: its limit is the stored one, so only the
+	// kind can differ.
+	f, err := redislane.NewFleet(newClient(t, srv.Addr), name, 5, redislane.WithLease(testLease), redislane.WithQuarantine(0))
+	require.NoError(t, err)
+	t.Cleanup(f.Close)
+	fp, err := f.Acquire(ctx, 1)
+	failed(t, fp, err, redislane.ErrCapacityMismatch)
+	kindMsg(err, "Fleet.Acquire")
+
+	// A Tokens lane of another window, with the same budget.
+	name = laneName(t) + "-t"
+	a := newTokens(t, srv.Addr, name, 10, redislane.WithWindow(time.Minute))
+	c, err := a.Acquire(ctx, 1)
+	require.NoError(t, err)
+	require.NoError(t, c.Settle(ctx, 1))
+	b := newTokens(t, srv.Addr, name, 10, redislane.WithWindow(2*time.Minute))
+	_, err = b.Acquire(ctx, 1)
+	kindMsg(err, "Tokens.Acquire")
+	assert.Contains(t, err.Error(), "another kind or window")
+
+	// Another capacity of the same kind: both capacities are named.
+	name = laneName(t) + "-c"
+	warm(t, newSem(t, srv.Addr, name, 3))
+	p, err = newSem(t, srv.Addr, name, 4).Acquire(ctx, 1)
+	failed(t, p, err, redislane.ErrCapacityMismatch)
+	assert.Contains(t, err.Error(), fmt.Sprintf("%q has capacity 3 in Redis; this global lane has 4", name))
+}

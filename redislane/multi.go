@@ -228,8 +228,7 @@ func tryAll(reqs []Request, keep int, held *Permit) ([]*Permit, int, error) {
 		return nil, -1, nil
 	case v[0] == stMismatch:
 		r := reqs[v[1]-1]
-		return nil, -1, fmt.Errorf("%w: %q has capacity %d (or another kind) in Redis; this %s lane has %d",
-			ErrCapacityMismatch, r.c.name, v[2], r.c.kindName(), r.c.capacity)
+		return nil, -1, mismatchError(r.c.name, "capacity", v[2], r.c.kindName(), r.c.capacity)
 	case v[0] == stTooHeavy:
 		r := reqs[v[1]-1]
 		return nil, -1, fmt.Errorf("%w: %d permits, and the fleet limit of %q is now %d", ErrTooHeavy, r.n, r.c.name, v[2])

@@ -392,8 +392,7 @@ func (t *Tokens) Acquire(ctx context.Context, n int64) (*Charge, error) {
 			return &Charge{t: t, id: id, n: n, at: time.UnixMilli(r.a)}, nil
 		case stMismatch:
 			t.rejected.Add(1)
-			return nil, fmt.Errorf("%w: %q has budget %d (or another window or kind) in Redis; this %s lane has %d",
-				ErrCapacityMismatch, t.name, r.a, t.kind, t.limit)
+			return nil, mismatchError(t.name, "budget", r.a, t.kind, t.limit)
 		case stTooHeavy:
 			t.rejected.Add(1)
 			return nil, ErrTooHeavy
