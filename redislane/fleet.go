@@ -521,8 +521,14 @@ func flag(b bool) int {
 // Queue.ObserveLane), whose Queue.Do reports with no code at the call site.
 type Budget struct{ f *Fleet }
 
-// AsBudget returns f as a [Budget]. Closing f ends it.
-func AsBudget(f *Fleet) *Budget { return &Budget{f: f} }
+// AsBudget returns f as a [Budget]. Closing f ends it. It panics if f is
+// nil, rather than at the Budget's first use.
+func AsBudget(f *Fleet) *Budget {
+	if f == nil {
+		panic("redislane: AsBudget of a nil Fleet")
+	}
+	return &Budget{f: f}
+}
 
 // Capacity returns the fleet's limit as this instance last read it
 // ([Fleet]).

@@ -13,16 +13,29 @@ import (
 // AsLane returns s as a global lane of a [lanequeue.Queue]: it ignores the
 // key. Its permits are semaphore.Permit values whose Release runs the Redis
 // release; [PermitOf] gives their fencing token and context. Closing the
-// lane closes s.
+// lane closes s. It panics if s is nil, as lanequeue's own constructors
+// do, rather than at the lane's first use.
 func AsLane[K comparable](s *Weighted) lanequeue.Lane[K] {
+	if s == nil {
+		panic("redislane: AsLane of a nil Weighted")
+	}
 	return &lane[K]{c: s.c, q: s.q, key: func(K) string { return "" }}
 }
 
 // AsKeyedLane returns k as a keyed lane of a [lanequeue.Queue], with key
-// turning a queue key into the Redis key (for string keys, the identity).
-// Equal queue keys must give equal strings, and different ones different
-// strings. Closing the lane closes k.
+// turning a queue key into the Redis key (for string keys, pass the
+// identity, func(s string) string { return s }). Equal queue keys must
+// give equal strings, and different ones different strings. Closing the
+// lane closes k. It panics if k or key is nil (a nil key is not taken as
+// the identity), as lanequeue's own constructors do, rather than at the
+// lane's first use.
 func AsKeyedLane[K comparable](k *Keyed, key func(K) string) lanequeue.Lane[K] {
+	if k == nil {
+		panic("redislane: AsKeyedLane of a nil Keyed")
+	}
+	if key == nil {
+		panic("redislane: AsKeyedLane with a nil key function")
+	}
 	return &lane[K]{c: k.c, key: key}
 }
 
@@ -159,8 +172,15 @@ func (l *lane[K]) Cooldown(ctx context.Context, d time.Duration) (time.Duration,
 // fleet's requests per window, or tokens charged at their estimate.
 // Nothing is given back on Release; a ticket's Settle settles the charge
 // (see the package doc, Tokens). Its errors, a [*LateError] among them,
-// are the causes of the queue's LaneErrors. Closing the lane closes t.
-func AsRateLane[K comparable](t *Tokens) lanequeue.Lane[K] { return rateLane[K]{t: t} }
+// are the causes of the queue's LaneErrors. Closing the lane closes t. It
+// panics if t is nil, as lanequeue's own constructors do, rather than at
+// the lane's first use.
+func AsRateLane[K comparable](t *Tokens) lanequeue.Lane[K] {
+	if t == nil {
+		panic("redislane: AsRateLane of a nil Tokens")
+	}
+	return rateLane[K]{t: t}
+}
 
 type rateLane[K comparable] struct{ t *Tokens }
 

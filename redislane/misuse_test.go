@@ -405,3 +405,22 @@ func TestCapacityMismatchSaysWhatDiffers(t *testing.T) {
 	failed(t, p, err, redislane.ErrCapacityMismatch)
 	assert.Contains(t, err.Error(), fmt.Sprintf("%q has capacity 3 in Redis; this global lane has 4", name))
 }
+
+// AsLane, AsKeyedLane, AsRateLane and AsBudget refuse a nil lane (and
+// AsKeyedLane a nil key function) at once, with a panic that says so, as
+// lanequeue's own constructors do, not at the lane's first use. Fails
+// with AsKeyedLane taking a nil key function (the first AcquireAll of a
+// queue panicked) and the others dereferencing nil, or not at all.
+func TestAsLaneRefusesNil(t *testing.T) {
+	srv := startRedis(t)
+	k := newKeyed(t, srv.Addr, laneName(t), 1)
+	assert.PanicsWithValue(t, "redislane: AsLane of a nil Weighted", func() { redislane.AsLane[string](nil) })
+	assert.PanicsWithValue(t, "redislane: AsKeyedLane of a nil Keyed", func() {
+		redislane.AsKeyedLane(nil, func(s string) string { return s })
+	})
+	assert.PanicsWithValue(t, "redislane: AsKeyedLane with a nil key function", func() {
+		redislane.AsKeyedLane[string](k, nil)
+	})
+	assert.PanicsWithValue(t, "redislane: AsRateLane of a nil Tokens", func() { redislane.AsRateLane[string](nil) })
+	assert.PanicsWithValue(t, "redislane: AsBudget of a nil Fleet", func() { redislane.AsBudget(nil) })
+}
