@@ -68,7 +68,8 @@ type Tokens struct {
 // NewTokens returns the instance of the Tokens lane name, of perWindow
 // units in any window, on client. It makes no call to Redis. It fails as
 // [NewWeighted] does (perWindow is the capacity), and for a [WithWindow]
-// out of range or [WithHistograms], with an error wrapping [ErrInvalidConfig].
+// out of range, [WithHistograms] or [WithMaxHold], with an error wrapping
+// [ErrInvalidConfig].
 //
 // Quarantine: after Redis lost the lane's state (and on its first use,
 // which Redis cannot tell from a loss), the lane grants nothing for one
@@ -106,6 +107,9 @@ func NewTokens(client redis.UniversalClient, name string, perWindow int64, opts 
 	}
 	if cfg.histograms {
 		return nil, fmt.Errorf("%w: WithHistograms: a Tokens lane keeps no wait or hold times (its charges are never given back)", ErrInvalidConfig)
+	}
+	if cfg.maxHold != 0 {
+		return nil, fmt.Errorf("%w: WithMaxHold: a Tokens lane's charges are not held (they leave the window by themselves)", ErrInvalidConfig)
 	}
 	p := "{lanes:" + name + "}"
 	t := &Tokens{

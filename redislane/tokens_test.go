@@ -183,6 +183,9 @@ func TestTokensConfig(t *testing.T) {
 	}
 	_, err := redislane.NewTokens(rc, "x", 0)
 	assert.ErrorIs(t, err, redislane.ErrInvalidConfig)
+	// A charge is not held, so a bound on holding it would be ignored.
+	_, err = redislane.NewTokens(rc, "x", 10, redislane.WithMaxHold(time.Minute))
+	assert.ErrorIs(t, err, redislane.ErrInvalidConfig, "WithMaxHold on a Tokens lane")
 	name := laneName(t)
 	ctx := testCtx(t)
 	a := newTokens(t, srv.Addr, name, 10)
