@@ -3,6 +3,7 @@ package adaptive
 import (
 	"fmt"
 	"math"
+	"reflect"
 
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -25,7 +26,8 @@ func (a algorithm) String() string {
 // config holds the settings that the options set; immutable after New.
 type config struct {
 	floor, ceiling int64
-	initial        int64 // 0: the target's capacity, brought into range
+	initial        int64 // initialSet false: the target's capacity, brought into range
+	initialSet     bool
 	alg            algorithm
 	algs           int     // algorithm options given (at most one)
 	increase       float64 // AIMD: added per round trip
@@ -76,13 +78,14 @@ func WithVegas(alpha, beta float64) Option {
 // WithInitial sets the limit the controller starts from (default: the
 // target's capacity at New, brought into [floor, ceiling]). It must lie in
 // [floor, ceiling].
-func WithInitial(n int64) Option { return func(c *config) { c.initial = n } }
+func WithInitial(n int64) Option { return func(c *config) { c.initial, c.initialSet = n, true } }
 
 // WithMinWindow sets the fewest reports that make a round trip (default
 // 1): a round trip is max(limit, n) reports, so that at a small limit the
 // latency of a round trip is a mean over n pieces of work rather than
 // over one or two, and the limit grows at most once per n reports (an
-// overload still lowers it at once). n must be at least 1. (A round trip of limit reports
+// overload still lowers it at once). n must be in [1, 1<<20], the most
+// reports a round trip counts. (A round trip of limit reports
 // assumes work of one permit each; for work of w permits, a round trip of
 // the lane is about limit/w reports, and the controller decides about
 // once per w of them.)
@@ -102,6 +105,17 @@ func WithClassifier(f func(error) Outcome) Option {
 // the system clock.
 func WithClock(cl semaphore.Clock) Option { return func(c *config) { c.clock = cl } }
 
+// isNil reports whether t is nil, or a nil pointer of a target type (a
+// (*semaphore.Weighted)(nil) is a non-nil Target, whose Capacity would
+// panic).
+func isNil(t Target) bool {
+	if t == nil {
+		return true
+	}
+	v := reflect.ValueOf(t)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
 // configure applies opts and checks the result: the one place where a
 // controller's settings are checked.
 func (c *config) configure(t Target, floor, ceiling int64, opts []Option) error {
@@ -116,7 +130,7 @@ func (c *config) configure(t Target, floor, ceiling int64, opts []Option) error 
 		return fmt.Errorf("adaptive: "+format+": %w", append(a, semaphore.ErrInvalidConfig)...)
 	}
 	switch {
-	case t == nil:
+	case isNil(t):
 		return bad("nil target")
 	case floor < 1:
 		return bad("floor %d: must be at least 1 (a capacity of 0 admits no work, so nothing would ever raise it)", floor)
@@ -124,7 +138,7 @@ func (c *config) configure(t Target, floor, ceiling int64, opts []Option) error 
 		return bad("ceiling %d below floor %d", ceiling, floor)
 	case ceiling > semaphore.MaxCapacity:
 		return bad("ceiling %d above semaphore.MaxCapacity (%d)", ceiling, int64(semaphore.MaxCapacity))
-	case c.initial != 0 && (c.initial < floor || c.initial > ceiling):
+	case c.initialSet && (c.initial < floor || c.initial > ceiling):
 		return bad("WithInitial(%d) out of range [%d, %d]", c.initial, floor, ceiling)
 	case c.algs > 1:
 		return bad("one of WithAIMD and WithVegas at most")
@@ -134,8 +148,8 @@ func (c *config) configure(t Target, floor, ceiling int64, opts []Option) error 
 		return bad("WithAIMD: backoff %v out of range [0.5, 1)", c.backoff)
 	case c.alg == algVegas && !(c.alpha > 0 && c.alpha < c.beta && c.beta < 1):
 		return bad("WithVegas(%v, %v): need 0 < alpha < beta < 1", c.alpha, c.beta)
-	case c.minWindow < 1:
-		return bad("WithMinWindow(%d): must be at least 1", c.minWindow)
+	case c.minWindow < 1 || c.minWindow > maxWindow:
+		return bad("WithMinWindow(%d): must be in [1, %d]", c.minWindow, maxWindow)
 	case c.classify == nil:
 		return bad("WithClassifier(nil)")
 	}

@@ -36,12 +36,14 @@ import (
 // whose report closed a round trip or was its first fresh overload, with
 // a value in [floor, ceiling]; no report waits for it (a report that
 // finds the lock taken leaves its decision to the goroutine holding it,
-// which decides again once it is done), but Limit and Stats do.
+// which decides again once it is done: a report, Limit or Stats), but
+// Limit and Stats do.
 //
 // A target's method that panics (they are the caller's code) makes the
 // report that was deciding, or reading a Shared target's Capacity while a
 // cut waits, panic with it (Report, Observe, Do, and so a lanequeue
-// ticket's Finish, which gives the permits back first); the
+// ticket's Finish, which gives the permits back first; or Limit or Stats,
+// taking a decision a report left them); the
 // controller's lock is released on the way. The value the failed call
 // was passed stays the controller's limit until the next decision, which
 // (but for a Shared target's leader, which moves from its own limit) finds
@@ -286,7 +288,7 @@ func New(t Target, floor, ceiling int64, opts ...Option) (*Controller, error) {
 	_, c.realClock = c.cfg.clock.(clock.Real)
 	c.coarse.Init(c.epoch)
 	start := c.cfg.initial
-	if start == 0 {
+	if !c.cfg.initialSet {
 		start = min(max(t.Capacity(), floor), ceiling)
 	}
 	c.mu.Lock()
@@ -456,8 +458,20 @@ func (c *Controller) Target() Target { return c.t }
 // leader), the one it took from the target at its last decision.
 func (c *Controller) Limit() int64 {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.capNow
+	n := c.capNow
+	c.mu.Unlock()
+	c.decideLeft()
+	return n
+}
+
+// decideLeft is what Limit and Stats do after unlocking: a report whose
+// TryLock failed while they held the lock left its decision to them, as
+// to any holder (see closeWindow), and they take it, so that an overload
+// reported during a scrape cuts at once, not at the next report.
+func (c *Controller) decideLeft() {
+	if c.due() {
+		c.closeWindow()
+	}
 }
 
 // now returns the controller's clock as nanoseconds since New.
@@ -590,8 +604,11 @@ func (c *Controller) decideLocked() {
 		return // the round trip goes on
 	}
 	// Reports that land between these loads and the subtractions stay in
-	// the next window.
-	ov := c.overloads.Load()
+	// the next window. An overload counts itself before its sample, so
+	// one that lands between the loads of n and ov can be in ov and not in
+	// n: at most n are taken, and the rest stay with their samples, in the
+	// next window (Overloads never passes Samples).
+	ov := min(c.overloads.Load(), n)
 	sum := c.rttSum.Load()
 	c.samples.Add(-n)
 	c.overloads.Add(-ov)
@@ -602,7 +619,7 @@ func (c *Controller) decideLocked() {
 	c.st.Windows++
 	c.st.Samples += uint64(n)
 	c.st.Overloads += uint64(ov)
-	ok := max(n-ov, 0) // an overload counted between the two loads
+	ok := n - ov
 	if ok > 0 {
 		c.lastRTT = float64(sum) / float64(ok)
 	}

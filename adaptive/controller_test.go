@@ -29,6 +29,7 @@ func TestNewRefusesBadSettings(t *testing.T) {
 		"ceiling too high": {1, semaphore.MaxCapacity + 1, nil},
 		"initial below":    {2, 10, []adaptive.Option{adaptive.WithInitial(1)}},
 		"initial above":    {2, 10, []adaptive.Option{adaptive.WithInitial(11)}},
+		"initial 0":        {2, 10, []adaptive.Option{adaptive.WithInitial(0)}}, // not "unset": out of range
 		"two algorithms":   {1, 10, []adaptive.Option{adaptive.WithAIMD(1, 0.9), adaptive.WithVegas(0.1, 0.2)}},
 		"increase 0":       {1, 10, []adaptive.Option{adaptive.WithAIMD(0, 0.9)}},
 		"backoff 1":        {1, 10, []adaptive.Option{adaptive.WithAIMD(1, 1)}},
@@ -36,6 +37,7 @@ func TestNewRefusesBadSettings(t *testing.T) {
 		"alpha >= beta":    {1, 10, []adaptive.Option{adaptive.WithVegas(0.3, 0.2)}},
 		"beta 1":           {1, 10, []adaptive.Option{adaptive.WithVegas(0.1, 1)}},
 		"window 0":         {1, 10, []adaptive.Option{adaptive.WithMinWindow(0)}},
+		"window over 2^20": {1, 10, []adaptive.Option{adaptive.WithMinWindow(1<<20 + 1)}}, // was capped in silence
 		"nil classifier":   {1, 10, []adaptive.Option{adaptive.WithClassifier(nil)}},
 		"nil option":       {1, 10, []adaptive.Option{nil}},
 	} {
@@ -47,6 +49,8 @@ func TestNewRefusesBadSettings(t *testing.T) {
 		})
 	}
 	_, err := adaptive.New(nil, 1, 2)
+	require.ErrorIs(t, err, semaphore.ErrInvalidConfig)
+	_, err = adaptive.New((*semaphore.Weighted)(nil), 1, 2) // panicked in Capacity
 	require.ErrorIs(t, err, semaphore.ErrInvalidConfig)
 }
 

@@ -68,13 +68,18 @@ type Stats struct {
 // Stats returns a snapshot of the controller. The counts are those of the
 // round trips decided, except Ignored; reports of the round trip under way
 // are not in them.
+//
+// Like Limit, it takes a decision that a report left to it while it held
+// the controller's lock (so it may call the target, and panic with it: see
+// Target).
 func (c *Controller) Stats() Stats {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	st := c.st
 	st.Limit = c.capNow
 	st.Latency = time.Duration(c.lastRTT)
 	st.Baseline = time.Duration(c.baseline)
 	st.Ignored = c.ignored.Load()
+	c.mu.Unlock()
+	c.decideLeft()
 	return st
 }
