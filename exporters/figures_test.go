@@ -100,12 +100,15 @@ func TestReadRepeatedLane(t *testing.T) {
 	}
 }
 
-// TestFleetRefusesNothing: Fleet with no lane named, or no source, panics
-// at once rather than marking nothing.
+// TestFleetRefusesNothing: Fleet with no lane named, or no source, and
+// Join of a nil source, panic at once rather than marking nothing, or at
+// the first scrape in the registry's goroutine (Join did, found by a new
+// user's trial).
 func TestFleetRefusesNothing(t *testing.T) {
 	for name, f := range map[string]func(){
-		"no lane":   func() { exporters.Fleet(lanes()) },
-		"no source": func() { exporters.Fleet(nil, "model") },
+		"no lane":         func() { exporters.Fleet(lanes()) },
+		"no source":       func() { exporters.Fleet(nil, "model") },
+		"Join with a nil": func() { exporters.Join(lanes(), nil) },
 	} {
 		func() {
 			defer func() {

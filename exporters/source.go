@@ -1,6 +1,7 @@
 package exporters
 
 import (
+	"fmt"
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
@@ -54,8 +55,15 @@ func laneSource[K comparable](name string, l lanequeue.Lane[K]) Source {
 // Join returns a [Source] of the lanes of every source given, in the order
 // given: several queues, or a queue and semaphores used beside it, under one
 // exporter. Their lanes' names must differ. The result is a [FleetSource]
-// that names the fleet lanes of every source given that is one.
+// that names the fleet lanes of every source given that is one. It panics
+// if a source is nil, as Fleet and the exporters' constructors do, rather
+// than at the first scrape (in the registry's goroutine).
 func Join(sources ...Source) FleetSource {
+	for i, s := range sources {
+		if s == nil {
+			panic(fmt.Sprintf("exporters: Join's source %d is nil", i))
+		}
+	}
 	return joined(append([]Source(nil), sources...))
 }
 

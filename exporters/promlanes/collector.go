@@ -193,11 +193,10 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *Collector) descs() []*prometheus.Desc {
-	d := []*prometheus.Desc{c.capacity, c.keyCapacity, c.fleetCapacity, c.inUse, c.waiters, c.keys, c.closed, c.acquires, c.waited, c.releases, c.doubles, c.holdsRunOut, c.waitTime, c.holdTime}
-	if c.groups != nil {
-		d = append(d, c.groupWait)
-	}
-	return d
+	// groupWait is described also without group waits, so that a
+	// registry refuses a constant label "group" at Register, as it does
+	// lane, kind and outcome, whether or not the series come later.
+	return []*prometheus.Desc{c.capacity, c.keyCapacity, c.fleetCapacity, c.inUse, c.waiters, c.keys, c.closed, c.acquires, c.waited, c.releases, c.doubles, c.holdsRunOut, c.waitTime, c.holdTime, c.groupWait}
 }
 
 // Collect reads the source once and sends each lane's metrics. A lane name

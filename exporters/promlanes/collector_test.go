@@ -287,3 +287,17 @@ func TestRedisLaneHistograms(t *testing.T) {
 		t.Fatalf("histograms of the Redis lane %q: %v; want %v", scenario.FleetLane, count, want)
 	}
 }
+
+// TestConstLabelsReserved: a constant label named as one of the series'
+// own labels (lane, kind, outcome, group) is refused when the collector is
+// registered. group was accepted unless group waits were on, though the
+// option's doc names it (a new user's trial).
+func TestConstLabelsReserved(t *testing.T) {
+	for _, l := range []string{"lane", "kind", "outcome", "group"} {
+		reg := prometheus.NewRegistry()
+		err := reg.Register(promlanes.New(lanequeue.Default[string](2), promlanes.WithConstLabels(prometheus.Labels{l: "v"})))
+		if err == nil {
+			t.Errorf("constant label %q: registered; want it refused", l)
+		}
+	}
+}
