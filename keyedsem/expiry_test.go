@@ -191,6 +191,10 @@ func TestJanitorExpiresEntriesOfAnUnusedSemaphore(t *testing.T) {
 	s.Close()
 	s.Close() // idempotent
 	require.Panics(t, func() { keyedsem.New[int](keyedsem.WithJanitor(-time.Second)) })
+	// 0 and a nanosecond were taken: "no janitor" in silence, and a ticker
+	// that keeps a core busy (a new user's trial).
+	require.Panics(t, func() { keyedsem.New[int](keyedsem.WithJanitor(0)) })
+	require.Panics(t, func() { keyedsem.New[int](keyedsem.WithJanitor(time.Nanosecond)) })
 	keyedsem.New[int](keyedsem.WithJanitor(time.Second), keyedsem.WithIdleTimeout(0)).Close() // nothing to expire: no goroutine
 }
 

@@ -186,6 +186,12 @@ func TestReorderHoldConfig(t *testing.T) {
 	assert.ErrorIs(t, keyedsem.Validate(keyedsem.WithSequenceOrder(), keyedsem.WithReorderHold(0)), semaphore.ErrInvalidConfig, "0")
 	assert.ErrorIs(t, keyedsem.Validate(keyedsem.WithSequenceOrder(), keyedsem.WithReorderHold(-1)), semaphore.ErrInvalidConfig, "negative")
 	assert.NoError(t, keyedsem.Validate(keyedsem.WithSequenceOrder(), keyedsem.WithReorderHold(time.Second)))
+	// Idle timeout 0 drops a key's last number with its entry at every
+	// release, so the hold would let a later number go whenever the key
+	// was free (accepted before; a new user's trial ran message 3 right
+	// after 1 under a one-hour hold).
+	assert.ErrorIs(t, keyedsem.Validate(keyedsem.WithSequenceOrder(), keyedsem.WithReorderHold(time.Hour), keyedsem.WithIdleTimeout(0)),
+		semaphore.ErrInvalidConfig, "with idle timeout 0")
 }
 
 func TestReorderHoldTryAcquire(t *testing.T) {

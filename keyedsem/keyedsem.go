@@ -128,6 +128,7 @@ type config struct {
 	maxWaiters int
 	clock      semaphore.Clock
 	janitor    time.Duration
+	janitorSet bool
 	order      uint8         // see turn.go
 	aging      time.Duration // WithPriorities' step
 	barging    bool          // WithBarging given
@@ -184,8 +185,12 @@ func WithClock(c semaphore.Clock) Option { return func(cf *config) { cf.clock = 
 func WithHistograms() Option { return func(c *config) { c.histograms = true } }
 
 // WithJanitor(d) runs a goroutine that every d evicts what is due, so that
-// an unused semaphore gives its memory back too; Close stops it.
-func WithJanitor(d time.Duration) Option { return func(cf *config) { cf.janitor = d } }
+// an unused semaphore gives its memory back too; Close stops it. d must be
+// at least a millisecond (a shorter one would keep a core busy ticking);
+// with idle timeout 0 no entry is ever idle, and no janitor runs.
+func WithJanitor(d time.Duration) Option {
+	return func(cf *config) { cf.janitor, cf.janitorSet = d, true }
+}
 
 // Validate returns the error [New] would panic with for opts (it wraps
 // [semaphore.ErrInvalidConfig] and names the setting), or nil.
@@ -214,8 +219,8 @@ func configure(opts []Option) (config, error) {
 		return c, fmt.Errorf("keyedsem: WithMaxKeys(%d): must be at least 1: %w", c.maxKeys, semaphore.ErrInvalidConfig)
 	case c.maxWaiters < 0:
 		return c, fmt.Errorf("keyedsem: WithMaxWaitersPerKey(%d): must not be negative: %w", c.maxWaiters, semaphore.ErrInvalidConfig)
-	case c.janitor < 0:
-		return c, fmt.Errorf("keyedsem: WithJanitor(%v): must not be negative: %w", c.janitor, semaphore.ErrInvalidConfig)
+	case c.janitorSet && c.janitor < time.Millisecond:
+		return c, fmt.Errorf("keyedsem: WithJanitor(%v): must be at least 1ms: %w", c.janitor, semaphore.ErrInvalidConfig)
 	case c.barging && c.bargeBound < 0:
 		return c, fmt.Errorf("keyedsem: WithBarging(%v): must not be negative: %w", c.bargeBound, semaphore.ErrInvalidConfig)
 	}

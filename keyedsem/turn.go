@@ -35,7 +35,8 @@ func WithPriorities(step time.Duration) Option {
 // waits for a number that has not arrived, unless [WithReorderHold] is given.
 func WithSequenceOrder() Option { return func(c *config) { c.order |= orderSequence } }
 
-// WithReorderHold(d), with WithSequenceOrder and without WithPriorities,
+// WithReorderHold(d), with WithSequenceOrder, without WithPriorities and
+// with an idle timeout above 0 (the entry keeps the key's last number),
 // holds back a caller whose
 // predecessor has not come, for at most d (positive), once the key has
 // granted a number (a new or evicted key's first goes): see the package doc.
@@ -57,6 +58,12 @@ func checkOrder(c *config) error {
 		return fmt.Errorf("keyedsem: WithReorderHold with WithPriorities: the hold waits for numbers in order, which priorities let pass: %w", semaphore.ErrInvalidConfig)
 	case c.holdSet && c.hold <= 0:
 		return fmt.Errorf("keyedsem: WithReorderHold(%v): must be positive: %w", c.hold, semaphore.ErrInvalidConfig)
+	case c.holdSet && c.idle == 0:
+		// The key's last number lives in its entry, which idle timeout 0
+		// drops at every release: the hold would then hold back only
+		// callers that came while a predecessor was still in, and let a
+		// later number go as soon as the key was free.
+		return fmt.Errorf("keyedsem: WithReorderHold with WithIdleTimeout(0): a key's last number is dropped with its entry at each release, so the hold would not hold: %w", semaphore.ErrInvalidConfig)
 	case c.order&orderPriorities != 0 && c.aging <= 0:
 		return fmt.Errorf("keyedsem: WithPriorities(%v): the step must be positive: %w", c.aging, semaphore.ErrInvalidConfig)
 	}
