@@ -624,6 +624,9 @@ func TestRateLaneUsedAtTheDueInstant(t *testing.T) {
 		done <- err
 	}()
 	testkit.Eventually(t, "the waiter's reservation (Used 15)", func() bool { return laneStats(t, q, "rps").Used == 15 })
+	// and its timer: advanced before it is armed, the clock would leave
+	// it waiting its whole delay from the new time
+	testkit.Eventually(t, "the waiter's timer", func() bool { return clk.Pending() >= 1 })
 	clk.Advance(1666666666 * time.Nanosecond) // 5 tokens at 3 a second: the reservation's due time
 	select {
 	case err := <-done:
