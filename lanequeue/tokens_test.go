@@ -638,3 +638,40 @@ func TestRateLaneUsedAtTheDueInstant(t *testing.T) {
 		t.Fatalf("Used %d at the due instant of a grant that waited; want 10, the burst", u)
 	}
 }
+
+// TestTokenLaneCallerBehindTheHeadFailsAtOnce: a caller behind the head of
+// a token lane's line, whose tokens come after its deadline (no earlier
+// than the head's, which come in about a minute), fails at once with the
+// LaneError of a late call (ctx.Err() still nil, RetryAfter when the head's
+// tokens come), as the head does. It waited out its deadline and got the
+// context's error (a new user's trial).
+func TestTokenLaneCallerBehindTheHeadFailsAtOnce(t *testing.T) {
+	q := lanequeue.New[string]()
+	defer q.Close()
+	clk := clock.NewFake(time.Now())
+	q.SetClock(clk)
+	must(t, addToken(q, "tok", 100))
+	set, err := q.Lanes("tok")
+	must(t, err)
+	tk, err := q.AcquireAll(context.Background(), "a", set, semaphore.Weight(100))
+	must(t, err)
+	tk.Release()
+	headCtx, stopHead := context.WithCancel(context.Background())
+	head := acquireAsync(headCtx, q, "a", []string{"tok"}, semaphore.Weight(10))
+	defer func() { stopHead(); receive(t, head) }()
+	testkit.Eventually(t, "the head's wait for room", func() bool { return clk.Pending() >= 1 })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = q.AcquireAll(ctx, "b", set, semaphore.Weight(10))
+	var le *lanequeue.LaneError
+	if !errors.As(err, &le) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("AcquireAll = %v; want a LaneError wrapping DeadlineExceeded", err)
+	}
+	if ctx.Err() != nil {
+		t.Errorf("the call returned at its deadline (%v); want at once, its tokens coming a minute later", ctx.Err())
+	}
+	if le.RetryAfter < 30*time.Second {
+		t.Errorf("RetryAfter %v; want when the head's tokens come (about a minute)", le.RetryAfter)
+	}
+}
