@@ -293,9 +293,10 @@ func (q *Queue[K]) tryTail(key K, g *grant[K], from int) bool {
 }
 
 // Do runs fn under a ticket of the set for key, released when fn returns
-// ([Ticket.Finish] with fn's error) or panics. fn's ctx carries the ticket
-// ([WithTicket]). Do returns AcquireAll's error, without calling fn, or
-// fn's. A nil fn panics.
+// ([Ticket.Finish] with fn's error) or panics (a plain Release: a lane's
+// [Observer] hears nothing of work whose outcome is unknown). fn's ctx
+// carries the ticket ([WithTicket]). Do returns AcquireAll's error,
+// without calling fn, or fn's. A nil fn panics.
 func (q *Queue[K]) Do(ctx context.Context, key K, lanes LaneSet[K], fn func(context.Context) error, opts ...semaphore.AcquireOption) error {
 	if fn == nil { // before a wait, not as a nil call with the lanes held
 		panic("lanequeue: Do with a nil fn")
@@ -318,7 +319,11 @@ func (q *Queue[K]) Do(ctx context.Context, key K, lanes LaneSet[K], fn func(cont
 
 // Check returns the error AcquireAll would return at once for the set and
 // opts, whatever the key, or nil, taking nothing (a diagnosis: it reads
-// every lane).
+// every lane), in the order AcquireAll looks: the set and opts, the
+// drain, then the lanes. For a lane that cools down ([Queue.Cooldown]) it
+// returns a [*LaneError] whose RetryAfter says when the lane reopens: a
+// call waits for that, or fails at once with such a LaneError, wrapping
+// its context's error, if its deadline comes first.
 func (q *Queue[K]) Check(lanes LaneSet[K], opts ...semaphore.AcquireOption) error {
 	var g grant[K]
 	if err := q.resolve(&g, lanes, opts); err != nil {
@@ -327,14 +332,14 @@ func (q *Queue[K]) Check(lanes LaneSet[K], opts ...semaphore.AcquireOption) erro
 	if _, err := turnOf(opts); err != nil {
 		return err
 	}
+	if q.drain.draining.Load() {
+		return ErrDraining // as admit refuses it, before any lane
+	}
 	if q.cooling.Load() {
 		now := q.now().UnixNano()
 		if e, until := g.cooling(now); e != nil {
 			return &LaneError{Lane: e.name, Kind: e.kind, Err: errCooling, RetryAfter: time.Duration(until - now)}
 		}
-	}
-	if q.drain.draining.Load() {
-		return ErrDraining
 	}
 	hs := g.held()
 	for i := range hs {

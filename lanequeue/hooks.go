@@ -28,7 +28,7 @@ type Hooks[K comparable] struct {
 // Event is one event reported to [Hooks]; the hook that gets it says
 // which kind of event it is.
 type Event[K comparable] struct {
-	Lane     string        // the lane; "" for a refusal that names none (a closed queue)
+	Lane     string        // the lane (a refusal that no lane counts, a closed queue's, is not reported)
 	Kind     Kind          // the lane's kind
 	Key      K             // the key of the call
 	Weight   int64         // the permits asked of (or held on) the lane

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanequeue"
@@ -182,5 +183,40 @@ func TestOneBudgetUnderTwoNamesIsRefused(t *testing.T) {
 	}
 	if _, err := acquireAll(q, context.Background(), "k", []string{"a", "b"}); !errors.Is(err, semaphore.ErrInvalidConfig) {
 		t.Fatalf("AcquireAll naming the refused lane: %v, want ErrUnknownLane", err)
+	}
+}
+
+// TestCheckLooksInAcquireAllsOrder: while the queue drains and a lane of
+// the set cools down, Check says ErrDraining, as AcquireAll does (it
+// looked at the cooldown first: a new user's trial); with only the
+// cooldown, its LaneError says when the lane reopens.
+func TestCheckLooksInAcquireAllsOrder(t *testing.T) {
+	q := lanequeue.New[string]()
+	defer q.Close()
+	must(t, addKeyed(q, "session"))
+	must(t, addGlobal(q, "global", 1))
+	set, err := q.Lanes("session", "global")
+	must(t, err)
+	must(t, q.Cooldown(context.Background(), "global", time.Hour))
+	var le *lanequeue.LaneError
+	if err := q.Check(set); !errors.As(err, &le) || le.Lane != "global" || le.RetryAfter <= 50*time.Minute {
+		t.Fatalf("Check of a cooling lane = %v; want its LaneError, RetryAfter about an hour", err)
+	}
+	session, err := q.Lanes("session")
+	must(t, err)
+	held, ok := q.TryAcquireAll("x", session) // keeps the drain from finishing
+	if !ok {
+		t.Fatal("the session lane refused a free key")
+	}
+	defer held.Release()
+	dctx, dcancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	_ = q.Drain(dctx) // times out with held out: the queue stays draining
+	dcancel()
+	_, acqErr := q.AcquireAll(context.Background(), "k", set)
+	if !errors.Is(acqErr, lanequeue.ErrDraining) {
+		t.Fatalf("AcquireAll while draining = %v; want ErrDraining", acqErr)
+	}
+	if err := q.Check(set); !errors.Is(err, lanequeue.ErrDraining) {
+		t.Errorf("Check while draining and cooling = %v; want ErrDraining, as AcquireAll", err)
 	}
 }
