@@ -25,8 +25,10 @@ func LaneWeight(lane string, n int64) semaphore.AcquireOption {
 // holding nothing: a sentinel or ctx.Err() before taking anything, then a
 // [*LaneError] for the lane that refused the call or that ctx ended on
 // (ctx.Err() if ctx ended after the last grant). A rate lane whose tokens
-// come after ctx's deadline fails it at once, ctx.Err() still nil: test
-// errors with errors.Is. Cancellation: see the package doc. AcquireAll
+// come after ctx's deadline fails it at once, ctx.Err() still nil (a
+// token lane's, once the call is the head of its line: see
+// docs/api-details.md): test errors with errors.Is. Cancellation: see the
+// package doc. AcquireAll
 // panics if ctx is nil.
 func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes LaneSet[K], opts ...semaphore.AcquireOption) (*Ticket[K], error) {
 	if ctx == nil {

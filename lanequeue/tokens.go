@@ -71,31 +71,6 @@ type tokenLane[K comparable] struct {
 	waiters                     atomic.Int64
 	acquired, waited, cancelled atomic.Uint64
 	rejected, failed            atomic.Uint64
-
-	// wait is the head's wait for room, while it waits (nil otherwise):
-	// a caller behind it, whose tokens come no earlier, fails at once if
-	// its deadline comes first, as the head does.
-	wait atomic.Pointer[headWait]
-}
-
-// headWait is a head's wait: when its tokens come, on the lane's clock,
-// and a channel closed when the wait ends or moves, for the callers behind
-// to look again.
-type headWait struct {
-	at    int64
-	moved chan struct{}
-}
-
-// post publishes the head's wait until at (0: it waits no more), and wakes
-// the callers behind to look at it.
-func (l *tokenLane[K]) post(at int64) {
-	var w *headWait
-	if at != 0 {
-		w = &headWait{at: at, moved: make(chan struct{})}
-	}
-	if old := l.wait.Swap(w); old != nil {
-		close(old.moved)
-	}
 }
 
 // tokenClocks is the clocks a token lane reads: clk if not nil, else coarse.
@@ -431,37 +406,16 @@ func (l *tokenLane[K]) Acquire(ctx context.Context, _ K, n int64) (semaphore.Per
 	}
 	l.waiters.Add(1)
 	defer l.waiters.Add(-1)
-	dl, hasDL := ctx.Deadline()
-behind:
-	for {
-		var moved <-chan struct{}
-		if w := l.wait.Load(); w != nil {
-			// Behind a head that waits: this call's tokens come no earlier
-			// than the head's.
-			if after := time.Duration(w.at - l.nanos()); hasDL && l.until(dl) < after {
-				l.cancelled.Add(1)
-				return semaphore.Permit{}, &tokensLate{after: after}
-			}
-			moved = w.moved
-		}
-		select {
-		case <-l.head:
-			break behind
-		case <-moved:
-		case <-ctx.Done():
-			l.cancelled.Add(1)
-			return semaphore.Permit{}, ctx.Err()
-		case <-l.done:
-			l.failed.Add(1)
-			return semaphore.Permit{}, semaphore.ErrClosed
-		}
+	select {
+	case <-l.head:
+	case <-ctx.Done():
+		l.cancelled.Add(1)
+		return semaphore.Permit{}, ctx.Err()
+	case <-l.done:
+		l.failed.Add(1)
+		return semaphore.Permit{}, semaphore.ErrClosed
 	}
-	defer func() {
-		if l.wait.Load() != nil {
-			l.post(0)
-		}
-		l.head <- struct{}{}
-	}()
+	defer func() { l.head <- struct{}{} }()
 	waited := false
 	for {
 		if err := ctx.Err(); err != nil {
@@ -476,12 +430,11 @@ behind:
 			}
 			return semaphore.Permit(permit.Mark(uint64(sec), n)), nil
 		}
-		if hasDL && l.until(dl) < d {
+		if dl, has := ctx.Deadline(); has && l.until(dl) < d {
 			l.cancelled.Add(1)
 			return semaphore.Permit{}, &tokensLate{after: d}
 		}
 		waited = true
-		l.post(l.nanos() + int64(d))
 		t := l.timer(d)
 		select {
 		case <-t.C():
