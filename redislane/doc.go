@@ -302,9 +302,7 @@
 // fleet's limit, a limit controller changes at run time through
 // [Fleet.SetCapacity] ([Fleet] has the Capacity and SetCapacity of the
 // controller's target). One instance, elected in Redis, writes it; the
-// others' SetCapacity calls are dropped (but the call that makes an
-// instance a candidate is written if it wins the election the call
-// starts). Every grant is decided in Redis
+// others' SetCapacity calls are dropped. Every grant is decided in Redis
 // against the stored limit, in the same script that reads it, so exactly
 // one limit is in force at any instant, fleet-wide; each instance's
 // Capacity, which decides only the weights it refuses at once, is the

@@ -144,9 +144,7 @@ func NewFleet(client redis.UniversalClient, name string, capacity int64, opts ..
 // call before the write replaces it); Capacity changes once the write went
 // through. On any other instance it is dropped (counted in
 // [Stats].LimitsDropped). The first call makes the instance a candidate in
-// the leader's election; if that election makes it the leader, the first
-// call's value is its term's first (so a sole instance's first call is
-// written), else it is dropped. SetCapacity never blocks and makes no call
+// the leader's election. SetCapacity never blocks and makes no call
 // itself. It panics, as [semaphore.Weighted.SetCapacity] does, if n is
 // negative or above [semaphore.MaxCapacity] (with an error wrapping
 // [ErrInvalidConfig]). After Close it does nothing.
@@ -250,12 +248,6 @@ type fleet struct {
 	pending  bool       // a proposal waits to be written
 	want     int64
 	wantTerm int64
-	// early is the proposal of the SetCapacity that made the instance a
-	// candidate while it did not lead (earlyWant its value): the next call,
-	// the first sent as a candidate, elects it or not, and so writes it as
-	// its term's first value or drops it.
-	early     bool
-	earlyWant int64
 	// The last value this instance's term put in force (written, or found
 	// in force): if Redis loses it (a failover to a replica that missed
 	// the write), the leader writes it again while its term lasts.
@@ -352,14 +344,11 @@ func (f *fleet) propose(n int64) {
 	first := f.candidate.CompareAndSwap(false, true)
 	f.mu.Lock()
 	lead := f.leaderLocked(time.Now())
-	switch {
-	case lead:
+	if lead {
 		f.pending, f.want, f.wantTerm = true, n, f.myTerm
-	case first:
-		f.early, f.earlyWant = true, n // the election this call starts decides
 	}
 	f.mu.Unlock()
-	if !lead && !first {
+	if !lead {
 		f.dropped.Add(1)
 	}
 	if lead || first {
@@ -415,7 +404,6 @@ func (f *fleet) call(resign bool) bool {
 	c := f.c
 	f.mu.Lock()
 	set, want, wantTerm := f.pending, f.want, f.wantTerm
-	early := f.early // set after the candidacy: this call is a candidate's
 	f.mu.Unlock()
 	// Up to two intervals: a reply that late still renews the leadership
 	// (it lasts three intervals minus a fifth from the send time), and the
@@ -469,13 +457,7 @@ func (f *fleet) call(resign bool) bool {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if early {
-		f.early = false
-	}
 	if resign {
-		if early {
-			f.dropped.Add(1)
-		}
 		return true
 	}
 	was := f.leader
@@ -490,18 +472,6 @@ func (f *fleet) call(resign bool) bool {
 		if dl := sent.Add(f.lttl - f.lttl/5); dl.After(f.deadline) {
 			f.deadline = dl
 		}
-	}
-	if early {
-		switch {
-		case f.leader && !f.pending:
-			// Elected by the candidacy the proposal started: its value is
-			// the term's first, written by the next call.
-			f.pending, f.want, f.wantTerm = true, f.earlyWant, term
-			f.kickLoop()
-		case !f.leader:
-			f.dropped.Add(1) // another instance leads
-		}
-		// Else the leader proposed again meanwhile: the later value stands.
 	}
 	if f.pending {
 		switch {

@@ -397,29 +397,6 @@ func TestFleetAndFixedLaneNeverShareAName(t *testing.T) {
 	failed(t, p, err, redislane.ErrCapacityMismatch)
 }
 
-// The SetCapacity that makes an instance a candidate is not lost when the
-// election it starts makes that instance the leader: a sole instance's
-// first proposal is its term's first value. It was dropped (counted in
-// LimitsDropped), as any proposal of an instance that does not lead, and
-// the limit stayed where it was until a second call (a new user's trial).
-// A proposal that starts a candidacy another instance wins is dropped.
-func TestFleetFirstProposalOfASoleInstance(t *testing.T) {
-	srv := startRedis(t)
-	name := laneName(t)
-	f := newFleet(t, newClient(t, srv.Addr), name, 4)
-	f.SetCapacity(6)
-	waitFor(t, 10*time.Second, "the sole instance's first proposal in force", func() bool { return f.Capacity() == 6 })
-	assert.True(t, f.Leader())
-	assert.Zero(t, f.Stats().LimitsDropped)
-
-	g := newFleet(t, newClient(t, srv.Addr), name, 4)
-	waitFor(t, 10*time.Second, "the second instance's first read", func() bool { return g.Stats().LimitReads > 0 })
-	g.SetCapacity(9) // a candidacy that f's leadership outlives
-	waitFor(t, 10*time.Second, "the second instance's proposal dropped", func() bool { return g.Stats().LimitsDropped == 1 })
-	assert.EqualValues(t, 6, f.Capacity())
-	assert.False(t, g.Leader())
-}
-
 // Bad values are refused as package semaphore refuses them.
 func TestFleetBadInput(t *testing.T) {
 	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
