@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/adaptive"
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/redislane"
 	"github.com/sessionlane/lanes/redislane/redistest"
@@ -395,6 +396,29 @@ func TestFleetAndFixedLaneNeverShareAName(t *testing.T) {
 	fixed = newSem(t, srv.Addr, name, 3)
 	p, err = fixed.Acquire(ctx, 1)
 	failed(t, p, err, redislane.ErrCapacityMismatch)
+}
+
+// A new leader's controller continues from the fleet's limit: an
+// instance made with capacity 50, given a controller at once (whose New
+// proposes the start it reads, still 50 before the first read of the
+// fleet's limit), becomes the leader after the one that cut the limit to 5
+// closed, and the limit stays 5. A change that kept the first proposal of a
+// candidate for the election it starts wrote 50 here (found by review, and
+// reverted).
+func TestNewLeaderKeepsTheFleetsLimit(t *testing.T) {
+	srv := startRedis(t)
+	name := laneName(t)
+	a := newFleet(t, newClient(t, srv.Addr), name, 50)
+	waitFor(t, 10*time.Second, "a to lead with the limit cut to 5", func() bool { a.SetCapacity(5); return a.Leader() && a.Capacity() == 5 })
+	a.Close()
+
+	b := newFleet(t, newClient(t, srv.Addr), name, 50)
+	_, err := adaptive.New(redislane.AsBudget(b), 1, 64)
+	require.NoError(t, err)
+	waitFor(t, 10*time.Second, "b to lead", func() bool { return b.Leader() })
+	reads := b.Stats().LimitReads
+	waitFor(t, 10*time.Second, "three more fleet calls of b", func() bool { return b.Stats().LimitReads >= reads+3 })
+	assert.EqualValues(t, 5, b.Capacity(), "the new leader wrote its controller's stale start over the fleet's limit")
 }
 
 // Bad values are refused as package semaphore refuses them.
