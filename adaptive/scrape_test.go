@@ -1,13 +1,13 @@
 package adaptive_test
 
 import (
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sessionlane/lanes/adaptive"
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -42,9 +42,7 @@ func TestOverloadDuringAScrapeCuts(t *testing.T) {
 				started.Store(true)
 			}
 		}()
-		for !started.Load() {
-			runtime.Gosched()
-		}
+		testkit.Eventually(t, "the scraper's first Stats", started.Load)
 		ctl.Report(adaptive.Overload, time.Millisecond)
 		stop.Store(true)
 		wg.Wait()

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
@@ -212,7 +213,9 @@ func TestCheckLooksInAcquireAllsOrder(t *testing.T) {
 	dctx, dcancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	_ = q.Drain(dctx) // times out with held out: the queue stays draining
 	dcancel()
-	_, acqErr := q.AcquireAll(context.Background(), "k", set)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline) // else a cooling lane would hold it an hour
+	defer cancel()
+	_, acqErr := q.AcquireAll(ctx, "k", set)
 	if !errors.Is(acqErr, lanequeue.ErrDraining) {
 		t.Fatalf("AcquireAll while draining = %v; want ErrDraining", acqErr)
 	}

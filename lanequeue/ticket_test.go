@@ -156,14 +156,9 @@ func TestDoReleasesOnPanic(t *testing.T) {
 // nil dereference while the lanes are held.
 func TestDoNilFnPanics(t *testing.T) {
 	q := testQueue(t, 1)
-	func() {
-		defer func() {
-			if r := recover(); r != "lanequeue: Do with a nil fn" {
-				t.Fatalf("recovered %v; want lanequeue's message", r)
-			}
-		}()
-		_ = doAll(q, context.Background(), "k", []string{"session", "global"}, nil)
-	}()
+	if r := panics(func() { _ = doAll(q, context.Background(), "k", []string{"session", "global"}, nil) }); r != "lanequeue: Do with a nil fn" {
+		t.Fatalf("recovered %v; want lanequeue's message", r)
+	}
 	assertNothingHeld(t, q)
 	for _, st := range q.Stats() {
 		if st.Acquired != 0 {

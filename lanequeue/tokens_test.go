@@ -540,15 +540,11 @@ func TestCooldownAloneFillsNothing(t *testing.T) {
 // once the charges leave the window; Held stays 0.
 func TestTokenLaneStatsUsed(t *testing.T) {
 	q, ls, clk := tokenQueue(t, 100)
-	want := func(used int64, when string) {
-		t.Helper()
-		st := laneStats(t, q, "tpm")
-		if st.Used != used || st.Held != 0 || st.Capacity != 100 {
-			t.Errorf("%s: Used %d, Held %d, Capacity %d; want Used %d, Held 0, Capacity 100", when, st.Used, st.Held, st.Capacity, used)
-		}
-	}
+	want := func(used int64, when string) { t.Helper(); wantUsed(t, q, "tpm", 100, used, when) }
 	want(0, "before any call")
-	tk, err := q.AcquireAll(context.Background(), "k", ls, lanequeue.LaneWeight("tpm", 30))
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline) // room for it: granted at once
+	defer cancel()
+	tk, err := q.AcquireAll(ctx, "k", ls, lanequeue.LaneWeight("tpm", 30))
 	must(t, err)
 	want(30, "an estimate of 30 taken")
 	clk.Advance(5 * time.Second)
@@ -576,13 +572,7 @@ func TestRateLaneStatsUsed(t *testing.T) {
 	lanequeue.SetRateClock(q, "rpm", clk)
 	ls, err := q.Lanes("rpm")
 	must(t, err)
-	want := func(used int64, when string) {
-		t.Helper()
-		st := laneStats(t, q, "rpm")
-		if st.Used != used || st.Held != 0 || st.Capacity != 10 {
-			t.Errorf("%s: Used %d, Held %d, Capacity %d; want Used %d, Held 0, Capacity 10", when, st.Used, st.Held, st.Capacity, used)
-		}
-	}
+	want := func(used int64, when string) { t.Helper(); wantUsed(t, q, "rpm", 10, used, when) }
 	want(0, "a full bucket")
 	for range 3 {
 		tk, ok := q.TryAcquireAll("k", ls)
@@ -636,5 +626,15 @@ func TestRateLaneUsedAtTheDueInstant(t *testing.T) {
 	}
 	if u := laneStats(t, q, "rps").Used; u != 10 {
 		t.Fatalf("Used %d at the due instant of a grant that waited; want 10, the burst", u)
+	}
+}
+
+// wantUsed fails t unless the rate lane named lane of q, of capacity
+// capacity, reports used as Used and holds nothing (Held 0).
+func wantUsed(t *testing.T, q *lanequeue.Queue[string], lane string, capacity, used int64, when string) {
+	t.Helper()
+	st := laneStats(t, q, lane)
+	if st.Used != used || st.Held != 0 || st.Capacity != capacity {
+		t.Errorf("%s: Used %d, Held %d, Capacity %d; want Used %d, Held 0, Capacity %d", when, st.Used, st.Held, st.Capacity, used, capacity)
 	}
 }
