@@ -3,8 +3,8 @@ package adaptive
 import (
 	"fmt"
 	"math"
-	"reflect"
 
+	"github.com/sessionlane/lanes/internal/nilptr"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -105,17 +105,6 @@ func WithClassifier(f func(error) Outcome) Option {
 // the system clock.
 func WithClock(cl semaphore.Clock) Option { return func(c *config) { c.clock = cl } }
 
-// isNil reports whether t is nil, or a nil pointer of a target type (a
-// (*semaphore.Weighted)(nil) is a non-nil Target, whose Capacity would
-// panic).
-func isNil(t Target) bool {
-	if t == nil {
-		return true
-	}
-	v := reflect.ValueOf(t)
-	return v.Kind() == reflect.Pointer && v.IsNil()
-}
-
 // configure applies opts and checks the result: the one place where a
 // controller's settings are checked.
 func (c *config) configure(t Target, floor, ceiling int64, opts []Option) error {
@@ -130,7 +119,7 @@ func (c *config) configure(t Target, floor, ceiling int64, opts []Option) error 
 		return fmt.Errorf("adaptive: "+format+": %w", append(a, semaphore.ErrInvalidConfig)...)
 	}
 	switch {
-	case isNil(t):
+	case nilptr.Is(t): // also a (*semaphore.Weighted)(nil), whose Capacity would panic
 		return bad("nil target")
 	case floor < 1:
 		return bad("floor %d: must be at least 1 (a capacity of 0 admits no work, so nothing would ever raise it)", floor)

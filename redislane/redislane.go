@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"reflect"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sessionlane/lanes/internal/nilptr"
 	"github.com/sessionlane/lanes/semaphore"
 )
 
@@ -239,7 +239,7 @@ func (c config) releaseWait() time.Duration { return min(c.margin(), maxWait) }
 
 func checkArgs(client redis.UniversalClient, name string, capacity int64) error {
 	switch {
-	case isNil(client):
+	case nilptr.Is(client): // also a (*redis.Client)(nil), whose first call would panic
 		return fmt.Errorf("%w: nil Redis client", ErrInvalidConfig)
 	case name == "":
 		return fmt.Errorf("%w: empty lane name", ErrInvalidConfig)
@@ -257,17 +257,6 @@ func checkArgs(client redis.UniversalClient, name string, capacity int64) error 
 			"(set ContextTimeoutEnabled: true in the client's options)", ErrInvalidConfig)
 	}
 	return nil
-}
-
-// isNil reports whether client is nil, or a nil pointer of a client type
-// ((*redis.Client)(nil) is a non-nil interface, whose first call would
-// panic).
-func isNil(client redis.UniversalClient) bool {
-	if client == nil {
-		return true
-	}
-	v := reflect.ValueOf(client)
-	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // contextTimeouts reports whether client applies a context's deadline to
