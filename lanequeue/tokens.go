@@ -39,7 +39,10 @@ const window = 62
 // tokenLane is NewTokenLane's lane: the tokens charged in each of the last
 // window seconds, under a mutex, and their total. The head of the line,
 // the holder of the one value in head, waits for room; the others wait for
-// head, which Go's channels hand over in the order they asked.
+// head, which Go's channels hand over in the order they asked. The head
+// posts the tokens it waits for (headN), so that a call joining behind it
+// knows the least it will wait, and fails at once if its deadline comes
+// first.
 type tokenLane[K comparable] struct {
 	max int64 // the budget of a minute
 	// filled is the second of the last fill (see fill): a refund of a
@@ -60,6 +63,10 @@ type tokenLane[K comparable] struct {
 	mu    sync.Mutex
 	slots [window]int64 // tokens charged in second s, at s % window
 	total int64         // their sum: may pass max (a debt)
+	// headN is the tokens the head of the line waits for room for, 0 when
+	// none waits: posted by take, taken down by a grant or by the head's
+	// leaving, read by the calls that join behind it (see behind).
+	headN int64
 	// now is the second of the newest slot (seconds of nanos): written
 	// under mu, read without it by settle's fast path.
 	now atomic.Int64
@@ -210,8 +217,10 @@ func (l *tokenLane[K]) charge(s, delta int64) {
 
 // take charges n tokens now, if the window has room for them, and
 // returns the second they were charged in; otherwise it says how long
-// until enough leave the window.
-func (l *tokenLane[K]) take(n int64) (sec int64, wait time.Duration, ok bool) {
+// until enough leave the window. A head of the line (head) that finds no
+// room posts n, for the calls behind it (see behind); a grant takes the
+// post down.
+func (l *tokenLane[K]) take(n int64, head bool) (sec int64, wait time.Duration, ok bool) {
 	t := l.nanos()
 	now := t / int64(time.Second)
 	l.mu.Lock()
@@ -220,17 +229,47 @@ func (l *tokenLane[K]) take(n int64) (sec int64, wait time.Duration, ok bool) {
 	if l.max-l.total >= n {
 		l.slots[slot(now)] += n
 		l.total += n
+		l.headN = 0
 		return now, 0, true
 	}
-	// The oldest slots leave first: the one whose leaving makes room.
+	if head {
+		l.headN = n
+	}
+	return 0, l.room(n, t, now), false
+}
+
+// behind returns how long a call of n tokens that joins the back of the
+// line waits at least: until the window has room for the head's tokens
+// and its own together, the head's granted first. It is 0 when that room
+// is there now, or when no head waits for room.
+func (l *tokenLane[K]) behind(n int64) time.Duration {
+	t := l.nanos()
+	now := t / int64(time.Second)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sync(now)
+	if l.headN == 0 || l.max-l.total >= l.headN+n {
+		return 0
+	}
+	return l.room(l.headN+n, t, now)
+}
+
+// room returns how long until the window has room for n more tokens,
+// which it has not now, at time t of second now; l.mu is held and the
+// count synced. The oldest slots leave first: the one whose leaving makes
+// room says when. For n above the budget (the head's tokens and another
+// call's together), it is when the whole window has left: the later call
+// waits at least that long, since it cannot be granted while the head's
+// grant, made no earlier than now, is in the window.
+func (l *tokenLane[K]) room(n, t, now int64) time.Duration {
 	need := n - (l.max - l.total)
 	for s := now - window + 1; s <= now; s++ {
 		need -= l.slots[slot(s)]
 		if need <= 0 {
-			return 0, time.Duration((s+window)*int64(time.Second) - t), false
+			return time.Duration((s+window)*int64(time.Second) - t)
 		}
 	}
-	return 0, time.Duration((now+window)*int64(time.Second) - t), false // only a debt beyond the window: unreachable for n <= max
+	return time.Duration((now+window)*int64(time.Second) - t) // a debt beyond the window, or n above the budget
 }
 
 // used returns the tokens the window counts now, settles included.
@@ -404,7 +443,18 @@ func (l *tokenLane[K]) Acquire(ctx context.Context, _ K, n int64) (semaphore.Per
 		l.rejected.Add(1)
 		return semaphore.Permit{}, err
 	}
-	l.waiters.Add(1)
+	if l.waiters.Add(1) > 1 {
+		// Others are in line: one whose deadline comes before the head's
+		// tokens and its own can be granted fails now, not at the end of
+		// its wait.
+		if dl, has := ctx.Deadline(); has {
+			if d := l.behind(n); d > 0 && l.until(dl) < d {
+				l.waiters.Add(-1)
+				l.cancelled.Add(1)
+				return semaphore.Permit{}, &tokensLate{after: d}
+			}
+		}
+	}
 	defer l.waiters.Add(-1)
 	select {
 	case <-l.head:
@@ -415,21 +465,30 @@ func (l *tokenLane[K]) Acquire(ctx context.Context, _ K, n int64) (semaphore.Per
 		l.failed.Add(1)
 		return semaphore.Permit{}, semaphore.ErrClosed
 	}
-	defer func() { l.head <- struct{}{} }()
-	waited := false
+	waited, posted, granted := false, false, false
+	defer func() {
+		if posted && !granted {
+			l.mu.Lock()
+			l.headN = 0 // the head leaves without its tokens
+			l.mu.Unlock()
+		}
+		l.head <- struct{}{}
+	}()
 	for {
 		if err := ctx.Err(); err != nil {
 			l.cancelled.Add(1)
 			return semaphore.Permit{}, err
 		}
-		sec, d, ok := l.take(n)
+		sec, d, ok := l.take(n, true)
 		if ok {
+			granted = true
 			l.acquired.Add(1)
 			if waited {
 				l.waited.Add(1)
 			}
 			return semaphore.Permit(permit.Mark(uint64(sec), n)), nil
 		}
+		posted = true
 		if dl, has := ctx.Deadline(); has && l.until(dl) < d {
 			l.cancelled.Add(1)
 			return semaphore.Permit{}, &tokensLate{after: d}
@@ -472,7 +531,7 @@ func (l *tokenLane[K]) TryAcquire(_ K, n int64) (semaphore.Permit, bool) {
 	default:
 		return semaphore.Permit{}, false
 	}
-	sec, _, ok := l.take(n)
+	sec, _, ok := l.take(n, false)
 	l.head <- struct{}{}
 	if !ok {
 		return semaphore.Permit{}, false

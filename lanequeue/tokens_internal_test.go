@@ -1,10 +1,14 @@
 package lanequeue
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/testkit"
+	"github.com/sessionlane/lanes/semaphore"
 )
 
 // TestSettleRefundAfterAFillKeepsTheDebt replays an interleaving that the
@@ -19,7 +23,7 @@ func TestSettleRefundAfterAFillKeepsTheDebt(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
 	l := newTokenLane[string](100, clk, nil)
 	defer l.Close()
-	sec, _, ok := l.take(30)
+	sec, _, ok := l.take(30, false)
 	if !ok {
 		t.Fatal("30 of 100 refused")
 	}
@@ -34,4 +38,80 @@ func TestSettleRefundAfterAFillKeepsTheDebt(t *testing.T) {
 	if total != 120 {
 		t.Fatalf("the window counts %d tokens; want 120: the fill's 100 and the debt's 20", total)
 	}
+}
+
+// TestTokenLaneHeadLeavingTakesItsPostDown: a head that leaves the line,
+// granted or without its tokens (its context ended, its deadline too near,
+// the lane closed), takes down the tokens it posted, so that a call
+// joining behind the next head is not judged by tokens that are charged
+// already or will never be.
+func TestTokenLaneHeadLeavingTakesItsPostDown(t *testing.T) {
+	posted := func(l *tokenLane[string]) int64 {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.headN
+	}
+	for _, c := range []struct {
+		name string
+		end  func(l *tokenLane[string], clk *clock.Fake, cancel context.CancelFunc)
+		want error
+	}{
+		{"granted", func(_ *tokenLane[string], clk *clock.Fake, _ context.CancelFunc) { clk.Advance(window * time.Second) }, nil},
+		{"cancelled", func(_ *tokenLane[string], _ *clock.Fake, cancel context.CancelFunc) { cancel() }, context.Canceled},
+		{"closed", func(l *tokenLane[string], _ *clock.Fake, _ context.CancelFunc) { l.Close() }, semaphore.ErrClosed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := clock.NewFake(time.Unix(1_000_000, 0))
+			l := newTokenLane[string](100, clk, nil)
+			defer l.Close()
+			if _, _, ok := l.take(100, false); !ok {
+				t.Fatal("a fresh lane refused its budget")
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := l.Acquire(ctx, "k", 50)
+				done <- err
+			}()
+			waitFor(t, func() { clk.BlockUntilPending(1) }, "the head's timer")
+			if got := posted(l); got != 50 {
+				t.Fatalf("the waiting head posted %d; want 50", got)
+			}
+			c.end(l, clk, cancel)
+			if err := testkit.Recv(t, done, "the head's return"); !errors.Is(err, c.want) {
+				t.Fatalf("the head returned %v; want %v", err, c.want)
+			}
+			if got := posted(l); got != 0 {
+				t.Fatalf("after the head left, %d tokens stay posted; want 0", got)
+			}
+		})
+	}
+	t.Run("too late", func(t *testing.T) {
+		clk := clock.NewFake(time.Unix(1_000_000, 0))
+		l := newTokenLane[string](100, clk, nil)
+		defer l.Close()
+		if _, _, ok := l.take(100, false); !ok {
+			t.Fatal("a fresh lane refused its budget")
+		}
+		ctx := testkit.NewExpiring()
+		ctx.At = clk.Now().Add(time.Second)
+		defer ctx.Expire()
+		var late *tokensLate
+		if _, err := l.Acquire(ctx, "k", 50); !errors.As(err, &late) {
+			t.Fatalf("Acquire with a deadline before the tokens = %v; want a tokensLate", err)
+		}
+		if got := posted(l); got != 0 {
+			t.Fatalf("after the head failed at once, %d tokens stay posted; want 0", got)
+		}
+	})
+}
+
+// waitFor runs wait in a goroutine and fails the test if it has not
+// returned by testkit's deadline.
+func waitFor(t *testing.T, wait func(), what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wait(); close(done) }()
+	testkit.Recv(t, done, what)
 }

@@ -638,3 +638,50 @@ func wantUsed(t *testing.T, q *lanequeue.Queue[string], lane string, capacity, u
 		t.Errorf("%s: Used %d, Held %d, Capacity %d; want Used %d, Held 0, Capacity %d", when, st.Used, st.Held, st.Capacity, used, capacity)
 	}
 }
+
+// TestTokenLaneBehindTheHeadFailsAtOnce: a call that joins the line
+// behind a head waiting for room, and whose deadline comes before the
+// head's tokens and its own could both be granted, fails at once with a
+// LaneError saying the least it would wait, as the head itself does; one
+// whose deadline leaves room waits its turn, behind the head.
+func TestTokenLaneBehindTheHeadFailsAtOnce(t *testing.T) {
+	q, _, clk := tokenQueue(t, 100)
+	tpm, err := q.Lanes("tpm")
+	must(t, err)
+	if !try(q, tpm, 50) { // second 0 of the window
+		t.Fatal("a fresh lane refused half its budget")
+	}
+	clk.Advance(30 * time.Second)
+	if !try(q, tpm, 50) { // second 30: the window is full
+		t.Fatal("the lane refused the second half of its budget")
+	}
+	// The head, with no deadline, waits 32s: second 0 leaves at 62.
+	a := acquireAsync(context.Background(), q, "a", []string{"tpm"}, lanequeue.LaneWeight("tpm", 50))
+	pending(t, clk, 1)
+	// 10 more fit on their own at 62 too, but not beside the head's 50
+	// until second 30 leaves, at 92: 62s from now, after a 40s deadline.
+	late := testkit.NewExpiring()
+	late.At = clk.Now().Add(40 * time.Second)
+	defer late.Expire()
+	r := receive(t, acquireAsync(late, q, "b", []string{"tpm"}, lanequeue.LaneWeight("tpm", 10)))
+	var le *lanequeue.LaneError
+	if !errors.As(r.err, &le) || !errors.Is(r.err, context.DeadlineExceeded) || le.RetryAfter != 62*time.Second || late.Err() != nil {
+		t.Fatalf("behind the head, deadline in 40s: %v (%+v); want a LaneError at once with RetryAfter 62s", r.err, le)
+	}
+	// A deadline past second 92 waits behind the head, and is granted
+	// after it.
+	ok := testkit.NewExpiring()
+	ok.At = clk.Now().Add(70 * time.Second)
+	defer ok.Expire()
+	c := acquireAsync(ok, q, "c", []string{"tpm"}, lanequeue.LaneWeight("tpm", 10))
+	testkit.Eventually(t, "c waiting behind the head", func() bool { return laneStats(t, q, "tpm").Waiters == 2 })
+	clk.Advance(32 * time.Second)
+	ra := receive(t, a)
+	must(t, ra.err)
+	ra.t.Release()
+	pending(t, clk, 1) // c, the head now, waits for second 30 to leave
+	clk.Advance(30 * time.Second)
+	rc := receive(t, c)
+	must(t, rc.err)
+	rc.t.Release()
+}
