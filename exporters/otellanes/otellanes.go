@@ -71,6 +71,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/embedded"
 
 	"github.com/sessionlane/lanes/exporters"
 	"github.com/sessionlane/lanes/lanequeue"
@@ -126,6 +127,14 @@ type instruments struct {
 // A lane name that src gives twice is observed once (the first lane of that
 // name), and the callback returns an error naming it, which the SDK hands to
 // its error handler (a ManualReader's Collect returns it).
+//
+// Every Register on one meter observes the same instruments, so two sources
+// with a lane of the same name and kind must be told apart by WithAttributes
+// (the queue's role, say): else the lane's points of both would be one
+// series, their values added up. Register reads src once, and returns an
+// error naming such a lane when src has it already. One that a source adds
+// later stays with the registration that observed it first, and the other's
+// collections return an error naming it.
 func Register(meter metric.Meter, src exporters.Source, opts ...Option) (metric.Registration, error) {
 	if src == nil {
 		panic("otellanes: nil source")
@@ -165,15 +174,36 @@ func Register(meter metric.Meter, src exporters.Source, opts ...Option) (metric.
 			return nil, fmt.Errorf("otellanes: %w", err)
 		}
 	}
-	return meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	reg, err := register(meter, src, cfg.attrs)
+	if err != nil {
+		return nil, err
+	}
+	inner, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		lanes, err := exporters.Read(src)
-		in.observe(o, lanes, cfg.attrs)
 		if err != nil {
-			return fmt.Errorf("otellanes: %w", err)
+			err = fmt.Errorf("otellanes: %w", err)
 		}
-		return nil
+		if reg != nil {
+			lanes, err = reg.claim(lanes, cfg.attrs, err)
+		}
+		in.observe(o, lanes, cfg.attrs)
+		return err
 	}, in.capacity, in.keyCapacity, in.fleetCapacity, in.inUse, in.waiting, in.keys, in.closed, in.acquires, in.waited, in.releases, in.doubleRel, in.holdsRunOut)
+	if reg == nil || err != nil {
+		if reg != nil {
+			reg.inner = noRegistration{}
+			_ = reg.Unregister()
+		}
+		return inner, err
+	}
+	reg.inner = inner
+	return reg, nil
 }
+
+// noRegistration stands for a callback the meter refused.
+type noRegistration struct{ embedded.Registration }
+
+func (noRegistration) Unregister() error { return nil }
 
 // outcomes are the values of OutcomeKey, in the order of observe's counts.
 var outcomes = [...]string{"acquired", "cancelled", "timed_out", "rejected", "failed"}
@@ -181,11 +211,8 @@ var outcomes = [...]string{"acquired", "cancelled", "timed_out", "rejected", "fa
 func (in *instruments) observe(o metric.Observer, lanes []exporters.Lane, fixed []attribute.KeyValue) {
 	for _, l := range lanes {
 		st := l.LaneStats
-		// A slice of its own for each set: NewSet sorts the slice it is given.
 		kv := func(extra ...attribute.KeyValue) attribute.Set {
-			all := make([]attribute.KeyValue, 0, len(fixed)+3)
-			all = append(append(all, fixed...), LaneKey.String(st.Name), KindKey.String(st.Kind.String()))
-			return attribute.NewSet(append(all, extra...)...)
+			return laneAttrs(fixed, st.Name, st.Kind.String(), extra...)
 		}
 		lane := metric.WithAttributeSet(kv())
 		if n, ok := l.InstanceCapacity(); ok {
