@@ -455,20 +455,32 @@ func (c *Controller) Target() Target { return c.t }
 
 // Limit returns the controller's limit: the capacity it last set on its
 // target, or, when another set the target's capacity (a [Shared] target's
-// leader), the one it took from the target at its last decision.
+// leader), the one it took from the target at its last decision. A
+// decision that is due (a report left it to the lock's holder) is taken
+// first, so the limit is the one after it; so Limit may call the target,
+// and panic with it (see Target).
 func (c *Controller) Limit() int64 {
-	c.mu.Lock()
-	n := c.capNow
-	c.mu.Unlock()
-	c.decideLeft()
+	var n int64
+	c.read(func() { n = c.capNow })
 	return n
 }
 
-// decideLeft is what Limit and Stats do after unlocking: a report whose
-// TryLock failed while they held the lock left its decision to them, as
-// to any holder (see closeWindow), and they take it, so that an overload
-// reported during a scrape cuts at once, not at the next report.
-func (c *Controller) decideLeft() {
+// read is Limit's and Stats' way to the controller's state: under c.mu,
+// it first takes a decision that is due (one that a report left to the
+// lock's holder, or that no report has taken yet), so that the snapshot is
+// of the limit after it, then runs snap. After unlocking it takes a
+// decision that a report left to it while it held the lock, as any holder
+// does (see closeWindow), so that an overload reported during a scrape
+// cuts at once, not at the next report.
+func (c *Controller) read(snap func()) {
+	func() {
+		c.mu.Lock()
+		defer c.mu.Unlock() // also when the target panics: see decideAndUnlock
+		if c.due() {
+			c.decideLocked()
+		}
+		snap()
+	}()
 	if c.due() {
 		c.closeWindow()
 	}

@@ -69,17 +69,17 @@ type Stats struct {
 // round trips decided, except Ignored; reports of the round trip under way
 // are not in them.
 //
-// Like Limit, it takes a decision that a report left to it while it held
-// the controller's lock (so it may call the target, and panic with it: see
-// Target).
+// Like Limit, it takes a decision that is due before it reads, and one
+// that a report left to it while it held the controller's lock after (so
+// it may call the target, and panic with it: see Target).
 func (c *Controller) Stats() Stats {
-	c.mu.Lock()
-	st := c.st
-	st.Limit = c.capNow
-	st.Latency = time.Duration(c.lastRTT)
-	st.Baseline = time.Duration(c.baseline)
-	st.Ignored = c.ignored.Load()
-	c.mu.Unlock()
-	c.decideLeft()
+	var st Stats
+	c.read(func() {
+		st = c.st
+		st.Limit = c.capNow
+		st.Latency = time.Duration(c.lastRTT)
+		st.Baseline = time.Duration(c.baseline)
+		st.Ignored = c.ignored.Load()
+	})
 	return st
 }
