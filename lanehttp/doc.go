@@ -86,13 +86,22 @@
 // [TransportConfig]) is the http.RoundTripper of a gateway's client for a
 // provider. Each attempt of a request takes the lanes of
 // [TransportConfig.Lanes] with [lanequeue.Queue.AcquireAll] and the
-// request's context, as the middleware does (the same queue may serve
-// both), taking the request's token estimate of the tokens lane and 1 of
-// the others. A lane's refusal (a full line, a closed or draining queue)
-// is returned as AcquireAll's error and is not retried. The attempt that
-// answers the caller holds its lanes until its response's Body is closed
-// (the first Close releases them; a second is harmless); one that fails
-// with an error, or is retried, gives them back at once. Either way its
+// request's context, as the middleware does, taking the request's token
+// estimate of the tokens lane and 1 of the others. The same queue may
+// serve both, but give the Transport lanes of its own: a handler's call
+// holds its request's lanes, so a global lane that both take needs two
+// permits a request, and fails the call with lanequeue.ErrReentrant when
+// its capacity cannot hold both. A lane's refusal (a full line, a closed
+// or draining queue) is returned as AcquireAll's error and is not retried;
+// but a call that waits to retry holds no lanes, so a [lanequeue.Queue.Drain]
+// does not wait for it (unless its context carries a ticket of the queue,
+// as a handler's does: the retry is then admitted as the ticket's work),
+// and when the drained queue refuses the retry, the caller gets the last
+// attempt's answer, kept in memory up to 64 KiB of body (past that, the
+// queue's error). The attempt that answers the caller holds its lanes
+// until its response's Body is closed (the first Close releases them; a
+// second is harmless); one that fails with an error, or is retried, gives
+// them back at once. Either way its
 // lanes' observers are told its outcome first: the verdict's overloads
 // (429, 503, 529 by default) as adaptive.ErrOverload, which lowers an
 // adaptive lane's limit. An overload that carries a retry time also pauses
@@ -134,8 +143,8 @@
 // [0, step/2], where After is the provider's retry time (see
 // [RetryAfter]; at most [MaxRetryAfter]) and step is Backoff doubled n-1
 // times, at most MaxBackoff: never sooner than the provider asked, never
-// in step with other callers, never longer than MaxRetryAfter +
-// MaxBackoff/2. The context bounds every wait: when it ends, in line for
+// in step with other callers, never longer than max(MaxRetryAfter,
+// MaxBackoff/2) + MaxBackoff/2. The context bounds every wait: when it ends, in line for
 // a lane, between attempts or during one, RoundTrip returns its error
 // and nothing is held.
 package lanehttp

@@ -1,6 +1,7 @@
 package lanehttp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -246,7 +247,8 @@ func NewTransport[K comparable](cfg TransportConfig[K]) *Transport[K] {
 // RoundTrip sends req to the provider, one attempt at a time, each while
 // holding the lanes, as the package docs (Transport) state. It returns
 // the last attempt's response, whose Body's Close releases that
-// attempt's lanes, or an error: the lanes' (a [*lanequeue.LaneError],
+// attempt's lanes (or, when a drained or closed queue refuses a retry, the
+// answer retried, which holds nothing), or an error: the lanes' (a [*lanequeue.LaneError],
 // or one matching semaphore.ErrClosed), Key's, one matching
 // semaphore.ErrInvalidWeight for an estimate of Tokens below 1, the
 // request's context's, or the last attempt's. It never changes req, and closes req.Body, as
@@ -279,11 +281,20 @@ func (t *Transport[K]) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.earnRetry()
 	rewind := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 	safe := cfg.RetryUnsafe || safeToRepeat(req)
+	var last *http.Response // the answer of the attempt retried, kept (see kept)
 	for n := 1; ; n++ {
 		tk, err := cfg.Queue.AcquireAll(ctx, key, cfg.Lanes, opts...)
 		if err != nil {
+			if last != nil && ctx.Err() == nil && errors.Is(err, semaphore.ErrClosed) {
+				// The queue drained or closed while the call waited to
+				// retry, which held no lanes: the retry is not sent,
+				// and the caller gets the answer it would have had
+				// without one.
+				return last, nil
+			}
 			return nil, err
 		}
+		last = nil
 		areq := req
 		if n > 1 {
 			if areq, err = rewound(req); err != nil {
@@ -331,9 +342,7 @@ func (t *Transport[K]) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return t.holdUntilClosed(resp, tk, outcome, est), nil
 		}
-		if resp != nil {
-			drain(resp.Body)
-		}
+		last = kept(resp)
 		tk.Finish(outcome)
 		if err := t.sleep(ctx, wait); err != nil {
 			return nil, err
@@ -475,19 +484,34 @@ func attemptOutcome(resp *http.Response, err error, v Verdict) error {
 	return nil
 }
 
-// maxDrain is how much of a retried attempt's body is read before it is
-// closed, so that its connection can carry the next attempt; a longer one
-// costs its connection instead.
-const maxDrain = 64 << 10
-
-// drain reads what is left of a short body and closes it.
-func drain(b io.ReadCloser) {
-	if b == nil {
-		return
+// kept reads the body of a retried attempt's answer (resp, nil for
+// none), up to maxDrain, and closes it, so that the connection goes back
+// to the pool during the wait. It returns the answer with what was read
+// as its body, for a retry that the queue refuses (see RoundTrip), or nil
+// for a longer body or a failed read.
+func kept(resp *http.Response) *http.Response {
+	if resp == nil {
+		return nil
 	}
-	_, _ = io.CopyN(io.Discard, b, maxDrain)
-	b.Close()
+	if resp.Body == nil { // a Base of the user's own may leave it nil
+		k := *resp
+		k.Body = http.NoBody
+		return &k
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxDrain+1))
+	resp.Body.Close()
+	if err != nil || len(b) > maxDrain {
+		return nil
+	}
+	k := *resp
+	k.Body = io.NopCloser(bytes.NewReader(b))
+	return &k
 }
+
+// maxDrain is how much of a retried attempt's body is read (and kept) before
+// it is closed, so that its connection can carry the next attempt; a longer
+// one costs its connection instead.
+const maxDrain = 64 << 10
 
 // holdUntilClosed makes resp's body finish tk with outcome when it is
 // closed, once, after settling the tokens lane to the call's usage if

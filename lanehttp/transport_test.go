@@ -608,3 +608,82 @@ func TestTransportRefusesAnEstimateBelowOne(t *testing.T) {
 		}
 	}
 }
+
+// TestTransportOnTheHandlersOwnLane: a Transport given a global lane that
+// the middleware's request holds, at a capacity with no room for both,
+// fails the handler's call at once with lanequeue.ErrReentrant, where it
+// waited for its own request's permit until the deadline (a new user's
+// trial).
+func TestTransportOnTheHandlersOwnLane(t *testing.T) {
+	g := newRig(t, func(_ int64, w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "answer") }, func(c *lanehttp.TransportConfig[string]) {
+		c.TokensLane, c.Tokens = "", nil
+	})
+	must(t, g.q.Add("shared", lanequeue.NewGlobalLane[string](semaphore.New(1))))
+	shared, err := g.q.Lanes("shared")
+	must(t, err)
+	tr := lanehttp.NewTransport(lanehttp.TransportConfig[string]{Base: g.srv.Client().Transport, Queue: g.q, Lanes: shared})
+	client := &http.Client{Transport: tr}
+	defer client.CloseIdleConnections()
+	h := lanehttp.Handler(lanehttp.Config[string]{
+		Queue: g.q, Lanes: shared,
+		Key: func(r *http.Request) (string, error) { return r.Header.Get("X-Key"), nil },
+	}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, g.srv.URL, nil)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			code := http.StatusBadGateway
+			if errors.Is(err, lanequeue.ErrReentrant) {
+				code = http.StatusConflict
+			}
+			http.Error(w, err.Error(), code)
+			return
+		}
+		defer resp.Body.Close()
+		io.Copy(w, resp.Body)
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
+	defer cancel()
+	served := testkit.Go(func() *httptest.ResponseRecorder { return serve(h, request(ctx, "thread-1")) })
+	if w := testkit.Recv(t, served, "the handler's answer"); w.Code != http.StatusConflict {
+		t.Fatalf("got %d %q; want the Transport's ErrReentrant (409 here)", w.Code, w.Body.String())
+	}
+}
+
+// TestTransportDrainDuringTheWaitGivesTheLastAnswer: a call waiting to
+// retry holds no lanes, so a Drain begun then does not wait for it and
+// closes the queue; the retry is then not sent, and the caller gets the
+// answer it would have had without one (the 429, its body intact), not
+// the closed queue's error, which lost the provider's answer (a new
+// user's trial).
+func TestTransportDrainDuringTheWaitGivesTheLastAnswer(t *testing.T) {
+	g := newRig(t, refuseOnce(http.StatusTooManyRequests, "retry-after", "1"), nil)
+	type answer struct {
+		code int
+		body string
+		err  error
+	}
+	done := testkit.Go(func() answer {
+		resp, err := g.post(context.Background(), "x")
+		if err != nil {
+			return answer{err: err}
+		}
+		return answer{code: resp.StatusCode, body: readAll(t, resp)}
+	})
+	d := g.clk.next(t) // waiting to retry
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
+	defer cancel()
+	must(t, g.q.Drain(ctx)) // nothing held: it closes the queue at once
+	g.clk.Advance(d)
+	a := testkit.Recv(t, done, "the call's answer")
+	if a.err != nil || a.code != http.StatusTooManyRequests || a.body != `{"error":"rate limited"}` {
+		t.Fatalf("got %d %q, error %v; want the first attempt's 429 and its body", a.code, a.body, a.err)
+	}
+	if n := g.attempts.Load(); n != 1 {
+		t.Errorf("the provider got %d attempts; want 1, the retry not sent", n)
+	}
+	nothingHeld(t, g.q)
+}

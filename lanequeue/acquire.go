@@ -387,7 +387,7 @@ func checkReentry[K comparable](ctx context.Context, q *Queue[K], key K, g *gran
 	for v != nil {
 		c := v.(*ticketCtx[K])
 		if g.conflicts(q, key, c.t) {
-			return fmt.Errorf("%w: the context holds a ticket for this key on one of these lanes", ErrReentrant)
+			return fmt.Errorf("%w: the context holds a ticket on one of these lanes that this call would wait for", ErrReentrant)
 		}
 		v = c.Context.Value(ticketCtxKey[K]{})
 	}

@@ -39,8 +39,10 @@
 // [keyedsem.WithSequenceOrder], or take a key's messages from one goroutine.
 //
 // Re-entry: [Queue.Do] gives its function a context carrying the ticket
-// ([WithTicket]); an AcquireAll with it for the same key and lane fails
-// with [ErrReentrant] rather than wait for itself. During a [Queue.Drain],
+// ([WithTicket]); an AcquireAll with it that would wait for that ticket
+// fails with [ErrReentrant] rather than wait for itself: for the same key
+// on a lane the ticket holds, or for another key on a global lane the
+// ticket holds whose capacity has no room for both. During a [Queue.Drain],
 // which refuses new work, such a call is admitted as the ticket's work.
 //
 // Errors: the sentinels are package semaphore's, defined there once:

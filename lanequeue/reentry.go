@@ -20,8 +20,10 @@ func (c *ticketCtx[K]) Value(key any) any {
 }
 
 // WithTicket returns ctx carrying t (nil t: ctx). While t is held, an
-// AcquireAll with it for t's key on one of t's lanes fails with
-// [ErrReentrant], and one during a drain is admitted as t's work.
+// AcquireAll with it that would wait for t fails with [ErrReentrant]: one
+// for t's key on one of t's lanes, or for any key on a global lane of t's
+// whose capacity cannot hold t's permits and the call's together. One
+// during a drain is admitted as t's work.
 func WithTicket[K comparable](ctx context.Context, t *Ticket[K]) context.Context {
 	if t == nil {
 		return ctx
@@ -39,8 +41,13 @@ func TicketFrom[K comparable](ctx context.Context) (*Ticket[K], bool) {
 }
 
 // conflicts reports whether o, a ticket carried by the caller's context,
-// holds for key a lane of q that g asks for: waiting for it would wait for
-// the caller itself. Rate lanes hold nothing, so never conflict.
+// holds a lane of q that g asks for and could not grant while o holds it:
+// waiting for it would wait for the caller itself. That is any lane o
+// holds for key; and, for another key, a global lane of this package whose
+// capacity cannot hold o's permits and g's together (a keyed lane of
+// another key is another line, and a global lane with room for both lets
+// a call for another key nest, as a sub-task's would). Rate lanes hold
+// nothing, so never conflict.
 func (g *grant[K]) conflicts(q *Queue[K], key K, o *Ticket[K]) bool {
 	if o.r == nil || o.r.q != q {
 		return false
@@ -50,17 +57,15 @@ func (g *grant[K]) conflicts(q *Queue[K], key K, o *Ticket[K]) bool {
 		return false // released
 	}
 	defer r.home.mu.Unlock()
-	if r.key != key {
-		return false
-	}
+	same := r.key == key
 	mine, theirs := g.held(), r.g.held()
 	for i := range mine {
 		e := mine[i].e
-		if e.kind == Rate {
+		if e.kind == Rate || (!same && e.capSem == nil) {
 			continue
 		}
 		for j := range theirs {
-			if theirs[j].e == e {
+			if theirs[j].e == e && (same || theirs[j].n+mine[i].n > e.capSem.Capacity()) {
 				return true
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -416,5 +417,35 @@ func TestStaleReleasesUnderChurn(t *testing.T) {
 	if st := sem.Stats(); st.DoubleReleases != 0 || st.Held != 0 || st.Acquired != workers*rounds {
 		t.Fatalf("semaphore %+v; want %d grants, each released once", st, workers*rounds)
 	}
+	assertNothingHeld(t, q)
+}
+
+// TestReentrantGlobalLaneWithoutRoom: a nested AcquireAll for another key
+// on a global lane the context's ticket holds waits for itself when the
+// lane's capacity cannot hold both: it fails at once with ErrReentrant
+// (an HTTP handler's outbound call on the lane its request holds waited
+// out its deadline). With room for both, it nests.
+func TestReentrantGlobalLaneWithoutRoom(t *testing.T) {
+	q := lanequeue.New[string]()
+	t.Cleanup(q.Close)
+	must(t, addGlobal(q, "one", 1))
+	must(t, addGlobal(q, "two", 2))
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
+	defer cancel()
+	err := doAll(q, ctx, "inbound", []string{"one", "two"}, func(ctx context.Context) error {
+		if _, err := acquireAll(q, ctx, "outbound", []string{"one"}); !errors.Is(err, lanequeue.ErrReentrant) {
+			return fmt.Errorf("another key on a lane of capacity 1 the context holds: %v; want ErrReentrant", err)
+		}
+		if _, err := acquireAll(q, ctx, "outbound", []string{"two"}, lanequeue.LaneWeight("two", 2)); !errors.Is(err, lanequeue.ErrReentrant) {
+			return fmt.Errorf("another key asking 2 of a capacity of 2, 1 held by the context: %v; want ErrReentrant", err)
+		}
+		tk, err := acquireAll(q, ctx, "outbound", []string{"two"})
+		if err != nil {
+			return fmt.Errorf("another key asking 1 of a capacity of 2, 1 held: %v; want a grant", err)
+		}
+		tk.Release()
+		return nil
+	})
+	must(t, err)
 	assertNothingHeld(t, q)
 }
