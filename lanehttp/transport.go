@@ -351,12 +351,15 @@ func (t *Transport[K]) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // attempt sends areq through the base and classifies what came back. If
-// the base or the classifier panics, it releases tk (reporting nothing)
-// and the panic goes on.
+// the base or the classifier panics, it releases tk (reporting nothing),
+// closes the base's answer if there is one, and the panic goes on.
 func (t *Transport[K]) attempt(tk *lanequeue.Ticket[K], req, areq *http.Request) (resp *http.Response, v Verdict, err error) {
 	done := false
 	defer func() {
 		if !done {
+			if resp != nil && resp.Body != nil {
+				resp.Body.Close() // the classifier panicked: nobody else will
+			}
 			tk.Release()
 		}
 	}()

@@ -687,3 +687,37 @@ func TestTransportDrainDuringTheWaitGivesTheLastAnswer(t *testing.T) {
 	}
 	nothingHeld(t, g.q)
 }
+
+// TestTransportClosesTheAnswerWhenClassifyPanics: a classifier that
+// panics leaves no lane held and the base's answer closed (its body was
+// left open, holding the connection); the panic goes on.
+func TestTransportClosesTheAnswerWhenClassifyPanics(t *testing.T) {
+	q := lanequeue.New[string]()
+	defer q.Close()
+	must(t, q.Add("provider", lanequeue.NewGlobalLane[string](semaphore.New(1))))
+	set, err := q.Lanes("provider")
+	must(t, err)
+	body := &closeRecorder{Reader: strings.NewReader("answer")}
+	base := roundTripFunc(func(*http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusOK, Body: body, Header: http.Header{}}, nil
+	})
+	tr := lanehttp.NewTransport(lanehttp.TransportConfig[string]{Base: base, Queue: q, Lanes: set,
+		Classify: func(lanehttp.Attempt) lanehttp.Verdict { panic(errBoom) }})
+	v := func() (v any) {
+		defer func() { v = recover() }()
+		tr.RoundTrip(httptest.NewRequest(http.MethodGet, "http://provider.test/", nil))
+		return nil
+	}()
+	if v != errBoom {
+		t.Errorf("recovered %v; want errBoom", v)
+	}
+	if !body.closed.Load() {
+		t.Error("the base's answer was left open")
+	}
+	nothingHeld(t, q)
+}
+
+// roundTripFunc is a base made of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
