@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -27,8 +28,9 @@ type limitInstruments struct {
 // RegisterLimits creates the instruments of the adaptive controllers of
 // src on meter, with a callback that observes src at each collection, and
 // returns the callback's registration, as [Register] does for the lanes
-// (with the same options, and the same handling of a lane name given
-// twice). Every data point has the attribute lanes.lane, the name of the
+// (with the same options, the same handling of a lane name given twice,
+// and the same check of a lane that another RegisterLimits on the meter
+// observes with the same attributes). Every data point has the attribute lanes.lane, the name of the
 // lane the controller drives:
 //
 //	lanes.adaptive.limit        UpDownCounter  {permit}      the limit set on the lane now (its capacity)
@@ -83,10 +85,30 @@ func RegisterLimits(meter metric.Meter, src exporters.LimitSource, opts ...Optio
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("otellanes: %w", err)
 	}
-	return meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		return in.observe(o, src.Limits(), cfg.attrs)
+	var reg *registration
+	if _, ok := keyOf(meter, true); ok {
+		var err error
+		if reg, err = register(meter, true, limitSets(src.Limits(), cfg.attrs)); err != nil {
+			return nil, err
+		}
+	}
+	inner, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		limits := src.Limits()
+		var shareErr error
+		if reg != nil {
+			if taken := reg.claim(limitSets(limits, cfg.attrs)); taken != nil {
+				limits = slices.DeleteFunc(slices.Clone(limits), func(l exporters.Limit) bool {
+					s := limitAttrs(cfg.attrs, l.Lane)
+					_, ok := taken[s.Equivalent()]
+					return ok
+				})
+				shareErr = sharedError(taken)
+			}
+		}
+		return errors.Join(in.observe(o, limits, cfg.attrs), shareErr)
 	}, in.limit, in.floor, in.ceiling, in.increases, in.decreases, in.lastReason, in.lastChange,
 		in.roundTrips, in.outcomes, in.latency, in.baseline)
+	return finish(reg, inner, err)
 }
 
 // reasons are the values of ReasonKey of lanes.adaptive.last_reason.
@@ -103,11 +125,8 @@ func (in *limitInstruments) observe(o metric.Observer, limits []exporters.Limit,
 			continue
 		}
 		seen[l.Lane] = true
-		// A slice of its own for each set: NewSet sorts the slice it is given.
 		kv := func(extra ...attribute.KeyValue) metric.MeasurementOption {
-			all := make([]attribute.KeyValue, 0, len(fixed)+2)
-			all = append(append(all, fixed...), LaneKey.String(l.Lane))
-			return metric.WithAttributeSet(attribute.NewSet(append(all, extra...)...))
+			return metric.WithAttributeSet(limitAttrs(fixed, l.Lane, extra...))
 		}
 		reason := func(r adaptive.Reason) metric.MeasurementOption { return kv(ReasonKey.String(r.String())) }
 		lane := kv()

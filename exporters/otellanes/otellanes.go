@@ -61,17 +61,20 @@
 // and the last reason.
 //
 // Concurrency: the callback reads the source once per collection, from the
-// reader's goroutine; it keeps no state between collections.
+// reader's goroutine; between collections it keeps only the names of the
+// lanes it observed, for the check of lanes shared across registrations
+// (see [Register]).
 package otellanes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/embedded"
 
 	"github.com/sessionlane/lanes/exporters"
 	"github.com/sessionlane/lanes/lanequeue"
@@ -134,7 +137,10 @@ type instruments struct {
 // series, their values added up. Register reads src once, and returns an
 // error naming such a lane when src has it already. One that a source adds
 // later stays with the registration that observed it first, and the other's
-// collections return an error naming it.
+// collections return an error naming it. The check knows a meter by its
+// address, so it covers the SDK's meters, which are pointers; a meter that is
+// a value (a noop meter, a wrapper of one) is not checked. It keeps nothing
+// alive: a provider dropped without Unregister is collected as before.
 func Register(meter metric.Meter, src exporters.Source, opts ...Option) (metric.Registration, error) {
 	if src == nil {
 		panic("otellanes: nil source")
@@ -174,9 +180,13 @@ func Register(meter metric.Meter, src exporters.Source, opts ...Option) (metric.
 			return nil, fmt.Errorf("otellanes: %w", err)
 		}
 	}
-	reg, err := register(meter, src, cfg.attrs)
-	if err != nil {
-		return nil, err
+	var reg *registration
+	if _, ok := keyOf(meter, false); ok {
+		lanes, _ := exporters.Read(src) // a lane given twice is the collection's error to report
+		var err error
+		if reg, err = register(meter, false, laneSets(lanes, cfg.attrs)); err != nil {
+			return nil, err
+		}
 	}
 	inner, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		lanes, err := exporters.Read(src)
@@ -184,26 +194,20 @@ func Register(meter metric.Meter, src exporters.Source, opts ...Option) (metric.
 			err = fmt.Errorf("otellanes: %w", err)
 		}
 		if reg != nil {
-			lanes, err = reg.claim(lanes, cfg.attrs, err)
+			if taken := reg.claim(laneSets(lanes, cfg.attrs)); taken != nil {
+				lanes = slices.DeleteFunc(lanes, func(l exporters.Lane) bool {
+					s := laneAttrs(cfg.attrs, l.Name, l.Kind.String())
+					_, ok := taken[s.Equivalent()]
+					return ok
+				})
+				err = errors.Join(err, sharedError(taken))
+			}
 		}
 		in.observe(o, lanes, cfg.attrs)
 		return err
 	}, in.capacity, in.keyCapacity, in.fleetCapacity, in.inUse, in.waiting, in.keys, in.closed, in.acquires, in.waited, in.releases, in.doubleRel, in.holdsRunOut)
-	if reg == nil || err != nil {
-		if reg != nil {
-			reg.inner = noRegistration{}
-			_ = reg.Unregister()
-		}
-		return inner, err
-	}
-	reg.inner = inner
-	return reg, nil
+	return finish(reg, inner, err)
 }
-
-// noRegistration stands for a callback the meter refused.
-type noRegistration struct{ embedded.Registration }
-
-func (noRegistration) Unregister() error { return nil }
 
 // outcomes are the values of OutcomeKey, in the order of observe's counts.
 var outcomes = [...]string{"acquired", "cancelled", "timed_out", "rejected", "failed"}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"weak"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -18,20 +19,36 @@ import (
 // Two Registers on one meter make one set of instruments, so a lane that
 // both observe with the same attributes (two queues, each with a lane
 // "global", and no WithAttributes to tell them apart) would be one series,
-// the SDK adding their values up. The meter's registrations are kept
-// here, each with the attribute sets of the lanes it observed last, so
-// that Register can refuse such a source, and a collection can leave out a
-// lane added since that another registration observes already.
+// the SDK adding their values up; so would two RegisterLimits. The
+// meter's registrations are kept here, each with the attribute sets of
+// the lanes it observed last, so that Register and RegisterLimits can
+// refuse such a source, and a collection can leave out a lane added since
+// that another registration observes already.
+//
+// The registry keeps nothing alive: a meter is named by its address, and
+// a registration is held by a weak pointer. A registration lives while its
+// callback is registered with a live meter, or while its caller holds it;
+// it holds its meter, so a meter's address names no other meter while a
+// registration of it lives. Only a meter that is a pointer (the SDK's) is
+// checked: a value (a noop meter, a wrapper) has no identity to name it by.
 var shared struct {
 	sync.Mutex
-	byMeter map[metric.Meter][]*registration
+	byMeter map[meterKey][]weak.Pointer[registration]
 }
 
-// registration is what Register returns: the callback's own, and its
-// place among its meter's registrations.
+// meterKey names a meter's registrations of one kind (Register's lanes or
+// RegisterLimits' limits, which make instruments of their own).
+type meterKey struct {
+	addr   uintptr
+	limits bool
+}
+
+// registration is what Register and RegisterLimits return: the callback's
+// own, and what the registry knows of it.
 type registration struct {
 	embedded.Registration
-	meter metric.Meter
+	meter metric.Meter // kept: see shared
+	key   meterKey
 	inner metric.Registration
 	lanes map[attribute.Distinct]string // the lanes observed last, by attribute set: their names
 }
@@ -40,31 +57,57 @@ type registration struct {
 // up to the meter's others.
 func (r *registration) Unregister() error {
 	shared.Lock()
-	if regs := shared.byMeter[r.meter]; regs != nil {
-		regs = slices.DeleteFunc(regs, func(o *registration) bool { return o == r })
-		if len(regs) == 0 {
-			delete(shared.byMeter, r.meter)
-		} else {
-			shared.byMeter[r.meter] = regs
-		}
-	}
+	liveOf(r.key, r)
 	shared.Unlock()
 	return r.inner.Unregister()
+}
+
+// keyOf returns the key of meter's registrations, or false for a meter
+// that is not checked (see shared).
+func keyOf(meter metric.Meter, limits bool) (meterKey, bool) {
+	v := reflect.ValueOf(meter)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Type().Elem().Size() == 0 {
+		return meterKey{}, false
+	}
+	return meterKey{addr: uintptr(v.UnsafePointer()), limits: limits}, true
+}
+
+// liveOf returns the live registrations of key, and forgets the others
+// and drop (nil: none). shared is held.
+func liveOf(key meterKey, drop *registration) []*registration {
+	ws := shared.byMeter[key]
+	var rs []*registration
+	kept := ws[:0]
+	for _, w := range ws {
+		if r := w.Value(); r != nil && r != drop {
+			rs = append(rs, r)
+			kept = append(kept, w)
+		}
+	}
+	clear(ws[len(kept):])
+	if len(kept) == 0 {
+		delete(shared.byMeter, key)
+	} else {
+		shared.byMeter[key] = kept
+	}
+	return rs
+}
+
+// others returns the live registrations of r's meter but r. shared is held.
+func (r *registration) others() []*registration {
+	rs := liveOf(r.key, nil)
+	return slices.DeleteFunc(rs, func(o *registration) bool { return o == r })
 }
 
 // errShared is the error of a lane that another registration of the
 // meter observes with the same attributes.
 var errShared = errors.New("registered on this meter already, by another source with the same attributes (tell the sources apart with WithAttributes)")
 
-// sharedBy returns the names of the lanes of sets that a registration of
-// meter other than r observes, keyed by set; r may be nil (not registered
-// yet). shared is held.
-func sharedBy(meter metric.Meter, r *registration, sets map[attribute.Distinct]string) map[attribute.Distinct]string {
+// sharedBy returns, of sets, those that a registration in others
+// observes, or nil.
+func sharedBy(others []*registration, sets map[attribute.Distinct]string) map[attribute.Distinct]string {
 	var taken map[attribute.Distinct]string
-	for _, o := range shared.byMeter[meter] {
-		if o == r {
-			continue
-		}
+	for _, o := range others {
 		for d, name := range sets {
 			if _, ok := o.lanes[d]; ok {
 				if taken == nil {
@@ -75,12 +118,6 @@ func sharedBy(meter metric.Meter, r *registration, sets map[attribute.Distinct]s
 		}
 	}
 	return taken
-}
-
-// comparableMeter reports whether meter can key the registrations: a meter of
-// a type that is not comparable is not checked.
-func comparableMeter(meter metric.Meter) bool {
-	return reflect.TypeOf(meter).Comparable()
 }
 
 // sharedError names the lanes of taken.
@@ -104,6 +141,16 @@ func laneSets(lanes []exporters.Lane, fixed []attribute.KeyValue) map[attribute.
 	return sets
 }
 
+// limitSets is laneSets for the lanes of limits.
+func limitSets(limits []exporters.Limit, fixed []attribute.KeyValue) map[attribute.Distinct]string {
+	sets := make(map[attribute.Distinct]string, len(limits))
+	for _, l := range limits {
+		s := limitAttrs(fixed, l.Lane)
+		sets[s.Equivalent()] = l.Lane
+	}
+	return sets
+}
+
 // laneAttrs is the attribute set of a lane's points, with extra.
 func laneAttrs(fixed []attribute.KeyValue, name, kind string, extra ...attribute.KeyValue) attribute.Set {
 	// A slice of its own for each set: NewSet sorts the slice it is given.
@@ -112,50 +159,65 @@ func laneAttrs(fixed []attribute.KeyValue, name, kind string, extra ...attribute
 	return attribute.NewSet(append(all, extra...)...)
 }
 
-// register refuses src's lanes if another registration of meter observes
-// one of them with the same attributes, else adds a registration for
-// them; it returns nil, nil for a meter it cannot key.
-func register(meter metric.Meter, src exporters.Source, fixed []attribute.KeyValue) (*registration, error) {
-	if !comparableMeter(meter) {
+// limitAttrs is the attribute set of a limit's points, with extra.
+func limitAttrs(fixed []attribute.KeyValue, name string, extra ...attribute.KeyValue) attribute.Set {
+	all := make([]attribute.KeyValue, 0, len(fixed)+1+len(extra))
+	all = append(append(all, fixed...), LaneKey.String(name))
+	return attribute.NewSet(append(all, extra...)...)
+}
+
+// register refuses sets, the lanes a new registration on meter observes
+// now, if another registration of meter observes one of them with the
+// same attributes, else adds a registration for them; it returns nil, nil
+// for a meter it does not check.
+func register(meter metric.Meter, limits bool, sets map[attribute.Distinct]string) (*registration, error) {
+	key, ok := keyOf(meter, limits)
+	if !ok {
 		return nil, nil
 	}
-	lanes, _ := exporters.Read(src) // a lane given twice is the collection's error to report
-	sets := laneSets(lanes, fixed)
 	shared.Lock()
 	defer shared.Unlock()
-	if taken := sharedBy(meter, nil, sets); taken != nil {
+	for k := range shared.byMeter {
+		liveOf(k, nil) // forget the registrations of meters gone
+	}
+	if taken := sharedBy(liveOf(key, nil), sets); taken != nil {
 		return nil, sharedError(taken)
 	}
-	r := &registration{meter: meter, lanes: sets}
+	r := &registration{meter: meter, key: key, lanes: sets}
 	if shared.byMeter == nil {
-		shared.byMeter = map[metric.Meter][]*registration{}
+		shared.byMeter = map[meterKey][]weak.Pointer[registration]{}
 	}
-	shared.byMeter[meter] = append(shared.byMeter[meter], r)
+	shared.byMeter[key] = append(shared.byMeter[key], weak.Make(r))
 	return r, nil
 }
 
-// claim leaves out of lanes, read for a collection, those that another
-// registration of r's meter observes with the same attributes, and says
-// so in the error it returns, joined to err; it keeps the rest as r's.
-func (r *registration) claim(lanes []exporters.Lane, fixed []attribute.KeyValue, err error) ([]exporters.Lane, error) {
-	sets := laneSets(lanes, fixed)
+// claim keeps sets, the lanes r's collection read, as r's, but for those
+// that another registration of r's meter observes with the same
+// attributes, which it returns (nil: none).
+func (r *registration) claim(sets map[attribute.Distinct]string) map[attribute.Distinct]string {
 	shared.Lock()
 	defer shared.Unlock()
-	taken := sharedBy(r.meter, r, sets)
-	if taken == nil {
-		r.lanes = sets
-		return lanes, err
-	}
-	kept := lanes[:0:0]
-	for _, l := range lanes {
-		s := laneAttrs(fixed, l.Name, l.Kind.String())
-		if _, ok := taken[s.Equivalent()]; !ok {
-			kept = append(kept, l)
-		}
-	}
+	taken := sharedBy(r.others(), sets)
 	for d := range taken {
 		delete(sets, d)
 	}
 	r.lanes = sets
-	return kept, errors.Join(err, sharedError(taken))
+	return taken
+}
+
+// finish returns the registration to hand the caller: inner itself when
+// the meter is not checked (r nil), else r with inner. If the meter
+// refused the callback (err), r leaves the registry.
+func finish(r *registration, inner metric.Registration, err error) (metric.Registration, error) {
+	if r == nil {
+		return inner, err
+	}
+	if err != nil {
+		shared.Lock()
+		liveOf(r.key, r)
+		shared.Unlock()
+		return nil, err
+	}
+	r.inner = inner
+	return r, nil
 }

@@ -2,10 +2,14 @@ package otellanes_test
 
 import (
 	"context"
+	"runtime"
 	"strings"
 	"testing"
+	"weak"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
@@ -125,4 +129,76 @@ func TestSharedLaneAddedLater(t *testing.T) {
 // laneOf is the figures of semaphore s as a lane named name.
 func laneOf(name string, s *semaphore.Weighted) lanequeue.LaneStats {
 	return exporters.Semaphore(name, s).Stats()[0]
+}
+
+// TestSharedLimitRefused: RegisterLimits makes one set of instruments per
+// meter too, so a second limit source with a lane of the same name, not
+// told apart, is refused as Register refuses a lane.
+func TestSharedLimitRefused(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer func() { _ = mp.Shutdown(context.Background()) }()
+	meter := mp.Meter("t")
+	src := exporters.LimitFunc(func() []exporters.Limit { return []exporters.Limit{{Lane: "model"}} })
+	ra, err := otellanes.RegisterLimits(meter, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ra.Unregister() }()
+	if rb, err := otellanes.RegisterLimits(meter, src); err == nil || !strings.Contains(err.Error(), `lane "model" registered on this meter already`) {
+		if rb != nil {
+			_ = rb.Unregister()
+		}
+		t.Fatalf("a second RegisterLimits with lane \"model\" again: %v; want an error naming the lane", err)
+	}
+	// Register's lanes are other instruments: a lane "model" there is no clash.
+	rc, err := otellanes.Register(meter, exporters.Semaphore("model", semaphore.New(1)))
+	if err != nil {
+		t.Fatalf("Register of a lane named as a limit: %v", err)
+	}
+	_ = rc.Unregister()
+}
+
+// TestSharedCheckSkipsMetersWithoutIdentity: a meter that is a value, not
+// a pointer (every noop meter is equal to every other; a wrapper may hold
+// what cannot be compared), is not checked: two noop meters of two
+// providers each take a lane "global", and a wrapper with a slice in it
+// does not panic.
+func TestSharedCheckSkipsMetersWithoutIdentity(t *testing.T) {
+	m1 := noop.NewMeterProvider().Meter("queue-a")
+	m2 := noop.NewMeterProvider().Meter("queue-b")
+	for _, m := range []metric.Meter{m1, m2, wrapMeter{sliceMeter{tags: []string{"x"}}}} {
+		r, err := otellanes.Register(m, exporters.Semaphore("global", semaphore.New(1)))
+		if err != nil {
+			t.Fatalf("Register on %T: %v", m, err)
+		}
+		defer func() { _ = r.Unregister() }()
+	}
+}
+
+type sliceMeter struct {
+	noop.Meter
+	tags []string
+}
+
+type wrapMeter struct{ metric.Meter }
+
+// TestSharedCheckKeepsNothingAlive: a provider dropped without its
+// registrations unregistered is collected, and its sources with it: the
+// registry holds neither a meter nor a source.
+func TestSharedCheckKeepsNothingAlive(t *testing.T) {
+	gone := func() weak.Pointer[semaphore.Weighted] {
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		sem := semaphore.New(1)
+		if _, err := otellanes.Register(mp.Meter("t"), exporters.Semaphore("global", sem)); err != nil {
+			t.Fatal(err)
+		}
+		return weak.Make(sem)
+	}()
+	for i := 0; i < 5 && gone.Value() != nil; i++ {
+		runtime.GC()
+	}
+	if gone.Value() != nil {
+		t.Fatal("the source of a registration never unregistered, its provider dropped, is still alive after 5 collections")
+	}
 }
