@@ -64,8 +64,9 @@ type tokenLane[K comparable] struct {
 	slots [window]int64 // tokens charged in second s, at s % window
 	total int64         // their sum: may pass max (a debt)
 	// headN is the tokens the head of the line waits for room for, 0 when
-	// none waits: posted by take, taken down by a grant or by the head's
-	// leaving, read by the calls that join behind it (see behind).
+	// none waits: posted by the head once it waits (post), taken down by
+	// its grant (take) or its leaving, read by the calls that join behind
+	// it (see behind).
 	headN int64
 	// now is the second of the newest slot (seconds of nanos): written
 	// under mu, read without it by settle's fast path.
@@ -217,10 +218,9 @@ func (l *tokenLane[K]) charge(s, delta int64) {
 
 // take charges n tokens now, if the window has room for them, and
 // returns the second they were charged in; otherwise it says how long
-// until enough leave the window. A head of the line (head) that finds no
-// room posts n, for the calls behind it (see behind); a grant takes the
-// post down.
-func (l *tokenLane[K]) take(n int64, head bool) (sec int64, wait time.Duration, ok bool) {
+// until enough leave the window. A grant takes down the tokens the head
+// posted (see post).
+func (l *tokenLane[K]) take(n int64) (sec int64, wait time.Duration, ok bool) {
 	t := l.nanos()
 	now := t / int64(time.Second)
 	l.mu.Lock()
@@ -232,10 +232,15 @@ func (l *tokenLane[K]) take(n int64, head bool) (sec int64, wait time.Duration, 
 		l.headN = 0
 		return now, 0, true
 	}
-	if head {
-		l.headN = n
-	}
 	return 0, l.room(n, t, now), false
+}
+
+// post sets the tokens the head waits for, n, for the calls that join
+// behind it (see behind); 0 takes the post down.
+func (l *tokenLane[K]) post(n int64) {
+	l.mu.Lock()
+	l.headN = n
+	l.mu.Unlock()
 }
 
 // behind returns how long a call of n tokens that joins the back of the
@@ -446,9 +451,12 @@ func (l *tokenLane[K]) Acquire(ctx context.Context, _ K, n int64) (semaphore.Per
 	if l.waiters.Add(1) > 1 {
 		// Others are in line: one whose deadline comes before the head's
 		// tokens and its own can be granted fails now, not at the end of
-		// its wait.
+		// its wait. The time left is read before the wait is worked out,
+		// so that a clock that moves between the two readings can only
+		// make the call wait, never refuse it early.
 		if dl, has := ctx.Deadline(); has {
-			if d := l.behind(n); d > 0 && l.until(dl) < d {
+			left := l.until(dl)
+			if d := l.behind(n); d > 0 && left < d {
 				l.waiters.Add(-1)
 				l.cancelled.Add(1)
 				return semaphore.Permit{}, &tokensLate{after: d}
@@ -465,33 +473,42 @@ func (l *tokenLane[K]) Acquire(ctx context.Context, _ K, n int64) (semaphore.Per
 		l.failed.Add(1)
 		return semaphore.Permit{}, semaphore.ErrClosed
 	}
-	waited, posted, granted := false, false, false
+	posted := false
 	defer func() {
-		if posted && !granted {
-			l.mu.Lock()
-			l.headN = 0 // the head leaves without its tokens
-			l.mu.Unlock()
+		if posted {
+			l.post(0) // the head leaves without its tokens (a grant took the post down)
 		}
 		l.head <- struct{}{}
 	}()
+	dl, hasDeadline := ctx.Deadline()
+	waited := false
 	for {
 		if err := ctx.Err(); err != nil {
 			l.cancelled.Add(1)
 			return semaphore.Permit{}, err
 		}
-		sec, d, ok := l.take(n, true)
+		var left time.Duration
+		if hasDeadline {
+			left = l.until(dl) // before take's reading, as above
+		}
+		sec, d, ok := l.take(n)
 		if ok {
-			granted = true
+			posted = false
 			l.acquired.Add(1)
 			if waited {
 				l.waited.Add(1)
 			}
 			return semaphore.Permit(permit.Mark(uint64(sec), n)), nil
 		}
-		posted = true
-		if dl, has := ctx.Deadline(); has && l.until(dl) < d {
+		if hasDeadline && left < d {
 			l.cancelled.Add(1)
 			return semaphore.Permit{}, &tokensLate{after: d}
+		}
+		if !posted {
+			// Only once the head stays: a call behind must not be judged
+			// by the tokens of a head that leaves at once.
+			l.post(n)
+			posted = true
 		}
 		waited = true
 		t := l.timer(d)
@@ -531,7 +548,7 @@ func (l *tokenLane[K]) TryAcquire(_ K, n int64) (semaphore.Permit, bool) {
 	default:
 		return semaphore.Permit{}, false
 	}
-	sec, _, ok := l.take(n, false)
+	sec, _, ok := l.take(n)
 	l.head <- struct{}{}
 	if !ok {
 		return semaphore.Permit{}, false
