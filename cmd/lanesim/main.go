@@ -617,10 +617,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
+	for _, c := range []struct {
+		bad  bool
+		flag string
+		want string
+	}{
+		{cfg.Keys < 1, "-keys", "must be at least 1"},
+		{cfg.Messages < 1, "-messages", "must be at least 1"},
+		{cfg.Global < 1, "-global", "must be at least 1"},
+		{cfg.Duration <= 0, "-duration", "must be positive"},
+		{cfg.Latency <= 0, "-latency", "must be positive (the ideal schedule is measured in it)"},
+		{cfg.Gap < 0, "-gap", "must not be negative"},
+		{cfg.Idle < 0, "-idle", "must not be negative"},
+	} {
+		if c.bad {
+			fmt.Fprintf(stderr, "lanesim: %s %s\n", c.flag, c.want)
+			return 2
+		}
+	}
 	switch {
-	case cfg.Keys < 1, cfg.Messages < 1, cfg.Global < 1, cfg.Duration <= 0, cfg.Latency < 0, cfg.Gap < 0, cfg.Idle < 0:
-		fmt.Fprintln(stderr, "lanesim: -keys, -messages and -global must be at least 1, -duration positive, durations not negative")
-		return 2
 	case cfg.Channels < 1 || cfg.Channels > len(channelNames):
 		fmt.Fprintf(stderr, "lanesim: -channels must be in [1, %d]\n", len(channelNames))
 		return 2

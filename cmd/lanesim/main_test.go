@@ -772,3 +772,26 @@ func TestMixedPlan(t *testing.T) {
 		t.Fatal("a session's plan differs between two draws")
 	}
 }
+
+// TestBadFlagNamed: a flag out of its range exits 2 with a message that
+// names that flag and what it must be (one message named them all).
+func TestBadFlagNamed(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-keys", "0"}, "lanesim: -keys must be at least 1"},
+		{[]string{"-messages", "0"}, "lanesim: -messages must be at least 1"},
+		{[]string{"-global", "0"}, "lanesim: -global must be at least 1"},
+		{[]string{"-duration", "0s"}, "lanesim: -duration must be positive"},
+		{[]string{"-latency", "-1ms"}, "lanesim: -latency must be positive (the ideal schedule is measured in it)"},
+		{[]string{"-latency", "0s"}, "lanesim: -latency must be positive (the ideal schedule is measured in it)"},
+		{[]string{"-gap", "-1ms"}, "lanesim: -gap must not be negative"},
+		{[]string{"-idle", "-1ms"}, "lanesim: -idle must not be negative"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(c.args, &out, &errOut); code != 2 || strings.TrimSpace(errOut.String()) != c.want {
+			t.Errorf("%v: exit %d, stderr %q; want 2, %q", c.args, code, errOut.String(), c.want)
+		}
+	}
+}
