@@ -90,19 +90,23 @@
 // estimate of the tokens lane and 1 of the others. The same queue may
 // serve both, but give the Transport lanes of its own: a handler's call
 // holds its request's lanes, so a global lane that both take needs two
-// permits a request, and fails the call with lanequeue.ErrReentrant when
-// its capacity cannot hold both. A lane's refusal (a full line, a closed
-// or draining queue) is returned as AcquireAll's error and is not retried;
-// but a call that waits to retry holds no lanes, so a [lanequeue.Queue.Drain]
-// does not wait for it (unless its context carries a ticket of the queue,
-// as a handler's does: the retry is then admitted as the ticket's work),
-// and when the drained queue refuses the retry, the caller gets the last
-// attempt's answer, kept in memory up to 64 KiB of body (past that, the
-// queue's error). The attempt that answers the caller holds its lanes
-// until its response's Body is closed (the first Close releases them; a
-// second is harmless); one that fails with an error, or is retried, gives
-// them back at once. Either way its
-// lanes' observers are told its outcome first: the verdict's overloads
+// permits a request. When its capacity cannot hold both for one request
+// the call fails with lanequeue.ErrReentrant; under load, with every
+// permit held by a handler whose call waits for another, the calls wait
+// for each other until their deadlines. A lane's refusal (a full line, a
+// closed or draining queue) is returned as AcquireAll's error and is not
+// retried. A call that waits to retry holds no lanes, so a
+// [lanequeue.Queue.Drain] does not wait for it (unless its context carries
+// a ticket of the queue, as a handler's does: the retry is then admitted
+// as the ticket's work); when the lanes refuse the retry (a drained queue,
+// a full line), it is not sent, and the caller gets the answer retried,
+// whose body is kept in memory while the call waits if it is at most 8
+// KiB long (an answer with a longer body, or an attempt that failed with
+// an error, gives the lanes' error instead). The attempt that answers the
+// caller holds its lanes until its response's Body is closed (the first
+// Close releases them; a second is harmless); one that fails with an
+// error, or is retried, gives them back at once. Either way its lanes'
+// observers are told its outcome first: the verdict's overloads
 // (429, 503, 529 by default) as adaptive.ErrOverload, which lowers an
 // adaptive lane's limit. An overload that carries a retry time also pauses
 // the set's global and rate lanes for that long, for every caller

@@ -247,8 +247,8 @@ func NewTransport[K comparable](cfg TransportConfig[K]) *Transport[K] {
 // RoundTrip sends req to the provider, one attempt at a time, each while
 // holding the lanes, as the package docs (Transport) state. It returns
 // the last attempt's response, whose Body's Close releases that
-// attempt's lanes (or, when a drained or closed queue refuses a retry, the
-// answer retried, which holds nothing), or an error: the lanes' (a [*lanequeue.LaneError],
+// attempt's lanes (or, when the lanes refuse a retry, the answer retried,
+// which holds nothing), or an error: the lanes' (a [*lanequeue.LaneError],
 // or one matching semaphore.ErrClosed), Key's, one matching
 // semaphore.ErrInvalidWeight for an estimate of Tokens below 1, the
 // request's context's, or the last attempt's. It never changes req, and closes req.Body, as
@@ -285,11 +285,11 @@ func (t *Transport[K]) RoundTrip(req *http.Request) (*http.Response, error) {
 	for n := 1; ; n++ {
 		tk, err := cfg.Queue.AcquireAll(ctx, key, cfg.Lanes, opts...)
 		if err != nil {
-			if last != nil && ctx.Err() == nil && errors.Is(err, semaphore.ErrClosed) {
-				// The queue drained or closed while the call waited to
-				// retry, which held no lanes: the retry is not sent,
-				// and the caller gets the answer it would have had
-				// without one.
+			if last != nil && ctx.Err() == nil {
+				// A lane refused the retry (its line full, the queue
+				// drained or closed while the call waited, holding no
+				// lanes): the retry is not sent, and the caller gets
+				// the answer it would have had without one.
 				return last, nil
 			}
 			return nil, err
@@ -489,9 +489,9 @@ func attemptOutcome(resp *http.Response, err error, v Verdict) error {
 
 // kept reads the body of a retried attempt's answer (resp, nil for
 // none), up to maxDrain, and closes it, so that the connection goes back
-// to the pool during the wait. It returns the answer with what was read
-// as its body, for a retry that the queue refuses (see RoundTrip), or nil
-// for a longer body or a failed read.
+// to the pool during the wait. It returns the answer with its body in
+// memory, for a retry that the lanes refuse (see RoundTrip), if the body
+// is at most maxKeep long; else, or if the read failed, nil.
 func kept(resp *http.Response) *http.Response {
 	if resp == nil {
 		return nil
@@ -501,9 +501,10 @@ func kept(resp *http.Response) *http.Response {
 		k.Body = http.NoBody
 		return &k
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxDrain+1))
-	resp.Body.Close()
-	if err != nil || len(b) > maxDrain {
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxKeep+1))
+	if err != nil || len(b) > maxKeep {
+		_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
 		return nil
 	}
 	k := *resp
@@ -511,9 +512,14 @@ func kept(resp *http.Response) *http.Response {
 	return &k
 }
 
-// maxDrain is how much of a retried attempt's body is read (and kept) before
-// it is closed, so that its connection can carry the next attempt; a longer
-// one costs its connection instead.
+// maxKeep is how much of a retried answer's body is kept for the caller
+// while the call waits to retry: a refusal's body is short (an error's
+// JSON); a longer one (an HTML error page) is not kept.
+const maxKeep = 8 << 10
+
+// maxDrain is how much of a retried attempt's body is read before it is
+// closed, so that its connection can carry the next attempt; a longer one
+// costs its connection instead.
 const maxDrain = 64 << 10
 
 // holdUntilClosed makes resp's body finish tk with outcome when it is

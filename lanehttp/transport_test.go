@@ -645,7 +645,9 @@ func TestTransportOnTheHandlersOwnLane(t *testing.T) {
 		defer resp.Body.Close()
 		io.Copy(w, resp.Body)
 	}))
-	ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
+	// A request deadline well inside the test's wait, so that without the
+	// check the call fails with the lane's own error (it waited for itself).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	served := testkit.Go(func() *httptest.ResponseRecorder { return serve(h, request(ctx, "thread-1")) })
 	if w := testkit.Recv(t, served, "the handler's answer"); w.Code != http.StatusConflict {
@@ -721,3 +723,113 @@ func TestTransportClosesTheAnswerWhenClassifyPanics(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestTransportRetryRefusedGivesTheAnswerKept: a retry that a lane refuses
+// (here the provider lane closed on its own while the call waited) is not
+// sent, and the caller gets the answer retried if its body was short
+// enough to keep (8 KiB), else the lane's error.
+func TestTransportRetryRefusedGivesTheAnswerKept(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		body string
+		want int // the status the caller gets; 0: an error
+	}{
+		{"short body", `{"error":"rate limited"}`, http.StatusTooManyRequests},
+		{"body past 8 KiB", strings.Repeat("x", 8<<10+1), 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := newRig(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
+				if n == 1 {
+					w.Header().Set("retry-after", "1")
+					w.WriteHeader(http.StatusTooManyRequests)
+					io.WriteString(w, c.body)
+					return
+				}
+				io.WriteString(w, "ok")
+			}, nil)
+			type answer struct {
+				code int
+				body string
+				err  error
+			}
+			done := testkit.Go(func() answer {
+				resp, err := g.get(context.Background())
+				if err != nil {
+					return answer{err: err}
+				}
+				return answer{code: resp.StatusCode, body: readAll(t, resp)}
+			})
+			d := g.clk.next(t) // waiting to retry
+			g.provider.Close()
+			g.clk.Advance(d)
+			a := testkit.Recv(t, done, "the call's answer")
+			switch {
+			case c.want != 0 && (a.err != nil || a.code != c.want || a.body != c.body):
+				t.Fatalf("got %d %q, error %v; want the first attempt's %d and its body", a.code, a.body, a.err, c.want)
+			case c.want == 0 && !errors.Is(a.err, semaphore.ErrClosed):
+				t.Fatalf("got %d, error %v; want the closed lane's error", a.code, a.err)
+			}
+			if n := g.attempts.Load(); n != 1 {
+				t.Errorf("the provider got %d attempts; want 1, the retry not sent", n)
+			}
+		})
+	}
+}
+
+// TestTransportRetryRefusedByAFullLine: a retry that finds the lane's line
+// full is refused at once (ErrQueueFull), and the caller gets the answer
+// retried, not the refusal.
+func TestTransportRetryRefusedByAFullLine(t *testing.T) {
+	var attempts atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if attempts.Add(1) == 1 {
+			w.Header().Set("retry-after", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, "busy")
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	q := lanequeue.New[string]()
+	defer q.Close()
+	sem := semaphore.New(1, semaphore.WithMaxWaiters(1))
+	must(t, q.Add("provider", lanequeue.NewGlobalLane[string](sem)))
+	set, err := q.Lanes("provider")
+	must(t, err)
+	clk := &stepClock{Fake: clock.NewFake(received), waits: make(chan time.Duration, 16)}
+	client := &http.Client{Transport: lanehttp.NewTransport(lanehttp.TransportConfig[string]{
+		Base: srv.Client().Transport, Queue: q, Lanes: set, Clock: clk, Backoff: backoff})}
+	defer client.CloseIdleConnections()
+	type answer struct {
+		code int
+		body string
+		err  error
+	}
+	done := testkit.Go(func() answer {
+		resp, err := client.Get(srv.URL)
+		if err != nil {
+			return answer{err: err}
+		}
+		return answer{code: resp.StatusCode, body: readAll(t, resp)}
+	})
+	d := clk.next(t) // waiting to retry
+	held, ok := sem.TryAcquire(1)
+	if !ok {
+		t.Fatal("the lane was not free during the wait")
+	}
+	defer held.Release()
+	wctx, cancel := context.WithCancel(context.Background())
+	waiter := testkit.Go(func() error { _, err := sem.Acquire(wctx, 1); return err })
+	testkit.Eventually(t, "a waiter in the lane's line", func() bool { return sem.Stats().Waiters == 1 })
+	clk.Advance(d)
+	a := testkit.Recv(t, done, "the call's answer")
+	cancel()
+	testkit.Recv(t, waiter, "the waiter")
+	if a.err != nil || a.code != http.StatusServiceUnavailable || a.body != "busy" {
+		t.Fatalf("got %d %q, error %v; want the first attempt's 503 busy", a.code, a.body, a.err)
+	}
+	if n := attempts.Load(); n != 1 {
+		t.Errorf("the provider got %d attempts; want 1, the retry not sent", n)
+	}
+}

@@ -39,10 +39,15 @@
 // [keyedsem.WithSequenceOrder], or take a key's messages from one goroutine.
 //
 // Re-entry: [Queue.Do] gives its function a context carrying the ticket
-// ([WithTicket]); an AcquireAll with it that would wait for that ticket
-// fails with [ErrReentrant] rather than wait for itself: for the same key
-// on a lane the ticket holds, or for another key on a global lane the
-// ticket holds whose capacity has no room for both. During a [Queue.Drain],
+// ([WithTicket]); an AcquireAll with it that could not be granted while
+// that ticket is held fails with [ErrReentrant] rather than wait for
+// itself: for the same key on a lane the ticket holds, or for another key
+// on a global or fair lane of this package that the ticket holds and whose
+// capacity, as it stands, cannot hold the ticket's permits and the call's.
+// The check looks at each ticket of the context alone: calls that wait for
+// each other's permits (two tickets in one context that together fill a
+// lane, a caller queued ahead, a lane full of handlers whose nested calls
+// wait) are not refused, and wait as any call does. During a [Queue.Drain],
 // which refuses new work, such a call is admitted as the ticket's work.
 //
 // Errors: the sentinels are package semaphore's, defined there once:

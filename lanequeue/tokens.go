@@ -68,6 +68,10 @@ type tokenLane[K comparable] struct {
 	// its grant (take) or its leaving, read by the calls that join behind
 	// it (see behind).
 	headN int64
+	// headDL is the head's deadline, if headHasDL: a head whose tokens
+	// come after it leaves, and behind does not count them. Under mu.
+	headDL    time.Time
+	headHasDL bool
 	// now is the second of the newest slot (seconds of nanos): written
 	// under mu, read without it by settle's fast path.
 	now atomic.Int64
@@ -235,18 +239,23 @@ func (l *tokenLane[K]) take(n int64) (sec int64, wait time.Duration, ok bool) {
 	return 0, l.room(n, t, now), false
 }
 
-// post sets the tokens the head waits for, n, for the calls that join
-// behind it (see behind); 0 takes the post down.
-func (l *tokenLane[K]) post(n int64) {
+// post sets the tokens the head waits for, n, and its context's deadline
+// (dl, if hasDeadline), for the calls that join behind it (see behind); 0
+// takes the post down.
+func (l *tokenLane[K]) post(n int64, dl time.Time, hasDeadline bool) {
 	l.mu.Lock()
 	l.headN = n
+	l.headDL, l.headHasDL = dl, hasDeadline
 	l.mu.Unlock()
 }
 
 // behind returns how long a call of n tokens that joins the back of the
 // line waits at least: until the window has room for the head's tokens
 // and its own together, the head's granted first. It is 0 when that room
-// is there now, or when no head waits for room.
+// is there now, when no head waits for room, or when the head's own
+// tokens now come after its deadline: a settle's debt or a fill since it
+// posted can put them there, and the head leaves when it looks again, so
+// its tokens are not counted.
 func (l *tokenLane[K]) behind(n int64) time.Duration {
 	t := l.nanos()
 	now := t / int64(time.Second)
@@ -255,6 +264,9 @@ func (l *tokenLane[K]) behind(n int64) time.Duration {
 	l.sync(now)
 	if l.headN == 0 || l.max-l.total >= l.headN+n {
 		return 0
+	}
+	if l.headHasDL && l.max-l.total < l.headN && l.until(l.headDL) < l.room(l.headN, t, now) {
+		return 0 // the head will leave
 	}
 	return l.room(l.headN+n, t, now)
 }
@@ -476,7 +488,7 @@ func (l *tokenLane[K]) Acquire(ctx context.Context, _ K, n int64) (semaphore.Per
 	posted := false
 	defer func() {
 		if posted {
-			l.post(0) // the head leaves without its tokens (a grant took the post down)
+			l.post(0, time.Time{}, false) // the head leaves without its tokens (a grant took the post down)
 		}
 		l.head <- struct{}{}
 	}()
@@ -507,7 +519,7 @@ func (l *tokenLane[K]) Acquire(ctx context.Context, _ K, n int64) (semaphore.Per
 		if !posted {
 			// Only once the head stays: a call behind must not be judged
 			// by the tokens of a head that leaves at once.
-			l.post(n)
+			l.post(n, dl, hasDeadline)
 			posted = true
 		}
 		waited = true

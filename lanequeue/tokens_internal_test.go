@@ -174,3 +174,46 @@ func TestTokenLaneLeavingHeadPostsNothing(t *testing.T) {
 		l.Close()
 	}
 }
+
+// TestTokenLaneHeadPastItsDeadlineIsNotCounted: a debt settled after the
+// head posted can put the head's tokens after its deadline; the head
+// leaves when it looks again. A call that joins meanwhile is judged by its
+// own tokens, not by the tokens of a head that will not take them (a
+// review found such a call refused, its 5 tokens granted in time).
+func TestTokenLaneHeadPastItsDeadlineIsNotCounted(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	l := newTokenLane[string](100, clk, nil)
+	defer l.Close()
+	l.take(50) // second 0
+	clk.Advance(30 * time.Second)
+	head := testkit.NewExpiring()
+	head.At = clk.Now().Add(40 * time.Second) // second 70: its 60 come at 62, at 92 once the debt is in
+	defer head.Expire()
+	heads := make(chan error, 1)
+	go func() { _, err := l.Acquire(head, "h", 60); heads <- err }()
+	waitFor(t, func() { clk.BlockUntilPending(1) }, "the head's timer")
+	l.settle(0, 45) // a debt in second 30: the head's 60 come at second 92
+	call := testkit.NewExpiring()
+	call.At = clk.Now().Add(40 * time.Second) // second 70
+	defer call.Expire()
+	calls := make(chan error, 1)
+	go func() { _, err := l.Acquire(call, "c", 5); calls <- err }()
+	testkit.Eventually(t, "the call in line, or back", func() bool { return l.waiters.Load() == 2 || len(calls) > 0 })
+	select {
+	case err := <-calls:
+		var late *tokensLate
+		if errors.As(err, &late) {
+			t.Fatalf("the call was refused at once (RetryIn %v), for the tokens of a head past its deadline", late.RetryIn())
+		}
+		t.Fatalf("the call returned %v before any time passed", err)
+	default:
+	}
+	clk.Advance(32 * time.Second) // second 62: the head looks again and leaves
+	var late *tokensLate
+	if err := testkit.Recv(t, heads, "the head"); !errors.As(err, &late) {
+		t.Fatalf("the head: %v; want a tokensLate", err)
+	}
+	if err := testkit.Recv(t, calls, "the call"); err != nil {
+		t.Fatalf("the call: %v; want its 5 tokens at second 62 (a refusal: for the tokens of a head past its deadline)", err)
+	}
+}

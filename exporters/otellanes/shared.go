@@ -205,19 +205,22 @@ func (r *registration) claim(sets map[attribute.Distinct]string) map[attribute.D
 	return taken
 }
 
-// finish returns the registration to hand the caller: inner itself when
-// the meter is not checked (r nil), else r with inner. If the meter
-// refused the callback (err), r leaves the registry.
+// finish returns the registration to hand the caller, with the meter's
+// error: inner itself when the meter is not checked (r nil), else r with
+// inner. If the meter registered no callback (inner nil), r leaves the
+// registry; a meter may register it and still return an error (the SDK's,
+// when some instruments are not its own), and then r stays, to be checked
+// and unregistered as any other.
 func finish(r *registration, inner metric.Registration, err error) (metric.Registration, error) {
 	if r == nil {
 		return inner, err
 	}
-	if err != nil {
+	if inner == nil {
 		shared.Lock()
 		liveOf(r.key, r)
 		shared.Unlock()
 		return nil, err
 	}
 	r.inner = inner
-	return r, nil
+	return r, err
 }

@@ -2,6 +2,7 @@ package otellanes_test
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"strings"
 	"testing"
@@ -201,4 +202,40 @@ func TestSharedCheckKeepsNothingAlive(t *testing.T) {
 	if gone.Value() != nil {
 		t.Fatal("the source of a registration never unregistered, its provider dropped, is still alive after 5 collections")
 	}
+}
+
+// TestSharedCheckKeepsACallbackRegisteredWithAnError: a meter may register
+// the callback and return an error too (the SDK's does when some
+// instruments are not its own). The registration is then handed back with
+// the error, and stays checked: a second source's lane "global" is
+// refused, not summed with the first's.
+func TestSharedCheckKeepsACallbackRegisteredWithAnError(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer func() { _ = mp.Shutdown(context.Background()) }()
+	meter := &grumblingMeter{Meter: mp.Meter("t")}
+	r1, err := otellanes.Register(meter, exporters.Semaphore("global", semaphore.New(4)))
+	if r1 == nil || !errors.Is(err, errGrumble) {
+		t.Fatalf("Register = %v, %v; want the registration and the meter's error", r1, err)
+	}
+	defer func() { _ = r1.Unregister() }()
+	if r2, err := otellanes.Register(meter, exporters.Semaphore("global", semaphore.New(6))); err == nil || !strings.Contains(err.Error(), `lane "global" registered on this meter already`) {
+		if r2 != nil {
+			_ = r2.Unregister()
+		}
+		t.Fatalf("a second Register with lane \"global\": %v; want it refused", err)
+	}
+	if got, _ := capacities(t, reader); len(got[""]) != 1 || got[""][0] != 4 {
+		t.Fatalf("lanes.capacity %v; want the first lane's 4 alone", got)
+	}
+}
+
+// grumblingMeter registers callbacks and returns an error all the same.
+type grumblingMeter struct{ metric.Meter }
+
+var errGrumble = errors.New("one instrument refused")
+
+func (m *grumblingMeter) RegisterCallback(f metric.Callback, insts ...metric.Observable) (metric.Registration, error) {
+	r, err := m.Meter.RegisterCallback(f, insts...)
+	return r, errors.Join(err, errGrumble)
 }
