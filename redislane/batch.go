@@ -2,6 +2,7 @@ package redislane
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -27,12 +28,26 @@ type batchResult struct {
 // follow is the wait of a waiter behind the head: until a head's call
 // grants its request (done, with the permit), its turn comes as head and no
 // call carries its request any more (not done: it leads), its context ends
-// or the lane closes.
+// or the lane closes; or, on a fleet lane, until the limit falls below its
+// weight (it fails with ErrTooHeavy).
 func (c *core) follow(ctx context.Context, ln *line, w *waiter) (_ *Permit, _ error, done bool) {
 	turn := w.turn
 	news := c.coolNews()
+	shrunk := c.shrinkNews()
 	for {
+		// A fleet lane's limit that fell below w's weight fails w now,
+		// as the head's call would if w led, and the waiters behind go on.
+		if shrunk != nil {
+			if l := c.limit(); w.n > l {
+				c.abandon(ln, w)
+				c.st.rejected.Add(1)
+				return nil, fmt.Errorf("%w: %d permits, and the fleet limit of %q is now %d", ErrTooHeavy, w.n, c.name, l), true
+			}
+		}
 		select {
+		case <-shrunk:
+			shrunk = c.shrinkNews()
+			continue
 		case <-news: // the lane is closed longer than the instance knew
 			if err := c.coolRefusal(ctx); err != nil {
 				c.abandon(ln, w)

@@ -177,6 +177,15 @@ func (c *core) limit() int64 {
 	return l
 }
 
+// shrinkNews returns a channel closed when a fleet lane's limit read next
+// falls, or nil for another lane (a receive from it waits for ever).
+func (c *core) shrinkNews() <-chan struct{} {
+	if c.fleet == nil {
+		return nil
+	}
+	return c.fleet.shrinkNews()
+}
+
 // limitAndTerm returns limit and the term in which a fleet lane's limit
 // was written (0 for other lanes), read together.
 func (c *core) limitAndTerm() (int64, int64) {

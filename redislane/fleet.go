@@ -235,8 +235,10 @@ type fleet struct {
 	interval time.Duration
 	lttl     time.Duration // the leader's lease: three intervals
 
-	read      atomic.Pointer[limitRead] // the limit as last read from Redis
-	term      atomic.Int64              // the last term seen
+	read      atomic.Pointer[limitRead] // the limit as last read from Redis (see store)
+	newsMu    sync.Mutex
+	news      chan struct{} // closed, and replaced, when the limit read falls (see shrinkNews)
+	term      atomic.Int64  // the last term seen
 	kick      chan struct{}
 	loopDone  chan struct{}
 	candidate atomic.Bool
@@ -328,7 +330,30 @@ type limitRead struct{ limit, term int64 }
 
 // seen records a limit read from a reply that does not say in which term
 // it was written: it is sent as unknown (0) until the next fleet call.
-func (f *fleet) seen(limit int64) { f.read.Store(&limitRead{limit: limit}) }
+func (f *fleet) seen(limit int64) { f.store(&limitRead{limit: limit}) }
+
+// store keeps r as the limit read, and if it fell, tells the waiters that
+// wait on shrinkNews: a waiter whose weight is now above it fails at once.
+func (f *fleet) store(r *limitRead) {
+	if old := f.read.Swap(r); old != nil && r.limit < old.limit {
+		f.newsMu.Lock()
+		if f.news != nil {
+			close(f.news)
+			f.news = nil
+		}
+		f.newsMu.Unlock()
+	}
+}
+
+// shrinkNews returns a channel closed when the limit read next falls.
+func (f *fleet) shrinkNews() <-chan struct{} {
+	f.newsMu.Lock()
+	defer f.newsMu.Unlock()
+	if f.news == nil {
+		f.news = make(chan struct{})
+	}
+	return f.news
+}
 
 func (f *fleet) kickLoop() {
 	select {
@@ -450,7 +475,7 @@ func (f *fleet) call(resign bool) bool {
 	f.reads.Add(1)
 	f.countShared(v[5], written && limit < lr.limit)
 	f.sampleUse(v[6])
-	f.read.Store(&limitRead{limit: limit, term: v[4]})
+	f.store(&limitRead{limit: limit, term: v[4]})
 	f.seeTerm(term)
 	if written {
 		f.writes.Add(1)

@@ -699,3 +699,46 @@ func TestFleetElectionChurnRace(t *testing.T) {
 		mu.Unlock()
 	}
 }
+
+// After a shrink, a waiter of a weight above the new limit fails with
+// ErrTooHeavy once its instance reads the limit, also when it waits behind
+// another in its instance's line (those ride on the first's calls, and it
+// waited until it led, as long as the holders kept their permits); the
+// waiters behind it go on.
+func TestFleetShrinkFailsAHeavyWaiterBehindAnother(t *testing.T) {
+	srv := startRedis(t)
+	name := laneName(t)
+	mk := func() *redislane.Fleet {
+		f, err := redislane.NewFleet(newClient(t, srv.Addr), name, 6, redislane.WithQuarantine(0),
+			redislane.WithLimitRefresh(50*time.Millisecond))
+		require.NoError(t, err)
+		t.Cleanup(f.Close)
+		return f
+	}
+	lead, fol := mk(), mk()
+	lead.SetCapacity(6)
+	testkit.Eventually(t, "a leader", lead.Leader)
+	ctx := testCtx(t)
+	held, err := lead.Acquire(ctx, 6) // the lane full: the waiters below queue
+	require.NoError(t, err)
+	take := func(n int64) <-chan error {
+		return testkit.Go(func() error {
+			p, err := fol.Acquire(ctx, n)
+			if err == nil {
+				p.Release()
+			}
+			return err
+		})
+	}
+	light := take(1)
+	testkit.Eventually(t, "the light waiter first in line", func() bool { return fol.Stats().Waiters == 1 })
+	heavy := take(5)
+	light2 := take(2)
+	testkit.Eventually(t, "three in line", func() bool { return fol.Stats().Waiters == 3 })
+	lead.SetCapacity(3)
+	err = testkit.Recv(t, heavy, "the waiter of 5, behind the first, after the limit fell to 3")
+	require.ErrorIs(t, err, redislane.ErrTooHeavy)
+	held.Release()
+	require.NoError(t, testkit.Recv(t, light, "the first waiter"))
+	require.NoError(t, testkit.Recv(t, light2, "the waiter behind the heavy one"))
+}

@@ -21,7 +21,9 @@ import (
 // package doc (Quota leasing) for what it gives up and its bounds.
 //
 // block must be at least 1, at most the capacity, and divide it (a
-// remainder could never be leased); an Acquire with quota takes at most
+// remainder could never be leased), and the capacity plus a block must stay
+// within [semaphore.MaxCapacity] (an instance grants from a local semaphore
+// of a block more than the blocks it holds); an Acquire with quota takes at most
 // block permits at once ([ErrTooHeavy] above). Only [NewWeighted] takes
 // it, and not with [WithMaxHold] (which would bound the blocks, not the
 // permits granted from them): other uses are refused with an error
@@ -47,6 +49,8 @@ func checkQuota(cfg config, capacity int64) error {
 		return fmt.Errorf("%w: quota block %d out of range [1, %d] (the capacity)", ErrInvalidConfig, b, capacity)
 	case capacity%b != 0:
 		return fmt.Errorf("%w: quota block %d does not divide the capacity %d (the remainder could never be leased)", ErrInvalidConfig, b, capacity)
+	case capacity > semaphore.MaxCapacity-b:
+		return fmt.Errorf("%w: quota block %d with capacity %d: the instance's local semaphore holds a block more than the capacity, which must stay within %d (semaphore.MaxCapacity)", ErrInvalidConfig, b, capacity, int64(semaphore.MaxCapacity))
 	case cfg.maxHold > 0:
 		return fmt.Errorf("%w: WithQuota takes no WithMaxHold (it would bound the blocks, not the permits granted from them)", ErrInvalidConfig)
 	}

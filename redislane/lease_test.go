@@ -34,6 +34,14 @@ func TestQuotaRefusesBadSettings(t *testing.T) {
 		{"negative block", func() error { _, err := redislane.NewWeighted(rc, "q", 4, redislane.WithQuota(-1)); return err }},
 		{"block above the capacity", func() error { _, err := redislane.NewWeighted(rc, "q", 4, redislane.WithQuota(5)); return err }},
 		{"block not dividing the capacity", func() error { _, err := redislane.NewWeighted(rc, "q", 10, redislane.WithQuota(4)); return err }},
+		{"capacity plus a block past MaxCapacity", func() error {
+			_, err := redislane.NewWeighted(rc, "q", 100_000_000_000_000, redislane.WithQuota(50_000_000_000_000))
+			return err
+		}},
+		{"capacity and block MaxCapacity", func() error {
+			_, err := redislane.NewWeighted(rc, "q", semaphore.MaxCapacity, redislane.WithQuota(semaphore.MaxCapacity))
+			return err
+		}},
 		{"with WithMaxHold", func() error {
 			_, err := redislane.NewWeighted(rc, "q", 4, redislane.WithQuota(2), redislane.WithMaxHold(time.Second))
 			return err

@@ -315,7 +315,9 @@ func singleServer(client redis.UniversalClient) bool {
 // is handed what is free (pump); then every request is checked as a
 // TryAcquire would be (the lane open, nobody queued, the weight fits),
 // and only if all pass are they granted. Requests of one lane (two keys
-// of a Keyed) share its meta and fencing counter.
+// of a Keyed) share its meta and fencing counter; a request whose lane
+// asks the same meta record for another capacity or kind (a Keyed and a
+// Weighted of one name) is a mismatch, as the first would be.
 //
 // KEYS: per request: meta, h, q, x, d
 // ARGV: per request: id, weight, limit, kind, lease ms, quarantine ms,
@@ -339,7 +341,13 @@ for i = 1, n do
   local M = Ms[mk]
   if not M then
     M = meta(mk, tonumber(ARGV[a + 3]), ARGV[a + 4], r.ttl, tonumber(ARGV[a + 6]), 0, tonumber(ARGV[a + 7]) or 0)
+    M.asked = {ARGV[a + 3], ARGV[a + 4]}
     Ms[mk] = M
+  elseif M.asked[2] ~= ARGV[a + 4] or (not isfleet(ARGV[a + 4]) and M.asked[1] ~= ARGV[a + 3]) then
+    -- another request on this meta record, of a lane of another
+    -- capacity or kind (a Keyed beside a Weighted of its name): the
+    -- record holds one of them only
+    return {-1, i, M.limit}
   end
   if not M.ok then return {-1, i, M.limit} end
   r.M, r.B = M, bucket(k + 2, M.ml)

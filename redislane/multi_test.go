@@ -595,3 +595,31 @@ func BenchmarkTryAcquireAll(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(cnt.Commands()-calls)/float64(b.N), "calls/op")
 }
+
+// A Weighted and a Keyed of one name share a meta record, which holds one
+// kind: a TryAcquireAll that asks for both is a mismatch, whichever comes
+// first (the second request on the record was not checked, and both were
+// granted on a lane Redis holds as a Weighted).
+func TestTryAcquireAllSameRecordOtherKind(t *testing.T) {
+	srv := startRedis(t)
+	rc := newClient(t, srv.Addr)
+	name := laneName(t)
+	opts := []redislane.Option{redislane.WithQuarantine(0)}
+	w, err := redislane.NewWeighted(rc, name, 2, opts...)
+	require.NoError(t, err)
+	defer w.Close()
+	k, err := redislane.NewKeyed(rc, name, 2, opts...)
+	require.NoError(t, err)
+	defer k.Close()
+	for _, c := range []struct {
+		what string
+		reqs []redislane.Request
+	}{
+		{"Weighted, then a Keyed of its name", []redislane.Request{w.Request(1), k.Request("a", 1)}},
+		{"Keyed, then a Weighted of its name", []redislane.Request{k.Request("a", 1), w.Request(1)}},
+	} {
+		got, ok, err := redislane.TryAcquireAll(c.reqs...)
+		assert.ErrorIs(t, err, redislane.ErrCapacityMismatch, c.what)
+		refused(t, permits(got), ok, c.what)
+	}
+}

@@ -76,6 +76,11 @@ func histogramOf(r *hist.Recorder) semaphore.Histogram {
 
 // Stats is a snapshot of one instance of a lane. Held, Waiters and Keys
 // count this instance only; the counters count its calls since it was made.
+// With [WithQuota] they count what the instance does in Redis: Held is the
+// weight of the blocks it leases (the units it took from the fleet's
+// capacity, used or not), Waiters the calls waiting for a block, and the
+// counters its block leases; the grants made from the blocks in process
+// are not in them.
 type Stats struct {
 	Name     string // the lane's name, as given to NewWeighted or NewKeyed
 	Capacity int64  // the capacity, the per-key capacity of a Keyed, or a Fleet's limit as last read
