@@ -123,10 +123,10 @@ func Handler[K comparable](cfg Config[K], next http.Handler) http.Handler {
 // through its Unwrap method, and it implements http.Flusher and
 // http.Hijacker by passing them on. The handler's request
 // context carries the ticket ([lanequeue.WithTicket]): a nested acquire
-// that could not be granted beside it (the same key on its lanes, or any
-// key on a global lane of it with no room for both; see lanequeue's
-// Re-entry) fails at once with lanequeue.ErrReentrant rather than waiting
-// for itself, and [lanequeue.TicketFrom] reads it.
+// that would wait for it (the same key on its lanes, or another key on a
+// global lane of it with no room for both; see lanequeue's Re-entry)
+// fails at once with lanequeue.ErrReentrant rather than waiting for
+// itself, and [lanequeue.TicketFrom] reads it.
 //
 // A request the lanes refuse gets, and its handler is not called:
 //   - 429 Too Many Requests when the refusal is the request's own key's or

@@ -504,7 +504,7 @@ func kept(resp *http.Response) *http.Response {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxKeep+1))
 	if err != nil || len(b) > maxKeep {
-		_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
+		_, _ = io.CopyN(io.Discard, resp.Body, maxDrain-int64(len(b)))
 		return nil
 	}
 	k := *resp

@@ -39,11 +39,13 @@
 // [keyedsem.WithSequenceOrder], or take a key's messages from one goroutine.
 //
 // Re-entry: [Queue.Do] gives its function a context carrying the ticket
-// ([WithTicket]); an AcquireAll with it that could not be granted while
-// that ticket is held fails with [ErrReentrant] rather than wait for
-// itself: for the same key on a lane the ticket holds, or for another key
-// on a global or fair lane of this package that the ticket holds and whose
-// capacity, as it stands, cannot hold the ticket's permits and the call's.
+// ([WithTicket]); an AcquireAll with it that would wait for that ticket
+// fails with [ErrReentrant] rather than wait for itself: for the same key
+// on a keyed or global lane the ticket holds, whatever its room (the
+// key's work nests inside itself), or for another key on a global or fair
+// lane of this package that the ticket holds and whose capacity, as it
+// stands, cannot hold the ticket's permits and the call's. Rate lanes
+// hold nothing and never refuse.
 // The check looks at each ticket of the context alone: calls that wait for
 // each other's permits (two tickets in one context that together fill a
 // lane, a caller queued ahead, a lane full of handlers whose nested calls

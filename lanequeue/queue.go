@@ -21,9 +21,9 @@ import (
 )
 
 // ErrReentrant refuses an AcquireAll whose context carries a held ticket
-// that the call could not be granted beside (see [WithTicket] and the
-// package doc): of the same key on one of the lanes named, or of any key
-// on a global lane named that has no room for both.
+// that the call would wait for (see [WithTicket] and the package doc): of
+// the same key on one of the lanes named, or of another key on a global
+// or fair lane named that has no room for both.
 var ErrReentrant = errors.New("lanequeue: re-entrant acquire")
 
 // The refusals of bad settings and of names that name no lane: each wraps

@@ -20,11 +20,11 @@ func (c *ticketCtx[K]) Value(key any) any {
 }
 
 // WithTicket returns ctx carrying t (nil t: ctx). While t is held, an
-// AcquireAll with it that could not be granted beside t fails with
-// [ErrReentrant] (see the package doc, Re-entry): one for t's key on one of
-// t's lanes, or for any key on a global or fair lane of this package of
-// t's whose capacity, as it stands, cannot hold t's permits and the
-// call's together. One during a drain is admitted as t's work.
+// AcquireAll with it that would wait for t fails with [ErrReentrant] (see
+// the package doc, Re-entry): one for t's key on one of t's keyed or
+// global lanes, or for another key on a global or fair lane of this
+// package of t's whose capacity, as it stands, cannot hold t's permits
+// and the call's together. One during a drain is admitted as t's work.
 func WithTicket[K comparable](ctx context.Context, t *Ticket[K]) context.Context {
 	if t == nil {
 		return ctx

@@ -252,10 +252,10 @@ func (l *tokenLane[K]) post(n int64, dl time.Time, hasDeadline bool) {
 // behind returns how long a call of n tokens that joins the back of the
 // line waits at least: until the window has room for the head's tokens
 // and its own together, the head's granted first. It is 0 when that room
-// is there now, when no head waits for room, or when the head's own
-// tokens now come after its deadline: a settle's debt or a fill since it
-// posted can put them there, and the head leaves when it looks again, so
-// its tokens are not counted.
+// is there now, or when no head waits for room. A head whose own tokens
+// now come after its deadline (a settle's debt or a fill since it posted
+// can put them there) leaves when it looks again, so its tokens are not
+// counted: the call is judged by its own.
 func (l *tokenLane[K]) behind(n int64) time.Duration {
 	t := l.nanos()
 	now := t / int64(time.Second)
@@ -266,7 +266,11 @@ func (l *tokenLane[K]) behind(n int64) time.Duration {
 		return 0
 	}
 	if l.headHasDL && l.max-l.total < l.headN && l.until(l.headDL) < l.room(l.headN, t, now) {
-		return 0 // the head will leave
+		// The head will leave: the call is judged by its own tokens.
+		if l.max-l.total >= n {
+			return 0
+		}
+		return l.room(n, t, now)
 	}
 	return l.room(l.headN+n, t, now)
 }

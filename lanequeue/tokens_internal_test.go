@@ -217,3 +217,36 @@ func TestTokenLaneHeadPastItsDeadlineIsNotCounted(t *testing.T) {
 		t.Fatalf("the call: %v; want its 5 tokens at second 62 (a refusal: for the tokens of a head past its deadline)", err)
 	}
 }
+
+// TestTokenLaneBehindALeavingHeadJudgedByItsOwn: behind a head whose
+// tokens a debt put past its deadline, a call whose own tokens come after
+// its own deadline is still refused at once, by its own tokens (leaving
+// the head out let it in, to wait out its deadline).
+func TestTokenLaneBehindALeavingHeadJudgedByItsOwn(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	l := newTokenLane[string](100, clk, nil)
+	defer l.Close()
+	l.take(50) // second 0
+	clk.Advance(30 * time.Second)
+	head := testkit.NewExpiring()
+	head.At = clk.Now().Add(40 * time.Second) // second 70
+	defer head.Expire()
+	heads := make(chan error, 1)
+	go func() { _, err := l.Acquire(head, "h", 60); heads <- err }()
+	waitFor(t, func() { clk.BlockUntilPending(1) }, "the head's timer")
+	l.settle(0, 45) // the head's 60 now come at second 92, after its deadline
+	call := testkit.NewExpiring()
+	call.At = clk.Now().Add(10 * time.Second) // second 40: its own 10 come at 62
+	defer call.Expire()
+	calls := make(chan error, 1)
+	go func() { _, err := l.Acquire(call, "c", 10); calls <- err }()
+	err := testkit.Recv(t, calls, "the call's refusal (none: it was let into the line)")
+	var late *tokensLate
+	if !errors.As(err, &late) || late.RetryIn() != 32*time.Second {
+		t.Fatalf("the call: %v; want a tokensLate at once, RetryIn 32s (its own tokens)", err)
+	}
+	clk.Advance(32 * time.Second)
+	if err := testkit.Recv(t, heads, "the head"); !errors.As(err, &late) {
+		t.Fatalf("the head: %v; want a tokensLate", err)
+	}
+}

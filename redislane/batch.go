@@ -40,7 +40,7 @@ func (c *core) follow(ctx context.Context, ln *line, w *waiter) (_ *Permit, _ er
 		if shrunk != nil {
 			if l := c.limit(); w.n > l {
 				c.abandon(ln, w)
-				c.st.rejected.Add(1)
+				c.st.failed.Add(1) // failed by a shrink, as package semaphore counts it
 				return nil, fmt.Errorf("%w: %d permits, and the fleet limit of %q is now %d", ErrTooHeavy, w.n, c.name, l), true
 			}
 		}

@@ -738,6 +738,9 @@ func TestFleetShrinkFailsAHeavyWaiterBehindAnother(t *testing.T) {
 	lead.SetCapacity(3)
 	err = testkit.Recv(t, heavy, "the waiter of 5, behind the first, after the limit fell to 3")
 	require.ErrorIs(t, err, redislane.ErrTooHeavy)
+	if st := fol.Stats(); st.Failed != 1 || st.Rejected != 0 {
+		t.Errorf("Failed %d, Rejected %d; want the waiter failed by the shrink counted in Failed alone", st.Failed, st.Rejected)
+	}
 	held.Release()
 	require.NoError(t, testkit.Recv(t, light, "the first waiter"))
 	require.NoError(t, testkit.Recv(t, light2, "the waiter behind the heavy one"))

@@ -248,7 +248,11 @@ func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 			return nil, mismatchError(c.name, "capacity", r.a, c.kindName(), c.capacity)
 		case stTooHeavy: // a fleet lane shrank below the weight; the script unqueued id
 			c.fleet.seen(r.a)
-			c.st.rejected.Add(1)
+			if w.waited {
+				c.st.failed.Add(1) // a waiter failed by a shrink, as package semaphore counts it
+			} else {
+				c.st.rejected.Add(1)
+			}
 			return nil, fmt.Errorf("%w: %d permits, and the fleet limit of %q is now %d", ErrTooHeavy, w.n, c.name, r.a)
 		case stQueued:
 			w.waited = true

@@ -622,4 +622,12 @@ func TestTryAcquireAllSameRecordOtherKind(t *testing.T) {
 		assert.ErrorIs(t, err, redislane.ErrCapacityMismatch, c.what)
 		refused(t, permits(got), ok, c.what)
 	}
+	// Two keys of one Keyed share the record, of one kind and capacity.
+	k2, err := redislane.NewKeyed(rc, name+"-k", 2, opts...)
+	require.NoError(t, err)
+	defer k2.Close()
+	got, ok, err := redislane.TryAcquireAll(k2.Request("a", 1), k2.Request("b", 2))
+	require.NoError(t, err)
+	require.True(t, ok, "two keys of one Keyed")
+	releaseAll(got)
 }

@@ -78,9 +78,10 @@ func histogramOf(r *hist.Recorder) semaphore.Histogram {
 // count this instance only; the counters count its calls since it was made.
 // With [WithQuota] they count what the instance does in Redis: Held is the
 // weight of the blocks it leases (the units it took from the fleet's
-// capacity, used or not), Waiters the calls waiting for a block, and the
-// counters its block leases; the grants made from the blocks in process
-// are not in them.
+// capacity, used or not), Waiters a block lease in flight (at most one:
+// the callers waiting for units are not counted), and the counters its
+// block leases, but for DoubleReleases, which also counts the grants
+// made from the blocks in process that were released twice.
 type Stats struct {
 	Name     string // the lane's name, as given to NewWeighted or NewKeyed
 	Capacity int64  // the capacity, the per-key capacity of a Keyed, or a Fleet's limit as last read
@@ -92,7 +93,8 @@ type Stats struct {
 	// Counters of this instance's calls, as package semaphore defines
 	// them. Waited counts the grants that waited behind another caller of
 	// this instance or in the Redis queue; Failed, the waiters that Close
-	// sent away; Rejected also counts the calls that ended on a capacity
+	// sent away, and those a fleet's shrink failed (their weight above its
+	// new limit); Rejected also counts the calls that ended on a capacity
 	// mismatch or on a Redis error that retrying cannot fix. A lane has no
 	// maximum wait: TimedOut stays 0.
 	semaphore.Counters
