@@ -324,11 +324,7 @@ func (c *closeRecorder) Close() error { c.closed.Store(true); return nil }
 // full gets its ErrQueueFull at once, naming the lane; nothing is sent.
 func TestTransportLaneFull(t *testing.T) {
 	g := newRig(t, refuseOnce(http.StatusOK), nil)
-	q := lanequeue.New[string]()
-	defer q.Close()
-	must(t, q.Add("provider", lanequeue.NewGlobalLane[string](semaphore.New(1, semaphore.WithMaxWaiters(1)))))
-	set, err := q.Lanes("provider")
-	must(t, err)
+	q, set := providerQueue(t, semaphore.New(1, semaphore.WithMaxWaiters(1)))
 	client := &http.Client{Transport: lanehttp.NewTransport(lanehttp.TransportConfig[string]{Base: g.srv.Client().Transport, Queue: q, Lanes: set, Clock: g.clk})}
 	defer client.CloseIdleConnections()
 	held, ok := q.TryAcquireAll("", set)
@@ -388,11 +384,7 @@ func TestTransportReportsOverloadsToAnAdaptiveLane(t *testing.T) {
 // TestTransportReleasesWhenTheBasePanics: a base that panics leaves no
 // lane held; the panic goes on.
 func TestTransportReleasesWhenTheBasePanics(t *testing.T) {
-	q := lanequeue.New[string]()
-	defer q.Close()
-	must(t, q.Add("provider", lanequeue.NewGlobalLane[string](semaphore.New(1))))
-	set, err := q.Lanes("provider")
-	must(t, err)
+	q, set := providerQueue(t, semaphore.New(1))
 	tr := lanehttp.NewTransport(lanehttp.TransportConfig[string]{Base: panickingBase{}, Queue: q, Lanes: set})
 	v := func() (v any) {
 		defer func() { v = recover() }()
@@ -549,11 +541,7 @@ func TestTransportEstimateAboveTheBurst(t *testing.T) {
 // Clock and from its Clock when it has one. (The transport leaves Now
 // zero only for DefaultClassifier, which reads the system clock itself.)
 func TestTransportAttemptNow(t *testing.T) {
-	q := lanequeue.New[string]()
-	defer q.Close()
-	must(t, q.Add("provider", lanequeue.NewGlobalLane[string](semaphore.New(1))))
-	set, err := q.Lanes("provider")
-	must(t, err)
+	q, set := providerQueue(t, semaphore.New(1))
 	for _, c := range []struct {
 		name string
 		clk  semaphore.Clock
@@ -663,17 +651,9 @@ func TestTransportOnTheHandlersOwnLane(t *testing.T) {
 // user's trial).
 func TestTransportDrainDuringTheWaitGivesTheLastAnswer(t *testing.T) {
 	g := newRig(t, refuseOnce(http.StatusTooManyRequests, "retry-after", "1"), nil)
-	type answer struct {
-		code int
-		body string
-		err  error
-	}
 	done := testkit.Go(func() answer {
 		resp, err := g.post(context.Background(), "x")
-		if err != nil {
-			return answer{err: err}
-		}
-		return answer{code: resp.StatusCode, body: readAll(t, resp)}
+		return answerOf(t, resp, err)
 	})
 	d := g.clk.next(t) // waiting to retry
 	ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
@@ -694,11 +674,7 @@ func TestTransportDrainDuringTheWaitGivesTheLastAnswer(t *testing.T) {
 // panics leaves no lane held and the base's answer closed (its body was
 // left open, holding the connection); the panic goes on.
 func TestTransportClosesTheAnswerWhenClassifyPanics(t *testing.T) {
-	q := lanequeue.New[string]()
-	defer q.Close()
-	must(t, q.Add("provider", lanequeue.NewGlobalLane[string](semaphore.New(1))))
-	set, err := q.Lanes("provider")
-	must(t, err)
+	q, set := providerQueue(t, semaphore.New(1))
 	body := &closeRecorder{Reader: strings.NewReader("answer")}
 	base := roundTripFunc(func(*http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: http.StatusOK, Body: body, Header: http.Header{}}, nil
@@ -747,17 +723,9 @@ func TestTransportRetryRefusedGivesTheAnswerKept(t *testing.T) {
 				}
 				io.WriteString(w, "ok")
 			}, nil)
-			type answer struct {
-				code int
-				body string
-				err  error
-			}
 			done := testkit.Go(func() answer {
 				resp, err := g.get(context.Background())
-				if err != nil {
-					return answer{err: err}
-				}
-				return answer{code: resp.StatusCode, body: readAll(t, resp)}
+				return answerOf(t, resp, err)
 			})
 			d := g.clk.next(t) // waiting to retry
 			g.provider.Close()
@@ -791,27 +759,15 @@ func TestTransportRetryRefusedByAFullLine(t *testing.T) {
 		io.WriteString(w, "ok")
 	}))
 	defer srv.Close()
-	q := lanequeue.New[string]()
-	defer q.Close()
 	sem := semaphore.New(1, semaphore.WithMaxWaiters(1))
-	must(t, q.Add("provider", lanequeue.NewGlobalLane[string](sem)))
-	set, err := q.Lanes("provider")
-	must(t, err)
+	q, set := providerQueue(t, sem)
 	clk := &stepClock{Fake: clock.NewFake(received), waits: make(chan time.Duration, 16)}
 	client := &http.Client{Transport: lanehttp.NewTransport(lanehttp.TransportConfig[string]{
 		Base: srv.Client().Transport, Queue: q, Lanes: set, Clock: clk, Backoff: backoff})}
 	defer client.CloseIdleConnections()
-	type answer struct {
-		code int
-		body string
-		err  error
-	}
 	done := testkit.Go(func() answer {
 		resp, err := client.Get(srv.URL)
-		if err != nil {
-			return answer{err: err}
-		}
-		return answer{code: resp.StatusCode, body: readAll(t, resp)}
+		return answerOf(t, resp, err)
 	})
 	d := clk.next(t) // waiting to retry
 	held, ok := sem.TryAcquire(1)
@@ -832,4 +788,32 @@ func TestTransportRetryRefusedByAFullLine(t *testing.T) {
 	if n := attempts.Load(); n != 1 {
 		t.Errorf("the provider got %d attempts; want 1, the retry not sent", n)
 	}
+}
+
+// providerQueue is a queue with one global lane, "provider", of sem, and
+// its set; the queue closes at the test's end.
+func providerQueue(t *testing.T, sem *semaphore.Weighted) (*lanequeue.Queue[string], lanequeue.LaneSet[string]) {
+	t.Helper()
+	q := lanequeue.New[string]()
+	t.Cleanup(q.Close)
+	must(t, q.Add("provider", lanequeue.NewGlobalLane[string](sem)))
+	set, err := q.Lanes("provider")
+	must(t, err)
+	return q, set
+}
+
+// answer is what a caller got: a status and body, or an error.
+type answer struct {
+	code int
+	body string
+	err  error
+}
+
+// answerOf reads resp (closing it) into an answer, or keeps err.
+func answerOf(t *testing.T, resp *http.Response, err error) answer {
+	t.Helper()
+	if err != nil {
+		return answer{err: err}
+	}
+	return answer{code: resp.StatusCode, body: readAll(t, resp)}
 }

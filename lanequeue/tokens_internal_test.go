@@ -181,18 +181,7 @@ func TestTokenLaneLeavingHeadPostsNothing(t *testing.T) {
 // own tokens, not by the tokens of a head that will not take them (a
 // review found such a call refused, its 5 tokens granted in time).
 func TestTokenLaneHeadPastItsDeadlineIsNotCounted(t *testing.T) {
-	clk := clock.NewFake(time.Unix(1_000_000, 0))
-	l := newTokenLane[string](100, clk, nil)
-	defer l.Close()
-	l.take(50) // second 0
-	clk.Advance(30 * time.Second)
-	head := testkit.NewExpiring()
-	head.At = clk.Now().Add(40 * time.Second) // second 70: its 60 come at 62, at 92 once the debt is in
-	defer head.Expire()
-	heads := make(chan error, 1)
-	go func() { _, err := l.Acquire(head, "h", 60); heads <- err }()
-	waitFor(t, func() { clk.BlockUntilPending(1) }, "the head's timer")
-	l.settle(0, 45) // a debt in second 30: the head's 60 come at second 92
+	l, clk, heads := headPastItsDeadline(t)
 	call := testkit.NewExpiring()
 	call.At = clk.Now().Add(40 * time.Second) // second 70
 	defer call.Expire()
@@ -223,18 +212,7 @@ func TestTokenLaneHeadPastItsDeadlineIsNotCounted(t *testing.T) {
 // its own deadline is still refused at once, by its own tokens (leaving
 // the head out let it in, to wait out its deadline).
 func TestTokenLaneBehindALeavingHeadJudgedByItsOwn(t *testing.T) {
-	clk := clock.NewFake(time.Unix(1_000_000, 0))
-	l := newTokenLane[string](100, clk, nil)
-	defer l.Close()
-	l.take(50) // second 0
-	clk.Advance(30 * time.Second)
-	head := testkit.NewExpiring()
-	head.At = clk.Now().Add(40 * time.Second) // second 70
-	defer head.Expire()
-	heads := make(chan error, 1)
-	go func() { _, err := l.Acquire(head, "h", 60); heads <- err }()
-	waitFor(t, func() { clk.BlockUntilPending(1) }, "the head's timer")
-	l.settle(0, 45) // the head's 60 now come at second 92, after its deadline
+	l, clk, heads := headPastItsDeadline(t)
 	call := testkit.NewExpiring()
 	call.At = clk.Now().Add(10 * time.Second) // second 40: its own 10 come at 62
 	defer call.Expire()
@@ -249,4 +227,25 @@ func TestTokenLaneBehindALeavingHeadJudgedByItsOwn(t *testing.T) {
 	if err := testkit.Recv(t, heads, "the head"); !errors.As(err, &late) {
 		t.Fatalf("the head: %v; want a tokensLate", err)
 	}
+}
+
+// headPastItsDeadline starts a head on a lane of 100 tokens a minute, 50
+// charged 30 s ago (second 0; now is second 30): 60 tokens, its deadline at
+// second 70, its tokens due at second 62. Once it waits, a debt of 45 puts
+// them at second 92, past its deadline: it leaves when it looks again. It
+// returns the lane, its clock and the head's result.
+func headPastItsDeadline(t *testing.T) (*tokenLane[string], *clock.Fake, <-chan error) {
+	t.Helper()
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	l := newTokenLane[string](100, clk, nil)
+	l.take(50) // second 0
+	clk.Advance(30 * time.Second)
+	head := testkit.NewExpiring()
+	head.At = clk.Now().Add(40 * time.Second) // second 70
+	t.Cleanup(func() { head.Expire(); l.Close() })
+	heads := make(chan error, 1)
+	go func() { _, err := l.Acquire(head, "h", 60); heads <- err }()
+	waitFor(t, func() { clk.BlockUntilPending(1) }, "the head's timer")
+	l.settle(0, 45) // a debt in second 30: the head's 60 come at second 92
+	return l, clk, heads
 }
