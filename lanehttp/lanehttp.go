@@ -121,12 +121,14 @@ func Handler[K comparable](cfg Config[K], next http.Handler) http.Handler {
 // handler is given a ResponseWriter that notes the status and passes the
 // rest through: http.ResponseController reaches the server's writer
 // through its Unwrap method, and it implements http.Flusher and
-// http.Hijacker by passing them on. The handler's request
-// context carries the ticket ([lanequeue.WithTicket]): a nested acquire
-// that would wait for it (the same key on its lanes, or another key on a
-// global lane of it with no room for both; see lanequeue's Re-entry)
-// fails at once with lanequeue.ErrReentrant rather than waiting for
-// itself, and [lanequeue.TicketFrom] reads it.
+// http.Hijacker by passing them on. The handler's request context carries
+// the ticket ([lanequeue.WorkContext]), and also ends when a fleet lane's
+// permit of the request ends before the handler returns (its lease lost in
+// Redis), so that the handler stops before another holder is let in. A
+// nested acquire with it that would wait for the ticket (the same key on
+// its lanes, or another key on a global lane of it with no room for both;
+// see lanequeue's Re-entry) fails at once with lanequeue.ErrReentrant
+// rather than waiting for itself, and [lanequeue.TicketFrom] reads it.
 //
 // A request the lanes refuse gets, and its handler is not called:
 //   - 429 Too Many Requests when the refusal is the request's own key's or
@@ -225,18 +227,21 @@ func Middleware[K comparable](cfg Config[K]) func(http.Handler) http.Handler {
 				cfg.reject(w, r, err)
 				return
 			}
+			wctx, stop := lanequeue.WorkContext(ctx, t)
 			finished := false
 			defer func() {
 				if !finished { // the handler or Outcome panicked
+					stop()
 					t.Release()
 				}
 			}()
 			sw := &statusWriter{ResponseWriter: w}
-			hr := r.WithContext(lanequeue.WithTicket(ctx, t))
+			hr := r.WithContext(wctx)
 			if cfg.Decode != nil { // Key or Options may have read the body
 				hr.Body = io.NopCloser(bytes.NewReader(body))
 			}
 			next.ServeHTTP(sw, hr)
+			stop()
 			outcome := cfg.Outcome(sw.sent())
 			finished = true
 			t.Finish(outcome)

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -387,4 +388,64 @@ func TestMiddlewarePanicsOnBadConfig(t *testing.T) {
 			lanehttp.Middleware(c.cfg)
 		}()
 	}
+}
+
+// leasedLane is a global lane whose permits can end before their release,
+// as a fleet lane's do when their lease is lost (lanequeue.Leased): end
+// ends the context of every permit out.
+type leasedLane struct {
+	lanequeue.Lane[string]
+	mu   sync.Mutex
+	ends []context.CancelCauseFunc
+}
+
+func (l *leasedLane) PermitContext(semaphore.Permit) context.Context {
+	ctx, end := context.WithCancelCause(context.Background())
+	l.mu.Lock()
+	l.ends = append(l.ends, end)
+	l.mu.Unlock()
+	return ctx
+}
+
+func (l *leasedLane) end(cause error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, end := range l.ends {
+		end(cause)
+	}
+}
+
+// TestHandlerContextEndsWithALeasedPermit: a handler's request context ends,
+// with the permit's cause, when a fleet lane's permit of the request ends
+// before the handler returns (its lease lost in Redis), so that the
+// handler stops before the lane lets another holder in (a new user's
+// trial of the chat gateway on Redis: a handler ran on beside the thread's
+// next message after a restart).
+func TestHandlerContextEndsWithALeasedPermit(t *testing.T) {
+	q := lanequeue.New[string]()
+	t.Cleanup(q.Close)
+	fleet := &leasedLane{Lane: lanequeue.NewGlobalLane[string](semaphore.New(1))}
+	must(t, q.Add("fleet", fleet))
+	ls, err := q.Lanes("fleet")
+	must(t, err)
+	errGone := errors.New("lease gone")
+	inHandler := make(chan struct{})
+	h := lanehttp.Handler(lanehttp.Config[string]{
+		Queue: q, Lanes: ls,
+		Key: func(r *http.Request) (string, error) { return r.Header.Get("X-Key"), nil },
+	}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(inHandler)
+		<-r.Context().Done()
+		http.Error(w, context.Cause(r.Context()).Error(), http.StatusServiceUnavailable)
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
+	defer cancel()
+	served := testkit.Go(func() *httptest.ResponseRecorder { return serve(h, request(ctx, "thread-1")) })
+	testkit.Recv(t, inHandler, "the handler")
+	fleet.end(errGone)
+	w := testkit.Recv(t, served, "the handler, after its permit ended")
+	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "lease gone") {
+		t.Fatalf("got %d %q; want the handler to see its context end with the permit's cause", w.Code, w.Body.String())
+	}
+	nothingHeld(t, q)
 }

@@ -307,14 +307,18 @@ func (q *Queue[K]) Do(ctx context.Context, key K, lanes LaneSet[K], fn func(cont
 	if err != nil {
 		return err
 	}
+	// Do owns t, so its lanes are read without the lock (see work).
+	wctx, stop := work(ctx, t, t.r.g.held())
 	finished := false
 	defer func() {
 		if !finished { // fn panicked: release, report nothing
+			stop()
 			t.Release()
 		}
 	}()
-	err = fn(WithTicket(ctx, t))
+	err = fn(wctx)
 	finished = true
+	stop()
 	t.Finish(err)
 	return err
 }

@@ -42,6 +42,18 @@ type Lane[K comparable] interface {
 	Close() // fails waiters and later calls; permits out stay valid
 }
 
+// Leased is what a [Lane] implements whose permits can end before they are
+// released: a fleet lane's, whose lease in Redis can be lost (package
+// redislane's AsLane and AsKeyedLane). PermitContext returns the context
+// of a permit the lane granted, which ends when the permit does, with the
+// reason as its cause, or nil for a permit it knows nothing of. The work a
+// ticket admits ([Queue.Do]'s fn, [WorkContext]) ends with the first such
+// permit of the ticket to end, since the lane may then grant the permit to
+// another holder.
+type Leased interface {
+	PermitContext(p semaphore.Permit) context.Context
+}
+
 // LaneStats is a snapshot of one lane.
 type LaneStats struct {
 	Name     string // the name the lane has in the queue (Queue.Stats sets it)

@@ -113,6 +113,9 @@ type laneEntry[K comparable] struct {
 	keyed  *keyedsem.Keyed[K]
 	global *semaphore.Weighted
 	obs    atomic.Pointer[Observer] // ObserveLane's; nil: none
+	// leased is the lane, if its permits can end before they are released
+	// (see Leased); nil for the others, which cost the work context nothing.
+	leased Leased
 	// cool is when the lane's Cooldown ends, in nanoseconds of the
 	// queue's clock; 0: never paused.
 	cool atomic.Int64
@@ -129,6 +132,7 @@ func (e *laneEntry[K]) bind() {
 	case *fairLane[K]:
 		e.capSem = l.s
 	}
+	e.leased, _ = e.lane.(Leased)
 }
 
 // maxWeight is the lane's MaxWeight if it is known without asking the

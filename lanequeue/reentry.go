@@ -32,6 +32,66 @@ func WithTicket[K comparable](ctx context.Context, t *Ticket[K]) context.Context
 	return &ticketCtx[K]{Context: ctx, t: t}
 }
 
+// WorkContext returns ctx carrying t, as [WithTicket] does, that also ends
+// when a permit of t from a [Leased] lane ends before t is released (a
+// fleet lane's lease lost in Redis), with the permit's reason as its
+// cause: the work t admits must stop then, since the lane may grant the
+// permit to another holder. Call stop when the work is done, before
+// releasing t. For a ticket without such a permit, or released, it
+// returns WithTicket(ctx, t) and a stop that does nothing. [Queue.Do]
+// gives its fn such a context.
+func WorkContext[K comparable](ctx context.Context, t *Ticket[K]) (_ context.Context, stop func()) {
+	r := t.lock()
+	if r == nil {
+		return WithTicket(ctx, t), noStop
+	}
+	var buf [inlineLanes]held[K]
+	hs := buf[:0]
+	for _, h := range r.g.held() {
+		if h.e.leased != nil {
+			hs = append(hs, h)
+		}
+	}
+	r.home.mu.Unlock()
+	return work(ctx, t, hs)
+}
+
+// noStop is the stop of a work context that watches nothing.
+func noStop() {}
+
+// work is WorkContext for hs, lanes of t that its caller read (under the
+// record's lock, or as t's owner, which no one else can release): it
+// watches the permits of the Leased ones.
+func work[K comparable](ctx context.Context, t *Ticket[K], hs []held[K]) (context.Context, func()) {
+	ctx = WithTicket(ctx, t)
+	var wctx context.Context
+	var cancel context.CancelCauseFunc
+	var stops []func() bool
+	for i := range hs {
+		l := hs[i].e.leased
+		if l == nil {
+			continue
+		}
+		pc := l.PermitContext(hs[i].p)
+		if pc == nil {
+			continue
+		}
+		if cancel == nil {
+			wctx, cancel = context.WithCancelCause(ctx)
+		}
+		stops = append(stops, context.AfterFunc(pc, func() { cancel(context.Cause(pc)) }))
+	}
+	if cancel == nil {
+		return ctx, noStop
+	}
+	return wctx, func() {
+		for _, s := range stops {
+			s()
+		}
+		cancel(context.Canceled)
+	}
+}
+
 // TicketFrom returns the innermost ticket ctx carries.
 func TicketFrom[K comparable](ctx context.Context) (*Ticket[K], bool) {
 	c, ok := ctx.Value(ticketCtxKey[K]{}).(*ticketCtx[K])

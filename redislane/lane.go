@@ -12,7 +12,10 @@ import (
 
 // AsLane returns s as a global lane of a [lanequeue.Queue]: it ignores the
 // key. Its permits are semaphore.Permit values whose Release runs the Redis
-// release; [PermitOf] gives their fencing token and context. Closing the
+// release; [PermitOf] gives their fencing token and context. The lane is a
+// [lanequeue.Leased] one: the work of a ticket holding its permit
+// ([lanequeue.Queue.Do]'s fn, a lanehttp handler's request) ends when the
+// permit's lease is lost or runs out. Closing the
 // lane closes s. It panics if s is nil, as lanequeue's own constructors
 // do, rather than at the lane's first use.
 func AsLane[K comparable](s *Weighted) lanequeue.Lane[K] {
@@ -43,6 +46,16 @@ type lane[K comparable] struct {
 	c   *core
 	q   *quota // a Weighted's WithQuota, or nil
 	key func(K) string
+}
+
+// PermitContext makes the lane a lanequeue.Leased one: a queue's work
+// ends with the context of a permit of the lane ([Permit.Context]), when
+// its lease is lost or runs out.
+func (l *lane[K]) PermitContext(p semaphore.Permit) context.Context {
+	if rp := PermitOf(p); rp != nil {
+		return rp.Context()
+	}
+	return nil
 }
 
 func (l *lane[K]) Kind() lanequeue.Kind {
@@ -244,3 +257,5 @@ func (l rateLane[K]) Close() { l.t.Close() }
 func (l rateLane[K]) Cooldown(ctx context.Context, d time.Duration) (time.Duration, error) {
 	return l.t.Cooldown(ctx, d)
 }
+
+var _ lanequeue.Leased = (*lane[string])(nil)

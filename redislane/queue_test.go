@@ -2,6 +2,7 @@ package redislane_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/redislane"
@@ -73,4 +75,33 @@ func TestQueueMixesLocalSessionAndRedisGlobal(t *testing.T) {
 			assert.Zero(t, st.Held, "lane %s still held", st.Name)
 		}
 	}
+}
+
+// A queue's work on a fleet lane ends when Redis loses the lane's state:
+// Do's fn sees its context end with the lease's cause, before another
+// instance is granted the key after the quarantine (a new user's trial of
+// the chat gateway on Redis found a handler still running when another
+// replica ran the thread's next message).
+func TestQueueWorkEndsWhenTheLeaseIsLost(t *testing.T) {
+	srv := startRedis(t)
+	k, err := redislane.NewKeyed(newClient(t, srv.Addr), laneName(t), 1,
+		redislane.WithLease(testLease), redislane.WithQuarantine(0))
+	require.NoError(t, err)
+	q := lanequeue.New[string]()
+	require.NoError(t, q.Add("thread", redislane.AsKeyedLane(k, func(s string) string { return s })))
+	t.Cleanup(q.Close) // closes k too
+	ls, err := q.Lanes("thread")
+	require.NoError(t, err)
+	inFn := make(chan struct{})
+	done := testkit.Go(func() error {
+		return q.Do(testCtx(t), "t1", ls, func(ctx context.Context) error {
+			close(inFn)
+			<-ctx.Done()
+			return context.Cause(ctx)
+		})
+	})
+	testkit.Recv(t, inFn, "Do's fn")
+	require.NoError(t, srv.Restart())
+	err = testkit.Within(t, 10*testLease+testkit.Deadline, "fn's context, after Redis lost the lane", done)
+	assert.True(t, errors.Is(err, redislane.ErrLeaseLost) || errors.Is(err, redislane.ErrLeaseExpired), "fn's context ended with %v; want the lease's cause", err)
 }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,8 +27,30 @@ type message struct {
 	Tenant string `json:"tenant"`
 	Thread string `json:"thread"`
 	N      int64  `json:"n"`    // the message's number in its thread, from 1
-	Kind   string `json:"kind"` // "user" or "cron"
+	Kind   string `json:"kind"` // "user" (the default) or "cron"
 	Text   string `json:"text"`
+}
+
+// maxN is the largest message number: a fleet's thread lane orders by it
+// in Redis, which counts exactly up to 2^53.
+const maxN = 1 << 53
+
+// check refuses a message the gateway cannot key or order: the answer is
+// 400, the sender's to mend.
+func (m message) check() error {
+	switch {
+	case m.Thread == "" || m.Tenant == "" || m.N < 1:
+		return errors.New("a message needs a tenant, a thread and a number from 1")
+	case m.N > maxN:
+		return fmt.Errorf("a message number is at most %d", int64(maxN))
+	case strings.Contains(m.Tenant, "/"):
+		// the key is tenant/thread: tenant "a/b" with thread "c" would
+		// share the key of tenant "a" with thread "b/c"
+		return errors.New("a tenant has no slash")
+	case m.Kind != "" && m.Kind != "user" && m.Kind != "cron":
+		return fmt.Errorf("a message's kind is user (the default) or cron, not %q", m.Kind)
+	}
+	return nil
 }
 
 // config is what a gateway is made of.
@@ -78,8 +102,8 @@ func newGateway(cfg config) (*gateway, error) {
 		Queue: l.q, Lanes: l.inbound, Decode: dec, MaxBodyBytes: 64 << 10,
 		Key: func(r *http.Request) (string, error) {
 			m, _ := dec.From(r.Context())
-			if m.Thread == "" || m.Tenant == "" || m.N < 1 {
-				return "", errors.New("a message needs a tenant, a thread and a number")
+			if err := m.check(); err != nil {
+				return "", err
 			}
 			return m.Tenant + "/" + m.Thread, nil
 		},

@@ -290,3 +290,43 @@ func TestRunVerdict(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhookRefusesWhatItCannotKey: a webhook whose message the gateway
+// cannot key or order gets 400, the sender's to mend, with nothing held: a
+// number past 2^53 (a fleet's thread lane orders by it in Redis, which
+// counts exactly that far: it was 500 there, 200 in one process), a tenant
+// with a slash (tenant "a/b" thread "c" shared the key of tenant "a" thread
+// "b/c"), a kind other than user or cron (counted as a user's).
+func TestWebhookRefusesWhatItCannotKey(t *testing.T) {
+	up := httptest.NewServer(newUpstream(4, time.Millisecond, 0, 1))
+	defer up.Close()
+	g, err := newGateway(config{Agents: 2, ModelCeiling: 4, Hold: 10 * time.Millisecond,
+		ModelURL: up.URL + "/v1/messages", ModelBase: up.Client().Transport})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.lanes.q.Close()
+	post := func(body string) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		g.handler.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body)))
+		return w
+	}
+	for _, body := range []string{
+		`{"tenant":"a","thread":"t","n":9007199254740993}`,
+		`{"tenant":"a/b","thread":"c","n":1}`,
+		`{"tenant":"a","thread":"t","n":1,"kind":"admin"}`,
+	} {
+		if w := post(body); w.Code != http.StatusBadRequest {
+			t.Errorf("%s: %d %q; want 400", body, w.Code, w.Body.String())
+		}
+	}
+	for _, body := range []string{
+		`{"tenant":"a","thread":"t","n":9007199254740992}`,
+		`{"tenant":"a","thread":"b/c","n":1,"kind":"cron"}`,
+		`{"tenant":"a","thread":"u","n":1,"kind":"user"}`,
+	} {
+		if w := post(body); w.Code != http.StatusOK {
+			t.Errorf("%s: %d %q; want 200", body, w.Code, w.Body.String())
+		}
+	}
+}

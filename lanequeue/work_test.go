@@ -1,0 +1,105 @@
+package lanequeue_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/sessionlane/lanes/internal/testkit"
+	"github.com/sessionlane/lanes/lanequeue"
+	"github.com/sessionlane/lanes/semaphore"
+)
+
+// leasedLane is a global lane whose permits can end before their release,
+// as a fleet lane's do when their lease is lost: end(cause) ends the
+// context of every permit out.
+type leasedLane struct {
+	lanequeue.Lane[string]
+	mu   sync.Mutex
+	ctxs []context.Context
+	ends []context.CancelCauseFunc
+}
+
+func newLeasedLane(capacity int64) *leasedLane {
+	return &leasedLane{Lane: lanequeue.NewGlobalLane[string](semaphore.New(capacity))}
+}
+
+func (l *leasedLane) PermitContext(semaphore.Permit) context.Context {
+	ctx, end := context.WithCancelCause(context.Background())
+	l.mu.Lock()
+	l.ctxs, l.ends = append(l.ctxs, ctx), append(l.ends, end)
+	l.mu.Unlock()
+	return ctx
+}
+
+func (l *leasedLane) end(cause error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, end := range l.ends {
+		end(cause)
+	}
+}
+
+var errLeaseGone = errors.New("lease gone")
+
+// TestWorkEndsWithALeasedPermit: the work a ticket admits (Do's fn, a
+// WorkContext) ends, with the permit's reason as its cause, when a permit
+// of a Leased lane ends before the ticket is released (a fleet lane's
+// lease lost: another holder may be let in); the work of a ticket of other
+// lanes has no such end, and its context carries the ticket all the same.
+func TestWorkEndsWithALeasedPermit(t *testing.T) {
+	q := lanequeue.New[string]()
+	t.Cleanup(q.Close)
+	fleet := newLeasedLane(1)
+	must(t, q.Add("fleet", fleet))
+	must(t, addGlobal(q, "local", 1))
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
+	defer cancel()
+
+	inFn := make(chan struct{})
+	done := testkit.Go(func() error {
+		return doAll(q, ctx, "k", []string{"fleet", "local"}, func(wctx context.Context) error {
+			if tk, ok := lanequeue.TicketFrom[string](wctx); !ok || tk == nil {
+				return errors.New("the work context carries no ticket")
+			}
+			close(inFn)
+			<-wctx.Done()
+			return context.Cause(wctx)
+		})
+	})
+	testkit.Recv(t, inFn, "Do's fn")
+	fleet.end(errLeaseGone)
+	if err := testkit.Recv(t, done, "fn, after the lease ended"); !errors.Is(err, errLeaseGone) {
+		t.Fatalf("fn's context ended with %v; want the permit's cause", err)
+	}
+	assertNothingHeld(t, q)
+
+	// Without a Leased lane the work context ends only with ctx.
+	must(t, doAll(q, context.Background(), "k", []string{"local"}, func(wctx context.Context) error {
+		if wctx.Done() != nil {
+			return errors.New("the work context of a local lane can end")
+		}
+		return nil
+	}))
+
+	// WorkContext, for a caller of AcquireAll, ends as Do's fn's does; a
+	// released ticket's watches nothing.
+	ls, err := q.Lanes("fleet")
+	must(t, err)
+	tk, err := q.AcquireAll(ctx, "k", ls)
+	must(t, err)
+	wctx, stop := lanequeue.WorkContext(ctx, tk)
+	if wctx.Err() != nil {
+		t.Fatalf("a fresh work context ended: %v", context.Cause(wctx))
+	}
+	fleet.end(errLeaseGone)
+	testkit.Recv(t, wctx.Done(), "the work context, after the lease ended")
+	stop()
+	tk.Release()
+	if wctx, stop := lanequeue.WorkContext(ctx, tk); wctx.Done() != ctx.Done() {
+		t.Errorf("the work context of a released ticket watches a permit")
+	} else {
+		stop()
+	}
+}
