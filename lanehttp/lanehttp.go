@@ -227,14 +227,15 @@ func Middleware[K comparable](cfg Config[K]) func(http.Handler) http.Handler {
 				cfg.reject(w, r, err)
 				return
 			}
-			wctx, stop := lanequeue.WorkContext(ctx, t)
-			finished := false
+			finished, stop := false, func() {}
 			defer func() {
-				if !finished { // the handler or Outcome panicked
+				if !finished { // the handler, Outcome or a lane's PermitContext panicked
 					stop()
 					t.Release()
 				}
 			}()
+			var wctx context.Context
+			wctx, stop = lanequeue.WorkContext(ctx, t)
 			sw := &statusWriter{ResponseWriter: w}
 			hr := r.WithContext(wctx)
 			if cfg.Decode != nil { // Key or Options may have read the body

@@ -297,8 +297,9 @@ func (q *Queue[K]) tryTail(key K, g *grant[K], from int) bool {
 // Do runs fn under a ticket of the set for key, released when fn returns
 // ([Ticket.Finish] with fn's error) or panics (a plain Release: a lane's
 // [Observer] hears nothing of work whose outcome is unknown). fn's ctx
-// carries the ticket ([WithTicket]). Do returns AcquireAll's error,
-// without calling fn, or fn's. A nil fn panics.
+// is the ticket's [WorkContext]: it carries the ticket, and ends when a
+// permit of a [Leased] lane does (a fleet lane's lease lost). Do returns
+// AcquireAll's error, without calling fn, or fn's. A nil fn panics.
 func (q *Queue[K]) Do(ctx context.Context, key K, lanes LaneSet[K], fn func(context.Context) error, opts ...semaphore.AcquireOption) error {
 	if fn == nil { // before a wait, not as a nil call with the lanes held
 		panic("lanequeue: Do with a nil fn")
@@ -307,15 +308,16 @@ func (q *Queue[K]) Do(ctx context.Context, key K, lanes LaneSet[K], fn func(cont
 	if err != nil {
 		return err
 	}
-	// Do owns t, so its lanes are read without the lock (see work).
-	wctx, stop := work(ctx, t, t.r.g.held())
-	finished := false
+	finished, stop := false, noStop
 	defer func() {
-		if !finished { // fn panicked: release, report nothing
+		if !finished { // fn (or a lane's PermitContext) panicked: release, report nothing
 			stop()
 			t.Release()
 		}
 	}()
+	// Do owns t, so its lanes are read without the lock (see work).
+	var wctx context.Context
+	wctx, stop = work(ctx, t, t.r.g.held())
 	err = fn(wctx)
 	finished = true
 	stop()

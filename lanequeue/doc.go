@@ -38,6 +38,13 @@
 // give each call its [semaphore.Sequence] on a keyed lane made
 // [keyedsem.WithSequenceOrder], or take a key's messages from one goroutine.
 //
+// Work that may outlive a permit: a fleet lane's permit (package redislane)
+// can end before its release, when its lease in Redis is lost, and the
+// lane may then grant it to another holder. Such a lane is [Leased], and
+// the work a ticket admits gets a context that ends with the permit
+// ([WorkContext]; [Queue.Do] gives it to fn): work that watches its
+// context stops before the permit's next holder starts.
+//
 // Re-entry: [Queue.Do] gives its function a context carrying the ticket
 // ([WithTicket]); an AcquireAll with it that would wait for that ticket
 // fails with [ErrReentrant] rather than wait for itself: for the same key

@@ -45,8 +45,9 @@ type Lane[K comparable] interface {
 // Leased is what a [Lane] implements whose permits can end before they are
 // released: a fleet lane's, whose lease in Redis can be lost (package
 // redislane's AsLane and AsKeyedLane). PermitContext returns the context
-// of a permit the lane granted, which ends when the permit does, with the
-// reason as its cause, or nil for a permit it knows nothing of. The work a
+// of a permit the lane granted, which ends when the permit does (its lease
+// lost, the lane closed), with the reason as its cause, or nil for a
+// permit it knows nothing of; it may be called once per grant. The work a
 // ticket admits ([Queue.Do]'s fn, [WorkContext]) ends with the first such
 // permit of the ticket to end, since the lane may then grant the permit to
 // another holder.

@@ -114,7 +114,8 @@ type laneEntry[K comparable] struct {
 	global *semaphore.Weighted
 	obs    atomic.Pointer[Observer] // ObserveLane's; nil: none
 	// leased is the lane, if its permits can end before they are released
-	// (see Leased); nil for the others, which cost the work context nothing.
+	// (see Leased); nil for the others, whose tickets' work contexts watch
+	// nothing (a check per lane, no allocation).
 	leased Leased
 	// cool is when the lane's Cooldown ends, in nanoseconds of the
 	// queue's clock; 0: never paused.
@@ -319,7 +320,9 @@ func (q *Queue[K]) Stats() []LaneStats {
 
 // Close closes the queue and its lanes: waiters and later calls fail with
 // semaphore.ErrClosed. Tickets out, and any an overlapping AcquireAll gets, stay
-// valid.
+// valid; but a [Leased] lane may end its permits when it closes (package
+// redislane's do), and with them the work of their tickets ([WorkContext]):
+// drain the queue first ([Queue.Drain]) to let that work finish.
 func (q *Queue[K]) Close() {
 	if q.done == nil {
 		panic(zeroQueue)

@@ -34,12 +34,12 @@ func WithTicket[K comparable](ctx context.Context, t *Ticket[K]) context.Context
 
 // WorkContext returns ctx carrying t, as [WithTicket] does, that also ends
 // when a permit of t from a [Leased] lane ends before t is released (a
-// fleet lane's lease lost in Redis), with the permit's reason as its
-// cause: the work t admits must stop then, since the lane may grant the
-// permit to another holder. Call stop when the work is done, before
-// releasing t. For a ticket without such a permit, or released, it
-// returns WithTicket(ctx, t) and a stop that does nothing. [Queue.Do]
-// gives its fn such a context.
+// fleet lane's lease lost in Redis, or the lane closed), with the permit's
+// reason as its cause: the work t admits must stop then, since the lane
+// may grant the permit to another holder. Call stop when the work is done,
+// before releasing t; it ends the context with context.Canceled. For a
+// ticket without such a permit, or released, it returns WithTicket(ctx, t)
+// and a stop that does nothing. [Queue.Do] gives its fn such a context.
 func WorkContext[K comparable](ctx context.Context, t *Ticket[K]) (_ context.Context, stop func()) {
 	r := t.lock()
 	if r == nil {
@@ -61,12 +61,19 @@ func noStop() {}
 
 // work is WorkContext for hs, lanes of t that its caller read (under the
 // record's lock, or as t's owner, which no one else can release): it
-// watches the permits of the Leased ones.
-func work[K comparable](ctx context.Context, t *Ticket[K], hs []held[K]) (context.Context, func()) {
+// watches the permits of the Leased ones. A ticket without one costs no
+// allocation beyond WithTicket's. If a lane's PermitContext panics, what
+// work set up is undone before the panic goes on, to a caller that
+// releases t.
+func work[K comparable](ctx context.Context, t *Ticket[K], hs []held[K]) (_ context.Context, stop func()) {
 	ctx = WithTicket(ctx, t)
-	var wctx context.Context
-	var cancel context.CancelCauseFunc
-	var stops []func() bool
+	var w *workWatch
+	done := false
+	defer func() {
+		if !done && w != nil {
+			w.stop()
+		}
+	}()
 	for i := range hs {
 		l := hs[i].e.leased
 		if l == nil {
@@ -76,20 +83,37 @@ func work[K comparable](ctx context.Context, t *Ticket[K], hs []held[K]) (contex
 		if pc == nil {
 			continue
 		}
-		if cancel == nil {
-			wctx, cancel = context.WithCancelCause(ctx)
+		if w == nil {
+			w = new(workWatch)
+			w.ctx, w.cancel = context.WithCancelCause(ctx)
 		}
-		stops = append(stops, context.AfterFunc(pc, func() { cancel(context.Cause(pc)) }))
+		if pc.Err() != nil { // ended already: the work must not start live
+			w.cancel(context.Cause(pc))
+			continue
+		}
+		cancel := w.cancel
+		w.stops = append(w.stops, context.AfterFunc(pc, func() { cancel(context.Cause(pc)) }))
 	}
-	if cancel == nil {
+	done = true
+	if w == nil {
 		return ctx, noStop
 	}
-	return wctx, func() {
-		for _, s := range stops {
-			s()
-		}
-		cancel(context.Canceled)
+	return w.ctx, w.stop
+}
+
+// workWatch is a work context that watches permits' contexts (see work).
+type workWatch struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	stops  []func() bool
+}
+
+// stop ends the watch and the work context, with context.Canceled.
+func (w *workWatch) stop() {
+	for _, s := range w.stops {
+		s()
 	}
+	w.cancel(context.Canceled)
 }
 
 // TicketFrom returns the innermost ticket ctx carries.

@@ -103,3 +103,47 @@ func TestWorkEndsWithALeasedPermit(t *testing.T) {
 		stop()
 	}
 }
+
+// endedLane is a Leased lane whose permits' contexts have ended already
+// (a fleet lane's block lapsed between the grant and the work), or whose
+// PermitContext panics.
+type endedLane struct {
+	lanequeue.Lane[string]
+	panics bool
+}
+
+func (l *endedLane) PermitContext(semaphore.Permit) context.Context {
+	if l.panics {
+		panic("PermitContext")
+	}
+	ctx, end := context.WithCancelCause(context.Background())
+	end(errLeaseGone)
+	return ctx
+}
+
+// TestWorkOfAnEndedPermitStartsEnded: a permit whose context ended before
+// the work began gives the work an ended context at once (AfterFunc would
+// end it later, from a goroutine of its own, with fn already running); a
+// PermitContext that panics leaves nothing held, and the panic goes on.
+func TestWorkOfAnEndedPermitStartsEnded(t *testing.T) {
+	q := lanequeue.New[string]()
+	t.Cleanup(q.Close)
+	must(t, q.Add("ended", &endedLane{Lane: lanequeue.NewGlobalLane[string](semaphore.New(1))}))
+	must(t, q.Add("panics", &endedLane{Lane: lanequeue.NewGlobalLane[string](semaphore.New(1)), panics: true}))
+	must(t, doAll(q, context.Background(), "k", []string{"ended"}, func(wctx context.Context) error {
+		if !errors.Is(context.Cause(wctx), errLeaseGone) {
+			return errors.New("fn began with a live context, its permit's ended already")
+		}
+		return nil
+	}))
+	called := false
+	v := func() (v any) {
+		defer func() { v = recover() }()
+		_ = doAll(q, context.Background(), "k", []string{"panics"}, func(context.Context) error { called = true; return nil })
+		return nil
+	}()
+	if v != "PermitContext" || called {
+		t.Fatalf("recovered %v, fn called %v; want PermitContext's panic, fn not called", v, called)
+	}
+	assertNothingHeld(t, q)
+}

@@ -15,9 +15,12 @@ import (
 // release; [PermitOf] gives their fencing token and context. The lane is a
 // [lanequeue.Leased] one: the work of a ticket holding its permit
 // ([lanequeue.Queue.Do]'s fn, a lanehttp handler's request) ends when the
-// permit's lease is lost or runs out. Closing the
-// lane closes s. It panics if s is nil, as lanequeue's own constructors
-// do, rather than at the lane's first use.
+// permit's context does (see [Permit.Context]): its lease lost or run out,
+// or the lane closed (so [lanequeue.Queue.Close] ends the work in
+// progress: drain the queue first). With [WithQuota], one block lapsing
+// ends every permit granted from the instance's blocks, and their work.
+// Closing the lane closes s. It panics if s is nil, as lanequeue's own
+// constructors do, rather than at the lane's first use.
 func AsLane[K comparable](s *Weighted) lanequeue.Lane[K] {
 	if s == nil {
 		panic("redislane: AsLane of a nil Weighted")
@@ -28,10 +31,10 @@ func AsLane[K comparable](s *Weighted) lanequeue.Lane[K] {
 // AsKeyedLane returns k as a keyed lane of a [lanequeue.Queue], with key
 // turning a queue key into the Redis key (for string keys, pass the
 // identity, func(s string) string { return s }). Equal queue keys must
-// give equal strings, and different ones different strings. Closing the
-// lane closes k. It panics if k or key is nil (a nil key is not taken as
-// the identity), as lanequeue's own constructors do, rather than at the
-// lane's first use.
+// give equal strings, and different ones different strings. It is a
+// [lanequeue.Leased] lane, as AsLane's is. Closing the lane closes k. It
+// panics if k or key is nil (a nil key is not taken as the identity), as
+// lanequeue's own constructors do, rather than at the lane's first use.
 func AsKeyedLane[K comparable](k *Keyed, key func(K) string) lanequeue.Lane[K] {
 	if k == nil {
 		panic("redislane: AsKeyedLane of a nil Keyed")

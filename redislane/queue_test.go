@@ -78,10 +78,9 @@ func TestQueueMixesLocalSessionAndRedisGlobal(t *testing.T) {
 }
 
 // A queue's work on a fleet lane ends when Redis loses the lane's state:
-// Do's fn sees its context end with the lease's cause, before another
-// instance is granted the key after the quarantine (a new user's trial of
-// the chat gateway on Redis found a handler still running when another
-// replica ran the thread's next message).
+// Do's fn sees its context end with the lease's cause (a new user's trial
+// of the chat gateway on Redis found a handler still running when another
+// replica, after the quarantine, ran the thread's next message).
 func TestQueueWorkEndsWhenTheLeaseIsLost(t *testing.T) {
 	srv := startRedis(t)
 	k, err := redislane.NewKeyed(newClient(t, srv.Addr), laneName(t), 1,
