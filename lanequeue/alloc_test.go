@@ -121,8 +121,9 @@ func TestDoWithoutLeasedLanesAllocatesOnlyItsContext(t *testing.T) {
 	fn := func(context.Context) error { return nil }
 	ctx := context.Background()
 	_ = q.Do(ctx, "k", lanes, fn) // the record, the lanes' own state
-	// The ticket's handles come 64 to an allocation: 1.02 a call at most.
-	if n := testing.AllocsPerRun(6400, func() { _ = q.Do(ctx, "k", lanes, fn) }); n > 1.02 {
+	// AllocsPerRun truncates to a whole count: the ticket's handles, 64 to an
+	// allocation, read as 1, and one more allocation a call as 2.
+	if n := testing.AllocsPerRun(6400, func() { _ = q.Do(ctx, "k", lanes, fn) }); n >= 2 {
 		t.Fatalf("Do allocates %.2f times a call; want the ticket's context alone (1)", n)
 	}
 }

@@ -47,7 +47,8 @@ type Lane[K comparable] interface {
 // redislane's AsLane and AsKeyedLane). PermitContext returns the context
 // of a permit the lane granted, which ends when the permit does (its lease
 // lost, the lane closed), with the reason as its cause, or nil for a
-// permit it knows nothing of; it may be called once per grant. The work a
+// permit it knows nothing of. It may be called more than once for a
+// permit, from several goroutines at once. The work a
 // ticket admits ([Queue.Do]'s fn, [WorkContext]) ends with the first such
 // permit of the ticket to end, since the lane may then grant the permit to
 // another holder.

@@ -147,3 +147,61 @@ func TestWorkOfAnEndedPermitStartsEnded(t *testing.T) {
 	}
 	assertNothingHeld(t, q)
 }
+
+// countedCtx is a permit's context that counts the AfterFunc registrations
+// on it still live (context.AfterFunc uses its AfterFunc method).
+type countedCtx struct {
+	context.Context
+	mu   sync.Mutex
+	live int
+}
+
+func (c *countedCtx) AfterFunc(f func()) func() bool {
+	c.mu.Lock()
+	c.live++
+	c.mu.Unlock()
+	stop := context.AfterFunc(c.Context, f)
+	return func() bool {
+		ok := stop()
+		if ok {
+			c.mu.Lock()
+			c.live--
+			c.mu.Unlock()
+		}
+		return ok
+	}
+}
+
+// countedLane is a Leased lane whose permits' contexts are ctx.
+type countedLane struct {
+	lanequeue.Lane[string]
+	ctx *countedCtx
+}
+
+func (l *countedLane) PermitContext(semaphore.Permit) context.Context { return l.ctx }
+
+// TestWorkUndoneWhenAPermitContextPanics: when a later lane's
+// PermitContext panics, the watch already set on an earlier Leased lane's
+// permit is undone, not left registered on the permit's context.
+func TestWorkUndoneWhenAPermitContextPanics(t *testing.T) {
+	q := lanequeue.New[string]()
+	t.Cleanup(q.Close)
+	live := &countedLane{Lane: lanequeue.NewGlobalLane[string](semaphore.New(1)), ctx: &countedCtx{Context: context.Background()}}
+	must(t, q.Add("a-live", live)) // global lanes go by name: this one is watched first
+	must(t, q.Add("b-panics", &endedLane{Lane: lanequeue.NewGlobalLane[string](semaphore.New(1)), panics: true}))
+	v := func() (v any) {
+		defer func() { v = recover() }()
+		_ = doAll(q, context.Background(), "k", []string{"a-live", "b-panics"}, func(context.Context) error { return nil })
+		return nil
+	}()
+	if v != "PermitContext" {
+		t.Fatalf("recovered %v; want PermitContext's panic", v)
+	}
+	live.ctx.mu.Lock()
+	n := live.ctx.live
+	live.ctx.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d watches left on the first lane's permit context; want 0", n)
+	}
+	assertNothingHeld(t, q)
+}
