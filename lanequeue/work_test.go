@@ -156,6 +156,10 @@ type countedCtx struct {
 	live int
 }
 
+// Value hides the context under it, so that context.AfterFunc does not
+// find its cancel context and registers through AfterFunc below.
+func (c *countedCtx) Value(any) any { return nil }
+
 func (c *countedCtx) AfterFunc(f func()) func() bool {
 	c.mu.Lock()
 	c.live++
@@ -186,7 +190,9 @@ func (l *countedLane) PermitContext(semaphore.Permit) context.Context { return l
 func TestWorkUndoneWhenAPermitContextPanics(t *testing.T) {
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	live := &countedLane{Lane: lanequeue.NewGlobalLane[string](semaphore.New(1)), ctx: &countedCtx{Context: context.Background()}}
+	permitCtx, end := context.WithCancel(context.Background()) // Done not nil: AfterFunc registers
+	defer end()
+	live := &countedLane{Lane: lanequeue.NewGlobalLane[string](semaphore.New(1)), ctx: &countedCtx{Context: permitCtx}}
 	must(t, q.Add("a-live", live)) // global lanes go by name: this one is watched first
 	must(t, q.Add("b-panics", &endedLane{Lane: lanequeue.NewGlobalLane[string](semaphore.New(1)), panics: true}))
 	v := func() (v any) {
@@ -203,5 +209,15 @@ func TestWorkUndoneWhenAPermitContextPanics(t *testing.T) {
 	if n != 0 {
 		t.Fatalf("%d watches left on the first lane's permit context; want 0", n)
 	}
+	// The counting itself: a Do that returns leaves no watch either, and
+	// one that runs has one.
+	must(t, doAll(q, context.Background(), "k", []string{"a-live"}, func(context.Context) error {
+		live.ctx.mu.Lock()
+		defer live.ctx.mu.Unlock()
+		if live.ctx.live != 1 {
+			return errors.New("no watch counted while the work runs")
+		}
+		return nil
+	}))
 	assertNothingHeld(t, q)
 }
