@@ -27,9 +27,8 @@ func LaneWeight(lane string, n int64) semaphore.AcquireOption {
 // (ctx.Err() if ctx ended after the last grant). A rate lane whose tokens
 // come after ctx's deadline fails it at once, ctx.Err() still nil (a
 // token lane's when they come after the head's tokens and its own, as
-// things stand: see docs/api-details.md): test errors with errors.Is. Cancellation: see the
-// package doc. AcquireAll
-// panics if ctx is nil.
+// things stand: see docs/api-details.md): test errors with errors.Is.
+// Cancellation: see the package doc. AcquireAll panics if ctx is nil.
 func (q *Queue[K]) AcquireAll(ctx context.Context, key K, lanes LaneSet[K], opts ...semaphore.AcquireOption) (*Ticket[K], error) {
 	if ctx == nil {
 		panic("lanequeue: nil Context")
