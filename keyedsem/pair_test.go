@@ -57,6 +57,23 @@ func TestPairedChurnKeepsExclusionAndCounts(t *testing.T) {
 				keyedsem.NoPair(s)
 			}
 			keys := []string{"k0", "k1", "k2"}
+			// One call waits on each key first, for sure: the churn below
+			// waits only when the scheduler lets it (a stress run of ten
+			// once saw no wait at all), and the queued path must run.
+			for _, k := range keys {
+				held, err := s.Acquire(bg, k)
+				require.NoError(t, err)
+				waited := testkit.Go(func() error {
+					p, err := s.Acquire(bg, k)
+					if err == nil {
+						p.Release()
+					}
+					return err
+				})
+				testkit.Eventually(t, "a waiter on "+k, func() bool { return s.Stats().Waiters == 1 })
+				held.Release()
+				require.NoError(t, testkit.Recv(t, waited, "the waiter on "+k))
+			}
 			var in [3]atomic.Int32
 			var bad atomic.Value
 			var wg sync.WaitGroup
@@ -86,7 +103,7 @@ func TestPairedChurnKeepsExclusionAndCounts(t *testing.T) {
 			testkit.WaitAll(t, &wg, "the churning goroutines")
 			require.Nil(t, bad.Load())
 			st := s.Stats()
-			assert.Equal(t, uint64(goroutines*rounds), st.Acquired)
+			assert.Equal(t, uint64(goroutines*rounds+2*len(keys)), st.Acquired)
 			assert.Equal(t, st.Acquired, st.Released)
 			assert.Zero(t, st.DoubleReleases)
 			assert.Zero(t, st.Held)
