@@ -2,7 +2,6 @@ package redislane
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -41,7 +40,7 @@ func (c *core) follow(ctx context.Context, ln *line, w *waiter) (_ *Permit, _ er
 			if l := c.limit(); w.n > l {
 				c.abandon(ln, w)
 				c.st.failed.Add(1) // failed by a shrink, as package semaphore counts it
-				return nil, fmt.Errorf("%w: %d permits, and the fleet limit of %q is now %d", ErrTooHeavy, w.n, c.name, l), true
+				return nil, c.tooHeavyNow(w.n, l), true
 			}
 		}
 		select {

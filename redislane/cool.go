@@ -57,25 +57,48 @@ func (e *LateError) Unwrap() []error { return []error{e.Err, context.DeadlineExc
 // LaneError's RetryAfter.
 func (e *LateError) RetryIn() time.Duration { return e.RetryAfter }
 
+// news tells waiters that something they wait on changed: ch returns a
+// channel that the next tell closes (and tell makes the one after it). A
+// waiter takes the channel, then looks at the state, then waits on the
+// channel, so that a change after its look is never missed. The zero news
+// is ready to use.
+type news struct {
+	mu sync.Mutex
+	c  chan struct{} // nil until a waiter asks, and after a tell
+}
+
+// ch returns the channel the next tell closes.
+func (n *news) ch() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.c == nil {
+		n.c = make(chan struct{})
+	}
+	return n.c
+}
+
+// tell wakes the waiters on the current channel, after the state changed.
+func (n *news) tell() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.c != nil {
+		close(n.c)
+		n.c = nil
+	}
+}
+
 // coolState is what an instance knows of its lane's cooldown: the
 // reopening read from Redis, on the local clock.
 type coolState struct {
 	mu    sync.Mutex
-	at    time.Time     // send time of the call it was read by (later calls win)
-	until time.Time     // the reopening, or zero: open
-	news  chan struct{} // closed, and replaced, when until moves later
+	at    time.Time // send time of the call it was read by (later calls win)
+	until time.Time // the reopening, or zero: open
+	later news      // told when until moves later
 }
 
 // newsCh returns a channel closed when the instance learns of a later
 // reopening.
-func (s *coolState) newsCh() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.news == nil {
-		s.news = make(chan struct{})
-	}
-	return s.news
-}
+func (s *coolState) newsCh() <-chan struct{} { return s.later.ch() }
 
 // learn records what a call sent at sent read: the lane reopens left
 // from the server's now (0: open). The reopening is counted from the send
@@ -92,9 +115,8 @@ func (s *coolState) learn(sent time.Time, left time.Duration) {
 	if left > 0 {
 		u = sent.Add(left)
 	}
-	if u.After(s.until) && s.news != nil {
-		close(s.news)
-		s.news = nil
+	if u.After(s.until) {
+		defer s.later.tell() // once until is u
 	}
 	s.until = u
 }

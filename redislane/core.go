@@ -177,6 +177,12 @@ func (c *core) limit() int64 {
 	return l
 }
 
+// tooHeavyNow is the error of a call of n permits on a fleet lane whose
+// limit fell to limit below it.
+func (c *core) tooHeavyNow(n, limit int64) error {
+	return fmt.Errorf("%w: %d permits, and the fleet limit of %q is now %d", ErrTooHeavy, n, c.name, limit)
+}
+
 // shrinkNews returns a channel closed when a fleet lane's limit read next
 // falls, or nil for another lane (a receive from it waits for ever).
 func (c *core) shrinkNews() <-chan struct{} {

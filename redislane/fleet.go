@@ -236,9 +236,8 @@ type fleet struct {
 	lttl     time.Duration // the leader's lease: three intervals
 
 	read      atomic.Pointer[limitRead] // the limit as last read from Redis (see store)
-	newsMu    sync.Mutex
-	news      chan struct{} // closed, and replaced, when the limit read falls (see shrinkNews)
-	term      atomic.Int64  // the last term seen
+	fell      news                      // told when the limit read falls (see store)
+	term      atomic.Int64              // the last term seen
 	kick      chan struct{}
 	loopDone  chan struct{}
 	candidate atomic.Bool
@@ -336,24 +335,12 @@ func (f *fleet) seen(limit int64) { f.store(&limitRead{limit: limit}) }
 // wait on shrinkNews: a waiter whose weight is now above it fails at once.
 func (f *fleet) store(r *limitRead) {
 	if old := f.read.Swap(r); old != nil && r.limit < old.limit {
-		f.newsMu.Lock()
-		if f.news != nil {
-			close(f.news)
-			f.news = nil
-		}
-		f.newsMu.Unlock()
+		f.fell.tell()
 	}
 }
 
 // shrinkNews returns a channel closed when the limit read next falls.
-func (f *fleet) shrinkNews() <-chan struct{} {
-	f.newsMu.Lock()
-	defer f.newsMu.Unlock()
-	if f.news == nil {
-		f.news = make(chan struct{})
-	}
-	return f.news
-}
+func (f *fleet) shrinkNews() <-chan struct{} { return f.fell.ch() }
 
 func (f *fleet) kickLoop() {
 	select {

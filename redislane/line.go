@@ -253,7 +253,7 @@ func (c *core) lead(ctx context.Context, ln *line, w *waiter) (*Permit, error) {
 			} else {
 				c.st.rejected.Add(1)
 			}
-			return nil, fmt.Errorf("%w: %d permits, and the fleet limit of %q is now %d", ErrTooHeavy, w.n, c.name, r.a)
+			return nil, c.tooHeavyNow(w.n, r.a)
 		case stQueued:
 			w.waited = true
 			if err := c.coolRefusal(ctx); err != nil {

@@ -231,7 +231,7 @@ func tryAll(reqs []Request, keep int, held *Permit) ([]*Permit, int, error) {
 		return nil, -1, mismatchError(r.c.name, "capacity", v[2], r.c.kindName(), r.c.capacity)
 	case v[0] == stTooHeavy:
 		r := reqs[v[1]-1]
-		return nil, -1, fmt.Errorf("%w: %d permits, and the fleet limit of %q is now %d", ErrTooHeavy, r.n, r.c.name, v[2])
+		return nil, -1, r.c.tooHeavyNow(r.n, v[2])
 	case v[0] != stGranted:
 		return nil, int(v[1]) - 1, nil
 	case time.Since(sent) > margin:
