@@ -314,9 +314,12 @@ func (q *Queue[K]) Do(ctx context.Context, key K, lanes LaneSet[K], fn func(cont
 			t.Release()
 		}
 	}()
-	// Do owns t, so its lanes are read without the lock (see work).
-	var wctx context.Context
-	wctx, stop = work(ctx, t, t.r.g.held())
+	// Do owns t, so its lanes are read without the lock (see work), and
+	// only if the queue has a Leased lane.
+	wctx := WithTicket(ctx, t)
+	if q.leased.Load() {
+		wctx, stop = work(ctx, t, t.r.g.held())
+	}
 	err = fn(wctx)
 	finished = true
 	stop()

@@ -46,7 +46,10 @@ type Queue[K comparable] struct {
 	// by name read it with one atomic load, without a lock.
 	table atomic.Pointer[laneTable[K]]
 
-	closed atomic.Bool   // set by Close, before done is closed
+	closed atomic.Bool // set by Close, before done is closed
+	// leased is set once a Leased lane is added: until then no work
+	// context looks at a ticket's lanes (see WorkContext).
+	leased atomic.Bool
 	done   chan struct{} // closed by Close; ends the waits of rate lanes
 
 	clock coarse.Clock // the tickets' since
@@ -279,6 +282,9 @@ func (q *Queue[K]) add(e *laneEntry[K]) error {
 		t.byName[x.name] = laneRef[K]{e: x, rank: i}
 	}
 	q.table.Store(t)
+	if e.leased != nil {
+		q.leased.Store(true)
+	}
 	return nil
 }
 

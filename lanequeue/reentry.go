@@ -37,10 +37,15 @@ func WithTicket[K comparable](ctx context.Context, t *Ticket[K]) context.Context
 // fleet lane's lease lost in Redis, or the lane closed), with the permit's
 // reason as its cause: the work t admits must stop then, since the lane
 // may grant the permit to another holder. Call stop when the work is done,
-// before releasing t; it ends the context with context.Canceled. For a
-// ticket without such a permit, or released, it returns WithTicket(ctx, t)
-// and a stop that does nothing. [Queue.Do] gives its fn such a context.
+// before releasing t; it ends the context with context.Canceled, and may be
+// called more than once. WorkContext is safe to call concurrently with any
+// method of t. For a ticket without such a permit, or released, it returns
+// WithTicket(ctx, t) and a stop that does nothing. [Queue.Do] gives its fn
+// such a context.
 func WorkContext[K comparable](ctx context.Context, t *Ticket[K]) (_ context.Context, stop func()) {
+	if t == nil || t.r == nil || !t.r.q.leased.Load() { // a ticket's record is set once, before it is handed out
+		return WithTicket(ctx, t), noStop
+	}
 	r := t.lock()
 	if r == nil {
 		return WithTicket(ctx, t), noStop

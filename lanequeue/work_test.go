@@ -6,40 +6,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sessionlane/lanes/harness/lanetest"
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
 )
-
-// leasedLane is a global lane whose permits can end before their release,
-// as a fleet lane's do when their lease is lost: end(cause) ends the
-// context of every permit out.
-type leasedLane struct {
-	lanequeue.Lane[string]
-	mu   sync.Mutex
-	ctxs []context.Context
-	ends []context.CancelCauseFunc
-}
-
-func newLeasedLane(capacity int64) *leasedLane {
-	return &leasedLane{Lane: lanequeue.NewGlobalLane[string](semaphore.New(capacity))}
-}
-
-func (l *leasedLane) PermitContext(semaphore.Permit) context.Context {
-	ctx, end := context.WithCancelCause(context.Background())
-	l.mu.Lock()
-	l.ctxs, l.ends = append(l.ctxs, ctx), append(l.ends, end)
-	l.mu.Unlock()
-	return ctx
-}
-
-func (l *leasedLane) end(cause error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, end := range l.ends {
-		end(cause)
-	}
-}
 
 var errLeaseGone = errors.New("lease gone")
 
@@ -51,7 +22,7 @@ var errLeaseGone = errors.New("lease gone")
 func TestWorkEndsWithALeasedPermit(t *testing.T) {
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	fleet := newLeasedLane(1)
+	fleet := lanetest.NewLeased(1)
 	must(t, q.Add("fleet", fleet))
 	must(t, addGlobal(q, "local", 1))
 	ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
@@ -69,7 +40,7 @@ func TestWorkEndsWithALeasedPermit(t *testing.T) {
 		})
 	})
 	testkit.Recv(t, inFn, "Do's fn")
-	fleet.end(errLeaseGone)
+	fleet.End(errLeaseGone)
 	if err := testkit.Recv(t, done, "fn, after the lease ended"); !errors.Is(err, errLeaseGone) {
 		t.Fatalf("fn's context ended with %v; want the permit's cause", err)
 	}
@@ -93,7 +64,7 @@ func TestWorkEndsWithALeasedPermit(t *testing.T) {
 	if wctx.Err() != nil {
 		t.Fatalf("a fresh work context ended: %v", context.Cause(wctx))
 	}
-	fleet.end(errLeaseGone)
+	fleet.End(errLeaseGone)
 	testkit.Recv(t, wctx.Done(), "the work context, after the lease ended")
 	stop()
 	tk.Release()
@@ -137,11 +108,9 @@ func TestWorkOfAnEndedPermitStartsEnded(t *testing.T) {
 		return nil
 	}))
 	called := false
-	v := func() (v any) {
-		defer func() { v = recover() }()
+	v := panics(func() {
 		_ = doAll(q, context.Background(), "k", []string{"panics"}, func(context.Context) error { called = true; return nil })
-		return nil
-	}()
+	})
 	if v != "PermitContext" || called {
 		t.Fatalf("recovered %v, fn called %v; want PermitContext's panic, fn not called", v, called)
 	}
@@ -195,11 +164,9 @@ func TestWorkUndoneWhenAPermitContextPanics(t *testing.T) {
 	live := &countedLane{Lane: lanequeue.NewGlobalLane[string](semaphore.New(1)), ctx: &countedCtx{Context: permitCtx}}
 	must(t, q.Add("a-live", live)) // global lanes go by name: this one is watched first
 	must(t, q.Add("b-panics", &endedLane{Lane: lanequeue.NewGlobalLane[string](semaphore.New(1)), panics: true}))
-	v := func() (v any) {
-		defer func() { v = recover() }()
+	v := panics(func() {
 		_ = doAll(q, context.Background(), "k", []string{"a-live", "b-panics"}, func(context.Context) error { return nil })
-		return nil
-	}()
+	})
 	if v != "PermitContext" {
 		t.Fatalf("recovered %v; want PermitContext's panic", v)
 	}
