@@ -9,13 +9,13 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/time/rate"
 
+	"github.com/sessionlane/lanes/harness/lanetest"
 	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanehttp"
@@ -390,31 +390,6 @@ func TestMiddlewarePanicsOnBadConfig(t *testing.T) {
 	}
 }
 
-// leasedLane is a global lane whose permits can end before their release,
-// as a fleet lane's do when their lease is lost (lanequeue.Leased): end
-// ends the context of every permit out.
-type leasedLane struct {
-	lanequeue.Lane[string]
-	mu   sync.Mutex
-	ends []context.CancelCauseFunc
-}
-
-func (l *leasedLane) PermitContext(semaphore.Permit) context.Context {
-	ctx, end := context.WithCancelCause(context.Background())
-	l.mu.Lock()
-	l.ends = append(l.ends, end)
-	l.mu.Unlock()
-	return ctx
-}
-
-func (l *leasedLane) end(cause error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, end := range l.ends {
-		end(cause)
-	}
-}
-
 // TestHandlerContextEndsWithALeasedPermit: a handler's request context ends,
 // with the permit's cause, when a fleet lane's permit of the request ends
 // before the handler returns (its lease lost in Redis), so that the
@@ -424,7 +399,7 @@ func (l *leasedLane) end(cause error) {
 func TestHandlerContextEndsWithALeasedPermit(t *testing.T) {
 	q := lanequeue.New[string]()
 	t.Cleanup(q.Close)
-	fleet := &leasedLane{Lane: lanequeue.NewGlobalLane[string](semaphore.New(1))}
+	fleet := lanetest.NewLeased(1)
 	must(t, q.Add("fleet", fleet))
 	ls, err := q.Lanes("fleet")
 	must(t, err)
@@ -442,7 +417,7 @@ func TestHandlerContextEndsWithALeasedPermit(t *testing.T) {
 	defer cancel()
 	served := testkit.Go(func() *httptest.ResponseRecorder { return serve(h, request(ctx, "thread-1")) })
 	testkit.Recv(t, inHandler, "the handler")
-	fleet.end(errGone)
+	fleet.End(errGone)
 	w := testkit.Recv(t, served, "the handler, after its permit ended")
 	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "lease gone") {
 		t.Fatalf("got %d %q; want the handler to see its context end with the permit's cause", w.Code, w.Body.String())

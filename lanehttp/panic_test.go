@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -17,6 +18,14 @@ import (
 
 // errBoom is what the user's functions panic with in these tests.
 var errBoom = errors.New("boom")
+
+// roundTripPanicking sends a GET through tr and returns what the round
+// trip panicked with (nil if it returned).
+func roundTripPanicking(tr http.RoundTripper) (v any) {
+	defer func() { v = recover() }()
+	tr.RoundTrip(httptest.NewRequest(http.MethodGet, "http://provider.test/", nil))
+	return nil
+}
 
 // panicking serves r through h and returns what the request panicked with.
 func panicking(h http.Handler, r *http.Request) (v any) {

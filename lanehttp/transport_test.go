@@ -386,12 +386,7 @@ func TestTransportReportsOverloadsToAnAdaptiveLane(t *testing.T) {
 func TestTransportReleasesWhenTheBasePanics(t *testing.T) {
 	q, set := providerQueue(t, semaphore.New(1))
 	tr := lanehttp.NewTransport(lanehttp.TransportConfig[string]{Base: panickingBase{}, Queue: q, Lanes: set})
-	v := func() (v any) {
-		defer func() { v = recover() }()
-		tr.RoundTrip(httptest.NewRequest(http.MethodGet, "http://provider.test/", nil))
-		return nil
-	}()
-	if v != errBoom {
+	if v := roundTripPanicking(tr); v != errBoom {
 		t.Errorf("recovered %v; want errBoom", v)
 	}
 	nothingHeld(t, q)
@@ -681,12 +676,7 @@ func TestTransportClosesTheAnswerWhenClassifyPanics(t *testing.T) {
 	})
 	tr := lanehttp.NewTransport(lanehttp.TransportConfig[string]{Base: base, Queue: q, Lanes: set,
 		Classify: func(lanehttp.Attempt) lanehttp.Verdict { panic(errBoom) }})
-	v := func() (v any) {
-		defer func() { v = recover() }()
-		tr.RoundTrip(httptest.NewRequest(http.MethodGet, "http://provider.test/", nil))
-		return nil
-	}()
-	if v != errBoom {
+	if v := roundTripPanicking(tr); v != errBoom {
 		t.Errorf("recovered %v; want errBoom", v)
 	}
 	if !body.closed.Load() {

@@ -307,8 +307,12 @@ func TestWebhookRefusesWhatItCannotKey(t *testing.T) {
 	}
 	defer g.lanes.q.Close()
 	post := func(body string) *httptest.ResponseRecorder {
+		// A deadline, so that a webhook that waits for its lanes fails
+		// instead of hanging the test.
+		ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
+		defer cancel()
 		w := httptest.NewRecorder()
-		g.handler.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body)))
+		g.handler.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body)).WithContext(ctx))
 		return w
 	}
 	for _, body := range []string{
