@@ -164,24 +164,28 @@ const baselineRise = 1.0 / 2048
 // finds a lower latency within a few round trips.
 const baselineFall = 1.0 / 4
 
-// decide returns the limit after a round trip, and the reason if it
-// moves: overloaded says the round trip had a fresh Overload, timed that
-// it had successes to take the latency of, used that the target was at
-// least half used. It runs under c.mu.
-func (cfg *config) decide(c *Controller, overloaded, timed, used bool) (float64, Reason) {
-	l := c.limit
+// decide returns the limit after a round trip, as its integer part and
+// its fraction (see Controller.frac), and the reason if it moves:
+// overloaded says the round trip had a fresh Overload, timed that it had
+// successes to take the latency of, used that the target was at least
+// half used. The caller brings the limit into [floor, ceiling]. It runs
+// under c.mu.
+func (cfg *config) decide(c *Controller, overloaded, timed, used bool) (int64, float64, Reason) {
 	if overloaded {
-		return l * cfg.backoff, ReasonOverload
+		n, f := split(c.exact() * cfg.backoff)
+		return n, f, ReasonOverload
 	}
 	if cfg.alg == algAIMD {
 		if used {
-			return l + cfg.increase, ReasonGrowth
+			// at most the ceiling, without overflow for a large increase
+			return c.capNow + min(int64(cfg.increase), cfg.ceiling-c.capNow), c.frac, ReasonGrowth
 		}
-		return l, ReasonNone
+		return c.capNow, c.frac, ReasonNone
 	}
 	if !timed {
-		return l, ReasonNone
+		return c.capNow, c.frac, ReasonNone
 	}
+	l := c.exact()
 	rtt := c.lastRTT
 	switch {
 	case c.baseline == 0:
@@ -197,9 +201,21 @@ func (cfg *config) decide(c *Controller, overloaded, timed, used bool) (float64,
 	}
 	switch {
 	case queue < cfg.alpha && used:
-		return l + math.Max(1, l*(cfg.alpha-queue)), ReasonGrowth
+		n, f := split(l + math.Max(1, l*(cfg.alpha-queue)))
+		return n, f, ReasonGrowth
 	case queue > cfg.beta:
-		return l - math.Min(l/4, math.Max(1, l*(queue-cfg.beta))), ReasonLatency
+		n, f := split(l - math.Min(l/4, math.Max(1, l*(queue-cfg.beta))))
+		return n, f, ReasonLatency
 	}
-	return l, ReasonNone
+	return c.capNow, c.frac, ReasonNone
+}
+
+// split returns a limit's integer part and fraction. A limit past the
+// range of int64 is cut to MaxCapacity, above any ceiling.
+func split(x float64) (int64, float64) {
+	if !(x < semaphore.MaxCapacity) {
+		return semaphore.MaxCapacity, 0
+	}
+	n := math.Floor(x)
+	return int64(n), x - n
 }

@@ -247,13 +247,17 @@ type Controller struct {
 	coarse    coarse.Clock
 	realClock bool
 
-	mu       sync.Mutex // protects everything below; held while a window closes
-	limit    float64    // the exact limit; the target's capacity is its integer part
-	capNow   int64      // the capacity last set on the target
-	winStart int64      // when the window began, nanoseconds since epoch
-	baseline float64    // vegas: latency without queueing, nanoseconds; 0 until measured
-	lastRTT  float64    // mean latency of the last window's successes
-	st       Stats      // counters and the last move
+	mu sync.Mutex // protects everything below; held while a window closes
+	// The exact limit is capNow+frac. The integer part is kept apart so
+	// that AIMD's growth adds increase to it exactly: as one float64, a
+	// limit just under an integer grows past it (3.9999999999999996+4
+	// rounds to 8), a capacity one above the band of the package docs.
+	capNow   int64   // the capacity last set on the target
+	frac     float64 // the limit's fraction, in [0, 1), that decreases leave
+	winStart int64   // when the window began, nanoseconds since epoch
+	baseline float64 // vegas: latency without queueing, nanoseconds; 0 until measured
+	lastRTT  float64 // mean latency of the last window's successes
+	st       Stats   // counters and the last move
 	// probing says that an overload has cut the limit: the controller has
 	// found the provider's limit and probes it from now on (windowFor).
 	probing bool
@@ -292,7 +296,6 @@ func New(t Target, floor, ceiling int64, opts ...Option) (*Controller, error) {
 		start = min(max(t.Capacity(), floor), ceiling)
 	}
 	c.mu.Lock()
-	c.limit = float64(start)
 	c.capNow = start
 	c.st.Limit, c.st.Floor, c.st.Ceiling, c.st.Algorithm = start, floor, ceiling, cfg.alg.String()
 	c.window.Store(c.windowFor(start))
@@ -612,7 +615,7 @@ func (c *Controller) decideLocked() {
 	// admitted above it, which the cut answers.
 	overloaded = overloaded || (lead && fleet && !c.cutWaits())
 	if !full && !overloaded {
-		c.quick.Store(lead && c.limit > float64(c.cfg.floor) || c.os != nil)
+		c.quick.Store(lead && c.exact() > float64(c.cfg.floor) || c.os != nil)
 		return // the round trip goes on
 	}
 	// Reports that land between these loads and the subtractions stay in
@@ -640,24 +643,29 @@ func (c *Controller) decideLocked() {
 	// the time they were held over the window's length. An instance of a
 	// Shared target sees only its own share: see Shared; the fleet's use,
 	// if the target knows it, is the leader's to read (UseSharer).
-	used := c.sh != nil || dur <= 0 || 2*float64(sum) >= float64(dur)*c.limit
+	limit := c.exact()
+	used := c.sh != nil || dur <= 0 || 2*float64(sum) >= float64(dur)*limit
 	if c.us != nil && lead {
 		if peak := c.us.FleetInUse(); peak >= 0 {
-			used = 2*float64(peak) >= c.limit
+			used = 2*float64(peak) >= limit
 		}
 	}
 
-	next, why := c.cfg.decide(c, overloaded, ok > 0, used)
+	capNext, frac, why := c.cfg.decide(c, overloaded, ok > 0, used)
 	if !lead {
 		// A follower's move would be dropped: it only learns (vegas's
 		// baseline, above), and shares its overloads (above), at once.
 		c.quick.Store(c.os != nil)
 		return
 	}
-	next = min(max(next, float64(c.cfg.floor)), float64(c.cfg.ceiling))
-	c.limit = next
-	c.quick.Store(next > float64(c.cfg.floor) || c.os != nil)
-	capNext := int64(next)
+	switch {
+	case capNext < c.cfg.floor:
+		capNext, frac = c.cfg.floor, 0
+	case capNext >= c.cfg.ceiling:
+		capNext, frac = c.cfg.ceiling, 0
+	}
+	c.frac = frac
+	c.quick.Store(capNext > c.cfg.floor || frac > 0 || c.os != nil)
 	if capNext != c.capNow {
 		c.cutPending.Store(0)
 		if capNext < c.capNow {
@@ -704,6 +712,9 @@ func (c *Controller) follow(now int64, set bool) {
 	if got < c.capNow {
 		c.lastCut.Store(now)
 	}
-	c.limit, c.capNow = float64(got), got
+	c.capNow, c.frac = got, 0
 	c.window.Store(c.windowFor(got))
 }
+
+// exact returns the exact limit, capNow+frac. It runs under c.mu.
+func (c *Controller) exact() float64 { return float64(c.capNow) + c.frac }

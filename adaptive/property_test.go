@@ -188,6 +188,30 @@ func TestAIMDSettlesWithinTheBound(t *testing.T) {
 	})
 }
 
+// TestAIMDStaysInItsBandOverALongRun: with increase 4 and backoff 0.5
+// against a true limit of 3, the exact limit after each cut nears 4 from
+// below (3.5, 3.75, ...). Kept as one float64 it reached 4 after about a
+// hundred round trips, and the growth from it set 8, above the band [2,
+// 7] (rapid's seed 6316751663063651574 of the test above found it).
+func TestAIMDStaysInItsBandOverALongRun(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	s := semaphore.New(1)
+	c, err := adaptive.New(s, 1, 1000, adaptive.WithClock(clk), adaptive.WithAIMD(4, 0.5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := provider{truth: 3}
+	for c.Stats().Windows < 3 { // 1 -> 5 -> 2: into the band
+		p.round(clk, s, c)
+	}
+	for c.Stats().Windows < 400 {
+		p.round(clk, s, c)
+		if l := s.Capacity(); l < 2 || l > 7 {
+			t.Fatalf("limit %d after %d round trips, outside [2, 7]", l, c.Stats().Windows)
+		}
+	}
+}
+
 // TestVegasSettlesWithinTheBound: with a provider that only refuses,
 // vegas grows by a share alpha per round trip, so it reaches T from L
 // within ceil(ln(T/L)/ln(1+alpha)) round trips (and at most T-L), and
