@@ -604,6 +604,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *provider {
+		// The provider's runs take only these: any other flag would be
+		// ignored, a run other than the one asked for.
+		var other []string
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "provider", "seed", "json", "quiet":
+			default:
+				other = append(other, "-"+f.Name)
+			}
+		})
+		if len(other) > 0 {
+			fmt.Fprintf(stderr, "lanesim: %s: not used with -provider, which takes -seed and -json\n", strings.Join(other, ", "))
+			return 2
+		}
 		return runProvider(cfg.Seed, *asJSON, stdout, stderr)
 	}
 	if cfg.Scale {

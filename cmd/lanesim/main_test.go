@@ -788,6 +788,10 @@ func TestBadFlagNamed(t *testing.T) {
 		{[]string{"-latency", "0s"}, "lanesim: -latency must be positive (the ideal schedule is measured in it)"},
 		{[]string{"-gap", "-1ms"}, "lanesim: -gap must not be negative"},
 		{[]string{"-idle", "-1ms"}, "lanesim: -idle must not be negative"},
+		// -provider's runs take only -seed and -json: a flag of the chat
+		// runs would be ignored, not applied.
+		{[]string{"-provider", "-keys", "5", "-mixed"}, "lanesim: -keys, -mixed: not used with -provider, which takes -seed and -json"},
+		{[]string{"-latency", "1s", "-provider"}, "lanesim: -latency: not used with -provider, which takes -seed and -json"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(c.args, &out, &errOut); code != 2 || strings.TrimSpace(errOut.String()) != c.want {
