@@ -177,8 +177,12 @@ func (cfg *config) decide(c *Controller, overloaded, timed, used bool) (int64, f
 	}
 	if cfg.alg == algAIMD {
 		if used {
-			// at most the ceiling, without overflow for a large increase
-			return c.capNow + min(int64(cfg.increase), cfg.ceiling-c.capNow), c.frac, ReasonGrowth
+			// Compared as floats: an increase near MaxInt64 is 2^63 as a
+			// float64, which int64() does not convert on every platform.
+			if cfg.increase >= float64(cfg.ceiling-c.capNow) {
+				return cfg.ceiling, 0, ReasonGrowth
+			}
+			return c.capNow + int64(cfg.increase), c.frac, ReasonGrowth
 		}
 		return c.capNow, c.frac, ReasonNone
 	}

@@ -248,7 +248,7 @@ type Controller struct {
 	realClock bool
 
 	mu sync.Mutex // protects everything below; held while a window closes
-	// The exact limit is capNow+frac. The integer part is kept apart so
+	// The limit is capNow+frac. The integer part is kept apart so
 	// that AIMD's growth adds increase to it exactly: as one float64, a
 	// limit just under an integer grows past it (3.9999999999999996+4
 	// rounds to 8), a capacity one above the band of the package docs.
@@ -716,5 +716,5 @@ func (c *Controller) follow(now int64, set bool) {
 	c.window.Store(c.windowFor(got))
 }
 
-// exact returns the exact limit, capNow+frac. It runs under c.mu.
+// exact returns the limit as one float64, capNow+frac. It runs under c.mu.
 func (c *Controller) exact() float64 { return float64(c.capNow) + c.frac }

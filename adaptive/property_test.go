@@ -212,6 +212,24 @@ func TestAIMDStaysInItsBandOverALongRun(t *testing.T) {
 	}
 }
 
+// TestAIMDHugeIncreaseGrowsToTheCeiling: an increase near MaxInt64 is
+// 2^63 as a float64, which int64() turned into MinInt64 on amd64, so a
+// growth set the floor (found by review of the integer part kept apart).
+func TestAIMDHugeIncreaseGrowsToTheCeiling(t *testing.T) {
+	for _, inc := range []int64{math.MaxInt64, math.MaxInt64 - 100, 1 << 62} {
+		clk := clock.NewFake(epoch)
+		s := semaphore.New(50)
+		c, err := adaptive.New(s, 1, 100, adaptive.WithClock(clk), adaptive.WithAIMD(inc, 0.5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		provider{truth: 1000}.round(clk, s, c) // a round trip fully used, no refusal: a growth
+		if got := s.Capacity(); got != 100 {
+			t.Errorf("increase %d: capacity %d after a growth from 50, want the ceiling 100 (stats %+v)", inc, got, c.Stats())
+		}
+	}
+}
+
 // TestVegasSettlesWithinTheBound: with a provider that only refuses,
 // vegas grows by a share alpha per round trip, so it reaches T from L
 // within ceil(ln(T/L)/ln(1+alpha)) round trips (and at most T-L), and
