@@ -2,6 +2,7 @@ package semaphore_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -15,8 +16,8 @@ import (
 // Priorities and fair share on one semaphore: the higher band first, and
 // within each band the groups' turns, so that a small group that came last
 // goes before a big group's backlog in its own band. All come at one
-// instant (no aging). The groups' charges are shared by the bands: big's
-// three waits in band 0 put its band-1 call behind small's.
+// instant (no aging). Each band charges its own waits: big's three in band
+// 0 do not put its band-1 call behind small's, which came later.
 func TestComposedOrderServesBandThenGroup(t *testing.T) {
 	l := newLine(t, semaphore.WithPriorities(time.Second), semaphore.WithFairShare(nil))
 	at := func(p int, g string) []semaphore.AcquireOption {
@@ -28,7 +29,36 @@ func TestComposedOrderServesBandThenGroup(t *testing.T) {
 	l.join("small0", at(0, "small"), false)
 	l.join("bigHigh", at(1, "big"), false)
 	l.join("smallHigh", at(1, "small"), false)
-	require.Equal(t, []string{"smallHigh", "bigHigh", "big0", "small0", "big1", "big2"}, l.served())
+	require.Equal(t, []string{"bigHigh", "smallHigh", "big0", "small0", "big1", "big2"}, l.served())
+}
+
+// A tenant's backlog at a low priority does not put its own calls at a
+// high one behind the other tenants' (fair share is within a priority):
+// ten cron jobs of small wait at priority 0, then ten user calls of big
+// and one of small at priority 1. small's user call is the second served.
+// Before, the bands shared the groups' charges, and it came eleventh,
+// after every one of big's (a new user's trial of lanequeue found it).
+func TestComposedLowBandBacklogDoesNotChargeAHighBand(t *testing.T) {
+	l := newLine(t, semaphore.WithPriorities(time.Hour), semaphore.WithFairShare(nil))
+	at := func(p int, g string) []semaphore.AcquireOption {
+		return []semaphore.AcquireOption{semaphore.Priority(p), semaphore.Group(g)}
+	}
+	for i := range 10 {
+		l.join(fmt.Sprintf("small-cron%d", i), at(0, "small"), false)
+	}
+	for i := range 10 {
+		l.join(fmt.Sprintf("big-user%d", i), at(1, "big"), false)
+	}
+	l.join("small-user", at(1, "small"), false)
+	got := l.served()
+	want := []string{"big-user0", "small-user"}
+	for i := range 9 {
+		want = append(want, fmt.Sprintf("big-user%d", i+1))
+	}
+	for i := range 10 {
+		want = append(want, fmt.Sprintf("small-cron%d", i))
+	}
+	require.Equal(t, want, got)
 }
 
 // A head that does not fit holds back every band and group behind it,

@@ -35,7 +35,9 @@
 //   - [WithFairShare]: within a priority, by [Group]: while groups wait,
 //     each is granted permits in proportion to its weight, give or take
 //     one largest request; a group that stops waiting keeps no credit and
-//     no debt. Within a group, FIFO.
+//     no debt. A group's calls are charged in their own priority only: its
+//     backlog at a low priority does not delay its calls at a high one.
+//     Within a group, FIFO.
 //
 // A newcomer is placed once, as it joins, and passes only waiters it goes
 // ahead of by these rules; one that meets a waiter it may not pass (of a

@@ -38,9 +38,20 @@ const fairScale = 720720
 // queue is in ascending key order and its head is the one served, so v is
 // the key of the waiter served last and every waiting key is at least v;
 // with them, a band served may be behind another's keys, and v keeps the
-// latest, so it never decreases while someone waits. A
-// group's record holds the finish of its last request: its next waiter's
-// key is max(v, finish), and the finish moves on by the request's length.
+// latest, so it never decreases while someone waits. A group has a record
+// in each band (priority) it waits in, which holds the finish of its last
+// request there: its next waiter's key in that band is max(v, finish),
+// and the finish moves on by the request's length. A group is charged in
+// the band its calls wait in, and only there: the package doc's fair
+// share is within a priority, and a group's backlog at a low priority
+// must not put its calls at a high one behind the other groups'.
+//
+// The bands share v: a group that starts waiting in a band after the
+// other bands' service moved v on is keyed at v, after the band's waiters
+// keyed before (its share starts from there, not from the band's last
+// grant). A v of each band's own would key it from that band's last
+// grant; it needs the count of each band's waiters to know when a band's
+// v can be let go, which the engine does not keep.
 // A record whose finish is at most v says nothing (the key would be v
 // without it, and v only grows), so it can be dropped at any time: this
 // is what keeps the records bounded (sweep), and why a group whose callers
@@ -69,7 +80,7 @@ type fairQueue struct {
 	v       int64
 	top     *permit.Token    // the grant whose key v holds, until someone joins
 	second  int64            // the largest key of the other grants since top's (or v before it)
-	index   map[string]int32 // group -> its record in recs
+	index   map[fairID]int32 // band and group -> its record in recs
 	recs    []fairRecord
 	sweepAt int // the record sweep looks at next
 }
@@ -78,13 +89,19 @@ type fairQueue struct {
 // group's record by comparing names rather than through the index.
 const fairScan = 8
 
+// fairID names a record: a group's in one band.
+type fairID struct {
+	band  int32
+	group string
+}
+
 type fairRecord struct {
-	group  string
+	fairID
 	finish int64
 }
 
 func newFairQueue(weight func(string) int) *fairQueue {
-	return &fairQueue{weight: weight, index: make(map[string]int32)}
+	return &fairQueue{weight: weight, index: make(map[fairID]int32)}
 }
 
 // unit returns the length of one permit's request for group: fairScale
@@ -101,19 +118,21 @@ func (f *fairQueue) unit(group string) (int64, error) {
 }
 
 // fairKey returns the key at which a waiter of n permits of group joins
-// the queue (unit is from unit), and charges the group for it. It must be
-// called with mu held, just before the waiter is pushed with that key.
-func (s *Weighted) fairKey(group string, n, unit int64) int64 {
+// the queue in band (unit is from unit), and charges the group for it in
+// that band. It must be called with mu held, just before the waiter is
+// pushed with that key.
+func (s *Weighted) fairKey(band int32, group string, n, unit int64) int64 {
 	f := s.fair
 	if s.q.Empty() {
 		f.restart()
 	}
 	f.top = nil // this key is taken from v: a grant given back later leaves v as it is
-	i, ok := f.find(group)
+	id := fairID{band, group}
+	i, ok := f.find(id)
 	if !ok {
 		i = int32(len(f.recs))
-		f.recs = append(f.recs, fairRecord{group: group})
-		f.index[group] = i
+		f.recs = append(f.recs, fairRecord{fairID: id})
+		f.index[id] = i
 	}
 	r := &f.recs[i]
 	key := max(f.v, r.finish)
@@ -133,24 +152,24 @@ func (s *Weighted) fairKey(group string, n, unit int64) int64 {
 	return key
 }
 
-// find returns the index of group's record, if it has one. With a few
-// groups it compares names rather than hashing one: first by where their
+// find returns the index of id's record, if it has one. With a few
+// records it compares names rather than hashing one: first by where their
 // bytes are (a caller that reuses its group's string, as most do, finds
 // its record without comparing bytes: a string comparison of two names of
 // one length is a call), then by their bytes.
-func (f *fairQueue) find(group string) (int32, bool) {
+func (f *fairQueue) find(id fairID) (int32, bool) {
 	if len(f.recs) > fairScan {
-		i, ok := f.index[group]
+		i, ok := f.index[id]
 		return i, ok
 	}
-	p := unsafe.StringData(group)
+	p := unsafe.StringData(id.group)
 	for j := range f.recs {
-		if g := f.recs[j].group; unsafe.StringData(g) == p && len(g) == len(group) {
+		if r := &f.recs[j]; r.band == id.band && unsafe.StringData(r.group) == p && len(r.group) == len(id.group) {
 			return int32(j), true
 		}
 	}
 	for j := range f.recs {
-		if f.recs[j].group == group {
+		if f.recs[j].fairID == id {
 			return int32(j), true
 		}
 	}
@@ -163,7 +182,7 @@ func (f *fairQueue) find(group string) (int32, bool) {
 // then served at once (woken after unlocking, so its wait returns at
 // once), as it would be had it come first.
 func (s *Weighted) pushFairUnlock(w *waitq.Waiter, group string, unit int64) {
-	w.Rank = s.fairKey(group, w.N, unit)
+	w.Rank = s.fairKey(w.Band, group, w.N, unit)
 	s.q.PushOrdered(w, s.prio.step)
 	var wake waitq.Chain
 	if s.q.Head() == w {
@@ -226,10 +245,10 @@ func (f *fairQueue) sweep() {
 		}
 		// Drop record i: the last one takes its place.
 		last := len(f.recs) - 1
-		delete(f.index, f.recs[i].group)
+		delete(f.index, f.recs[i].fairID)
 		if i != last {
 			f.recs[i] = f.recs[last]
-			f.index[f.recs[i].group] = int32(i)
+			f.index[f.recs[i].fairID] = int32(i)
 		}
 		f.recs[last] = fairRecord{}
 		f.recs = f.recs[:last]

@@ -82,7 +82,7 @@ func (s *Weighted) fairIndexOK() error {
 		return fmt.Errorf("%d index entries for %d records", len(f.index), len(f.recs))
 	}
 	for i, r := range f.recs {
-		if j, ok := f.index[r.group]; !ok || int(j) != i {
+		if j, ok := f.index[r.fairID]; !ok || int(j) != i {
 			return fmt.Errorf("record %d (%q) indexed at %d, %v", i, r.group, j, ok)
 		}
 	}

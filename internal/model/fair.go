@@ -13,10 +13,12 @@ const fairScale = 720720
 // fair queuing, written out plainly. weight gives each group's weight
 // (nil: 1 for every group).
 //
-// Virtual time V is the key of the waiter served last; each group has
-// the finish of its last request, F (0 if it has none). A waiter of n
-// permits of group g joins at key max(V, F[g]), and F[g] becomes that key
-// plus n*fairScale/weight(g). The waiter served next is the one of the
+// Virtual time V is the key of the waiter served last; each group has,
+// in each band (priority: PrioritiesFairShare; 0 here), the finish of its
+// last request there, F (0 if it has none). A waiter of n permits of
+// group g in band p joins at key max(V, F[p,g]), and F[p,g] becomes that
+// key plus n*fairScale/weight(g): a group is charged in its calls' band
+// only. The waiter served next is the one of the
 // lowest key, the first to arrive among equals; one that does not fit
 // stops the service (nobody overtakes it). A newcomer whose key is below
 // every waiter's goes ahead of them, and is served as it joins if it
@@ -29,13 +31,19 @@ func FairShare(weight func(group string) int) Order {
 	if weight == nil {
 		weight = func(string) int { return 1 }
 	}
-	return &fairShare{weight: weight, finish: make(map[string]int64)}
+	return &fairShare{weight: weight, finish: make(map[fairID]int64)}
 }
 
 type fairShare struct {
 	weight func(string) int
 	v      int64
-	finish map[string]int64
+	finish map[fairID]int64
+}
+
+// fairID names a finish: a group's in one band.
+type fairID struct {
+	band  int
+	group string
 }
 
 func (*fairShare) takes(t Turn) bool { return t.Priority == 0 }
@@ -49,8 +57,9 @@ func (f *fairShare) join(m *Semaphore, w *Waiter) {
 		f.v = 0
 		clear(f.finish)
 	}
-	w.Key = max(f.v, f.finish[w.Group])
-	f.finish[w.Group] = w.Key + w.N*(fairScale/int64(f.weight(w.Group)))
+	id := fairID{w.Priority, w.Group}
+	w.Key = max(f.v, f.finish[id])
+	f.finish[id] = w.Key + w.N*(fairScale/int64(f.weight(w.Group)))
 }
 
 func (*fairShare) before(_ *Semaphore, a, b Waiter) bool { return a.Key < b.Key }

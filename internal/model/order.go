@@ -125,8 +125,10 @@ func checkOvertaking[W any](queue []W, waiter func(W) Waiter, overtakes func(w, 
 
 // PrioritiesFairShare is the order of semaphore.WithPriorities(step) with
 // WithFairShare(weight): bands with aging, start-time fair queuing within
-// a band (Overtakes, with the fair-share start as Key). Virtual time moves
-// to the key of a waiter served if it is later, and never back. A
+// a band (Overtakes, with the fair-share start as Key), each group charged
+// in its calls' band only (see FairShare). Virtual time, one for all the
+// bands, moves to the key of a waiter served if it is later, and never
+// back. A
 // newcomer is charged and placed as it joins, and served then if it comes
 // first and fits, as under FairShare alone.
 func PrioritiesFairShare(step time.Duration, maxPriority int, weight func(group string) int) Order {
