@@ -102,7 +102,7 @@ func (q *Queue[K]) acquireFrom(ctx context.Context, key K, g *grant[K], from int
 		}
 	}
 	if q.cooling.Load() {
-		if err := q.coolHolding(ctx, key, g, plain); err != nil {
+		if err := q.coolHolding(ctx, key, g, plain, turn); err != nil {
 			rollback(g, plain)
 			q.abandon(g)
 			return err

@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/sessionlane/lanes/internal/call"
 	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -19,7 +20,10 @@ import (
 // all of it (one with a method
 // Cooldown(context.Context, time.Duration) (time.Duration, error), as
 // redislane's lanes have) is paused there too, under ctx, after the local
-// pause; its error is returned. See docs/api-details.md.
+// pause; its error is returned. A call's wait for a pause is reported to
+// [Hooks.OnSlowWait] as a wait for the cooling lane; it counts in no
+// lane's [semaphore.Stats] (Waited, Cancelled), which are the lane's own
+// line's. See docs/api-details.md.
 func (q *Queue[K]) Cooldown(ctx context.Context, lane string, d time.Duration) error {
 	ref, ok := q.tbl().byName[lane]
 	if !ok {
@@ -148,14 +152,14 @@ func (q *Queue[K]) checkCool(ctx context.Context, key K, g *grant[K]) error {
 // coolHolding is waitCool for a call that holds g's first plain lanes:
 // if the clock (a test's, code of the program) panics, the call gives
 // them back and is counted out before the panic goes on (unwind).
-func (q *Queue[K]) coolHolding(ctx context.Context, key K, g *grant[K], plain int) (err error) {
+func (q *Queue[K]) coolHolding(ctx context.Context, key K, g *grant[K], plain int, turn call.Turn) (err error) {
 	done := false
 	defer func() {
 		if !done {
 			q.unwind(g, plain)
 		}
 	}()
-	err = q.waitCool(ctx, key, g)
+	err = q.waitCool(ctx, key, g, turn)
 	done = true
 	return err
 }
@@ -166,19 +170,26 @@ func (q *Queue[K]) coolHolding(ctx context.Context, key K, g *grant[K], plain in
 // failure. While it waits, the call is listed as waiting for the cooling
 // lane, holding its plain lanes (waitFor): it holds permits, which
 // Holders must show, as it does for a call that waits for a later lane.
-func (q *Queue[K]) waitCool(ctx context.Context, key K, g *grant[K]) error {
+// A call that waited is reported to the hooks as a wait for the cooling
+// lane it was listed for last, timed from the start of its wait for the
+// cooldowns, as a wait for a lane is (a refusal: Close).
+func (q *Queue[K]) waitCool(ctx context.Context, key K, g *grant[K], turn call.Turn) error {
 	listed := -1 // the cooling lane the call is listed for: a pause extended leaves the listing (its Since) as it is
+	since := int64(noWait)
 	for {
 		now := q.now().UnixNano()
 		e, at, until := g.coolingAt(now)
 		if e == nil {
-			return nil
+			return q.cooled(key, g, listed, nil, since, turn)
 		}
 		if d, ok := ctx.Deadline(); ok && d.Before(time.Unix(0, until)) {
-			return coolErr(e, key, now, until, context.DeadlineExceeded)
+			return q.cooled(key, g, listed, coolErr(e, key, now, until, context.DeadlineExceeded), since, turn)
 		}
 		if at != listed {
-			q.waitFor(key, g, at, true)
+			stamp := q.waitFor(key, g, at, true)
+			if since == noWait {
+				since = stamp
+			}
 			listed = at
 		}
 		t := q.timer(time.Duration(until - now))
@@ -186,10 +197,23 @@ func (q *Queue[K]) waitCool(ctx context.Context, key K, g *grant[K]) error {
 		case <-t.C():
 		case <-ctx.Done():
 			t.Stop()
-			return coolErr(e, key, now, until, ctx.Err())
+			return q.cooled(key, g, listed, coolErr(e, key, now, until, ctx.Err()), since, turn)
 		case <-q.done:
 			t.Stop()
-			return semaphore.ErrClosed
+			return q.cooled(key, g, listed, semaphore.ErrClosed, since, turn)
 		}
 	}
+}
+
+// cooled reports the end of a wait for cooldowns (waitCool) to the hooks,
+// if the call waited (since is not noWait), as the wait for lane i of g,
+// and returns err.
+func (q *Queue[K]) cooled(key K, g *grant[K], i int, err error, since int64, turn call.Turn) error {
+	if since == noWait {
+		return err
+	}
+	if hk := q.watch.hooks.Load(); hk != nil {
+		q.waited(hk, key, g, i, err, since, g.held()[i].e.groupOf(key, turn))
+	}
+	return err
 }

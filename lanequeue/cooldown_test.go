@@ -367,3 +367,52 @@ func TestCooldownExtendedKeepsTheWaitersSince(t *testing.T) {
 	res.t.Release()
 	assertNothingHeld(t, q)
 }
+
+// TestCooldownWaitReportedToTheHooks: a call that waits out a cooldown is
+// reported to OnSlowWait as a wait for the cooling lane, timed from its
+// start, whether it is granted or cancelled. Before, neither was reported:
+// hooks fed to a dashboard showed no wait during a provider's 429 storm
+// (a new user's trial found it).
+func TestCooldownWaitReportedToTheHooks(t *testing.T) {
+	q, clk := coolQueue(t)
+	lanequeue.SetClock(q, clk) // the hooks' times too
+	var mu sync.Mutex
+	var got []lanequeue.Event[string]
+	q.SetHooks(lanequeue.Hooks[string]{SlowWait: time.Second, OnSlowWait: func(e lanequeue.Event[string]) {
+		mu.Lock()
+		got = append(got, e)
+		mu.Unlock()
+	}})
+	must(t, q.Cooldown(context.Background(), "provider", 30*time.Second))
+	names := []string{"session", "provider"}
+	ctx, cancel := context.WithCancel(context.Background())
+	a := acquireAsync(ctx, q, "a", names)
+	pending(t, clk, 1) // a waits out the pause
+	clk.Advance(10 * time.Second)
+	cancel()
+	if ra := receive(t, a); !errors.Is(ra.err, context.Canceled) {
+		t.Fatalf("a = (%v, %v); want Canceled", ra.t, ra.err)
+	}
+	b := acquireAsync(context.Background(), q, "b", names)
+	pending(t, clk, 1) // b waits out the rest
+	clk.Advance(20 * time.Second)
+	rb := receive(t, b)
+	must(t, rb.err)
+	rb.t.Release()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2 {
+		t.Fatalf("%d slow waits reported, want 2 (a cancelled, b granted): %+v", len(got), got)
+	}
+	for i, want := range []struct {
+		key string
+		d   time.Duration
+		err error
+	}{{"a", 10 * time.Second, context.Canceled}, {"b", 20 * time.Second, nil}} {
+		e := got[i]
+		if e.Lane != "provider" || e.Key != want.key || e.Duration != want.d || !errors.Is(e.Err, want.err) || (want.err == nil) != (e.Err == nil) {
+			t.Errorf("wait %d: %+v; want lane provider, key %s, %v, err %v", i, e, want.key, want.d, want.err)
+		}
+	}
+	assertNothingHeld(t, q)
+}

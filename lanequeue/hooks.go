@@ -17,6 +17,7 @@ import (
 type Hooks[K comparable] struct {
 	// SlowWait: OnSlowWait gets each wait for one lane that lasted longer
 	// (0: every wait), when it ends; a lane that granted at once is no wait.
+	// A wait for a lane's cooldown ([Queue.Cooldown]) is a wait for it.
 	SlowWait   time.Duration
 	OnSlowWait func(Event[K])
 	// LongHold: OnLongHold gets each ticket held longer, at its release.
