@@ -159,11 +159,13 @@ func WithIdleTimeout(d time.Duration) Option { return func(c *config) { c.idle =
 // Once calls in flight have returned, only entries in use are over the cap.
 // From a quarter under the cap on (at least one under), a key used once
 // (made for one call, which nobody joined) is dropped as it goes idle, but
-// for one new key in sixteen: a flood of keys used once then costs what it
-// does with idle timeout 0 and leaves the kept keys alone, and a key that
-// comes back is kept after sixteen uses on average, or as soon as two
-// calls use it at once (not with [WithReorderHold], whose idle entries
-// hold the key's last number).
+// for one new key in sixteen: a flood of keys used once then costs about
+// what it does with idle timeout 0, and a key that comes back is kept
+// after sixteen uses on average, or as soon as two calls use it at once
+// (not with [WithReorderHold], whose idle entries hold the key's last
+// number). The flood's one key in sixteen still counts against the cap:
+// a flood of 16 times the cap's room or more evicts every idle entry made
+// before it, oldest first, as any eviction does; entries in use stay.
 func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 
 // WithHardMaxKeys makes the cap hard, for untrusted keys: a new key that
@@ -403,7 +405,10 @@ func (s *Keyed[K]) acquire(ctx context.Context, key K, n int64, t *call.Turn) (s
 // are free and nobody waits for the key (under [WithBarging], nobody has
 // waited the bound; under [WithReorderHold], its Sequence is not held),
 // and reports whether it did. It never waits for an
-// eviction pass, though a new key may run one.
+// eviction pass, though a new key may run one. It reports false, too, for
+// a call that Acquire refuses with an error (a weight out of range, an
+// option without its order, a NaN key, the hard cap full, Close): only
+// Acquire, or [Validate] for the options, names the mistake.
 func (s *Keyed[K]) TryAcquire(key K, opts ...semaphore.AcquireOption) (semaphore.Permit, bool) {
 	if len(opts) == 0 {
 		return s.tryAcquire(key, 1)

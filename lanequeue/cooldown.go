@@ -25,6 +25,9 @@ import (
 // lane's [semaphore.Stats] (Waited, Cancelled), which are the lane's own
 // line's. See docs/api-details.md.
 func (q *Queue[K]) Cooldown(ctx context.Context, lane string, d time.Duration) error {
+	if ctx == nil {
+		panic("lanequeue: nil Context") // as every call that takes one (a fleet lane's pause would use it)
+	}
 	ref, ok := q.tbl().byName[lane]
 	if !ok {
 		return fmt.Errorf("lanequeue: unknown lane %q: %w", lane, semaphore.ErrInvalidConfig)

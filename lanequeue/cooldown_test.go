@@ -416,3 +416,18 @@ func TestCooldownWaitReportedToTheHooks(t *testing.T) {
 	}
 	assertNothingHeld(t, q)
 }
+
+// TestCooldownNilContextPanics: a nil context is a programming error, as
+// for every call of the package that takes one; Cooldown returned nil for
+// it, and a fleet lane's pause would have used it.
+func TestCooldownNilContextPanics(t *testing.T) {
+	q, _ := coolQueue(t)
+	defer func() {
+		if r := recover(); r != "lanequeue: nil Context" {
+			t.Fatalf("recovered %v; want the nil Context panic", r)
+		}
+	}()
+	//lint:ignore SA1012 a nil context is the point of the test
+	_ = q.Cooldown(nil, "provider", time.Second)
+	t.Fatal("Cooldown(nil, ...) returned")
+}

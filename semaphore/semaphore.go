@@ -27,10 +27,14 @@ func (p Permit) Release() bool { return permit.Permit(p).Release() }
 // only for it), also once released.
 func (p Permit) Weight() int64 { return permit.Permit(p).Weight() }
 
-// Clock is the time source of a semaphore ([WithClock]).
+// Clock is the time source of a semaphore ([WithClock]), and of the other
+// packages' WithClock options. Its methods: Now() time.Time, and
+// NewTimer(d time.Duration) Timer. A test's fake needs only those two.
 type Clock = clock.Clock
 
-// Timer is a one-shot timer made by a [Clock].
+// Timer is a one-shot timer made by a [Clock]. Its methods: C() <-chan
+// time.Time, which receives once when it fires, and Stop() bool, which
+// prevents the firing and reports whether it did.
 type Timer = clock.Timer
 
 // Sentinel errors, defined here once and shared by every lanes package
@@ -275,7 +279,9 @@ func (s *Weighted) acquireWith(ctx context.Context, n int64, st uint64, opts []A
 
 // TryAcquire takes n permits if they are free and nobody waits (under
 // [WithBarging], nobody has waited the bound); it reports whether it did,
-// so false after Close.
+// so false after Close, and false for an n that Acquire refuses with an
+// error (n < 1, n above the capacity): only Acquire names the mistake, and
+// no counter counts a try.
 func (s *Weighted) TryAcquire(n int64) (Permit, bool) {
 	if st := s.state.Load(); n > 0 && fastOK(st, n) {
 		if p, ok := s.claimInline(st, n); ok {
