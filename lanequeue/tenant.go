@@ -11,7 +11,9 @@ import (
 // NewFairLane returns a global lane over s, made
 // [semaphore.WithFairShare], for tenants of many keys (keys alone share a
 // global lane behind a keyed one): a call waits in its [semaphore.Group],
-// else tenant(key), which must be cheap and safe for concurrent use. The
+// else tenant(key), which must be cheap and safe for concurrent use
+// (Group("") is no group named, so tenant(key) decides; name the default
+// group by returning "" from tenant). The
 // lane's Close closes s. A semaphore of capacity 0 or made without
 // WithFairShare, or a nil tenant, makes a lane that Add refuses.
 func NewFairLane[K comparable](s *semaphore.Weighted, tenant func(K) string) Lane[K] {
