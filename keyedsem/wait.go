@@ -81,7 +81,7 @@ func (s *Keyed[K]) untoken(pt *permit.Token) {
 	s.putToken(t)
 }
 
-func (l line[K]) Dequeued(int64) { l.s.waiters.Add(-1) }
+func (l line[K]) Dequeued(*waitq.Waiter) { l.s.waiters.Add(-1) }
 
 // Emptied clears the queued bit, and barging's strict bit with it (set
 // only under WithBarging): the waiters' references are still held (or

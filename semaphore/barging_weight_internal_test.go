@@ -3,6 +3,7 @@ package semaphore
 import (
 	"context"
 	"errors"
+	"github.com/sessionlane/lanes/internal/waitq"
 	"runtime"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func TestWaitingWeightBoundAfterARejoin(t *testing.T) {
 	}
 	defer func() { // A leaves: its count goes
 		s.mu.Lock()
-		(*owner)(s).Dequeued(1)
+		(*owner)(s).Dequeued(&waitq.Waiter{N: 1})
 		s.mu.Unlock()
 	}()
 	d := make(chan error, 1)

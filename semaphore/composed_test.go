@@ -109,3 +109,56 @@ func TestComposedHeavyHeadHoldsBackEveryBandBriefly(t *testing.T) {
 	second.p.Release()
 	requireBalanced(t, s)
 }
+
+// Each band keeps its own virtual time: service in another band does not
+// move it. Four calls of x at priority 1 are served while a's three wait
+// at priority 0; then, while a0 holds the permit, b joins priority 0. Its
+// turn counts from priority 0's last grant (a0's), so b goes next, ahead
+// of a's backlog. With one virtual time for all the priorities (the first
+// version of the per-priority charge), x's grants had moved it past a's
+// keys, and b waited behind all of a's.
+func TestComposedBandKeepsItsOwnVirtualTime(t *testing.T) {
+	s := semaphore.New(1, semaphore.WithPriorities(time.Hour), semaphore.WithFairShare(nil))
+	type got struct {
+		name string
+		p    semaphore.Permit
+	}
+	granted := make(chan got, 16)
+	queue := func(name string, prio int, group string) {
+		t.Helper()
+		want := s.Stats().Waiters + 1
+		go func() {
+			p, err := s.Acquire(context.Background(), 1, semaphore.Priority(prio), semaphore.Group(group))
+			if err != nil {
+				panic(err) // a background context: only a defect fails it
+			}
+			granted <- got{name, p}
+		}()
+		waitFor(t, name+" to queue", func() bool { return s.Stats().Waiters == want })
+	}
+	var order []string
+	next := func(release semaphore.Permit) semaphore.Permit {
+		t.Helper()
+		release.Release()
+		g := testkit.Recv(t, granted, "the next grant")
+		order = append(order, g.name)
+		return g.p
+	}
+	hold := take(t, s, 1)
+	for i := range 3 {
+		queue(fmt.Sprintf("a%d", i), 0, "a")
+	}
+	for i := range 4 {
+		queue(fmt.Sprintf("x%d", i), 1, "x")
+	}
+	for range 5 { // x0..x3, then a0
+		hold = next(hold)
+	}
+	queue("b", 0, "b")
+	for range 3 {
+		hold = next(hold)
+	}
+	hold.Release()
+	require.Equal(t, []string{"x0", "x1", "x2", "x3", "a0", "b", "a1", "a2"}, order)
+	requireBalanced(t, s)
+}

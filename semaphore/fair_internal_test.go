@@ -16,23 +16,37 @@ import (
 func TestFairVirtualTimeAfterAGrantGivenBack(t *testing.T) {
 	var a, b, c, d permit.Token
 	f := newFairQueue(nil)
-	f.served(10, &a)
-	f.served(3, &b)
-	f.served(5, &c)
+	bd := f.bandOf(0)
+	f.served(0, 10, &a)
+	f.served(0, 3, &b)
+	f.served(0, 5, &c)
 	f.unserved(&a)
-	if f.v != 5 {
-		t.Fatalf("v = %d after the grant of key 10 was given back; want 5, the largest key of the others", f.v)
+	if bd.v != 5 {
+		t.Fatalf("v = %d after the grant of key 10 was given back; want 5, the largest key of the others", bd.v)
 	}
 	f.unserved(&c) // a second one: v stays
-	if f.v != 5 {
-		t.Fatalf("v = %d after a second grant given back; want 5 kept", f.v)
+	if bd.v != 5 {
+		t.Fatalf("v = %d after a second grant given back; want 5 kept", bd.v)
 	}
 
 	f = newFairQueue(nil)
-	f.served(10, &a)
-	f.served(12, &d)
+	bd = f.bandOf(0)
+	f.served(0, 10, &a)
+	f.served(0, 12, &d)
 	f.unserved(&a) // not the grant whose key v holds
-	if f.v != 12 {
-		t.Fatalf("v = %d; want 12, the key of a grant that reached its waiter", f.v)
+	if bd.v != 12 {
+		t.Fatalf("v = %d; want 12, the key of a grant that reached its waiter", bd.v)
+	}
+
+	// Each band has its v: a grant of band 1 given back moves band 1's
+	// only.
+	f = newFairQueue(nil)
+	b0, b1 := f.bandOf(0), f.bandOf(1)
+	f.served(0, 7, &a)
+	f.served(1, 4, &b)
+	f.served(1, 9, &c)
+	f.unserved(&c)
+	if b0.v != 7 || b1.v != 4 {
+		t.Fatalf("v = %d and %d after band 1's grant of key 9 was given back; want 7 and 4", b0.v, b1.v)
 	}
 }

@@ -312,7 +312,7 @@ func (o *owner) ReleaseQueued(t *permit.Token, n int64) {
 		// Claim's counts, for a grant of t.
 		s.grantedWait++
 		if s.fair != nil {
-			s.fair.served(w.Rank, t)
+			s.fair.served(w.Band, w.Rank, t)
 		}
 		if s.tm != nil {
 			s.stampOn(t) // sampled, as every grant's stamp is
@@ -369,7 +369,8 @@ func (o *owner) Unlock() { o.mu.Unlock() }
 func (o *owner) Claim(n int64) (*permit.Token, bool) {
 	t, ok := o.claim(n)
 	if ok && o.fair != nil {
-		o.fair.served(o.q.Head().Rank, t)
+		h := o.q.Head()
+		o.fair.served(h.Band, h.Rank, t)
 	}
 	return t, ok
 }
@@ -418,8 +419,13 @@ func (s *Weighted) untake(t *permit.Token, n int64) {
 	}
 }
 
-// Dequeued takes a waiter of n permits out of the counts.
-func (o *owner) Dequeued(n int64) {
+// Dequeued takes w, a waiter taken off the queue, out of the counts (and
+// of its band's, under WithFairShare).
+func (o *owner) Dequeued(w *waitq.Waiter) {
+	n := w.N
+	if o.fair != nil {
+		o.fair.left(w.Band)
+	}
 	o.waiters--
 	var borrow uint64
 	o.waitWeight, borrow = bits.Sub64(o.waitWeight, uint64(n), 0)

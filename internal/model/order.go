@@ -125,10 +125,10 @@ func checkOvertaking[W any](queue []W, waiter func(W) Waiter, overtakes func(w, 
 
 // PrioritiesFairShare is the order of semaphore.WithPriorities(step) with
 // WithFairShare(weight): bands with aging, start-time fair queuing within
-// a band (Overtakes, with the fair-share start as Key), each group charged
-// in its calls' band only (see FairShare). Virtual time, one for all the
-// bands, moves to the key of a waiter served if it is later, and never
-// back. A
+// a band (Overtakes, with the fair-share start as Key), each band charged
+// and timed on its own (see FairShare). A band's virtual time moves to the
+// key of its waiter served if it is later, and never back while the band
+// has waiters. A
 // newcomer is charged and placed as it joins, and served then if it comes
 // first and fits, as under FairShare alone.
 func PrioritiesFairShare(step time.Duration, maxPriority int, weight func(group string) int) Order {
@@ -169,7 +169,10 @@ func (o *composed) before(_ *Semaphore, a, b Waiter) bool {
 	return slices.Index(o.line, a.ID) < slices.Index(o.line, b.ID)
 }
 
-func (o *composed) served(_ *Semaphore, w Waiter) { o.fair.v = max(o.fair.v, w.Key) }
+func (o *composed) served(_ *Semaphore, w Waiter) {
+	b := o.fair.band(w.Priority)
+	b.v = max(b.v, w.Key)
+}
 
 // check: every waiter is in the line, and the line keeps the rule.
 func (o *composed) check(m *Semaphore) error {

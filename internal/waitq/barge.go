@@ -314,7 +314,7 @@ func BargeServe[O Barger](q *Queue, o O, c *Chain) {
 		BargeGrant(q, o, c)
 	case woke:
 		q.Nudge(h, c)
-		o.Dequeued(h.N)
+		o.Dequeued(h)
 		if q.head == nil {
 			o.Emptied()
 		}

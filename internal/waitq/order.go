@@ -300,7 +300,7 @@ func Grant[O Owner](q *Queue, o O, c *Chain) {
 			break
 		}
 		q.serve(w, t, c)
-		o.Dequeued(w.N)
+		o.Dequeued(w)
 	}
 	if q.head == nil {
 		o.Emptied()
@@ -320,7 +320,7 @@ func Grant[O Owner](q *Queue, o O, c *Chain) {
 func Hand[O Owner](q *Queue, o O, t *permit.Token, c *Chain) {
 	w := q.head
 	q.serve(w, t, c)
-	o.Dequeued(w.N)
+	o.Dequeued(w)
 	if q.head == nil {
 		o.Emptied()
 	}
@@ -337,7 +337,7 @@ func (q *Queue) Len() int {
 // remove takes w out of q and tells the owner.
 func remove[O Owner](q *Queue, o O, w *Waiter) {
 	unlink(q, w)
-	o.Dequeued(w.N)
+	o.Dequeued(w)
 }
 
 // unlink takes w out of q: out of its run, if w is at an end of one (on

@@ -25,9 +25,9 @@ type Owner interface {
 	// permits and the token go back at the token's generation, without a
 	// release, and the grant is uncounted.
 	Unclaim(t *permit.Token, n int64)
-	// Dequeued is told of each waiter of n permits taken off the queue
-	// (served or left), for the owner's counts.
-	Dequeued(n int64)
+	// Dequeued is told of each waiter taken off the queue (served or
+	// left), for the owner's counts.
+	Dequeued(w *Waiter)
 	// Emptied is told that the queue is empty, so that the owner clears
 	// the flag that sends its releases through the lock.
 	Emptied()
