@@ -12,7 +12,8 @@
 // Ownership, cancellation and errors: as in package [semaphore], per key;
 // a grant given back goes to the key's next waiters, and a context that
 // has ended comes before any refusal. Per key, available + held ==
-// capacity.
+// capacity (Stats sums Held over the keys; the property tests check the
+// invariant key by key against a model).
 //
 // Happens-before: a Release happens before the acquire of the same key
 // that it unblocks returns.

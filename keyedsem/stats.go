@@ -10,8 +10,8 @@ import (
 // Stats is a snapshot of a keyed semaphore.
 type Stats struct {
 	Keys     int   // entries alive (Len)
-	Capacity int64 // per-key capacity
-	Held     int64 // weight of the permits out, over all keys
+	Capacity int64 // per-key capacity: one key's, not the sum over the keys
+	Held     int64 // weight of the permits out, over all keys (so it may pass Capacity)
 	Waiters  int   // callers waiting, over all keys
 	Closed   bool  // Close has been called
 
