@@ -175,7 +175,8 @@ func (q *Queue[K]) coolHolding(ctx context.Context, key K, g *grant[K], plain in
 // Holders must show, as it does for a call that waits for a later lane.
 // A call that waited is reported to the hooks as a wait for the cooling
 // lane it was listed for last, timed from the start of its wait for the
-// cooldowns, as a wait for a lane is (a refusal: Close).
+// cooldowns, as a wait for a lane is; one sent away by the queue's Close
+// is not (a closed queue's refusal, which no lane counts: see Event).
 func (q *Queue[K]) waitCool(ctx context.Context, key K, g *grant[K], turn call.Turn) error {
 	listed := -1 // the cooling lane the call is listed for: a pause extended leaves the listing (its Since) as it is
 	since := int64(noWait)
@@ -203,7 +204,8 @@ func (q *Queue[K]) waitCool(ctx context.Context, key K, g *grant[K], turn call.T
 			return q.cooled(key, g, listed, coolErr(e, key, now, until, ctx.Err()), since, turn)
 		case <-q.done:
 			t.Stop()
-			return q.cooled(key, g, listed, semaphore.ErrClosed, since, turn)
+			return semaphore.ErrClosed // not reported: see above
+
 		}
 	}
 }

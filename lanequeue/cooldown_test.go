@@ -431,3 +431,32 @@ func TestCooldownNilContextPanics(t *testing.T) {
 	_ = q.Cooldown(nil, "provider", time.Second)
 	t.Fatal("Cooldown(nil, ...) returned")
 }
+
+// TestCooldownWaitEndedByCloseNotReported: a call waiting out a cooldown
+// that the queue's Close sends away is no lane's refusal (Event: a closed
+// queue's refusal is not reported), so OnReject does not get it; the
+// first version of the cooldown's report gave it to OnReject (a review
+// found it).
+func TestCooldownWaitEndedByCloseNotReported(t *testing.T) {
+	q, clk := coolQueue(t)
+	var mu sync.Mutex
+	var got []lanequeue.Event[string]
+	record := func(e lanequeue.Event[string]) {
+		mu.Lock()
+		got = append(got, e)
+		mu.Unlock()
+	}
+	q.SetHooks(lanequeue.Hooks[string]{OnReject: record, OnSlowWait: record})
+	must(t, q.Cooldown(context.Background(), "provider", 30*time.Second))
+	a := acquireAsync(context.Background(), q, "a", []string{"session", "provider"})
+	pending(t, clk, 1) // a waits out the pause
+	q.Close()
+	if ra := receive(t, a); !errors.Is(ra.err, semaphore.ErrClosed) {
+		t.Fatalf("a = (%v, %v); want ErrClosed", ra.t, ra.err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 0 {
+		t.Fatalf("hooks got %+v; want nothing for a wait that Close ended", got)
+	}
+}
