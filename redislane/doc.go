@@ -284,6 +284,13 @@
 //     function. The step and whether fair share is on are part of the
 //     lane's kind in Redis: an instance made otherwise (or FIFO) fails
 //     with [ErrCapacityMismatch].
+//   - The bands share one virtual time: a group is charged in its calls'
+//     band only, as in one process, but one that starts waiting in a band
+//     after the other bands' grants moved the time on is tagged behind
+//     that band's waiters tagged before it (in one process each band keeps
+//     its own time, and starts it again when its last waiter leaves;
+//     keeping a count of each band's waiters in Redis, at every way an
+//     entry leaves the queue, is what that would take).
 //   - A grant that its waiter gives back (its context ended as the grant
 //     came) is released, and leaves the virtual time where the grant put
 //     it (in one process it goes back).

@@ -273,8 +273,10 @@ func TestFleetOrderFairShareKeepsVirtualTime(t *testing.T) {
 }
 
 // Composed: bands first, then groups within a band, then FIFO within a
-// group; a group's record spans bands. (Mutants: without the bands the
-// order is B1 A1 L A2 A3 or FIFO; without the groups A1 A2 A3 B1 L.)
+// group; a group is charged in its calls' band only, so a's L at band 0
+// does not put A1 behind B1. (Mutants: without the bands the order is A1
+// B1 L A2 A3 or FIFO; without the groups A1 A2 A3 B1 L; with a group's
+// record spanning bands, as before, B1 A1 A2 A3 L.)
 func TestFleetOrderPrioritiesWithFairShare(t *testing.T) {
 	f := newOrderFleet(t, 1, orderedFleetOf, redislane.WithPriorities(time.Hour), redislane.WithFairShare(nil))
 	ctx := testCtx(t)
@@ -285,7 +287,26 @@ func TestFleetOrderPrioritiesWithFairShare(t *testing.T) {
 	f.queue(ctx, 0, "A3", 1, nil, semaphore.Group("a"), semaphore.Priority(1))
 	f.queue(ctx, 1, "B1", 1, nil, semaphore.Group("b"), semaphore.Priority(1))
 	holder.Release()
-	assert.Equal(t, []string{"B1", "A1", "A2", "A3", "L"}, f.served())
+	assert.Equal(t, []string{"A1", "B1", "A2", "A3", "L"}, f.served())
+}
+
+// A tenant's backlog at a low priority does not put its calls at a high
+// one behind the other tenants' on a fleet lane either (the semaphore's
+// TestComposedLowBandBacklogDoesNotChargeAHighBand; a review found the
+// fleet's script still charging across the bands).
+func TestFleetOrderLowBandBacklogDoesNotChargeAHighBand(t *testing.T) {
+	f := newOrderFleet(t, 1, orderedWeightedOf, redislane.WithPriorities(time.Hour), redislane.WithFairShare(nil))
+	ctx := testCtx(t)
+	holder := f.full(ctx, 1)
+	for i := range 3 {
+		f.queue(ctx, i, fmt.Sprintf("small-cron%d", i), 1, nil, semaphore.Group("small"))
+	}
+	for i := range 3 {
+		f.queue(ctx, i, fmt.Sprintf("big-user%d", i), 1, nil, semaphore.Group("big"), semaphore.Priority(1))
+	}
+	f.queue(ctx, 0, "small-user", 1, nil, semaphore.Group("small"), semaphore.Priority(1))
+	holder.Release()
+	assert.Equal(t, []string{"big-user0", "small-user", "big-user1", "big-user2", "small-cron0", "small-cron1", "small-cron2"}, f.served())
 }
 
 // A heavy head is not overtaken within its group, nor by another group's
@@ -390,7 +411,9 @@ func TestFleetOrderThroughAQueue(t *testing.T) {
 	run(2, "t1-user2", semaphore.Priority(1), semaphore.Group("t1"))
 	run(0, "t2-user", semaphore.Priority(1), semaphore.Group("t2"))
 	holder.Release()
-	assert.Equal(t, []string{"t2-user", "t1-user", "t1-user2", "cron"}, f.served())
+	// Band 1 first, t1's cron at band 0 charging t1 there only: t1-user and
+	// t2-user take turns in band 1, then t1-user2, then the cron.
+	assert.Equal(t, []string{"t1-user", "t2-user", "t1-user2", "cron"}, f.served())
 	// The queue's lanes are the instances: closing the queues closes them
 	// (t.Cleanup closes them again, which does nothing).
 	for _, q := range qs {

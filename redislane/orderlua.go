@@ -21,8 +21,10 @@ package redislane
 //     number between its neighbours' (renumber makes room when there is
 //     none);
 //   - under FAIR, the bucket's hash keeps the virtual time (fv) and the
-//     key g (the fifth bucket key) the groups' records: group -> finish
-//     of its last request. A waiter's tag is max(fv, its group's finish),
+//     key g (the fifth bucket key) the groups' records, one for each band
+//     a group waits in: "<band>:<group>" -> finish of its last request in
+//     that band, so that a group is charged in its calls' band only. A
+//     waiter's tag is max(fv, its group's finish in its band),
 //     the finish moves on by the request's length (sent by the instance:
 //     its weight times 720720 over the group's weight), fv moves to the
 //     tag of each waiter served if later, and records whose finish is at
@@ -83,16 +85,18 @@ local function flush(B)
 end
 
 -- fair_key returns the tag at which a request of length len of group
--- joins, and charges the group for it (semaphore's fairKey).
-local function fair_key(B, group, len)
+-- joins band, and charges the group for it in that band (semaphore's
+-- fairKey; the bands share fv, see the package doc).
+local function fair_key(B, band, group, len)
   if not B.head then -- nobody waits: nothing refers to fv or the records
     B.v = 0
     B.f['fv'] = false
     redis.call('DEL', B.g)
   end
-  local fin = tonumber(redis.call('ZSCORE', B.g, group)) or 0
+  local rec = s(band) .. ':' .. group
+  local fin = tonumber(redis.call('ZSCORE', B.g, rec)) or 0
   local key = math.min(math.max(B.v, fin), MAXTAG)
-  redis.call('ZADD', B.g, s(math.min(key + len, MAXTAG)), group)
+  redis.call('ZADD', B.g, s(math.min(key + len, MAXTAG)), rec)
   redis.call('ZREMRANGEBYSCORE', B.g, '-inf', s(B.v))
   B.gDirty = true
   return key
@@ -213,8 +217,8 @@ local seq, got = line_up(B, id, ttl, try, queued, function()
   return a
 end, function(seq, e)
   local rank = 0
-  if FAIR == 1 then rank = fair_key(B, group, len) end
   if STEP == 0 then band = 0 end
+  if FAIR == 1 then rank = fair_key(B, band, group, len) end
   join(B, id, band, seq, rank)
   return enter(B, M, id, w, s(ttl) .. ':' .. s(seq) .. ':' .. s(band) .. ':' .. s(rank), e, chan, pub)
 end)
