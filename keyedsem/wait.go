@@ -64,9 +64,9 @@ func (l line[K]) Claim(n int64) (*permit.Token, bool) {
 // ever returned), the grant is uncounted, so that it counts in neither
 // Acquired, Released nor Waited, and the permits go back to the entry.
 // The waiter's reference stays, for wait to drop.
-func (l line[K]) Unclaim(pt *permit.Token, n int64) {
+func (l line[K]) Unclaim(pt *permit.Token, w *waitq.Waiter) {
 	l.s.untoken(pt)
-	l.e.state.Add(uint64(n)) // the entry is busy: avail stays within its bits
+	l.e.state.Add(uint64(w.N)) // the entry is busy: avail stays within its bits
 }
 
 // untoken takes back the token of a grant that never reached its caller:

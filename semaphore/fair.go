@@ -304,15 +304,15 @@ func (f *fairQueue) served(band int32, key int64, t *permit.Token) {
 	b.second = max(b.second, key)
 }
 
-// unserved takes back the move of v for the grant through t, given back
-// before it reached its waiter, if v holds its key and nobody joined its
-// band since: v becomes what it would be had the waiter left first.
-func (f *fairQueue) unserved(t *permit.Token) {
-	for _, b := range f.bands {
-		if b.top == t {
-			b.v, b.top = b.second, nil
-			return
-		}
+// unserved takes back the move of band's v for the grant of key through
+// t, given back before it reached its waiter, if v holds that grant's key
+// and nobody joined the band since: v becomes what it would be had the
+// waiter left first. The band and the key, not the token alone, say which
+// grant top names: a token is reused by the next grant, of any band, and
+// top is not cleared when its grant reaches its waiter.
+func (f *fairQueue) unserved(band int32, key int64, t *permit.Token) {
+	if b := f.lookup(band); b != nil && b.top == t && b.v == key {
+		b.v, b.top = b.second, nil
 	}
 }
 

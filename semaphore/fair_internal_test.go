@@ -20,11 +20,11 @@ func TestFairVirtualTimeAfterAGrantGivenBack(t *testing.T) {
 	f.served(0, 10, &a)
 	f.served(0, 3, &b)
 	f.served(0, 5, &c)
-	f.unserved(&a)
+	f.unserved(0, 10, &a)
 	if bd.v != 5 {
 		t.Fatalf("v = %d after the grant of key 10 was given back; want 5, the largest key of the others", bd.v)
 	}
-	f.unserved(&c) // a second one: v stays
+	f.unserved(0, 5, &c) // a second one: v stays
 	if bd.v != 5 {
 		t.Fatalf("v = %d after a second grant given back; want 5 kept", bd.v)
 	}
@@ -33,7 +33,7 @@ func TestFairVirtualTimeAfterAGrantGivenBack(t *testing.T) {
 	bd = f.bandOf(0)
 	f.served(0, 10, &a)
 	f.served(0, 12, &d)
-	f.unserved(&a) // not the grant whose key v holds
+	f.unserved(0, 10, &a) // not the grant whose key v holds
 	if bd.v != 12 {
 		t.Fatalf("v = %d; want 12, the key of a grant that reached its waiter", bd.v)
 	}
@@ -45,8 +45,21 @@ func TestFairVirtualTimeAfterAGrantGivenBack(t *testing.T) {
 	f.served(0, 7, &a)
 	f.served(1, 4, &b)
 	f.served(1, 9, &c)
-	f.unserved(&c)
+	f.unserved(1, 9, &c)
 	if b0.v != 7 || b1.v != 4 {
 		t.Fatalf("v = %d and %d after band 1's grant of key 9 was given back; want 7 and 4", b0.v, b1.v)
+	}
+
+	// A token is reused by the next grant, of any band: band 0's top still
+	// names a, whose grant (key 7) reached its waiter, when band 1's grant
+	// through the same token is given back. Band 0's v stays.
+	f = newFairQueue(nil)
+	b0, b1 = f.bandOf(0), f.bandOf(1)
+	f.served(0, 3, &b)
+	f.served(0, 7, &a)
+	f.served(1, 2, &a)
+	f.unserved(1, 2, &a)
+	if b0.v != 7 || b1.v != 0 {
+		t.Fatalf("v = %d and %d after band 1's grant through band 0's last token was given back; want 7 and 0", b0.v, b1.v)
 	}
 }

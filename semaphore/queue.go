@@ -393,13 +393,13 @@ func (o *owner) claim(n int64) (*permit.Token, bool) {
 // Unclaim takes back a grant whose permit never reached the caller: the
 // permits and the token return without a release (so the grant counts in
 // neither Acquired, Released nor Waited).
-func (o *owner) Unclaim(t *permit.Token, n int64) {
+func (o *owner) Unclaim(t *permit.Token, w *waitq.Waiter) {
 	s := (*Weighted)(o)
 	s.grantedWait--
 	if s.fair != nil {
-		s.fair.unserved(t)
+		s.fair.unserved(w.Band, w.Rank, t)
 	}
-	s.untake(t, n)
+	s.untake(t, w.N)
 }
 
 // untake gives back n permits and their token t, taken by a grant that

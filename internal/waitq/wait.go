@@ -21,10 +21,11 @@ type Owner interface {
 	// queue, if they are free now, and counts the grant as one that
 	// waited; it reports false, taking nothing, if they are not.
 	Claim(n int64) (*permit.Token, bool)
-	// Unclaim undoes a Claim whose permit never reached its caller: the
-	// permits and the token go back at the token's generation, without a
-	// release, and the grant is uncounted.
-	Unclaim(t *permit.Token, n int64)
+	// Unclaim undoes a Claim whose permit never reached its caller, w
+	// (its N permits, its Place): the permits and the token t go back at
+	// the token's generation, without a release, and the grant is
+	// uncounted.
+	Unclaim(t *permit.Token, w *Waiter)
 	// Dequeued is told of each waiter taken off the queue (served or
 	// left), for the owner's counts.
 	Dequeued(w *Waiter)
@@ -271,7 +272,7 @@ func handBack[O Owner](q *Queue, o O, c *Cache, w *Waiter, err error, how Ending
 	}
 	o.Lock()
 	o.Count(how)
-	o.Unclaim(w.tok, w.N)
+	o.Unclaim(w.tok, w)
 	chain := o.Serve()
 	o.Unlock()
 	c.Put(w)

@@ -43,11 +43,11 @@ func (p *pile) Claim(n int64) (*permit.Token, bool) {
 	p.claimed++
 	return permit.NewToken(p, -1), true
 }
-func (p *pile) Unclaim(_ *permit.Token, n int64) { p.avail += n; p.claimed--; p.unclaims++ }
-func (p *pile) Dequeued(*waitq.Waiter)           { p.waiters-- }
-func (p *pile) Emptied()                         { p.emptied++ }
-func (p *pile) Count(e waitq.Ending)             { p.counts[e]++ }
-func (p *pile) Serve() (c waitq.Chain)           { waitq.Grant(&p.q, p, &c); return c }
+func (p *pile) Unclaim(_ *permit.Token, w *waitq.Waiter) { p.avail += w.N; p.claimed--; p.unclaims++ }
+func (p *pile) Dequeued(*waitq.Waiter)                   { p.waiters-- }
+func (p *pile) Emptied()                                 { p.emptied++ }
+func (p *pile) Count(e waitq.Ending)                     { p.counts[e]++ }
+func (p *pile) Serve() (c waitq.Chain)                   { waitq.Grant(&p.q, p, &c); return c }
 
 func (p *pile) ReleaseToken(_ *permit.Token, n int64) { p.give(n) }
 func (p *pile) CountDoubleRelease(*permit.Token)      {}
