@@ -66,17 +66,26 @@ func TestFairGrantGivenBackLeavesOtherBandsAlone(t *testing.T) {
 	// c0 = U, c1 = 2U = a2's key, and a2 (earlier) goes before c1.
 	c0 := join(1, Group("c"))
 	c1 := join(1, Group("c"))
-	_, _, _ = a2, c0, c1
 	extra.Release() // 2 free: c0 goes first; then a2 (2U, earlier) before c1 (2U)
 	s.mu.Lock()
 	waiting, head := s.q.Len(), s.q.Head()
-	headN, headRank := head.N, head.Rank
+	headN := head.N
 	s.mu.Unlock()
-	_ = headRank
 	if v != U {
 		t.Errorf("band 0 v = %d after band 1's grant was given back, want %d", v, U)
 	}
 	if waiting != 2 || headN != 2 {
-		t.Errorf("c1 was served ahead of a2: %d waiting, head N=%d; want a2 (N=2) at the head and c1 behind it", waiting, headN)
+		t.Fatalf("c1 was served ahead of a2: %d waiting, head N=%d; want a2 (N=2) at the head and c1 behind it", waiting, headN)
+	}
+	// The rest in that order: c0's release lets a2 in, a2's c1.
+	for _, pl := range []Place{c0, a2, c1} {
+		p, err := pl.Wait(bg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Release()
+	}
+	if st := s.Stats(); st.Waiters != 0 || st.Available != st.Capacity {
+		t.Fatalf("after every release: %+v", st)
 	}
 }
