@@ -89,7 +89,8 @@ func NewGroupWaits(opts ...GroupOption) *GroupWaits {
 }
 
 // GroupHooks returns h with w's recording added: every wait for a global
-// lane of the queue that ends in a grant is recorded in w, by its
+// lane of the queue that ends in a grant (a wait for its permits, not for
+// its cooldown) is recorded in w, by its
 // [lanequeue.Event] Group, and h's OnSlowWait still gets the waits longer
 // than h.SlowWait, as it would without w. Give the result to
 // [lanequeue.Queue.SetHooks]:
@@ -107,7 +108,9 @@ func GroupHooks[K comparable](w *GroupWaits, h lanequeue.Hooks[K]) lanequeue.Hoo
 	next, bound := h.OnSlowWait, h.SlowWait
 	h.SlowWait = 0 // every wait, for w
 	h.OnSlowWait = func(e lanequeue.Event[K]) {
-		if e.Err == nil && e.Kind == lanequeue.Global {
+		// A wait for a cooldown is not a grant's wait (Event.Cooldown):
+		// the call's wait for the permits, if any, is reported apart.
+		if e.Err == nil && e.Kind == lanequeue.Global && !e.Cooldown {
 			w.record(e.Lane, e.Group, e.Since.Add(e.Duration), e.Duration)
 		}
 		if next != nil && (bound == 0 || e.Duration > bound) {

@@ -1,12 +1,15 @@
 package exporters_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/sessionlane/lanes/exporters"
+	"github.com/sessionlane/lanes/internal/clock"
+	"github.com/sessionlane/lanes/internal/testkit"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -188,5 +191,56 @@ func TestNewGroupWaitsRefusesBadSettings(t *testing.T) {
 			}()
 			exporters.NewGroupWaits(opt)
 		}()
+	}
+}
+
+// A call that waits in line on a global lane and then for the lane's
+// cooldown is reported to the hooks twice (Event.Cooldown marks the
+// second), and GroupHooks records one wait, as the lane counts one in
+// Waited. It recorded both, so the group series passed lanes_waited_total
+// (a new user's trial of the exporters found it).
+func TestGroupHooksCountACooldownWaitOnce(t *testing.T) {
+	q := lanequeue.New[string]()
+	defer q.Close()
+	s := semaphore.New(1, semaphore.WithFairShare(nil))
+	if err := q.Add("agents", lanequeue.NewGlobalLane[string](s)); err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(time.Now())
+	q.SetClock(clk)
+	w := exporters.NewGroupWaits()
+	q.SetHooks(exporters.GroupHooks(w, lanequeue.Hooks[string]{}))
+	set, err := q.Lanes("agents")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	busy, err := q.AcquireAll(ctx, "k0", set, semaphore.Group("B"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		tk, err := q.AcquireAll(ctx, "k1", set, semaphore.Group("A"))
+		if err == nil {
+			tk.Release()
+		}
+		done <- err
+	}()
+	testkit.Eventually(t, "k1 to wait in line", func() bool { return s.Stats().Waiters == 1 })
+	if err := q.Cooldown(ctx, "agents", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	busy.Release() // k1 is granted, then waits out the cooldown
+	pending := make(chan struct{})
+	go func() { clk.BlockUntilPending(1); close(pending) }()
+	testkit.Recv(t, pending, "k1's cooldown timer")
+	clk.Advance(time.Minute)
+	if err := testkit.Recv(t, done, "k1's call"); err != nil {
+		t.Fatal(err)
+	}
+	_, groups := groupsOf(t, w, "agents")
+	if got, waited := groups["A"].Count, s.Stats().Waited; got != 1 || waited != 1 {
+		t.Fatalf("group A recorded %d waits, the lane counts %d in Waited; want 1 and 1", got, waited)
 	}
 }

@@ -218,7 +218,7 @@ func (q *Queue[K]) cooled(key K, g *grant[K], i int, err error, since int64, tur
 		return err
 	}
 	if hk := q.watch.hooks.Load(); hk != nil {
-		q.waited(hk, key, g, i, err, since, g.held()[i].e.groupOf(key, turn))
+		q.waitedCool(hk, key, g, i, err, since, g.held()[i].e.groupOf(key, turn))
 	}
 	return err
 }

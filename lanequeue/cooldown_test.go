@@ -410,8 +410,8 @@ func TestCooldownWaitReportedToTheHooks(t *testing.T) {
 		err error
 	}{{"a", 10 * time.Second, context.Canceled}, {"b", 20 * time.Second, nil}} {
 		e := got[i]
-		if e.Lane != "provider" || e.Key != want.key || e.Duration != want.d || !errors.Is(e.Err, want.err) || (want.err == nil) != (e.Err == nil) {
-			t.Errorf("wait %d: %+v; want lane provider, key %s, %v, err %v", i, e, want.key, want.d, want.err)
+		if e.Lane != "provider" || e.Key != want.key || e.Duration != want.d || !errors.Is(e.Err, want.err) || (want.err == nil) != (e.Err == nil) || !e.Cooldown {
+			t.Errorf("wait %d: %+v; want lane provider, key %s, %v, err %v, Cooldown", i, e, want.key, want.d, want.err)
 		}
 	}
 	assertNothingHeld(t, q)

@@ -43,6 +43,11 @@ type Event[K comparable] struct {
 	// for a long hold. A lane made without WithFairShare names the
 	// call's group here too, though it does not order by it.
 	Group string
+	// Cooldown marks a wait for the lane's cooldown ([Queue.Cooldown]),
+	// not for its permits: a call that waited for both is reported twice,
+	// once each, and only the wait for the permits counts in the lane's
+	// Waited.
+	Cooldown bool
 }
 
 // SetHooks replaces the queue's hooks (the zero Hooks removes them); a call
@@ -91,8 +96,18 @@ func LogHooks[K comparable](l *slog.Logger, slowWait, longHold time.Duration) Ho
 // start, and a lane that did not wait is no slow wait. group is the
 // call's group on the lane (laneEntry.groupOf; "" for the rate lanes).
 func (q *Queue[K]) waited(h *Hooks[K], key K, g *grant[K], i int, err error, since int64, group string) {
+	q.reportWait(h, Event[K]{Key: key, Err: err, Group: group}, g, i, since)
+}
+
+// waitedCool is waited for a wait for lane i's cooldown (Event.Cooldown).
+func (q *Queue[K]) waitedCool(h *Hooks[K], key K, g *grant[K], i int, err error, since int64, group string) {
+	q.reportWait(h, Event[K]{Key: key, Err: err, Group: group, Cooldown: true}, g, i, since)
+}
+
+// reportWait is waited's and waitedCool's: e, on lane i of g.
+func (q *Queue[K]) reportWait(h *Hooks[K], e Event[K], g *grant[K], i int, since int64) {
 	hs := g.held()
-	e := Event[K]{Key: key, Err: err, Group: group}
+	err := e.Err
 	if i < len(hs) && i < g.plain {
 		e.Lane, e.Kind, e.Weight = hs[i].e.name, hs[i].e.kind, hs[i].n
 	} else if i < len(hs) { // the rate tail
