@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/sessionlane/lanes/internal/nilptr"
 	"github.com/sessionlane/lanes/lanequeue"
 )
 
@@ -29,7 +30,7 @@ type FleetSource interface {
 // src is nil or no lane is named; a name that src does not report marks
 // nothing.
 func Fleet(src Source, lanes ...string) FleetSource {
-	if src == nil {
+	if nilptr.Is(src) { // also a typed nil, such as a nil *lanequeue.Queue, which would fail at the first scrape
 		panic("exporters: nil source")
 	}
 	if len(lanes) == 0 {

@@ -77,6 +77,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/sessionlane/lanes/exporters"
+	"github.com/sessionlane/lanes/internal/nilptr"
 	"github.com/sessionlane/lanes/lanequeue"
 )
 
@@ -142,7 +143,7 @@ type instruments struct {
 // a value (a noop meter, a wrapper of one) is not checked. It keeps nothing
 // alive: a provider dropped without Unregister is collected as before.
 func Register(meter metric.Meter, src exporters.Source, opts ...Option) (metric.Registration, error) {
-	if src == nil {
+	if nilptr.Is(src) { // also a typed nil, such as a nil *lanequeue.Queue, which would fail at the first scrape
 		panic("otellanes: nil source")
 	}
 	var cfg config

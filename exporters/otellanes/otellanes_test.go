@@ -325,3 +325,17 @@ func TestProducerRedisLane(t *testing.T) {
 		t.Fatalf("histograms of the Redis lane %q: %v; want a wait of 1 grant and a hold of none", scenario.FleetLane, count)
 	}
 }
+
+// TestRegisterRefusesANilQueue: a nil *lanequeue.Queue panics in
+// Register, as a nil Source does, not at the first collection.
+func TestRegisterRefusesANilQueue(t *testing.T) {
+	var q *lanequeue.Queue[string]
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	defer func() {
+		if r := recover(); r != "otellanes: nil source" {
+			t.Fatalf("recovered %v; want the nil source panic", r)
+		}
+	}()
+	_, _ = otellanes.Register(mp.Meter("t"), q)
+	t.Fatal("Register(nil *Queue) returned")
+}

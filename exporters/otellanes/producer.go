@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/sessionlane/lanes/exporters"
+	"github.com/sessionlane/lanes/internal/nilptr"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -67,7 +68,7 @@ var _ sdkmetric.Producer = (*Producer)(nil)
 // NewProducer returns a producer of src's histograms; opts are Register's
 // (WithAttributes) and WithGroupWaits. It panics if src is nil.
 func NewProducer(src exporters.Source, opts ...Option) *Producer {
-	if src == nil {
+	if nilptr.Is(src) { // also a typed nil, such as a nil *lanequeue.Queue, which would fail at the first scrape
 		panic("otellanes: nil source")
 	}
 	var cfg config

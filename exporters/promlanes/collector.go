@@ -88,6 +88,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlane/lanes/exporters"
+	"github.com/sessionlane/lanes/internal/nilptr"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -152,7 +153,7 @@ const (
 
 // New returns a collector of src's lanes. It panics if src is nil.
 func New(src exporters.Source, opts ...Option) *Collector {
-	if src == nil {
+	if nilptr.Is(src) { // also a typed nil, such as a nil *lanequeue.Queue, which would fail at the first scrape
 		panic("promlanes: nil source")
 	}
 	cfg := config{namespace: "lanes"}

@@ -301,3 +301,18 @@ func TestConstLabelsReserved(t *testing.T) {
 		}
 	}
 }
+
+// TestNewRefusesANilQueue: a nil *lanequeue.Queue (a typed nil in the
+// Source) panics in New, at set-up; it passed, and the first scrape
+// crashed the process in the registry's goroutine (a new user's trial
+// found it).
+func TestNewRefusesANilQueue(t *testing.T) {
+	var q *lanequeue.Queue[string]
+	defer func() {
+		if r := recover(); r != "promlanes: nil source" {
+			t.Fatalf("recovered %v; want the nil source panic", r)
+		}
+	}()
+	promlanes.New(q)
+	t.Fatal("New(nil *Queue) returned")
+}
