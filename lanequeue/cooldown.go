@@ -147,6 +147,7 @@ func (q *Queue[K]) checkCool(ctx context.Context, key K, g *grant[K]) error {
 		return nil
 	}
 	if d, ok := ctx.Deadline(); ok && d.Before(time.Unix(0, until)) {
+		e.coolRefused.Add(1)
 		return coolErr(e, key, now, until, context.DeadlineExceeded)
 	}
 	return nil
@@ -180,6 +181,12 @@ func (q *Queue[K]) coolHolding(ctx context.Context, key K, g *grant[K], plain in
 func (q *Queue[K]) waitCool(ctx context.Context, key K, g *grant[K], turn call.Turn) error {
 	listed := -1 // the cooling lane the call is listed for: a pause extended leaves the listing (its Since) as it is
 	since := int64(noWait)
+	var on *laneEntry[K] // the lane whose CoolWaiters counts the call
+	defer func() {
+		if on != nil {
+			on.coolWaiters.Add(-1)
+		}
+	}()
 	for {
 		now := q.now().UnixNano()
 		e, at, until := g.coolingAt(now)
@@ -187,7 +194,15 @@ func (q *Queue[K]) waitCool(ctx context.Context, key K, g *grant[K], turn call.T
 			return q.cooled(key, g, listed, nil, since, turn)
 		}
 		if d, ok := ctx.Deadline(); ok && d.Before(time.Unix(0, until)) {
+			e.coolRefused.Add(1)
 			return q.cooled(key, g, listed, coolErr(e, key, now, until, context.DeadlineExceeded), since, turn)
+		}
+		if e != on {
+			if on != nil {
+				on.coolWaiters.Add(-1)
+			}
+			e.coolWaiters.Add(1)
+			on = e
 		}
 		if at != listed {
 			stamp := q.waitFor(key, g, at, true)
@@ -205,7 +220,6 @@ func (q *Queue[K]) waitCool(ctx context.Context, key K, g *grant[K], turn call.T
 		case <-q.done:
 			t.Stop()
 			return semaphore.ErrClosed // not reported: see above
-
 		}
 	}
 }

@@ -460,3 +460,49 @@ func TestCooldownWaitEndedByCloseNotReported(t *testing.T) {
 		t.Fatalf("hooks got %+v; want nothing for a wait that Close ended", got)
 	}
 }
+
+// TestCooldownInStats: a lane's Stats say how long its pause has left,
+// how many callers wait it out now, and how many calls it refused for a
+// deadline that came first (at once, or while waiting). Before, a pause
+// showed in no figure: an exporter's dashboard showed no waiter and no
+// refusal during a provider's 429 storm (a new user's trial found it).
+func TestCooldownInStats(t *testing.T) {
+	q, clk := coolQueue(t)
+	provider := func() lanequeue.LaneStats {
+		t.Helper()
+		for _, st := range q.Stats() {
+			if st.Name == "provider" {
+				return st
+			}
+		}
+		t.Fatal("no provider lane in Stats")
+		return lanequeue.LaneStats{}
+	}
+	if st := provider(); st.Cooldown != 0 || st.CoolWaiters != 0 || st.CoolRefused != 0 {
+		t.Fatalf("before any pause: %+v", st)
+	}
+	must(t, q.Cooldown(context.Background(), "provider", time.Minute))
+	names := []string{"session", "provider"}
+	// Refused at once: its deadline (a system time, the fake clock starts
+	// at the system's) comes before the pause ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := acquireAll(q, ctx, "r", names); err == nil {
+		t.Fatal("a call whose deadline comes first was granted")
+	}
+	a := acquireAsync(context.Background(), q, "a", names)
+	pending(t, clk, 1) // a waits out the pause
+	clk.Advance(20 * time.Second)
+	st := provider()
+	if st.Cooldown != 40*time.Second || st.CoolWaiters != 1 || st.CoolRefused != 1 {
+		t.Fatalf("during the pause: Cooldown %v, CoolWaiters %d, CoolRefused %d; want 40s, 1, 1", st.Cooldown, st.CoolWaiters, st.CoolRefused)
+	}
+	clk.Advance(40 * time.Second)
+	ra := receive(t, a)
+	must(t, ra.err)
+	ra.t.Release()
+	if st := provider(); st.Cooldown != 0 || st.CoolWaiters != 0 || st.CoolRefused != 1 {
+		t.Fatalf("after the pause: Cooldown %v, CoolWaiters %d, CoolRefused %d; want 0, 0, 1", st.Cooldown, st.CoolWaiters, st.CoolRefused)
+	}
+	assertNothingHeld(t, q)
+}

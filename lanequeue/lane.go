@@ -2,6 +2,7 @@ package lanequeue
 
 import (
 	"context"
+	"time"
 
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -83,6 +84,19 @@ type LaneStats struct {
 	// keyed lane, whose use is Held, and for a fleet's rate lane
 	// (redislane.AsRateLane), whose count Redis keeps.
 	Used int64
+	// Paused: [Queue.Cooldown] has paused the lane at least once (the
+	// exporters send the figures below from then on).
+	// Cooldown: how long the lane's pause has left now
+	// (0: none). CoolWaiters: the callers waiting it out now, each holding
+	// the lanes it took before this one (they count in those lanes' Held,
+	// not in any lane's Waiters). CoolRefused: the calls that failed
+	// because their deadline came before the pause ended, at once or
+	// while they waited it out; such a call gave back what it took, and
+	// counts in no lane's Counters for this.
+	Paused      bool
+	Cooldown    time.Duration
+	CoolWaiters int
+	CoolRefused uint64
 
 	// Counters: the lane's own, as package semaphore defines them; a call
 	// counts in every lane it reached. A rate lane gives nothing back.

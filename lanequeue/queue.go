@@ -123,6 +123,10 @@ type laneEntry[K comparable] struct {
 	// cool is when the lane's Cooldown ends, in nanoseconds of the
 	// queue's clock; 0: never paused.
 	cool atomic.Int64
+	// coolWaiters and coolRefused are LaneStats' CoolWaiters and
+	// CoolRefused.
+	coolWaiters atomic.Int64
+	coolRefused atomic.Uint64
 }
 
 // bind sets the fields of e that add derives from e.lane.
@@ -316,9 +320,21 @@ func (q *Queue[K]) SetRate(name string, limit rate.Limit, burst int) error {
 func (q *Queue[K]) Stats() []LaneStats {
 	t := q.tbl()
 	out := make([]LaneStats, len(t.ordered))
+	var now int64
+	read := false // the clock, read once, for the first lane ever paused
 	for i, e := range t.ordered {
 		st := e.lane.Stats()
 		st.Name, st.Kind = e.name, e.kind
+		if c := e.cool.Load(); c != 0 { // 0: never paused
+			st.Paused = true
+			if !read {
+				now, read = q.now().UnixNano(), true
+			}
+			if c > now {
+				st.Cooldown = time.Duration(c - now)
+			}
+		}
+		st.CoolWaiters, st.CoolRefused = int(e.coolWaiters.Load()), e.coolRefused.Load()
 		out[i] = st
 	}
 	return out

@@ -24,6 +24,9 @@
 //	lanes.releases               Counter        {release}  first releases of granted permits
 //	lanes.double_releases        Counter        {release}  releases of permits already released
 //	lanes.reorder.holds_run_out  Counter        {call}     callers that went when their reorder hold ran out (keyed lanes only)
+//	lanes.cooldown.remaining     Gauge          s          time left of the lane's pause (lanequeue.Queue.Cooldown), 0 when none; a lane's three cooldown series start at its first pause
+//	lanes.cooldown.waiting       UpDownCounter  {caller}   callers waiting out the pause now (not in lanes.waiting)
+//	lanes.cooldown.refused       Counter        {call}     calls whose deadline came before the pause ended (not in lanes.acquires)
 //
 // The wait-time and hold-time histograms (lanes.wait.duration and
 // lanes.hold.duration, in s) come from a [Producer] given to the reader,
@@ -120,6 +123,9 @@ type instruments struct {
 	keyCapacity, fleetCapacity, closed    metric.Int64ObservableGauge
 	acquires, waited, releases, doubleRel metric.Int64ObservableCounter
 	holdsRunOut                           metric.Int64ObservableCounter
+	cooldown                              metric.Float64ObservableGauge
+	coolWaiting                           metric.Int64ObservableUpDownCounter
+	coolRefused                           metric.Int64ObservableCounter
 }
 
 // Register creates the lanes' instruments on meter and a callback that
@@ -151,7 +157,7 @@ func Register(meter metric.Meter, src exporters.Source, opts ...Option) (metric.
 		o(&cfg)
 	}
 	var in instruments
-	var errs [12]error
+	var errs [15]error
 	in.capacity, errs[0] = meter.Int64ObservableUpDownCounter("lanes.capacity", metric.WithUnit("{permit}"),
 		metric.WithDescription("Capacity of the lane on the footing of lanes.in_use (of a global lane; of a keyed lane, per key times keys alive; of a rate lane, its burst); none for a lane a fleet shares. lanes.in_use / lanes.capacity is the usage; sums across instances."))
 	in.inUse, errs[1] = meter.Int64ObservableUpDownCounter("lanes.in_use", metric.WithUnit("{permit}"),
@@ -176,6 +182,12 @@ func Register(meter metric.Meter, src exporters.Source, opts ...Option) (metric.
 		metric.WithDescription("Capacity that a fleet of instances shares (a Redis lane); every instance reports the same whole. Aggregate across instances with max, not sum: the fleet's usage is the sum of lanes.in_use over the max of lanes.fleet.capacity."))
 	in.holdsRunOut, errs[11] = meter.Int64ObservableCounter("lanes.reorder.holds_run_out", metric.WithUnit("{call}"),
 		metric.WithDescription("Callers of a keyed lane that went when their reorder hold ran out, a predecessor's number still missing (keyedsem.WithReorderHold)."))
+	in.cooldown, errs[12] = meter.Float64ObservableGauge("lanes.cooldown.remaining", metric.WithUnit("s"),
+		metric.WithDescription("Time left of the lane's pause (lanequeue.Queue.Cooldown, a provider's Retry-After); 0 when none."))
+	in.coolWaiting, errs[13] = meter.Int64ObservableUpDownCounter("lanes.cooldown.waiting", metric.WithUnit("{caller}"),
+		metric.WithDescription("Callers waiting out the lane's pause now (not in lanes.waiting; the lanes they took before it count them in lanes.in_use)."))
+	in.coolRefused, errs[14] = meter.Int64ObservableCounter("lanes.cooldown.refused", metric.WithUnit("{call}"),
+		metric.WithDescription("Calls that failed because their deadline came before the lane's pause ended (not in lanes.acquires)."))
 	for _, err := range errs {
 		if err != nil {
 			return nil, fmt.Errorf("otellanes: %w", err)
@@ -206,7 +218,8 @@ func Register(meter metric.Meter, src exporters.Source, opts ...Option) (metric.
 		}
 		in.observe(o, lanes, cfg.attrs)
 		return err
-	}, in.capacity, in.keyCapacity, in.fleetCapacity, in.inUse, in.waiting, in.keys, in.closed, in.acquires, in.waited, in.releases, in.doubleRel, in.holdsRunOut)
+	}, in.capacity, in.keyCapacity, in.fleetCapacity, in.inUse, in.waiting, in.keys, in.closed, in.acquires, in.waited, in.releases, in.doubleRel, in.holdsRunOut,
+		in.cooldown, in.coolWaiting, in.coolRefused)
 	return finish(reg, inner, err)
 }
 
@@ -248,6 +261,11 @@ func (in *instruments) observe(o metric.Observer, lanes []exporters.Lane, fixed 
 		o.ObserveInt64(in.doubleRel, clamp(n.DoubleReleases), lane)
 		if st.Kind == lanequeue.Keyed {
 			o.ObserveInt64(in.holdsRunOut, clamp(st.HoldsRunOut), lane)
+		}
+		if st.Paused { // from a lane's first pause on
+			o.ObserveFloat64(in.cooldown, st.Cooldown.Seconds(), lane)
+			o.ObserveInt64(in.coolWaiting, int64(st.CoolWaiters), lane)
+			o.ObserveInt64(in.coolRefused, clamp(st.CoolRefused), lane)
 		}
 	}
 }

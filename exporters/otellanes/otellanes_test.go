@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -13,6 +14,7 @@ import (
 	"github.com/sessionlane/lanes/exporters"
 	"github.com/sessionlane/lanes/exporters/internal/scenario"
 	"github.com/sessionlane/lanes/exporters/otellanes"
+	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -338,4 +340,43 @@ func TestRegisterRefusesANilQueue(t *testing.T) {
 	}()
 	_, _ = otellanes.Register(mp.Meter("t"), q)
 	t.Fatal("Register(nil *Queue) returned")
+}
+
+// TestCooldownInstruments: from a lane's first pause on, the lane has its
+// cooldown data points: the time left, the callers waiting it out, the
+// calls refused for a deadline before its end.
+func TestCooldownInstruments(t *testing.T) {
+	q := lanequeue.New[string]()
+	defer q.Close()
+	if err := q.Add("model", lanequeue.NewGlobalLane[string](semaphore.New(4))); err != nil {
+		t.Fatal(err)
+	}
+	q.SetClock(clock.NewFake(time.Now()))
+	if err := q.Cooldown(context.Background(), "model", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	set, err := q.Lanes("model")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := q.AcquireAll(ctx, "k", set); err == nil {
+		t.Fatal("a call whose deadline comes before the pause ends was granted")
+	}
+	got, err := collect(t, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, ok := got["lanes.cooldown.remaining"].Data.(metricdata.Gauge[float64])
+	if !ok || len(left.DataPoints) != 1 || left.DataPoints[0].Value != 60 {
+		t.Fatalf("lanes.cooldown.remaining = %+v; want one point of 60", got["lanes.cooldown.remaining"])
+	}
+	refused, ok := got["lanes.cooldown.refused"].Data.(metricdata.Sum[int64])
+	if !ok || len(refused.DataPoints) != 1 || refused.DataPoints[0].Value != 1 {
+		t.Fatalf("lanes.cooldown.refused = %+v; want one point of 1", got["lanes.cooldown.refused"])
+	}
+	if _, ok := got["lanes.cooldown.waiting"]; !ok {
+		t.Fatal("no lanes.cooldown.waiting")
+	}
 }

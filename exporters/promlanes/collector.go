@@ -20,6 +20,9 @@
 //	lanes_releases_total               counter    first releases of granted permits
 //	lanes_double_releases_total        counter    releases of permits already released
 //	lanes_reorder_holds_run_out_total  counter    callers that went when their reorder hold ran out (keyed lanes only)
+//	lanes_cooldown_seconds             gauge      time left of the lane's pause (lanequeue.Queue.Cooldown), 0 when none; a lane's three cooldown series start at its first pause
+//	lanes_cooldown_waiters             gauge      callers waiting out the pause now (not in lanes_waiters)
+//	lanes_cooldown_refused_total       counter    calls whose deadline came before the pause ended (not in lanes_acquires_total)
 //	lanes_wait_seconds                 histogram  time a grant waited in line (0 for one that did not queue)
 //	lanes_hold_seconds                 histogram  time from a grant to its release
 //	lanes_group_wait_seconds           histogram  time a grant of a fair lane queued, by group (WithGroupWaits)
@@ -138,6 +141,7 @@ type Collector struct {
 	holdsRunOut                          *prometheus.Desc
 	waitTime, holdTime                   *prometheus.Desc
 	groupWait                            *prometheus.Desc
+	cooldown, coolWaiters, coolRefused   *prometheus.Desc
 }
 
 // Outcomes of an acquire call, the values of the outcome label of
@@ -181,6 +185,9 @@ func New(src exporters.Source, opts ...Option) *Collector {
 		holdsRunOut:   desc("reorder_holds_run_out_total", "Callers of a keyed lane that went when their reorder hold ran out, a predecessor's number still missing (keyedsem.WithReorderHold)."),
 		waitTime:      desc("wait_seconds", "Time a grant of the lane waited in line (0 for one that did not queue)."),
 		holdTime:      desc("hold_seconds", "Time from a grant of the lane to its release."),
+		cooldown:      desc("cooldown_seconds", "Time left of the lane's pause (lanequeue.Queue.Cooldown, a provider's Retry-After); 0 when none."),
+		coolWaiters:   desc("cooldown_waiters", "Callers waiting out the lane's pause now (not in waiters; the lanes they took before it count them in in_use_permits)."),
+		coolRefused:   desc("cooldown_refused_total", "Calls that failed because their deadline came before the lane's pause ended (not in acquires_total)."),
 		groupWait: desc("group_wait_seconds", "Time a grant of a fair lane waited in line, of the calls that queued, by fair-share group: the groups with a series of their own, the others summed as group=\"other\". Sum by lane to get every queued grant.",
 			"group"),
 	}
@@ -197,7 +204,8 @@ func (c *Collector) descs() []*prometheus.Desc {
 	// groupWait is described also without group waits, so that a
 	// registry refuses a constant label "group" at Register, as it does
 	// lane, kind and outcome, whether or not the series come later.
-	return []*prometheus.Desc{c.capacity, c.keyCapacity, c.fleetCapacity, c.inUse, c.waiters, c.keys, c.closed, c.acquires, c.waited, c.releases, c.doubles, c.holdsRunOut, c.waitTime, c.holdTime, c.groupWait}
+	return []*prometheus.Desc{c.capacity, c.keyCapacity, c.fleetCapacity, c.inUse, c.waiters, c.keys, c.closed, c.acquires, c.waited, c.releases, c.doubles, c.holdsRunOut, c.waitTime, c.holdTime, c.groupWait,
+		c.cooldown, c.coolWaiters, c.coolRefused}
 }
 
 // Collect reads the source once and sends each lane's metrics. A lane name
@@ -262,6 +270,11 @@ func (c *Collector) collectLane(ch chan<- prometheus.Metric, l exporters.Lane) {
 	counter(c.doubles, n.DoubleReleases)
 	if st.Kind == lanequeue.Keyed {
 		counter(c.holdsRunOut, st.HoldsRunOut)
+	}
+	if st.Paused { // from a lane's first pause on
+		gauge(c.cooldown, st.Cooldown.Seconds())
+		gauge(c.coolWaiters, float64(st.CoolWaiters))
+		counter(c.coolRefused, st.CoolRefused)
 	}
 	if st.Enabled {
 		ch <- histogram(c.waitTime, &st.WaitTime, st.Name, kind)

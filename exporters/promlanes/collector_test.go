@@ -1,10 +1,12 @@
 package promlanes_test
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -12,6 +14,7 @@ import (
 	"github.com/sessionlane/lanes/exporters"
 	"github.com/sessionlane/lanes/exporters/internal/scenario"
 	"github.com/sessionlane/lanes/exporters/promlanes"
+	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -315,4 +318,56 @@ func TestNewRefusesANilQueue(t *testing.T) {
 	}()
 	promlanes.New(q)
 	t.Fatal("New(nil *Queue) returned")
+}
+
+// TestCooldownSeries: from a lane's first pause (Queue.Cooldown) on, the
+// lane has its cooldown series: the time left, the callers waiting it out,
+// the calls refused for a deadline before its end; they pass the linter.
+// Before, a pause showed in no series: a dashboard saw no waiter and no
+// refusal during a provider's 429 storm (a new user's trial found it).
+func TestCooldownSeries(t *testing.T) {
+	q := lanequeue.New[string]()
+	defer q.Close()
+	if err := q.Add("model", lanequeue.NewGlobalLane[string](semaphore.New(4))); err != nil {
+		t.Fatal(err)
+	}
+	q.SetClock(clock.NewFake(time.Now())) // the pause does not run out during the test
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(promlanes.New(q))
+	if n, err := testutil.GatherAndCount(reg, "lanes_cooldown_seconds"); err != nil || n != 0 {
+		t.Fatalf("%d cooldown series before any pause (%v); want 0", n, err)
+	}
+	if err := q.Cooldown(context.Background(), "model", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	set, err := q.Lanes("model")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := q.AcquireAll(ctx, "k", set); err == nil {
+		t.Fatal("a call whose deadline comes before the pause ends was granted")
+	}
+	want := `
+# HELP lanes_cooldown_refused_total Calls that failed because their deadline came before the lane's pause ended (not in acquires_total).
+# TYPE lanes_cooldown_refused_total counter
+lanes_cooldown_refused_total{kind="global",lane="model"} 1
+# HELP lanes_cooldown_seconds Time left of the lane's pause (lanequeue.Queue.Cooldown, a provider's Retry-After); 0 when none.
+# TYPE lanes_cooldown_seconds gauge
+lanes_cooldown_seconds{kind="global",lane="model"} 60
+# HELP lanes_cooldown_waiters Callers waiting out the lane's pause now (not in waiters; the lanes they took before it count them in in_use_permits).
+# TYPE lanes_cooldown_waiters gauge
+lanes_cooldown_waiters{kind="global",lane="model"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "lanes_cooldown_seconds", "lanes_cooldown_waiters", "lanes_cooldown_refused_total"); err != nil {
+		t.Fatal(err)
+	}
+	problems, err := testutil.CollectAndLint(promlanes.New(q))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
 }
