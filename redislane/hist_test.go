@@ -25,7 +25,8 @@ func TestHistogramsWaitAndHold(t *testing.T) {
 	var cnt redistest.Calls
 	rc := newClient(t, srv.Addr)
 	rc.AddHook(&cnt)
-	s, err := redislane.NewWeighted(rc, laneName(t), 1, redislane.WithLease(handoverLease), redislane.WithQuarantine(0), redislane.WithHistograms())
+	name := laneName(t)
+	s, err := redislane.NewWeighted(rc, name, 1, redislane.WithLease(handoverLease), redislane.WithQuarantine(0), redislane.WithHistograms())
 	require.NoError(t, err)
 	defer s.Close()
 	ctx := testCtx(t)
@@ -49,7 +50,13 @@ func TestHistogramsWaitAndHold(t *testing.T) {
 		}
 		return err
 	})
-	waitFor(t, handoverLease, "the second caller to wait", func() bool { return s.Stats().Waiters == 1 })
+	// Queued in Redis, not only counted: a waiter is counted before its
+	// first call, which a release made then would let in at once, as no
+	// wait (CI saw Waited 0 so).
+	direct := newClient(t, srv.Addr)
+	waitFor(t, handoverLease, "the second caller to queue in Redis", func() bool {
+		return s.Stats().Waiters == 1 && direct.ZCard(ctx, "{lanes:"+name+"}:g:q").Val() == 1
+	})
 	held.Release()
 	require.NoError(t, testkit.Recv(t, got, "the waiter, granted at the release"))
 	tp, ok := s.TryAcquire(1)
