@@ -109,6 +109,10 @@ func TestFleetRefusesNothing(t *testing.T) {
 		"no lane":         func() { exporters.Fleet(lanes()) },
 		"no source":       func() { exporters.Fleet(nil, "model") },
 		"Join with a nil": func() { exporters.Join(lanes(), nil) },
+		// typed nils, which passed a == nil check and crashed the first
+		// scrape (a review found them)
+		"Join with a nil queue":      func() { exporters.Join(lanes(), (*lanequeue.Queue[string])(nil)) },
+		"Join with a nil SourceFunc": func() { exporters.Join(lanes(), exporters.SourceFunc(nil)) },
 	} {
 		func() {
 			defer func() {

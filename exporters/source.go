@@ -2,6 +2,7 @@ package exporters
 
 import (
 	"fmt"
+	"github.com/sessionlane/lanes/internal/nilptr"
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
@@ -60,7 +61,7 @@ func laneSource[K comparable](name string, l lanequeue.Lane[K]) Source {
 // than at the first scrape (in the registry's goroutine).
 func Join(sources ...Source) FleetSource {
 	for i, s := range sources {
-		if s == nil {
+		if nilptr.Is(s) { // also a typed nil: a nil *lanequeue.Queue, a nil SourceFunc
 			panic(fmt.Sprintf("exporters: Join's source %d is nil", i))
 		}
 	}

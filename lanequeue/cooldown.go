@@ -21,9 +21,11 @@ import (
 // Cooldown(context.Context, time.Duration) (time.Duration, error), as
 // redislane's lanes have) is paused there too, under ctx, after the local
 // pause; its error is returned. A call's wait for a pause is reported to
-// [Hooks.OnSlowWait] as a wait for the cooling lane; it counts in no
-// lane's [semaphore.Stats] (Waited, Cancelled), which are the lane's own
-// line's. See docs/api-details.md.
+// [Hooks.OnSlowWait] as a wait for the cooling lane ([Event] Cooldown);
+// it counts in no lane's [semaphore.Stats] (Waited, Cancelled), which are
+// the lane's own line's, but in the lane's [LaneStats] CoolWaiters while
+// it waits, and CoolRefused if its deadline comes first. See
+// docs/api-details.md.
 func (q *Queue[K]) Cooldown(ctx context.Context, lane string, d time.Duration) error {
 	if ctx == nil {
 		panic("lanequeue: nil Context") // as every call that takes one (a fleet lane's pause would use it)

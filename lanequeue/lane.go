@@ -88,11 +88,11 @@ type LaneStats struct {
 	// exporters send the figures below from then on).
 	// Cooldown: how long the lane's pause has left now
 	// (0: none). CoolWaiters: the callers waiting it out now, each holding
-	// the lanes it took before this one (they count in those lanes' Held,
-	// not in any lane's Waiters). CoolRefused: the calls that failed
-	// because their deadline came before the pause ended, at once or
-	// while they waited it out; such a call gave back what it took, and
-	// counts in no lane's Counters for this.
+	// this lane and the lanes it took before it (they count in those
+	// lanes' Held, not in any lane's Waiters). CoolRefused: the calls that
+	// failed because their deadline came before the pause ended: at once,
+	// holding nothing (in no lane's Counters), or while they waited it out,
+	// having taken this lane (then acquired and released in its Counters).
 	Paused      bool
 	Cooldown    time.Duration
 	CoolWaiters int

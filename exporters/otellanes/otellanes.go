@@ -25,8 +25,8 @@
 //	lanes.double_releases        Counter        {release}  releases of permits already released
 //	lanes.reorder.holds_run_out  Counter        {call}     callers that went when their reorder hold ran out (keyed lanes only)
 //	lanes.cooldown.remaining     Gauge          s          time left of the lane's pause (lanequeue.Queue.Cooldown), 0 when none; a lane's three cooldown series start at its first pause
-//	lanes.cooldown.waiting       UpDownCounter  {caller}   callers waiting out the pause now (not in lanes.waiting)
-//	lanes.cooldown.refused       Counter        {call}     calls whose deadline came before the pause ended (not in lanes.acquires)
+//	lanes.cooldown.waiting       UpDownCounter  {caller}   callers waiting out the pause now, holding the lane (in lanes.in_use, not in lanes.waiting)
+//	lanes.cooldown.refused       Counter        {call}     calls whose deadline came before the pause ended (at once: in no other instrument)
 //
 // The wait-time and hold-time histograms (lanes.wait.duration and
 // lanes.hold.duration, in s) come from a [Producer] given to the reader,
@@ -185,9 +185,9 @@ func Register(meter metric.Meter, src exporters.Source, opts ...Option) (metric.
 	in.cooldown, errs[12] = meter.Float64ObservableGauge("lanes.cooldown.remaining", metric.WithUnit("s"),
 		metric.WithDescription("Time left of the lane's pause (lanequeue.Queue.Cooldown, a provider's Retry-After); 0 when none."))
 	in.coolWaiting, errs[13] = meter.Int64ObservableUpDownCounter("lanes.cooldown.waiting", metric.WithUnit("{caller}"),
-		metric.WithDescription("Callers waiting out the lane's pause now (not in lanes.waiting; the lanes they took before it count them in lanes.in_use)."))
+		metric.WithDescription("Callers waiting out the lane's pause now, each holding the lane (so in lanes.in_use, not in lanes.waiting)."))
 	in.coolRefused, errs[14] = meter.Int64ObservableCounter("lanes.cooldown.refused", metric.WithUnit("{call}"),
-		metric.WithDescription("Calls that failed because their deadline came before the lane's pause ended (not in lanes.acquires)."))
+		metric.WithDescription("Calls that failed because their deadline came before the lane's pause ended: at once (in no other instrument), or while waiting it out (then also acquired and released on the lane)."))
 	for _, err := range errs {
 		if err != nil {
 			return nil, fmt.Errorf("otellanes: %w", err)

@@ -21,8 +21,8 @@
 //	lanes_double_releases_total        counter    releases of permits already released
 //	lanes_reorder_holds_run_out_total  counter    callers that went when their reorder hold ran out (keyed lanes only)
 //	lanes_cooldown_seconds             gauge      time left of the lane's pause (lanequeue.Queue.Cooldown), 0 when none; a lane's three cooldown series start at its first pause
-//	lanes_cooldown_waiters             gauge      callers waiting out the pause now (not in lanes_waiters)
-//	lanes_cooldown_refused_total       counter    calls whose deadline came before the pause ended (not in lanes_acquires_total)
+//	lanes_cooldown_waiters             gauge      callers waiting out the pause now, holding the lane (in lanes_in_use_permits, not in lanes_waiters)
+//	lanes_cooldown_refused_total       counter    calls whose deadline came before the pause ended (at once: in no other series)
 //	lanes_wait_seconds                 histogram  time a grant waited in line (0 for one that did not queue)
 //	lanes_hold_seconds                 histogram  time from a grant to its release
 //	lanes_group_wait_seconds           histogram  time a grant of a fair lane queued, by group (WithGroupWaits)
@@ -186,8 +186,8 @@ func New(src exporters.Source, opts ...Option) *Collector {
 		waitTime:      desc("wait_seconds", "Time a grant of the lane waited in line (0 for one that did not queue)."),
 		holdTime:      desc("hold_seconds", "Time from a grant of the lane to its release."),
 		cooldown:      desc("cooldown_seconds", "Time left of the lane's pause (lanequeue.Queue.Cooldown, a provider's Retry-After); 0 when none."),
-		coolWaiters:   desc("cooldown_waiters", "Callers waiting out the lane's pause now (not in waiters; the lanes they took before it count them in in_use_permits)."),
-		coolRefused:   desc("cooldown_refused_total", "Calls that failed because their deadline came before the lane's pause ended (not in acquires_total)."),
+		coolWaiters:   desc("cooldown_waiters", "Callers waiting out the lane's pause now, each holding the lane (so in in_use_permits, not in waiters)."),
+		coolRefused:   desc("cooldown_refused_total", "Calls that failed because their deadline came before the lane's pause ended: at once (in no other series), or while waiting it out (then also acquired and released on the lane)."),
 		groupWait: desc("group_wait_seconds", "Time a grant of a fair lane waited in line, of the calls that queued, by fair-share group: the groups with a series of their own, the others summed as group=\"other\". Sum by lane to get every queued grant.",
 			"group"),
 	}

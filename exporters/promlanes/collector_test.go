@@ -350,13 +350,13 @@ func TestCooldownSeries(t *testing.T) {
 		t.Fatal("a call whose deadline comes before the pause ends was granted")
 	}
 	want := `
-# HELP lanes_cooldown_refused_total Calls that failed because their deadline came before the lane's pause ended (not in acquires_total).
+# HELP lanes_cooldown_refused_total Calls that failed because their deadline came before the lane's pause ended: at once (in no other series), or while waiting it out (then also acquired and released on the lane).
 # TYPE lanes_cooldown_refused_total counter
 lanes_cooldown_refused_total{kind="global",lane="model"} 1
 # HELP lanes_cooldown_seconds Time left of the lane's pause (lanequeue.Queue.Cooldown, a provider's Retry-After); 0 when none.
 # TYPE lanes_cooldown_seconds gauge
 lanes_cooldown_seconds{kind="global",lane="model"} 60
-# HELP lanes_cooldown_waiters Callers waiting out the lane's pause now (not in waiters; the lanes they took before it count them in in_use_permits).
+# HELP lanes_cooldown_waiters Callers waiting out the lane's pause now, each holding the lane (so in in_use_permits, not in waiters).
 # TYPE lanes_cooldown_waiters gauge
 lanes_cooldown_waiters{kind="global",lane="model"} 0
 `

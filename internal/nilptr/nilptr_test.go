@@ -33,6 +33,9 @@ func TestIs(t *testing.T) {
 		{"interface holding a pointer", doer(&thing{}), false},
 		{"value", 3, false},
 		{"struct value", thing{}, false},
+		{"nil func", (func())(nil), true},
+		{"func", func() {}, false},
+		{"nil slice", []int(nil), false},
 	} {
 		if got := nilptr.Is(c.v); got != c.want {
 			t.Errorf("%s: Is = %v; want %v", c.name, got, c.want)
