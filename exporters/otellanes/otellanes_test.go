@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -14,7 +13,6 @@ import (
 	"github.com/sessionlane/lanes/exporters"
 	"github.com/sessionlane/lanes/exporters/internal/scenario"
 	"github.com/sessionlane/lanes/exporters/otellanes"
-	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -346,25 +344,7 @@ func TestRegisterRefusesANilQueue(t *testing.T) {
 // cooldown data points: the time left, the callers waiting it out, the
 // calls refused for a deadline before its end.
 func TestCooldownInstruments(t *testing.T) {
-	q := lanequeue.New[string]()
-	defer q.Close()
-	if err := q.Add("model", lanequeue.NewGlobalLane[string](semaphore.New(4))); err != nil {
-		t.Fatal(err)
-	}
-	q.SetClock(clock.NewFake(time.Now()))
-	if err := q.Cooldown(context.Background(), "model", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	set, err := q.Lanes("model")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if _, err := q.AcquireAll(ctx, "k", set); err == nil {
-		t.Fatal("a call whose deadline comes before the pause ends was granted")
-	}
-	got, err := collect(t, q)
+	got, err := collect(t, scenario.Paused(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,10 @@
 package promlanes_test
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -14,7 +12,6 @@ import (
 	"github.com/sessionlane/lanes/exporters"
 	"github.com/sessionlane/lanes/exporters/internal/scenario"
 	"github.com/sessionlane/lanes/exporters/promlanes"
-	"github.com/sessionlane/lanes/internal/clock"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -326,29 +323,14 @@ func TestNewRefusesANilQueue(t *testing.T) {
 // Before, a pause showed in no series: a dashboard saw no waiter and no
 // refusal during a provider's 429 storm (a new user's trial found it).
 func TestCooldownSeries(t *testing.T) {
-	q := lanequeue.New[string]()
-	defer q.Close()
-	if err := q.Add("model", lanequeue.NewGlobalLane[string](semaphore.New(4))); err != nil {
-		t.Fatal(err)
+	q0, stop := scenario.Queue(t) // never paused
+	defer stop()
+	if n := testutil.CollectAndCount(promlanes.New(q0), "lanes_cooldown_seconds"); n != 0 {
+		t.Fatalf("%d cooldown series of lanes never paused; want 0", n)
 	}
-	q.SetClock(clock.NewFake(time.Now())) // the pause does not run out during the test
+	q := scenario.Paused(t)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(promlanes.New(q))
-	if n, err := testutil.GatherAndCount(reg, "lanes_cooldown_seconds"); err != nil || n != 0 {
-		t.Fatalf("%d cooldown series before any pause (%v); want 0", n, err)
-	}
-	if err := q.Cooldown(context.Background(), "model", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	set, err := q.Lanes("model")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if _, err := q.AcquireAll(ctx, "k", set); err == nil {
-		t.Fatal("a call whose deadline comes before the pause ends was granted")
-	}
 	want := `
 # HELP lanes_cooldown_refused_total Calls that failed because their deadline came before the lane's pause ended: at once (in no other series), or while waiting it out (then also acquired and released on the lane).
 # TYPE lanes_cooldown_refused_total counter

@@ -269,3 +269,25 @@ func Controllers(t testing.TB) map[string]*adaptive.Controller {
 	round(slow, 9, adaptive.Success, 2*time.Second)
 	return map[string]*adaptive.Controller{"model": model, "slow": slow, "idle": idle}
 }
+
+// Paused returns a queue with a global lane "model" of capacity 4, paused
+// for a minute (Queue.Cooldown) on a fake clock that does not move, and one
+// call refused for a deadline (a second) before the pause ends: the lane's
+// cooldown figures are 60 s left, 0 waiters, 1 refused. The queue closes
+// when the test ends.
+func Paused(t testing.TB) *lanequeue.Queue[string] {
+	t.Helper()
+	q := lanequeue.New[string]()
+	t.Cleanup(q.Close)
+	must(t, q.Add("model", lanequeue.NewGlobalLane[string](semaphore.New(4))))
+	q.SetClock(clock.NewFake(time.Now())) // system time: contexts' deadlines compare with it
+	must(t, q.Cooldown(context.Background(), "model", time.Minute))
+	set, err := q.Lanes("model")
+	must(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := q.AcquireAll(ctx, "k", set); err == nil {
+		t.Fatal("scenario: a call whose deadline comes before the pause ends was granted")
+	}
+	return q
+}
