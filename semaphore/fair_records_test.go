@@ -21,6 +21,67 @@ func (s *Weighted) fairRecords() int {
 	return n
 }
 
+// fairLine holds the only permit of a semaphore of capacity 1 and queues
+// calls behind it, a goroutine each, served one release at a time.
+type fairLine struct {
+	t    *testing.T
+	s    *Weighted
+	hold Permit
+	done chan fairResult
+	next int // the id of the next call queued
+}
+
+type fairResult struct {
+	id  int
+	p   Permit
+	err error
+}
+
+func newFairLine(t *testing.T, s *Weighted) *fairLine {
+	t.Helper()
+	hold, ok := s.TryAcquire(1)
+	if !ok {
+		t.Fatal("TryAcquire(1) on a fresh semaphore failed")
+	}
+	return &fairLine{t: t, s: s, hold: hold, done: make(chan fairResult, 64)}
+}
+
+// queue starts a call of one permit with opts and returns its id once it
+// waits.
+func (l *fairLine) queue(ctx context.Context, what string, opts ...AcquireOption) int {
+	l.t.Helper()
+	id, want := l.next, l.s.Stats().Waiters+1
+	l.next++
+	go func() {
+		p, err := l.s.Acquire(ctx, 1, opts...)
+		l.done <- fairResult{id, p, err}
+	}()
+	testkit.Eventually(l.t, what+" to queue", func() bool { return l.s.Stats().Waiters == want })
+	return id
+}
+
+// serve releases the permit held, and holds the next grant's; it returns
+// the id of the call granted.
+func (l *fairLine) serve() int {
+	l.t.Helper()
+	l.hold.Release()
+	r := testkit.Recv(l.t, l.done, "a grant")
+	if r.err != nil {
+		l.t.Fatal(r.err)
+	}
+	l.hold = r.p
+	return r.id
+}
+
+// drain serves every call still waiting, then releases the permit.
+func (l *fairLine) drain() {
+	l.t.Helper()
+	for l.s.Stats().Waiters > 0 {
+		l.serve()
+	}
+	l.hold.Release()
+}
+
 // The per-group records of WithFairShare stay few while the semaphore is
 // busy for good: a steady group keeps someone waiting through 1000
 // rounds, and in each round a group never seen before waits once. Each
@@ -29,55 +90,29 @@ func (s *Weighted) fairRecords() int {
 // waits, the next wait starts with one record, its own.
 func TestFairShareRecordsStayBounded(t *testing.T) {
 	s := New(1, WithFairShare(nil))
-	ctx := context.Background()
-	hold, ok := s.TryAcquire(1)
-	if !ok {
-		t.Fatal("TryAcquire(1) on a fresh semaphore failed")
-	}
-	type result struct {
-		p   Permit
-		err error
-	}
-	done := make(chan result, 8)
-	queue := func(g string) {
-		t.Helper()
-		want := s.Stats().Waiters + 1
-		go func() {
-			p, err := s.Acquire(ctx, 1, Group(g))
-			done <- result{p, err}
-		}()
-		testkit.Eventually(t, "a waiter of "+g+" to queue", func() bool { return s.Stats().Waiters == want })
-	}
-	serve := func() {
-		t.Helper()
-		hold.Release()
-		r := testkit.Recv(t, done, "a grant")
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		hold = r.p
-	}
-	queue("steady")
+	l := newFairLine(t, s)
+	bg := context.Background()
+	l.queue(bg, "steady", Group("steady"))
 	most := 0
 	for i := range 1000 {
-		queue(fmt.Sprintf("once-%d", i))
-		queue("steady")
-		serve()
-		serve()
+		g := fmt.Sprintf("once-%d", i)
+		l.queue(bg, g, Group(g))
+		l.queue(bg, "steady", Group("steady"))
+		l.serve()
+		l.serve()
 		most = max(most, s.fairRecords())
 	}
 	if most > 8 {
 		t.Fatalf("up to %d records for 2 or 3 groups waiting at a time", most)
 	}
 	for s.Stats().Waiters > 0 {
-		serve()
+		l.serve()
 	}
-	queue("after")
+	l.queue(bg, "after", Group("after"))
 	if n := s.fairRecords(); n != 1 {
 		t.Fatalf("%d records after a wait into an empty queue, want 1", n)
 	}
-	serve()
-	hold.Release()
+	l.drain()
 }
 
 // fairIndexOK reports whether each band's index, once made, names every
@@ -117,38 +152,16 @@ func (f *fairBand) indexOK() error {
 // per round.
 func TestFairShareIndexWithManyGroups(t *testing.T) {
 	s := New(1, WithFairShare(nil))
-	ctx := context.Background()
-	hold, _ := s.TryAcquire(1)
-	type result struct {
-		id  int
-		p   Permit
-		err error
-	}
-	done := make(chan result, 64)
-	next := 0
+	l := newFairLine(t, s)
+	bg := context.Background()
 	var groupOf []string
 	queue := func(g string) {
 		t.Helper()
-		id, want := next, s.Stats().Waiters+1
-		next++
+		l.queue(bg, g, Group(g))
 		groupOf = append(groupOf, g)
-		go func() {
-			p, err := s.Acquire(ctx, 1, Group(g))
-			done <- result{id, p, err}
-		}()
-		testkit.Eventually(t, "a waiter of "+g+" to queue", func() bool { return s.Stats().Waiters == want })
 	}
 	var order []int
-	serve := func() {
-		t.Helper()
-		hold.Release()
-		r := testkit.Recv(t, done, "a grant")
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		order = append(order, r.id)
-		hold = r.p
-	}
+	serve := func() { order = append(order, l.serve()) }
 	for g := range 16 {
 		queue(fmt.Sprintf("g%d", g))
 	}
@@ -164,9 +177,10 @@ func TestFairShareIndexWithManyGroups(t *testing.T) {
 	for s.Stats().Waiters > 0 {
 		serve()
 	}
-	hold.Release()
+	l.hold.Release()
 	// Every waiter served once, each group's in arrival order (the
 	// order itself is the model's business: TestFairShareMatchesModel).
+	next := l.next
 	if len(order) != next {
 		t.Fatalf("%d served of %d", len(order), next)
 	}
@@ -192,55 +206,28 @@ func (s *Weighted) fairBands() int {
 // and none is left once nobody waits.
 func TestFairShareBandsStayBounded(t *testing.T) {
 	s := New(1, WithFairShare(nil), WithPriorities(time.Hour))
-	hold, ok := s.TryAcquire(1)
-	if !ok {
-		t.Fatal("TryAcquire(1) on a fresh semaphore failed")
-	}
-	type result struct {
-		p   Permit
-		err error
-	}
-	done := make(chan result, 8)
-	queue := func(ctx context.Context, prio int, g string) {
-		t.Helper()
-		want := s.Stats().Waiters + 1
-		go func() {
-			p, err := s.Acquire(ctx, 1, Priority(prio), Group(g))
-			done <- result{p, err}
-		}()
-		testkit.Eventually(t, "a waiter of "+g+" to queue", func() bool { return s.Stats().Waiters == want })
-	}
-	serve := func() {
-		t.Helper()
-		hold.Release()
-		r := testkit.Recv(t, done, "a grant")
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		hold = r.p
-	}
-	queue(context.Background(), 0, "steady")
+	l := newFairLine(t, s)
+	bg := context.Background()
+	l.queue(bg, "steady", Priority(0), Group("steady"))
 	most := 0
 	for i := range 300 {
-		ctx, cancel := context.WithCancel(context.Background())
-		queue(ctx, -1-i, "gone") // a priority never seen before, left unserved
-		queue(context.Background(), 1+i, fmt.Sprintf("once-%d", i))
-		queue(context.Background(), 0, "steady")
+		ctx, cancel := context.WithCancel(bg)
+		l.queue(ctx, "gone", Priority(-1-i), Group("gone")) // a priority never seen before, left unserved
+		g := fmt.Sprintf("once-%d", i)
+		l.queue(bg, g, Priority(1+i), Group(g))
+		l.queue(bg, "steady", Priority(0), Group("steady"))
 		most = max(most, s.fairBands())
 		cancel()
-		if r := testkit.Recv(t, done, "the cancelled call"); !errors.Is(r.err, context.Canceled) {
+		if r := testkit.Recv(t, l.done, "the cancelled call"); !errors.Is(r.err, context.Canceled) {
 			t.Fatalf("the cancelled call: %v", r.err)
 		}
-		serve()
-		serve()
+		l.serve()
+		l.serve()
 	}
 	if most > 3 {
 		t.Fatalf("up to %d bands with state for 3 priorities waiting at a time", most)
 	}
-	for s.Stats().Waiters > 0 {
-		serve()
-	}
-	hold.Release()
+	l.drain()
 	if n := s.fairBands(); n != 0 {
 		t.Fatalf("%d bands with state once nobody waits, want 0", n)
 	}
