@@ -64,7 +64,10 @@
 // [semaphore.HistogramBounds] (1µs to 100s in 1-2-5 steps) as le bounds in
 // seconds; a lane without them has no such series, rather than one that
 // says nothing waited. Their _count is the lane's acquired grants
-// (wait) and first releases (hold).
+// (wait) and first releases (hold). After a lane's first 1024 waits and
+// holds they are sampled, one in 16, and scaled to every one (see
+// semaphore.Timings): _count stays exact, _sum and the buckets are then
+// estimates.
 //
 // With [WithGroupWaits], the waits of fair lanes are reported by
 // fair-share group too, from an [exporters.GroupWaits] that the queue's
@@ -74,7 +77,8 @@
 // own and group="other" for the rest; which groups have one is the
 // exporters package doc's "Waits by group". The series of a lane add up:
 // sum by (lane) of their _count is every grant of the lane that queued
-// (lanes_waited_total, for the calls made through the queue).
+// (lanes_waited_total, for the calls made through the queue), give or take
+// the waits in flight when a scrape reads the two.
 //
 // The adaptive controllers that drive lanes' capacities (package adaptive)
 // have a collector of their own, [NewLimits]: the limit, its floor and
@@ -114,7 +118,10 @@ func WithNamespace(ns string) Option {
 
 // WithConstLabels adds labels with fixed values to every series (the
 // queue's role in a process with several, say). They must not be lane,
-// kind, outcome or group.
+// kind, outcome or group. Two collectors on one registry must have the
+// same label names: give every collector of the registry the label (a
+// second queue's collector with it beside a first without is refused by
+// the registry), or join the queues in one collector ([exporters.Join]).
 func WithConstLabels(l prometheus.Labels) Option {
 	return func(c *config) { c.labels = l }
 }
