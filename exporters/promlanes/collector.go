@@ -64,10 +64,10 @@
 // [semaphore.HistogramBounds] (1µs to 100s in 1-2-5 steps) as le bounds in
 // seconds; a lane without them has no such series, rather than one that
 // says nothing waited. Their _count is the lane's acquired grants
-// (wait) and first releases (hold). After a lane's first 1024 waits and
-// holds they are sampled, one in 16, and scaled to every one (see
-// semaphore.Timings): _count stays exact, _sum and the buckets are then
-// estimates.
+// (wait) and first releases (hold). After a lane's first thousand or so
+// waits and holds they are sampled, one in 16, and scaled to every one
+// (see semaphore.Timings): _count stays exact, _sum and the buckets are
+// then estimates.
 //
 // With [WithGroupWaits], the waits of fair lanes are reported by
 // fair-share group too, from an [exporters.GroupWaits] that the queue's
