@@ -78,7 +78,7 @@ const fairScale = 720720
 type fairQueue struct {
 	weight func(string) int
 	bands  []*fairBand         // the bands that have waiters, in no order
-	byBand map[int32]*fairBand // the bands' index, while there are more than fairScan
+	byBand map[int32]*fairBand // the bands' index, made once there were more than fairScan
 	spare  []*fairBand         // states of bands let go, for reuse
 }
 
