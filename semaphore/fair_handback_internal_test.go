@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/sessionlane/lanes/internal/testkit"
 )
 
 func (s *Weighted) bandV(band int32) (int64, bool) {
@@ -26,7 +28,10 @@ func (s *Weighted) bandV(band int32) (int64, bool) {
 func TestFairGrantGivenBackLeavesOtherBandsAlone(t *testing.T) {
 	const U = fairScale
 	s := New(2, WithPriorities(time.Hour), WithFairShare(nil))
-	bg := context.Background()
+	// Every wait below is granted at once or never: a deadline, so that a
+	// defect fails the test rather than hanging it.
+	bg, cancelAll := context.WithTimeout(context.Background(), testkit.Deadline)
+	defer cancelAll()
 	extra, _ := s.TryAcquire(1) // held throughout: a2 (2 permits) cannot fit
 	hold, _ := s.TryAcquire(1)
 	join := func(n int64, opts ...AcquireOption) Place {
