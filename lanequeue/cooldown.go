@@ -23,8 +23,8 @@ import (
 // pause; its error is returned. A call's wait for a pause is reported to
 // [Hooks.OnSlowWait] as a wait for the cooling lane ([Event] Cooldown);
 // it counts in no lane's [semaphore.Stats] (Waited, Cancelled), which are
-// the lane's own line's, but in the lane's [LaneStats] CoolWaiters while
-// it waits, and CoolRefused if its deadline comes first. See
+// the lane's own line's, but in the lane's [LaneStats] CooldownWaiters while
+// it waits, and CooldownRefused if its deadline comes first. See
 // docs/api-details.md.
 func (q *Queue[K]) Cooldown(ctx context.Context, lane string, d time.Duration) error {
 	if ctx == nil {
@@ -183,7 +183,7 @@ func (q *Queue[K]) coolHolding(ctx context.Context, key K, g *grant[K], plain in
 func (q *Queue[K]) waitCool(ctx context.Context, key K, g *grant[K], turn call.Turn) error {
 	listed := -1 // the cooling lane the call is listed for: a pause extended leaves the listing (its Since) as it is
 	since := int64(noWait)
-	var on *laneEntry[K] // the lane whose CoolWaiters counts the call
+	var on *laneEntry[K] // the lane whose CooldownWaiters counts the call
 	defer func() {
 		if on != nil {
 			on.coolWaiters.Add(-1)

@@ -478,7 +478,7 @@ func TestCooldownInStats(t *testing.T) {
 		t.Fatal("no provider lane in Stats")
 		return lanequeue.LaneStats{}
 	}
-	if st := provider(); st.Cooldown != 0 || st.CoolWaiters != 0 || st.CoolRefused != 0 {
+	if st := provider(); st.CooldownLeft != 0 || st.CooldownWaiters != 0 || st.CooldownRefused != 0 {
 		t.Fatalf("before any pause: %+v", st)
 	}
 	must(t, q.Cooldown(context.Background(), "provider", time.Minute))
@@ -494,15 +494,15 @@ func TestCooldownInStats(t *testing.T) {
 	pending(t, clk, 1) // a waits out the pause
 	clk.Advance(20 * time.Second)
 	st := provider()
-	if st.Cooldown != 40*time.Second || st.CoolWaiters != 1 || st.CoolRefused != 1 {
-		t.Fatalf("during the pause: Cooldown %v, CoolWaiters %d, CoolRefused %d; want 40s, 1, 1", st.Cooldown, st.CoolWaiters, st.CoolRefused)
+	if st.CooldownLeft != 40*time.Second || st.CooldownWaiters != 1 || st.CooldownRefused != 1 {
+		t.Fatalf("during the pause: Cooldown %v, CooldownWaiters %d, CooldownRefused %d; want 40s, 1, 1", st.CooldownLeft, st.CooldownWaiters, st.CooldownRefused)
 	}
 	clk.Advance(40 * time.Second)
 	ra := receive(t, a)
 	must(t, ra.err)
 	ra.t.Release()
-	if st := provider(); st.Cooldown != 0 || st.CoolWaiters != 0 || st.CoolRefused != 1 {
-		t.Fatalf("after the pause: Cooldown %v, CoolWaiters %d, CoolRefused %d; want 0, 0, 1", st.Cooldown, st.CoolWaiters, st.CoolRefused)
+	if st := provider(); st.CooldownLeft != 0 || st.CooldownWaiters != 0 || st.CooldownRefused != 1 {
+		t.Fatalf("after the pause: Cooldown %v, CooldownWaiters %d, CooldownRefused %d; want 0, 0, 1", st.CooldownLeft, st.CooldownWaiters, st.CooldownRefused)
 	}
 	assertNothingHeld(t, q)
 }

@@ -84,19 +84,20 @@ type LaneStats struct {
 	// keyed lane, whose use is Held, and for a fleet's rate lane
 	// (redislane.AsRateLane), whose count Redis keeps.
 	Used int64
-	// Paused: [Queue.Cooldown] has paused the lane at least once (the
-	// exporters send the figures below from then on).
-	// Cooldown: how long the lane's pause has left now
-	// (0: none). CoolWaiters: the callers waiting it out now, each holding
-	// this lane and the lanes it took before it (they count in those
-	// lanes' Held, not in any lane's Waiters). CoolRefused: the calls that
+	// The lane's pauses ([Queue.Cooldown]). CooldownSet: a pause has been
+	// set at least once (the exporters send the figures below from then
+	// on). CooldownLeft: how long the pause has left now (0: none).
+	// CooldownWaiters: the callers waiting it out now, each holding this
+	// lane and the lanes it took before it (they count in those lanes'
+	// Held, not in any lane's Waiters). CooldownRefused: the calls that
 	// failed because their deadline came before the pause ended: at once,
-	// holding nothing (in no lane's Counters), or while they waited it out,
-	// having taken this lane (then acquired and released in its Counters).
-	Paused      bool
-	Cooldown    time.Duration
-	CoolWaiters int
-	CoolRefused uint64
+	// holding nothing (in no lane's Counters), or while they waited it
+	// out, having taken this lane (then acquired and released in its
+	// Counters).
+	CooldownSet     bool
+	CooldownLeft    time.Duration
+	CooldownWaiters int
+	CooldownRefused uint64
 
 	// Counters: the lane's own, as package semaphore defines them; a call
 	// counts in every lane it reached. A rate lane gives nothing back.

@@ -123,8 +123,8 @@ type laneEntry[K comparable] struct {
 	// cool is when the lane's Cooldown ends, in nanoseconds of the
 	// queue's clock; 0: never paused.
 	cool atomic.Int64
-	// coolWaiters and coolRefused are LaneStats' CoolWaiters and
-	// CoolRefused.
+	// coolWaiters and coolRefused are LaneStats' CooldownWaiters and
+	// CooldownRefused.
 	coolWaiters atomic.Int64
 	coolRefused atomic.Uint64
 }
@@ -326,15 +326,15 @@ func (q *Queue[K]) Stats() []LaneStats {
 		st := e.lane.Stats()
 		st.Name, st.Kind = e.name, e.kind
 		if c := e.cool.Load(); c != 0 { // 0: never paused
-			st.Paused = true
+			st.CooldownSet = true
 			if !read {
 				now, read = q.now().UnixNano(), true
 			}
 			if c > now {
-				st.Cooldown = time.Duration(c - now)
+				st.CooldownLeft = time.Duration(c - now)
 			}
 		}
-		st.CoolWaiters, st.CoolRefused = int(e.coolWaiters.Load()), e.coolRefused.Load()
+		st.CooldownWaiters, st.CooldownRefused = int(e.coolWaiters.Load()), e.coolRefused.Load()
 		out[i] = st
 	}
 	return out

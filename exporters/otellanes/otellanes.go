@@ -262,10 +262,10 @@ func (in *instruments) observe(o metric.Observer, lanes []exporters.Lane, fixed 
 		if st.Kind == lanequeue.Keyed {
 			o.ObserveInt64(in.holdsRunOut, clamp(st.HoldsRunOut), lane)
 		}
-		if st.Paused { // from a lane's first pause on
-			o.ObserveFloat64(in.cooldown, st.Cooldown.Seconds(), lane)
-			o.ObserveInt64(in.coolWaiting, int64(st.CoolWaiters), lane)
-			o.ObserveInt64(in.coolRefused, clamp(st.CoolRefused), lane)
+		if st.CooldownSet { // from a lane's first pause on
+			o.ObserveFloat64(in.cooldown, st.CooldownLeft.Seconds(), lane)
+			o.ObserveInt64(in.coolWaiting, int64(st.CooldownWaiters), lane)
+			o.ObserveInt64(in.coolRefused, clamp(st.CooldownRefused), lane)
 		}
 	}
 }

@@ -278,10 +278,10 @@ func (c *Collector) collectLane(ch chan<- prometheus.Metric, l exporters.Lane) {
 	if st.Kind == lanequeue.Keyed {
 		counter(c.holdsRunOut, st.HoldsRunOut)
 	}
-	if st.Paused { // from a lane's first pause on
-		gauge(c.cooldown, st.Cooldown.Seconds())
-		gauge(c.coolWaiters, float64(st.CoolWaiters))
-		counter(c.coolRefused, st.CoolRefused)
+	if st.CooldownSet { // from a lane's first pause on
+		gauge(c.cooldown, st.CooldownLeft.Seconds())
+		gauge(c.coolWaiters, float64(st.CooldownWaiters))
+		counter(c.coolRefused, st.CooldownRefused)
 	}
 	if st.Enabled {
 		ch <- histogram(c.waitTime, &st.WaitTime, st.Name, kind)
