@@ -36,11 +36,13 @@ func (f LimitFunc) Limits() []Limit { return f() }
 
 // Controllers returns a [LimitSource] of the controllers given, by the
 // name of the lane each drives, in the order of the names. The map is
-// copied: later changes to it are not seen. A nil controller is refused
-// with a panic, at once, rather than at the first scrape.
+// copied: later changes to it are not seen. A nil controller, or one under
+// an empty lane name, is refused with a panic, at once, rather than at the
+// first scrape.
 func Controllers(byLane map[string]*adaptive.Controller) LimitSource {
 	names := make([]string, 0, len(byLane))
 	for name, c := range byLane {
+		checkName("Controllers", name)
 		if c == nil {
 			panic("exporters: nil controller for lane " + name)
 		}

@@ -30,7 +30,11 @@ func (f SourceFunc) Stats() []lanequeue.LaneStats { return f() }
 // Semaphore returns a [Source] of one lane, named name, of kind
 // [lanequeue.Global]: the snapshot of s. Use it for a semaphore used on its
 // own, outside a queue (a queue's global lanes are in the queue's Stats).
+// It panics if name is empty, at once rather than at the first scrape, as
+// a queue refuses a lane with no name: an exporter would report the lane's
+// series under an empty lane label.
 func Semaphore(name string, s *semaphore.Weighted) Source {
+	checkName("Semaphore", name)
 	return laneSource(name, lanequeue.NewGlobalLane[struct{}](s))
 }
 
@@ -38,9 +42,18 @@ func Semaphore(name string, s *semaphore.Weighted) Source {
 // [lanequeue.Keyed]: the snapshot of k, whose Capacity is the per-key
 // capacity, Keys the entries alive, and HoldsRunOut its reorder holds
 // that ran out (keyedsem.WithReorderHold). Use it for a keyed semaphore used on
-// its own, outside a queue.
+// its own, outside a queue. It panics if name is empty, as [Semaphore]
+// does.
 func Keyed[K comparable](name string, k *keyedsem.Keyed[K]) Source {
+	checkName("Keyed", name)
 	return laneSource(name, lanequeue.NewKeyedLane(k))
+}
+
+// checkName panics if name, given to the constructor fn, is empty.
+func checkName(fn, name string) {
+	if name == "" {
+		panic("exporters: " + fn + ": empty lane name")
+	}
 }
 
 // laneSource is a [Source] of one lane, named name: the snapshot its

@@ -7,6 +7,7 @@ import (
 	"github.com/sessionlane/lanes/adaptive"
 	"github.com/sessionlane/lanes/exporters"
 	"github.com/sessionlane/lanes/exporters/internal/scenario"
+	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanequeue"
 	"github.com/sessionlane/lanes/semaphore"
 )
@@ -55,6 +56,32 @@ func TestAdapters(t *testing.T) {
 	s.Close()
 	if st := exporters.Semaphore("api", s).Stats()[0]; !st.Closed {
 		t.Fatalf("closed semaphore's lane %+v: not Closed", st)
+	}
+}
+
+// TestAdaptersRefuseEmptyName: Semaphore, Keyed and Controllers refuse an
+// empty lane name with a panic at once, as a queue refuses one, rather
+// than export a lane under an empty label (a review found Semaphore's).
+func TestAdaptersRefuseEmptyName(t *testing.T) {
+	k := keyedsem.New[int]()
+	defer k.Close()
+	ctl := scenario.Controllers(t)["idle"]
+	for name, c := range map[string]struct {
+		f    func()
+		want string
+	}{
+		"Semaphore":   {func() { exporters.Semaphore("", semaphore.New(1)) }, "exporters: Semaphore: empty lane name"},
+		"Keyed":       {func() { exporters.Keyed("", k) }, "exporters: Keyed: empty lane name"},
+		"Controllers": {func() { exporters.Controllers(map[string]*adaptive.Controller{"": ctl}) }, "exporters: Controllers: empty lane name"},
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r != c.want {
+					t.Errorf("%s with an empty name: recovered %v; want the panic %q", name, r, c.want)
+				}
+			}()
+			c.f()
+		}()
 	}
 }
 
