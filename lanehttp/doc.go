@@ -98,11 +98,13 @@
 // retried. A call that waits to retry holds no lanes, so a
 // [lanequeue.Queue.Drain] does not wait for it (unless its context carries
 // a ticket of the queue, as a handler's does: the retry is then admitted
-// as the ticket's work); when the lanes refuse the retry (a drained queue,
-// a full line), it is not sent, and the caller gets the answer retried,
-// whose body is kept in memory while the call waits if it is at most 8
-// KiB long (an answer with a longer body, or an attempt that failed with
-// an error, gives the lanes' error instead). The attempt that answers the
+// as the ticket's work), and its wait ends when the drain begins or the
+// queue closes ([lanequeue.Queue.Stopping]; a call whose context carries
+// a ticket waits its time out); when the lanes refuse the retry (a
+// drained queue, a full line), it is not sent, and the caller gets the
+// answer retried, whose body is kept in memory while the call waits if it
+// is at most 8 KiB long (an answer with a longer body, or an attempt that
+// failed with an error, gives the lanes' error instead). The attempt that answers the
 // caller holds its lanes until its response's Body is closed (the first
 // Close releases them; a second is harmless); one that fails with an
 // error, or is retried, gives them back at once. Either way its lanes'

@@ -347,6 +347,8 @@ func (t *Transport[K]) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err := t.sleep(ctx, wait); err != nil {
 			return nil, err
 		}
+		// Slept out, or cut short by the queue stopping: then the next
+		// AcquireAll refuses, and the caller gets the answer kept.
 	}
 }
 
@@ -449,11 +451,23 @@ func (t *Transport[K]) backoff(n int, v Verdict) time.Duration {
 	return base + time.Duration(rand.Int64N(int64(half)+1))
 }
 
-// sleep waits d on the transport's clock, or until ctx ends.
+// sleep waits d on the transport's clock, or until ctx ends (returning
+// its error), or until the queue stops admitting work (Queue.Stopping),
+// which would refuse the retry: waiting on would only delay the caller's
+// answer, and a drain's end. A call whose ctx carries a ticket waits d
+// out, since a drain admits it as the ticket's work if the ticket is of
+// the queue and held (see lanequeue.WithTicket).
 func (t *Transport[K]) sleep(ctx context.Context, d time.Duration) error {
 	tm := t.cfg.Clock.NewTimer(d)
+	stopping := t.cfg.Queue.Stopping()
+	if _, ok := lanequeue.TicketFrom[K](ctx); ok {
+		stopping = nil // never ready
+	}
 	select {
 	case <-tm.C():
+		return nil
+	case <-stopping:
+		tm.Stop()
 		return nil
 	case <-ctx.Done():
 		tm.Stop()

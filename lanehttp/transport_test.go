@@ -665,6 +665,60 @@ func TestTransportDrainDuringTheWaitGivesTheLastAnswer(t *testing.T) {
 	nothingHeld(t, g.q)
 }
 
+// TestTransportRetryWaitEndsWhenTheQueueStops: a call waiting to retry
+// stops waiting as soon as a Drain begins (while another ticket keeps
+// the drain going) or the queue closes, and gets the answer retried
+// then, not once its backoff is slept out (it slept it out first: a
+// review found it). The fake clock never moves, so without that the call
+// would wait for good.
+func TestTransportRetryWaitEndsWhenTheQueueStops(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		stop func(t *testing.T, q *lanequeue.Queue[string]) (end func())
+	}{
+		{"Drain begins", func(t *testing.T, q *lanequeue.Queue[string]) func() {
+			// A ticket of a lane of its own, that the drain waits for
+			// (the provider's lanes are paused by the 429).
+			must(t, q.Add("session", lanequeue.NewKeyedLane(keyedsem.New[string]())))
+			set, err := q.Lanes("session")
+			must(t, err)
+			other, ok := q.TryAcquireAll("thread-1", set)
+			if !ok {
+				t.Fatal("TryAcquireAll of the session lane failed")
+			}
+			drained := testkit.Go(func() error { return q.Drain(context.Background()) })
+			return func() {
+				other.Release()
+				must(t, testkit.Recv(t, drained, "the drain"))
+			}
+		}},
+		{"Close", func(t *testing.T, q *lanequeue.Queue[string]) func() {
+			q.Close()
+			return func() {}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := newRig(t, refuseOnce(http.StatusTooManyRequests, "retry-after", "60"), nil)
+			done := testkit.Go(func() answer {
+				resp, err := g.post(context.Background(), "x")
+				return answerOf(t, resp, err)
+			})
+			d := g.clk.next(t)                     // waiting to retry
+			t.Cleanup(func() { g.clk.Advance(d) }) // a call still waiting ends, if the test failed
+			end := c.stop(t, g.q)
+			a := testkit.Recv(t, done, "the call's answer once the queue stops admitting (its backoff not slept out)")
+			if a.err != nil || a.code != http.StatusTooManyRequests || a.body != `{"error":"rate limited"}` {
+				t.Errorf("got %d %q, error %v; want the first attempt's 429 and its body", a.code, a.body, a.err)
+			}
+			if n := g.attempts.Load(); n != 1 {
+				t.Errorf("the provider got %d attempts; want 1, the retry not sent", n)
+			}
+			end()
+			nothingHeld(t, g.q)
+		})
+	}
+}
+
 // TestTransportClosesTheAnswerWhenClassifyPanics: a classifier that
 // panics leaves no lane held and the base's answer closed (its body was
 // left open, holding the connection); the panic goes on.

@@ -210,6 +210,9 @@ func (q *Queue[K]) Drain(ctx context.Context) error {
 		panic(zeroQueue)
 	}
 	q.drain.draining.Store(true)
+	q.mu.Lock()
+	q.stop()
+	q.mu.Unlock()
 	for {
 		n, changed := q.active()
 		if n == 0 {
@@ -227,3 +230,27 @@ func (q *Queue[K]) Drain(ctx context.Context) error {
 
 // Draining reports whether [Queue.Drain] has been called.
 func (q *Queue[K]) Draining() bool { return q.drain.draining.Load() }
+
+// Stopping returns a channel that is closed once the queue admits no new
+// work: when [Queue.Drain] begins or at [Queue.Close], whichever comes
+// first. Draining or the queue's closing is set before the channel is
+// closed, so a call made after a receive from it is refused (with
+// [ErrDraining] or semaphore.ErrClosed), unless a drain admits it as a
+// held ticket's work (see [WithTicket]). It lets a caller that waits
+// outside the queue, such as a retry's backoff, stop waiting for a queue
+// that will refuse it.
+func (q *Queue[K]) Stopping() <-chan struct{} {
+	if q.done == nil {
+		panic(zeroQueue)
+	}
+	return q.stopping
+}
+
+// stop closes q.stopping, once; q.mu must be held.
+func (q *Queue[K]) stop() {
+	select {
+	case <-q.stopping:
+	default:
+		close(q.stopping)
+	}
+}

@@ -69,6 +69,50 @@ func TestDrainRefusesNewWorkWaitsForTicketsThenCloses(t *testing.T) {
 	assertNothingHeld(t, q)
 }
 
+// TestStoppingClosesWhenDrainBeginsOrAtClose: Stopping's channel stays
+// open while the queue admits work, and is closed once a Drain has begun
+// (with a ticket still out, so the queue is not closed yet), a call made
+// then being refused; Close closes it too, and a later Drain or Close
+// finds it closed (no second close).
+func TestStoppingClosesWhenDrainBeginsOrAtClose(t *testing.T) {
+	t.Parallel()
+	stopped := func(q *lanequeue.Queue[string]) bool {
+		select {
+		case <-q.Stopping():
+			return true
+		default:
+			return false
+		}
+	}
+	t.Run("Drain", func(t *testing.T) {
+		q := testQueue(t, 4)
+		set, err := q.Lanes("session", "global")
+		must(t, err)
+		held, err := q.AcquireAll(context.Background(), "a", set)
+		must(t, err)
+		if stopped(q) {
+			t.Fatal("Stopping closed before any Drain or Close")
+		}
+		drained := testkit.Go(func() error { return q.Drain(context.Background()) })
+		testkit.Recv(t, q.Stopping(), "Stopping's channel to close once the drain begins")
+		if _, err := q.AcquireAll(context.Background(), "b", set); err != lanequeue.ErrDraining {
+			t.Fatalf("AcquireAll once Stopping is closed = %v; want ErrDraining", err)
+		}
+		notYet(t, drained, "a ticket is out")
+		held.Release()
+		must(t, testkit.Recv(t, drained, "Drain"))
+		q.Close() // closed already: no second close of the channel
+	})
+	t.Run("Close", func(t *testing.T) {
+		q := testQueue(t, 4)
+		q.Close()
+		if !stopped(q) {
+			t.Fatal("Stopping open after Close")
+		}
+		must(t, q.Drain(context.Background()))
+	})
+}
+
 // TestDrainServesTheQueuedCallers (issue 15, OpenClaw: "queued work still
 // runs"): a caller that waited in line before Drain is not refused: it is
 // served in its turn, and Drain waits for its ticket too.

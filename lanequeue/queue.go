@@ -51,6 +51,9 @@ type Queue[K comparable] struct {
 	// context looks at a ticket's lanes (see WorkContext).
 	leased atomic.Bool
 	done   chan struct{} // closed by Close; ends the waits of rate lanes
+	// stopping is closed, under mu, when Drain begins or at Close,
+	// whichever comes first (see Stopping).
+	stopping chan struct{}
 
 	clock coarse.Clock // the tickets' since
 	// cooling is set by the first Cooldown: only then do acquire calls
@@ -204,7 +207,7 @@ func fixedMaxOf[K comparable](l Lane[K]) int64 {
 
 // New returns a queue with no lanes.
 func New[K comparable]() *Queue[K] {
-	q := &Queue[K]{done: make(chan struct{}), nanKeys: nan.Possible[K]()}
+	q := &Queue[K]{done: make(chan struct{}), stopping: make(chan struct{}), nanKeys: nan.Possible[K]()}
 	q.clock.Init(time.Now())
 	q.table.Store(&laneTable[K]{byName: map[string]laneRef[K]{}})
 	return q
@@ -356,6 +359,7 @@ func (q *Queue[K]) Close() {
 	}
 	q.closed.Store(true)
 	close(q.done)
+	q.stop()
 	q.clock.Stop()
 	t := q.table.Load()
 	q.mu.Unlock()
