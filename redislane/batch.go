@@ -177,7 +177,7 @@ func (c *core) settle(ln *line, fs []*waiter, r reply) {
 		if res.granted {
 			c.removeLocked(ln, f)
 		}
-		f.got <- res
+		f.tell(res)
 	}
 	c.mu.Unlock()
 	if late {
@@ -186,6 +186,21 @@ func (c *core) settle(ln *line, fs []*waiter, r reply) {
 	for _, id := range giveBack {
 		_, _ = c.cleanup(ln.rk, id)
 	}
+}
+
+// tell hands a waiter behind the head the outcome of a call that carried
+// its request, without waiting (settle holds c.mu, which the waiter may be
+// waiting for). Called with c.mu held: settle is the only sender. An
+// outcome still unread is one that granted nothing (a grant takes the
+// waiter out of the line, so no later call carries it): it only told the
+// waiter that a call was over, which the new outcome tells as well, so it
+// makes room for the new one.
+func (w *waiter) tell(res batchResult) {
+	select {
+	case <-w.got:
+	default:
+	}
+	w.got <- res
 }
 
 // giveBackUnsure gives back, in the background, what a call that carried

@@ -233,14 +233,15 @@ func (c *core) grant(rk [4]string, id string, n, fence int64, sent time.Time) *P
 		p.since = c.clk.Stamp()
 	}
 	p.tok.Init((*owner)(p), -1, &p.gen)
+	dl := sent.Add(c.cfg.validity())
 	p.mu.Lock()
-	p.deadline = sent.Add(c.cfg.validity())
 	if c.cfg.maxHold > 0 {
 		p.holdUntil = time.Now().Add(c.cfg.maxHold)
-		if p.holdUntil.Before(p.deadline) {
-			p.deadline = p.holdUntil
+		if p.holdUntil.Before(dl) {
+			dl = p.holdUntil
 		}
 	}
+	p.deadline = dl
 	p.mu.Unlock()
 
 	c.mu.Lock()
@@ -253,9 +254,7 @@ func (c *core) grant(rk [4]string, id string, n, fence int64, sent time.Time) *P
 	p.due = sent.Add(c.cfg.refreshEvery)
 	c.permits[id] = p
 	c.planLocked(p.due)
-	p.mu.Lock()
-	p.timer = time.AfterFunc(time.Until(p.deadline), p.onTimer)
-	p.mu.Unlock()
+	c.expiryAddLocked(p, dl)
 	c.mu.Unlock()
 	c.held.Add(n)
 	c.st.acquired.Add(1)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,6 +64,7 @@ type core struct {
 	drained chan struct{}        // after Close: closed when nwait drops to 0
 	planned time.Time            // when the refresher means to wake (zero: only when kicked)
 	retryAt time.Time            // after a failed refresh: not before this
+	exp     expiry               // the permits out, by deadline
 
 	held atomic.Int64 // weight of the permits of this instance that are out
 	// holdsOut counts this instance's grants that went on a reorder hold
@@ -372,6 +374,9 @@ func (c *core) close() {
 		for _, p := range out {
 			p.end(ErrClosed, nil)
 		}
+		c.mu.Lock()
+		c.expiryStopLocked() // no permit is left, and no grant comes after closed
+		c.mu.Unlock()
 		c.kickRefresher()
 		c.wg.Wait()
 		c.hub.leave(c.channel, by)
@@ -415,5 +420,19 @@ func jitter(d time.Duration) time.Duration {
 	return d*3/4 + time.Duration(rand.Int64N(int64(d)/2+1))
 }
 
-// newID returns a permit id: 130 random bits, unique across the fleet.
-func newID() string { return crand.Text() }
+// idPrefix is this process's part of every id newID returns: 80 random
+// bits, drawn once.
+var idPrefix = crand.Text()[:16]
+
+// idSeq numbers the ids of this process.
+var idSeq atomic.Uint64
+
+// newID returns a request's or a permit's id, unique across the fleet:
+// the process's random prefix and a number that never repeats in the
+// process. (A random id each, 130 bits from crypto/rand, cost about 3% of
+// an instance's CPU per grant in fleetsim: docs/benchmarks-fleet.md.)
+func newID() string {
+	var b [16 + 13]byte
+	copy(b[:], idPrefix)
+	return string(strconv.AppendUint(b[:16], idSeq.Add(1), 36))
+}

@@ -2,6 +2,7 @@ package redislane
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -88,4 +89,115 @@ func TryAcquireCall(ctx context.Context, rc redis.UniversalClient, name, id stri
 		[]string{p + ":meta", p + ":g:h", p + ":g:q", p + ":g:x", p + ":g:d"},
 		id, 1, limit, "fleet", ms(lease), ms(quarantine), 1, p+":wake", "PUBLISH", lterm,
 	).Int64Slice()
+}
+
+// SettleUnread settles three calls of a head that carried one waiter's
+// request (not granted, not granted, then granted) while the waiter reads
+// none of their outcomes, as a waiter that its goroutine has not run yet.
+// The returned channel gets, once all three settles returned, whether the
+// outcome the waiter then reads is the grant and whether another is left
+// behind it.
+func SettleUnread() <-chan [2]bool {
+	c := &core{}
+	c.cfg.lease = time.Minute
+	ln := &line{key: ""}
+	h := &waiter{}
+	h.elem = ln.list.PushBack(h)
+	f := &waiter{turn: make(chan struct{}), got: make(chan batchResult, 1)}
+	f.elem = ln.list.PushBack(f)
+	out := make(chan [2]bool, 1)
+	go func() {
+		now := time.Now()
+		c.settle(ln, []*waiter{f}, reply{sent: now})
+		c.settle(ln, []*waiter{f}, reply{sent: now})
+		c.settle(ln, []*waiter{f}, reply{sent: now, fences: []int64{7}})
+		r := <-f.got
+		out <- [2]bool{r.granted && r.fence == 7, len(f.got) > 0}
+	}()
+	return out
+}
+
+// NewID is newID: a request's or a permit's id.
+var NewID = newID
+
+// ExpiryHeap is the heap of deadlines of a lane's permits (see expiry),
+// alone, for tests: its permits are made by Add, active, and held nowhere.
+type ExpiryHeap struct {
+	c  *core
+	ps []*Permit
+}
+
+// NewExpiryHeap returns an empty heap of deadlines.
+func NewExpiryHeap() *ExpiryHeap { return &ExpiryHeap{c: &core{}} }
+
+// Add puts in a new active permit whose deadline is dl, and returns its
+// number (its index among those added).
+func (h *ExpiryHeap) Add(dl time.Time) int {
+	p := &Permit{c: h.c, deadline: dl, expIdx: -1}
+	h.c.mu.Lock()
+	h.c.expiryAddLocked(p, dl)
+	h.c.mu.Unlock()
+	h.ps = append(h.ps, p)
+	return len(h.ps) - 1
+}
+
+// Remove takes out permit i, as its release does.
+func (h *ExpiryHeap) Remove(i int) { h.c.forget(h.ps[i]) }
+
+// Stop stops the heap's timer, as Close does.
+func (h *ExpiryHeap) Stop() {
+	h.c.mu.Lock()
+	h.c.expiryStopLocked()
+	h.c.mu.Unlock()
+}
+
+// Permit returns permit i.
+func (h *ExpiryHeap) Permit(i int) *Permit { return h.ps[i] }
+
+// Check returns an error if an entry is earlier than its parent, an
+// entry's index is not its place, or the timer would fire after the root's
+// deadline (earlier is allowed: the root it was set for may have left).
+func (h *ExpiryHeap) Check() error {
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	e := &h.c.exp
+	for i, p := range e.heap {
+		if p.expIdx != i {
+			return fmt.Errorf("entry %d has index %d", i, p.expIdx)
+		}
+		if i > 0 && p.expAt.Before(e.heap[(i-1)/2].expAt) {
+			return fmt.Errorf("entry %d (%v) is earlier than its parent (%v)", i, p.expAt, e.heap[(i-1)/2].expAt)
+		}
+	}
+	if len(e.heap) > 0 && (e.at.IsZero() || e.at.After(e.heap[0].expAt)) {
+		return fmt.Errorf("timer set for %v, root at %v", e.at, e.heap[0].expAt)
+	}
+	return nil
+}
+
+// Root returns the number of the permit at the root, or -1 if the heap is
+// empty.
+func (h *ExpiryHeap) Root() int {
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	if len(h.c.exp.heap) == 0 {
+		return -1
+	}
+	for i, p := range h.ps {
+		if p == h.c.exp.heap[0] {
+			return i
+		}
+	}
+	return -1
+}
+
+// Expired returns how many leases the heap ended.
+func (h *ExpiryHeap) Expired() uint64 { return h.c.st.expired.Load() }
+
+// Extend moves permit i's deadline to dl, as a refresh does.
+func (h *ExpiryHeap) Extend(i int, dl time.Time) {
+	p := h.ps[i]
+	p.mu.Lock()
+	p.deadline = dl
+	p.mu.Unlock()
 }

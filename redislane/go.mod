@@ -16,6 +16,7 @@ require (
 	go.uber.org/atomic v1.11.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/time v0.14.0 // indirect
+	pgregory.net/rapid v1.3.0 // indirect
 )
 
 replace github.com/sessionlane/lanes => ../

@@ -31,8 +31,9 @@ type waiter struct {
 	waited bool
 	since  int64 // WithHistograms: when its Acquire call began (core.clk.Precise)
 
-	// Behind the head only: the outcome of each head's call that carried
-	// its request (buffered 1: one such call at a time).
+	// Behind the head only: the outcome of the latest head's call that
+	// carried its request (buffered 1: one such call at a time, and an
+	// unread outcome gives way to the next; see waiter.tell).
 	got chan batchResult
 
 	// Guarded by core.mu:

@@ -56,13 +56,16 @@ type Permit struct {
 	cancel context.CancelCauseFunc
 	cause  error
 
-	due time.Time // guarded by c.mu: when the refresher should next extend the lease
+	// Guarded by c.mu: when the refresher should next extend the lease, and
+	// the permit's place in the heap of deadlines (see expiry).
+	due    time.Time
+	expAt  time.Time // the deadline it went into the heap with
+	expIdx int       // its index in the heap (checked: a stale one is harmless)
 
 	mu        sync.Mutex // protects the fields below
 	state     int
 	deadline  time.Time
-	holdUntil time.Time   // WithMaxHold: the end of the longest hold (zero: none)
-	timer     *time.Timer // fires at deadline
+	holdUntil time.Time // WithMaxHold: the end of the longest hold (zero: none)
 	// moved, if not nil, is called (without p.mu) after the deadline
 	// moved: a quota block's, to keep its quota's earliest deadline.
 	moved func()
@@ -197,8 +200,7 @@ func (p *Permit) extend(sent time.Time) {
 		p.mu.Unlock()
 		return
 	}
-	p.deadline = dl
-	p.timer.Reset(time.Until(dl))
+	p.deadline = dl // the heap of deadlines finds it when it comes to p (see expiry)
 	moved := p.moved
 	p.mu.Unlock()
 	if moved != nil {
@@ -209,19 +211,10 @@ func (p *Permit) extend(sent time.Time) {
 // lose ends the lease after a refresh found the permit gone.
 func (p *Permit) lose() { p.end(ErrLeaseLost, &p.c.st.lost) }
 
-// onTimer ends the lease when the deadline has passed without a refresh.
-func (p *Permit) onTimer() {
+// expired ends the lease whose deadline passed without a refresh: expire
+// found it so and set its state.
+func (p *Permit) expired() {
 	p.mu.Lock()
-	if p.state != active {
-		p.mu.Unlock()
-		return
-	}
-	if d := time.Until(p.deadline); d > 0 { // extended meanwhile
-		p.timer.Reset(d)
-		p.mu.Unlock()
-		return
-	}
-	p.state = ended
 	maxHold := !p.holdUntil.IsZero() && !p.deadline.Before(p.holdUntil)
 	p.mu.Unlock()
 	if maxHold {
@@ -248,7 +241,6 @@ func (p *Permit) end(cause error, count *atomic.Uint64) {
 	if now := time.Now(); now.Before(p.deadline) {
 		p.deadline = now
 	}
-	p.timer.Stop()
 	moved := p.moved
 	p.mu.Unlock()
 	if moved != nil {
@@ -270,7 +262,6 @@ func (o *owner) ReleaseToken(_ *permit.Token, n int64) {
 	c := p.c
 	p.mu.Lock()
 	p.state = released
-	p.timer.Stop()
 	p.mu.Unlock()
 	c.forget(p) // stop refreshing first
 	p.endCtx(ErrReleased)

@@ -33,6 +33,7 @@ func (c *core) forget(p *Permit) {
 	if c.permits[p.id] == p {
 		delete(c.permits, p.id)
 	}
+	c.expiryRemoveLocked(p)
 	last := c.closed && c.nwait == 0 && len(c.permits) == 0
 	c.mu.Unlock()
 	if last {
@@ -44,7 +45,8 @@ func (c *core) forget(p *Permit) {
 // out, or a head waiter queued in Redis) is due, it extends all of them with
 // one script call, so they all fall due together again. After a failure it
 // backs off (5-250 ms, jittered); leases whose deadline passes meanwhile end
-// through their own timers, not through this goroutine.
+// through the heap of deadlines and its timer (see expiry), not through
+// this goroutine.
 func (c *core) refreshLoop() {
 	defer close(c.refDone)
 	done := c.done
