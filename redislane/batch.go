@@ -30,7 +30,6 @@ type batchResult struct {
 // or the lane closes; or, on a fleet lane, until the limit falls below its
 // weight (it fails with ErrTooHeavy).
 func (c *core) follow(ctx context.Context, ln *line, w *waiter) (_ *Permit, _ error, done bool) {
-	turn := w.turn
 	news := c.coolNews()
 	shrunk := c.shrinkNews()
 	for {
@@ -55,8 +54,6 @@ func (c *core) follow(ctx context.Context, ln *line, w *waiter) (_ *Permit, _ er
 			}
 			news = c.coolNews()
 			continue
-		case <-turn:
-			turn = nil
 		case r := <-w.got:
 			if r.granted { // the call took w out of the line
 				return c.takeBatched(ctx, ln, w, r)
@@ -70,13 +67,12 @@ func (c *core) follow(ctx context.Context, ln *line, w *waiter) (_ *Permit, _ er
 			c.st.failed.Add(1)
 			return nil, ErrClosed, true
 		}
-		if turn == nil {
-			c.mu.Lock()
-			busy := w.inflight || len(w.got) > 0 // an outcome is on its way, or there
-			c.mu.Unlock()
-			if !busy {
-				return nil, nil, false
-			}
+		// Its turn came, and no outcome is on its way or unread: it leads.
+		c.mu.Lock()
+		lead := w.front && !w.inflight && len(w.got) == 0
+		c.mu.Unlock()
+		if lead {
+			return nil, nil, false
 		}
 	}
 }
@@ -189,12 +185,12 @@ func (c *core) settle(ln *line, fs []*waiter, r reply) {
 }
 
 // tell hands a waiter behind the head the outcome of a call that carried
-// its request, without waiting (settle holds c.mu, which the waiter may be
-// waiting for). Called with c.mu held: settle is the only sender. An
-// outcome still unread is one that granted nothing (a grant takes the
-// waiter out of the line, so no later call carries it): it only told the
-// waiter that a call was over, which the new outcome tells as well, so it
-// makes room for the new one.
+// its request, or the nudge of its turn, without waiting (the sender holds
+// c.mu, which the waiter may be waiting for). Called with c.mu held. A
+// message still unread is one that granted nothing (a grant takes the
+// waiter out of the line, so no later call carries it and its turn never
+// comes): it only told the waiter to look at its state (a call over, its
+// turn come), which the new message tells as well, so it makes room.
 func (w *waiter) tell(res batchResult) {
 	select {
 	case <-w.got:

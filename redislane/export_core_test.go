@@ -103,7 +103,7 @@ func SettleUnread() <-chan [2]bool {
 	ln := &line{key: ""}
 	h := &waiter{}
 	h.elem = ln.list.PushBack(h)
-	f := &waiter{turn: make(chan struct{}), got: make(chan batchResult, 1)}
+	f := &waiter{got: make(chan batchResult, 1)}
 	f.elem = ln.list.PushBack(f)
 	out := make(chan [2]bool, 1)
 	go func() {

@@ -24,20 +24,22 @@ type waiter struct {
 	pl   place  // its place in line on an ordered lane (zero: none)
 	rid  string // the id of the waiter's request for its whole wait (its permit's, once granted)
 	elem *list.Element
-	turn chan struct{} // closed when the waiter becomes the head; nil if it started as head
-	wake chan string   // head only: "<fence>" from the hub, "" from the refresher (poll now)
+	wake chan string // head only: "<fence>" from the hub, "" from the refresher (poll now)
 	// waited is set when the waiter had to wait: behind others in its
 	// line, or queued in Redis. Its own goroutine's only.
 	waited bool
 	since  int64 // WithHistograms: when its Acquire call began (core.clk.Precise)
 
-	// Behind the head only: the outcome of the latest head's call that
-	// carried its request (buffered 1: one such call at a time, and an
-	// unread outcome gives way to the next; see waiter.tell).
+	// Behind the head only (nil for a waiter that started as head): the
+	// outcome of the latest head's call that carried its request, or a
+	// nudge when its turn as head came (front). Buffered 1: one such call
+	// at a time, and an unread message that granted nothing gives way to
+	// the next (see waiter.tell).
 	got chan batchResult
 
 	// Guarded by core.mu:
 	inflight bool // a head's call carries its request now
+	front    bool // its turn as head came (it is at the front of its line)
 	unsure   bool // a call with rid may have granted it: it cleans up if it leaves without a permit
 	mayHold  bool // unsure when the call in flight was sent (that call's argument)
 	left     bool // it left while a call carried its request: that call cleans up
@@ -93,7 +95,6 @@ func (c *core) acquireAt(ctx context.Context, key string, n int64, pl place) (*P
 	w := &waiter{n: n, pl: pl, rid: newID(), since: since}
 	head := ln.list.Len() == 0 || c.eachAsks()
 	if !head {
-		w.turn = make(chan struct{})
 		w.got = make(chan batchResult, 1)
 		w.waited = true
 	}
@@ -146,8 +147,10 @@ func (c *core) removeLocked(ln *line, w *waiter) {
 	ln.list.Remove(w.elem)
 	if front {
 		// (where each waiter asks Redis, every waiter leads: none waits for a turn)
-		if next := ln.list.Front(); next != nil && next.Value.(*waiter).turn != nil {
-			close(next.Value.(*waiter).turn)
+		if next := ln.list.Front(); next != nil && next.Value.(*waiter).got != nil {
+			nw := next.Value.(*waiter)
+			nw.front = true
+			nw.tell(batchResult{})
 		}
 	}
 }
