@@ -453,22 +453,28 @@ func runChild(cfg config) error {
 		return fmt.Errorf("no go signal: %q %v", line, err)
 	}
 
+	// Each contender's record is made before the clock starts and merged
+	// after it stops, so that the clients' CPU figure is the lane's and the
+	// contenders', not the harness's bookkeeping.
+	locals := make([][]grant, cfg.Contenders)
+	for i := range locals {
+		locals[i] = make([]grant, 0, 1<<12)
+	}
 	cpu0 := processCPU()
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration)
 	defer cancel()
 	calls0 := cc.Commands()
 	var (
 		mu       sync.Mutex
-		grants   = make([]grant, 0, 1<<14)
 		errs     int
 		leaseEnd int
 		wg       sync.WaitGroup
 	)
-	for range cfg.Contenders {
+	for i := range cfg.Contenders {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			local := make([]grant, 0, 1<<12)
+			local := locals[i]
 			var e, le int
 			for ctx.Err() == nil {
 				t0 := redistest.Now()
@@ -489,8 +495,8 @@ func runChild(cfg config) error {
 				p.Release()
 				local = append(local, grant{Start: start, End: end, W: p.Weight(), Fence: p.Fence(), Lat: start - t0})
 			}
+			locals[i] = local
 			mu.Lock()
-			grants = append(grants, local...)
 			errs += e
 			leaseEnd += le
 			mu.Unlock()
@@ -500,6 +506,10 @@ func runChild(cfg config) error {
 	cpu := processCPU() - cpu0
 	calls := cc.Commands() - calls0
 	s.Close()
+	var grants []grant
+	for _, l := range locals {
+		grants = append(grants, l...)
+	}
 	rep := childReport{Grants: grants, Calls: calls, CPU: cpu, Errors: errs, LeaseEnd: leaseEnd, Stats: s.Stats()}
 	w := bufio.NewWriterSize(os.Stdout, 1<<20)
 	if err := json.NewEncoder(w).Encode(rep); err != nil {
