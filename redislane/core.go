@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -375,7 +374,7 @@ func (c *core) close() {
 			p.end(ErrClosed, nil)
 		}
 		c.mu.Lock()
-		c.expiryStopLocked() // no permit is left, and no grant comes after closed
+		c.expiryStopLocked() // every permit ended, and no grant comes after closed
 		c.mu.Unlock()
 		c.kickRefresher()
 		c.wg.Wait()
@@ -420,19 +419,11 @@ func jitter(d time.Duration) time.Duration {
 	return d*3/4 + time.Duration(rand.Int64N(int64(d)/2+1))
 }
 
-// idPrefix is this process's part of every id newID returns: 80 random
-// bits, drawn once.
-var idPrefix = crand.Text()[:16]
-
-// idSeq numbers the ids of this process.
-var idSeq atomic.Uint64
-
-// newID returns a request's or a permit's id, unique across the fleet:
-// the process's random prefix and a number that never repeats in the
-// process. (A random id each, 130 bits from crypto/rand, cost about 3% of
-// an instance's CPU per grant in fleetsim: docs/benchmarks-fleet.md.)
-func newID() string {
-	var b [16 + 13]byte
-	copy(b[:], idPrefix)
-	return string(strconv.AppendUint(b[:16], idSeq.Add(1), 36))
-}
+// newID returns a request's or a permit's id: 130 random bits, unique
+// across the fleet. Each id is drawn on its own, though a process's random
+// prefix and a counter would cost less (about 3% of an instance's CPU per
+// grant in fleetsim): an acquire is idempotent by its id, and two copies of
+// one process (a VM restored twice from one snapshot) would repeat a
+// counter and its prefix, so each would hold a permit that Redis counts
+// once. crypto/rand's source is reseeded when a VM is restored.
+func newID() string { return crand.Text() }

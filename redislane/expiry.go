@@ -110,9 +110,19 @@ func (c *core) expire() {
 		e.at = e.heap[0].expAt
 		e.timer.Reset(time.Until(e.at))
 	}
+	// Not refreshed any more (forget's work, for all of them at once).
+	for _, p := range due {
+		if c.permits[p.id] == p {
+			delete(c.permits, p.id)
+		}
+	}
+	last := len(due) > 0 && c.closed && c.nwait == 0 && len(c.permits) == 0
 	c.mu.Unlock()
 	for _, p := range due {
 		p.expired()
+	}
+	if last {
+		c.kickRefresher()
 	}
 }
 

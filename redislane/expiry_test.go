@@ -84,8 +84,8 @@ func TestExpiryEarlierDeadlineAddedLaterEndsFirst(t *testing.T) {
 func TestExpiryRefreshedPermitEndsAtItsNewDeadline(t *testing.T) {
 	h := redislane.NewExpiryHeap()
 	defer h.Stop()
-	i := h.Add(time.Now().Add(10 * time.Millisecond))
-	h.Extend(i, time.Now().Add(60*time.Millisecond))
+	now := time.Now()
+	i := h.AddRefreshed(now.Add(10*time.Millisecond), now.Add(60*time.Millisecond))
 	ctx := h.Permit(i).Context()
 	testkit.Within(t, testkit.Deadline, "the refreshed lease to end at its new deadline", ctx.Done())
 	assert.False(t, time.Now().Before(h.Permit(i).Deadline()), "the lease ended before its new deadline")

@@ -132,10 +132,14 @@ func NewExpiryHeap() *ExpiryHeap { return &ExpiryHeap{c: &core{}} }
 
 // Add puts in a new active permit whose deadline is dl, and returns its
 // number (its index among those added).
-func (h *ExpiryHeap) Add(dl time.Time) int {
+func (h *ExpiryHeap) Add(dl time.Time) int { return h.AddRefreshed(dl, dl) }
+
+// AddRefreshed puts in a new active permit at at, as it was granted, whose
+// deadline a refresh has moved to dl since, and returns its number.
+func (h *ExpiryHeap) AddRefreshed(at, dl time.Time) int {
 	p := &Permit{c: h.c, deadline: dl, expIdx: -1}
 	h.c.mu.Lock()
-	h.c.expiryAddLocked(p, dl)
+	h.c.expiryAddLocked(p, at)
 	h.c.mu.Unlock()
 	h.ps = append(h.ps, p)
 	return len(h.ps) - 1
@@ -193,11 +197,3 @@ func (h *ExpiryHeap) Root() int {
 
 // Expired returns how many leases the heap ended.
 func (h *ExpiryHeap) Expired() uint64 { return h.c.st.expired.Load() }
-
-// Extend moves permit i's deadline to dl, as a refresh does.
-func (h *ExpiryHeap) Extend(i int, dl time.Time) {
-	p := h.ps[i]
-	p.mu.Lock()
-	p.deadline = dl
-	p.mu.Unlock()
-}

@@ -8,6 +8,7 @@ require (
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.30.0
+	pgregory.net/rapid v1.3.0
 )
 
 require (
@@ -16,7 +17,6 @@ require (
 	go.uber.org/atomic v1.11.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/time v0.14.0 // indirect
-	pgregory.net/rapid v1.3.0 // indirect
 )
 
 replace github.com/sessionlane/lanes => ../

@@ -60,7 +60,7 @@ type Permit struct {
 	// the permit's place in the heap of deadlines (see expiry).
 	due    time.Time
 	expAt  time.Time // the deadline it went into the heap with
-	expIdx int       // its index in the heap (checked: a stale one is harmless)
+	expIdx int       // its index in the heap; checked against the heap's entry, so a stale one (or 0 out of it) is harmless
 
 	mu        sync.Mutex // protects the fields below
 	state     int
@@ -212,7 +212,7 @@ func (p *Permit) extend(sent time.Time) {
 func (p *Permit) lose() { p.end(ErrLeaseLost, &p.c.st.lost) }
 
 // expired ends the lease whose deadline passed without a refresh: expire
-// found it so and set its state.
+// found it so, set its state and stopped refreshing it.
 func (p *Permit) expired() {
 	p.mu.Lock()
 	maxHold := !p.holdUntil.IsZero() && !p.deadline.Before(p.holdUntil)
@@ -224,7 +224,6 @@ func (p *Permit) expired() {
 		p.c.st.expired.Add(1)
 		p.endCtx(ErrLeaseExpired)
 	}
-	p.c.forget(p)
 }
 
 // end ends the lease with cause (at Close, or after a refresh found the
