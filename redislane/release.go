@@ -1,9 +1,6 @@
 package redislane
 
-import (
-	"sync"
-	"time"
-)
+import "time"
 
 // relQueue is the releases of one bucket that wait for a release call
 // while one is in flight: the next call carries them all (group commit),
@@ -14,22 +11,18 @@ type relQueue struct {
 	next []*relBatch
 }
 
-// relBatch is the releases that one call carries. Its waiters wait on one
-// channel, over, closed at the first of the call's end and its timer's, a
-// release wait after the first of them joined: a waiter that joined later
-// and finds the call not over waits out the rest of its own release wait
-// with a timer of its own. So a batch costs two channels and one timer,
-// not one of each per Release, and a Release waits on one channel.
+// relBatch is the releases that one call carries. Its waiters share one
+// channel, closed when the call is over, and one timer, which closes
+// expired a release wait after the first of them joined: a waiter that
+// joined later and finds it expired waits out the rest of its own release
+// wait with a timer of its own. So a batch costs one channel and one timer,
+// not one of each per Release.
 type relBatch struct {
-	ids   []string
-	over  chan struct{} // closed by end
-	done  chan struct{} // closed when the call that carried ids is over
-	once  sync.Once     // closes over
-	timer *time.Timer
+	ids     []string
+	done    chan struct{} // closed when the call that carried ids is over
+	expired chan struct{} // closed a release wait after the first waiter joined
+	timer   *time.Timer
 }
-
-// end closes over, once: at the call's end or at the timer's.
-func (b *relBatch) end() { b.once.Do(func() { close(b.over) }) }
 
 // maxReleaseBatch bounds the ids of one release call.
 const maxReleaseBatch = 256
@@ -72,8 +65,9 @@ func (c *core) release(rk [4]string, id string) {
 	if n := len(q.next); n > 0 && len(q.next[n-1].ids) < maxReleaseBatch {
 		b = q.next[n-1]
 	} else {
-		b = &relBatch{over: make(chan struct{}), done: make(chan struct{})}
-		b.timer = time.AfterFunc(wait, b.end)
+		b = &relBatch{done: make(chan struct{}), expired: make(chan struct{})}
+		expired := b.expired
+		b.timer = time.AfterFunc(wait, func() { close(expired) })
 		q.next = append(q.next, b)
 	}
 	first := len(b.ids) == 0
@@ -83,14 +77,13 @@ func (c *core) release(rk [4]string, id string) {
 	if !first {
 		joined = time.Now()
 	}
-	<-b.over
-	if first {
-		return
-	}
 	select {
 	case <-b.done:
 		return
-	default: // the batch's timer ended the wait of its first waiter
+	case <-b.expired:
+	}
+	if first {
+		return
 	}
 	// It joined after the batch's first: its own wait may not be over.
 	left := wait - time.Since(joined)
@@ -123,6 +116,5 @@ func (c *core) releaseLoop(rk [4]string, q *relQueue) {
 		}
 		b.timer.Stop()
 		close(b.done)
-		b.end()
 	}
 }
