@@ -16,10 +16,13 @@ import (
 // call carries (and so the time Redis spends in it).
 const maxBatch = 256
 
-// batchResult is the outcome, for one waiter behind the head, of a head's
-// call that carried its request: granted (with its fencing token) or not.
+// batchResult is a message to a waiter behind the head: the outcome of a
+// head's call that carried its request, granted (with its fencing token)
+// or not, or (turn) the nudge that its turn as head came, or both (see
+// waiter.tell).
 type batchResult struct {
 	granted bool
+	turn    bool // its turn as head came: it is at the front of its line
 	fence   int64
 	sent    time.Time // the call's send time
 }
@@ -30,6 +33,7 @@ type batchResult struct {
 // or the lane closes; or, on a fleet lane, until the limit falls below its
 // weight (it fails with ErrTooHeavy).
 func (c *core) follow(ctx context.Context, ln *line, w *waiter) (_ *Permit, _ error, done bool) {
+	turn := false // its turn as head came
 	news := c.coolNews()
 	shrunk := c.shrinkNews()
 	for {
@@ -58,6 +62,7 @@ func (c *core) follow(ctx context.Context, ln *line, w *waiter) (_ *Permit, _ er
 			if r.granted { // the call took w out of the line
 				return c.takeBatched(ctx, ln, w, r)
 			}
+			turn = turn || r.turn
 		case <-ctx.Done():
 			c.abandon(ln, w)
 			c.st.cancelled.Add(1)
@@ -68,11 +73,13 @@ func (c *core) follow(ctx context.Context, ln *line, w *waiter) (_ *Permit, _ er
 			return nil, ErrClosed, true
 		}
 		// Its turn came, and no outcome is on its way or unread: it leads.
-		c.mu.Lock()
-		lead := w.front && !w.inflight && len(w.got) == 0
-		c.mu.Unlock()
-		if lead {
-			return nil, nil, false
+		if turn {
+			c.mu.Lock()
+			busy := w.inflight || len(w.got) > 0
+			c.mu.Unlock()
+			if !busy {
+				return nil, nil, false
+			}
 		}
 	}
 }
@@ -189,11 +196,13 @@ func (c *core) settle(ln *line, fs []*waiter, r reply) {
 // c.mu, which the waiter may be waiting for). Called with c.mu held. A
 // message still unread is one that granted nothing (a grant takes the
 // waiter out of the line, so no later call carries it and its turn never
-// comes): it only told the waiter to look at its state (a call over, its
-// turn come), which the new message tells as well, so it makes room.
+// comes): it told the waiter that a call was over, which the new message
+// tells as well, and perhaps that its turn came, which the new one takes
+// on; so it makes room.
 func (w *waiter) tell(res batchResult) {
 	select {
-	case <-w.got:
+	case old := <-w.got:
+		res.turn = res.turn || old.turn
 	default:
 	}
 	w.got <- res

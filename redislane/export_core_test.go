@@ -197,3 +197,28 @@ func (h *ExpiryHeap) Root() int {
 
 // Expired returns how many leases the heap ended.
 func (h *ExpiryHeap) Expired() uint64 { return h.c.st.expired.Load() }
+
+// TurnUnread passes the turn to a waiter behind the head (the head
+// leaves) and then settles a call that carried the waiter without granting
+// it, while the waiter reads neither message, as a waiter that its
+// goroutine has not run yet. The returned channel gets whether the message
+// the waiter then reads still tells it that its turn came.
+func TurnUnread() <-chan bool {
+	c := &core{}
+	c.cfg.lease = time.Minute
+	ln := &line{key: ""}
+	h := &waiter{}
+	h.elem = ln.list.PushBack(h)
+	f := &waiter{got: make(chan batchResult, 1)}
+	f.elem = ln.list.PushBack(f)
+	out := make(chan bool, 1)
+	go func() {
+		c.mu.Lock()
+		c.removeLocked(ln, h)
+		c.mu.Unlock()
+		c.settle(ln, []*waiter{f}, reply{sent: time.Now()})
+		r := <-f.got
+		out <- r.turn && !r.granted
+	}()
+	return out
+}

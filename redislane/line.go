@@ -31,15 +31,14 @@ type waiter struct {
 	since  int64 // WithHistograms: when its Acquire call began (core.clk.Precise)
 
 	// Behind the head only (nil for a waiter that started as head): the
-	// outcome of the latest head's call that carried its request, or a
-	// nudge when its turn as head came (front). Buffered 1: one such call
-	// at a time, and an unread message that granted nothing gives way to
-	// the next (see waiter.tell).
+	// outcome of the latest head's call that carried its request, or the
+	// nudge of its turn as head. Buffered 1: one such call at a time, and
+	// an unread message that granted nothing gives way to the next, which
+	// takes on its nudge (see waiter.tell).
 	got chan batchResult
 
 	// Guarded by core.mu:
 	inflight bool // a head's call carries its request now
-	front    bool // its turn as head came (it is at the front of its line)
 	unsure   bool // a call with rid may have granted it: it cleans up if it leaves without a permit
 	mayHold  bool // unsure when the call in flight was sent (that call's argument)
 	left     bool // it left while a call carried its request: that call cleans up
@@ -148,9 +147,7 @@ func (c *core) removeLocked(ln *line, w *waiter) {
 	if front {
 		// (where each waiter asks Redis, every waiter leads: none waits for a turn)
 		if next := ln.list.Front(); next != nil && next.Value.(*waiter).got != nil {
-			nw := next.Value.(*waiter)
-			nw.front = true
-			nw.tell(batchResult{})
+			next.Value.(*waiter).tell(batchResult{turn: true})
 		}
 	}
 }

@@ -45,3 +45,12 @@ func TestIDsAreUnique(t *testing.T) {
 		}
 	}
 }
+
+// A waiter behind the head whose turn came (the head left) while a call
+// carried its request is told of the call's end too; if it read neither
+// message, the outcome that takes the nudge's place must still tell it that
+// its turn came, or it would wait for a head that never calls again.
+func TestTurnSurvivesAnUnreadOutcome(t *testing.T) {
+	turn := testkit.Within(t, 10*time.Second, "the turn and the outcome of one call, both unread", redislane.TurnUnread())
+	assert.True(t, turn, "the waiter's turn is lost: the outcome that took its nudge's place does not tell it")
+}
