@@ -2,6 +2,7 @@ package exporters
 
 import (
 	"fmt"
+
 	"github.com/sessionlane/lanes/internal/nilptr"
 	"github.com/sessionlane/lanes/keyedsem"
 	"github.com/sessionlane/lanes/lanequeue"
