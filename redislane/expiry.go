@@ -1,6 +1,9 @@
 package redislane
 
-import "time"
+import (
+	"container/heap"
+	"time"
+)
 
 // Expiry: a permit's lease ends at its deadline when no refresh moved it
 // (Redis away, or the refresher late). The permits out of an instance wait
@@ -30,9 +33,7 @@ type expiry struct {
 func (c *core) expiryAddLocked(p *Permit, dl time.Time) {
 	e := &c.exp
 	p.expAt = dl
-	p.expIdx = len(e.heap)
-	e.heap = append(e.heap, p)
-	e.up(p.expIdx)
+	heap.Push(e, p)
 	if e.at.IsZero() || dl.Before(e.at) {
 		e.at = dl
 		if e.timer == nil {
@@ -50,21 +51,8 @@ func (c *core) expiryAddLocked(p *Permit, dl time.Time) {
 // timer at every grant). Close stops it.
 func (c *core) expiryRemoveLocked(p *Permit) {
 	e := &c.exp
-	i := p.expIdx
-	if i < 0 || i >= len(e.heap) || e.heap[i] != p {
-		return
-	}
-	last := len(e.heap) - 1
-	if i != last {
-		e.swap(i, last)
-	}
-	e.heap[last] = nil
-	e.heap = e.heap[:last]
-	p.expIdx = -1
-	if i != last {
-		if !e.up(i) {
-			e.down(i)
-		}
+	if i := p.expIdx; i >= 0 && i < len(e.heap) && e.heap[i] == p {
+		heap.Remove(e, i)
 	}
 }
 
@@ -126,46 +114,29 @@ func (c *core) expire() {
 	}
 }
 
-func (e *expiry) less(i, j int) bool { return e.heap[i].expAt.Before(e.heap[j].expAt) }
+// Len, Less, Swap, Push and Pop make expiry a heap.Interface of permits by
+// expAt, each knowing its index (expIdx): call heap.Push and heap.Remove,
+// not Push and Pop.
+func (e *expiry) Len() int           { return len(e.heap) }
+func (e *expiry) Less(i, j int) bool { return e.heap[i].expAt.Before(e.heap[j].expAt) }
 
-func (e *expiry) swap(i, j int) {
+func (e *expiry) Swap(i, j int) {
 	e.heap[i], e.heap[j] = e.heap[j], e.heap[i]
 	e.heap[i].expIdx = i
 	e.heap[j].expIdx = j
 }
 
-// up moves the entry at i towards the root while it is earlier than its
-// parent, and reports whether it moved.
-func (e *expiry) up(i int) bool {
-	moved := false
-	for i > 0 {
-		parent := (i - 1) / 2
-		if !e.less(i, parent) {
-			break
-		}
-		e.swap(i, parent)
-		i = parent
-		moved = true
-	}
-	return moved
+func (e *expiry) Push(x any) {
+	p := x.(*Permit)
+	p.expIdx = len(e.heap)
+	e.heap = append(e.heap, p)
 }
 
-// down moves the entry at i away from the root while a child is earlier.
-func (e *expiry) down(i int) {
-	n := len(e.heap)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			return
-		}
-		m := l
-		if r := l + 1; r < n && e.less(r, l) {
-			m = r
-		}
-		if !e.less(m, i) {
-			return
-		}
-		e.swap(i, m)
-		i = m
-	}
+func (e *expiry) Pop() any {
+	last := len(e.heap) - 1
+	p := e.heap[last]
+	e.heap[last] = nil
+	e.heap = e.heap[:last]
+	p.expIdx = -1
+	return p
 }
