@@ -155,11 +155,31 @@ func (c config) goTestArgs() []string {
 type coreBench struct {
 	name string // the top-level name, without Benchmark: what -bench is matched against
 	pkg  string // the package, relative to the core module's root
+	// rows, if set, narrows the run to these sub-benchmarks: go test's
+	// -bench levels below the top one, joined by "/" (empty: all of them).
+	rows string
 }
 
 // coreBenches are run after the harness: adaptive's report, the cost of
-// reporting an outcome (issue 16).
-var coreBenches = []coreBench{{name: "Report", pkg: "./adaptive/"}}
+// reporting an outcome (issue 16); and semaphore's in-package rows that
+// issue 27 judges against their own FIFO or untimed row, the histograms
+// on and off and the priorities beside FIFO, at capacity 1 and 32
+// goroutines (the other rows of those benchmarks are in
+// docs/benchmarks-policies.md).
+var coreBenches = []coreBench{
+	{name: "Report", pkg: "./adaptive/"},
+	{name: "Timings", pkg: "./semaphore/", rows: "^case=cap1-g32$/^hist=(off|on)$"},
+	{name: "Priorities", pkg: "./semaphore/", rows: "ctx=/^cap=1$/^g=32$"},
+}
+
+// pattern is b's -bench argument.
+func (b coreBench) pattern() string {
+	p := "^Benchmark" + b.name + "$"
+	if b.rows != "" {
+		p += "/" + b.rows
+	}
+	return p
+}
 
 // coreRuns returns the go test arguments of the core benchmarks that the
 // run's -bench selects: those whose name its first level matches (the
@@ -173,7 +193,7 @@ func (c config) coreRuns() [][]string {
 	var out [][]string
 	for _, b := range coreBenches {
 		if re.MatchString(b.name) {
-			out = append(out, []string{"test", "-run", "^$", "-bench", "^Benchmark" + b.name + "$", "-benchmem",
+			out = append(out, []string{"test", "-run", "^$", "-bench", b.pattern(), "-benchmem",
 				"-count", strconv.Itoa(c.count), "-benchtime", c.benchtime, "-timeout", "0", b.pkg})
 		}
 	}

@@ -197,8 +197,8 @@ func TestReportTargetJudgesSuccessAndOverload(t *testing.T) {
 func TestCoreRunsFollowTheBenchRegexp(t *testing.T) {
 	c := config{count: 10, benchtime: "1s", bench: "."}
 	runs := c.coreRuns()
-	if len(runs) != 1 {
-		t.Fatalf("%d core runs for -bench .; want 1 (adaptive's Report)", len(runs))
+	if len(runs) != 3 {
+		t.Fatalf("%d core runs for -bench .; want 3 (adaptive's Report, semaphore's Timings and Priorities)", len(runs))
 	}
 	got := strings.Join(runs[0], " ")
 	want := "test -run ^$ -bench ^BenchmarkReport$ -benchmem -count 10 -benchtime 1s -timeout 0 ./adaptive/"
@@ -208,7 +208,13 @@ func TestCoreRunsFollowTheBenchRegexp(t *testing.T) {
 	if cmd := c.command(); !strings.Contains(cmd, "&& (cd .. && go test -run '^$' -bench '^BenchmarkReport$' -benchmem -count 10 -benchtime 1s -timeout 0 ./adaptive/)") {
 		t.Errorf("command %q does not name the core run", cmd)
 	}
-	for bench, n := range map[string]int{"Semaphore": 0, "^(AcquireAll|Report)$": 1, "Report/outcome=success": 1, "Keyed$": 0} {
+	if got := strings.Join(runs[1], " "); !strings.Contains(got, "-bench ^BenchmarkTimings$/^case=cap1-g32$/^hist=(off|on)$ ") || !strings.HasSuffix(got, " ./semaphore/") {
+		t.Errorf("Timings' run: go %s", got)
+	}
+	if got := strings.Join(runs[2], " "); !strings.Contains(got, "-bench ^BenchmarkPriorities$/ctx=/^cap=1$/^g=32$ ") {
+		t.Errorf("Priorities' run: go %s", got)
+	}
+	for bench, n := range map[string]int{"Semaphore": 0, "^(AcquireAll|Report)$": 1, "Report/outcome=success": 1, "Keyed$": 0, "^(Timings|Priorities)$": 2} {
 		if got := len(config{count: 1, benchtime: "100ms", bench: bench}.coreRuns()); got != n {
 			t.Errorf("-bench %q: %d core runs, want %d", bench, got, n)
 		}
@@ -226,6 +232,92 @@ func TestRenderShowsTheReportTable(t *testing.T) {
 	for _, want := range []string{"## Reporting an outcome", "| appended | BenchmarkReport at abc1234 |", "| `outcome=overload` | 14.0 ns | 0 |", "| `outcome=success/parallel` | 30.0 ns | 0 |", "| #16 | reporting an outcome"} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("benchmarks.md lacks %q", want)
+		}
+	}
+}
+
+// issue27Run has every row that issue 27's goals read, each within its
+// bound but one per pair of rows: see TestIssue27TargetsJudgeEachRow.
+const issue27Run = `BenchmarkKeyed/scenario=newkey/impl=baseline-keybuild-2 	100	 50 ns/op	 48 B/op	 1 allocs/op
+BenchmarkKeyed/scenario=newkey/impl=floor-xsync-2 	100	 150 ns/op	 72 B/op	 2 allocs/op
+BenchmarkKeyed/scenario=newkey/impl=lanes-idle0-2 	100	 175 ns/op	 72 B/op	 2 allocs/op
+BenchmarkKeyed/scenario=newkey/impl=lanes-default-2 	100	 211 ns/op	 72 B/op	 2 allocs/op
+BenchmarkKeyed/scenario=hot-g32/impl=lanes-idle1h-2 	100	 500 ns/op	 0 B/op	 0 allocs/op
+BenchmarkKeyed/scenario=hot-g32/impl=semmap-2 	100	 500 ns/op	 0 B/op	 2 allocs/op
+BenchmarkKeyedMemory/scenario=idle-100k/impl=lanes-default-2 	10	 30000000 ns/op	 140 B/key	 100 B/op	 3 allocs/op
+BenchmarkKeyedMemory/scenario=idle-100k/impl=locker-2 	10	 20000000 ns/op	 35 B/key	 100 B/op	 3 allocs/op
+BenchmarkSemaphore/ctx=bg/scenario=cap1-g32/impl=lanes-2 	100	 230 ns/op	 0 B/op	 0 allocs/op
+BenchmarkSemaphore/ctx=bg/scenario=cap1-g32/impl=chan-2 	100	 200 ns/op	 0 B/op	 0 allocs/op
+BenchmarkSemaphore/ctx=cancel/scenario=cap1-g32/impl=lanes-2 	100	 300 ns/op	 0 B/op	 0 allocs/op
+BenchmarkSemaphore/ctx=cancel/scenario=cap1-g32/impl=chan-2 	100	 200 ns/op	 0 B/op	 0 allocs/op
+pkg: github.com/sessionlane/lanes/semaphore
+BenchmarkTimings/case=cap1-g32/hist=off-2 	100	 300 ns/op	 0 B/op	 0 allocs/op
+BenchmarkTimings/case=cap1-g32/hist=on-2 	100	 320 ns/op	 0 B/op	 0 allocs/op
+BenchmarkPriorities/ctx=background/cap=1/g=32/order=fifo-2 	100	 300 ns/op	 0 B/op	 0 allocs/op
+BenchmarkPriorities/ctx=background/cap=1/g=32/order=priorities-2 	100	 345 ns/op	 0 B/op	 0 allocs/op
+BenchmarkPriorities/ctx=cancellable/cap=1/g=32/order=fifo-2 	100	 300 ns/op	 0 B/op	 0 allocs/op
+BenchmarkPriorities/ctx=cancellable/cap=1/g=32/order=priorities-2 	100	 346 ns/op	 0 B/op	 0 allocs/op
+`
+
+// Issue 27's goals, each judged from its rows of the run: at the bound is
+// met, past it is not, and a run without the rows does not measure them.
+func TestIssue27TargetsJudgeEachRow(t *testing.T) {
+	r, err := parse(strings.NewReader(issue27Run))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]verdict{}
+	for _, v := range evaluate(r) {
+		if v.issue == 27 {
+			got[v.what] = v
+		}
+	}
+	cases := []struct {
+		prefix, in string
+		want       status
+	}{
+		// (175-50)/(150-50) = 1.25: at the bound.
+		{"a new key every operation (lanes-idle0, idle timeout 0): ≤ 1.25× an xsync insert", "net 125.0 ns vs the floor's 100.0 ns (1.25×)", met},
+		// (211-50)/100 = 1.61 > 1.6.
+		{"a new key every operation (lanes-default, default options", "(1.61×)", notMet},
+		{"100k keys locked and unlocked once each", "(1.50×)", met},
+		{"hot key, 32 goroutines, entries kept (lanes-idle1h): ≤ 1.0×", "1.00× semmap", met},
+		{"capacity 1, 32 goroutines: ≤ 1.15× the buffered channel", "1.15× chan", met},
+		{"capacity 1, 32 goroutines: ≤ 1.15× the buffered channel (cancellable context)", "1.50× chan", notMet},
+		{"histograms on", "+20.0 ns", met},
+		{"priorities (`WithPriorities`), capacity 1, 32 goroutines (semaphore's `BenchmarkPriorities`): ≤ 1.15× FIFO", "1.15× FIFO", met},
+		// 346/300 = 1.153 > 1.15, shown rounded.
+		{"priorities (`WithPriorities`), capacity 1, 32 goroutines (semaphore's `BenchmarkPriorities`): ≤ 1.15× FIFO (cancellable context)", "1.15× FIFO", notMet},
+	}
+	if len(got) != len(cases) {
+		t.Errorf("%d targets of issue 27, want %d", len(got), len(cases))
+	}
+	for _, c := range cases {
+		var v *verdict
+		for what, x := range got {
+			// The longest prefix names one target: a case without a
+			// label must not match the labelled one.
+			if what == c.prefix || strings.HasPrefix(what, c.prefix) && !strings.Contains(strings.TrimPrefix(what, c.prefix), "cancellable") {
+				v = &x
+				break
+			}
+		}
+		if v == nil {
+			t.Errorf("no target of issue 27 starting %q", c.prefix)
+			continue
+		}
+		if v.status != c.want || !strings.Contains(v.measured, c.in) {
+			t.Errorf("%q: %v, %q; want %v with %q", c.prefix, v.status, v.measured, c.want, c.in)
+		}
+	}
+	// A run without the rows measures none of them.
+	r, err = parse(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range evaluate(r) {
+		if v.issue == 27 && v.status != missing {
+			t.Errorf("%q in a run without its rows: %v, %q; want not measured", v.what, v.status, v.measured)
 		}
 	}
 }

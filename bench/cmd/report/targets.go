@@ -18,7 +18,8 @@ func (s status) String() string {
 
 // target is one claim of an issue (2-4, and 13, whose yardsticks replace
 // the ones of 2-4 that were judged unreachable; 16 for the adaptive
-// controller), evaluated against a run.
+// controller; 27 for the hot paths against their floors), evaluated
+// against a run.
 type target struct {
 	issue int
 	what  string
@@ -270,6 +271,7 @@ func targets() []target {
 			return fmt.Sprintf("success %s, overload %s, %.0f allocs/op", fmtNs(s), fmtNs(o), max(sa, oa)),
 				verdictOf(s <= 20, o <= 20, zeroAllocs(sa), zeroAllocs(oa))
 		}})
+	ts = append(ts, issue27()...)
 	// The gateway, with each kind of waiting critical section: a timer
 	// (sleep50us) and a yielding loop (yield50us). Both yield the
 	// processor; on a machine whose timers are coarse when idle, only the
@@ -339,5 +341,96 @@ func newKey(scenario, impl, what string, limit float64) target {
 			}
 			return fmt.Sprintf("net %s vs locker's %s (%s), %.0f allocs beyond the key", fmtNs(l), fmtNs(k), ratio(l/k), a),
 				verdictOf(l <= limit*k, a <= 1)
+		}}
+}
+
+// timingsName and prioritiesName are rows of package semaphore's
+// BenchmarkTimings and BenchmarkPriorities (core benchmarks: no impl).
+func timingsName(hist string) string { return "Timings/case=cap1-g32/hist=" + hist }
+
+func prioritiesName(ctx, order string) string {
+	return "Priorities/ctx=" + ctx + "/cap=1/g=32/order=" + order
+}
+
+// issue27 are issue 27's goals: each hot path against its floor or its
+// FIFO peer in the same run. Its in-package figures, each row in a
+// process of its own and charged its CPU time, are in
+// docs/benchmarks-policies.md; these are the issue's own yardstick, the
+// medians of one run.
+func issue27() []target {
+	ts := []target{
+		newKeyFloor("lanes-idle0", "idle timeout 0", 1.25),
+		newKeyFloor("lanes-default", "default options: soft cap 4096, idle 1 h", 1.6),
+		target{27, "100k keys locked and unlocked once each (`KeyedMemory`, idle-100k), default options: ≤ 1.5× moby/locker's time",
+			func(r *results) (string, status) {
+				g := &getter{r: r}
+				l := g.ns(memName("idle-100k", "lanes-default"))
+				k := g.ns(memName("idle-100k", "locker"))
+				if m, s, ok := g.missing(); ok {
+					return m, s
+				}
+				return fmt.Sprintf("%s vs locker's %s (%s)", fmtNs(l), fmtNs(k), ratio(l/k)), verdictOf(l <= 1.5*k)
+			}},
+		target{27, "hot key, 32 goroutines, entries kept (lanes-idle1h): ≤ 1.0× the FIFO peer (semmap)",
+			func(r *results) (string, status) {
+				g := &getter{r: r}
+				x := g.ns(keyedName("hot-g32", "lanes-idle1h")) / g.ns(keyedName("hot-g32", "semmap"))
+				if m, s, ok := g.missing(); ok {
+					return m, s
+				}
+				return ratio(x) + " semmap", verdictOf(x <= 1.0)
+			}},
+	}
+	for _, ctx := range []string{"bg", "cancel"} {
+		label := map[string]string{"bg": "", "cancel": " (cancellable context)"}[ctx]
+		ts = append(ts, target{27, "capacity 1, 32 goroutines: ≤ 1.15× the buffered channel" + label,
+			func(r *results) (string, status) {
+				g := &getter{r: r}
+				x := g.ns(semName(ctx, "cap1-g32", "lanes")) / g.ns(semName(ctx, "cap1-g32", "chan"))
+				if m, s, ok := g.missing(); ok {
+					return m, s
+				}
+				return ratio(x) + " chan", verdictOf(x <= 1.15)
+			}})
+	}
+	ts = append(ts, target{27, "histograms on (`WithHistograms`), capacity 1, 32 goroutines (semaphore's `BenchmarkTimings`): ≤ 20 ns added to the row with them off",
+		func(r *results) (string, status) {
+			g := &getter{r: r}
+			on, off := g.ns(timingsName("on")), g.ns(timingsName("off"))
+			if m, s, ok := g.missing(); ok {
+				return m, s
+			}
+			return fmt.Sprintf("%+.1f ns (%s on, %s off)", on-off, fmtNs(on), fmtNs(off)), verdictOf(on-off <= 20)
+		}})
+	for _, ctx := range []string{"background", "cancellable"} {
+		label := map[string]string{"background": "", "cancellable": " (cancellable context)"}[ctx]
+		ts = append(ts, target{27, "priorities (`WithPriorities`), capacity 1, 32 goroutines (semaphore's `BenchmarkPriorities`): ≤ 1.15× FIFO" + label,
+			func(r *results) (string, status) {
+				g := &getter{r: r}
+				x := g.ns(prioritiesName(ctx, "priorities")) / g.ns(prioritiesName(ctx, "fifo"))
+				if m, s, ok := g.missing(); ok {
+					return m, s
+				}
+				return ratio(x) + " FIFO", verdictOf(x <= 1.15)
+			}})
+	}
+	return ts
+}
+
+// newKeyFloor is issue 27's yardstick for a new key on every call: its
+// net cost (less building the key) against the floor's, an xsync insert
+// and delete of the same key, the two map operations that a keyed
+// semaphore on xsync cannot avoid for a key it has never seen.
+func newKeyFloor(impl, what string, limit float64) target {
+	return target{27, fmt.Sprintf("a new key every operation (%s, %s): ≤ %g× an xsync insert and delete (floor-xsync), both net of building the key", impl, what, limit),
+		func(r *results) (string, status) {
+			g := &getter{r: r}
+			base := g.ns(keyedName("newkey", "baseline-keybuild"))
+			l := g.ns(keyedName("newkey", impl)) - base
+			f := g.ns(keyedName("newkey", "floor-xsync")) - base
+			if m, s, ok := g.missing(); ok {
+				return m, s
+			}
+			return fmt.Sprintf("net %s vs the floor's %s (%s)", fmtNs(l), fmtNs(f), ratio(l/f)), verdictOf(l <= limit*f)
 		}}
 }
