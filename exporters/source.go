@@ -33,9 +33,13 @@ func (f SourceFunc) Stats() []lanequeue.LaneStats { return f() }
 // own, outside a queue (a queue's global lanes are in the queue's Stats).
 // It panics if name is empty, at once rather than at the first scrape, as
 // a queue refuses a lane with no name: an exporter would report the lane's
-// series under an empty lane label.
+// series under an empty lane label. It panics if s is nil, with a message
+// that names Semaphore.
 func Semaphore(name string, s *semaphore.Weighted) Source {
 	checkName("Semaphore", name)
+	if s == nil {
+		panic("exporters: Semaphore: nil semaphore")
+	}
 	return laneSource(name, lanequeue.NewGlobalLane[struct{}](s))
 }
 
@@ -43,10 +47,13 @@ func Semaphore(name string, s *semaphore.Weighted) Source {
 // [lanequeue.Keyed]: the snapshot of k, whose Capacity is the per-key
 // capacity, Keys the entries alive, and HoldsRunOut its reorder holds
 // that ran out (keyedsem.WithReorderHold). Use it for a keyed semaphore used on
-// its own, outside a queue. It panics if name is empty, as [Semaphore]
-// does.
+// its own, outside a queue. It panics if name is empty, or k is nil, as
+// [Semaphore] does.
 func Keyed[K comparable](name string, k *keyedsem.Keyed[K]) Source {
 	checkName("Keyed", name)
+	if k == nil {
+		panic("exporters: Keyed: nil keyed semaphore")
+	}
 	return laneSource(name, lanequeue.NewKeyedLane(k))
 }
 

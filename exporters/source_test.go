@@ -85,6 +85,29 @@ func TestAdaptersRefuseEmptyName(t *testing.T) {
 	}
 }
 
+// TestAdaptersRefuseNilSemaphore: Semaphore and Keyed refuse a nil
+// semaphore with a panic of their own, at once, as Fleet and Join refuse a
+// nil source, rather than with lanequeue's message from inside its lane
+// adapter, which named neither the constructor nor this package.
+func TestAdaptersRefuseNilSemaphore(t *testing.T) {
+	for name, c := range map[string]struct {
+		f    func()
+		want string
+	}{
+		"Semaphore": {func() { exporters.Semaphore("api", nil) }, "exporters: Semaphore: nil semaphore"},
+		"Keyed":     {func() { exporters.Keyed[int]("jobs", nil) }, "exporters: Keyed: nil keyed semaphore"},
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r != c.want {
+					t.Errorf("%s with a nil semaphore: recovered %v; want the panic %q", name, r, c.want)
+				}
+			}()
+			c.f()
+		}()
+	}
+}
+
 // TestTimedScenarioFigures checks scenario.Timed's histograms on the
 // lane's own Stats: bucket by bucket, as the scenario's doc counts them.
 func TestTimedScenarioFigures(t *testing.T) {
