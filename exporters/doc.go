@@ -55,6 +55,16 @@
 //     true figure to divide by (its keys gauge counts the keys with callers
 //     of this instance waiting).
 //
+// # Closed
+//
+// A lane is reported closed (LaneStats.Closed; the exporters' closed
+// gauge is 1) once it is closed, by its own Close or its queue's, and
+// only then. A lane of capacity 0, such as a semaphore made so or resized
+// to 0 to admit nothing for a while ([semaphore.Weighted.SetCapacity]), is
+// open: it is reported with a capacity of 0, and the permits still held in
+// it as in use (its usage, in use / capacity, has no value until its
+// capacity grows).
+//
 // # Waits by group
 //
 // A fair lane (a global lane made semaphore.WithFairShare, or

@@ -35,12 +35,34 @@ func (f SourceFunc) Stats() []lanequeue.LaneStats { return f() }
 // a queue refuses a lane with no name: an exporter would report the lane's
 // series under an empty lane label. It panics if s is nil, with a message
 // that names Semaphore.
+//
+// Its lane is closed once s is closed, and only then: a semaphore of
+// capacity 0 (made so, or resized to 0 to admit nothing for a while) is
+// exported open, as the package doc says under "Closed".
 func Semaphore(name string, s *semaphore.Weighted) Source {
 	checkName("Semaphore", name)
 	if s == nil {
 		panic("exporters: Semaphore: nil semaphore")
 	}
-	return laneSource(name, lanequeue.NewGlobalLane[struct{}](s))
+	// Not through lanequeue.NewGlobalLane, as Keyed goes through
+	// NewKeyedLane: for a queue, which could grant nothing of it, that
+	// refuses a semaphore of capacity 0 with a lane that reports itself
+	// closed, without figures, whatever the semaphore does next. The
+	// fields are the ones a queue's global lane reports
+	// (TestSemaphoreOfCapacityZeroIsOpen compares them).
+	return SourceFunc(func() []lanequeue.LaneStats {
+		st := s.Stats()
+		return []lanequeue.LaneStats{{
+			Name:     name,
+			Kind:     lanequeue.Global,
+			Capacity: st.Capacity,
+			Held:     st.Held,
+			Waiters:  st.Waiters,
+			Closed:   st.Closed,
+			Counters: st.Counters,
+			Timings:  st.Timings,
+		}}
+	})
 }
 
 // Keyed returns a [Source] of one lane, named name, of kind

@@ -108,6 +108,48 @@ func TestAdaptersRefuseNilSemaphore(t *testing.T) {
 	}
 }
 
+// TestSemaphoreOfCapacityZeroIsOpen: a semaphore of capacity 0 (made so,
+// or resized to 0 to pause it) is exported open, with its figures, and
+// with its capacity once it grows; only Close makes its lane closed. Made
+// at 0, it was reported closed with no figures, for good: the adapter
+// went through lanequeue.NewGlobalLane, which refuses such a semaphore for
+// a queue.
+func TestSemaphoreOfCapacityZeroIsOpen(t *testing.T) {
+	stats := func(s *semaphore.Weighted) lanequeue.LaneStats { return exporters.Semaphore("api", s).Stats()[0] }
+
+	made := semaphore.New(0)
+	if st := stats(made); st.Closed || st.Kind != lanequeue.Global || st.Capacity != 0 {
+		t.Fatalf("semaphore made at capacity 0: lane %+v; want an open global lane of capacity 0", st)
+	}
+	src := exporters.Semaphore("api", made)
+	made.SetCapacity(3)
+	p, ok := made.TryAcquire(2)
+	if !ok {
+		t.Fatal("TryAcquire(2) at capacity 3 failed")
+	}
+	if st := src.Stats()[0]; st.Closed || st.Capacity != 3 || st.Held != 2 || st.Acquired != 1 {
+		t.Fatalf("made at 0, resized to 3, 2 held: lane %+v", st)
+	}
+	made.SetCapacity(0) // paused, with its holder still in
+	if st := src.Stats()[0]; st.Closed || st.Capacity != 0 || st.Held != 2 {
+		t.Fatalf("resized to 0 with 2 held: lane %+v; want open, capacity 0, held 2", st)
+	}
+	p.Release()
+	made.Close()
+	if st := src.Stats()[0]; !st.Closed || st.Capacity != 0 || st.Released != 1 {
+		t.Fatalf("closed at capacity 0: lane %+v; want closed, capacity 0, released 1", st)
+	}
+
+	// The snapshot is the one a queue's global lane of the semaphore gives.
+	s, stop := scenario.Semaphore(t)
+	defer stop()
+	want := lanequeue.NewGlobalLane[string](s).Stats()
+	want.Name = "api"
+	if st := stats(s); st != want {
+		t.Fatalf("lane\n got %+v\nwant %+v (the queue's lane)", st, want)
+	}
+}
+
 // TestTimedScenarioFigures checks scenario.Timed's histograms on the
 // lane's own Stats: bucket by bucket, as the scenario's doc counts them.
 func TestTimedScenarioFigures(t *testing.T) {
