@@ -26,15 +26,18 @@ type FleetSource interface {
 // Fleet returns src with the lanes named marked as shared by a fleet of
 // instances (lanes of a budget kept outside the process whose snapshots
 // do not set LaneStats.Fleet; package redislane's set it): see
-// [FleetSource]. It panics if
-// src is nil or no lane is named; a name that src does not report marks
-// nothing.
+// [FleetSource]. It panics if src is nil, if no lane is named, or if a
+// name is empty, which no lane can have (a queue and [Semaphore] refuse
+// one); a name that src does not report marks nothing.
 func Fleet(src Source, lanes ...string) FleetSource {
 	if nilptr.Is(src) { // also a typed nil, such as a nil *lanequeue.Queue, which would fail at the first scrape
 		panic("exporters: nil source")
 	}
 	if len(lanes) == 0 {
 		panic("exporters: Fleet names no lane")
+	}
+	for _, name := range lanes {
+		checkName("Fleet", name)
 	}
 	return fleet{src: src, lanes: slices.Clone(lanes)}
 }

@@ -125,6 +125,28 @@ func TestFleetRefusesNothing(t *testing.T) {
 	}
 }
 
+// TestFleetRefusesEmptyLaneName: Fleet refuses an empty lane name, which
+// no lane can have (a queue and the adapters refuse one) and so marks
+// nothing, with the panic of the other constructors' empty names, wherever
+// it stands among the names.
+func TestFleetRefusesEmptyLaneName(t *testing.T) {
+	const want = "exporters: Fleet: empty lane name"
+	for name, lanesNamed := range map[string][]string{
+		"alone":   {""},
+		"after":   {"model", ""},
+		"between": {"model", "", "tenant"},
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r != want {
+					t.Errorf("Fleet with an empty name %s: recovered %v; want the panic %q", name, r, want)
+				}
+			}()
+			exporters.Fleet(lanes(), lanesNamed...)
+		}()
+	}
+}
+
 // TestLaneInUse: a global or keyed lane's in use is its Held; a rate
 // lane's, which holds nothing, is what its window counts (Used), and a
 // rate lane of the user's own that reports Held keeps it.
