@@ -44,25 +44,7 @@ func Semaphore(name string, s *semaphore.Weighted) Source {
 	if s == nil {
 		panic("exporters: Semaphore: nil semaphore")
 	}
-	// Not through lanequeue.NewGlobalLane, as Keyed goes through
-	// NewKeyedLane: for a queue, which could grant nothing of it, that
-	// refuses a semaphore of capacity 0 with a lane that reports itself
-	// closed, without figures, whatever the semaphore does next. The
-	// fields are the ones a queue's global lane reports
-	// (TestSemaphoreOfCapacityZeroIsOpen compares them).
-	return SourceFunc(func() []lanequeue.LaneStats {
-		st := s.Stats()
-		return []lanequeue.LaneStats{{
-			Name:     name,
-			Kind:     lanequeue.Global,
-			Capacity: st.Capacity,
-			Held:     st.Held,
-			Waiters:  st.Waiters,
-			Closed:   st.Closed,
-			Counters: st.Counters,
-			Timings:  st.Timings,
-		}}
-	})
+	return laneSource(name, lanequeue.NewGlobalLane[struct{}](s))
 }
 
 // Keyed returns a [Source] of one lane, named name, of kind

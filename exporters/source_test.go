@@ -111,9 +111,9 @@ func TestAdaptersRefuseNilSemaphore(t *testing.T) {
 // TestSemaphoreOfCapacityZeroIsOpen: a semaphore of capacity 0 (made so,
 // or resized to 0 to pause it) is exported open, with its figures, and
 // with its capacity once it grows; only Close makes its lane closed. Made
-// at 0, it was reported closed with no figures, for good: the adapter
-// went through lanequeue.NewGlobalLane, which refuses such a semaphore for
-// a queue.
+// at 0, it was reported closed with no figures, for good: the lane that
+// lanequeue.NewGlobalLane makes of it, which a queue refuses, reported
+// itself so.
 func TestSemaphoreOfCapacityZeroIsOpen(t *testing.T) {
 	stats := func(s *semaphore.Weighted) lanequeue.LaneStats { return exporters.Semaphore("api", s).Stats()[0] }
 

@@ -11,10 +11,11 @@ import (
 // NewGlobalLane returns a global lane over s, a budget shared by every
 // key, for [Queue.Add]; the lane's Close closes s. Code may also take s
 // directly, resize it (as package adaptive does) or read its Stats. A
-// semaphore of capacity 0 makes a lane that Add refuses.
+// semaphore of capacity 0 makes a lane that Add refuses and that grants
+// nothing; its Stats are still the semaphore's, open until s is closed.
 func NewGlobalLane[K comparable](s *semaphore.Weighted) Lane[K] {
 	if err := checkSem(s); err != nil {
-		return &badLane[K]{kind: Global, err: err}
+		return &badLane[K]{kind: Global, err: err, of: &globalLane[K]{s: s}}
 	}
 	return &globalLane[K]{s: s}
 }

@@ -106,10 +106,14 @@ type LaneStats struct {
 }
 
 // badLane is a lane made with settings out of range: [Queue.Add] refuses
-// it with err, and used on its own it refuses every call with err.
+// it with err, and used on its own it refuses every call with err. Its
+// Stats are of's, the lane it would have been, when there is one (a global
+// lane over a semaphore of capacity 0: open, and it may grow); else a
+// closed lane with no figures.
 type badLane[K comparable] struct {
 	kind Kind
 	err  error
+	of   Lane[K]
 }
 
 func (l *badLane[K]) Kind() Kind       { return l.kind }
@@ -118,5 +122,10 @@ func (l *badLane[K]) Acquire(context.Context, K, int64) (semaphore.Permit, error
 	return semaphore.Permit{}, l.err
 }
 func (l *badLane[K]) TryAcquire(K, int64) (semaphore.Permit, bool) { return semaphore.Permit{}, false }
-func (l *badLane[K]) Stats() LaneStats                             { return LaneStats{Kind: l.kind, Closed: true} }
-func (l *badLane[K]) Close()                                       {}
+func (l *badLane[K]) Stats() LaneStats {
+	if l.of != nil {
+		return l.of.Stats()
+	}
+	return LaneStats{Kind: l.kind, Closed: true}
+}
+func (l *badLane[K]) Close() {}

@@ -15,17 +15,18 @@ import (
 // (Group("") is no group named, so tenant(key) decides; name the default
 // group by returning "" from tenant). The
 // lane's Close closes s. A semaphore of capacity 0 or made without
-// WithFairShare, or a nil tenant, makes a lane that Add refuses.
+// WithFairShare, or a nil tenant, makes a lane that Add refuses (its Stats
+// are still the semaphore's, as [NewGlobalLane]'s).
 func NewFairLane[K comparable](s *semaphore.Weighted, tenant func(K) string) Lane[K] {
 	if err := checkSem(s); err != nil {
-		return &badLane[K]{kind: Global, err: err}
+		return &badLane[K]{kind: Global, err: err, of: &globalLane[K]{s: s}}
 	}
 	// Either would leave the lane first come, first served, unasked.
 	if !call.FairShare.(func(*semaphore.Weighted) bool)(s) {
-		return &badLane[K]{kind: Global, err: errNotFair}
+		return &badLane[K]{kind: Global, err: errNotFair, of: &globalLane[K]{s: s}}
 	}
 	if tenant == nil {
-		return &badLane[K]{kind: Global, err: errNoTenant}
+		return &badLane[K]{kind: Global, err: errNoTenant, of: &globalLane[K]{s: s}}
 	}
 	return &fairLane[K]{globalLane: &globalLane[K]{s: s}, tenant: tenant}
 }

@@ -330,3 +330,47 @@ func TestRepeatedWeightOptionsLastWins(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedGlobalLaneReportsItsSemaphore: a global lane that Add refuses
+// (a semaphore of capacity 0, which may grow later, or a fair lane's
+// misuse) grants nothing, but its Stats are the semaphore's: open until the
+// semaphore closes. They were a closed lane with no figures, which made an
+// exporter of a semaphore made at capacity 0 report it closed for good.
+func TestRefusedGlobalLaneReportsItsSemaphore(t *testing.T) {
+	for _, c := range []struct {
+		what string
+		s    *semaphore.Weighted
+		lane func(s *semaphore.Weighted) lanequeue.Lane[string]
+	}{
+		{"NewGlobalLane of capacity 0", semaphore.New(0), lanequeue.NewGlobalLane[string]},
+		{"NewFairLane of capacity 0", semaphore.New(0, semaphore.WithFairShare(nil)), func(s *semaphore.Weighted) lanequeue.Lane[string] {
+			return lanequeue.NewFairLane(s, func(k string) string { return k })
+		}},
+		{"NewFairLane without WithFairShare", semaphore.New(2), func(s *semaphore.Weighted) lanequeue.Lane[string] {
+			return lanequeue.NewFairLane(s, func(k string) string { return k })
+		}},
+	} {
+		l := c.lane(c.s)
+		q := lanequeue.New[string]()
+		if err := q.Add("bad", l); !errors.Is(err, semaphore.ErrInvalidConfig) {
+			t.Errorf("%s: Add = %v; want ErrInvalidConfig", c.what, err)
+		}
+		q.Close()
+		if _, err := l.Acquire(context.Background(), "k", 1); !errors.Is(err, semaphore.ErrInvalidConfig) {
+			t.Errorf("%s: Acquire = %v; want ErrInvalidConfig", c.what, err)
+		}
+		c.s.SetCapacity(3)
+		p, ok := c.s.TryAcquire(1)
+		if !ok {
+			t.Fatalf("%s: TryAcquire(1) on the semaphore at capacity 3 failed", c.what)
+		}
+		if st := l.Stats(); st.Closed || st.Kind != lanequeue.Global || st.Capacity != 3 || st.Held != 1 || st.Acquired != 1 {
+			t.Errorf("%s: Stats %+v; want the semaphore's: open, capacity 3, 1 held", c.what, st)
+		}
+		p.Release()
+		c.s.Close()
+		if st := l.Stats(); !st.Closed || st.Released != 1 {
+			t.Errorf("%s: Stats after the semaphore's Close %+v; want closed, 1 released", c.what, st)
+		}
+	}
+}
