@@ -182,8 +182,9 @@ func (b coreBench) pattern() string {
 }
 
 // coreRuns returns the go test arguments of the core benchmarks that the
-// run's -bench selects: those whose name its first level matches (the
-// default "." selects them all).
+// run's -bench selects: those whose name its first level matches, as go
+// test matches it, with the Benchmark prefix (the default "." selects them
+// all).
 func (c config) coreRuns() [][]string {
 	first, _, _ := strings.Cut(c.bench, "/")
 	re, err := regexp.Compile(first)
@@ -192,7 +193,7 @@ func (c config) coreRuns() [][]string {
 	}
 	var out [][]string
 	for _, b := range coreBenches {
-		if re.MatchString(b.name) {
+		if re.MatchString("Benchmark" + b.name) {
 			out = append(out, []string{"test", "-run", "^$", "-bench", b.pattern(), "-benchmem",
 				"-count", strconv.Itoa(c.count), "-benchtime", c.benchtime, "-timeout", "0", b.pkg})
 		}
