@@ -34,11 +34,8 @@ func (f SourceFunc) Stats() []lanequeue.LaneStats { return f() }
 // It panics if name is empty, at once rather than at the first scrape, as
 // a queue refuses a lane with no name: an exporter would report the lane's
 // series under an empty lane label. It panics if s is nil, with a message
-// that names Semaphore.
-//
-// Its lane is closed once s is closed, and only then: a semaphore of
-// capacity 0 (made so, or resized to 0 to admit nothing for a while) is
-// exported open, as the package doc says under "Closed".
+// that names Semaphore. A semaphore of capacity 0 is exported open (see
+// "Closed" in the package doc).
 func Semaphore(name string, s *semaphore.Weighted) Source {
 	checkName("Semaphore", name)
 	if s == nil {

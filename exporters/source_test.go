@@ -140,14 +140,6 @@ func TestSemaphoreOfCapacityZeroIsOpen(t *testing.T) {
 		t.Fatalf("closed at capacity 0: lane %+v; want closed, capacity 0, released 1", st)
 	}
 
-	// The snapshot is the one a queue's global lane of the semaphore gives.
-	s, stop := scenario.Semaphore(t)
-	defer stop()
-	want := lanequeue.NewGlobalLane[string](s).Stats()
-	want.Name = "api"
-	if st := stats(s); st != want {
-		t.Fatalf("lane\n got %+v\nwant %+v (the queue's lane)", st, want)
-	}
 }
 
 // TestTimedScenarioFigures checks scenario.Timed's histograms on the

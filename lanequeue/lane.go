@@ -128,4 +128,11 @@ func (l *badLane[K]) Stats() LaneStats {
 	}
 	return LaneStats{Kind: l.kind, Closed: true}
 }
-func (l *badLane[K]) Close() {}
+
+// Close closes of, the lane it would have been, if there is one: a
+// global lane's Close closes its semaphore, refused or not.
+func (l *badLane[K]) Close() {
+	if l.of != nil {
+		l.of.Close()
+	}
+}

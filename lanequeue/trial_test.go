@@ -334,7 +334,7 @@ func TestRepeatedWeightOptionsLastWins(t *testing.T) {
 // TestRefusedGlobalLaneReportsItsSemaphore: a global lane that Add refuses
 // (a semaphore of capacity 0, which may grow later, or a fair lane's
 // misuse) grants nothing, but its Stats are the semaphore's: open until the
-// semaphore closes. They were a closed lane with no figures, which made an
+// semaphore closes, which the lane's Close does, as a global lane's does. They were a closed lane with no figures, which made an
 // exporter of a semaphore made at capacity 0 report it closed for good.
 func TestRefusedGlobalLaneReportsItsSemaphore(t *testing.T) {
 	for _, c := range []struct {
@@ -368,9 +368,12 @@ func TestRefusedGlobalLaneReportsItsSemaphore(t *testing.T) {
 			t.Errorf("%s: Stats %+v; want the semaphore's: open, capacity 3, 1 held", c.what, st)
 		}
 		p.Release()
-		c.s.Close()
+		l.Close() // the lane's Close closes its semaphore, refused or not
+		if !c.s.Stats().Closed {
+			t.Errorf("%s: the lane's Close left its semaphore open", c.what)
+		}
 		if st := l.Stats(); !st.Closed || st.Released != 1 {
-			t.Errorf("%s: Stats after the semaphore's Close %+v; want closed, 1 released", c.what, st)
+			t.Errorf("%s: Stats after the lane's Close %+v; want closed, 1 released", c.what, st)
 		}
 	}
 }

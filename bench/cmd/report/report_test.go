@@ -236,8 +236,10 @@ func TestRenderShowsTheReportTable(t *testing.T) {
 	}
 }
 
-// issue27Run has every row that issue 27's goals read, each within its
-// bound but one per pair of rows: see TestIssue27TargetsJudgeEachRow.
+// issue27Run has every row that issue 27's goals read. Each row is at its
+// bound or just past it, and issue27Past moves each across (past or back),
+// so that every target is seen on both sides: see
+// TestIssue27TargetsJudgeEachRow.
 const issue27Run = `BenchmarkKeyed/scenario=newkey/impl=baseline-keybuild-2 	100	 50 ns/op	 48 B/op	 1 allocs/op
 BenchmarkKeyed/scenario=newkey/impl=floor-xsync-2 	100	 150 ns/op	 72 B/op	 2 allocs/op
 BenchmarkKeyed/scenario=newkey/impl=lanes-idle0-2 	100	 175 ns/op	 72 B/op	 2 allocs/op
@@ -259,65 +261,94 @@ BenchmarkPriorities/ctx=cancellable/cap=1/g=32/order=fifo-2 	100	 300 ns/op	 0 B
 BenchmarkPriorities/ctx=cancellable/cap=1/g=32/order=priorities-2 	100	 346 ns/op	 0 B/op	 0 allocs/op
 `
 
-// Issue 27's goals, each judged from its rows of the run: at the bound is
-// met, past it is not, and a run without the rows does not measure them.
+// issue27Past is issue27Run with each goal's row moved across its bound.
+var issue27Past = strings.NewReplacer(
+	"impl=lanes-idle0-2 \t100\t 175 ns", "impl=lanes-idle0-2 \t100\t 176 ns",
+	"impl=lanes-default-2 \t100\t 211 ns", "impl=lanes-default-2 \t100\t 210 ns",
+	"impl=lanes-default-2 \t10\t 30000000 ns", "impl=lanes-default-2 \t10\t 30000001 ns",
+	"impl=lanes-idle1h-2 \t100\t 500 ns", "impl=lanes-idle1h-2 \t100\t 501 ns",
+	"ctx=bg/scenario=cap1-g32/impl=lanes-2 \t100\t 230 ns", "ctx=bg/scenario=cap1-g32/impl=lanes-2 \t100\t 231 ns",
+	"ctx=cancel/scenario=cap1-g32/impl=lanes-2 \t100\t 300 ns", "ctx=cancel/scenario=cap1-g32/impl=lanes-2 \t100\t 230 ns",
+	"hist=on-2 \t100\t 320 ns", "hist=on-2 \t100\t 321 ns",
+	"ctx=background/cap=1/g=32/order=priorities-2 \t100\t 345 ns", "ctx=background/cap=1/g=32/order=priorities-2 \t100\t 346 ns",
+	"ctx=cancellable/cap=1/g=32/order=priorities-2 \t100\t 346 ns", "ctx=cancellable/cap=1/g=32/order=priorities-2 \t100\t 345 ns",
+).Replace(issue27Run)
+
+// Issue 27's goals, each judged from its rows of the run, on both sides of
+// its bound: at the bound is met, past it is not; and a run without the
+// rows does not measure them.
 func TestIssue27TargetsJudgeEachRow(t *testing.T) {
-	r, err := parse(strings.NewReader(issue27Run))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]verdict{}
-	for _, v := range evaluate(r) {
-		if v.issue == 27 {
-			got[v.what] = v
+	verdicts := func(run string) map[string]verdict {
+		t.Helper()
+		r, err := parse(strings.NewReader(run))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	cases := []struct {
-		prefix, in string
-		want       status
-	}{
-		// (175-50)/(150-50) = 1.25: at the bound.
-		{"a new key every operation (lanes-idle0, idle timeout 0): ≤ 1.25× an xsync insert", "net 125.0 ns vs the floor's 100.0 ns (1.25×)", met},
-		// (211-50)/100 = 1.61 > 1.6.
-		{"a new key every operation (lanes-default, default options", "(1.61×)", notMet},
-		{"100k keys locked and unlocked once each", "(1.50×)", met},
-		{"hot key, 32 goroutines, entries kept (lanes-idle1h): ≤ 1.0×", "1.00× semmap", met},
-		{"capacity 1, 32 goroutines: ≤ 1.15× the buffered channel", "1.15× chan", met},
-		{"capacity 1, 32 goroutines: ≤ 1.15× the buffered channel (cancellable context)", "1.50× chan", notMet},
-		{"histograms on", "+20.0 ns", met},
-		{"priorities (`WithPriorities`), capacity 1, 32 goroutines (semaphore's `BenchmarkPriorities`): ≤ 1.15× FIFO", "1.15× FIFO", met},
-		// 346/300 = 1.153 > 1.15, shown rounded.
-		{"priorities (`WithPriorities`), capacity 1, 32 goroutines (semaphore's `BenchmarkPriorities`): ≤ 1.15× FIFO (cancellable context)", "1.15× FIFO", notMet},
-	}
-	if len(got) != len(cases) {
-		t.Errorf("%d targets of issue 27, want %d", len(got), len(cases))
-	}
-	for _, c := range cases {
-		var v *verdict
-		for what, x := range got {
-			// The longest prefix names one target: a case without a
-			// label must not match the labelled one.
-			if what == c.prefix || strings.HasPrefix(what, c.prefix) && !strings.Contains(strings.TrimPrefix(what, c.prefix), "cancellable") {
-				v = &x
-				break
+		got := map[string]verdict{}
+		for _, v := range evaluate(r) {
+			if v.issue == 27 {
+				got[v.what] = v
 			}
 		}
-		if v == nil {
-			t.Errorf("no target of issue 27 starting %q", c.prefix)
-			continue
+		return got
+	}
+	if issue27Past == issue27Run {
+		t.Fatal("issue27Past moved no row")
+	}
+	run, past := verdicts(issue27Run), verdicts(issue27Past)
+	cases := []struct {
+		prefix   string
+		in       string // in the run's figure
+		run      status
+		pastIn   string // in the moved run's figure
+		pastWant status
+	}{
+		// (175-50)/(150-50) = 1.25: at the bound; 126/100 past it.
+		{"a new key every operation (lanes-idle0, idle timeout 0): ≤ 1.25× an xsync insert", "net 125.0 ns vs the floor's 100.0 ns (1.25×)", met, "(1.26×)", notMet},
+		// (211-50)/100 = 1.61 > 1.6; 1.60 at it.
+		{"a new key every operation (lanes-default, default options", "(1.61×)", notMet, "(1.60×)", met},
+		{"100k keys locked and unlocked once each", "(1.50×)", met, "(1.50×)", notMet},
+		{"hot key, 32 goroutines, entries kept (lanes-idle1h): ≤ 1.0×", "1.00× semmap", met, "1.00× semmap", notMet},
+		{"capacity 1, 32 goroutines: ≤ 1.15× the buffered channel", "1.15× chan", met, "1.16× chan", notMet},
+		{"capacity 1, 32 goroutines: ≤ 1.15× the buffered channel (cancellable context)", "1.50× chan", notMet, "1.15× chan", met},
+		{"histograms on", "+20.0 ns", met, "+21.0 ns", notMet},
+		// 345/300 = 1.15; 346/300 = 1.153, shown rounded.
+		{"priorities (`WithPriorities`), capacity 1, 32 goroutines (semaphore's `BenchmarkPriorities`): ≤ 1.15× FIFO", "1.15× FIFO", met, "1.15× FIFO", notMet},
+		{"priorities (`WithPriorities`), capacity 1, 32 goroutines (semaphore's `BenchmarkPriorities`): ≤ 1.15× FIFO (cancellable context)", "1.15× FIFO", notMet, "1.15× FIFO", met},
+	}
+	if len(run) != len(cases) {
+		t.Errorf("%d targets of issue 27, want %d", len(run), len(cases))
+	}
+	find := func(got map[string]verdict, prefix string) *verdict {
+		for what, x := range got {
+			// A case without a label must not match the labelled one.
+			if what == prefix || strings.HasPrefix(what, prefix) && !strings.Contains(strings.TrimPrefix(what, prefix), "cancellable") {
+				return &x
+			}
 		}
-		if v.status != c.want || !strings.Contains(v.measured, c.in) {
-			t.Errorf("%q: %v, %q; want %v with %q", c.prefix, v.status, v.measured, c.want, c.in)
+		return nil
+	}
+	for _, c := range cases {
+		for _, side := range []struct {
+			name string
+			got  map[string]verdict
+			in   string
+			want status
+		}{{"at", run, c.in, c.run}, {"moved", past, c.pastIn, c.pastWant}} {
+			v := find(side.got, c.prefix)
+			if v == nil {
+				t.Errorf("no target of issue 27 starting %q", c.prefix)
+				continue
+			}
+			if v.status != side.want || !strings.Contains(v.measured, side.in) {
+				t.Errorf("%q (%s): %v, %q; want %v with %q", c.prefix, side.name, v.status, v.measured, side.want, side.in)
+			}
 		}
 	}
 	// A run without the rows measures none of them.
-	r, err = parse(strings.NewReader(sample))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range evaluate(r) {
-		if v.issue == 27 && v.status != missing {
-			t.Errorf("%q in a run without its rows: %v, %q; want not measured", v.what, v.status, v.measured)
+	for what, v := range verdicts(sample) {
+		if v.status != missing {
+			t.Errorf("%q in a run without its rows: %v, %q; want not measured", what, v.status, v.measured)
 		}
 	}
 }
