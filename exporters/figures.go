@@ -31,7 +31,7 @@ type FleetSource interface {
 // one); a name that src does not report marks nothing.
 func Fleet(src Source, lanes ...string) FleetSource {
 	if nilptr.Is(src) { // also a typed nil, such as a nil *lanequeue.Queue, which would fail at the first scrape
-		panic("exporters: nil source")
+		panic("exporters: Fleet: nil source")
 	}
 	if len(lanes) == 0 {
 		panic("exporters: Fleet names no lane")

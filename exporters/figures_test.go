@@ -123,6 +123,15 @@ func TestFleetRefusesNothing(t *testing.T) {
 			f()
 		}()
 	}
+	// A nil source's panic names Fleet, as its other refusals do.
+	func() {
+		defer func() {
+			if r := recover(); r != "exporters: Fleet: nil source" {
+				t.Errorf("Fleet(nil, ...) recovered %v; want the panic \"exporters: Fleet: nil source\"", r)
+			}
+		}()
+		exporters.Fleet(nil, "model")
+	}()
 }
 
 // TestFleetRefusesEmptyLaneName: Fleet refuses an empty lane name, which

@@ -108,8 +108,8 @@ type LaneStats struct {
 // badLane is a lane made with settings out of range: [Queue.Add] refuses
 // it with err, and used on its own it refuses every call with err. Its
 // Stats are of's, the lane it would have been, when there is one (a global
-// lane over a semaphore of capacity 0: open, and it may grow); else a
-// closed lane with no figures.
+// lane over a semaphore of capacity 0: open, and it may grow), and its
+// Close closes of; else it reports a closed lane with no figures.
 type badLane[K comparable] struct {
 	kind Kind
 	err  error
