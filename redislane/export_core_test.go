@@ -91,6 +91,20 @@ func TryAcquireCall(ctx context.Context, rc redis.UniversalClient, name, id stri
 	).Int64Slice()
 }
 
+// lineOfTwo returns a core and a line of two waiters on it: the head h,
+// and f behind it, whose outcomes go to a one-slot channel that nobody
+// reads until the caller does.
+func lineOfTwo() (c *core, ln *line, h, f *waiter) {
+	c = &core{}
+	c.cfg.lease = time.Minute
+	ln = &line{key: ""}
+	h = &waiter{}
+	h.elem = ln.list.PushBack(h)
+	f = &waiter{got: make(chan batchResult, 1)}
+	f.elem = ln.list.PushBack(f)
+	return c, ln, h, f
+}
+
 // SettleUnread settles three calls of a head that carried one waiter's
 // request (not granted, not granted, then granted) while the waiter reads
 // none of their outcomes, as a waiter that its goroutine has not run yet.
@@ -98,13 +112,7 @@ func TryAcquireCall(ctx context.Context, rc redis.UniversalClient, name, id stri
 // outcome the waiter then reads is the grant and whether another is left
 // behind it.
 func SettleUnread() <-chan [2]bool {
-	c := &core{}
-	c.cfg.lease = time.Minute
-	ln := &line{key: ""}
-	h := &waiter{}
-	h.elem = ln.list.PushBack(h)
-	f := &waiter{got: make(chan batchResult, 1)}
-	f.elem = ln.list.PushBack(f)
+	c, ln, _, f := lineOfTwo()
 	out := make(chan [2]bool, 1)
 	go func() {
 		now := time.Now()
@@ -204,13 +212,7 @@ func (h *ExpiryHeap) Expired() uint64 { return h.c.st.expired.Load() }
 // goroutine has not run yet. The returned channel gets whether the message
 // the waiter then reads still tells it that its turn came.
 func TurnUnread() <-chan bool {
-	c := &core{}
-	c.cfg.lease = time.Minute
-	ln := &line{key: ""}
-	h := &waiter{}
-	h.elem = ln.list.PushBack(h)
-	f := &waiter{got: make(chan batchResult, 1)}
-	f.elem = ln.list.PushBack(f)
+	c, ln, h, f := lineOfTwo()
 	out := make(chan bool, 1)
 	go func() {
 		c.mu.Lock()
